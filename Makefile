@@ -1,0 +1,39 @@
+# The two commands a new machine needs: `make demo` and `make test`. Both build .venv first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+SRC    := mignurse tests benchmarks
+
+.PHONY: demo test lint unit bench screenshots venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## The app on the built-in simulated cluster (SCENARIO=name SPEED=x to change it).
+demo: $(STAMP)
+	$(BIN)/mignurse demo --scenario $(or $(SCENARIO),dcgm-repair-loop) --speed $(or $(SPEED),10)
+
+## Lint, types, layer contracts, then the whole test suite.
+test: lint unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(SRC)
+	$(BIN)/ruff format --check $(SRC)
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+## Performance figures (not part of `make test`).
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_list.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

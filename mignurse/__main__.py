@@ -1,0 +1,3 @@
+from mignurse.cli import run
+
+run()

@@ -1,0 +1,314 @@
+"""The `mignurse` command: argument parsing and the command-line faces.
+
+Every failure a user can cause or meet (bad flags, a wrong context, a dead API server,
+RBAC) ends as one line on stderr and a non-zero exit code, never a traceback; `--debug`
+shows the traceback for bug reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mignurse import __version__
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+DEMO_DEFAULT_SCENARIO = "dcgm-repair-loop"
+DEMO_DEFAULT_SPEED = 10.0
+
+
+class UserError(Exception):
+    """A problem the user can fix; str() is the one line to show."""
+
+    exit_code = EXIT_USAGE
+
+
+def _connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # Sub-commands accept the same flags; SUPPRESS keeps them from resetting the top level's.
+    default = None if top else argparse.SUPPRESS
+    group = parser.add_argument_group("cluster connection (as kubectl)")
+    group.add_argument(
+        "--kubeconfig",
+        default=default,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    group.add_argument(
+        "--context", default=default, help="kubeconfig context (default: the current one)"
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="show tracebacks on errors",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mignurse",
+        description="On-call companion for GPU nodes on Amazon EKS that will not stay up. "
+        "Without a command: the terminal app on the current kube context.",
+    )
+    parser.add_argument("--version", action="version", version=f"mignurse {__version__}")
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        help="the app offers no action that changes the cluster",
+    )
+    _connection_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    nodes = sub.add_parser("nodes", help="the GPU node table, like kubectl get nodes")
+    _connection_options(nodes, top=False)
+    nodes.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "wide", "json"),
+        default="table",
+        help="table (default), wide (more columns, full names) or json (stable, for scripts)",
+    )
+    nodes.add_argument("--nodepool", help="only this NodePool or managed node group")
+    nodes.add_argument(
+        "-l",
+        "--selector",
+        help="label selector, as kubectl -l (e.g. karpenter.sh/capacity-type=spot)",
+    )
+
+    demo = sub.add_parser(
+        "demo", help="the app on a built-in simulated cluster (no cluster or AWS account needed)"
+    )
+    demo.add_argument(
+        "--scenario",
+        default=DEMO_DEFAULT_SCENARIO,
+        help=f"scenario name or YAML file (default: {DEMO_DEFAULT_SCENARIO}; `mignurse sim list`)",
+    )
+    demo.add_argument(
+        "--speed",
+        type=float,
+        default=DEMO_DEFAULT_SPEED,
+        help=f"simulated seconds per real second (default: {DEMO_DEFAULT_SPEED:g})",
+    )
+    demo.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
+    )
+
+    sim = sub.add_parser(
+        "sim", help="the simulated EKS cluster on its own, for kubectl-style clients"
+    )
+    sim_sub = sim.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
+    serve = sim_sub.add_parser("serve", help="serve a scenario on 127.0.0.1 until Ctrl-C")
+    serve.add_argument(
+        "--scenario", required=True, help="scenario name or YAML file (see `mignurse sim list`)"
+    )
+    serve.add_argument(
+        "--kubeconfig-out",
+        required=True,
+        metavar="PATH",
+        help="where to write the kubeconfig for it",
+    )
+    serve.add_argument(
+        "--speed", type=float, default=1.0, help="simulated seconds per real second (default: 1)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)"
+    )
+    sim_sub.add_parser("list", help="the shipped scenarios")
+    return parser
+
+
+def _positive_speed(speed: float) -> float:
+    if not speed > 0 or speed > 1000:
+        raise UserError(
+            f"--speed {speed:g} is out of range: give a number above 0 and at most 1000"
+        )
+    return speed
+
+
+# -- nodes --------------------------------------------------------------------------
+
+
+def _connect(args: argparse.Namespace) -> Any:
+    from mignurse.cluster.client import ClusterClient
+
+    return ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    from mignurse.cluster.load import load_snapshot
+    from mignurse.nodeview import node_rows, nodes_document
+
+    client = _connect(args)
+    try:
+        loaded = load_snapshot(client, label_selector=args.selector)
+    finally:
+        client.close()
+    for notice in loaded.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    snapshot = loaded.snapshot
+    now = snapshot.taken_at or client.server_now()
+    pool = args.nodepool
+    if (
+        pool
+        and not any(n.pool == pool for n in snapshot.nodes.values())
+        and pool not in snapshot.nodepools
+    ):
+        known = sorted({n.pool for n in snapshot.gpu_nodes() if n.pool})
+        raise UserError(
+            f"no NodePool or node group named {pool!r} in context {client.info.context!r}"
+            + (f": known GPU pools are {', '.join(known)}" if known else "")
+        )
+    if args.output == "json":
+        document = nodes_document(snapshot, now, context=client.info.context, pool=pool)
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    rows = node_rows(snapshot, now, pool=pool)
+    if not rows:
+        scope = f" in pool {pool!r}" if pool else ""
+        print(
+            f"No GPU nodes{scope} in context {client.info.context!r} "
+            f"({len(snapshot.nodes)} nodes in all).",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    from mignurse.render import print_node_table
+
+    print_node_table(rows, wide=args.output == "wide")
+    return EXIT_OK
+
+
+# -- the app --------------------------------------------------------------------------
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from mignurse.tui.app import LiveSource, make_app
+
+    client = _connect(args)
+    source = LiveSource(client)
+    source.check()  # a dead endpoint or RBAC refusal is one line here, not a broken screen
+    app = make_app(source, read_only=args.read_only)
+    app.run()
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from mignurse.cluster.client import ClusterClient
+    from mignurse.sim import SimCluster, load_scenario
+    from mignurse.tui.app import LiveSource, make_app
+
+    speed = _positive_speed(args.speed)
+    scenario = load_scenario(args.scenario)
+    with tempfile.TemporaryDirectory(prefix="mignurse-demo-") as tmp:
+        sim = SimCluster(scenario, speed=speed).start()
+        try:
+            kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
+            client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+            source = LiveSource(client, simulated=f"{scenario.name} ×{speed:g}", clock=sim.now)
+            app = make_app(source, read_only=getattr(args, "read_only", False))
+            app.run()
+        finally:
+            sim.stop()
+    return EXIT_OK
+
+
+# -- sim ------------------------------------------------------------------------------
+
+
+def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from mignurse.sim import SimCluster, list_scenarios, load_scenario
+
+    if args.sim_command == "list":
+        for name, description in list_scenarios():
+            print(f"{name:<22} {description}")
+        return EXIT_OK
+    if args.sim_command != "serve":
+        parser.parse_args(["sim", "--help"])
+        return EXIT_USAGE
+    speed = _positive_speed(args.speed)
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not a port number (0 picks a free one)")
+    out = Path(args.kubeconfig_out)
+    if not out.parent.exists():
+        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    scenario = load_scenario(args.scenario)
+    started = time.monotonic()
+    try:
+        sim = SimCluster(scenario, speed=speed, port=args.port).start()
+    except OSError as exc:
+        raise UserError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
+    try:
+        sim.write_kubeconfig(out)
+        context = scenario.context_name
+        print(
+            f"Serving scenario {scenario.name!r} at {sim.url} (speed ×{speed:g}, ready in "
+            f"{time.monotonic() - started:.1f}s).\n"
+            f"kubeconfig: {out} (context {context})\n"
+            f"Try: mignurse --kubeconfig {out} nodes\n"
+            "Ctrl-C to stop.",
+            flush=True,
+        )
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopped.", file=sys.stderr)
+        return EXIT_OK
+    finally:
+        sim.stop()
+
+
+# -- entry point ------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
+    from mignurse.cluster.client import ClusterError
+
+    try:
+        from mignurse.sim import ScenarioError
+
+        if args.command == "nodes":
+            return cmd_nodes(args)
+        if args.command == "demo":
+            return cmd_demo(args)
+        if args.command == "sim":
+            return cmd_sim(args, parser)
+        return cmd_app(args)
+    except (ClusterError, UserError, ScenarioError) as exc:
+        if debug:
+            raise
+        print(f"mignurse: error: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_USAGE)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `mignurse nodes | head` closed the pipe: not an error.
+        sys.stderr.close()
+        return EXIT_OK
+    except Exception as exc:
+        if debug:
+            raise
+        print(
+            f"mignurse: internal error: {type(exc).__name__}: {exc} (run again with --debug "
+            "for the traceback, and report it)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,70 @@
+"""One-shot reads of the cluster for the command-line faces (`nodes`, later `diagnose`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mignurse.cluster.client import (
+    EVENTS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    ClusterClient,
+    Forbidden,
+)
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.model import Event, Node, NodeClaim, NodePool
+
+KARPENTER_GROUP = ("karpenter.sh", "v1")
+KARPENTER_ABSENT_NOTICE = (
+    "Karpenter CRDs (karpenter.sh/v1) not found on this cluster: NodeClaim and NodePool "
+    "features are off"
+)
+
+
+@dataclass
+class Loaded:
+    snapshot: Snapshot
+    notices: list[str] = field(default_factory=list)
+
+
+def karpenter_available(client: ClusterClient) -> bool:
+    return client.api_group_available(*KARPENTER_GROUP)
+
+
+def load_snapshot(
+    client: ClusterClient,
+    *,
+    label_selector: str | None = None,
+    with_events: bool = False,
+) -> Loaded:
+    """Nodes (required), NodeClaims and NodePools (when Karpenter is there and RBAC allows),
+    events (when asked). Optional parts that fail become notices, not errors."""
+    notices: list[str] = []
+    nodes = client.list(NODES, Node.from_api, label_selector=label_selector)
+    karpenter = karpenter_available(client)
+    claims: dict[str, NodeClaim] = {}
+    pools: dict[str, NodePool] = {}
+    if not karpenter:
+        notices.append(KARPENTER_ABSENT_NOTICE)
+    else:
+        try:
+            claims = {c.name: c for c in client.list(NODECLAIMS, NodeClaim.from_api).items}
+            pools = {p.name: p for p in client.list(NODEPOOLS, NodePool.from_api).items}
+        except Forbidden as exc:
+            notices.append(f"{exc}; Karpenter details are left out")
+    events: tuple[Event, ...] = ()
+    if with_events:
+        try:
+            events = tuple(client.list(EVENTS, Event.from_api).items)
+        except Forbidden as exc:
+            notices.append(f"{exc}; events are left out")
+    snapshot = Snapshot(
+        nodes={n.name: n for n in nodes.items},
+        nodeclaims=claims,
+        nodepools=pools,
+        events=events,
+        karpenter=karpenter,
+        taken_at=client.server_now(),
+    )
+    return Loaded(snapshot, notices)

@@ -1,0 +1,238 @@
+"""A point-in-time view of the cluster's GPU capacity, and the live state that feeds it.
+
+`Snapshot` is what rules, tables and bundles read: parsed models plus the time they were
+taken. `ClusterState` is the thread-safe, watch-fed store behind the app's live view; it
+hands out snapshots and the names of nodes that changed since the last look.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from mignurse.model import (
+    NVIDIA_INSTANCE_FAMILIES,
+    Event,
+    Node,
+    NodeClaim,
+    NodePool,
+    instance_family,
+)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    nodes: Mapping[str, Node]
+    nodeclaims: Mapping[str, NodeClaim] = field(default_factory=dict)
+    nodepools: Mapping[str, NodePool] = field(default_factory=dict)
+    events: tuple[Event, ...] = ()
+    karpenter: bool = False
+    taken_at: datetime | None = None
+
+    def nodeclaim_for(self, node: Node) -> NodeClaim | None:
+        for claim in self.nodeclaims.values():
+            if claim.node_name == node.name or (
+                node.provider_id and claim.provider_id == node.provider_id
+            ):
+                return claim
+        return None
+
+    def claims_by_node(self) -> dict[str, NodeClaim]:
+        """NodeClaims keyed by the name of the Node they became, and by provider id."""
+        index: dict[str, NodeClaim] = {}
+        for claim in self.nodeclaims.values():
+            if claim.node_name:
+                index[claim.node_name] = claim
+            if claim.provider_id:
+                index[claim.provider_id] = claim
+        return index
+
+    def gpu_nodes(self) -> list[Node]:
+        """GPU nodes, sorted by pool then name.
+
+        A node counts when it carries GPU resources or labels, is an NVIDIA instance type,
+        or its NodeClaim (or NodePool) asked for GPUs: a node that lost its GPU resources
+        is exactly the one to show."""
+        claims = self.claims_by_node()
+        gpu_pools = {name for name, pool in self.nodepools.items() if pool.requests_gpu}
+        chosen = [
+            node
+            for node in self.nodes.values()
+            if is_gpu_node(node, claims.get(node.name) or claims.get(node.provider_id), gpu_pools)
+        ]
+        chosen.sort(key=lambda n: (n.pool, n.name))
+        return chosen
+
+    def launching_claims(self) -> list[NodeClaim]:
+        """GPU NodeClaims with no Node yet: capacity still on its way."""
+        gpu_pools = {name for name, pool in self.nodepools.items() if pool.requests_gpu}
+        return sorted(
+            (
+                c
+                for c in self.nodeclaims.values()
+                if c.launching and (c.requests_gpu or c.pool in gpu_pools or _gpu_type(c))
+            ),
+            key=lambda c: (c.pool, c.name),
+        )
+
+    def events_for(self, kind: str, name: str) -> list[Event]:
+        found = [e for e in self.events if e.involved_kind == kind and e.involved_name == name]
+        found.sort(key=lambda e: e.last_seen or e.first_seen or _EPOCH)
+        return found
+
+
+def _gpu_type(claim: NodeClaim) -> bool:
+    return instance_family(claim.instance_type) in NVIDIA_INSTANCE_FAMILIES
+
+
+def is_gpu_node(node: Node, claim: NodeClaim | None, gpu_pools: Iterable[str] = ()) -> bool:
+    if node.has_gpu_hint:
+        return True
+    if claim is not None and claim.requests_gpu:
+        return True
+    return bool(node.pool) and node.pool in set(gpu_pools)
+
+
+_EPOCH = datetime.fromtimestamp(0).astimezone()
+
+
+PARSERS: dict[str, Any] = {
+    "nodes": Node.from_api,
+    "nodeclaims": NodeClaim.from_api,
+    "nodepools": NodePool.from_api,
+    "events": Event.from_api,
+}
+
+
+class ClusterState:
+    """Live objects kept current by watches, safe to read from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, Node] = {}
+        self._nodeclaims: dict[str, NodeClaim] = {}
+        self._nodepools: dict[str, NodePool] = {}
+        self._events: dict[tuple[str, str], Event] = {}
+        self._events_by_node: dict[str, set[tuple[str, str]]] = {}
+        self._dirty_nodes: set[str] = set()
+        self._dirty_other = False
+        self.karpenter = False
+        self.generation = 0  # bumps on every change; cheap "anything new?" check
+
+    # -- writes (watch threads) -------------------------------------------------------
+
+    def replace(self, plural: str, models: list[Any]) -> None:
+        """Install the parsed result of a (re-)list: everything not in it is gone."""
+        with self._lock:
+            if plural == "nodes":
+                fresh_nodes = {n.name: n for n in models}
+                changed = set(self._nodes) ^ set(fresh_nodes)
+                changed |= {
+                    name
+                    for name, node in fresh_nodes.items()
+                    if name in self._nodes
+                    and self._nodes[name].resource_version != node.resource_version
+                }
+                self._nodes = fresh_nodes
+                self._dirty_nodes |= changed
+            elif plural == "nodeclaims":
+                self._nodeclaims = {c.name: c for c in models}
+                self._dirty_other = True
+            elif plural == "nodepools":
+                self._nodepools = {p.name: p for p in models}
+                self._dirty_other = True
+            elif plural == "events":
+                self._events = {e.key: e for e in models}
+                self._events_by_node = {}
+                for event in models:
+                    if event.involved_kind == "Node":
+                        self._events_by_node.setdefault(event.involved_name, set()).add(event.key)
+                self._dirty_other = True
+            self.generation += 1
+
+    def apply(self, plural: str, change_type: str, raw: dict[str, Any]) -> None:
+        """Apply one watch event (ADDED / MODIFIED / DELETED)."""
+        if change_type not in ("ADDED", "MODIFIED", "DELETED"):
+            return
+        deleted = change_type == "DELETED"
+        with self._lock:
+            if plural == "nodes":
+                node = Node.from_api(raw)
+                if deleted:
+                    self._nodes.pop(node.name, None)
+                else:
+                    self._nodes[node.name] = node
+                self._dirty_nodes.add(node.name)
+            elif plural == "nodeclaims":
+                claim = NodeClaim.from_api(raw)
+                if deleted:
+                    self._nodeclaims.pop(claim.name, None)
+                else:
+                    self._nodeclaims[claim.name] = claim
+                if claim.node_name:
+                    self._dirty_nodes.add(claim.node_name)
+                self._dirty_other = True
+            elif plural == "nodepools":
+                pool = NodePool.from_api(raw)
+                if deleted:
+                    self._nodepools.pop(pool.name, None)
+                else:
+                    self._nodepools[pool.name] = pool
+                self._dirty_other = True
+            elif plural == "events":
+                event = Event.from_api(raw)
+                keys = self._events_by_node.setdefault(event.involved_name, set())
+                if deleted:
+                    self._events.pop(event.key, None)
+                    keys.discard(event.key)
+                else:
+                    self._events[event.key] = event
+                    if event.involved_kind == "Node":
+                        keys.add(event.key)
+                if event.involved_kind == "Node":
+                    self._dirty_nodes.add(event.involved_name)
+                self._dirty_other = True
+            else:
+                return
+            self.generation += 1
+
+    # -- reads (UI thread, CLI) -------------------------------------------------------
+
+    def snapshot(self, taken_at: datetime | None = None) -> Snapshot:
+        with self._lock:
+            return Snapshot(
+                nodes=dict(self._nodes),
+                nodeclaims=dict(self._nodeclaims),
+                nodepools=dict(self._nodepools),
+                events=tuple(self._events.values()),
+                karpenter=self.karpenter,
+                taken_at=taken_at,
+            )
+
+    def node_events(self, name: str) -> list[Event]:
+        """Events about one Node, oldest first, without scanning every event."""
+        with self._lock:
+            found = [
+                self._events[k] for k in self._events_by_node.get(name, ()) if k in self._events
+            ]
+        found.sort(key=lambda e: e.last_seen or e.first_seen or _EPOCH)
+        return found
+
+    def take_changes(self) -> tuple[set[str], bool]:
+        """Names of nodes changed since the last call, and whether anything else changed."""
+        with self._lock:
+            nodes, self._dirty_nodes = self._dirty_nodes, set()
+            other, self._dirty_other = self._dirty_other, False
+        return nodes, other
+
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "nodes": len(self._nodes),
+                "nodeclaims": len(self._nodeclaims),
+                "nodepools": len(self._nodepools),
+                "events": len(self._events),
+            }

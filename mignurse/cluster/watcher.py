@@ -1,0 +1,160 @@
+"""Keep a `ClusterState` current: list, then watch, per resource, in background threads.
+
+Like a client-go informer: a 410 (resource version too old) means list again; a dropped
+stream means watch again from the last version seen; any other failure backs off and
+retries, while the state keeps its last good data and says since when it is stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from mignurse.cluster.client import (
+    EVENTS,
+    NODECLAIMS,
+    NODEPOOLS,
+    NODES,
+    ClusterClient,
+    ClusterError,
+    Expired,
+    Forbidden,
+    Resource,
+)
+from mignurse.cluster.snapshot import PARSERS, ClusterState
+
+WATCH_TIMEOUT_SECONDS = 300
+MAX_BACKOFF_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceStatus:
+    plural: str
+    synced: bool
+    error: str = ""
+    stale_since: datetime | None = None
+
+
+class ClusterWatcher:
+    def __init__(
+        self,
+        client: ClusterClient,
+        state: ClusterState,
+        *,
+        karpenter: bool,
+        on_status: Callable[[ResourceStatus], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.state = state
+        self.resources: list[Resource] = [NODES, EVENTS]
+        if karpenter:
+            self.resources += [NODECLAIMS, NODEPOOLS]
+        self._on_status = on_status
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._open: dict[str, Any] = {}
+        self._open_lock = threading.Lock()
+        self._synced = {r.plural: threading.Event() for r in self.resources}
+        self.status: dict[str, ResourceStatus] = {
+            r.plural: ResourceStatus(r.plural, synced=False) for r in self.resources
+        }
+
+    def start(self) -> ClusterWatcher:
+        for resource in self.resources:
+            thread = threading.Thread(
+                target=self._run, args=(resource,), name=f"watch-{resource.plural}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._open_lock:
+            streams = list(self._open.values())
+        for stream in streams:
+            # Best effort on a socket we are abandoning anyway.
+            with contextlib.suppress(Exception):
+                stream.shutdown()
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Block until every resource has been listed once (or the timeout passes)."""
+        deadline = threading.Event()
+        timer = threading.Timer(timeout, deadline.set)
+        timer.start()
+        try:
+            for event in self._synced.values():
+                while not event.is_set():
+                    if deadline.is_set() or self._stop.is_set():
+                        return False
+                    event.wait(0.05)
+            return True
+        finally:
+            timer.cancel()
+
+    # -- one resource -----------------------------------------------------------------
+
+    def _report(self, status: ResourceStatus) -> None:
+        self.status[status.plural] = status
+        if self._on_status is not None:
+            self._on_status(status)
+
+    def _track(self, plural: str, stream: Any) -> None:
+        with self._open_lock:
+            self._open[plural] = stream
+
+    def _run(self, resource: Resource) -> None:
+        parse = PARSERS[resource.plural]
+        backoff = 1.0
+        stale_since: datetime | None = None
+        while not self._stop.is_set():
+            try:
+                models: list[Any] = []
+                version = ""
+                for page, page_version in self.client.list_pages(resource):
+                    models.extend(parse(obj) for obj in page)
+                    version = page_version
+                self.state.replace(resource.plural, models)
+                del models
+                self._synced[resource.plural].set()
+                self._report(ResourceStatus(resource.plural, synced=True))
+                stale_since = None
+                backoff = 1.0
+                while not self._stop.is_set():
+                    for event in self.client.watch(
+                        resource,
+                        version,
+                        timeout_seconds=WATCH_TIMEOUT_SECONDS,
+                        on_open=functools.partial(self._track, resource.plural),
+                    ):
+                        if event.resource_version:
+                            version = event.resource_version
+                        if event.type != "BOOKMARK":
+                            self.state.apply(resource.plural, event.type, event.object)
+                        if self._stop.is_set():
+                            return
+            except Expired:
+                continue  # too old: list again at once, as client-go does
+            except ClusterError as exc:
+                if self._stop.is_set():
+                    return
+                stale_since = stale_since or datetime.now(UTC)
+                self._report(
+                    ResourceStatus(
+                        resource.plural, synced=False, error=str(exc), stale_since=stale_since
+                    )
+                )
+                if isinstance(exc, Forbidden):
+                    self._synced[resource.plural].set()  # nothing more will come: do not wait on it
+                # RBAC will not change in seconds: retry slowly rather than hammer.
+                delay = MAX_BACKOFF_SECONDS if isinstance(exc, Forbidden) else backoff
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                if self._stop.wait(delay):
+                    return

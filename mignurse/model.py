@@ -1,0 +1,507 @@
+"""The objects mignurse reasons about, parsed once from raw Kubernetes API JSON.
+
+Every `from_api` takes the plain dict the API server returned (a list item or a watch
+object) and keeps only what the rules, tables and bundles need. Parsing is defensive:
+real clusters carry missing fields, unknown condition types and odd values, and none of
+that may crash a listing of 5,000 nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+# Labels and annotations we read (domain.md §1.1, §1.6, §3.1).
+LABEL_NODEPOOL = "karpenter.sh/nodepool"
+LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
+LABEL_NODEGROUP = "eks.amazonaws.com/nodegroup"
+LABEL_MNG_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"
+LABEL_COMPUTE_TYPE = "eks.amazonaws.com/compute-type"
+LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+LABEL_INSTANCE_TYPE_BETA = "beta.kubernetes.io/instance-type"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_ARCH = "kubernetes.io/arch"
+LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
+LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
+LABEL_GPU_MANUFACTURER = "karpenter.k8s.aws/instance-gpu-manufacturer"
+LABEL_GPU_COUNT_HINT = "karpenter.k8s.aws/instance-gpu-count"
+LABEL_PCI_NVIDIA = "feature.node.kubernetes.io/pci-10de.present"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
+LABEL_MIG_STRATEGY = "nvidia.com/mig.strategy"
+LABEL_GPU_DEPLOY_PREFIX = "nvidia.com/gpu.deploy."
+ANNOTATION_TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+
+RESOURCE_GPU = "nvidia.com/gpu"
+RESOURCE_MIG_PREFIX = "nvidia.com/mig-"
+
+# NVIDIA EC2 instance families (g4ad is AMD, inf/trn are Neuron, so they are absent).
+NVIDIA_INSTANCE_FAMILIES = frozenset(
+    {
+        "p2", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300",
+        "p6e-gb200", "g3", "g3s", "g4dn", "g5", "g5g", "g6", "g6e", "g6f", "gr6", "gr6f",
+        "g7e",
+    }
+)  # fmt: skip
+
+_EMPTY: Mapping[str, str] = {}
+
+
+def parse_time(value: Any) -> datetime | None:
+    """RFC 3339 from the API ("2026-11-29T03:04:05Z", fractions allowed); None if absent or odd."""
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def format_time(value: datetime | None) -> str | None:
+    """The API's own form: second precision, UTC, trailing Z."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
+_SUFFIX = {
+    "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}  # fmt: skip
+
+
+def parse_count(value: Any) -> int:
+    """An integer resource quantity ("8", "56"); 0 for anything that is not one."""
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        return 0
+    if value.isdigit():
+        return int(value)
+    match = _QUANTITY.match(value)
+    if not match or match.group(2) not in _SUFFIX:
+        return 0
+    try:
+        return int(float(match.group(1)) * _SUFFIX[match.group(2)])
+    except ValueError:
+        return 0
+
+
+def instance_family(instance_type: str) -> str:
+    return instance_type.split(".", 1)[0] if instance_type else ""
+
+
+def instance_id_from_provider_id(provider_id: str) -> str:
+    """aws:///us-west-2a/i-0abc… → i-0abc…; empty when it is not an EC2 provider id."""
+    if not provider_id.startswith("aws://"):
+        return ""
+    last = provider_id.rsplit("/", 1)[-1]
+    return last if last.startswith("i-") else ""
+
+
+def _gpu_resources(resources: Any) -> dict[str, int]:
+    if not isinstance(resources, dict):
+        return {}
+    return {
+        name: parse_count(value)
+        for name, value in resources.items()
+        if name == RESOURCE_GPU or name.startswith(RESOURCE_MIG_PREFIX)
+    }
+
+
+def _str_map(value: Any) -> Mapping[str, str]:
+    return value if isinstance(value, dict) else _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str = ""
+    message: str = ""
+    last_transition: datetime | None = None
+    last_heartbeat: datetime | None = None
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Condition:
+        return cls(
+            type=str(raw.get("type") or ""),
+            status=str(raw.get("status") or "Unknown"),
+            reason=str(raw.get("reason") or ""),
+            message=str(raw.get("message") or ""),
+            last_transition=parse_time(raw.get("lastTransitionTime")),
+            last_heartbeat=parse_time(raw.get("lastHeartbeatTime")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": format_time(self.last_transition),
+        }
+
+
+def _conditions(raw: Any) -> tuple[Condition, ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(Condition.from_api(c) for c in raw if isinstance(c, dict))
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Taint:
+        return cls(
+            str(raw.get("key") or ""), str(raw.get("value") or ""), str(raw.get("effect") or "")
+        )
+
+    def __str__(self) -> str:
+        value = f"={self.value}" if self.value else ""
+        return f"{self.key}{value}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    created: datetime | None = None
+    deleting: datetime | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    pool: str = ""  # NodePool or managed node group name
+    pool_kind: str = ""  # "nodepool" | "nodegroup" | "auto" | ""
+    instance_type: str = ""
+    capacity_type: str = ""
+    zone: str = ""
+    provider_id: str = ""
+    instance_id: str = ""
+    os_image: str = ""
+    kernel: str = ""
+    container_runtime: str = ""
+    kubelet_version: str = ""
+    architecture: str = ""
+    conditions: tuple[Condition, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    gpu_capacity: Mapping[str, int] = field(default_factory=dict)
+    gpu_allocatable: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Node:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        info = status.get("nodeInfo") or {}
+        labels = _str_map(meta.get("labels"))
+        pool, pool_kind = _pool_of(labels)
+        provider_id = str(spec.get("providerID") or "")
+        taints = spec.get("taints")
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            created=parse_time(meta.get("creationTimestamp")),
+            deleting=parse_time(meta.get("deletionTimestamp")),
+            labels=labels,
+            pool=pool,
+            pool_kind=pool_kind,
+            instance_type=labels.get(LABEL_INSTANCE_TYPE)
+            or labels.get(LABEL_INSTANCE_TYPE_BETA, ""),
+            capacity_type=(
+                labels.get(LABEL_CAPACITY_TYPE) or labels.get(LABEL_MNG_CAPACITY_TYPE, "")
+            ).lower(),
+            zone=labels.get(LABEL_ZONE, ""),
+            provider_id=provider_id,
+            instance_id=instance_id_from_provider_id(provider_id),
+            os_image=str(info.get("osImage") or ""),
+            kernel=str(info.get("kernelVersion") or ""),
+            container_runtime=str(info.get("containerRuntimeVersion") or ""),
+            kubelet_version=str(info.get("kubeletVersion") or ""),
+            architecture=str(info.get("architecture") or labels.get(LABEL_ARCH, "")),
+            conditions=_conditions(status.get("conditions")),
+            taints=tuple(Taint.from_api(t) for t in taints if isinstance(t, dict))
+            if isinstance(taints, list)
+            else (),
+            unschedulable=bool(spec.get("unschedulable")),
+            gpu_capacity=_gpu_resources(status.get("capacity")),
+            gpu_allocatable=_gpu_resources(status.get("allocatable")),
+        )
+
+    def condition(self, type_: str) -> Condition | None:
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+    @property
+    def ready(self) -> Condition | None:
+        return self.condition("Ready")
+
+    @property
+    def ready_status(self) -> str:
+        """Ready / NotReady / Unknown, as kubectl words it."""
+        cond = self.ready
+        if cond is None or cond.status == "Unknown":
+            return "Unknown"
+        return "Ready" if cond.status == "True" else "NotReady"
+
+    @property
+    def mig_config(self) -> str:
+        return self.labels.get(LABEL_MIG_CONFIG, "")
+
+    @property
+    def mig_config_state(self) -> str:
+        return self.labels.get(LABEL_MIG_CONFIG_STATE, "")
+
+    @property
+    def gpu_product(self) -> str:
+        return self.labels.get(LABEL_GPU_PRODUCT, "")
+
+    @property
+    def gpu_deploy(self) -> dict[str, str]:
+        """The operator's `nvidia.com/gpu.deploy.<operand>` switches, by operand."""
+        prefix = len(LABEL_GPU_DEPLOY_PREFIX)
+        return {
+            key[prefix:]: value
+            for key, value in self.labels.items()
+            if key.startswith(LABEL_GPU_DEPLOY_PREFIX)
+        }
+
+    @property
+    def mig_resources(self) -> dict[str, int]:
+        """Allocatable MIG slices by profile ("1g.10gb": 56)."""
+        cut = len(RESOURCE_MIG_PREFIX)
+        return {
+            name[cut:]: count
+            for name, count in self.gpu_allocatable.items()
+            if name.startswith(RESOURCE_MIG_PREFIX)
+        }
+
+    @property
+    def has_gpu_hint(self) -> bool:
+        """GPU by its own evidence (a NodeClaim's request is judged by the caller)."""
+        if self.gpu_capacity or self.gpu_allocatable:
+            return True
+        if (
+            self.labels.get(LABEL_GPU_PRESENT) == "true"
+            or self.labels.get(LABEL_PCI_NVIDIA) == "true"
+        ):
+            return True
+        if self.labels.get(LABEL_GPU_MANUFACTURER, "").lower() == "nvidia":
+            return True
+        return instance_family(self.instance_type) in NVIDIA_INSTANCE_FAMILIES
+
+
+def _pool_of(labels: Mapping[str, str]) -> tuple[str, str]:
+    if pool := labels.get(LABEL_NODEPOOL):
+        kind = "auto" if labels.get(LABEL_COMPUTE_TYPE) == "auto" else "nodepool"
+        return pool, kind
+    if group := labels.get(LABEL_NODEGROUP):
+        return group, "nodegroup"
+    return "", ""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    namespace: str
+    name: str
+    uid: str
+    involved_kind: str
+    involved_name: str
+    involved_uid: str
+    reason: str
+    message: str
+    type: str  # Normal | Warning
+    source: str  # the reporting component: kubelet, karpenter, eks-node-monitoring-agent, …
+    host: str
+    first_seen: datetime | None
+    last_seen: datetime | None
+    count: int
+    resource_version: str = ""
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Event:
+        meta = raw.get("metadata") or {}
+        involved = raw.get("involvedObject") or raw.get("regarding") or {}
+        source = raw.get("source") or {}
+        series = raw.get("series") or {}
+        created = meta.get("creationTimestamp")
+        # Events written through events.k8s.io/v1 leave the legacy timestamps empty.
+        first = raw.get("firstTimestamp") or raw.get("eventTime") or created
+        last = (
+            series.get("lastObservedTime")
+            or raw.get("lastTimestamp")
+            or raw.get("eventTime")
+            or created
+        )
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            involved_kind=str(involved.get("kind") or ""),
+            involved_name=str(involved.get("name") or ""),
+            involved_uid=str(involved.get("uid") or ""),
+            reason=str(raw.get("reason") or ""),
+            message=str(raw.get("message") or raw.get("note") or ""),
+            type=str(raw.get("type") or "Normal"),
+            source=str(
+                source.get("component")
+                or raw.get("reportingComponent")
+                or raw.get("reportingController")
+                or ""
+            ),
+            host=str(source.get("host") or ""),
+            first_seen=parse_time(first),
+            last_seen=parse_time(last),
+            count=int(series.get("count") or raw.get("count") or 1),
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaim:
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    pool: str = ""
+    node_name: str = ""
+    provider_id: str = ""
+    instance_id: str = ""
+    image_id: str = ""
+    instance_type: str = ""
+    capacity_type: str = ""
+    zone: str = ""
+    created: datetime | None = None
+    deleting: datetime | None = None
+    termination_timestamp: datetime | None = None
+    conditions: tuple[Condition, ...] = ()
+    requested_gpus: Mapping[str, int] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> NodeClaim:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        labels = _str_map(meta.get("labels"))
+        annotations = _str_map(meta.get("annotations"))
+        provider_id = str(status.get("providerID") or "")
+        requests = (spec.get("resources") or {}).get("requests")
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            pool=labels.get(LABEL_NODEPOOL, ""),
+            node_name=str(status.get("nodeName") or ""),
+            provider_id=provider_id,
+            instance_id=instance_id_from_provider_id(provider_id),
+            image_id=str(status.get("imageID") or ""),
+            instance_type=labels.get(LABEL_INSTANCE_TYPE, ""),
+            capacity_type=labels.get(LABEL_CAPACITY_TYPE, ""),
+            zone=labels.get(LABEL_ZONE, ""),
+            created=parse_time(meta.get("creationTimestamp")),
+            deleting=parse_time(meta.get("deletionTimestamp")),
+            termination_timestamp=parse_time(annotations.get(ANNOTATION_TERMINATION_TIMESTAMP)),
+            conditions=_conditions(status.get("conditions")),
+            requested_gpus=_gpu_resources(requests),
+            labels=labels,
+        )
+
+    def condition(self, type_: str) -> Condition | None:
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+    @property
+    def launching(self) -> bool:
+        """Capacity still on its way: no Node has registered for it yet."""
+        return not self.node_name and self.deleting is None
+
+    @property
+    def requests_gpu(self) -> bool:
+        return any(count > 0 for count in self.requested_gpus.values())
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    name: str
+    uid: str = ""
+    created: datetime | None = None
+    node_class: str = ""
+    template_labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    requirements: tuple[Mapping[str, Any], ...] = ()
+    expire_after: str = ""
+    termination_grace_period: str = ""
+    consolidation_policy: str = ""
+    consolidate_after: str = ""
+    budgets: tuple[Mapping[str, Any], ...] = ()
+    node_count: int = 0
+    conditions: tuple[Condition, ...] = ()
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> NodePool:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        template = spec.get("template") or {}
+        template_spec = template.get("spec") or {}
+        disruption = spec.get("disruption") or {}
+        status = raw.get("status") or {}
+        resources = status.get("resources") or {}
+        taints = template_spec.get("taints")
+        return cls(
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            created=parse_time(meta.get("creationTimestamp")),
+            node_class=str((template_spec.get("nodeClassRef") or {}).get("name") or ""),
+            template_labels=_str_map((template.get("metadata") or {}).get("labels")),
+            taints=tuple(Taint.from_api(t) for t in taints if isinstance(t, dict))
+            if isinstance(taints, list)
+            else (),
+            requirements=tuple(
+                r for r in template_spec.get("requirements") or () if isinstance(r, dict)
+            ),
+            expire_after=str(template_spec.get("expireAfter") or ""),
+            termination_grace_period=str(template_spec.get("terminationGracePeriod") or ""),
+            consolidation_policy=str(disruption.get("consolidationPolicy") or ""),
+            consolidate_after=str(disruption.get("consolidateAfter") or ""),
+            budgets=tuple(b for b in disruption.get("budgets") or () if isinstance(b, dict)),
+            node_count=parse_count(resources.get("nodes")),
+            conditions=_conditions(status.get("conditions")),
+        )
+
+    @property
+    def requests_gpu(self) -> bool:
+        """Whether the pool's requirements or taints point at NVIDIA GPU capacity."""
+        for req in self.requirements:
+            key = str(req.get("key") or "")
+            values = [str(v) for v in req.get("values") or ()]
+            if key == "karpenter.k8s.aws/instance-gpu-manufacturer" and "nvidia" in values:
+                return True
+            if key == "karpenter.k8s.aws/instance-family" and any(
+                v in NVIDIA_INSTANCE_FAMILIES for v in values
+            ):
+                return True
+            if key == LABEL_INSTANCE_TYPE and any(
+                instance_family(v) in NVIDIA_INSTANCE_FAMILIES for v in values
+            ):
+                return True
+            if key == "karpenter.k8s.aws/instance-gpu-count" and req.get("operator") == "Gt":
+                return True
+        return any(t.key == RESOURCE_GPU for t in self.taints)

@@ -1,0 +1,311 @@
+"""The GPU node table, as data: what `mignurse nodes` prints and the app shows.
+
+Faces decide how to draw a row; this module decides what is in it, so the command line,
+the JSON for scripts and the terminal app can never disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.model import (
+    RESOURCE_GPU,
+    Condition,
+    Node,
+    NodeClaim,
+    format_time,
+)
+
+AHR = "AcceleratedHardwareReady"
+
+# Taints that say something about the node's state (the GPU taint is routine).
+NOTABLE_TAINTS = {
+    "karpenter.sh/disrupted": "disrupting",
+    "node.kubernetes.io/unreachable": "unreachable",
+    "node.kubernetes.io/not-ready": "not-ready",
+    "node.kubernetes.io/unschedulable": "",  # shown as "cordoned" already
+    "karpenter.sh/unregistered": "unregistered",
+    "node.cloudprovider.kubernetes.io/shutdown": "shutdown",
+}
+
+COLUMNS = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU", "MIG", "AHR", "CORDONED/TAINTS")
+WIDE_COLUMNS = (*COLUMNS, "CAPACITY", "ZONE", "INSTANCE", "NODECLAIM", "OS-IMAGE", "RUNTIME")
+
+
+def format_age(seconds: float | None) -> str:
+    """kubectl's compact age: 45s, 12m, 3h, 3h20m under 10 h, 5d, 5d4h under a week."""
+    if seconds is None:
+        return "?"
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 10:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if days < 7:
+        rest = hours % 24
+        return f"{days}d{rest}h" if rest else f"{days}d"
+    return f"{days}d"
+
+
+def _since(moment: datetime | None, now: datetime) -> float | None:
+    return (now - moment).total_seconds() if moment else None
+
+
+def gpu_cell(node: Node) -> str:
+    """Allocatable/capacity of whole GPUs, or the MIG slices on offer."""
+    mig = node.mig_resources
+    if mig:
+        return " ".join(f"{count}×{profile}" for profile, count in sorted(mig.items()))
+    capacity = node.gpu_capacity.get(RESOURCE_GPU)
+    allocatable = node.gpu_allocatable.get(RESOURCE_GPU)
+    if capacity is None and allocatable is None:
+        return "none"  # a GPU node that lost its GPU resources: worth seeing
+    return f"{allocatable or 0}/{capacity or 0}"
+
+
+def mig_cell(node: Node) -> str:
+    config, state = node.mig_config, node.mig_config_state
+    if not config and not state:
+        return "-"
+    return f"{config or '?'} {state}" if state else config
+
+
+def ahr_cell(cond: Condition | None) -> str:
+    if cond is None:
+        return "-"
+    if cond.status == "True":
+        return "ok"
+    if cond.status == "False":
+        return f"False {cond.reason}" if cond.reason else "False"
+    return "Unknown"
+
+
+def taints_cell(node: Node) -> str:
+    words: list[str] = []
+    if node.unschedulable:
+        words.append("cordoned")
+    for taint in node.taints:
+        word = NOTABLE_TAINTS.get(taint.key)
+        if word and word not in words:
+            words.append(word)
+    if node.deleting:
+        words.append("deleting")
+    return ",".join(words) or "-"
+
+
+def short_name(name: str) -> str:
+    """ip-10-0-37-142.us-west-2.compute.internal → ip-10-0-37-142 (narrow terminals)."""
+    return _EC2_DOMAIN.sub("", name)
+
+
+_EC2_DOMAIN = re.compile(r"\.(?:[a-z]{2}-[a-z]+-\d\.compute|ec2)\.internal$")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """One GPU node, ready to draw; `status_word` lets faces colour by meaning."""
+
+    name: str
+    pool: str
+    pool_kind: str
+    instance_type: str
+    status_word: str  # Ready | NotReady | Unknown | Launching
+    status: str  # "NotReady 12m"
+    age: str
+    gpu: str
+    mig: str
+    ahr: str
+    ahr_ok: bool | None
+    taints: str
+    capacity_type: str
+    zone: str
+    instance_id: str
+    nodeclaim: str
+    os_image: str
+    runtime: str
+
+    def cells(self, *, wide: bool = False, shorten: bool = False) -> tuple[str, ...]:
+        base = (
+            short_name(self.name) if shorten else self.name,
+            self.pool or "-",
+            self.instance_type or "-",
+            self.status,
+            self.age,
+            self.gpu,
+            self.mig,
+            self.ahr,
+            self.taints,
+        )
+        if not wide:
+            return base
+        return (
+            *base,
+            self.capacity_type or "-",
+            self.zone or "-",
+            self.instance_id or "-",
+            self.nodeclaim or "-",
+            self.os_image or "-",
+            self.runtime or "-",
+        )
+
+
+def node_row(node: Node, claim: NodeClaim | None, now: datetime) -> NodeRow:
+    ready = node.ready
+    ahr = node.condition(AHR)
+    word = node.ready_status
+    since = (
+        format_age(_since(ready.last_transition, now)) if ready and ready.last_transition else ""
+    )
+    return NodeRow(
+        name=node.name,
+        pool=node.pool,
+        pool_kind=node.pool_kind,
+        instance_type=node.instance_type,
+        status_word=word,
+        status=f"{word} {since}".strip(),
+        age=format_age(_since(node.created, now)),
+        gpu=gpu_cell(node),
+        mig=mig_cell(node),
+        ahr=ahr_cell(ahr),
+        ahr_ok=None if ahr is None or ahr.status == "Unknown" else ahr.status == "True",
+        taints=taints_cell(node),
+        capacity_type=node.capacity_type,
+        zone=node.zone,
+        instance_id=node.instance_id,
+        nodeclaim=claim.name if claim else "",
+        os_image=node.os_image,
+        runtime=node.container_runtime,
+    )
+
+
+def launching_row(claim: NodeClaim, now: datetime) -> NodeRow:
+    """A NodeClaim whose Node has not registered yet: capacity on its way."""
+    return NodeRow(
+        name=claim.name,
+        pool=claim.pool,
+        pool_kind="nodepool",
+        instance_type=claim.instance_type,
+        status_word="Launching",
+        status=f"Launching {format_age(_since(claim.created, now))}",
+        age=format_age(_since(claim.created, now)),
+        gpu="-",
+        mig="-",
+        ahr="-",
+        ahr_ok=None,
+        taints="-",
+        capacity_type=claim.capacity_type,
+        zone=claim.zone,
+        instance_id=claim.instance_id,
+        nodeclaim=claim.name,
+        os_image="-",
+        runtime="-",
+    )
+
+
+def node_rows(
+    snapshot: Snapshot, now: datetime, *, pool: str | None = None, launching: bool = True
+) -> list[NodeRow]:
+    claims = snapshot.claims_by_node()
+    rows = [
+        node_row(node, claims.get(node.name) or claims.get(node.provider_id), now)
+        for node in snapshot.gpu_nodes()
+        if pool is None or node.pool == pool
+    ]
+    if launching:
+        rows += [
+            launching_row(claim, now)
+            for claim in snapshot.launching_claims()
+            if pool is None or claim.pool == pool
+        ]
+        rows.sort(key=lambda r: (r.pool, r.status_word == "Launching", r.name))
+    return rows
+
+
+def _condition_json(cond: Condition) -> dict[str, Any]:
+    return cond.to_json()
+
+
+def node_json(node: Node, claim: NodeClaim | None, now: datetime) -> dict[str, Any]:
+    """The stable per-node document of `mignurse nodes -o json` (documented in README)."""
+    ready = node.ready
+    ahr = node.condition(AHR)
+    return {
+        "name": node.name,
+        "pool": node.pool,
+        "poolKind": node.pool_kind,
+        "instanceType": node.instance_type,
+        "capacityType": node.capacity_type,
+        "zone": node.zone,
+        "instanceId": node.instance_id,
+        "providerId": node.provider_id,
+        "nodeClaim": claim.name if claim else None,
+        "imageId": claim.image_id if claim else None,
+        "created": format_time(node.created),
+        "ageSeconds": int(_since(node.created, now) or 0),
+        "deleting": format_time(node.deleting),
+        "status": node.ready_status,
+        "statusSince": format_time(ready.last_transition) if ready else None,
+        "statusReason": ready.reason if ready else None,
+        "statusMessage": ready.message if ready else None,
+        "unschedulable": node.unschedulable,
+        "taints": [str(t) for t in node.taints],
+        "gpu": {
+            "product": node.gpu_product or None,
+            "capacity": dict(node.gpu_capacity),
+            "allocatable": dict(node.gpu_allocatable),
+        },
+        "mig": {
+            "config": node.mig_config or None,
+            "state": node.mig_config_state or None,
+            "strategy": node.labels.get("nvidia.com/mig.strategy") or None,
+            "slices": node.mig_resources,
+        },
+        "gpuDeploy": node.gpu_deploy,
+        "acceleratedHardwareReady": _condition_json(ahr) if ahr else None,
+        "conditions": [_condition_json(c) for c in node.conditions],
+        "osImage": node.os_image,
+        "kernel": node.kernel,
+        "containerRuntime": node.container_runtime,
+        "kubelet": node.kubelet_version,
+        "architecture": node.architecture,
+    }
+
+
+def nodes_document(
+    snapshot: Snapshot, now: datetime, *, context: str, pool: str | None = None
+) -> dict[str, Any]:
+    claims = snapshot.claims_by_node()
+    nodes = [n for n in snapshot.gpu_nodes() if pool is None or n.pool == pool]
+    return {
+        "apiVersion": "mignurse/v1",
+        "kind": "GPUNodeList",
+        "context": context,
+        "now": format_time(now),
+        "karpenter": snapshot.karpenter,
+        "nodes": [
+            node_json(n, claims.get(n.name) or claims.get(n.provider_id), now) for n in nodes
+        ],
+        "launching": [
+            {
+                "nodeClaim": c.name,
+                "pool": c.pool,
+                "instanceType": c.instance_type,
+                "instanceId": c.instance_id or None,
+                "created": format_time(c.created),
+            }
+            for c in snapshot.launching_claims()
+            if pool is None or c.pool == pool
+        ],
+    }

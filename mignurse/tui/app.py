@@ -1,0 +1,403 @@
+"""The terminal app: the GPU node table, kept current from watches, with a detail pane.
+
+One factory, `make_app`, builds the app for the live cluster, the demo and the tests.
+The UI thread never talks to the cluster: watch threads fill a `ClusterState`, a worker
+thread turns it into row changes, and the UI thread only applies those changes. The
+next refresh is armed only after the previous one has been applied, so refreshes can
+never pile up on a slow machine or a 5,000-node cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Footer, Header, Static
+
+from mignurse.cluster.client import NODES, ClusterClient
+from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available
+from mignurse.cluster.snapshot import ClusterState
+from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
+from mignurse.model import Node, format_time
+from mignurse.nodeview import AHR, COLUMNS, NodeRow, format_age, node_rows
+
+REFRESH_SECONDS = 0.5
+FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
+DETAIL_EVENTS = 15
+STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "Launching": "cyan"}
+INTERESTING_LABELS = (
+    "karpenter.sh/nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "karpenter.sh/capacity-type",
+    "topology.kubernetes.io/zone",
+    "nvidia.com/gpu.product",
+    "nvidia.com/mig.config",
+    "nvidia.com/mig.config.state",
+    "nvidia.com/mig.strategy",
+    "nvidia.com/gpu.deploy.mig-manager",
+    "nvidia.com/gpu.deploy.device-plugin",
+    "nvidia.com/gpu.deploy.dcgm",
+    "nvidia.com/gpu.deploy.dcgm-exporter",
+)
+
+
+class LiveSource:
+    """A cluster reached through the real client, kept current by watches."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        *,
+        simulated: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.client = client
+        self.state = ClusterState()
+        self.simulated = simulated
+        self._clock = clock or client.server_now
+        self.karpenter = False
+        self.notices: list[str] = []
+        self.watcher: ClusterWatcher | None = None
+
+    @property
+    def context(self) -> str:
+        return self.client.info.context
+
+    @property
+    def cluster(self) -> str:
+        return self.client.info.cluster
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def check(self) -> None:
+        """One small request, so a dead endpoint or an RBAC refusal fails before any screen."""
+        next(self.client.list_pages(NODES, limit=1))
+        self.karpenter = karpenter_available(self.client)
+        self.state.karpenter = self.karpenter
+        if not self.karpenter:
+            self.notices.append(KARPENTER_ABSENT_NOTICE)
+
+    def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
+        self.watcher = ClusterWatcher(
+            self.client, self.state, karpenter=self.karpenter, on_status=on_status
+        ).start()
+
+    def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.client.close()
+
+
+@dataclass
+class RowChanges:
+    """What the UI thread must do to the table; computed off the UI thread."""
+
+    added: list[NodeRow] = field(default_factory=list)
+    changed: list[tuple[NodeRow, list[int]]] = field(default_factory=list)  # row, changed columns
+    removed: list[str] = field(default_factory=list)
+    pools: list[str] = field(default_factory=list)
+    summary: str = ""
+    dirty: set[str] = field(default_factory=set)
+    epoch: int = 0  # which table contents these changes were computed against
+
+
+class MigNurseApp(App[None]):
+    CSS_PATH = "mignurse.tcss"
+    TITLE = "mignurse"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("p", "next_pool", "Next pool"),
+        Binding("a", "all_pools", "All pools"),
+        Binding("r", "refresh_now", "Refresh"),
+    ]
+
+    def __init__(self, source: LiveSource, *, read_only: bool = False) -> None:
+        super().__init__()
+        self.source = source
+        self.read_only = read_only
+        self.pool_filter: str | None = None
+        self._rows: dict[str, NodeRow] = {}  # what the table shows now, by node name
+        self._pools: list[str] = []
+        self._last_full = 0.0
+        self._force_full = True
+        self._statuses: dict[str, ResourceStatus] = {}
+        self._epoch = 0  # bumps when the table is cleared; older computed changes are dropped
+        self.refreshes = 0  # applied refreshes; tests wait on it
+
+    # -- layout ----------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="status")
+        with Horizontal():
+            yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="detail-pane"):
+                yield Static("Highlight a node to see its conditions and events.", id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        sim = f" · SIMULATED {self.source.simulated}" if self.source.simulated else ""
+        self.sub_title = f"{self.source.context} · {self.source.cluster}{sim}"
+        table = self.query_one("#nodes", DataTable)
+        for name in COLUMNS:
+            table.add_column(name, key=name)
+        self._update_status("connecting…")
+        self.source.start(on_status=self._on_watch_status)
+        self._refresh_rows()
+
+    def on_unmount(self) -> None:
+        self.source.stop()
+
+    # -- watch status (from watch threads) ----------------------------------------------
+
+    def _on_watch_status(self, status: ResourceStatus) -> None:
+        with contextlib.suppress(RuntimeError):  # the app is shutting down
+            self.call_from_thread(self._record_status, status)
+
+    def _record_status(self, status: ResourceStatus) -> None:
+        self._statuses[status.plural] = status
+
+    # -- refresh loop ---------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
+    def _refresh_rows(self) -> None:
+        changes = self._compute_changes()
+        try:
+            self.call_from_thread(self._apply_changes, changes)
+        except RuntimeError:
+            return  # app closed while we computed
+
+    def _compute_changes(self) -> RowChanges:
+        """Runs in a worker thread: snapshot, rows, and the diff against what is shown."""
+        state = self.source.state
+        dirty, other = state.take_changes()
+        monotonic = time.monotonic()
+        full = self._force_full or monotonic - self._last_full >= FULL_REFRESH_SECONDS
+        changes = RowChanges(dirty=dirty, epoch=self._epoch)
+        if not (dirty or other or full):
+            return changes
+        self._force_full = False
+        self._last_full = monotonic
+        now = self.source.now()
+        snapshot = state.snapshot(taken_at=now)
+        rows = node_rows(snapshot, now)
+        changes.pools = sorted({r.pool for r in rows if r.pool})
+        shown = [r for r in rows if self.pool_filter is None or r.pool == self.pool_filter]
+        fresh = {r.name: r for r in shown}
+        for name, row in fresh.items():
+            old = self._rows.get(name)
+            if old is None:
+                changes.added.append(row)
+            elif old != row:
+                old_cells, new_cells = old.cells(), row.cells()
+                cols = [
+                    i for i, (a, b) in enumerate(zip(old_cells, new_cells, strict=True)) if a != b
+                ]
+                changes.changed.append((row, cols))
+        changes.removed = [name for name in self._rows if name not in fresh]
+        changes.summary = _summary(rows, self.source, self._statuses, now)
+        return changes
+
+    def _apply_changes(self, changes: RowChanges) -> None:
+        if changes.epoch != self._epoch:
+            return  # computed for a table that has since been cleared; its successor is running
+        table = self.query_one("#nodes", DataTable)
+        for name in changes.removed:
+            self._rows.pop(name, None)
+            table.remove_row(name)
+        for row, cols in changes.changed:
+            self._rows[row.name] = row
+            cells = self._styled(row)
+            for index in cols:
+                table.update_cell(row.name, COLUMNS[index], cells[index])
+        for row in changes.added:
+            self._rows[row.name] = row
+            table.add_row(*self._styled(row), key=row.name)
+        if changes.added or changes.removed:
+            table.sort("POOL", "NAME", key=_sort_key)
+        if changes.pools:
+            self._pools = changes.pools
+        if changes.summary:
+            self._update_status(changes.summary)
+        highlighted = self._highlighted_name()
+        if highlighted and (highlighted in changes.dirty or changes.added or changes.changed):
+            self._show_detail(highlighted)
+        self.refreshes += 1
+        self.set_timer(REFRESH_SECONDS, self._refresh_rows)
+
+    def _styled(self, row: NodeRow) -> list[Any]:
+        cells: list[Any] = list(row.cells())
+        cells[3] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
+        if row.ahr_ok is False:
+            cells[7] = Text(row.ahr, style="bold red")
+        return cells
+
+    def _update_status(self, text: str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    # -- actions ----------------------------------------------------------------------
+
+    def _set_pool(self, pool: str | None) -> None:
+        self.pool_filter = pool
+        self._epoch += 1
+        self.query_one("#nodes", DataTable).clear()
+        self._rows = {}
+        self._force_full = True
+        self.notify(f"Showing pool {pool}" if pool else "Showing all pools", timeout=2)
+        self._refresh_rows()
+
+    def action_next_pool(self) -> None:
+        if not self._pools:
+            return
+        if self.pool_filter not in self._pools:
+            self._set_pool(self._pools[0])
+        else:
+            index = self._pools.index(self.pool_filter)
+            self._set_pool(self._pools[index + 1] if index + 1 < len(self._pools) else None)
+
+    def action_all_pools(self) -> None:
+        if self.pool_filter is not None:
+            self._set_pool(None)
+
+    def action_refresh_now(self) -> None:
+        self._force_full = True
+
+    # -- detail pane ------------------------------------------------------------------
+
+    def _highlighted_name(self) -> str | None:
+        table = self.query_one("#nodes", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:  # noqa: BLE001 - cursor outside the rows after a removal
+            return None
+        return str(key.value) if key.value is not None else None
+
+    @on(DataTable.RowHighlighted, "#nodes")
+    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value is not None:
+            self._show_detail(str(event.row_key.value))
+
+    def _show_detail(self, name: str) -> None:
+        state = self.source.state
+        snapshot = state.snapshot()
+        node = snapshot.nodes.get(name)
+        detail = self.query_one("#detail", Static)
+        if node is None:
+            claim = snapshot.nodeclaims.get(name)
+            if claim is not None:
+                detail.update(
+                    f"[b]{claim.name}[/b]  NodeClaim in pool {claim.pool}\n"
+                    f"Launching since {format_time(claim.created)}; no Node has registered yet.\n"
+                    f"instance {claim.instance_id or 'not yet known'} · {claim.instance_type}"
+                )
+            else:
+                detail.update(f"{name} is gone.")
+            return
+        detail.update(node_detail(node, state.node_events(name), self.source.now()))
+
+
+def _sort_key(values: tuple[Any, ...]) -> tuple[str, str]:
+    return (str(values[0]), str(values[1]))
+
+
+def _summary(
+    rows: list[NodeRow], source: LiveSource, statuses: dict[str, ResourceStatus], now: datetime
+) -> str:
+    nodes = [r for r in rows if r.status_word != "Launching"]
+    not_ready = sum(1 for r in nodes if r.status_word != "Ready")
+    launching = len(rows) - len(nodes)
+    parts = []
+    if source.simulated:
+        parts.append(f"[b reverse] SIMULATED [/] {source.simulated}")
+    parts.append(f"{len(nodes)} GPU nodes")
+    parts.append(f"[b red]{not_ready} not ready[/]" if not_ready else "all ready")
+    if launching:
+        parts.append(f"{launching} launching")
+    parts.append("Karpenter: on" if source.karpenter else "Karpenter: not installed")
+    broken = [s for s in statuses.values() if s.error]
+    if broken:
+        worst = broken[0]
+        since = format_age((now - worst.stale_since).total_seconds()) if worst.stale_since else "?"
+        parts.append(f"[b yellow]STALE {since}[/]: {worst.error}")
+    parts.append(f"as of {now.astimezone(UTC):%H:%M:%S} UTC")
+    return " · ".join(parts)
+
+
+def node_detail(node: Node, events: list[Any], now: datetime) -> Group:
+    """The detail pane: conditions with reasons, the labels that matter, recent events."""
+    title = Text.assemble(
+        (node.name, "bold"),
+        f"  {node.pool or 'no pool'} ({node.pool_kind or 'unmanaged'}) · {node.instance_type}"
+        f" · {node.instance_id or 'no instance id'}",
+    )
+    conditions = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+    for column in ("CONDITION", "STATUS", "FOR", "REASON", "MESSAGE"):
+        conditions.add_column(column, overflow="fold")
+    for cond in node.conditions:
+        bad = (cond.type in ("Ready", AHR) and cond.status != "True") or (
+            cond.type.endswith("Pressure") and cond.status == "True"
+        )
+        since = (
+            format_age((now - cond.last_transition).total_seconds())
+            if cond.last_transition
+            else "?"
+        )
+        conditions.add_row(
+            cond.type,
+            Text(cond.status, style="bold red" if bad else ""),
+            since,
+            cond.reason,
+            cond.message,
+        )
+    labels = Table(box=None, padding=(0, 1), show_header=False)
+    labels.add_column(style="dim")
+    labels.add_column()
+    for key in INTERESTING_LABELS:
+        if key in node.labels:
+            labels.add_row(key, node.labels[key])
+    if node.unschedulable:
+        labels.add_row("spec.unschedulable", Text("true (cordoned)", style="yellow"))
+    for taint in node.taints:
+        labels.add_row("taint", str(taint))
+    recent = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+    for column in ("AGE", "TYPE", "REASON", "FROM", "MESSAGE"):
+        recent.add_column(column, overflow="fold")
+    for event in events[-DETAIL_EVENTS:]:
+        seen = event.last_seen or event.first_seen
+        age = format_age((now - seen).total_seconds()) if seen else "?"
+        count = f" (x{event.count})" if event.count > 1 else ""
+        recent.add_row(
+            age,
+            Text(event.type, style="yellow" if event.type == "Warning" else ""),
+            event.reason,
+            event.source,
+            event.message + count,
+        )
+    parts: list[Any] = [title, Text(""), Text("Conditions", style="bold underline"), conditions]
+    parts += [Text(""), Text("Labels that matter", style="bold underline"), labels]
+    parts += [Text(""), Text(f"Recent events ({len(events)})", style="bold underline")]
+    parts.append(
+        recent
+        if events
+        else Text("none kept by the API server (events expire after ~1 h)", style="dim")
+    )
+    return Group(*parts)
+
+
+def make_app(source: LiveSource, *, read_only: bool = False) -> MigNurseApp:
+    """The one way to build the app: the CLI, the demo and the tests all come through here."""
+    return MigNurseApp(source, read_only=read_only)
