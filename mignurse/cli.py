@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -223,6 +224,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -- sim ------------------------------------------------------------------------------
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from mignurse.sim import SimCluster, list_scenarios, load_scenario
 
@@ -240,6 +245,7 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not out.parent.exists():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
     scenario = load_scenario(args.scenario)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
     started = time.monotonic()
     try:
         sim = SimCluster(scenario, speed=speed, port=args.port).start()

@@ -389,6 +389,29 @@ class ClusterClient:
         result: dict[str, Any] = json.loads(data)
         return result
 
+    def patch(
+        self,
+        resource: Resource,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None = None,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """PATCH one object; `patch_type` is merge, strategic or json. Returns the new object.
+
+        Put `metadata.resourceVersion` in a merge patch to make it conditional (409 if stale)."""
+        content_type = {
+            "merge": "application/merge-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+            "json": "application/json-patch+json",
+        }[patch_type]
+        path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
+        data = self._request("PATCH", path, body=body, content_type=content_type, resource=resource)
+        result: dict[str, Any] = json.loads(data)
+        return result
+
     def api_group_available(self, group: str, version: str) -> bool:
         """Whether an API group (a set of CRDs, e.g. karpenter.sh/v1) is served."""
         try:

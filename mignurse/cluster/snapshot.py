@@ -8,7 +8,7 @@ hands out snapshots and the names of nodes that changed since the last look.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -99,6 +99,8 @@ def is_gpu_node(node: Node, claim: NodeClaim | None, gpu_pools: Iterable[str] = 
 _EPOCH = datetime.fromtimestamp(0).astimezone()
 
 
+Listener = Callable[[str, str, list[Any]], None]
+
 PARSERS: dict[str, Any] = {
     "nodes": Node.from_api,
     "nodeclaims": NodeClaim.from_api,
@@ -121,6 +123,19 @@ class ClusterState:
         self._dirty_other = False
         self.karpenter = False
         self.generation = 0  # bumps on every change; cheap "anything new?" check
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener(plural, change, models)` after every change, outside the lock.
+
+        `change` is "LIST" (a full re-list: `models` is everything there is now) or the
+        watch event type ADDED / MODIFIED / DELETED with the one changed model. Listeners
+        run on the watch threads and must be quick (queue the work, e.g. history)."""
+        self._listeners.append(listener)
+
+    def _notify(self, plural: str, change: str, models: list[Any]) -> None:
+        for listener in self._listeners:
+            listener(plural, change, models)
 
     # -- writes (watch threads) -------------------------------------------------------
 
@@ -152,22 +167,24 @@ class ClusterState:
                         self._events_by_node.setdefault(event.involved_name, set()).add(event.key)
                 self._dirty_other = True
             self.generation += 1
+        self._notify(plural, "LIST", models)
 
     def apply(self, plural: str, change_type: str, raw: dict[str, Any]) -> None:
         """Apply one watch event (ADDED / MODIFIED / DELETED)."""
         if change_type not in ("ADDED", "MODIFIED", "DELETED"):
             return
         deleted = change_type == "DELETED"
+        model: Any
         with self._lock:
             if plural == "nodes":
-                node = Node.from_api(raw)
+                node = model = Node.from_api(raw)
                 if deleted:
                     self._nodes.pop(node.name, None)
                 else:
                     self._nodes[node.name] = node
                 self._dirty_nodes.add(node.name)
             elif plural == "nodeclaims":
-                claim = NodeClaim.from_api(raw)
+                claim = model = NodeClaim.from_api(raw)
                 if deleted:
                     self._nodeclaims.pop(claim.name, None)
                 else:
@@ -176,14 +193,14 @@ class ClusterState:
                     self._dirty_nodes.add(claim.node_name)
                 self._dirty_other = True
             elif plural == "nodepools":
-                pool = NodePool.from_api(raw)
+                pool = model = NodePool.from_api(raw)
                 if deleted:
                     self._nodepools.pop(pool.name, None)
                 else:
                     self._nodepools[pool.name] = pool
                 self._dirty_other = True
             elif plural == "events":
-                event = Event.from_api(raw)
+                event = model = Event.from_api(raw)
                 keys = self._events_by_node.setdefault(event.involved_name, set())
                 if deleted:
                     self._events.pop(event.key, None)
@@ -198,6 +215,7 @@ class ClusterState:
             else:
                 return
             self.generation += 1
+        self._notify(plural, change_type, [model])
 
     # -- reads (UI thread, CLI) -------------------------------------------------------
 

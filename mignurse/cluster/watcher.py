@@ -48,8 +48,10 @@ class ClusterWatcher:
         *,
         karpenter: bool,
         on_status: Callable[[ResourceStatus], None] | None = None,
+        watch_timeout: int = WATCH_TIMEOUT_SECONDS,
     ) -> None:
         self.client = client
+        self.watch_timeout = watch_timeout
         self.state = state
         self.resources: list[Resource] = [NODES, EVENTS]
         if karpenter:
@@ -106,42 +108,47 @@ class ClusterWatcher:
         if self._on_status is not None:
             self._on_status(status)
 
-    def _track(self, plural: str, stream: Any) -> None:
+    def _opened(self, plural: str, stream: Any) -> None:
         with self._open_lock:
             self._open[plural] = stream
+        if self.status[plural].error:
+            self._report(ResourceStatus(plural, synced=True))  # recovered: no longer stale
 
     def _run(self, resource: Resource) -> None:
         parse = PARSERS[resource.plural]
         backoff = 1.0
         stale_since: datetime | None = None
+        version: str | None = None  # None: (re-)list first
         while not self._stop.is_set():
             try:
-                models: list[Any] = []
-                version = ""
-                for page, page_version in self.client.list_pages(resource):
-                    models.extend(parse(obj) for obj in page)
-                    version = page_version
-                self.state.replace(resource.plural, models)
-                del models
-                self._synced[resource.plural].set()
-                self._report(ResourceStatus(resource.plural, synced=True))
+                if version is None:
+                    models: list[Any] = []
+                    listed = ""
+                    for page, page_version in self.client.list_pages(resource):
+                        models.extend(parse(obj) for obj in page)
+                        listed = page_version
+                    self.state.replace(resource.plural, models)
+                    del models
+                    version = listed
+                    self._synced[resource.plural].set()
+                    self._report(ResourceStatus(resource.plural, synced=True))
+                for event in self.client.watch(
+                    resource,
+                    version,
+                    timeout_seconds=self.watch_timeout,
+                    on_open=functools.partial(self._opened, resource.plural),
+                ):
+                    if event.resource_version:
+                        version = event.resource_version
+                    if event.type != "BOOKMARK":
+                        self.state.apply(resource.plural, event.type, event.object)
+                    if self._stop.is_set():
+                        return
                 stale_since = None
                 backoff = 1.0
-                while not self._stop.is_set():
-                    for event in self.client.watch(
-                        resource,
-                        version,
-                        timeout_seconds=WATCH_TIMEOUT_SECONDS,
-                        on_open=functools.partial(self._track, resource.plural),
-                    ):
-                        if event.resource_version:
-                            version = event.resource_version
-                        if event.type != "BOOKMARK":
-                            self.state.apply(resource.plural, event.type, event.object)
-                        if self._stop.is_set():
-                            return
+                # The server ended the watch (its timeout): watch again from `version`.
             except Expired:
-                continue  # too old: list again at once, as client-go does
+                version = None  # too old: list again at once, as client-go does
             except ClusterError as exc:
                 if self._stop.is_set():
                     return
@@ -152,7 +159,7 @@ class ClusterWatcher:
                     )
                 )
                 if isinstance(exc, Forbidden):
-                    self._synced[resource.plural].set()  # nothing more will come: do not wait on it
+                    self._synced[resource.plural].set()  # nothing will come: do not wait on it
                 # RBAC will not change in seconds: retry slowly rather than hammer.
                 delay = MAX_BACKOFF_SECONDS if isinstance(exc, Forbidden) else backoff
                 backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)

@@ -1,0 +1,9 @@
+"""A local Kubernetes API server that behaves like EKS with Karpenter, driven by scenarios.
+
+Used by the tests, by `mignurse demo` (in-process) and by `mignurse sim serve`.
+"""
+
+from mignurse.sim.scenario import Scenario, ScenarioError, list_scenarios, load_scenario
+from mignurse.sim.simcluster import SimCluster
+
+__all__ = ["Scenario", "ScenarioError", "SimCluster", "list_scenarios", "load_scenario"]

@@ -1,0 +1,1929 @@
+"""The simulated control loops: Karpenter, kubelet, node lifecycle, NMA, scheduler, rollouts.
+
+Event-driven: every future change is an action in one priority queue keyed by sim time,
+so `run_until()` is deterministic for a given scenario and seed. All methods run under the
+store lock; each action runs in a `Txn` so several edits to one object make one write.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from mignurse.sim import objects
+from mignurse.sim.objects import JsonDict, ts
+from mignurse.sim.scenario import (
+    NMA_CONDITIONS,
+    ConditionSpec,
+    Lifecycle,
+    NodeRef,
+    PoolSpec,
+    Scenario,
+    Step,
+    TimelineItem,
+    format_duration,
+    gate_value,
+)
+from mignurse.sim.store import Store
+
+# Karpenter repair policies (KA cloudprovider.go RepairPolicies): (type, status) → toleration.
+REPAIR_POLICIES: dict[tuple[str, str], float] = {
+    ("Ready", "False"): 1800.0,
+    ("Ready", "Unknown"): 1800.0,
+    ("AcceleratedHardwareReady", "False"): 600.0,
+    ("KernelReady", "False"): 1800.0,
+    ("StorageReady", "False"): 1800.0,
+    ("NetworkingReady", "False"): 1800.0,
+    ("ContainerRuntimeReady", "False"): 1800.0,
+}
+REPAIR_BLOCKED_REQUEUE = 300.0
+NODE_MONITOR_GRACE = 40.0  # kube-controller-manager --node-monitor-grace-period
+NMA_HEARTBEAT = 300.0
+DCGM_GRACE = 60.0
+KUBELET_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+ROLLOUT_STEP = 5.0
+ALNUM = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery utilrand: what generateName uses
+ZONE_SUBNETS = {"a": 0, "b": 32, "c": 64, "d": 96}
+ZONE_IDS = {"us-west-2": "usw2", "us-east-1": "use1", "us-east-2": "use2", "eu-west-1": "euw1"}
+
+
+@dataclass(eq=False)
+class Machine:
+    """One instance: its NodeClaim (Karpenter pools), its Node, and what runs on it."""
+
+    pool: PoolSpec
+    nodeclaim: str | None
+    node: str
+    claim_uid: str
+    node_uid: str
+    instance_id: str
+    ip: str
+    zone: str
+    image: str
+    os_name: str
+    launched_at: float
+    lifecycle: Lifecycle
+    extra_labels: dict[str, str]
+    registered: bool = False
+    ready: bool = False
+    initialized: bool = False
+    deleting: bool = False
+    removed: bool = False
+    kubelet_posting: bool = True
+    nma_running: bool = False
+    nma_memory: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    nma_faults: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    api_touched: bool = False
+    nma_token: int = 0
+    unhealthy_since: dict[str, float] = field(default_factory=dict)  # type → transition time
+    repair_token: int = 0
+    kubelet_token: int = 0
+    workload_pods: list[str] = field(default_factory=list)
+    daemon_pods: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def alive(self) -> bool:
+        return not self.deleting and not self.removed
+
+
+class Txn:
+    """Read-through cache of store objects; `flush()` writes each dirty object once."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.work: dict[tuple[str, str, str], JsonDict | None] = {}
+        self.dirty: dict[tuple[str, str, str], None] = {}
+
+    def get(self, plural: str, namespace: str, name: str) -> JsonDict | None:
+        key = (plural, namespace, name)
+        if key not in self.work:
+            self.work[key] = self.store.get(plural, namespace, name)
+        return self.work[key]
+
+    def put(self, plural: str, obj: JsonDict) -> None:
+        key = (plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        self.work[key] = obj
+        self.dirty[key] = None
+
+    def delete(self, plural: str, namespace: str, name: str) -> None:
+        key = (plural, namespace, name)
+        self.work[key] = None
+        self.dirty[key] = None
+
+    def flush(self) -> None:
+        for key in self.dirty:
+            plural, namespace, name = key
+            obj = self.work[key]
+            if obj is None:
+                self.store.delete(plural, namespace, name)
+            else:
+                self.store.put(plural, obj)
+        self.dirty.clear()
+        self.work.clear()
+
+
+class World:
+    """The controllers of one simulated cluster."""
+
+    def __init__(self, scenario: Scenario, store: Store, start: float) -> None:
+        self.scenario = scenario
+        self.store = store
+        self.start = start
+        self.begin = start - scenario.warmup
+        self.now = self.begin
+        self.t = self.begin  # the time of the action being run (past launches set it back)
+        self.rng = random.Random(scenario.seed)
+        self._queue: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = itertools.count()
+        self._tx: Txn | None = None
+        self.machines: dict[str, Machine] = {}  # by node name
+        self.claims: dict[str, Machine] = {}  # by NodeClaim name
+        self.pool_machines: dict[str, list[Machine]] = {p.name: [] for p in scenario.pools}
+        self.pool_target: dict[str, int] = {p.name: p.nodes for p in scenario.pools}
+        self.pool_uid: dict[str, str] = {}
+        self._reconcile_pending: set[str] = set()
+        self._used_ips: set[str] = set()
+        self._event_index: dict[tuple[str, ...], tuple[str, str]] = {}
+        self._event_last: dict[tuple[str, str], float] = {}
+        self._event_nanos = 0
+        self.pending_pods: dict[str, list[str]] = {}  # workload → pending pod names
+        self.workload_pod_count: dict[str, int] = {}
+        k = scenario.karpenter
+        self.repair_enabled = bool(k and k.node_repair)
+        self._rollouts: dict[tuple[str, str], int] = {}
+        self.karpenter_pods: list[str] = []
+        self.karpenter_rs_hash = ""
+
+    # ------------------------------------------------------------------ machinery
+
+    @property
+    def tx(self) -> Txn:
+        assert self._tx is not None, "controller code must run inside World.txn()"
+        return self._tx
+
+    @contextmanager
+    def txn(self) -> Iterator[Txn]:
+        with self.store.lock:
+            if self._tx is not None:
+                yield self._tx
+                return
+            self._tx = Txn(self.store)
+            try:
+                yield self._tx
+            finally:
+                tx, self._tx = self._tx, None
+                tx.flush()
+
+    @contextmanager
+    def api_txn(self) -> Iterator[Txn]:
+        """A transaction for an API request: controllers react at the current sim time."""
+        with self.store.lock:
+            self.t = self.now
+            with self.txn() as tx:
+                yield tx
+
+    def schedule(self, at: float, fn: Callable[..., None], *args: Any) -> None:
+        heapq.heappush(self._queue, (at, next(self._seq), fn, args))
+
+    def run_until(self, until: float) -> None:
+        with self.store.lock:
+            while self._queue and self._queue[0][0] <= until:
+                at, _, fn, args = heapq.heappop(self._queue)
+                self.now = max(self.now, at)
+                self.t = at  # actions queued for the past (backdated launches) keep their time
+                with self.txn():
+                    fn(*args)
+            self.now = max(self.now, until)
+            self.t = self.now
+
+    def next_action_at(self) -> float | None:
+        return self._queue[0][0] if self._queue else None
+
+    def _uid(self) -> str:
+        h = f"{self.rng.getrandbits(128):032x}"
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) % 4]}{h[17:20]}-{h[20:]}"
+
+    def _next_tick(self, period: float) -> float:
+        """The next run of a periodic loop; a backdated loop skips the ticks already past."""
+        due = self.t + period
+        if due <= self.now:
+            due += math.ceil((self.now - due) / period + 1e-9) * period
+        return due
+
+    def _suffix(self, n: int = 5) -> str:
+        return "".join(self.rng.choice(ALNUM) for _ in range(n))
+
+    # ------------------------------------------------------------------ events
+
+    def emit(
+        self,
+        involved: JsonDict,
+        reason: str,
+        message: str,
+        *,
+        event_type: str = "Normal",
+        component: str,
+        host: str | None = None,
+        recorder: str = "",
+    ) -> None:
+        """Record a core/v1 Event the way client-go's recorder does, with count aggregation."""
+        at = self.t
+        if at + self.scenario.event_ttl <= self.now:
+            return  # already past its TTL: a backdated launch leaves no visible trace
+        namespace = involved.get("namespace") or "default"
+        dedupe = (
+            involved.get("uid", ""),
+            involved["kind"],
+            reason,
+            message,
+            component,
+            host or "",
+            recorder,
+        )
+        existing = self._event_index.get(dedupe)
+        if existing is not None:
+            last = self._event_last.get(existing)
+            obj = self.tx.get("events", *existing) if last is not None else None
+            if obj is not None and last is not None and at - last <= self.scenario.event_dedupe:
+                obj["count"] = int(obj.get("count", 1)) + 1
+                obj["lastTimestamp"] = ts(at)
+                self.tx.put("events", obj)
+                self._event_last[existing] = at
+                return
+        self._event_nanos += 1
+        name = f"{involved['name']}.{int(at * 1e9) + self._event_nanos:x}"
+        obj = objects.build_event(
+            name=name,
+            namespace=namespace,
+            uid=self._uid(),
+            involved=involved,
+            reason=reason,
+            message=message,
+            event_type=event_type,
+            component=component,
+            host=host,
+            first=at,
+            last=at,
+        )
+        self.tx.put("events", obj)
+        key = (namespace, name)
+        self._event_index[dedupe] = key
+        self._event_last[key] = at
+        self.schedule(at + self.scenario.event_ttl, self._expire_event, key)
+
+    def _expire_event(self, key: tuple[str, str]) -> None:
+        last = self._event_last.get(key)
+        if last is None:
+            return
+        due = last + self.scenario.event_ttl
+        if due > self.t + 1e-6:
+            self.schedule(due, self._expire_event, key)
+            return
+        del self._event_last[key]
+        self.tx.delete("events", *key)
+
+    def _node_ref(self, m: Machine) -> JsonDict:
+        return {"kind": "Node", "name": m.node, "uid": m.node_uid, "apiVersion": "v1"}
+
+    def _kubelet_ref(self, m: Machine) -> JsonDict:
+        # kubelet's nodeRef uses the node name as UID and carries no apiVersion.
+        return {"kind": "Node", "name": m.node, "uid": m.node}
+
+    def _claim_ref(self, m: Machine) -> JsonDict:
+        assert m.nodeclaim is not None
+        return {
+            "kind": "NodeClaim",
+            "name": m.nodeclaim,
+            "uid": m.claim_uid,
+            "apiVersion": objects.KARPENTER_API,
+        }
+
+    def _kubelet_event(self, m: Machine, reason: str, message: str, etype: str = "Normal") -> None:
+        # A restarted kubelet has a fresh recorder: its events are new objects, not count+1.
+        self.emit(
+            self._kubelet_ref(m),
+            reason,
+            message,
+            event_type=etype,
+            component="kubelet",
+            host=m.node,
+            recorder=f"kubelet-{m.kubelet_token}",
+        )
+
+    def _karpenter_event(
+        self, ref: JsonDict, reason: str, message: str, etype: str = "Normal"
+    ) -> None:
+        self.emit(ref, reason, message, event_type=etype, component="karpenter")
+
+    @staticmethod
+    def _transition_message(ctype: str, old: str, new: str, reason: str, message: str) -> str:
+        text = (
+            f"Status condition transitioned, Type: {ctype}, Status: {old} -> {new}, "
+            f"Reason: {reason}"
+        )
+        return text + (f", Message: {message}" if message else "")
+
+    # ------------------------------------------------------------------ bootstrap
+
+    def bootstrap(self) -> None:
+        """Create the static objects and the pools' nodes, then queue the scenario."""
+        self.t = self.begin
+        with self.txn():
+            namespaces = {"default", "kube-system", "kube-node-lease", "kube-public"}
+            if any(objects.instance_type(p.instance_type).gpu for p in self.scenario.pools):
+                namespaces.add("gpu-operator")
+            for p in self.scenario.pools:
+                if p.workload:
+                    namespaces.add(p.workload.namespace)
+            for ns in sorted(namespaces):
+                self.tx.put(
+                    "namespaces", objects.build_namespace(ns, self._uid(), self.begin - 86400 * 90)
+                )
+            for pool in self.scenario.pools:
+                if pool.kind == "nodepool":
+                    self._create_nodepool(pool)
+                if pool.workload:
+                    self._create_workload(pool)
+        for pool in self.scenario.pools:
+            # One transaction per pool keeps the peak memory of a large build bounded.
+            with self.txn():
+                for ex in pool.existing:
+                    for i in range(ex.count):
+                        launched = self.start - ex.age
+                        image = ex.image or pool.image
+                        lc = pool.lifecycle_for(image)
+                        if ex.steps is not None:
+                            lc = Lifecycle(image, ex.steps, lc.gpu_resources)
+                        self.launch(
+                            pool,
+                            launched,
+                            image=image,
+                            os_name=ex.os or pool.os,
+                            lifecycle=lc,
+                            labels=dict(ex.labels),
+                            node_name=ex.names[i] if ex.names else None,
+                        )
+        with self.txn():
+            if self.scenario.karpenter:
+                self._create_karpenter()
+            for pool in self.scenario.pools:
+                self._reconcile_pool(pool.name)
+            for item in self.scenario.timeline:
+                self.schedule(max(self.begin, self.start + item.at), self._timeline, item)
+
+    def _create_nodepool(self, pool: PoolSpec) -> None:
+        it = objects.instance_type(pool.instance_type)
+        uid = self._uid()
+        self.pool_uid[pool.name] = uid
+        requirements = [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [it.name]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [pool.capacity_type]},
+            {"key": "kubernetes.io/arch", "operator": "In", "values": [it.arch]},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(pool.zones)},
+        ]
+        labels = dict(pool.labels)
+        if pool.mig_config:
+            labels["nvidia.com/mig.config"] = pool.mig_config
+        obj = objects.build_nodepool(
+            name=pool.name,
+            uid=uid,
+            created=self.begin - 86400 * 60,
+            nodeclass=pool.nodeclass,
+            labels=labels,
+            requirements=requirements,
+            taints=[t.to_api() for t in pool.taints],
+            expire_after=pool.expire_after,
+            termination_grace_period=format_duration(pool.termination_grace_period)
+            if pool.termination_grace_period
+            else None,
+            consolidation_policy=pool.consolidation_policy,
+            consolidate_after=pool.consolidate_after,
+            budgets=[dict(b) for b in pool.budgets],
+            limits={"nvidia.com/gpu": str(max(8, pool.nodes * it.gpu_count * 2))}
+            if it.gpu
+            else {"cpu": "1000"},
+            weight=None,
+        )
+        self.tx.put("nodepools", obj)
+
+    def _update_nodepool_status(self, pool: PoolSpec) -> None:
+        if pool.kind != "nodepool":
+            return
+        obj = self.tx.get("nodepools", "", pool.name)
+        if obj is None:
+            return
+        it = objects.instance_type(pool.instance_type)
+        nodes = [m for m in self.pool_machines[pool.name] if m.registered and not m.removed]
+        resources = {
+            "cpu": str(it.cpu * len(nodes)),
+            "memory": f"{it.memory_mib * 1024 * len(nodes)}Ki",
+            "nodes": str(len(nodes)),
+            "pods": str(it.max_pods * len(nodes)),
+            "ephemeral-storage": f"{104845292 * len(nodes)}Ki",
+        }
+        if it.gpu is not None:
+            for res, count in objects.mig_resources(it, pool.mig_config, pool.mig_strategy).items():
+                resources[res] = str(count * len(nodes))
+        if obj["status"].get("resources") != resources:
+            obj["status"]["resources"] = resources
+            self.tx.put("nodepools", obj)
+
+    # ------------------------------------------------------------------ launch
+
+    def _allocate_ip(self, zone: str) -> str:
+        base = ZONE_SUBNETS.get(zone[-1], 0)
+        while True:
+            ip = f"10.0.{base + self.rng.randrange(32)}.{self.rng.randrange(4, 255)}"
+            if ip not in self._used_ips:
+                self._used_ips.add(ip)
+                return ip
+
+    def launch(
+        self,
+        pool: PoolSpec,
+        at: float,
+        *,
+        image: str | None = None,
+        os_name: str | None = None,
+        lifecycle: Lifecycle | None = None,
+        labels: dict[str, str] | None = None,
+        node_name: str | None = None,
+    ) -> Machine:
+        """Start an instance launched at `at`; phases already in the past run right away."""
+        image = image or pool.image
+        zone = pool.zones[len(self.pool_machines[pool.name]) % len(pool.zones)]
+        ip = self._allocate_ip(zone)
+        name = node_name or objects.node_name_for_ip(ip, self.scenario.region)
+        claim = f"{pool.name}-{self._suffix()}" if pool.kind == "nodepool" else None
+        m = Machine(
+            pool=pool,
+            nodeclaim=claim,
+            node=name,
+            claim_uid=self._uid(),
+            node_uid=self._uid(),
+            instance_id=f"i-0{self.rng.getrandbits(64):016x}",
+            ip=ip,
+            zone=zone,
+            image=image,
+            os_name=os_name or pool.os,
+            launched_at=at,
+            lifecycle=lifecycle or pool.lifecycle_for(image),
+            extra_labels=labels or {},
+        )
+        self.machines[name] = m
+        if claim:
+            self.claims[claim] = m
+        self.pool_machines[pool.name].append(m)
+        phases: list[tuple[float, Callable[..., None], tuple[Any, ...]]] = []
+        if claim:
+            phases.append((at, self._create_claim, (m,)))
+            phases.append((at + pool.launch_after, self._claim_launched, (m,)))
+        phases.append((at + pool.register_after, self._register, (m,)))
+        for step in m.lifecycle.steps:
+            phases.append((at + step.after, self._lifecycle_step, (m, step)))
+        saved = self.t
+        for when, fn, args in phases:
+            if when <= self.now:
+                self.t = when
+                fn(*args)
+            else:
+                self.schedule(when, fn, *args)
+        self.t = saved
+        return m
+
+    def _create_claim(self, m: Machine) -> None:
+        pool = m.pool
+        it = objects.instance_type(pool.instance_type)
+        requests = {"cpu": "2150m", "memory": "2130Mi", "pods": "8"}
+        gpu_res = objects.mig_resources(it, pool.mig_config, pool.mig_strategy)
+        requests.update({k: str(v) for k, v in gpu_res.items() if v})
+        assert m.nodeclaim is not None
+        obj = objects.build_nodeclaim(
+            name=m.nodeclaim,
+            uid=m.claim_uid,
+            created=self.t,
+            nodepool=pool.name,
+            nodepool_uid=self.pool_uid.get(pool.name, ""),
+            nodeclass=pool.nodeclass,
+            instance=it,
+            zone=m.zone,
+            capacity_type=pool.capacity_type,
+            taints=[t.to_api() for t in pool.taints],
+            expire_after=pool.expire_after,
+            termination_grace_period=format_duration(pool.termination_grace_period)
+            if pool.termination_grace_period
+            else None,
+            nodepool_hash=objects.stable_hex("np", pool.name),
+            requests=requests,
+        )
+        self.tx.put("nodeclaims", obj)
+
+    def _claim(self, m: Machine) -> JsonDict | None:
+        return self.tx.get("nodeclaims", "", m.nodeclaim) if m.nodeclaim else None
+
+    def _set_claim_condition(
+        self, m: Machine, ctype: str, status: str, reason: str, message: str = ""
+    ) -> None:
+        obj = self._claim(m)
+        if obj is None:
+            return
+        conds: list[JsonDict] = obj["status"].setdefault("conditions", [])
+        current = next((c for c in conds if c["type"] == ctype), None)
+        old_status = current["status"] if current else "Unknown"
+        if current and (current["status"], current["reason"], current["message"]) == (
+            status,
+            reason,
+            message,
+        ):
+            return
+        new = objects.nodeclaim_condition(ctype, status, reason, message, now=self.t)
+        if current is not None and current["status"] == status:
+            new["lastTransitionTime"] = current["lastTransitionTime"]
+        if current is None:
+            conds.append(new)
+        else:
+            conds[conds.index(current)] = new
+        conds.sort(key=lambda c: c["type"])
+        self.tx.put("nodeclaims", obj)
+        if old_status != status:
+            self._karpenter_event(
+                self._claim_ref(m),
+                ctype,
+                self._transition_message(ctype, old_status, status, reason, message),
+            )
+
+    def _claim_launched(self, m: Machine) -> None:
+        if m.deleting:
+            return
+        obj = self._claim(m)
+        if obj is None:
+            return
+        it = objects.instance_type(m.pool.instance_type)
+        spec_in = self._node_input(m)
+        capacity, allocatable = objects.node_resources(spec_in)
+        obj["status"].update(
+            {
+                "providerID": f"aws:///{m.zone}/{m.instance_id}",
+                "imageID": m.image,
+                "capacity": capacity,
+                "allocatable": allocatable,
+            }
+        )
+        obj["metadata"]["labels"]["karpenter.k8s.aws/instance-hypervisor"] = "nitro"
+        obj["metadata"]["labels"]["karpenter.k8s.aws/instance-network-bandwidth"] = str(
+            it.network_bandwidth
+        )
+        self.tx.put("nodeclaims", obj)
+        self._set_claim_condition(m, "Launched", "True", "Launched")
+
+    def _node_input(self, m: Machine) -> objects.NodeSpecInput:
+        pool = m.pool
+        it = objects.instance_type(pool.instance_type)
+        region = self.scenario.region
+        region_id = ZONE_IDS.get(region, region.replace("-", "")[:4])
+        zone_id = f"{region_id}-az{ord(m.zone[-1]) - ord('a') + 1}"
+        labels = dict(pool.labels)
+        labels.update(m.extra_labels)
+        return objects.NodeSpecInput(
+            name=m.node,
+            uid=m.node_uid,
+            created=m.launched_at + pool.register_after,
+            region=region,
+            zone=m.zone,
+            zone_id=zone_id,
+            instance=it,
+            instance_id=m.instance_id,
+            private_ip=m.ip,
+            capacity_type=pool.capacity_type,
+            os=objects.os_image(m.os_name),
+            image_id=m.image,
+            nodepool=pool.name if pool.kind == "nodepool" else None,
+            nodegroup=pool.name if pool.kind == "nodegroup" else None,
+            nodeclass=pool.nodeclass,
+            cluster_name=self.scenario.cluster_name,
+            extra_labels=labels,
+            mig_config=pool.mig_config,
+            mig_strategy=pool.mig_strategy,
+            taints=tuple(t.to_api() for t in pool.taints),
+            gpu_resources=m.lifecycle.gpu_resources,
+            nodepool_hash=objects.stable_hex("np", pool.name),
+        )
+
+    def _register(self, m: Machine) -> None:
+        if m.deleting:
+            return
+        node = objects.build_node(self._node_input(m), ready=False)
+        if m.pool.kind == "nodepool":
+            node["metadata"]["ownerReferences"] = [
+                {
+                    "apiVersion": objects.KARPENTER_API,
+                    "kind": "NodeClaim",
+                    "name": m.nodeclaim,
+                    "uid": m.claim_uid,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        self.tx.put("nodes", node)
+        m.registered = True
+        self._kubelet_startup_events(m)
+        self.emit(
+            self._node_ref(m),
+            "RegisteredNode",
+            f"Node {m.node} event: Registered Node {m.node} in Controller",
+            component="node-controller",
+        )
+        claim = self._claim(m)
+        if claim is not None:
+            claim["status"]["nodeName"] = m.node
+            self.tx.put("nodeclaims", claim)
+            self._set_claim_condition(m, "Registered", "True", "Registered")
+        if m.pool.daemonsets:
+            self._create_daemon_pods(m)
+        self._update_nodepool_status(m.pool)
+
+    def _kubelet_startup_events(self, m: Machine) -> None:
+        self._kubelet_event(m, "Starting", "Starting kubelet.")
+        self._kubelet_event(
+            m, "InvalidDiskCapacity", "invalid capacity 0 on image filesystem", "Warning"
+        )
+        for reason in ("NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"):
+            self._kubelet_event(m, reason, f"Node {m.node} status is now: {reason}")
+        self._kubelet_event(
+            m, "NodeAllocatableEnforced", "Updated Node Allocatable limit across pods"
+        )
+
+    # ------------------------------------------------------------------ node state
+
+    def _node(self, m: Machine) -> JsonDict | None:
+        if not m.registered or m.removed:
+            return None
+        return self.tx.get("nodes", "", m.node)
+
+    def _set_node_condition(
+        self, m: Machine, ctype: str, status: str, reason: str, message: str
+    ) -> bool:
+        node = self._node(m)
+        if node is None:
+            return False
+        conds: list[JsonDict] = node["status"].setdefault("conditions", [])
+        current = next((c for c in conds if c["type"] == ctype), None)
+        old_status = current["status"] if current else "Unknown"
+        heartbeat = ts(self.t)
+        if current is not None and status == "Unknown" and ctype in KUBELET_CONDITIONS:
+            heartbeat = current["lastHeartbeatTime"]  # the controller keeps the last heartbeat
+        new = objects.kubelet_condition(ctype, status, reason, message, now=self.t, since=self.t)
+        new["lastHeartbeatTime"] = heartbeat
+        if current is not None and current["status"] == status:
+            new["lastTransitionTime"] = current["lastTransitionTime"]
+        if current is not None and all(
+            current.get(k) == new[k] for k in ("status", "reason", "message")
+        ):
+            return False
+        if current is None:
+            conds.append(new)
+        else:
+            conds[conds.index(current)] = new
+        self.tx.put("nodes", node)
+        if ctype in NMA_CONDITIONS and old_status != status and self.scenario.karpenter:
+            self._karpenter_event(
+                self._node_ref(m),
+                ctype,
+                self._transition_message(ctype, old_status, status, reason, message),
+            )
+        self._refresh_health(m, node)
+        return True
+
+    def _set_taint(self, m: Machine, key: str, effect: str, value: str | None = None) -> None:
+        node = self._node(m)
+        if node is None:
+            return
+        taints: list[JsonDict] = node["spec"].setdefault("taints", [])
+        if any(t["key"] == key and t["effect"] == effect for t in taints):
+            return
+        taint: JsonDict = {"key": key, "effect": effect}
+        if value is not None:
+            taint["value"] = value
+        if effect == "NoExecute":
+            taint["timeAdded"] = ts(self.t)
+        taints.append(taint)
+        self.tx.put("nodes", node)
+
+    def _remove_taint(self, m: Machine, key: str) -> None:
+        node = self._node(m)
+        if node is None or not node["spec"].get("taints"):
+            return
+        kept = [t for t in node["spec"]["taints"] if t["key"] != key]
+        if len(kept) != len(node["spec"]["taints"]):
+            if kept:
+                node["spec"]["taints"] = kept
+            else:
+                del node["spec"]["taints"]
+            self.tx.put("nodes", node)
+
+    def _set_labels(self, m: Machine, labels: dict[str, str | None]) -> None:
+        node = self._node(m)
+        if node is None:
+            return
+        current = node["metadata"].setdefault("labels", {})
+        for key, value in labels.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        node["metadata"]["labels"] = dict(sorted(current.items()))
+        self.tx.put("nodes", node)
+
+    def _set_allocatable(self, m: Machine, resources: dict[str, str | None]) -> None:
+        node = self._node(m)
+        if node is None:
+            return
+        for section in ("capacity", "allocatable"):
+            res = node["status"].setdefault(section, {})
+            for key, value in resources.items():
+                if value is None:
+                    res.pop(key, None)
+                else:
+                    res[key] = value
+            node["status"][section] = dict(sorted(res.items()))
+        self.tx.put("nodes", node)
+
+    # ------------------------------------------------------------------ kubelet, NMA
+
+    def _lifecycle_step(self, m: Machine, step: Step) -> None:
+        if m.removed or not m.registered:
+            return
+        self.apply_step(m, step)
+
+    def apply_step(self, m: Machine, step: Step) -> None:
+        if step.kubelet == "restart":
+            self._kubelet_restart(m)
+        elif step.kubelet == "stop":
+            self._kubelet_stop(m)
+        elif step.kubelet == "start":
+            self._kubelet_start(m)
+        if step.ready is True:
+            self._become_ready(m)
+        elif step.ready is False:
+            self._become_not_ready(
+                m, step.reason or "KubeletNotReady", step.message or "container runtime is down"
+            )
+        for cond in step.conditions:
+            self._apply_condition(m, cond)
+        if step.labels:
+            self._set_labels(m, dict(step.labels))
+        for taint in step.taints:
+            self._set_taint(m, taint.key, taint.effect, taint.value)
+        for key in step.remove_taints:
+            self._remove_taint(m, key)
+        if step.allocatable:
+            self._set_allocatable(m, dict(step.allocatable))
+        if step.nma_restart:
+            self._nma_start(m)
+        for ev in step.events:
+            ref = self._kubelet_ref(m) if ev.source == "kubelet" else self._node_ref(m)
+            host = m.node if ev.source in ("kubelet", "eks-node-monitoring-agent") else None
+            self.emit(
+                ref, ev.reason, ev.message, event_type=ev.type, component=ev.source, host=host
+            )
+
+    def _apply_condition(self, m: Machine, cond: ConditionSpec) -> None:
+        if cond.type == "Ready":
+            if cond.status == "True":
+                self._become_ready(m)
+            elif cond.status == "False":
+                self._become_not_ready(m, cond.reason or "KubeletNotReady", cond.message)
+            else:
+                self._set_node_condition(
+                    m,
+                    "Ready",
+                    "Unknown",
+                    cond.reason or "NodeStatusUnknown",
+                    cond.message or "Kubelet stopped posting node status.",
+                )
+            return
+        if cond.type in NMA_CONDITIONS:
+            value = (cond.status, cond.reason, cond.message)
+            m.nma_memory[cond.type] = value
+            if cond.status == "False":
+                m.nma_faults[cond.type] = value
+            else:
+                m.nma_faults.pop(cond.type, None)
+        self._set_node_condition(m, cond.type, cond.status, cond.reason, cond.message)
+
+    def _become_ready(self, m: Machine) -> None:
+        first = not m.initialized
+        m.ready = True
+        if self._set_node_condition(m, "Ready", "True", *objects.READY_TRUE[1:]):
+            self._kubelet_event(m, "NodeReady", f"Node {m.node} status is now: NodeReady")
+        self._remove_taint(m, "node.kubernetes.io/not-ready")
+        self._remove_taint(m, "node.kubernetes.io/unreachable")
+        if first:
+            m.initialized = True
+            if m.pool.kind == "nodepool":
+                self._set_labels(m, {"karpenter.sh/initialized": "true"})
+                self._set_claim_condition(m, "Initialized", "True", "Initialized")
+                self._set_claim_condition(m, "Ready", "True", "Ready")
+            if m.pool.node_monitoring_agent:
+                self._nma_start(m)
+        self._fill_workload(m)
+
+    def _become_not_ready(self, m: Machine, reason: str, message: str) -> None:
+        m.ready = False
+        if self._set_node_condition(m, "Ready", "False", reason, message):
+            self._kubelet_event(m, "NodeNotReady", f"Node {m.node} status is now: NodeNotReady")
+        self._set_taint(m, "node.kubernetes.io/not-ready", "NoSchedule")
+        self._set_taint(m, "node.kubernetes.io/not-ready", "NoExecute")
+
+    def _kubelet_restart(self, m: Machine) -> None:
+        m.kubelet_posting = True
+        m.kubelet_token += 1
+        self._kubelet_startup_events(m)
+        if m.ready:
+            self._become_not_ready(
+                m, "KubeletNotReady", "container runtime status check may not have completed yet"
+            )
+
+    def _kubelet_stop(self, m: Machine) -> None:
+        m.kubelet_posting = False
+        m.kubelet_token += 1
+        self.schedule(self.t + NODE_MONITOR_GRACE, self._node_monitor_grace, m, m.kubelet_token)
+
+    def _node_monitor_grace(self, m: Machine, token: int) -> None:
+        if m.kubelet_posting or token != m.kubelet_token or m.removed:
+            return
+        changed = False
+        for ctype in KUBELET_CONDITIONS:
+            changed |= self._set_node_condition(
+                m, ctype, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+            )
+        m.ready = False
+        self._set_taint(m, "node.kubernetes.io/unreachable", "NoSchedule")
+        self._set_taint(m, "node.kubernetes.io/unreachable", "NoExecute")
+        if changed:
+            self.emit(
+                self._node_ref(m),
+                "NodeNotReady",
+                f"Node {m.node} status is now: NodeNotReady",
+                component="node-controller",
+            )
+
+    def _kubelet_start(self, m: Machine) -> None:
+        m.kubelet_posting = True
+        m.kubelet_token += 1
+        for ctype, values in objects.KUBELET_HEALTHY.items():
+            self._set_node_condition(m, ctype, *values)
+        self._remove_taint(m, "node.kubernetes.io/unreachable")
+        self._become_not_ready(
+            m, "KubeletNotReady", "PLEG is not healthy: pleg has yet to be successful"
+        )
+
+    def _nma_types(self, m: Machine) -> list[str]:
+        it = objects.instance_type(m.pool.instance_type)
+        types = ["KernelReady", "NetworkingReady", "StorageReady", "ContainerRuntimeReady"]
+        if it.gpu is not None:
+            types.insert(0, "AcceleratedHardwareReady")
+        return types
+
+    def _nma_start(self, m: Machine) -> None:
+        """Agent start: every managed condition True with a fresh transition (NMA#266)."""
+        if not m.registered or m.removed:
+            return
+        restarted = m.nma_running
+        m.nma_running = True
+        for ctype in self._nma_types(m):
+            reason, message = objects.NMA_HEALTHY[ctype]
+            m.nma_memory[ctype] = ("True", reason, message)
+            node = self._node(m)
+            if node is not None and restarted:
+                # A restart re-posts True even when it already was, with a new transition time.
+                for c in node["status"].get("conditions", []):
+                    if c["type"] == ctype and c["status"] == "True":
+                        c["lastTransitionTime"] = ts(self.t)
+                self.tx.put("nodes", node)
+            self._set_node_condition(m, ctype, "True", reason, message)
+        for ctype, fault in m.nma_faults.items():
+            # A persistent fault is found again once the agent's DCGM grace period is over.
+            self.schedule(self.t + DCGM_GRACE, self._nma_refault, m, ctype, fault)
+        m.nma_token += 1
+        self.schedule(self._next_tick(NMA_HEARTBEAT), self._nma_heartbeat, m, m.nma_token)
+
+    def _nma_refault(self, m: Machine, ctype: str, fault: tuple[str, str, str]) -> None:
+        if m.removed or m.nma_faults.get(ctype) != fault:
+            return
+        m.nma_memory[ctype] = fault
+        self._set_node_condition(m, ctype, *fault)
+
+    def _nma_heartbeat(self, m: Machine, token: int) -> None:
+        if m.removed or token != m.nma_token:
+            return
+        if m.api_touched:
+            m.api_touched = False
+            for ctype, value in m.nma_memory.items():
+                self._set_node_condition(m, ctype, *value)
+        self.schedule(self._next_tick(NMA_HEARTBEAT), self._nma_heartbeat, m, token)
+
+    # ------------------------------------------------------------------ repair
+
+    def _refresh_health(self, m: Machine, node: JsonDict) -> None:
+        """Track which repair policies the node matches now, and queue the repair check."""
+        unhealthy: dict[str, float] = {}
+        for c in node["status"].get("conditions", []):
+            toleration = REPAIR_POLICIES.get((c["type"], c["status"]))
+            if toleration is not None:
+                unhealthy[c["type"]] = _parse_ts(c["lastTransitionTime"]) + toleration
+        if unhealthy == m.unhealthy_since:
+            return
+        m.unhealthy_since = unhealthy
+        self._queue_repair_check(m)
+
+    def _queue_repair_check(self, m: Machine) -> None:
+        if self.scenario.karpenter is None or m.nodeclaim is None or not m.unhealthy_since:
+            return
+        m.repair_token += 1
+        deadline = min(m.unhealthy_since.values())
+        self.schedule(max(deadline, self.t), self._repair_check, m, m.repair_token)
+
+    def _repair_check(self, m: Machine, token: int) -> None:
+        if token != m.repair_token or not m.alive or not m.unhealthy_since:
+            return
+        if not self.repair_enabled:
+            return  # the node.health controller is not running; a later enable rescans
+        deadline = min(m.unhealthy_since.values())
+        if deadline > self.t:
+            self.schedule(deadline, self._repair_check, m, token)
+            return
+        pool_nodes = [x for x in self.pool_machines[m.pool.name] if x.registered and not x.removed]
+        unhealthy = sum(1 for x in pool_nodes if x.unhealthy_since)
+        allowed = math.ceil(0.2 * len(pool_nodes))
+        if unhealthy > allowed:
+            version = self.scenario.karpenter.version if self.scenario.karpenter else "1.4.0"
+            word = "then" if _version_tuple(version) < (1, 3) else "than"
+            self._karpenter_event(
+                self._node_ref(m),
+                "NodeRepairBlocked",
+                f"more {word} 20% nodes are unhealthy in the nodepool",
+                "Warning",
+            )
+            self.schedule(self.t + REPAIR_BLOCKED_REQUEUE, self._repair_check, m, token)
+            return
+        self.repair(m)
+
+    def repair(self, m: Machine) -> None:
+        claim = self._claim(m)
+        if claim is None:
+            return
+        annotations = claim["metadata"].setdefault("annotations", {})
+        annotations.setdefault(objects.TERMINATION_TIMESTAMP, ts(self.t))
+        self.tx.put("nodeclaims", claim)
+        self.terminate(m, cause="repair")
+
+    def set_repair_enabled(self, enabled: bool) -> None:
+        if enabled == self.repair_enabled:
+            return
+        self.repair_enabled = enabled
+        if enabled:
+            # Resume hazard: every node already past its toleration is due at once.
+            for m in list(self.machines.values()):
+                if m.alive and m.unhealthy_since:
+                    self._queue_repair_check(m)
+
+    # ------------------------------------------------------------------ termination
+
+    def terminate(self, m: Machine, *, cause: str) -> None:
+        """NodeClaim deletion → drain → instance termination → finalizers removed."""
+        if m.deleting or m.removed:
+            return
+        m.deleting = True
+        m.repair_token += 1
+        pool = m.pool
+        claim = self._claim(m)
+        if claim is not None:
+            claim["metadata"]["deletionTimestamp"] = ts(self.t)
+            claim["metadata"]["deletionGracePeriodSeconds"] = 0
+            ann = claim["metadata"].setdefault("annotations", {})
+            if (
+                cause != "repair"
+                and pool.termination_grace_period
+                and objects.TERMINATION_TIMESTAMP not in ann
+            ):
+                ann[objects.TERMINATION_TIMESTAMP] = ts(self.t + pool.termination_grace_period)
+            self.tx.put("nodeclaims", claim)
+        node = self._node(m)
+        if node is not None:
+            node["metadata"]["deletionTimestamp"] = ts(self.t)
+            node["metadata"]["deletionGracePeriodSeconds"] = 0
+            self.tx.put("nodes", node)
+            if pool.kind == "nodepool":
+                self._set_taint(m, "karpenter.sh/disrupted", "NoSchedule")
+        for pod_name in list(m.workload_pods):
+            ns = pool.workload.namespace if pool.workload else "default"
+            if cause in ("repair", "expiration"):
+                pod = self.tx.get("pods", ns, pod_name)
+                if pod is not None:
+                    self.emit(
+                        {
+                            "kind": "Pod",
+                            "namespace": ns,
+                            "name": pod_name,
+                            "uid": pod["metadata"]["uid"],
+                            "apiVersion": "v1",
+                        },
+                        "Disrupted",
+                        "Deleting the pod to accommodate the terminationTime "
+                        f"{ts(self.t)} of the node. The pod was granted 0 seconds of "
+                        "grace-period of its 30 terminationGracePeriodSeconds. "
+                        "This bypasses the PDB of the pod and the do-not-disrupt annotation.",
+                        component="karpenter",
+                    )
+            self._delete_workload_pod(m, pod_name)
+        if m.nodeclaim is not None:
+            self.schedule(self.t + 5, self._set_claim_condition, m, "Drained", "True", "Drained")
+            self.schedule(
+                self.t + 10,
+                self._set_claim_condition,
+                m,
+                "VolumesDetached",
+                "True",
+                "VolumesDetached",
+            )
+            self.schedule(
+                self.t + 20,
+                self._set_claim_condition,
+                m,
+                "InstanceTerminating",
+                "True",
+                "InstanceTerminating",
+                "Instance is terminating",
+            )
+            self.schedule(self.t + 60, self._remove_claim, m)
+        self.schedule(self.t + 30, self._remove_node, m)
+        self._queue_reconcile(pool.name, self.t + pool.replacement_delay)
+
+    def _remove_node(self, m: Machine) -> None:
+        if m.removed:
+            return
+        m.removed = True
+        if m.registered:
+            self.tx.delete("nodes", "", m.node)
+            for ns, pod in m.daemon_pods:
+                self.tx.delete("pods", ns, pod)
+            m.daemon_pods.clear()
+        self.machines.pop(m.node, None)
+        if m.nodeclaim is None:
+            self.pool_machines[m.pool.name].remove(m)
+        self._update_nodepool_status(m.pool)
+
+    def _remove_claim(self, m: Machine) -> None:
+        if m.nodeclaim is not None:
+            self.tx.delete("nodeclaims", "", m.nodeclaim)
+            self.claims.pop(m.nodeclaim, None)
+        if m in self.pool_machines[m.pool.name]:
+            self.pool_machines[m.pool.name].remove(m)
+        if not m.removed:
+            self._remove_node(m)
+
+    def consolidate(self, m: Machine, reason: str) -> None:
+        if not m.alive or m.nodeclaim is None:
+            return
+        self._set_claim_condition(m, "DisruptionReason", "True", reason)
+        self._karpenter_event(
+            self._node_ref(m), "DisruptionTerminating", f"Disrupting Node: {reason}"
+        )
+        self._karpenter_event(
+            self._claim_ref(m), "DisruptionTerminating", f"Disrupting NodeClaim: {reason}"
+        )
+        self.pool_target[m.pool.name] = max(0, self.pool_target[m.pool.name] - 1)
+        self.terminate(m, cause="consolidation")
+
+    def spot_interrupt(self, m: Machine) -> None:
+        if not m.alive:
+            return
+        refs = [self._node_ref(m)] + ([self._claim_ref(m)] if m.nodeclaim else [])
+        for ref in refs:
+            self._karpenter_event(
+                ref, "SpotInterrupted", "Spot interruption warning was triggered", "Warning"
+            )
+        for ref in refs:
+            self._karpenter_event(
+                ref,
+                "TerminatingOnInterruption",
+                f"Interruption triggered termination for the {ref['kind']}",
+                "Warning",
+            )
+        self.terminate(m, cause="interruption")
+
+    # ------------------------------------------------------------------ pools
+
+    def _queue_reconcile(self, pool: str, at: float) -> None:
+        if pool in self._reconcile_pending:
+            return
+        self._reconcile_pending.add(pool)
+        self.schedule(at, self._reconcile_pool, pool)
+
+    def _reconcile_pool(self, name: str) -> None:
+        self._reconcile_pending.discard(name)
+        pool = self.scenario.pool(name)
+        active = [m for m in self.pool_machines[name] if not m.deleting]
+        for _ in range(self.pool_target[name] - len(active)):
+            self.launch(pool, self.t)
+
+    def scale(self, pool: str, nodes: int) -> None:
+        self.pool_target[pool] = nodes
+        active = [m for m in self.pool_machines[pool] if not m.deleting]
+        surplus = sorted(active, key=lambda x: x.launched_at, reverse=True)[
+            : max(0, len(active) - nodes)
+        ]
+        for m in surplus:
+            if m.nodeclaim:
+                self.consolidate(m, "Empty")
+            else:
+                self.terminate(m, cause="scale-down")
+        self._reconcile_pool(pool)
+
+    # ------------------------------------------------------------------ timeline
+
+    def resolve(self, ref: NodeRef) -> Machine | None:
+        if ref.name is not None:
+            return self.machines.get(ref.name)
+        pool = ref.newest or ref.oldest
+        assert pool is not None
+        candidates = [m for m in self.pool_machines.get(pool, []) if m.alive and m.registered]
+        if not candidates:
+            return None
+        pick = max if ref.newest else min
+        return pick(candidates, key=lambda m: m.launched_at)
+
+    def _timeline(self, item: TimelineItem) -> None:
+        if item.action == "scale":
+            assert item.argument is not None and item.nodes is not None
+            self.scale(item.argument, item.nodes)
+            return
+        assert item.node is not None
+        m = self.resolve(item.node)
+        if m is None:
+            return
+        if item.step is not None:
+            self.apply_step(m, item.step)
+        elif item.action == "deleteNodeClaim":
+            self.terminate(m, cause="manual")
+        elif item.action == "spotInterrupt":
+            self.spot_interrupt(m)
+        elif item.action == "consolidate":
+            self.consolidate(m, item.argument or "Underutilized")
+        elif item.action == "cordon":
+            node = self._node(m)
+            if node is not None:
+                node["spec"]["unschedulable"] = True
+                self.tx.put("nodes", node)
+                self._set_taint(m, "node.kubernetes.io/unschedulable", "NoSchedule")
+
+    # ------------------------------------------------------------------ pods
+
+    def _daemonsets(self, m: Machine) -> list[tuple[str, str, str, dict[str, str], str, bool]]:
+        """(namespace, daemonset, container image, labels, priority class, hostNetwork)."""
+        ecr = objects.ECR.format(region=self.scenario.region)
+        it = objects.instance_type(m.pool.instance_type)
+        sets = [
+            (
+                "kube-system",
+                "aws-node",
+                f"{ecr}/amazon-k8s-cni:v1.19.2-eksbuild.1",
+                {"k8s-app": "aws-node"},
+                True,
+            ),
+            (
+                "kube-system",
+                "kube-proxy",
+                f"{ecr}/eks/kube-proxy:v1.32.0-minimal-eksbuild.2",
+                {"k8s-app": "kube-proxy"},
+                True,
+            ),
+            (
+                "kube-system",
+                "ebs-csi-node",
+                f"{ecr}/eks/aws-ebs-csi-driver:v1.40.0",
+                {"app": "ebs-csi-node", "app.kubernetes.io/name": "aws-ebs-csi-driver"},
+                False,
+            ),
+        ]
+        if m.pool.node_monitoring_agent:
+            sets.append(
+                (
+                    "kube-system",
+                    "eks-node-monitoring-agent",
+                    f"{ecr}/eks/eks-node-monitoring-agent:v1.2.0-eksbuild.1",
+                    {
+                        "app.kubernetes.io/name": "eks-node-monitoring-agent",
+                        "app.kubernetes.io/instance": "eks-node-monitoring-agent",
+                    },
+                    True,
+                )
+            )
+        if it.gpu is not None:
+            sets += [
+                (
+                    "gpu-operator",
+                    "nvidia-device-plugin-daemonset",
+                    "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                    {"app": "nvidia-device-plugin-daemonset"},
+                    False,
+                ),
+                (
+                    "gpu-operator",
+                    "gpu-feature-discovery",
+                    "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                    {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
+                    False,
+                ),
+                (
+                    "gpu-operator",
+                    "nvidia-dcgm-exporter",
+                    "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
+                    {"app": "nvidia-dcgm-exporter"},
+                    False,
+                ),
+                (
+                    "gpu-operator",
+                    "nvidia-container-toolkit-daemonset",
+                    "nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04",
+                    {"app": "nvidia-container-toolkit-daemonset"},
+                    False,
+                ),
+                (
+                    "gpu-operator",
+                    "nvidia-operator-validator",
+                    "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.2",
+                    {"app": "nvidia-operator-validator"},
+                    False,
+                ),
+            ]
+            if it.gpu.mig_capable and m.pool.mig_config:
+                sets.append(
+                    (
+                        "gpu-operator",
+                        "nvidia-mig-manager",
+                        "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.10.0-ubuntu20.04",
+                        {"app": "nvidia-mig-manager"},
+                        True,
+                    )
+                )
+        out = []
+        for ns, ds, image, labels, host_net in sets:
+            prio = "system-node-critical"
+            out.append((ns, ds, image, labels, prio, host_net))
+        return out
+
+    def _create_daemon_pods(self, m: Machine, only: str | None = None) -> None:
+        for ns, ds, image, labels, prio, host_net in self._daemonsets(m):
+            if only is not None and ds != only:
+                continue
+            self._create_daemon_pod(m, ns, ds, image, labels, prio, host_net)
+
+    def _create_daemon_pod(
+        self,
+        m: Machine,
+        ns: str,
+        ds: str,
+        image: str,
+        labels: dict[str, str],
+        prio: str,
+        host_net: bool,
+    ) -> None:
+        name = f"{ds}-{self._suffix()}"
+        pod_labels = {
+            **labels,
+            "controller-revision-hash": objects.stable_hex("rev", ds, length=10),
+            "pod-template-generation": "1",
+        }
+        obj = objects.build_pod(
+            name=name,
+            namespace=ns,
+            uid=self._uid(),
+            created=self.t,
+            node_name=m.node,
+            labels=pod_labels,
+            owner={
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": ds,
+                "uid": objects.stable_uuid("ds", ns, ds),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            },
+            containers=[
+                objects.container(
+                    ds.removesuffix("-daemonset"), image, {"cpu": "25m", "memory": "64Mi"}
+                )
+            ],
+            tolerations=[{"operator": "Exists"}],
+            priority_class=prio,
+            host_ip=m.ip,
+            pod_ip=m.ip if host_net else self._pod_ip(m),
+            running_since=self.t + 2,
+            host_network=host_net,
+        )
+        self.tx.put("pods", obj)
+        m.daemon_pods.append((ns, name))
+
+    def _pod_ip(self, m: Machine) -> str:
+        a, b, c, _ = m.ip.split(".")
+        return f"{a}.{b}.{c}.{self.rng.randrange(4, 255)}"
+
+    def _create_workload(self, pool: PoolSpec) -> None:
+        w = pool.workload
+        assert w is not None
+        template = self._workload_template(pool)
+        replicas = pool.nodes * w.pods_per_node
+        deploy = objects.build_deployment(
+            name=w.name,
+            namespace=w.namespace,
+            uid=self._uid(),
+            created=self.begin - 86400 * 14,
+            replicas=replicas,
+            labels={"app": w.name, "app.kubernetes.io/name": w.name},
+            annotations={},
+            selector={"app": w.name},
+            template=template,
+        )
+        rs = f"{w.name}-{objects.pod_template_hash(template)}"
+        deploy["status"] = objects.deployment_status(
+            generation=1,
+            replicas=replicas,
+            updated=replicas,
+            ready=0,
+            available=0,
+            rs_name=rs,
+            progressing_since=self.begin - 86400 * 14,
+            available_since=self.begin,
+            now=self.begin,
+        )
+        self.tx.put("deployments", deploy)
+        self.pending_pods[w.name] = []
+        self.workload_pod_count[w.name] = 0
+        if w.pdb_min_available is not None or w.pdb_max_unavailable is not None:
+            pdb = objects.build_pdb(
+                name=w.name,
+                namespace=w.namespace,
+                uid=self._uid(),
+                created=self.begin - 86400 * 14,
+                selector={"app": w.name},
+                min_available=w.pdb_min_available,
+                max_unavailable=w.pdb_max_unavailable,
+            )
+            self.tx.put("poddisruptionbudgets", pdb)
+            self._update_pdbs(w.namespace)
+
+    def _workload_template(self, pool: PoolSpec) -> JsonDict:
+        w = pool.workload
+        assert w is not None
+        limits = {w.resource: str(w.per_pod)} if w.resource else None
+        requests = {"cpu": "4", "memory": "16Gi", **(limits or {})}
+        tolerations = [
+            {"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints
+        ]
+        return {
+            "metadata": {"labels": {"app": w.name, "app.kubernetes.io/name": w.name}},
+            "spec": {
+                "containers": [objects.container(w.name, w.image, requests, limits)],
+                "nodeSelector": {
+                    "karpenter.sh/nodepool"
+                    if pool.kind == "nodepool"
+                    else "eks.amazonaws.com/nodegroup": pool.name
+                },
+                "tolerations": tolerations,
+            },
+        }
+
+    def _fill_workload(self, m: Machine) -> None:
+        w = m.pool.workload
+        if w is None or not m.alive:
+            return
+        free = w.pods_per_node - len(m.workload_pods)
+        pending = self.pending_pods[w.name]
+        desired = self.pool_target[m.pool.name] * w.pods_per_node
+        while free > 0 and pending:
+            name = pending.pop(0)
+            pod = self.tx.get("pods", w.namespace, name)
+            if pod is None:
+                continue
+            self._bind_pod(m, pod)
+            free -= 1
+        while free > 0 and self.workload_pod_count[w.name] < desired:
+            self._new_workload_pod(m.pool, m)
+            free -= 1
+        self._update_workload_status(m.pool)
+
+    def _new_workload_pod(self, pool: PoolSpec, m: Machine | None) -> str:
+        w = pool.workload
+        assert w is not None
+        template = self._workload_template(pool)
+        rs_hash = objects.pod_template_hash(template)
+        name = f"{w.name}-{rs_hash}-{self._suffix()}"
+        obj = objects.build_pod(
+            name=name,
+            namespace=w.namespace,
+            uid=self._uid(),
+            created=self.t,
+            node_name=m.node if m else None,
+            labels={**template["metadata"]["labels"], "pod-template-hash": rs_hash},
+            owner={
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": f"{w.name}-{rs_hash}",
+                "uid": objects.stable_uuid("rs", w.namespace, w.name, rs_hash),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            },
+            containers=template["spec"]["containers"],
+            tolerations=template["spec"]["tolerations"],
+            priority_class=None,
+            host_ip=m.ip if m else None,
+            pod_ip=self._pod_ip(m) if m else None,
+            running_since=self.t if m else None,
+        )
+        obj["spec"]["nodeSelector"] = template["spec"]["nodeSelector"]
+        self.tx.put("pods", obj)
+        self.workload_pod_count[w.name] += 1
+        if m is not None:
+            m.workload_pods.append(name)
+        else:
+            self.pending_pods[w.name].append(name)
+        return name
+
+    def _bind_pod(self, m: Machine, pod: JsonDict) -> None:
+        ip = self._pod_ip(m)
+        containers = pod["spec"]["containers"]
+        bound = objects.build_pod(
+            name=pod["metadata"]["name"],
+            namespace=pod["metadata"]["namespace"],
+            uid=pod["metadata"]["uid"],
+            created=_parse_ts(pod["metadata"]["creationTimestamp"]),
+            node_name=m.node,
+            labels=pod["metadata"]["labels"],
+            owner=pod["metadata"]["ownerReferences"][0],
+            containers=containers,
+            tolerations=pod["spec"].get("tolerations", []),
+            priority_class=None,
+            host_ip=m.ip,
+            pod_ip=ip,
+            running_since=self.t,
+        )
+        bound["spec"]["nodeSelector"] = pod["spec"].get("nodeSelector", {})
+        self.tx.put("pods", bound)
+        m.workload_pods.append(pod["metadata"]["name"])
+
+    def _delete_workload_pod(self, m: Machine | None, name: str) -> None:
+        pool = m.pool if m else None
+        if m is not None and name in m.workload_pods:
+            m.workload_pods.remove(name)
+        if pool is None or pool.workload is None:
+            return
+        w = pool.workload
+        self.tx.delete("pods", w.namespace, name)
+        self.workload_pod_count[w.name] -= 1
+        desired = self.pool_target[pool.name] * w.pods_per_node
+        if self.workload_pod_count[w.name] < desired:
+            # The ReplicaSet replaces the pod; the scheduler places it where a slot is free.
+            target = next(
+                (
+                    x
+                    for x in self.pool_machines[pool.name]
+                    if x.alive
+                    and x.ready
+                    and x is not m
+                    and len(x.workload_pods) < w.pods_per_node
+                    and not self._cordoned(x)
+                ),
+                None,
+            )
+            self._new_workload_pod(pool, target)
+        self._update_workload_status(pool)
+
+    def _cordoned(self, m: Machine) -> bool:
+        node = self._node(m)
+        return bool(node and node["spec"].get("unschedulable"))
+
+    def _update_workload_status(self, pool: PoolSpec) -> None:
+        w = pool.workload
+        if w is None:
+            return
+        deploy = self.tx.get("deployments", w.namespace, w.name)
+        if deploy is None:
+            return
+        running = sum(len(m.workload_pods) for m in self.pool_machines[pool.name] if not m.removed)
+        replicas = int(deploy["spec"].get("replicas", 0))
+        status = deploy.get("status") or {}
+        if (status.get("readyReplicas"), status.get("replicas")) == (running, replicas):
+            return
+        rs = f"{w.name}-{objects.pod_template_hash(deploy['spec']['template'])}"
+        deploy["status"] = objects.deployment_status(
+            generation=int(deploy["metadata"].get("generation", 1)),
+            replicas=replicas,
+            updated=replicas,
+            ready=running,
+            available=running,
+            rs_name=rs,
+            progressing_since=self.begin,
+            available_since=self.t,
+            now=self.t,
+        )
+        self.tx.put("deployments", deploy)
+        self._update_pdbs(w.namespace)
+
+    def _update_pdbs(self, namespace: str) -> None:
+        for pdb_key in [k for k in self.store.keys("poddisruptionbudgets") if k[0] == namespace]:
+            pdb = self.tx.get("poddisruptionbudgets", *pdb_key)
+            if pdb is None:
+                continue
+            selector = pdb["spec"]["selector"]["matchLabels"]
+            pods = [
+                p
+                for p in self._pods_in(namespace)
+                if all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())
+            ]
+            expected = len(pods)
+            healthy = sum(1 for p in pods if p["status"].get("phase") == "Running")
+            spec = pdb["spec"]
+            if "minAvailable" in spec:
+                desired = _resolve_int_or_percent(spec["minAvailable"], expected, round_up=True)
+            else:
+                desired = expected - _resolve_int_or_percent(
+                    spec["maxUnavailable"], expected, round_up=True
+                )
+            allowed = max(0, healthy - desired)
+            pdb["status"] = {
+                "observedGeneration": 1,
+                "currentHealthy": healthy,
+                "desiredHealthy": desired,
+                "disruptionsAllowed": allowed,
+                "expectedPods": expected,
+                "conditions": [
+                    {
+                        "type": "DisruptionAllowed",
+                        "status": "True" if allowed else "False",
+                        "reason": "SufficientPods" if allowed else "InsufficientPods",
+                        "message": "",
+                        "observedGeneration": 1,
+                        "lastTransitionTime": ts(self.t),
+                    }
+                ],
+            }
+            self.tx.put("poddisruptionbudgets", pdb)
+
+    def _pods_in(self, namespace: str) -> list[JsonDict]:
+        names = {name for ns, name in self.store.keys("pods") if ns == namespace}
+        names |= {
+            name for plural, ns, name in self.tx.dirty if plural == "pods" and ns == namespace
+        }
+        pods = (self.tx.get("pods", namespace, name) for name in sorted(names))
+        return [p for p in pods if p is not None]
+
+    # ------------------------------------------------------------------ Karpenter Deployment
+
+    def _karpenter_template(self, gates: str) -> JsonDict:
+        k = self.scenario.karpenter
+        assert k is not None
+        endpoint_id = objects.stable_hex("ep", self.scenario.cluster_name, length=32).upper()
+        image = f"public.ecr.aws/karpenter/controller:{k.version}@sha256:" + objects.stable_hex(
+            "karpenter", k.version, length=64
+        )
+        env = [
+            {"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
+            {"name": "KARPENTER_SERVICE", "value": "karpenter"},
+            {"name": "WEBHOOK_PORT", "value": "8443"},
+            {"name": "WEBHOOK_METRICS_PORT", "value": "8001"},
+            {"name": "DISABLE_WEBHOOK", "value": "true"},
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "METRICS_PORT", "value": "8080"},
+            {"name": "HEALTH_PROBE_PORT", "value": "8081"},
+            {
+                "name": "SYSTEM_NAMESPACE",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
+            },
+            {
+                "name": "MEMORY_LIMIT",
+                "valueFrom": {
+                    "resourceFieldRef": {
+                        "containerName": "controller",
+                        "divisor": "0",
+                        "resource": "limits.memory",
+                    }
+                },
+            },
+            {"name": "FEATURE_GATES", "value": gates},
+            {"name": "BATCH_MAX_DURATION", "value": "10s"},
+            {"name": "BATCH_IDLE_DURATION", "value": "1s"},
+            {"name": "CLUSTER_NAME", "value": self.scenario.cluster_name},
+            {
+                "name": "CLUSTER_ENDPOINT",
+                "value": f"https://{endpoint_id}.gr7.{self.scenario.region}.eks.amazonaws.com",
+            },
+            {"name": "VM_MEMORY_OVERHEAD_PERCENT", "value": "0.075"},
+            {"name": "INTERRUPTION_QUEUE", "value": f"Karpenter-{self.scenario.cluster_name}"},
+            {"name": "RESERVED_ENIS", "value": "0"},
+        ]
+        ctr = objects.container(
+            "controller", image, {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}
+        )
+        ctr["env"] = env
+        labels = {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+        return {
+            "metadata": {"labels": labels, "annotations": {}},
+            "spec": {
+                "containers": [ctr],
+                "serviceAccountName": "karpenter",
+                "priorityClassName": "system-cluster-critical",
+                "dnsPolicy": "ClusterFirst",
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+            },
+        }
+
+    def _create_karpenter(self) -> None:
+        k = self.scenario.karpenter
+        assert k is not None
+        template = self._karpenter_template(k.feature_gates)
+        chart = f"karpenter-{k.version}"
+        deploy = objects.build_deployment(
+            name="karpenter",
+            namespace=k.namespace,
+            uid=self._uid(),
+            created=self.begin - 86400 * 30,
+            replicas=2,
+            labels={
+                "app.kubernetes.io/instance": "karpenter",
+                "app.kubernetes.io/managed-by": "Helm",
+                "app.kubernetes.io/name": "karpenter",
+                "app.kubernetes.io/version": k.version,
+                "helm.sh/chart": chart,
+            },
+            annotations={
+                "meta.helm.sh/release-name": "karpenter",
+                "meta.helm.sh/release-namespace": k.namespace,
+            },
+            selector={
+                "app.kubernetes.io/name": "karpenter",
+                "app.kubernetes.io/instance": "karpenter",
+            },
+            template=template,
+            max_unavailable=1,
+        )
+        self.karpenter_rs_hash = objects.pod_template_hash(template)
+        deploy["status"] = objects.deployment_status(
+            generation=1,
+            replicas=2,
+            updated=2,
+            ready=2,
+            available=2,
+            rs_name=f"karpenter-{self.karpenter_rs_hash}",
+            progressing_since=self.begin - 86400 * 30,
+            available_since=self.begin - 86400 * 30,
+            now=self.begin - 86400 * 30,
+        )
+        self.tx.put("deployments", deploy)
+        for _ in range(2):
+            self._karpenter_pod(template)
+
+    def _karpenter_host(self) -> Machine | None:
+        hosts = [
+            m
+            for m in self.machines.values()
+            if m.alive and m.registered and objects.instance_type(m.pool.instance_type).gpu is None
+        ]
+        return hosts[len(self.karpenter_pods) % len(hosts)] if hosts else None
+
+    def _karpenter_pod(self, template: JsonDict) -> None:
+        k = self.scenario.karpenter
+        assert k is not None
+        rs_hash = objects.pod_template_hash(template)
+        name = f"karpenter-{rs_hash}-{self._suffix()}"
+        host = self._karpenter_host()
+        obj = objects.build_pod(
+            name=name,
+            namespace=k.namespace,
+            uid=self._uid(),
+            created=self.t,
+            node_name=host.node if host else None,
+            labels={**template["metadata"]["labels"], "pod-template-hash": rs_hash},
+            owner={
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": f"karpenter-{rs_hash}",
+                "uid": objects.stable_uuid("rs", k.namespace, "karpenter", rs_hash),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            },
+            containers=template["spec"]["containers"],
+            tolerations=[{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+            priority_class="system-cluster-critical",
+            host_ip=host.ip if host else None,
+            pod_ip=self._pod_ip(host) if host else None,
+            running_since=self.t if host else None,
+        )
+        self.tx.put("pods", obj)
+        self.karpenter_pods.append(name)
+
+    def deployment_patched(
+        self, namespace: str, name: str, before: JsonDict, after: JsonDict
+    ) -> None:
+        """Called by the API server after a Deployment patch was stored."""
+        if before["spec"].get("template") != after["spec"].get("template"):
+            generation = int(after["metadata"].get("generation", 1))
+            self._rollouts[(namespace, name)] = generation
+            replicas = int(after["spec"].get("replicas", 1))
+            self._rollout_step(namespace, name, generation, 0, replicas)
+        elif before["spec"].get("replicas") != after["spec"].get("replicas"):
+            deploy = self.tx.get("deployments", namespace, name)
+            if deploy is not None:
+                replicas = int(deploy["spec"].get("replicas", 0))
+                status = deploy.setdefault("status", {})
+                status.update(
+                    {
+                        "observedGeneration": deploy["metadata"].get("generation", 1),
+                        "replicas": replicas,
+                        "updatedReplicas": replicas,
+                        "readyReplicas": replicas,
+                        "availableReplicas": replicas,
+                    }
+                )
+                self.tx.put("deployments", deploy)
+
+    def _rollout_step(
+        self, namespace: str, name: str, generation: int, updated: int, replicas: int
+    ) -> None:
+        if self._rollouts.get((namespace, name)) != generation:
+            return  # superseded by a newer patch
+        deploy = self.tx.get("deployments", namespace, name)
+        if deploy is None:
+            return
+        template = deploy["spec"]["template"]
+        rs = f"{name}-{objects.pod_template_hash(template)}"
+        status = deploy.get("status") or {}
+        progressing_since = (
+            _parse_ts(status["conditions"][1]["lastTransitionTime"])
+            if status.get("conditions")
+            else self.t
+        )
+        is_karpenter = self.scenario.karpenter is not None and (namespace, name) == (
+            self.scenario.karpenter.namespace,
+            "karpenter",
+        )
+        if updated > 0 and is_karpenter and self.karpenter_pods:
+            old = self.karpenter_pods.pop(0)
+            self.tx.delete("pods", namespace, old)
+            self._karpenter_pod(template)
+        deploy["status"] = objects.deployment_status(
+            generation=generation,
+            replicas=replicas,
+            updated=updated,
+            ready=replicas,
+            available=replicas,
+            rs_name=rs,
+            progressing_since=self.t if updated == 0 else progressing_since,
+            available_since=self.begin,
+            now=self.t,
+        )
+        self.tx.put("deployments", deploy)
+        if updated < replicas:
+            self.schedule(
+                self.t + ROLLOUT_STEP,
+                self._rollout_step,
+                namespace,
+                name,
+                generation,
+                updated + 1,
+                replicas,
+            )
+            return
+        self._rollouts.pop((namespace, name), None)
+        if is_karpenter:
+            self.set_repair_enabled(gate_value(_feature_gates(template), "NodeRepair"))
+
+    # ------------------------------------------------------------------ API hooks
+
+    def node_changed(self, name: str) -> None:
+        m = self.machines.get(name)
+        if m is None or m.removed:
+            return
+        m.api_touched = True
+        node = self.tx.get("nodes", "", name)
+        if node is not None:
+            self._refresh_health(m, node)
+
+    def node_deleted(self, name: str) -> bool:
+        """True when the Node stays (finalizer) while Karpenter terminates it."""
+        m = self.machines.get(name)
+        if m is None:
+            return False
+        if m.nodeclaim is not None:
+            self.terminate(m, cause="manual")
+            return True
+        m.deleting = True
+        self._remove_node(m)
+        for pod_name in list(m.workload_pods):
+            self._delete_workload_pod(m, pod_name)
+        self._queue_reconcile(m.pool.name, self.t + m.pool.replacement_delay)
+        return False
+
+    def nodeclaim_deleted(self, name: str) -> None:
+        m = self.claims.get(name)
+        if m is not None:
+            self.terminate(m, cause="manual")
+
+    def pod_deleted(self, namespace: str, name: str) -> None:
+        """The API removed a pod: owners recreate it the way their controllers would."""
+        for m in self.machines.values():
+            if name in m.workload_pods:
+                self._delete_workload_pod(m, name)
+                return
+            for entry in m.daemon_pods:
+                if entry == (namespace, name):
+                    m.daemon_pods.remove(entry)
+                    ds = name.rsplit("-", 1)[0]
+                    self.schedule(self.t + 2, self._recreate_daemon_pod, m, ds)
+                    return
+        for pool in self.scenario.pools:
+            w = pool.workload
+            if w and name in self.pending_pods.get(w.name, []):
+                self.pending_pods[w.name].remove(name)
+                self.workload_pod_count[w.name] -= 1
+                self._new_workload_pod(pool, None)
+                return
+        if name in self.karpenter_pods:
+            self.karpenter_pods.remove(name)
+            k = self.scenario.karpenter
+            deploy = self.tx.get("deployments", k.namespace, "karpenter") if k else None
+            if deploy is not None:
+                self._karpenter_pod(deploy["spec"]["template"])
+
+    def _recreate_daemon_pod(self, m: Machine, ds: str) -> None:
+        if m.removed:
+            return
+        self._create_daemon_pods(m, only=ds)
+        if ds == "eks-node-monitoring-agent" and m.nma_running:
+            self._nma_start(m)
+
+    def pdb_blocking(self, pod: JsonDict) -> JsonDict | None:
+        """The PDB an eviction of this pod would violate, if any."""
+        ns = pod["metadata"]["namespace"]
+        labels = pod["metadata"].get("labels", {})
+        for key in self.store.keys("poddisruptionbudgets"):
+            if key[0] != ns:
+                continue
+            pdb = self.tx.get("poddisruptionbudgets", *key)
+            if pdb is None:
+                continue
+            selector = pdb["spec"]["selector"].get("matchLabels", {})
+            if (
+                all(labels.get(k) == v for k, v in selector.items())
+                and int(pdb.get("status", {}).get("disruptionsAllowed", 0)) <= 0
+                and pod["status"].get("phase") == "Running"
+            ):
+                return pdb
+        return None
+
+
+def _feature_gates(template: JsonDict) -> str:
+    for ctr in template.get("spec", {}).get("containers", []):
+        if ctr.get("name") == "controller":
+            for env in ctr.get("env", []):
+                if env.get("name") == "FEATURE_GATES":
+                    return str(env.get("value", ""))
+    return ""
+
+
+def _resolve_int_or_percent(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        pct = float(value[:-1]) / 100.0
+        return math.ceil(pct * total) if round_up else math.floor(pct * total)
+    return int(value)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for p in version.lstrip("v").split(".")[:3]:
+        digits = "".join(c for c in p if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _parse_ts(value: str) -> float:
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()

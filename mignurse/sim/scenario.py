@@ -1,0 +1,1130 @@
+"""Scenario files: load, validate, and turn them into typed, immutable specs.
+
+A scenario is data only (YAML). Every validation error names the file and line, in one
+line, so a user editing a scenario sees exactly what to fix. See docs/scenarios.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mignurse.sim import objects
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+
+NMA_CONDITIONS = (
+    "AcceleratedHardwareReady",
+    "KernelReady",
+    "StorageReady",
+    "NetworkingReady",
+    "ContainerRuntimeReady",
+)
+KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+KNOWN_SOURCES = (
+    "kubelet",
+    "karpenter",
+    "eks-node-monitoring-agent",
+    "node-controller",
+    "default-scheduler",
+    "nvidia-mig-manager",
+    "gpu-operator",
+    "cloud-node-lifecycle-controller",
+)
+
+
+class ScenarioError(Exception):
+    """One line: `<file>:<line>: <what is wrong>`."""
+
+
+# --------------------------------------------------------------------------- YAML with lines
+
+
+class _LDict(dict[str, Any]):
+    line: int = 0
+    key_lines: dict[str, int]
+
+
+class _LList(list[Any]):
+    line: int = 0
+    item_lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _LDict:
+    loader.flatten_mapping(node)
+    result = _LDict()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, str):
+            key = str(key)
+        if key in result:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.key_lines[key] = key_node.start_mark.line + 1
+    return result
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> _LList:
+    result = _LList(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+class _Ctx:
+    """Where we are in the file, to build `<file>:<line>: …` errors."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, line: int, message: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}:{line}: {message}")
+
+    def line_of(self, obj: Any, key: str | None = None) -> int:
+        if isinstance(obj, _LDict):
+            if key is not None and key in obj.key_lines:
+                return obj.key_lines[key]
+            return obj.line
+        if isinstance(obj, _LList):
+            return obj.line
+        return 0
+
+    def mapping(self, obj: Any, where: str, line: int, allowed: set[str]) -> _LDict:
+        if not isinstance(obj, dict):
+            raise self.fail(line, f"{where} must be a mapping, got {type(obj).__name__}")
+        assert isinstance(obj, _LDict)
+        for key in obj:
+            if key not in allowed:
+                hint = _closest(key, allowed)
+                raise self.fail(
+                    self.line_of(obj, key),
+                    f"unknown field {key!r} in {where}"
+                    + (f" (did you mean {hint!r}?)" if hint else ""),
+                )
+        return obj
+
+    def seq(self, obj: Any, where: str, line: int) -> _LList:
+        if obj is None:
+            empty = _LList()
+            empty.line, empty.item_lines = line, []
+            return empty
+        if not isinstance(obj, list):
+            raise self.fail(line, f"{where} must be a list, got {type(obj).__name__}")
+        assert isinstance(obj, _LList)
+        return obj
+
+    def required(self, d: _LDict, key: str, where: str) -> Any:
+        if key not in d or d[key] is None:
+            raise self.fail(d.line, f"{where} needs {key!r}")
+        return d[key]
+
+    def string(self, d: _LDict, key: str, where: str, default: str | None = None) -> str:
+        value = d.get(key, default)
+        if value is None:
+            raise self.fail(d.line, f"{where} needs {key!r}")
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise self.fail(self.line_of(d, key), f"{where}.{key} must be a string")
+        return str(value)
+
+    def integer(self, d: _LDict, key: str, where: str, default: int, minimum: int = 0) -> int:
+        value = d.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise self.fail(self.line_of(d, key), f"{where}.{key} must be an integer >= {minimum}")
+        return value
+
+    def boolean(self, d: _LDict, key: str, where: str, default: bool) -> bool:
+        value = d.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(self.line_of(d, key), f"{where}.{key} must be true or false")
+        return value
+
+    def duration(
+        self, d: _LDict, key: str, where: str, default: float | None, signed: bool = False
+    ) -> float:
+        value = d.get(key)
+        if value is None:
+            if default is None:
+                raise self.fail(d.line, f"{where} needs {key!r}")
+            return default
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise self.fail(self.line_of(d, key), f"{where}.{key}: {exc}") from None
+        if seconds < 0 and not signed:
+            raise self.fail(self.line_of(d, key), f"{where}.{key} must not be negative")
+        return seconds
+
+    def str_map(self, d: _LDict, key: str, where: str, nullable: bool = False) -> dict[str, Any]:
+        value = d.get(key) or {}
+        if not isinstance(value, dict):
+            raise self.fail(self.line_of(d, key), f"{where}.{key} must be a mapping")
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if v is None and nullable:
+                out[k] = None
+            elif isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                out[k] = str(v)
+            elif isinstance(v, bool):
+                out[k] = "true" if v else "false"
+            else:
+                raise self.fail(
+                    self.line_of(value, k),
+                    f"{where}.{key}.{k} must be a string" + (" or null" if nullable else ""),
+                )
+        return out
+
+
+def _closest(word: str, options: set[str]) -> str | None:
+    import difflib
+
+    match = difflib.get_close_matches(word, sorted(options), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+_DURATION = re.compile(r"^(-)?((\d+(\.\d+)?)(ms|s|m|h|d))+$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: Any) -> float:
+    """`90s`, `10m`, `1h30m`, `20d`, `-5m`, or a number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    if not _DURATION.match(text):
+        raise ValueError(f"not a duration: {value!r} (use e.g. 90s, 10m, 1h30m, 20d)")
+    sign = -1.0 if text.startswith("-") else 1.0
+    return sign * sum(float(n) * _UNITS[u] for n, u in _PART.findall(text))
+
+
+def format_duration(seconds: float) -> str:
+    """Go-style duration for API fields (`720h`, `10m`, `30s`)."""
+    seconds = int(seconds)
+    if seconds % 3600 == 0 and seconds:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0 and seconds:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
+
+# --------------------------------------------------------------------------- the typed spec
+
+
+@dataclass(frozen=True)
+class ConditionSpec:
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    reason: str
+    message: str
+    type: str = "Normal"
+    source: str = "kubelet"
+
+
+@dataclass(frozen=True)
+class TaintSpec:
+    key: str
+    effect: str
+    value: str | None = None
+
+    def to_api(self) -> dict[str, str]:
+        out = {"key": self.key, "effect": self.effect}
+        if self.value is not None:
+            out["value"] = self.value
+        return out
+
+
+@dataclass(frozen=True)
+class Step:
+    """One change to a node: a lifecycle step (`after` launch) or a timeline action."""
+
+    after: float = 0.0
+    ready: bool | None = None
+    reason: str | None = None
+    message: str | None = None
+    conditions: tuple[ConditionSpec, ...] = ()
+    labels: tuple[tuple[str, str | None], ...] = ()
+    taints: tuple[TaintSpec, ...] = ()
+    remove_taints: tuple[str, ...] = ()
+    allocatable: tuple[tuple[str, str | None], ...] = ()
+    kubelet: str | None = None  # restart | stop | start
+    nma_restart: bool = False
+    events: tuple[EventSpec, ...] = ()
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    image: str | None
+    steps: tuple[Step, ...]
+    gpu_resources: bool = True
+
+
+@dataclass(frozen=True)
+class ExistingNodes:
+    count: int
+    age: float
+    image: str | None
+    os: str | None
+    labels: tuple[tuple[str, str], ...] = ()
+    steps: tuple[Step, ...] | None = None  # None: the pool lifecycle for the image
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    namespace: str
+    pods_per_node: int
+    image: str
+    resource: str | None  # nvidia.com/gpu, nvidia.com/mig-1g.10gb, … (None: CPU only)
+    per_pod: int
+    pdb_min_available: int | str | None = None
+    pdb_max_unavailable: int | str | None = None
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    kind: str  # "nodepool" (Karpenter) | "nodegroup" (EKS managed node group)
+    name: str
+    instance_type: str
+    capacity_type: str
+    zones: tuple[str, ...]
+    os: str
+    image: str
+    nodes: int
+    node_monitoring_agent: bool
+    mig_config: str | None
+    mig_strategy: str
+    taints: tuple[TaintSpec, ...]
+    labels: tuple[tuple[str, str], ...]
+    launch_after: float
+    register_after: float
+    replacement_delay: float
+    termination_grace_period: float | None
+    expire_after: str
+    consolidation_policy: str
+    consolidate_after: str
+    budgets: tuple[tuple[tuple[str, Any], ...], ...]
+    nodeclass: str
+    daemonsets: bool
+    existing: tuple[ExistingNodes, ...]
+    lifecycles: tuple[Lifecycle, ...]
+    workload: WorkloadSpec | None
+    line: int = 0
+
+    @property
+    def is_gpu(self) -> bool:
+        return objects.instance_type(self.instance_type).gpu is not None
+
+    def lifecycle_for(self, image: str) -> Lifecycle:
+        for lc in self.lifecycles:
+            if lc.image == image:
+                return lc
+        for lc in self.lifecycles:
+            if lc.image is None:
+                return lc
+        return DEFAULT_LIFECYCLE
+
+
+DEFAULT_LIFECYCLE = Lifecycle(image=None, steps=(Step(after=50.0, ready=True),))
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    name: str | None = None
+    newest: str | None = None  # pool name
+    oldest: str | None = None  # pool name
+
+
+@dataclass(frozen=True)
+class TimelineItem:
+    at: float
+    node: NodeRef | None
+    step: Step | None
+    action: str | None  # deleteNodeClaim | spotInterrupt | consolidate | scale | cordon
+    argument: str | None  # consolidate reason, scale pool
+    nodes: int | None  # scale target
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class KarpenterSpec:
+    version: str
+    node_repair: bool
+    feature_gates: str
+    namespace: str = "kube-system"
+
+
+@dataclass(frozen=True)
+class RbacDeny:
+    verb: str
+    resource: str
+    namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    cluster_name: str
+    region: str
+    kubernetes_version: str
+    seed: int
+    warmup: float
+    event_ttl: float
+    event_dedupe: float
+    karpenter: KarpenterSpec | None
+    rbac_user: str
+    rbac_deny: tuple[RbacDeny, ...]
+    pools: tuple[PoolSpec, ...]
+    timeline: tuple[TimelineItem, ...]
+    source: str
+    generate: tuple[tuple[str, Any], ...] | None = None
+    extras: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def context_name(self) -> str:
+        return f"sim-{self.name}"
+
+    def pool(self, name: str) -> PoolSpec:
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+def default_feature_gates(node_repair: bool) -> str:
+    """What the v1.4+ chart renders into FEATURE_GATES (domain.md §2.1)."""
+    return (
+        "ReservedCapacity=true,SpotToSpotConsolidation=false,"
+        f"NodeRepair={'true' if node_repair else 'false'},"
+        "NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
+    )
+
+
+def gate_value(feature_gates: str, gate: str, default: bool = False) -> bool:
+    for part in feature_gates.split(","):
+        name, _, value = part.strip().partition("=")
+        if name == gate:
+            return value.strip().lower() == "true"
+    return default
+
+
+# --------------------------------------------------------------------------- parsing
+
+_TOP = {
+    "name",
+    "description",
+    "cluster",
+    "seed",
+    "warmup",
+    "eventTTL",
+    "eventDedupe",
+    "karpenter",
+    "rbac",
+    "nodePools",
+    "nodeGroups",
+    "timeline",
+    "generate",
+}
+_POOL = {
+    "name",
+    "instanceType",
+    "capacityType",
+    "zones",
+    "os",
+    "image",
+    "nodes",
+    "nodeMonitoringAgent",
+    "mig",
+    "taints",
+    "labels",
+    "launchAfter",
+    "registerAfter",
+    "replacementDelay",
+    "terminationGracePeriod",
+    "expireAfter",
+    "consolidation",
+    "budgets",
+    "nodeClass",
+    "daemonSets",
+    "existing",
+    "lifecycle",
+    "lifecycles",
+    "workload",
+}
+_STEP = {
+    "after",
+    "ready",
+    "reason",
+    "message",
+    "condition",
+    "conditions",
+    "labels",
+    "taints",
+    "removeTaints",
+    "allocatable",
+    "kubelet",
+    "nmaRestart",
+    "event",
+    "events",
+}
+_TIMELINE = (_STEP - {"after"}) | {
+    "at",
+    "node",
+    "deleteNodeClaim",
+    "spotInterrupt",
+    "consolidate",
+    "scale",
+    "cordon",
+}
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _parse_condition(ctx: _Ctx, raw: Any, where: str, line: int) -> ConditionSpec:
+    d = ctx.mapping(raw, where, line, {"type", "status", "reason", "message"})
+    ctype = ctx.string(d, "type", where)
+    status = d.get("status")
+    if isinstance(status, bool):
+        status = "True" if status else "False"
+    if status not in ("True", "False", "Unknown"):
+        raise ctx.fail(ctx.line_of(d, "status"), f"{where}.status must be True, False or Unknown")
+    if ctype not in NMA_CONDITIONS + KUBELET_CONDITIONS:
+        allowed = ", ".join(NMA_CONDITIONS + KUBELET_CONDITIONS)
+        raise ctx.fail(ctx.line_of(d, "type"), f"{where}.type {ctype!r} is not one of {allowed}")
+    return ConditionSpec(
+        ctype, status, ctx.string(d, "reason", where, ""), ctx.string(d, "message", where, "")
+    )
+
+
+def _parse_event(ctx: _Ctx, raw: Any, where: str, line: int) -> EventSpec:
+    d = ctx.mapping(raw, where, line, {"reason", "message", "type", "source"})
+    etype = ctx.string(d, "type", where, "Normal")
+    if etype not in ("Normal", "Warning"):
+        raise ctx.fail(ctx.line_of(d, "type"), f"{where}.type must be Normal or Warning")
+    source = ctx.string(d, "source", where, "kubelet")
+    return EventSpec(
+        ctx.string(d, "reason", where), ctx.string(d, "message", where, ""), etype, source
+    )
+
+
+def _parse_taint(ctx: _Ctx, raw: Any, where: str, line: int) -> TaintSpec:
+    if isinstance(raw, str):
+        # kubectl syntax: key[=value]:Effect
+        m = re.match(r"^([^=:]+)(?:=([^:]*))?:(\w+)$", raw)
+        if not m or m.group(3) not in _EFFECTS:
+            raise ctx.fail(line, f"{where}: {raw!r} is not key[=value]:Effect")
+        return TaintSpec(m.group(1), m.group(3), m.group(2))
+    d = ctx.mapping(raw, where, line, {"key", "value", "effect"})
+    effect = ctx.string(d, "effect", where)
+    if effect not in _EFFECTS:
+        raise ctx.fail(ctx.line_of(d, "effect"), f"{where}.effect must be one of {_EFFECTS}")
+    value = d.get("value")
+    return TaintSpec(ctx.string(d, "key", where), effect, None if value is None else str(value))
+
+
+def _parse_step(ctx: _Ctx, raw: Any, where: str, line: int, allowed: set[str]) -> Step:
+    d = ctx.mapping(raw, where, line, allowed)
+    after = ctx.duration(d, "after", where, 0.0 if "after" not in allowed else None)
+    ready = d.get("ready")
+    if ready is not None and not isinstance(ready, bool):
+        raise ctx.fail(ctx.line_of(d, "ready"), f"{where}.ready must be true or false")
+    conds: list[ConditionSpec] = []
+    if "condition" in d:
+        conds.append(
+            _parse_condition(ctx, d["condition"], f"{where}.condition", ctx.line_of(d, "condition"))
+        )
+    for i, c in enumerate(
+        ctx.seq(d.get("conditions"), f"{where}.conditions", ctx.line_of(d, "conditions"))
+    ):
+        conds.append(
+            _parse_condition(ctx, c, f"{where}.conditions[{i}]", ctx.line_of(d, "conditions"))
+        )
+    events: list[EventSpec] = []
+    if "event" in d:
+        events.append(_parse_event(ctx, d["event"], f"{where}.event", ctx.line_of(d, "event")))
+    for i, e in enumerate(ctx.seq(d.get("events"), f"{where}.events", ctx.line_of(d, "events"))):
+        events.append(_parse_event(ctx, e, f"{where}.events[{i}]", ctx.line_of(d, "events")))
+    taints = tuple(
+        _parse_taint(ctx, t, f"{where}.taints[{i}]", ctx.line_of(d, "taints"))
+        for i, t in enumerate(ctx.seq(d.get("taints"), f"{where}.taints", ctx.line_of(d, "taints")))
+    )
+    remove = ctx.seq(d.get("removeTaints"), f"{where}.removeTaints", ctx.line_of(d, "removeTaints"))
+    kubelet = d.get("kubelet")
+    if kubelet is not None and kubelet not in ("restart", "stop", "start"):
+        raise ctx.fail(ctx.line_of(d, "kubelet"), f"{where}.kubelet must be restart, stop or start")
+    step = Step(
+        after=after,
+        ready=ready,
+        reason=None if d.get("reason") is None else str(d["reason"]),
+        message=None if d.get("message") is None else str(d["message"]),
+        conditions=tuple(conds),
+        labels=tuple(ctx.str_map(d, "labels", where, nullable=True).items()),
+        taints=taints,
+        remove_taints=tuple(str(k) for k in remove),
+        allocatable=tuple(ctx.str_map(d, "allocatable", where, nullable=True).items()),
+        kubelet=kubelet,
+        nma_restart=ctx.boolean(d, "nmaRestart", where, False),
+        events=tuple(events),
+        line=line,
+    )
+    if (step.reason or step.message) and step.ready is not False:
+        raise ctx.fail(line, f"{where}: reason/message go with `ready: false`")
+    return step
+
+
+def _has_action(step: Step) -> bool:
+    return bool(
+        step.ready is not None
+        or step.conditions
+        or step.labels
+        or step.taints
+        or step.remove_taints
+        or step.allocatable
+        or step.kubelet
+        or step.nma_restart
+        or step.events
+    )
+
+
+def _parse_steps(ctx: _Ctx, raw: Any, where: str, line: int) -> tuple[Step, ...]:
+    steps = []
+    seq = ctx.seq(raw, where, line)
+    for i, item in enumerate(seq):
+        step_line = seq.item_lines[i] if i < len(seq.item_lines) else line
+        step = _parse_step(ctx, item, f"{where}[{i}]", step_line, _STEP)
+        if not _has_action(step):
+            raise ctx.fail(step_line, f"{where}[{i}] has `after` but nothing to do")
+        steps.append(step)
+    return tuple(sorted(steps, key=lambda s: s.after))
+
+
+def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: float) -> PoolSpec:
+    d = ctx.mapping(raw, where, line, _POOL)
+    name = ctx.string(d, "name", where)
+    if not _NAME.match(name):
+        raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name {name!r} is not a DNS-1123 name")
+    where = f"{where} ({name})"
+    itype = ctx.string(d, "instanceType", where)
+    try:
+        it = objects.instance_type(itype)
+    except KeyError:
+        known = ", ".join(sorted(objects.INSTANCE_TYPES))
+        raise ctx.fail(
+            ctx.line_of(d, "instanceType"), f"unknown instanceType {itype!r}; known: {known}"
+        ) from None
+    os_name = ctx.string(d, "os", where, "al2023")
+    if os_name not in objects.OS_IMAGES:
+        raise ctx.fail(
+            ctx.line_of(d, "os"), f"{where}.os must be one of {', '.join(objects.OS_IMAGES)}"
+        )
+    capacity_type = ctx.string(d, "capacityType", where, "on-demand")
+    if capacity_type not in ("on-demand", "spot", "reserved"):
+        raise ctx.fail(
+            ctx.line_of(d, "capacityType"),
+            f"{where}.capacityType must be on-demand, spot or reserved",
+        )
+    zones = tuple(
+        str(z) for z in ctx.seq(d.get("zones"), f"{where}.zones", ctx.line_of(d, "zones"))
+    ) or ("us-west-2a", "us-west-2b", "us-west-2c")
+    mig = ctx.mapping(
+        d.get("mig") or _empty(ctx.line_of(d, "mig")),
+        f"{where}.mig",
+        ctx.line_of(d, "mig"),
+        {"config", "strategy"},
+    )
+    mig_config = None if mig.get("config") is None else str(mig["config"])
+    mig_strategy = ctx.string(mig, "strategy", f"{where}.mig", "mixed")
+    if mig_strategy not in ("mixed", "single", "none"):
+        raise ctx.fail(
+            ctx.line_of(mig, "strategy"), f"{where}.mig.strategy must be mixed, single or none"
+        )
+    if mig_config is not None:
+        if it.gpu is None or not it.gpu.mig_capable:
+            raise ctx.fail(ctx.line_of(d, "mig"), f"{where}: {itype} is not MIG-capable")
+        if mig_config != "all-disabled" and mig_config not in it.gpu.mig_layouts:
+            known = ", ".join(["all-disabled", *it.gpu.mig_layouts])
+            raise ctx.fail(
+                ctx.line_of(mig, "config"),
+                f"{where}.mig.config {mig_config!r} is not valid for {it.gpu.product}; "
+                f"known: {known}",
+            )
+    if "taints" in d:
+        taints = tuple(
+            _parse_taint(ctx, t, f"{where}.taints[{i}]", ctx.line_of(d, "taints"))
+            for i, t in enumerate(ctx.seq(d["taints"], f"{where}.taints", ctx.line_of(d, "taints")))
+        )
+    elif it.gpu is not None:
+        taints = (TaintSpec("nvidia.com/gpu", "NoSchedule", "true"),)
+    else:
+        taints = ()
+    image = ctx.string(d, "image", where, _default_ami(name, os_name))
+    lifecycles: list[Lifecycle] = []
+    if "lifecycle" in d:
+        lifecycles.append(
+            Lifecycle(
+                None,
+                _parse_steps(
+                    ctx, d["lifecycle"], f"{where}.lifecycle", ctx.line_of(d, "lifecycle")
+                ),
+            )
+        )
+    lcs = ctx.seq(d.get("lifecycles"), f"{where}.lifecycles", ctx.line_of(d, "lifecycles"))
+    for i, lc_raw in enumerate(lcs):
+        lc_where = f"{where}.lifecycles[{i}]"
+        lc = ctx.mapping(lc_raw, lc_where, lcs.item_lines[i], {"image", "steps", "gpuResources"})
+        lifecycles.append(
+            Lifecycle(
+                None if lc.get("image") is None else str(lc["image"]),
+                _parse_steps(
+                    ctx,
+                    ctx.required(lc, "steps", lc_where),
+                    f"{lc_where}.steps",
+                    ctx.line_of(lc, "steps"),
+                ),
+                ctx.boolean(lc, "gpuResources", lc_where, True),
+            )
+        )
+    existing: list[ExistingNodes] = []
+    ex_seq = ctx.seq(d.get("existing"), f"{where}.existing", ctx.line_of(d, "existing"))
+    for i, ex_raw in enumerate(ex_seq):
+        ex_where = f"{where}.existing[{i}]"
+        ex = ctx.mapping(
+            ex_raw,
+            ex_where,
+            ex_seq.item_lines[i],
+            {"count", "age", "image", "os", "labels", "steps", "names"},
+        )
+        ex_os = None if ex.get("os") is None else str(ex["os"])
+        if ex_os is not None and ex_os not in objects.OS_IMAGES:
+            raise ctx.fail(
+                ctx.line_of(ex, "os"),
+                f"{ex_where}.os must be one of {', '.join(objects.OS_IMAGES)}",
+            )
+        names = tuple(
+            str(n) for n in ctx.seq(ex.get("names"), f"{ex_where}.names", ctx.line_of(ex, "names"))
+        )
+        count = ctx.integer(ex, "count", ex_where, len(names) or 1, minimum=1)
+        if names and len(names) != count:
+            raise ctx.fail(
+                ctx.line_of(ex, "names"), f"{ex_where}: {len(names)} names for count {count}"
+            )
+        existing.append(
+            ExistingNodes(
+                count=count,
+                age=ctx.duration(ex, "age", ex_where, None),
+                image=None if ex.get("image") is None else str(ex["image"]),
+                os=ex_os,
+                labels=tuple(ctx.str_map(ex, "labels", ex_where).items()),
+                steps=_parse_steps(ctx, ex["steps"], f"{ex_where}.steps", ctx.line_of(ex, "steps"))
+                if "steps" in ex
+                else None,
+                names=names,
+            )
+        )
+    nodes = ctx.integer(d, "nodes", where, sum(e.count for e in existing))
+    if sum(e.count for e in existing) > nodes:
+        raise ctx.fail(
+            ctx.line_of(d, "existing"), f"{where}: more existing nodes than `nodes: {nodes}`"
+        )
+    consolidation = ctx.mapping(
+        d.get("consolidation") or _empty(ctx.line_of(d, "consolidation")),
+        f"{where}.consolidation",
+        ctx.line_of(d, "consolidation"),
+        {"policy", "after"},
+    )
+    policy = ctx.string(
+        consolidation, "policy", f"{where}.consolidation", "WhenEmptyOrUnderutilized"
+    )
+    if policy not in ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"):
+        raise ctx.fail(
+            ctx.line_of(consolidation, "policy"),
+            f"{where}.consolidation.policy must be WhenEmpty, WhenEmptyOrUnderutilized or Balanced",
+        )
+    budgets_raw = ctx.seq(d.get("budgets"), f"{where}.budgets", ctx.line_of(d, "budgets"))
+    budgets = []
+    for i, b in enumerate(budgets_raw):
+        bd = ctx.mapping(
+            b,
+            f"{where}.budgets[{i}]",
+            budgets_raw.item_lines[i],
+            {"nodes", "reasons", "schedule", "duration"},
+        )
+        budgets.append(
+            tuple((k, list(v) if isinstance(v, list) else str(v)) for k, v in bd.items())
+        )
+    if not budgets:
+        budgets.append((("nodes", "10%"),))
+    register_after = ctx.duration(d, "registerAfter", where, 45.0)
+    for parsed in lifecycles:
+        for step in parsed.steps:
+            if step.after < register_after:
+                raise ctx.fail(
+                    step.line,
+                    f"{where}: lifecycle step at {format_duration(step.after)} comes before "
+                    f"the node registers ({format_duration(register_after)})",
+                )
+    tgp = d.get("terminationGracePeriod")
+    workload = _parse_workload(
+        ctx,
+        d.get("workload"),
+        f"{where}.workload",
+        ctx.line_of(d, "workload"),
+        name,
+        it,
+        mig_config,
+        mig_strategy,
+    )
+    return PoolSpec(
+        kind=kind,
+        name=name,
+        instance_type=itype,
+        capacity_type=capacity_type,
+        zones=zones,
+        os=os_name,
+        image=image,
+        nodes=nodes,
+        node_monitoring_agent=ctx.boolean(d, "nodeMonitoringAgent", where, True),
+        mig_config=mig_config,
+        mig_strategy=mig_strategy,
+        taints=taints,
+        labels=tuple(ctx.str_map(d, "labels", where).items()),
+        launch_after=ctx.duration(d, "launchAfter", where, 5.0),
+        register_after=register_after,
+        replacement_delay=ctx.duration(d, "replacementDelay", where, 5.0),
+        termination_grace_period=None
+        if tgp is None
+        else ctx.duration(d, "terminationGracePeriod", where, None),
+        expire_after=ctx.string(d, "expireAfter", where, "720h"),
+        consolidation_policy=policy,
+        consolidate_after=ctx.string(consolidation, "after", f"{where}.consolidation", "1m"),
+        budgets=tuple(budgets),
+        nodeclass=ctx.string(d, "nodeClass", where, "default" if it.gpu is None else "gpu"),
+        daemonsets=ctx.boolean(d, "daemonSets", where, True),
+        existing=tuple(existing),
+        lifecycles=tuple(lifecycles),
+        workload=workload,
+        line=line,
+    )
+
+
+def _parse_workload(
+    ctx: _Ctx,
+    raw: Any,
+    where: str,
+    line: int,
+    pool: str,
+    it: objects.InstanceType,
+    mig_config: str | None,
+    mig_strategy: str,
+) -> WorkloadSpec | None:
+    if raw is None:
+        return None
+    allowed = {"name", "namespace", "podsPerNode", "image", "resource", "perPod", "pdb"}
+    d = ctx.mapping(raw, where, line, allowed)
+    if it.gpu is None:
+        default_resource = None
+    else:
+        res = objects.mig_resources(it, mig_config, mig_strategy)
+        default_resource = sorted(res)[0] if res else "nvidia.com/gpu"
+    pdb = d.get("pdb")
+    min_av: int | str | None = None
+    max_un: int | str | None = None
+    if pdb is not None:
+        pd = ctx.mapping(
+            pdb, f"{where}.pdb", ctx.line_of(d, "pdb"), {"minAvailable", "maxUnavailable"}
+        )
+        min_av, max_un = pd.get("minAvailable"), pd.get("maxUnavailable")
+        if (min_av is None) == (max_un is None):
+            raise ctx.fail(
+                pd.line, f"{where}.pdb needs exactly one of minAvailable, maxUnavailable"
+            )
+    resource = d.get("resource", default_resource)
+    return WorkloadSpec(
+        name=ctx.string(d, "name", where, pool),
+        namespace=ctx.string(d, "namespace", where, "default"),
+        pods_per_node=ctx.integer(d, "podsPerNode", where, 1),
+        image=ctx.string(
+            d,
+            "image",
+            where,
+            "docker.io/vllm/vllm-openai:v0.8.4" if it.gpu else "docker.io/library/busybox:1.37.0",
+        ),
+        resource=None if resource is None else str(resource),
+        per_pod=ctx.integer(d, "perPod", where, 1, minimum=1),
+        pdb_min_available=min_av,
+        pdb_max_unavailable=max_un,
+    )
+
+
+def _empty(line: int) -> _LDict:
+    d = _LDict()
+    d.line, d.key_lines = line, {}
+    return d
+
+
+def _default_ami(pool: str, os_name: str) -> str:
+    return "ami-0" + objects.stable_hex("ami", pool, os_name, length=16)
+
+
+def _parse_node_ref(ctx: _Ctx, raw: Any, where: str, line: int, pools: set[str]) -> NodeRef:
+    if isinstance(raw, str):
+        return NodeRef(name=raw)
+    d = ctx.mapping(raw, where, line, {"newest", "oldest", "name"})
+    if len(d) != 1:
+        raise ctx.fail(line, f"{where} needs exactly one of name, newest, oldest")
+    ref = NodeRef(**{k: str(v) for k, v in d.items()})
+    pool = ref.newest or ref.oldest
+    if pool is not None and pool not in pools:
+        raise ctx.fail(line, f"{where}: no pool named {pool!r}")
+    return ref
+
+
+def _parse_timeline(ctx: _Ctx, raw: Any, line: int, pools: set[str]) -> tuple[TimelineItem, ...]:
+    items = []
+    seq = ctx.seq(raw, "timeline", line)
+    for i, item_raw in enumerate(seq):
+        where = f"timeline[{i}]"
+        item_line = seq.item_lines[i]
+        d = ctx.mapping(item_raw, where, item_line, _TIMELINE)
+        at = ctx.duration(d, "at", where, None, signed=True)
+        step_keys = {k for k in d if k in _STEP}
+        step = None
+        if step_keys:
+            sub = _LDict({k: d[k] for k in step_keys})
+            sub.line, sub.key_lines = item_line, {k: d.key_lines[k] for k in step_keys}
+            step = _parse_step(ctx, sub, where, item_line, _STEP - {"after"})
+        actions = [
+            k
+            for k in ("deleteNodeClaim", "spotInterrupt", "consolidate", "scale", "cordon")
+            if k in d
+        ]
+        if len(actions) > 1 or (actions and step is not None):
+            raise ctx.fail(
+                item_line,
+                f"{where} has more than one action: {', '.join(sorted(step_keys | set(actions)))}",
+            )
+        if not actions and step is None:
+            raise ctx.fail(item_line, f"{where} has nothing to do")
+        action = actions[0] if actions else None
+        argument: str | None = None
+        nodes: int | None = None
+        node_ref: NodeRef | None = None
+        if action == "scale":
+            sc = ctx.mapping(
+                d["scale"], f"{where}.scale", ctx.line_of(d, "scale"), {"pool", "nodes"}
+            )
+            argument = ctx.string(sc, "pool", f"{where}.scale")
+            if argument not in pools:
+                raise ctx.fail(
+                    ctx.line_of(sc, "pool"), f"{where}.scale: no pool named {argument!r}"
+                )
+            nodes = ctx.integer(sc, "nodes", f"{where}.scale", 0)
+        else:
+            node_ref = _parse_node_ref(
+                ctx, ctx.required(d, "node", where), f"{where}.node", ctx.line_of(d, "node"), pools
+            )
+            if action == "consolidate":
+                argument = str(d["consolidate"])
+                if argument not in ("Underutilized", "Empty"):
+                    raise ctx.fail(
+                        ctx.line_of(d, "consolidate"),
+                        f"{where}.consolidate must be Underutilized or Empty",
+                    )
+            elif action is not None and d[action] is not True:
+                raise ctx.fail(ctx.line_of(d, action), f"{where}.{action} must be true")
+        items.append(TimelineItem(at, node_ref, step, action, argument, nodes, item_line))
+    return tuple(sorted(items, key=lambda t: t.at))
+
+
+def parse_scenario(text: str, source: str) -> Scenario:
+    ctx = _Ctx(source)
+    try:
+        raw = yaml.load(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        raise ctx.fail(line, f"invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise ctx.fail(0, f"invalid YAML: {exc}") from None
+    d = ctx.mapping(raw, "the scenario", 1, _TOP)
+    name = ctx.string(d, "name", "the scenario")
+    if not _NAME.match(name):
+        raise ctx.fail(ctx.line_of(d, "name"), f"name {name!r} is not a DNS-1123 name")
+    cluster = ctx.mapping(
+        d.get("cluster") or _empty(ctx.line_of(d, "cluster")),
+        "cluster",
+        ctx.line_of(d, "cluster"),
+        {"name", "region", "kubernetesVersion"},
+    )
+    region = ctx.string(cluster, "region", "cluster", "us-west-2")
+    warmup = ctx.duration(d, "warmup", "the scenario", 0.0)
+    karpenter: KarpenterSpec | None = None
+    if d.get("karpenter") is not None:
+        k = ctx.mapping(
+            d["karpenter"],
+            "karpenter",
+            ctx.line_of(d, "karpenter"),
+            {"version", "nodeRepair", "featureGates", "namespace"},
+        )
+        repair = ctx.boolean(k, "nodeRepair", "karpenter", False)
+        gates = ctx.string(k, "featureGates", "karpenter", default_feature_gates(repair))
+        if "featureGates" in k and "nodeRepair" in k and gate_value(gates, "NodeRepair") != repair:
+            raise ctx.fail(
+                ctx.line_of(k, "featureGates"),
+                "karpenter.featureGates disagrees with karpenter.nodeRepair",
+            )
+        karpenter = KarpenterSpec(
+            version=ctx.string(k, "version", "karpenter", "1.4.0"),
+            node_repair=gate_value(gates, "NodeRepair"),
+            feature_gates=gates,
+            namespace=ctx.string(k, "namespace", "karpenter", "kube-system"),
+        )
+    rbac = ctx.mapping(
+        d.get("rbac") or _empty(ctx.line_of(d, "rbac")),
+        "rbac",
+        ctx.line_of(d, "rbac"),
+        {"user", "deny"},
+    )
+    deny = []
+    deny_seq = ctx.seq(rbac.get("deny"), "rbac.deny", ctx.line_of(rbac, "deny"))
+    from mignurse.sim.store import RESOURCES
+
+    for i, rule_raw in enumerate(deny_seq):
+        rule = ctx.mapping(
+            rule_raw, f"rbac.deny[{i}]", deny_seq.item_lines[i], {"verb", "resource", "namespace"}
+        )
+        verb = ctx.string(rule, "verb", f"rbac.deny[{i}]")
+        resource = ctx.string(rule, "resource", f"rbac.deny[{i}]")
+        if verb not in ("get", "list", "watch", "patch", "update", "delete", "create", "*"):
+            raise ctx.fail(
+                ctx.line_of(rule, "verb"), f"rbac.deny[{i}].verb {verb!r} is not a Kubernetes verb"
+            )
+        if resource.split("/")[0] not in RESOURCES and resource != "*":
+            raise ctx.fail(
+                ctx.line_of(rule, "resource"),
+                f"rbac.deny[{i}].resource {resource!r} is not served by the simulator; "
+                f"known: {', '.join(RESOURCES)}",
+            )
+        deny.append(
+            RbacDeny(
+                verb, resource, None if rule.get("namespace") is None else str(rule["namespace"])
+            )
+        )
+    pools: list[PoolSpec] = []
+    for key, kind in (("nodePools", "nodepool"), ("nodeGroups", "nodegroup")):
+        seq = ctx.seq(d.get(key), key, ctx.line_of(d, key))
+        for i, p in enumerate(seq):
+            pools.append(_parse_pool(ctx, p, f"{key}[{i}]", seq.item_lines[i], kind, warmup))
+    names = [p.name for p in pools]
+    for p in pools:
+        if names.count(p.name) > 1:
+            raise ctx.fail(p.line, f"pool name {p.name!r} is used twice")
+        if p.kind == "nodepool" and karpenter is None:
+            raise ctx.fail(
+                p.line,
+                f"nodePools need `karpenter:`; use nodeGroups for {p.name!r} without Karpenter",
+            )
+    generate = d.get("generate")
+    if generate is not None and not isinstance(generate, (str, dict)):
+        raise ctx.fail(ctx.line_of(d, "generate"), "generate must be a generator name or mapping")
+    gen_items: tuple[tuple[str, Any], ...] | None = None
+    if isinstance(generate, str):
+        gen_items = (("kind", generate),)
+    elif isinstance(generate, dict):
+        gen_items = tuple(sorted(generate.items()))
+    return Scenario(
+        name=name,
+        description=ctx.string(d, "description", "the scenario", ""),
+        cluster_name=ctx.string(cluster, "name", "cluster", name),
+        region=region,
+        kubernetes_version=ctx.string(cluster, "kubernetesVersion", "cluster", "1.32"),
+        seed=ctx.integer(d, "seed", "the scenario", 1),
+        warmup=warmup,
+        event_ttl=ctx.duration(d, "eventTTL", "the scenario", 3600.0),
+        event_dedupe=ctx.duration(d, "eventDedupe", "the scenario", 3600.0),
+        karpenter=karpenter,
+        rbac_user=ctx.string(rbac, "user", "rbac", "sim:oncall"),
+        rbac_deny=tuple(deny),
+        pools=tuple(pools),
+        timeline=_parse_timeline(ctx, d.get("timeline"), ctx.line_of(d, "timeline"), set(names)),
+        source=source,
+        generate=gen_items,
+    )
+
+
+def _shipped() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.yaml"))}
+
+
+def scenario_path(name: str) -> Path:
+    """The YAML file of a shipped scenario (to copy and edit, or to vary in tests)."""
+    shipped = _shipped()
+    if name not in shipped:
+        raise ScenarioError(
+            f"{name}:0: no shipped scenario of that name (known: {', '.join(shipped)})"
+        )
+    return shipped[name]
+
+
+def list_scenarios() -> list[tuple[str, str]]:
+    """(name, one-line description) of every shipped scenario."""
+    out = []
+    for name, path in _shipped().items():
+        try:
+            raw = yaml.safe_load(path.read_text())
+            desc = str(raw.get("description", "")).strip().splitlines()[0] if raw else ""
+        except (yaml.YAMLError, IndexError, AttributeError):
+            desc = ""
+        out.append((name, desc))
+    return out
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """A shipped scenario by name, or a YAML file by path."""
+    text_name = str(name_or_path)
+    shipped = _shipped()
+    if text_name in shipped:
+        path = shipped[text_name]
+    else:
+        path = Path(text_name).expanduser()
+        if not path.is_file():
+            known = ", ".join(shipped)
+            raise ScenarioError(
+                f"{text_name}:0: no such scenario file or shipped scenario (known: {known})"
+            )
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{path}:0: cannot read: {exc.strerror}") from None
+    scenario = parse_scenario(text, str(path))
+    if scenario.generate is not None:
+        from mignurse.sim import generate
+
+        scenario = generate.expand(scenario)
+    return scenario

@@ -1,0 +1,207 @@
+"""SimCluster: a scenario, its controllers and the HTTP server, with a sim clock."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import copy
+import json
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from mignurse.sim.apiserver import SimServer
+from mignurse.sim.controllers import World
+from mignurse.sim.scenario import Scenario
+from mignurse.sim.store import RESOURCES, Store
+
+TICK_SECONDS = 0.05
+REQUEST_LOG_SIZE = 10000
+
+
+class SimCluster:
+    """A local Kubernetes API server that behaves like EKS with Karpenter.
+
+    `speed` is sim seconds per wall second; 0 means a manual clock moved only by advance().
+    The scenario's warmup runs in the constructor, so the state at `start` is ready at once.
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        speed: float = 1.0,
+        start: datetime | None = None,
+        port: int = 0,
+        token: str | None = None,
+    ) -> None:
+        if speed < 0:
+            raise ValueError("speed must be >= 0")
+        self.scenario = scenario
+        self.speed = speed
+        self.port = port
+        self.token = token or secrets.token_urlsafe(24)
+        self.bookmark_interval = 1.0  # wall seconds between BOOKMARKs on an idle watch
+        self.unavailable = False  # see outage()
+        start = start or datetime.now(UTC)
+        if start.tzinfo is None:
+            raise ValueError("start must be timezone-aware")
+        self.store = Store()
+        self.world = World(scenario, self.store, start.timestamp())
+        self._requests: collections.deque[dict[str, Any]] = collections.deque(
+            maxlen=REQUEST_LOG_SIZE
+        )
+        self._audit = 0
+        self._server: SimServer | None = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        if scenario.generate is not None:
+            from mignurse.sim import generate
+
+            generate.build(self.world)
+        else:
+            self.world.bootstrap()
+            self.world.run_until(self.world.start)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> SimCluster:
+        if self._server is not None:
+            return self
+        self._stop.clear()
+        self._server = SimServer(self, self.port)
+        server_thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"sim-api-{self.scenario.name}",
+            daemon=True,
+        )
+        server_thread.start()
+        self._threads = [server_thread]
+        if self.speed > 0:
+            ticker = threading.Thread(target=self._tick, name="sim-clock", daemon=True)
+            ticker.start()
+            self._threads.append(ticker)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        server, self._server = self._server, None
+        if server is not None:
+            server.stopping = True
+            self.store.wake_watchers()
+            server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads = []
+
+    def __enter__(self) -> SimCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _tick(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(TICK_SECONDS):
+            now = time.monotonic()
+            self.advance((now - last) * self.speed)
+            last = now
+
+    # ------------------------------------------------------------------ clock
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.world.now, tz=UTC)
+
+    def advance(self, seconds: float) -> None:
+        """Run the controllers `seconds` of sim time forward (deterministic for speed=0)."""
+        if seconds < 0:
+            raise ValueError("the sim clock only moves forward")
+        with self.store.lock:
+            self.world.run_until(self.world.now + seconds)
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        """The API server is down inside the block: every request gets 503 and open
+        watches end, as during a control-plane restart; time can still be advanced."""
+        self.unavailable = True
+        self.store.wake_watchers()
+        try:
+            yield
+        finally:
+            self.unavailable = False
+
+    def compact(self) -> None:
+        """Drop all watch history, like an etcd compaction."""
+        self.store.compact()
+
+    # ------------------------------------------------------------------ access
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the simulator is not started; call start()")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def kubeconfig(self, context: str | None = None) -> dict[str, Any]:
+        context = context or self.scenario.context_name
+        cluster = self.scenario.cluster_name
+        user = self.scenario.rbac_user.replace(":", "-")
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "preferences": {},
+            "clusters": [{"name": cluster, "cluster": {"server": self.url}}],
+            "users": [{"name": user, "user": {"token": self.token}}],
+            "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
+            "current-context": context,
+        }
+
+    def write_kubeconfig(self, path: str | Path, context: str | None = None) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(self.kubeconfig(context), sort_keys=False))
+        target.chmod(0o600)
+        return target
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        if kind not in RESOURCES:
+            raise KeyError(f"unknown kind {kind!r}; known: {', '.join(RESOURCES)}")
+        return self.store.all(kind)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self.store.lock:
+            return copy.deepcopy(list(self._requests))
+
+    def _log_request(self, method: str, path: str, query: dict[str, str], status: int) -> None:
+        with self.store.lock:
+            self._requests.append(
+                {"method": method, "path": path, "query": dict(query), "status": status}
+            )
+
+    def _audit_id(self) -> str:
+        with self.store.lock:
+            self._audit += 1
+            return f"{self._audit:08x}-sim"
+
+    def dump(self, kind: str) -> str:
+        """`kubectl get <kind> -o json` of the current state (handy for fixtures)."""
+        rtype = RESOURCES[kind]
+        items = [
+            {"apiVersion": rtype.api_version, "kind": rtype.kind, **o} for o in self.objects(kind)
+        ]
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2)

@@ -1,0 +1,431 @@
+"""The sim's HTTP API behaves like kube-apiserver for the verbs mignurse uses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+from simhelpers import Http, kube
+
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.scenario import parse_scenario
+
+GPU_POOL = "karpenter.sh/nodepool=gpu-inference"
+
+
+def test_list_nodes_with_label_and_field_selectors(dcgm: SimCluster) -> None:
+    v1 = client.CoreV1Api(kube(dcgm))
+    gpu = v1.list_node(label_selector=GPU_POOL)
+    assert len(gpu.items) == 3
+    assert all(n.metadata.labels["karpenter.sh/nodepool"] == "gpu-inference" for n in gpu.items)
+    not_cpu = v1.list_node(
+        label_selector="karpenter.sh/nodepool notin (general),nvidia.com/gpu.present"
+    )
+    assert {n.metadata.labels["karpenter.sh/nodepool"] for n in not_cpu.items} == {
+        "gpu-inference",
+        "gpu-batch",
+        "gpu-train",
+    }
+    assert not v1.list_node(label_selector="!kubernetes.io/hostname").items
+    one = gpu.items[0].metadata.name
+    by_name = v1.list_node(field_selector=f"metadata.name={one}")
+    assert [n.metadata.name for n in by_name.items] == [one]
+    assert v1.list_node(field_selector="spec.unschedulable=false").items
+    ready = v1.list_event_for_all_namespaces(field_selector="reason=NodeReady,source=kubelet").items
+    fresh = ready[0].involved_object.name
+    events = v1.list_event_for_all_namespaces(
+        field_selector=f"involvedObject.name={fresh},type=Normal"
+    )
+    assert events.items and all(e.involved_object.name == fresh for e in events.items)
+    assert v1.list_event_for_all_namespaces(field_selector="type!=Normal").items
+
+
+def test_realistic_node_shape(dcgm: SimCluster) -> None:
+    node = next(
+        n
+        for n in dcgm.objects("nodes")
+        if n["metadata"]["labels"].get("karpenter.sh/nodepool") == "gpu-train"
+    )
+    labels = node["metadata"]["labels"]
+    assert node["metadata"]["name"].endswith(".us-west-2.compute.internal")
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert labels["karpenter.k8s.aws/instance-gpu-count"] == "8"
+    assert 30 <= len(node["status"]["images"]) <= 50
+    assert len(labels) >= 40
+    assert node["spec"]["providerID"].startswith("aws:///us-west-2a/i-0")
+    assert {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"} in node["spec"][
+        "taints"
+    ]
+    assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    assert node["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.32")
+
+
+def test_paging_with_limit_and_continue(dcgm: SimCluster) -> None:
+    v1 = client.CoreV1Api(kube(dcgm))
+    seen: list[str] = []
+    token = None
+    pages = 0
+    while True:
+        page = v1.list_node(limit=4, _continue=token)
+        pages += 1
+        seen += [n.metadata.name for n in page.items]
+        token = page.metadata._continue
+        if not token:
+            break
+        assert page.metadata.remaining_item_count == 10 - len(seen)
+    assert pages == 3
+    assert seen == sorted(seen) and len(set(seen)) == 10
+    assert [r["query"].get("limit") for r in dcgm.requests if r["path"] == "/api/v1/nodes"] == [
+        "4"
+    ] * 3
+
+
+def test_compacted_continue_token_is_410(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    status, page = http.get("/api/v1/nodes?limit=2")
+    assert status == 200
+    name = page["items"][0]["metadata"]["name"]
+    http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"metadata": {"labels": {"x": "y"}}},
+        content_type="application/merge-patch+json",
+    )
+    dcgm.compact()
+    status, body = http.get(f"/api/v1/nodes?limit=2&continue={page['metadata']['continue']}")
+    assert status == 410
+    assert body["reason"] == "Expired" and body["code"] == 410
+    assert body["message"].startswith("The provided continue parameter is too old")
+
+
+def test_list_items_have_no_kind_but_watch_objects_do(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    _, nodes = http.get("/api/v1/nodes")
+    assert nodes["kind"] == "NodeList" and nodes["apiVersion"] == "v1"
+    assert "kind" not in nodes["items"][0]
+    frames = http.watch("/api/v1/nodes?watch=true&timeoutSeconds=1")
+    assert frames[0]["type"] == "ADDED" and frames[0]["object"]["kind"] == "Node"
+    assert len(frames) == len(nodes["items"])
+
+
+def test_watch_replays_from_resource_version_and_410_after_compaction(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    _, claims = http.get("/apis/karpenter.sh/v1/nodeclaims")
+    rv = claims["metadata"]["resourceVersion"]
+    dcgm.advance(900)  # the cycling node is repaired and replaced
+    frames = http.watch(
+        f"/apis/karpenter.sh/v1/nodeclaims?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+    )
+    types = {f["type"] for f in frames}
+    assert {"ADDED", "MODIFIED", "DELETED"} <= types
+    assert all(f["object"]["kind"] == "NodeClaim" for f in frames)
+    dcgm.compact()
+    frames = http.watch(
+        f"/apis/karpenter.sh/v1/nodeclaims?watch=1&resourceVersion={rv}&timeoutSeconds=5"
+    )
+    assert len(frames) == 1 and frames[0]["type"] == "ERROR"
+    status = frames[0]["object"]
+    assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
+    assert status["message"].startswith(f"too old resource version: {rv} (")
+
+
+def test_watch_through_the_kubernetes_client_sees_cordon(dcgm: SimCluster) -> None:
+    v1 = client.CoreV1Api(kube(dcgm))
+    nodes = v1.list_node(label_selector=GPU_POOL)
+    name = nodes.items[0].metadata.name
+    v1.patch_node(name, {"spec": {"unschedulable": True}})
+    w = watch.Watch()
+    events = list(
+        w.stream(v1.list_node, resource_version=nodes.metadata.resource_version, timeout_seconds=1)
+    )
+    assert any(e["type"] == "MODIFIED" and e["object"].spec.unschedulable for e in events)
+
+
+def test_bookmarks_carry_only_the_resource_version(
+    make_sim: Callable[..., SimCluster], http_for: Callable[[SimCluster], Http]
+) -> None:
+    sim = make_sim("healthy")
+    sim.bookmark_interval = 0.2
+    http = http_for(sim)
+    _, nodes = http.get("/api/v1/nodes")
+    rv = nodes["metadata"]["resourceVersion"]
+    frames = http.watch(
+        f"/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=1"
+    )
+    bookmarks = [f for f in frames if f["type"] == "BOOKMARK"]
+    assert bookmarks
+    assert bookmarks[0]["object"] == {
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": rv},
+    }
+
+
+def test_watch_with_label_selector_turns_a_label_removal_into_deleted(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    _, nodes = http.get("/api/v1/nodes?labelSelector=team%3Dblue")
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+    rv = nodes["metadata"]["resourceVersion"]
+    http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"metadata": {"labels": {"team": "blue"}}},
+        content_type="application/merge-patch+json",
+    )
+    http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"metadata": {"labels": {"team": None}}},
+        content_type="application/merge-patch+json",
+    )
+    frames = http.watch(
+        f"/api/v1/nodes?watch=true&labelSelector=team%3Dblue&resourceVersion={rv}&timeoutSeconds=1"
+    )
+    assert [f["type"] for f in frames] == ["ADDED", "DELETED"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/merge-patch+json", {"metadata": {"labels": {"mignurse.io/lock": "alice"}}}),
+        (
+            "application/strategic-merge-patch+json",
+            {"metadata": {"labels": {"mignurse.io/lock": "alice"}}},
+        ),
+        (
+            "application/json-patch+json",
+            [{"op": "add", "path": "/metadata/labels/mignurse.io~1lock", "value": "alice"}],
+        ),
+    ],
+)
+def test_patch_types_on_nodes(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http], content_type: str, body: object
+) -> None:
+    http = http_for(dcgm)
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+    _, before = http.get(f"/api/v1/nodes/{name}")
+    status, after = http.request("PATCH", f"/api/v1/nodes/{name}", body, content_type=content_type)
+    assert status == 200, after
+    assert after["metadata"]["labels"]["mignurse.io/lock"] == "alice"
+    assert int(after["metadata"]["resourceVersion"]) > int(before["metadata"]["resourceVersion"])
+    assert after["kind"] == "Node"
+
+
+def test_strategic_merge_uses_merge_keys_and_patch_delete(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    node = next(
+        n
+        for n in dcgm.objects("nodes")
+        if n["metadata"]["labels"].get("karpenter.sh/nodepool") == "gpu-train"
+    )
+    name = node["metadata"]["name"]
+    smp = "application/strategic-merge-patch+json"
+    status, after = http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"spec": {"taints": [{"key": "mignurse.io/collecting", "effect": "NoSchedule"}]}},
+        content_type=smp,
+    )
+    assert status == 200
+    keys = [t["key"] for t in after["spec"]["taints"]]
+    assert keys == ["nvidia.com/gpu", "mignurse.io/collecting"]
+    status, after = http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"spec": {"taints": [{"key": "mignurse.io/collecting", "$patch": "delete"}]}},
+        content_type=smp,
+    )
+    assert [t["key"] for t in after["spec"]["taints"]] == ["nvidia.com/gpu"]
+    cond = {
+        "type": "AcceleratedHardwareReady",
+        "status": "False",
+        "reason": "DCGMError",
+        "message": "x",
+    }
+    status, after = http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}/status",
+        {"status": {"conditions": [cond]}},
+        content_type=smp,
+    )
+    assert status == 200
+    types = [c["type"] for c in after["status"]["conditions"]]
+    assert types.count("AcceleratedHardwareReady") == 1 and "Ready" in types
+    # The main resource ignores status, as the real node strategy does.
+    status, after = http.request(
+        "PATCH", f"/api/v1/nodes/{name}", {"status": {"capacity": {"cpu": "1"}}}, content_type=smp
+    )
+    assert after["status"]["capacity"]["cpu"] == "192"
+
+
+def test_stale_resource_version_is_409(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+    _, node = http.get(f"/api/v1/nodes/{name}")
+    rv = node["metadata"]["resourceVersion"]
+    lock = {"metadata": {"resourceVersion": rv, "annotations": {"mignurse.io/lock": "a"}}}
+    assert (
+        http.request(
+            "PATCH", f"/api/v1/nodes/{name}", lock, content_type="application/merge-patch+json"
+        )[0]
+        == 200
+    )
+    status, body = http.request(
+        "PATCH", f"/api/v1/nodes/{name}", lock, content_type="application/merge-patch+json"
+    )
+    assert status == 409
+    assert body["reason"] == "Conflict"
+    assert (
+        "the object has been modified; please apply your changes to the latest version "
+        "and try again" in body["message"]
+    )
+
+
+def test_unsupported_patch_type_is_415(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    claim = dcgm.objects("nodeclaims")[0]["metadata"]["name"]
+    status, body = http.request(
+        "PATCH",
+        f"/apis/karpenter.sh/v1/nodeclaims/{claim}",
+        {"metadata": {}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert status == 415 and body["reason"] == "UnsupportedMediaType"
+    node = dcgm.objects("nodes")[0]["metadata"]["name"]
+    assert http.request("PATCH", f"/api/v1/nodes/{node}", {}, content_type="text/plain")[0] == 415
+
+
+def test_cordon_through_the_client_and_custom_objects_patch(dcgm: SimCluster) -> None:
+    api = kube(dcgm)
+    v1 = client.CoreV1Api(api)
+    name = v1.list_node(label_selector=GPU_POOL).items[0].metadata.name
+    assert v1.patch_node(name, {"spec": {"unschedulable": True}}).spec.unschedulable is True
+    assert [
+        n.metadata.name for n in v1.list_node(field_selector="spec.unschedulable=true").items
+    ] == [name]
+    co = client.CustomObjectsApi(api)
+    claim = co.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"][0][
+        "metadata"
+    ]["name"]
+    patched = co.patch_cluster_custom_object(
+        "karpenter.sh", "v1", "nodeclaims", claim, {"metadata": {"annotations": {"x": "y"}}}
+    )
+    assert patched["metadata"]["annotations"]["x"] == "y"
+
+
+def test_forbidden_by_a_declared_deny_rule(make_sim: Callable[..., SimCluster]) -> None:
+    base = load_scenario("dcgm-repair-loop")
+    text = (
+        Path(base.source).read_text()
+        + "\nrbac:\n  deny:\n"
+        + "    - {verb: list, resource: nodeclaims}\n"
+        + "    - {verb: patch, resource: nodes}\n"
+        + "    - {verb: create, resource: pods/eviction, namespace: inference}\n"
+    )
+    sim = make_sim(parse_scenario(text, "denied.yaml"))
+    api = kube(sim)
+    with pytest.raises(ApiException) as err:
+        client.CustomObjectsApi(api).list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")
+    assert err.value.status == 403
+    body = json.loads(err.value.body)
+    assert body["reason"] == "Forbidden"
+    assert (
+        body["message"]
+        == 'nodeclaims.karpenter.sh is forbidden: User "sim:oncall" cannot list resource '
+        '"nodeclaims" in API group "karpenter.sh" at the cluster scope'
+    )
+    v1 = client.CoreV1Api(api)
+    name = v1.list_node().items[0].metadata.name
+    with pytest.raises(ApiException) as err:
+        v1.patch_node(name, {"spec": {"unschedulable": True}})
+    assert (
+        json.loads(err.value.body)["message"]
+        == f'nodes "{name}" is forbidden: User "sim:oncall" cannot patch resource "nodes" '
+        'in API group "" at the cluster scope'
+    )
+    pod = v1.list_namespaced_pod("inference").items[0].metadata.name
+    with pytest.raises(ApiException) as err:
+        v1.create_namespaced_pod_eviction(
+            pod, "inference", client.V1Eviction(metadata=client.V1ObjectMeta(name=pod))
+        )
+    assert 'in the namespace "inference"' in json.loads(err.value.body)["message"]
+    assert client.CustomObjectsApi(api).get_cluster_custom_object(
+        "karpenter.sh", "v1", "nodepools", "gpu-inference"
+    )
+
+
+def test_unauthorized_without_token(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    status, body = http_for(dcgm).get("/api/v1/nodes", token=None)
+    assert status == 401 and body["reason"] == "Unauthorized"
+    assert http_for(dcgm).get("/api/v1/nodes", token="wrong")[0] == 401
+
+
+def test_karpenter_group_absent_without_karpenter(
+    make_sim: Callable[..., SimCluster], http_for: Callable[[SimCluster], Http]
+) -> None:
+    text = (
+        "name: plain\nnodeGroups:\n"
+        "  - {name: ng-gpu, instanceType: g6.xlarge, nodes: 1, existing: [{count: 1, age: 2d}]}\n"
+    )
+    sim = make_sim(parse_scenario(text, "plain.yaml"))
+    http = http_for(sim)
+    _, groups = http.get("/apis")
+    assert "karpenter.sh" not in [g["name"] for g in groups["groups"]]
+    assert http.get("/apis/karpenter.sh/v1")[0] == 404
+    status, body = http.get("/apis/karpenter.sh/v1/nodeclaims")
+    assert status == 404 and body["reason"] == "NotFound"
+    node = http.get("/api/v1/nodes")[1]["items"][0]
+    assert node["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] == "ng-gpu"
+    assert "karpenter.sh/nodepool" not in node["metadata"]["labels"]
+
+
+def test_discovery_and_not_found(dcgm: SimCluster, http_for: Callable[[SimCluster], Http]) -> None:
+    http = http_for(dcgm)
+    _, resources = http.get("/apis/karpenter.sh/v1")
+    assert {"nodeclaims", "nodepools"} <= {r["name"] for r in resources["resources"]}
+    assert http.get("/version")[1]["gitVersion"].startswith("v1.32")
+    status, body = http.get("/api/v1/nodes/nope")
+    assert status == 404 and body["message"] == 'nodes "nope" not found'
+    status, body = http.get("/api/v1/nodes?fieldSelector=spec.bogus%3D1")
+    assert status == 400 and body["message"] == "field label not supported: spec.bogus"
+
+
+def test_date_header_follows_the_sim_clock(dcgm: SimCluster) -> None:
+    import urllib.request
+    from email.utils import parsedate_to_datetime
+
+    req = urllib.request.Request(
+        dcgm.url + "/version", headers={"Authorization": f"Bearer {dcgm.token}"}
+    )
+    with urllib.request.urlopen(req) as resp:
+        served = parsedate_to_datetime(resp.headers["Date"])
+    assert abs((served - dcgm.now()).total_seconds()) < 2
+
+
+def test_kubeconfig_file_works(dcgm: SimCluster, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kubernetes import config as kconfig
+
+    path = dcgm.write_kubeconfig(tmp_path / "kubeconfig")
+    api = kconfig.new_client_from_config(str(path))
+    assert client.CoreV1Api(api).list_namespace().items
+    assert dcgm.kubeconfig()["current-context"] == "sim-dcgm-repair-loop"

@@ -1,0 +1,194 @@
+"""`mignurse nodes` and the error lines, run as a user runs them, against the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mignurse.cli import main
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.scenario import scenario_path
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
+    sim = SimCluster(load_scenario("healthy"), speed=0).start()
+    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    yield sim, kubeconfig
+    sim.stop()
+
+
+def gpu_node_names(sim: SimCluster) -> set[str]:
+    """GPU nodes by the simulator's own objects: GPU resources or an NVIDIA GPU label."""
+    names = set()
+    for obj in sim.objects("nodes"):
+        labels = obj["metadata"].get("labels") or {}
+        capacity = (obj.get("status") or {}).get("capacity") or {}
+        if labels.get("karpenter.k8s.aws/instance-gpu-manufacturer") == "nvidia" or any(
+            k.startswith("nvidia.com/") for k in capacity
+        ):
+            names.add(obj["metadata"]["name"])
+    return names
+
+
+def test_json_lists_every_gpu_node_and_no_cpu_node(
+    healthy: tuple[SimCluster, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim, kubeconfig = healthy
+    assert main(["--kubeconfig", str(kubeconfig), "nodes", "-o", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["kind"] == "GPUNodeList"
+    assert document["context"] == sim.scenario.context_name
+    names = {n["name"] for n in document["nodes"]}
+    assert names == gpu_node_names(sim)
+    all_nodes = {o["metadata"]["name"] for o in sim.objects("nodes")}
+    assert all_nodes - names, "the healthy scenario should have CPU nodes to leave out"
+    pools = {n["pool"] for n in document["nodes"]}
+    assert "ng-gpu-l4" in pools  # the managed node group is shown beside NodePools
+    assert {n["poolKind"] for n in document["nodes"]} >= {"nodepool", "nodegroup"}
+
+
+def test_flags_work_after_the_command_too(
+    healthy: tuple[SimCluster, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sim, kubeconfig = healthy
+    assert (
+        main(["nodes", "--kubeconfig", str(kubeconfig), "-o", "json", "--nodepool", "ng-gpu-l4"])
+        == 0
+    )
+    document = json.loads(capsys.readouterr().out)
+    assert document["nodes"]
+    assert {n["pool"] for n in document["nodes"]} == {"ng-gpu-l4"}
+
+
+def test_selector_narrows_like_kubectl(
+    healthy: tuple[SimCluster, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sim, kubeconfig = healthy
+    code = main(
+        [
+            "--kubeconfig",
+            str(kubeconfig),
+            "nodes",
+            "-o",
+            "json",
+            "-l",
+            "eks.amazonaws.com/nodegroup",
+        ]
+    )
+    assert code == 0
+    assert {n["pool"] for n in json.loads(capsys.readouterr().out)["nodes"]} == {"ng-gpu-l4"}
+
+
+def test_piped_table_and_wide(
+    healthy: tuple[SimCluster, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim, kubeconfig = healthy
+    assert main(["--kubeconfig", str(kubeconfig), "nodes"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["NAME", "POOL", "TYPE", "STATUS"]
+    assert len(lines) - 1 == len(gpu_node_names(sim))
+    assert main(["--kubeconfig", str(kubeconfig), "nodes", "-o", "wide"]) == 0
+    wide = capsys.readouterr().out.splitlines()
+    assert "INSTANCE" in wide[0] and "NODECLAIM" in wide[0]
+
+
+def test_unknown_pool_is_one_line_naming_the_known_ones(
+    healthy: tuple[SimCluster, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sim, kubeconfig = healthy
+    assert main(["--kubeconfig", str(kubeconfig), "nodes", "--nodepool", "gpu-typo"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no NodePool or node group named 'gpu-typo'" in err
+    assert "ng-gpu-l4" in err
+
+
+def test_wrong_context_is_one_line_exit_2(
+    healthy: tuple[SimCluster, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sim, kubeconfig = healthy
+    assert main(["--kubeconfig", str(kubeconfig), "--context", "nope", "nodes"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mignurse: error: context 'nope' not found")
+    assert err.count("\n") == 1
+
+
+def test_unreachable_server_is_one_line_exit_2(
+    healthy: tuple[SimCluster, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sim, kubeconfig = healthy
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = "http://127.0.0.1:9"
+    dead = tmp_path / "dead"
+    dead.write_text(yaml.safe_dump(config))
+    assert main(["--kubeconfig", str(dead), "nodes"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach the Kubernetes API at http://127.0.0.1:9" in err
+    assert err.count("\n") == 1
+
+
+def test_rbac_refusal_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = yaml.safe_load(scenario_path("healthy").read_text())
+    data["rbac"] = {"deny": [{"verb": "list", "resource": "nodes"}]}
+    path = tmp_path / "denied.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with SimCluster(load_scenario(str(path)), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        assert main(["--kubeconfig", str(kubeconfig), "nodes"]) == 2
+    err = capsys.readouterr().err
+    assert "RBAC refused: cannot list nodes" in err
+    assert err.count("\n") == 1
+
+
+def test_bad_scenario_and_speed_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert (
+        main(["sim", "serve", "--scenario", "no-such", "--kubeconfig-out", str(tmp_path / "k")])
+        == 2
+    )
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["demo", "--speed", "0"]) == 2
+    assert "--speed 0 is out of range" in capsys.readouterr().err
+
+
+def test_sim_list_names_the_shipped_scenarios(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("dcgm-repair-loop", "mig-hook-notready", "healthy", "scale-5000"):
+        assert name in out
+
+
+def test_sim_serve_then_nodes_as_a_user_would(tmp_path: Path) -> None:
+    """The README's walk-through: serve in one process, query from another."""
+    kubeconfig = tmp_path / "k.yaml"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mignurse", "sim", "serve", "--scenario", "healthy",
+         "--kubeconfig-out", str(kubeconfig)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert first.startswith("Serving scenario 'healthy' at http://127.0.0.1:"), first
+        command = ["--kubeconfig", str(kubeconfig), "nodes", "-o", "json"]
+        out = subprocess.run(
+            [sys.executable, "-m", "mignurse", *command],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        assert len(json.loads(out.stdout)["nodes"]) >= 4
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -1,0 +1,212 @@
+"""The cluster adapter through the real kubernetes client against the simulated API server."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mignurse.cluster.client import (
+    NODES,
+    ClusterClient,
+    Expired,
+    Forbidden,
+    KubeconfigError,
+    Unauthorized,
+    Unreachable,
+)
+from mignurse.cluster.load import load_snapshot
+from mignurse.cluster.snapshot import ClusterState
+from mignurse.cluster.watcher import ClusterWatcher
+from mignurse.model import Node
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.scenario import scenario_path
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
+    sim = SimCluster(load_scenario("healthy"), speed=0).start()
+    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    yield sim, kubeconfig
+    sim.stop()
+
+
+def test_lists_every_node_in_pages(healthy: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = healthy
+    client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+    listing = client.list(NODES, Node.from_api, limit=3)
+    assert sorted(n.name for n in listing.items) == sorted(
+        o["metadata"]["name"] for o in sim.objects("nodes")
+    )
+    node_lists = [r for r in sim.requests if r["path"] == "/api/v1/nodes"]
+    assert any("continue" in r["query"] for r in node_lists), "paging never used continue"
+    assert all(r["query"].get("limit") == "3" for r in node_lists[-2:])
+    assert listing.resource_version
+
+
+def test_kubeconfig_env_and_context_are_honoured(
+    healthy: tuple[SimCluster, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim, kubeconfig = healthy
+    monkeypatch.setenv("KUBECONFIG", f"/nonexistent/config:{kubeconfig}")
+    client = ClusterClient.connect()
+    assert client.info.context == sim.scenario.context_name
+    assert client.info.server == sim.url
+
+
+def test_a_wrong_context_names_the_ones_that_exist(healthy: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = healthy
+    with pytest.raises(KubeconfigError) as err:
+        ClusterClient.connect(kubeconfig=str(kubeconfig), context="prod-does-not-exist")
+    message = str(err.value)
+    assert "'prod-does-not-exist' not found" in message
+    assert sim.scenario.context_name in message
+    assert "\n" not in message
+
+
+def test_a_missing_kubeconfig_says_how_to_get_one(tmp_path: Path) -> None:
+    with pytest.raises(KubeconfigError, match="does not exist"):
+        ClusterClient.connect(kubeconfig=str(tmp_path / "nope"))
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_server_is_one_line(
+    healthy: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    _sim, kubeconfig = healthy
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{_closed_port()}"
+    dead = tmp_path / "dead"
+    dead.write_text(yaml.safe_dump(config))
+    client = ClusterClient.connect(kubeconfig=str(dead))
+    started = time.monotonic()
+    with pytest.raises(Unreachable) as err:
+        client.list(NODES, Node.from_api)
+    assert time.monotonic() - started < 10
+    assert "connection refused" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_refused_credentials_say_refresh(healthy: tuple[SimCluster, Path], tmp_path: Path) -> None:
+    _sim, kubeconfig = healthy
+    config = yaml.safe_load(kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": "expired-token"}
+    bad = tmp_path / "bad"
+    bad.write_text(yaml.safe_dump(config))
+    client = ClusterClient.connect(kubeconfig=str(bad))
+    with pytest.raises(Unauthorized, match="401"):
+        client.list(NODES, Node.from_api)
+
+
+def test_clock_follows_the_server_date_header(healthy: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = healthy
+    client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+    client.list(NODES, Node.from_api)
+    assert abs((client.server_now() - sim.now()).total_seconds()) < 3
+
+
+def scenario_file(tmp_path: Path, base: str, **changes: object) -> Path:
+    """A shipped scenario with top-level keys changed, written to a file."""
+    data = yaml.safe_load(scenario_path(base).read_text())
+    data.update(changes)
+    path = tmp_path / f"{base}-variant.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_rbac_refusal_names_verb_and_resource(tmp_path: Path) -> None:
+    path = scenario_file(
+        tmp_path, "healthy", rbac={"deny": [{"verb": "list", "resource": "nodes"}]}
+    )
+    with SimCluster(load_scenario(str(path)), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+        with pytest.raises(Forbidden) as err:
+            load_snapshot(client)
+    assert (err.value.verb, err.value.resource) == ("list", "nodes")
+    assert "RBAC refused: cannot list nodes" in str(err.value)
+
+
+def test_refused_nodeclaims_degrade_to_a_notice(tmp_path: Path) -> None:
+    path = scenario_file(
+        tmp_path, "healthy", rbac={"deny": [{"verb": "list", "resource": "nodeclaims"}]}
+    )
+    with SimCluster(load_scenario(str(path)), speed=0) as sim:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "c")))
+        loaded = load_snapshot(client)
+    assert loaded.snapshot.nodes
+    assert any("cannot list nodeclaims.karpenter.sh" in n for n in loaded.notices)
+
+
+def test_without_karpenter_crds_features_turn_off_with_one_notice(tmp_path: Path) -> None:
+    data = yaml.safe_load(scenario_path("healthy").read_text())
+    data["nodeGroups"] += data.pop("nodePools")  # the same nodes, without Karpenter
+    data["karpenter"] = None
+    path = tmp_path / "no-karpenter.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with SimCluster(load_scenario(str(path)), speed=0) as sim:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "c")))
+        loaded = load_snapshot(client)
+    assert not loaded.snapshot.karpenter
+    assert len(loaded.notices) == 1
+    assert "Karpenter CRDs" in loaded.notices[0]
+    assert loaded.snapshot.gpu_nodes()  # GPU nodes are still found without NodeClaims
+
+
+def test_watch_from_a_compacted_version_raises_expired(healthy: tuple[SimCluster, Path]) -> None:
+    sim, kubeconfig = healthy
+    client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+    listing = client.list(NODES, Node.from_api)
+    cordoned = client.patch(NODES, listing.items[0].name, {"spec": {"unschedulable": True}})
+    assert cordoned["spec"]["unschedulable"] is True
+    sim.compact()
+    with pytest.raises(Expired):
+        for _event in client.watch(NODES, listing.resource_version, timeout_seconds=2):
+            pass
+
+
+def test_watcher_follows_a_repair_and_relists_after_410(tmp_path: Path) -> None:
+    with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "c")))
+        state = ClusterState()
+        watcher = ClusterWatcher(client, state, karpenter=True, watch_timeout=1)
+        watcher.start()
+        try:
+            assert watcher.wait_synced(15)
+            assert state.counts()["nodes"] == len(sim.objects("nodes"))
+            lists_before = _node_lists(sim)
+            # An API server outage: watches drop, time passes, history is compacted.
+            with sim.outage():
+                sim.advance(20 * 60)  # a repair and a replacement happen meanwhile
+                sim.compact()
+            wanted = {o["metadata"]["name"] for o in sim.objects("nodes")}
+            wait_for(lambda: set(state.snapshot().nodes) == wanted, timeout=30)
+            assert _node_lists(sim) > lists_before, "the watcher never listed again after 410"
+        finally:
+            watcher.stop()
+
+
+def _node_lists(sim: SimCluster) -> int:
+    return sum(
+        1
+        for r in sim.requests
+        if r["path"] == "/api/v1/nodes" and r["query"].get("watch") not in ("true", "1")
+    )

@@ -1,0 +1,92 @@
+"""The first screen, driven with Textual's Pilot against the simulated cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+from textual.widgets import DataTable, Static
+
+from mignurse.cluster.client import ClusterClient
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.tui.app import LiveSource, MigNurseApp, make_app
+
+
+@pytest.fixture
+def repair_loop(tmp_path: Path) -> Iterator[tuple[SimCluster, MigNurseApp]]:
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
+    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+    source.check()
+    yield sim, make_app(source)
+    sim.stop()
+
+
+async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("the screen never showed it")
+
+
+def static_text(widget: Static) -> str:
+    """What a Static shows, as plain text (markup strings and rich renderables alike)."""
+    console = Console(width=200, file=io.StringIO(), record=True)
+    content = widget.content
+    console.print(Text.from_markup(content) if isinstance(content, str) else content)
+    return console.export_text()
+
+
+def table_rows(app: MigNurseApp) -> dict[str, tuple[str, ...]]:
+    table = app.query_one("#nodes", DataTable)
+    return {str(key.value): tuple(str(c) for c in table.get_row(key)) for key in table.rows}
+
+
+async def test_shows_the_loop_and_a_replacement_arriving(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    sim, app = repair_loop
+    async with app.run_test(size=(180, 40)):
+        await until(lambda: app.refreshes > 0 and len(table_rows(app)) > 0)
+        rows = table_rows(app)
+        looping = {name for name, cells in rows.items() if cells[1] == "gpu-inference"}
+        assert looping, "no gpu-inference nodes on screen"
+        assert any("DCGMError" in cells[7] for cells in rows.values())
+        status = static_text(app.query_one("#status", Static))
+        assert "SIMULATED" in status and "GPU nodes" in status
+
+        sim.advance(15 * 60)  # the repair fires and Karpenter's replacement joins
+
+        def replaced() -> bool:
+            now = {n for n, c in table_rows(app).items() if c[1] == "gpu-inference"}
+            return bool(now - looping) and bool(looping - now)
+
+        await until(replaced)
+
+
+async def test_pool_key_filters_and_detail_pane_shows_conditions(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    _sim, app = repair_loop
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(lambda: len(table_rows(app)) > 0)
+        pools = {cells[1] for cells in table_rows(app).values()}
+        assert len(pools) > 1
+        await pilot.press("p")
+        await until(lambda: len({c[1] for c in table_rows(app).values()}) == 1)
+        await pilot.press("a")
+        await until(lambda: {c[1] for c in table_rows(app).values()} == pools)
+        table = app.query_one("#nodes", DataTable)
+        table.focus()
+        await pilot.press("down")
+        await pilot.pause()
+        detail = app.query_one("#detail", Static)
+        await until(lambda: "AcceleratedHardwareReady" in static_text(detail))
