@@ -214,6 +214,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             client = ClusterClient.connect(kubeconfig=str(kubeconfig))
             source = LiveSource(client, simulated=f"{scenario.name} ×{speed:g}", clock=sim.now)
+            source.check()
             app = make_app(source, read_only=getattr(args, "read_only", False))
             app.run()
         finally:

@@ -33,6 +33,8 @@ NOTABLE_TAINTS = {
 }
 
 COLUMNS = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU", "MIG", "AHR", "CORDONED/TAINTS")
+# Under 100 columns a terminal table leaves these out; -o wide and piped output keep them.
+NARROW_DROPS = ("TYPE", "AGE")
 WIDE_COLUMNS = (*COLUMNS, "CAPACITY", "ZONE", "INSTANCE", "NODECLAIM", "OS-IMAGE", "RUNTIME")
 
 
@@ -63,11 +65,15 @@ def _since(moment: datetime | None, now: datetime) -> float | None:
     return (now - moment).total_seconds() if moment else None
 
 
-def gpu_cell(node: Node) -> str:
-    """Allocatable/capacity of whole GPUs, or the MIG slices on offer."""
+def gpu_cell(node: Node, *, detailed: bool = False) -> str:
+    """Allocatable/capacity of whole GPUs, or the MIG slices on offer.
+
+    One MIG profile reads "56×1g.10gb"; a mixed layout reads "32 MIG" unless `detailed`."""
     mig = node.mig_resources
     if mig:
-        return " ".join(f"{count}×{profile}" for profile, count in sorted(mig.items()))
+        if len(mig) == 1 or detailed:
+            return " ".join(f"{count}×{profile}" for profile, count in sorted(mig.items()))
+        return f"{sum(mig.values())} MIG"
     capacity = node.gpu_capacity.get(RESOURCE_GPU)
     allocatable = node.gpu_allocatable.get(RESOURCE_GPU)
     if capacity is None and allocatable is None:
@@ -125,6 +131,7 @@ class NodeRow:
     status: str  # "NotReady 12m"
     age: str
     gpu: str
+    gpu_detail: str  # every MIG profile spelled out, for wide output
     mig: str
     ahr: str
     ahr_ok: bool | None
@@ -143,7 +150,7 @@ class NodeRow:
             self.instance_type or "-",
             self.status,
             self.age,
-            self.gpu,
+            self.gpu_detail if wide else self.gpu,
             self.mig,
             self.ahr,
             self.taints,
@@ -177,6 +184,7 @@ def node_row(node: Node, claim: NodeClaim | None, now: datetime) -> NodeRow:
         status=f"{word} {since}".strip(),
         age=format_age(_since(node.created, now)),
         gpu=gpu_cell(node),
+        gpu_detail=gpu_cell(node, detailed=True),
         mig=mig_cell(node),
         ahr=ahr_cell(ahr),
         ahr_ok=None if ahr is None or ahr.status == "Unknown" else ahr.status == "True",
@@ -201,6 +209,7 @@ def launching_row(claim: NodeClaim, now: datetime) -> NodeRow:
         status=f"Launching {format_age(_since(claim.created, now))}",
         age=format_age(_since(claim.created, now)),
         gpu="-",
+        gpu_detail="-",
         mig="-",
         ahr="-",
         ahr_ok=None,

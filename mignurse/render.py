@@ -11,7 +11,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from mignurse.nodeview import COLUMNS, WIDE_COLUMNS, NodeRow
+from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
+
+NO_WRAP = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU")
 
 STATUS_STYLE = {
     "Ready": "green",
@@ -40,21 +42,27 @@ def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None 
     width = shutil.get_terminal_size((100, 24)).columns
     # Full EC2 host names take half of an 80-column line; wide mode keeps them whole.
     shorten = not wide and width < 140
+    keep = [
+        index
+        for index, name in enumerate(header)
+        if wide or width >= 100 or name not in NARROW_DROPS
+    ]
     console = Console(file=out, width=width, highlight=False)
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
-    for name in header:
-        table.add_column(name, no_wrap=name in ("NAME", "STATUS", "AGE"), overflow="fold")
+    table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
+    for index in keep:
+        name = header[index]
+        table.add_column(name, no_wrap=name in NO_WRAP, overflow="fold")
     for row in rows:
         cells: list[Text | str] = list(row.cells(wide=wide, shorten=shorten))
         cells[3] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
         if row.ahr_ok is False:
             cells[7] = Text(row.ahr, style="bold red")
-        table.add_row(*cells)
+        table.add_row(*(cells[index] for index in keep))
     console.print(table)
+    notes = []
     if shorten:
-        console.print(
-            Text(
-                "names without their .compute.internal domain; -o wide shows them whole",
-                style="dim",
-            )
-        )
+        notes.append("names without their .compute.internal domain")
+    if len(keep) < len(header):
+        notes.append(f"{' and '.join(NARROW_DROPS)} need a wider terminal")
+    if notes:
+        console.print(Text("; ".join(notes) + "; -o wide shows everything", style="dim"))

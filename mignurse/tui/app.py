@@ -22,7 +22,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from mignurse.cluster.client import NODES, ClusterClient
@@ -69,6 +69,7 @@ class LiveSource:
         self.karpenter = False
         self.notices: list[str] = []
         self.watcher: ClusterWatcher | None = None
+        self._checked = False
 
     @property
     def context(self) -> str:
@@ -84,12 +85,15 @@ class LiveSource:
     def check(self) -> None:
         """One small request, so a dead endpoint or an RBAC refusal fails before any screen."""
         next(self.client.list_pages(NODES, limit=1))
+        self._checked = True
         self.karpenter = karpenter_available(self.client)
         self.state.karpenter = self.karpenter
         if not self.karpenter:
             self.notices.append(KARPENTER_ABSENT_NOTICE)
 
     def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
+        if not self._checked:
+            self.check()
         self.watcher = ClusterWatcher(
             self.client, self.state, karpenter=self.karpenter, on_status=on_status
         ).start()
@@ -141,10 +145,9 @@ class MigNurseApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="status")
-        with Horizontal():
-            yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
-            with VerticalScroll(id="detail-pane"):
-                yield Static("Highlight a node to see its conditions and events.", id="detail")
+        yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="detail-pane"):
+            yield Static("Highlight a node to see its conditions and events.", id="detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -221,7 +224,7 @@ class MigNurseApp(App[None]):
             self._rows[row.name] = row
             cells = self._styled(row)
             for index in cols:
-                table.update_cell(row.name, COLUMNS[index], cells[index])
+                table.update_cell(row.name, COLUMNS[index], cells[index], update_width=True)
         for row in changes.added:
             self._rows[row.name] = row
             table.add_row(*self._styled(row), key=row.name)
@@ -238,7 +241,7 @@ class MigNurseApp(App[None]):
         self.set_timer(REFRESH_SECONDS, self._refresh_rows)
 
     def _styled(self, row: NodeRow) -> list[Any]:
-        cells: list[Any] = list(row.cells())
+        cells: list[Any] = list(row.cells(shorten=True))  # the detail pane has the full name
         cells[3] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
         if row.ahr_ok is False:
             cells[7] = Text(row.ahr, style="bold red")
@@ -319,12 +322,15 @@ def _summary(
 ) -> str:
     nodes = [r for r in rows if r.status_word != "Launching"]
     not_ready = sum(1 for r in nodes if r.status_word != "Ready")
+    hardware = sum(1 for r in nodes if r.ahr_ok is False)
     launching = len(rows) - len(nodes)
     parts = []
     if source.simulated:
         parts.append(f"[b reverse] SIMULATED [/] {source.simulated}")
     parts.append(f"{len(nodes)} GPU nodes")
     parts.append(f"[b red]{not_ready} not ready[/]" if not_ready else "all ready")
+    if hardware:
+        parts.append(f"[b red]{hardware} AcceleratedHardwareReady=False[/]")
     if launching:
         parts.append(f"{launching} launching")
     parts.append("Karpenter: on" if source.karpenter else "Karpenter: not installed")
