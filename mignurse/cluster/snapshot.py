@@ -230,6 +230,14 @@ class ClusterState:
                 taken_at=taken_at,
             )
 
+    def node(self, name: str) -> Node | None:
+        with self._lock:
+            return self._nodes.get(name)
+
+    def nodeclaim(self, name: str) -> NodeClaim | None:
+        with self._lock:
+            return self._nodeclaims.get(name)
+
     def node_events(self, name: str) -> list[Event]:
         """Events about one Node, oldest first, without scanning every event."""
         with self._lock:
