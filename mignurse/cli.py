@@ -84,6 +84,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="label selector, as kubectl -l (e.g. karpenter.sh/capacity-type=spot)",
     )
 
+    watch = sub.add_parser(
+        "watch",
+        help="record node and NodeClaim lifecycles and events into the history, until Ctrl-C",
+    )
+    _connection_options(watch, top=False)
+    watch.add_argument(
+        "--state-dir",
+        help="where the history lives (default: $XDG_STATE_HOME/mignurse, ~/.local/state/mignurse)",
+    )
+    watch.add_argument(
+        "--progress-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a progress line this often (default: 60)",
+    )
+
     demo = sub.add_parser(
         "demo", help="the app on a built-in simulated cluster (no cluster or AWS account needed)"
     )
@@ -187,6 +204,51 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- watch ----------------------------------------------------------------------------
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    import threading
+    from datetime import UTC, datetime
+
+    from mignurse.cluster.history import HistoryStore, default_history_path, run_recorder
+    from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available
+
+    if args.progress_every <= 0:
+        raise UserError("--progress-every must be a positive number of seconds")
+    client = _connect(args)
+    karpenter = karpenter_available(client)
+    if not karpenter:
+        print(f"note: {KARPENTER_ABSENT_NOTICE}", file=sys.stderr)
+    path = default_history_path(Path(args.state_dir).expanduser() if args.state_dir else None)
+    store = HistoryStore(path)  # another recorder on the same file: WriterBusy, one line
+    stop = threading.Event()
+
+    def progress(line: str) -> None:
+        print(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {line}", file=sys.stderr, flush=True)
+
+    def request_stop(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    progress(f"recording context {client.info.context!r} into {path}; Ctrl-C to stop")
+    try:
+        run_recorder(
+            client,
+            store,
+            context=client.info.context,
+            karpenter=karpenter,
+            stop=stop,
+            on_progress=progress,
+            progress_every=args.progress_every,
+        )
+    finally:
+        store.close()
+        client.close()
+    return EXIT_OK
+
+
 # -- the app --------------------------------------------------------------------------
 
 
@@ -282,16 +344,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mignurse.cluster.client import ClusterError
 
     try:
+        from mignurse.cluster.history import HistoryError
         from mignurse.sim import ScenarioError
 
         if args.command == "nodes":
             return cmd_nodes(args)
+        if args.command == "watch":
+            return cmd_watch(args)
         if args.command == "demo":
             return cmd_demo(args)
         if args.command == "sim":
             return cmd_sim(args, parser)
         return cmd_app(args)
-    except (ClusterError, UserError, ScenarioError) as exc:
+    except (ClusterError, UserError, ScenarioError, HistoryError) as exc:
         if debug:
             raise
         print(f"mignurse: error: {exc}", file=sys.stderr)

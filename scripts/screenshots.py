@@ -28,7 +28,7 @@ async def shoot(scenario: str, filename: str, tmp: Path) -> Path:
     sim = SimCluster(load_scenario(scenario), speed=0).start()
     try:
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp / scenario)))
-        source = LiveSource(client, simulated=f"{scenario} ×10", clock=sim.now)
+        source = LiveSource(client, simulated=scenario, clock=sim.now)
         source.check()
         app = make_app(source)
         async with app.run_test(size=(140, 40)) as pilot:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -192,3 +193,42 @@ def test_sim_serve_then_nodes_as_a_user_would(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_watch_records_history_until_stopped(tmp_path: Path) -> None:
+    """`mignurse watch` as an on-call engineer leaves it running, then stops it with Ctrl-C."""
+    from mignurse.cluster.history import HistoryStore, default_history_path
+
+    with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        state_dir = tmp_path / "state"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        command = ["--kubeconfig", str(kubeconfig), "watch", "--state-dir", str(state_dir),
+                   "--progress-every", "1"]  # fmt: skip
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "mignurse", *command],
+            stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            assert recorder.stderr is not None
+            lines = []
+            for line in recorder.stderr:
+                lines.append(line)
+                if " listed " in line:
+                    break
+            assert any("recording context 'sim-dcgm-repair-loop'" in line for line in lines)
+            second = subprocess.run(
+                [sys.executable, "-m", "mignurse", *command],
+                capture_output=True, text=True, timeout=60, env=env,
+            )  # fmt: skip
+            assert second.returncode == 2, second.stderr
+            assert second.stderr.count("\n") == 1  # one line naming the other writer
+        finally:
+            recorder.send_signal(signal.SIGINT)
+            assert recorder.wait(timeout=20) == 0
+    store = HistoryStore(default_history_path(state_dir), readonly=True)
+    try:
+        lifecycles = store.lifecycles(sim.scenario.context_name, kind="Node")
+    finally:
+        store.close()
+    assert {lc.name for lc in lifecycles} >= {o["metadata"]["name"] for o in sim.objects("nodes")}

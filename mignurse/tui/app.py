@@ -152,8 +152,7 @@ class MigNurseApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        sim = f" · SIMULATED {self.source.simulated}" if self.source.simulated else ""
-        self.sub_title = f"{self.source.context} · {self.source.cluster}{sim}"
+        self.sub_title = f"{self.source.context} · {self.source.cluster}"
         table = self.query_one("#nodes", DataTable)
         for name in COLUMNS:
             table.add_column(name, key=name)
