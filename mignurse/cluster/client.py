@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 
+import orjson
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -359,7 +360,7 @@ class ClusterClient:
             limit=limit,
         ):
             with paused_gc():
-                items = json.loads(body).get("items") or []
+                items = orjson.loads(body).get("items") or []
             yield items, version
 
     def _page_bodies(
@@ -404,7 +405,7 @@ class ClusterClient:
             try:
                 for body, page_version in _prefetched(self._page_bodies(resource, **selectors)):
                     with paused_gc():
-                        items.extend(parse(obj) for obj in json.loads(body).get("items") or ())
+                        items.extend(parse(obj) for obj in orjson.loads(body).get("items") or ())
                     resource_version = page_version
             except Expired:
                 continue
