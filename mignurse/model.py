@@ -604,3 +604,60 @@ class MigState:
             "driverVersion": self.driver_version or None,
             "gpus": [g.to_json() for g in self.gpus],
         }
+
+
+@dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    node_name: str = ""
+    phase: str = ""
+    ready: bool = False
+    owner_kind: str = ""  # ReplicaSet, DaemonSet, Job, StatefulSet, … ("" for a bare pod)
+    owner_name: str = ""
+    created: datetime | None = None
+    deleting: datetime | None = None
+    restarts: int = 0
+    gpu_requests: Mapping[str, int] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any]) -> Pod:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        status = raw.get("status") or {}
+        owners = [o for o in meta.get("ownerReferences") or () if isinstance(o, dict)]
+        owner = next((o for o in owners if o.get("controller")), owners[0] if owners else {})
+        gpus: dict[str, int] = {}
+        for container in spec.get("containers") or ():
+            if not isinstance(container, dict):
+                continue
+            requests = (container.get("resources") or {}).get("requests")
+            for name, count in _gpu_resources(requests).items():
+                gpus[name] = gpus.get(name, 0) + count
+        statuses = [s for s in status.get("containerStatuses") or () if isinstance(s, dict)]
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+            if isinstance(c, dict)
+        )
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            node_name=str(spec.get("nodeName") or ""),
+            phase=str(status.get("phase") or ""),
+            ready=ready,
+            owner_kind=str(owner.get("kind") or ""),
+            owner_name=str(owner.get("name") or ""),
+            created=parse_time(meta.get("creationTimestamp")),
+            deleting=parse_time(meta.get("deletionTimestamp")),
+            restarts=sum(int(s.get("restartCount") or 0) for s in statuses),
+            gpu_requests=gpus,
+            labels=_str_map(meta.get("labels")),
+        )
+
+    @property
+    def uses_gpu(self) -> bool:
+        return any(count > 0 for count in self.gpu_requests.values())

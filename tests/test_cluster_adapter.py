@@ -210,3 +210,25 @@ def _node_lists(sim: SimCluster) -> int:
         for r in sim.requests
         if r["path"] == "/api/v1/nodes" and r["query"].get("watch") not in ("true", "1")
     )
+
+
+def test_node_pods_uses_a_field_selector_and_puts_gpu_users_first(
+    healthy: tuple[SimCluster, Path],
+) -> None:
+    from mignurse.cluster.load import node_pods
+
+    sim, kubeconfig = healthy
+    client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+    node = next(
+        o["metadata"]["name"]
+        for o in sim.objects("nodes")
+        if o["metadata"]["labels"].get("karpenter.sh/nodepool") == "gpu-train"
+    )
+    pods = node_pods(client, node)
+    expected = {
+        p["metadata"]["name"] for p in sim.objects("pods") if p["spec"].get("nodeName") == node
+    }
+    assert {p.name for p in pods} == expected
+    assert pods[0].uses_gpu and pods[0].gpu_requests == {"nvidia.com/gpu": 8}
+    assert not pods[-1].uses_gpu  # DaemonSet pods after the workload
+    assert any(r["query"].get("fieldSelector") == f"spec.nodeName={node}" for r in sim.requests)

@@ -18,6 +18,7 @@ from mignurse.model import (
     Node,
     NodeClaim,
     NodePool,
+    Pod,
     instance_id_from_provider_id,
     parse_count,
     parse_time,
@@ -278,3 +279,35 @@ def test_node_parsing_survives_arbitrary_status_shapes(status: Any) -> None:
     raw = copy.deepcopy(p5_node())
     raw["status"] = status if isinstance(status, dict) else {"conditions": status}
     Node.from_api(raw)
+
+
+def test_pod_sums_gpu_requests_and_names_its_controller() -> None:
+    pod = Pod.from_api(
+        {
+            "metadata": {
+                "name": "trainer-0",
+                "namespace": "training",
+                "ownerReferences": [
+                    {"kind": "Workflow", "name": "w"},
+                    {"kind": "StatefulSet", "name": "trainer", "controller": True},
+                ],
+            },
+            "spec": {
+                "nodeName": "n1",
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"nvidia.com/mig-1g.10gb": "2"}}},
+                    {"name": "b", "resources": {"requests": {"nvidia.com/mig-1g.10gb": "1"}}},
+                    {"name": "c"},
+                ],
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"restartCount": 3}, {"restartCount": 1}],
+            },
+        }
+    )
+    assert pod.gpu_requests == {"nvidia.com/mig-1g.10gb": 3}
+    assert pod.uses_gpu and pod.ready
+    assert (pod.owner_kind, pod.restarts) == ("StatefulSet", 4)
+    assert not Pod.from_api({"metadata": {"name": "bare"}}).uses_gpu

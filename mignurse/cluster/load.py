@@ -9,11 +9,12 @@ from mignurse.cluster.client import (
     NODECLAIMS,
     NODEPOOLS,
     NODES,
+    PODS,
     ClusterClient,
     Forbidden,
 )
 from mignurse.cluster.snapshot import Snapshot
-from mignurse.model import Event, Node, NodeClaim, NodePool
+from mignurse.model import Event, Node, NodeClaim, NodePool, Pod
 
 KARPENTER_GROUP = ("karpenter.sh", "v1")
 KARPENTER_ABSENT_NOTICE = (
@@ -68,3 +69,10 @@ def load_snapshot(
         taken_at=client.server_now(),
     )
     return Loaded(snapshot, notices)
+
+
+def node_pods(client: ClusterClient, node_name: str) -> list[Pod]:
+    """Every pod bound to one node, across namespaces, GPU users first."""
+    pods = client.list(PODS, Pod.from_api, field_selector=f"spec.nodeName={node_name}").items
+    pods.sort(key=lambda p: (not p.uses_gpu, p.namespace, p.name))
+    return pods

@@ -25,16 +25,17 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
-from mignurse.cluster.client import NODES, ClusterClient
-from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available
+from mignurse.cluster.client import NODES, ClusterClient, ClusterError
+from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
-from mignurse.model import Node, format_time
+from mignurse.model import Node, Pod, format_time
 from mignurse.nodeview import AHR, COLUMNS, NodeRow, format_age, node_rows
 
 REFRESH_SECONDS = 0.5
 FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
 DETAIL_EVENTS = 15
+PODS_MAX_AGE_SECONDS = 15.0  # the highlighted node's pods are fetched again after this
 REBUILD_AFTER_REMOVALS = 5  # past this, clearing and re-adding beats remove_row one by one
 STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "Launching": "cyan"}
 INTERESTING_LABELS = (
@@ -139,6 +140,7 @@ class MigNurseApp(App[None]):
         self._force_full = True
         self._statuses: dict[str, ResourceStatus] = {}
         self._epoch = 0  # bumps when the table is cleared; older computed changes are dropped
+        self._pods: dict[str, tuple[float, list[Pod] | str]] = {}  # by node: (fetched, pods)
         self.refreshes = 0  # applied refreshes; tests wait on it
 
     # -- layout ----------------------------------------------------------------------
@@ -329,7 +331,28 @@ class MigNurseApp(App[None]):
             else:
                 detail.update(f"{name} is gone.")
             return
-        detail.update(node_detail(node, state.node_events(name), self.source.now()))
+        pods = self._pods.get(name)
+        if pods is None or time.monotonic() - pods[0] > PODS_MAX_AGE_SECONDS:
+            self._fetch_pods(name)
+        detail.update(
+            node_detail(node, state.node_events(name), self.source.now(), pods[1] if pods else None)
+        )
+
+    @work(thread=True, exclusive=True, group="pods", exit_on_error=False)
+    def _fetch_pods(self, name: str) -> None:
+        """The highlighted node's pods, off the UI thread; errors are shown, not raised."""
+        result: list[Pod] | str
+        try:
+            result = node_pods(self.source.client, name)
+        except ClusterError as exc:
+            result = str(exc)
+        with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+            self.call_from_thread(self._pods_arrived, name, result)
+
+    def _pods_arrived(self, name: str, result: list[Pod] | str) -> None:
+        self._pods[name] = (time.monotonic(), result)
+        if self._highlighted_name() == name:
+            self._show_detail(name)
 
 
 def _sort_key(values: tuple[Any, ...]) -> tuple[str, str]:
@@ -362,8 +385,10 @@ def _summary(
     return " · ".join(parts)
 
 
-def node_detail(node: Node, events: list[Any], now: datetime) -> Group:
-    """The detail pane: conditions with reasons, the labels that matter, recent events."""
+def node_detail(
+    node: Node, events: list[Any], now: datetime, pods: list[Pod] | str | None = None
+) -> Group:
+    """The detail pane: conditions, the labels that matter, recent events, its pods."""
     title = Text.assemble(
         (node.name, "bold"),
         f"  {node.pool or 'no pool'} ({node.pool_kind or 'unmanaged'}) · {node.instance_type}"
@@ -420,7 +445,32 @@ def node_detail(node: Node, events: list[Any], now: datetime) -> Group:
         if events
         else Text("none kept by the API server (events expire after ~1 h)", style="dim")
     )
+    parts += [Text(""), _pods_part(pods, now)]
     return Group(*parts)
+
+
+def _pods_part(pods: list[Pod] | str | None, now: datetime) -> Any:
+    if pods is None:
+        return Text("Pods: loading…", style="dim")
+    if isinstance(pods, str):
+        return Text(f"Pods: {pods}", style="yellow")
+    table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+    for column in ("NAMESPACE", "POD", "PHASE", "READY", "GPU", "OWNER", "AGE"):
+        table.add_column(column, overflow="fold")
+    for pod in pods:
+        gpu = " ".join(f"{n.removeprefix('nvidia.com/')}:{c}" for n, c in pod.gpu_requests.items())
+        table.add_row(
+            pod.namespace,
+            pod.name,
+            Text(pod.phase, style="" if pod.phase in ("Running", "Succeeded") else "yellow"),
+            "yes" if pod.ready else Text("no", style="yellow"),
+            gpu or "-",
+            pod.owner_kind or "-",
+            format_age((now - pod.created).total_seconds()) if pod.created else "?",
+        )
+    gpu_users = sum(1 for p in pods if p.uses_gpu)
+    title = Text(f"Pods ({len(pods)}, {gpu_users} using GPUs)", style="bold underline")
+    return Group(title, table) if pods else Group(title, Text("none", style="dim"))
 
 
 def make_app(source: LiveSource, *, read_only: bool = False) -> MigNurseApp:

@@ -90,3 +90,4 @@ async def test_pool_key_filters_and_detail_pane_shows_conditions(
         await pilot.pause()
         detail = app.query_one("#detail", Static)
         await until(lambda: "AcceleratedHardwareReady" in static_text(detail))
+        await until(lambda: "using GPUs" in static_text(detail))  # pods, fetched off the UI thread
