@@ -1,0 +1,101 @@
+"""Everything a rule may look at, gathered before any rule runs (rules do no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from mignurse.cluster.history import Lifecycle, Transition
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.evidence import CgroupInfo, CloudInitStatus, JournalParse, OsRelease
+from mignurse.model import Event, MigState
+
+
+@dataclass(frozen=True)
+class KarpenterSettings:
+    """What the Karpenter controller Deployment says about repair (domain.md §2.1)."""
+
+    node_repair: bool | None  # None: the Deployment could not be read
+    feature_gates: str = ""
+    version: str = ""  # the controller image tag, when it is one
+    managed_by: str = ""  # "Helm", an Argo/Flux marker, or ""
+
+    @classmethod
+    def from_deployment(cls, raw: Mapping[str, Any]) -> KarpenterSettings:
+        meta = raw.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        containers = ((raw.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+            "containers"
+        ) or []
+        controller = next(
+            (c for c in containers if isinstance(c, dict) and c.get("name") == "controller"),
+            containers[0] if containers else {},
+        )
+        gates = ""
+        for env in controller.get("env") or ():
+            if isinstance(env, dict) and env.get("name") == "FEATURE_GATES":
+                gates = str(env.get("value") or "")
+        for arg in controller.get("args") or ():
+            if isinstance(arg, str) and arg.startswith("--feature-gates="):
+                gates = arg.split("=", 1)[1]
+        image = str(controller.get("image") or "")
+        version = image.rsplit(":", 1)[-1].split("@", 1)[0] if ":" in image else ""
+        managed = str(labels.get("app.kubernetes.io/managed-by") or "")
+        if (
+            "argocd.argoproj.io/tracking-id" in annotations
+            or "argocd.argoproj.io/instance" in labels
+        ):
+            managed = "Argo CD"
+        elif any(k.startswith("kustomize.toolkit.fluxcd.io/") for k in labels):
+            managed = "Flux"
+        return cls(
+            node_repair=gate_value(gates, "NodeRepair"),
+            feature_gates=gates,
+            version=version,
+            managed_by=managed,
+        )
+
+
+def gate_value(feature_gates: str, gate: str) -> bool:
+    """A gate's value in a `Name=bool,…` string; absent means its default, false for
+    NodeRepair (domain.md §2.1)."""
+    for part in feature_gates.split(","):
+        name, _, value = part.strip().partition("=")
+        if name == gate:
+            return value.strip().lower() == "true"
+    return False
+
+
+@dataclass(frozen=True)
+class NodeEvidence:
+    """The node-side files of a bundle for one node, parsed. Missing files are None."""
+
+    node: str
+    journals: Mapping[str, JournalParse] = field(default_factory=dict)  # kubelet, containerd…
+    cloud_init: CloudInitStatus | None = None
+    cgroup: CgroupInfo | None = None
+    os_release: OsRelease | None = None
+    mig: MigState | None = None
+    problems: tuple[str, ...] = ()  # per-source failures from the node manifest / errors.txt
+
+
+@dataclass(frozen=True)
+class History:
+    """What the local history remembers beyond the API server (already read, in memory)."""
+
+    lifecycles: tuple[Lifecycle, ...] = ()
+    transitions: tuple[Transition, ...] = ()
+    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True)
+class DiagnosisInput:
+    snapshot: Snapshot
+    now: datetime
+    history: History = field(default_factory=History)
+    node_evidence: Mapping[str, NodeEvidence] = field(default_factory=dict)
+    karpenter: KarpenterSettings | None = None
+    cluster_policy: Mapping[str, Any] | None = None  # NVIDIA ClusterPolicy, raw
