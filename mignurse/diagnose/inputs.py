@@ -41,8 +41,9 @@ class KarpenterSettings:
         for arg in controller.get("args") or ():
             if isinstance(arg, str) and arg.startswith("--feature-gates="):
                 gates = arg.split("=", 1)[1]
-        image = str(controller.get("image") or "")
-        version = image.rsplit(":", 1)[-1].split("@", 1)[0] if ":" in image else ""
+        image = str(controller.get("image") or "").split("@", 1)[0]  # drop a digest
+        name, _, tag = image.rpartition(":")
+        version = tag if name and "/" not in tag else ""
         managed = str(labels.get("app.kubernetes.io/managed-by") or "")
         if (
             "argocd.argoproj.io/tracking-id" in annotations

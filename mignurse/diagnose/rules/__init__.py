@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mignurse.diagnose.engine import Rule
 
-RULES: list[tuple[str, Rule]] = []
+# module → the finding id it raises (design.md)
+MODULES = {
+    "repair_loop": "node-repair-loop",
+    "churn": "replacement-churn",
+    "notready_loop": "notready-loop",
+    "mig_hook": "mig-hook-kubelet-restart",
+    "hardware": "accelerated-hardware-not-ready",
+    "repair_blocked": "repair-blocked",
+    "mig_config": "mig-config-failed",
+    "mig_layout": "mig-layout-mismatch",
+    "repair_risk": "repair-risk",
+}
+
+
+def _load() -> list[tuple[str, Rule]]:
+    return [
+        (finding_id, importlib.import_module(f"{__name__}.{module}").rule)
+        for module, finding_id in MODULES.items()
+    ]
+
+
+RULES: list[tuple[str, Rule]] = _load()

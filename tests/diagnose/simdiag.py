@@ -1,0 +1,95 @@
+"""Build diagnosis inputs from the simulator, the way the live path would see the cluster."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from mignurse.cluster.history import HistoryStore
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
+from mignurse.model import Event, Node, NodeClaim, NodePool
+from mignurse.sim import SimCluster
+
+
+def snapshot_of(sim: SimCluster) -> Snapshot:
+    nodes = [Node.from_api(o) for o in sim.objects("nodes")]
+    claims = [NodeClaim.from_api(o) for o in sim.objects("nodeclaims")]
+    pools = [NodePool.from_api(o) for o in sim.objects("nodepools")]
+    return Snapshot(
+        nodes={n.name: n for n in nodes},
+        nodeclaims={c.name: c for c in claims},
+        nodepools={p.name: p for p in pools},
+        events=tuple(Event.from_api(o) for o in sim.objects("events")),
+        karpenter=sim.scenario.karpenter is not None,
+        taken_at=sim.now(),
+    )
+
+
+def karpenter_of(sim: SimCluster) -> KarpenterSettings | None:
+    for deployment in sim.objects("deployments"):
+        if deployment["metadata"]["name"] == "karpenter":
+            return KarpenterSettings.from_deployment(deployment)
+    return None
+
+
+def record_history(
+    sim: SimCluster, store: HistoryStore, *, minutes: float, step: float = 1.0
+) -> None:
+    """Advance the sim `minutes`, recording a LIST of everything every `step` minutes, as
+    `mignurse watch` would have (deletions are seen by the next list)."""
+    context = sim.scenario.context_name
+    elapsed = 0.0
+    while True:
+        now = sim.now()
+        store.record(
+            context, "nodes", "LIST", [Node.from_api(o) for o in sim.objects("nodes")], now
+        )
+        store.record(
+            context,
+            "nodeclaims",
+            "LIST",
+            [NodeClaim.from_api(o) for o in sim.objects("nodeclaims")],
+            now,
+        )
+        store.record(
+            context, "events", "LIST", [Event.from_api(o) for o in sim.objects("events")], now
+        )
+        if elapsed >= minutes:
+            return
+        sim.advance(step * 60)
+        elapsed += step
+
+
+def history_of(sim: SimCluster, store: HistoryStore, *, hours: float = 6) -> History:
+    context = sim.scenario.context_name
+    since: datetime = sim.now() - timedelta(hours=hours)
+    return History(
+        lifecycles=tuple(
+            store.lifecycles(context, kind="NodeClaim", since=since)
+            + store.lifecycles(context, kind="Node", since=since)
+        ),
+        transitions=tuple(store.transitions(context, kind="Node", since=since)),
+        events=tuple(store.events(context, since=since)),
+    )
+
+
+def input_of(
+    sim: SimCluster, *, history_dir: Path | None = None, record_minutes: float = 0
+) -> DiagnosisInput:
+    """The sim as the live path sees it; with `history_dir`, first run the sim
+    `record_minutes` with a recorder attached, so history holds the ended nodes."""
+    history = History()
+    if history_dir is not None:
+        store = HistoryStore(history_dir / "history.sqlite3")
+        try:
+            record_history(sim, store, minutes=record_minutes)
+            history = history_of(sim, store)
+        finally:
+            store.close()
+    return DiagnosisInput(
+        snapshot=snapshot_of(sim),
+        now=sim.now(),
+        history=history,
+        karpenter=karpenter_of(sim),
+    )
