@@ -5,12 +5,14 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from mignurse.diagnose.findings import Finding
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
 
 NO_WRAP = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU")
@@ -66,3 +68,59 @@ def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None 
         notes.append(f"{' and '.join(NARROW_DROPS)} need a wider terminal")
     if notes:
         console.print(Text("; ".join(notes) + "; -o wide shows everything", style="dim"))
+
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def countdown(deadline: datetime | None, now: datetime) -> str:
+    """ "in 3m12s" / "passed 2m ago": the words of a repair deadline."""
+    if deadline is None:
+        return ""
+    seconds = int((deadline - now).total_seconds())
+    if seconds >= 0:
+        return f"in {_clock(seconds)}"
+    return f"passed {_clock(-seconds)} ago"
+
+
+def _clock(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def print_findings(
+    findings: Sequence[Finding], now: datetime, *, out: TextIO | None = None, evidence: int = 8
+) -> None:
+    """Findings as blocks: severity, id, pool, nodes, deadline; the summary; the newest
+    evidence lines; the runbooks that fit. Plain text when piped."""
+    out = out or sys.stdout
+    console = Console(
+        file=out,
+        width=shutil.get_terminal_size((120, 24)).columns if out.isatty() else 200,
+        highlight=False,
+        no_color=not out.isatty(),
+    )
+    for finding in findings:
+        head = Text()
+        head.append(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, ""))
+        head.append(f"  {finding.id}  ", style="bold")
+        head.append(finding.nodepool or "(no pool)")
+        head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
+        if finding.deadline:
+            head.append(f"  deadline {countdown(finding.deadline, now)}", style="bold")
+        console.print(head)
+        console.print(Text("  " + finding.summary))
+        shown = sorted(finding.evidence, key=lambda e: e.time or now)[-evidence:]
+        for item in shown:
+            when = item.time.astimezone(UTC).strftime("%m-%d %H:%M:%S") if item.time else "-"
+            console.print(Text(f"    {when}  {item.source:<18} {item.text}", style="dim"))
+        if len(finding.evidence) > len(shown):
+            console.print(
+                Text(f"    … {len(finding.evidence) - len(shown)} more (-o json)", style="dim")
+            )
+        if finding.runbooks:
+            console.print(Text("  runbooks: " + ", ".join(finding.runbooks)))
+        console.print()
