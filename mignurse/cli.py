@@ -84,6 +84,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="label selector, as kubectl -l (e.g. karpenter.sh/capacity-type=spot)",
     )
 
+    diagnose = sub.add_parser(
+        "diagnose",
+        help="findings with evidence: live, or offline from a snapshot directory or bundle",
+        description="Exit code: 0 no findings, 1 warnings, 2 critical findings (or an error, "
+        "said on stderr).",
+    )
+    _connection_options(diagnose, top=False)
+    diagnose.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR|BUNDLE.tar.gz",
+        help="diagnose a snapshot instead of the live cluster (a bundle from `collect`, or a "
+        "directory of `kubectl get … -o json` dumps)",
+    )
+    diagnose.add_argument(
+        "--now",
+        help="the moment to judge at, RFC 3339 (offline default: the bundle's collected_at, "
+        "else its newest timestamp)",
+    )
+    diagnose.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    diagnose.add_argument("--nodepool", help="only findings about this NodePool or node group")
+    diagnose.add_argument("--node", help="only findings that name this node")
+    diagnose.add_argument(
+        "--state-dir", help="where `mignurse watch` keeps the history (live mode)"
+    )
+
     watch = sub.add_parser(
         "watch",
         help="record node and NodeClaim lifecycles and events into the history, until Ctrl-C",
@@ -204,6 +230,59 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- diagnose -------------------------------------------------------------------------
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from mignurse.cluster.history import default_history_path
+    from mignurse.diagnose.engine import diagnose
+    from mignurse.diagnose.sources import load_live, load_offline
+    from mignurse.model import format_time, parse_time
+    from mignurse.render import print_findings
+
+    now = None
+    if args.now:
+        now = parse_time(args.now)
+        if now is None:
+            raise UserError(f"--now {args.now!r} is not an RFC 3339 time (2026-11-29T03:00:00Z)")
+    if args.source:
+        gathered = load_offline(Path(args.source).expanduser())
+        now = now or gathered.collected_at or gathered.newest_time()
+        if now is None:
+            raise UserError(f"{args.source} holds no timestamp to judge by: pass --now")
+        context = gathered.context or Path(args.source).name
+    else:
+        client = _connect(args)
+        try:
+            state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
+            gathered = load_live(client, history_path=default_history_path(state_dir))
+        finally:
+            client.close()
+        now = now or gathered.collected_at or client.server_now()
+        context = client.info.context
+    for notice in gathered.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    result = diagnose(gathered.to_input(now), nodepool=args.nodepool, node=args.node)
+    for error in result.rule_errors:
+        print(f"warning: a rule failed and was skipped: {error}", file=sys.stderr)
+    if args.output == "json":
+        document = {
+            "apiVersion": "mignurse/v1",
+            "kind": "Diagnosis",
+            "context": context,
+            "now": format_time(now),
+            "findings": [f.to_json() for f in result.findings],
+            "ruleErrors": result.rule_errors,
+        }
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif result.findings:
+        print_findings(result.findings, now)
+    else:
+        print(f"No findings in {context} as of {format_time(now)}.")
+    return result.exit_code
+
+
 # -- watch ----------------------------------------------------------------------------
 
 
@@ -253,10 +332,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
+    from mignurse.cluster.history import default_history_path
     from mignurse.tui.app import LiveSource, make_app
 
     client = _connect(args)
-    source = LiveSource(client)
+    source = LiveSource(client, history_path=default_history_path())
     source.check()  # a dead endpoint or RBAC refusal is one line here, not a broken screen
     app = make_app(source, read_only=args.read_only)
     app.run()
@@ -275,7 +355,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         try:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             client = ClusterClient.connect(kubeconfig=str(kubeconfig))
-            source = LiveSource(client, simulated=f"{scenario.name} ×{speed:g}", clock=sim.now)
+            # The demo keeps its history beside its kubeconfig, never in the user's own.
+            source = LiveSource(
+                client,
+                simulated=f"{scenario.name} ×{speed:g}",
+                clock=sim.now,
+                history_path=Path(tmp) / "history.sqlite3",
+            )
             source.check()
             app = make_app(source, read_only=getattr(args, "read_only", False))
             app.run()
@@ -345,10 +431,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         from mignurse.cluster.history import HistoryError
+        from mignurse.diagnose.sources import SourceError
         from mignurse.sim import ScenarioError
 
         if args.command == "nodes":
             return cmd_nodes(args)
+        if args.command == "diagnose":
+            return cmd_diagnose(args)
         if args.command == "watch":
             return cmd_watch(args)
         if args.command == "demo":
@@ -356,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sim":
             return cmd_sim(args, parser)
         return cmd_app(args)
-    except (ClusterError, UserError, ScenarioError, HistoryError) as exc:
+    except (ClusterError, UserError, ScenarioError, HistoryError, SourceError) as exc:
         if debug:
             raise
         print(f"mignurse: error: {exc}", file=sys.stderr)

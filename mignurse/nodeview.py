@@ -142,6 +142,7 @@ class NodeRow:
     nodeclaim: str
     os_image: str
     runtime: str
+    badge: str = ""  # the worst finding's severity about this node, set by the app
 
     def cells(self, *, wide: bool = False, shorten: bool = False) -> tuple[str, ...]:
         base = (

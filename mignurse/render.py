@@ -97,11 +97,13 @@ def print_findings(
     """Findings as blocks: severity, id, pool, nodes, deadline; the summary; the newest
     evidence lines; the runbooks that fit. Plain text when piped."""
     out = out or sys.stdout
+    tty = out.isatty()
     console = Console(
         file=out,
-        width=shutil.get_terminal_size((120, 24)).columns if out.isatty() else 200,
+        width=shutil.get_terminal_size((120, 24)).columns if tty else 10_000,
         highlight=False,
-        no_color=not out.isatty(),
+        no_color=not tty,
+        soft_wrap=not tty,  # piped: one line per line, for grep
     )
     for finding in findings:
         head = Text()
@@ -113,7 +115,10 @@ def print_findings(
             head.append(f"  deadline {countdown(finding.deadline, now)}", style="bold")
         console.print(head)
         console.print(Text("  " + finding.summary))
-        shown = sorted(finding.evidence, key=lambda e: e.time or now)[-evidence:]
+        # Timeless evidence (settings, labels) first, then the newest timed lines.
+        timeless = [e for e in finding.evidence if e.time is None]
+        timed = sorted((e for e in finding.evidence if e.time), key=lambda e: e.time or now)
+        shown = timeless[:2] + timed[-max(evidence - len(timeless[:2]), 1) :]
         for item in shown:
             when = item.time.astimezone(UTC).strftime("%m-%d %H:%M:%S") if item.time else "-"
             console.print(Text(f"    {when}  {item.source:<18} {item.text}", style="dim"))

@@ -14,7 +14,7 @@ from textual.widgets import DataTable
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.tui.app import LiveSource, make_app
+from mignurse.tui.app import TABLE_COLUMNS, LiveSource, make_app
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SHOTS = (
@@ -33,13 +33,17 @@ async def shoot(scenario: str, filename: str, tmp: Path) -> Path:
         app = make_app(source)
         async with app.run_test(size=(140, 40)) as pilot:
             table = app.query_one("#nodes", DataTable)
-            for _ in range(200):
-                if app.refreshes and table.row_count:
+            for _ in range(400):  # the table filled and the rules run once
+                if app.refreshes and table.row_count and app._diagnosis is not None:
                     break
                 await asyncio.sleep(0.05)
             for index, key in enumerate(table.rows):
                 cells = [str(c) for c in table.get_row(key)]
-                if not cells[3].startswith("Ready ") or cells[7].startswith("False"):
+                status, ahr = (
+                    cells[TABLE_COLUMNS.index("STATUS")],
+                    cells[TABLE_COLUMNS.index("AHR")],
+                )
+                if not status.startswith("Ready ") or ahr.startswith("False"):
                     table.move_cursor(row=index)
                     break
             await pilot.pause(0.5)

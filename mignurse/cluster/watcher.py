@@ -86,6 +86,10 @@ class ClusterWatcher:
         for thread in self._threads:
             thread.join(timeout=2)
 
+    def synced(self) -> bool:
+        """Every resource has been listed at least once (or refused for good)."""
+        return all(event.is_set() for event in self._synced.values())
+
     def wait_synced(self, timeout: float) -> bool:
         """Block until every resource has been listed once (or the timeout passes)."""
         deadline = threading.Event()

@@ -50,6 +50,7 @@ INTERRUPTION_EVENTS = (
 )
 REGISTRATION_EVENTS = ("InsufficientCapacityError", "NodeClassNotReady", "UnregisteredTaintMissing")
 REPAIR_BLOCKED_EVENT = "NodeRepairBlocked"
+TRANSITION_PREFIX = "Status condition transitioned"  # Karpenter's per-transition events
 REGISTRATION_TIMEOUT = timedelta(minutes=15)  # §1.6
 
 
@@ -107,7 +108,9 @@ def claim_cause(
 ) -> str:
     """Why a NodeClaim ended (§1.7, §1.9): repair, consolidation, drift, interruption,
     registration, expiration, manual or unknown. `events` are those about it or its Node."""
-    reasons = {e.reason for e in events}
+    # Karpenter's transition echoes carry the condition type as reason: "InstanceTerminating"
+    # there is a NodeClaim every termination reaches, not an EC2 interruption (§1.2, §1.7).
+    reasons = {e.reason for e in events if not e.message.startswith(TRANSITION_PREFIX)}
     if reasons & set(INTERRUPTION_EVENTS):
         return "interruption"
     disruption = (

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, NotFound
+from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import load_snapshot
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
@@ -288,15 +289,15 @@ def load_live(client: ClusterClient, *, history_path: Path | None) -> Gathered:
         notices=list(loaded.notices),
     )
     if loaded.snapshot.karpenter:
-        gathered.karpenter = _karpenter_settings(client, gathered.notices)
+        gathered.karpenter = karpenter_settings(client, gathered.notices)
     if history_path is not None and history_path.exists():
-        gathered.history = _read_history(
+        gathered.history = _read_history_file(
             history_path, client.info.context, loaded.snapshot.taken_at, gathered.notices
         )
     return gathered
 
 
-def _karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:
+def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:
     for namespace, name in KARPENTER_LOCATIONS:
         try:
             return KarpenterSettings.from_deployment(client.get(DEPLOYMENTS, name, namespace))
@@ -311,26 +312,31 @@ def _karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterS
     return None
 
 
-def _read_history(path: Path, context: str, now: datetime | None, notices: list[str]) -> History:
-    from mignurse.cluster.history import HistoryError, HistoryStore
-
-    since = (now or datetime.now().astimezone()) - HISTORY_WINDOW
+def _read_history_file(
+    path: Path, context: str, now: datetime | None, notices: list[str]
+) -> History:
     try:
         store = HistoryStore(path, readonly=True)
     except HistoryError as exc:
         notices.append(f"history not used: {exc}")
         return History()
     try:
-        return History(
-            lifecycles=tuple(
-                store.lifecycles(context, kind="NodeClaim", since=since)
-                + store.lifecycles(context, kind="Node", since=since)
-            ),
-            transitions=tuple(store.transitions(context, kind="Node", since=since)),
-            events=tuple(store.events(context, since=since)),
-        )
+        return read_history(store, context, now or datetime.now().astimezone())
     finally:
         store.close()
+
+
+def read_history(store: HistoryStore, context: str, now: datetime) -> History:
+    """The last HISTORY_WINDOW of one context: what the rules compare against."""
+    since = now - HISTORY_WINDOW
+    return History(
+        lifecycles=tuple(
+            store.lifecycles(context, kind="NodeClaim", since=since)
+            + store.lifecycles(context, kind="Node", since=since)
+        ),
+        transitions=tuple(store.transitions(context, kind="Node", since=since)),
+        events=tuple(store.events(context, since=since)),
+    )
 
 
 def iter_sources(gathered: Gathered) -> Iterator[str]:

@@ -10,10 +10,12 @@ never pile up on a slow machine or a 5,000-node cluster.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.console import Group
@@ -26,13 +28,21 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 
 from mignurse.cluster.client import NODES, ClusterClient, ClusterError
+from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
+from mignurse.diagnose.engine import Diagnosis, diagnose
+from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
+from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
+from mignurse.diagnose.sources import karpenter_settings, read_history
 from mignurse.model import Node, Pod, format_time
 from mignurse.nodeview import AHR, COLUMNS, NodeRow, format_age, node_rows
+from mignurse.render import SEVERITY_STYLE, countdown
 
 REFRESH_SECONDS = 0.5
+DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
+FINDINGS_SHOWN = 4
 FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
 DETAIL_EVENTS = 15
 PODS_MAX_AGE_SECONDS = 15.0  # the highlighted node's pods are fetched again after this
@@ -63,14 +73,19 @@ class LiveSource:
         *,
         simulated: str | None = None,
         clock: Callable[[], datetime] | None = None,
+        history_path: Path | None = None,
     ) -> None:
         self.client = client
         self.state = ClusterState()
         self.simulated = simulated
         self._clock = clock or client.server_now
         self.karpenter = False
+        self.karpenter_settings: KarpenterSettings | None = None
         self.notices: list[str] = []
         self.watcher: ClusterWatcher | None = None
+        self.history_path = history_path
+        self.history: HistoryStore | None = None
+        self._recorder: HistoryRecorder | None = None
         self._checked = False
 
     @property
@@ -92,17 +107,51 @@ class LiveSource:
         self.state.karpenter = self.karpenter
         if not self.karpenter:
             self.notices.append(KARPENTER_ABSENT_NOTICE)
+        else:
+            self.karpenter_settings = karpenter_settings(self.client, self.notices)
 
     def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
         if not self._checked:
             self.check()
+        if self.history_path is not None:
+            self._open_history(self.history_path)
         self.watcher = ClusterWatcher(
             self.client, self.state, karpenter=self.karpenter, on_status=on_status
         ).start()
 
+    def _open_history(self, path: Path) -> None:
+        """Record what the app sees, unless `mignurse watch` already does (then only read)."""
+        try:
+            self.history = HistoryStore.open_writer(path)
+        except HistoryError as exc:
+            self.notices.append(f"history not used: {exc}")
+            return
+        if not self.history.readonly:
+            self._recorder = HistoryRecorder(self.history, self.context, clock=self.now)
+            self.state.subscribe(self._recorder.listener)
+            self._recorder.start()
+
+    def diagnose(self) -> Diagnosis:
+        """Every rule over what the app holds now (called off the UI thread)."""
+        now = self.now()
+        history = History()
+        if self.history is not None:
+            history = read_history(self.history, self.context, now)
+        inp = DiagnosisInput(
+            snapshot=self.state.snapshot(taken_at=now),
+            now=now,
+            history=history,
+            karpenter=self.karpenter_settings,
+        )
+        return diagnose(inp)
+
     def stop(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
+        if self._recorder is not None:
+            self._recorder.stop()
+        if self.history is not None:
+            self.history.close()
         self.client.close()
 
 
@@ -117,6 +166,8 @@ class RowChanges:
     summary: str = ""
     dirty: set[str] = field(default_factory=set)
     epoch: int = 0  # which table contents these changes were computed against
+    diagnosis: Diagnosis | None = None  # set when the rules ran in this refresh
+    diagnosis_error: str = ""
 
 
 class MigNurseApp(App[None]):
@@ -142,12 +193,17 @@ class MigNurseApp(App[None]):
         self._epoch = 0  # bumps when the table is cleared; older computed changes are dropped
         self._pods: dict[str, tuple[float, list[Pod] | str]] = {}  # by node: (fetched, pods)
         self.refreshes = 0  # applied refreshes; tests wait on it
+        self._badges: dict[str, str] = {}  # node → worst finding severity (worker thread)
+        self._last_diagnosis = 0.0
+        self._diagnosis: Diagnosis | None = None
+        self._diagnosis_error = ""
 
     # -- layout ----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="status")
+        yield Static("Diagnosing…", id="findings")
         yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="detail-pane"):
             yield Static("Highlight a node to see its conditions and events.", id="detail")
@@ -156,7 +212,7 @@ class MigNurseApp(App[None]):
     def on_mount(self) -> None:
         self.sub_title = f"{self.source.context} · {self.source.cluster}"
         table = self.query_one("#nodes", DataTable)
-        for name in COLUMNS:
+        for name in TABLE_COLUMNS:
             table.add_column(name, key=name)
         self._update_status("connecting…")
         self.source.start(on_status=self._on_watch_status)
@@ -196,8 +252,22 @@ class MigNurseApp(App[None]):
         self._force_full = False
         self._last_full = monotonic
         now = self.source.now()
+        watcher = self.source.watcher
+        synced = watcher is not None and watcher.synced()
+        # Judging a half-listed cluster would report "no findings" that are not true.
+        if synced and monotonic - self._last_diagnosis >= DIAGNOSE_SECONDS:
+            self._last_diagnosis = monotonic
+            try:
+                changes.diagnosis = self.source.diagnose()
+            except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not stop the refreshes
+                changes.diagnosis_error = f"diagnosis failed: {type(exc).__name__}: {exc}"
+            if changes.diagnosis is not None:
+                self._badges = _badges(changes.diagnosis.findings)
         snapshot = state.snapshot(taken_at=now)
-        rows = node_rows(snapshot, now)
+        rows = [
+            dataclasses.replace(r, badge=self._badges[r.name]) if r.name in self._badges else r
+            for r in node_rows(snapshot, now)
+        ]
         changes.pools = sorted({r.pool for r in rows if r.pool})
         shown = [r for r in rows if self.pool_filter is None or r.pool == self.pool_filter]
         fresh = {r.name: r for r in shown}
@@ -206,7 +276,7 @@ class MigNurseApp(App[None]):
             if old is None:
                 changes.added.append(row)
             elif old != row:
-                old_cells, new_cells = old.cells(), row.cells()
+                old_cells, new_cells = _display(old), _display(row)
                 cols = [
                     i for i, (a, b) in enumerate(zip(old_cells, new_cells, strict=True)) if a != b
                 ]
@@ -230,7 +300,9 @@ class MigNurseApp(App[None]):
                 self._rows[row.name] = row
                 cells = self._styled(row)
                 for index in cols:
-                    table.update_cell(row.name, COLUMNS[index], cells[index], update_width=True)
+                    table.update_cell(
+                        row.name, TABLE_COLUMNS[index], cells[index], update_width=True
+                    )
             for row in changes.added:
                 self._rows[row.name] = row
                 table.add_row(*self._styled(row), key=row.name)
@@ -238,6 +310,10 @@ class MigNurseApp(App[None]):
                 table.sort("POOL", "NAME", key=_sort_key)
         if changes.pools:
             self._pools = changes.pools
+        if changes.diagnosis is not None or changes.diagnosis_error:
+            self._diagnosis = changes.diagnosis
+            self._diagnosis_error = changes.diagnosis_error
+        self._show_findings()
         if changes.summary:
             self._update_status(changes.summary)
         if highlighted and (
@@ -263,11 +339,41 @@ class MigNurseApp(App[None]):
             table.move_cursor(row=table.get_row_index(highlighted))
 
     def _styled(self, row: NodeRow) -> list[Any]:
-        cells: list[Any] = list(row.cells(shorten=True))  # the detail pane has the full name
-        cells[3] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
+        cells: list[Any] = list(_display(row, shorten=True))  # the detail pane has the full name
+        cells[0] = Text(cells[0], style=SEVERITY_STYLE.get(row.badge, ""))
+        cells[4] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
         if row.ahr_ok is False:
-            cells[7] = Text(row.ahr, style="bold red")
+            cells[8] = Text(row.ahr, style="bold red")
         return cells
+
+    def _show_findings(self) -> None:
+        """The findings panel: worst first, with a live countdown to each deadline."""
+        panel = self.query_one("#findings", Static)
+        if self._diagnosis_error:
+            panel.update(Text(self._diagnosis_error, style="yellow"))
+            return
+        if self._diagnosis is None:
+            panel.update(Text("Diagnosing…", style="dim"))
+            return
+        findings = self._diagnosis.findings
+        if not findings:
+            panel.update(Text("No findings.", style="green"))
+            return
+        now = self.source.now()
+        lines = Text()
+        for finding in findings[:FINDINGS_SHOWN]:
+            if lines:
+                lines.append("\n")
+            lines.append(
+                f"{finding.severity.upper():<8}", style=SEVERITY_STYLE.get(finding.severity, "")
+            )
+            lines.append(f" {finding.id}", style="bold")
+            lines.append(f" {finding.summary}")  # summaries name their pool
+            if finding.deadline:
+                lines.append(f"  deadline {countdown(finding.deadline, now)}", style="bold")
+        if len(findings) > FINDINGS_SHOWN:
+            lines.append(f"\n… {len(findings) - FINDINGS_SHOWN} more (mignurse diagnose)")
+        panel.update(lines)
 
     def _update_status(self, text: str) -> None:
         self.query_one("#status", Static).update(text)
@@ -353,6 +459,24 @@ class MigNurseApp(App[None]):
         self._pods[name] = (time.monotonic(), result)
         if self._highlighted_name() == name:
             self._show_detail(name)
+
+
+TABLE_COLUMNS = ("!", *COLUMNS)  # "!" carries the worst finding's severity, in words
+BADGE_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
+
+
+def _display(row: NodeRow, *, shorten: bool = False) -> tuple[str, ...]:
+    return (BADGE_WORDS.get(row.badge, ""), *row.cells(shorten=shorten))
+
+
+def _badges(findings: list[Finding]) -> dict[str, str]:
+    worst: dict[str, str] = {}
+    for finding in findings:
+        for node in finding.nodes:
+            current = worst.get(node)
+            if current is None or SEVERITY_ORDER[finding.severity] < SEVERITY_ORDER[current]:
+                worst[node] = finding.severity
+    return worst
 
 
 def _sort_key(values: tuple[Any, ...]) -> tuple[str, str]:

@@ -15,7 +15,10 @@ from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.tui.app import LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
+
+POOL = TABLE_COLUMNS.index("POOL")
+AHR = TABLE_COLUMNS.index("AHR")
 
 
 @pytest.fixture
@@ -57,16 +60,16 @@ async def test_shows_the_loop_and_a_replacement_arriving(
     async with app.run_test(size=(180, 40)):
         await until(lambda: app.refreshes > 0 and len(table_rows(app)) > 0)
         rows = table_rows(app)
-        looping = {name for name, cells in rows.items() if cells[1] == "gpu-inference"}
+        looping = {name for name, cells in rows.items() if cells[POOL] == "gpu-inference"}
         assert looping, "no gpu-inference nodes on screen"
-        assert any("DCGMError" in cells[7] for cells in rows.values())
+        assert any("DCGMError" in cells[AHR] for cells in rows.values())
         status = static_text(app.query_one("#status", Static))
         assert "SIMULATED" in status and "GPU nodes" in status
 
         sim.advance(15 * 60)  # the repair fires and Karpenter's replacement joins
 
         def replaced() -> bool:
-            now = {n for n, c in table_rows(app).items() if c[1] == "gpu-inference"}
+            now = {n for n, c in table_rows(app).items() if c[POOL] == "gpu-inference"}
             return bool(now - looping) and bool(looping - now)
 
         await until(replaced)
@@ -78,12 +81,12 @@ async def test_pool_key_filters_and_detail_pane_shows_conditions(
     _sim, app = repair_loop
     async with app.run_test(size=(180, 40)) as pilot:
         await until(lambda: len(table_rows(app)) > 0)
-        pools = {cells[1] for cells in table_rows(app).values()}
+        pools = {cells[POOL] for cells in table_rows(app).values()}
         assert len(pools) > 1
         await pilot.press("p")
-        await until(lambda: len({c[1] for c in table_rows(app).values()}) == 1)
+        await until(lambda: len({c[POOL] for c in table_rows(app).values()}) == 1)
         await pilot.press("a")
-        await until(lambda: {c[1] for c in table_rows(app).values()} == pools)
+        await until(lambda: {c[POOL] for c in table_rows(app).values()} == pools)
         table = app.query_one("#nodes", DataTable)
         table.focus()
         await pilot.press("down")

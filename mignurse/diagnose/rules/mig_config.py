@@ -1,0 +1,166 @@
+"""mig-config-failed: mig-manager's `nvidia.com/mig.config.state` is `failed`, or stuck in
+`pending`/`rebooting` far longer than a reconfigure takes (domain.md §3.1, §3.3).
+
+Label changes leave no event or history transition, so with a snapshot alone "too long" is
+measured from the node's creation: a reconfigure runs as soon as mig-manager starts there.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from mignurse.diagnose.findings import (
+    CRITICAL,
+    MIG_CONFIG_FAILED,
+    RUNBOOK_CORDON_AND_COLLECT,
+    RUNBOOK_REAPPLY_MIG,
+    WARNING,
+    Evidence,
+    Finding,
+)
+from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.mig_profiles import describe_counts, mig_slices
+from mignurse.diagnose.rules.mig_hook import (
+    condition_evidence,
+    evidence_problems,
+    human,
+    label_evidence,
+    mig_hook_holds,
+    node_evidence_of,
+    paused_evidence,
+    paused_operands,
+)
+from mignurse.model import (
+    LABEL_MIG_CONFIG,
+    LABEL_MIG_CONFIG_STATE,
+    MIG_NOT_SUPPORTED,
+    PROBE_OK,
+    RESOURCE_GPU,
+    MigState,
+    Node,
+)
+
+# §3.3: each operand wait is ≤5 min and the mode phase sleeps 30 s, so a healthy
+# reconfigure on a new node is done well inside this.
+STUCK_AFTER = timedelta(minutes=15)
+STUCK_STATES = ("pending", "rebooting")
+
+
+def _unusable(node: Node) -> bool:
+    """No GPU capacity for pods: no MIG slices where a MIG layout is asked for, no
+    `nvidia.com/gpu` under all-disabled."""
+    if node.mig_config == "all-disabled":
+        return node.gpu_allocatable.get(RESOURCE_GPU, 0) == 0
+    return not mig_slices(node)
+
+
+def _mig_summary(mig: MigState) -> Evidence:
+    """One line on what the GPUs themselves say, next to the label."""
+    gpus = [g for g in mig.gpus if g.mig_current != MIG_NOT_SUPPORTED]
+    modes = sorted({f"{g.mig_current}/{g.mig_pending}" for g in gpus})
+    counts: dict[str, int] = {}
+    for gpu in gpus:
+        for profile, n in gpu.profile_counts().items():
+            counts[profile] = counts.get(profile, 0) + n
+    text = (
+        f"{len(gpus)} MIG-capable GPUs, mode current/pending {', '.join(modes) or 'n/a'}, "
+        f"MIG devices {describe_counts(counts)}"
+    )
+    return Evidence(None, mig.source or "nvml", text)
+
+
+def _explain(node: Node, paused: list[str], after_hook: bool) -> str:
+    state = node.mig_config_state
+    if after_hook:
+        return (
+            "after MIG reconfiguration restarted kubelet mid-bootstrap "
+            "(see mig-hook-kubelet-restart)"
+        )
+    if state == "failed" and paused:
+        return (
+            "operands still paused-for-mig-change, so the reconfigure died before restoring "
+            "them; mig-manager does not retry a failed state (e.g. ERROR_LIBRARY_NOT_FOUND "
+            "after a driver reload): read its pod log, deleting the pod retries"
+        )
+    if state == "failed":
+        return (
+            "mig-manager does not retry a failed state (invalid config, a mode change that "
+            "needs a reboot, or ERROR_LIBRARY_NOT_FOUND after a driver reload): read its pod "
+            "log, deleting the pod retries"
+        )
+    if state == "pending" and paused:
+        return (
+            "pending with operands paused-for-mig-change: mig-manager is waiting on GPU "
+            "clients that never stop (client-shutdown timeout, gpu-operator#2833)"
+        )
+    if state == "rebooting":
+        return "the reboot for a MIG mode change never completed the reconfigure"
+    return "the reconfigure never finished"
+
+
+def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
+    state = node.mig_config_state
+    age = inp.now - node.created if node.created is not None else None
+    if state == "failed":
+        pass
+    elif state in STUCK_STATES:
+        if age is None or age <= STUCK_AFTER:
+            return None  # a reconfigure may still be running
+    else:
+        return None
+    paused = paused_operands(node)
+    not_ready = node.ready_status != "Ready"
+    unusable = _unusable(node)
+    severity = CRITICAL if not_ready or unusable else WARNING
+    after_hook = mig_hook_holds(inp, node.name)
+
+    consequences = [w for w, on in (("NotReady", not_ready), ("no GPU resources", unusable)) if on]
+    also = f" ({', '.join(consequences)})" if consequences else ""
+    how_long = f" on a node {human(age)} old" if age is not None and state != "failed" else ""
+    summary = (
+        f"{node.name}: {LABEL_MIG_CONFIG_STATE}={state} for {LABEL_MIG_CONFIG}="
+        f"{node.mig_config or '(unset)'}{how_long}{also}: {_explain(node, paused, after_hook)}"
+    )
+    found: list[Evidence] = [
+        label_evidence(node, LABEL_MIG_CONFIG),
+        label_evidence(node, LABEL_MIG_CONFIG_STATE),
+        *paused_evidence(node),
+    ]
+    slices = mig_slices(node)
+    gpus = node.gpu_allocatable.get(RESOURCE_GPU, 0)
+    found.append(
+        Evidence(
+            None,
+            "node",
+            f"allocatable MIG slices {describe_counts(slices)}, {RESOURCE_GPU} {gpus}",
+        )
+    )
+    if node.ready is not None:
+        found.append(condition_evidence(node.ready))
+    if node.created is not None:
+        found.append(Evidence(node.created, "node", f"Node {node.name} created"))
+    evidence = node_evidence_of(inp, node.name)
+    if evidence is not None:
+        if evidence.mig is not None and evidence.mig.status == PROBE_OK:
+            found.append(_mig_summary(evidence.mig))
+        found.extend(evidence_problems(evidence))
+    return Finding(
+        id=MIG_CONFIG_FAILED,
+        severity=severity,
+        nodepool=node.pool,
+        nodes=(node.name,),
+        summary=summary,
+        evidence=tuple(found),
+        runbooks=(RUNBOOK_REAPPLY_MIG, RUNBOOK_CORDON_AND_COLLECT),
+    )
+
+
+def rule(inp: DiagnosisInput) -> list[Finding]:
+    findings: list[Finding] = []
+    for node in inp.snapshot.gpu_nodes():
+        if node.deleting is not None:
+            continue
+        finding = _node_finding(inp, node)
+        if finding is not None:
+            findings.append(finding)
+    return findings

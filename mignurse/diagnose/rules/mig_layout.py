@@ -1,0 +1,261 @@
+"""mig-layout-mismatch: the layout `nvidia.com/mig.config` asks for differs from (a) the MIG
+state the GPUs report (node evidence: NVML or nvidia-smi) or (b) the resources the device
+plugin advertises (domain.md §3.1, §3.9, §3.10; profile tables in `mig_profiles`).
+
+Nodes whose `mig.config.state` is pending, rebooting or failed are mid-change or stuck:
+`mig-config-failed` owns them, and a differing layout there is expected, not news.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from mignurse.diagnose.findings import (
+    CRITICAL,
+    MIG_LAYOUT_MISMATCH,
+    RUNBOOK_CORDON_AND_COLLECT,
+    RUNBOOK_REAPPLY_MIG,
+    WARNING,
+    Evidence,
+    Finding,
+)
+from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.mig_profiles import (
+    MIG_INVALID,
+    GpuIdentity,
+    Layout,
+    describe_counts,
+    expected_layout,
+    identify_gpus,
+    mig_slices,
+    profile_of_config,
+    single_strategy_profile,
+    strategy,
+)
+from mignurse.diagnose.rules.mig_hook import (
+    MIG_STATES_IN_FLIGHT,
+    evidence_problems,
+    label_evidence,
+    node_evidence_of,
+)
+from mignurse.model import (
+    LABEL_GPU_PRODUCT,
+    LABEL_MIG_CONFIG,
+    LABEL_MIG_CONFIG_STATE,
+    LABEL_MIG_STRATEGY,
+    MIG_DISABLED,
+    MIG_ENABLED,
+    MIG_NOT_SUPPORTED,
+    MIG_UNKNOWN,
+    PROBE_OK,
+    RESOURCE_GPU,
+    GpuMigState,
+    MigState,
+    Node,
+)
+
+# The device plugin re-registers its resources a little after a reconfigure or a join.
+ADVERTISE_GRACE = timedelta(minutes=5)
+
+
+def _gpu_problem(gpu: GpuMigState, layout: Layout | None, config: str) -> str | None:
+    """What one GPU shows that the layout does not ask for, or None."""
+    if gpu.mode_change_pending:
+        return (
+            f"MIG mode change pending (current {gpu.mig_current}, pending {gpu.mig_pending}): "
+            f"needs a GPU reset or reboot"
+        )
+    if layout is None or gpu.mig_current == MIG_UNKNOWN:
+        return None
+    want = MIG_ENABLED if layout.mig_enabled else MIG_DISABLED
+    if gpu.mig_current != want:
+        return f"MIG mode {gpu.mig_current}, {config} asks {want}"
+    if layout.devices is None:
+        return None
+    counts = gpu.profile_counts()
+    if "unknown" in counts:
+        # nvidia-smi -q -x alone names no profiles: compare how many devices there are.
+        have, asked = sum(counts.values()), sum(layout.devices.values())
+        if have != asked:
+            return f"{have} MIG devices, {config} asks {asked} ({describe_counts(layout.devices)})"
+        return None
+    if counts != dict(layout.devices):
+        return (
+            f"MIG devices {describe_counts(counts)}, {config} asks "
+            f"{describe_counts(layout.devices)}"
+        )
+    return None
+
+
+def _gpu_ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5] → "GPUs 0-2, 5"."""
+    parts: list[str] = []
+    start = prev = indices[0]
+    for i in [*indices[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ("GPU " if len(indices) == 1 else "GPUs ") + ", ".join(parts)
+
+
+def _compare_gpus(
+    mig: MigState, layout: Layout | None, ident: GpuIdentity, config: str
+) -> tuple[list[str], list[Evidence]]:
+    gpus = [g for g in mig.gpus if g.mig_current != MIG_NOT_SUPPORTED]
+    by_problem: dict[str, list[int]] = {}
+    for gpu in gpus:
+        problem = _gpu_problem(gpu, layout, config)
+        if problem is not None:
+            by_problem.setdefault(problem, []).append(gpu.index)
+    source = mig.source or "nvml"
+    problems = [f"{_gpu_ranges(sorted(ix))}: {p}" for p, ix in by_problem.items()]
+    if ident.count is not None and gpus and len(gpus) < ident.count:
+        problems.append(f"{source} lists {len(gpus)} MIG-capable GPUs of {ident.count}")
+    evidence = [Evidence(None, source, p) for p in problems]
+    if not problems:
+        counts: dict[str, int] = {}
+        for gpu in gpus:
+            for profile, n in gpu.profile_counts().items():
+                counts[profile] = counts.get(profile, 0) + n
+        modes = sorted({g.mig_current for g in gpus})
+        evidence.append(
+            Evidence(
+                None,
+                source,
+                f"{len(gpus)} MIG-capable GPUs, mode {', '.join(modes) or 'n/a'}, "
+                f"MIG devices {describe_counts(counts)}",
+            )
+        )
+    return problems, evidence
+
+
+def _compare_advertised(
+    node: Node, layout: Layout | None, ident: GpuIdentity, config: str
+) -> tuple[list[str], bool]:
+    """Mismatches between the layout and the device plugin's resources, and whether the
+    node advertises nothing usable where a MIG layout is asked for."""
+    slices = mig_slices(node)
+    gpus = node.gpu_allocatable.get(RESOURCE_GPU, 0)
+    strat = strategy(node)
+    single = single_strategy_profile(node)
+    if layout is None:
+        # Unknown config: still nothing at all to schedule on is worth a page.
+        if not slices and gpus == 0:
+            return ["advertises no nvidia.com/gpu and no nvidia.com/mig-* resources"], True
+        return [], False
+    if not layout.mig_enabled:
+        problems = []
+        if slices:
+            problems.append(f"advertises MIG slices {describe_counts(slices)} under {config}")
+        if ident.count is not None and gpus != ident.count:
+            problems.append(f"advertises {RESOURCE_GPU}={gpus} of {ident.count} GPUs")
+        return problems, False
+    if strat == "none":
+        return [], False  # the device plugin was told not to expose MIG devices
+    if single == MIG_INVALID:
+        product = node.labels.get(LABEL_GPU_PRODUCT, "")
+        return [
+            f"device plugin rejected the layout: {LABEL_GPU_PRODUCT}={product} (single strategy "
+            f"needs one profile on every GPU)"
+        ], True
+    if not slices:
+        return [f"advertises no MIG resources although {config} asks for a MIG layout"], True
+    if layout.devices is not None and ident.count is not None:
+        want = {p: n * ident.count for p, n in layout.devices.items()}
+        if slices != want:
+            return [
+                f"advertises {describe_counts(slices)}, {config} on {ident.count} GPUs means "
+                f"{describe_counts(want)}"
+            ], False
+        return [], False
+    if config.startswith("all-") and config not in ("all-balanced", "all-enabled"):
+        profile = profile_of_config(config)
+        others = sorted(set(slices) - {profile})
+        if others:
+            return [f"advertises {describe_counts(slices)}, {config} asks only {profile}"], False
+    return [], False
+
+
+def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
+    config = node.mig_config
+    evidence = node_evidence_of(inp, node.name)
+    mig = evidence.mig if evidence is not None else None
+    ok_mig = mig if mig is not None and mig.status == PROBE_OK else None
+    ident = identify_gpus(node, ok_mig)
+    layout = expected_layout(config, ident.family)
+
+    problems: list[str] = []
+    found: list[Evidence] = []
+    critical = False
+    if ok_mig is not None:
+        gpu_problems, gpu_evidence = _compare_gpus(ok_mig, layout, ident, config)
+        problems.extend(gpu_problems)
+        found.extend(gpu_evidence)
+    young = node.created is not None and inp.now - node.created < ADVERTISE_GRACE
+    # A NotReady node's device plugin cannot register: its resources say nothing of MIG.
+    if node.ready_status == "Ready" and not young:
+        advertised, zero = _compare_advertised(node, layout, ident, config)
+        problems.extend(advertised)
+        critical = zero
+        found.extend(Evidence(None, "node", p) for p in advertised)
+    if not problems:
+        return None
+
+    if layout is None:
+        asks = f"{config} (expected layout unknown: not a standard config name)"
+    elif layout.devices is None:
+        asks = f"{config} (expected layout unknown: {layout.note})"
+    else:
+        per_gpu = describe_counts(layout.devices) if layout.mig_enabled else "MIG disabled"
+        asks = f"{config} ({per_gpu} per GPU)"
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    summary = f"{node.name}: {LABEL_MIG_CONFIG}={asks} but {problems[0]}{more}"
+
+    found.extend(
+        [
+            label_evidence(node, LABEL_MIG_CONFIG),
+            label_evidence(node, LABEL_MIG_CONFIG_STATE),
+        ]
+    )
+    for key in (LABEL_MIG_STRATEGY, LABEL_GPU_PRODUCT):
+        if key in node.labels:
+            found.append(label_evidence(node, key))
+    family = ident.family.name if ident.family is not None else "unknown GPU model"
+    found.append(
+        Evidence(
+            None,
+            "node",
+            f"{ident.count if ident.count is not None else '?'} GPUs "
+            f"({ident.count_from or 'count unknown'}), {family}"
+            f" ({ident.family_from or 'model unknown'})",
+        )
+    )
+    allocatable = ", ".join(f"{k}={v}" for k, v in sorted(node.gpu_allocatable.items()))
+    found.append(Evidence(None, "node", f"allocatable {allocatable or 'no GPU resources'}"))
+    if evidence is not None:
+        found.extend(evidence_problems(evidence))
+    return Finding(
+        id=MIG_LAYOUT_MISMATCH,
+        severity=CRITICAL if critical else WARNING,
+        nodepool=node.pool,
+        nodes=(node.name,),
+        summary=summary,
+        evidence=tuple(found),
+        runbooks=(RUNBOOK_REAPPLY_MIG, RUNBOOK_CORDON_AND_COLLECT),
+    )
+
+
+def rule(inp: DiagnosisInput) -> list[Finding]:
+    findings: list[Finding] = []
+    for node in inp.snapshot.gpu_nodes():
+        if not node.mig_config or node.deleting is not None:
+            continue
+        if node.mig_config_state in MIG_STATES_IN_FLIGHT:
+            continue  # mig-config-failed's (see the module docstring)
+        finding = _node_finding(inp, node)
+        if finding is not None:
+            findings.append(finding)
+    return findings

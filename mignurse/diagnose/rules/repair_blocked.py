@@ -1,0 +1,179 @@
+"""`repair-blocked`: Karpenter's 20% guard is holding repairs in a NodePool (domain.md §1.5).
+
+Two proofs, merged per pool: `NodeRepairBlocked` Warning events (on the Node; the NodePool
+and cluster scopes word it differently across versions), and the arithmetic now: more
+nodes match a repair policy than `ceil(20% × pool size)` while repair is on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from mignurse.diagnose.facts import (
+    REPAIR_BLOCKED_EVENT,
+    REPAIR_TOLERATIONS,
+    repair_allowance,
+    unhealthy_for_repair,
+)
+from mignurse.diagnose.findings import (
+    REPAIR_BLOCKED,
+    RUNBOOK_CORDON_AND_COLLECT,
+    RUNBOOK_REPLACE,
+    WARNING,
+    Evidence,
+    Finding,
+)
+from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.rules.churn import (
+    all_events,
+    condition_text,
+    event_evidence,
+    short_time,
+    unhealthy_condition,
+)
+from mignurse.model import Event, Node, format_time
+
+# Blocked repairs requeue every 5 min and the event dedupes for 15 min (§1.5): a guard still
+# holding refreshes its event well within an hour, the default event TTL (§1.9).
+RECENT = timedelta(hours=1)
+CLUSTER_SCOPE = "in the cluster"  # standalone NodeClaims: all Nodes count (§1.5)
+
+
+@dataclass
+class _Pool:
+    events: list[Event] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    cluster_scope: bool = False
+
+
+def rule(inp: DiagnosisInput) -> list[Finding]:
+    pools: dict[str, _Pool] = {}
+    node_pool = _node_pools(inp)
+    since = inp.now - RECENT
+    for event in all_events(inp):
+        if event.reason != REPAIR_BLOCKED_EVENT:
+            continue
+        if (event.last_seen or event.first_seen or since) < since:
+            continue
+        scope_cluster = CLUSTER_SCOPE in event.message
+        pool = "" if scope_cluster else node_pool.get(event.involved_name, "")
+        entry = pools.setdefault(pool, _Pool())
+        entry.events.append(event)
+        entry.cluster_scope |= scope_cluster
+
+    for pool, nodes in _karpenter_pools(inp).items():
+        if pools.get(pool) is None and not _repair_on(inp, nodes):
+            continue
+        pools.setdefault(pool, _Pool()).nodes = nodes
+
+    findings = []
+    for pool, entry in sorted(pools.items()):
+        finding = _finding(inp, pool, entry)
+        if finding is not None:
+            findings.append(finding)
+    return findings
+
+
+def _node_pools(inp: DiagnosisInput) -> dict[str, str]:
+    """Node name → pool, from the snapshot and, for Nodes already gone, the history."""
+    pools = {lc.name: lc.pool for lc in inp.history.lifecycles if lc.kind == "Node" and lc.pool}
+    pools.update({name: node.pool for name, node in inp.snapshot.nodes.items()})
+    return pools
+
+
+def _karpenter_pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
+    """Nodes per Karpenter NodePool: the guard counts every Node with the pool label."""
+    pools: dict[str, list[Node]] = {}
+    for node in inp.snapshot.nodes.values():
+        if node.pool and node.pool_kind in ("nodepool", "auto"):
+            pools.setdefault(node.pool, []).append(node)
+    gpu_pools = {n.pool for n in inp.snapshot.gpu_nodes()}
+    return {pool: nodes for pool, nodes in pools.items() if pool in gpu_pools}
+
+
+def _repair_on(inp: DiagnosisInput, nodes: list[Node]) -> bool:
+    if any(n.pool_kind == "auto" for n in nodes):
+        return True  # Auto Mode: always on (§2.2)
+    return inp.karpenter is not None and inp.karpenter.node_repair is True
+
+
+def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
+    unhealthy = sorted((n for n in entry.nodes if unhealthy_for_repair(n)), key=lambda n: n.name)
+    allowance = repair_allowance(len(entry.nodes))
+    held_now = bool(entry.nodes) and len(unhealthy) > allowance
+    if not entry.events and not held_now:
+        return None
+
+    evidence = [event_evidence(e) for e in entry.events]
+    overdue: list[datetime] = []
+    for node in unhealthy:
+        cond = unhealthy_condition(node)
+        if cond is None:
+            continue
+        deadline = (
+            cond.last_transition + REPAIR_TOLERATIONS[(cond.type, cond.status)]
+            if cond.last_transition
+            else None
+        )
+        if deadline is not None and deadline <= inp.now:
+            overdue.append(deadline)
+        state = (
+            f"repair due since {format_time(deadline)}, held by the guard"
+            if deadline is not None and deadline <= inp.now
+            else f"repair due {format_time(deadline)}"
+            if deadline is not None
+            else "no transition time"
+        )
+        evidence.append(
+            Evidence(
+                cond.last_transition,
+                "condition",
+                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
+                + f" since {format_time(cond.last_transition)}; {state}",
+            )
+        )
+    if entry.nodes:
+        evidence.append(
+            Evidence(
+                None,
+                "condition",
+                f"{len(unhealthy)} of {len(entry.nodes)} nodes in NodePool {pool} match a "
+                f"repair policy now; the guard allows ceil(20% × {len(entry.nodes)}) = "
+                f"{allowance}",
+            )
+        )
+
+    where = "cluster-wide (standalone NodeClaims)" if entry.cluster_scope else f"NodePool {pool}"
+    if not pool and not entry.cluster_scope:
+        where = "a NodePool no longer visible"
+    summary = f"{where}: Karpenter repair held by the 20% guard"
+    if entry.nodes:
+        summary += (
+            f", {len(unhealthy)} of {len(entry.nodes)} nodes unhealthy, at most {allowance} "
+            "may be repaired"
+        )
+    if entry.events:
+        count = sum(e.count for e in entry.events)
+        first = min((e.first_seen for e in entry.events if e.first_seen), default=None)
+        last = max((e.last_seen for e in entry.events if e.last_seen), default=None)
+        summary += f"; {REPAIR_BLOCKED_EVENT} x{count}" + (
+            f" {short_time(first)}–{short_time(last)}" if first and last else ""
+        )
+    if overdue:
+        summary += (
+            f"; {len(overdue)} past their repair deadline: when the count drops, they are "
+            "replaced at once"
+        )
+    nodes = tuple(
+        dict.fromkeys([n.name for n in unhealthy] + [e.involved_name for e in entry.events])
+    )
+    return Finding(
+        id=REPAIR_BLOCKED,
+        severity=WARNING,
+        nodepool=pool,
+        nodes=nodes,
+        summary=summary,
+        evidence=tuple(evidence),
+        runbooks=(RUNBOOK_CORDON_AND_COLLECT, RUNBOOK_REPLACE),
+    )

@@ -1,0 +1,96 @@
+"""`mignurse diagnose --from` on hand-written kubectl dumps of both incidents, and on calm
+clusters: the incident is named with the runbook that fits; calm raises nothing critical."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mignurse.cli import main
+from mignurse.sim import SimCluster, load_scenario
+
+from .test_sources import write_dumps
+
+INCIDENTS = Path(__file__).parent.parent / "fixtures" / "incidents"
+
+
+def diagnose_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = main(["diagnose", *args, "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_dcgm_repair_loop_is_named_with_pause_and_a_deadline(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, document = diagnose_json(
+        capsys, "--from", str(INCIDENTS / "dcgm-repair-loop"), "--now", "2026-11-29T02:55:00Z"
+    )
+    assert code == 2
+    loops = [f for f in document["findings"] if f["id"] == "node-repair-loop"]
+    assert len(loops) == 1, document["findings"]
+    loop = loops[0]
+    assert loop["severity"] == "critical"
+    assert loop["nodepool"] == "gpu-inference"
+    assert "pause-node-repair" in loop["runbooks"]
+    assert loop["deadline"] == "2026-11-29T02:58:10Z"  # AHR False at 02:48:10 + 10 min
+    assert loop["evidence"], "a claim without evidence"
+    assert "ip-10-0-57-99.us-west-2.compute.internal" in loop["nodes"]
+    # The two calm nodes on the old image are not accused of anything.
+    accused = {n for f in document["findings"] if f["severity"] == "critical" for n in f["nodes"]}
+    assert "ip-10-0-26-103.us-west-2.compute.internal" not in accused
+
+
+def test_the_mig_kubelet_restart_incident_asks_for_replacement(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, document = diagnose_json(
+        capsys, "--from", str(INCIDENTS / "mig-hook-notready"), "--now", "2026-11-29T03:10:00Z"
+    )
+    assert code == 2
+    node = "ip-10-0-0-114.us-west-2.compute.internal"
+    named = [
+        f
+        for f in document["findings"]
+        if f["id"] in ("notready-loop", "mig-hook-kubelet-restart") and node in f["nodes"]
+    ]
+    assert named, document["findings"]
+    assert "replace-instance" in named[0]["runbooks"]
+    healthy_sibling = "ip-10-0-26-127.us-west-2.compute.internal"
+    assert not any(healthy_sibling in f["nodes"] for f in document["findings"])
+
+
+def test_a_healthy_cluster_raises_nothing_critical(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim = SimCluster(load_scenario("healthy"), speed=0)
+    write_dumps(sim, tmp_path)
+    code, document = diagnose_json(capsys, "--from", str(tmp_path))
+    assert code in (0, 1)
+    assert not [f for f in document["findings"] if f["severity"] == "critical"]
+
+
+def test_the_table_shows_the_countdown_and_runbooks(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "diagnose",
+            "--from",
+            str(INCIDENTS / "dcgm-repair-loop"),
+            "--now",
+            "2026-11-29T02:55:00Z",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 2
+    assert "CRITICAL  node-repair-loop  gpu-inference" in out
+    assert "deadline in 3m10s" in out
+    assert "runbooks: " in out and "pause-node-repair" in out
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--from", str(tmp_path)]) == 2
+    assert "has no cluster/nodes.json" in capsys.readouterr().err
+    assert main(["diagnose", "--from", str(INCIDENTS / "dcgm-repair-loop"), "--now", "soon"]) == 2
+    err = capsys.readouterr().err
+    assert "--now 'soon' is not an RFC 3339 time" in err and err.count("\n") == 1
