@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from mignurse.diagnose.findings import CRITICAL, WARNING, Finding, sort_findings
 from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.gcpause import paused_gc
 
 Rule = Callable[[DiagnosisInput], list[Finding]]
 
@@ -44,12 +45,16 @@ def diagnose(
 ) -> Diagnosis:
     findings: list[Finding] = []
     errors: list[str] = []
-    for name, rule in rules if rules is not None else all_rules():
-        try:
-            findings.extend(rule(inp))
-        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the rest
-            where = traceback.extract_tb(exc.__traceback__)[-1]
-            errors.append(f"{name}: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})")
+    # Rules build many short-lived objects over 100,000 events: see mignurse/gcpause.py.
+    with paused_gc():
+        for name, rule in rules if rules is not None else all_rules():
+            try:
+                findings.extend(rule(inp))
+            except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the rest
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                errors.append(
+                    f"{name}: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+                )
     if nodepool is not None:
         findings = [f for f in findings if f.nodepool == nodepool]
     if node is not None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import Any, TypeVar
 
 from mignurse.cluster.history import Lifecycle, Transition
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.evidence import CgroupInfo, CloudInitStatus, JournalParse, OsRelease
 from mignurse.model import Event, MigState
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -100,3 +103,51 @@ class DiagnosisInput:
     node_evidence: Mapping[str, NodeEvidence] = field(default_factory=dict)
     karpenter: KarpenterSettings | None = None
     cluster_policy: Mapping[str, Any] | None = None  # NVIDIA ClusterPolicy, raw
+
+    # Indexes built once per input: rules look things up per node, and a scan of 100,000
+    # events for each of 5,000 nodes would take minutes (benchmarks/bench_diagnose.py).
+
+    def memo(self, key: str, compute: Callable[[], T]) -> T:
+        """A derived view several rules share (e.g. the replacements), computed once."""
+        cache: dict[str, Any] = self.__dict__.setdefault("_memo", {})
+        if key not in cache:
+            cache[key] = compute()
+        result: T = cache[key]
+        return result
+
+    @cached_property
+    def events_by_node(self) -> Mapping[str, tuple[Event, ...]]:
+        """Events about each Node, from the API server and the history, deduplicated,
+        oldest first."""
+        seen: set[tuple[str, str, str]] = set()
+        index: dict[str, list[Event]] = {}
+        for event in (*self.snapshot.events, *self.history.events):
+            if event.involved_kind != "Node":
+                continue
+            key = (event.namespace, event.name, event.uid)
+            if key in seen:
+                continue
+            seen.add(key)
+            index.setdefault(event.involved_name, []).append(event)
+        return {
+            name: tuple(
+                sorted(found, key=lambda e: (e.first_seen or e.last_seen or self.now, e.reason))
+            )
+            for name, found in index.items()
+        }
+
+    @cached_property
+    def transitions_by_name(self) -> Mapping[tuple[str, str], tuple[Transition, ...]]:
+        """History transitions by (kind, object name), in recorded order."""
+        index: dict[tuple[str, str], list[Transition]] = {}
+        for transition in self.history.transitions:
+            index.setdefault((transition.kind, transition.name), []).append(transition)
+        return {key: tuple(found) for key, found in index.items()}
+
+    @cached_property
+    def lifecycles_by_name(self) -> Mapping[tuple[str, str], tuple[Lifecycle, ...]]:
+        """History lifecycles by (kind, object name): names are reused, uids tell them apart."""
+        index: dict[tuple[str, str], list[Lifecycle]] = {}
+        for lifecycle in self.history.lifecycles:
+            index.setdefault((lifecycle.kind, lifecycle.name), []).append(lifecycle)
+        return {key: tuple(found) for key, found in index.items()}

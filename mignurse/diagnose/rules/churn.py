@@ -112,7 +112,11 @@ def parse_transition(event: Event) -> Transition | None:
 
 def all_events(inp: DiagnosisInput) -> list[Event]:
     """The snapshot's events plus those only the history still holds, one copy each
-    (the newest occurrence wins), oldest first."""
+    (the newest occurrence wins), oldest first. Computed once per input."""
+    return inp.memo("churn.all_events", lambda: _all_events(inp))
+
+
+def _all_events(inp: DiagnosisInput) -> list[Event]:
     merged: dict[str, Event] = {}
     for event in (*inp.history.events, *inp.snapshot.events):
         key = event.uid or f"{event.namespace}/{event.name}"
@@ -201,7 +205,12 @@ class Replacement:
 
 def replacements(inp: DiagnosisInput, window: timedelta = WINDOW) -> list[Replacement]:
     """Every NodeClaim that ended within `window` of `now`, deduplicated by name, oldest
-    first. History lifecycles are richest, then the snapshot, then events alone."""
+    first. History lifecycles are richest, then the snapshot, then events alone. Three
+    rules ask for it: computed once per input and window."""
+    return inp.memo(f"churn.replacements.{window}", lambda: _replacements(inp, window))
+
+
+def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
     events = all_events(inp)
     about = _events_by_object(events)
     transitions = [t for e in events if (t := parse_transition(e)) is not None]

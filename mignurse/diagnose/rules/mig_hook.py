@@ -142,18 +142,7 @@ def transition_evidence(transition: Transition) -> Evidence:
 def node_events(inp: DiagnosisInput, node: Node | str) -> list[Event]:
     """Events about the Node, from the API server and the local history, oldest first."""
     name = node if isinstance(node, str) else node.name
-    seen: set[tuple[str, str, str]] = set()
-    found: list[Event] = []
-    for event in (*inp.snapshot.events, *inp.history.events):
-        if event.involved_kind != "Node" or event.involved_name != name:
-            continue
-        key = (event.namespace, event.name, event.uid)
-        if key in seen:
-            continue
-        seen.add(key)
-        found.append(event)
-    found.sort(key=lambda e: (e.first_seen or e.last_seen or inp.now, e.reason))
-    return found
+    return list(inp.events_by_node.get(name, ()))
 
 
 def paused_operands(node: Node) -> list[str]:

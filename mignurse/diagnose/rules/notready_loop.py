@@ -73,11 +73,8 @@ def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
     raw: list[tuple[datetime, str]] = []
     transitions = [
         t
-        for t in inp.history.transitions
-        if t.kind == "Node"
-        and t.name == node.name
-        and t.condition == "Ready"
-        and (not node.uid or not t.uid or t.uid == node.uid)
+        for t in inp.transitions_by_name.get(("Node", node.name), ())
+        if t.condition == "Ready" and (not node.uid or not t.uid or t.uid == node.uid)
     ]
     if transitions:
         found.from_history = True
@@ -114,11 +111,8 @@ def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
     lifecycle_ready = next(
         (
             lc.first_ready
-            for lc in inp.history.lifecycles
-            if lc.kind == "Node"
-            and lc.name == node.name
-            and (not node.uid or not lc.uid or lc.uid == node.uid)
-            and lc.first_ready is not None
+            for lc in inp.lifecycles_by_name.get(("Node", node.name), ())
+            if (not node.uid or not lc.uid or lc.uid == node.uid) and lc.first_ready is not None
         ),
         None,
     )
