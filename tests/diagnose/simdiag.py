@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from mignurse.cluster.history import HistoryStore
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
+from mignurse.diagnose.sources import read_history
 from mignurse.model import Event, Node, NodeClaim, NodePool
 from mignurse.sim import SimCluster
 
@@ -61,17 +61,8 @@ def record_history(
         elapsed += step
 
 
-def history_of(sim: SimCluster, store: HistoryStore, *, hours: float = 6) -> History:
-    context = sim.scenario.context_name
-    since: datetime = sim.now() - timedelta(hours=hours)
-    return History(
-        lifecycles=tuple(
-            store.lifecycles(context, kind="NodeClaim", since=since)
-            + store.lifecycles(context, kind="Node", since=since)
-        ),
-        transitions=tuple(store.transitions(context, kind="Node", since=since)),
-        events=tuple(store.events(context, since=since)),
-    )
+def history_of(sim: SimCluster, store: HistoryStore) -> History:
+    return read_history(store, sim.scenario.context_name, sim.now())
 
 
 def input_of(
