@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diagnose.add_argument("-o", "--output", choices=("table", "json"), default="table")
     diagnose.add_argument("--nodepool", help="only findings about this NodePool or node group")
-    diagnose.add_argument("--node", help="only findings that name this node")
+    diagnose.add_argument("--node", help="only findings that name this node, then its timeline")
     diagnose.add_argument(
         "--state-dir", help="where `mignurse watch` keeps the history (live mode)"
     )
@@ -237,8 +237,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.cluster.history import default_history_path
     from mignurse.diagnose.engine import diagnose
     from mignurse.diagnose.sources import load_live, load_offline
+    from mignurse.diagnose.timeline import node_timeline
     from mignurse.model import format_time, parse_time
-    from mignurse.render import print_findings
+    from mignurse.render import print_findings, print_timeline
 
     now = None
     if args.now:
@@ -262,7 +263,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         context = client.info.context
     for notice in gathered.notices:
         print(f"note: {notice}", file=sys.stderr)
-    result = diagnose(gathered.to_input(now), nodepool=args.nodepool, node=args.node)
+    inp = gathered.to_input(now)
+    result = diagnose(inp, nodepool=args.nodepool, node=args.node)
+    timeline = []
+    if args.node:
+        if args.node not in inp.snapshot.nodes and args.node not in inp.events_by_node:
+            raise UserError(f"no node {args.node!r} in {context}: check the name (mignurse nodes)")
+        timeline = node_timeline(inp, args.node)
     for error in result.rule_errors:
         print(f"warning: a rule failed and was skipped: {error}", file=sys.stderr)
     if args.output == "json":
@@ -274,12 +281,17 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "findings": [f.to_json() for f in result.findings],
             "ruleErrors": result.rule_errors,
         }
+        if args.node:
+            document["timeline"] = [entry.to_json() for entry in timeline]
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
-    elif result.findings:
-        print_findings(result.findings, now)
     else:
-        print(f"No findings in {context} as of {format_time(now)}.")
+        if result.findings:
+            print_findings(result.findings, now)
+        else:
+            print(f"No findings in {context} as of {format_time(now)}.")
+        if args.node:
+            print_timeline(args.node, timeline)
     return result.exit_code
 
 

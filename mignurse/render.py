@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mignurse.diagnose.findings import Finding
+from mignurse.diagnose.timeline import TimelineEntry
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
 
 NO_WRAP = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU")
@@ -129,3 +130,17 @@ def print_findings(
         if finding.runbooks:
             console.print(Text("  runbooks: " + ", ".join(finding.runbooks)))
         console.print()
+
+
+def print_timeline(
+    node: str, entries: Sequence[TimelineEntry], *, out: TextIO | None = None
+) -> None:
+    """A node's timeline, oldest first: time, source, what happened."""
+    out = out or sys.stdout
+    out.write(f"\nTimeline of {node} ({len(entries)} entries, UTC):\n")
+    for entry in entries:
+        out.write(
+            f"  {entry.time.astimezone(UTC):%m-%d %H:%M:%S}  {entry.source:<18} {entry.text}\n"
+        )
+    if not entries:
+        out.write("  nothing recorded about it\n")

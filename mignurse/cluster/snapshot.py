@@ -118,7 +118,8 @@ class ClusterState:
         self._nodeclaims: dict[str, NodeClaim] = {}
         self._nodepools: dict[str, NodePool] = {}
         self._events: dict[tuple[str, str], Event] = {}
-        self._events_by_node: dict[str, set[tuple[str, str]]] = {}
+        # (involved kind, involved name) → event keys: a node's detail without a full scan
+        self._events_by_object: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self._dirty_nodes: set[str] = set()
         self._dirty_other = False
         self.karpenter = False
@@ -161,10 +162,10 @@ class ClusterState:
                 self._dirty_other = True
             elif plural == "events":
                 self._events = {e.key: e for e in models}
-                self._events_by_node = {}
+                self._events_by_object = {}
                 for event in models:
-                    if event.involved_kind == "Node":
-                        self._events_by_node.setdefault(event.involved_name, set()).add(event.key)
+                    about = (event.involved_kind, event.involved_name)
+                    self._events_by_object.setdefault(about, set()).add(event.key)
                 self._dirty_other = True
             self.generation += 1
         self._notify(plural, "LIST", models)
@@ -201,14 +202,14 @@ class ClusterState:
                 self._dirty_other = True
             elif plural == "events":
                 event = model = Event.from_api(raw)
-                keys = self._events_by_node.setdefault(event.involved_name, set())
+                about = (event.involved_kind, event.involved_name)
+                keys = self._events_by_object.setdefault(about, set())
                 if deleted:
                     self._events.pop(event.key, None)
                     keys.discard(event.key)
                 else:
                     self._events[event.key] = event
-                    if event.involved_kind == "Node":
-                        keys.add(event.key)
+                    keys.add(event.key)
                 if event.involved_kind == "Node":
                     self._dirty_nodes.add(event.involved_name)
                 self._dirty_other = True
@@ -240,12 +241,37 @@ class ClusterState:
 
     def node_events(self, name: str) -> list[Event]:
         """Events about one Node, oldest first, without scanning every event."""
+        return self.events_about("Node", name)
+
+    def events_about(self, kind: str, name: str) -> list[Event]:
+        """Events about one object, oldest first, without scanning every event."""
         with self._lock:
-            found = [
-                self._events[k] for k in self._events_by_node.get(name, ()) if k in self._events
-            ]
+            keys = self._events_by_object.get((kind, name), ())
+            found = [self._events[k] for k in keys if k in self._events]
         found.sort(key=lambda e: e.last_seen or e.first_seen or _EPOCH)
         return found
+
+    def node_view(self, name: str, taken_at: datetime | None = None) -> Snapshot:
+        """A snapshot of one node, its NodeClaims and the events about them: enough for
+        its timeline, at the cost of one node rather than the cluster."""
+        with self._lock:
+            node = self._nodes.get(name)
+            claims = {
+                c.name: c
+                for c in self._nodeclaims.values()
+                if c.node_name == name
+                or (node and node.provider_id and c.provider_id == node.provider_id)
+            }
+        events = self.node_events(name)
+        for claim in claims:
+            events += self.events_about("NodeClaim", claim)
+        return Snapshot(
+            nodes={name: node} if node else {},
+            nodeclaims=claims,
+            events=tuple(events),
+            karpenter=self.karpenter,
+            taken_at=taken_at,
+        )
 
     def take_changes(self) -> tuple[set[str], bool]:
         """Names of nodes changed since the last call, and whether anything else changed."""

@@ -36,6 +36,7 @@ from mignurse.diagnose.engine import Diagnosis, diagnose
 from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
 from mignurse.diagnose.sources import karpenter_settings, read_history
+from mignurse.diagnose.timeline import TimelineEntry, node_timeline
 from mignurse.model import Node, Pod, format_time
 from mignurse.nodeview import AHR, COLUMNS, NodeRow, format_age, node_rows
 from mignurse.render import SEVERITY_STYLE, countdown
@@ -86,6 +87,7 @@ class LiveSource:
         self.history_path = history_path
         self.history: HistoryStore | None = None
         self._recorder: HistoryRecorder | None = None
+        self.last_history = History()
         self._checked = False
 
     @property
@@ -137,6 +139,7 @@ class LiveSource:
         history = History()
         if self.history is not None:
             history = read_history(self.history, self.context, now)
+            self.last_history = history  # the detail pane's timeline reads it too
         inp = DiagnosisInput(
             snapshot=self.state.snapshot(taken_at=now),
             now=now,
@@ -440,9 +443,11 @@ class MigNurseApp(App[None]):
         pods = self._pods.get(name)
         if pods is None or time.monotonic() - pods[0] > PODS_MAX_AGE_SECONDS:
             self._fetch_pods(name)
-        detail.update(
-            node_detail(node, state.node_events(name), self.source.now(), pods[1] if pods else None)
+        now = self.source.now()
+        view = DiagnosisInput(
+            snapshot=state.node_view(name, taken_at=now), now=now, history=self.source.last_history
         )
+        detail.update(node_detail(node, node_timeline(view, name), now, pods[1] if pods else None))
 
     @work(thread=True, exclusive=True, group="pods", exit_on_error=False)
     def _fetch_pods(self, name: str) -> None:
@@ -510,9 +515,9 @@ def _summary(
 
 
 def node_detail(
-    node: Node, events: list[Any], now: datetime, pods: list[Pod] | str | None = None
+    node: Node, timeline: list[TimelineEntry], now: datetime, pods: list[Pod] | str | None = None
 ) -> Group:
-    """The detail pane: conditions, the labels that matter, recent events, its pods."""
+    """The detail pane: conditions, the labels that matter, its timeline, its pods."""
     title = Text.assemble(
         (node.name, "bold"),
         f"  {node.pool or 'no pool'} ({node.pool_kind or 'unmanaged'}) · {node.instance_type}"
@@ -548,26 +553,30 @@ def node_detail(
     for taint in node.taints:
         labels.add_row("taint", str(taint))
     recent = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    for column in ("AGE", "TYPE", "REASON", "FROM", "MESSAGE"):
+    for column in ("AGO", "SOURCE", "WHAT"):
         recent.add_column(column, overflow="fold")
-    for event in events[-DETAIL_EVENTS:]:
-        seen = event.last_seen or event.first_seen
-        age = format_age((now - seen).total_seconds()) if seen else "?"
-        count = f" (x{event.count})" if event.count > 1 else ""
+    for entry in timeline[-DETAIL_EVENTS:]:
+        warning = "Warning" in entry.text[:20] or entry.text.startswith(
+            ("Ready=False", "Ready=Unknown")
+        )
         recent.add_row(
-            age,
-            Text(event.type, style="yellow" if event.type == "Warning" else ""),
-            event.reason,
-            event.source,
-            event.message + count,
+            format_age((now - entry.time).total_seconds()),
+            entry.source,
+            Text(entry.text, style="yellow" if warning else ""),
         )
     parts: list[Any] = [title, Text(""), Text("Conditions", style="bold underline"), conditions]
     parts += [Text(""), Text("Labels that matter", style="bold underline"), labels]
-    parts += [Text(""), Text(f"Recent events ({len(events)})", style="bold underline")]
+    parts += [
+        Text(""),
+        Text(
+            f"Timeline (last {min(len(timeline), DETAIL_EVENTS)} of {len(timeline)})",
+            style="bold underline",
+        ),
+    ]
     parts.append(
         recent
-        if events
-        else Text("none kept by the API server (events expire after ~1 h)", style="dim")
+        if timeline
+        else Text("nothing kept by the API server (events expire after ~1 h)", style="dim")
     )
     parts += [Text(""), _pods_part(pods, now)]
     return Group(*parts)
