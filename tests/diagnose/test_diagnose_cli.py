@@ -94,3 +94,30 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["diagnose", "--from", str(INCIDENTS / "dcgm-repair-loop"), "--now", "soon"]) == 2
     err = capsys.readouterr().err
     assert "--now 'soon' is not an RFC 3339 time" in err and err.count("\n") == 1
+
+
+def test_live_diagnosis_of_the_simulated_repair_loop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the real client: objects, events and the Karpenter Deployment's gates."""
+    with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        code, document = diagnose_json(
+            capsys, "--kubeconfig", str(kubeconfig), "--state-dir", str(tmp_path / "state")
+        )
+        current = [
+            n
+            for n in sim.objects("nodes")
+            if any(
+                c["type"] == "AcceleratedHardwareReady" and c["status"] == "False"
+                for c in n["status"]["conditions"]
+            )
+        ]
+    assert code == 2
+    assert document["context"] == "sim-dcgm-repair-loop"
+    loop = next(f for f in document["findings"] if f["id"] == "node-repair-loop")
+    assert loop["nodepool"] == "gpu-inference"
+    # NodeRepair is on in the Deployment, so the hardware finding carries the same deadline.
+    hardware = next(f for f in document["findings"] if f["id"] == "accelerated-hardware-not-ready")
+    assert hardware["deadline"] == loop["deadline"] is not None
+    assert {n["metadata"]["name"] for n in current} <= set(hardware["nodes"])
