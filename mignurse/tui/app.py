@@ -363,17 +363,23 @@ class MigNurseApp(App[None]):
             panel.update(Text("No findings.", style="green"))
             return
         now = self.source.now()
+        # One line per finding (the whole story is in `mignurse diagnose`): the countdown
+        # goes first so no long summary can push it off the screen.
+        width = max(self.size.width - 2, 40)
         lines = Text()
         for finding in findings[:FINDINGS_SHOWN]:
-            if lines:
-                lines.append("\n")
-            lines.append(
+            line = Text()
+            line.append(
                 f"{finding.severity.upper():<8}", style=SEVERITY_STYLE.get(finding.severity, "")
             )
-            lines.append(f" {finding.id}", style="bold")
-            lines.append(f" {finding.summary}")  # summaries name their pool
             if finding.deadline:
-                lines.append(f"  deadline {countdown(finding.deadline, now)}", style="bold")
+                line.append(f" deadline {countdown(finding.deadline, now)}", style="bold")
+            line.append(f" {finding.id}", style="bold")
+            line.append(f" {finding.summary}")  # summaries name their pool
+            line.truncate(width, overflow="ellipsis")
+            if lines:
+                lines.append("\n")
+            lines.append_text(line)
         if len(findings) > FINDINGS_SHOWN:
             lines.append(f"\n… {len(findings) - FINDINGS_SHOWN} more (mignurse diagnose)")
         panel.update(lines)
