@@ -534,7 +534,7 @@ def _from_events(
                 )
             )
         cause = _cause_from_events(
-            all_reasons, causes + node_causes, registered, ended, unhealthy, since
+            all_reasons, causes + node_causes, launched, registered, ended, unhealthy, since
         )
         created = launched or registered
         expire_after = expire.get(pool)
@@ -665,6 +665,7 @@ def _pair_node(
 def _cause_from_events(
     reasons: set[str],
     events: list[Event],
+    launched: datetime | None,
     registered: datetime | None,
     ended: datetime | None,
     unhealthy: tuple[str, str, str] | None,
@@ -676,7 +677,8 @@ def _cause_from_events(
     disruption = [e for e in events if e.reason in CONSOLIDATION_EVENTS]
     if disruption:
         return "drift" if any("Drift" in e.message for e in disruption) else "consolidation"
-    if registered is None and reasons & set(REGISTRATION_EVENTS):
+    # Launched, never Registered: liveness deletes silently, no Warning needed (§1.6, §1.7).
+    if registered is None and (reasons & set(REGISTRATION_EVENTS) or launched is not None):
         return "registration"
     if unhealthy is not None and since is not None and ended is not None:
         deadline = since + REPAIR_TOLERATIONS.get((unhealthy[0], unhealthy[1]), timedelta(0))
