@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from mignurse.gpu.profiles import A100_40GB, H100_80GB, H200, standard_layouts
+
 JsonDict = dict[str, Any]
 
 KARPENTER_API = "karpenter.sh/v1"
@@ -64,33 +66,10 @@ class GpuModel:
         return bool(self.mig_layouts)
 
 
-_H100_LAYOUTS = {
-    "all-1g.10gb": {"1g.10gb": 7},
-    "all-1g.20gb": {"1g.20gb": 4},
-    "all-2g.20gb": {"2g.20gb": 3},
-    "all-3g.40gb": {"3g.40gb": 2},
-    "all-4g.40gb": {"4g.40gb": 1},
-    "all-7g.80gb": {"7g.80gb": 1},
-    "all-balanced": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
-}
-_H200_LAYOUTS = {
-    "all-1g.18gb": {"1g.18gb": 7},
-    "all-1g.35gb": {"1g.35gb": 4},
-    "all-2g.35gb": {"2g.35gb": 3},
-    "all-3g.71gb": {"3g.71gb": 2},
-    "all-4g.71gb": {"4g.71gb": 1},
-    "all-7g.141gb": {"7g.141gb": 1},
-    "all-balanced": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
-}
-_A100_40_LAYOUTS = {
-    "all-1g.5gb": {"1g.5gb": 7},
-    "all-1g.10gb": {"1g.10gb": 4},
-    "all-2g.10gb": {"2g.10gb": 3},
-    "all-3g.20gb": {"3g.20gb": 2},
-    "all-4g.20gb": {"4g.20gb": 1},
-    "all-7g.40gb": {"7g.40gb": 1},
-    "all-balanced": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
-}
+# One source for MIG profiles: the same tables the diagnosis rules judge layouts by.
+_H100_LAYOUTS = standard_layouts(H100_80GB)
+_H200_LAYOUTS = standard_layouts(H200)
+_A100_40_LAYOUTS = standard_layouts(A100_40GB)
 
 GPU_MODELS: dict[str, GpuModel] = {
     "h100": GpuModel("h100", "NVIDIA-H100-80GB-HBM3", 81920, 81559, "hopper", 9, 0, _H100_LAYOUTS),

@@ -19,7 +19,6 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.mig_profiles import describe_counts, mig_slices
 from mignurse.diagnose.rules.mig_hook import (
     condition_evidence,
     evidence_problems,
@@ -30,6 +29,7 @@ from mignurse.diagnose.rules.mig_hook import (
     paused_evidence,
     paused_operands,
 )
+from mignurse.gpu.profiles import describe_counts, mig_slices
 from mignurse.model import (
     LABEL_MIG_CONFIG,
     LABEL_MIG_CONFIG_STATE,

@@ -1,6 +1,6 @@
 """mig-layout-mismatch: the layout `nvidia.com/mig.config` asks for differs from (a) the MIG
 state the GPUs report (node evidence: NVML or nvidia-smi) or (b) the resources the device
-plugin advertises (domain.md §3.1, §3.9, §3.10; profile tables in `mig_profiles`).
+plugin advertises (domain.md §3.1, §3.9, §3.10; profile tables in `mignurse.gpu.profiles`).
 
 Nodes whose `mig.config.state` is pending, rebooting or failed are mid-change or stuck:
 `mig-config-failed` owns them, and a differing layout there is expected, not news.
@@ -20,7 +20,13 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.mig_profiles import (
+from mignurse.diagnose.rules.mig_hook import (
+    MIG_STATES_IN_FLIGHT,
+    evidence_problems,
+    label_evidence,
+    node_evidence_of,
+)
+from mignurse.gpu.profiles import (
     MIG_INVALID,
     GpuIdentity,
     Layout,
@@ -31,12 +37,6 @@ from mignurse.diagnose.mig_profiles import (
     profile_of_config,
     single_strategy_profile,
     strategy,
-)
-from mignurse.diagnose.rules.mig_hook import (
-    MIG_STATES_IN_FLIGHT,
-    evidence_problems,
-    label_evidence,
-    node_evidence_of,
 )
 from mignurse.model import (
     LABEL_GPU_PRODUCT,

@@ -209,6 +209,19 @@ def profile_of_config(config: str) -> str:
     return profile
 
 
+def standard_layouts(family: GpuFamily) -> dict[str, dict[str, int]]:
+    """The `all-<profile>` configs of the default mig-parted file for a family (one
+    profile filling each GPU), plus `all-balanced` where it is tabulated (§3.9)."""
+    layouts = {
+        f"all-{profile}": {profile: count}
+        for profile, count in family.profiles.items()
+        if "+" not in profile and "-" not in profile  # media-extension variants are named apart
+    }
+    if family.balanced is not None:
+        layouts["all-balanced"] = dict(family.balanced)
+    return layouts
+
+
 def expected_layout(config: str, family: GpuFamily | None) -> Layout | None:
     """The per-GPU layout of a standard config name; None for a name we do not know."""
     if config == "all-disabled":
