@@ -121,3 +121,28 @@ def test_live_diagnosis_of_the_simulated_repair_loop(
     hardware = next(f for f in document["findings"] if f["id"] == "accelerated-hardware-not-ready")
     assert hardware["deadline"] == loop["deadline"] is not None
     assert {n["metadata"]["name"] for n in current} <= set(hardware["nodes"])
+
+
+def test_a_bundle_with_node_journals_names_the_kubelet_restart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same incident with the node's own files: the cause, not just the suspicion."""
+    evidence = Path(__file__).parent.parent / "evidence" / "fixtures"
+    node = "ip-10-0-0-114.us-west-2.compute.internal"
+    for name in ("nodes", "nodeclaims", "events"):
+        text = (INCIDENTS / "mig-hook-notready" / f"{name}.json").read_text()
+        (tmp_path / "cluster").mkdir(exist_ok=True)
+        (tmp_path / "cluster" / f"{name}.json").write_text(text)
+    node_dir = tmp_path / "nodes" / node
+    node_dir.mkdir(parents=True)
+    for name in ("kubelet.log", "containerd.log"):
+        (node_dir / name).write_text((evidence / name).read_text())
+    (node_dir / "cgroup-fs.txt").write_text("cgroup2fs\n")
+    code, document = diagnose_json(capsys, "--from", str(tmp_path), "--now", "2026-11-29T03:10:00Z")
+    assert code == 2
+    ids = {f["id"] for f in document["findings"] if node in f["nodes"]}
+    assert "mig-hook-kubelet-restart" in ids
+    assert "notready-loop" not in ids  # the cause replaces the suspicion
+    restart = next(f for f in document["findings"] if f["id"] == "mig-hook-kubelet-restart")
+    assert restart["runbooks"] == ["replace-instance"]
+    assert any(e["source"].startswith("journal:") for e in restart["evidence"])
