@@ -127,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a progress line this often (default: 60)",
     )
 
+    probe = sub.add_parser(
+        "probe",
+        help="the MIG state of this machine's GPUs, read through NVML (read-only)",
+        description="Exit code: 0 read, 1 no GPUs or no MIG support, 2 NVML unusable "
+        "(no driver, driver not loaded, error).",
+    )
+    probe.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
     demo = sub.add_parser(
         "demo", help="the app on a built-in simulated cluster (no cluster or AWS account needed)"
     )
@@ -450,6 +458,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_nodes(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
+        if args.command == "probe":
+            from mignurse.gpu.probe_cli import run as run_probe
+
+            return run_probe(args.output)
         if args.command == "watch":
             return cmd_watch(args)
         if args.command == "demo":
