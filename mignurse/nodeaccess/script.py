@@ -1,0 +1,300 @@
+"""The node-side collector: one POSIX `sh` script that reads a node and writes a tar of `node/`.
+
+The script only reads (domain.md §4.5, §4.6): it never restarts or reloads a unit, never
+touches MIG state, never reads user data, and never enables Bottlerocket's admin container.
+Every source runs under `timeout`, capped with `head -c`, and is recorded in `manifest.json`
+(argv, rc, timed_out, seconds, bytes, truncated, sha256); a failed source is one line in
+`errors.txt` and never stops the others. Paths are prefixed with `${MIGNURSE_ROOT:-}` so the
+same script runs against a sandbox (mignurse.sim.nodes) in tests and the demo.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+SOURCE_TIMEOUT = 60  # seconds per ordinary source
+JOURNAL_TIMEOUT = 120  # journals can be large and slow on a busy node
+FORMAT = 1  # manifest.json "format"
+
+# The files a collection may hold, in the order the script writes them (design.md layout).
+NODE_FILES = (
+    "manifest.json",
+    "errors.txt",
+    "kubelet.log",
+    "containerd.log",
+    "nodeadm.log",
+    "kernel.log",
+    "kernel-previous-boot.log",
+    "cloud-init.log",
+    "cloud-init-output.log",
+    "cloud-init-status.json",
+    "os-release",
+    "cgroup-fs.txt",
+    "nvidia-smi.xml",
+    "nvidia-smi-L.txt",
+    "mig-lgi.txt",
+    "mig-lci.txt",
+    "mig-parted-export.yaml",
+    "devices.txt",
+    "crictl-ps.txt",
+    "systemctl-failed.txt",
+    "bottlerocket-logs.tar.gz",
+)
+
+BOTTLEROCKET_ADMIN_DISABLED = (
+    "Bottlerocket admin container disabled: enable it with "
+    "apiclient set host-containers.admin.enabled=true to collect host logs"
+)
+
+_PRELUDE = r"""
+# mignurse node collector: read-only; the tar of node/ is the only thing on stdout.
+umask 077
+exec 3>&1 1>&2
+R="${MIGNURSE_ROOT:-}"
+T=$(mktemp -d "${TMPDIR:-/tmp}/mignurse.XXXXXX") || { echo "mignurse: mktemp -d failed"; exit 1; }
+trap 'rm -rf "$T"' EXIT
+trap 'exit 143' INT TERM HUP
+D="$T/node"
+mkdir "$D" || exit 1
+: >"$D/errors.txt"
+: >"$T/sources"
+TO=
+if command -v timeout >/dev/null 2>&1; then TO=timeout; fi
+HAVE_SHA=
+if command -v sha256sum >/dev/null 2>&1; then HAVE_SHA=1; fi
+
+# JSON string body: control characters dropped, backslash and quote escaped.
+jstr() {
+  printf '%s' "$1" | tr -d '\000-\037' | sed 's/[\\"]/\\&/g'
+}
+
+jargv() {
+  _a=
+  for _x in "$@"; do
+    _a="$_a${_a:+, }\"$(jstr "$_x")\""
+  done
+  printf '[%s]' "$_a"
+}
+
+now_ms() {
+  _n=$(date +%s%N 2>/dev/null)
+  case $_n in
+    ''|*[!0-9]*) echo $(( $(date +%s) * 1000 )) ;;
+    *) echo $(( _n / 1000000 )) ;;
+  esac
+}
+
+err() {
+  printf '%s\n' "$*" | tr -d '\000-\011\013-\037' >>"$D/errors.txt"
+}
+
+skip() {  # skip <file> <why> <argv...>
+  _f=$1; _why=$2; shift 2
+  printf '{"file": "%s", "argv": %s, "skipped": "%s"}\n' \
+    "$(jstr "$_f")" "$(jargv "$@")" "$(jstr "$_why")" >>"$T/sources"
+}
+
+# run <file> <timeout-seconds> <ok exit codes> <argv...>: one capped, timed source.
+run() {
+  _f=$1; _t=$2; _ok=$3; shift 3
+  _start=$(now_ms)
+  if ! command -v "$1" >/dev/null 2>&1; then
+    _rc=127
+    printf '%s: not found\n' "$1" >"$T/stderr"
+    : >"$D/$_f"
+  else
+    {
+      if [ -n "$TO" ]; then
+        timeout -k 5 "$_t" "$@" </dev/null 2>"$T/stderr"
+      else
+        "$@" </dev/null 2>"$T/stderr"
+      fi
+      echo $? >"$T/rc"
+    } | head -c "$((MAX + 1))" >"$D/$_f.part"
+    _rc=$(cat "$T/rc" 2>/dev/null)
+    [ -n "$_rc" ] || _rc=255
+    _size=$(wc -c <"$D/$_f.part" | tr -d ' ')
+    if [ "$_size" -gt "$MAX" ]; then
+      head -c "$MAX" "$D/$_f.part" >"$D/$_f"
+      rm -f "$D/$_f.part"
+    else
+      mv "$D/$_f.part" "$D/$_f"
+    fi
+  fi
+  _end=$(now_ms)
+  _ms=$((_end - _start))
+  _bytes=$(wc -c <"$D/$_f" | tr -d ' ')
+  _trunc=false
+  [ "${_size:-0}" -gt "$MAX" ] && _trunc=true
+  _size=0
+  _tout=false
+  case $_rc in 124|137) [ -n "$TO" ] && _tout=true ;; esac
+  _good=false
+  for _c in $_ok; do [ "$_rc" = "$_c" ] && _good=true; done
+  # head closing the pipe early kills the source with SIGPIPE: that is the cap, not a failure.
+  [ "$_trunc" = true ] && [ "$_rc" = 141 ] && _good=true
+  if [ "$_good" = false ]; then
+    _why=$(head -c 300 "$T/stderr" 2>/dev/null | tr '\n' ' ')
+    if [ "$_tout" = true ]; then
+      err "$_f: $1 timed out after ${_t}s${_why:+: $_why}"
+    else
+      err "$_f: $1 exited $_rc${_why:+: $_why}"
+    fi
+    [ "$_bytes" -eq 0 ] && rm -f "$D/$_f"
+  fi
+  _sha=null
+  if [ -f "$D/$_f" ] && [ -n "$HAVE_SHA" ]; then
+    _sha="\"$(sha256sum "$D/$_f" | cut -d ' ' -f 1)\""
+  fi
+  printf '{"file": "%s", "argv": %s, "rc": %s, "timed_out": %s, ' \
+    "$(jstr "$_f")" "$(jargv "$@")" "$_rc" "$_tout" >>"$T/sources"
+  printf '"seconds": %d.%03d, "bytes": %s, "truncated": %s, "sha256": %s}\n' \
+    $((_ms / 1000)) $((_ms % 1000)) \
+    "$_bytes" "$_trunc" "$_sha" >>"$T/sources"
+}
+
+# A copied file is a source too (`cat` of the path), so it gets the same record and cap.
+copy() {  # copy <file> <path>
+  if [ -e "$2" ]; then
+    run "$1" "$SRC_TO" 0 cat "$2"
+  else
+    err "$1: $2 not present"
+    skip "$1" "not present" cat "$2"
+  fi
+}
+
+finish() {
+  _finished=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  {
+    printf '{"format": %s, "collector": "mignurse", "started": "%s", "finished": "%s",\n' \
+      "$FORMAT" "$STARTED" "$_finished"
+    printf ' "root": "%s", "since": "%s", "until": %s, "max_bytes_per_source": %s,\n' \
+      "$(jstr "$R")" "$(jstr "$SINCE")" "$UNTIL_JSON" "$MAX"
+    printf ' "os_id": "%s", "refused": %s,\n "sources": [\n' "$(jstr "$OS_ID")" "$REFUSED"
+    sed '$!s/$/,/' "$T/sources"
+    printf ' ]}\n'
+  } >"$D/manifest.json"
+  tar -C "$T" -cf - node >&3
+  _trc=$?
+  exit "${1:-$_trc}"
+}
+"""
+
+_BODY = r"""
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+OS_ID=
+if [ -r "$R/etc/os-release" ]; then
+  OS_ID=$(sed -n 's/^ID=//p' "$R/etc/os-release" | tr -d '"' | head -n 1)
+fi
+REFUSED=null
+UNTIL_JSON=null
+[ -n "$UNTIL" ] && UNTIL_JSON="\"$(jstr "$UNTIL")\""
+
+# Free space first: a full disk on a sick node must not get fuller because of us.
+_avail=$(df -Pk "$T" 2>/dev/null | awk 'NR == 2 { print $4 }')
+case $_avail in
+  ''|*[!0-9]*) err "free space: cannot read df -Pk $T" ;;
+  *)
+    if [ $((_avail / 1024)) -lt "$MIN_FREE_MB" ]; then
+      _msg="refused: only $((_avail / 1024)) MB free under $T, need $MIN_FREE_MB MB"
+      err "$_msg"
+      REFUSED="\"$(jstr "$_msg")\""
+      finish 3
+    fi
+    ;;
+esac
+
+set -- --since "$SINCE"
+[ -n "$UNTIL" ] && set -- "$@" --until "$UNTIL"
+J="journalctl --no-pager -o short-iso-precise --utc"
+# $J is split on purpose (fixed words); the window stays quoted in "$@".
+run kubelet.log "$JOURNAL_TO" 0 $J -u kubelet "$@"
+run containerd.log "$JOURNAL_TO" 0 $J -u containerd "$@"
+run nodeadm.log "$JOURNAL_TO" 0 $J -u nodeadm-config -u nodeadm-run -u nodeadm-boot-hook "$@"
+run kernel.log "$JOURNAL_TO" 0 $J -k -b 0 "$@"
+run kernel-previous-boot.log "$JOURNAL_TO" 0 $J -k -b -1 "$@"
+set --
+
+copy cloud-init.log "$R/var/log/cloud-init.log"
+copy cloud-init-output.log "$R/var/log/cloud-init-output.log"
+# cloud-init status: 2 = done with recoverable errors (23.4+), still a readable answer.
+run cloud-init-status.json "$SRC_TO" "0 1 2" cloud-init status --long --format json
+copy os-release "$R/etc/os-release"
+run cgroup-fs.txt "$SRC_TO" 0 stat -fc %T "$R/sys/fs/cgroup/"
+
+run nvidia-smi.xml "$SRC_TO" 0 nvidia-smi -q -x
+run nvidia-smi-L.txt "$SRC_TO" 0 nvidia-smi -L
+# mig -lgi/-lci exit non-zero with "No MIG devices found" on some drivers: keep the text.
+run mig-lgi.txt "$SRC_TO" "0 6" nvidia-smi mig -lgi
+run mig-lci.txt "$SRC_TO" "0 6" nvidia-smi mig -lci
+run mig-parted-export.yaml "$SRC_TO" 0 nvidia-mig-parted export
+run devices.txt "$SRC_TO" 0 ls -l "$R"/dev/nvidia* "$R/dev/nvidia-caps"
+
+if command -v crictl >/dev/null 2>&1; then
+  run crictl-ps.txt "$SRC_TO" 0 crictl ps -a
+else
+  skip crictl-ps.txt "crictl not on PATH" crictl ps -a
+fi
+run systemctl-failed.txt "$SRC_TO" 0 systemctl --failed --no-pager
+
+if [ "$OS_ID" = bottlerocket ]; then
+  _admin=
+  if command -v apiclient >/dev/null 2>&1; then
+    _admin=$(apiclient get host-containers.admin.enabled </dev/null 2>/dev/null | tr -d ' \n')
+  fi
+  case $_admin in
+    *'"enabled":true'*)
+      run logdog.txt "$JOURNAL_TO" 0 apiclient exec -T admin sheltie logdog
+      if [ -e "$R/.bottlerocket/support/bottlerocket-logs.tar.gz" ]; then
+        copy bottlerocket-logs.tar.gz "$R/.bottlerocket/support/bottlerocket-logs.tar.gz"
+      else
+        copy bottlerocket-logs.tar.gz "$R/var/log/support/bottlerocket-logs.tar.gz"
+      fi
+      ;;
+    *)
+      err "$BR_ADMIN_MSG"
+      skip bottlerocket-logs.tar.gz "admin container disabled" \
+        apiclient exec -T admin sheltie logdog
+      ;;
+  esac
+fi
+
+finish
+"""
+
+
+def _safe(value: str, what: str) -> str:
+    """A shell-quoted value; control characters would break the manifest's JSON lines."""
+    if any(ord(c) < 32 for c in value):
+        raise ValueError(f"{what} must not contain control characters: {value!r}")
+    return shlex.quote(value)
+
+
+def collector_script(
+    *,
+    since: str = "6 hours ago",
+    until: str | None = None,
+    max_bytes_per_source: int = 50 * 2**20,
+    min_free_mb: int = 500,
+    source_timeout: int = SOURCE_TIMEOUT,
+    journal_timeout: int = JOURNAL_TIMEOUT,
+) -> str:
+    """The collector as one POSIX sh script (runs under dash); its stdout is a tar of node/."""
+    if max_bytes_per_source < 1:
+        raise ValueError("max_bytes_per_source must be at least 1")
+    if min_free_mb < 0 or source_timeout < 1 or journal_timeout < 1:
+        raise ValueError("min_free_mb must be >= 0 and timeouts >= 1 second")
+    settings = "\n".join(
+        [
+            "#!/bin/sh",
+            f"SINCE={_safe(since, 'since')}",
+            f"UNTIL={_safe(until or '', 'until')}",
+            f"MAX={int(max_bytes_per_source)}",
+            f"MIN_FREE_MB={int(min_free_mb)}",
+            f"SRC_TO={int(source_timeout)}",
+            f"JOURNAL_TO={int(journal_timeout)}",
+            f"FORMAT={FORMAT}",
+            f"BR_ADMIN_MSG={shlex.quote(BOTTLEROCKET_ADMIN_DISABLED)}",
+        ]
+    )
+    return settings + _PRELUDE + _BODY

@@ -1,0 +1,412 @@
+"""NodeSandbox: a fake GPU node's files and commands, for the collector's tests and the demo.
+
+`root/fs/` holds the node's files (read by the collector through MIGNURSE_ROOT); `root/bin/`
+holds stub `journalctl`, `nvidia-smi`, `nvidia-mig-parted`, `systemctl`, `cloud-init`,
+`crictl` and a `stat` shim that serve `root/data/`; every stub appends its argv to
+`root/calls.log`, so a test can prove that collection never restarted or changed anything.
+
+Stories: `mig-hook` (AL2023, cgroup v2, kubelet stopped ~40 s after its first start and
+restarted, containerd loses its cgroups, 8 H100 with MIG on and no MIG devices: design.md's
+first incident), `dcgm-loop` and `healthy` (quiet journals, nvidia-smi fine).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+STORIES = ("mig-hook", "dcgm-loop", "healthy")
+H100 = "NVIDIA H100 80GB HBM3"
+BUS_IDS = ("53", "64", "75", "86", "97", "A8", "B9", "CA")  # p5.48xlarge, nvidia-smi order
+
+OS_RELEASE_AL2023 = """\
+NAME="Amazon Linux"
+VERSION="2023"
+ID="amzn"
+ID_LIKE="fedora"
+VERSION_ID="2023"
+PLATFORM_ID="platform:al2023"
+PRETTY_NAME="Amazon Linux 2023.9.20251117"
+ANSI_COLOR="0;33"
+CPE_NAME="cpe:2.3:o:amazon:amazon_linux:2023"
+HOME_URL="https://aws.amazon.com/linux/amazon-linux-2023/"
+SUPPORT_END="2029-06-30"
+"""
+
+
+@dataclass(frozen=True)
+class StubCall:
+    command: str
+    args: tuple[str, ...]
+
+
+class NodeSandbox:
+    """A node's files under `root/fs` and stub commands under `root/bin`.
+
+    scenario_facts: `story` (one of STORIES), `created` (datetime or RFC 3339 string: when the
+    Node registered), `gpus` (int), `gpu_name`, `cgroup` ("cgroup2fs" | "tmpfs").
+    """
+
+    def __init__(self, root: Path, *, node: str, scenario_facts: dict[str, Any]) -> None:
+        self.root = Path(root)
+        self.node = node
+        self.story = str(scenario_facts.get("story", "healthy"))
+        if self.story not in STORIES:
+            raise ValueError(f"unknown story {self.story!r}: one of {', '.join(STORIES)}")
+        created = scenario_facts.get("created") or datetime.now(UTC)
+        if isinstance(created, str):
+            created = datetime.fromisoformat(created.replace("Z", "+00:00"))
+        self.created: datetime = created.astimezone(UTC)
+        self.gpus = int(scenario_facts.get("gpus", 8))
+        self.gpu_name = str(scenario_facts.get("gpu_name", H100))
+        self.cgroup = str(scenario_facts.get("cgroup", "cgroup2fs"))
+        self.fs = self.root / "fs"
+        self.bin = self.root / "bin"
+        self.data = self.root / "data"
+        self.calls_log = self.root / "calls.log"
+        self._build()
+
+    @classmethod
+    def for_node(cls, root: Path, node_json: dict[str, Any], *, story: str) -> NodeSandbox:
+        """A sandbox for a simulator Node object (its name and creation time)."""
+        meta = node_json.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        gpu_count = (node_json.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu")
+        facts: dict[str, Any] = {
+            "story": story,
+            "created": meta.get("creationTimestamp"),
+            "gpus": int(gpu_count) if str(gpu_count or "").isdigit() else 8,
+            "gpu_name": labels.get("nvidia.com/gpu.product", H100).replace("-", " "),
+        }
+        if not str(facts["gpu_name"]).startswith("NVIDIA"):
+            facts["gpu_name"] = H100
+        return cls(root, node=str(meta.get("name", "node")), scenario_facts=facts)
+
+    # -- what a test uses ---------------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"MIGNURSE_ROOT": str(self.fs)}
+
+    @property
+    def path_prefix(self) -> list[str]:
+        return [str(self.bin)]
+
+    def calls(self) -> list[StubCall]:
+        if not self.calls_log.exists():
+            return []
+        found = []
+        for line in self.calls_log.read_text().splitlines():
+            words = shlex.split(line)
+            if words:
+                found.append(StubCall(words[0], tuple(words[1:])))
+        return found
+
+    def stub(self, name: str, body: str) -> Path:
+        """Replace (or add) a stub command; `body` is sh run after the call is logged."""
+        path = self.bin / name
+        log = shlex.quote(str(self.calls_log))
+        path.write_text(
+            "#!/bin/sh\n"
+            "# sandbox stub: log argv (shell-quoted), then serve data\n"
+            f'{{ printf %s {shlex.quote(name)}; for a in "$@"; do printf " \'%s\'" "$a"; done; '
+            f"echo; }} >>{log}\n"
+            f"D={shlex.quote(str(self.data))}\n" + body
+        )
+        path.chmod(0o755)
+        return path
+
+    # -- building ------------------------------------------------------------------------------
+
+    def _t(self, seconds: float) -> str:
+        when = self.created + timedelta(seconds=seconds)
+        return when.strftime("%Y-%m-%dT%H:%M:%S.%f") + "+0000"
+
+    def _line(self, seconds: float, ident: str, message: str) -> str:
+        return f"{self._t(seconds)} {self.node} {ident}: {message}"
+
+    def _build(self) -> None:
+        for folder in (self.fs / "etc", self.fs / "var/log", self.fs / "sys/fs/cgroup"):
+            folder.mkdir(parents=True, exist_ok=True)
+        for folder in (self.bin, self.data, self.fs / "dev/nvidia-caps"):
+            folder.mkdir(parents=True, exist_ok=True)
+        (self.fs / "etc/os-release").write_text(OS_RELEASE_AL2023)
+        for name in [f"nvidia{i}" for i in range(self.gpus)] + ["nvidiactl", "nvidia-uvm"]:
+            (self.fs / "dev" / name).write_text("")
+        (self.fs / "var/log/cloud-init.log").write_text(self._cloud_init_log())
+        (self.fs / "var/log/cloud-init-output.log").write_text(
+            "Cloud-init v. 22.2.2 running 'modules:final'\n"
+            f"Cloud-init v. 22.2.2 finished at {self.created:%a, %d %b %Y %H:%M:%S} +0000. "
+            "Up 28.41 seconds\n"
+        )
+        data = {
+            "kubelet.log": self._kubelet(),
+            "containerd.log": self._containerd(),
+            "nodeadm.log": self._nodeadm(),
+            "kernel.log": self._kernel(),
+            "nvidia-smi.xml": self._smi_xml(),
+            "nvidia-smi-L.txt": self._smi_list(),
+            "mig-lgi.txt": "No MIG-enabled devices found.\n"
+            if self.story != "mig-hook"
+            else "No GPU instances found: Not Found\n",
+            "mig-lci.txt": "No MIG-enabled devices found.\n"
+            if self.story != "mig-hook"
+            else "No compute instances found: Not Found\n",
+            "mig-parted-export.yaml": self._mig_export(),
+            "cloud-init-status.json": self._cloud_init_status(),
+            "crictl-ps.txt": "CONTAINER  IMAGE  CREATED  STATE  NAME  ATTEMPT  POD ID  POD\n",
+        }
+        for name, text in data.items():
+            (self.data / name).write_text(text)
+        self._stubs()
+
+    def _stubs(self) -> None:
+        self.stub(
+            "journalctl",
+            "unit=; kern=; boot=\n"
+            'while [ $# -gt 0 ]; do case $1 in -u) unit="$unit $2"; shift ;; -k) kern=1 ;;\n'
+            "  -b) boot=$2; shift ;; esac; shift; done\n"
+            'case "$kern:$boot:$unit" in\n'
+            "  1:-1:*) echo 'Data from the specified boot (-1) is not available: "
+            "No such boot ID in journal' >&2; exit 1 ;;\n"
+            '  1:*) exec cat "$D/kernel.log" ;;\n'
+            '  *kubelet*) exec cat "$D/kubelet.log" ;;\n'
+            '  *containerd*) exec cat "$D/containerd.log" ;;\n'
+            '  *nodeadm*) exec cat "$D/nodeadm.log" ;;\n'
+            "esac\necho '-- No entries --'\n",
+        )
+        self.stub(
+            "nvidia-smi",
+            'case "$*" in\n'
+            '  "-q -x") exec cat "$D/nvidia-smi.xml" ;;\n'
+            '  "-L") exec cat "$D/nvidia-smi-L.txt" ;;\n'
+            '  "mig -lgi") cat "$D/mig-lgi.txt"; exit 0 ;;\n'
+            '  "mig -lci") cat "$D/mig-lci.txt"; exit 0 ;;\n'
+            "esac\necho 'sandbox nvidia-smi: unsupported arguments' >&2; exit 2\n",
+        )
+        self.stub(
+            "nvidia-mig-parted",
+            '[ "$1" = export ] && exec cat "$D/mig-parted-export.yaml"\n'
+            "echo 'sandbox nvidia-mig-parted: only export is served' >&2; exit 1\n",
+        )
+        self.stub(
+            "systemctl",
+            'case "$*" in *--failed*) echo "  UNIT LOAD ACTIVE SUB DESCRIPTION"; '
+            'echo "0 loaded units listed."; exit 0 ;; esac\n'
+            "echo 'sandbox systemctl: refused' >&2; exit 1\n",
+        )
+        self.stub(
+            "cloud-init",
+            '[ "$1" = status ] && exec cat "$D/cloud-init-status.json"\nexit 1\n',
+        )
+        self.stub(
+            "crictl",
+            '[ "$1" = ps ] && exec cat "$D/crictl-ps.txt"\nexit 1\n',
+        )
+        cgroup = shlex.quote(self.cgroup)
+        self.stub(
+            "stat",
+            'case "$*" in "-fc %T "*/sys/fs/cgroup*) echo ' + cgroup + "; exit 0 ;; esac\n"
+            'for s in /usr/bin/stat /bin/stat; do [ -x "$s" ] && exec "$s" "$@"; done\nexit 127\n',
+        )
+
+    # -- journals ---------------------------------------------------------------------------
+
+    def _kubelet(self) -> str:
+        node = self.node
+        lines = [
+            self._line(-3.0, "systemd[1]", "Starting kubelet.service - Kubernetes Kubelet..."),
+            self._line(-2.99, "systemd[1]", "Started kubelet.service - Kubernetes Kubelet."),
+            self._line(
+                -2.7,
+                "kubelet[2345]",
+                f'I{self.created:%m%d %H:%M:%S}.000000    2345 server.go:1234] "Started kubelet"',
+            ),
+            self._line(
+                -0.3,
+                "kubelet[2345]",
+                f"I{self.created:%m%d %H:%M:%S}.000000    2345 kubelet_node_status.go:75] "
+                f'"Attempting to register node" node="{node}"',
+            ),
+            self._line(
+                0.0,
+                "kubelet[2345]",
+                f"I{self.created:%m%d %H:%M:%S}.000000    2345 kubelet_node_status.go:78] "
+                f'"Successfully registered node" node="{node}"',
+            ),
+            self._line(
+                10.4,
+                "kubelet[2345]",
+                f"I{self.created:%m%d %H:%M:%S}.000000    2345 kubelet_node_status.go:501] "
+                '"Fast updating node status as it just became ready"',
+            ),
+        ]
+        if self.story != "mig-hook":
+            return "\n".join(lines) + "\n"
+        restart = self.created + timedelta(seconds=68)
+        lines += [
+            self._line(37.0, "systemd[1]", "Stopping kubelet.service - Kubernetes Kubelet..."),
+            self._line(37.04, "systemd[1]", "kubelet.service: Deactivated successfully."),
+            self._line(37.05, "systemd[1]", "Stopped kubelet.service - Kubernetes Kubelet."),
+            self._line(67.0, "systemd[1]", "Starting kubelet.service - Kubernetes Kubelet..."),
+            self._line(67.01, "systemd[1]", "Started kubelet.service - Kubernetes Kubelet."),
+            self._line(
+                68.0,
+                "kubelet[4021]",
+                f'I{restart:%m%d %H:%M:%S}.000000    4021 server.go:1234] "Started kubelet"',
+            ),
+            self._line(
+                71.0,
+                "kubelet[4021]",
+                f"E{restart:%m%d %H:%M:%S}.000000    4021 pod_workers.go:1301] "
+                '"Error syncing pod, skipping" err="failed to \\"CreatePodSandbox\\" for '
+                '\\"nvidia-device-plugin-daemonset-x7k2p_gpu-operator\\" with '
+                "CreatePodSandboxError: unable to apply cgroup configuration: mkdir "
+                "/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice: no such file or "
+                'directory" pod="gpu-operator/nvidia-device-plugin-daemonset-x7k2p"',
+            ),
+            self._line(
+                74.0,
+                "kubelet[4021]",
+                f"I{restart:%m%d %H:%M:%S}.000000    4021 setters.go:602] "
+                f'"Node became not ready" node="{node}" condition={{"type":"Ready",'
+                '"status":"False","reason":"KubeletNotReady","message":"container runtime is '
+                'down"}',
+            ),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _containerd(self) -> str:
+        def logrus(seconds: float, level: str, msg: str) -> str:
+            stamp = (self.created + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            return self._line(seconds, "containerd[1234]", f'time="{stamp}" level={level} {msg}')
+
+        lines = [
+            self._line(
+                -7.0, "systemd[1]", "Starting containerd.service - containerd container runtime..."
+            ),
+            logrus(-6.9, "info", 'msg="starting containerd" version=1.7.27'),
+            logrus(-6.8, "info", 'msg="serving..." address=/run/containerd/containerd.sock'),
+            self._line(
+                -6.79, "systemd[1]", "Started containerd.service - containerd container runtime."
+            ),
+        ]
+        if self.story == "mig-hook":
+            lines += [
+                logrus(
+                    15.0,
+                    "info",
+                    'msg="RunPodSandbox for &PodSandboxMetadata{Name:nvidia-mig-manager-4kq9d,'
+                    'Uid:7b0c1f2e-5d3a-4e8b-9c1a-0f2e3d4c5b6a,Namespace:gpu-operator,Attempt:0,}"',
+                ),
+                logrus(
+                    70.9,
+                    "error",
+                    'msg="RunPodSandbox for &PodSandboxMetadata{Name:nvidia-device-plugin-'
+                    "daemonset-x7k2p,Uid:3c1d0e55,Namespace:gpu-operator,Attempt:0,} failed, "
+                    'error" error="failed to create containerd task: failed to create shim task: '
+                    "OCI runtime create failed: runc create failed: unable to start container "
+                    "process: unable to apply cgroup configuration: mkdir /sys/fs/cgroup/"
+                    'kubepods.slice/kubepods-besteffort.slice: no such file or directory: unknown"',
+                ),
+                logrus(
+                    72.1,
+                    "error",
+                    'msg="failed to load cgroup for task" error="cgroups: cgroup deleted" '
+                    "id=5a4b3c2d1e0f",
+                ),
+            ]
+        return "\n".join(lines) + "\n"
+
+    def _nodeadm(self) -> str:
+        config, run = "nodeadm-config.service", "nodeadm-run.service"
+        lines = [
+            self._line(-40.0, "systemd[1]", f"Starting {config} - EKS Nodeadm Config..."),
+            self._line(-38.5, "nodeadm[1802]", '{"level":"info","msg":"Loading configuration"}'),
+            self._line(-37.9, "systemd[1]", f"Finished {config} - EKS Nodeadm Config."),
+            self._line(-9.0, "systemd[1]", f"Starting {run} - EKS Nodeadm Run..."),
+            self._line(-3.1, "systemd[1]", f"Finished {run} - EKS Nodeadm Run."),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _kernel(self) -> str:
+        lines = [
+            self._line(-60.0, "kernel", "Linux version 6.1.155-176.282.amzn2023.x86_64"),
+            self._line(-31.2, "kernel", "nvidia: loading out-of-tree module taints kernel."),
+            self._line(
+                -30.9,
+                "kernel",
+                "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.172.08",
+            ),
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _cloud_init_log(self) -> str:
+        stamp = (self.created - timedelta(seconds=45)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        return (
+            f"{stamp} - util.py[DEBUG]: Cloud-init v. 22.2.2 running 'init' at "
+            f"{self.created:%a, %d %b %Y} . Up 6.12 seconds.\n"
+            f"{stamp} - handlers.py[DEBUG]: finish: modules-final: SUCCESS: running modules "
+            "for final\n"
+        )
+
+    def _cloud_init_status(self) -> str:
+        started = (self.created - timedelta(seconds=50)).strftime("%a, %d %b %Y %H:%M:%S +0000")
+        return (
+            '{\n  "boot_status_code": "enabled-by-generator",\n  "datasource": "ec2",\n'
+            '  "detail": "DataSourceEc2Local",\n  "errors": [],\n  "extended_status": "done",\n'
+            f'  "last_update": "{started}",\n  "recoverable_errors": {{}},\n'
+            '  "status": "done"\n}\n'
+        )
+
+    # -- nvidia-smi ---------------------------------------------------------------------------
+
+    def _mig_mode(self) -> str:
+        return "Enabled" if self.story == "mig-hook" else "Disabled"
+
+    def _smi_xml(self) -> str:
+        gpus = []
+        for i in range(self.gpus):
+            bus = BUS_IDS[i % len(BUS_IDS)]
+            gpus.append(
+                f'\t<gpu id="00000000:{bus}:00.0">\n'
+                f"\t\t<product_name>{self.gpu_name}</product_name>\n"
+                "\t\t<product_architecture>Hopper</product_architecture>\n"
+                "\t\t<persistence_mode>Enabled</persistence_mode>\n"
+                f"\t\t<mig_mode>\n\t\t\t<current_mig>{self._mig_mode()}</current_mig>\n"
+                f"\t\t\t<pending_mig>{self._mig_mode()}</pending_mig>\n\t\t</mig_mode>\n"
+                "\t\t<mig_devices>None</mig_devices>\n"
+                f"\t\t<uuid>{_gpu_uuid(i)}</uuid>\n\t\t<minor_number>{i}</minor_number>\n"
+                f"\t\t<pci>\n\t\t\t<pci_bus_id>00000000:{bus}:00.0</pci_bus_id>\n\t\t</pci>\n"
+                "\t</gpu>\n"
+            )
+        return (
+            '<?xml version="1.0" ?>\n'
+            '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
+            "<nvidia_smi_log>\n"
+            f"\t<timestamp>{self.created:%a %b %d %H:%M:%S %Y}</timestamp>\n"
+            "\t<driver_version>570.172.08</driver_version>\n"
+            "\t<cuda_version>12.8</cuda_version>\n"
+            f"\t<attached_gpus>{self.gpus}</attached_gpus>\n"
+            + "".join(gpus)
+            + "</nvidia_smi_log>\n"
+        )
+
+    def _smi_list(self) -> str:
+        return "".join(
+            f"GPU {i}: {self.gpu_name} (UUID: {_gpu_uuid(i)})\n" for i in range(self.gpus)
+        )
+
+    def _mig_export(self) -> str:
+        enabled = "true" if self.story == "mig-hook" else "false"
+        return (
+            "version: v1\nmig-configs:\n  current:\n  - devices: all\n"
+            f"    mig-enabled: {enabled}\n    mig-devices: {{}}\n"
+        )
+
+
+def _gpu_uuid(index: int) -> str:
+    return f"GPU-5f1c2c6e-0c1d-4b1e-9f7a-1e2d3c4b5a{index:02d}"

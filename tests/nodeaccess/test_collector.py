@@ -1,0 +1,210 @@
+"""The node collector end to end: the real script, LocalShell, and a NodeSandbox per story."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import tarfile
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mignurse.diagnose.engine import diagnose
+from mignurse.diagnose.sources import load_offline
+from mignurse.model import MIG_ENABLED, parse_time
+from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.local import LocalShell
+from mignurse.nodeaccess.script import BOTTLEROCKET_ADMIN_DISABLED, collector_script
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import NodeSandbox
+
+FORBIDDEN = re.compile(
+    r"systemctl\s+(restart|stop|start|daemon-reload)|nvidia-mig-parted\s+'?apply|nvidia-smi\s+'?-r\b"
+)
+
+
+@pytest.fixture(scope="module")
+def sim_nodes() -> list[dict[str, Any]]:
+    return SimCluster(load_scenario("mig-hook-notready"), speed=0).objects("nodes")
+
+
+def _failed_gpu_node(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(
+        n for n in nodes if n["metadata"]["labels"].get("nvidia.com/mig.config.state") == "failed"
+    )
+
+
+def _collect(
+    sandbox: NodeSandbox, script: str | None = None, timeout: float = 20, shell: str = "sh"
+) -> tuple[RunResult, bytes]:
+    runner = LocalShell(sandbox.node, env=sandbox.env, path_prefix=sandbox.path_prefix, shell=shell)
+    sink = io.BytesIO()
+    result = runner.run(script or collector_script(), timeout=timeout, stdout=sink)
+    return result, sink.getvalue()
+
+
+def _untar(data: bytes, into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "node"
+
+
+def _bundle(tmp_path: Path, nodes: list[dict[str, Any]], node: str, data: bytes) -> Path:
+    bundle = tmp_path / "bundle"
+    (bundle / "cluster").mkdir(parents=True)
+    (bundle / "cluster/nodes.json").write_text(json.dumps({"kind": "NodeList", "items": nodes}))
+    staged = _untar(data, tmp_path / "staged")
+    (bundle / "nodes").mkdir()
+    shutil.move(staged, bundle / "nodes" / node)
+    return bundle
+
+
+def _manifest(node_dir: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((node_dir / "manifest.json").read_text())
+    return doc
+
+
+@pytest.mark.parametrize("story", ["mig-hook", "dcgm-loop", "healthy"])
+def test_collects_each_story_into_a_loadable_bundle(
+    tmp_path: Path, sim_nodes: list[dict[str, Any]], story: str
+) -> None:
+    node_json = _failed_gpu_node(sim_nodes)
+    sandbox = NodeSandbox.for_node(tmp_path / "sbx", node_json, story=story)
+    result, data = _collect(sandbox)
+    assert result.ok, result
+    assert result.transport == "local" and result.bytes_out == len(data) > 0
+
+    bundle = _bundle(tmp_path, sim_nodes, sandbox.node, data)
+    node_dir = bundle / "nodes" / sandbox.node
+    manifest = _manifest(node_dir)
+    by_file = {s["file"]: s for s in manifest["sources"]}
+    assert by_file["kubelet.log"]["rc"] == 0 and by_file["kubelet.log"]["bytes"] > 0
+    assert all("seconds" in s and "sha256" in s for s in manifest["sources"] if "rc" in s)
+    assert by_file["kernel-previous-boot.log"]["rc"] == 1  # first boot: journalctl says so
+    assert "kernel-previous-boot.log" in (node_dir / "errors.txt").read_text()
+
+    gathered = load_offline(bundle)
+    evidence = gathered.node_evidence[sandbox.node]
+    assert evidence.journals["kubelet"].entries and evidence.journals["containerd"].entries
+    assert evidence.cgroup is not None and evidence.cgroup.version == 2
+    assert evidence.os_release is not None and evidence.os_release.is_al2023
+    assert evidence.mig is not None and len(evidence.mig.gpus) == 8
+    mig_on = all(g.mig_current == MIG_ENABLED for g in evidence.mig.gpus)
+    assert mig_on == (story == "mig-hook")
+    assert all(not g.devices for g in evidence.mig.gpus)
+
+    now = node_json_time(node_json) + timedelta(minutes=20)
+    ids = {(f.id, n) for f in diagnose(gathered.to_input(now)).findings for n in f.nodes}
+    assert (("mig-hook-kubelet-restart", sandbox.node) in ids) == (story == "mig-hook")
+    assert not [c for c in sandbox.calls_log.read_text().splitlines() if FORBIDDEN.search(c)]
+
+
+def node_json_time(node_json: dict[str, Any]) -> datetime:
+    created = parse_time(node_json["metadata"]["creationTimestamp"])
+    assert created is not None
+    return created
+
+
+def test_a_failing_source_is_listed_and_the_rest_still_run(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
+    sandbox.stub("nvidia-mig-parted", "echo 'mig-parted: cannot open NVML' >&2\nexit 1\n")
+    result, data = _collect(sandbox)
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    errors = (node_dir / "errors.txt").read_text()
+    assert (
+        "mig-parted-export.yaml: nvidia-mig-parted exited 1: mig-parted: cannot open NVML" in errors
+    )
+    by_file = {s["file"]: s for s in _manifest(node_dir)["sources"]}
+    assert by_file["mig-parted-export.yaml"]["rc"] == 1
+    assert not (node_dir / "mig-parted-export.yaml").exists()  # nothing came out of it
+    assert by_file["systemctl-failed.txt"]["rc"] == 0  # later sources still ran
+    assert (node_dir / "systemctl-failed.txt").read_text()
+
+
+def test_a_source_over_the_cap_is_truncated_and_marked(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "mig-hook"})
+    result, data = _collect(sandbox, collector_script(max_bytes_per_source=1000))
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    by_file = {s["file"]: s for s in _manifest(node_dir)["sources"]}
+    kubelet = by_file["kubelet.log"]
+    assert kubelet["truncated"] is True and kubelet["bytes"] == 1000
+    assert (node_dir / "kubelet.log").stat().st_size == 1000
+    assert by_file["cgroup-fs.txt"]["truncated"] is False
+
+
+def test_a_slow_source_times_out_alone(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
+    sandbox.stub("crictl", "sleep 30\n")
+    result, data = _collect(sandbox, collector_script(source_timeout=1))
+    assert result.ok and result.seconds < 15
+    node_dir = _untar(data, tmp_path / "out")
+    crictl = {s["file"]: s for s in _manifest(node_dir)["sources"]}["crictl-ps.txt"]
+    assert crictl["timed_out"] is True and crictl["rc"] == 124
+    assert "crictl-ps.txt: crictl timed out after 1s" in (node_dir / "errors.txt").read_text()
+
+
+def test_too_little_free_space_refuses_with_a_manifest(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
+    result, data = _collect(sandbox, collector_script(min_free_mb=10**9))
+    assert result.rc == 3
+    node_dir = _untar(data, tmp_path / "out")
+    manifest = _manifest(node_dir)
+    assert manifest["refused"].startswith("refused: only") and manifest["sources"] == []
+    assert "refused: only" in (node_dir / "errors.txt").read_text()
+    assert not sandbox.calls_log.exists()  # nothing was run
+
+
+def test_bottlerocket_without_admin_container_says_how_to_enable_it(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
+    (sandbox.fs / "etc/os-release").write_text("NAME=Bottlerocket\nID=bottlerocket\n")
+    sandbox.stub("apiclient", 'echo \'{"host-containers": {"admin": {"enabled": false}}}\'\n')
+    result, data = _collect(sandbox)
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    assert BOTTLEROCKET_ADMIN_DISABLED in (node_dir / "errors.txt").read_text()
+    assert not any(c.command == "apiclient" and "set" in c.args for c in sandbox.calls())
+
+
+def test_the_script_never_changes_the_node_or_reads_user_data() -> None:
+    script = collector_script(until="2026-11-30 01:00:00")
+    assert not FORBIDDEN.search(script)
+    assert "user-data" not in script and "set -e" not in script
+    assert "--until '2026-11-30 01:00:00'" not in script  # values are variables, quoted
+    with pytest.raises(ValueError):
+        collector_script(since="1 hour ago\nreboot")
+
+
+def test_runs_under_dash(tmp_path: Path) -> None:
+    dash = shutil.which("dash")
+    if dash is None:
+        pytest.skip("dash is not installed")
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "mig-hook"})
+    result, data = _collect(sandbox, shell=dash)
+    assert result.ok, result.stderr_tail
+    node_dir = _untar(data, tmp_path / "out")
+    assert (node_dir / "cgroup-fs.txt").read_text().strip() == "cgroup2fs"
+    json.loads((node_dir / "manifest.json").read_text())
+
+
+def test_a_script_past_its_deadline_is_killed(tmp_path: Path) -> None:
+    runner = LocalShell("n1")
+    sink = io.BytesIO()
+    result = runner.run("echo started\nsleep 30\necho never\n", timeout=1, stdout=sink)
+    assert result.timed_out and result.rc is None and not result.ok
+    assert result.seconds < 10
+    assert sink.getvalue() == b"started\n"
+
+
+def test_large_output_streams_without_deadlock() -> None:
+    sink = io.BytesIO()
+    script = "head -c 5000000 /dev/zero\nhead -c 200000 /dev/zero >&2\n"
+    result = LocalShell("n1").run(script, timeout=20, stdout=sink)
+    assert result.ok and result.bytes_out == 5_000_000 == len(sink.getvalue())
+    assert len(result.stderr_tail) == 8 * 1024
