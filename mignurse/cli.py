@@ -127,6 +127,58 @@ def build_parser() -> argparse.ArgumentParser:
         help="a progress line this often (default: 60)",
     )
 
+    collect = sub.add_parser(
+        "collect",
+        help="a support bundle: the cluster's view plus each node's journals, cloud-init and "
+        "MIG state, before Karpenter deletes the evidence",
+        description="Exit code: 0 every node collected, 1 some nodes could not be, 2 nothing "
+        "was written (the reason on stderr).",
+    )
+    _connection_options(collect, top=False)
+    collect.add_argument("nodes", nargs="*", metavar="NODE", help="node names (domain optional)")
+    collect.add_argument("--nodepool", help="every node of this NodePool or node group")
+    collect.add_argument(
+        "--unhealthy", action="store_true", help="every GPU node NotReady or under a repair clock"
+    )
+    collect.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="bundle path (default: ./mignurse-bundle-CONTEXT-TIME.tar.gz)",
+    )
+    collect.add_argument(
+        "--since", default="6h", help="journal window, e.g. 90m, 6h, 2d (default 6h)"
+    )
+    collect.add_argument(
+        "--transport",
+        choices=("auto", "ssm", "ssh", "sim"),
+        default="auto",
+        help="how to reach the nodes (auto: the simulator's sandboxes on a simulated cluster, "
+        "else SSM when --bucket is given, else SSH)",
+    )
+    collect.add_argument(
+        "--bucket",
+        help="SSM: an S3 bucket the node uploads its archive to (through a presigned URL: "
+        "the node role needs no S3 permission)",
+    )
+    collect.add_argument("--profile", help="AWS profile, as the aws CLI")
+    collect.add_argument("--region", help="AWS region, as the aws CLI")
+    collect.add_argument("--concurrency", type=int, default=10, help="nodes at once (default 10)")
+    collect.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds per node (default 600)"
+    )
+    collect.add_argument("--no-redact", action="store_true", help="keep secrets (not for sharing)")
+    collect.add_argument(
+        "--obfuscate-network",
+        action="store_true",
+        help="replace IPs, MACs and host names consistently (the mapping stays on this machine)",
+    )
+    collect.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="SSH: trust and save unknown host keys (a changed key is still refused)",
+    )
+
     probe = sub.add_parser(
         "probe",
         help="the MIG state of this machine's GPUs, read through NVML (read-only)",
@@ -303,6 +355,164 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+# -- collect ------------------------------------------------------------------------------
+
+_SINCE = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def journal_since(text: str) -> str:
+    """90m → "90 minutes ago", the form journalctl takes."""
+    number, unit = text[:-1], text[-1:]
+    if not number.isdigit() or unit not in _SINCE or int(number) <= 0:
+        raise UserError(f"--since {text!r} is not a window like 90m, 6h or 2d")
+    return f"{int(number)} {_SINCE[unit]} ago"
+
+
+def _is_simulated(kubeconfig: str | None, cluster: str) -> bool:
+    """The simulator marks its kubeconfig's cluster with an extension (see mignurse.sim)."""
+    import yaml
+
+    from mignurse.sim.simcluster import SIM_EXTENSION
+
+    paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+    for path in paths:
+        try:
+            config = yaml.safe_load(Path(path).expanduser().read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        for entry in config.get("clusters") or ():
+            if isinstance(entry, dict) and entry.get("name") == cluster:
+                extensions = (entry.get("cluster") or {}).get("extensions") or ()
+                return any(
+                    isinstance(e, dict) and e.get("name") == SIM_EXTENSION for e in extensions
+                )
+    return False
+
+
+def _ssm_clients(args: argparse.Namespace) -> tuple[Any, Any]:
+    """SSM and S3 clients as the aws CLI would build them (profile, region, and the
+    standard AWS_ENDPOINT_URL_* overrides), with adaptive retries against throttling."""
+    import boto3
+    import botocore.exceptions
+    from botocore.config import Config
+
+    if not args.bucket:
+        raise UserError("--transport ssm needs --bucket BUCKET for the nodes' archives")
+    try:
+        session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    except botocore.exceptions.ProfileNotFound as exc:
+        raise UserError(f"{exc}: check --profile or ~/.aws/config") from None
+    if session.region_name is None:
+        raise UserError("no AWS region: pass --region or set AWS_REGION / AWS_DEFAULT_REGION")
+    retries = Config(retries={"mode": "adaptive", "max_attempts": 5})
+    # A local S3 stand-in (AWS_ENDPOINT_URL_S3) has no virtual-host DNS: path-style there.
+    s3_style = "path" if os.environ.get("AWS_ENDPOINT_URL_S3") else "auto"
+    s3_config = retries.merge(Config(s3={"addressing_style": s3_style}))
+    return session.client("ssm", config=retries), session.client("s3", config=s3_config)
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from mignurse.cluster.client import NODES
+    from mignurse.cluster.load import load_snapshot
+    from mignurse.collect.redact import Redactor
+    from mignurse.collect.run import collect, select_nodes
+    from mignurse.nodeaccess.base import NodeShell
+    from mignurse.nodeaccess.ssh import SSHShell
+    from mignurse.nodeaccess.ssm import SSMShell
+    from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
+
+    since = journal_since(args.since)
+    if args.concurrency < 1:
+        raise UserError("--concurrency must be at least 1")
+    if not (args.nodes or args.nodepool or args.unhealthy):
+        raise UserError("name the nodes to collect, or use --nodepool POOL or --unhealthy")
+    client = _connect(args)
+    try:
+        loaded = load_snapshot(client)
+        for notice in loaded.notices:
+            print(f"note: {notice}", file=sys.stderr)
+        nodes = select_nodes(
+            loaded.snapshot, names=args.nodes, nodepool=args.nodepool, unhealthy=args.unhealthy
+        )
+        if not nodes:
+            print("No node matches: nothing to collect.", file=sys.stderr)
+            return EXIT_OK
+        transport = args.transport
+        if transport == "auto":
+            if _is_simulated(args.kubeconfig, client.info.cluster):
+                transport = "sim"
+            else:
+                transport = "ssm" if args.bucket else "ssh"
+        ssm_clients = _ssm_clients(args) if transport == "ssm" else None
+        now = client.server_now()
+        out = Path(
+            args.output or f"mignurse-bundle-{client.info.context}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
+        )
+        if not out.parent.exists():
+            raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+        with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
+
+            def shell_for(node: Any) -> NodeShell:
+                if transport == "sim":
+                    raw = client.get(NODES, node.name)
+                    sandbox = NodeSandbox.for_node(
+                        Path(sandboxes) / node.name, raw, story=story_for(raw)
+                    )
+                    return SandboxShell(sandbox)
+                if ssm_clients is not None and node.instance_id:
+                    return SSMShell(
+                        node.name,
+                        node.instance_id,
+                        ssm_client=ssm_clients[0],
+                        s3_client=ssm_clients[1],
+                        bucket=args.bucket,
+                    )
+                # SSH to the node's name: ~/.ssh/config may map it (ProxyCommand over SSM).
+                return SSHShell(
+                    node.name, node.name, accept_new_host_keys=args.accept_new_host_keys
+                )
+
+            done = 0
+
+            def progress(node: str, state: str) -> None:
+                nonlocal done
+                if not state.startswith("collecting"):
+                    done += 1
+                    print(f"[{done}/{len(nodes)}] {node}: {state}", file=sys.stderr, flush=True)
+
+            print(
+                f"collecting {len(nodes)} node(s) over {transport} into {out} "
+                f"(journals since {since}, {args.concurrency} at once)",
+                file=sys.stderr,
+                flush=True,
+            )
+            manifest = collect(
+                client,
+                loaded.snapshot,
+                nodes,
+                shell_for=shell_for,
+                out=out,
+                since=since,
+                redactor=Redactor(
+                    enabled=not args.no_redact, obfuscate_network=args.obfuscate_network
+                ),
+                concurrency=args.concurrency,
+                node_timeout=args.timeout,
+                progress=progress,
+            )
+    finally:
+        client.close()
+    failed = {name: n for name, n in manifest["nodes"].items() if not n["ok"]}
+    size = out.stat().st_size / 2**20
+    print(
+        f"bundle: {out} ({size:.1f} MiB), {len(nodes) - len(failed)}/{len(nodes)} nodes collected"
+        f" in {manifest['seconds']:.1f} s; read it with: mignurse diagnose --from {out}"
+    )
+    for name, node in failed.items():
+        print(f"  not collected: {name}: {node['error'] or '; '.join(node['problems'])}")
+    return 1 if failed else EXIT_OK
+
+
 # -- watch ----------------------------------------------------------------------------
 
 
@@ -451,6 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         from mignurse.cluster.history import HistoryError
+        from mignurse.collect.run import CollectError
         from mignurse.diagnose.sources import SourceError
         from mignurse.sim import ScenarioError
 
@@ -458,6 +669,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_nodes(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
+        if args.command == "collect":
+            return cmd_collect(args)
         if args.command == "probe":
             from mignurse.gpu.probe_cli import run as run_probe
 
@@ -469,7 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "sim":
             return cmd_sim(args, parser)
         return cmd_app(args)
-    except (ClusterError, UserError, ScenarioError, HistoryError, SourceError) as exc:
+    except (ClusterError, UserError, ScenarioError, HistoryError, SourceError, CollectError) as exc:
         if debug:
             raise
         print(f"mignurse: error: {exc}", file=sys.stderr)

@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mignurse.nodeaccess.local import LocalShell
+
 STORIES = ("mig-hook", "dcgm-loop", "healthy")
 H100 = "NVIDIA H100 80GB HBM3"
 BUS_IDS = ("53", "64", "75", "86", "97", "A8", "B9", "CA")  # p5.48xlarge, nvidia-smi order
@@ -410,3 +412,29 @@ class NodeSandbox:
 
 def _gpu_uuid(index: int) -> str:
     return f"GPU-5f1c2c6e-0c1d-4b1e-9f7a-1e2d3c4b5a{index:02d}"
+
+
+def story_for(node_json: dict[str, Any]) -> str:
+    """Which node story fits a simulated Node: the MIG incident for a NotReady node with a
+    MIG config label, the DCGM loop for AcceleratedHardwareReady=False, else calm."""
+    labels = (node_json.get("metadata") or {}).get("labels") or {}
+    conditions = {
+        c.get("type"): c.get("status")
+        for c in (node_json.get("status") or {}).get("conditions") or ()
+        if isinstance(c, dict)
+    }
+    if conditions.get("Ready") != "True" and labels.get("nvidia.com/mig.config"):
+        return "mig-hook"
+    if conditions.get("AcceleratedHardwareReady") == "False":
+        return "dcgm-loop"
+    return "healthy"
+
+
+class SandboxShell(LocalShell):
+    """A simulated node reached through its sandbox (the demo's and the tests' transport)."""
+
+    transport = "sim"
+
+    def __init__(self, sandbox: NodeSandbox) -> None:
+        super().__init__(sandbox.node, env=sandbox.env, path_prefix=sandbox.path_prefix)
+        self.sandbox = sandbox

@@ -23,6 +23,7 @@ from mignurse.sim.scenario import Scenario
 from mignurse.sim.store import RESOURCES, Store
 
 TICK_SECONDS = 0.05
+SIM_EXTENSION = "mignurse.sim"
 REQUEST_LOG_SIZE = 10000
 
 
@@ -164,7 +165,19 @@ class SimCluster:
             "apiVersion": "v1",
             "kind": "Config",
             "preferences": {},
-            "clusters": [{"name": cluster, "cluster": {"server": self.url}}],
+            "clusters": [
+                {
+                    "name": cluster,
+                    "cluster": {
+                        "server": self.url,
+                        # Tells `mignurse collect` the nodes are simulated: it reaches them
+                        # through local sandboxes instead of SSM or SSH.
+                        "extensions": [
+                            {"name": SIM_EXTENSION, "extension": {"scenario": self.scenario.name}}
+                        ],
+                    },
+                }
+            ],
             "users": [{"name": user, "user": {"token": self.token}}],
             "contexts": [{"name": context, "context": {"cluster": cluster, "user": user}}],
             "current-context": context,

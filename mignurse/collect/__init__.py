@@ -1,0 +1,1 @@
+"""Support-bundle collection: node sources, redaction and packaging."""

@@ -1,0 +1,136 @@
+"""`mignurse collect` on the simulated incidents, then `diagnose --from` the bundle."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from mignurse.cli import main
+from mignurse.sim import SimCluster, load_scenario
+
+
+def collect_and_diagnose(
+    scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], *selection: str
+) -> tuple[dict, dict, Path]:
+    with SimCluster(load_scenario(scenario), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        bundle = tmp_path / "bundle.tar.gz"
+        code = main(["--kubeconfig", str(kubeconfig), "collect", *selection, "-o", str(bundle)])
+        out = capsys.readouterr()
+        assert code == 0, out.err + out.out
+        assert f"bundle: {bundle}" in out.out
+    with tarfile.open(bundle) as tar:
+        top = tar.getnames()[0].split("/", 1)[0]
+        manifest = json.load(tar.extractfile(f"{top}/manifest.json"))  # type: ignore[arg-type]
+    code = main(["diagnose", "--from", str(bundle), "-o", "json"])
+    document = json.loads(capsys.readouterr().out)
+    return manifest, document, bundle
+
+
+def test_the_mig_incident_bundle_names_the_kubelet_restart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest, document, _ = collect_and_diagnose(
+        "mig-hook-notready", tmp_path, capsys, "--unhealthy"
+    )
+    (node,) = manifest["nodes"]
+    assert manifest["nodes"][node]["ok"] and manifest["nodes"][node]["transport"] == "sim"
+    restart = [f for f in document["findings"] if f["id"] == "mig-hook-kubelet-restart"]
+    assert restart and restart[0]["nodes"] == [node]
+    assert not any(f["id"] == "notready-loop" and node in f["nodes"] for f in document["findings"])
+
+
+def test_the_repair_loop_bundle_names_the_loop_with_node_evidence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest, document, bundle = collect_and_diagnose(
+        "dcgm-repair-loop", tmp_path, capsys, "--nodepool", "gpu-inference"
+    )
+    assert len(manifest["nodes"]) == 3 and all(n["ok"] for n in manifest["nodes"].values())
+    assert manifest["redaction"]["enabled"] is True
+    loop = next(f for f in document["findings"] if f["id"] == "node-repair-loop")
+    assert loop["nodepool"] == "gpu-inference" and "pause-node-repair" in loop["runbooks"]
+    node = next(iter(manifest["nodes"]))
+    main(["diagnose", "--from", str(bundle), "--node", node, "-o", "json"])
+    timeline = json.loads(capsys.readouterr().out)["timeline"]
+    assert any(e["source"].startswith("journal:") for e in timeline)
+
+
+def test_every_file_is_in_sha256sums(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, _, bundle = collect_and_diagnose("healthy", tmp_path, capsys, "--nodepool", "gpu-train")
+    with tarfile.open(bundle) as tar:
+        names = [m.name for m in tar.getmembers() if m.isfile()]
+        top = names[0].split("/", 1)[0]
+        sums = tar.extractfile(f"{top}/SHA256SUMS").read().decode()  # type: ignore[union-attr]
+        listed = dict(reversed(line.split("  ", 1)) for line in sums.splitlines())
+        for name in names:
+            short = name.split("/", 1)[1]
+            if short == "SHA256SUMS":
+                continue
+            data = tar.extractfile(name).read()  # type: ignore[union-attr]
+            assert listed[short] == hashlib.sha256(data).hexdigest(), short
+    assert any(n.endswith("/cluster/nodes.json") for n in names)
+    assert any("/nodes/" in n and n.endswith("/kubelet.log") for n in names)
+
+
+def test_what_to_collect_must_be_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with SimCluster(load_scenario("healthy"), speed=0) as sim:
+        kubeconfig = str(sim.write_kubeconfig(tmp_path / "config"))
+        assert main(["--kubeconfig", kubeconfig, "collect"]) == 2
+        assert "name the nodes to collect" in capsys.readouterr().err
+        assert main(["--kubeconfig", kubeconfig, "collect", "ip-10-9-9-9"]) == 2
+        assert "no node 'ip-10-9-9-9'" in capsys.readouterr().err
+        assert main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "--since", "6x"]) == 2
+        assert "--since '6x' is not a window" in capsys.readouterr().err
+
+
+def test_collect_over_ssm_through_the_stand_ins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real boto3: our SSM endpoint runs the collector in the node's sandbox, the node
+    uploads its archive to moto's S3 through a presigned URL, mignurse downloads it."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from mignurse.sim.nodes import NodeSandbox, story_for
+    from mignurse.sim.ssm import InstanceSpec, SsmStandIn
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-west-2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    s3.start()
+    try:
+        host, port = s3.get_host_and_port()
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://{host}:{port}")
+        boto3.client("s3").create_bucket(
+            Bucket="bundles", CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+        )
+        with SimCluster(load_scenario("mig-hook-notready"), speed=0) as sim:
+            broken = next(n for n in sim.objects("nodes") if story_for(n) == "mig-hook")
+            sandbox = NodeSandbox.for_node(tmp_path / "node", broken, story="mig-hook")
+            instance_id = broken["spec"]["providerID"].rsplit("/", 1)[1]
+            spec = InstanceSpec(env=sandbox.env, path_prefix=sandbox.path_prefix)
+            with SsmStandIn({instance_id: spec}) as ssm:
+                monkeypatch.setenv("AWS_ENDPOINT_URL_SSM", ssm.endpoint_url)
+                kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+                bundle = tmp_path / "ssm.tar.gz"
+                args = ["--kubeconfig", str(kubeconfig), "collect", "--unhealthy"]
+                args += ["--transport", "ssm", "--bucket", "bundles", "-o", str(bundle)]
+                code = main(args)
+                out = capsys.readouterr()
+                assert code == 0, out.err + out.out
+                assert "SendCommand" in ssm.calls
+    finally:
+        s3.stop()
+    main(["diagnose", "--from", str(bundle), "-o", "json"])
+    document = json.loads(capsys.readouterr().out)
+    assert any(f["id"] == "mig-hook-kubelet-restart" for f in document["findings"])

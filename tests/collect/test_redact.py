@@ -1,0 +1,316 @@
+"""Redaction of planted secrets in realistic bundle files (see domain.md §4.5-4.7)."""
+
+from __future__ import annotations
+
+import gzip
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mignurse.collect.redact import MARKER, RULES, SKIPPED_BINARY, Redactor
+
+KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+SESSION = "IQoJb3JpZ2luX2VjEHYaCXVzLXdlc3QtMiJHMEUCIQDexample"
+JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEyMyJ9.eyJzdWIiOiJzeXN0ZW06bm9kZSJ9.c2lnbmF0dXJlLXBhcnQ"
+# base64 of "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA..." and of a CERTIFICATE header
+B64_KEY = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFcEFJQkFBS0NBUUVB"
+B64_CERT = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMvakNDQWVhZ0F3SUJBZ0lC"
+PRIVATE_BODY = "MIIEpAIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"
+CERT_BODY = "MIIC/jCCAeagAwIBAgIBADANBgkqhkiG9w0BAQsFADAVMRMwEQYDVQQDEwprdWJl"
+
+CLOUD_INIT_OUTPUT = f"""\
+Cloud-init v. 22.2.2 running 'modules:final' at Tue, 07 May 2024 09:12:01 +0000.
++ export AWS_ACCESS_KEY_ID={KEY_ID}
++ export AWS_SECRET_ACCESS_KEY={SECRET_KEY}
++ export AWS_SESSION_TOKEN={SESSION}
++ curl -sSfL https://deploy:Sup3r-S3cret@artifacts.corp.example.com/gpu/setup.sh -o /tmp/s.sh
+  % Total    % Received % Xferd  Average Speed   Time    Time     Time  Current
++ /etc/eks/bootstrap.sh gpu-prod --b64-cluster-ca xyz
+Cloud-init v. 22.2.2 finished at Tue, 07 May 2024 09:12:44 +0000. Datasource DataSourceEc2.
+"""
+
+KUBECONFIG = f"""\
+apiVersion: v1
+kind: Config
+clusters:
+- cluster:
+    certificate-authority-data: {B64_CERT}
+    server: https://ABCDEF.gr7.us-west-2.eks.amazonaws.com
+  name: gpu-prod
+users:
+- name: admin
+  user:
+    client-certificate-data: {B64_CERT}
+    client-key-data: {B64_KEY}
+    token: k8s-aws-v1.aHR0cHM6Ly9zdHMudXMtd2VzdC0yLmFtYXpvbmF3cy5jb20v
+"""
+
+JOURNAL_LINE = (
+    "2024-05-07T09:13:02.123456+00:00 ip-10-0-37-142.us-west-2.compute.internal kubelet[2210]: "
+    'I0507 09:13:02.123456    2210 round_trippers.go:466] "Request Headers" '
+    f'Authorization="Bearer {JWT}"\n'
+)
+
+CONTAINERD = """\
+version = 2
+[plugins."io.containerd.grpc.v1.cri".registry.configs."registry.corp.example.com".auth]
+  auth = "ZGVwbG95OnMzY3JldA=="
+"""
+DOCKER_CONFIG = '{"auths": {"registry.corp.example.com": {"auth": "ZGVwbG95OnMzY3JldA=="}}}\n'
+
+ENV_DUMP = "HOME=/root\nDB_PASSWORD=p4ss-w0rd!\nAPI_KEY=abc123def456\nPATH=/usr/bin\n"
+
+PEM_FILE = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    f"{PRIVATE_BODY}\n{PRIVATE_BODY[:20]}==\n"
+    "-----END RSA PRIVATE KEY-----\n"
+    "-----BEGIN CERTIFICATE-----\n"
+    f"{CERT_BODY}\n"
+    "-----END CERTIFICATE-----\n"
+)
+
+KUBEADM = "kubeadm join 10.0.0.10:6443 --token abcdef.0123456789abcdef --discovery-token-unsafe\n"
+
+
+def _run(name: str, text: str, **kw: bool) -> tuple[str, dict[str, int]]:
+    redactor = Redactor(**kw)
+    out = redactor.redact(name, text.encode()).decode()
+    return out, redactor.report().get(name, {})
+
+
+def test_cloud_init_output_masks_aws_pair_and_url_password() -> None:
+    out, counts = _run("node/cloud-init-output.log", CLOUD_INIT_OUTPUT)
+    assert SECRET_KEY not in out and SESSION not in out and KEY_ID not in out
+    assert "Sup3r-S3cret" not in out
+    assert f"AWS_ACCESS_KEY_ID=AKIA{MARKER}" in out
+    assert f"AWS_SECRET_ACCESS_KEY={MARKER}" in out
+    assert f"https://deploy:{MARKER}@artifacts.corp.example.com/gpu/setup.sh" in out
+    assert "Cloud-init v. 22.2.2 finished" in out and "% Total" in out
+    assert counts == {
+        "aws-access-key-id": 1,
+        "aws-secret-access-key": 1,
+        "aws-session-token": 1,
+        "url-credentials": 1,
+    }
+
+
+def test_kubeconfig_masks_client_key_and_token_keeps_certificates() -> None:
+    out, counts = _run("node/kubeconfig", KUBECONFIG)
+    assert B64_KEY not in out
+    assert f"client-key-data: {MARKER}" in out
+    assert out.count(B64_CERT) == 2
+    assert f"    token: {MARKER}\n" in out
+    assert "server: https://ABCDEF.gr7.us-west-2.eks.amazonaws.com" in out
+    assert counts == {"pem-base64": 1, "secret-env": 1}
+
+
+def test_journal_bearer_token() -> None:
+    out, counts = _run("node/journal/kubelet.log", JOURNAL_LINE)
+    assert JWT not in out
+    assert f'Authorization="Bearer {MARKER}"' in out
+    assert out.startswith("2024-05-07T09:13:02.123456+00:00 ip-10-0-37-142.us-west-2")
+    assert counts == {"bearer-token": 1}
+
+
+def test_registry_auth_in_containerd_and_docker_config() -> None:
+    out, counts = _run("node/etc/containerd/config.toml", CONTAINERD)
+    assert f'auth = "{MARKER}"' in out and "ZGVwbG95" not in out
+    assert '.configs."registry.corp.example.com".auth]' in out
+    assert counts == {"docker-auth": 1}
+    out, counts = _run("node/config.json", DOCKER_CONFIG)
+    assert out == f'{{"auths": {{"registry.corp.example.com": {{"auth": "{MARKER}"}}}}}}\n'
+    assert counts == {"docker-auth": 1}
+
+
+def test_env_dump_keeps_names_masks_values() -> None:
+    out, counts = _run("node/env", ENV_DUMP)
+    assert out == f"HOME=/root\nDB_PASSWORD={MARKER}\nAPI_KEY={MARKER}\nPATH=/usr/bin\n"
+    assert counts == {"secret-env": 2}
+
+
+def test_kubernetes_pod_json_env_and_harmless_fields() -> None:
+    pod = (
+        '{"env": [{"name": "DB_PASSWORD", "value": "hunter2"}, {"name": "MODE", "value": "x"}],'
+        ' "volumes": [{"secret": {"secretName": "db-creds"}}],'
+        ' "automountServiceAccountToken": false, "password": "pw"}'
+    )
+    out, counts = _run("k8s/pods.json", pod)
+    assert "hunter2" not in out and '"password": "***REDACTED***"' in out
+    assert '"secretName": "db-creds"' in out and '"automountServiceAccountToken": false' in out
+    assert '{"name": "MODE", "value": "x"}' in out
+    assert counts == {"secret-env": 2}
+
+
+def test_pem_private_key_masked_certificate_kept() -> None:
+    out, counts = _run("node/pki.pem", PEM_FILE)
+    assert PRIVATE_BODY not in out
+    assert out.startswith(
+        f"-----BEGIN RSA PRIVATE KEY-----\n{MARKER}\n-----END RSA PRIVATE KEY-----\n"
+    )
+    assert f"-----BEGIN CERTIFICATE-----\n{CERT_BODY}\n-----END CERTIFICATE-----\n" in out
+    assert counts == {"pem-block": 1}
+
+
+def test_truncated_private_key_and_json_escaped_pem() -> None:
+    truncated = f"log: -----BEGIN EC PRIVATE KEY-----\n{PRIVATE_BODY}\n{PRIVATE_BODY}\n[end]"
+    out, _ = _run("a.log", truncated)
+    assert PRIVATE_BODY not in out and out.endswith("[end]")
+    escaped = (
+        '{"key": "-----BEGIN PRIVATE KEY-----\\n' + PRIVATE_BODY + '\\n-----END PRIVATE KEY-----"}'
+    )
+    out, counts = _run("cm.json", escaped)
+    assert out == (
+        '{"key": "-----BEGIN PRIVATE KEY-----\\n' + MARKER + '\\n-----END PRIVATE KEY-----"}'
+    )
+    assert counts == {"pem-block": 1}
+
+
+def test_bootstrap_token_keeps_id() -> None:
+    out, counts = _run("node/kubeadm.log", KUBEADM)
+    assert out == KUBEADM.replace("0123456789abcdef", MARKER)
+    assert counts == {"bootstrap-token": 1}
+
+
+def test_prose_is_left_alone() -> None:
+    text = (
+        "Failed to get token: connection refused\n"
+        "docker run -u 1000:1000 image\n"
+        "bypass the password check when true\n"
+        "https://example.com:8443/path@v2 and user@example.com\n"
+    )
+    out, counts = _run("x.log", text)
+    assert out == text and counts == {}
+
+
+def test_report_accumulates_per_file_and_rules_are_stable() -> None:
+    redactor = Redactor()
+    redactor.redact("a", ENV_DUMP.encode())
+    redactor.redact("b", JOURNAL_LINE.encode())
+    redactor.redact("c", b"nothing here\n")
+    assert redactor.report() == {"a": {"secret-env": 2}, "b": {"bearer-token": 1}}
+    assert Redactor.RULES == RULES
+    assert RULES[0] == "pem-block" and "secret-env" in RULES and len(set(RULES)) == len(RULES)
+
+
+def test_disabled_changes_nothing() -> None:
+    redactor = Redactor(enabled=False, obfuscate_network=True)
+    for name, text in [("a", CLOUD_INIT_OUTPUT), ("b", KUBECONFIG), ("c", PEM_FILE)]:
+        assert redactor.redact(name, text.encode()) == text.encode()
+    assert redactor.report() == {} and redactor.mapping() == {}
+
+
+def test_binary_and_compressed_pass_through() -> None:
+    redactor = Redactor()
+    blob = b"\x7fELF\x00\x00" + ENV_DUMP.encode()
+    packed = gzip.compress(ENV_DUMP.encode())
+    assert redactor.redact("bin/tool", blob) == blob
+    assert redactor.redact("nvidia-bug-report.log.gz", packed) == packed
+    assert redactor.report() == {
+        "bin/tool": {SKIPPED_BINARY: 1},
+        "nvidia-bug-report.log.gz": {SKIPPED_BINARY: 1},
+    }
+
+
+def test_invalid_utf8_round_trips() -> None:
+    data = b"caf\xe9 \xff\xfe DB_PASSWORD=x\xe9y\n"
+    out = Redactor().redact("x", data)
+    assert out == b"caf\xe9 \xff\xfe DB_PASSWORD=" + MARKER.encode() + b"\n"
+
+
+def test_network_obfuscation_is_consistent_across_files() -> None:
+    redactor = Redactor(obfuscate_network=True)
+    one = (
+        "ip-10-0-37-142.us-west-2.compute.internal kubelet: node ip-10-0-37-142 ready, "
+        "InternalIP 10.0.37.142 dns 127.0.0.1 bind 0.0.0.0 mac 0a:1b:2c:3d:4e:5f "
+        "v6 2600:1f14:abc:1::42 driver 535.104.05 image v1.2.3.4\n"
+    )
+    two = '{"address": "10.0.37.142", "hostname": "ip-10-0-37-142.ec2.internal", "ip": "10.0.9.9"}'
+    out1 = redactor.redact("journal", one.encode()).decode()
+    out2 = redactor.redact("nodes.json", two.encode()).decode()
+    mapping = redactor.mapping()
+    ip = mapping["10.0.37.142"]
+    assert ip.startswith("10.255.") and ip in out1 and ip in out2
+    assert "10.0.37.142" not in out1 + out2 and "ip-10-0-37-142" not in out1 + out2
+    assert "host-0001.example.internal kubelet: node host-0001 ready" in out1
+    assert '"hostname": "host-0001.example.internal"' in out2
+    assert mapping["10.0.9.9"] != ip
+    assert "127.0.0.1" in out1 and "0.0.0.0" in out1
+    assert "535.104.05" in out1 and "v1.2.3.4" in out1
+    assert "0a:1b:2c:3d:4e:5f" not in out1 and "2600:1f14" not in out1
+    assert redactor.report()["journal"]["net-hostname"] == 2
+    assert redactor.redact("again", out1.encode()).decode() == out1  # stand-ins stay put
+
+
+_FRAGMENTS = st.sampled_from(
+    [
+        "password",
+        "token",
+        "=",
+        ": ",
+        '"',
+        "'",
+        "\\n",
+        "\n",
+        " ",
+        ",",
+        "--",
+        "://",
+        "@",
+        "u:p",
+        "Bearer ",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----END RSA PRIVATE KEY-----",
+        "LS0tLS1CRUdJTi",
+        KEY_ID,
+        SECRET_KEY,
+        "aws_secret_access_key=",
+        "abcdef.0123456789abcdef",
+        '"auth": "',
+        "name: X_PASSWORD\n  value: ",
+        MARKER,
+        "10.0.0.1",
+    ]
+)
+_TEXT = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=12)), max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_random_text_never_raises_and_is_idempotent(text: str) -> None:
+    once = Redactor().redact("f", text.encode("utf-8", "surrogatepass"))
+    assert Redactor().redact("f", once) == once
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_never_raise(data: bytes) -> None:
+    out = Redactor(obfuscate_network=True).redact("f", data)
+    assert isinstance(out, bytes)
+
+
+def _journal(size: int) -> tuple[bytes, int]:
+    lines = [
+        "2024-05-07T09:13:02.123456+00:00 ip-10-0-37-142.us-west-2.compute.internal kubelet[2210]:"
+        ' I0507 09:13:02.123456 2210 kubelet.go:2453] "SyncLoop (PLEG): event for pod"'
+        ' pod="kube-system/nvidia-device-plugin-daemonset-x7k2p"'
+        ' event={"ID":"3f1c","Type":"ContainerStarted","Data":"9b1e"}\n',
+        "2024-05-07T09:13:02.223456+00:00 ip-10-0-37-142.us-west-2.compute.internal kernel:"
+        " NVRM: Xid (PCI:0000:17:00): 79, pid=2210, GPU has fallen off the bus.\n",
+        "2024-05-07T09:13:02.323456+00:00 ip-10-0-37-142.us-west-2.compute.internal"
+        ' containerd[998]: time="2024-05-07T09:13:02Z" level=info msg="PullImage'
+        ' \\"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.5\\" returns image"\n',
+        JOURNAL_LINE,
+    ]
+    block = "".join(lines)
+    repeats = size // len(block) + 1
+    return (block * repeats).encode(), repeats
+
+
+def test_twenty_megabyte_journal() -> None:
+    data, repeats = _journal(20 * 1024 * 1024)
+    redactor = Redactor()
+    out = redactor.redact("journal/all.log", data)
+    assert JWT.encode() not in out
+    assert out.count(b"GPU has fallen off the bus.") == repeats
+    assert redactor.report() == {"journal/all.log": {"bearer-token": repeats}}
