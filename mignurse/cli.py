@@ -136,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _connection_options(collect, top=False)
     collect.add_argument("nodes", nargs="*", metavar="NODE", help="node names (domain optional)")
+    collect.add_argument(
+        "--local",
+        action="store_true",
+        help="collect this machine (run on the node itself, as root): no cluster needed",
+    )
     collect.add_argument("--nodepool", help="every node of this NodePool or node group")
     collect.add_argument(
         "--unhealthy", action="store_true", help="every GPU node NotReady or under a repair clock"
@@ -411,12 +416,48 @@ def _ssm_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     return session.client("ssm", config=retries), session.client("s3", config=s3_config)
 
 
+def _collect_local(args: argparse.Namespace, since: str) -> int:
+    """This machine's own files, for break-glass use on a node without the API."""
+    import socket
+
+    from mignurse.cluster.snapshot import Snapshot
+    from mignurse.collect.redact import Redactor
+    from mignurse.collect.run import collect
+    from mignurse.model import Node
+    from mignurse.nodeaccess.local import LocalShell
+
+    if args.nodes or args.nodepool or args.unhealthy:
+        raise UserError("--local collects this machine only: leave out node names and filters")
+    host = socket.gethostname()
+    out = Path(args.output or f"mignurse-bundle-local-{host}.tar.gz")
+    if not out.parent.exists():
+        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    print(f"collecting this machine ({host}) into {out} (journals since {since})", file=sys.stderr)
+    manifest = collect(
+        None,
+        Snapshot(nodes={}),
+        [Node(name=host)],
+        shell_for=lambda node: LocalShell(node.name),
+        out=out,
+        since=since,
+        redactor=Redactor(enabled=not args.no_redact, obfuscate_network=args.obfuscate_network),
+        node_timeout=args.timeout,
+    )
+    outcome = manifest["nodes"][host]
+    print(f"bundle: {out} ({out.stat().st_size / 2**20:.1f} MiB) in {manifest['seconds']:.1f} s")
+    if not outcome["ok"]:
+        print(f"  incomplete: {outcome['error'] or '; '.join(outcome['problems'])}")
+        return 1
+    return EXIT_OK
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     from mignurse.cluster.client import NODES
     from mignurse.cluster.load import load_snapshot
     from mignurse.collect.redact import Redactor
     from mignurse.collect.run import collect, select_nodes
     from mignurse.nodeaccess.base import NodeShell
+    from mignurse.nodeaccess.fallback import FallbackShell
     from mignurse.nodeaccess.ssh import SSHShell
     from mignurse.nodeaccess.ssm import SSMShell
     from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
@@ -424,6 +465,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     since = journal_since(args.since)
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
+    if args.local:
+        return _collect_local(args, since)
     if not (args.nodes or args.nodepool or args.unhealthy):
         raise UserError("name the nodes to collect, or use --nodepool POOL or --unhealthy")
     client = _connect(args)
@@ -459,18 +502,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
                         Path(sandboxes) / node.name, raw, story=story_for(raw)
                     )
                     return SandboxShell(sandbox)
+                # SSH to the node's name: ~/.ssh/config may map it (ProxyCommand over SSM).
+                ssh = SSHShell(node.name, node.name, accept_new_host_keys=args.accept_new_host_keys)
                 if ssm_clients is not None and node.instance_id:
-                    return SSMShell(
+                    ssm = SSMShell(
                         node.name,
                         node.instance_id,
                         ssm_client=ssm_clients[0],
                         s3_client=ssm_clients[1],
                         bucket=args.bucket,
                     )
-                # SSH to the node's name: ~/.ssh/config may map it (ProxyCommand over SSM).
-                return SSHShell(
-                    node.name, node.name, accept_new_host_keys=args.accept_new_host_keys
-                )
+                    return FallbackShell(ssm, ssh, when="is not managed by SSM")
+                return ssh
 
             done = 0
 

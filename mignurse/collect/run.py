@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +161,7 @@ def write_cluster_part(
 
 
 def collect(
-    client: ClusterClient,
+    client: ClusterClient | None,
     snapshot: Snapshot,
     nodes: list[Node],
     *,
@@ -173,15 +173,17 @@ def collect(
     node_timeout: float = NODE_TIMEOUT_SECONDS,
     progress: Callable[[str, str], None] = lambda node, state: None,
 ) -> dict[str, Any]:
-    """Write the bundle to `out`; returns its manifest."""
-    collected_at: datetime = client.server_now()
-    top = f"mignurse-bundle-{client.info.context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
+    """Write the bundle to `out`; returns its manifest. Without a client (`collect --local`
+    on the node itself) the bundle holds the node's files only."""
+    collected_at: datetime = client.server_now() if client else datetime.now(UTC)
+    context = client.info.context if client else "local"
+    top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
     bundle = BundleWriter(out, top=top, redactor=redactor)
     outcomes = {node.name: NodeOutcome(node.name) for node in nodes}
     manifest: dict[str, Any] = {
         "tool": f"mignurse {__version__}",
-        "context": client.info.context,
-        "cluster": client.info.cluster,
+        "context": context,
+        "cluster": client.info.cluster if client else "",
         "collected_at": format_time(collected_at),
         "window": {"since": since},
         "interrupted": False,
@@ -189,7 +191,8 @@ def collect(
     }
     started = time.monotonic()
     try:
-        manifest["problems"] = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
+        if client is not None:
+            manifest["problems"] = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
         script = collector_script(since=since)
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
             futures = {

@@ -1,0 +1,31 @@
+"""Try one way into a node, and another when the first cannot even start."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import BinaryIO
+
+from mignurse.nodeaccess.base import NodeShell, RunResult
+
+
+class FallbackShell:
+    """SSM first, SSH when SSM does not manage the instance (issue 4: SSM when managed,
+    else SSH). Only a refusal before anything ran falls back: a script that ran and failed
+    is reported as it is, never run twice."""
+
+    def __init__(self, primary: NodeShell, fallback: NodeShell, *, when: str) -> None:
+        self.primary = primary
+        self.fallback = fallback
+        self.when = when  # a phrase of the primary's error that means "cannot reach it this way"
+        self.node = primary.node
+        self.transport = primary.transport
+
+    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+        first = self.primary.run(script, timeout=timeout, stdout=stdout)
+        if first.rc is not None or first.bytes_out or self.when not in first.error:
+            return first
+        second = self.fallback.run(script, timeout=timeout, stdout=stdout)
+        if second.ok:
+            return second
+        why = second.error or f"exit {second.rc}"
+        return replace(second, error=f"{first.error}; then over {second.transport}: {why}")
