@@ -36,6 +36,7 @@ NODE_FILES = (
     "mig-lci.txt",
     "mig-parted-export.yaml",
     "devices.txt",
+    "nvml.json",
     "crictl-ps.txt",
     "systemctl-failed.txt",
     "bottlerocket-logs.tar.gz",
@@ -229,6 +230,13 @@ run mig-lgi.txt "$SRC_TO" "0 6" nvidia-smi mig -lgi
 run mig-lci.txt "$SRC_TO" "0 6" nvidia-smi mig -lci
 run mig-parted-export.yaml "$SRC_TO" 0 nvidia-mig-parted export
 run devices.txt "$SRC_TO" 0 ls -l "$R"/dev/nvidia* "$R/dev/nvidia-caps"
+# NVML's own reading (stable across driver versions, unlike nvidia-smi's text) where
+# mignurse is installed on the node; exit 1 = no GPUs or no MIG, still an answer.
+if command -v mignurse >/dev/null 2>&1; then
+  run nvml.json "$SRC_TO" "0 1" mignurse probe -o json
+else
+  skip nvml.json "mignurse not installed on the node (nvidia-smi files stand in)" mignurse probe -o json
+fi
 
 if command -v crictl >/dev/null 2>&1; then
   run crictl-ps.txt "$SRC_TO" 0 crictl ps -a

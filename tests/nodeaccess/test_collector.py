@@ -208,3 +208,34 @@ def test_large_output_streams_without_deadlock() -> None:
     result = LocalShell("n1").run(script, timeout=20, stdout=sink)
     assert result.ok and result.bytes_out == 5_000_000 == len(sink.getvalue())
     assert len(result.stderr_tail) == 8 * 1024
+
+
+def test_nvml_json_comes_from_mignurse_probe_when_installed_on_the_node(tmp_path: Path) -> None:
+    """Where mignurse is on the node, its NVML probe is the MIG state diagnosis reads first."""
+    from mignurse.diagnose.sources import load_offline
+    from mignurse.model import MigState
+
+    state = MigState(source="nvml", status="no-gpus", detail="probe ran on the node")
+    sandbox = NodeSandbox(tmp_path / "sb", node="n1", scenario_facts={"story": "healthy"})
+    sandbox.stub("mignurse", f"cat <<'JSON'\n{json.dumps(state.to_json())}\nJSON\nexit 1\n")
+    result, data = _collect(sandbox)
+    assert result.ok
+    nodes = [{"metadata": {"name": "n1"}}]
+    gathered = load_offline(_bundle(tmp_path, nodes, "n1", data))
+    mig = gathered.node_evidence["n1"].mig
+    assert mig is not None and (mig.source, mig.status) == ("nvml", "no-gpus")
+    assert any(
+        "mignurse 'probe' '-o' 'json'" in c for c in sandbox.calls_log.read_text().splitlines()
+    )
+
+
+def test_without_mignurse_on_the_node_nvml_json_is_skipped_with_a_reason(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
+    # The system PATH only: a developer's activated venv would put a real mignurse on it.
+    env = {**sandbox.env, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    runner = LocalShell("n1", env=env, path_prefix=sandbox.path_prefix)
+    sink = io.BytesIO()
+    assert runner.run(collector_script(), timeout=20, stdout=sink).ok
+    node_dir = _untar(sink.getvalue(), tmp_path / "out")
+    entry = next(s for s in _manifest(node_dir)["sources"] if s["file"] == "nvml.json")
+    assert "mignurse not installed" in entry["skipped"]
