@@ -194,7 +194,8 @@ def collect(
         if client is not None:
             manifest["problems"] = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
         script = collector_script(since=since)
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency))
+        try:
             futures = {
                 pool.submit(_run_one, shell_for(node), script, node_timeout, progress): node
                 for node in nodes
@@ -210,6 +211,12 @@ def collect(
                         outcome.files, outcome.problems = bundle.add_node_tar(node.name, spool)
                 state = "ok" if result.ok and not outcome.problems else (result.error or "failed")
                 progress(node.name, state)
+        except BaseException:
+            # Ctrl-C (or a bug): nodes not started yet never start, and the bundle closes now
+            # instead of after every queued node has run (a `with` block would wait for them).
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
     except KeyboardInterrupt:
         manifest["interrupted"] = True
         raise

@@ -235,7 +235,7 @@ run devices.txt "$SRC_TO" 0 ls -l "$R"/dev/nvidia* "$R/dev/nvidia-caps"
 if command -v mignurse >/dev/null 2>&1; then
   run nvml.json "$SRC_TO" "0 1" mignurse probe -o json
 else
-  skip nvml.json "mignurse not installed on the node (nvidia-smi files stand in)" mignurse probe -o json
+  skip nvml.json "mignurse not installed on the node" mignurse probe -o json
 fi
 
 if command -v crictl >/dev/null 2>&1; then

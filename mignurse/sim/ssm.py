@@ -110,6 +110,8 @@ class SsmStandIn:
     `errors` lists (operation, code) for every error answered. `instances` may grow after start.
     `race` is the InvocationDoesNotExist window after SendCommand (seconds).
     `throttle` makes the next N requests fail with ThrottlingException (to exercise retries).
+    `in_progress` is how many invocations are InProgress now; `peak_in_progress` the most at
+    once since start (what a test of a caller's concurrency bound reads).
     """
 
     def __init__(
@@ -121,6 +123,8 @@ class SsmStandIn:
         self.calls: list[str] = []
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.errors: list[tuple[str, str]] = []  # (operation, error code) for each error sent
+        self.in_progress = 0
+        self.peak_in_progress = 0
         self._invocations: dict[tuple[str, str], _Invocation] = {}
         self._commands: dict[str, list[str]] = {}
         self._lock = threading.Lock()
@@ -433,6 +437,8 @@ class SsmStandIn:
                 return
             inv.status, inv.details = "InProgress", "InProgress"
             inv.started = time.time()
+            self.in_progress += 1
+            self.peak_in_progress = max(self.peak_in_progress, self.in_progress)
         self._execute(inv, spec)
 
     def _execute(self, inv: _Invocation, spec: InstanceSpec) -> None:
@@ -478,6 +484,7 @@ class SsmStandIn:
         stdout = out_path.read_bytes().decode("utf-8", "replace")
         stderr = err_path.read_bytes().decode("utf-8", "replace")
         with self._lock:
+            self.in_progress -= 1
             inv.proc = None
             inv.ended = time.time()
             inv.stdout, inv.stderr = stdout, stderr
