@@ -452,15 +452,10 @@ def _collect_local(args: argparse.Namespace, since: str) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from mignurse.cluster.client import NODES
     from mignurse.cluster.load import load_snapshot
     from mignurse.collect.redact import Redactor
     from mignurse.collect.run import collect, select_nodes
-    from mignurse.nodeaccess.base import NodeShell
-    from mignurse.nodeaccess.fallback import FallbackShell
-    from mignurse.nodeaccess.ssh import SSHShell
-    from mignurse.nodeaccess.ssm import SSMShell
-    from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
+    from mignurse.collect.transports import shell_factory
 
     since = journal_since(args.since)
     if args.concurrency < 1:
@@ -494,27 +489,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if not out.parent.exists():
             raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
         with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
-
-            def shell_for(node: Any) -> NodeShell:
-                if transport == "sim":
-                    raw = client.get(NODES, node.name)
-                    sandbox = NodeSandbox.for_node(
-                        Path(sandboxes) / node.name, raw, story=story_for(raw)
-                    )
-                    return SandboxShell(sandbox)
-                # SSH to the node's name: ~/.ssh/config may map it (ProxyCommand over SSM).
-                ssh = SSHShell(node.name, node.name, accept_new_host_keys=args.accept_new_host_keys)
-                if ssm_clients is not None and node.instance_id:
-                    ssm = SSMShell(
-                        node.name,
-                        node.instance_id,
-                        ssm_client=ssm_clients[0],
-                        s3_client=ssm_clients[1],
-                        bucket=args.bucket,
-                    )
-                    return FallbackShell(ssm, ssh, when="is not managed by SSM")
-                return ssh
-
+            shell_for = shell_factory(
+                client,
+                transport=transport,
+                sandboxes=Path(sandboxes),
+                ssm_clients=ssm_clients,
+                bucket=args.bucket,
+                accept_new_host_keys=args.accept_new_host_keys,
+            )
             done = 0
 
             def progress(node: str, state: str) -> None:
