@@ -362,15 +362,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 # -- collect ------------------------------------------------------------------------------
 
-_SINCE = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
 
 def journal_since(text: str) -> str:
-    """90m → "90 minutes ago", the form journalctl takes."""
-    number, unit = text[:-1], text[-1:]
-    if not number.isdigit() or unit not in _SINCE or int(number) <= 0:
-        raise UserError(f"--since {text!r} is not a window like 90m, 6h or 2d")
-    return f"{int(number)} {_SINCE[unit]} ago"
+    from mignurse.collect.run import journal_since_words
+
+    try:
+        return journal_since_words(text)
+    except ValueError as exc:
+        raise UserError(f"--since {exc}") from None
 
 
 def _is_simulated(kubeconfig: str | None, cluster: str) -> bool:

@@ -38,6 +38,18 @@ from mignurse.nodeaccess.base import NodeShell, RunResult
 from mignurse.nodeaccess.script import collector_script
 
 DEFAULT_CONCURRENCY = 10
+DEFAULT_SINCE = "6h"
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def journal_since_words(window: str) -> str:
+    """90m → "90 minutes ago", the form journalctl takes; ValueError for anything else."""
+    number, unit = window[:-1], window[-1:]
+    if not number.isdigit() or unit not in _UNITS or int(number) <= 0:
+        raise ValueError(f"{window!r} is not a window like 90m, 6h or 2d")
+    return f"{int(number)} {_UNITS[unit]} ago"
+
+
 NODE_TIMEOUT_SECONDS = 600.0
 
 

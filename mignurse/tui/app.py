@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
+from mignurse.collect.redact import Redactor
+from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
+from mignurse.collect.transports import shell_factory
 from mignurse.diagnose.engine import Diagnosis, diagnose
 from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
@@ -75,6 +79,7 @@ class LiveSource:
         simulated: str | None = None,
         clock: Callable[[], datetime] | None = None,
         history_path: Path | None = None,
+        bundle_dir: Path | None = None,
     ) -> None:
         self.client = client
         self.state = ClusterState()
@@ -85,6 +90,7 @@ class LiveSource:
         self.notices: list[str] = []
         self.watcher: ClusterWatcher | None = None
         self.history_path = history_path
+        self.bundle_dir = bundle_dir or Path.cwd()
         self.history: HistoryStore | None = None
         self._recorder: HistoryRecorder | None = None
         self.last_history = History()
@@ -148,6 +154,33 @@ class LiveSource:
         )
         return diagnose(inp)
 
+    def collect_node(self, name: str) -> tuple[Path, dict[str, Any]]:
+        """One node's bundle into `bundle_dir`, over the simulator's sandboxes in the demo,
+        else SSH (as `mignurse collect --transport ssh`). Runs off the UI thread."""
+        node = self.state.node(name)
+        if node is None:
+            raise ValueError(f"{name} is gone")
+        now = self.now()
+        out = self.bundle_dir / (
+            f"mignurse-bundle-{self.context}-{name.split('.', 1)[0]}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
+        )
+        with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
+            shell_for = shell_factory(
+                self.client,
+                transport="sim" if self.simulated else "ssh",
+                sandboxes=Path(sandboxes),
+            )
+            manifest = collect(
+                self.client,
+                self.state.snapshot(taken_at=now),
+                [node],
+                shell_for=shell_for,
+                out=out,
+                since=journal_since_words(DEFAULT_SINCE),
+                redactor=Redactor(),
+            )
+        return out, manifest
+
     def stop(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
@@ -181,6 +214,7 @@ class MigNurseApp(App[None]):
         Binding("p", "next_pool", "Next pool"),
         Binding("a", "all_pools", "All pools"),
         Binding("r", "refresh_now", "Refresh"),
+        Binding("c", "collect", "Collect"),
     ]
 
     def __init__(self, source: LiveSource, *, read_only: bool = False) -> None:
@@ -413,6 +447,31 @@ class MigNurseApp(App[None]):
 
     def action_refresh_now(self) -> None:
         self._force_full = True
+
+    def action_collect(self) -> None:
+        """Collect the highlighted node's evidence into a bundle, before repair deletes it."""
+        name = self._highlighted_name()
+        if not name or self.source.state.node(name) is None:
+            self.notify("Highlight a node (not a launching NodeClaim) to collect it.", timeout=4)
+            return
+        self.notify(f"Collecting {name}…", timeout=4)
+        self._collect_node(name)
+
+    @work(thread=True, group="collect", exit_on_error=False)
+    def _collect_node(self, name: str) -> None:
+        try:
+            out, manifest = self.source.collect_node(name)
+        except Exception as exc:  # noqa: BLE001 - shown in the app, never a crash
+            message, severity = f"Collecting {name} failed: {exc}", "error"
+        else:
+            outcome = manifest["nodes"].get(name, {})
+            if outcome.get("ok"):
+                message, severity = f"Bundle written: {out}", "information"
+            else:
+                why = outcome.get("error") or "; ".join(outcome.get("problems") or []) or "?"
+                message, severity = f"Bundle {out} is missing {name}'s files: {why}", "warning"
+        with contextlib.suppress(RuntimeError):  # the app closed meanwhile
+            self.call_from_thread(self.notify, message, severity=severity, timeout=10)
 
     # -- detail pane ------------------------------------------------------------------
 

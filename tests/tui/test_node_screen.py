@@ -94,3 +94,22 @@ async def test_pool_key_filters_and_detail_pane_shows_conditions(
         detail = app.query_one("#detail", Static)
         await until(lambda: "AcceleratedHardwareReady" in static_text(detail))
         await until(lambda: "using GPUs" in static_text(detail))  # pods, fetched off the UI thread
+
+
+async def test_c_collects_the_highlighted_node_into_a_bundle(
+    repair_loop: tuple[SimCluster, MigNurseApp], tmp_path: Path
+) -> None:
+    _sim, app = repair_loop
+    app.source.bundle_dir = tmp_path
+    async with app.run_test(size=(180, 40)) as pilot:
+        await until(lambda: len(table_rows(app)) > 0)
+        table = app.query_one("#nodes", DataTable)
+        table.focus()
+        await pilot.press("c")
+        await until(lambda: any(tmp_path.glob("mignurse-bundle-*.tar.gz")), timeout=30)
+        await until(lambda: any("Bundle written" in str(n.message) for n in app._notifications))
+    (bundle,) = tmp_path.glob("mignurse-bundle-*.tar.gz")
+    from mignurse.diagnose.sources import load_offline
+
+    gathered = load_offline(bundle)
+    assert len(gathered.node_evidence) == 1
