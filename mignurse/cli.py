@@ -120,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the history lives (default: $XDG_STATE_HOME/mignurse, ~/.local/state/mignurse)",
     )
     watch.add_argument(
+        "--auto-collect",
+        metavar="DIR",
+        help="collect each node into DIR as soon as its repair clock starts (before Karpenter "
+        "deletes it): over the simulator's sandboxes, SSM with --bucket, else SSH",
+    )
+    watch.add_argument("--bucket", help="with --auto-collect: SSM through this S3 bucket")
+    watch.add_argument(
         "--progress-every",
         type=float,
         default=60.0,
@@ -403,7 +410,9 @@ def _ssm_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     if not args.bucket:
         raise UserError("--transport ssm needs --bucket BUCKET for the nodes' archives")
     try:
-        session = boto3.Session(profile_name=args.profile, region_name=args.region)
+        session = boto3.Session(
+            profile_name=getattr(args, "profile", None), region_name=getattr(args, "region", None)
+        )
     except botocore.exceptions.ProfileNotFound as exc:
         raise UserError(f"{exc}: check --profile or ~/.aws/config") from None
     if session.region_name is None:
@@ -540,6 +549,22 @@ def cmd_collect(args: argparse.Namespace) -> int:
 # -- watch ----------------------------------------------------------------------------
 
 
+def _shells_for(args: argparse.Namespace, client: Any, sandboxes: Path) -> Any:
+    from mignurse.collect.transports import shell_factory
+
+    if _is_simulated(args.kubeconfig, client.info.cluster):
+        transport = "sim"
+    else:
+        transport = "ssm" if getattr(args, "bucket", None) else "ssh"
+    return shell_factory(
+        client,
+        transport=transport,
+        sandboxes=sandboxes,
+        ssm_clients=_ssm_clients(args) if transport == "ssm" else None,
+        bucket=getattr(args, "bucket", None),
+    )
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     import threading
     from datetime import UTC, datetime
@@ -566,16 +591,35 @@ def cmd_watch(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     progress(f"recording context {client.info.context!r} into {path}; Ctrl-C to stop")
+    out_dir = Path(args.auto_collect).expanduser() if args.auto_collect else None
+    if out_dir is not None and not out_dir.is_dir():
+        raise UserError(f"--auto-collect {out_dir}: no such folder")
     try:
-        run_recorder(
-            client,
-            store,
-            context=client.info.context,
-            karpenter=karpenter,
-            stop=stop,
-            on_progress=progress,
-            progress_every=args.progress_every,
-        )
+        with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
+            collector = None
+            if out_dir is not None:
+                from mignurse.collect.auto import AutoCollector
+
+                collector = AutoCollector(
+                    client,
+                    out_dir=out_dir,
+                    shell_for=_shells_for(args, client, Path(sandboxes)),
+                    clock=client.server_now,
+                    report=progress,
+                )
+                progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
+            run_recorder(
+                client,
+                store,
+                context=client.info.context,
+                karpenter=karpenter,
+                stop=stop,
+                on_progress=progress,
+                progress_every=args.progress_every,
+                on_tick=collector.tick if collector is not None else None,
+            )
+            if collector is not None:
+                collector.close()  # let running collections finish their bundles
     finally:
         store.close()
         client.close()

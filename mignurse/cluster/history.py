@@ -1336,8 +1336,10 @@ def run_recorder(
     on_progress: Callable[[str], None],
     progress_every: float = 60.0,
     prune_every: float = PRUNE_EVERY_SECONDS,
+    on_tick: Callable[[ClusterState], None] | None = None,
 ) -> None:
-    """List and watch the cluster and record it until `stop` is set.
+    """List and watch the cluster and record it until `stop` is set. `on_tick` sees the
+    live state about once a second, once everything is listed (e.g. auto-collect).
 
     `on_progress` is called from this thread only: a line when everything is listed,
     one every `progress_every` seconds, one per watch failure, and one at the end."""
@@ -1363,6 +1365,8 @@ def run_recorder(
     errors_seen = 0
     try:
         while not stop.wait(min(1.0, progress_every)):
+            if on_tick is not None and watcher.synced():
+                on_tick(state)
             while reports:
                 status = reports.popleft()
                 if status.error:

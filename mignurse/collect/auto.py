@@ -1,0 +1,104 @@
+"""Collect a node when its repair clock starts, before Karpenter deletes it and the evidence.
+
+Each (node, unhealthy condition, its transition time) is collected once, in the background,
+a few at a time: a loop that replaces a node every ten minutes yields one bundle per
+victim, not one per check.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mignurse.cluster.client import ClusterClient
+from mignurse.cluster.snapshot import ClusterState
+from mignurse.collect.redact import Redactor
+from mignurse.collect.run import collect, journal_since_words
+from mignurse.diagnose.facts import repair_clock
+from mignurse.model import Node
+from mignurse.nodeaccess.base import NodeShell
+
+MAX_PARALLEL = 2  # collection competes with the recorder and the app for two cores
+CHECK_SECONDS = 10.0  # repair tolerations are 10 or 30 minutes: this is early enough
+
+
+class AutoCollector:
+    def __init__(
+        self,
+        client: ClusterClient,
+        *,
+        out_dir: Path,
+        shell_for: Callable[[Node], NodeShell],
+        clock: Callable[[], datetime],
+        since: str = "6h",
+        report: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.client = client
+        self.out_dir = out_dir
+        self.shell_for = shell_for
+        self.clock = clock
+        self.since = journal_since_words(since)
+        self.report = report
+        self._done: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+        self._pool = concurrent.futures.ThreadPoolExecutor(MAX_PARALLEL, "auto-collect")
+        self.futures: list[concurrent.futures.Future[Path]] = []
+        self._next_check = 0.0
+
+    def tick(self, state: ClusterState) -> None:
+        """For a loop that calls often: check at most every CHECK_SECONDS."""
+        now = time.monotonic()
+        if now >= self._next_check:
+            self._next_check = now + CHECK_SECONDS
+            self.check(state)
+
+    def check(self, state: ClusterState) -> list[str]:
+        """Start collecting every node whose repair deadline lies ahead and that has not
+        been collected for this condition yet; returns the nodes started."""
+        now = self.clock()
+        snapshot = state.snapshot(taken_at=now)
+        started: list[str] = []
+        for node in snapshot.gpu_nodes():
+            clock = repair_clock(node)
+            if clock is None or clock.deadline <= now or node.deleting is not None:
+                continue
+            key = (node.name, clock.condition.type, str(clock.condition.last_transition))
+            with self._lock:
+                if key in self._done:
+                    continue
+                self._done.add(key)
+            self.report(
+                f"{node.name}: {clock.condition.type}={clock.condition.status} "
+                f"({clock.condition.reason}); repair due {clock.deadline:%H:%M:%SZ}: collecting"
+            )
+            self.futures.append(self._pool.submit(self._collect, node, snapshot))
+            started.append(node.name)
+        return started
+
+    def _collect(self, node: Node, snapshot: Any) -> Path:
+        now = self.clock()
+        out = self.out_dir / (
+            f"mignurse-bundle-{self.client.info.context}-{node.name.split('.', 1)[0]}-"
+            f"{now:%Y%m%dT%H%M%SZ}.tar.gz"
+        )
+        manifest = collect(
+            self.client,
+            snapshot,
+            [node],
+            shell_for=self.shell_for,
+            out=out,
+            since=self.since,
+            redactor=Redactor(),
+        )
+        outcome = manifest["nodes"].get(node.name, {})
+        state = "ok" if outcome.get("ok") else (outcome.get("error") or "incomplete")
+        self.report(f"{node.name}: bundle {out} ({state})")
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)

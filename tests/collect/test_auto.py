@@ -1,0 +1,78 @@
+"""Auto-collect: a node under a repair clock is collected once, before its deadline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mignurse.cluster.client import ClusterClient
+from mignurse.cluster.snapshot import ClusterState
+from mignurse.cluster.watcher import ClusterWatcher
+from mignurse.collect.auto import AutoCollector
+from mignurse.collect.transports import shell_factory
+from mignurse.diagnose.sources import load_offline
+from mignurse.sim import SimCluster, load_scenario
+
+
+def test_the_dcgm_node_is_collected_once_before_its_repair(tmp_path: Path) -> None:
+    with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "k")))
+        state = ClusterState()
+        watcher = ClusterWatcher(client, state, karpenter=True).start()
+        try:
+            assert watcher.wait_synced(15)
+            (tmp_path / "sb").mkdir()
+            lines: list[str] = []
+            collector = AutoCollector(
+                client,
+                out_dir=tmp_path,
+                shell_for=shell_factory(client, transport="sim", sandboxes=tmp_path / "sb"),
+                clock=sim.now,
+                report=lines.append,
+            )
+            started = collector.check(state)
+            assert collector.check(state) == []  # the same condition is not collected twice
+            collector.close()
+        finally:
+            watcher.stop()
+        unhealthy = [
+            n["metadata"]["name"]
+            for n in sim.objects("nodes")
+            if any(
+                c["type"] == "AcceleratedHardwareReady" and c["status"] == "False"
+                for c in n["status"]["conditions"]
+            )
+        ]
+    assert started == unhealthy
+    (bundle,) = tmp_path.glob("mignurse-bundle-*.tar.gz")
+    assert set(load_offline(bundle).node_evidence) == set(unhealthy)
+    assert any("repair due" in line for line in lines)
+    assert any(line.endswith("(ok)") for line in lines)
+
+
+def test_watch_auto_collect_as_a_user_runs_it(tmp_path: Path) -> None:
+    with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        out = tmp_path / "bundles"
+        out.mkdir()
+        command = [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), "watch"]
+        command += ["--state-dir", str(tmp_path / "state"), "--auto-collect", str(out)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        watcher = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not list(out.glob("*.tar.gz")):
+                time.sleep(0.2)
+            time.sleep(1)  # let the bundle be closed
+        finally:
+            watcher.send_signal(signal.SIGINT)
+            assert watcher.wait(timeout=60) == 0
+            stderr = watcher.stderr.read() if watcher.stderr else ""
+    bundles = list(out.glob("*.tar.gz"))
+    assert bundles, stderr
+    assert "auto-collect on" in stderr and "repair due" in stderr
+    assert load_offline(bundles[0]).node_evidence
