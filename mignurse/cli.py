@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the app offers no action that changes the cluster",
     )
+    parser.add_argument(
+        "--auto-collect",
+        metavar="DIR",
+        help="the app collects each node into DIR as soon as its repair clock starts",
+    )
     _connection_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -215,6 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
+    )
+    demo.add_argument(
+        "--auto-collect",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="collect each simulated node into DIR as soon as its repair clock starts",
     )
 
     sim = sub.add_parser(
@@ -629,12 +640,24 @@ def cmd_watch(args: argparse.Namespace) -> int:
 # -- the app --------------------------------------------------------------------------
 
 
+def _auto_collect_dir(args: argparse.Namespace) -> Path | None:
+    value = getattr(args, "auto_collect", None)
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise UserError(f"--auto-collect {folder}: no such folder")
+    return folder
+
+
 def cmd_app(args: argparse.Namespace) -> int:
     from mignurse.cluster.history import default_history_path
     from mignurse.tui.app import LiveSource, make_app
 
     client = _connect(args)
-    source = LiveSource(client, history_path=default_history_path())
+    source = LiveSource(
+        client, history_path=default_history_path(), auto_collect=_auto_collect_dir(args)
+    )
     source.check()  # a dead endpoint or RBAC refusal is one line here, not a broken screen
     app = make_app(source, read_only=args.read_only)
     app.run()
@@ -659,6 +682,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 simulated=f"{scenario.name} ×{speed:g}",
                 clock=sim.now,
                 history_path=Path(tmp) / "history.sqlite3",
+                auto_collect=_auto_collect_dir(args),
             )
             source.check()
             app = make_app(source, read_only=getattr(args, "read_only", False))

@@ -33,6 +33,7 @@ from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
+from mignurse.collect.auto import AutoCollector
 from mignurse.collect.redact import Redactor
 from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
 from mignurse.collect.transports import shell_factory
@@ -80,6 +81,7 @@ class LiveSource:
         clock: Callable[[], datetime] | None = None,
         history_path: Path | None = None,
         bundle_dir: Path | None = None,
+        auto_collect: Path | None = None,
     ) -> None:
         self.client = client
         self.state = ClusterState()
@@ -91,6 +93,10 @@ class LiveSource:
         self.watcher: ClusterWatcher | None = None
         self.history_path = history_path
         self.bundle_dir = bundle_dir or Path.cwd()
+        self.auto_collect = auto_collect  # a folder: collect nodes as their repair clock starts
+        self._collector: AutoCollector | None = None
+        self._sandboxes: tempfile.TemporaryDirectory[str] | None = None
+        self.collect_reports: list[str] = []  # the app shows and clears these
         self.history: HistoryStore | None = None
         self._recorder: HistoryRecorder | None = None
         self.last_history = History()
@@ -123,6 +129,19 @@ class LiveSource:
             self.check()
         if self.history_path is not None:
             self._open_history(self.history_path)
+        if self.auto_collect is not None:
+            self._sandboxes = tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-")
+            self._collector = AutoCollector(
+                self.client,
+                out_dir=self.auto_collect,
+                shell_for=shell_factory(
+                    self.client,
+                    transport="sim" if self.simulated else "ssh",
+                    sandboxes=Path(self._sandboxes.name),
+                ),
+                clock=self.now,
+                report=self.collect_reports.append,
+            )
         self.watcher = ClusterWatcher(
             self.client, self.state, karpenter=self.karpenter, on_status=on_status
         ).start()
@@ -181,9 +200,18 @@ class LiveSource:
             )
         return out, manifest
 
+    def auto_tick(self) -> None:
+        """Called from the refresh worker once the state is listed."""
+        if self._collector is not None:
+            self._collector.tick(self.state)
+
     def stop(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
+        if self._collector is not None:
+            self._collector.close()
+        if self._sandboxes is not None:
+            self._sandboxes.cleanup()
         if self._recorder is not None:
             self._recorder.stop()
         if self.history is not None:
@@ -300,6 +328,8 @@ class MigNurseApp(App[None]):
                 changes.diagnosis_error = f"diagnosis failed: {type(exc).__name__}: {exc}"
             if changes.diagnosis is not None:
                 self._badges = _badges(changes.diagnosis.findings)
+        if synced:
+            self.source.auto_tick()
         snapshot = state.snapshot(taken_at=now)
         rows = [
             dataclasses.replace(r, badge=self._badges[r.name]) if r.name in self._badges else r
@@ -347,6 +377,8 @@ class MigNurseApp(App[None]):
                 table.sort("POOL", "NAME", key=_sort_key)
         if changes.pools:
             self._pools = changes.pools
+        while self.source.collect_reports:
+            self.notify(self.source.collect_reports.pop(0), title="auto-collect", timeout=8)
         if changes.diagnosis is not None or changes.diagnosis_error:
             self._diagnosis = changes.diagnosis
             self._diagnosis_error = changes.diagnosis_error

@@ -113,3 +113,21 @@ async def test_c_collects_the_highlighted_node_into_a_bundle(
 
     gathered = load_offline(bundle)
     assert len(gathered.node_evidence) == 1
+
+
+async def test_auto_collect_bundles_the_node_under_a_repair_clock(tmp_path: Path) -> None:
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
+    try:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+        bundles = tmp_path / "bundles"
+        bundles.mkdir()
+        source = LiveSource(
+            client, simulated="dcgm-repair-loop ×0", clock=sim.now, auto_collect=bundles
+        )
+        source.check()
+        app = make_app(source)
+        async with app.run_test(size=(180, 40)):
+            await until(lambda: any(bundles.glob("*.tar.gz")), timeout=30)
+            await until(lambda: any("auto-collect" in str(n.title) for n in app._notifications))
+    finally:
+        sim.stop()
