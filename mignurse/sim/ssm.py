@@ -174,6 +174,10 @@ class SsmStandIn:
             procs = [i.proc for i in self._invocations.values() if i.proc is not None]
             for inv in self._invocations.values():
                 inv.cancelled = True
+                if inv.proc is None and inv.status not in TERMINAL:
+                    # never left as Pending/InProgress: a client still polling over a kept-alive
+                    # connection sees the end at once instead of waiting out its own deadline
+                    inv.status, inv.details = "Cancelled", "Cancelled"
         for proc in procs:
             _killpg(proc, signal.SIGKILL)
         if self._server is not None:
@@ -471,6 +475,8 @@ class SsmStandIn:
             if proc is not None:
                 with self._lock:
                     inv.proc = proc
+                    if inv.cancelled:  # cancelled or stopped while it was starting
+                        _killpg(proc, signal.SIGKILL)
                 try:
                     rc = proc.wait(timeout=inv.execution_timeout)
                 except subprocess.TimeoutExpired:
@@ -481,8 +487,7 @@ class SsmStandIn:
                     except subprocess.TimeoutExpired:
                         _killpg(proc, signal.SIGKILL)
                         proc.wait()
-        stdout = out_path.read_bytes().decode("utf-8", "replace")
-        stderr = err_path.read_bytes().decode("utf-8", "replace")
+        stdout, stderr = _read_text(out_path), _read_text(err_path)  # gone if stop() ran
         with self._lock:
             self.in_progress -= 1
             inv.proc = None
@@ -508,6 +513,13 @@ def _execution_timeout(values: Any) -> float:
     except ValueError:
         return 3600.0
     return float(min(max(seconds, 5), 172_800))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _killpg(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

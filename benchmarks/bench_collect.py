@@ -1,0 +1,276 @@
+"""`collect` of 50 nodes with ~20 MB of journals each over the SSM stand-in: wall time and RSS.
+
+.venv/bin/python benchmarks/bench_collect.py [--nodes 50] [--mb 20] [--concurrency 4]
+
+The stand-ins run in their own processes (this file with `--serve s3|ssm|sim`): moto's S3
+server, the SSM stand-in (which runs each node's collector in its sandbox and lets it upload
+to S3 through the presigned URL), and the SimCluster API server. This process is mignurse
+only, so its peak RSS (`getrusage`) is mignurse's. One node is collected alone first: the
+slowest single node. Targets (the issue): fleet wall time ≤ 1.5 × that + 5 s; peak RSS < 300 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HOST = "ip-10-0-37-142.us-west-2.compute.internal"
+SHAPES = {
+    "kubelet": (
+        'kubelet[2345]: I1129 {clock}.{us:06d}    2345 kubelet.go:2468] "SyncLoop UPDATE" '
+        'source="api" pods=["inference/llm-inference-7d9f8b6c5d-{n:05x}"]',
+        "kubelet[2345]: E1129 {clock}.{us:06d}    2345 pod_workers.go:1301] "
+        '"Error syncing pod, skipping" err="failed to \\"StartContainer\\"" podUID="{n:08x}"',
+    ),
+    "containerd": (
+        'containerd[1234]: time="2026-11-29T{clock}.{us:06d}Z" level=info '
+        'msg="ImageCreate event name:\\"sha256:{n:064x}\\""',
+    ),
+    "nodeadm": ('nodeadm[880]: {{"level":"info","ts":{n},"msg":"Configuring kubelet"}}',),
+    "kernel": ("kernel: IPv6: ADDRCONF(NETDEV_CHANGE): eni{n:x}: link becomes ready",),
+}
+SHARE = {"kubelet": 0.45, "containerd": 0.3, "nodeadm": 0.05, "kernel": 0.2}
+SCENARIO = """\
+name: bench-collect
+description: calm GPU nodes for the collect benchmark
+cluster: {{name: bench, region: us-west-2, kubernetesVersion: "1.32"}}
+seed: 11
+warmup: 1m
+karpenter: {{version: 1.4.0, nodeRepair: true}}
+nodePools:
+  - name: gpu-fleet
+    instanceType: g6e.12xlarge
+    zones: [us-west-2a]
+    nodes: {nodes}
+    existing:
+      - {{count: {nodes}, age: 3d}}
+"""
+
+
+# -- the stand-ins' processes --------------------------------------------------------------
+
+
+def serve(kind: str, arg: str) -> None:
+    """Start one stand-in, print `READY <endpoint or kubeconfig>`, serve until stdin ends."""
+    if kind == "s3":
+        from moto.server import ThreadedMotoServer
+
+        s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+        s3.start()
+        host, port = s3.get_host_and_port()
+        print(f"READY http://{host}:{port}", flush=True)
+        sys.stdin.read()
+        s3.stop()
+    elif kind == "ssm":
+        from mignurse.sim.ssm import InstanceSpec, SsmStandIn
+
+        specs = {
+            iid: InstanceSpec(**spec) for iid, spec in json.loads(Path(arg).read_text()).items()
+        }
+        with SsmStandIn(specs) as ssm:
+            print(f"READY {ssm.endpoint_url}", flush=True)
+            sys.stdin.read()
+    else:
+        from mignurse.sim import SimCluster, load_scenario
+
+        with SimCluster(load_scenario(arg), speed=0) as sim:
+            print(f"READY {sim.write_kubeconfig(Path(arg).with_suffix('.kubeconfig'))}", flush=True)
+            sys.stdin.read()
+
+
+def spawn(kind: str, arg: str = "") -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", kind, arg],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if kind == "s3" else None,  # moto logs every request
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # moto prints its own banner first
+        if line.startswith("READY "):
+            return proc, line.split(" ", 1)[1].strip()
+    raise SystemExit(f"the {kind} stand-in did not start")
+
+
+# -- the benchmark -------------------------------------------------------------------------
+
+
+def write_journals(folder: Path, megabytes: float) -> None:
+    """One set of large journals, shared by every node's `journalctl` stub."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for unit, share in SHARE.items():
+        target = int(megabytes * share * 2**20)
+        shapes = SHAPES[unit]
+        lines, size, n = [], 0, 0
+        while size < target:
+            s = n // 50
+            clock = f"{3 + s // 3600 % 20:02d}:{(s // 60) % 60:02d}:{s % 60:02d}"
+            body = shapes[n % len(shapes)].format(clock=clock, us=n % 1_000_000, n=n)
+            line = f"2026-11-29T{clock}.{n % 1_000_000:06d}+0000 {HOST} {body}\n"
+            lines.append(line)
+            size += len(line)
+            n += 1
+        (folder / f"{unit}.log").write_text("".join(lines))
+
+
+JOURNALCTL = """\
+unit=; kern=; boot=
+while [ $# -gt 0 ]; do case $1 in -u) unit="$unit $2"; shift ;; -k) kern=1 ;;
+  -b) boot=$2; shift ;; esac; shift; done
+case "$kern:$boot:$unit" in
+  1:-1:*) echo 'Data from the specified boot (-1) is not available' >&2; exit 1 ;;
+  1:*) exec cat {big}/kernel.log ;;
+  *kubelet*) exec cat {big}/kubelet.log ;;
+  *containerd*) exec cat {big}/containerd.log ;;
+  *nodeadm*) exec cat {big}/nodeadm.log ;;
+esac
+echo '-- No entries --'
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serve", nargs=2, metavar=("KIND", "ARG"), help=argparse.SUPPRESS)
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--mb", type=float, default=20.0, help="journal MB per node")
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    if args.serve:
+        serve(*args.serve)
+        return
+
+    import boto3
+    from botocore.config import Config
+
+    from mignurse.cluster.client import NODES, ClusterClient
+    from mignurse.cluster.load import load_snapshot
+    from mignurse.collect.redact import Redactor
+    from mignurse.collect.run import collect, select_nodes
+    from mignurse.model import Node
+    from mignurse.nodeaccess.base import NodeShell
+    from mignurse.nodeaccess.ssm import SSMShell
+    from mignurse.sim.nodes import NodeSandbox
+
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-west-2"
+    )
+    os.environ.pop("AWS_PROFILE", None)
+    servers: list[subprocess.Popen[str]] = []
+    with tempfile.TemporaryDirectory(prefix="mignurse-bench-collect-") as tmp:
+        root = Path(tmp)
+        try:
+            scenario = root / "bench.yaml"
+            scenario.write_text(SCENARIO.format(nodes=args.nodes))
+            sim, kubeconfig = spawn("sim", str(scenario))
+            servers.append(sim)
+            s3_proc, s3_url = spawn("s3")
+            servers.append(s3_proc)
+            os.environ["AWS_ENDPOINT_URL_S3"] = s3_url
+
+            client = ClusterClient.connect(kubeconfig=kubeconfig)
+            snapshot = load_snapshot(client).snapshot
+            nodes = select_nodes(snapshot, names=[], nodepool="gpu-fleet", unhealthy=False)
+            t0 = time.monotonic()
+            write_journals(root / "big", args.mb)
+            specs: dict[str, dict[str, Any]] = {}
+            for node in nodes:
+                raw = client.get(NODES, node.name)
+                box = NodeSandbox.for_node(root / "nodes" / node.name, raw, story="healthy")
+                box.stub("journalctl", JOURNALCTL.format(big=root / "big"))
+                assert node.instance_id
+                specs[node.instance_id] = {"env": box.env, "path_prefix": box.path_prefix}
+            (root / "specs.json").write_text(json.dumps(specs))
+            ssm_proc, ssm_url = spawn("ssm", str(root / "specs.json"))
+            servers.append(ssm_proc)
+            os.environ["AWS_ENDPOINT_URL_SSM"] = ssm_url
+            print(
+                f"{len(nodes)} nodes, {args.mb:g} MB of journals each "
+                f"(set up in {time.monotonic() - t0:.1f} s), concurrency {args.concurrency}, "
+                f"{os.cpu_count()} CPUs"
+            )
+
+            retries = Config(retries={"mode": "adaptive", "max_attempts": 5})
+            ssm_client = boto3.client("ssm", config=retries)
+            s3_client = boto3.client(
+                "s3", config=retries.merge(Config(s3={"addressing_style": "path"}))
+            )
+            bucket = f"bundles-{uuid.uuid4().hex[:8]}"
+            s3_client.create_bucket(
+                Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
+            )
+
+            def shell_for(node: Node) -> NodeShell:
+                assert node.instance_id
+                return SSMShell(
+                    node.name,
+                    node.instance_id,
+                    ssm_client=ssm_client,
+                    s3_client=s3_client,
+                    bucket=bucket,
+                )
+
+            def run(chosen: list[Node], out: Path, concurrency: int) -> dict[str, Any]:
+                return collect(
+                    client,
+                    snapshot,
+                    chosen,
+                    shell_for=shell_for,
+                    out=out,
+                    since="6 hours ago",
+                    redactor=Redactor(enabled=True),
+                    concurrency=concurrency,
+                    node_timeout=600,
+                )
+
+            started = time.monotonic()
+            single = run(nodes[:1], root / "one.tar.gz", 1)
+            single_wall = time.monotonic() - started
+            single_node = single["nodes"][nodes[0].name]
+            assert single_node["ok"], single_node
+            started = time.monotonic()
+            fleet = run(nodes, root / "fleet.tar.gz", args.concurrency)
+            wall = time.monotonic() - started
+            rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            client.close()
+        finally:
+            for proc in servers:
+                if proc.stdin:
+                    proc.stdin.close()
+            for proc in servers:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+        outcomes = fleet["nodes"].values()
+        ok = sum(1 for o in outcomes if o["ok"])
+        node_secs = sorted(o["seconds"] or 0.0 for o in outcomes)
+        size = (root / "fleet.tar.gz").stat().st_size / 2**20
+        limit = 1.5 * single_wall + 5
+        print(
+            f"single node: {single_wall:.1f} s wall "
+            f"(transport {single_node['seconds']:.1f} s, {single_node['bytes'] / 2**20:.1f} MiB)"
+        )
+        print(
+            f"fleet: {ok}/{len(nodes)} ok, {wall:.1f} s wall, bundle {size:.1f} MiB; per node "
+            f"median {node_secs[len(node_secs) // 2]:.1f} s, max {node_secs[-1]:.1f} s"
+        )
+        print(
+            f"wall time {wall:.1f} s vs 1.5 x {single_wall:.1f} + 5 = {limit:.1f} s: "
+            f"{'PASS' if wall <= limit else 'FAIL'}"
+        )
+        print(f"peak RSS {rss_mb:.0f} MB vs 300 MB: {'PASS' if rss_mb < 300 else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()
