@@ -89,48 +89,31 @@ def test_what_to_collect_must_be_said(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_collect_over_ssm_through_the_stand_ins(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    bucket: str,
 ) -> None:
     """Real boto3: our SSM endpoint runs the collector in the node's sandbox, the node
     uploads its archive to moto's S3 through a presigned URL, mignurse downloads it."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
     from mignurse.sim.nodes import NodeSandbox, story_for
     from mignurse.sim.ssm import InstanceSpec, SsmStandIn
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-west-2",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    s3 = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    s3.start()
-    try:
-        host, port = s3.get_host_and_port()
-        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://{host}:{port}")
-        boto3.client("s3").create_bucket(
-            Bucket="bundles", CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
-        )
-        with SimCluster(load_scenario("mig-hook-notready"), speed=0) as sim:
-            broken = next(n for n in sim.objects("nodes") if story_for(n) == "mig-hook")
-            sandbox = NodeSandbox.for_node(tmp_path / "node", broken, story="mig-hook")
-            instance_id = broken["spec"]["providerID"].rsplit("/", 1)[1]
-            spec = InstanceSpec(env=sandbox.env, path_prefix=sandbox.path_prefix)
-            with SsmStandIn({instance_id: spec}) as ssm:
-                monkeypatch.setenv("AWS_ENDPOINT_URL_SSM", ssm.endpoint_url)
-                kubeconfig = sim.write_kubeconfig(tmp_path / "config")
-                bundle = tmp_path / "ssm.tar.gz"
-                args = ["--kubeconfig", str(kubeconfig), "collect", "--unhealthy"]
-                args += ["--transport", "ssm", "--bucket", "bundles", "-o", str(bundle)]
-                code = main(args)
-                out = capsys.readouterr()
-                assert code == 0, out.err + out.out
-                assert "SendCommand" in ssm.calls
-    finally:
-        s3.stop()
+    with SimCluster(load_scenario("mig-hook-notready"), speed=0) as sim:
+        broken = next(n for n in sim.objects("nodes") if story_for(n) == "mig-hook")
+        sandbox = NodeSandbox.for_node(tmp_path / "node", broken, story="mig-hook")
+        instance_id = broken["spec"]["providerID"].rsplit("/", 1)[1]
+        spec = InstanceSpec(env=sandbox.env, path_prefix=sandbox.path_prefix)
+        with SsmStandIn({instance_id: spec}) as ssm:
+            monkeypatch.setenv("AWS_ENDPOINT_URL_SSM", ssm.endpoint_url)
+            kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+            bundle = tmp_path / "ssm.tar.gz"
+            args = ["--kubeconfig", str(kubeconfig), "collect", "--unhealthy"]
+            args += ["--transport", "ssm", "--bucket", bucket, "-o", str(bundle)]
+            code = main(args)
+            out = capsys.readouterr()
+            assert code == 0, out.err + out.out
+            assert "SendCommand" in ssm.calls
     main(["diagnose", "--from", str(bundle), "-o", "json"])
     document = json.loads(capsys.readouterr().out)
     assert any(f["id"] == "mig-hook-kubelet-restart" for f in document["findings"])
