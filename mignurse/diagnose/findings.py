@@ -75,5 +75,28 @@ def _evidence_order(evidence: Evidence) -> tuple[int, str]:
     return (1, format_time(evidence.time) or "") if evidence.time else (0, "")
 
 
+# Within a severity, causes before their consequences (design.md's order): the repair loop
+# before the hardware condition that feeds it, the kubelet restart before the failed state.
+ID_ORDER = {
+    finding_id: rank
+    for rank, finding_id in enumerate(
+        (
+            NODE_REPAIR_LOOP,
+            MIG_HOOK_KUBELET_RESTART,
+            NOTREADY_LOOP,
+            REPLACEMENT_CHURN,
+            ACCELERATED_HARDWARE_NOT_READY,
+            REPAIR_BLOCKED,
+            MIG_CONFIG_FAILED,
+            MIG_LAYOUT_MISMATCH,
+            REPAIR_RISK,
+        )
+    )
+}
+
+
 def sort_findings(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), f.id, f.nodepool))
+    return sorted(
+        findings,
+        key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), ID_ORDER.get(f.id, 99), f.id, f.nodepool),
+    )
