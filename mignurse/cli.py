@@ -470,6 +470,46 @@ def _collect_local(args: argparse.Namespace, since: str) -> int:
     return EXIT_OK
 
 
+class _CollectProgress:
+    """Per-node progress: a live rich bar and node list on a terminal, else one line a node."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self._live = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._live = Progress(
+                TextColumn("collecting"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+                transient=False,
+            )
+            self._task = self._live.add_task("", total=total)
+            self._live.start()
+
+    def __call__(self, node: str, state: str) -> None:
+        if state.startswith("collecting"):
+            if self._live is not None:
+                self._live.update(self._task, description=f"{node}: {state}")
+            return
+        self.done += 1
+        line = f"[{self.done}/{self.total}] {node}: {state}"
+        if self._live is not None:
+            self._live.console.print(line)
+            self._live.update(self._task, advance=1, description="")
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     from mignurse.cluster.load import load_snapshot
     from mignurse.collect.redact import Redactor
@@ -516,34 +556,30 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 bucket=args.bucket,
                 accept_new_host_keys=args.accept_new_host_keys,
             )
-            done = 0
-
-            def progress(node: str, state: str) -> None:
-                nonlocal done
-                if not state.startswith("collecting"):
-                    done += 1
-                    print(f"[{done}/{len(nodes)}] {node}: {state}", file=sys.stderr, flush=True)
-
+            progress = _CollectProgress(len(nodes))
             print(
                 f"collecting {len(nodes)} node(s) over {transport} into {out} "
                 f"(journals since {since}, {args.concurrency} at once)",
                 file=sys.stderr,
                 flush=True,
             )
-            manifest = collect(
-                client,
-                loaded.snapshot,
-                nodes,
-                shell_for=shell_for,
-                out=out,
-                since=since,
-                redactor=Redactor(
-                    enabled=not args.no_redact, obfuscate_network=args.obfuscate_network
-                ),
-                concurrency=args.concurrency,
-                node_timeout=args.timeout,
-                progress=progress,
-            )
+            try:
+                manifest = collect(
+                    client,
+                    loaded.snapshot,
+                    nodes,
+                    shell_for=shell_for,
+                    out=out,
+                    since=since,
+                    redactor=Redactor(
+                        enabled=not args.no_redact, obfuscate_network=args.obfuscate_network
+                    ),
+                    concurrency=args.concurrency,
+                    node_timeout=args.timeout,
+                    progress=progress,
+                )
+            finally:
+                progress.close()
     finally:
         client.close()
     failed = {name: n for name, n in manifest["nodes"].items() if not n["ok"]}
