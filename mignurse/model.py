@@ -153,6 +153,14 @@ class Condition:
         }
 
 
+def find_condition(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
+    """The condition of one type (the API keeps at most one of each)."""
+    for cond in conditions:
+        if cond.type == type_:
+            return cond
+    return None
+
+
 def _conditions(raw: Any) -> tuple[Condition, ...]:
     if not isinstance(raw, list):
         return ()
@@ -244,10 +252,7 @@ class Node:
         )
 
     def condition(self, type_: str) -> Condition | None:
-        for cond in self.conditions:
-            if cond.type == type_:
-                return cond
-        return None
+        return find_condition(self.conditions, type_)
 
     @property
     def ready(self) -> Condition | None:
@@ -428,10 +433,7 @@ class NodeClaim:
         )
 
     def condition(self, type_: str) -> Condition | None:
-        for cond in self.conditions:
-            if cond.type == type_:
-                return cond
-        return None
+        return find_condition(self.conditions, type_)
 
     @property
     def launching(self) -> bool:
