@@ -1,6 +1,6 @@
 """`collect` of 50 nodes with ~20 MB of journals each over the SSM stand-in: wall time and RSS.
 
-.venv/bin/python benchmarks/bench_collect.py [--nodes 50] [--mb 20] [--concurrency 4]
+.venv/bin/python benchmarks/bench_collect.py [--nodes 50] [--mb 20] [--concurrency 10]
 
 The stand-ins run in their own processes (this file with `--serve s3|ssm|sim`): moto's S3
 server, the SSM stand-in (which runs each node's collector in its sandbox and lets it upload
@@ -59,8 +59,22 @@ nodePools:
 # -- the stand-ins' processes --------------------------------------------------------------
 
 
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def serve(kind: str, arg: str) -> None:
-    """Start one stand-in, print `READY <endpoint or kubeconfig>`, serve until stdin ends."""
+    """Start one stand-in, print `READY <endpoint or kubeconfig>`, serve until stdin ends,
+    then print `CPU <own seconds> <children's seconds>` (the simulated nodes' share)."""
+    try:
+        _serve(kind, arg)
+    finally:
+        own = cpu_seconds(resource.RUSAGE_SELF)
+        print(f"CPU {own:.2f} {cpu_seconds(resource.RUSAGE_CHILDREN):.2f}", flush=True)
+
+
+def _serve(kind: str, arg: str) -> None:
     if kind == "s3":
         from moto.server import ThreadedMotoServer
 
@@ -143,7 +157,7 @@ def main() -> None:
     parser.add_argument("--serve", nargs=2, metavar=("KIND", "ARG"), help=argparse.SUPPRESS)
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--mb", type=float, default=20.0, help="journal MB per node")
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=10)
     args = parser.parse_args()
     if args.serve:
         serve(*args.serve)
@@ -158,7 +172,7 @@ def main() -> None:
     from mignurse.collect.run import collect, select_nodes
     from mignurse.model import Node
     from mignurse.nodeaccess.base import NodeShell
-    from mignurse.nodeaccess.ssm import SSMShell
+    from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
     from mignurse.sim.nodes import NodeSandbox
 
     os.environ.update(
@@ -166,6 +180,8 @@ def main() -> None:
     )
     os.environ.pop("AWS_PROFILE", None)
     servers: list[subprocess.Popen[str]] = []
+    cpu: dict[str, tuple[float, ...]] = {}
+    kinds: dict[int, str] = {}
     with tempfile.TemporaryDirectory(prefix="mignurse-bench-collect-") as tmp:
         root = Path(tmp)
         try:
@@ -175,6 +191,7 @@ def main() -> None:
             servers.append(sim)
             s3_proc, s3_url = spawn("s3")
             servers.append(s3_proc)
+            kinds.update({sim.pid: "sim", s3_proc.pid: "s3"})
             os.environ["AWS_ENDPOINT_URL_S3"] = s3_url
 
             client = ClusterClient.connect(kubeconfig=kubeconfig)
@@ -192,6 +209,7 @@ def main() -> None:
             (root / "specs.json").write_text(json.dumps(specs))
             ssm_proc, ssm_url = spawn("ssm", str(root / "specs.json"))
             servers.append(ssm_proc)
+            kinds[ssm_proc.pid] = "ssm"
             os.environ["AWS_ENDPOINT_URL_SSM"] = ssm_url
             print(
                 f"{len(nodes)} nodes, {args.mb:g} MB of journals each "
@@ -202,22 +220,21 @@ def main() -> None:
             retries = Config(retries={"mode": "adaptive", "max_attempts": 5})
             ssm_client = boto3.client("ssm", config=retries)
             s3_client = boto3.client(
-                "s3", config=retries.merge(Config(s3={"addressing_style": "path"}))
+                "s3",
+                config=retries.merge(
+                    Config(s3={"addressing_style": "path"}, signature_version="s3v4")
+                ),
             )
             bucket = f"bundles-{uuid.uuid4().hex[:8]}"
             s3_client.create_bucket(
                 Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
             )
 
+            ssm_fleet = SSMFleet(ssm_client=ssm_client, s3_client=s3_client, bucket=bucket)
+
             def shell_for(node: Node) -> NodeShell:
                 assert node.instance_id
-                return SSMShell(
-                    node.name,
-                    node.instance_id,
-                    ssm_client=ssm_client,
-                    s3_client=s3_client,
-                    bucket=bucket,
-                )
+                return SSMShell(node.name, node.instance_id, fleet=ssm_fleet)
 
             def run(chosen: list[Node], out: Path, concurrency: int) -> dict[str, Any]:
                 return collect(
@@ -238,8 +255,10 @@ def main() -> None:
             single_node = single["nodes"][nodes[0].name]
             assert single_node["ok"], single_node
             started = time.monotonic()
+            cpu_before = cpu_seconds(resource.RUSAGE_SELF)
             fleet = run(nodes, root / "fleet.tar.gz", args.concurrency)
             wall = time.monotonic() - started
+            mignurse_cpu = cpu_seconds(resource.RUSAGE_SELF) - cpu_before
             rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             client.close()
         finally:
@@ -251,6 +270,10 @@ def main() -> None:
                     proc.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+                    continue
+                for line in proc.stdout.read().splitlines() if proc.stdout else []:
+                    if line.startswith("CPU "):
+                        cpu[kinds[proc.pid]] = tuple(float(x) for x in line.split()[1:])
 
         outcomes = fleet["nodes"].values()
         ok = sum(1 for o in outcomes if o["ok"])
@@ -270,6 +293,13 @@ def main() -> None:
             f"{'PASS' if wall <= limit else 'FAIL'}"
         )
         print(f"peak RSS {rss_mb:.0f} MB vs 300 MB: {'PASS' if rss_mb < 300 else 'FAIL'}")
+        ssm_own, nodes_cpu = cpu.get("ssm", (0.0, 0.0))
+        s3_cpu = cpu.get("s3", (0.0, 0.0))[0]
+        print(
+            f"CPU seconds (single node + fleet for the stand-ins): mignurse {mignurse_cpu:.1f} "
+            f"(fleet only), simulated nodes {nodes_cpu:.1f}, SSM stand-in {ssm_own:.1f}, "
+            f"moto S3 {s3_cpu:.1f}; {os.cpu_count()} CPUs"
+        )
 
 
 if __name__ == "__main__":

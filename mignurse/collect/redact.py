@@ -14,6 +14,9 @@ Decisions:
   ``redact(redact(x)) == redact(x)``.
 - ``secret-env`` keeps booleans/null and names ending in name/ref/file/path/dir/id/type
   (``secretName``, ``tokenFile``): they are not secrets and are often the diagnosis.
+- ``secret-env`` keeps unquoted numbers (``max_tokens=4096``, ``"prompt_tokens": 512``, the
+  manifest's own ``"bearer-token": 2``): inference logs are full of token counts, and a number
+  written without quotes is a count far more often than a password. A quoted one is masked.
 - AWS account ids are not masked: they are not credentials and are needed for IAM/ECR issues.
 - Network obfuscation maps hosts consistently per ``Redactor``; stand-ins it issued are
   recognised and left alone, so a real address equal to an issued stand-in reads as that
@@ -40,8 +43,10 @@ class _Rule:
     name: str
     regex: re.Pattern[str]
     edit: Callable[[re.Match[str]], _Edit | None]
-    triggers: tuple[str, ...]  # lower-case substrings; every match starts at one of them
-    back: int = 0  # how many characters before a trigger a match may start (quotes)
+    # (lower-case substring, how many characters before it a match may start): every match
+    # starts within that reach of one of them. Rules share substrings (token, secret, auth),
+    # and each is searched once per text, so fewer and shared substrings mean fewer passes.
+    triggers: tuple[tuple[str, int], ...]
     whole_text: bool = False  # scan everything with finditer (rare, literal-prefixed rules)
 
 
@@ -179,7 +184,8 @@ def _docker_auth(m: re.Match[str]) -> _Edit | None:
 
 # --- secret-env ------------------------------------------------------------------------------
 
-_KEYWORDS = ("pass", "pwd", "secret", "token", "api", "private", "cred")
+# where a secret-env match can start; "api" alone would stop at every kubelet `source="api"`
+_KEYWORDS = ("pass", "pwd", "secret", "token", "api_key", "api-key", "apikey", "private", "cred")
 _SECRET_ENV = re.compile(
     r"(?i:pass|pwd|secret|token|api[_-]?key|private[_-]?key|cred)(?P<rest>[\w.-]*)"
     r"(?P<q>\\?[\"']?)"
@@ -187,6 +193,7 @@ _SECRET_ENV = re.compile(
     r"(?=(?P<val>\\\"(?:[^\"\\\n]|\\[^\"\n])*\\\"|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"']+))"
 )
 _NOT_SECRET_NAME = re.compile(r"(?i).*(?:name|names|namespace|ref|file|path|dir|id|ids|type)")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _NOT_SECRET_VALUE = frozenset({"true", "false", "null", "none", "nil", "yes", "no"})
 _K8S_ENV_JSON = re.compile(r"\\?\"name\\?\"\s*:\s*$")
 _K8S_ENV_YAML = re.compile(r"(?:^|\n)[ \t]*(?:-[ \t]+)?name:[ \t]*$")
@@ -232,6 +239,8 @@ def _secret_env(m: re.Match[str]) -> _Edit | None:
             ve -= 1
         if text[vs : vs + 1] in ("{", "[", "|", ">"):  # nested object or YAML block follows
             return None
+        if _NUMBER.fullmatch(text, vs, ve):  # max_tokens=4096, "bearer-token": 2: counts
+            return None
     inner = text[vs:ve]
     if not inner or MARKER in inner or inner.lower() in _NOT_SECRET_VALUE:
         return None
@@ -239,27 +248,25 @@ def _secret_env(m: re.Match[str]) -> _Edit | None:
 
 
 _RULE_LIST: tuple[_Rule, ...] = (
-    _Rule("pem-block", _PEM_BLOCK, _pem_block, ("-----begin ",), whole_text=True),
-    _Rule("pem-base64", _PEM_B64, _pem_base64, ("ls0tls1crudjti",), whole_text=True),
-    _Rule("aws-access-key-id", _AWS_KEY_ID, _aws_key_id, ("akia", "asia")),
-    _Rule("aws-secret-access-key", _AWS_SECRET, _val_group, ("aws_secret", "secret")),
-    _Rule(
-        "aws-session-token",
-        _AWS_SESSION,
-        _val_group,
-        ("aws_session", "aws_security", "session", "x-amz-security"),
-    ),
-    _Rule("bearer-token", _BEARER, _bearer, ("bearer", "authorization", "eyj")),
-    _Rule("bootstrap-token", _BOOTSTRAP, _bootstrap, ("token", "bootstrap")),
-    _Rule("url-credentials", _URL_CRED, _url_cred, ("://", "-u", "--user")),
+    _Rule("pem-block", _PEM_BLOCK, _pem_block, (("-----begin ", 0),), whole_text=True),
+    _Rule("pem-base64", _PEM_B64, _pem_base64, (("ls0tls1crudjti", 0),), whole_text=True),
+    _Rule("aws-access-key-id", _AWS_KEY_ID, _aws_key_id, (("akia", 0), ("asia", 0))),
+    # aws_secret_access_key starts 4 before "secret"
+    _Rule("aws-secret-access-key", _AWS_SECRET, _val_group, (("secret", 4),)),
+    # aws_session_token, aws_security_token, x-amz-security-token
+    _Rule("aws-session-token", _AWS_SESSION, _val_group, (("session", 4), ("security", 6))),
+    _Rule("bearer-token", _BEARER, _bearer, (("bearer", 0), ("auth", 0), ("eyj", 0))),
+    _Rule("bootstrap-token", _BOOTSTRAP, _bootstrap, (("token", 0), ("bootstrap", 0))),
+    # --user holds -u one character in
+    _Rule("url-credentials", _URL_CRED, _url_cred, (("://", 0), ("-u", 1))),
+    # a quote (maybe escaped) comes first: \"auth\", ".dockerconfigjson", "identitytoken"
     _Rule(
         "docker-auth",
         _DOCKER_AUTH,
         _docker_auth,
-        ("auth", ".dockerconfigjson", "identitytoken"),
-        back=2,
+        (("auth", 2), ("dockerconfigjson", 3), ("token", 10)),
     ),
-    _Rule("secret-env", _SECRET_ENV, _secret_env, _KEYWORDS),
+    _Rule("secret-env", _SECRET_ENV, _secret_env, tuple((k, 0) for k in _KEYWORDS)),
 )
 
 # --- network obfuscation ---------------------------------------------------------------------
@@ -298,15 +305,22 @@ class Redactor:
         """Return ``data`` with secrets masked; binary and compressed data pass unchanged."""
         if not self.enabled:
             return data
-        if _is_binary(name, data):
-            self._count(name, SKIPPED_BINARY, 1)
-            return data
-        text = data.decode("utf-8", "surrogateescape")
-        for rule in _RULE_LIST:
-            text, n = _apply_rule(text, rule)
-            self._count(name, rule.name, n)
-        if self.obfuscate_network:
-            text = self._obfuscate(name, text)
+        clean, counts = mask_secrets(name, data)
+        return self.finish(name, clean, counts)
+
+    @property
+    def stateless(self) -> bool:
+        """Whether `mask_secrets` is all `redact` does, so files may be masked elsewhere
+        (in worker processes) and handed to `finish`; network obfuscation keeps one map."""
+        return self.enabled and not self.obfuscate_network
+
+    def finish(self, name: str, clean: bytes, counts: dict[str, int]) -> bytes:
+        """Record what `mask_secrets` did to `name`, and obfuscate the network if asked."""
+        for rule, n in counts.items():
+            self._count(name, rule, n)
+        if not self.obfuscate_network or SKIPPED_BINARY in counts:
+            return clean
+        text = self._obfuscate(name, clean.decode("utf-8", "surrogateescape"))
         return text.encode("utf-8", "surrogateescape")
 
     def report(self) -> dict[str, dict[str, int]]:
@@ -391,21 +405,56 @@ class Redactor:
                 return candidate
 
 
-def _apply_rule(text: str, rule: _Rule) -> tuple[str, int]:
+def mask_secrets(name: str, data: bytes) -> tuple[bytes, dict[str, int]]:
+    """``data`` with every secret rule applied, and the count per rule. Pure, so a worker
+    process can run it; binary and compressed data pass unchanged (counted as skipped)."""
+    if _is_binary(name, data):
+        return data, {SKIPPED_BINARY: 1}
+    counts: dict[str, int] = {}
+    text = data.decode("utf-8", "surrogateescape")
+    scan = _Scan(text)
+    for rule in _RULE_LIST:
+        text, n = _apply_rule(scan, rule)
+        if n:
+            counts[rule.name] = n
+            scan = _Scan(text)  # an edit moves positions
+    return (text.encode("utf-8", "surrogateescape") if counts else data), counts
+
+
+class _Scan:
+    """One text version, lower-cased once, with each trigger's positions found once."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        lowered = text.lower()
+        if len(lowered) != len(text):  # some characters change length when lowered
+            lowered = text.translate(_ASCII_LOWER)
+        self.lowered = lowered
+        self._found: dict[str, list[int]] = {}
+
+    def positions(self, trigger: str) -> list[int]:
+        found = self._found.get(trigger)
+        if found is None:
+            found = []
+            at = self.lowered.find(trigger)
+            while at != -1:
+                found.append(at)
+                at = self.lowered.find(trigger, at + 1)
+            self._found[trigger] = found
+        return found
+
+
+def _apply_rule(scan: _Scan, rule: _Rule) -> tuple[str, int]:
     """Try one rule only where its triggers occur, so unrelated text costs one find per trigger."""
-    lowered = text.lower()
-    if len(lowered) != len(text):  # some characters change length when lowered
-        lowered = text.translate(_ASCII_LOWER)
+    text = scan.text
     if rule.whole_text:
-        if not any(t in lowered for t in rule.triggers):
+        if not any(t in scan.lowered for t, _ in rule.triggers):
             return text, 0
         return _apply(text, rule.regex.finditer(text), rule.edit)
     starts: set[int] = set()
-    for trigger in rule.triggers:
-        at = lowered.find(trigger)
-        while at != -1:
-            starts.update(range(max(0, at - rule.back), at + 1))
-            at = lowered.find(trigger, at + 1)
+    for trigger, back in rule.triggers:
+        for at in scan.positions(trigger):
+            starts.update(range(max(0, at - back), at + 1))
     if not starts:
         return text, 0
     matches = (rule.regex.match(text, p) for p in sorted(starts))

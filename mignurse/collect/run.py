@@ -9,7 +9,9 @@ the rest. Ctrl-C closes a valid partial bundle.
 from __future__ import annotations
 
 import concurrent.futures
+import queue
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +37,9 @@ from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
 from mignurse.model import Node, format_time
 from mignurse.nodeaccess.base import NodeShell, RunResult
+from mignurse.nodeaccess.fallback import FallbackShell
 from mignurse.nodeaccess.script import collector_script
+from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 
 DEFAULT_CONCURRENCY = 10
 DEFAULT_SINCE = "6h"
@@ -51,6 +55,7 @@ def journal_since_words(window: str) -> str:
 
 
 NODE_TIMEOUT_SECONDS = 600.0
+CANCEL_GRACE_SECONDS = 5.0
 
 
 class CollectError(Exception):
@@ -206,29 +211,25 @@ def collect(
         if client is not None:
             manifest["problems"] = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
         script = collector_script(since=since)
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, concurrency))
+        runner = _NodeRuns(script, node_timeout, concurrency, progress)
         try:
-            futures = {
-                pool.submit(_run_one, shell_for(node), script, node_timeout, progress): node
-                for node in nodes
-            }
-            for future in concurrent.futures.as_completed(futures):
-                node = futures[future]
-                result, spool = future.result()
-                outcome = outcomes[node.name]
+            runner.start({node.name: shell_for(node) for node in nodes})
+            for _ in nodes:
+                name, result, spool = runner.next_result()
+                outcome = outcomes[name]
                 outcome.result = result
                 with spool:
                     spool.seek(0)
                     if result.bytes_out:
-                        outcome.files, outcome.problems = bundle.add_node_tar(node.name, spool)
+                        outcome.files, outcome.problems = bundle.add_node_tar(name, spool)
                 state = "ok" if result.ok and not outcome.problems else (result.error or "failed")
-                progress(node.name, state)
+                progress(name, state)
         except BaseException:
             # Ctrl-C (or a bug): nodes not started yet never start, and the bundle closes now
             # instead of after every queued node has run (a `with` block would wait for them).
-            pool.shutdown(wait=False, cancel_futures=True)
+            runner.stop()
             raise
-        pool.shutdown(wait=True)
+        runner.stop(wait=True)
     except KeyboardInterrupt:
         manifest["interrupted"] = True
         raise
@@ -239,11 +240,107 @@ def collect(
     return manifest
 
 
-def _run_one(
-    shell: NodeShell, script: str, timeout: float, progress: Callable[[str, str], None]
-) -> tuple[RunResult, Any]:
-    progress(shell.node, f"collecting over {shell.transport}")
-    # Spooled: small node archives stay in memory, large ones go to disk, never both whole.
-    spool = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115 - caller closes
-    result = shell.run(script, timeout=timeout, stdout=spool)  # type: ignore[arg-type]
-    return result, spool
+class _NodeRuns:
+    """Runs the collector on every node and hands back (node, result, spool) as each ends.
+
+    Nodes reached over SSM go to their fleet in one thread (one command per 50 nodes, SSM's
+    MaxConcurrency as the bound); the rest, and SSM's fallbacks to SSH, run in a bounded
+    thread pool. Each node's stdout lands in its own spool: small archives stay in memory,
+    large ones go to disk, never both whole."""
+
+    def __init__(
+        self,
+        script: str,
+        timeout: float,
+        concurrency: int,
+        progress: Callable[[str, str], None],
+    ) -> None:
+        self.script = script
+        self.timeout = timeout
+        self.concurrency = max(1, concurrency)
+        self.progress = progress
+        self.results: queue.Queue[tuple[str, RunResult]] = queue.Queue()
+        self.spools: dict[str, Any] = {}
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.concurrency)
+        self.cancel = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def start(self, shells: dict[str, NodeShell]) -> None:
+        fleets: dict[int, tuple[SSMFleet, list[tuple[str, str]]]] = {}
+        fallbacks: dict[str, FallbackShell] = {}
+        for name, shell in shells.items():
+            self.spools[name] = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115
+            ssm = shell.primary if isinstance(shell, FallbackShell) else shell
+            if isinstance(ssm, SSMShell):
+                fleets.setdefault(id(ssm.fleet), (ssm.fleet, []))[1].append((name, ssm.instance_id))
+                if isinstance(shell, FallbackShell):
+                    fallbacks[name] = shell
+            else:
+                self.pool.submit(self._one, name, shell)
+        for fleet, targets in fleets.values():
+            thread = threading.Thread(
+                target=self._fleet, args=(fleet, targets, fallbacks), daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    def next_result(self) -> tuple[str, RunResult, Any]:
+        name, result = self.results.get()
+        return name, result, self.spools[name]
+
+    def stop(self, *, wait: bool = False) -> None:
+        """Stop; on Ctrl-C (`wait=False`) give each fleet a moment to cancel its SSM
+        commands, so nodes not yet started never start once we are gone."""
+        self.cancel.set()
+        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+        for thread in self.threads:
+            thread.join(None if wait else CANCEL_GRACE_SECONDS)
+
+    def _one(self, name: str, shell: NodeShell) -> None:
+        self.progress(name, f"collecting over {shell.transport}")
+        try:
+            result = shell.run(self.script, timeout=self.timeout, stdout=self.spools[name])
+        except Exception as exc:  # noqa: BLE001 - the reader waits for every node
+            result = RunResult(name, shell.transport, None, 0.0, error=f"internal error: {exc}")
+        self.results.put((name, result))
+
+    def _fleet(
+        self,
+        fleet: SSMFleet,
+        targets: list[tuple[str, str]],
+        fallbacks: dict[str, FallbackShell],
+    ) -> None:
+        def done(result: RunResult) -> None:
+            shell = fallbacks.get(result.node)
+            if shell is not None and result.rc is None and shell.when in result.error:
+                self.pool.submit(self._fallback, shell, result)
+            else:
+                self.results.put((result.node, result))
+
+        for name, _ in targets:
+            self.progress(name, f"collecting over {fleet.transport}")
+        try:
+            fleet.run(
+                targets,
+                self.script,
+                timeout=self.timeout,
+                sink_for=self.spools.__getitem__,
+                done=done,
+                cancel=self.cancel,
+                max_concurrency=self.concurrency,
+            )
+        except Exception as exc:  # noqa: BLE001 - the reader waits for every node
+            for name, _ in targets:
+                self.results.put(
+                    (name, RunResult(name, fleet.transport, None, 0.0, error=f"internal: {exc}"))
+                )
+
+    def _fallback(self, shell: FallbackShell, first: RunResult) -> None:
+        self.progress(shell.node, f"collecting over {shell.fallback.transport}")
+        try:
+            result = shell.then(
+                first, self.script, timeout=self.timeout, stdout=self.spools[shell.node]
+            )
+        except Exception as exc:  # noqa: BLE001 - the reader waits for every node
+            result = RunResult(shell.node, shell.fallback.transport, None, 0.0, error=str(exc))
+        self.results.put((shell.node, result))

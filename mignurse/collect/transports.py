@@ -11,7 +11,7 @@ from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
 from mignurse.nodeaccess.ssh import SSHShell
-from mignurse.nodeaccess.ssm import SSMShell
+from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 
 
 def shell_factory(
@@ -27,6 +27,11 @@ def shell_factory(
     `ssm`: SSM, falling back to SSH where SSM does not manage the instance; `ssh`: SSH to
     the node's name (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM)."""
 
+    fleet = None
+    if transport == "ssm" and ssm_clients is not None and bucket:
+        # one fleet for every node: `collect` sends one command per 50 of them
+        fleet = SSMFleet(ssm_client=ssm_clients[0], s3_client=ssm_clients[1], bucket=bucket)
+
     def shell_for(node: Node) -> NodeShell:
         if transport == "sim":
             from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
@@ -35,14 +40,8 @@ def shell_factory(
             sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story_for(raw))
             return SandboxShell(sandbox)
         ssh = SSHShell(node.name, node.name, accept_new_host_keys=accept_new_host_keys)
-        if transport == "ssm" and ssm_clients is not None and bucket and node.instance_id:
-            ssm = SSMShell(
-                node.name,
-                node.instance_id,
-                ssm_client=ssm_clients[0],
-                s3_client=ssm_clients[1],
-                bucket=bucket,
-            )
+        if fleet is not None and node.instance_id:
+            ssm = SSMShell(node.name, node.instance_id, fleet=fleet)
             return FallbackShell(ssm, ssh, when="is not managed by SSM")
         return ssh
 

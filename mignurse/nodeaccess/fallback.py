@@ -22,6 +22,11 @@ class FallbackShell:
 
     def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
         first = self.primary.run(script, timeout=timeout, stdout=stdout)
+        return self.then(first, script, timeout=timeout, stdout=stdout)
+
+    def then(self, first: RunResult, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+        """What `run` returns once the primary answered `first` (a fleet run asks the
+        primary for many nodes at once, then each node's fallback on its own)."""
         if first.rc is not None or first.bytes_out or self.when not in first.error:
             return first
         second = self.fallback.run(script, timeout=timeout, stdout=stdout)

@@ -1,14 +1,24 @@
-"""Run the collection script on a node through SSM Run Command; its output comes back via S3.
+"""Run the collection script on nodes through SSM Run Command; the output comes back via S3.
 
 SSM's `StandardOutputContent` holds at most 24,000 characters, so the data never travels
 there. We send a wrapper (`AWS-RunShellScript`) that writes the script to a temp file with a
 quoted heredoc (Run Command has no stdin for `sh -s`), runs it with stdout into another temp
-file, and uploads that file with `curl --upload-file` to a presigned PUT URL, so the node's
-role needs no S3 permission. The wrapper's own stdout is one line, `mignurse-rc=<N>`: the
-script's exit status. We poll `get_command_invocation` with backoff, tolerating the
-`InvocationDoesNotExist` race right after SendCommand, then stream the object into the sink
-and delete it. Every failure becomes a `RunResult` with a one-line `error`; nothing here raises.
+file, and uploads that file with `curl` as a browser-style POST under a presigned S3 POST
+policy, so the node's role needs no S3 permission. The wrapper's own stdout is two short
+lines: `mignurse-key=<the object it wrote>` and `mignurse-rc=<N>` (the script's exit status).
 
+Fleet runs use SSM's own rate control, not a home-made fan-out (issue 4): one SendCommand
+per batch of at most 50 instances with `MaxConcurrency` (how many run at once) and
+`MaxErrors`. One POST policy serves the whole run: it allows any key under the run's
+prefix, and each node picks its own key (its name plus random bytes) and prints it, since
+one command carries the same text to every instance. Collection is read-only and every
+node's evidence stands alone, so `MaxErrors` defaults to 100%: one failed node must not stop
+SSM from reaching the other 49. Progress is polled per command with `ListCommandInvocations`
+(one call per 50 nodes, with backoff), tolerating the empty lists right after SendCommand;
+each finished node's fields come from `GetCommandInvocation` (tolerating
+`InvocationDoesNotExist`), and its archive is streamed from S3 and deleted.
+
+Every failure becomes a `RunResult` with a one-line `error`; nothing here raises.
 Clients are the caller's job: create both with
 `botocore.config.Config(retries={"mode": "adaptive", "max_attempts": 5})` so SSM throttling
 (`ThrottlingException`) is retried with client-side rate limiting rather than surfacing here.
@@ -16,14 +26,17 @@ Clients are the caller's job: create both with
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import math
 import re
 import secrets
 import shlex
+import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
@@ -32,13 +45,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 from mignurse.nodeaccess.base import RunResult
 
 DOCUMENT = "AWS-RunShellScript"
-MAX_IDS_PER_CALL = 50  # SendCommand InstanceIds limit
+MAX_IDS_PER_CALL = 50  # SendCommand InstanceIds limit (and DescribeInstanceInformation's page)
 CHUNK = 64 * 1024
 UPLOAD_FAILED_RC = 86  # the wrapper's exit status when curl could not upload the output
+MAX_UPLOAD_BYTES = 5 * 2**30  # one POST, like one PUT, takes at most 5 GB
 BACKOFF = 1.5
 MIN_EXECUTION_TIMEOUT = 5  # the agent clamps executionTimeout up to this
+DOWNLOADERS = 4  # archives fetched from S3 at once while polling goes on
 _RC_LINE = re.compile(r"^mignurse-rc=(\d+)\s*$", re.MULTILINE)
+_KEY_LINE = re.compile(r"^mignurse-key=(\S+)\s*$", re.MULTILINE)
 _TERMINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
+_NOT_MANAGED = "is not managed by SSM"
 
 
 def batches(ids: Sequence[str], size: int = MAX_IDS_PER_CALL) -> Iterator[list[str]]:
@@ -49,12 +66,20 @@ def batches(ids: Sequence[str], size: int = MAX_IDS_PER_CALL) -> Iterator[list[s
         yield list(ids[start : start + size])
 
 
-def wrapper_script(script: str, upload_url: str) -> str:
-    """The sh text SSM runs: save `script`, run it into a file, PUT the file, print its rc."""
+def wrapper_script(script: str, post_url: str, fields: dict[str, str], prefix: str) -> str:
+    """The sh text SSM runs: save `script`, run it into a file, POST the file, print its rc.
+
+    `fields` are the presigned POST form fields except `key`, which the node makes from its
+    own name (one command carries the same text to every instance) under `prefix`."""
     marker = "MIGNURSE_EOF_" + secrets.token_hex(8)
     if marker in script:  # astronomically unlikely; a clash would end the heredoc early
         raise ValueError("heredoc marker clash; try again")
     body = script if script.endswith("\n") else script + "\n"
+    form = " ".join(
+        f"--form-string {shlex.quote(f'{name}={value}')}"
+        for name, value in fields.items()
+        if name != "key"
+    )
     return (
         'd=$(mktemp -d "${TMPDIR:-/tmp}/mignurse.XXXXXX") || '
         "{ echo 'mignurse: mktemp failed' >&2; exit 85; }\n"
@@ -65,29 +90,52 @@ def wrapper_script(script: str, upload_url: str) -> str:
         f"{marker}\n"
         'sh "$d/script.sh" </dev/null >"$d/out"\n'
         "rc=$?\n"
-        f'if ! curl --fail --silent --show-error --upload-file "$d/out" {shlex.quote(upload_url)}'
-        "; then\n"
+        "host=$(uname -n | tr -c 'A-Za-z0-9.\\n-' _ | tr -d '\\n')\n"
+        "rand=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \\n')\n"
+        f'key={shlex.quote(prefix)}"${{host:-node}}-$rand.out"\n'
+        f'if ! curl --fail --silent --show-error --form-string "key=$key" {form} '
+        f'-F "file=@$d/out" {shlex.quote(post_url)} >/dev/null; then\n'
         '  echo "mignurse: uploading the output to S3 failed (script rc $rc)" >&2\n'
         f"  exit {UPLOAD_FAILED_RC}\n"
         "fi\n"
+        'echo "mignurse-key=$key"\n'
         'echo "mignurse-rc=$rc"\n'
     )
 
 
-class SSMShell:
-    """A NodeShell over SSM Run Command for one EC2 instance.
+@dataclass
+class _Pending:
+    node: str
+    instance_id: str
+    command_id: str
+    started: float
+    deadline: float
+    sent_at: float
+    execution_timeout: int
+    done: bool = False
 
-    `poll` is (first delay, longest delay) between GetCommandInvocation calls, growing ×1.5.
+
+@dataclass
+class _Command:
+    command_id: str
+    members: dict[str, _Pending] = field(default_factory=dict)  # instance id → pending
+    delay: float = 0.0
+    next_poll: float = 0.0
+
+
+class SSMFleet:
+    """Runs one script on many instances through SSM, in batches of ≤ 50 with SSM's rate control.
+
+    `poll` is (first delay, longest delay) between polls of one command, growing ×1.5.
     `delivery_timeout` is SendCommand's TimeoutSeconds (≥ 30): how long the agent may take to
-    pick the command up. `race` is how long InvocationDoesNotExist is tolerated after send.
+    pick the command up. `race` is how long a missing invocation is tolerated after send.
+    `max_concurrency` and `max_errors` are SendCommand's MaxConcurrency and MaxErrors.
     """
 
     transport = "ssm"
 
     def __init__(
         self,
-        node: str,
-        instance_id: str,
         *,
         ssm_client: Any,
         s3_client: Any,
@@ -96,9 +144,9 @@ class SSMShell:
         poll: tuple[float, float] = (0.5, 5.0),
         delivery_timeout: int = 60,
         race: float = 10.0,
+        max_concurrency: int = 10,
+        max_errors: str = "100%",
     ) -> None:
-        self.node = node
-        self.instance_id = instance_id
         self._ssm = ssm_client
         self._s3 = s3_client
         self.bucket = bucket
@@ -106,150 +154,306 @@ class SSMShell:
         self.poll = poll
         self.delivery_timeout = max(30, int(delivery_timeout))
         self.race = race
+        self.max_concurrency = max(1, max_concurrency)
+        self.max_errors = max_errors
 
-    # -- NodeShell ---------------------------------------------------------------------------
-
-    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+    def run(
+        self,
+        targets: Sequence[tuple[str, str]],
+        script: str,
+        *,
+        timeout: float,
+        sink_for: Callable[[str], BinaryIO],
+        done: Callable[[RunResult], None],
+        cancel: threading.Event | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        """Run `script` on every (node, instance id); call `done` once per node, from this
+        thread or a download thread, with its stdout already written to `sink_for(node)`.
+        A node SSM does not manage ends with an error containing "is not managed by SSM"
+        (the caller may fall back to SSH). `cancel` stops polling and cancels what runs;
+        `max_concurrency` overrides the fleet's MaxConcurrency for this run."""
+        cancel = cancel or threading.Event()
+        concurrency = max(1, max_concurrency or self.max_concurrency)
         started = time.monotonic()
+        reported: set[str] = set()
+        lock = threading.Lock()
 
-        def result(rc: int | None = None, **kw: Any) -> RunResult:
-            return RunResult(self.node, self.transport, rc, time.monotonic() - started, **kw)
+        def finish(node: str, **kw: Any) -> None:
+            with lock:  # download threads finish nodes too
+                if node in reported:
+                    return
+                reported.add(node)
+            rc = kw.pop("rc", None)
+            done(RunResult(node, self.transport, rc, time.monotonic() - started, **kw))
 
-        unreachable = self._check_agent()
-        if unreachable:
-            return result(error=unreachable)
+        by_id = {iid: node for node, iid in targets}
+        reasons = self._check_agents(list(by_id))
+        online = [iid for iid in by_id if not reasons.get(iid)]
+        for iid, why in reasons.items():
+            if why:
+                finish(by_id[iid], error=why)
+        if not online:
+            return
 
         execution_timeout = max(MIN_EXECUTION_TIMEOUT, math.ceil(timeout))
-        # the URL must outlive delivery, the run and the upload; S3 allows at most 7 days
-        expires = min(604_800, self.delivery_timeout + execution_timeout + 600)
-        key = f"{self.key_prefix}{self.instance_id}/{uuid.uuid4().hex}.out"
+        # later waves start when earlier ones end: the deadline grows with them
+        waves = math.ceil(min(len(online), MAX_IDS_PER_CALL) / concurrency)
+        budget = self.delivery_timeout + execution_timeout * waves + 30
+        prefix = f"{self.key_prefix}{uuid.uuid4().hex}/"
         try:
-            url = self._s3.generate_presigned_url(
-                "put_object",
-                Params={"Bucket": self.bucket, "Key": key},
-                ExpiresIn=expires,
+            post = self._s3.generate_presigned_post(
+                self.bucket,
+                prefix + "${filename}",
+                Fields=None,
+                Conditions=[
+                    ["starts-with", "$key", prefix],
+                    ["content-length-range", 0, MAX_UPLOAD_BYTES],
+                ],
+                # the policy must outlive delivery, every wave and the uploads; S3: ≤ 7 days
+                ExpiresIn=min(604_800, budget * math.ceil(len(online) / MAX_IDS_PER_CALL) + 600),
             )
-            commands = wrapper_script(script, url).split("\n")
-            sent = self._ssm.send_command(
-                InstanceIds=[self.instance_id],
-                DocumentName=DOCUMENT,
-                Comment=f"mignurse collect {self.node}"[:100],
-                Parameters={"commands": commands, "executionTimeout": [str(execution_timeout)]},
-                TimeoutSeconds=self.delivery_timeout,
-            )
+            fields = {k: str(v) for k, v in post["fields"].items()}
+            commands = wrapper_script(script, post["url"], fields, prefix).split("\n")
         except (ClientError, BotoCoreError, ValueError) as exc:
-            return result(error=f"SSM refused the command for {self.instance_id}: {_why(exc)}")
-        command_id = str(sent["Command"]["CommandId"])
+            for iid in online:
+                finish(by_id[iid], error=f"cannot presign the S3 upload: {_why(exc)}")
+            return
 
-        # slack past the agent's own limits, so its TimedOut normally reaches us first
-        deadline = time.monotonic() + self.delivery_timeout + execution_timeout + 30
-        invocation = self._wait(command_id, deadline)
-        if isinstance(invocation, str):
-            self._cleanup(key)
-            if invocation == "deadline":
-                self._cancel(command_id)
-                return result(
-                    timed_out=True,
-                    error=f"no final status from SSM for {self.instance_id} in time; cancelled",
+        live: list[_Command] = []
+        for batch in batches(online):
+            try:
+                sent = self._ssm.send_command(
+                    InstanceIds=batch,
+                    DocumentName=DOCUMENT,
+                    Comment=f"mignurse collect ({len(batch)} nodes)",
+                    Parameters={"commands": commands, "executionTimeout": [str(execution_timeout)]},
+                    TimeoutSeconds=self.delivery_timeout,
+                    MaxConcurrency=str(concurrency),
+                    MaxErrors=self.max_errors,
                 )
-            return result(error=invocation)
+            except (ClientError, BotoCoreError) as exc:
+                for iid in batch:
+                    finish(by_id[iid], error=f"SSM refused the command for {iid}: {_why(exc)}")
+                continue
+            command = _Command(str(sent["Command"]["CommandId"]), delay=self.poll[0])
+            now = time.monotonic()
+            command.next_poll = now + command.delay
+            for iid in batch:
+                command.members[iid] = _Pending(
+                    by_id[iid],
+                    iid,
+                    command.command_id,
+                    started,
+                    now + budget,
+                    now,
+                    execution_timeout,
+                )
+            live.append(command)
 
-        status = str(invocation.get("Status", ""))
-        details = str(invocation.get("StatusDetails", "")).replace(" ", "")
-        stderr_tail = str(invocation.get("StandardErrorContent", ""))
-        response_code = invocation.get("ResponseCode")
-        if status == "Success":
-            match = list(_RC_LINE.finditer(str(invocation.get("StandardOutputContent", ""))))
-            rc = int(match[-1].group(1)) if match else None
-            copied, sink_error = self._download(key, stdout)
-            self._cleanup(key)
-            error = sink_error
-            if not error and rc is None:
-                error = f"the wrapper on {self.instance_id} printed no exit status"
-            return result(rc, bytes_out=copied, error=error, stderr_tail=stderr_tail)
-        self._cleanup(key)
-        if status == "TimedOut" and details == "DeliveryTimedOut":
-            error = (
-                f"SSM could not deliver the command to {self.instance_id} within "
-                f"{self.delivery_timeout} s (DeliveryTimedOut): is its agent online?"
-            )
-            return result(error=error, stderr_tail=stderr_tail)
-        if status == "TimedOut":
-            return result(
-                timed_out=True,
-                error=f"timed out after {execution_timeout} s (SSM executionTimeout)",
-                stderr_tail=stderr_tail,
-            )
-        if status == "Cancelled":
-            return result(error=f"the command on {self.instance_id} was cancelled ({details})")
-        last = stderr_tail.strip().splitlines()[-1:] or [""]
-        if response_code == UPLOAD_FAILED_RC:
-            error = f"{self.instance_id} could not upload its output: {last[0]}"
-        else:
-            error = f"SSM command failed on {self.instance_id} ({details}, rc {response_code})"
-            if last[0]:
-                error += f": {last[0]}"
-        return result(error=error, stderr_tail=stderr_tail)
+        with concurrent.futures.ThreadPoolExecutor(DOWNLOADERS) as fetchers:
+            try:
+                self._poll(live, sink_for, finish, fetchers, cancel)
+            finally:
+                for command in live:
+                    left = [iid for iid, p in command.members.items() if not p.done]
+                    if left:
+                        self._cancel(command.command_id, left)
+                        for iid in left:
+                            finish(by_id[iid], error="cancelled before it finished")
 
     # -- steps -------------------------------------------------------------------------------
 
-    def _check_agent(self) -> str:
-        """'' when the instance is managed and Online, else why not (one line)."""
-        try:
-            answer = self._ssm.describe_instance_information(
-                Filters=[{"Key": "InstanceIds", "Values": [self.instance_id]}]
-            )
-        except (ClientError, BotoCoreError) as exc:
-            return f"cannot ask SSM about {self.instance_id}: {_why(exc)}"
-        found = [
-            i
-            for i in answer.get("InstanceInformationList", [])
-            if i.get("InstanceId") == self.instance_id
-        ]
-        if not found:
-            return (
-                f"{self.instance_id} is not managed by SSM (no SSM agent or no "
-                "AmazonSSMManagedInstanceCore on its role): use SSH"
-            )
-        ping = str(found[0].get("PingStatus", ""))
-        if ping != "Online":
-            since = _when(found[0].get("LastPingDateTime"))
-            return f"SSM agent on {self.instance_id} is {ping or 'unknown'} since {since}"
-        return ""
-
-    def _wait(self, command_id: str, deadline: float) -> dict[str, Any] | str:
-        """The finished invocation, or a one-line error, or 'deadline'."""
-        sent_at = time.monotonic()
-        delay, longest = self.poll
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "deadline"
-            time.sleep(min(delay, left))
-            delay = min(delay * BACKOFF, longest)
+    def _check_agents(self, ids: list[str]) -> dict[str, str]:
+        """Instance id → '' when managed and Online, else why not (one line)."""
+        reasons: dict[str, str] = {}
+        for batch in batches(ids):
+            found: dict[str, dict[str, Any]] = {}
+            token: str | None = None
             try:
-                invocation: dict[str, Any] = self._ssm.get_command_invocation(
-                    CommandId=command_id, InstanceId=self.instance_id
+                while True:
+                    kwargs: dict[str, Any] = {"Filters": [{"Key": "InstanceIds", "Values": batch}]}
+                    if token:
+                        kwargs["NextToken"] = token
+                    answer = self._ssm.describe_instance_information(**kwargs)
+                    for info in answer.get("InstanceInformationList", []):
+                        found[str(info.get("InstanceId"))] = info
+                    token = answer.get("NextToken")
+                    if not token:
+                        break
+            except (ClientError, BotoCoreError) as exc:
+                for iid in batch:
+                    reasons[iid] = f"cannot ask SSM about {iid}: {_why(exc)}"
+                continue
+            for iid in batch:
+                info = found.get(iid)
+                if info is None:
+                    reasons[iid] = (
+                        f"{iid} {_NOT_MANAGED} (no SSM agent or no "
+                        "AmazonSSMManagedInstanceCore on its role): use SSH"
+                    )
+                elif str(info.get("PingStatus", "")) != "Online":
+                    ping = str(info.get("PingStatus", "")) or "unknown"
+                    reasons[iid] = (
+                        f"SSM agent on {iid} is {ping} since {_when(info.get('LastPingDateTime'))}"
+                    )
+                else:
+                    reasons[iid] = ""
+        return reasons
+
+    def _poll(
+        self,
+        live: list[_Command],
+        sink_for: Callable[[str], BinaryIO],
+        finish: Callable[..., None],
+        fetchers: concurrent.futures.ThreadPoolExecutor,
+        cancel: threading.Event,
+    ) -> None:
+        longest = self.poll[1]
+        while any(not p.done for c in live for p in c.members.values()):
+            now = time.monotonic()
+            due = min(c.next_poll for c in live if any(not p.done for p in c.members.values()))
+            if cancel.wait(max(0.0, due - now)):
+                return
+            now = time.monotonic()
+            for command in live:
+                open_members = {i: p for i, p in command.members.items() if not p.done}
+                if not open_members or command.next_poll > now:
+                    continue
+                command.delay = min(command.delay * BACKOFF, longest)
+                command.next_poll = now + command.delay
+                statuses = self._statuses(command.command_id)
+                if isinstance(statuses, str):
+                    if statuses == "throttled":
+                        command.delay = longest  # botocore's retries gave up; back right off
+                        continue
+                    for p in open_members.values():
+                        p.done = True
+                        finish(p.node, error=statuses)
+                    continue
+                for iid, p in open_members.items():
+                    status = statuses.get(iid)
+                    if status in _TERMINAL:
+                        p.done = True
+                        fetchers.submit(self._finish_one, p, sink_for, finish)
+                    elif now > p.deadline:
+                        p.done = True
+                        self._cancel(p.command_id, [iid])
+                        finish(
+                            p.node,
+                            timed_out=True,
+                            error=f"no final status from SSM for {iid} in time; cancelled",
+                        )
+
+    def _statuses(self, command_id: str) -> dict[str, str] | str:
+        """Instance id → status for one command (missing ones not visible yet), or an error."""
+        statuses: dict[str, str] = {}
+        token: str | None = None
+        try:
+            while True:
+                kwargs: dict[str, Any] = {"CommandId": command_id, "MaxResults": 50}
+                if token:
+                    kwargs["NextToken"] = token
+                page = self._ssm.list_command_invocations(**kwargs)
+                for row in page.get("CommandInvocations", []):
+                    statuses[str(row.get("InstanceId"))] = str(row.get("Status", ""))
+                token = page.get("NextToken")
+                if not token:
+                    return statuses
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("ThrottlingException", "TooManyRequestsException"):
+                return "throttled"
+            return f"cannot read the SSM command {command_id}: {_why(exc)}"
+        except BotoCoreError as exc:
+            return f"cannot read the SSM command {command_id}: {_why(exc)}"
+
+    def _invocation(self, p: _Pending) -> dict[str, Any] | str:
+        delay = self.poll[0]
+        give_up = time.monotonic() + self.race
+        while True:
+            try:
+                found: dict[str, Any] = self._ssm.get_command_invocation(
+                    CommandId=p.command_id, InstanceId=p.instance_id
                 )
+                return found
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code", "")
-                if code == "InvocationDoesNotExist" and time.monotonic() - sent_at < self.race:
-                    continue  # SSM has not made the invocation visible yet
-                if code in ("ThrottlingException", "TooManyRequestsException"):
-                    delay = longest  # botocore's retries gave up; back right off
-                    continue
-                return f"cannot read the SSM command on {self.instance_id}: {_why(exc)}"
+                retry = code in ("InvocationDoesNotExist", "ThrottlingException")
+                if not retry or time.monotonic() > give_up:
+                    return f"cannot read the SSM command on {p.instance_id}: {_why(exc)}"
             except BotoCoreError as exc:
-                return f"cannot read the SSM command on {self.instance_id}: {_why(exc)}"
-            if invocation.get("Status") in _TERMINAL:
-                return invocation
+                return f"cannot read the SSM command on {p.instance_id}: {_why(exc)}"
+            time.sleep(delay)
+            delay = min(delay * BACKOFF, self.poll[1])
 
-    def _download(self, key: str, sink: BinaryIO) -> tuple[int, str]:
+    def _finish_one(
+        self,
+        p: _Pending,
+        sink_for: Callable[[str], BinaryIO],
+        finish: Callable[..., None],
+    ) -> None:
+        invocation = self._invocation(p)
+        if isinstance(invocation, str):
+            finish(p.node, error=invocation)
+            return
+        iid = p.instance_id
+        status = str(invocation.get("Status", ""))
+        details = str(invocation.get("StatusDetails", "")).replace(" ", "")
+        stdout_text = str(invocation.get("StandardOutputContent", ""))
+        stderr_tail = str(invocation.get("StandardErrorContent", ""))
+        response_code = invocation.get("ResponseCode")
+        keys = _KEY_LINE.findall(stdout_text)
+        key = keys[-1] if keys else ""
+        if status == "Success":
+            match = _RC_LINE.findall(stdout_text)
+            rc = int(match[-1]) if match else None
+            if not key.startswith(self.key_prefix):
+                finish(
+                    p.node,
+                    error=f"the wrapper on {iid} named no upload under {self.key_prefix}",
+                    stderr_tail=stderr_tail,
+                )
+                return
+            copied, error = self._download(iid, key, sink_for(p.node))
+            self._cleanup(key)
+            if not error and rc is None:
+                error = f"the wrapper on {iid} printed no exit status"
+            finish(p.node, rc=rc, bytes_out=copied, error=error, stderr_tail=stderr_tail)
+            return
+        if key:
+            self._cleanup(key)
+        if status == "TimedOut" and details == "DeliveryTimedOut":
+            error = (
+                f"SSM could not deliver the command to {iid} within "
+                f"{self.delivery_timeout} s (DeliveryTimedOut): is its agent online?"
+            )
+            finish(p.node, error=error, stderr_tail=stderr_tail)
+        elif status == "TimedOut":
+            finish(
+                p.node,
+                timed_out=True,
+                error=f"timed out after {p.execution_timeout} s (SSM executionTimeout)",
+                stderr_tail=stderr_tail,
+            )
+        elif status == "Cancelled":
+            finish(p.node, error=f"the command on {iid} was cancelled ({details})")
+        else:
+            last = stderr_tail.strip().splitlines()[-1:] or [""]
+            if response_code == UPLOAD_FAILED_RC:
+                error = f"{iid} could not upload its output: {last[0]}"
+            else:
+                error = f"SSM command failed on {iid} ({details}, rc {response_code})"
+                if last[0]:
+                    error += f": {last[0]}"
+            finish(p.node, error=error, stderr_tail=stderr_tail)
+
+    def _download(self, iid: str, key: str, sink: BinaryIO) -> tuple[int, str]:
         copied = 0
         try:
             body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"]
         except (ClientError, BotoCoreError) as exc:
-            return 0, f"cannot fetch the output of {self.instance_id} from S3: {_why(exc)}"
+            return 0, f"cannot fetch the output of {iid} from S3: {_why(exc)}"
         try:
             for chunk in body.iter_chunks(chunk_size=CHUNK):
                 try:
@@ -272,10 +476,35 @@ class SSMShell:
         with contextlib.suppress(ClientError, BotoCoreError):
             self._s3.delete_object(Bucket=self.bucket, Key=key)
 
-    def _cancel(self, command_id: str) -> None:
+    def _cancel(self, command_id: str, instance_ids: list[str]) -> None:
         # best effort: the agent's executionTimeout ends it anyway
         with contextlib.suppress(ClientError, BotoCoreError):
-            self._ssm.cancel_command(CommandId=command_id, InstanceIds=[self.instance_id])
+            self._ssm.cancel_command(CommandId=command_id, InstanceIds=instance_ids)
+
+
+class SSMShell:
+    """A NodeShell over SSM Run Command for one EC2 instance (a fleet of one).
+
+    Collecting many nodes goes through `fleet` (see `mignurse.collect.run.collect`), which
+    sends one command per 50 instances instead of one per node."""
+
+    transport = "ssm"
+
+    def __init__(self, node: str, instance_id: str, *, fleet: SSMFleet) -> None:
+        self.node = node
+        self.instance_id = instance_id
+        self.fleet = fleet
+
+    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+        results: list[RunResult] = []
+        self.fleet.run(
+            [(self.node, self.instance_id)],
+            script,
+            timeout=timeout,
+            sink_for=lambda node: stdout,
+            done=results.append,
+        )
+        return results[0]
 
 
 def _why(exc: BaseException) -> str:

@@ -12,7 +12,11 @@ Faithful to the real service where it matters to a client (domain.md §4.1): the
 `InvocationDoesNotExist` window right after SendCommand, Pending → InProgress → terminal,
 output fields empty until finished, stdout capped at 24,000 chars and stderr at 8,000 with
 `--output truncated--`, ResponseCode -1 for a command that never started, ≤ 50 InstanceIds,
-`InvalidInstanceId` for an unmanaged instance, DeliveryTimedOut for an agent that is offline.
+`InvalidInstanceId` for an unmanaged instance, DeliveryTimedOut for an agent that is offline,
+and SendCommand's rate control: at most `MaxConcurrency` invocations of a command run at once
+(the rest wait Pending), and once more than `MaxErrors` have ended Failed or ExecutionTimedOut
+(DeliveryTimedOut does not count), the ones not started yet end Cancelled without running
+(the status of those is an inference; AWS documents only that SSM "stops sending").
 Signatures are not checked. S3 output (OutputS3BucketName) is accepted and recorded, not written.
 """
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -93,6 +98,27 @@ class _Invocation:
     cancelled: bool = False
 
 
+@dataclass
+class _Control:
+    """One command's MaxConcurrency slots and its error count against MaxErrors."""
+
+    slots: threading.Semaphore
+    max_errors: int
+    errors: int = 0
+
+
+def _limit(value: Any, targets: int, *, default: str, floor: int) -> int:
+    """`10` or `10%` of the targets, as SSM reads MaxConcurrency and MaxErrors."""
+    text = str(value or default).strip()
+    try:
+        if text.endswith("%"):
+            share = int(text[:-1]) * targets / 100
+            return max(floor, math.ceil(share) if floor else math.floor(share))
+        return max(floor, int(text))
+    except ValueError:
+        raise SsmError("ValidationException", f"{text!r} is not a number or a percentage") from None
+
+
 def _cap(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + TRUNCATED
 
@@ -125,6 +151,8 @@ class SsmStandIn:
         self.errors: list[tuple[str, str]] = []  # (operation, error code) for each error sent
         self.in_progress = 0
         self.peak_in_progress = 0
+        self.empty_lists = 0  # ListCommandInvocations answered empty for a known command
+        self._controls: dict[str, _Control] = {}
         self._invocations: dict[tuple[str, str], _Invocation] = {}
         self._commands: dict[str, list[str]] = {}
         self._lock = threading.Lock()
@@ -283,8 +311,11 @@ class SsmStandIn:
             raise SsmError("ValidationException", "TimeoutSeconds must be within 30..2592000")
         command_id = str(uuid.uuid4())
         now = time.time()
+        concurrency = _limit(params.get("MaxConcurrency"), len(ids), default="50", floor=1)
+        max_errors = _limit(params.get("MaxErrors"), len(ids), default="0", floor=0)
         with self._lock:
             self._commands[command_id] = ids
+            self._controls[command_id] = _Control(threading.Semaphore(concurrency), max_errors)
             for iid in ids:
                 inv = _Invocation(
                     command_id=command_id,
@@ -313,6 +344,8 @@ class SsmStandIn:
                 "TimeoutSeconds": delivery_timeout,
                 "OutputS3BucketName": params.get("OutputS3BucketName", ""),
                 "OutputS3KeyPrefix": params.get("OutputS3KeyPrefix", ""),
+                "MaxConcurrency": str(params.get("MaxConcurrency") or "50"),
+                "MaxErrors": str(params.get("MaxErrors") or "0"),
                 "TargetCount": len(ids),
                 "CompletedCount": 0,
                 "ErrorCount": 0,
@@ -401,6 +434,8 @@ class SsmStandIn:
                         }
                     ]
                 rows.append(row)
+            if command_id in self._commands and not rows:
+                self.empty_lists += 1
         return {"CommandInvocations": rows}
 
     def _cancel_command(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -434,16 +469,28 @@ class SsmStandIn:
                 if not inv.cancelled:
                     inv.status, inv.details = "TimedOut", "DeliveryTimedOut"
             return
-        if spec.slow > 0:
-            time.sleep(spec.slow)
-        with self._lock:
-            if inv.cancelled:
-                return
-            inv.status, inv.details = "InProgress", "InProgress"
-            inv.started = time.time()
-            self.in_progress += 1
-            self.peak_in_progress = max(self.peak_in_progress, self.in_progress)
-        self._execute(inv, spec)
+        control = self._controls[inv.command_id]
+        control.slots.acquire()  # MaxConcurrency: wait Pending for a free slot
+        try:
+            if spec.slow > 0:
+                time.sleep(spec.slow)
+            with self._lock:
+                if inv.cancelled:
+                    return
+                if control.errors > control.max_errors:
+                    # MaxErrors passed: SSM stops sending the command to more targets
+                    inv.status, inv.details = "Cancelled", "Cancelled"
+                    return
+                inv.status, inv.details = "InProgress", "InProgress"
+                inv.started = time.time()
+                self.in_progress += 1
+                self.peak_in_progress = max(self.peak_in_progress, self.in_progress)
+            self._execute(inv, spec)
+            with self._lock:
+                if inv.status == "Failed" or inv.details == "ExecutionTimedOut":
+                    control.errors += 1
+        finally:
+            control.slots.release()
 
     def _execute(self, inv: _Invocation, spec: InstanceSpec) -> None:
         workdir = self._workdir / inv.command_id / inv.instance_id

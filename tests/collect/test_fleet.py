@@ -22,7 +22,7 @@ from mignurse.collect.run import collect, select_nodes
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
-from mignurse.nodeaccess.ssm import SSMShell
+from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import NodeSandbox, SandboxShell
 from mignurse.sim.ssm import InstanceSpec, SsmStandIn
@@ -99,18 +99,17 @@ class Fleet:
         self.s3_client = boto3.client(
             "s3", config=retries.merge(Config(s3={"addressing_style": "path"}))
         )
-
-    def shell_for(self, node: Node) -> NodeShell:
-        assert node.instance_id
-        ssm = SSMShell(
-            node.name,
-            node.instance_id,
+        self.ssm_fleet = SSMFleet(
             ssm_client=self.ssm_client,
             s3_client=self.s3_client,
             bucket=self.bucket,
             poll=(0.2, 1.0),
             delivery_timeout=30,
         )
+
+    def shell_for(self, node: Node) -> NodeShell:
+        assert node.instance_id
+        ssm = SSMShell(node.name, node.instance_id, fleet=self.ssm_fleet)
         # SSH's place in the CLI: here the node's sandbox, reached locally
         local = SandboxShell(self.sandboxes[node.name])
         return FallbackShell(ssm, local, when="is not managed by SSM")
@@ -187,13 +186,15 @@ def test_fifty_nodes_over_ssm_each_with_its_own_outcome(
             assert any(n.endswith(f"/nodes/{name}/{part}") for n in names), (name, part)
     assert any(n.endswith("/cluster/nodes.json") for n in names)
 
-    # no more SSM commands running at once than collect() was allowed
+    # one SendCommand for the fleet; SSM's MaxConcurrency, not ours, bounds what runs at once
+    sends = [p for op, p in fleet.ssm.requests if op == "SendCommand"]
+    assert len(sends) == 1 and sends[0]["MaxConcurrency"] == str(CONCURRENCY)
     assert 2 <= fleet.ssm.peak_in_progress <= CONCURRENCY
     assert fleet.ssm.in_progress == 0
     # the unmanaged and the lost were never sent a command
-    sent = [p["InstanceIds"][0] for op, p in fleet.ssm.requests if op == "SendCommand"]
+    sent = set(sends[0]["InstanceIds"])
     never = {n.instance_id for n in fleet.nodes if fleet.kind[n.name] in ("lost", "unmanaged")}
-    assert len(sent) == 44 and not never & set(sent)
+    assert len(sent) == 44 and not never & sent
 
     capsys.readouterr()
     code = main(["diagnose", "--from", str(bundle), "-o", "json"])
@@ -238,5 +239,7 @@ def test_an_interrupted_fleet_collection_leaves_a_valid_partial_bundle(
     # the queued nodes were never started: Ctrl-C does not wait for the whole fleet
     untouched = [o for o in manifest["nodes"].values() if o["error"] == "not collected"]
     assert len(untouched) >= len(healthy) - 5 - 2
-    sends = sum(1 for op, _ in fleet.ssm.requests if op == "SendCommand")
-    assert sends <= 5 + 2 + 1
+    # one command for them all, cancelled at Ctrl-C so SSM starts no more of them
+    assert sum(1 for op, _ in fleet.ssm.requests if op == "SendCommand") == 1
+    assert "CancelCommand" in fleet.ssm.calls
+    assert fleet.ssm.peak_in_progress <= 2

@@ -314,3 +314,16 @@ def test_twenty_megabyte_journal() -> None:
     assert JWT.encode() not in out
     assert out.count(b"GPU has fallen off the bus.") == repeats
     assert redactor.report() == {"journal/all.log": {"bearer-token": repeats}}
+
+
+def test_token_counts_are_not_secrets_but_quoted_digits_are() -> None:
+    text = (
+        'INFO request done prompt_tokens=512 max_tokens: 4096 "completion_tokens": 77\n'
+        '{"password": "123456", "bearer-token": 2}\n'
+        "DB_PASSWORD=hunter2\n"
+    )
+    out = Redactor().redact("vllm.log", text.encode()).decode()
+    assert "prompt_tokens=512" in out and "max_tokens: 4096" in out
+    assert '"completion_tokens": 77' in out and '"bearer-token": 2' in out
+    assert '"password": "***REDACTED***"' in out
+    assert "DB_PASSWORD=***REDACTED***" in out

@@ -15,8 +15,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
+from mignurse.nodeaccess.base import RunResult
 from mignurse.nodeaccess.script import collector_script
-from mignurse.nodeaccess.ssm import SSMShell, batches
+from mignurse.nodeaccess.ssm import SSMFleet, SSMShell, batches
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import NodeSandbox
 from mignurse.sim.ssm import STDERR_MAX, STDOUT_MAX, TRUNCATED, InstanceSpec, SsmStandIn
@@ -72,16 +73,18 @@ def _s3(endpoint: str) -> Any:
     return boto3.client("s3", endpoint_url=endpoint, region_name=REGION, config=config)
 
 
-def _shell(standin: SsmStandIn, s3_endpoint: str, iid: str, **kw: Any) -> SSMShell:
-    return SSMShell(
-        f"node-{iid}",
-        iid,
+def _fleet(standin: SsmStandIn, s3_endpoint: str, **kw: Any) -> SSMFleet:
+    return SSMFleet(
         ssm_client=kw.pop("ssm_client", None) or _ssm(standin),
         s3_client=_s3(s3_endpoint),
         bucket=BUCKET,
         poll=FAST_POLL,
         **kw,
     )
+
+
+def _shell(standin: SsmStandIn, s3_endpoint: str, iid: str, **kw: Any) -> SSMShell:
+    return SSMShell(f"node-{iid}", iid, fleet=_fleet(standin, s3_endpoint, **kw))
 
 
 def _objects(s3_endpoint: str) -> list[str]:
@@ -111,7 +114,7 @@ def test_collector_runs_through_ssm_and_the_node_uploads_the_tar(
         member = tar.extractfile("node/kubelet.log")
         assert member is not None and member.read()
     assert "node/manifest.json" in names
-    assert not [k for k in _objects(s3_endpoint) if "i-0collector" in k]  # deleted after
+    assert not [k for k in _objects(s3_endpoint) if k.startswith("mignurse/")]  # deleted after
 
 
 def test_large_output_arrives_whole_not_cut_at_24000(standin: SsmStandIn, s3_endpoint: str) -> None:
@@ -131,7 +134,7 @@ def test_the_invocation_does_not_exist_race_is_tolerated(s3_endpoint: str) -> No
         result = _shell(server, s3_endpoint, "i-0race").run("echo hi", timeout=10, stdout=sink)
         assert result.ok, result
         assert sink.getvalue() == b"hi\n"
-        assert ("GetCommandInvocation", "InvocationDoesNotExist") in server.errors
+        assert server.empty_lists >= 1  # polled through the window where SSM lists nothing
         sends = [p for op, p in server.requests if op == "SendCommand"]
         assert sends and sends[0]["Parameters"]["executionTimeout"] == ["10"]
 
@@ -233,3 +236,78 @@ def test_standin_caps_output_fields_like_ssm(standin: SsmStandIn) -> None:
     assert out[:STDOUT_MAX] == ("x\n" * 15000)[:STDOUT_MAX]
     err = invocation["StandardErrorContent"]
     assert len(err) == STDERR_MAX + len(TRUNCATED) and err.endswith(TRUNCATED)
+
+
+def test_a_fleet_is_one_command_with_ssms_own_concurrency_bound(
+    standin: SsmStandIn, s3_endpoint: str
+) -> None:
+    ids = {f"i-0fleet{n}": InstanceSpec() for n in range(4)}
+    ids["i-0fleetnossm"] = InstanceSpec(managed=False)
+    ids["i-0fleetlost"] = InstanceSpec(online=False)
+    standin.instances.update(ids)
+    sinks = {f"node-{iid}": io.BytesIO() for iid in ids}
+    results: dict[str, RunResult] = {}
+    sends_before = standin.calls.count("SendCommand")
+    _fleet(standin, s3_endpoint, max_concurrency=2).run(
+        [(f"node-{iid}", iid) for iid in ids],
+        "sleep 0.3; echo from $SSM_COMMAND_ID",
+        timeout=20,
+        sink_for=sinks.__getitem__,
+        done=lambda r: results.__setitem__(r.node, r),
+    )
+    assert set(results) == set(sinks)
+    sends = [p for op, p in standin.requests if op == "SendCommand"][sends_before:]
+    assert len(sends) == 1, "one SendCommand for the whole batch, not one per node"
+    assert sorted(sends[0]["InstanceIds"]) == [f"i-0fleet{n}" for n in range(4)]
+    assert sends[0]["MaxConcurrency"] == "2" and sends[0]["MaxErrors"] == "100%"
+    assert standin.peak_in_progress <= 2
+    for n in range(4):
+        result = results[f"node-i-0fleet{n}"]
+        assert result.ok, result
+        assert sinks[result.node].getvalue().startswith(b"from ")
+    assert "is not managed by SSM" in results["node-i-0fleetnossm"].error
+    assert "ConnectionLost" in results["node-i-0fleetlost"].error
+    assert not [k for k in _objects(s3_endpoint) if k.startswith("mignurse/")]
+
+
+def test_more_than_50_nodes_go_out_in_batches_of_50(s3_endpoint: str) -> None:
+    ids = [f"i-{n:017x}" for n in range(55)]
+    with SsmStandIn({iid: InstanceSpec() for iid in ids}, race=0.2) as server:
+        results: list[RunResult] = []
+        sinks = {iid: io.BytesIO() for iid in ids}
+        _fleet(server, s3_endpoint, max_concurrency=25).run(
+            [(iid, iid) for iid in ids],
+            "echo ok",
+            timeout=30,
+            sink_for=sinks.__getitem__,
+            done=results.append,
+        )
+        sends = [p for op, p in server.requests if op == "SendCommand"]
+        assert [len(p["InstanceIds"]) for p in sends] == [50, 5]
+        assert len(results) == 55 and all(r.ok for r in results), [r for r in results if not r.ok]
+        assert all(sink.getvalue() == b"ok\n" for sink in sinks.values())
+        describes = [p for op, p in server.requests if op == "DescribeInstanceInformation"]
+        assert [len(p["Filters"][0]["Values"]) for p in describes] == [50, 5]
+
+
+def test_standin_stops_sending_once_max_errors_is_passed(standin: SsmStandIn) -> None:
+    for n in range(3):
+        standin.instances[f"i-0fail{n}"] = InstanceSpec()
+    ssm = _ssm(standin)
+    sent = ssm.send_command(
+        InstanceIds=[f"i-0fail{n}" for n in range(3)],
+        DocumentName="AWS-RunShellScript",
+        Parameters={"commands": ["exit 7"]},
+        MaxConcurrency="1",
+        MaxErrors="0",
+    )
+    command_id = sent["Command"]["CommandId"]
+    deadline = time.monotonic() + 10
+    rows: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        rows = ssm.list_command_invocations(CommandId=command_id)["CommandInvocations"]
+        if len(rows) == 3 and all(r["Status"] not in ("Pending", "InProgress") for r in rows):
+            break
+    statuses = sorted(r["Status"] for r in rows)
+    assert statuses == ["Cancelled", "Cancelled", "Failed"], rows
