@@ -64,6 +64,9 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 
 
 class ClusterError(Exception):
@@ -109,6 +112,16 @@ class ApiError(ClusterError):
     """Any other refusal from the API server."""
 
 
+class TooManyRequests(ApiError):
+    """429: throttled, or an eviction refused because it would break a PodDisruptionBudget.
+
+    `causes` are the Status body's `details.causes` messages (the PDB that refused)."""
+
+    def __init__(self, message: str, causes: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.causes = causes or []
+
+
 @dataclass(frozen=True, slots=True)
 class Listing(Generic[T]):
     items: list[T]
@@ -139,6 +152,21 @@ def _verb_for(method: str, query: dict[str, str]) -> str:
     return {"PATCH": "patch", "DELETE": "delete", "POST": "create", "PUT": "update"}.get(
         method, method.lower()
     )
+
+
+def _status_causes(body: bytes | str | None) -> list[str]:
+    """The `details.causes[].message` lines of a Kubernetes Status body."""
+    try:
+        parsed = json.loads(body or b"")
+    except ValueError:
+        return []
+    details = parsed.get("details") if isinstance(parsed, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return [
+        " ".join(str(c.get("message") or c.get("reason") or "").split())
+        for c in causes or ()
+        if isinstance(c, dict)
+    ]
 
 
 def _status_message(body: bytes | str | None) -> str:
@@ -333,6 +361,11 @@ class ClusterClient:
             return Conflict(message or f"{what} changed since it was read")
         if status == 410:
             return Expired(message or "resource version too old")
+        if status == 429:
+            return TooManyRequests(
+                f"the API server answered 429 to {verb} {what}: {message or 'too many requests'}",
+                _status_causes(body),
+            )
         return ApiError(
             f"the API server answered {status} to {verb} {what}: {message or 'no detail'}"
         )
@@ -438,6 +471,29 @@ class ClusterClient:
         path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
         data = self._request("PATCH", path, body=body, content_type=content_type, resource=resource)
         result: dict[str, Any] = json.loads(data)
+        return result
+
+    def create(
+        self,
+        resource: Resource,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """POST an object, or a subresource of one (`subresource="eviction"` posts a policy/v1
+        Eviction to the pod named in `body.metadata.name`). Returns the server's answer."""
+        name = (body.get("metadata") or {}).get("name") if subresource else None
+        path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
+        data = self._request(
+            "POST", path, body=body, content_type="application/json", resource=resource
+        )
+        result: dict[str, Any] = json.loads(data) if data else {}
+        return result
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """DELETE one object; returns what the server sent (the object or a Status)."""
+        data = self._request("DELETE", resource.path(namespace, name), resource=resource)
+        result: dict[str, Any] = json.loads(data) if data else {}
         return result
 
     def api_group_available(self, group: str, version: str) -> bool:

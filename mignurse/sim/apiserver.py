@@ -201,6 +201,11 @@ class Handler(BaseHTTPRequestHandler):
             auth = self.headers.get("Authorization", "")
             if auth != f"Bearer {self.sim.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            fault = self.sim._fault_for(self.command, self._path)
+            if fault is not None:
+                raise ApiError(
+                    fault.code, "InternalError", "Internal error occurred: injected fault"
+                )
             self._route(body)
         except ApiError as err:
             self._send_error(err)

@@ -6,10 +6,12 @@ import collections
 import contextlib
 import copy
 import json
+import re
 import secrets
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -25,6 +27,17 @@ from mignurse.sim.store import RESOURCES, Store
 TICK_SECONDS = 0.05
 SIM_EXTENSION = "mignurse.sim"
 REQUEST_LOG_SIZE = 10000
+
+
+@dataclass
+class Fault:
+    """An injected API failure (see SimCluster.fail)."""
+
+    method: str
+    path: re.Pattern[str]
+    code: int
+    times: int | None
+    hits: int = 0
 
 
 class SimCluster:
@@ -51,6 +64,7 @@ class SimCluster:
         self.token = token or secrets.token_urlsafe(24)
         self.bookmark_interval = 1.0  # wall seconds between BOOKMARKs on an idle watch
         self.unavailable = False  # see outage()
+        self._faults: list[Fault] = []  # see fail()
         start = start or datetime.now(UTC)
         if start.tzinfo is None:
             raise ValueError("start must be timezone-aware")
@@ -144,6 +158,31 @@ class SimCluster:
             yield
         finally:
             self.unavailable = False
+
+    def fail(self, method: str, path: str, *, code: int = 500, times: int | None = 1) -> Fault:
+        """Answer the next `times` requests (None: all) whose method matches and whose path
+        matches the regular expression `path` (searched) with `code` and an InternalError
+        Status: a fault in the middle of a run, for the runbook engine's tests."""
+        fault = Fault(method.upper(), re.compile(path), code, times)
+        with self.store.lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        with self.store.lock:
+            self._faults.clear()
+
+    def _fault_for(self, method: str, path: str) -> Fault | None:
+        with self.store.lock:
+            for fault in self._faults:
+                if fault.method in (method, "*") and fault.path.search(path):
+                    if fault.times is not None:
+                        fault.times -= 1
+                        if fault.times <= 0:
+                            self._faults.remove(fault)
+                    fault.hits += 1
+                    return fault
+        return None
 
     def compact(self) -> None:
         """Drop all watch history, like an etcd compaction."""

@@ -121,7 +121,7 @@ RESOURCES: dict[str, ResourceType] = {
             "",
             "v1",
             False,
-            _READ,
+            (*_READ, "patch"),  # patch: runbook locks of `target: cluster` live on kube-system
             ("ns",),
             ("status.phase",),
             (),

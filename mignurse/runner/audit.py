@@ -1,0 +1,113 @@
+"""The audit log: append-only JSONL in `$XDG_STATE_HOME/mignurse/audit.jsonl`.
+
+Decisions:
+- One line per event (run started, each step's plan and result, each undo, the outcome),
+  written with O_APPEND in one write, flushed and fsynced: lines of two concurrent runs
+  never interleave within a line, and a crash loses at most the line being written.
+- Readers skip a torn (unparseable) line instead of failing: the log of a killed run is
+  still readable.
+- Who: the local user@host, the kube user of the context, and the AWS caller identity
+  when AWS is configured. The AWS lookup is best effort with a 3 s budget in a thread
+  started with the run; it never delays a step, and arrives as its own `identity` event
+  when it is slower than the run's first event.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from mignurse.runner.state import now_text, state_home
+
+AWS_LOOKUP_SECONDS = 3.0
+
+
+def audit_path() -> Path:
+    return state_home() / "audit.jsonl"
+
+
+def local_holder() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname().split('.')[0]}"
+
+
+def aws_configured() -> bool:
+    if os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE"):
+        return True
+    home = Path(os.path.expanduser("~/.aws"))
+    return (home / "credentials").exists() or (home / "config").exists()
+
+
+class AwsIdentity:
+    """The caller identity (sts), looked up once in the background; `arn` is "" until known."""
+
+    def __init__(self) -> None:
+        self.arn = ""
+        self.done = threading.Event()
+        if not aws_configured():
+            self.done.set()
+            return
+        threading.Thread(target=self._lookup, name="aws-identity", daemon=True).start()
+
+    def _lookup(self) -> None:
+        try:
+            import boto3
+            from botocore.config import Config
+
+            sts = boto3.client(
+                "sts",
+                config=Config(
+                    connect_timeout=AWS_LOOKUP_SECONDS,
+                    read_timeout=AWS_LOOKUP_SECONDS,
+                    retries={"max_attempts": 1},
+                ),
+            )
+            self.arn = str(sts.get_caller_identity().get("Arn") or "")
+        except Exception:  # noqa: BLE001 - best effort: no identity is a fine answer
+            self.arn = ""
+        finally:
+            self.done.set()
+
+
+class Audit:
+    """Appends events to the audit log; every line says its time and run."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or audit_path()
+
+    def write(self, event: str, run_id: str, **fields: Any) -> None:
+        record = {"ts": now_text(), "event": event, "run": run_id, **fields}
+        line = json.dumps(record, separators=(",", ":"), default=str).encode() + b"\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_audit(path: Path | None = None) -> list[dict[str, Any]]:
+    """Every readable event, oldest first; a torn or foreign line is skipped."""
+    path = path or audit_path()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    events = []
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "event" in record:
+            events.append(record)
+    return events

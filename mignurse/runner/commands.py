@@ -1,0 +1,365 @@
+"""`mignurse runbooks`, `mignurse run` and `mignurse runs`: parsers and command bodies.
+
+Kept out of `mignurse/cli.py` (which only registers them) so the engine's command-line
+face lives beside the engine. Decisions:
+- `run` refuses to prompt when stdin is not a terminal: a confirmation the run needs is
+  then one line saying to pass `--yes` (scripts must say so explicitly).
+- `--read-only` allows only `--dry-run` of a runbook that changes the cluster.
+- Ctrl-C: the first asks the engine to stop (the step stops at its next wait, the run is
+  recorded `interrupted`, nothing is undone), a second one stops at once.
+- Nodes are reached as `mignurse collect` reaches them (`collect.transports`): the
+  simulator's sandboxes on a simulated cluster, SSM with --bucket, else SSH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from mignurse.runner.engine import Runner, RunResult, node_shells
+from mignurse.runner.schema import (
+    Runbook,
+    RunbookError,
+    load_runbooks,
+    parse_assignments,
+    resolve_params,
+)
+from mignurse.runner.step import Harm, StepFailed
+
+EXIT_USAGE = 2
+
+
+class RunCommandError(Exception):
+    """A usage problem of `run`/`runs`; str() is the one line to show."""
+
+    exit_code = EXIT_USAGE
+
+
+def add_parsers(sub: Any, connection_options: Callable[..., None]) -> None:
+    runbooks = sub.add_parser("runbooks", help="the runbooks `mignurse run` can run")
+    runbooks.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+    run = sub.add_parser(
+        "run",
+        help="run a runbook: plan, confirm, apply step by step, audit (see `mignurse runbooks`)",
+        description="Exit code: 0 done (or --dry-run), 1 failed, declined or refused "
+        "(the report says where the node stands), 2 usage, 130 interrupted.",
+    )
+    connection_options(run, top=False)
+    run.add_argument("name", nargs="?", metavar="RUNBOOK", help="the runbook to run")
+    run.add_argument("--node", help="the node to act on (domain optional)")
+    run.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a runbook param (repeatable)",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="show the plan and stop; nothing changes"
+    )
+    run.add_argument("--yes", action="store_true", help="no confirmation prompt (for scripts)")
+    run.add_argument("--resume", metavar="RUN_ID", help="continue an interrupted or failed run")
+    run.add_argument("--undo", metavar="RUN_ID", help="undo the completed steps of a run")
+    run.add_argument(
+        "--transport",
+        choices=("auto", "sim", "ssm", "ssh"),
+        default="auto",
+        help="how to reach the node (auto: the sandboxes on a simulated cluster, SSM with "
+        "--bucket, else SSH)",
+    )
+    run.add_argument("--bucket", help="SSM: the S3 bucket for node output")
+    run.add_argument("--profile", help="AWS profile, as the aws CLI")
+    run.add_argument("--region", help="AWS region, as the aws CLI")
+    run.add_argument(
+        "--sandboxes",
+        metavar="DIR",
+        help="--transport sim: keep the simulated nodes' sandboxes here (default: a temp dir)",
+    )
+    run.add_argument(
+        "--accept-new-host-keys",
+        action="store_true",
+        help="SSH: trust and save unknown host keys",
+    )
+    run.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+    runs = sub.add_parser("runs", help="past runbook runs (the audit log), or one run's steps")
+    runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    runs.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+
+# -- runbooks / runs ---------------------------------------------------------------------
+
+
+def cmd_runbooks(args: argparse.Namespace) -> int:
+    from mignurse.runner.render import print_runbooks
+
+    books = load_runbooks()
+    if args.output == "json":
+        print(json.dumps([b.to_json() for b in books.values()], indent=2))
+    else:
+        print_runbooks(books)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from mignurse.runner import state as st
+    from mignurse.runner.audit import read_audit
+    from mignurse.runner.render import print_runs, runs_from_audit
+
+    events = read_audit()
+    if args.run_id:
+        mine = [e for e in events if e.get("run") == args.run_id]
+        try:
+            saved: st.RunState | None = st.RunState.load(args.run_id)
+        except (FileNotFoundError, ValueError, TypeError):
+            saved = None
+        if not mine and saved is None:
+            raise RunCommandError(f"no run {args.run_id!r}: `mignurse runs` lists them")
+        if args.output == "json":
+            from dataclasses import asdict
+
+            doc = {"state": asdict(saved) if saved else None, "events": mine}
+            print(json.dumps(doc, indent=2, default=str))
+            return 0
+        if saved is not None:
+            print(
+                f"run {saved.run_id}: {saved.runbook} on {saved.target} ({saved.context}) "
+                f"by {saved.holder}: {saved.status}" + (f": {saved.error}" if saved.error else "")
+            )
+            for s in saved.steps:
+                detail = f": {s.error}" if s.error else ""
+                undo = f" ({s.undo})" if s.undo else ""
+                print(f"  {s.id} ({s.action}): {s.status}{detail}{undo}")
+        for event in mine:
+            extra = event.get("status") or event.get("outcome") or event.get("result") or ""
+            step = f" {event['step']}" if event.get("step") else ""
+            print(f"  {event.get('ts', '')[:19]} {event['event']}{step} {extra}".rstrip())
+        return 0
+    runs = runs_from_audit(events)[-30:]
+    if args.output == "json":
+        print(json.dumps(runs, indent=2, default=str))
+    else:
+        print_runs(runs)
+    return 0
+
+
+# -- run -----------------------------------------------------------------------------------
+
+
+def _find_node(client: Any) -> Callable[[str], str | None]:
+    from mignurse.cluster.client import NODES, NotFound
+
+    def find(name: str) -> str | None:
+        try:
+            client.get(NODES, name)
+            return name
+        except NotFound:
+            pass
+        for page, _version in client.list_pages(NODES):
+            for node in page:
+                full = str((node.get("metadata") or {}).get("name") or "")
+                if full.split(".", 1)[0] == name:
+                    return full
+        return None
+
+    return find
+
+
+def _aws(args: argparse.Namespace) -> Callable[[str], Any]:
+    """`ctx.aws(service)`: boto3 clients as the aws CLI builds them (adaptive retries)."""
+    clients: dict[str, Any] = {}
+
+    def make(service: str) -> Any:
+        if service in clients:
+            return clients[service]
+        import boto3
+        import botocore.exceptions
+        from botocore.config import Config
+
+        try:
+            session = boto3.Session(profile_name=args.profile, region_name=args.region)
+        except botocore.exceptions.ProfileNotFound as exc:
+            raise StepFailed(f"{exc}: check --profile or ~/.aws/config") from None
+        if session.region_name is None:
+            raise StepFailed("no AWS region: pass --region or set AWS_REGION")
+        if session.get_credentials() is None:
+            raise StepFailed("no AWS credentials: configure a profile (aws sso login) or env")
+        config = Config(retries={"mode": "adaptive", "max_attempts": 5})
+        clients[service] = session.client(service, config=config)
+        return clients[service]
+
+    return make
+
+
+@contextmanager
+def _ctrl_c(runner: Runner) -> Iterator[None]:
+    """First Ctrl-C (or SIGTERM): ask the run to stop; a second: stop now."""
+    asked = {"n": 0}
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        asked["n"] += 1
+        if asked["n"] > 1:
+            raise KeyboardInterrupt
+        print(
+            "\nstopping after the current wait (Ctrl-C again to stop at once)…",
+            file=sys.stderr,
+            flush=True,
+        )
+        runner.cancel()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def cmd_run(
+    args: argparse.Namespace,
+    *,
+    connect: Callable[[argparse.Namespace], Any],
+    is_simulated: Callable[[str | None, str], bool],
+) -> int:
+    from mignurse.collect.transports import shell_factory
+    from mignurse.runner.render import Progress, TerminalConfirmer, print_report
+
+    if args.resume and args.undo:
+        raise RunCommandError("--resume and --undo exclude each other")
+    books = load_runbooks()
+    book: Runbook | None = None
+    if not (args.resume or args.undo):
+        if not args.name:
+            raise RunCommandError("name the runbook to run (`mignurse runbooks` lists them)")
+        book = books.get(args.name)
+        if book is None:
+            raise RunCommandError(f"no runbook {args.name!r} (known: {', '.join(books) or 'none'})")
+        given = parse_assignments(args.param)
+        if args.node:
+            given["node"] = args.node
+    read_only = bool(getattr(args, "read_only", False))
+    client = connect(args)
+    try:
+        transport = args.transport
+        if transport == "auto":
+            if is_simulated(getattr(args, "kubeconfig", None), client.info.cluster):
+                transport = "sim"
+            else:
+                transport = "ssm" if args.bucket else "ssh"
+        ssm_clients = None
+        if transport == "ssm":
+            aws = _aws(args)
+            if not args.bucket:
+                raise RunCommandError("--transport ssm needs --bucket BUCKET")
+            ssm_clients = (aws("ssm"), aws("s3"))
+        with _sandboxes(args, transport) as sandboxes:
+            factory = shell_factory(
+                client,
+                transport=transport,
+                sandboxes=sandboxes,
+                ssm_clients=ssm_clients,
+                bucket=args.bucket,
+                accept_new_host_keys=args.accept_new_host_keys,
+            )
+            common: dict[str, Any] = {
+                "client": client,
+                "shell_for": node_shells(client, factory),
+                "aws": _aws(args),
+                "listener": Progress() if args.output == "text" else (lambda event: None),
+                "confirmer": TerminalConfirmer(),
+                "yes": args.yes,
+            }
+            if book is None:
+                runner = Runner.from_state(args.resume or args.undo, books=books, **common)
+            else:
+                params = resolve_params(book, given, find_node=_find_node(client))
+                runner = Runner(book, params, **common)
+            mutating = runner.book.mutates and not args.dry_run
+            if read_only and (mutating or args.undo):
+                raise RunCommandError(
+                    f"--read-only: {runner.book.name} changes the cluster; only --dry-run "
+                    "is allowed"
+                )
+            needs_prompt = mutating and runner.book.harm > Harm.NONE
+            if (needs_prompt or args.undo) and not args.yes and not sys.stdin.isatty():
+                raise RunCommandError(
+                    "stdin is not a terminal, so nobody can confirm: pass --yes to run "
+                    f"{runner.book.name} without a prompt"
+                )
+            with _ctrl_c(runner):
+                result = runner.undo() if args.undo else runner.run(dry_run=args.dry_run)
+    finally:
+        client.close()
+    _print_result(args, result, print_report)
+    if args.undo and result.status == "undone":
+        return 0  # the undo asked for is done
+    return result.exit_code
+
+
+@contextmanager
+def _sandboxes(args: argparse.Namespace, transport: str) -> Iterator[Path]:
+    if args.sandboxes:
+        folder = Path(args.sandboxes)
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
+        return
+    with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as tmp:
+        yield Path(tmp)
+
+
+def _print_result(
+    args: argparse.Namespace, result: RunResult, print_report: Callable[[RunResult], None]
+) -> None:
+    if args.output == "json":
+        from dataclasses import asdict
+
+        doc = {
+            "run": result.run_id,
+            "status": result.status,
+            "error": result.error or None,
+            "notices": result.notices,
+            "plan": result.plan.to_json() if result.plan else None,
+            "steps": [asdict(s) for s in result.steps],
+        }
+        print(json.dumps(doc, indent=2, default=str))
+        return
+    print_report(result)
+
+
+ERRORS: tuple[type[Exception], ...] = (RunbookError, RunCommandError)
+
+
+def _runner_errors() -> tuple[type[Exception], ...]:
+    from mignurse.runner.engine import RunError
+    from mignurse.runner.lock import LockError
+
+    return (*ERRORS, RunError, LockError, StepFailed)
+
+
+def dispatch(
+    args: argparse.Namespace,
+    connect: Callable[[argparse.Namespace], Any],
+    is_simulated: Callable[[str | None, str], bool],
+) -> int:
+    """Run `runbooks`, `run` or `runs`; their user errors become one line and exit 2."""
+    try:
+        if args.command == "runbooks":
+            return cmd_runbooks(args)
+        if args.command == "runs":
+            return cmd_runs(args)
+        return cmd_run(args, connect=connect, is_simulated=is_simulated)
+    except _runner_errors() as exc:
+        if os.environ.get("MIGNURSE_DEBUG") == "1" or getattr(args, "debug", False):
+            raise
+        print(f"mignurse: error: {exc}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", EXIT_USAGE))

@@ -1,0 +1,190 @@
+"""Terminal faces of the runbook engine: the plan, live progress, prompts, the run lists.
+
+Decisions:
+- On a terminal, rich styles the plan and the progress; piped, the same lines go out as
+  plain text (no colour codes, no cursor tricks), one event a line, for logs and CI.
+- Progress goes to stderr and the final report to stdout, so `mignurse run … > report`
+  keeps the report alone.
+- The prompt reads the answer from stdin (the command refuses to prompt when stdin is
+  not a terminal): y/N for LOW harm, the node or cluster name typed for HIGH.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mignurse.runner.engine import Plan, RunEvent, RunResult
+from mignurse.runner.schema import Runbook
+from mignurse.runner.step import Harm
+
+_MARK = {
+    "verified": "[green]✓[/]",
+    "skipped": "[dim]–[/]",
+    "failed": "[red]✗[/]",
+    "undone": "[yellow]↶[/]",
+    "undo-failed": "[red]✗[/]",
+    "not-undoable": "[yellow]![/]",
+}
+
+
+def _console(stream: IO[str]) -> Console:
+    return Console(file=stream, highlight=False, soft_wrap=True)
+
+
+def plan_markup(plan: Plan) -> str:
+    lines = [f"[bold]{escape(plan.book.name)}[/] on [bold]{escape(plan.target)}[/]: "]
+    lines[0] += escape(plan.book.title)
+    for i, step in enumerate(plan.steps, 1):
+        head = f"[bold]{i}. {escape(step.spec.id)}[/] {escape(step.action.title)}"
+        if step.status in ("verified", "skipped"):
+            lines.append(f"{head} [dim](already {step.status})[/]")
+            continue
+        if not step.action.mutates:
+            head += " [dim](read-only)[/]"
+        elif step.action.harm >= Harm.HIGH:
+            head += " [red](high harm)[/]"
+        lines.append(head)
+        if step.blocked:
+            lines.append(f"   [red]blocked:[/] {escape(step.blocked)}")
+            continue
+        if step.plan is None:
+            continue
+        if step.plan.nothing_to_do:
+            lines.append("   [dim]nothing to do[/]")
+        lines.extend(f"   change {escape(c.describe())}" for c in step.plan.changes)
+        lines.extend(f"   run {escape(c.describe())}" for c in step.plan.commands)
+        lines.extend(f"   [yellow]note:[/] {escape(n)}" for n in step.plan.notes)
+    return "\n".join(lines)
+
+
+class Progress:
+    """A listener for `Runner`: prints the plan and each step's progress as it happens."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.rich = self.stream.isatty()
+        self.console = _console(self.stream)
+
+    def _line(self, markup: str, plain: str) -> None:
+        if self.rich:
+            self.console.print(markup)
+        else:
+            print(plain, file=self.stream, flush=True)
+
+    def __call__(self, event: RunEvent) -> None:
+        kind, step, message = event.kind, event.step, event.message
+        if kind == "plan":
+            plan = event.data["plan"]
+            self._line(plan_markup(plan), plan.text())
+        elif kind == "notice":
+            self._line(f"[yellow]{escape(message)}[/]", f"note: {message}")
+        elif kind == "step-started":
+            self._line(f"[bold]▶ {escape(step)}[/]: {escape(message)}", f"> {step}: {message}")
+        elif kind == "output":
+            self._line(f"  [dim]{escape(step)}[/] {escape(message)}", f"  {step}: {message}")
+        elif kind in ("step-finished", "undo-finished"):
+            status = str(event.data.get("status", ""))
+            mark = _MARK.get(status, "·")
+            self._line(
+                f"{mark} {escape(step)}: {escape(message)}",
+                f"{'undo ' if kind == 'undo-finished' else ''}{step}: {status or message}"
+                + (f": {message}" if status and message not in (status, "verified") else ""),
+            )
+        elif kind == "undo-started":
+            self._line(f"[yellow]↶ {escape(step)}[/]: {escape(message)}", f"< {step}: {message}")
+
+
+class TerminalConfirmer:
+    """Asks on the terminal: y/N, or the node/cluster name typed back for HIGH harm."""
+
+    def __init__(
+        self, ask: Callable[[str], str] | None = None, stream: IO[str] | None = None
+    ) -> None:
+        self.stream = stream or sys.stderr
+        self.ask = ask or self._input
+
+    def _input(self, prompt: str) -> str:
+        print(prompt, end="", file=self.stream, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line.strip()
+
+    def confirm(self, level: Harm, plan_text: str, expected_word: str) -> bool:
+        try:
+            if level >= Harm.HIGH:
+                answer = self.ask(f"This is hard to reverse. Type {expected_word} to proceed: ")
+                return answer == expected_word
+            return self.ask("Proceed? [y/N] ").lower() in ("y", "yes")
+        except (EOFError, KeyboardInterrupt):
+            print("", file=self.stream)
+            return False
+
+
+def print_report(result: RunResult, stream: IO[str] | None = None) -> None:
+    out = stream or sys.stdout
+    head = f"run {result.run_id}: {result.status}" + (f": {result.error}" if result.error else "")
+    print(head, file=out)
+    if result.status not in ("dry-run", "declined", "blocked"):
+        for line in result.report_lines():
+            print(f"  {line}", file=out)
+    for notice in result.notices:
+        print(notice, file=out)
+    out.flush()
+
+
+def print_runbooks(books: dict[str, Runbook], stream: IO[str] | None = None) -> None:
+    out = stream or sys.stdout
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in ("NAME", "TARGET", "HARM", "TITLE", "PARAMS"):
+        table.add_column(column, overflow="fold")
+    for book in books.values():
+        params = " ".join(
+            f"{p.name}{'*' if p.required else ''}:{p.type}" + (f"={p.default}" if p.default else "")
+            for p in book.params.values()
+        )
+        table.add_row(book.name, book.target, book.harm.name.lower(), book.title, params)
+    Console(file=out, highlight=False, width=200 if not out.isatty() else None).print(table)
+
+
+def runs_from_audit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One summary a run, newest last: when, run, runbook, target, who, outcome."""
+    runs: dict[str, dict[str, Any]] = {}
+    for event in events:
+        run = runs.setdefault(
+            str(event.get("run")),
+            {"run": event.get("run"), "started": event.get("ts"), "outcome": "running"},
+        )
+        for key in ("runbook", "target", "context"):
+            if event.get(key) and not run.get(key):
+                run[key] = event[key]
+        who = event.get("who")
+        if isinstance(who, dict) and who.get("local"):
+            run["who"] = who["local"]
+        if event["event"] in ("finished", "dry-run", "declined", "refused"):
+            run["outcome"] = event.get("outcome") or event["event"]
+        run["updated"] = event.get("ts")
+    return list(runs.values())
+
+
+def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> None:
+    out = stream or sys.stdout
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in ("STARTED", "RUN", "RUNBOOK", "TARGET", "WHO", "OUTCOME"):
+        table.add_column(column, overflow="fold")
+    for run in runs:
+        table.add_row(
+            str(run.get("started", ""))[:19].replace("T", " "),
+            str(run.get("run", "")),
+            str(run.get("runbook", "")),
+            str(run.get("target", "")),
+            str(run.get("who", "")),
+            str(run.get("outcome", "")),
+        )
+    Console(file=out, highlight=False, width=200 if not out.isatty() else None).print(table)

@@ -1,0 +1,219 @@
+"""The contract between the runbook engine and the steps it runs (design.md "Runbooks").
+
+A runbook (YAML in `runbooks/`) is a list of steps; each names an action registered here
+with `@action("name")`. An action is a class with five phases, always called in this order
+by the engine, never by a step itself:
+
+1. `check(ctx)`: the precondition, read-only. `None` when the step may run, else one line
+   saying why not (the run stops before anything changes; on resume it is asked again).
+2. `plan(ctx)`: read-only; the exact changes it would make, as `Change`s (object, field,
+   old value, new value) and node commands (`NodeCommand`, the argv it would run). The
+   whole runbook's plan is shown before the first mutation; `--dry-run` stops there.
+   A plan may say `nothing_to_do` (the node is already cordoned): apply is then skipped.
+3. `apply(ctx, plan)`: does it. Returns what undo and later steps need (JSON-able dict,
+   stored in the run state so `--resume` and undo survive a crash), e.g. the prior value.
+   Raise `StepFailed("one line")` on failure; the engine records it and, when the runbook
+   declares `undo: on-failure`, undoes the completed steps newest first.
+4. `verify(ctx, plan, applied)`: read-only; `None` when the change is really there (the
+   node is unschedulable, the Deployment rolled out), else one line. A failed verify is a
+   failed step.
+5. `undo(ctx, plan, applied)`: optional (`can_undo`); puts back what apply changed, from
+   `applied`. Must be safe to run twice.
+
+`harm` scales the confirmation: NONE (no prompt: read-only or collection), LOW (y/N:
+cordon, labels), HIGH (typed acknowledgement of the node or cluster name: replace the
+instance, pause or resume repair, evict pods). The engine asks once per runbook at the
+highest harm among its mutating steps, after showing the plan, unless `--yes`.
+
+`retries` is how many times the engine may re-run apply after a `StepFailed(retryable=True)`
+(only for idempotent steps); `timeout` is the step's budget in seconds, enforced by the
+step itself through `ctx.deadline()` / `ctx.sleep()` (which also honour Ctrl-C).
+
+Nothing here may restart kubelet or containerd or run `systemctl daemon-reload` on a node.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from mignurse.cluster.client import ClusterClient
+    from mignurse.nodeaccess.base import NodeShell
+
+
+class Harm(enum.IntEnum):
+    NONE = 0  # read-only or collection: no confirmation
+    LOW = 1  # reversible, one node: y/N
+    HIGH = 2  # destructive or fleet-wide: type the node or cluster name
+
+
+class StepFailed(Exception):
+    """A step could not do its work; str() is the one line to show."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class Cancelled(Exception):
+    """Ctrl-C or the app's cancel button, noticed by ctx.sleep() or ctx.check_cancel()."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One field of one object that the step will set."""
+
+    target: str  # "node/ip-10-0-1-2.ec2.internal", "deployment/kube-system/karpenter"
+    field: str  # "spec.unschedulable", "env FEATURE_GATES token NodeRepair"
+    old: Any
+    new: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "field": self.field, "old": self.old, "new": self.new}
+
+    def describe(self) -> str:
+        return f"{self.target}: {self.field} {self.old!r} → {self.new!r}"
+
+
+@dataclass(frozen=True)
+class NodeCommand:
+    """A command the step will run on a node (over SSM, SSH or the simulator's sandbox)."""
+
+    node: str
+    argv: tuple[str, ...]
+    why: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "argv": list(self.argv), "why": self.why}
+
+    def describe(self) -> str:
+        return f"on {self.node}: {' '.join(self.argv)}" + (f"  ({self.why})" if self.why else "")
+
+
+@dataclass
+class StepPlan:
+    changes: list[Change] = field(default_factory=list)
+    commands: list[NodeCommand] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # facts the operator should read first
+    nothing_to_do: bool = False  # already in the wanted state: apply is skipped
+    data: dict[str, Any] = field(default_factory=dict)  # what apply needs, JSON-able
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "changes": [c.to_json() for c in self.changes],
+            "commands": [c.to_json() for c in self.commands],
+            "notes": list(self.notes),
+            "nothingToDo": self.nothing_to_do,
+            "data": self.data,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> StepPlan:
+        return cls(
+            changes=[Change(**c) for c in raw.get("changes", [])],
+            commands=[
+                NodeCommand(c["node"], tuple(c["argv"]), c.get("why", ""))
+                for c in raw.get("commands", [])
+            ],
+            notes=list(raw.get("notes", [])),
+            nothing_to_do=bool(raw.get("nothingToDo")),
+            data=dict(raw.get("data", {})),
+        )
+
+
+@dataclass
+class StepContext:
+    """Everything a step may use. Built by the engine; steps never build clients themselves.
+
+    `params` are the runbook's resolved params (e.g. node, config, timeout); `with_args` the
+    step's own `with:` mapping from the YAML. `shell_for(node_name)` opens a NodeShell;
+    `aws(service)` returns a boto3 client (adaptive retries) or raises StepFailed when no
+    AWS access is configured. `outputs` holds what earlier steps returned from apply, by
+    step id. `log(line)` streams progress to the terminal or the app."""
+
+    client: ClusterClient
+    params: dict[str, Any]
+    with_args: dict[str, Any] = field(default_factory=dict)
+    shell_for: Callable[[str], NodeShell] | None = None
+    aws: Callable[[str], Any] | None = None
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    log: Callable[[str], None] = lambda line: None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    timeout: float = 300.0
+    started: float = field(default_factory=time.monotonic)
+    run_id: str = ""
+    holder: str = ""  # who runs this (user@host), for locks and annotations
+
+    @property
+    def node(self) -> str:
+        return str(self.params.get("node", ""))
+
+    def deadline(self) -> float:
+        """Monotonic time by which this step must finish."""
+        return self.started + self.timeout
+
+    def time_left(self) -> float:
+        return self.deadline() - time.monotonic()
+
+    def check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise Cancelled("cancelled")
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, waking at once for Ctrl-C/cancel; raises Cancelled."""
+        if self.cancel.wait(max(0.0, seconds)):
+            raise Cancelled("cancelled")
+
+    def param(self, name: str, default: Any = None) -> Any:
+        """A step's `with:` value first, then the runbook param of that name."""
+        if name in self.with_args:
+            return self.with_args[name]
+        return self.params.get(name, default)
+
+
+class Action:
+    """Base class of every step action; subclasses set the class attributes."""
+
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""  # short imperative, shown in plans: "Cordon the node"
+    mutates: ClassVar[bool] = True
+    harm: ClassVar[Harm] = Harm.LOW
+    can_undo: ClassVar[bool] = False
+    retries: ClassVar[int] = 0
+    timeout: ClassVar[float] = 120.0
+
+    def check(self, ctx: StepContext) -> str | None:
+        return None
+
+    def plan(self, ctx: StepContext) -> StepPlan:
+        return StepPlan()
+
+    def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        return None
+
+    def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
+        raise StepFailed(f"{self.name} cannot be undone")
+
+
+ACTIONS: dict[str, type[Action]] = {}
+
+
+def action(name: str) -> Callable[[type[Action]], type[Action]]:
+    """Register an Action subclass under the name runbooks use in `action:`."""
+
+    def register(cls: type[Action]) -> type[Action]:
+        if name in ACTIONS:
+            raise ValueError(f"action {name!r} registered twice")
+        cls.name = name
+        ACTIONS[name] = cls
+        return cls
+
+    return register

@@ -1,0 +1,136 @@
+"""`collect-bundle`: the node's support bundle, as `mignurse collect NODE` writes it.
+
+Decisions:
+- It reuses `mignurse.collect.run.collect` unchanged (same layout, redaction, manifest), for
+  one node, through the run's own node access (`ctx.shell_for`), so a runbook collects
+  over the same transport its other node steps use.
+- Harm NONE and `mutates = False`: it reads the node and writes a local file only; no
+  confirmation, and nothing to undo.
+- An unreachable node is a failed step (the runbook asked for evidence and got none); a
+  node reached with some files missing is a success with `ok: false` in the output, so
+  the report says so without undoing the cordon before it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mignurse.cluster.client import ClusterError
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.collect.redact import Redactor
+from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
+from mignurse.model import Node
+from mignurse.runner.step import (
+    Action,
+    Harm,
+    NodeCommand,
+    StepContext,
+    StepFailed,
+    StepPlan,
+    action,
+)
+from mignurse.runner.steps.kube import get_node
+
+
+def _out_path(ctx: StepContext, now: datetime) -> Path:
+    given = ctx.param("out")
+    if given:
+        return Path(str(given)).expanduser()
+    short = ctx.node.split(".", 1)[0]
+    return Path(f"mignurse-{short}-{now:%Y%m%dT%H%M%SZ}.tar.gz")
+
+
+def _wanted(ctx: StepContext) -> bool:
+    """A runbook may make collection optional with a bool param `collect` (replace-instance)."""
+    return bool(ctx.param("collect", True))
+
+
+@action("collect-bundle")
+class CollectBundle(Action):
+    title = "Collect the node's support bundle"
+    mutates = False
+    harm = Harm.NONE
+    can_undo = False
+    retries = 0
+    timeout = 900.0
+
+    def check(self, ctx: StepContext) -> str | None:
+        if not _wanted(ctx):
+            return None
+        if ctx.shell_for is None:
+            return "no node access configured (pass --transport)"
+        since = str(ctx.param("since", DEFAULT_SINCE) or DEFAULT_SINCE)
+        try:
+            journal_since_words(since)
+        except ValueError as exc:
+            return str(exc)
+        out = ctx.param("out")
+        if out and not Path(str(out)).expanduser().parent.exists():
+            return f"cannot write {out}: its folder does not exist"
+        try:
+            get_node(ctx)
+        except StepFailed as exc:
+            return str(exc)
+        return None
+
+    def plan(self, ctx: StepContext) -> StepPlan:
+        if not _wanted(ctx):
+            return StepPlan(notes=["collection skipped (collect=false)"], nothing_to_do=True)
+        since = str(ctx.param("since", DEFAULT_SINCE) or DEFAULT_SINCE)
+        out = _out_path(ctx, ctx.client.server_now())
+        return StepPlan(
+            commands=[
+                NodeCommand(
+                    ctx.node,
+                    ("sh", "-s", "<mignurse collector script>"),
+                    f"read-only: journals since {since}, nvidia-smi, mig-parted export",
+                )
+            ],
+            notes=[f"writes the bundle to {out} (the name's time is when it runs)"],
+            data={"since": since},
+        )
+
+    def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
+        assert ctx.shell_for is not None  # check() refused otherwise
+        shell_for = ctx.shell_for
+        since = str(plan.data.get("since") or DEFAULT_SINCE)
+        raw = get_node(ctx)
+        node = Node.from_api(raw)
+        try:
+            karpenter = ctx.client.api_group_available("karpenter.sh", "v1")
+            now = ctx.client.server_now()
+        except ClusterError as exc:
+            raise StepFailed(str(exc), retryable=True) from None
+        out = _out_path(ctx, now)
+        ctx.log(f"collecting {ctx.node} into {out}")
+        try:
+            manifest = collect(
+                ctx.client,
+                Snapshot(nodes={node.name: node}, karpenter=karpenter, taken_at=now),
+                [node],
+                shell_for=lambda chosen: shell_for(chosen.name),
+                out=out,
+                since=journal_since_words(since),
+                redactor=Redactor(enabled=not bool(ctx.param("no_redact", False))),
+                concurrency=1,
+                node_timeout=max(5.0, ctx.time_left()),
+                progress=lambda name, state: ctx.log(f"{name}: {state}"),
+            )
+        except ClusterError as exc:
+            raise StepFailed(f"collecting {ctx.node} failed: {exc}") from None
+        outcome = manifest["nodes"].get(node.name) or {}
+        if outcome.get("rc") is None:
+            raise StepFailed(
+                f"could not collect {ctx.node}: {outcome.get('error') or 'not reached'} "
+                f"(partial bundle at {out})"
+            )
+        ok = bool(outcome.get("ok"))
+        ctx.log(f"bundle: {out} ({outcome.get('files', 0)} files{'' if ok else ', incomplete'})")
+        return {"bundle": str(out), "ok": ok, "files": int(outcome.get("files") or 0)}
+
+    def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if not Path(str(applied.get("bundle", ""))).is_file():
+            return f"the bundle {applied.get('bundle')} was not written"
+        return None

@@ -1,0 +1,464 @@
+"""Kubernetes steps every runbook shares: `cordon`, `uncordon`, `drain`.
+
+Decisions:
+- cordon/uncordon use a merge patch of `spec.unschedulable` (what `kubectl cordon` sends)
+  plus the annotation `mignurse.io/cordoned-by` (holder, run, reason), so whoever looks
+  at a cordoned node can tell who did it; uncordon removes the annotation.
+- cordon's undo uncordons only when apply found the node schedulable: a node that was
+  cordoned before the run stays cordoned.
+- drain evicts through the Eviction API (`policy/v1`, the pod's `eviction` subresource),
+  never by deleting pods, so PodDisruptionBudgets are honoured. DaemonSet pods and
+  mirror (static) pods are skipped, as `kubectl drain --ignore-daemonsets` does: evicting
+  them is pointless (they come straight back) or impossible. A 429 is a PDB refusal: the
+  pod is tried again on the next pass until the step's timeout, and the failure then
+  names each blocking pod and the budget that refused it.
+- drain refuses to start on a schedulable node: evicted pods would land on it again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mignurse.cluster.client import (
+    NODES,
+    PDBS,
+    PODS,
+    ClusterClient,
+    ClusterError,
+    NotFound,
+    TooManyRequests,
+)
+from mignurse.runner.step import Action, Change, Harm, StepContext, StepFailed, StepPlan, action
+
+CORDONED_BY = "mignurse.io/cordoned-by"
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+DRAIN_POLL_SECONDS = 2.0
+
+
+def get_node(ctx: StepContext) -> dict[str, Any]:
+    """The step's node as raw JSON; StepFailed (one line) when it is gone or unreadable."""
+    if not ctx.node:
+        raise StepFailed("no node given: pass --node NAME")
+    try:
+        return ctx.client.get(NODES, ctx.node)
+    except NotFound:
+        raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
+    except ClusterError as exc:
+        raise StepFailed(str(exc), retryable=True) from None
+
+
+def _unschedulable(node: dict[str, Any]) -> bool:
+    return bool((node.get("spec") or {}).get("unschedulable"))
+
+
+def _patch_node(ctx: StepContext, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return ctx.client.patch(NODES, ctx.node, body)
+    except NotFound:
+        raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
+    except ClusterError as exc:
+        raise StepFailed(f"cannot patch node {ctx.node}: {exc}", retryable=True) from None
+
+
+def _node_check(ctx: StepContext) -> str | None:
+    try:
+        get_node(ctx)
+    except StepFailed as exc:
+        return str(exc)
+    return None
+
+
+@action("cordon")
+class Cordon(Action):
+    title = "Cordon the node"
+    harm = Harm.LOW
+    can_undo = True
+    retries = 2
+    timeout = 60.0
+
+    def check(self, ctx: StepContext) -> str | None:
+        return _node_check(ctx)
+
+    def plan(self, ctx: StepContext) -> StepPlan:
+        node = get_node(ctx)
+        if _unschedulable(node):
+            return StepPlan(
+                notes=[f"node {ctx.node} is already cordoned: left as it is, and undo keeps it"],
+                nothing_to_do=True,
+                data={"wasUnschedulable": True},
+            )
+        reason = str(ctx.param("reason", "") or "")
+        return StepPlan(
+            changes=[
+                Change(f"node/{ctx.node}", "spec.unschedulable", False, True),
+                Change(
+                    f"node/{ctx.node}",
+                    f"annotation {CORDONED_BY}",
+                    None,
+                    _cordoned_by(ctx, reason),
+                ),
+            ],
+            data={"wasUnschedulable": False, "reason": reason},
+        )
+
+    def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
+        was = _unschedulable(get_node(ctx))  # the node's state now, not at plan time
+        if was:
+            ctx.log(f"node {ctx.node} was already cordoned")
+            return {"wasUnschedulable": True}
+        marker = _cordoned_by(ctx, str(plan.data.get("reason") or ""))
+        _patch_node(
+            ctx,
+            {"metadata": {"annotations": {CORDONED_BY: marker}}, "spec": {"unschedulable": True}},
+        )
+        ctx.log(f"cordoned {ctx.node}")
+        return {"wasUnschedulable": False}
+
+    def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if not _unschedulable(get_node(ctx)):
+            return f"node {ctx.node} is still schedulable"
+        return None
+
+    def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
+        if applied.get("wasUnschedulable", True):
+            ctx.log(f"node {ctx.node} was cordoned before this run: left cordoned")
+            return
+        _patch_node(
+            ctx, {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": None}}
+        )
+        ctx.log(f"uncordoned {ctx.node}")
+
+
+def _cordoned_by(ctx: StepContext, reason: str) -> str:
+    marker = {"holder": ctx.holder or "mignurse", "run": ctx.run_id}
+    if reason:
+        marker["reason"] = reason
+    return json.dumps(marker, separators=(",", ":"))
+
+
+@action("uncordon")
+class Uncordon(Action):
+    title = "Uncordon the node"
+    harm = Harm.LOW
+    can_undo = True
+    retries = 2
+    timeout = 60.0
+
+    def check(self, ctx: StepContext) -> str | None:
+        return _node_check(ctx)
+
+    def plan(self, ctx: StepContext) -> StepPlan:
+        node = get_node(ctx)
+        # Usually cordoned by an earlier step of the same runbook: say so rather than
+        # planning nothing.
+        notes = []
+        if not _unschedulable(node):
+            notes.append(
+                f"node {ctx.node} is schedulable now; if an earlier step cordons it, "
+                "this step uncordons it"
+            )
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        return StepPlan(
+            changes=[
+                Change(f"node/{ctx.node}", "spec.unschedulable", True, False),
+                Change(
+                    f"node/{ctx.node}",
+                    f"annotation {CORDONED_BY}",
+                    annotations.get(CORDONED_BY),
+                    None,
+                ),
+            ],
+            notes=notes,
+        )
+
+    def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
+        node = get_node(ctx)
+        if not _unschedulable(node):
+            ctx.log(f"node {ctx.node} is already schedulable")
+            return {"wasUnschedulable": False}
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        _patch_node(
+            ctx, {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": None}}
+        )
+        ctx.log(f"uncordoned {ctx.node}")
+        return {"wasUnschedulable": True, "cordonedBy": annotations.get(CORDONED_BY)}
+
+    def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if _unschedulable(get_node(ctx)):
+            return f"node {ctx.node} is still cordoned"
+        return None
+
+    def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
+        if not applied.get("wasUnschedulable"):
+            return
+        body: dict[str, Any] = {"spec": {"unschedulable": True}}
+        if applied.get("cordonedBy"):
+            body["metadata"] = {"annotations": {CORDONED_BY: applied["cordonedBy"]}}
+        _patch_node(ctx, body)
+        ctx.log(f"cordoned {ctx.node} again")
+
+
+# -- drain ---------------------------------------------------------------------------
+
+
+def _pods_on(client: ClusterClient, node: str) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]] = []
+    for page, _version in client.list_pages(PODS, field_selector=f"spec.nodeName={node}"):
+        pods.extend(page)
+    return pods
+
+
+def _pod_key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _skip_reason(pod: dict[str, Any], gpu_only: bool) -> str | None:
+    """Why drain leaves this pod alone, or None when it is to be evicted."""
+    meta = pod.get("metadata") or {}
+    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        return "mirror pod"
+    owners = meta.get("ownerReferences") or []
+    if any(o.get("kind") == "DaemonSet" for o in owners if isinstance(o, dict)):
+        return "DaemonSet pod"
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return "finished"
+    if gpu_only and not gpu_resources(pod):
+        return "no GPU request"
+    return None
+
+
+def gpu_resources(pod: dict[str, Any]) -> dict[str, str]:
+    """The `nvidia.com/*` resources a pod's containers request or limit."""
+    found: dict[str, str] = {}
+    spec = pod.get("spec") or {}
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        resources = (container or {}).get("resources") or {}
+        for kind in ("requests", "limits"):
+            for name, value in (resources.get(kind) or {}).items():
+                if name.startswith("nvidia.com/") and str(value) not in ("0", ""):
+                    found[name] = str(value)
+    return found
+
+
+def evictable_pods(
+    client: ClusterClient, node: str, gpu_only: bool
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(pods to evict, {pod key: why skipped}) on one node, right now."""
+    evict: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    for pod in _pods_on(client, node):
+        why = _skip_reason(pod, gpu_only)
+        if why is None:
+            evict.append(pod)
+        else:
+            skipped[_pod_key(pod)] = why
+    return evict, skipped
+
+
+def _budgets(client: ClusterClient, pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The PDBs whose selector matches any of `pods`, by pod key (best effort)."""
+    matched: dict[str, dict[str, Any]] = {}
+    namespaces = sorted({(p.get("metadata") or {}).get("namespace", "") for p in pods})
+    for namespace in namespaces:
+        try:
+            budgets = [
+                pdb for page, _v in client.list_pages(PDBS, namespace=namespace) for pdb in page
+            ]
+        except ClusterError:
+            continue  # RBAC may refuse PDBs: the eviction answers still name them
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if meta.get("namespace") != namespace:
+                continue
+            labels = meta.get("labels") or {}
+            for pdb in budgets:
+                selector = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels")
+                if selector and all(labels.get(k) == v for k, v in selector.items()):
+                    matched[_pod_key(pod)] = pdb
+    return matched
+
+
+def _pdb_words(pdb: dict[str, Any]) -> str:
+    meta = pdb.get("metadata") or {}
+    allowed = (pdb.get("status") or {}).get("disruptionsAllowed", "?")
+    return f"PDB {meta.get('namespace')}/{meta.get('name')} (allows {allowed} disruption(s) now)"
+
+
+@action("drain")
+class Drain(Action):
+    title = "Evict the node's pods (Eviction API, PDBs respected)"
+    harm = Harm.HIGH
+    can_undo = False  # evicted pods reschedule on their own; nothing to put back
+    retries = 1
+    timeout = 600.0
+
+    def check(self, ctx: StepContext) -> str | None:
+        return _node_check(ctx)
+
+    def plan(self, ctx: StepContext) -> StepPlan:
+        gpu_only = bool(ctx.param("gpu_only", False))
+        try:
+            pods, skipped = evictable_pods(ctx.client, ctx.node, gpu_only)
+            budgets = _budgets(ctx.client, pods)
+        except ClusterError as exc:
+            raise StepFailed(f"cannot list the pods of {ctx.node}: {exc}") from None
+        which = "GPU pods" if gpu_only else "pods"
+        changes = [
+            Change(f"pod/{_pod_key(p)}", "evicted (policy/v1 Eviction)", ctx.node, None)
+            for p in pods
+        ]
+        notes = [f"{len(pods)} {which} to evict from {ctx.node} within {ctx.timeout:.0f} s"]
+        kinds: dict[str, int] = {}
+        for why in skipped.values():
+            kinds[why] = kinds.get(why, 0) + 1
+        if kinds:
+            notes.append(
+                "left alone: " + ", ".join(f"{n} {why}" for why, n in sorted(kinds.items()))
+            )
+        for key, pdb in sorted(budgets.items()):
+            if int((pdb.get("status") or {}).get("disruptionsAllowed", 1) or 0) <= 0:
+                notes.append(f"{key} is guarded by {_pdb_words(pdb)}: its eviction will wait")
+        notes.append("the pods are listed again when the step runs (earlier steps may move them)")
+        return StepPlan(
+            changes=changes,
+            notes=notes,
+            nothing_to_do=False,
+            data={"gpuOnly": gpu_only, "pods": [_pod_key(p) for p in pods]},
+        )
+
+    def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
+        gpu_only = bool(plan.data.get("gpuOnly", ctx.param("gpu_only", False)))
+        if not _unschedulable(get_node(ctx)):
+            raise StepFailed(
+                f"node {ctx.node} is schedulable: cordon it first (evicted pods would come back)"
+            )
+        evicted: list[str] = []
+        blocked: dict[str, str] = {}
+        while True:
+            ctx.check_cancel()
+            try:
+                pods, _skipped = evictable_pods(ctx.client, ctx.node, gpu_only)
+            except ClusterError as exc:
+                raise StepFailed(
+                    f"cannot list the pods of {ctx.node}: {exc}", retryable=True
+                ) from None
+            waiting = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
+            if not pods:
+                break
+            blocked = {}
+            for pod in waiting:
+                ctx.check_cancel()
+                key = _pod_key(pod)
+                refusal = self._evict(ctx, pod)
+                if refusal is None:
+                    evicted.append(key)
+                    ctx.log(f"evicted {key}")
+                else:
+                    blocked[key] = refusal
+            if ctx.time_left() <= 0:
+                raise StepFailed(self._timed_out(ctx, pods, blocked))
+            if blocked:
+                ctx.log(f"{len(blocked)} pod(s) refused by their disruption budget; trying again")
+            ctx.sleep(min(DRAIN_POLL_SECONDS, max(0.05, ctx.time_left())))
+        return {"evicted": evicted}
+
+    @staticmethod
+    def _evict(ctx: StepContext, pod: dict[str, Any]) -> str | None:
+        """Post one Eviction; None when accepted (or the pod is gone), else why refused."""
+        meta = pod.get("metadata") or {}
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+        }
+        try:
+            ctx.client.create(PODS, body, namespace=meta.get("namespace"), subresource="eviction")
+        except NotFound:
+            return None
+        except TooManyRequests as exc:
+            return "; ".join(exc.causes) or str(exc)
+        except ClusterError as exc:
+            raise StepFailed(f"eviction of {_pod_key(pod)} failed: {exc}", retryable=True) from None
+        return None
+
+    def _timed_out(
+        self, ctx: StepContext, pods: list[dict[str, Any]], blocked: dict[str, str]
+    ) -> str:
+        try:
+            budgets = _budgets(ctx.client, pods)
+        except ClusterError:
+            budgets = {}
+        parts = []
+        for pod in pods:
+            key = _pod_key(pod)
+            if key in budgets:
+                parts.append(f"{key} ({_pdb_words(budgets[key])})")
+            elif key in blocked:
+                parts.append(f"{key} ({blocked[key]})")
+            else:
+                parts.append(f"{key} (still terminating)")
+        return (
+            f"drain of {ctx.node} timed out after {ctx.timeout:.0f} s: {len(pods)} pod(s) "
+            f"left: {', '.join(parts)}"
+        )
+
+    def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        gpu_only = bool(plan.data.get("gpuOnly", False))
+        try:
+            pods, _skipped = evictable_pods(ctx.client, ctx.node, gpu_only)
+        except ClusterError as exc:
+            return f"cannot list the pods of {ctx.node}: {exc}"
+        if pods:
+            return f"{len(pods)} evictable pod(s) still on {ctx.node}: " + ", ".join(
+                _pod_key(p) for p in pods[:5]
+            )
+        return None
+
+
+@action("report-node")
+class ReportNode(Action):
+    """Where the node stands at the end: schedulable or not, its conditions, what earlier
+    steps produced (a bundle path). Read-only; its output is the run report's last line."""
+
+    title = "Report the node's state"
+    mutates = False
+    harm = Harm.NONE
+    timeout = 30.0
+
+    def check(self, ctx: StepContext) -> str | None:
+        return _node_check(ctx)
+
+    def plan(self, ctx: StepContext) -> StepPlan:
+        return StepPlan(notes=["reads the node and summarises the run's outputs"])
+
+    def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
+        node = get_node(ctx)
+        conditions = {
+            str(c.get("type")): str(c.get("status"))
+            for c in (node.get("status") or {}).get("conditions") or ()
+            if isinstance(c, dict)
+        }
+        bundles = [str(o["bundle"]) for o in ctx.outputs.values() if o.get("bundle")]
+        unhealthy = sorted(kind for kind, status in conditions.items() if _bad(kind, status))
+        summary = (
+            f"{ctx.node}: {'cordoned' if _unschedulable(node) else 'schedulable'}, "
+            f"Ready={conditions.get('Ready', '?')}"
+            + (f", not ok: {', '.join(unhealthy)}" if unhealthy else "")
+            + (f"; bundle {bundles[-1]}" if bundles else "")
+        )
+        ctx.log(summary)
+        return {
+            "summary": summary,
+            "unschedulable": _unschedulable(node),
+            "conditions": conditions,
+            "bundle": bundles[-1] if bundles else None,
+        }
+
+
+def _bad(kind: str, status: str) -> bool:
+    """Pressure-style conditions are bad when True; the *Ready ones when not True."""
+    if kind.endswith("Pressure") or kind == "NetworkUnavailable":
+        return status == "True"
+    return kind.endswith("Ready") and status != "True"

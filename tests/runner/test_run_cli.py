@@ -1,0 +1,236 @@
+"""`mignurse run`, `runbooks` and `runs` as a user meets them: real subprocesses against the
+simulator, node access through the sandboxes, Ctrl-C and SIGKILL in the middle."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mignurse.cluster.client import PODS
+from mignurse.runner.lock import LOCK_ANNOTATION
+from mignurse.sim.nodes import NodeSandbox
+
+from .enginehelpers import Cluster
+from .test_engine import CORDON_AND_DRAIN
+
+Make = Callable[..., Cluster]
+
+
+def env_for(state: Path, runbooks: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KUBE"))}
+    env["XDG_STATE_HOME"] = str(state)
+    env["HOME"] = str(state)  # no ~/.aws: no identity lookup
+    if runbooks is not None:
+        env["MIGNURSE_RUNBOOKS"] = str(runbooks)
+    return env
+
+
+def mignurse(
+    c: Cluster, env: dict[str, str], *args: str, **kw: Any
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        **kw,
+    )
+
+
+def start(c: Cluster, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def wait_for(predicate: Callable[[], bool], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def state_of(state: Path) -> dict[str, Any]:
+    files = list((state / "mignurse" / "runs").glob("*.json"))
+    assert len(files) == 1
+    return dict(json.loads(files[0].read_text()))
+
+
+def drain_runbooks(tmp_path: Path) -> Path:
+    folder = tmp_path / "runbooks"
+    folder.mkdir()
+    (folder / "cordon-and-drain.yaml").write_text(
+        CORDON_AND_DRAIN.format(undo="on-failure", timeout="60s")
+    )
+    return folder
+
+
+def test_runbooks_lists_them_as_json(cluster_for: Make, tmp_path: Path) -> None:
+    c = cluster_for()
+    done = mignurse(c, env_for(tmp_path), "runbooks", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    books = {b["name"]: b for b in json.loads(done.stdout)}
+    assert books["cordon-and-collect"]["harm"] == "low"
+    assert books["cordon-and-collect"]["params"][0] == {
+        "name": "node",
+        "type": "node",
+        "required": True,
+        "help": "the node to cordon and collect",
+    }
+
+
+def test_refusals_without_a_terminal_or_under_read_only(cluster_for: Make, tmp_path: Path) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    env = env_for(tmp_path)
+    no_tty = mignurse(c, env, "run", "cordon-and-collect", "--node", node)
+    assert no_tty.returncode == 2
+    assert no_tty.stderr == (
+        "mignurse: error: stdin is not a terminal, so nobody can confirm: pass --yes to run "
+        "cordon-and-collect without a prompt\n"
+    )
+    read_only = mignurse(
+        c, env, "--read-only", "run", "cordon-and-collect", "--node", node, "--yes"
+    )
+    assert read_only.returncode == 2 and "only --dry-run is allowed" in read_only.stderr
+    dry = mignurse(
+        c,
+        env,
+        "--read-only",
+        "run",
+        "cordon-and-collect",
+        "--node",
+        node.split(".")[0],
+        "--dry-run",
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert f"node/{node}: spec.unschedulable False → True" in dry.stderr
+    assert dry.stdout.endswith(": dry-run\n")
+    assert not [r for r in c.sim.requests if r["method"] != "GET"]
+    unknown = mignurse(c, env, "run", "cordon-and-colect", "--node", node)
+    assert unknown.returncode == 2 and "no runbook 'cordon-and-colect' (known: " in unknown.stderr
+
+
+def test_cordon_and_collect_end_to_end_over_the_sandbox(cluster_for: Make, tmp_path: Path) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    env = env_for(tmp_path / "state")
+    bundle = tmp_path / "node.tar.gz"
+    done = mignurse(
+        c,
+        env,
+        "run",
+        "cordon-and-collect",
+        "--node",
+        node,
+        "--yes",
+        "--sandboxes",
+        str(tmp_path / "sandboxes"),
+        "--param",
+        f"out={bundle}",
+        "--param",
+        "since=2h",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = done.stdout.split()[1].rstrip(":")
+    assert done.stdout.splitlines()[1:] == [
+        "  cordon: verified",
+        f"  collect: verified: {bundle}",
+        f"  report: verified: {node}: cordoned, Ready=True; bundle {bundle}",
+    ]
+    assert bundle.is_file()
+    assert c.node(node)["spec"]["unschedulable"] is True
+    assert LOCK_ANNOTATION not in c.node(node)["metadata"].get("annotations", {})
+    sandbox = tmp_path / "sandboxes" / node
+    calls = [" ".join((call.command, *call.args)) for call in NodeSandbox.calls(_log(sandbox))]
+    assert any(call.startswith("journalctl") for call in calls)
+    assert not [x for x in calls if "restart" in x or "daemon-reload" in x or "stop" in x]
+    runs = mignurse(c, env, "runs", run_id)
+    assert runs.returncode == 0
+    assert f"run {run_id}: cordon-and-collect on {node}" in runs.stdout
+    assert "  collect (collect-bundle): verified" in runs.stdout
+
+
+def _log(root: Path) -> Any:
+    class Log:
+        calls_log = root / "calls.log"
+
+    return Log()
+
+
+def test_resume_after_sigkill_continues_from_the_unfinished_step(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]
+    state = tmp_path / "state"
+    env = env_for(state, drain_runbooks(tmp_path))
+    proc = start(c, env, "run", "cordon-and-drain", "--node", node, "--yes")
+    try:
+        wait_for(
+            lambda: (
+                (state / "mignurse" / "runs").exists()
+                and state_of(state)["steps"][1]["attempts"] >= 1
+            )
+        )
+        wait_for(
+            lambda: any(
+                r["path"].endswith("/eviction") and r["status"] == 429 for r in c.sim.requests
+            )
+        )
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    saved = state_of(state)
+    assert saved["status"] == "running" and saved["steps"][0]["status"] == "verified"
+    lock = json.loads(c.node(node)["metadata"]["annotations"][LOCK_ANNOTATION])
+    assert lock["run"] == saved["run_id"]
+    # The operator clears the blocker by hand, then resumes.
+    blocker = next(p for p in c.pods_on(node) if p["metadata"]["namespace"] == "inference")
+    c.client.delete(PODS, blocker["metadata"]["name"], "inference")
+    resumed = mignurse(c, env, "run", "--resume", saved["run_id"], "--yes")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1. cordon (Cordon the node): already verified" in resumed.stderr
+    assert resumed.stdout.splitlines()[1:] == ["  cordon: verified", "  drain: verified"]
+    assert LOCK_ANNOTATION not in c.node(node)["metadata"].get("annotations", {})
+    events = [
+        json.loads(x)["event"]
+        for x in (state / "mignurse" / "audit.jsonl").read_text().splitlines()
+    ]
+    assert events == ["started", "step", "resumed", "step", "finished"]
+
+
+def test_ctrl_c_interrupts_and_undo_by_run_id_restores(cluster_for: Make, tmp_path: Path) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]
+    state = tmp_path / "state"
+    env = env_for(state, drain_runbooks(tmp_path))
+    proc = start(c, env, "run", "cordon-and-drain", "--node", node, "--yes")
+    wait_for(
+        lambda: any(r["path"].endswith("/eviction") and r["status"] == 429 for r in c.sim.requests)
+    )
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130, out
+    run_id = state_of(state)["run_id"]
+    assert f"run {run_id}: interrupted: interrupted during step drain" in out
+    assert f"`mignurse run --resume {run_id}`" in out and f"`mignurse run --undo {run_id}`" in out
+    assert c.node(node)["spec"]["unschedulable"] is True
+    undo = mignurse(c, env, "run", "--undo", run_id, "--yes")
+    assert undo.returncode == 0, undo.stdout + undo.stderr
+    assert undo.stdout.startswith(f"run {run_id}: undone")
+    assert not c.node(node)["spec"].get("unschedulable")
