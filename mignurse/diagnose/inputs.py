@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +17,11 @@ from mignurse.model import Event, MigState
 T = TypeVar("T")
 
 
+# The pause-node-repair runbook's record on the Karpenter Deployment: who paused, when, and
+# the exact prior feature-gate strings resume-node-repair restores.
+REPAIR_PAUSED_ANNOTATION = "mignurse.io/node-repair-paused"
+
+
 @dataclass(frozen=True)
 class KarpenterSettings:
     """What the Karpenter controller Deployment says about repair (domain.md §2.1)."""
@@ -24,6 +30,8 @@ class KarpenterSettings:
     feature_gates: str = ""
     version: str = ""  # the controller image tag, when it is one
     managed_by: str = ""  # "Helm", an Argo/Flux marker, or ""
+    paused_by: str = ""  # from the pause-node-repair runbook's record, when repair is paused
+    paused_at: str = ""
 
     @classmethod
     def from_deployment(cls, raw: Mapping[str, Any]) -> KarpenterSettings:
@@ -55,11 +63,20 @@ class KarpenterSettings:
             managed = "Argo CD"
         elif any(k.startswith("kustomize.toolkit.fluxcd.io/") for k in labels):
             managed = "Flux"
+        paused_by = paused_at = ""
+        try:
+            record = json.loads(str(annotations.get(REPAIR_PAUSED_ANNOTATION) or "null"))
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            paused_by, paused_at = str(record.get("by") or "?"), str(record.get("at") or "")
         return cls(
             node_repair=gate_value(gates, "NodeRepair"),
             feature_gates=gates,
             version=version,
             managed_by=managed,
+            paused_by=paused_by,
+            paused_at=paused_at,
         )
 
 
