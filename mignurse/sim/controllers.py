@@ -49,6 +49,21 @@ NMA_HEARTBEAT = 300.0
 DCGM_GRACE = 60.0
 KUBELET_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
 ROLLOUT_STEP = 5.0
+# GPU operator: nvidia.com/gpu.deploy.<key> is the nodeSelector (`=true`) of each operand
+# DaemonSet (domain.md §3.1-3.2); the sim's DaemonSet controller follows label changes made
+# through the API, and the device plugin advertises what the MIG labels say once it runs.
+LABEL_GPU_DEPLOY = "nvidia.com/gpu.deploy."
+OPERAND_DAEMONSETS = {
+    "device-plugin": "nvidia-device-plugin-daemonset",
+    "gpu-feature-discovery": "gpu-feature-discovery",
+    "dcgm-exporter": "nvidia-dcgm-exporter",
+    "container-toolkit": "nvidia-container-toolkit-daemonset",
+    "operator-validator": "nvidia-operator-validator",
+    "mig-manager": "nvidia-mig-manager",
+}
+OPERAND_DELAY = 2.0  # the DaemonSet controller removes or starts the pod
+ADVERTISE_DELAY = 5.0  # the device plugin registers with kubelet, which updates the Node
+MIG_LABELS = ("nvidia.com/mig.config", "nvidia.com/mig.config.state", "nvidia.com/mig.strategy")
 ALNUM = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery utilrand: what generateName uses
 ZONE_SUBNETS = {"a": 0, "b": 32, "c": 64, "d": 96}
 ZONE_IDS = {"us-west-2": "usw2", "us-east-1": "use1", "us-east-2": "use2", "eu-west-1": "euw1"}
@@ -1827,6 +1842,86 @@ class World:
         node = self.tx.get("nodes", "", name)
         if node is not None:
             self._refresh_health(m, node)
+            # The store still holds the Node as it was: this API write is not flushed yet.
+            before = self.store.get("nodes", "", name)
+            if before is not None:
+                self._gpu_operator_react(m, before, node)
+
+    # ------------------------------------------------------------------ GPU operator
+
+    def _gpu_operator_react(self, m: Machine, before: JsonDict, after: JsonDict) -> None:
+        old = before["metadata"].get("labels") or {}
+        new = after["metadata"].get("labels") or {}
+        # Like the DaemonSet controller, converge on the labels as they are now (a scenario
+        # may have paused a label and left its pod), for the operands whose label is set.
+        for key, ds in OPERAND_DAEMONSETS.items():
+            label = LABEL_GPU_DEPLOY + key
+            if label not in new:
+                continue
+            running = bool(self._operand_pods(m, ds))
+            if new[label] == "true" and not running:
+                self.schedule(self.t + OPERAND_DELAY, self._operand_start, m, ds, label)
+            elif new[label] != "true" and running:
+                self.schedule(self.t + OPERAND_DELAY, self._operand_stop, m, ds, label)
+        watched = (LABEL_GPU_DEPLOY + "device-plugin", *MIG_LABELS)
+        if any(old.get(key) != new.get(key) for key in watched):
+            self.schedule(self.t + ADVERTISE_DELAY, self._advertise_gpus, m)
+
+    def _label(self, m: Machine, key: str) -> str | None:
+        node = self._node(m)
+        value = (node["metadata"].get("labels") or {}).get(key) if node is not None else None
+        return None if value is None else str(value)
+
+    def _operand_pods(self, m: Machine, ds: str) -> list[tuple[str, str]]:
+        return [entry for entry in m.daemon_pods if entry[1].rsplit("-", 1)[0] == ds]
+
+    def _operand_stop(self, m: Machine, ds: str, label: str) -> None:
+        if m.removed or self._label(m, label) == "true":
+            return
+        for entry in self._operand_pods(m, ds):
+            m.daemon_pods.remove(entry)
+            self.tx.delete("pods", *entry)
+
+    def _operand_start(self, m: Machine, ds: str, label: str) -> None:
+        if m.removed or self._label(m, label) != "true" or self._operand_pods(m, ds):
+            return
+        self._create_daemon_pods(m, only=ds)
+
+    def _advertise_gpus(self, m: Machine) -> None:
+        """What the device plugin makes kubelet report: nothing allocatable while it is
+        paused; the layout of `nvidia.com/mig.config` once its state is `success`."""
+        node = self._node(m)
+        it = objects.instance_type(m.pool.instance_type)
+        if node is None or it.gpu is None:
+            return
+        labels = node["metadata"].get("labels") or {}
+        advertised = [
+            r for r in node["status"].get("allocatable", {}) if r.startswith("nvidia.com/")
+        ]
+        running = bool(self._operand_pods(m, OPERAND_DAEMONSETS["device-plugin"]))
+        if labels.get(LABEL_GPU_DEPLOY + "device-plugin") != "true" or not running:
+            allocatable = node["status"].setdefault("allocatable", {})
+            for resource in advertised:
+                allocatable[resource] = "0"
+            self.tx.put("nodes", node)
+            return
+        if labels.get("nvidia.com/mig.config.state") != "success":
+            return
+        strategy = labels.get("nvidia.com/mig.strategy") or m.pool.mig_strategy
+        try:
+            resources = objects.mig_resources(it, labels.get("nvidia.com/mig.config"), strategy)
+        except ValueError:
+            return  # a config the GPU has no layout for: the plugin keeps what it had
+        update: dict[str, str | None] = dict.fromkeys(advertised)
+        update.update({r: str(n) for r, n in resources.items()})
+        self._set_allocatable(m, update)
+        counts: dict[str, str | None] = {
+            k: None for k in labels if k.startswith("nvidia.com/mig-") and k.endswith(".count")
+        }
+        counts.update(
+            {f"{r}.count": str(n) for r, n in resources.items() if r.startswith("nvidia.com/mig-")}
+        )
+        self._set_labels(m, counts)
 
     def node_deleted(self, name: str) -> bool:
         """True when the Node stays (finalizer) while Karpenter terminates it."""
@@ -1877,6 +1972,9 @@ class World:
     def _recreate_daemon_pod(self, m: Machine, ds: str) -> None:
         if m.removed:
             return
+        key = next((k for k, name in OPERAND_DAEMONSETS.items() if name == ds), None)
+        if key is not None and self._label(m, LABEL_GPU_DEPLOY + key) not in (None, "true"):
+            return  # the operand's nodeSelector no longer matches this node
         self._create_daemon_pods(m, only=ds)
         if ds == "eks-node-monitoring-agent" and m.nma_running:
             self._nma_start(m)
@@ -1904,6 +2002,15 @@ class World:
 def _feature_gates(template: JsonDict) -> str:
     for ctr in template.get("spec", {}).get("containers", []):
         if ctr.get("name") == "controller":
+            # A --feature-gates flag replaces the env, which is only the flag's default.
+            argv = [str(a) for a in (ctr.get("command") or []) + (ctr.get("args") or [])]
+            for i in range(len(argv) - 1, -1, -1):
+                flag, eq, value = argv[i].partition("=")
+                if flag in ("--feature-gates", "-feature-gates"):
+                    if eq:
+                        return value
+                    if i + 1 < len(argv):
+                        return argv[i + 1]
             for env in ctr.get("env", []):
                 if env.get("name") == "FEATURE_GATES":
                     return str(env.get("value", ""))

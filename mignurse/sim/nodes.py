@@ -8,20 +8,41 @@ holds stub `journalctl`, `nvidia-smi`, `nvidia-mig-parted`, `systemctl`, `cloud-
 Stories: `mig-hook` (AL2023, cgroup v2, kubelet stopped ~40 s after its first start and
 restarted, containerd loses its cgroups, 8 H100 with MIG on and no MIG devices: design.md's
 first incident), `dcgm-loop` and `healthy` (quiet journals, nvidia-smi fine).
+
+MIG is state, not fixture text: `root/state/mig.json` holds every GPU's MIG mode and instances,
+and `nvidia-smi`, `nvidia-mig-parted`, `lsof` and (when installed) `mignurse probe` are served
+by `mignurse/sim/nodemig.py` from it, so an `apply` changes what the next `assert` or
+`nvidia-smi -L` sees. The state and the knobs (`root/state/knobs.json`: Ampere reset refused,
+apply exits 1, GPU processes left, host nvidia-mig-manager.service, probe installed) are written
+only when missing or when a fact names them: `for_node` on the same folder keeps both. Like the
+packages' profile.d file (domain.md §3.5), the node's environment sets `MIG_PARTED_HOOKS_FILE`
+to shipped hooks that daemon-reload and stop kubelet, so a call that forgets `env -u` shows in
+the call log.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from mignurse.nodeaccess.local import LocalShell
+from mignurse.sim import nodemig
 
 STORIES = ("mig-hook", "dcgm-loop", "healthy")
 H100 = "NVIDIA H100 80GB HBM3"
+# scenario fact → nodemig knob (see nodemig.KNOB_DEFAULTS)
+MIG_KNOB_FACTS = {
+    "mig_reboot_required": "modeChangeNeedsReboot",
+    "mig_apply_fails": "applyFails",
+    "gpu_processes": "gpuProcesses",
+    "host_mig_manager": "hostMigManager",
+    "mignurse_probe": "probe",
+}
 BUS_IDS = ("53", "64", "75", "86", "97", "A8", "B9", "CA")  # p5.48xlarge, nvidia-smi order
 
 OS_RELEASE_AL2023 = """\
@@ -49,7 +70,9 @@ class NodeSandbox:
     """A node's files under `root/fs` and stub commands under `root/bin`.
 
     scenario_facts: `story` (one of STORIES), `created` (datetime or RFC 3339 string: when the
-    Node registered), `gpus` (int), `gpu_name`, `cgroup` ("cgroup2fs" | "tmpfs").
+    Node registered), `gpus` (int), `gpu_name`, `cgroup` ("cgroup2fs" | "tmpfs"); MIG:
+    `mig_mode` ("Enabled" | "Disabled": the start state, by default Enabled for the mig-hook
+    story) and the knobs of `set_mig_knobs` by their fact names (MIG_KNOB_FACTS).
     """
 
     def __init__(self, root: Path, *, node: str, scenario_facts: dict[str, Any]) -> None:
@@ -69,6 +92,13 @@ class NodeSandbox:
         self.bin = self.root / "bin"
         self.data = self.root / "data"
         self.calls_log = self.root / "calls.log"
+        self.state_dir = self.root / "state"
+        self._mig_mode = scenario_facts.get("mig_mode")
+        self._knob_facts = {
+            knob: scenario_facts[fact]
+            for fact, knob in MIG_KNOB_FACTS.items()
+            if fact in scenario_facts
+        }
         self._build()
 
     @classmethod
@@ -91,7 +121,44 @@ class NodeSandbox:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"MIGNURSE_ROOT": str(self.fs)}
+        shipped = self.fs / "etc/nvidia-mig-manager"
+        return {
+            "MIGNURSE_ROOT": str(self.fs),
+            # /etc/profile.d/nvidia-mig-parted.sh of the mig-parted packages (domain.md §3.5)
+            "MIG_PARTED_CONFIG_FILE": str(shipped / "config.yaml"),
+            "MIG_PARTED_HOOKS_FILE": str(shipped / "hooks.yaml"),
+        }
+
+    # -- MIG state and knobs ----------------------------------------------------------------
+
+    def mig_state(self) -> dict[str, Any]:
+        """The GPUs as nodemig keeps them: index, name, current/pending mode, instances."""
+        state: dict[str, Any] = json.loads((self.state_dir / "mig.json").read_text())
+        return state
+
+    def mig_knobs(self) -> dict[str, Any]:
+        raw = json.loads((self.state_dir / "knobs.json").read_text())
+        return {**nodemig.KNOB_DEFAULTS, **raw}
+
+    def set_mig_knobs(self, **facts: Any) -> None:
+        """Change knobs by fact name: mig_reboot_required (bool), mig_apply_fails ("" | "mode"
+        | "config"), gpu_processes (list of {pid, name, gpu, usedMiB}), host_mig_manager
+        ("absent" | "inactive" | "active"), mignurse_probe (bool)."""
+        unknown = set(facts) - set(MIG_KNOB_FACTS)
+        if unknown:
+            known = ", ".join(MIG_KNOB_FACTS)
+            raise ValueError(f"unknown MIG knob {sorted(unknown)[0]!r}: one of {known}")
+        knobs = self.mig_knobs()
+        knobs.update({MIG_KNOB_FACTS[k]: v for k, v in facts.items()})
+        (self.state_dir / "knobs.json").write_text(json.dumps(knobs, indent=1))
+        self._probe_stub(bool(knobs.get("probe")))
+
+    def mig_parted_runs(self) -> list[dict[str, Any]]:
+        """Every nvidia-mig-parted run: argv, MIG_PARTED_HOOKS_FILE as it saw it, hooks run, rc."""
+        log = self.state_dir / "mig-parted.jsonl"
+        if not log.exists():
+            return []
+        return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
     @property
     def path_prefix(self) -> list[str]:
@@ -149,20 +216,12 @@ class NodeSandbox:
             "containerd.log": self._containerd(),
             "nodeadm.log": self._nodeadm(),
             "kernel.log": self._kernel(),
-            "nvidia-smi.xml": self._smi_xml(),
-            "nvidia-smi-L.txt": self._smi_list(),
-            "mig-lgi.txt": "No MIG-enabled devices found.\n"
-            if self.story != "mig-hook"
-            else "No GPU instances found: Not Found\n",
-            "mig-lci.txt": "No MIG-enabled devices found.\n"
-            if self.story != "mig-hook"
-            else "No compute instances found: Not Found\n",
-            "mig-parted-export.yaml": self._mig_export(),
             "cloud-init-status.json": self._cloud_init_status(),
             "crictl-ps.txt": "CONTAINER  IMAGE  CREATED  STATE  NAME  ATTEMPT  POD ID  POD\n",
         }
         for name, text in data.items():
             (self.data / name).write_text(text)
+        self._mig_build()
         self._stubs()
 
     def _stubs(self) -> None:
@@ -180,24 +239,24 @@ class NodeSandbox:
             '  *nodeadm*) exec cat "$D/nodeadm.log" ;;\n'
             "esac\necho '-- No entries --'\n",
         )
-        self.stub(
-            "nvidia-smi",
-            'case "$*" in\n'
-            '  "-q -x") exec cat "$D/nvidia-smi.xml" ;;\n'
-            '  "-L") exec cat "$D/nvidia-smi-L.txt" ;;\n'
-            '  "mig -lgi") cat "$D/mig-lgi.txt"; exit 0 ;;\n'
-            '  "mig -lci") cat "$D/mig-lci.txt"; exit 0 ;;\n'
-            "esac\necho 'sandbox nvidia-smi: unsupported arguments' >&2; exit 2\n",
-        )
-        self.stub(
-            "nvidia-mig-parted",
-            '[ "$1" = export ] && exec cat "$D/mig-parted-export.yaml"\n'
-            "echo 'sandbox nvidia-mig-parted: only export is served' >&2; exit 1\n",
-        )
+        for tool in ("nvidia-smi", "nvidia-mig-parted", "lsof"):
+            self.stub(tool, self._nodemig(tool))
+        self._probe_stub(bool(self.mig_knobs().get("probe")))
+        knobs = shlex.quote(str(self.state_dir / "knobs.json"))
         self.stub(
             "systemctl",
             'case "$*" in *--failed*) echo "  UNIT LOAD ACTIVE SUB DESCRIPTION"; '
             'echo "0 loaded units listed."; exit 0 ;; esac\n'
+            # the host nvidia-mig-manager.service, read-only questions only (knob hostMigManager)
+            f'host=$(sed -n \'s/.*"hostMigManager": *"\\([a-z]*\\)".*/\\1/p\' {knobs})\n'
+            'case "$1:$2:${host:-absent}" in\n'
+            "  is-active:nvidia-mig-manager*:active) echo active; exit 0 ;;\n"
+            "  is-active:*) echo inactive; exit 3 ;;\n"
+            "  is-enabled:nvidia-mig-manager*:active) echo enabled; exit 0 ;;\n"
+            "  is-enabled:nvidia-mig-manager*:inactive) echo disabled; exit 1 ;;\n"
+            '  is-enabled:*) echo "Failed to get unit file state for $2: No such file or '
+            'directory" >&2; exit 1 ;;\n'
+            "esac\n"
             "echo 'sandbox systemctl: refused' >&2; exit 1\n",
         )
         self.stub(
@@ -364,50 +423,53 @@ class NodeSandbox:
             '  "status": "done"\n}\n'
         )
 
-    # -- nvidia-smi ---------------------------------------------------------------------------
+    # -- MIG ---------------------------------------------------------------------------------
 
-    def _mig_mode(self) -> str:
-        return "Enabled" if self.story == "mig-hook" else "Disabled"
-
-    def _smi_xml(self) -> str:
-        gpus = []
-        for i in range(self.gpus):
-            bus = BUS_IDS[i % len(BUS_IDS)]
-            gpus.append(
-                f'\t<gpu id="00000000:{bus}:00.0">\n'
-                f"\t\t<product_name>{self.gpu_name}</product_name>\n"
-                "\t\t<product_architecture>Hopper</product_architecture>\n"
-                "\t\t<persistence_mode>Enabled</persistence_mode>\n"
-                f"\t\t<mig_mode>\n\t\t\t<current_mig>{self._mig_mode()}</current_mig>\n"
-                f"\t\t\t<pending_mig>{self._mig_mode()}</pending_mig>\n\t\t</mig_mode>\n"
-                "\t\t<mig_devices>None</mig_devices>\n"
-                f"\t\t<uuid>{_gpu_uuid(i)}</uuid>\n\t\t<minor_number>{i}</minor_number>\n"
-                f"\t\t<pci>\n\t\t\t<pci_bus_id>00000000:{bus}:00.0</pci_bus_id>\n\t\t</pci>\n"
-                "\t</gpu>\n"
+    def _mig_build(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        state = self.state_dir / "mig.json"
+        if not state.exists() or self._mig_mode is not None:
+            mode = self._mig_mode or ("Enabled" if self.story == "mig-hook" else "Disabled")
+            state.write_text(
+                json.dumps(nodemig.initial_state(self.gpus, self.gpu_name, str(mode)), indent=1)
             )
-        return (
-            '<?xml version="1.0" ?>\n'
-            '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
-            "<nvidia_smi_log>\n"
-            f"\t<timestamp>{self.created:%a %b %d %H:%M:%S %Y}</timestamp>\n"
-            "\t<driver_version>570.172.08</driver_version>\n"
-            "\t<cuda_version>12.8</cuda_version>\n"
-            f"\t<attached_gpus>{self.gpus}</attached_gpus>\n"
-            + "".join(gpus)
-            + "</nvidia_smi_log>\n"
+        knobs_file = self.state_dir / "knobs.json"
+        if not knobs_file.exists():
+            defaults = dict(nodemig.KNOB_DEFAULTS)
+            # EC2 passes A100s through to the VM, which refuses the reset (domain.md §3.6 #3).
+            defaults["modeChangeNeedsReboot"] = nodemig.architecture(self.gpu_name) == "Ampere"
+            knobs_file.write_text(json.dumps(defaults, indent=1))
+        if self._knob_facts:
+            knobs = {**json.loads(knobs_file.read_text()), **self._knob_facts}
+            knobs_file.write_text(json.dumps(knobs, indent=1))
+        shipped = self.fs / "etc/nvidia-mig-manager"
+        shipped.mkdir(parents=True, exist_ok=True)
+        # The shipped hooks-default.yaml, cut to what matters here: apply-start daemon-reloads,
+        # pre-apply-mode stops kubelet, apply-exit starts it again (domain.md §3.5).
+        (shipped / "hooks.yaml").write_text(
+            "version: v1\nhooks:\n"
+            "  apply-start:\n  - command: systemctl\n    args: [daemon-reload]\n"
+            "  pre-apply-mode:\n  - command: systemctl\n    args: [stop, kubelet.service]\n"
+            "  pre-apply-config:\n  - command: systemctl\n    args: [stop, kubelet.service]\n"
+            "  apply-exit:\n  - command: systemctl\n"
+            "    args: [start, --no-block, kubelet.service]\n"
+        )
+        (shipped / "config.yaml").write_text(
+            "version: v1\nmig-configs:\n"
+            "  all-disabled:\n  - devices: all\n    mig-enabled: false\n"
+            "  all-enabled:\n  - devices: all\n    mig-enabled: true\n    mig-devices: {}\n"
         )
 
-    def _smi_list(self) -> str:
-        return "".join(
-            f"GPU {i}: {self.gpu_name} (UUID: {_gpu_uuid(i)})\n" for i in range(self.gpus)
+    def _nodemig(self, tool: str) -> str:
+        """A stub body that hands the call to nodemig.py with this sandbox's state."""
+        return (
+            f"MIGSIM_ROOT={shlex.quote(str(self.root))} exec {shlex.quote(sys.executable)} -I "
+            f'{shlex.quote(nodemig.__file__)} {tool} "$@"\n'
         )
 
-    def _mig_export(self) -> str:
-        enabled = "true" if self.story == "mig-hook" else "false"
-        return (
-            "version: v1\nmig-configs:\n  current:\n  - devices: all\n"
-            f"    mig-enabled: {enabled}\n    mig-devices: {{}}\n"
-        )
+    def _probe_stub(self, installed: bool) -> None:
+        if installed:
+            self.stub("mignurse", self._nodemig("mignurse"))
 
 
 def _gpu_uuid(index: int) -> str:
