@@ -1,0 +1,444 @@
+"""AL2023 user data that applies a MIG layout before kubelet starts, with no hooks.
+
+The answer to design.md's first incident (mig-manager restarting kubelet mid-bootstrap on
+cgroup v2, domain.md §3.3): partition the GPUs on the host before kubelet exists, so that
+nothing ever has to stop it. Pure functions: `build()` returns the texts, the CLI prints.
+
+Decisions:
+- **Where it runs.** A `text/x-shellscript` part of a MIME multi-part document, as
+  Karpenter's EC2NodeClass `spec.userData` and launch templates take it for AL2023
+  (Karpenter merges its own NodeConfig part into the document). cloud-init runs it in
+  cloud-final (`scripts-user`); the AMI's `nodeadm-run.service`, which writes the kubelet
+  config and starts kubelet, is ordered `After=nodeadm-config.service cloud-final.service`
+  (EKSAMI templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service), so the
+  layout is applied before kubelet starts. `After=` is ordering only: a script that fails
+  still lets the node join, without the layout; the console says why.
+- **Waiting for the driver, bounded.** Recent AL2023 NVIDIA AMIs load the kernel modules
+  in parallel with cloud-init (`nvidia-kmod-load.service` After=network-online.target, or
+  `nvidia-setup.service`), so the script polls `nvidia-smi -L` until it lists a GPU.
+  Assumption (not verified per release): some older AMI releases ordered
+  `nvidia-kmod-load.service` After=nodeadm-run.service; there the driver only appears
+  after user data ends, the wait runs out, and the script says so and exits 3.
+- **No hooks, two ways.** Every `nvidia-mig-parted` call runs under
+  `env -u MIG_PARTED_HOOKS_FILE` (the profile.d trap, domain.md §3.5) and `apply` also gets
+  `-k` to a hooks file holding `hooks: {}`: nothing stops kubelet, kills containers or runs
+  `systemctl daemon-reload`. The script itself never calls `systemctl`.
+- **Sequence** (domain.md §3.6 minus what a boot without GPU clients does not need):
+  `assert` (0 → already applied, done) → `-d apply` → `assert` (must pass) →
+  `nvidia-smi -L` (creates the MIG capability device nodes, §3.4, and shows the devices).
+  Each mig-parted call is bounded by `timeout` (480 s, the host unit's TimeoutStartSec).
+- **Config files** go to /etc/mignurse/mig-parted/, never over the files of a host
+  `nvidia-mig-manager` package (/etc/nvidia-mig-manager/).
+- **Names** are checked against the profile tables in `mignurse.gpu.profiles`: the
+  `all-*` names of the default mig-parted file. Without a GPU product a name must mean the
+  same layout on every GPU it is valid for (`all-1g.24gb` is 4×1g.24gb on both H100 NVL and
+  RTX PRO 6000); one that differs (`all-balanced`, `all-1g.10gb`) needs `--gpu-product`.
+  The config has no `device-filter`: on the wrong GPU `apply` fails loudly instead of
+  skipping every GPU and asserting an empty success.
+- **Logging**: every step goes to stdout (cloud-init-output.log), `/dev/console` (the
+  serial console that `aws ec2 get-console-output` shows; AL2023 boots with
+  console=ttyS0, an assumption for custom AMIs) and the journal (`logger -t
+  mignurse-userdata`). MIGNURSE_ROOT (a prefix for the files written) and MIGNURSE_CONSOLE
+  exist for the tests' sandbox; cloud-init sets neither.
+- **First boot only.** cloud-init runs user data once per instance, and Hopper/Blackwell
+  lose MIG mode on reboot (§3.8): a rebooted node comes back with MIG off. Replace such a
+  node rather than reboot it.
+
+Exit codes of the script: 0 applied (or already applied), 1 apply or the final assert
+failed, 3 no driver within the bound, 4 no `nvidia-mig-parted` on the node.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import yaml
+
+from mignurse.gpu.profiles import (
+    A30,
+    A100_40GB,
+    B200,
+    H100_80GB,
+    H100_NVL,
+    H200,
+    INSTANCE_GPUS,
+    RTX_PRO_6000,
+    GpuFamily,
+    Layout,
+    expected_layout,
+    family_of_name,
+)
+from mignurse.model import instance_family
+
+FAMILIES: tuple[GpuFamily, ...] = (A100_40GB, H100_80GB, H200, B200, H100_NVL, A30, RTX_PRO_6000)
+DEFAULT_DRIVER_WAIT_S = 300
+MAX_DRIVER_WAIT_S = 600  # driver wait + a 480 s apply stay inside Karpenter's 15 min to register
+DRIVER_POLL_S = 5
+PROGRESS_EVERY_S = 30
+MIG_PARTED_TIMEOUT_S = 480
+CONFIG_DIR = "/etc/mignurse/mig-parted"
+CONFIG_FILE = f"{CONFIG_DIR}/config.yaml"
+HOOKS_FILE = f"{CONFIG_DIR}/hooks.yaml"
+EMPTY_HOOKS = "version: v1\nhooks: {}\n"
+CLUSTER_PLACEHOLDER = "CLUSTER-NAME"
+BOUNDARY = "MIGNURSE-USERDATA-BOUNDARY"
+LOG_TAG = "mignurse-userdata"
+EXIT_APPLY_FAILED = 1
+EXIT_NO_DRIVER = 3
+EXIT_NO_MIG_PARTED = 4
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")  # EKSAPI CreateCluster
+# Default-file config names write a profile's "+" as "." (domain.md §3.5).
+_CONFIG_SPELLING = (("+me.all", ".me.all"), ("+gfx", ".gfx"), ("+me", ".me"))
+
+
+class UserDataError(ValueError):
+    """A config name or product the tables do not know; str() is the one line to show."""
+
+
+@dataclass(frozen=True)
+class MigLayout:
+    """The layout one config name gives every GPU, and the GPUs it was checked for."""
+
+    config: str
+    mig_enabled: bool
+    devices: Mapping[str, int]
+    checked_for: tuple[str, ...]  # family names
+
+
+@dataclass(frozen=True)
+class UserData:
+    layout: MigLayout
+    mig_parted_config: str
+    script: str
+    mime: str
+
+
+def config_name(profile: str) -> str:
+    """`1g.10gb+me` → `all-1g.10gb.me`: the default mig-parted file's name for it."""
+    for meant, written in _CONFIG_SPELLING:
+        if profile.endswith(meant):
+            return f"all-{profile[: -len(meant)]}{written}"
+    return f"all-{profile}"
+
+
+def config_names(family: GpuFamily) -> list[str]:
+    """Every standard config name whose per-GPU layout the tables know for a family."""
+    names = ["all-disabled", "all-enabled"]
+    names += [config_name(profile) for profile in family.profiles]
+    if family.balanced is not None:
+        names.append("all-balanced")
+    return names
+
+
+def _known_layout(config: str, family: GpuFamily) -> Layout | None:
+    if config not in config_names(family):
+        return None
+    layout = expected_layout(config, family)
+    return layout if layout is not None and layout.devices is not None else None
+
+
+def product_names() -> str:
+    return ", ".join(family.name for family in FAMILIES)
+
+
+def resolve_product(product: str) -> GpuFamily:
+    """A family from a GPU name (GFD's `NVIDIA-H100-80GB-HBM3`, Karpenter's `h100`), a
+    family name from the tables, or an EC2 instance type (`p5.48xlarge`)."""
+    wanted = product.strip()
+    for family in FAMILIES:
+        if wanted.upper() in {family.name.upper(), *family.name.upper().split("/")}:
+            return family
+    if (found := family_of_name(wanted)) is not None:
+        return found
+    if (by_type := INSTANCE_GPUS.get(instance_family(wanted.lower()))) is not None:
+        return by_type[0]
+    hint = " (A100: say A100-40GB or A100-80GB)" if "A100" in wanted.upper() else ""
+    raise UserDataError(
+        f"--gpu-product {product!r} is not a known MIG GPU{hint}: give one of "
+        f"{product_names()}, a GPU name such as NVIDIA-H100-80GB-HBM3, or an instance type "
+        "such as p5.48xlarge"
+    )
+
+
+def resolve_layout(config: str, family: GpuFamily | None = None) -> MigLayout:
+    """The layout `config` means, on `family` or on every GPU it is valid for."""
+    families = (family,) if family is not None else FAMILIES
+    found: dict[str, Layout] = {}
+    for candidate in families:
+        if (layout := _known_layout(config, candidate)) is not None:
+            found[candidate.name] = layout
+    if not found:
+        valid = sorted({name for f in families for name in config_names(f)})
+        where = f" for {family.name}" if family is not None else ""
+        raise UserDataError(
+            f"unknown MIG config {config!r}{where}: valid names are {', '.join(valid)}"
+        )
+    distinct = {
+        (layout.mig_enabled, tuple(sorted((layout.devices or {}).items())))
+        for layout in found.values()
+    }
+    if len(distinct) > 1:
+        raise UserDataError(
+            f"MIG config {config!r} means a different layout on each GPU it is valid for: "
+            f"pass --gpu-product, one of {', '.join(found)}"
+        )
+    first = next(iter(found.values()))
+    return MigLayout(config, first.mig_enabled, dict(first.devices or {}), tuple(found))
+
+
+def mig_parted_config(layout: MigLayout) -> str:
+    """The nvidia-mig-parted v1 config holding just this layout (domain.md §3.5)."""
+    item: dict[str, object] = {"devices": "all", "mig-enabled": layout.mig_enabled}
+    if layout.mig_enabled:
+        item["mig-devices"] = dict(layout.devices)
+    document = {"version": "v1", "mig-configs": {layout.config: [item]}}
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+def _layout_words(layout: MigLayout) -> str:
+    if not layout.mig_enabled:
+        return "MIG off"
+    if not layout.devices:
+        return "MIG on, no instances"
+    return " + ".join(f"{n}x{p}" for p, n in layout.devices.items()) + " per GPU"
+
+
+_SCRIPT = """\
+#!/bin/sh
+# mignurse userdata: apply MIG config @CONFIG@ (@LAYOUT@) before kubelet starts.
+# Checked for: @CHECKED@. Generated by: mignurse userdata --config @CONFIG@
+# Runs in cloud-final; nodeadm-run.service (which starts kubelet) is ordered after it.
+# Never stops or restarts kubelet or containerd and never reloads systemd: no hooks run
+# (MIG_PARTED_HOOKS_FILE unset, and -k to a file with "hooks: {}").
+# Exit: 0 applied, 1 apply/assert failed, 3 no NVIDIA driver in @WAIT@ s, 4 no nvidia-mig-parted.
+set -u
+ROOT="${MIGNURSE_ROOT:-}"
+CONSOLE="${MIGNURSE_CONSOLE:-/dev/console}"
+CONFIG_NAME=@CONFIG_Q@
+CONFIG_FILE="$ROOT"@CONFIG_FILE_Q@
+HOOKS_FILE="$ROOT"@HOOKS_FILE_Q@
+DRIVER_WAIT=@WAIT@
+DRIVER_POLL=@POLL@
+PROGRESS_EVERY=@PROGRESS@
+MIG_PARTED_TIMEOUT=@MP_TIMEOUT@
+PATH="${PATH:+$PATH:}/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin"
+export PATH
+unset MIG_PARTED_HOOKS_FILE
+
+log() {
+  line="@TAG@: $(date -u +%Y-%m-%dT%H:%M:%SZ) $*"
+  echo "$line"
+  { echo "$line" >>"$CONSOLE"; } 2>/dev/null || true
+  logger -t @TAG@ -- "$*" 2>/dev/null || true
+}
+
+OUT=$(mktemp 2>/dev/null || echo "/tmp/@TAG@.$$")
+trap 'rm -f "$OUT"' EXIT
+
+# run CMD...: log the command, each line of its output and its exit code; return that code.
+run() {
+  log "run: $*"
+  "$@" >"$OUT" 2>&1
+  rc=$?
+  while IFS= read -r out_line || [ -n "$out_line" ]; do log "  $out_line"; done <"$OUT"
+  log "exit $rc"
+  return $rc
+}
+
+mig_parted() {
+  run timeout "$MIG_PARTED_TIMEOUT" env -u MIG_PARTED_HOOKS_FILE nvidia-mig-parted "$@"
+}
+
+log "start: MIG config $CONFIG_NAME (@LAYOUT@), no hooks, before kubelet"
+
+# 1. The NVIDIA driver: nvidia-smi -L lists a GPU once the kernel modules are loaded.
+started=$(date +%s)
+last_progress=$started
+probes=0
+while :; do
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$OUT" 2>&1 \\
+      && grep -q '^GPU ' "$OUT"; then
+    break
+  fi
+  probes=$((probes + 1))
+  last_error=$(tail -n 1 "$OUT" 2>/dev/null)
+  [ "$probes" -eq 1 ] && log "waiting up to ${DRIVER_WAIT}s for the NVIDIA driver: $last_error"
+  now=$(date +%s)
+  waited=$((now - started))
+  if [ "$waited" -ge "$DRIVER_WAIT" ]; then
+    log "gave up: no NVIDIA driver after ${waited}s (bound ${DRIVER_WAIT}s): $last_error"
+    log "MIG config $CONFIG_NAME NOT applied; kubelet will start without it"
+    exit @EXIT_NO_DRIVER@
+  fi
+  if [ $((now - last_progress)) -ge "$PROGRESS_EVERY" ]; then
+    log "still waiting for the NVIDIA driver: ${waited}s of ${DRIVER_WAIT}s"
+    last_progress=$now
+  fi
+  sleep "$DRIVER_POLL"
+done
+log "driver ready after $(( $(date +%s) - started ))s: $(grep -c '^GPU ' "$OUT") GPU(s)"
+while IFS= read -r out_line; do log "  $out_line"; done <"$OUT"
+
+if ! command -v nvidia-mig-parted >/dev/null 2>&1; then
+  log "gave up: nvidia-mig-parted is not on this node (PATH=$PATH); bake it into the AMI"
+  log "MIG config $CONFIG_NAME NOT applied; kubelet will start without it"
+  exit @EXIT_NO_MIG_PARTED@
+fi
+
+# 2. The config and an empty hooks file.
+mkdir -p "$(dirname "$CONFIG_FILE")"
+cat >"$CONFIG_FILE" <<'MIGNURSE_CONFIG_EOF'
+@CONFIG_YAML@MIGNURSE_CONFIG_EOF
+cat >"$HOOKS_FILE" <<'MIGNURSE_HOOKS_EOF'
+@HOOKS_YAML@MIGNURSE_HOOKS_EOF
+log "wrote $CONFIG_FILE and $HOOKS_FILE (hooks: {})"
+
+# 3. assert -> apply -> assert, with no hooks.
+if mig_parted assert -f "$CONFIG_FILE" -c "$CONFIG_NAME"; then
+  log "MIG config $CONFIG_NAME already applied"
+else
+  if ! mig_parted -d apply -f "$CONFIG_FILE" -c "$CONFIG_NAME" -k "$HOOKS_FILE"; then
+    log "FAILED: nvidia-mig-parted apply (A100/A30 in a VM: the mode change may need a reboot)"
+    log "MIG config $CONFIG_NAME NOT applied; kubelet will start without it"
+    exit @EXIT_APPLY_FAILED@
+  fi
+  if ! mig_parted assert -f "$CONFIG_FILE" -c "$CONFIG_NAME"; then
+    log "FAILED: MIG config $CONFIG_NAME is not in place after apply"
+    exit @EXIT_APPLY_FAILED@
+  fi
+fi
+
+# 4. nvidia-smi on the host creates the new MIG capability device nodes.
+run nvidia-smi -L || true
+log "done: MIG config $CONFIG_NAME applied and asserted; kubelet starts after cloud-final"
+exit 0
+"""
+
+
+def shell_script(
+    layout: MigLayout,
+    *,
+    driver_wait_s: int = DEFAULT_DRIVER_WAIT_S,
+    driver_poll_s: int = DRIVER_POLL_S,
+    progress_every_s: int = PROGRESS_EVERY_S,
+) -> str:
+    """The POSIX sh script (ASCII, as the MIME part declares)."""
+    words = {
+        "@CONFIG_Q@": shlex.quote(layout.config),
+        "@CONFIG_FILE_Q@": shlex.quote(CONFIG_FILE),
+        "@HOOKS_FILE_Q@": shlex.quote(HOOKS_FILE),
+        "@CONFIG_YAML@": mig_parted_config(layout),
+        "@HOOKS_YAML@": EMPTY_HOOKS,
+        "@CONFIG@": layout.config,
+        "@LAYOUT@": _layout_words(layout),
+        "@CHECKED@": ", ".join(layout.checked_for),
+        "@WAIT@": str(driver_wait_s),
+        "@POLL@": str(driver_poll_s),
+        "@PROGRESS@": str(progress_every_s),
+        "@MP_TIMEOUT@": str(MIG_PARTED_TIMEOUT_S),
+        "@TAG@": LOG_TAG,
+        "@EXIT_NO_DRIVER@": str(EXIT_NO_DRIVER),
+        "@EXIT_NO_MIG_PARTED@": str(EXIT_NO_MIG_PARTED),
+        "@EXIT_APPLY_FAILED@": str(EXIT_APPLY_FAILED),
+    }
+    script = _SCRIPT
+    for word, value in words.items():
+        script = script.replace(word, value)
+    return script
+
+
+def mime_document(script: str, *, filename: str) -> str:
+    """A one-part MIME multi-part document, the shape Karpenter requires for AL2023."""
+    if BOUNDARY in script or not script.isascii():
+        raise ValueError("the script must be ASCII and must not hold the MIME boundary")
+    return (
+        "MIME-Version: 1.0\n"
+        f'Content-Type: multipart/mixed; boundary="{BOUNDARY}"\n'
+        "\n"
+        f"--{BOUNDARY}\n"
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n'
+        "Content-Transfer-Encoding: 7bit\n"
+        f'Content-Disposition: attachment; filename="{filename}"\n'
+        "\n"
+        # The line break before a boundary belongs to it: the extra one keeps the script's.
+        f"{script.rstrip(chr(10))}\n\n"
+        f"--{BOUNDARY}--\n"
+    )
+
+
+def build(
+    config: str,
+    *,
+    gpu_product: str | None = None,
+    driver_wait_s: int = DEFAULT_DRIVER_WAIT_S,
+    driver_poll_s: int = DRIVER_POLL_S,
+    progress_every_s: int = PROGRESS_EVERY_S,
+) -> UserData:
+    """User data for `config`; UserDataError for a name or product the tables do not know."""
+    if not 1 <= driver_wait_s <= MAX_DRIVER_WAIT_S:
+        raise UserDataError(
+            f"--driver-wait {driver_wait_s} is out of range: 1 to {MAX_DRIVER_WAIT_S} seconds"
+        )
+    family = resolve_product(gpu_product) if gpu_product is not None else None
+    layout = resolve_layout(config, family)
+    script = shell_script(
+        layout,
+        driver_wait_s=driver_wait_s,
+        driver_poll_s=driver_poll_s,
+        progress_every_s=progress_every_s,
+    )
+    mime = mime_document(script, filename=f"mignurse-mig-{config}.sh")
+    return UserData(layout, mig_parted_config(layout), script, mime)
+
+
+def default_nodeclass_name(config: str) -> str:
+    return f"mig-{config}".lower()
+
+
+def ec2nodeclass_yaml(user_data: UserData, *, name: str, cluster: str | None = None) -> str:
+    """A karpenter.k8s.aws/v1 EC2NodeClass carrying the user data. Without `cluster` the
+    role and discovery tags hold CLUSTER_PLACEHOLDER to edit: not `${CLUSTER_NAME}` as in
+    Karpenter's getting-started manifests, since a bare `envsubst` would also empty the
+    script's own `$VARIABLES`."""
+    if not _K8S_NAME.match(name):
+        raise UserDataError(
+            f"--name {name!r} is not a valid Kubernetes name (lowercase letters, digits, "
+            "'-' and '.', starting and ending with a letter or digit)"
+        )
+    if cluster is not None and not _EKS_CLUSTER_NAME.match(cluster):
+        raise UserDataError(f"--cluster {cluster!r} is not a valid EKS cluster name")
+    cluster_name = cluster or CLUSTER_PLACEHOLDER
+    body = "".join(f"    {line}\n" if line else "\n" for line in user_data.mime.splitlines())
+    layout = user_data.layout
+    first_step = (
+        f"Replace {CLUSTER_PLACEHOLDER} (or pass --cluster), then point"
+        if cluster is None
+        else "Point"
+    )
+    return (
+        f"# EC2NodeClass for MIG config {layout.config} ({_layout_words(layout)}), "
+        "generated by mignurse userdata.\n"
+        f"# {first_step} a NodePool at it. Keep the GPU operator's mig-manager off its\n"
+        '# nodes (NodePool label nvidia.com/gpu.deploy.mig-manager: "false"), or label\n'
+        f"# them nvidia.com/mig.config: {layout.config} so it finds the layout applied.\n"
+        "apiVersion: karpenter.k8s.aws/v1\n"
+        "kind: EC2NodeClass\n"
+        "metadata:\n"
+        f"  name: {name}\n"
+        "spec:\n"
+        "  amiSelectorTerms:\n"
+        "    - alias: al2023@latest\n"
+        f'  role: "KarpenterNodeRole-{cluster_name}"\n'
+        "  subnetSelectorTerms:\n"
+        "    - tags:\n"
+        f'        karpenter.sh/discovery: "{cluster_name}"\n'
+        "  securityGroupSelectorTerms:\n"
+        "    - tags:\n"
+        f'        karpenter.sh/discovery: "{cluster_name}"\n'
+        "  userData: |\n"
+        f"{body}"
+    )

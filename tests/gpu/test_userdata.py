@@ -1,0 +1,328 @@
+"""`mignurse userdata`: the MIME document, the EC2NodeClass, and the shell part run on a
+node sandbox whose stub `nvidia-smi` and `nvidia-mig-parted` log every call."""
+
+from __future__ import annotations
+
+import email
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mignurse.cli import main
+from mignurse.gpu.userdata import (
+    CONFIG_FILE,
+    EXIT_APPLY_FAILED,
+    EXIT_NO_DRIVER,
+    EXIT_NO_MIG_PARTED,
+    HOOKS_FILE,
+    LOG_TAG,
+    UserDataError,
+    build,
+    ec2nodeclass_yaml,
+    resolve_layout,
+    resolve_product,
+)
+from mignurse.sim.nodes import NodeSandbox, StubCall
+
+SHIPPED_HOOKS = "/etc/nvidia-mig-manager/hooks.yaml"  # what profile.d exports (§3.5)
+NVIDIA_SMI_STUB = """\
+n=$(cat "$D/smi-probes" 2>/dev/null || echo 0); n=$((n + 1)); echo $n >"$D/smi-probes"
+if [ ! -f "$D/driver-loads-after" ] || [ "$n" -le "$(cat "$D/driver-loads-after")" ]; then
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2
+  exit 9
+fi
+[ "$1" = -L ] || exit 2
+i=0; while [ $i -lt 8 ]; do echo "GPU $i: NVIDIA H100 NVL (UUID: GPU-0000000$i)"; i=$((i + 1)); done
+"""
+MIG_PARTED_STUB = """\
+echo "MIG_PARTED_HOOKS_FILE=${MIG_PARTED_HOOKS_FILE-<unset>}" >>"$D/mig-parted-env.log"
+case " $* " in
+  *" assert "*)
+    if [ -f "$D/applied" ]; then echo "Selected MIG configuration currently applied"; exit 0; fi
+    echo 'level=fatal msg="Assertion failure: selected configuration not currently applied"' >&2
+    exit 1 ;;
+  *" apply "*)
+    if [ -f "$D/apply-fails" ]; then
+      echo 'level=fatal msg="Error applying MIG configuration: In use by another client"' >&2
+      exit 1
+    fi
+    touch "$D/applied"; echo "MIG configuration applied successfully"; exit 0 ;;
+esac
+exit 1
+"""
+
+
+@dataclass
+class Run:
+    sandbox: NodeSandbox
+    rc: int
+    stdout: str
+
+    @property
+    def console(self) -> list[str]:
+        path = self.sandbox.root / "console.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    @property
+    def journal(self) -> list[str]:
+        path = self.sandbox.root / "journal.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+    def gpu_calls(self) -> list[StubCall]:
+        return self.sandbox.calls()
+
+    def hooks_env(self) -> list[str]:
+        return (self.sandbox.data / "mig-parted-env.log").read_text().splitlines()
+
+
+def make_sandbox(tmp_path: Path, *, driver_loads_after: int | None = 1) -> NodeSandbox:
+    sandbox = NodeSandbox(tmp_path / "node", node="ip-10-0-1-1", scenario_facts={})
+    sandbox.stub("nvidia-smi", NVIDIA_SMI_STUB)
+    sandbox.stub("nvidia-mig-parted", MIG_PARTED_STUB)
+    # The journal: the message alone, one a line (not through stub(), which logs argv).
+    logger = sandbox.bin / "logger"
+    logger.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1 $2 $3" = "-t {LOG_TAG} --" ] || exit 1\n'
+        f'shift 3; printf "%s\\n" "$*" >>"{sandbox.root}/journal.log"\n'
+    )
+    logger.chmod(0o755)
+    if driver_loads_after is not None:  # probes that fail before the driver "loads"
+        (sandbox.data / "driver-loads-after").write_text(f"{driver_loads_after}\n")
+    return sandbox
+
+
+def run_script(sandbox: NodeSandbox, script: str, *, shell: str = "sh") -> Run:
+    path = sandbox.root / "userdata.sh"
+    path.write_text(script)
+    env = {
+        "PATH": f"{sandbox.bin}:/usr/bin:/bin",
+        "MIGNURSE_ROOT": str(sandbox.fs),
+        "MIGNURSE_CONSOLE": str(sandbox.root / "console.log"),
+        # set as a login shell on a node with the mig-parted package would have it
+        "MIG_PARTED_HOOKS_FILE": SHIPPED_HOOKS,
+        "TMPDIR": str(sandbox.root),
+    }
+    done = subprocess.run(
+        [shell, str(path)], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    return Run(sandbox, done.returncode, done.stdout)
+
+
+def quick(config: str = "all-1g.24gb", **kwargs: str) -> str:
+    return build(config, driver_wait_s=2, driver_poll_s=1, progress_every_s=1, **kwargs).script
+
+
+# -- names --------------------------------------------------------------------------------
+
+
+def test_a_name_with_one_layout_everywhere_needs_no_product() -> None:
+    layout = resolve_layout("all-1g.24gb")
+    assert layout.devices == {"1g.24gb": 4}
+    assert set(layout.checked_for) == {"H100-NVL", "RTX-PRO-6000-96GB"}
+    assert resolve_layout("all-disabled").mig_enabled is False
+
+
+@pytest.mark.parametrize(
+    ("product", "family"),
+    [
+        ("NVIDIA-H200", "H200-141GB"),
+        ("p5.48xlarge", "A100-80GB/H100-80GB"),
+        ("A100-40GB", "A100-40GB"),
+        ("A100-80GB", "A100-80GB/H100-80GB"),
+        ("h100", "A100-80GB/H100-80GB"),
+    ],
+)
+def test_gpu_product_picks_the_table(product: str, family: str) -> None:
+    assert resolve_product(product).name == family
+
+
+def test_product_settles_a_name_that_differs_by_gpu() -> None:
+    with pytest.raises(UserDataError, match="different layout on each GPU"):
+        resolve_layout("all-1g.10gb")
+    assert build("all-1g.10gb", gpu_product="A100-40GB").layout.devices == {"1g.10gb": 4}
+    config = yaml.safe_load(build("all-balanced", gpu_product="h200").mig_parted_config)
+    assert config == {
+        "version": "v1",
+        "mig-configs": {
+            "all-balanced": [
+                {
+                    "devices": "all",
+                    "mig-enabled": True,
+                    "mig-devices": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
+                }
+            ]
+        },
+    }
+
+
+def test_media_extension_names_keep_the_profile_spelling_of_mig_parted() -> None:
+    layout = build("all-1g.10gb.me", gpu_product="p5.48xlarge").layout
+    assert layout.devices == {"1g.10gb+me": 1}
+
+
+# -- the documents ----------------------------------------------------------------------
+
+
+def test_mime_parses_into_one_shell_part_that_passes_sh_n(tmp_path: Path) -> None:
+    user_data = build("all-1g.24gb")
+    message = email.message_from_string(user_data.mime)
+    assert message.is_multipart()
+    assert message.get_content_type() == "multipart/mixed"
+    parts = message.get_payload()
+    assert isinstance(parts, list) and len(parts) == 1
+    assert parts[0].get_content_type() == "text/x-shellscript"
+    script = parts[0].get_payload()
+    assert script == user_data.script
+    assert script.startswith("#!/bin/sh\n") and script.isascii()
+    assert "systemctl" not in script and "daemon-reload" not in script
+    path = tmp_path / "userdata.sh"
+    path.write_text(script)
+    for shell in ("sh", "bash"):
+        if shutil.which(shell):
+            checked = subprocess.run([shell, "-n", str(path)], capture_output=True, text=True)
+            assert checked.returncode == 0, f"{shell} -n: {checked.stderr}"
+
+
+def test_ec2nodeclass_carries_the_same_user_data() -> None:
+    user_data = build("all-balanced", gpu_product="p5.48xlarge")
+    document = yaml.safe_load(ec2nodeclass_yaml(user_data, name="mig-balanced", cluster="ml_Prod"))
+    assert document["apiVersion"] == "karpenter.k8s.aws/v1"
+    assert document["kind"] == "EC2NodeClass"
+    assert document["metadata"]["name"] == "mig-balanced"
+    assert document["spec"]["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+    assert document["spec"]["role"] == "KarpenterNodeRole-ml_Prod"
+    assert document["spec"]["userData"] == user_data.mime
+
+
+# -- the script on a sandbox --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_script_waits_for_the_driver_then_asserts_applies_asserts_with_no_hooks(
+    tmp_path: Path, shell: str
+) -> None:
+    if not shutil.which(shell):
+        pytest.skip(f"no {shell}")
+    sandbox = make_sandbox(tmp_path, driver_loads_after=1)
+    run = run_script(sandbox, quick(), shell=shell)
+    assert run.rc == 0, run.stdout
+
+    config, hooks = sandbox.fs / CONFIG_FILE.lstrip("/"), sandbox.fs / HOOKS_FILE.lstrip("/")
+    mig = ("-f", str(config), "-c", "all-1g.24gb")
+    assert run.gpu_calls() == [
+        StubCall("nvidia-smi", ("-L",)),  # driver not loaded yet
+        StubCall("nvidia-smi", ("-L",)),
+        StubCall("nvidia-mig-parted", ("assert", *mig)),
+        StubCall("nvidia-mig-parted", ("-d", "apply", *mig, "-k", str(hooks))),
+        StubCall("nvidia-mig-parted", ("assert", *mig)),
+        StubCall("nvidia-smi", ("-L",)),  # creates the MIG capability device nodes
+    ]
+    assert run.hooks_env() == ["MIG_PARTED_HOOKS_FILE=<unset>"] * 3
+    assert yaml.safe_load(hooks.read_text()) == {"version": "v1", "hooks": {}}
+    assert yaml.safe_load(config.read_text())["mig-configs"]["all-1g.24gb"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb": 4}}
+    ]
+    log = sandbox.calls_log.read_text()
+    assert "systemctl" not in log and "restart" not in log and "daemon-reload" not in log
+
+    # every step on the console and in the journal, in order
+    console = "\n".join(run.console)
+    steps = ["start:", "waiting up to 2s", "driver ready", "wrote ", " apply ", "done:"]
+    positions = [console.find(step) for step in steps]
+    assert -1 not in positions and positions == sorted(positions), console
+    assert all(line.startswith(f"{LOG_TAG}: ") for line in run.console)
+    assert len(run.journal) == len(run.console)
+    assert run.stdout.splitlines() == run.console
+
+
+def test_an_applied_layout_is_left_alone(tmp_path: Path) -> None:
+    sandbox = make_sandbox(tmp_path, driver_loads_after=0)
+    (sandbox.data / "applied").write_text("")
+    run = run_script(sandbox, quick())
+    assert run.rc == 0
+    assert [c.args[0] for c in run.gpu_calls() if c.command == "nvidia-mig-parted"] == ["assert"]
+    assert any("already applied" in line for line in run.console)
+
+
+def test_a_driver_that_never_appears_ends_the_wait_at_its_bound(tmp_path: Path) -> None:
+    sandbox = make_sandbox(tmp_path, driver_loads_after=10_000)
+    run = run_script(sandbox, quick())
+    assert run.rc == EXIT_NO_DRIVER
+    assert {c.command for c in run.gpu_calls()} == {"nvidia-smi"}
+    assert 2 <= len(run.gpu_calls()) <= 4  # a probe a second for a 2 s bound
+    assert any("gave up: no NVIDIA driver after" in line for line in run.console), run.console
+    assert any("NOT applied" in line for line in run.journal)
+    assert not (sandbox.fs / CONFIG_FILE.lstrip("/")).exists()
+
+
+def test_a_failed_apply_is_reported_and_not_asserted_again(tmp_path: Path) -> None:
+    sandbox = make_sandbox(tmp_path, driver_loads_after=0)
+    (sandbox.data / "apply-fails").write_text("")
+    run = run_script(sandbox, quick())
+    assert run.rc == EXIT_APPLY_FAILED
+    calls = [c.args[:2] for c in run.gpu_calls() if c.command == "nvidia-mig-parted"]
+    assert calls == [("assert", "-f"), ("-d", "apply")]
+    assert any("In use by another client" in line for line in run.console)
+    assert any("FAILED: nvidia-mig-parted apply" in line for line in run.console)
+
+
+def test_no_mig_parted_on_the_node_is_said_on_the_console(tmp_path: Path) -> None:
+    if shutil.which("nvidia-mig-parted", path="/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin"):
+        pytest.skip("a real nvidia-mig-parted is installed here")
+    sandbox = make_sandbox(tmp_path, driver_loads_after=0)
+    (sandbox.bin / "nvidia-mig-parted").unlink()
+    run = run_script(sandbox, quick())
+    assert run.rc == EXIT_NO_MIG_PARTED
+    assert any("nvidia-mig-parted is not on this node" in line for line in run.console)
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def test_cli_prints_the_mime_document(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["userdata", "--config", "all-1g.24gb"]) == 0
+    out = capsys.readouterr().out
+    assert out == build("all-1g.24gb").mime
+
+
+def test_cli_prints_an_ec2nodeclass(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["userdata", "--config", "all-balanced", "--gpu-product", "NVIDIA-H100-80GB-HBM3"]
+    assert main([*argv, "--ec2nodeclass", "--name", "gpu-mig", "--driver-wait", "120"]) == 0
+    document = yaml.safe_load(capsys.readouterr().out)
+    assert document["metadata"]["name"] == "gpu-mig"
+    user_data = document["spec"]["userData"]
+    assert "DRIVER_WAIT=120\n" in user_data and "3g.40gb: 1" in user_data
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--config", "all-bogus"], "unknown MIG config 'all-bogus': valid names are "),
+        (["--config", "all-balanced"], "pass --gpu-product, one of A100-40GB"),
+        (["--config", "all-1g.24gb", "--gpu-product", "h200"], "for H200-141GB: valid names"),
+        (["--config", "all-disabled", "--gpu-product", "t4"], "is not a known MIG GPU"),
+        (["--config", "all-disabled", "--name", "x"], "go with --ec2nodeclass"),
+        (["--config", "all-disabled", "--ec2nodeclass", "--name", "Bad_Name"], "Kubernetes name"),
+        (["--config", "all-disabled", "--driver-wait", "0"], "out of range"),
+        (["--config", "all-disabled", "--ec2nodeclass", "--cluster", "a b"], "EKS cluster name"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["userdata", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and says in lines[0], captured.err
+
+
+def test_rtx_pro_media_engine_config_resolves_by_gpu_name() -> None:
+    user_data = build("all-1g.24gb.me.all", gpu_product="NVIDIA RTX PRO 6000 Blackwell")
+    assert user_data.layout.devices == {"1g.24gb+me.all": 1}
+    assert "CONFIG_NAME=all-1g.24gb.me.all\n" in user_data.script
