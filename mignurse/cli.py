@@ -204,6 +204,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("-o", "--output", choices=("table", "json"), default="table")
 
+    userdata = sub.add_parser(
+        "userdata",
+        help="AL2023 user data that applies a MIG layout with no hooks before kubelet starts",
+        description="Prints MIME multi-part user data (for a Karpenter EC2NodeClass or a "
+        "launch template) that waits for the NVIDIA driver, writes the nvidia-mig-parted "
+        "config and an empty hooks file, applies and asserts the layout with "
+        "MIG_PARTED_HOOKS_FILE unset, and logs each step to the console. Exit code: 0 "
+        "printed, 2 an unknown or ambiguous config name (the valid ones on stderr).",
+    )
+    userdata.add_argument(
+        "--config", required=True, metavar="NAME", help="MIG config name, e.g. all-1g.10gb"
+    )
+    userdata.add_argument(
+        "--gpu-product",
+        metavar="P",
+        help="the GPU whose profile table checks NAME: a GPU name (NVIDIA-H100-80GB-HBM3, "
+        "h200), a table name (A100-40GB) or an instance type (p5.48xlarge)",
+    )
+    userdata.add_argument(
+        "--driver-wait",
+        type=int,
+        default=300,
+        metavar="SECONDS",
+        help="how long the node waits for the NVIDIA driver before giving up (default 300)",
+    )
+    userdata.add_argument(
+        "--ec2nodeclass",
+        action="store_true",
+        help="print it inside a Karpenter EC2NodeClass (karpenter.k8s.aws/v1) instead",
+    )
+    userdata.add_argument(
+        "--name", help="with --ec2nodeclass: its metadata.name (default: mig-NAME)"
+    )
+    userdata.add_argument(
+        "--cluster", help="with --ec2nodeclass: the cluster name for its role and discovery tags"
+    )
+
     demo = sub.add_parser(
         "demo", help="the app on a built-in simulated cluster (no cluster or AWS account needed)"
     )
@@ -249,6 +286,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)"
     )
     sim_sub.add_parser("list", help="the shipped scenarios")
+
+    from mignurse.runner.commands import add_parsers as add_runbook_parsers
+
+    add_runbook_parsers(sub, _connection_options)
     return parser
 
 
@@ -431,7 +472,7 @@ def _ssm_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     retries = Config(retries={"mode": "adaptive", "max_attempts": 5})
     # A local S3 stand-in (AWS_ENDPOINT_URL_S3) has no virtual-host DNS: path-style there.
     s3_style = "path" if os.environ.get("AWS_ENDPOINT_URL_S3") else "auto"
-    s3_config = retries.merge(Config(s3={"addressing_style": s3_style}))
+    s3_config = retries.merge(Config(s3={"addressing_style": s3_style}, signature_version="s3v4"))
     return session.client("ssm", config=retries), session.client("s3", config=s3_config)
 
 
@@ -591,6 +632,31 @@ def cmd_collect(args: argparse.Namespace) -> int:
     for name, node in failed.items():
         print(f"  not collected: {name}: {node['error'] or '; '.join(node['problems'])}")
     return 1 if failed else EXIT_OK
+
+
+# -- userdata -------------------------------------------------------------------------
+
+
+def cmd_userdata(args: argparse.Namespace) -> int:
+    from mignurse.gpu.userdata import (
+        UserDataError,
+        build,
+        default_nodeclass_name,
+        ec2nodeclass_yaml,
+    )
+
+    if (args.name is not None or args.cluster is not None) and not args.ec2nodeclass:
+        raise UserError("--name and --cluster go with --ec2nodeclass")
+    try:
+        user_data = build(args.config, gpu_product=args.gpu_product, driver_wait_s=args.driver_wait)
+        if args.ec2nodeclass:
+            name = args.name or default_nodeclass_name(args.config)
+            sys.stdout.write(ec2nodeclass_yaml(user_data, name=name, cluster=args.cluster))
+        else:
+            sys.stdout.write(user_data.mime)
+    except UserDataError as exc:
+        raise UserError(str(exc)) from None
+    return EXIT_OK
 
 
 # -- watch ----------------------------------------------------------------------------
@@ -805,10 +871,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_probe(args.output)
         if args.command == "watch":
             return cmd_watch(args)
+        if args.command == "userdata":
+            return cmd_userdata(args)
         if args.command == "demo":
             return cmd_demo(args)
         if args.command == "sim":
             return cmd_sim(args, parser)
+        if args.command in ("runbooks", "run", "runs"):
+            from mignurse.runner.commands import dispatch
+
+            return dispatch(args, _connect, _is_simulated)
         return cmd_app(args)
     except (ClusterError, UserError, ScenarioError, HistoryError, SourceError, CollectError) as exc:
         if debug:
