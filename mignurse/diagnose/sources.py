@@ -32,7 +32,7 @@ from mignurse.evidence import (
     parse_smi_list,
     parse_smi_xml,
 )
-from mignurse.model import Event, MigState, Node, NodeClaim, NodePool, parse_time
+from mignurse.model import Event, MigState, Node, NodeClaim, NodePool, Pod, parse_time
 
 HISTORY_WINDOW = timedelta(hours=6)
 MAX_MEMBER_BYTES = 512 * 2**20  # a single file larger than this in a bundle is refused
@@ -64,6 +64,7 @@ class Gathered:
     collected_at: datetime | None = None
     context: str = ""
     notices: list[str] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)  # cluster/pods.json: the chosen nodes' pods
 
     def newest_time(self) -> datetime | None:
         """The newest timestamp the snapshot holds: `now` for a bundle without a manifest."""
@@ -209,6 +210,7 @@ def _load(files: _Files) -> Gathered:
     claims = [NodeClaim.from_api(o) for o in _items(doc("nodeclaims"), "nodeclaims.json")]
     pools = [NodePool.from_api(o) for o in _items(doc("nodepools"), "nodepools.json")]
     events = [Event.from_api(o) for o in _items(doc("events"), "events.json")]
+    pods = [Pod.from_api(o) for o in _items(doc("pods"), "pods.json")]
     manifest = files.json("manifest.json") or {}
     karpenter_doc = doc("karpenter")
     karpenter = None
@@ -230,6 +232,7 @@ def _load(files: _Files) -> Gathered:
         cluster_policy=policy_items[0] if policy_items else None,
         collected_at=snapshot.taken_at,
         context=str(manifest.get("context") or "") if isinstance(manifest, dict) else "",
+        pods=pods,
     )
     for node_name in files.node_dirs():
         gathered.node_evidence[node_name] = _node_evidence(files, node_name)

@@ -1,4 +1,6 @@
-"""The first screen, driven with Textual's Pilot against the simulated cluster."""
+"""The node table and its detail pane, driven with Textual's Pilot against the simulator.
+
+The app lands on the fleet view; these tests open every pool's nodes first (as `a` would)."""
 
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ async def test_shows_the_loop_and_a_replacement_arriving(
 ) -> None:
     sim, app = repair_loop
     async with app.run_test(size=(180, 40)):
+        app.open_pool(None)
         await until(lambda: app.refreshes > 0 and len(table_rows(app)) > 0)
         rows = table_rows(app)
         looping = {name for name, cells in rows.items() if cells[POOL] == "gpu-inference"}
@@ -80,6 +83,7 @@ async def test_pool_key_filters_and_detail_pane_shows_conditions(
 ) -> None:
     _sim, app = repair_loop
     async with app.run_test(size=(180, 40)) as pilot:
+        app.open_pool(None)
         await until(lambda: len(table_rows(app)) > 0)
         pools = {cells[POOL] for cells in table_rows(app).values()}
         assert len(pools) > 1
@@ -102,6 +106,7 @@ async def test_c_collects_the_highlighted_node_into_a_bundle(
     _sim, app = repair_loop
     app.source.bundle_dir = tmp_path
     async with app.run_test(size=(180, 40)) as pilot:
+        app.open_pool(None)
         await until(lambda: len(table_rows(app)) > 0)
         table = app.query_one("#nodes", DataTable)
         table.focus()

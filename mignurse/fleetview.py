@@ -1,0 +1,185 @@
+"""The fleet view: one row per NodePool or node group, the app's landing screen (issue 6).
+
+A row answers "which pool is on fire" at a glance: its GPU nodes, how many are Ready and
+NotReady, how many NodeClaims ended in the last hour and six hours (replacements, from the
+same merge of history, snapshot and events the churn rules use), the median lifetime of those
+replaced nodes (a loop shows as minutes), whether repair is on, off or paused (and by whom,
+from the pause-node-repair runbook's record), and the worst finding about the pool.
+
+Pure: built from a DiagnosisInput and its Diagnosis, off the UI thread; the app renders it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from mignurse.diagnose.engine import Diagnosis
+from mignurse.diagnose.findings import CRITICAL, INFO, WARNING, Finding
+from mignurse.diagnose.inputs import DiagnosisInput, KarpenterSettings
+from mignurse.diagnose.rules.churn import replacements
+from mignurse.model import format_time
+from mignurse.nodeview import format_age
+
+SEVERITY_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
+KIND_WORDS = {"nodepool": "NodePool", "nodegroup": "node group", "auto": "Auto Mode", "": "none"}
+UNPOOLED = "(no pool)"
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    pool: str
+    kind: str  # nodepool | nodegroup | auto | "" (GPU nodes that belong to no pool)
+    nodes: int
+    ready: int
+    not_ready: int
+    replaced_1h: int
+    replaced_6h: int
+    median_lifetime: timedelta | None  # of the nodes replaced in the last 6 h
+    repair: str  # on | off | PAUSED by … since … | unknown | always on (Auto Mode)
+    worst: Finding | None
+
+    @property
+    def rank(self) -> int:
+        return SEVERITY_RANK.get(self.worst.severity, 3) if self.worst else 3
+
+    def cells(self) -> tuple[str, ...]:
+        """POOL, KIND, NODES, READY, NOTREADY, REPL 1H, REPL 6H, LIFETIME, REPAIR, WORST."""
+        worst = "-"
+        if self.worst is not None:
+            worst = f"{self.worst.severity.upper()} {self.worst.id}"
+        lifetime = "-"
+        if self.median_lifetime is not None:
+            lifetime = format_age(self.median_lifetime.total_seconds())
+        return (
+            self.pool,
+            KIND_WORDS.get(self.kind, self.kind),
+            str(self.nodes),
+            str(self.ready),
+            str(self.not_ready),
+            str(self.replaced_1h),
+            str(self.replaced_6h),
+            lifetime,
+            self.repair,
+            worst,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pool": self.pool,
+            "kind": self.kind,
+            "nodes": self.nodes,
+            "ready": self.ready,
+            "notReady": self.not_ready,
+            "replaced1h": self.replaced_1h,
+            "replaced6h": self.replaced_6h,
+            "medianLifetimeSeconds": (
+                round(self.median_lifetime.total_seconds()) if self.median_lifetime else None
+            ),
+            "repair": self.repair,
+            "worst": self.worst.id if self.worst else None,
+            "worstSeverity": self.worst.severity if self.worst else None,
+        }
+
+
+COLUMNS = (
+    "POOL",
+    "KIND",
+    "NODES",
+    "READY",
+    "NOTREADY",
+    "REPL 1H",
+    "REPL 6H",
+    "LIFETIME",
+    "REPAIR",
+    "WORST",
+)
+
+
+def repair_state(kind: str, karpenter: KarpenterSettings | None, now: datetime) -> str:
+    """Who repairs this pool's nodes, in a few words (domain.md §2)."""
+    if kind == "auto":
+        return "always on (Auto Mode)"
+    if kind == "nodegroup":
+        return "node group (ask EKS)"  # nodeRepairConfig lives in EKS, not in the cluster
+    if kind != "nodepool":
+        return "none"
+    if karpenter is None or karpenter.node_repair is None:
+        return "unknown"
+    if karpenter.paused_by:
+        since = karpenter.paused_at
+        if since.startswith(f"{now:%Y-%m-%d}T"):
+            since = since[11:16] + "Z"  # today: the time is enough
+        return f"PAUSED by {karpenter.paused_by.split('@', 1)[0]} since {since or '?'}"
+    return "on" if karpenter.node_repair else "off"
+
+
+def fleet_rows(inp: DiagnosisInput, diagnosis: Diagnosis) -> list[PoolRow]:
+    """One row per pool with GPU nodes (or a replacement in the last 6 h), worst first."""
+    snapshot = inp.snapshot
+    counts: dict[str, list[int]] = {}  # pool → [nodes, ready, not ready]
+    kinds: dict[str, str] = {}
+    pool_of: dict[str, str] = {}
+    for node in snapshot.gpu_nodes():
+        pool = node.pool or UNPOOLED
+        kinds.setdefault(pool, node.pool_kind)
+        pool_of[node.name] = pool
+        row = counts.setdefault(pool, [0, 0, 0])
+        row[0] += 1
+        if node.ready_status == "Ready":
+            row[1] += 1
+        else:
+            row[2] += 1
+    for name in snapshot.nodepools:
+        counts.setdefault(name, [0, 0, 0])
+        kinds.setdefault(name, "nodepool")
+
+    hour_ago = inp.now - timedelta(hours=1)
+    replaced: dict[str, list[int]] = {}
+    lifetimes: dict[str, list[float]] = {}
+    for rep in replacements(inp):
+        pool = rep.pool or UNPOOLED
+        if pool not in counts:
+            continue  # a pool of CPU nodes
+        seen = replaced.setdefault(pool, [0, 0])
+        seen[1] += 1
+        if rep.ended is None or rep.ended >= hour_ago:
+            seen[0] += 1
+        if rep.lifetime is not None:
+            lifetimes.setdefault(pool, []).append(rep.lifetime.total_seconds())
+
+    worst: dict[str, Finding] = {}
+    for finding in diagnosis.findings:
+        pools = {finding.nodepool} if finding.nodepool else set()
+        pools |= {pool_of[n] for n in finding.nodes if n in pool_of}
+        for pool in pools:
+            held = worst.get(pool)
+            if held is None or SEVERITY_RANK[finding.severity] < SEVERITY_RANK[held.severity]:
+                worst[pool] = finding
+
+    rows = []
+    for pool, (nodes, ready, not_ready) in counts.items():
+        kind = kinds.get(pool, "")
+        lives = lifetimes.get(pool)
+        rows.append(
+            PoolRow(
+                pool=pool,
+                kind=kind,
+                nodes=nodes,
+                ready=ready,
+                not_ready=not_ready,
+                replaced_1h=replaced.get(pool, [0, 0])[0],
+                replaced_6h=replaced.get(pool, [0, 0])[1],
+                median_lifetime=timedelta(seconds=statistics.median(lives)) if lives else None,
+                repair=repair_state(kind, inp.karpenter, inp.now),
+                worst=worst.get(pool),
+            )
+        )
+    rows.sort(key=lambda r: (r.rank, -r.not_ready, -r.replaced_6h, r.pool))
+    return rows
+
+
+def fleet_document(rows: list[PoolRow], *, context: str, now: datetime) -> dict[str, Any]:
+    return {"context": context, "now": format_time(now), "pools": [r.to_json() for r in rows]}

@@ -1,0 +1,281 @@
+"""Where the app's data comes from: a live cluster (watches) or an opened bundle.
+
+Both offer the same few things to the app: a `ClusterState`, a clock, `assess()` (the
+diagnosis and the fleet view's rows, called off the UI thread), the node's pods and
+collected evidence, and collection. A bundle is read-only: `read_only_reason` says so and
+the app hides every key that would change something.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mignurse.cluster.client import NODES, ClusterClient
+from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
+from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
+from mignurse.cluster.snapshot import ClusterState
+from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
+from mignurse.collect.auto import AutoCollector
+from mignurse.collect.redact import Redactor
+from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
+from mignurse.collect.transports import shell_factory
+from mignurse.diagnose.engine import Diagnosis, diagnose
+from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
+from mignurse.diagnose.sources import Gathered, karpenter_settings, load_offline, read_history
+from mignurse.fleetview import PoolRow, fleet_rows
+from mignurse.model import Pod
+
+
+class LiveSource:
+    """A cluster reached through the real client, kept current by watches."""
+
+    read_only_reason = ""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        *,
+        simulated: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+        history_path: Path | None = None,
+        bundle_dir: Path | None = None,
+        auto_collect: Path | None = None,
+    ) -> None:
+        self.client = client
+        self.state = ClusterState()
+        self.simulated = simulated
+        self._clock = clock or client.server_now
+        self.karpenter = False
+        self.karpenter_settings: KarpenterSettings | None = None
+        self.notices: list[str] = []
+        self.watcher: ClusterWatcher | None = None
+        self.history_path = history_path
+        self.bundle_dir = bundle_dir or Path.cwd()
+        self.auto_collect = auto_collect  # a folder: collect nodes as their repair clock starts
+        self._collector: AutoCollector | None = None
+        self._sandboxes: tempfile.TemporaryDirectory[str] | None = None
+        self.collect_reports: list[str] = []  # the app shows and clears these
+        self.history: HistoryStore | None = None
+        self._recorder: HistoryRecorder | None = None
+        self.last_history = History()
+        self._checked = False
+
+    @property
+    def context(self) -> str:
+        return self.client.info.context
+
+    @property
+    def cluster(self) -> str:
+        return self.client.info.cluster
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    def check(self) -> None:
+        """One small request, so a dead endpoint or an RBAC refusal fails before any screen."""
+        next(self.client.list_pages(NODES, limit=1))
+        self._checked = True
+        self.karpenter = karpenter_available(self.client)
+        self.state.karpenter = self.karpenter
+        if not self.karpenter:
+            self.notices.append(KARPENTER_ABSENT_NOTICE)
+        else:
+            self.karpenter_settings = karpenter_settings(self.client, self.notices)
+
+    def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
+        if not self._checked:
+            self.check()
+        if self.history_path is not None:
+            self._open_history(self.history_path)
+        if self.auto_collect is not None:
+            self._sandboxes = tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-")
+            self._collector = AutoCollector(
+                self.client,
+                out_dir=self.auto_collect,
+                shell_for=shell_factory(
+                    self.client,
+                    transport="sim" if self.simulated else "ssh",
+                    sandboxes=Path(self._sandboxes.name),
+                ),
+                clock=self.now,
+                report=self.collect_reports.append,
+            )
+        self.watcher = ClusterWatcher(
+            self.client, self.state, karpenter=self.karpenter, on_status=on_status
+        ).start()
+
+    def _open_history(self, path: Path) -> None:
+        """Record what the app sees, unless `mignurse watch` already does (then only read)."""
+        try:
+            self.history = HistoryStore.open_writer(path)
+        except HistoryError as exc:
+            self.notices.append(f"history not used: {exc}")
+            return
+        if not self.history.readonly:
+            self._recorder = HistoryRecorder(self.history, self.context, clock=self.now)
+            self.state.subscribe(self._recorder.listener)
+            self._recorder.start()
+
+    def synced(self) -> bool:
+        """Whether every watch has listed once (judging a half-listed cluster would
+        report "no findings" that are not true)."""
+        return self.watcher is not None and self.watcher.synced()
+
+    def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
+        """Every rule, and the fleet view's rows, over what the app holds now (off the UI
+        thread). The Karpenter Deployment is read again: a pause shows up within seconds."""
+        now = self.now()
+        history = History()
+        if self.history is not None:
+            history = read_history(self.history, self.context, now)
+            self.last_history = history  # the detail pane's timeline reads it too
+        if self.karpenter:
+            settings = karpenter_settings(self.client, [])
+            if settings is not None:
+                self.karpenter_settings = settings
+        inp = DiagnosisInput(
+            snapshot=self.state.snapshot(taken_at=now),
+            now=now,
+            history=history,
+            karpenter=self.karpenter_settings,
+        )
+        diagnosis = diagnose(inp)
+        return diagnosis, fleet_rows(inp, diagnosis)
+
+    def evidence(self, name: str) -> NodeEvidence | None:
+        """Files collected on the node: a live cluster has none until a bundle is opened."""
+        return None
+
+    def pods(self, name: str) -> list[Pod]:
+        return node_pods(self.client, name)
+
+    def collect_nodes(
+        self, names: list[str], progress: Callable[[str, str], None]
+    ) -> tuple[Path, dict[str, Any]]:
+        """The nodes' bundle into `bundle_dir`, over the simulator's sandboxes in the demo,
+        else SSH (as `mignurse collect --transport ssh`). Runs off the UI thread."""
+        nodes = [n for n in (self.state.node(name) for name in names) if n is not None]
+        if not nodes:
+            raise ValueError(f"{', '.join(names)}: gone from the cluster")
+        now = self.now()
+        what = nodes[0].name.split(".", 1)[0] if len(nodes) == 1 else f"{len(nodes)}-nodes"
+        out = self.bundle_dir / f"mignurse-bundle-{self.context}-{what}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
+        with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
+            shell_for = shell_factory(
+                self.client,
+                transport="sim" if self.simulated else "ssh",
+                sandboxes=Path(sandboxes),
+            )
+            manifest = collect(
+                self.client,
+                self.state.snapshot(taken_at=now),
+                nodes,
+                shell_for=shell_for,
+                out=out,
+                since=journal_since_words(DEFAULT_SINCE),
+                redactor=Redactor(),
+                progress=progress,
+            )
+        return out, manifest
+
+    def auto_tick(self) -> None:
+        """Called from the refresh worker once the state is listed."""
+        if self._collector is not None:
+            self._collector.tick(self.state)
+
+    def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self._collector is not None:
+            self._collector.close()
+        if self._sandboxes is not None:
+            self._sandboxes.cleanup()
+        if self._recorder is not None:
+            self._recorder.stop()
+        if self.history is not None:
+            self.history.close()
+        self.client.close()
+
+
+class BundleSource:
+    """A support bundle (or a folder of kubectl dumps) shown by the same app, read-only."""
+
+    read_only_reason = "a bundle is read-only"
+    client: ClusterClient | None = None
+    watcher: ClusterWatcher | None = None
+    simulated: str | None = None
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.gathered: Gathered = load_offline(path)  # SourceError: the caller says why
+        snapshot = self.gathered.snapshot
+        self._now = self.gathered.collected_at or self.gathered.newest_time()
+        if self._now is None:
+            raise ValueError(f"{path}: no time in it to judge at (empty bundle?)")
+        self.state = ClusterState()
+        self.state.karpenter = snapshot.karpenter
+        self.state.replace("nodes", list(snapshot.nodes.values()))
+        self.state.replace("nodeclaims", list(snapshot.nodeclaims.values()))
+        self.state.replace("nodepools", list(snapshot.nodepools.values()))
+        self.state.replace("events", list(snapshot.events))
+        self.karpenter = snapshot.karpenter
+        self.karpenter_settings = self.gathered.karpenter
+        self.notices = list(self.gathered.notices)
+        self.collect_reports: list[str] = []
+        self.last_history = self.gathered.history
+        self.bundle_dir = Path.cwd()
+
+    @property
+    def context(self) -> str:
+        return self.gathered.context or self.path.name
+
+    @property
+    def cluster(self) -> str:
+        return f"bundle {self.path.name}"
+
+    def now(self) -> datetime:
+        assert self._now is not None
+        return self._now
+
+    def check(self) -> None:
+        return None
+
+    def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
+        return None
+
+    def synced(self) -> bool:
+        return True
+
+    def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
+        g = self.gathered
+        inp = DiagnosisInput(
+            snapshot=g.snapshot,
+            now=self.now(),
+            history=g.history,
+            node_evidence=g.node_evidence,
+            karpenter=g.karpenter,
+            cluster_policy=g.cluster_policy,
+        )
+        diagnosis = diagnose(inp)
+        return diagnosis, fleet_rows(inp, diagnosis)
+
+    def evidence(self, name: str) -> NodeEvidence | None:
+        return self.gathered.node_evidence.get(name)
+
+    def pods(self, name: str) -> list[Pod]:
+        return [p for p in self.gathered.pods if p.node_name == name]
+
+    def collect_nodes(
+        self, names: list[str], progress: Callable[[str, str], None]
+    ) -> tuple[Path, dict[str, Any]]:
+        raise ValueError("this is a bundle: its nodes were collected already")
+
+    def auto_tick(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
