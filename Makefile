@@ -38,6 +38,6 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
 
-## Screens of the app on the demo scenarios, into screenshots/.
+## Screens of the app on the demo scenarios, into screenshots/ (SVG and PNG: rsvg-convert).
 screenshots: $(STAMP)
 	$(BIN)/python scripts/screenshots.py

@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="the app collects each node into DIR as soon as its repair clock starts",
     )
+    parser.add_argument(
+        "--light",
+        action="store_true",
+        help="the app in a light theme, for light terminal backgrounds (`:` theme changes it)",
+    )
     _connection_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -239,6 +244,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     userdata.add_argument(
         "--cluster", help="with --ec2nodeclass: the cluster name for its role and discovery tags"
+    )
+
+    opened = sub.add_parser(
+        "open",
+        help="the app on a support bundle, read-only, for post-mortems and vendor support",
+        description="Shows a bundle written by `mignurse collect` (or a folder of `kubectl get "
+        "-o json` dumps) in the terminal app, judged at the moment it was collected: the "
+        "fleet view, each node with its timeline and the evidence collected on it. Nothing "
+        "can be changed from it.",
+    )
+    opened.add_argument("bundle", metavar="BUNDLE", help="a .tar.gz bundle or a folder")
+    opened.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
     )
 
     demo = sub.add_parser(
@@ -753,6 +771,9 @@ def _auto_collect_dir(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
+    from kubernetes import config as k8s_config
+
+    from mignurse.cluster.client import ClusterClient
     from mignurse.cluster.history import default_history_path
     from mignurse.tui.app import LiveSource, make_app
 
@@ -761,8 +782,46 @@ def cmd_app(args: argparse.Namespace) -> int:
         client, history_path=default_history_path(), auto_collect=_auto_collect_dir(args)
     )
     source.check()  # a dead endpoint or RBAC refusal is one line here, not a broken screen
-    app = make_app(source, read_only=args.read_only)
+
+    def connect(context: str) -> LiveSource:
+        """Another context of the same kubeconfig, from the palette (off the UI thread)."""
+        other = LiveSource(
+            ClusterClient.connect(kubeconfig=args.kubeconfig, context=context),
+            history_path=default_history_path(),
+        )
+        other.check()
+        return other
+
+    def contexts() -> list[str]:
+        try:
+            found, _active = k8s_config.list_kube_config_contexts(config_file=args.kubeconfig)
+        except (k8s_config.ConfigException, OSError):
+            return []
+        return sorted(str(c.get("name")) for c in found or [] if c.get("name"))
+
+    app = make_app(
+        source,
+        read_only=args.read_only,
+        connect=connect,
+        contexts=contexts,
+        light=args.light,
+    )
     app.run()
+    return EXIT_OK
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    from mignurse.diagnose.sources import SourceError
+    from mignurse.tui.app import BundleSource, make_app
+
+    path = Path(args.bundle)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or folder")
+    try:
+        source = BundleSource(path)
+    except (SourceError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    make_app(source, light=args.light).run()
     return EXIT_OK
 
 
@@ -787,7 +846,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 auto_collect=_auto_collect_dir(args),
             )
             source.check()
-            app = make_app(source, read_only=getattr(args, "read_only", False))
+            app = make_app(source, read_only=getattr(args, "read_only", False), light=args.light)
             app.run()
         finally:
             sim.stop()
@@ -873,6 +932,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_watch(args)
         if args.command == "userdata":
             return cmd_userdata(args)
+        if args.command == "open":
+            return cmd_open(args)
         if args.command == "demo":
             return cmd_demo(args)
         if args.command == "sim":

@@ -46,24 +46,27 @@ class PoolRow:
         return SEVERITY_RANK.get(self.worst.severity, 3) if self.worst else 3
 
     def cells(self) -> tuple[str, ...]:
-        """POOL, KIND, NODES, READY, NOTREADY, REPL 1H, REPL 6H, LIFETIME, REPAIR, WORST."""
+        """In COLUMNS order: what matters most first, so 80 columns show the worst finding,
+        the NotReady count and the repair state before anything is cut."""
         worst = "-"
         if self.worst is not None:
-            worst = f"{self.worst.severity.upper()} {self.worst.id}"
+            worst = (
+                f"{SEVERITY_WORDS.get(self.worst.severity, self.worst.severity)} {self.worst.id}"
+            )
         lifetime = "-"
         if self.median_lifetime is not None:
             lifetime = format_age(self.median_lifetime.total_seconds())
         return (
             self.pool,
-            KIND_WORDS.get(self.kind, self.kind),
-            str(self.nodes),
-            str(self.ready),
+            worst,
             str(self.not_ready),
+            str(self.nodes),
+            self.repair,
             str(self.replaced_1h),
             str(self.replaced_6h),
             lifetime,
-            self.repair,
-            worst,
+            str(self.ready),
+            KIND_WORDS.get(self.kind, self.kind),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -86,16 +89,18 @@ class PoolRow:
 
 COLUMNS = (
     "POOL",
-    "KIND",
-    "NODES",
-    "READY",
+    "WORST",
     "NOTREADY",
+    "NODES",
+    "REPAIR",
     "REPL 1H",
     "REPL 6H",
     "LIFETIME",
-    "REPAIR",
-    "WORST",
+    "READY",
+    "KIND",
 )
+# severity in words (colour is never the only carrier of meaning), short for 80 columns
+SEVERITY_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
 
 
 def repair_state(kind: str, karpenter: KarpenterSettings | None, now: datetime) -> str:
@@ -132,9 +137,10 @@ def fleet_rows(inp: DiagnosisInput, diagnosis: Diagnosis) -> list[PoolRow]:
             row[1] += 1
         else:
             row[2] += 1
-    for name in snapshot.nodepools:
-        counts.setdefault(name, [0, 0, 0])
-        kinds.setdefault(name, "nodepool")
+    for name, nodepool in snapshot.nodepools.items():
+        if nodepool.requests_gpu:  # an empty GPU pool still belongs; a CPU pool does not
+            counts.setdefault(name, [0, 0, 0])
+            kinds.setdefault(name, "nodepool")
 
     hour_ago = inp.now - timedelta(hours=1)
     replaced: dict[str, list[int]] = {}

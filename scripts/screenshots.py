@@ -1,63 +1,247 @@
-"""Render the app on the demo scenarios, headless, into screenshots/ (SVG).
+"""Render the app on the demo scenarios, headless, into screenshots/ (SVG and PNG).
 
-make screenshots
+    make screenshots                 # or: .venv/bin/python scripts/screenshots.py [--svg-only]
+
+Every shot is deterministic, so re-running changes no byte: the simulator runs at speed 0
+from a fixed start (its clock never moves), each shot waits until the app has settled (a
+refresh after the first diagnosis) and is driven with the keys an engineer would press,
+and a collected bundle is written under a fixed relative name.
+
+PNGs are Textual's SVG drawn by `rsvg-convert` (Debian: librsvg2-bin) in DejaVu Sans Mono
+(fonts-dejavu-core): a real monospace font, not whatever a browser would fetch for the
+SVG's "Fira Code".
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
-from textual.widgets import DataTable
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.tui.app import TABLE_COLUMNS, LiveSource, make_app
+from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
+from mignurse.tui.runbooks import ParamsScreen, PlanScreen, RunbookPicker
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
+SCENARIO = "dcgm-repair-loop"
+START = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)  # a fixed sim start: ages and clocks never move
+WIDE, SMALL = (120, 36), (80, 24)
+INSTALL = (
+    "PNG screenshots need rsvg-convert and the DejaVu Sans Mono font: "
+    "sudo apt-get install librsvg2-bin fonts-dejavu-core "
+    "(macOS: brew install librsvg font-dejavu), or run with --svg-only"
+)
+FONT = "DejaVu Sans Mono"
+# Textual lays cells 0.61 em apart; DejaVu Sans Mono advances 1233/2048 em, and librsvg
+# ignores textLength, so the font is scaled until one glyph fills one cell exactly.
+FONT_SIZE_PX = 20 * 0.61 / (1233 / 2048)
+AHR = TABLE_COLUMNS.index("AHR")
+
+Step = Callable[[MigNurseApp, Pilot[None]], Awaitable[None]]
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the screen never showed {what}")
+        await asyncio.sleep(0.05)
+
+
+async def settle(app: MigNurseApp) -> None:
+    """Wait for a refresh applied after the first diagnosis (the findings and fleet rows)."""
+    await until(lambda: app._diagnosis is not None, "a diagnosis")
+    seen = app.refreshes
+    await until(lambda: app.refreshes > seen, "a refresh after the diagnosis")
+
+
+async def fleet(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    await settle(app)  # the app lands on the worst pool: no key needed
+    await pilot.pause()
+
+
+async def help_screen(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    await fleet(app, pilot)
+    await pilot.press("question_mark")
+    await pilot.pause()
+
+
+async def open_worst_pool(app: MigNurseApp, pilot: Pilot[None]) -> DataTable[object]:
+    await fleet(app, pilot)
+    await pilot.press("enter")
+    table: DataTable[object] = app.query_one("#nodes", DataTable)
+    await until(lambda: table.row_count > 0, "the pool's nodes")
+    await settle(app)
+    return table
+
+
+async def highlight_broken_node(app: MigNurseApp, pilot: Pilot[None]) -> str:
+    """The looping pool's node with AcceleratedHardwareReady=False, highlighted with the
+    keys; returns its name once its detail (pods included) is shown."""
+    table = await open_worst_pool(app, pilot)
+    keys = list(table.rows)
+    broken = next(
+        i for i, key in enumerate(keys) if str(table.get_row(key)[AHR]).startswith("False")
+    )
+    await pilot.press(*["down"] * broken)
+    name = str(keys[broken].value)
+    await until(lambda: name in app._pods, "the node's pods")
+    await pilot.pause()
+    return name
+
+
+async def node_timeline(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    """The broken node's detail, scrolled to the newest entries of its timeline."""
+    await highlight_broken_node(app, pilot)
+    pane = app.query_one("#detail-pane")
+    detail = app.query_one("#detail", Static)
+    texts = [strip.text for strip in detail.render_lines(detail.content_region.reset_offset)]
+    heading = next(i for i, text in enumerate(texts) if text.startswith("Timeline"))
+    end = next(i for i, text in enumerate(texts) if i > heading and not text.strip())
+    pane.scroll_to(y=max(heading, end - pane.scrollable_content_region.height), animate=False)
+    await pilot.pause()
+
+
+async def collect_progress(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    """The broken node marked with space, then `c`: the progress toasts and the bundle's name.
+    One node: several are collected in parallel, and their toasts would race."""
+    await highlight_broken_node(app, pilot)
+    await pilot.press("space", "c")
+    await until(
+        lambda: any("Bundle written" in str(n.message) for n in app._notifications),
+        "the bundle written",
+        timeout=60,
+    )
+    await pilot.pause(0.3)  # the toasts drawn
+
+
+async def runbook_plan(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    """`R` on the broken node, the first suggestion (pause-node-repair), its params as
+    given, then the plan read from the cluster: nothing has changed yet."""
+    await highlight_broken_node(app, pilot)
+    await pilot.press("R")
+    await until(lambda: isinstance(app.screen, RunbookPicker), "the runbook picker")
+    await pilot.press("enter")
+    await until(lambda: isinstance(app.screen, ParamsScreen | PlanScreen), "the params")
+    if isinstance(app.screen, ParamsScreen):
+        await pilot.press("enter")
+    await until(lambda: isinstance(app.screen, PlanScreen) and app.screen.ready, "the plan")
+    await pilot.pause()
+
+
+@dataclass(frozen=True)
+class Shot:
+    name: str  # screenshots/NAME.svg and .png; the README says what each shows
+    step: Step
+    size: tuple[int, int] = WIDE
+    light: bool = False
+
+
 SHOTS = (
-    # (scenario, file): the first row in trouble is highlighted, as an engineer would
-    ("dcgm-repair-loop", "nodes-dcgm-repair-loop.svg"),
-    ("mig-hook-notready", "nodes-mig-hook-notready.svg"),
+    Shot("fleet", fleet),  # the landing screen: the looping pool first, CRITICAL
+    Shot("fleet-80x24", fleet, size=SMALL),
+    Shot("fleet-light", fleet, light=True),
+    Shot("node-timeline", node_timeline),
+    Shot("collect", collect_progress),
+    Shot("runbook-plan", runbook_plan),
+    Shot("help", help_screen),
 )
 
 
-async def shoot(scenario: str, filename: str, tmp: Path) -> Path:
-    sim = SimCluster(load_scenario(scenario), speed=0).start()
+@contextlib.contextmanager
+def demo_app(tmp: Path, *, light: bool) -> Iterator[MigNurseApp]:
+    sim = SimCluster(load_scenario(SCENARIO), speed=0, start=START).start()
     try:
-        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp / scenario)))
-        source = LiveSource(client, simulated=scenario, clock=sim.now)
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp / "kubeconfig")))
+        source = LiveSource(client, simulated=SCENARIO, clock=sim.now, bundle_dir=Path("."))
         source.check()
-        app = make_app(source)
-        async with app.run_test(size=(140, 40)) as pilot:
-            table = app.query_one("#nodes", DataTable)
-            for _ in range(400):  # the table filled and the rules run once
-                if app.refreshes and table.row_count and app._diagnosis is not None:
-                    break
-                await asyncio.sleep(0.05)
-            for index, key in enumerate(table.rows):
-                cells = [str(c) for c in table.get_row(key)]
-                status, ahr = (
-                    cells[TABLE_COLUMNS.index("STATUS")],
-                    cells[TABLE_COLUMNS.index("AHR")],
-                )
-                if not status.startswith("Ready ") or ahr.startswith("False"):
-                    table.move_cursor(row=index)
-                    break
-            await pilot.pause(0.5)
-            return Path(app.save_screenshot(filename=filename, path=str(OUT)))
+        yield make_app(source, light=light)
     finally:
         sim.stop()
 
 
-def main() -> int:
+async def render(shot: Shot, tmp: Path) -> Path:
+    with demo_app(tmp, light=shot.light) as app:
+        async with app.run_test(size=shot.size, notifications=True) as pilot:
+            await shot.step(app, pilot)
+            return Path(app.save_screenshot(filename=f"{shot.name}.svg", path=str(OUT)))
+
+
+def png_tools_missing() -> bool:
+    if shutil.which("rsvg-convert") is None:
+        return True
+    if shutil.which("fc-match") is None:
+        return False  # no fontconfig to ask: rsvg-convert falls back as it can
+    found = subprocess.run(
+        ["fc-match", "-f", "%{family}", FONT], capture_output=True, text=True, check=False
+    ).stdout
+    return FONT not in found
+
+
+def to_png(svg: Path) -> Path:
+    """The SVG drawn in DejaVu Sans Mono, spaces kept and cells filled, as a PNG beside it."""
+    text = svg.read_text(encoding="utf-8")
+    text = text.replace(
+        '<svg class="rich-terminal"', '<svg xml:space="preserve" class="rich-terminal"', 1
+    )
+    text, fonts = re.subn(
+        r"font-family: Fira Code, monospace;\s*font-size: 20px;",
+        f'font-family: "{FONT}", monospace; font-size: {FONT_SIZE_PX:.3f}px;',
+        text,
+    )
+    if fonts != 1:
+        raise SystemExit(f"{svg}: Textual's SVG no longer sets its font as expected (to_png)")
+    text = text.replace("⭘", "○")  # the header's icon: DejaVu has no U+2B58
+    png = svg.with_suffix(".png")
+    subprocess.run(
+        ["rsvg-convert", "--format", "png", "--output", str(png)],
+        input=text.encode(),
+        check=True,
+    )
+    return png
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--svg-only", action="store_true", help="skip the PNG conversion")
+    parser.add_argument(
+        "names", nargs="*", help=f"only these shots ({', '.join(s.name for s in SHOTS)})"
+    )
+    args = parser.parse_args(argv)
+    unknown = set(args.names) - {s.name for s in SHOTS}
+    if unknown:
+        parser.error(f"no shot {', '.join(sorted(unknown))}")
+    if not args.svg_only and png_tools_missing():
+        print(INSTALL, file=sys.stderr)
+        return 2
+    shots = [s for s in SHOTS if not args.names or s.name in args.names]
     OUT.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        for scenario, filename in SHOTS:
-            path = asyncio.run(shoot(scenario, filename, Path(tmp)))
-            print(path)
+    with tempfile.TemporaryDirectory(prefix="mignurse-shots-") as tmp:
+        cwd = Path.cwd()
+        os.chdir(tmp)  # bundles land here, and their path on screen is only their name
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # no runs in the user's audit
+        try:
+            for shot in shots:
+                svg = asyncio.run(render(shot, Path(tmp)))
+                png = None if args.svg_only else to_png(svg)
+                print(f"{svg.relative_to(OUT.parent)}" + (f"  {png.name}" if png else ""))
+        finally:
+            os.chdir(cwd)
     return 0
 
 

@@ -232,3 +232,18 @@ def test_watch_records_history_until_stopped(tmp_path: Path) -> None:
     finally:
         store.close()
     assert {lc.name for lc in lifecycles} >= {o["metadata"]["name"] for o in sim.objects("nodes")}
+
+
+@pytest.mark.parametrize("kind", ["missing", "garbage", "empty folder"])
+def test_open_refuses_what_is_not_a_bundle_in_one_line(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "b.tar.gz"
+    if kind == "garbage":
+        target.write_text("not a bundle")
+    elif kind == "empty folder":
+        target = tmp_path / "bundle"
+        target.mkdir()
+    assert main(["open", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mignurse: error: ") and "\n" not in err and str(target) in err

@@ -248,7 +248,8 @@ class ClusterState:
         with self._lock:
             keys = self._events_by_object.get((kind, name), ())
             found = [self._events[k] for k in keys if k in self._events]
-        found.sort(key=lambda e: e.last_seen or e.first_seen or _EPOCH)
+        # a set's order changes per process: same-second ties go by name (it carries the time)
+        found.sort(key=lambda e: (e.last_seen or e.first_seen or _EPOCH, e.key))
         return found
 
     def node_view(self, name: str, taken_at: datetime | None = None) -> Snapshot:

@@ -40,6 +40,9 @@ class ResourceStatus:
     stale_since: datetime | None = None
 
 
+EVENTS_WAIT_FOR_NODES_SECONDS = 10.0
+
+
 class ClusterWatcher:
     def __init__(
         self,
@@ -120,6 +123,10 @@ class ClusterWatcher:
 
     def _run(self, resource: Resource) -> None:
         parse = PARSERS[resource.plural]
+        if resource is EVENTS:
+            # The first screen needs nodes; 100,000 events parsed at the same time would
+            # hold it back (benchmarks/bench_app.py). Events wait for the node list, briefly.
+            self._synced[NODES.plural].wait(EVENTS_WAIT_FOR_NODES_SECONDS)
         backoff = 1.0
         stale_since: datetime | None = None
         version: str | None = None  # None: (re-)list first

@@ -141,7 +141,7 @@ class BundleWriter:
         self._tar.close()
         self._closed = True
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)  # idle by now: quick
             self._pool = None
 
     def _redaction_section(self) -> dict[str, Any]:

@@ -77,7 +77,7 @@ class Change:
         return {"target": self.target, "field": self.field, "old": self.old, "new": self.new}
 
     def describe(self) -> str:
-        return f"{self.target}: {self.field} {self.old!r} → {self.new!r}"
+        return f"{self.target}: {self.field} {_shown(self.old)} → {_shown(self.new)}"
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,11 @@ class Action:
 
     def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
         raise StepFailed(f"{self.name} cannot be undone")
+
+
+def _shown(value: Any) -> str:
+    """A plan value as an operator reads it: absent, not Python's None."""
+    return "(absent)" if value is None else repr(value)
 
 
 ACTIONS: dict[str, type[Action]] = {}

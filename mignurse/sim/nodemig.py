@@ -86,6 +86,21 @@ def initial_state(gpus: int, name: str, mig_mode: str) -> dict[str, Any]:
 # -- profiles and placement -------------------------------------------------------------------
 
 
+# RTX PRO 6000 Blackwell, `nvidia-smi mig -lgip` on R580 (bottlerocket-kernel-kit#300,
+# GoogleCloudPlatform/container-engine-accelerators#564): GI profile IDs by profile, and
+# 23.62 GiB and 46 SMs per slice. 2g.48gb and 4g.96gb are not in those excerpts: 5 and 0 as on
+# the other 4-slice part (A30), their memory and SMs as slices × the 1-slice figures.
+RTX_PRO_6000_GI_IDS = {
+    "1g.24gb": 14, "1g.24gb+me": 21, "1g.24gb+gfx": 47, "1g.24gb+me.all": 65,
+}  # fmt: skip
+RTX_PRO_6000_SLICE_MIB = 24186
+RTX_PRO_6000_SLICE_SMS = 46
+
+
+def _is_rtx_pro_6000(name: str) -> bool:
+    return "RTX PRO 6000" in name.upper().replace("-", " ")
+
+
 def _family(gpu: dict[str, Any]) -> GpuFamily | None:
     return family_of_name(str(gpu["name"]))
 
@@ -108,6 +123,8 @@ def _shape(profile: str, family: GpuFamily | None) -> tuple[int, int, tuple[int,
     if grid == 4:
         size = {1: 1, 2: 2, 4: 4}.get(slices, 0)
         ids = {1: 14, 2: 5, 4: 0}
+        if family is not None and family.name.startswith("RTX-PRO-6000"):
+            ids = {**ids, 1: RTX_PRO_6000_GI_IDS.get(profile, 14)}
         return (ids.get(slices, 0), size, tuple(range(0, 4, size))) if size else None
     if slices == 1 and memory > smallest_1g:  # the double-memory 1g (1g.20gb on H100)
         return 15, 2, (0, 2, 4, 6)
@@ -158,9 +175,17 @@ def _counts(gpu: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _memory_mib(profile: str) -> int:
+def _memory_mib(profile: str, gpu_name: str = "") -> int:
     m = _PROFILE.match(profile)
+    if m and _is_rtx_pro_6000(gpu_name):
+        return int(m.group(1)) * RTX_PRO_6000_SLICE_MIB
     return int(m.group(2)) * 1000 - 16 if m else 0
+
+
+def _sm_count(inst: dict[str, Any], gpu_name: str) -> int:
+    if _is_rtx_pro_6000(gpu_name):
+        return RTX_PRO_6000_SLICE_SMS * int(inst["size"])
+    return {1: 16, 2: 32, 3: 60, 4: 64, 7: 132}.get(inst["size"], 16 * inst["size"])
 
 
 # -- the sandbox --------------------------------------------------------------------------------
@@ -198,8 +223,8 @@ def _smi_xml(node: Node) -> str:
     for gpu in node.gpus:
         devices = ""
         for index, inst in enumerate(gpu["instances"]):
-            total = _memory_mib(inst["profile"])
-            sms = {1: 16, 2: 32, 3: 60, 4: 64, 7: 132}.get(inst["size"], 16 * inst["size"])
+            total = _memory_mib(inst["profile"], str(gpu["name"]))
+            sms = _sm_count(inst, str(gpu["name"]))
             devices += (
                 "\t\t\t<mig_device>\n"
                 f"\t\t\t\t<index>{index}</index>\n"
@@ -758,7 +783,14 @@ def probe(node: Node, args: list[str]) -> int:
             mig_current=g["current"],
             mig_pending=g["pending"],
             devices=tuple(
-                MigDevice(i["uuid"], i["gi"], i["ci"], i["profile"], _memory_mib(i["profile"]), n)
+                MigDevice(
+                    i["uuid"],
+                    i["gi"],
+                    i["ci"],
+                    i["profile"],
+                    _memory_mib(i["profile"], g["name"]),
+                    n,
+                )
                 for n, i in enumerate(g["instances"])
             )
             if g["current"] == "Enabled"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mignurse.gpu.profiles import A100_40GB, H100_80GB, H200, standard_layouts
+from mignurse.gpu.profiles import A100_40GB, H100_80GB, H200, RTX_PRO_6000, standard_layouts
 
 JsonDict = dict[str, Any]
 
@@ -70,6 +70,7 @@ class GpuModel:
 _H100_LAYOUTS = standard_layouts(H100_80GB)
 _H200_LAYOUTS = standard_layouts(H200)
 _A100_40_LAYOUTS = standard_layouts(A100_40GB)
+_RTX_PRO_6000_LAYOUTS = standard_layouts(RTX_PRO_6000)  # all-1g.24gb = 4 per GPU (§3.9)
 
 GPU_MODELS: dict[str, GpuModel] = {
     "h100": GpuModel("h100", "NVIDIA-H100-80GB-HBM3", 81920, 81559, "hopper", 9, 0, _H100_LAYOUTS),
@@ -81,6 +82,20 @@ GPU_MODELS: dict[str, GpuModel] = {
     "l4": GpuModel("l4", "NVIDIA-L4", 22888, 23034, "ada-lovelace", 8, 9),
     "t4g": GpuModel("t4g", "NVIDIA-T4G", 15360, 15360, "turing", 7, 5),
     "a10g": GpuModel("a10g", "NVIDIA-A10G", 22888, 23028, "ampere", 8, 6),
+    # EC2 G7e: RTX PRO 6000 Blackwell Server Edition, 96 GB (EC2: 98304 MiB; NVML total
+    # 97887 MiB as nvidia-smi shows it), GFD product as below, compute capability 12.0,
+    # PCI device 0x2BB5. The Karpenter GPU name is lowerKabobCase of EC2's GPU name; EC2's
+    # exact string for G7e is not in our sources, "rtx-pro-6000" is our reading.
+    "rtx-pro-6000": GpuModel(
+        "rtx-pro-6000",
+        "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+        98304,
+        97887,
+        "blackwell",
+        12,
+        0,
+        _RTX_PRO_6000_LAYOUTS,
+    ),
 }
 
 
@@ -198,6 +213,23 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         ),
         InstanceType(
             "g5g.2xlarge", 8, 16384, "arm64", "aws", 10000, 4750, 0, 58, 0.556, GPU_MODELS["t4g"], 1
+        ),
+        # g7e.48xlarge: 192 vCPU, 2048 GiB, 8 × RTX PRO 6000, 1600 Gbps, 4 × 3.8 TB NVMe.
+        # EBS bandwidth, max pods and the EFA count are not in our sources: illustrative
+        # values (EBS as p5, max pods as p4d's ENI count); no EFA resource is advertised.
+        InstanceType(
+            "g7e.48xlarge",
+            192,
+            2097152,
+            "amd64",
+            "intel",
+            1600000,
+            80000,
+            15200,
+            737,
+            33.14,  # on-demand, about 8 × $4.14 per GPU-hour (us-east-2, 2026)
+            GPU_MODELS["rtx-pro-6000"],
+            8,
         ),
         InstanceType("m7i.2xlarge", 8, 32768, "amd64", "intel", 12500, 10000, 0, 58, 0.4032),
         InstanceType("m7i.4xlarge", 16, 65536, "amd64", "intel", 12500, 10000, 0, 234, 0.8064),

@@ -47,6 +47,7 @@ from mignurse.tui.filters import FilterError, RowFilter, parse
 from mignurse.tui.help import HelpScreen
 from mignurse.tui.palette import MigNurseCommands
 from mignurse.tui.sources import BundleSource, LiveSource
+from mignurse.tui.table import BatchTable
 
 __all__ = ["TABLE_COLUMNS", "BundleSource", "LiveSource", "MigNurseApp", "RowChanges", "make_app"]
 
@@ -55,7 +56,7 @@ DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
 FINDINGS_SHOWN = 4
 FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
 PODS_MAX_AGE_SECONDS = 15.0  # the highlighted node's pods are fetched again after this
-REBUILD_AFTER_REMOVALS = 5  # past this, clearing and re-adding beats remove_row one by one
+REBUILD_AFTER_REMOVALS = 1000  # past this, clearing and re-adding beats removing in a batch
 STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "Launching": "cyan"}
 FLEET, NODES = "fleet", "nodes-view"
 
@@ -116,6 +117,7 @@ class MigNurseApp(App[None]):
         Binding("space", "mark", "Mark"),
         Binding("c", "collect", "Collect"),
         Binding("R", "runbooks", "Runbooks", key_display="R"),
+        Binding("x", "cordon", "Cordon"),
         Binding("A", "audit", "Audit", key_display="A"),
         Binding("p", "next_pool", "Next pool"),
         Binding("a", "all_pools", "All pools"),
@@ -173,7 +175,7 @@ class MigNurseApp(App[None]):
         with ContentSwitcher(initial=FLEET, id="views"):
             yield DataTable(id=FLEET, cursor_type="row", zebra_stripes=True)
             with Vertical(id=NODES):
-                yield DataTable(id="nodes", cursor_type="row", zebra_stripes=True)
+                yield BatchTable(id="nodes", cursor_type="row", zebra_stripes=True)
                 with VerticalScroll(id="detail-pane"):
                     yield Static("Highlight a node to see its conditions and events.", id="detail")
         yield Input(id="filter", placeholder="regex · !regex · -l key=value,key!=value,!key")
@@ -301,14 +303,14 @@ class MigNurseApp(App[None]):
         self.set_timer(REFRESH_SECONDS, self._refresh_rows)
 
     def _apply_node_changes(self, changes: RowChanges) -> None:
-        table = self.query_one("#nodes", DataTable)
+        table = self.query_one("#nodes", BatchTable)
         highlighted = self._highlighted_name()
         if len(changes.removed) > REBUILD_AFTER_REMOVALS:
             self._rebuild(table, changes, highlighted)
         else:
             for name in changes.removed:
                 self._rows.pop(name, None)
-                table.remove_row(name)
+            table.remove_rows(changes.removed)
             for row, cols in changes.changed:
                 self._rows[row.name] = row
                 cells = self._styled(row)
@@ -360,13 +362,18 @@ class MigNurseApp(App[None]):
         for row in rows:
             cells: list[Any] = list(row.cells())
             if row.worst is not None:
-                cells[-1] = Text(cells[-1], style=SEVERITY_STYLE.get(row.worst.severity, ""))
+                cells[_WORST] = Text(
+                    cells[_WORST], style=SEVERITY_STYLE.get(row.worst.severity, "")
+                )
             if row.not_ready:
-                cells[4] = Text(cells[4], style="bold red")
+                cells[_NOTREADY] = Text(cells[_NOTREADY], style="bold red")
             if row.repair.startswith("PAUSED"):
-                cells[8] = Text(cells[8], style="bold yellow")
+                cells[_REPAIR] = Text(cells[_REPAIR], style="bold yellow")
             table.add_row(*cells, key=row.pool)
-        if highlighted is not None and any(r.pool == highlighted for r in rows):
+        # Rows shown before the first diagnosis are not ranked yet: following the pool the
+        # cursor sat on then would land on whichever came first by name, not the worst.
+        ranked = self._diagnosis is not None or bool(self._diagnosis_error)
+        if ranked and highlighted is not None and any(r.pool == highlighted for r in rows):
             table.move_cursor(row=table.get_row_index(highlighted))
 
     def _show_findings(self) -> None:
@@ -420,17 +427,15 @@ class MigNurseApp(App[None]):
     # -- which keys show ------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Keys that do nothing here are hidden from the footer (None), as are keys that
-        change the cluster when read-only."""
+        """Keys that do nothing here are hidden from the footer (False hides; None would
+        only dim them), and so is every key that changes something when read-only."""
         if action in ("mark", "next_pool", "all_pools", "collect") and self.view != NODES:
-            return None
+            return False
         if action == "collect" and self.source.read_only_reason:
-            return None
-        if action == "runbooks" and (self.read_only or self.view != NODES):
-            return None
-        if action == "leave" and self.view == FLEET and self.row_filter is None:
-            return None
-        return True
+            return False
+        if action in ("runbooks", "cordon") and (self.read_only or self.view != NODES):
+            return False
+        return not (action == "leave" and self.view == FLEET and self.row_filter is None)
 
     def _switch(self, view: str) -> None:
         self.view = view
@@ -530,16 +535,29 @@ class MigNurseApp(App[None]):
         return [c for c in self._contexts() if c != self.source.context]
 
     def runbook_names(self) -> list[str]:
-        return []  # the runbook screens add these (issue 5)
+        from mignurse.tui import runbooks
+
+        return runbooks.runbook_names(self)
 
     def start_runbook(self, name: str) -> None:
-        self.notify(f"runbook {name}: not available in this build", severity="warning")
+        from mignurse.tui import runbooks
+
+        runbooks.start_runbook(self, name)
 
     def action_runbooks(self) -> None:
-        self.notify("runbooks: not available in this build", severity="warning")
+        from mignurse.tui import runbooks
+
+        runbooks.open_picker(self)
+
+    def action_cordon(self) -> None:
+        from mignurse.tui import runbooks
+
+        runbooks.cordon_nodes(self)
 
     def action_audit(self) -> None:
-        self.notify("audit log: not available in this build", severity="warning")
+        from mignurse.tui import runbooks
+
+        runbooks.open_audit(self)
 
     def switch_context(self, context: str) -> None:
         if self._connect is None:
@@ -736,6 +754,7 @@ class MigNurseApp(App[None]):
             self._show_detail(name)
 
 
+_WORST, _NOTREADY, _REPAIR = (FLEET_COLUMNS.index(c) for c in ("WORST", "NOTREADY", "REPAIR"))
 # "M" shows the marks; "!" carries the worst finding's severity, in words
 TABLE_COLUMNS = ("M", "!", *COLUMNS)
 BADGE_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}

@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 # (key, what it does, where); the footer shows the ones allowed here and now.
 KEYS: tuple[tuple[str, str, str], ...] = (
-    ("enter", "open the highlighted pool (fleet) / focus the node's detail", "fleet, nodes"),
+    ("enter", "open the highlighted pool's nodes", "fleet"),
     ("esc", "close the filter, clear it, or go back to the fleet", "everywhere"),
     ("/", "filter rows: a regex, !regex to invert, -l key=value,key!=v,!key for labels", "all"),
     (
@@ -26,6 +26,7 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("space", "mark or unmark the node (collect, cordon and runbooks act on the marks)", "nodes"),
     ("c", "collect the marked nodes, else the highlighted one, into one bundle", "nodes"),
     ("R", "runbooks for the highlighted node (suggested ones first)", "nodes, not read-only"),
+    ("x", "cordon the marked nodes, else the highlighted one (y/N)", "nodes, not read-only"),
     ("A", "the audit log: past runbook runs", "everywhere"),
     ("p / a", "next pool / all pools", "nodes"),
     ("r", "refresh now", "everywhere"),

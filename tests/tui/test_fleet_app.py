@@ -15,6 +15,7 @@ import pytest
 from textual.widgets import DataTable, Input, Static
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import (
     FLEET,
@@ -57,9 +58,10 @@ async def test_lands_on_the_fleet_with_the_looping_pool_first_and_drills_in(
 ) -> None:
     _sim, app = repair_loop
     async with app.run_test(size=(160, 40)) as pilot:
-        await until(lambda: bool(fleet_rows(app)) and fleet_rows(app)[0][-1].startswith("CRIT"))
-        first = fleet_rows(app)[0]
-        assert first[0] == "gpu-inference" and first[1] == "NodePool" and first[8] == "on"
+        await until(lambda: bool(fleet_rows(app)) and fleet_rows(app)[0][1].startswith("CRIT"))
+        first = dict(zip(FLEET_COLUMNS, fleet_rows(app)[0], strict=True))
+        assert first["POOL"] == "gpu-inference" and first["KIND"] == "NodePool"
+        assert first["REPAIR"] == "on"
         assert app.view == FLEET
         assert "space" not in footer_keys(app) and "question_mark" in footer_keys(app)
         await pilot.press("enter")

@@ -1,0 +1,408 @@
+"""Runbooks in the app, through Textual's Pilot against the simulator: the picker, the
+params, the plan, the tiered confirmation, the run and its report, cancel and undo, the
+audit view, and the keys read-only hides.
+
+The simulator runs on a manual clock (speed 0); where a step waits for the cluster (a
+rollout), `clock_running` moves the simulated time forward while the run waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, OptionList, Static
+
+from mignurse.cluster.client import ClusterClient
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.tui.app import NODES, LiveSource, MigNurseApp, make_app
+from mignurse.tui.runbooks import (
+    AuditScreen,
+    ConfirmScreen,
+    ParamsScreen,
+    PlanScreen,
+    RunbookPicker,
+    RunScreen,
+    RunStepsScreen,
+    suggested_runbooks,
+)
+
+from .test_fleet_app import footer_keys
+from .test_node_screen import static_text, table_rows, until
+
+CLUSTER = "ml-prod-usw2"  # the dcgm-repair-loop scenario's cluster: the typed word
+
+
+@pytest.fixture
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def repair_loop(tmp_path: Path, state_home: Path) -> Iterator[tuple[SimCluster, MigNurseApp]]:
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
+    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+    source.check()
+    yield sim, make_app(source)
+    sim.stop()
+
+
+@contextlib.asynccontextmanager
+async def clock_running(sim: SimCluster, step: float = 5.0) -> AsyncIterator[None]:
+    """Move the simulated clock while the body waits (rollouts need time to pass)."""
+
+    async def tick() -> None:
+        while True:
+            sim.advance(step)
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(tick())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def node_obj(sim: SimCluster, name: str) -> dict[str, Any]:
+    return next(n for n in sim.objects("nodes") if n["metadata"]["name"] == name)
+
+
+def gate_string(sim: SimCluster) -> str:
+    (deploy,) = [d for d in sim.objects("deployments") if d["metadata"]["name"] == "karpenter"]
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    (value,) = [e["value"] for e in container.get("env", []) if e["name"] == "FEATURE_GATES"]
+    return str(value)
+
+
+def screen_text(app: MigNurseApp, selector: str = "Static") -> str:
+    return "\n".join(static_text(w) for w in app.screen.query(selector) if isinstance(w, Static))
+
+
+async def highlight(app: MigNurseApp, name: str) -> None:
+    app.jump_to_node(name)
+    await until(lambda: app.view == NODES and app._highlighted_name() == name)
+    app.query_one("#nodes", DataTable).focus()
+
+
+async def finding_node(app: MigNurseApp) -> tuple[str, list[str]]:
+    """The node under the repair clock that the findings name (the repair-loop finding also
+    names nodes already replaced), and the runbooks its findings suggest."""
+    await until(lambda: app._diagnosis is not None and bool(app._diagnosis.findings))
+    assert app._diagnosis is not None
+    state = app.source.state
+    names = sorted(
+        n
+        for f in app._diagnosis.findings
+        if f.id in ("node-repair-loop", "accelerated-hardware-not-ready")
+        for n in f.nodes
+        if state.node(n) is not None
+    )
+    return names[0], suggested_runbooks(app, names[:1])
+
+
+async def confirm(app: MigNurseApp, pilot: Pilot[Any], answer: str) -> None:
+    """Answer the confirmation modal: a key for y/N, or the typed word for high harm."""
+    await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, ConfirmScreen)
+    if len(answer) == 1:
+        await pilot.press(answer)
+        return
+    screen.query_one("#confirm-word", Input).value = answer
+    await pilot.press("enter")
+
+
+async def run_done(app: MigNurseApp, timeout: float = 30.0) -> RunScreen:
+    await until(lambda: isinstance(app.screen, RunScreen) and not app.screen.running, timeout)
+    screen = app.screen
+    assert isinstance(screen, RunScreen)
+    return screen
+
+
+async def params_ready(app: MigNurseApp) -> ParamsScreen:
+    await until(lambda: isinstance(app.screen, ParamsScreen) and bool(app.screen.query(Input)))
+    screen = app.screen
+    assert isinstance(screen, ParamsScreen)
+    return screen
+
+
+async def plan_ready(app: MigNurseApp) -> PlanScreen:
+    await until(lambda: isinstance(app.screen, PlanScreen) and app.screen.ready)
+    screen = app.screen
+    assert isinstance(screen, PlanScreen)
+    return screen
+
+
+async def test_picker_lists_the_suggested_runbooks_first(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    _sim, app = repair_loop
+    async with app.run_test(size=(160, 45)) as pilot:
+        name, suggested = await finding_node(app)
+        assert suggested[0] == "pause-node-repair"
+        await highlight(app, name)
+        assert "R" in footer_keys(app) and "x" in footer_keys(app)
+        await pilot.press("R")
+        await until(lambda: isinstance(app.screen, RunbookPicker))
+        options = app.screen.query_one(OptionList)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids[: len(suggested)] == suggested
+        assert {"cordon", "uncordon", "replace-instance"} <= set(ids)
+        first = str(options.get_option_at_index(0).prompt)
+        assert first.startswith("suggested pause-node-repair") and "Pause node auto-repair" in first
+        assert "suggested" not in str(options.get_option_at_index(len(suggested)).prompt)
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, RunbookPicker))
+
+
+async def test_plan_screen_lists_the_changes_and_esc_changes_nothing(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    sim, app = repair_loop
+    async with app.run_test(size=(160, 45)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        app.start_runbook("cordon-and-collect")
+        await params_ready(app)
+        since = app.screen.query_one("#param-since", Input)
+        assert since.value == "6h"  # the default, filled in
+        since.value = "six hours"
+        since.focus()
+        await pilot.press("enter")
+        await until(lambda: "not a duration" in screen_text(app, "#param-error"))
+        since.value = "2h"
+        await pilot.press("enter")
+        plan = await plan_ready(app)
+        text = screen_text(app)
+        assert f"change node/{name}: spec.unschedulable False → True" in text
+        assert "annotation mignurse.io/cordoned-by (absent) →" in text
+        assert "enter runs it (low harm: confirm with y/N)" in text
+        assert plan.plans[0].book.name == "cordon-and-collect"
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, PlanScreen))
+    assert not node_obj(sim, name)["spec"].get("unschedulable")
+
+
+async def test_x_cordons_after_y_and_uncordon_runs_from_the_plan(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    sim, app = repair_loop
+    async with app.run_test(size=(160, 45)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        await pilot.press("x")
+        await confirm(app, pilot, "n")  # N is the default: nothing changes
+        screen = await run_done(app)
+        assert "declined" in screen.report
+        assert not node_obj(sim, name)["spec"].get("unschedulable")
+        await pilot.press("escape")
+
+        await until(lambda: app.screen is app.screen_stack[0])
+        await pilot.press("x")
+        await confirm(app, pilot, "y")
+        screen = await run_done(app)
+        assert node_obj(sim, name)["spec"].get("unschedulable") is True
+        marker = json.loads(
+            node_obj(sim, name)["metadata"]["annotations"]["mignurse.io/cordoned-by"]
+        )
+        assert marker["run"] == screen.results[0].run_id
+        assert f"run {screen.results[0].run_id} ({name.split('.')[0]}): succeeded" in screen.report
+        assert "cordon: verified" in screen.report
+        assert "Ready, cordoned" in screen.report or "NotReady, cordoned" in screen.report
+        assert "run uncordon" in screen.report  # what to do next
+        await pilot.press("escape")
+
+        await until(lambda: app.screen is app.screen_stack[0])
+        app.start_runbook("uncordon")
+        await plan_ready(app)
+        assert f"change node/{name}: spec.unschedulable True → False" in screen_text(app)
+        await pilot.press("enter")
+        await confirm(app, pilot, "y")
+        screen = await run_done(app)
+        assert "succeeded" in screen.report, screen.report
+    node = node_obj(sim, name)
+    assert not node["spec"].get("unschedulable")
+    assert "mignurse.io/cordoned-by" not in node["metadata"].get("annotations", {})
+
+
+async def test_x_on_marked_nodes_plans_both_and_asks_once(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    sim, app = repair_loop
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(lambda: app.refreshes > 0)
+        app.open_pool("gpu-inference")
+        await until(lambda: len(table_rows(app)) >= 2)
+        app.query_one("#nodes", DataTable).focus()
+        await pilot.press("space", "space")
+        await until(lambda: len(app.marks) == 2)
+        await pilot.press("x")
+        await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        asked = app.screen
+        assert isinstance(asked, ConfirmScreen)
+        assert all(f"cordon on {n}" in asked.plan_text for n in app.marks)
+        await confirm(app, pilot, "y")
+        screen = await run_done(app)
+        assert [r.status for r in screen.results] == ["succeeded", "succeeded"], screen.report
+    assert {
+        n["metadata"]["name"] for n in sim.objects("nodes") if n["spec"].get("unschedulable")
+    } == set(app.marks)
+
+
+async def test_high_harm_refuses_a_wrong_typed_word(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    sim, app = repair_loop
+    before = gate_string(sim)
+    async with app.run_test(size=(160, 45)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        app.start_runbook("pause-node-repair")
+        await params_ready(app)
+        assert app.screen.query_one("#param-node", Input).value == name
+        await pilot.press("enter")
+        await plan_ready(app)
+        assert f"confirm by typing {CLUSTER}" in screen_text(app)
+        await pilot.press("enter")
+        await confirm(app, pilot, CLUSTER.upper())
+        screen = await run_done(app)
+        assert "declined" in screen.report
+    assert gate_string(sim) == before and sim.world.repair_enabled is True
+
+
+async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gate(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    """The done-when of issue 5 in the app: pause from the finding's node, no replacement
+    while paused, resume lists the nodes at risk and puts back the exact gate string."""
+    sim, app = repair_loop
+    prior = gate_string(sim)
+    async with app.run_test(size=(160, 45)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        await pilot.press("R")
+        await until(lambda: isinstance(app.screen, RunbookPicker))
+        await pilot.press("enter")  # the first suggestion: pause-node-repair
+        await params_ready(app)
+        await pilot.press("enter")  # the defaults, and the finding's node
+        await plan_ready(app)
+        assert "NodeRepair=true" in screen_text(app) and "NodeRepair=false" in screen_text(app)
+        await pilot.press("enter")
+        await confirm(app, pilot, CLUSTER)
+        async with clock_running(sim):
+            screen = await run_done(app, timeout=60)
+        assert screen.results[0].status == "succeeded", screen.report
+        assert "pause: verified" in screen.report
+        assert "run resume-node-repair" in screen.report
+        assert sim.world.repair_enabled is False
+        await pilot.press("escape")
+
+        claims = {c["metadata"]["name"] for c in sim.objects("nodeclaims")}
+        sim.advance(30 * 60)  # well past the 10-minute toleration
+        assert {c["metadata"]["name"] for c in sim.objects("nodeclaims")} <= claims
+
+        await until(lambda: app.screen is app.screen_stack[0])
+        await pilot.press("R")
+        await until(lambda: isinstance(app.screen, RunbookPicker))
+        app.screen.dismiss("resume-node-repair")
+        await params_ready(app)
+        await pilot.press("enter")
+        await plan_ready(app)
+        plan = screen_text(app)
+        assert "replaced at once:" in plan, plan
+        assert "paused by" in plan
+        await pilot.press("enter")
+        await confirm(app, pilot, CLUSTER)
+        async with clock_running(sim):
+            screen = await run_done(app, timeout=60)
+        assert screen.results[0].status == "succeeded", screen.report
+        await pilot.press("escape")
+        assert gate_string(sim) == prior  # byte for byte
+
+        await until(lambda: app.screen is app.screen_stack[0])
+        await pilot.press("A")
+        await until(lambda: isinstance(app.screen, AuditScreen))
+        audit = app.screen
+        assert isinstance(audit, AuditScreen)
+        rows = audit.rows()
+        assert [r[2] for r in rows[:2]] == ["resume-node-repair", "pause-node-repair"]
+        assert all(r[4] == "succeeded" and r[3] == CLUSTER for r in rows[:2])
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, RunStepsScreen))
+        assert "resume (resume-node-repair): verified" in screen_text(app)
+
+
+async def test_ctrl_c_interrupts_and_undo_puts_the_gate_back(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    sim, app = repair_loop
+    prior = gate_string(sim)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(lambda: app.refreshes > 0)
+        app.open_pool("gpu-inference")
+        await until(lambda: bool(table_rows(app)))
+        app.start_runbook("pause-node-repair")
+        await params_ready(app)
+        await pilot.press("enter")
+        await plan_ready(app)
+        await pilot.press("enter")
+        await confirm(app, pilot, CLUSTER)
+        # The clock stands still, so the rollout never finishes: the step waits.
+        await until(lambda: _log_has(app, "waiting"))
+        await pilot.press("ctrl+c")
+        screen = await run_done(app)
+        assert screen.results[0].status == "interrupted"
+        assert "r resumes" in screen.report and "u undoes" in screen.report
+        assert "NodeRepair=false" in gate_string(sim)  # nothing was undone on its own
+        assert "u" in footer_keys(app) and "r" in footer_keys(app)
+        await pilot.press("u")
+        await confirm(app, pilot, CLUSTER)
+        screen = await run_done(app)
+        assert screen.results[0].status == "undone", screen.report
+    assert gate_string(sim) == prior
+
+
+def _log_has(app: MigNurseApp, word: str) -> bool:
+    from textual.widgets import RichLog
+
+    logs = list(app.screen.query(RichLog))
+    return any(word in line.text for log in logs for line in log.lines)
+
+
+async def test_read_only_hides_runbooks_and_cordon(tmp_path: Path, state_home: Path) -> None:
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
+    try:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+        source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+        source.check()
+        app = make_app(source, read_only=True)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(lambda: app.refreshes > 0)
+            app.open_pool("gpu-inference")
+            await until(lambda: bool(table_rows(app)))
+            app.query_one("#nodes", DataTable).focus()
+            assert "A" in footer_keys(app)
+            shown = app.screen.active_bindings  # dimmed keys are in it too: these must not be
+            assert "R" not in shown and "x" not in shown
+            assert app.runbook_names() == []
+            await pilot.press("x", "R")
+            await pilot.pause()
+            assert app.screen is app.screen_stack[0]
+            app.start_runbook("cordon")  # the palette's way in refuses too
+            await pilot.pause()
+            assert app.screen is app.screen_stack[0]
+        assert not any(n["spec"].get("unschedulable") for n in sim.objects("nodes"))
+    finally:
+        sim.stop()

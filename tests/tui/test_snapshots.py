@@ -1,0 +1,90 @@
+"""Snapshots of the main screens on the dcgm-repair-loop scenario (pytest-textual-snapshot).
+
+The simulator runs at speed 0 from a fixed start, so every age, countdown and "as of" is
+the same on each run; each snapshot waits until the app has settled (a refresh applied
+after the first diagnosis). A change to a screen shows up as a failed test with an HTML
+diff; accept it with `pytest tests/tui/test_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+
+from mignurse.cluster.client import ClusterClient
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
+
+START = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)  # a fixed sim start: ages and clocks never move
+WIDE, SMALL = (120, 36), (80, 24)
+AHR = TABLE_COLUMNS.index("AHR")
+SnapCompare = Callable[..., bool]
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[MigNurseApp]:
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0, start=START).start()
+    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+    source.check()
+    yield make_app(source)
+    sim.stop()
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the screen never settled"
+        await asyncio.sleep(0.05)
+
+
+async def settled(pilot: Pilot[Any]) -> None:
+    """The fleet after a refresh that followed the first diagnosis (the cursor on the worst
+    pool, where the app lands: no key pressed)."""
+    app = pilot.app
+    assert isinstance(app, MigNurseApp)
+    await until(lambda: app._diagnosis is not None)
+    seen = app.refreshes
+    await until(lambda: app.refreshes > seen)
+
+
+async def broken_node(pilot: Pilot[Any]) -> None:
+    """Enter on the looping pool, then down to its AcceleratedHardwareReady=False node."""
+    await settled(pilot)
+    app = pilot.app
+    assert isinstance(app, MigNurseApp)
+    await pilot.press("enter")
+    table = app.query_one("#nodes", DataTable)
+    await until(lambda: table.row_count > 0)
+    keys = list(table.rows)
+    broken = next(i for i, k in enumerate(keys) if str(table.get_row(k)[AHR]).startswith("False"))
+    await pilot.press(*["down"] * broken)
+    await until(lambda: keys[broken].value in app._pods)  # the detail with its pods
+
+
+def test_fleet_view_puts_the_looping_pool_first(
+    app: MigNurseApp, snap_compare: SnapCompare
+) -> None:
+    assert snap_compare(app, terminal_size=WIDE, run_before=settled)
+
+
+def test_fleet_view_fits_80x24(app: MigNurseApp, snap_compare: SnapCompare) -> None:
+    assert snap_compare(app, terminal_size=SMALL, run_before=settled)
+
+
+def test_pool_nodes_with_the_broken_nodes_detail(
+    app: MigNurseApp, snap_compare: SnapCompare
+) -> None:
+    assert snap_compare(app, terminal_size=WIDE, run_before=broken_node)
+
+
+def test_help_lists_every_key(app: MigNurseApp, snap_compare: SnapCompare) -> None:
+    assert snap_compare(app, terminal_size=WIDE, run_before=settled, press=["question_mark"])
