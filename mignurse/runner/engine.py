@@ -524,6 +524,11 @@ class Runner:
         raise StepFailed("no attempt left")  # pragma: no cover - the loop returns or raises
 
     def _step_done(self, step_state: st.StepState, message: str) -> None:
+        self._record_step(step_state)
+        self._emit("step-finished", step_state.id, message, status=step_state.status)
+
+    def _record_step(self, step_state: st.StepState, **extra: Any) -> None:
+        """Save the run state and write the step's audit line (after it ended either way)."""
         step_state.finished = st.now_text()
         self.state.save()
         self._audit(
@@ -531,32 +536,19 @@ class Runner:
             step=step_state.id,
             action=step_state.action,
             status=step_state.status,
+            **extra,
             plan=step_state.plan,
             applied=step_state.applied,
             started=step_state.started,
             finished=step_state.finished,
             attempts=step_state.attempts,
         )
-        self._emit("step-finished", step_state.id, message, status=step_state.status)
 
     def _step_failed(self, step_state: st.StepState, error: str) -> None:
         # A failed verify leaves what apply returned: undo still needs it.
         step_state.status = st.FAILED
         step_state.error = " ".join(error.split())
-        step_state.finished = st.now_text()
-        self.state.save()
-        self._audit(
-            "step",
-            step=step_state.id,
-            action=step_state.action,
-            status=st.FAILED,
-            error=step_state.error,
-            plan=step_state.plan,
-            applied=step_state.applied,
-            started=step_state.started,
-            finished=step_state.finished,
-            attempts=step_state.attempts,
-        )
+        self._record_step(step_state, error=step_state.error)
         self._emit("step-finished", step_state.id, step_state.error, status=st.FAILED)
 
     def _failed(self, plan: Plan, failed: st.StepState) -> RunResult:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,11 +148,14 @@ class Runbook:
 
 
 def default_folder() -> Path:
-    """$MIGNURSE_RUNBOOKS (a site's own runbooks), else `runbooks/` beside the package."""
+    """$MIGNURSE_RUNBOOKS (a site's own runbooks), else `runbooks/` beside the package (a
+    checkout or editable install), else `<prefix>/share/mignurse/runbooks` (a wheel)."""
     override = os.environ.get("MIGNURSE_RUNBOOKS")
     if override:
         return Path(override).expanduser()
-    return Path(__file__).resolve().parent.parent.parent / "runbooks"
+    beside = Path(__file__).resolve().parent.parent.parent / "runbooks"
+    installed = Path(sys.prefix) / "share" / "mignurse" / "runbooks"
+    return beside if beside.is_dir() or not installed.is_dir() else installed
 
 
 def load_runbooks(folder: Path | None = None) -> dict[str, Runbook]:

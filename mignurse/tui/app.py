@@ -70,6 +70,7 @@ class Source(Protocol):
     collect_reports: list[str]
     last_history: History
     read_only_reason: str
+    bundle_dir: Path  # where `c` writes bundles
 
     @property
     def context(self) -> str: ...

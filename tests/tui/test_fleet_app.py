@@ -8,13 +8,10 @@ read-only; the stale banner while the API server is down.
 from __future__ import annotations
 
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from textual.widgets import DataTable, Input, Static
 
-from mignurse.cluster.client import ClusterClient
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import (
@@ -22,7 +19,6 @@ from mignurse.tui.app import (
     NODES,
     TABLE_COLUMNS,
     BundleSource,
-    LiveSource,
     MigNurseApp,
     make_app,
 )
@@ -32,16 +28,6 @@ from .test_node_screen import static_text, table_rows, until
 
 POOL = TABLE_COLUMNS.index("POOL")
 NAME = TABLE_COLUMNS.index("NAME")
-
-
-@pytest.fixture
-def repair_loop(tmp_path: Path) -> Iterator[tuple[SimCluster, MigNurseApp]]:
-    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
-    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
-    source.check()
-    yield sim, make_app(source)
-    sim.stop()
 
 
 def fleet_rows(app: MigNurseApp) -> list[tuple[str, ...]]:

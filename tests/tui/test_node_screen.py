@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 from rich.text import Text
 from textual.widgets import DataTable, Static
@@ -21,16 +20,6 @@ from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
 
 POOL = TABLE_COLUMNS.index("POOL")
 AHR = TABLE_COLUMNS.index("AHR")
-
-
-@pytest.fixture
-def repair_loop(tmp_path: Path) -> Iterator[tuple[SimCluster, MigNurseApp]]:
-    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
-    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
-    source.check()
-    yield sim, make_app(source)
-    sim.stop()
 
 
 async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, OptionList, Static
 
@@ -37,23 +36,6 @@ from .test_fleet_app import footer_keys
 from .test_node_screen import static_text, table_rows, until
 
 CLUSTER = "ml-prod-usw2"  # the dcgm-repair-loop scenario's cluster: the typed word
-
-
-@pytest.fixture
-def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(home))
-    return home
-
-
-@pytest.fixture
-def repair_loop(tmp_path: Path, state_home: Path) -> Iterator[tuple[SimCluster, MigNurseApp]]:
-    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
-    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
-    source.check()
-    yield sim, make_app(source)
-    sim.stop()
 
 
 @contextlib.asynccontextmanager

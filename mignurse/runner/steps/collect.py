@@ -31,7 +31,7 @@ from mignurse.runner.step import (
     StepPlan,
     action,
 )
-from mignurse.runner.steps.kube import get_node
+from mignurse.runner.steps.kube import get_node, node_check
 
 
 def _out_path(ctx: StepContext, now: datetime) -> Path:
@@ -69,11 +69,7 @@ class CollectBundle(Action):
         out = ctx.param("out")
         if out and not Path(str(out)).expanduser().parent.exists():
             return f"cannot write {out}: its folder does not exist"
-        try:
-            get_node(ctx)
-        except StepFailed as exc:
-            return str(exc)
-        return None
+        return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
         if not _wanted(ctx):

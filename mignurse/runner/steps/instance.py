@@ -22,6 +22,7 @@ from typing import Any
 from mignurse.cluster.client import NODECLAIMS, NODES, ClusterError, NotFound
 from mignurse.model import LABEL_NODEGROUP, LABEL_NODEPOOL, Node
 from mignurse.runner.step import Action, Change, Harm, StepContext, StepFailed, StepPlan, action
+from mignurse.runner.steps.kube import get_node, node_check
 from mignurse.runner.steps.repair import aws_step_failed
 
 POLL_SECONDS = 5.0
@@ -29,14 +30,7 @@ GONE_STATES = ("shutting-down", "terminated")
 
 
 def _node(ctx: StepContext) -> Node:
-    if not ctx.node:
-        raise StepFailed("no node given: pass --node NAME")
-    try:
-        return Node.from_api(ctx.client.get(NODES, ctx.node))
-    except NotFound:
-        raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
-    except ClusterError as exc:
-        raise StepFailed(str(exc), retryable=True) from None
+    return Node.from_api(get_node(ctx))
 
 
 def _karpenter_owned(node: Node) -> bool:
@@ -76,11 +70,7 @@ class DeleteNodeClaim(Action):
     timeout = 120.0
 
     def check(self, ctx: StepContext) -> str | None:
-        try:
-            _node(ctx)
-        except StepFailed as exc:
-            return str(exc)
-        return None
+        return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
         node = _node(ctx)

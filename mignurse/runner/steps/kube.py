@@ -61,7 +61,8 @@ def _patch_node(ctx: StepContext, body: dict[str, Any]) -> dict[str, Any]:
         raise StepFailed(f"cannot patch node {ctx.node}: {exc}", retryable=True) from None
 
 
-def _node_check(ctx: StepContext) -> str | None:
+def node_check(ctx: StepContext) -> str | None:
+    """A check() for steps that need the node to exist: None, or why not."""
     try:
         get_node(ctx)
     except StepFailed as exc:
@@ -78,7 +79,7 @@ class Cordon(Action):
     timeout = 60.0
 
     def check(self, ctx: StepContext) -> str | None:
-        return _node_check(ctx)
+        return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
         node = get_node(ctx)
@@ -146,7 +147,7 @@ class Uncordon(Action):
     timeout = 60.0
 
     def check(self, ctx: StepContext) -> str | None:
-        return _node_check(ctx)
+        return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
         node = get_node(ctx)
@@ -295,7 +296,7 @@ class Drain(Action):
     timeout = 600.0
 
     def check(self, ctx: StepContext) -> str | None:
-        return _node_check(ctx)
+        return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
         gpu_only = bool(ctx.param("gpu_only", False))
@@ -428,7 +429,7 @@ class ReportNode(Action):
     timeout = 30.0
 
     def check(self, ctx: StepContext) -> str | None:
-        return _node_check(ctx)
+        return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
         return StepPlan(notes=["reads the node and summarises the run's outputs"])

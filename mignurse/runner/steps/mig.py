@@ -83,6 +83,7 @@ from mignurse.runner.step import (
     StepPlan,
     action,
 )
+from mignurse.runner.steps.kube import get_node
 
 MIG_DIR = "/var/lib/mignurse/mig"
 CONFIG_FILE = f"{MIG_DIR}/config.yaml"
@@ -134,17 +135,6 @@ class MigTarget:
         return {f"{RESOURCE_MIG_PREFIX}{p}": n * count for p, n in self.per_gpu.items()}
 
 
-def _get_node(ctx: StepContext) -> dict[str, Any]:
-    if not ctx.node:
-        raise StepFailed("no node given: pass --node NAME")
-    try:
-        return ctx.client.get(NODES, ctx.node)
-    except NotFound:
-        raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
-    except ClusterError as exc:
-        raise StepFailed(str(exc), retryable=True) from None
-
-
 def valid_configs(family: GpuFamily) -> list[str]:
     """The config names mignurse can write for a GPU family."""
     names = ["all-disabled", "all-enabled", *standard_layouts(family)]
@@ -153,7 +143,7 @@ def valid_configs(family: GpuFamily) -> list[str]:
 
 def resolve_target(ctx: StepContext) -> MigTarget:
     """The node, the config to apply and its per-GPU layout; StepFailed (one line) if unusable."""
-    raw = _get_node(ctx)
+    raw = get_node(ctx)
     node = Node.from_api(raw)
     config = str(ctx.param("config") or "") or node.labels.get(LABEL_MIG_CONFIG, "")
     if not config:
@@ -270,7 +260,7 @@ def _labels(raw: dict[str, Any]) -> dict[str, str]:
 
 def set_labels(ctx: StepContext, labels: dict[str, str | None]) -> dict[str, str | None]:
     """Merge-patch node labels (None removes one); returns their values before the patch."""
-    before = _labels(_get_node(ctx))
+    before = _labels(get_node(ctx))
     prior = {key: before.get(key) for key in labels}
     if all(prior[k] == v for k, v in labels.items()):
         return prior
@@ -426,7 +416,7 @@ class _LabelStep(Action):
         raise NotImplementedError
 
     def plan(self, ctx: StepContext) -> StepPlan:
-        labels = _labels(_get_node(ctx))
+        labels = _labels(get_node(ctx))
         wanted = self.wanted(ctx, labels)
         changes = _label_changes(ctx, labels, wanted)
         return StepPlan(
@@ -447,7 +437,7 @@ class _LabelStep(Action):
         return {}
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
-        labels = _labels(_get_node(ctx))
+        labels = _labels(get_node(ctx))
         for key, value in (applied.get("set") or {}).items():
             if labels.get(key) != value:
                 return f"label {key} is {labels.get(key)!r}, not {value!r}"
@@ -513,7 +503,7 @@ class PauseGpuOperands(_LabelStep):
         return plan
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
-        found = _labels(_get_node(ctx))
+        found = _labels(get_node(ctx))
         applied = super().apply(ctx, plan)
         # Every operand label as found, paused here or not, for resume-gpu-operands.
         applied["operandLabels"] = {
@@ -850,7 +840,7 @@ class ResumeGpuOperands(_LabelStep):
         expected = target.expected_resources(gpus)
         started = time.monotonic()
         while True:
-            problem = allocatable_problem(_get_node(ctx), expected)
+            problem = allocatable_problem(get_node(ctx), expected)
             if problem is None:
                 ctx.log(
                     f"{ctx.node} advertises "
@@ -867,4 +857,4 @@ class ResumeGpuOperands(_LabelStep):
         if problem:
             return problem
         expected = {str(k): int(v) for k, v in (applied.get("expected") or {}).items()}
-        return allocatable_problem(_get_node(ctx), expected) if expected else None
+        return allocatable_problem(get_node(ctx), expected) if expected else None
