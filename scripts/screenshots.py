@@ -94,11 +94,12 @@ async def highlight_broken_node(app: MigNurseApp, pilot: Pilot[None]) -> str:
     """The looping pool's node with AcceleratedHardwareReady=False, highlighted with the
     keys; returns its name once its detail (pods included) is shown."""
     table = await open_worst_pool(app, pilot)
-    keys = list(table.rows)
+    keys = [row.key for row in table.ordered_rows]  # display order (sorted)
     broken = next(
         i for i, key in enumerate(keys) if str(table.get_row(key)[AHR]).startswith("False")
     )
-    await pilot.press(*["down"] * broken)
+    # a highlight event on the row, even when it is already the first (sorted: CRIT first)
+    await pilot.press(*(["down"] * broken if broken else ["down", "up"]))
     name = str(keys[broken].value)
     await until(lambda: name in app._pods, "the node's pods")
     await pilot.pause()

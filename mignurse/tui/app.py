@@ -322,8 +322,11 @@ class MigNurseApp(App[None]):
             for row in changes.added:
                 self._rows[row.name] = row
                 table.add_row(*self._styled(row), key=row.name)
-            if changes.added:
-                table.sort("POOL", "NAME", key=_sort_key)
+            badge = TABLE_COLUMNS.index("!")
+            if changes.added or any(badge in cols for _row, cols in changes.changed):
+                table.sort("POOL", "!", "NAME", key=_sort_key)
+                if highlighted in self._rows:  # the cursor stays on its node, not its index
+                    table.move_cursor(row=table.get_row_index(highlighted))
         if highlighted and (
             highlighted in changes.dirty
             or any(row.name == highlighted for row, _ in changes.changed)
@@ -339,7 +342,9 @@ class MigNurseApp(App[None]):
         for row in changes.added:
             self._rows[row.name] = row
         table.clear()
-        for row in sorted(self._rows.values(), key=lambda r: (r.pool, r.name)):
+        for row in sorted(
+            self._rows.values(), key=lambda r: (r.pool, _BADGE_RANK.get(r.badge, 3), r.name)
+        ):
             table.add_row(*self._styled(row), key=row.name)
         if highlighted in self._rows:
             table.move_cursor(row=table.get_row_index(highlighted))
@@ -759,6 +764,8 @@ _WORST, _NOTREADY, _REPAIR = (FLEET_COLUMNS.index(c) for c in ("WORST", "NOTREAD
 # "M" shows the marks; "!" carries the worst finding's severity, in words
 TABLE_COLUMNS = ("M", "!", *COLUMNS)
 BADGE_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
+_BADGE_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
+_WORD_RANK = {BADGE_WORDS[severity]: rank for severity, rank in _BADGE_RANK.items()}
 
 
 def _highlighted_key(table: DataTable[Any]) -> str | None:
@@ -789,8 +796,10 @@ def _badges(findings: list[Finding]) -> dict[str, str]:
     return worst
 
 
-def _sort_key(values: tuple[Any, ...]) -> tuple[str, str]:
-    return (str(values[0]), str(values[1]))
+def _sort_key(values: tuple[Any, ...]) -> tuple[str, int, str]:
+    """Pool, then the worst finding first (CRIT, WARN, info, none), then name: the node to
+    look at is at the top of its pool."""
+    return (str(values[0]), _WORD_RANK.get(str(values[1]), 3), str(values[2]))
 
 
 def _fleet_now(

@@ -92,7 +92,8 @@ async def test_marks_then_collect_makes_one_bundle_of_the_marked_nodes(
     app.source.bundle_dir = tmp_path
     async with app.run_test(size=(160, 40)) as pilot:
         app.open_pool("gpu-inference")
-        await until(lambda: len(table_rows(app)) >= 2)
+        await until(lambda: len(table_rows(app)) >= 2 and app._diagnosis is not None)
+        await pilot.pause(0.6)  # a refresh after the diagnosis: rows sorted by their badges
         app.query_one("#nodes", DataTable).focus()
         await pilot.press("space", "space")  # marks and moves down: two nodes
         await until(lambda: len(app.marks) == 2)

@@ -226,7 +226,8 @@ async def test_x_on_marked_nodes_plans_both_and_asks_once(
     async with app.run_test(size=(160, 45)) as pilot:
         await until(lambda: app.refreshes > 0)
         app.open_pool("gpu-inference")
-        await until(lambda: len(table_rows(app)) >= 2)
+        await until(lambda: len(table_rows(app)) >= 2 and app._diagnosis is not None)
+        await pilot.pause(0.6)  # a refresh after the diagnosis: rows sorted by their badges
         app.query_one("#nodes", DataTable).focus()
         await pilot.press("space", "space")
         await until(lambda: len(app.marks) == 2)

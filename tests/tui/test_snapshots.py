@@ -64,9 +64,10 @@ async def broken_node(pilot: Pilot[Any]) -> None:
     await pilot.press("enter")
     table = app.query_one("#nodes", DataTable)
     await until(lambda: table.row_count > 0)
-    keys = list(table.rows)
+    keys = [row.key for row in table.ordered_rows]  # display order (sorted)
     broken = next(i for i, k in enumerate(keys) if str(table.get_row(k)[AHR]).startswith("False"))
-    await pilot.press(*["down"] * broken)
+    # a highlight event on the row, even when it is already the first (sorted: CRIT first)
+    await pilot.press(*(["down"] * broken if broken else ["down", "up"]))
     await until(lambda: keys[broken].value in app._pods)  # the detail with its pods
 
 
