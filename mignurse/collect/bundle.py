@@ -47,6 +47,8 @@ class BundleWriter:
         self._workers = max(1, min(MAX_WORKERS, os.cpu_count() or 1))
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._pool_failed = not redactor.stateless
+        self._in_flight: collections.deque[tuple[str, bytes, concurrent.futures.Future[Any]]]
+        self._in_flight = collections.deque()
 
     def add(self, name: str, data: bytes) -> int:
         """Add one file (redacted); returns the bytes written."""
@@ -67,11 +69,11 @@ class BundleWriter:
     def add_node_tar(self, node: str, stream: IO[bytes]) -> tuple[int, list[str]]:
         """Re-pack the collector's tar (a `node/` folder) under `nodes/<node>/`.
 
-        Returns the files added and problems (a damaged or cut-off tar keeps what it had)."""
+        Returns the files taken and problems (a damaged or cut-off tar keeps what it had).
+        Large files may still be in a worker when this returns: the next node's files are
+        unpacked meanwhile, and `close()` writes whatever is left before the manifest."""
         added = 0
         problems: list[str] = []
-        in_flight: collections.deque[tuple[str, bytes, concurrent.futures.Future[Any]]]
-        in_flight = collections.deque()
         try:
             with tarfile.open(fileobj=stream, mode="r|*") as node_tar:
                 for member in node_tar:
@@ -88,20 +90,22 @@ class BundleWriter:
                     if handle is None:
                         continue
                     path, data = f"nodes/{node}/{name}", handle.read()
+                    added += 1
                     pool = self._pool_for(len(data))
                     if pool is None:
                         self.add(path, data)
-                        added += 1
                         continue
-                    in_flight.append((path, data, pool.submit(mask_secrets, path, data)))
-                    while len(in_flight) > self._workers:
-                        added += self._collect(in_flight.popleft())
+                    self._in_flight.append((path, data, pool.submit(mask_secrets, path, data)))
+                    self._drain(keep=self._workers)
         except (tarfile.TarError, EOFError, OSError) as exc:
             problems.append(f"the node's archive is damaged or cut short: {exc}")
-        finally:
-            while in_flight:  # what was read is written, even from a damaged archive
-                added += self._collect(in_flight.popleft())
         return added, problems
+
+    def _drain(self, keep: int = 0) -> None:
+        """Write finished files, oldest first, until at most `keep` are in flight (bounded
+        memory: each holds a node file twice, raw and masked)."""
+        while len(self._in_flight) > keep or (self._in_flight and self._in_flight[0][2].done()):
+            self._collect(self._in_flight.popleft())
 
     def _pool_for(self, size: int) -> concurrent.futures.ProcessPoolExecutor | None:
         if size < POOL_MIN_BYTES or self._pool_failed:
@@ -116,7 +120,7 @@ class BundleWriter:
                 return None
         return self._pool
 
-    def _collect(self, entry: tuple[str, bytes, concurrent.futures.Future[Any]]) -> int:
+    def _collect(self, entry: tuple[str, bytes, concurrent.futures.Future[Any]]) -> None:
         path, data, future = entry
         try:
             clean, counts = future.result()
@@ -124,11 +128,11 @@ class BundleWriter:
             self._pool_failed = True  # a worker died (OOM killer?): finish in-process
             clean, counts = mask_secrets(path, data)
         self._write(path, self.redactor.finish(path, clean, counts))
-        return 1
 
     def close(self, manifest: dict[str, Any]) -> None:
         if self._closed:
             return
+        self._drain()  # every file taken is written, also after Ctrl-C
         manifest = {**manifest, "redaction": self._redaction_section()}
         self.add_json("manifest.json", manifest)
         sums = "".join(f"{digest}  {name}\n" for digest, name in self._sums)
