@@ -121,6 +121,7 @@ class _Command:
     members: dict[str, _Pending] = field(default_factory=dict)  # instance id → pending
     delay: float = 0.0
     next_poll: float = 0.0
+    seen: dict[str, str] = field(default_factory=dict)  # instance id → the last status listed
 
 
 class SSMFleet:
@@ -333,6 +334,19 @@ class SSMFleet:
                     continue
                 for iid, p in open_members.items():
                     status = statuses.get(iid)
+                    if status is None and iid in command.seen:
+                        # listed before, gone now: SSM lost it (the instance was terminated
+                        # or deregistered mid-run); waiting for the deadline would tell nothing
+                        p.done = True
+                        finish(
+                            p.node,
+                            error=f"SSM lost the command on {iid}: it was "
+                            f"{command.seen[iid]} and is no longer listed (is the instance "
+                            "still running and registered?)",
+                        )
+                        continue
+                    if status is not None:
+                        command.seen[iid] = status
                     if status in _TERMINAL:
                         p.done = True
                         fetchers.submit(self._finish_one, p, sink_for, finish)

@@ -46,6 +46,7 @@ MAX_INSTANCE_IDS = 50
 PLUGIN = "aws:runShellScript"
 TIMED_OUT_RC = 137  # what a killed script reports; the agent's own figure is unverified
 KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL at executionTimeout
+LOST_AFTER_SECONDS = 1.5  # how long a lost invocation shows InProgress before it vanishes
 
 TERMINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
 
@@ -57,6 +58,9 @@ class InstanceSpec:
     online=False: the agent is ConnectionLost; commands stay Pending until TimeoutSeconds, then
     end TimedOut/DeliveryTimedOut. slow: seconds between delivery and InProgress.
     managed=False: not registered with SSM (absent from DescribeInstanceInformation).
+    lose_when=TEXT: a command whose lines contain TEXT shows InProgress for a moment, then SSM
+    loses it (it vanishes from ListCommandInvocations and GetCommandInvocation), as when the
+    instance is terminated mid-run; its script never runs. Other commands run normally.
     """
 
     env: dict[str, str] = field(default_factory=dict)
@@ -66,6 +70,7 @@ class InstanceSpec:
     managed: bool = True
     platform_name: str = "Amazon Linux"
     platform_version: str = "2023"
+    lose_when: str | None = None  # a command whose text holds this gets lost (see above)
 
 
 class SsmError(Exception):
@@ -493,6 +498,12 @@ class SsmStandIn:
             control.slots.release()
 
     def _execute(self, inv: _Invocation, spec: InstanceSpec) -> None:
+        if spec.lose_when is not None and any(spec.lose_when in line for line in inv.commands):
+            time.sleep(LOST_AFTER_SECONDS)  # visible InProgress first, as a real one would be
+            with self._lock:
+                self._invocations.pop((inv.command_id, inv.instance_id), None)
+                self.in_progress -= 1
+            return
         workdir = self._workdir / inv.command_id / inv.instance_id
         workdir.mkdir(parents=True, exist_ok=True)
         script = workdir / "_script.sh"

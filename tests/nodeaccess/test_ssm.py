@@ -311,3 +311,17 @@ def test_standin_stops_sending_once_max_errors_is_passed(standin: SsmStandIn) ->
             break
     statuses = sorted(r["Status"] for r in rows)
     assert statuses == ["Cancelled", "Cancelled", "Failed"], rows
+
+
+def test_an_invocation_ssm_loses_mid_run_is_one_line_at_once(
+    standin: SsmStandIn, s3_endpoint: str
+) -> None:
+    standin.instances["i-0vanish"] = InstanceSpec(lose_when="echo lost")
+    started = time.monotonic()
+    result = _shell(standin, s3_endpoint, "i-0vanish").run(
+        "echo lost", timeout=60, stdout=io.BytesIO()
+    )
+    # told as soon as it vanished from the listing, not after the 60 s + delivery deadline
+    assert time.monotonic() - started < 10
+    assert result.rc is None and not result.ok and "\n" not in result.error
+    assert result.error.startswith("SSM lost the command on i-0vanish: it was InProgress")
