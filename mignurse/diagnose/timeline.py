@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.rules.churn import parse_transition
 from mignurse.evidence import xid_errors
 from mignurse.model import Event, NodeClaim, format_time
 
@@ -88,6 +89,17 @@ def _time(event: Event) -> datetime | None:
 def _event_entry(event: Event, when: datetime, about: str = "") -> TimelineEntry:
     count = f" (x{event.count}, last {format_time(event.last_seen)})" if event.count > 1 else ""
     where = f"{about} " if about else ""
+    transition = parse_transition(event)
+    if transition is not None:
+        # Karpenter's echo of a condition change: one short line, not its 200-character
+        # message (the condition's own entry carries the message)
+        reason = f" ({transition.reason})" if transition.reason else ""
+        return TimelineEntry(
+            when,
+            "event",
+            f"{where}{transition.type} {transition.old} → {transition.new}{reason} "
+            f"[{event.source or '?'}]{count}",
+        )
     return TimelineEntry(
         when,
         "event",

@@ -64,3 +64,16 @@ def test_diagnose_node_prints_its_timeline(capsys: pytest.CaptureFixture[str]) -
     assert f"Timeline of {NODE}" in capsys.readouterr().out
     assert main([*args[:-1], "ip-10-9-9-9.typo"]) == 2
     assert "no node 'ip-10-9-9-9.typo'" in capsys.readouterr().err
+
+
+def test_karpenter_transition_echoes_are_one_short_line() -> None:
+    gathered = load_offline(INCIDENTS / "dcgm-repair-loop")
+    now = gathered.newest_time()
+    assert now is not None
+    texts = [
+        e.text
+        for e in node_timeline(gathered.to_input(now), "ip-10-0-12-201.us-west-2.compute.internal")
+    ]
+    echoes = [t for t in texts if "AcceleratedHardwareReady True → False (DCGMError)" in t]
+    assert echoes and all("[karpenter]" in t and len(t) < 120 for t in echoes)
+    assert not [t for t in texts if "Status condition transitioned" in t]
