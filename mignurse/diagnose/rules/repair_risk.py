@@ -269,7 +269,8 @@ def _mig_manager_cgroup2(inp: DiagnosisInput) -> list[Finding]:
                     f"{'NodePool ' + pool if pool else 'Nodes outside any pool'}: mig-manager "
                     f"can stop kubelet on {len(names)} AL2023 node(s) "
                     f"({'cgroup v2' if known_v2 else 'cgroup version unknown'}, host driver) "
-                    "at the next MIG mode change, e.g. every boot on Hopper; apply MIG in user "
+                    "at the next MIG mode change (every boot on Hopper and Blackwell, which lose "
+                    "MIG mode on reboot); apply MIG in user "
                     "data with empty hooks (`mignurse userdata`) and set "
                     f"{MIG_MANAGER_LABEL}=false"
                 ),
