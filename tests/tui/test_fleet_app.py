@@ -12,6 +12,7 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Input, Static
 
+from mignurse.cluster.client import ClusterClient
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import (
@@ -19,6 +20,7 @@ from mignurse.tui.app import (
     NODES,
     TABLE_COLUMNS,
     BundleSource,
+    LiveSource,
     MigNurseApp,
     make_app,
 )
@@ -179,3 +181,45 @@ async def test_a_bundle_opens_read_only_with_node_evidence(tmp_path: Path) -> No
             lambda: "Collected on the node" in static_text(app.query_one("#detail", Static))
         )
         assert "MIG state" in static_text(app.query_one("#detail", Static))
+
+
+async def test_palette_switches_context_and_opens_a_bundle_in_place(
+    repair_loop: tuple[SimCluster, MigNurseApp], tmp_path: Path
+) -> None:
+    from mignurse.cli import main
+
+    _sim, app = repair_loop
+    other = SimCluster(load_scenario("mig-hook-notready"), speed=0).start()
+    try:
+        kubeconfig = other.write_kubeconfig(tmp_path / "other-config")
+        bundle = tmp_path / "b.tar.gz"
+        assert main(
+            ["--kubeconfig", str(kubeconfig), "collect", "--unhealthy", "-o", str(bundle)]
+        ) in (0, 1)
+
+        def connect(context: str) -> LiveSource:
+            source = LiveSource(
+                ClusterClient.connect(kubeconfig=str(kubeconfig), context=context),
+                simulated="mig-hook-notready ×0",
+                clock=other.now,
+            )
+            source.check()
+            return source
+
+        contexts = [other.scenario.context_name]
+        app._connect, app._contexts = connect, lambda: contexts
+        async with app.run_test(size=(160, 40)):
+            await until(lambda: bool(fleet_rows(app)) and fleet_rows(app)[0][0] == "gpu-inference")
+            assert app.context_names() == contexts
+            app.switch_context(contexts[0])
+            await until(lambda: any(r[0] == "gpu-mig" for r in fleet_rows(app)), timeout=30)
+            assert "gpu-inference" not in {r[0] for r in fleet_rows(app)}
+            assert contexts[0] in app.sub_title and not app.read_only
+            app.open_bundle(bundle)
+            await until(lambda: app.read_only and "READ-ONLY" in app.sub_title)
+            await until(lambda: any(r[0] == "gpu-mig" for r in fleet_rows(app)))
+            app.open_bundle(tmp_path / "nope.tar.gz")
+            await until(lambda: any("nope.tar.gz" in str(n.message) for n in app._notifications))
+            assert app.read_only  # a bad path leaves the shown bundle as it was
+    finally:
+        other.stop()
