@@ -8,20 +8,13 @@ import pytest
 
 
 @pytest.fixture
-def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def bucket(monkeypatch: pytest.MonkeyPatch, fake_aws: None) -> Iterator[str]:
     """A fresh bucket on moto's S3 server (moto's state outlives one server: a new name)."""
     import uuid
 
     import boto3
     from moto.server import ThreadedMotoServer
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-west-2",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
     try:

@@ -52,15 +52,8 @@ def standin() -> Iterator[SsmStandIn]:
 
 
 @pytest.fixture(autouse=True)
-def _credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+def _credentials(fake_aws: None) -> None:
+    """Every test here talks to the stand-ins with test credentials."""
 
 
 def _ssm(standin: SsmStandIn, retries: dict[str, Any] | None = None) -> Any:

@@ -93,18 +93,11 @@ def moto_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def aws(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Any]:
+def aws(moto_endpoint: str, fake_aws: None) -> Callable[[str], Any]:
     """ctx.aws for the steps: real boto3 clients against moto's server."""
     import boto3
     from botocore.config import Config
 
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-west-2",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
     # One attempt: moto answers 500 for what it lacks (describe_update), and retries of
     # that only slow the test down.
     config = Config(retries={"max_attempts": 1, "mode": "standard"})

@@ -23,19 +23,12 @@ Make = Callable[..., Cluster]
 
 
 @pytest.fixture
-def sts(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def sts(monkeypatch: pytest.MonkeyPatch, fake_aws: None) -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-west-2",
-        "AWS_ENDPOINT_URL_STS": endpoint,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", endpoint)
     yield endpoint
     server.stop()
 
