@@ -843,11 +843,14 @@ def _summary(
     not_ready = sum(1 for r in nodes if r.status_word != "Ready")
     hardware = sum(1 for r in nodes if r.ahr_ok is False)
     launching = len(rows) - len(nodes)
+    # What needs the on-call engineer's eyes first, so 80 columns still show it: a stale
+    # view, then the counts; where the data comes from after.
     parts = []
-    if source.simulated:
-        parts.append(f"[b reverse] SIMULATED [/] {source.simulated}")
-    if source.read_only_reason:
-        parts.append(f"[b reverse] BUNDLE [/] collected {now.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+    broken = [s for s in statuses.values() if s.error]
+    if broken:
+        worst = broken[0]
+        since = format_age((now - worst.stale_since).total_seconds()) if worst.stale_since else "?"
+        parts.append(f"[b yellow]STALE {since}[/]: {worst.error}")
     parts.append(f"{len(nodes)} GPU nodes")
     parts.append(f"[b red]{not_ready} not ready[/]" if not_ready else "all ready")
     if hardware:
@@ -856,12 +859,11 @@ def _summary(
         parts.append(f"{launching} launching")
     if marked:
         parts.append(f"[b]{marked} marked[/]")
+    if source.simulated:
+        parts.append(f"[b reverse] SIMULATED [/] {source.simulated}")
+    if source.read_only_reason:
+        parts.append(f"[b reverse] BUNDLE [/] collected {now.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
     parts.append("Karpenter: on" if source.karpenter else "Karpenter: not installed")
-    broken = [s for s in statuses.values() if s.error]
-    if broken:
-        worst = broken[0]
-        since = format_age((now - worst.stale_since).total_seconds()) if worst.stale_since else "?"
-        parts.append(f"[b yellow]STALE {since}[/]: {worst.error}")
     if not source.read_only_reason:
         parts.append(f"as of {now.astimezone(UTC):%H:%M:%S} UTC")
     return " · ".join(parts)
