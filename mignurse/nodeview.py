@@ -7,6 +7,7 @@ the JSON for scripts and the terminal app can never disagree.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -114,6 +115,18 @@ def taints_cell(node: Node) -> str:
 def short_name(name: str) -> str:
     """ip-10-0-37-142.us-west-2.compute.internal → ip-10-0-37-142 (narrow terminals)."""
     return _EC2_DOMAIN.sub("", name)
+
+
+def resolve_node_name(name: str, names: Iterable[str]) -> str | None:
+    """A node named in full or without its domain (ip-10-0-37-142), as users type it: the
+    full name, or None when there is no such node or the short name fits more than one."""
+    matches = []
+    for full in names:
+        if full == name:
+            return full
+        if full.split(".", 1)[0] == name:
+            matches.append(full)
+    return matches[0] if len(matches) == 1 else None
 
 
 _EC2_DOMAIN = re.compile(r"\.(?:[a-z]{2}-[a-z]+-\d\.compute|ec2)\.internal$")

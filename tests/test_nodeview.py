@@ -115,3 +115,13 @@ def test_plain_table_pads_columns() -> None:
 def test_status_duration_follows_the_clock_passed_in() -> None:
     later = NOW + timedelta(hours=2)
     assert node_row(p5(), None, later).status == "Ready 3h46m"
+
+
+def test_resolve_node_name_takes_full_or_short_names_and_refuses_ambiguity() -> None:
+    from mignurse.nodeview import resolve_node_name
+
+    names = ["ip-10-0-1-2.us-west-2.compute.internal", "ip-10-0-1-3.ec2.internal"]
+    assert resolve_node_name("ip-10-0-1-2", names) == names[0]
+    assert resolve_node_name(names[1], names) == names[1]
+    assert resolve_node_name("ip-10-0-9-9", names) is None
+    assert resolve_node_name("ip-10-0-1-2", [*names, "ip-10-0-1-2.other.internal"]) is None

@@ -40,6 +40,7 @@ from mignurse.nodeaccess.base import NodeShell, RunResult
 from mignurse.nodeaccess.fallback import FallbackShell
 from mignurse.nodeaccess.script import collector_script
 from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
+from mignurse.nodeview import resolve_node_name
 
 DEFAULT_CONCURRENCY = 10
 DEFAULT_SINCE = "6h"
@@ -98,9 +99,8 @@ def select_nodes(
     GPU nodes (NotReady, or matching a repair policy now)."""
     chosen: dict[str, Node] = {}
     for name in names:
-        match = snapshot.nodes.get(name) or next(
-            (n for n in snapshot.nodes.values() if n.name.split(".", 1)[0] == name), None
-        )
+        full = resolve_node_name(name, snapshot.nodes)
+        match = snapshot.nodes.get(full) if full else None
         if match is None:
             raise CollectError(f"no node {name!r} in this cluster: `mignurse nodes` lists them")
         chosen[match.name] = match

@@ -158,6 +158,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def _find_node(client: Any) -> Callable[[str], str | None]:
     from mignurse.cluster.client import NODES, NotFound
+    from mignurse.nodeview import resolve_node_name
 
     def find(name: str) -> str | None:
         try:
@@ -165,12 +166,12 @@ def _find_node(client: Any) -> Callable[[str], str | None]:
             return name
         except NotFound:
             pass
-        for page, _version in client.list_pages(NODES):
-            for node in page:
-                full = str((node.get("metadata") or {}).get("name") or "")
-                if full.split(".", 1)[0] == name:
-                    return full
-        return None
+        names = (
+            str((node.get("metadata") or {}).get("name") or "")
+            for page, _version in client.list_pages(NODES)
+            for node in page
+        )
+        return resolve_node_name(name, names)
 
     return find
 

@@ -533,7 +533,7 @@ class MigNurseApp(App[None]):
         return [r.pool for r in self._fleet] or list(self._pools)
 
     def node_names(self) -> list[str]:
-        return sorted(self.source.state.snapshot().nodes)
+        return self.source.state.node_names()
 
     def context_names(self) -> list[str]:
         if self._connect is None:

@@ -41,6 +41,7 @@ from textual.widgets.option_list import Option
 
 from mignurse.cluster.client import NODES, ClusterClient, ClusterError
 from mignurse.model import Node
+from mignurse.nodeview import resolve_node_name, short_name
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit
 from mignurse.runner.engine import Plan, RunError, RunEvent, Runner, RunResult, node_shells
@@ -78,10 +79,6 @@ OUTCOME_STYLE = {
     "running": "cyan",
 }
 _RUNNER_ERRORS = (RunError, LockError, RunbookError, StepFailed, ClusterError)
-
-
-def _short(name: str) -> str:
-    return name.split(".", 1)[0]
 
 
 # -- what the screens need from the app --------------------------------------------------
@@ -133,11 +130,7 @@ class Desk:
 
     def find_node(self, name: str) -> str | None:
         """A node's full name from the app's own copy of the cluster (no API call)."""
-        state = self.app.source.state
-        if state.node(name) is not None:
-            return name
-        matches = [n for n in state.snapshot().nodes if _short(n) == name]
-        return matches[0] if len(matches) == 1 else None
+        return resolve_node_name(name, self.app.source.state.node_names())
 
 
 _DESKS: weakref.WeakKeyDictionary[Any, Desk] = weakref.WeakKeyDictionary()
@@ -224,7 +217,7 @@ def open_picker(app: MigNurseApp) -> None:
     nodes = _chosen_nodes(app)
     suggested = [n for n in suggested_runbooks(app, nodes) if n in books]
     if nodes:
-        where = _short(nodes[0]) if len(nodes) == 1 else f"{len(nodes)} marked nodes"
+        where = short_name(nodes[0]) if len(nodes) == 1 else f"{len(nodes)} marked nodes"
     else:
         where = "the cluster"
     ordered = [books[n] for n in suggested] + [b for n, b in books.items() if n not in suggested]
@@ -515,7 +508,7 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
     def compose(self) -> ComposeResult:
         book = self.jobs[0].book
         targets = [j.target for j in self.jobs]
-        on = ", ".join(_short(t) for t in targets) if book.target == "node" else "the cluster"
+        on = ", ".join(short_name(t) for t in targets) if book.target == "node" else "the cluster"
         yield Static(
             Text.assemble(("Plan ", "bold"), (book.name, "bold"), f" on {on}: {book.title}"),
             id="plan-title",
@@ -556,7 +549,7 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
             plan, step = blocked[0]
             verdict.update(
                 Text(
-                    f"BLOCKED: {_short(plan.target)} step {step.spec.id}: {step.blocked}. "
+                    f"BLOCKED: {short_name(plan.target)} step {step.spec.id}: {step.blocked}. "
                     "Nothing will change; esc goes back.",
                     style="bold red",
                 )
@@ -727,7 +720,7 @@ class RunScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         book = self.runners[0].book
         targets = [r.target for r in self.runners]
-        on = ", ".join(_short(t) for t in targets)
+        on = ", ".join(short_name(t) for t in targets)
         verb = "Undo of" if self.undoing else "Run of"
         title = Text.assemble((f"{verb} {book.name}", "bold"), f" on {on}: {book.title}")
         if len(self.runners) == 1:
@@ -753,7 +746,7 @@ class RunScreen(ModalScreen[None]):
 
     def _add_row(self, runner: Runner, step: str, state: str) -> None:
         key = self._key(runner, step)
-        row = _Row(_short(runner.target), step, state)
+        row = _Row(short_name(runner.target), step, state)
         self._rows[key] = row
         table = self.query_one("#run-steps", DataTable)
         table.add_row(*self._cells(row), key=key)
@@ -778,7 +771,7 @@ class RunScreen(ModalScreen[None]):
 
     def _event(self, runner: Runner, event: RunEvent) -> None:
         out = self.query_one("#run-output", RichLog)
-        who = _short(runner.target)
+        who = short_name(runner.target)
         if event.kind == "plan":
             plan: Plan = event.data["plan"]
             out.write(f"[bold]plan for {escape(who)}[/]")
@@ -829,10 +822,10 @@ class RunScreen(ModalScreen[None]):
             try:
                 result = runner.undo() if self.undoing else runner.run()
             except _RUNNER_ERRORS as exc:
-                self.errors.append(f"{_short(runner.target)}: {exc}")
+                self.errors.append(f"{short_name(runner.target)}: {exc}")
                 continue
             except Exception as exc:  # noqa: BLE001 - a bug shows as a line, not a dead app
-                self.errors.append(f"{_short(runner.target)}: {type(exc).__name__}: {exc}")
+                self.errors.append(f"{short_name(runner.target)}: {type(exc).__name__}: {exc}")
                 continue
             self.results.append(result)
             if result.status in ("declined", st.INTERRUPTED):
@@ -847,12 +840,12 @@ class RunScreen(ModalScreen[None]):
             try:
                 plans.append(runner.plan())
             except _RUNNER_ERRORS as exc:
-                self.errors.append(f"{_short(runner.target)}: {exc}")
+                self.errors.append(f"{short_name(runner.target)}: {exc}")
                 return False
         blocked = [(p, s) for p in plans for s in p.blocked]
         if blocked:
             plan, step = blocked[0]
-            self.errors.append(f"{_short(plan.target)}: step {step.spec.id}: {step.blocked}")
+            self.errors.append(f"{short_name(plan.target)}: step {step.spec.id}: {step.blocked}")
             return False
         harm = max((p.harm for p in plans), default=Harm.NONE)
         if harm > Harm.NONE:
@@ -876,7 +869,7 @@ class RunScreen(ModalScreen[None]):
             lines.append("declined: nothing changed")
         for result in self.results:
             runner = next(r for r in self.runners if r.run_id == result.run_id)
-            head = f"run {result.run_id} ({_short(runner.target)}): {result.status}"
+            head = f"run {result.run_id} ({short_name(runner.target)}): {result.status}"
             lines.append(head + (f": {result.error}" if result.error else ""))
             if result.status not in ("dry-run", "declined", "blocked"):
                 lines.extend(f"  {line}" for line in result.report_lines())
@@ -893,12 +886,12 @@ class RunScreen(ModalScreen[None]):
         try:
             raw = runner.client.get(NODES, node)
         except ClusterError as exc:
-            return f"node {_short(node)}: cannot read it now: {exc}"
+            return f"node {short_name(node)}: cannot read it now: {exc}"
         now = Node.from_api(raw)
         words = [now.ready_status, "cordoned" if now.unschedulable else "schedulable"]
         if now.deleting is not None:
             words.append("being deleted")
-        return f"node {_short(node)}: {', '.join(words)}"
+        return f"node {short_name(node)}: {', '.join(words)}"
 
     def _finished(self, lines: list[str]) -> None:
         self.running = False
@@ -1051,7 +1044,7 @@ class AuditScreen(ModalScreen[None]):
                 str(run.get("started") or "")[:19].replace("T", " "),
                 str(run.get("who") or ""),
                 str(run.get("runbook") or ""),
-                _short(str(run.get("target") or "")),
+                short_name(str(run.get("target") or "")),
                 Text(outcome, style=OUTCOME_STYLE.get(outcome, "")),
                 str(run.get("run") or ""),
                 key=str(run.get("run")),
