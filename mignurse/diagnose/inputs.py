@@ -41,10 +41,8 @@ class KarpenterSettings:
         containers = ((raw.get("spec") or {}).get("template") or {}).get("spec", {}).get(
             "containers"
         ) or []
-        controller = next(
-            (c for c in containers if isinstance(c, dict) and c.get("name") == "controller"),
-            containers[0] if containers else {},
-        )
+        index = controller_container_index(containers)
+        controller = containers[index] if index is not None else {}
         gates = ""
         for env in controller.get("env") or ():
             if isinstance(env, dict) and env.get("name") == "FEATURE_GATES":
@@ -80,14 +78,32 @@ class KarpenterSettings:
         )
 
 
+def controller_container_index(containers: list[Any]) -> int | None:
+    """Which container of the Deployment is Karpenter's controller: the chart's `controller`
+    (controller.containerName), else the one running a karpenter image; None if neither."""
+    for i, ctr in enumerate(containers):
+        if isinstance(ctr, dict) and ctr.get("name") == "controller":
+            return i
+    for i, ctr in enumerate(containers):
+        if isinstance(ctr, dict) and "karpenter" in str(ctr.get("image", "")):
+            return i
+    return None
+
+
+def gate_setting(feature_gates: str, gate: str = "NodeRepair") -> bool | None:
+    """The value a `Name=bool,…` string gives one gate, the last token winning as in
+    cliflag.MapStringBool; None when the gate is absent (domain.md §2.1)."""
+    value: bool | None = None
+    for token in feature_gates.split(","):
+        name, _, raw = token.partition("=")
+        if name.strip() == gate:
+            value = raw.strip().lower() == "true"
+    return value
+
+
 def gate_value(feature_gates: str, gate: str) -> bool:
-    """A gate's value in a `Name=bool,…` string; absent means its default, false for
-    NodeRepair (domain.md §2.1)."""
-    for part in feature_gates.split(","):
-        name, _, value = part.strip().partition("=")
-        if name == gate:
-            return value.strip().lower() == "true"
-    return False
+    """A gate's value; absent means its default, false for NodeRepair (domain.md §2.1)."""
+    return bool(gate_setting(feature_gates, gate))
 
 
 @dataclass(frozen=True)

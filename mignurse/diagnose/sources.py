@@ -16,11 +16,17 @@ from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, NotFound
+from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, Forbidden, NotFound
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import load_snapshot
 from mignurse.cluster.snapshot import Snapshot
-from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
+from mignurse.diagnose.inputs import (
+    DiagnosisInput,
+    History,
+    KarpenterSettings,
+    NodeEvidence,
+    controller_container_index,
+)
 from mignurse.evidence import (
     merge_smi,
     parse_cgroup_fs,
@@ -300,19 +306,42 @@ def load_live(client: ClusterClient, *, history_path: Path | None) -> Gathered:
     return gathered
 
 
-def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:
-    for namespace, name in KARPENTER_LOCATIONS:
+def find_karpenter_deployment(client: ClusterClient, namespace: str = "") -> dict[str, Any] | None:
+    """The Karpenter controller Deployment: by the chart's name label (any release name, any
+    namespace), else `karpenter` in kube-system or karpenter. RBAC that refuses the list
+    falls back to the two reads; other failures raise ClusterError."""
+    try:
+        for items, _version in client.list_pages(
+            DEPLOYMENTS,
+            namespace=namespace or None,
+            label_selector="app.kubernetes.io/name=karpenter",
+        ):
+            for item in items:
+                pod = ((item.get("spec") or {}).get("template") or {}).get("spec") or {}
+                if controller_container_index(pod.get("containers") or []) is not None:
+                    return dict(item)
+    except (NotFound, Forbidden):
+        pass
+    for ns, name in KARPENTER_LOCATIONS:
+        if namespace and ns != namespace:
+            continue
         try:
-            return KarpenterSettings.from_deployment(client.get(DEPLOYMENTS, name, namespace))
+            return client.get(DEPLOYMENTS, name, ns)
         except NotFound:
             continue
-        except ClusterError as exc:
-            notices.append(f"cannot read the Karpenter Deployment: {exc}")
-            return None
-    notices.append(
-        "no Karpenter Deployment in kube-system or karpenter: whether repair is on is unknown"
-    )
     return None
+
+
+def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:
+    try:
+        deployment = find_karpenter_deployment(client)
+    except ClusterError as exc:
+        notices.append(f"cannot read the Karpenter Deployment: {exc}")
+        return None
+    if deployment is None:
+        notices.append("no Karpenter Deployment found: whether repair is on is unknown")
+        return None
+    return KarpenterSettings.from_deployment(deployment)
 
 
 def _read_history_file(

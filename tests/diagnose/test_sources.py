@@ -103,3 +103,12 @@ def test_what_is_wrong_with_a_snapshot_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "nodes.json").write_text('{"kind": "Status"}')
     with pytest.raises(SourceError, match="not a kubectl list"):
         load_offline(tmp_path)
+
+
+def test_gate_setting_reads_the_last_token_like_cliflag() -> None:
+    from mignurse.diagnose.inputs import gate_setting, gate_value
+
+    assert gate_setting("NodeRepair=true,NodeRepair=false") is False
+    assert gate_value("NodeRepair=false,NodeRepair=true", "NodeRepair") is True
+    assert gate_setting("SpotToSpotConsolidation=true") is None
+    assert gate_value("SpotToSpotConsolidation=true", "NodeRepair") is False

@@ -54,7 +54,12 @@ from mignurse.cluster.client import (
     Unreachable,
 )
 from mignurse.diagnose.facts import repair_allowance, repair_clock, unhealthy_for_repair
-from mignurse.diagnose.inputs import REPAIR_PAUSED_ANNOTATION
+from mignurse.diagnose.inputs import (
+    REPAIR_PAUSED_ANNOTATION,
+    controller_container_index,
+    gate_setting,
+)
+from mignurse.diagnose.sources import find_karpenter_deployment
 from mignurse.model import (
     LABEL_COMPUTE_TYPE,
     LABEL_NODEGROUP,
@@ -139,16 +144,6 @@ def _gate_name(token: str) -> str:
     return token.partition("=")[0].strip()
 
 
-def gate_setting(gates: str, name: str = NODE_REPAIR) -> bool | None:
-    """The value a comma list `A=true,B=false` gives one gate (the last token wins, as
-    in cliflag.MapStringBool); None when the gate is absent."""
-    value: bool | None = None
-    for token in gates.split(","):
-        if _gate_name(token) == name:
-            value = token.partition("=")[2].strip().lower() == "true"
-    return value
-
-
 def set_gate(gates: str, name: str, value: bool) -> str:
     """`gates` with every `name=` token set to `value` and every other byte unchanged;
     an absent gate is appended as `name=value`."""
@@ -194,23 +189,13 @@ class GateSetting:
         return f"{self.where} of container {self.container_name}"
 
 
-def _controller_index(containers: list[Any]) -> int | None:
-    for i, ctr in enumerate(containers):
-        if isinstance(ctr, dict) and ctr.get("name") == CONTROLLER_CONTAINER:
-            return i
-    for i, ctr in enumerate(containers):
-        if isinstance(ctr, dict) and "karpenter" in str(ctr.get("image", "")):
-            return i
-    return None
-
-
 def gate_settings(deployment: Mapping[str, Any]) -> list[GateSetting]:
     """Where the controller container sets feature gates: env, args, command.
 
     Raises StepFailed when the env comes from a ConfigMap or Secret (not ours to edit)."""
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = spec.get("containers") or []
-    index = _controller_index(containers)
+    index = controller_container_index(containers)
     if index is None:
         raise StepFailed(f"{_deploy_ref(deployment)} has no container {CONTROLLER_CONTAINER!r}")
     ctr = containers[index]
@@ -476,31 +461,11 @@ def describe_record(record: Mapping[str, Any]) -> str:
 
 
 def find_karpenter(client: ClusterClient, namespace: str = "") -> dict[str, Any] | None:
-    """The karpenter controller Deployment: by the chart's name label, else by name."""
+    """The karpenter controller Deployment (the diagnosis finds it the same way)."""
     try:
-        for items, _rv in client.list_pages(
-            DEPLOYMENTS,
-            namespace=namespace or None,
-            label_selector="app.kubernetes.io/name=karpenter",
-        ):
-            for item in items:
-                if (
-                    _controller_index(item["spec"]["template"]["spec"].get("containers") or [])
-                    is not None
-                ):
-                    return dict(item)
-    except NotFound:
-        pass
+        return find_karpenter_deployment(client, namespace)
     except ClusterError as exc:
-        raise _cluster_failed("cannot list Deployments", exc) from None
-    for ns in [namespace] if namespace else list(KARPENTER_NAMESPACES):
-        try:
-            return client.get(DEPLOYMENTS, "karpenter", ns)
-        except NotFound:
-            continue
-        except ClusterError as exc:
-            raise _cluster_failed(f"cannot read deployment/{ns}/karpenter", exc) from None
-    return None
+        raise _cluster_failed("cannot find the Karpenter Deployment", exc) from None
 
 
 def _get_node(ctx: StepContext) -> dict[str, Any] | None:
