@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mignurse.cluster.client import NODES, ClusterClient
+from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterClient, ClusterError
 from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState
@@ -25,7 +25,13 @@ from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
 from mignurse.collect.transports import shell_factory
 from mignurse.diagnose.engine import Diagnosis, diagnose
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
-from mignurse.diagnose.sources import Gathered, karpenter_settings, load_offline, read_history
+from mignurse.diagnose.sources import (
+    Gathered,
+    find_karpenter_deployment,
+    karpenter_settings,
+    load_offline,
+    read_history,
+)
 from mignurse.fleetview import PoolRow, fleet_rows
 from mignurse.model import Pod
 
@@ -51,6 +57,7 @@ class LiveSource:
         self._clock = clock or client.server_now
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
+        self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
         self.notices: list[str] = []
         self.watcher: ClusterWatcher | None = None
         self.history_path = history_path
@@ -134,9 +141,7 @@ class LiveSource:
             history = read_history(self.history, self.context, now)
             self.last_history = history  # the detail pane's timeline reads it too
         if self.karpenter:
-            settings = karpenter_settings(self.client, [])
-            if settings is not None:
-                self.karpenter_settings = settings
+            self.karpenter_settings = self._reread_karpenter() or self.karpenter_settings
         inp = DiagnosisInput(
             snapshot=self.state.snapshot(taken_at=now),
             now=now,
@@ -145,6 +150,22 @@ class LiveSource:
         )
         diagnosis = diagnose(inp)
         return diagnosis, fleet_rows(inp, diagnosis)
+
+    def _reread_karpenter(self) -> KarpenterSettings | None:
+        """The Deployment found once (a label search), then one GET of it per diagnosis."""
+        try:
+            if self._karpenter_ref is None:
+                raw = find_karpenter_deployment(self.client)
+            else:
+                raw = self.client.get(DEPLOYMENTS, self._karpenter_ref[1], self._karpenter_ref[0])
+        except ClusterError:
+            self._karpenter_ref = None  # gone or moved: search again next time
+            return None
+        if raw is None:
+            return None
+        meta = raw.get("metadata") or {}
+        self._karpenter_ref = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        return KarpenterSettings.from_deployment(raw)
 
     def evidence(self, name: str) -> NodeEvidence | None:
         """Files collected on the node: a live cluster has none until a bundle is opened."""
