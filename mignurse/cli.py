@@ -53,6 +53,17 @@ def _connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+def _ssm_upload_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ssm-upload",
+        choices=("presigned", "output-bucket"),
+        default="presigned",
+        help="how SSM output reaches --bucket: presigned (default; the node POSTs it with curl, "
+        "its role needs no S3 permission) or output-bucket (the SSM agent uploads it; the node "
+        "role needs s3:PutObject on the bucket, the node needs no curl)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mignurse",
@@ -136,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         "deletes it): over the simulator's sandboxes, SSM with --bucket, else SSH",
     )
     watch.add_argument("--bucket", help="with --auto-collect: SSM through this S3 bucket")
+    _ssm_upload_option(watch)
     watch.add_argument(
         "--progress-every",
         type=float,
@@ -183,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="SSM: an S3 bucket the node uploads its archive to (through a presigned URL: "
         "the node role needs no S3 permission)",
     )
+    _ssm_upload_option(collect)
     collect.add_argument("--profile", help="AWS profile, as the aws CLI")
     collect.add_argument("--region", help="AWS region, as the aws CLI")
     collect.add_argument("--concurrency", type=int, default=10, help="nodes at once (default 10)")
@@ -470,6 +483,15 @@ def _is_simulated(kubeconfig: str | None, cluster: str) -> bool:
     return False
 
 
+def _check_ssm_upload(args: argparse.Namespace) -> None:
+    if getattr(args, "ssm_upload", "presigned") != "presigned" and not getattr(
+        args, "bucket", None
+    ):
+        raise UserError(
+            f"--ssm-upload {args.ssm_upload} needs --bucket BUCKET (SSM's output bucket)"
+        )
+
+
 def _ssm_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     """SSM and S3 clients as the aws CLI would build them (profile, region, and the
     standard AWS_ENDPOINT_URL_* overrides), with adaptive retries against throttling."""
@@ -580,6 +602,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise UserError("--concurrency must be at least 1")
     if args.local:
         return _collect_local(args, since)
+    _check_ssm_upload(args)
     if not (args.nodes or args.nodepool or args.unhealthy):
         raise UserError("name the nodes to collect, or use --nodepool POOL or --unhealthy")
     client = _connect(args)
@@ -613,6 +636,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 sandboxes=Path(sandboxes),
                 ssm_clients=ssm_clients,
                 bucket=args.bucket,
+                ssm_upload=args.ssm_upload,
                 accept_new_host_keys=args.accept_new_host_keys,
             )
             progress = _CollectProgress(len(nodes))
@@ -693,6 +717,7 @@ def _shells_for(args: argparse.Namespace, client: Any, sandboxes: Path) -> Any:
         sandboxes=sandboxes,
         ssm_clients=_ssm_clients(args) if transport == "ssm" else None,
         bucket=getattr(args, "bucket", None),
+        ssm_upload=getattr(args, "ssm_upload", "presigned"),
     )
 
 
@@ -705,6 +730,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     if args.progress_every <= 0:
         raise UserError("--progress-every must be a positive number of seconds")
+    _check_ssm_upload(args)
     client = _connect(args)
     karpenter = karpenter_available(client)
     if not karpenter:

@@ -21,16 +21,21 @@ def shell_factory(
     sandboxes: Path,
     ssm_clients: tuple[Any, Any] | None = None,
     bucket: str | None = None,
+    ssm_upload: str = "presigned",
     accept_new_host_keys: bool = False,
 ) -> Callable[[Node], NodeShell]:
     """`sim`: the simulator's sandboxes (built under `sandboxes` from each Node object);
     `ssm`: SSM, falling back to SSH where SSM does not manage the instance; `ssh`: SSH to
-    the node's name (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM)."""
+    the node's name (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM).
+    `ssm_upload`: how SSM output reaches `bucket` ("presigned" or "output-bucket", see
+    `SSMFleet`)."""
 
     fleet = None
     if transport == "ssm" and ssm_clients is not None and bucket:
         # one fleet for every node: `collect` sends one command per 50 of them
-        fleet = SSMFleet(ssm_client=ssm_clients[0], s3_client=ssm_clients[1], bucket=bucket)
+        fleet = SSMFleet(
+            ssm_client=ssm_clients[0], s3_client=ssm_clients[1], bucket=bucket, upload=ssm_upload
+        )
 
     def shell_for(node: Node) -> NodeShell:
         if transport == "sim":

@@ -17,7 +17,18 @@ and SendCommand's rate control: at most `MaxConcurrency` invocations of a comman
 (the rest wait Pending), and once more than `MaxErrors` have ended Failed or ExecutionTimedOut
 (DeliveryTimedOut does not count), the ones not started yet end Cancelled without running
 (the status of those is an inference; AWS documents only that SSM "stops sending").
-Signatures are not checked. S3 output (OutputS3BucketName) is accepted and recorded, not written.
+Signatures are not checked.
+
+S3 output: when SendCommand names `OutputS3BucketName`, each invocation that ran its script
+(whatever its final status) has its FULL stdout and stderr (not capped) uploaded with boto3,
+before the final status shows, to the agent's layout
+`<OutputS3KeyPrefix>/<CommandId>/<InstanceId>/awsrunShellScript/0.awsrunShellScript/{stdout,
+stderr}` (an empty stream makes no object), and GetCommandInvocation returns
+`StandardOutputUrl`/`StandardErrorUrl` (path-style; "" without an output bucket). The S3
+endpoint is `s3_endpoint_url`, else `AWS_ENDPOINT_URL_S3`; with neither, the output is recorded,
+not written, and real AWS is never contacted. An upload that fails (no such bucket: as when a
+real instance role lacks s3:PutObject) leaves the invocation's end as it was and the object
+absent; `upload_errors` lists (key, why).
 """
 
 from __future__ import annotations
@@ -26,12 +37,14 @@ import contextlib
 import json
 import math
 import os
+import posixpath
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -49,6 +62,7 @@ KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL at executionTimeout
 LOST_AFTER_SECONDS = 1.5  # how long a lost invocation shows InProgress before it vanishes
 
 TERMINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
+PLUGIN_OUTPUT_DIR = "awsrunShellScript/0.awsrunShellScript"  # the plugin and step id, no colons
 
 
 @dataclass
@@ -101,6 +115,8 @@ class _Invocation:
     stderr: str = ""
     proc: subprocess.Popen[bytes] | None = None
     cancelled: bool = False
+    output_bucket: str = ""  # SendCommand's OutputS3BucketName
+    output_prefix: str = ""  # and OutputS3KeyPrefix
 
 
 @dataclass
@@ -143,12 +159,20 @@ class SsmStandIn:
     `throttle` makes the next N requests fail with ThrottlingException (to exercise retries).
     `in_progress` is how many invocations are InProgress now; `peak_in_progress` the most at
     once since start (what a test of a caller's concurrency bound reads).
+    `s3_endpoint_url` is where output-bucket uploads go (else `AWS_ENDPOINT_URL_S3`, else none).
     """
 
     def __init__(
-        self, instances: dict[str, InstanceSpec], *, race: float = 0.7, throttle: int = 0
+        self,
+        instances: dict[str, InstanceSpec],
+        *,
+        race: float = 0.7,
+        throttle: int = 0,
+        s3_endpoint_url: str | None = None,
     ) -> None:
         self.instances = dict(instances)
+        self.s3_endpoint_url = s3_endpoint_url
+        self.upload_errors: list[tuple[str, str]] = []  # (key, why) per failed output upload
         self.race = race
         self.throttle = throttle
         self.calls: list[str] = []
@@ -311,6 +335,14 @@ class SsmStandIn:
         if not commands:
             raise SsmError("InvalidParameters", "commands must have at least one line")
         execution_timeout = _execution_timeout(parameters.get("executionTimeout"))
+        output_bucket = str(params.get("OutputS3BucketName") or "")
+        output_prefix = str(params.get("OutputS3KeyPrefix") or "")
+        if output_bucket and not 3 <= len(output_bucket) <= 63:
+            raise SsmError("ValidationException", "OutputS3BucketName must be 3 to 63 characters")
+        if len(output_prefix) > 500:
+            raise SsmError(
+                "ValidationException", "OutputS3KeyPrefix must be at most 500 characters"
+            )
         delivery_timeout = int(params.get("TimeoutSeconds") or 3600)
         if not 30 <= delivery_timeout <= 2_592_000:
             raise SsmError("ValidationException", "TimeoutSeconds must be within 30..2592000")
@@ -330,6 +362,8 @@ class SsmStandIn:
                     delivery_timeout=delivery_timeout,
                     requested=now,
                     visible_at=time.monotonic() + self.race,
+                    output_bucket=output_bucket,
+                    output_prefix=output_prefix,
                 )
                 self._invocations[(command_id, iid)] = inv
                 threading.Thread(
@@ -394,9 +428,9 @@ class SsmStandIn:
                 "StatusDetails": inv.details,
                 # empty until finished, as the real service returns them
                 "StandardOutputContent": _cap(inv.stdout, STDOUT_MAX) if done else "",
-                "StandardOutputUrl": "",
+                "StandardOutputUrl": self._output_url(inv, "stdout"),
                 "StandardErrorContent": _cap(inv.stderr, STDERR_MAX) if done else "",
-                "StandardErrorUrl": "",
+                "StandardErrorUrl": self._output_url(inv, "stderr"),
                 "CloudWatchOutputConfig": {
                     "CloudWatchLogGroupName": "",
                     "CloudWatchOutputEnabled": False,
@@ -545,6 +579,9 @@ class SsmStandIn:
                     except subprocess.TimeoutExpired:
                         _killpg(proc, signal.SIGKILL)
                         proc.wait()
+        if inv.output_bucket:
+            # uploaded before the end shows, so a client that sees the end finds the objects
+            self._upload_output(inv, {"stdout": out_path, "stderr": err_path})
         stdout, stderr = _read_text(out_path), _read_text(err_path)  # gone if stop() ran
         with self._lock:
             self.in_progress -= 1
@@ -561,6 +598,56 @@ class SsmStandIn:
             else:
                 inv.status, inv.details = "Failed", "Failed"
                 inv.response_code = 1 if rc is None else rc
+
+    # -- S3 output -----------------------------------------------------------------------------
+
+    def _s3_endpoint(self) -> str | None:
+        return self.s3_endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or None
+
+    def _output_url(self, inv: _Invocation, stream: str) -> str:
+        if not inv.output_bucket:
+            return ""
+        region = os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        base = self._s3_endpoint() or f"https://s3.{region}.amazonaws.com"
+        key = output_key(inv.output_prefix, inv.command_id, inv.instance_id, stream)
+        return f"{base.rstrip('/')}/{inv.output_bucket}/{urllib.parse.quote(key)}"
+
+    def _upload_output(self, inv: _Invocation, streams: dict[str, Path]) -> None:
+        """What the agent does with the instance role: each non-empty stream, whole, to the
+        command's bucket. A failure leaves the object absent and the invocation as it is."""
+        endpoint = self._s3_endpoint()
+        if endpoint is None:
+            return  # recorded, not written: never real AWS
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+            aws_access_key_id="testing",  # the "instance role"; a local S3 does not check it
+            aws_secret_access_key="testing",
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
+        )
+        for stream, path in streams.items():
+            key = output_key(inv.output_prefix, inv.command_id, inv.instance_id, stream)
+            try:
+                if path.stat().st_size == 0:
+                    continue  # an empty stream makes no object
+                with path.open("rb") as body:
+                    s3.put_object(Bucket=inv.output_bucket, Key=key, Body=body)
+            except (BotoCoreError, ClientError, OSError) as exc:
+                with self._lock:
+                    self.upload_errors.append((key, " ".join(str(exc).split())))
+
+
+def output_key(prefix: str, command_id: str, instance_id: str, stream: str) -> str:
+    """Where the agent writes an AWS-RunShellScript stream: Go's path.Join of the prefix, the
+    command and instance ids, "awsrunShellScript/0.awsrunShellScript" and the stream name."""
+    joined = "/".join(p for p in (prefix, command_id, instance_id, PLUGIN_OUTPUT_DIR, stream) if p)
+    cleaned = posixpath.normpath(joined)
+    return "/" + cleaned.lstrip("/") if cleaned.startswith("/") else cleaned
 
 
 def _execution_timeout(values: Any) -> float:

@@ -86,16 +86,23 @@ def test_what_to_collect_must_be_said(tmp_path: Path, capsys: pytest.CaptureFixt
         assert "no node 'ip-10-9-9-9'" in capsys.readouterr().err
         assert main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "--since", "6x"]) == 2
         assert "--since '6x' is not a window" in capsys.readouterr().err
+        ssm_upload = ["--unhealthy", "--ssm-upload", "output-bucket"]
+        assert main(["--kubeconfig", kubeconfig, "collect", *ssm_upload]) == 2
+        assert "--ssm-upload output-bucket needs --bucket" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("upload", ["presigned", "output-bucket"])
 def test_collect_over_ssm_through_the_stand_ins(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     bucket: str,
+    upload: str,
 ) -> None:
     """Real boto3: our SSM endpoint runs the collector in the node's sandbox, the node
-    uploads its archive to moto's S3 through a presigned URL, mignurse downloads it."""
+    uploads its archive to moto's S3 through a presigned URL (or the stand-in's "agent"
+    uploads the encoded stdout to the command's output bucket, on AWS_ENDPOINT_URL_S3),
+    mignurse downloads it."""
     from mignurse.sim.nodes import NodeSandbox, story_for
     from mignurse.sim.ssm import InstanceSpec, SsmStandIn
 
@@ -110,10 +117,11 @@ def test_collect_over_ssm_through_the_stand_ins(
             bundle = tmp_path / "ssm.tar.gz"
             args = ["--kubeconfig", str(kubeconfig), "collect", "--unhealthy"]
             args += ["--transport", "ssm", "--bucket", bucket, "-o", str(bundle)]
-            code = main(args)
+            code = main([*args, "--ssm-upload", upload])
             out = capsys.readouterr()
             assert code == 0, out.err + out.out
-            assert "SendCommand" in ssm.calls
+            (send,) = [p for op, p in ssm.requests if op == "SendCommand"]
+            assert send.get("OutputS3BucketName") == (bucket if upload == "output-bucket" else None)
     main(["diagnose", "--from", str(bundle), "-o", "json"])
     document = json.loads(capsys.readouterr().out)
     assert any(f["id"] == "mig-hook-kubelet-restart" for f in document["findings"])
