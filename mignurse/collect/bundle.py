@@ -1,39 +1,116 @@
 """The support bundle: one `.tar.gz` in the layout `diagnose --from` reads (design.md).
 
-Written as a stream: each file goes into the archive as it is ready (a node's tar is
-re-packed member by member, redacted on the way), so a 50-node bundle is never held in
-memory. `close()` adds `manifest.json` and `SHA256SUMS`; an interrupted collection still
-closes a valid archive whose manifest says it was interrupted.
+Written as a stream: each file goes into the archive as it is ready, so a 50-node bundle is
+never held in memory. `close()` adds `manifest.json` and `SHA256SUMS`; an interrupted
+collection still closes a valid archive whose manifest says it was interrupted.
 
-Speed: masking secrets is pure-Python regex work (~80 MB/s on one core) and a node brings
-~20 MB of journals, so large files are masked in worker processes (one per CPU, at most 8;
-spawned, not forked, since the caller has threads) while this thread unpacks, compresses
-and writes. Only a few files are in flight at once, which bounds memory. With network
-obfuscation (one consistent map) or a pool that cannot start, masking stays in-process.
-The archive is compressed at level 1: a tenth of tarfile's default level-9 CPU for a bundle
-~20% larger, the right trade when the node may be gone in minutes.
+Speed: a node brings ~20 MB of journals, and turning that into bundle bytes means gunzip,
+untar, mask secrets, tar and gzip again: ~0.2 CPU-s per node. All of it for one node happens
+in one worker process (one per CPU, at most 8; spawned, not forked, since the caller has
+threads), which sends back only the node's compressed tar members (a `gzjoin.Segment`), its
+file names, digests and redaction counts. This process downloads, hands out archives and
+writes segments in the order nodes finish, so it never becomes the bottleneck, and at most
+two archives per worker are in flight, which bounds memory. With network obfuscation (one
+consistent map), an archive too small to be worth shipping, or a pool that cannot start or
+dies, the same packing runs here. The archive is compressed at level 1: a tenth of tarfile's
+default level-9 CPU for a bundle ~20% larger, the right trade when the node may be gone in
+minutes.
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import hashlib
 import io
 import json
 import multiprocessing
 import os
+import signal
 import tarfile
 import time
+import zlib
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from mignurse.collect.gzjoin import Deflater, GzipJoiner, Segment
 from mignurse.collect.redact import Redactor, mask_secrets
 
 MAX_NODE_MEMBER_BYTES = 256 * 2**20  # a node file bigger than this is left out, and said so
-POOL_MIN_BYTES = 2 * 2**20  # smaller files are masked in-process: shipping them costs more
+POOL_MIN_BYTES = 256 * 2**10  # smaller node archives are packed here: shipping costs more
+POOL_MAX_BYTES = 64 * 2**20  # larger ones are packed here, streaming, not copied to a worker
 MAX_WORKERS = 8
+
+# file name in the bundle, data → masked data and counts per rule
+Mask = Callable[[str, bytes], tuple[bytes, dict[str, int]]]
+NodeDone = Callable[[int, list[str]], None]  # files taken, problems
+
+
+@dataclass
+class PackedNode:
+    """One node's files as compressed tar members, ready to append to the bundle."""
+
+    segment: Segment
+    files: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)  # name, sha, counts
+    problems: list[str] = field(default_factory=list)
+
+
+def tar_member(out: Deflater, name: str, data: bytes, mtime: int) -> None:
+    """Write one regular file as tar header, data and padding (what tarfile.addfile writes)."""
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = mtime
+    info.mode = 0o644
+    out.write(info.tobuf(tarfile.DEFAULT_FORMAT, "utf-8", "surrogateescape"))
+    out.write(data)
+    remainder = len(data) % tarfile.BLOCKSIZE
+    if remainder:
+        out.write(tarfile.NUL * (tarfile.BLOCKSIZE - remainder))
+
+
+def pack_node_archive(
+    node: str, archive: IO[bytes] | bytes, top: str, mask: Mask = mask_secrets
+) -> PackedNode:
+    """Re-pack the collector's tar (a `node/` folder) under `<top>/nodes/<node>/`, masked.
+
+    Runs in a worker process or in the writer's; a damaged or cut-off tar keeps what it
+    had and says so."""
+    if isinstance(archive, bytes):
+        archive = io.BytesIO(archive)
+    out = Deflater()
+    files: list[tuple[str, str, dict[str, int]]] = []
+    problems: list[str] = []
+    mtime = int(time.time())
+    try:
+        with tarfile.open(fileobj=archive, mode="r|*") as node_tar:
+            for member in node_tar:
+                if not member.isfile():
+                    continue
+                name = member.name.split("/", 1)[1] if "/" in member.name else member.name
+                if not name or ".." in name.split("/"):
+                    problems.append(f"unsafe name {member.name!r} left out")
+                    continue
+                if member.size > MAX_NODE_MEMBER_BYTES:
+                    problems.append(f"{name}: {member.size} bytes, over the limit, left out")
+                    continue
+                handle = node_tar.extractfile(member)
+                if handle is None:
+                    continue
+                path = f"nodes/{node}/{name}"
+                clean, counts = mask(path, handle.read())
+                tar_member(out, f"{top}/{path}", clean, mtime)
+                files.append((path, hashlib.sha256(clean).hexdigest(), counts))
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+        problems.append(f"the node's archive is damaged or cut short: {exc}")
+    return PackedNode(out.segment(), files, problems)
+
+
+def _ignore_ctrl_c() -> None:
+    """Workers finish the node in hand on Ctrl-C (a fraction of a second); the writer decides
+    what to keep, so an interrupt never loses a node that was already downloaded."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class BundleWriter:
@@ -41,112 +118,130 @@ class BundleWriter:
         self.path = path
         self.top = top
         self.redactor = redactor
-        self._tar = tarfile.open(path, "w:gz", compresslevel=1)  # noqa: SIM115 - closed by close()
+        self._file = path.open("wb")
+        self._gz = GzipJoiner(self._file, mtime=int(time.time()))
         self._sums: list[tuple[str, str]] = []
         self._closed = False
         self._workers = max(1, min(MAX_WORKERS, os.cpu_count() or 1))
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._pool_failed = not redactor.stateless
-        self._in_flight: collections.deque[tuple[str, bytes, concurrent.futures.Future[Any]]]
-        self._in_flight = collections.deque()
+        # future → (node, archive, what to call when its files are in the bundle)
+        self._in_flight: dict[concurrent.futures.Future[PackedNode], tuple[str, bytes, NodeDone]]
+        self._in_flight = {}
 
     def add(self, name: str, data: bytes) -> int:
         """Add one file (redacted); returns the bytes written."""
-        return self._write(name, self.redactor.redact(name, data))
-
-    def _write(self, name: str, clean: bytes) -> int:
-        info = tarfile.TarInfo(f"{self.top}/{name}")
-        info.size = len(clean)
-        info.mtime = int(time.time())
-        info.mode = 0o644
-        self._tar.addfile(info, io.BytesIO(clean))
+        clean = self.redactor.redact(name, data)
+        out = Deflater()
+        tar_member(out, f"{self.top}/{name}", clean, int(time.time()))
+        self._gz.append(out.segment())
         self._sums.append((hashlib.sha256(clean).hexdigest(), name))
         return len(clean)
 
     def add_json(self, name: str, document: Any) -> int:
         return self.add(name, json.dumps(document, indent=1).encode())
 
-    def add_node_tar(self, node: str, stream: IO[bytes]) -> tuple[int, list[str]]:
+    def add_node_tar(self, node: str, stream: IO[bytes], on_done: NodeDone) -> None:
         """Re-pack the collector's tar (a `node/` folder) under `nodes/<node>/`.
 
-        Returns the files taken and problems (a damaged or cut-off tar keeps what it had).
-        Large files may still be in a worker when this returns: the next node's files are
-        unpacked meanwhile, and `close()` writes whatever is left before the manifest."""
-        added = 0
-        problems: list[str] = []
-        try:
-            with tarfile.open(fileobj=stream, mode="r|*") as node_tar:
-                for member in node_tar:
-                    if not member.isfile():
-                        continue
-                    name = member.name.split("/", 1)[1] if "/" in member.name else member.name
-                    if not name or ".." in name.split("/"):
-                        problems.append(f"unsafe name {member.name!r} left out")
-                        continue
-                    if member.size > MAX_NODE_MEMBER_BYTES:
-                        problems.append(f"{name}: {member.size} bytes, over the limit, left out")
-                        continue
-                    handle = node_tar.extractfile(member)
-                    if handle is None:
-                        continue
-                    path, data = f"nodes/{node}/{name}", handle.read()
-                    added += 1
-                    pool = self._pool_for(len(data))
-                    if pool is None:
-                        self.add(path, data)
-                        continue
-                    self._in_flight.append((path, data, pool.submit(mask_secrets, path, data)))
-                    self._drain(keep=self._workers)
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            problems.append(f"the node's archive is damaged or cut short: {exc}")
-        return added, problems
+        `on_done(files, problems)` is called, from this thread, once the node's files are in
+        the bundle: at once when packed here, else from a later call or `drain()`, while
+        the next nodes are downloaded and unpacked meanwhile."""
+        stream.seek(0, os.SEEK_END)
+        size = stream.tell()
+        stream.seek(0)
+        pool = self._pool_for(size)
+        if pool is None:
+            self._write_node(pack_node_archive(node, stream, self.top, self._mask_here), on_done)
+        else:
+            archive = stream.read()
+            future = pool.submit(pack_node_archive, node, archive, self.top)
+            self._in_flight[future] = (node, archive, on_done)
+        self._reap(keep=2 * self._workers)
 
-    def _drain(self, keep: int = 0) -> None:
-        """Write finished files, oldest first, until at most `keep` are in flight (bounded
-        memory: each holds a node file twice, raw and masked)."""
-        while len(self._in_flight) > keep or (self._in_flight and self._in_flight[0][2].done()):
-            self._collect(self._in_flight.popleft())
+    def drain(self) -> None:
+        """Write every node still being packed (their `on_done` runs). Interrupted (a second
+        Ctrl-C), the nodes not written yet are reported as such, and the interrupt goes on."""
+        try:
+            self._reap(keep=0)
+        except KeyboardInterrupt:
+            left, self._in_flight = self._in_flight, {}
+            for _, _, on_done in left.values():
+                on_done(0, ["interrupted before its files were written to the bundle"])
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+            self._pool_failed = True
+            raise
+
+    def _mask_here(self, name: str, data: bytes) -> tuple[bytes, dict[str, int]]:
+        return self.redactor.redact(name, data), {}  # the redactor counted already
+
+    def _reap(self, keep: int) -> None:
+        """Write finished nodes; block until at most `keep` are in flight (bounded memory)."""
+        while self._in_flight:
+            done = [f for f in self._in_flight if f.done()]
+            if not done:
+                if len(self._in_flight) <= keep:
+                    return
+                finished, _ = concurrent.futures.wait(
+                    self._in_flight, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                done = list(finished)
+            for future in done:
+                node, archive, on_done = self._in_flight.pop(future)
+                try:
+                    packed = future.result()
+                except (BrokenProcessPool, OSError):
+                    self._pool_failed = True  # a worker died (OOM killer?): finish here
+                    packed = pack_node_archive(node, archive, self.top, self._mask_here)
+                else:
+                    for name, _, counts in packed.files:
+                        self.redactor.record(name, counts)
+                self._write_node(packed, on_done)
+
+    def _write_node(self, packed: PackedNode, on_done: NodeDone) -> None:
+        self._gz.append(packed.segment)
+        self._sums.extend((digest, name) for name, digest, _ in packed.files)
+        on_done(len(packed.files), packed.problems)
 
     def _pool_for(self, size: int) -> concurrent.futures.ProcessPoolExecutor | None:
-        if size < POOL_MIN_BYTES or self._pool_failed:
+        if not POOL_MIN_BYTES <= size <= POOL_MAX_BYTES or self._pool_failed:
             return None
         if self._pool is None:
             try:
                 self._pool = concurrent.futures.ProcessPoolExecutor(
-                    self._workers, mp_context=multiprocessing.get_context("spawn")
+                    self._workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_ignore_ctrl_c,
                 )
             except (OSError, ValueError):
                 self._pool_failed = True
                 return None
         return self._pool
 
-    def _collect(self, entry: tuple[str, bytes, concurrent.futures.Future[Any]]) -> None:
-        path, data, future = entry
-        try:
-            clean, counts = future.result()
-        except (BrokenProcessPool, OSError):
-            self._pool_failed = True  # a worker died (OOM killer?): finish in-process
-            clean, counts = mask_secrets(path, data)
-        self._write(path, self.redactor.finish(path, clean, counts))
-
     def close(self, manifest: dict[str, Any]) -> None:
         if self._closed:
             return
-        self._drain()  # every file taken is written, also after Ctrl-C
-        manifest = {**manifest, "redaction": self._redaction_section()}
-        self.add_json("manifest.json", manifest)
-        sums = "".join(f"{digest}  {name}\n" for digest, name in self._sums)
-        info = tarfile.TarInfo(f"{self.top}/SHA256SUMS")
-        data = sums.encode()
-        info.size = len(data)
-        info.mtime = int(time.time())
-        info.mode = 0o644
-        self._tar.addfile(info, io.BytesIO(data))
-        self._tar.close()
         self._closed = True
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)  # idle by now: quick
-            self._pool = None
+        try:
+            self.drain()  # every node taken is written, also after Ctrl-C
+            manifest = {**manifest, "redaction": self._redaction_section()}
+            self.add_json("manifest.json", manifest)
+            sums = "".join(f"{digest}  {name}\n" for digest, name in self._sums)
+            out = Deflater()
+            tar_member(out, f"{self.top}/SHA256SUMS", sums.encode(), int(time.time()))
+            # end of archive: two zero blocks, padded to a whole record, as tarfile does
+            end = 2 * tarfile.BLOCKSIZE
+            written = self._gz.length + out.length + end
+            out.write(tarfile.NUL * (end + (-written) % tarfile.RECORDSIZE))
+            self._gz.append(out.segment())
+            self._gz.close()
+        finally:
+            self._file.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)  # idle by now: quick
+                self._pool = None
 
     def _redaction_section(self) -> dict[str, Any]:
         return {

@@ -219,11 +219,10 @@ def collect(
                 outcome = outcomes[name]
                 outcome.result = result
                 with spool:
-                    spool.seek(0)
                     if result.bytes_out:
-                        outcome.files, outcome.problems = bundle.add_node_tar(name, spool)
-                state = "ok" if result.ok and not outcome.problems else (result.error or "failed")
-                progress(name, state)
+                        bundle.add_node_tar(name, spool, _packed(outcome, progress))
+                    else:
+                        _packed(outcome, progress)(0, [])
         except BaseException:
             # Ctrl-C (or a bug): nodes not started yet never start, and the bundle closes now
             # instead of after every queued node has run (a `with` block would wait for them).
@@ -234,10 +233,30 @@ def collect(
         manifest["interrupted"] = True
         raise
     finally:
-        manifest["seconds"] = round(time.monotonic() - started, 2)
-        manifest["nodes"] = {name: outcome.to_json() for name, outcome in outcomes.items()}
-        bundle.close(manifest)
+        try:
+            bundle.drain()  # the nodes still being packed: their outcomes are final after
+        except KeyboardInterrupt:
+            manifest["interrupted"] = True
+            raise
+        finally:
+            manifest["seconds"] = round(time.monotonic() - started, 2)
+            manifest["nodes"] = {name: outcome.to_json() for name, outcome in outcomes.items()}
+            bundle.close(manifest)
     return manifest
+
+
+def _packed(
+    outcome: NodeOutcome, progress: Callable[[str, str], None]
+) -> Callable[[int, list[str]], None]:
+    """What to do once a node's files are in the bundle (or it brought none)."""
+
+    def done(files: int, problems: list[str]) -> None:
+        outcome.files, outcome.problems = files, problems
+        result = outcome.result
+        ok = result is not None and result.ok and not problems
+        progress(outcome.node, "ok" if ok else (result.error if result else "") or "failed")
+
+    return done
 
 
 class _NodeRuns:

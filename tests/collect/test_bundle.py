@@ -1,9 +1,12 @@
-"""BundleWriter: large node files are masked in worker processes with the same result."""
+"""BundleWriter: node archives are packed in worker processes with the same result."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import json
+import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -11,7 +14,7 @@ from typing import Any
 import pytest
 
 from mignurse.collect import bundle as bundle_module
-from mignurse.collect.bundle import POOL_MIN_BYTES, BundleWriter
+from mignurse.collect.bundle import BundleWriter
 from mignurse.collect.redact import MARKER, Redactor
 
 SECRET_LINE = (
@@ -34,7 +37,7 @@ def _node_tar(files: dict[str, bytes]) -> io.BytesIO:
 
 
 def _big_journal() -> bytes:
-    lines = [PLAIN_LINE] * (POOL_MIN_BYTES // len(PLAIN_LINE) + 10)
+    lines = [PLAIN_LINE] * (2 * 2**20 // len(PLAIN_LINE))
     lines[5] = SECRET_LINE
     lines[-3] = SECRET_LINE
     return "".join(lines).encode()
@@ -50,20 +53,32 @@ def _read(path: Path) -> tuple[dict[str, bytes], dict[str, Any]]:
     return files, json.loads(files["manifest.json"])
 
 
-def _write(path: Path, redactor: Redactor, files: dict[str, bytes]) -> tuple[int, list[str]]:
+def _write(
+    path: Path, redactor: Redactor, files: dict[str, bytes], *, pooled: bool | None = None
+) -> tuple[int, list[str]]:
     writer = BundleWriter(path, top="b", redactor=redactor)
-    added = writer.add_node_tar("n1", _node_tar(files))
+    done: list[tuple[int, list[str]]] = []
+    writer.add_node_tar("n1", _node_tar(files), lambda *result: done.append(result))
+    if pooled is not None:
+        assert (writer._pool is not None) == pooled
     writer.close({"tool": "test"})
-    return added
+    assert len(done) == 1
+    return done[0]
 
 
-def test_large_files_masked_in_workers_match_in_process_masking(tmp_path: Path) -> None:
+@pytest.fixture
+def pool_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bundle_module, "POOL_MIN_BYTES", 0)
+
+
+@pytest.mark.usefixtures("pool_always")
+def test_node_archives_packed_in_workers_match_in_process_masking(tmp_path: Path) -> None:
     big = _big_journal()
     files = {"kubelet.log": big, "small.txt": SECRET_LINE.encode(), "containerd.log": big}
     expected = Redactor().redact("nodes/n1/kubelet.log", big)
     assert MARKER.encode() in expected and expected != big
 
-    added, problems = _write(tmp_path / "b.tar.gz", Redactor(), files)
+    added, problems = _write(tmp_path / "b.tar.gz", Redactor(), files, pooled=True)
     assert (added, problems) == (3, [])
     written, manifest = _read(tmp_path / "b.tar.gz")
     assert written["nodes/n1/kubelet.log"] == expected
@@ -75,6 +90,7 @@ def test_large_files_masked_in_workers_match_in_process_masking(tmp_path: Path) 
     assert "nodes/n1/kubelet.log" in sums and "nodes/n1/containerd.log" in sums
 
 
+@pytest.mark.usefixtures("pool_always")
 def test_a_broken_worker_pool_falls_back_to_masking_in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -83,18 +99,105 @@ def test_a_broken_worker_pool_falls_back_to_masking_in_process(
 
     monkeypatch.setattr(bundle_module.concurrent.futures, "ProcessPoolExecutor", no_pool)
     big = _big_journal()
-    added, problems = _write(tmp_path / "b.tar.gz", Redactor(), {"kubelet.log": big})
+    added, problems = _write(tmp_path / "b.tar.gz", Redactor(), {"kubelet.log": big}, pooled=False)
     assert (added, problems) == (1, [])
     written, _ = _read(tmp_path / "b.tar.gz")
     assert written["nodes/n1/kubelet.log"] == Redactor().redact("x", big)
 
 
+@pytest.mark.usefixtures("pool_always")
 def test_network_obfuscation_stays_in_process_with_one_map(tmp_path: Path) -> None:
     big = _big_journal()
     redactor = Redactor(obfuscate_network=True)
     assert not redactor.stateless
-    _write(tmp_path / "b.tar.gz", redactor, {"kubelet.log": big, "other.log": big})
+    _write(tmp_path / "b.tar.gz", redactor, {"kubelet.log": big, "other.log": big}, pooled=False)
     written, _ = _read(tmp_path / "b.tar.gz")
     assert b"ip-10-0-1-2" not in written["nodes/n1/kubelet.log"]
     # one consistent stand-in for the same host in both files
     assert written["nodes/n1/kubelet.log"] == written["nodes/n1/other.log"]
+
+
+def test_the_bundle_is_one_ordinary_gzip_member_every_reader_takes(tmp_path: Path) -> None:
+    path = tmp_path / "b.tar.gz"
+    writer = BundleWriter(path, top="b", redactor=Redactor())
+    writer.add_json("cluster/nodes.json", {"items": []})
+    for node in ("n1", "n2"):
+        files = {"kubelet.log": SECRET_LINE.encode() * 3, "deep/x/y.txt": b"a" * 513}
+        writer.add_node_tar(node, _node_tar(files), lambda *_: None)
+    writer.close({"tool": "test"})
+
+    assert subprocess.run(["gzip", "-t", str(path)], check=False).returncode == 0
+    listed = subprocess.run(["tar", "-tzf", str(path)], capture_output=True, text=True, check=True)
+    assert "b/nodes/n2/deep/x/y.txt" in listed.stdout.split()
+    raw = gzip.decompress(path.read_bytes())
+    assert len(raw) % tarfile.RECORDSIZE == 0 and raw.endswith(tarfile.NUL * 1024)
+    with tarfile.open(fileobj=path.open("rb"), mode="r|gz") as stream:
+        names = [member.name for member in stream]
+    assert names == [
+        "b/cluster/nodes.json",
+        "b/nodes/n1/kubelet.log",
+        "b/nodes/n1/deep/x/y.txt",
+        "b/nodes/n2/kubelet.log",
+        "b/nodes/n2/deep/x/y.txt",
+        "b/manifest.json",
+        "b/SHA256SUMS",
+    ]
+    written, manifest = _read(path)
+    assert b"wJalrXUtnFEMI" not in written["nodes/n2/kubelet.log"]
+    assert manifest["redaction"]["counts"]["nodes/n1/kubelet.log"]["bearer-token"] == 3
+    sums = dict(line.split("  ")[::-1] for line in written["SHA256SUMS"].decode().splitlines())
+    for name, data in written.items():
+        if name != "SHA256SUMS":
+            assert sums[name] == hashlib.sha256(data).hexdigest()
+
+
+def test_a_cut_off_node_archive_keeps_the_files_before_the_cut(tmp_path: Path) -> None:
+    whole = _node_tar({"a.log": b"first\n" * 1000, "b.log": bytes(range(256)) * 4000}).getvalue()
+    path = tmp_path / "cut.tar.gz"
+    writer = BundleWriter(path, top="b", redactor=Redactor())
+    done: list[tuple[int, list[str]]] = []
+    writer.add_node_tar("n1", io.BytesIO(whole[: len(whole) // 2]), lambda *r: done.append(r))
+    writer.close({"tool": "test"})
+    [(files, problems)] = done
+    assert files == 1 and "damaged or cut short" in problems[0]
+    written, _ = _read(path)
+    assert written["nodes/n1/a.log"] == b"first\n" * 1000
+
+
+def test_a_node_archive_too_large_to_ship_is_packed_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bundle_module, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(bundle_module, "POOL_MAX_BYTES", 1000)
+    big = _big_journal()
+    assert _write(tmp_path / "b.tar.gz", Redactor(), {"k.log": big}, pooled=False) == (1, [])
+    written, _ = _read(tmp_path / "b.tar.gz")
+    assert written["nodes/n1/k.log"] == Redactor().redact("x", big)
+
+
+@pytest.mark.usefixtures("pool_always")
+def test_a_second_ctrl_c_while_workers_pack_still_closes_a_valid_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "b.tar.gz"
+    writer = BundleWriter(path, top="b", redactor=Redactor())
+    done: dict[str, tuple[int, list[str]]] = {}
+    for node in ("n1", "n2"):
+        files = {"kubelet.log": _big_journal()}
+        writer.add_node_tar(node, _node_tar(files), lambda *r, n=node: done.setdefault(n, r))
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bundle_module.concurrent.futures, "wait", interrupted)
+    monkeypatch.setattr(bundle_module.concurrent.futures.Future, "done", lambda self: False)
+    with pytest.raises(KeyboardInterrupt):
+        writer.drain()
+    writer.close({"tool": "test", "interrupted": True})
+
+    assert done == {
+        node: (0, ["interrupted before its files were written to the bundle"])
+        for node in ("n1", "n2")
+    }
+    written, manifest = _read(path)
+    assert manifest["interrupted"] is True and "nodes/n1/kubelet.log" not in written
