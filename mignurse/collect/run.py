@@ -1,7 +1,7 @@
 """`mignurse collect`: the cluster's view plus every selected node's own files, one bundle.
 
-The cluster part is read first (it is quick and the nodes may be gone in minutes); then
-the nodes are collected concurrently (bounded), each through its own transport, and each
+The nodes are started first (they take longest, and may be gone in minutes) and collected
+concurrently (bounded), each through its own transport, while the cluster part is read; each
 node's result, good or bad, is recorded in the manifest: one unreachable node never stops
 the rest. Ctrl-C closes a valid partial bundle.
 """
@@ -21,7 +21,6 @@ from typing import Any
 
 from mignurse import __version__
 from mignurse.cluster.client import (
-    DEPLOYMENTS,
     EVENTS,
     NODECLAIMS,
     NODEPOOLS,
@@ -35,6 +34,7 @@ from mignurse.cluster.snapshot import Snapshot
 from mignurse.collect.bundle import BundleWriter
 from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
+from mignurse.diagnose.sources import find_karpenter_deployment
 from mignurse.model import Node, format_time
 from mignurse.nodeaccess.base import NodeShell, RunResult
 from mignurse.nodeaccess.fallback import FallbackShell
@@ -43,6 +43,7 @@ from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 from mignurse.nodeview import resolve_node_name
 
 DEFAULT_CONCURRENCY = 10
+POD_READERS = 4  # per-node pod lists read at once
 DEFAULT_SINCE = "6h"
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
@@ -156,25 +157,38 @@ def write_cluster_part(
             if name == "nodes":
                 raise
             problems.append(f"cluster/{name}.json: {exc}")
-    pods: list[dict[str, Any]] = []
-    for node in nodes:
-        try:
-            pods += _raw(client, PODS, field_selector=f"spec.nodeName={node.name}")
-        except ClusterError as exc:
-            problems.append(f"cluster/pods.json ({node.name}): {exc}")
-            break
-    bundle.add_json("cluster/pods.json", _kubectl_list(pods, PODS))
+    bundle.add_json("cluster/pods.json", _kubectl_list(_pods_on(client, nodes, problems), PODS))
     if karpenter:
-        for namespace in ("kube-system", "karpenter"):
-            try:
-                deployment = client.get(DEPLOYMENTS, "karpenter", namespace)
-            except ClusterError:
-                continue
-            bundle.add_json("cluster/karpenter.json", deployment)
-            break
+        try:
+            deployment = find_karpenter_deployment(client)
+        except ClusterError as exc:
+            problems.append(f"cluster/karpenter.json: {exc}")
         else:
-            problems.append("cluster/karpenter.json: no karpenter Deployment readable")
+            if deployment is None:
+                problems.append("cluster/karpenter.json: no Karpenter Deployment found")
+            else:
+                bundle.add_json("cluster/karpenter.json", deployment)
     return problems
+
+
+def _pods_on(client: ClusterClient, nodes: list[Node], problems: list[str]) -> list[Any]:
+    """The pods of each node (one field-selected list per node, a few at once: a cluster-wide
+    list could be 100,000 pods). The first refusal is a problem and ends the reading."""
+    failed = threading.Event()
+
+    def on(node: Node) -> list[dict[str, Any]]:
+        if failed.is_set():
+            return []
+        try:
+            return _raw(client, PODS, field_selector=f"spec.nodeName={node.name}")
+        except ClusterError as exc:
+            if not failed.is_set():
+                failed.set()
+                problems.append(f"cluster/pods.json ({node.name}): {exc}")
+            return []
+
+    with concurrent.futures.ThreadPoolExecutor(POD_READERS) as readers:
+        return [pod for pods in readers.map(on, nodes) for pod in pods]
 
 
 def collect(
@@ -208,12 +222,15 @@ def collect(
     }
     started = time.monotonic()
     try:
-        if client is not None:
-            manifest["problems"] = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
         script = collector_script(since=since)
         runner = _NodeRuns(script, node_timeout, concurrency, progress)
         try:
+            # the nodes first: they take longest and may be gone in minutes; the cluster's
+            # view is read meanwhile, and their results wait in a queue
             runner.start({node.name: shell_for(node) for node in nodes})
+            if client is not None:
+                problems = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
+                manifest["problems"] = problems
             for _ in nodes:
                 name, result, spool = runner.next_result()
                 outcome = outcomes[name]
