@@ -557,6 +557,7 @@ class _CollectProgress:
     def __init__(self, total: int) -> None:
         self.total = total
         self.done = 0
+        self.ok = 0
         self._live = None
         if sys.stderr.isatty():
             from rich.console import Console
@@ -579,6 +580,7 @@ class _CollectProgress:
                 self._live.update(self._task, description=f"{node}: {state}")
             return
         self.done += 1
+        self.ok += state == "ok"
         line = f"[{self.done}/{self.total}] {node}: {state}"
         if self._live is not None:
             self._live.console.print(line)
@@ -589,6 +591,7 @@ class _CollectProgress:
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
+            self._live = None
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -629,7 +632,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
         )
         if not out.parent.exists():
             raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
-        with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
+        # ignore_cleanup_errors: a sandbox killed at Ctrl-C may still be writing for a moment
+        with tempfile.TemporaryDirectory(
+            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+        ) as sandboxes:
             shell_for = shell_factory(
                 client,
                 transport=transport,
@@ -661,6 +667,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
                     node_timeout=args.timeout,
                     progress=progress,
                 )
+            except KeyboardInterrupt:
+                progress.close()
+                print(
+                    f"interrupted: {out} is a valid partial bundle ({progress.ok}/{len(nodes)} "
+                    f"nodes collected); read it with: mignurse diagnose --from {out}",
+                    file=sys.stderr,
+                )
+                return 130
             finally:
                 progress.close()
     finally:
@@ -752,7 +766,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if out_dir is not None and not out_dir.is_dir():
         raise UserError(f"--auto-collect {out_dir}: no such folder")
     try:
-        with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
+        with tempfile.TemporaryDirectory(
+            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+        ) as sandboxes:
             collector = None
             if out_dir is not None:
                 from mignurse.collect.auto import AutoCollector
@@ -858,7 +874,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     speed = _positive_speed(args.speed)
     scenario = load_scenario(args.scenario)
-    with tempfile.TemporaryDirectory(prefix="mignurse-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mignurse-demo-", ignore_cleanup_errors=True) as tmp:
         sim = SimCluster(scenario, speed=speed).start()
         try:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
@@ -936,14 +952,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
-    from mignurse.cluster.client import ClusterError
-
-    try:
+    try:  # Ctrl-C while these load (a second or so on a cold disk) is a plain exit
+        from mignurse.cluster.client import ClusterError
         from mignurse.cluster.history import HistoryError
         from mignurse.collect.run import CollectError
         from mignurse.diagnose.sources import SourceError
         from mignurse.sim import ScenarioError
+    except KeyboardInterrupt:
+        return 130
 
+    try:
         if args.command == "nodes":
             return cmd_nodes(args)
         if args.command == "diagnose":

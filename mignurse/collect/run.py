@@ -224,6 +224,16 @@ def collect(
     try:
         script = collector_script(since=since)
         runner = _NodeRuns(script, node_timeout, concurrency, progress)
+
+        def take(name: str, result: RunResult) -> None:
+            outcome = outcomes[name]
+            outcome.result = result
+            with runner.spools[name] as spool:
+                if result.bytes_out:  # a failed run's partial tar is evidence too
+                    bundle.add_node_tar(name, spool, _packed(outcome, progress))
+                else:
+                    _packed(outcome, progress)(0, [])
+
         try:
             # the nodes first: they take longest and may be gone in minutes; the cluster's
             # view is read meanwhile, and their results wait in a queue
@@ -232,18 +242,13 @@ def collect(
                 problems = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
                 manifest["problems"] = problems
             for _ in nodes:
-                name, result, spool = runner.next_result()
-                outcome = outcomes[name]
-                outcome.result = result
-                with spool:
-                    if result.bytes_out:
-                        bundle.add_node_tar(name, spool, _packed(outcome, progress))
-                    else:
-                        _packed(outcome, progress)(0, [])
+                take(*runner.next_result())
         except BaseException:
             # Ctrl-C (or a bug): nodes not started yet never start, and the bundle closes now
             # instead of after every queued node has run (a `with` block would wait for them).
             runner.stop()
+            for name, result in runner.unread():  # ended meanwhile, or stopped mid-run
+                take(name, result)
             raise
         runner.stop(wait=True)
     except KeyboardInterrupt:
@@ -299,6 +304,7 @@ class _NodeRuns:
         self.spools: dict[str, Any] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.concurrency)
         self.cancel = threading.Event()
+        self.futures: list[concurrent.futures.Future[None]] = []
         self.threads: list[threading.Thread] = []
 
     def start(self, shells: dict[str, NodeShell]) -> None:
@@ -312,7 +318,7 @@ class _NodeRuns:
                 if isinstance(shell, FallbackShell):
                     fallbacks[name] = shell
             else:
-                self.pool.submit(self._one, name, shell)
+                self.futures.append(self.pool.submit(self._one, name, shell))
         for fleet, targets in fleets.values():
             thread = threading.Thread(
                 target=self._fleet, args=(fleet, targets, fallbacks), daemon=True
@@ -320,22 +326,35 @@ class _NodeRuns:
             thread.start()
             self.threads.append(thread)
 
-    def next_result(self) -> tuple[str, RunResult, Any]:
-        name, result = self.results.get()
-        return name, result, self.spools[name]
+    def next_result(self) -> tuple[str, RunResult]:
+        return self.results.get()
+
+    def unread(self) -> list[tuple[str, RunResult]]:
+        """Results that arrived but were not taken (after `stop`)."""
+        found = []
+        while True:
+            try:
+                found.append(self.results.get_nowait())
+            except queue.Empty:
+                return found
 
     def stop(self, *, wait: bool = False) -> None:
-        """Stop; on Ctrl-C (`wait=False`) give each fleet a moment to cancel its SSM
-        commands, so nodes not yet started never start once we are gone."""
+        """Stop; on Ctrl-C (`wait=False`) nodes not started yet never start, running ones are
+        stopped (local and SSH runs killed, SSM commands cancelled), and each gets a moment
+        to end, so nothing keeps writing once we are gone."""
         self.cancel.set()
         self.pool.shutdown(wait=wait, cancel_futures=not wait)
+        if not wait:
+            concurrent.futures.wait(self.futures, timeout=CANCEL_GRACE_SECONDS)
         for thread in self.threads:
             thread.join(None if wait else CANCEL_GRACE_SECONDS)
 
     def _one(self, name: str, shell: NodeShell) -> None:
         self.progress(name, f"collecting over {shell.transport}")
         try:
-            result = shell.run(self.script, timeout=self.timeout, stdout=self.spools[name])
+            result = shell.run(
+                self.script, timeout=self.timeout, stdout=self.spools[name], cancel=self.cancel
+            )
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
             result = RunResult(name, shell.transport, None, 0.0, error=f"internal error: {exc}")
         self.results.put((name, result))
@@ -349,7 +368,7 @@ class _NodeRuns:
         def done(result: RunResult) -> None:
             shell = fallbacks.get(result.node)
             if shell is not None and result.rc is None and shell.when in result.error:
-                self.pool.submit(self._fallback, shell, result)
+                self.futures.append(self.pool.submit(self._fallback, shell, result))
             else:
                 self.results.put((result.node, result))
 
@@ -375,7 +394,11 @@ class _NodeRuns:
         self.progress(shell.node, f"collecting over {shell.fallback.transport}")
         try:
             result = shell.then(
-                first, self.script, timeout=self.timeout, stdout=self.spools[shell.node]
+                first,
+                self.script,
+                timeout=self.timeout,
+                stdout=self.spools[shell.node],
+                cancel=self.cancel,
             )
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
             result = RunResult(shell.node, shell.fallback.transport, None, 0.0, error=str(exc))

@@ -8,6 +8,7 @@ dead node must not stop the collection of the other 49.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
@@ -34,7 +35,18 @@ class NodeShell(Protocol):
     transport: str
     node: str
 
-    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdout: BinaryIO,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         """Run `script` with `sh` on the node; copy its stdout into `stdout` as it arrives;
-        stop it (and report timed_out) after `timeout` seconds."""
+        stop it (and report timed_out) after `timeout` seconds, or as soon as `cancel` is
+        set (Ctrl-C: error CANCELLED)."""
         ...
+
+
+CANCELLED = "cancelled before it finished"

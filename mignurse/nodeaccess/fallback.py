@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import BinaryIO
 
@@ -20,16 +21,33 @@ class FallbackShell:
         self.node = primary.node
         self.transport = primary.transport
 
-    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
-        first = self.primary.run(script, timeout=timeout, stdout=stdout)
-        return self.then(first, script, timeout=timeout, stdout=stdout)
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdout: BinaryIO,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
+        first = self.primary.run(script, timeout=timeout, stdout=stdout, cancel=cancel)
+        return self.then(first, script, timeout=timeout, stdout=stdout, cancel=cancel)
 
-    def then(self, first: RunResult, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+    def then(
+        self,
+        first: RunResult,
+        script: str,
+        *,
+        timeout: float,
+        stdout: BinaryIO,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         """What `run` returns once the primary answered `first` (a fleet run asks the
         primary for many nodes at once, then each node's fallback on its own)."""
         if first.rc is not None or first.bytes_out or self.when not in first.error:
             return first
-        second = self.fallback.run(script, timeout=timeout, stdout=stdout)
+        if cancel is not None and cancel.is_set():
+            return first
+        second = self.fallback.run(script, timeout=timeout, stdout=stdout, cancel=cancel)
         if second.ok:
             return second
         why = second.error or f"exit {second.rc}"

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import BinaryIO
 
-from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.base import CANCELLED, RunResult
 
 CHUNK = 64 * 1024
 STDERR_TAIL = 8 * 1024
@@ -51,7 +51,14 @@ class LocalShell:
             merged["PATH"] = os.pathsep.join([*self._path_prefix, rest])
         return merged
 
-    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdout: BinaryIO,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -73,7 +80,7 @@ class LocalShell:
         bytes_out = 0
         tail = bytearray()
         timed_out = False
-        sink_error = ""
+        stop_error = ""  # why we stopped it early: the sink failed, or Ctrl-C
         deadline = started + timeout
         kill_at: float | None = None
         selector = selectors.DefaultSelector()
@@ -86,11 +93,15 @@ class LocalShell:
                     timed_out = True
                     _signal(proc, signal.SIGTERM)
                     kill_at = now + KILL_GRACE
+                if kill_at is None and cancel is not None and cancel.is_set():
+                    stop_error = CANCELLED
+                    _signal(proc, signal.SIGTERM)
+                    kill_at = now + KILL_GRACE
                 if kill_at is not None and now >= kill_at:
                     _signal(proc, signal.SIGKILL)
                     break  # a grandchild in another group may hold the pipes: stop reading
                 wait = (kill_at if kill_at is not None else deadline) - now
-                for key, _ in selector.select(timeout=max(min(wait, 0.5), 0.01)):
+                for key, _ in selector.select(timeout=max(min(wait, 0.2), 0.01)):
                     data = os.read(key.fd, CHUNK)
                     if not data:
                         selector.unregister(key.fileobj)
@@ -98,13 +109,13 @@ class LocalShell:
                     if key.data == "err":
                         tail.extend(data)
                         del tail[:-STDERR_TAIL]
-                    elif not sink_error:
+                    elif not stop_error:
                         try:
                             stdout.write(data)
                             bytes_out += len(data)
                         except OSError as exc:
                             # the sink failed (disk full): stop the script, keep the reason
-                            sink_error = f"cannot write the output: {exc}"
+                            stop_error = f"cannot write the output: {exc}"
                             _signal(proc, signal.SIGTERM)
                             kill_at = time.monotonic() + KILL_GRACE
         finally:
@@ -116,13 +127,13 @@ class LocalShell:
         with contextlib.suppress(OSError, ValueError):
             stdout.flush()
         seconds = time.monotonic() - started
-        error = sink_error
+        error = stop_error
         if timed_out and not error:
             error = f"timed out after {timeout:g} s"
         return RunResult(
             node=self.node,
             transport=self.transport,
-            rc=None if timed_out else rc,
+            rc=None if timed_out or stop_error else rc,
             seconds=seconds,
             bytes_out=bytes_out,
             timed_out=timed_out,

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import paramiko
 
-from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.base import CANCELLED, RunResult
 
 STDERR_TAIL_BYTES = 8 * 1024
 _READ_CHUNK = 64 * 1024
@@ -215,7 +215,14 @@ class SSHShell:
 
     # ----------------------------------------------------------------- running
 
-    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdout: BinaryIO,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         start = time.monotonic()
         deadline = start + timeout
         state = _RunState()
@@ -246,7 +253,7 @@ class SSHShell:
             client = self._new_client()
             clients.append(client)
             self._connect(client, target, sock, deadline)
-            self._exec(client, script, deadline, stdout, state)
+            self._exec(client, script, deadline, stdout, state, cancel)
         except Exception as exc:  # noqa: BLE001 -- one unreachable node must not stop the others
             state.error = _describe(exc, target_desc, self.known_hosts)
             state.timed_out = time.monotonic() >= deadline
@@ -275,6 +282,7 @@ class SSHShell:
         deadline: float,
         stdout: BinaryIO,
         state: _RunState,
+        cancel: threading.Event | None,
     ) -> None:
         transport = client.get_transport()
         assert transport is not None
@@ -288,13 +296,22 @@ class SSHShell:
             chan.sendall(("{\n" + script + "\n} </dev/null\n").encode())
             chan.shutdown_write()
             chan.settimeout(0.0)
-            self._drain(chan, deadline, stdout, state)
+            self._drain(chan, deadline, stdout, state, cancel)
         finally:
-            chan.close()
+            chan.close()  # on Ctrl-C too: sshd then hangs up on the remote command
 
     @staticmethod
-    def _drain(chan: paramiko.Channel, deadline: float, stdout: BinaryIO, state: _RunState) -> None:
+    def _drain(
+        chan: paramiko.Channel,
+        deadline: float,
+        stdout: BinaryIO,
+        state: _RunState,
+        cancel: threading.Event | None,
+    ) -> None:
         while True:
+            if cancel is not None and cancel.is_set():
+                state.error = CANCELLED
+                return
             progressed = False
             if chan.recv_ready():
                 data = chan.recv(_READ_CHUNK)

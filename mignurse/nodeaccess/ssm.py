@@ -58,7 +58,7 @@ from typing import Any, BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.base import CANCELLED, RunResult
 
 DOCUMENT = "AWS-RunShellScript"
 MAX_IDS_PER_CALL = 50  # SendCommand InstanceIds limit (and DescribeInstanceInformation's page)
@@ -403,7 +403,7 @@ class SSMFleet:
                     if left:
                         self._cancel(command.command_id, left)
                         for iid in left:
-                            finish(by_id[iid], error="cancelled before it finished")
+                            finish(by_id[iid], error=CANCELLED)
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -762,7 +762,14 @@ class SSMShell:
         self.instance_id = instance_id
         self.fleet = fleet
 
-    def run(self, script: str, *, timeout: float, stdout: BinaryIO) -> RunResult:
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdout: BinaryIO,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         results: list[RunResult] = []
         self.fleet.run(
             [(self.node, self.instance_id)],
@@ -770,6 +777,7 @@ class SSMShell:
             timeout=timeout,
             sink_for=lambda node: stdout,
             done=results.append,
+            cancel=cancel,
         )
         return results[0]
 

@@ -314,7 +314,9 @@ def _sandboxes(args: argparse.Namespace, transport: str) -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         yield folder
         return
-    with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+    ) as tmp:
         yield Path(tmp)
 
 

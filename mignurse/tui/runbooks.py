@@ -110,7 +110,9 @@ class Desk:
 
         client = self.client()
         if self._sandboxes is None:
-            self._sandboxes = tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-")
+            self._sandboxes = tempfile.TemporaryDirectory(
+                prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+            )
         factory = shell_factory(
             client,
             transport="sim" if self.app.source.simulated else "ssh",

@@ -99,7 +99,9 @@ class LiveSource:
         if self.history_path is not None:
             self._open_history(self.history_path)
         if self.auto_collect is not None:
-            self._sandboxes = tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-")
+            self._sandboxes = tempfile.TemporaryDirectory(
+                prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+            )
             self._collector = AutoCollector(
                 self.client,
                 out_dir=self.auto_collect,
@@ -185,7 +187,9 @@ class LiveSource:
         now = self.now()
         what = nodes[0].name.split(".", 1)[0] if len(nodes) == 1 else f"{len(nodes)}-nodes"
         out = self.bundle_dir / f"mignurse-bundle-{self.context}-{what}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
-        with tempfile.TemporaryDirectory(prefix="mignurse-sandboxes-") as sandboxes:
+        with tempfile.TemporaryDirectory(
+            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+        ) as sandboxes:
             shell_for = shell_factory(
                 self.client,
                 transport="sim" if self.simulated else "ssh",

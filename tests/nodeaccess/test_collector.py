@@ -7,6 +7,8 @@ import json
 import re
 import shutil
 import tarfile
+import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.sources import load_offline
 from mignurse.model import MIG_ENABLED, parse_time
-from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.base import CANCELLED, RunResult
 from mignurse.nodeaccess.local import LocalShell
 from mignurse.nodeaccess.script import BOTTLEROCKET_ADMIN_DISABLED, collector_script
 from mignurse.sim import SimCluster, load_scenario
@@ -200,6 +202,19 @@ def test_a_script_past_its_deadline_is_killed(tmp_path: Path) -> None:
     assert result.timed_out and result.rc is None and not result.ok
     assert result.seconds < 10
     assert sink.getvalue() == b"started\n"
+
+
+def test_ctrl_c_stops_a_running_script_at_once(tmp_path: Path) -> None:
+    marker = tmp_path / "still-running"
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    sink = io.BytesIO()
+    script = f"echo started\nsleep 30\ntouch {marker}\n"
+    result = LocalShell("n1").run(script, timeout=60, stdout=sink, cancel=cancel)
+    assert result.error == CANCELLED and result.rc is None and not result.timed_out
+    assert result.seconds < 5 and sink.getvalue() == b"started\n"
+    time.sleep(0.2)
+    assert not marker.exists()
 
 
 def test_large_output_streams_without_deadlock() -> None:

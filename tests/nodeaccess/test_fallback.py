@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 
 from mignurse.nodeaccess.base import RunResult
 from mignurse.nodeaccess.fallback import FallbackShell
@@ -16,7 +17,14 @@ class Refusing:
     def __init__(self, error: str, rc: int | None = None) -> None:
         self.error, self.rc, self.calls = error, rc, 0
 
-    def run(self, script: str, *, timeout: float, stdout: io.BytesIO) -> RunResult:  # type: ignore[override]
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdout: io.BytesIO,  # type: ignore[override]
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         self.calls += 1
         return RunResult("n1", "ssm", self.rc, 0.1, error=self.error)
 
@@ -31,6 +39,16 @@ def test_not_managed_falls_back() -> None:
     result = shell.run("echo hello", timeout=10, stdout=sink)
     assert result.ok and result.transport == "local"
     assert sink.getvalue() == b"hello\n"
+
+
+def test_no_fallback_after_ctrl_c() -> None:
+    cancel = threading.Event()
+    cancel.set()
+    fallback = Refusing("never asked")
+    result = FallbackShell(
+        Refusing("i-0 is not managed by SSM"), fallback, when="is not managed by SSM"
+    ).run("echo hello", timeout=10, stdout=io.BytesIO(), cancel=cancel)
+    assert fallback.calls == 0 and "not managed" in result.error
 
 
 def test_a_script_that_ran_is_never_run_again() -> None:

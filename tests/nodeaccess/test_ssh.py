@@ -6,12 +6,14 @@ import hashlib
 import io
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from mignurse.nodeaccess.base import CANCELLED
 from mignurse.nodeaccess.ssh import STDERR_TAIL_BYTES, SSHShell
 
 from .sshd import Sshd, free_port, running_sshd
@@ -125,6 +127,19 @@ def test_timeout_stops_the_remote_script(sshd: Sshd, tmp_path: Path) -> None:
         time.sleep(0.05)
     else:
         pytest.fail(f"remote `{marker}` still running after the timeout")
+
+
+def test_ctrl_c_hangs_up_on_the_remote_script(sshd: Sshd, tmp_path: Path) -> None:
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    out = io.BytesIO()
+    t0 = time.monotonic()
+    r = _shell(sshd, tmp_path).run(
+        "echo started\nsleep 20\necho never\n", timeout=60, stdout=out, cancel=cancel
+    )
+    assert time.monotonic() - t0 < 5
+    assert r.error == CANCELLED and r.rc is None and not r.timed_out, r
+    assert out.getvalue() == b"started\n"
 
 
 def test_unknown_host_key_refused_by_default(sshd: Sshd, tmp_path: Path) -> None:
