@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # READ-ONLY check of mignurse's NVML MIG probe on a machine with a real NVIDIA driver.
 # It never changes MIG mode, never creates or destroys GPU/compute instances and never
-# resets a GPU: it runs the probe (NVML Get calls only) and two nvidia-smi queries.
+# resets a GPU: it runs the probe (NVML Get calls only) and four nvidia-smi queries
+# (-L, -q -x, mig -lgi, mig -lci), then compares the probe's JSON with nvidia-smi's view
+# (python -m mignurse.gpu.check: GPU count, names, MIG modes, MIG devices, memory).
 #
 #   scripts/gpu-probe-check.sh            # makes a venv with nvidia-ml-py if needed
 #   PYTHON=python3 PYTHONPATH=dir-with-pynvml scripts/gpu-probe-check.sh   # offline
 #
-# Exit code: the probe's (0 ok, 1 no GPUs / no MIG, 2 library, driver or NVML error).
+# Exit code: the probe's when it is not 0 (1 no GPUs / no MIG, 2 library, driver or NVML
+# error), else the comparison's (0 all agree, 3 some differ, 2 an output could not be read).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Always the installed driver's library: the tests' fake-library override does not apply here.
@@ -26,36 +29,43 @@ fi
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}"
 "$python" -c 'import pynvml' || { echo "$python cannot import pynvml" >&2; exit 2; }
 
-echo "== nvidia-smi -L"
-nvidia-smi -L || echo "(nvidia-smi -L failed: $?)"
-echo "== nvidia-smi --query-gpu=index,name,mig.mode.current,mig.mode.pending"
-smi_csv="$(nvidia-smi --query-gpu=index,name,mig.mode.current,mig.mode.pending \
-  --format=csv,noheader 2>&1)" && echo "$smi_csv" || echo "(failed) $smi_csv"
+out="$(mktemp -d "${TMPDIR:-/tmp}/gpu-probe-check.XXXXXX")" || exit 2
+trap 'rm -rf "$out"' EXIT
+
+# One read-only query: its output (stderr too, so a failure is what the parser sees) to a
+# file, echoed under a header. mig -lgi / -lci fail when MIG is off: noted, and on we go.
+# The XML runs to thousands of lines on an 8-GPU node: only its size, unless
+# GPU_PROBE_VERBOSE=1, so the comparison at the end stays on screen.
+query() {
+  local file="$1"
+  shift
+  echo "== $*"
+  "$@" >"$out/$file" 2>&1
+  local rc=$?
+  if [[ "$file" == *.xml && "${GPU_PROBE_VERBOSE:-0}" != 1 ]]; then
+    echo "($(wc -l <"$out/$file") lines; GPU_PROBE_VERBOSE=1 prints them)"
+  else
+    cat "$out/$file"
+  fi
+  ((rc == 0)) || echo "($* exited $rc)"
+}
+query smi-L.txt nvidia-smi -L
+query smi-q.xml nvidia-smi -q -x
+query smi-lgi.txt nvidia-smi mig -lgi
+query smi-lci.txt nvidia-smi mig -lci
 
 echo "== mignurse probe -o table"
 "$python" -m mignurse.gpu.probe_cli -o table
 echo "== mignurse probe -o json"
-probe_json="$("$python" -m mignurse.gpu.probe_cli -o json)"
-rc=$?
-echo "$probe_json"
+"$python" -m mignurse.gpu.probe_cli -o json >"$out/probe.json"
+probe_rc=$?
+cat "$out/probe.json"
 
-echo "== MIG mode, probe against nvidia-smi"
-SMI_CSV="$smi_csv" PROBE_JSON="$probe_json" "$python" - <<'PY'
-import json, os
-smi = {}
-for line in os.environ["SMI_CSV"].splitlines():
-    cells = [c.strip() for c in line.split(",")]
-    if len(cells) == 4 and cells[0].isdigit():
-        # nvidia-smi writes [N/A] where NVML answers NotSupported.
-        mode = lambda v: "NotSupported" if v in ("[N/A]", "N/A") else v
-        smi[int(cells[0])] = (mode(cells[2]), mode(cells[3]))
-try:
-    gpus = json.loads(os.environ["PROBE_JSON"])["gpus"]
-except ValueError:
-    gpus = []
-probe = {g["index"]: (g["migMode"]["current"], g["migMode"]["pending"]) for g in gpus}
-for index in sorted(set(smi) | set(probe)):
-    verdict = "agree" if smi.get(index) == probe.get(index) else "DIFFER"
-    print(f"GPU {index}: probe {probe.get(index)} nvidia-smi {smi.get(index)} -> {verdict}")
-PY
-exit "$rc"
+echo "== probe against nvidia-smi"
+"$python" -m mignurse.gpu.check --probe-json "$out/probe.json" --smi-xml "$out/smi-q.xml" \
+  --smi-list "$out/smi-L.txt" --smi-lgi "$out/smi-lgi.txt" --smi-lci "$out/smi-lci.txt"
+check_rc=$?
+if ((probe_rc != 0)); then
+  exit "$probe_rc"
+fi
+exit "$check_rc"
