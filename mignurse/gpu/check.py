@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from mignurse.evidence._common import clip
 from mignurse.evidence.nvml_json import parse_nvml_json
@@ -102,13 +102,7 @@ def _compare_devices(where: str, probe: GpuMigState, smi: GpuMigState) -> list[C
         subject = f"{where} {_device_name(key)}"
         mine, theirs = probe_devices.get(key), smi_devices.get(key)
         if mine is None or theirs is None:
-            checks.append(
-                Check(
-                    subject,
-                    _text(mine.uuid) if mine else ABSENT,
-                    _text(theirs.uuid) if theirs else ABSENT,
-                )
-            )
+            checks.append(_one_side(subject, mine, theirs))
             continue
         # Exact memory: the probe floors nvmlDeviceGetMemoryInfo's total to MiB and nvidia-smi
         # prints that total in MiB; the fake driver, the real-shaped -q -x samples and
@@ -120,6 +114,20 @@ def _compare_devices(where: str, probe: GpuMigState, smi: GpuMigState) -> list[C
             Check(f"{subject} uuid", _text(mine.uuid), _text(theirs.uuid)),
         ]
     return checks
+
+
+class _HasUuid(Protocol):
+    @property
+    def uuid(self) -> str | None: ...
+
+
+def _one_side(subject: str, mine: _HasUuid | None, theirs: _HasUuid | None) -> Check:
+    """A GPU or MIG device only one side lists: its UUID there, "absent" on the other."""
+    return Check(
+        subject,
+        _text(mine.uuid) if mine else ABSENT,
+        _text(theirs.uuid) if theirs else ABSENT,
+    )
 
 
 def _pair(probe: MigState, smi: MigState) -> list[tuple[GpuMigState | None, GpuMigState | None]]:
@@ -143,13 +151,7 @@ def compare(probe: MigState, smi: MigState) -> list[Check]:
         index = mine.index if mine is not None else theirs.index if theirs is not None else 0
         where = f"GPU {index}"
         if mine is None or theirs is None:
-            checks.append(
-                Check(
-                    where,
-                    _text(mine.uuid) if mine else ABSENT,
-                    _text(theirs.uuid) if theirs else ABSENT,
-                )
-            )
+            checks.append(_one_side(where, mine, theirs))
             continue
         checks += [
             Check(f"{where} name", _text(mine.name), _text(theirs.name)),

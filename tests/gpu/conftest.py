@@ -3,6 +3,7 @@ that points the NVML probe at it."""
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -53,3 +54,12 @@ def fake_nvml(fake_nvml_library: Path, tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv(ENV_CALL_LOG, str(log))
     monkeypatch.setenv(ENV_SCENARIO, "h100-mig")
     return FakeNvml(fake_nvml_library, log, monkeypatch)
+
+
+def real_nvml_installed() -> bool:
+    """Whether this machine has a real NVIDIA driver library (then "no library" cannot be shown)."""
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True

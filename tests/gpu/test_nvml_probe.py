@@ -29,6 +29,7 @@ from mignurse.model import (
     PROBE_OK,
     MigState,
 )
+from tests.gpu.conftest import real_nvml_installed
 
 from .conftest import ENV_LIBRARY, FakeNvml
 
@@ -213,15 +214,7 @@ def test_library_override_must_exist(fake_nvml: FakeNvml, tmp_path: Path) -> Non
     assert "absolute" in state.detail
 
 
-def _real_nvml_installed() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_real_nvml_installed(), reason="a real NVIDIA driver is installed here")
+@pytest.mark.skipif(real_nvml_installed(), reason="a real NVIDIA driver is installed here")
 def test_real_library_missing_is_a_state(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_LIBRARY, raising=False)
     state, _ = probe_in_subprocess()

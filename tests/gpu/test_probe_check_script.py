@@ -8,7 +8,6 @@ memory, as fake_nvml.c builds them) in the shapes of tests/evidence/smi_samples.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
@@ -21,6 +20,7 @@ import pytest
 
 from mignurse.gpu.check import compare, load
 from mignurse.model import MIG_ENABLED, GpuMigState, MigDevice, MigState
+from tests.gpu.conftest import real_nvml_installed
 
 from .conftest import FakeNvml
 
@@ -441,15 +441,7 @@ def test_mig_off_on_both(fake_nvml: FakeNvml, tmp_path: Path) -> None:
     assert_read_only(run)
 
 
-def _real_nvml_installed() -> bool:
-    try:
-        ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_real_nvml_installed(), reason="a real NVIDIA driver is installed here")
+@pytest.mark.skipif(real_nvml_installed(), reason="a real NVIDIA driver is installed here")
 def test_no_nvml_library_at_all(tmp_path: Path) -> None:
     broken = (
         "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that"
