@@ -1,6 +1,7 @@
 """`collect` of 50 nodes with ~20 MB of journals each over the SSM stand-in: wall time and RSS.
 
 .venv/bin/python benchmarks/bench_collect.py [--nodes 50] [--mb 20] [--concurrency 10] [--replay]
+    [--ssm-upload presigned|output-bucket]
 
 The stand-ins run in their own processes (this file with `--serve s3|ssm|sim`): moto's S3
 server, the SSM stand-in (which runs each node's collector in its sandbox and lets it upload
@@ -167,6 +168,12 @@ def main() -> None:
     parser.add_argument(
         "--replay", action="store_true", help="nodes send a pre-made archive (see above)"
     )
+    parser.add_argument(
+        "--ssm-upload",
+        choices=("presigned", "output-bucket"),
+        default="presigned",
+        help="how nodes hand their archive to S3 (see mignurse collect --ssm-upload)",
+    )
     args = parser.parse_args()
     if args.serve:
         serve(*args.serve)
@@ -226,6 +233,7 @@ def main() -> None:
             print(
                 f"{len(nodes)} nodes, {args.mb:g} MB of journals each "
                 f"(set up in {time.monotonic() - t0:.1f} s), concurrency {args.concurrency}, "
+                f"upload {args.ssm_upload}, "
                 f"{os.cpu_count()} CPUs"
             )
 
@@ -242,7 +250,9 @@ def main() -> None:
                 Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": "us-west-2"}
             )
 
-            ssm_fleet = SSMFleet(ssm_client=ssm_client, s3_client=s3_client, bucket=bucket)
+            ssm_fleet = SSMFleet(
+                ssm_client=ssm_client, s3_client=s3_client, bucket=bucket, upload=args.ssm_upload
+            )
             if args.replay:
                 archive = root / "node-archive.tar.gz"
                 box = NodeSandbox.for_node(

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mignurse.collect import redact
-from tests.collect.test_redact import (
+
+from .test_redact import (
     CLOUD_INIT_OUTPUT,
     CONTAINERD,
     DOCKER_CONFIG,

@@ -29,9 +29,8 @@ from mignurse.model import (
     PROBE_OK,
     MigState,
 )
-from tests.gpu.conftest import real_nvml_installed
 
-from .conftest import ENV_LIBRARY, FakeNvml
+from .conftest import ENV_LIBRARY, FakeNvml, real_nvml_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_SCRIPT = """

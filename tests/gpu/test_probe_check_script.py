@@ -20,9 +20,8 @@ import pytest
 
 from mignurse.gpu.check import compare, load
 from mignurse.model import MIG_ENABLED, GpuMigState, MigDevice, MigState
-from tests.gpu.conftest import real_nvml_installed
 
-from .conftest import FakeNvml
+from .conftest import FakeNvml, real_nvml_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu-probe-check.sh"
