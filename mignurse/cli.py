@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="FILE",
-        help="bundle path (default: ./mignurse-bundle-CONTEXT-TIME.tar.gz)",
+        help="bundle path, or a folder for it (default: ./mignurse-bundle-CONTEXT-TIME.tar.gz)",
     )
     collect.add_argument(
         "--since", default="6h", help="journal window, e.g. 90m, 6h, 2d (default 6h)"
@@ -529,9 +529,7 @@ def _collect_local(args: argparse.Namespace, since: str) -> int:
     if args.nodes or args.nodepool or args.unhealthy:
         raise UserError("--local collects this machine only: leave out node names and filters")
     host = socket.gethostname()
-    out = Path(args.output or f"mignurse-bundle-local-{host}.tar.gz")
-    if not out.parent.exists():
-        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    out = _bundle_path(args.output, f"mignurse-bundle-local-{host}.tar.gz")
     print(f"collecting this machine ({host}) into {out} (journals since {since})", file=sys.stderr)
     manifest = collect(
         None,
@@ -594,6 +592,16 @@ class _CollectProgress:
             self._live = None
 
 
+def _bundle_path(output: str | None, name: str) -> Path:
+    """`-o FILE`, or `name` in the current folder, or in `-o DIR` when that is a folder."""
+    out = Path(output or name)
+    if out.is_dir():
+        out = out / name
+    if not out.parent.is_dir():
+        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    return out
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     from mignurse.cluster.load import load_snapshot
     from mignurse.collect.redact import Redactor
@@ -627,11 +635,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 transport = "ssm" if args.bucket else "ssh"
         ssm_clients = _ssm_clients(args) if transport == "ssm" else None
         now = client.server_now()
-        out = Path(
-            args.output or f"mignurse-bundle-{client.info.context}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
+        out = _bundle_path(
+            args.output, f"mignurse-bundle-{client.info.context}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
         )
-        if not out.parent.exists():
-            raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
         # ignore_cleanup_errors: a sandbox killed at Ctrl-C may still be writing for a moment
         with tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True

@@ -209,7 +209,10 @@ def collect(
     collected_at: datetime = client.server_now() if client else datetime.now(UTC)
     context = client.info.context if client else "local"
     top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
-    bundle = BundleWriter(out, top=top, redactor=redactor)
+    try:
+        bundle = BundleWriter(out, top=top, redactor=redactor)
+    except OSError as exc:
+        raise CollectError(f"cannot write {out}: {exc.strerror or exc}") from None
     outcomes = {node.name: NodeOutcome(node.name) for node in nodes}
     manifest: dict[str, Any] = {
         "tool": f"mignurse {__version__}",

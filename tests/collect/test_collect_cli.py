@@ -142,3 +142,24 @@ def test_collect_local_bundles_this_machine(
     assert any(n.endswith(f"/nodes/{host}/manifest.json") for n in names)
     assert any(n.endswith("/SHA256SUMS") for n in names)
     assert not any("/cluster/" in n for n in names)
+
+
+def test_where_the_bundle_goes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with SimCluster(load_scenario("mig-hook-notready"), speed=0) as sim:
+        kubeconfig = str(sim.write_kubeconfig(tmp_path / "config"))
+        folder = tmp_path / "bundles"
+        folder.mkdir()
+        assert main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "-o", str(folder)]) == 0
+        [bundle] = folder.glob("mignurse-bundle-*.tar.gz")
+        assert f"bundle: {bundle}" in capsys.readouterr().out
+
+        a_file = tmp_path / "a-file"
+        a_file.write_text("")
+        below_a_file = str(a_file / "b.tar.gz")
+        assert main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "-o", below_a_file]) == 2
+        assert f"folder {a_file} does not exist" in capsys.readouterr().err
+
+        # a path nobody can create a file at, root included
+        code = main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "-o", "/proc/b.tar.gz"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and err[-1].startswith("mignurse: error: cannot write /proc/b.tar.gz")
