@@ -107,6 +107,11 @@ def pack_node_archive(
     return PackedNode(out.segment(), files, problems)
 
 
+def as_is(name: str, data: bytes) -> tuple[bytes, dict[str, int]]:
+    """The mask of `--no-redact`."""
+    return data, {}
+
+
 def _ignore_ctrl_c() -> None:
     """Workers finish the node in hand on Ctrl-C (a fraction of a second); the writer decides
     what to keep, so an interrupt never loses a node that was already downloaded."""
@@ -124,7 +129,9 @@ class BundleWriter:
         self._closed = False
         self._workers = max(1, min(MAX_WORKERS, os.cpu_count() or 1))
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._pool_failed = not redactor.stateless
+        # workers mask with the pure function, or not at all; a network map must stay here
+        self._pool_failed = redactor.enabled and not redactor.stateless
+        self._worker_mask: Mask = mask_secrets if redactor.enabled else as_is
         # future → (node, archive, what to call when its files are in the bundle)
         self._in_flight: dict[concurrent.futures.Future[PackedNode], tuple[str, bytes, NodeDone]]
         self._in_flight = {}
@@ -155,7 +162,7 @@ class BundleWriter:
             self._write_node(pack_node_archive(node, stream, self.top, self._mask_here), on_done)
         else:
             archive = stream.read()
-            future = pool.submit(pack_node_archive, node, archive, self.top)
+            future = pool.submit(pack_node_archive, node, archive, self.top, self._worker_mask)
             self._in_flight[future] = (node, archive, on_done)
         self._reap(keep=2 * self._workers)
 

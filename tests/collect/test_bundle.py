@@ -201,3 +201,12 @@ def test_a_second_ctrl_c_while_workers_pack_still_closes_a_valid_bundle(
     }
     written, manifest = _read(path)
     assert manifest["interrupted"] is True and "nodes/n1/kubelet.log" not in written
+
+
+@pytest.mark.usefixtures("pool_always")
+def test_no_redact_still_packs_in_workers_and_keeps_every_byte(tmp_path: Path) -> None:
+    big = _big_journal()
+    added = _write(tmp_path / "b.tar.gz", Redactor(enabled=False), {"k.log": big}, pooled=True)
+    assert added == (1, [])
+    written, manifest = _read(tmp_path / "b.tar.gz")
+    assert written["nodes/n1/k.log"] == big and manifest["redaction"]["counts"] == {}
