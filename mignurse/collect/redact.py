@@ -309,24 +309,20 @@ class Redactor:
         if not self.enabled:
             return data
         clean, counts = mask_secrets(name, data)
-        return self.finish(name, clean, counts)
-
-    @property
-    def stateless(self) -> bool:
-        """Whether `mask_secrets` is all `redact` does, so files may be masked elsewhere
-        (in worker processes) and handed to `finish`; network obfuscation keeps one map."""
-        return self.enabled and not self.obfuscate_network
-
-    def finish(self, name: str, clean: bytes, counts: dict[str, int]) -> bytes:
-        """Record what `mask_secrets` did to `name`, and obfuscate the network if asked."""
         self.record(name, counts)
         if not self.obfuscate_network or SKIPPED_BINARY in counts:
             return clean
         text = self._obfuscate(name, clean.decode("utf-8", "surrogateescape"))
         return text.encode("utf-8", "surrogateescape")
 
+    @property
+    def stateless(self) -> bool:
+        """Whether `mask_secrets` is all `redact` does, so files may be masked elsewhere (in
+        worker processes) and their counts `record`ed; network obfuscation keeps one map."""
+        return self.enabled and not self.obfuscate_network
+
     def record(self, name: str, counts: dict[str, int]) -> None:
-        """Count what `mask_secrets` did to `name` (when it ran elsewhere)."""
+        """Count what `mask_secrets` did to `name`."""
         for rule, n in counts.items():
             self._count(name, rule, n)
 

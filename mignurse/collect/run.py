@@ -242,8 +242,9 @@ def collect(
             # view is read meanwhile, and their results wait in a queue
             runner.start({node.name: shell_for(node) for node in nodes})
             if client is not None:
-                problems = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
-                manifest["problems"] = problems
+                manifest["problems"] = write_cluster_part(
+                    bundle, client, nodes, snapshot.karpenter
+                )
             for _ in nodes:
                 take(*runner.next_result())
         except BaseException:
@@ -285,7 +286,8 @@ def _packed(
 
 
 class _NodeRuns:
-    """Runs the collector on every node and hands back (node, result, spool) as each ends.
+    """Runs the collector on every node and hands back (node, result) as each ends; the
+    node's output is in `spools[node]`.
 
     Nodes reached over SSM go to their fleet in one thread (one command per 50 nodes, SSM's
     MaxConcurrency as the bound); the rest, and SSM's fallbacks to SSH, run in a bounded

@@ -536,7 +536,7 @@ class SSMFleet:
                 if not token:
                     return statuses
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
+            code = _code(exc)
             if code in ("ThrottlingException", "TooManyRequestsException"):
                 return "throttled"
             return f"cannot read the SSM command {command_id}: {_why(exc)}"
@@ -553,7 +553,7 @@ class SSMFleet:
                 )
                 return found
             except ClientError as exc:
-                code = exc.response.get("Error", {}).get("Code", "")
+                code = _code(exc)
                 retry = code in ("InvocationDoesNotExist", "ThrottlingException")
                 if not retry or time.monotonic() > give_up:
                     return f"cannot read the SSM command on {p.instance_id}: {_why(exc)}"

@@ -37,7 +37,6 @@ import contextlib
 import json
 import math
 import os
-import posixpath
 import shutil
 import signal
 import subprocess
@@ -52,6 +51,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from mignurse.nodeaccess.ssm import agent_output_key
+
 STDOUT_MAX = 24_000
 STDERR_MAX = 8_000
 TRUNCATED = "--output truncated--"
@@ -62,7 +63,6 @@ KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL at executionTimeout
 LOST_AFTER_SECONDS = 1.5  # how long a lost invocation shows InProgress before it vanishes
 
 TERMINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
-PLUGIN_OUTPUT_DIR = "awsrunShellScript/0.awsrunShellScript"  # the plugin and step id, no colons
 
 
 @dataclass
@@ -609,7 +609,7 @@ class SsmStandIn:
             return ""
         region = os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
         base = self._s3_endpoint() or f"https://s3.{region}.amazonaws.com"
-        key = output_key(inv.output_prefix, inv.command_id, inv.instance_id, stream)
+        key = agent_output_key(inv.output_prefix, inv.command_id, inv.instance_id, stream)
         return f"{base.rstrip('/')}/{inv.output_bucket}/{urllib.parse.quote(key)}"
 
     def _upload_output(self, inv: _Invocation, streams: dict[str, Path]) -> None:
@@ -631,7 +631,7 @@ class SsmStandIn:
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
         )
         for stream, path in streams.items():
-            key = output_key(inv.output_prefix, inv.command_id, inv.instance_id, stream)
+            key = agent_output_key(inv.output_prefix, inv.command_id, inv.instance_id, stream)
             try:
                 if path.stat().st_size == 0:
                     continue  # an empty stream makes no object
@@ -640,14 +640,6 @@ class SsmStandIn:
             except (BotoCoreError, ClientError, OSError) as exc:
                 with self._lock:
                     self.upload_errors.append((key, " ".join(str(exc).split())))
-
-
-def output_key(prefix: str, command_id: str, instance_id: str, stream: str) -> str:
-    """Where the agent writes an AWS-RunShellScript stream: Go's path.Join of the prefix, the
-    command and instance ids, "awsrunShellScript/0.awsrunShellScript" and the stream name."""
-    joined = "/".join(p for p in (prefix, command_id, instance_id, PLUGIN_OUTPUT_DIR, stream) if p)
-    cleaned = posixpath.normpath(joined)
-    return "/" + cleaned.lstrip("/") if cleaned.startswith("/") else cleaned
 
 
 def _execution_timeout(values: Any) -> float:

@@ -193,15 +193,13 @@ def suggested_runbooks(app: MigNurseApp, nodes: Sequence[str]) -> list[str]:
     )
 
 
-def _refused(app: MigNurseApp) -> bool:
+def _books_or_say(app: MigNurseApp) -> dict[str, Runbook] | None:
+    """The runbooks, or None after telling why there are none to run (read-only, or the
+    runbook folder does not load)."""
     if app.read_only:
         why = app.source.read_only_reason or "--read-only"
         app.notify(f"Read-only ({why}): runbooks change the cluster.", severity="warning")
-        return True
-    return False
-
-
-def _books_or_say(app: MigNurseApp) -> dict[str, Runbook] | None:
+        return None
     try:
         return desk_for(app).books()
     except RunbookError as exc:
@@ -211,8 +209,6 @@ def _books_or_say(app: MigNurseApp) -> dict[str, Runbook] | None:
 
 def open_picker(app: MigNurseApp) -> None:
     """`R`: the runbooks for the marked or highlighted nodes, suggested ones first."""
-    if _refused(app):
-        return
     books = _books_or_say(app)
     if books is None:
         return
@@ -237,8 +233,6 @@ def open_picker(app: MigNurseApp) -> None:
 
 def start_runbook(app: MigNurseApp, name: str, *, nodes: Sequence[str] | None = None) -> None:
     """Params (where the runbook needs more than the node), then the plan screen."""
-    if _refused(app):
-        return
     books = _books_or_say(app)
     if books is None:
         return
@@ -286,8 +280,6 @@ def _then_run(app: MigNurseApp, desk: Desk) -> Callable[[list[Runner] | None], N
 
 def cordon_nodes(app: MigNurseApp) -> None:
     """`x`: cordon the marked nodes, else the highlighted one (plan in the y/N prompt)."""
-    if _refused(app):
-        return
     books = _books_or_say(app)
     if books is None:
         return
