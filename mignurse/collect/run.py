@@ -242,9 +242,7 @@ def collect(
             # view is read meanwhile, and their results wait in a queue
             runner.start({node.name: shell_for(node) for node in nodes})
             if client is not None:
-                manifest["problems"] = write_cluster_part(
-                    bundle, client, nodes, snapshot.karpenter
-                )
+                manifest["problems"] = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
             for _ in nodes:
                 take(*runner.next_result())
         except BaseException:
