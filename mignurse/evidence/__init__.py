@@ -5,7 +5,21 @@ Each result carries what could be read plus problems saying what could not, for 
 turn into evidence.
 """
 
-from mignurse.evidence.cloudinit import CloudInitStatus, parse_cloud_init_status
+from mignurse.evidence.cloudinit import (
+    CloudInitStatus,
+    parse_cloud_init_files,
+    parse_cloud_init_status,
+)
+from mignurse.evidence.containerlog import parse_container_log
+from mignurse.evidence.gpu_health import (
+    AgentCondition,
+    GpuHealth,
+    GpuHealthReport,
+    agent_conditions,
+    parse_bug_report_gpu_health,
+    parse_gpu_health_text,
+    parse_gpu_health_xml,
+)
 from mignurse.evidence.journal import (
     JournalEntry,
     JournalParse,
@@ -33,9 +47,12 @@ from mignurse.evidence.nvsmi import (
 from mignurse.evidence.system import CgroupInfo, OsRelease, parse_cgroup_fs, parse_os_release
 
 __all__ = [
+    "AgentCondition",
     "CgroupInfo",
     "CloudInitStatus",
     "ComputeInstanceRow",
+    "GpuHealth",
+    "GpuHealthReport",
     "GpuInstanceRow",
     "JournalEntry",
     "JournalParse",
@@ -46,10 +63,16 @@ __all__ = [
     "SmiMigDevice",
     "UnitAction",
     "XidError",
+    "agent_conditions",
     "classify_unit_message",
     "merge_smi",
+    "parse_bug_report_gpu_health",
     "parse_cgroup_fs",
+    "parse_cloud_init_files",
     "parse_cloud_init_status",
+    "parse_container_log",
+    "parse_gpu_health_text",
+    "parse_gpu_health_xml",
     "parse_journal",
     "parse_mig_lci",
     "parse_mig_lgi",

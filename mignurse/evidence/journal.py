@@ -1,35 +1,88 @@
-"""`journalctl --no-pager -o short-iso-precise --utc` output, parsed into entries.
+"""journalctl output in any of its text and JSON formats, syslog files and dmesg, as entries.
 
-One compiled regex per line and `datetime.fromisoformat` (C code) keep 200,000 lines well
-under a second; nothing here raises on garbled, truncated or empty input.
+The format is detected per file from a sample of its lines, then every line is read with one
+compiled regex and a C-coded time conversion, so 200,000 lines stay well under a second.
+Shapes (systemd/systemd-stable@v219 and @v252 src/shared/logs-show.c, src/journal/journalctl.c;
+util-linux/util-linux@v2.37.4 sys-utils/dmesg.c), by how a line starts:
+
+- `short-iso`, `short-iso-precise`, rsyslog RFC 3339: `2026-11-29T03:01:02[.345678]+0000 host
+  ident[pid]: `, the offset given (none: UTC);
+- `short`, `short-precise`, rsyslog traditional (/var/log/messages): `Nov 29 03:01:02[.345678]
+  host ident[pid]: `, no year (see `reference`);
+- `short-full`: `Sun 2026-11-29 03:01:02 UTC host ident[pid]: `, UTC, GMT or a numeric zone;
+- `short-unix`: `1764385262.345678 host …`; `short-monotonic`, `short-delta`: `[  123.456789]
+  host …`, seconds since boot;
+- `json`, `json-pretty`, `json-sse`, `json-seq`: `{"__REALTIME_TIMESTAMP": "…", …}`;
+- `dmesg` (also `-x`, `-r`): `[  123.456789] NVRM: …`, seconds since boot; `dmesg -T`:
+  `[Sun Nov 29 03:01:02 2026] NVRM: …`; `dmesg --time-format iso`: `2026-11-29T03:01:02,345678
+  +00:00 NVRM: …`.
+
+Times without a zone are read as UTC: EKS node images run on UTC. Times since boot have no
+wall clock: they are counted from 1970-01-01 and the parse says so (`since_boot`).
+Nothing here raises on garbled, truncated or empty input.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from mignurse.evidence._common import ProblemLog, clip, split_lines
 
-# `2026-11-29T03:01:02.345678+0000 host ident[pid]: message`; offset may be +0000, +00:00 or Z.
-_ENTRY = re.compile(
-    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?)(Z|[+-]\d\d:?\d\d)?"
-    r" (\S+) ([^\s\[:]*)(?:\[(\d{1,10})\])?:(?: |$)(.*)"
+FORMAT_ISO = "short-iso"  # also short-iso-precise and rsyslog's RFC 3339 file format
+FORMAT_SYSLOG = "short"  # also short-precise and rsyslog's traditional /var/log/messages
+FORMAT_FULL = "short-full"
+FORMAT_UNIX = "short-unix"
+FORMAT_MONOTONIC = "short-monotonic"  # also short-delta
+FORMAT_JSON = "json"  # also json-pretty, json-sse, json-seq
+FORMAT_DMESG = "dmesg"
+FORMAT_DMESG_CTIME = "dmesg-ctime"
+FORMAT_DMESG_ISO = "dmesg-iso"
+SINCE_BOOT_FORMATS = frozenset({FORMAT_MONOTONIC, FORMAT_DMESG})
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Detection reads this many candidate lines; a few odd ones among them do not decide.
+_SAMPLE_LINES = 200
+_HOST_IDENT = r" (\S+) ([^\s\[:]*)(?:\[(\d{1,10})\])?:(?: |$)(.*)"
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_WEEKDAY = r"(?:Sun|Mon|Tue|Wed|Thu|Fri|Sat)"
+_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"),
+        start=1,
+    )
+}
+_ISO_STAMP = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?)(Z|[+-]\d\d:?\d\d)?"
+_SYSLOG_STAMP = rf"({_MONTH} [ \d]\d \d\d:\d\d:\d\d)(?:\.(\d{{1,9}}))?"
+_FULL_STAMP = (
+    rf"{_WEEKDAY} (\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})?)"
+    r"(?: (UTC|GMT|UCT|[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?))?"
 )
+_UNIX_STAMP = r"(\d{1,12})\.(\d{6})"
+_MONO_STAMP = r"\[ *(\d{1,12})\.(\d{6})(?: <[^>]*>)?\]"
+
+# `2026-11-29T03:01:02.345678+0000 host ident[pid]: message`; offset may be +0000, +00:00 or Z.
+_ENTRY = re.compile(_ISO_STAMP + _HOST_IDENT)
 # A line whose timestamp reads but whose host/identifier part does not (kept, with a problem).
-_STAMP_ONLY = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?)(Z|[+-]\d\d:?\d\d)? ?(.*)")
+_STAMP_ONLY = re.compile(_ISO_STAMP + r" ?(.*)")
+# `journalctl --no-hostname`: the identifier comes straight after the timestamp.
+_NO_HOST = re.compile(r"([^\s\[:]+)(?:\[(\d{1,10})\])?: (.*)")
 _MARKER = re.compile(r"-- (.*) --")
 _BOOT_MARKER = re.compile(r"Boot ([0-9a-fA-F]+)")
 _UTC_OFFSETS = frozenset({"Z", "+0000", "+00:00", "-0000", "-00:00"})
+_UTC_ZONES = frozenset({"UTC", "GMT", "UCT", "Z"})
+_NUMERIC_ZONE = re.compile(r"([+-])(\d\d):?(\d\d)?")
 
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    time: datetime  # tz-aware UTC
+    time: datetime  # tz-aware UTC (from 1970-01-01 when the source counts since boot)
     host: str
     ident: str  # syslog identifier: kubelet, systemd, containerd, kernel, …
     pid: int | None
@@ -47,6 +100,8 @@ class JournalParse:
     boots: tuple[str, ...] = ()  # boot id per boot index; "" where the file does not say
     no_entries: bool = False  # journalctl printed "-- No entries --"
     lines: int = 0
+    format: str = ""  # FORMAT_*: what the file was read as; "" when nothing was recognised
+    since_boot: bool = False  # times are seconds since boot (dmesg, short-monotonic)
 
 
 def _parse_time(stamp: str, offset: str | None) -> datetime:
@@ -60,9 +115,218 @@ def _parse_time(stamp: str, offset: str | None) -> datetime:
     return parsed.astimezone(UTC)
 
 
-def parse_journal(text: str, source: str) -> JournalParse:
-    """Every entry journalctl printed, with boot index and line number; never raises."""
+def _since_boot(seconds: str, fraction: str | None) -> datetime:
+    return EPOCH + timedelta(seconds=int(seconds), microseconds=int(fraction or 0))
+
+
+def _unix_time(seconds: str, fraction: str | None) -> datetime:
+    return EPOCH + timedelta(seconds=int(seconds), microseconds=int(fraction or 0))
+
+
+def _syslog_clock(reference: datetime) -> Callable[[str, str | None], datetime]:
+    """`Nov 29 03:01:02` → the latest year that puts it at most a day after `reference`."""
+    try:
+        limit = reference.astimezone(UTC) + timedelta(days=1)
+    except (OverflowError, ValueError):  # a reference at the edge of datetime's range
+        limit = datetime.max.replace(tzinfo=UTC)
+    years: dict[str, int] = {}  # "Nov 29" → year, for days other than the limit's own
+
+    def to_time(stamp: str, fraction: str | None) -> datetime:
+        month = _MONTHS[stamp[:3]]
+        day = int(stamp[4:6])
+        micro = int((fraction or "0")[:6].ljust(6, "0"))
+        clock = (int(stamp[7:9]), int(stamp[10:12]), int(stamp[13:15]), micro)
+        year = years.get(stamp[:6])
+        if year is not None:
+            return datetime(year, month, day, *clock, tzinfo=UTC)
+        datetime(2000, month, day)  # raises for a day no year has (Nov 31)
+        year = limit.year
+        for _ in range(9):  # Feb 29 may sit up to eight years back
+            try:
+                when = datetime(year, month, day, *clock, tzinfo=UTC)
+            except ValueError:
+                year -= 1
+                continue
+            if when <= limit:
+                if (month, day) != (limit.month, limit.day):
+                    years[stamp[:6]] = year
+                return when
+            year -= 1
+        raise ValueError(f"no year fits {stamp}")
+
+    return to_time
+
+
+class _Zones:
+    """short-full prints a zone name: UTC and numeric ones convert, others are noted once."""
+
+    def __init__(self, problems: ProblemLog) -> None:
+        self.problems = problems
+        self.unknown: set[str] = set()
+
+    def to_time(self, stamp: str, zone: str | None) -> datetime:
+        parsed = datetime.fromisoformat(stamp)
+        if zone is None or zone in _UTC_ZONES:
+            return parsed.replace(tzinfo=UTC)
+        numeric = _NUMERIC_ZONE.fullmatch(zone)
+        if numeric is not None:
+            sign, hours, minutes = numeric.groups()
+            offset = timedelta(hours=int(hours), minutes=int(minutes or 0))
+            tz = timezone(-offset if sign == "-" else offset)
+            return parsed.replace(tzinfo=tz).astimezone(UTC)
+        if zone not in self.unknown:
+            self.unknown.add(zone)
+            self.problems.add(f"time zone {zone!r} has no known offset: its times are read as UTC")
+        return parsed.replace(tzinfo=UTC)
+
+
+def _dmesg_ctime(stamp: str, _unused: str | None) -> datetime:
+    # "Sun Nov 29 03:01:02 2026": %a %b %e %H:%M:%S %Y, local time (UTC on EKS nodes).
+    words = stamp.split()
+    hour, minute, second = (int(part) for part in words[3].split(":"))
+    return datetime(
+        int(words[4]), _MONTHS[words[1]], int(words[2]), hour, minute, second, tzinfo=UTC
+    )
+
+
+class _TextFormat(NamedTuple):
+    name: str
+    entry: re.Pattern[str]  # groups: stamp, stamp extra, host, ident, pid, message
+    stamp_only: re.Pattern[str] | None  # groups: stamp, stamp extra, rest
+    kernel: bool  # lines carry no host or identifier: the kernel ring buffer
+
+
+def _kernel_format(name: str, stamp: str) -> _TextFormat:
+    # dmesg -x prefixes "kern  :warn  : "; dmesg -r prefixes "<4>".
+    prefix = r"(?:<\d{1,3}>)?(?:[a-z]{2,8} *:[a-z]{3,6} *: )?"
+    return _TextFormat(name, re.compile(prefix + stamp + r"()()()(?: (.*))?"), None, True)
+
+
+_TEXT_FORMATS = (
+    _TextFormat(FORMAT_ISO, _ENTRY, _STAMP_ONLY, False),
+    _TextFormat(
+        FORMAT_SYSLOG,
+        re.compile(_SYSLOG_STAMP + _HOST_IDENT),
+        re.compile(_SYSLOG_STAMP + r" ?(.*)"),
+        False,
+    ),
+    _TextFormat(
+        FORMAT_FULL,
+        re.compile(_FULL_STAMP + _HOST_IDENT),
+        re.compile(_FULL_STAMP + r" ?(.*)"),
+        False,
+    ),
+    _TextFormat(
+        FORMAT_UNIX,
+        re.compile(_UNIX_STAMP + _HOST_IDENT),
+        re.compile(_UNIX_STAMP + r" ?(.*)"),
+        False,
+    ),
+    _TextFormat(
+        FORMAT_MONOTONIC,
+        re.compile(_MONO_STAMP + _HOST_IDENT),
+        re.compile(_MONO_STAMP + r" ?(.*)"),
+        False,
+    ),
+    _kernel_format(FORMAT_DMESG, _MONO_STAMP),
+    _kernel_format(
+        FORMAT_DMESG_CTIME,
+        rf"\[({_WEEKDAY} {_MONTH} [ \d]\d \d\d:\d\d:\d\d \d{{4}})()(?: <[^>]*>)?\]",
+    ),
+    _kernel_format(FORMAT_DMESG_ISO, r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{1,9})([+-]\d\d:\d\d)"),
+)
+_BY_NAME = {f.name: f for f in _TEXT_FORMATS}
+
+
+def _is_json_start(line: str) -> bool:
+    stripped = line.lstrip("\ufeff\x1e ")
+    return stripped.startswith("{") or stripped.startswith("data: {")
+
+
+def _detect(lines: list[str]) -> str:
+    """The format most of the first lines are in; "" when none fits any line."""
+    sample: list[str] = []
+    for line in lines:
+        if not line.strip() or line[0] in " \t" or _MARKER.fullmatch(line.strip()):
+            continue
+        if not sample and _is_json_start(line):
+            return FORMAT_JSON
+        sample.append(line)
+        if len(sample) >= _SAMPLE_LINES:
+            break
+    best, best_score = "", 0
+    scores: dict[str, int] = {}
+    for fmt in _TEXT_FORMATS:
+        hosts: dict[str, int] = {}
+        score = 0
+        for line in sample:
+            m = fmt.entry.fullmatch(line)
+            if m is not None:
+                score += 2
+                if not fmt.kernel:
+                    hosts[m.group(3)] = hosts.get(m.group(3), 0) + 1
+            elif fmt.stamp_only is not None and fmt.stamp_only.fullmatch(line):
+                score += 1
+        if fmt.name == FORMAT_MONOTONIC:
+            # journalctl names one host on every line; kernel text after dmesg's "[ 1.2] "
+            # only sometimes looks like "word ident:", with a different "host" each time.
+            score = 2 * max(hosts.values(), default=0)
+        scores[fmt.name] = score
+        if score > best_score:
+            best, best_score = fmt.name, score
+    if best == FORMAT_DMESG and 2 * scores[FORMAT_MONOTONIC] >= best_score:
+        return FORMAT_MONOTONIC
+    return best
+
+
+def parse_journal(text: str, source: str, reference: datetime | None = None) -> JournalParse:
+    """Every entry the file holds, with boot index and line number; never raises.
+
+    `reference` places year-less times (`short`, `short-precise`, syslog files): each entry
+    gets the latest year that puts it no more than a day after `reference`, which defaults
+    to now. Times without a zone are read as UTC.
+    """
+    lines = split_lines(text)
+    detected = _detect(lines)
+    if detected == FORMAT_JSON:
+        return _parse_json(text, source, len(lines))
     problems = ProblemLog()
+    fmt = _BY_NAME.get(detected, _TEXT_FORMATS[0])
+    to_time: Callable[[str, str | None], datetime]
+    if fmt.name == FORMAT_SYSLOG:
+        to_time = _syslog_clock(reference if reference is not None else datetime.now(UTC))
+    elif fmt.name == FORMAT_FULL:
+        to_time = _Zones(problems).to_time
+    elif fmt.name == FORMAT_UNIX:
+        to_time = _unix_time
+    elif fmt.name in SINCE_BOOT_FORMATS:
+        to_time = _since_boot
+    elif fmt.name == FORMAT_DMESG_CTIME:
+        to_time = _dmesg_ctime
+    else:
+        to_time = _parse_time
+    parsed = _parse_text(lines, source, fmt, to_time, problems)
+    if not text.strip():
+        problems.add("empty journal output")
+    elif not parsed.entries and not parsed.no_entries:
+        problems.add("no journal entries could be read")
+    if detected in SINCE_BOOT_FORMATS and parsed.entries:
+        problems.add(f"{detected} times are seconds since boot: dated from 1970-01-01")
+    return replace(
+        parsed,
+        problems=problems.result(),
+        format=detected,
+        since_boot=detected in SINCE_BOOT_FORMATS,
+    )
+
+
+def _parse_text(
+    lines: list[str],
+    source: str,
+    fmt: _TextFormat,
+    to_time: Callable[[str, str | None], datetime],
+    problems: ProblemLog,
+) -> JournalParse:
     entries: list[JournalEntry] = []
     append = entries.append
     continuations: dict[int, list[str]] = {}
@@ -71,8 +335,8 @@ def parse_journal(text: str, source: str) -> JournalParse:
     seen_in_boot = False
     no_entries = False
     attach_to: int | None = None  # the entry a continuation line belongs to, if any
-    lines = split_lines(text)
-    match_entry = _ENTRY.fullmatch
+    match_entry = fmt.entry.fullmatch
+    default_ident = "kernel" if fmt.kernel else ""
     # One shared string per host and identifier instead of one per line.
     names: dict[str, str] = {}
     intern = names.setdefault
@@ -80,10 +344,10 @@ def parse_journal(text: str, source: str) -> JournalParse:
     for number, line in enumerate(lines, start=1):
         m = match_entry(line)
         if m is not None:
-            stamp, offset, host, ident, pid, message = m.groups()
+            stamp, extra, host, ident, pid, message = m.groups()
             try:
-                when = _parse_time(stamp, offset)
-            except ValueError:
+                when = to_time(stamp, extra)
+            except (ValueError, OverflowError):
                 problems.line(number, f"bad timestamp {stamp!r}")
                 attach_to = None
                 continue
@@ -92,9 +356,9 @@ def parse_journal(text: str, source: str) -> JournalParse:
                 JournalEntry(
                     when,
                     intern(host, host),
-                    intern(ident, ident),
+                    intern(ident, ident) or default_ident,
                     int(pid) if pid else None,
-                    message,
+                    message or "",
                     boot,
                     number,
                     source,
@@ -105,7 +369,7 @@ def parse_journal(text: str, source: str) -> JournalParse:
         if not line.strip():
             continue
         if line[0] in " \t":
-            # journalctl indents the later lines of a multi-line message under the first.
+            # journalctl and dmesg indent the later lines of a multi-line message.
             if attach_to is not None:
                 continuations.setdefault(attach_to, []).append(line.strip())
             else:
@@ -117,6 +381,7 @@ def parse_journal(text: str, source: str) -> JournalParse:
             words = marker.group(1)
             boot_id = _BOOT_MARKER.fullmatch(words)
             if boot_id is not None or words == "Reboot":
+                # systemd 219 prints "-- Reboot --"; systemd ≥ 247 "-- Boot <id> --".
                 new_id = boot_id.group(1) if boot_id is not None else ""
                 if seen_in_boot:
                     boot += 1
@@ -128,24 +393,170 @@ def parse_journal(text: str, source: str) -> JournalParse:
                 no_entries = True
             # Other markers ("-- Journal begins at … --") carry nothing a rule needs.
             continue
-        partial = _STAMP_ONLY.fullmatch(line)
+        partial = fmt.stamp_only.fullmatch(line) if fmt.stamp_only is not None else None
         if partial is not None:
-            stamp, offset, rest = partial.groups()
+            stamp, extra, rest = partial.groups()
             try:
-                when = _parse_time(stamp, offset)
-            except ValueError:
+                when = to_time(stamp, extra)
+            except (ValueError, OverflowError):
                 problems.line(number, f"bad timestamp {stamp!r}")
                 continue
-            problems.line(number, "no host and identifier after the timestamp")
             attach_to = len(entries)
-            append(JournalEntry(when, "", "", None, rest, boot, number, source))
+            bare = _NO_HOST.fullmatch(rest)
+            if bare is not None:
+                ident, pid, message = bare.groups()
+                append(JournalEntry(when, "", ident, int(pid) if pid else None, message, boot,
+                                    number, source))  # fmt: skip
+            else:
+                problems.line(number, "no host and identifier after the timestamp")
+                append(JournalEntry(when, "", "", None, rest, boot, number, source))
             seen_in_boot = True
             continue
         problems.line(number, f"no timestamp: {clip(line)!r}")
 
-    for index, extra in continuations.items():
+    for index, extra_lines in continuations.items():
         entry = entries[index]
-        entries[index] = replace(entry, message="\n".join([entry.message, *extra]))
+        entries[index] = replace(entry, message="\n".join([entry.message, *extra_lines]))
+    return JournalParse(
+        source=source,
+        entries=tuple(entries),
+        boots=tuple(boots[: boot + 1]),
+        no_entries=no_entries,
+        lines=len(lines),
+    )
+
+
+# -- journalctl -o json / json-pretty / json-sse / json-seq -----------------------------------
+
+# journalctl writes a field longer than this as null unless --all (logs-show.c JSON_THRESHOLD).
+JSON_FIELD_LIMIT = 4096
+
+
+def _json_text(value: Any) -> str | None:
+    """A journal field's value: a string, a byte array (non-UTF-8 data), or null (too long).
+    A field logged more than once is a list of such values: the last one counts, as in `short`."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        if value and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b < 256
+                         for b in value):  # fmt: skip
+            return bytes(value).decode("utf-8", "replace")
+        for item in reversed(value):
+            if not isinstance(item, list):
+                return _json_text(item)
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return str(value)
+    return None
+
+
+def _json_time(doc: dict[str, Any]) -> datetime | None:
+    # `short` shows the sender's own time when it has one; so do we.
+    for key in ("_SOURCE_REALTIME_TIMESTAMP", "__REALTIME_TIMESTAMP"):
+        raw = _json_text(doc.get(key))
+        if raw is not None and raw.strip().isdigit() and len(raw.strip()) <= 18:
+            try:
+                return EPOCH + timedelta(microseconds=int(raw.strip()))
+            except OverflowError:
+                continue
+    return None
+
+
+def _json_pid(doc: dict[str, Any]) -> int | None:
+    for key in ("_PID", "SYSLOG_PID"):
+        raw = _json_text(doc.get(key))
+        if raw is not None and raw.strip().isdigit() and len(raw.strip()) <= 10:
+            return int(raw.strip())
+    return None
+
+
+def _parse_json(text: str, source: str, line_count: int) -> JournalParse:
+    problems = ProblemLog()
+    entries: list[JournalEntry] = []
+    boots: list[str] = [""]
+    boot = 0
+    seen_in_boot = False
+    no_entries = False
+    decoder = json.JSONDecoder()
+    names: dict[str, str] = {}
+    intern = names.setdefault
+    pos, end_of_text, number = 0, len(text), 1
+    while pos < end_of_text:
+        char = text[pos]
+        if char in " \t\r\x1e\ufeff":
+            pos += 1
+            continue
+        if char == "\n":
+            number += 1
+            pos += 1
+            continue
+        if text.startswith("data: ", pos):  # json-sse
+            pos += 6
+            continue
+        eol = text.find("\n", pos)
+        eol = end_of_text if eol < 0 else eol
+        if char != "{":
+            line = text[pos:eol].strip()
+            marker = _MARKER.fullmatch(line)
+            if marker is not None and marker.group(1) == "No entries":
+                no_entries = True
+            elif marker is None:
+                problems.line(number, f"not a JSON object: {clip(line)!r}")
+            pos = eol
+            continue
+        try:
+            doc, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError) as exc:
+            problems.line(number, f"invalid JSON: {clip(str(exc))}")
+            pos = eol
+            continue
+        start_line = number
+        number += text.count("\n", pos, end)
+        pos = end
+        if not isinstance(doc, dict):
+            problems.line(start_line, "JSON value is not an object")
+            continue
+        when = _json_time(doc)
+        if when is None:
+            problems.line(start_line, "no __REALTIME_TIMESTAMP")
+            continue
+        boot_id = _json_text(doc.get("_BOOT_ID")) or ""
+        if boot_id and boot_id != boots[boot]:
+            if seen_in_boot:
+                boot += 1
+                boots.append(boot_id)
+            else:
+                boots[boot] = boot_id
+        host = _json_text(doc.get("_HOSTNAME")) or ""
+        ident = (
+            _json_text(doc.get("SYSLOG_IDENTIFIER")) or _json_text(doc.get("_COMM")) or "unknown"
+        )
+        message = _json_text(doc.get("MESSAGE"))
+        if message is None:
+            if "MESSAGE" in doc:
+                problems.line(
+                    start_line,
+                    f"MESSAGE left out (over {JSON_FIELD_LIMIT} bytes: journalctl -o json "
+                    "needs --all)",
+                )
+            message = ""
+        entries.append(
+            JournalEntry(
+                when,
+                intern(host, host),
+                intern(ident, ident),
+                _json_pid(doc),
+                message,
+                boot,
+                start_line,
+                source,
+            )
+        )
+        seen_in_boot = True
     if not text.strip():
         problems.add("empty journal output")
     elif not entries and not no_entries:
@@ -156,7 +567,8 @@ def parse_journal(text: str, source: str) -> JournalParse:
         problems=problems.result(),
         boots=tuple(boots[: boot + 1]),
         no_entries=no_entries,
-        lines=len(lines),
+        lines=line_count,
+        format=FORMAT_JSON,
     )
 
 
@@ -182,26 +594,55 @@ class UnitAction(NamedTuple):
 
 
 class _UnitPatterns(NamedTuple):
-    lifecycle: re.Pattern[str]
-    failed_start: re.Pattern[str]
-    status: re.Pattern[str]
+    lifecycle: re.Pattern[str]  # whole message: job start/finish lines naming the unit
+    about: re.Pattern[str]  # message start: what systemd says about the unit by its id
 
 
 @lru_cache(maxsize=64)
 def _unit_patterns(unit: str, descriptions: tuple[str, ...]) -> _UnitPatterns:
-    # "kubelet.service - Kubernetes Kubelet" (systemd ≥ 253 style), "kubelet.service", or the
-    # bare description older releases print.
+    # The unit as job messages name it: its description (the upstream default, and systemd 219),
+    # "kubelet.service - Kubernetes Kubelet" (StatusUnitFormat=combined, systemd ≥ 249, as
+    # AL2023 builds it), or the bare id (StatusUnitFormat=name, or no description).
     names = [rf"{re.escape(unit)}(?: - .*)?"] + [re.escape(d) for d in descriptions if d]
     name = "(?:" + "|".join(names) + ")"
+    uid = re.escape(unit)
     return _UnitPatterns(
-        lifecycle=re.compile(rf"(Stopping|Starting) {name}\.\.\.|(Stopped|Started) {name}\.?"),
-        failed_start=re.compile(rf"Failed to start {name}\.?"),
-        status=re.compile(
-            rf"{re.escape(unit)}: (?:Main process exited, code=\w+, status=(\S+?),?"
-            rf"|(Failed) with result '[^']*'\.?"
-            rf"|(Scheduled) restart job, restart counter is at \d+\.?)"
+        lifecycle=re.compile(
+            # src/core/job.c: "Starting %s...", "Stopped %s.", "Stopped (with error) %s." (219),
+            # "Stopped %s with error." (252), "Failed to start %s.", "Timed out starting %s.",
+            # "Dependency failed for %s.".
+            rf"(?P<starting>Starting) {name}\.\.\.|(?P<stopping>Stopping) {name}\.\.\."
+            rf"|(?P<started>Started) {name}\.?"
+            rf"|(?P<stopped>Stopped)(?: \(with error\))? {name}\.?"
+            rf"|(?P<failed>Failed to start|Timed out starting|Dependency failed for) {name}\.?"
+        ),
+        about=re.compile(
+            # systemd ≥ 232 prefixes "<unit>: " (src/core/unit.c, service.c at v252).
+            rf"{uid}: (?:"
+            rf"[Mm]ain process exited, code=\w+, status=(?P<status>\S+?)(?: \(success\))?,?(?: |$)"
+            rf"|(?P<failed>Failed) with result '[^']*'"
+            rf"|(?P<restart>Scheduled) restart job, restart counter is at \d+"
+            rf"|Service (?:RestartSec=\S+ expired|has no hold-off time[^,]*),"
+            rf" (?P<restartsec>scheduling) restart"
+            rf"|(?P<repeated>Start request repeated) too quickly"
+            rf"|Unit entered (?P<unitfailed>failed) state"
+            rf"|(?P<deactivated>Deactivated) successfully)"
+            # systemd 219 (src/core/service.c, unit.c at v219) names the unit without a prefix.
+            rf"|Unit {uid} entered (?P<failed219>failed) state"
+            rf"|{uid} (?P<failed219b>failed)\."
+            rf"|{uid} (?:holdoff time over|has no holdoff time), (?P<restart219>scheduling) restart"
+            rf"|start request (?P<repeated219>repeated) too quickly for {uid}"
         ),
     )
+
+
+_LIFECYCLE_ACTIONS = {
+    "starting": UNIT_STARTING,
+    "stopping": UNIT_STOPPING,
+    "started": UNIT_STARTED,
+    "stopped": UNIT_STOPPED,
+    "failed": UNIT_FAILED,
+}
 
 
 def _normalise_unit(unit: str) -> str:
@@ -211,26 +652,39 @@ def _normalise_unit(unit: str) -> str:
 def classify_unit_message(
     message: str, unit: str = "kubelet.service", descriptions: Iterable[str] | None = None
 ) -> str | None:
-    """The lifecycle action one systemd message reports for `unit`, or None."""
+    """The lifecycle action one systemd message reports for `unit`, or None.
+
+    Wording of systemd 219 (AL2) through 256: "Stopping Kubernetes Kubelet...",
+    "kubelet.service: main process exited, code=exited, status=255/n/a", "Unit kubelet.service
+    entered failed state.", "kubelet.service holdoff time over, scheduling restart.",
+    "kubelet.service: Failed with result 'exit-code'.", "kubelet.service: Scheduled restart job,
+    restart counter is at 3.", "Stopped kubelet.service - Kubernetes Kubelet.",
+    "kubelet.service: Deactivated successfully." (stopped: the unit went inactive cleanly).
+    """
     unit = _normalise_unit(unit)
     descs = tuple(descriptions) if descriptions is not None else KNOWN_DESCRIPTIONS.get(unit, ())
     patterns = _unit_patterns(unit, descs)
     m = patterns.lifecycle.fullmatch(message)
     if m is not None:
-        verb = m.group(1) or m.group(2)
-        return verb.lower()
-    if patterns.failed_start.fullmatch(message):
-        return UNIT_FAILED
-    m = patterns.status.match(message)
+        return _LIFECYCLE_ACTIONS[m.lastgroup or "failed"]
+    m = patterns.about.match(message)
     if m is None:
         return None
-    exit_status, failed, scheduled = m.groups()
-    if scheduled:
+    found = {key for key, value in m.groupdict().items() if value is not None}
+    if found & {"restart", "restartsec", "restart219"}:
         return UNIT_RESTART_SCHEDULED
-    if failed:
-        return UNIT_FAILED
-    # systemd logs a clean main-process exit at debug level only; be strict anyway.
-    return None if exit_status in ("0/SUCCESS", "0") else UNIT_FAILED
+    if "deactivated" in found:
+        return UNIT_STOPPED
+    if "status" in found:
+        # systemd logs a clean main-process exit at debug level only; be strict anyway.
+        return None if m.group("status") in ("0/SUCCESS", "0") else UNIT_FAILED
+    return UNIT_FAILED
+
+
+# Several messages report one event: "Main process exited" + "Failed with result" (+ "entered
+# failed state" + "<unit> failed." on 219); "RestartSec expired" + "Scheduled restart job";
+# "Deactivated successfully" + "Stopped".
+_COLLAPSED = frozenset({UNIT_FAILED, UNIT_RESTART_SCHEDULED, UNIT_STOPPED})
 
 
 def systemd_unit_actions(
@@ -247,8 +701,7 @@ def systemd_unit_actions(
         action = classify_unit_message(entry.message, unit, descs)
         if action is None:
             continue
-        # "Main process exited" then "Failed with result" is one failure, not two.
-        if action == UNIT_FAILED and actions and actions[-1].action == UNIT_FAILED:
+        if action in _COLLAPSED and actions and actions[-1].action == action:
             continue
         actions.append(UnitAction(entry.time, action))
     return actions
@@ -256,10 +709,12 @@ def systemd_unit_actions(
 
 # -- NVIDIA Xid errors ------------------------------------------------------------------------
 
-# "NVRM: Xid (PCI:0000:53:00): 79, pid=0, GPU has fallen off the bus."; old drivers drop "PCI:".
+# "NVRM: Xid (PCI:0000:53:00): 79, pid=0, GPU has fallen off the bus."; old drivers drop "PCI:";
+# on a MIG GPU the driver adds " GPU-I:05" and " GPU-CI:00" (open-gpu-kernel-modules
+# src/nvidia/src/kernel/gpu/rc/kernel_rc.c krcReportXid).
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\):"
-    r" *(\d{1,6})\b"
+    r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)"
+    r"(?: GPU-I:\d{1,3})?(?: GPU-CI:\d{1,3})?\): *(\d{1,6})\b"
 )
 
 

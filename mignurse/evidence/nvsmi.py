@@ -119,8 +119,8 @@ class GpuInstanceRow:
     profile: str  # "1g.10gb" (the table's Name without "MIG ")
     profile_id: int
     instance_id: int  # the GPU instance id (GI)
-    placement_start: int
-    placement_size: int
+    placement_start: int | None = None  # None where the table has no Placement column
+    placement_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +130,8 @@ class ComputeInstanceRow:
     profile: str
     profile_id: int
     instance_id: int  # the compute instance id (CI)
-    placement_start: int
-    placement_size: int
+    placement_start: int | None = None  # drivers before R470 print no Placement column
+    placement_size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +139,17 @@ class MigTable(Generic[RowT]):
     rows: tuple[RowT, ...] = ()
     none_found: str = ""  # "No GPU instances found" and friends: a valid, empty answer
     problems: tuple[str, ...] = ()
+    error: str = ""  # "Failed to display …: Insufficient Permissions": nvidia-smi refused
 
 
-_LGI_ROW = re.compile(r"\|\s*(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s*\|")
-_LCI_ROW = re.compile(r"\|\s*(\d+)\s+(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s*\|")
+# Rows with or without the trailing "Placement Start:Size" column (the MIG user guide's
+# R450-era -lci example has none); a "*" marks a default profile in some listings.
+_PLACEMENT = r"(?:\s+(\d+):(\d+))?"
+_LGI_ROW = re.compile(r"\|\s*(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\*?\s+(\d+)" + _PLACEMENT + r"\s*\|")
+_LCI_ROW = re.compile(
+    r"\|\s*(\d+)\s+(\d+)\s+(?:MIG\s+)?(\S+)\s+(\d+)\*?\s+(\d+)" + _PLACEMENT + r"\s*\|"
+)
+_FAILED = re.compile(r"Failed to (?:display|get|list)\b.*", re.IGNORECASE)
 _BORDER = re.compile(r"\+[-=+]*\+|\|=*\|")
 _HEADER_WORDS = frozenset(
     {"GPU", "GPU instances:", "Compute instances:", "Name", "Profile", "Instance", "Placement",
@@ -151,10 +158,13 @@ _HEADER_WORDS = frozenset(
 _NONE_FOUND = re.compile(r"No\b.*\bfound\b.*", re.IGNORECASE)
 
 
-def _table_lines(text: str, problems: ProblemLog, what: str) -> tuple[list[tuple[int, str]], str]:
-    """The candidate data rows (with line numbers) and any "No … found" message."""
+def _table_lines(
+    text: str, problems: ProblemLog, what: str
+) -> tuple[list[tuple[int, str]], str, str]:
+    """The candidate data rows (with line numbers), any "No … found" and any refusal."""
     rows: list[tuple[int, str]] = []
     none_found = ""
+    error = ""
     for number, line in enumerate(split_lines(text), start=1):
         stripped = line.strip()
         if not stripped or _BORDER.fullmatch(stripped):
@@ -168,16 +178,20 @@ def _table_lines(text: str, problems: ProblemLog, what: str) -> tuple[list[tuple
         if _NONE_FOUND.fullmatch(stripped):
             none_found = none_found or stripped
             continue
+        if _FAILED.fullmatch(stripped):
+            error = error or stripped
+            problems.line(number, f"nvidia-smi refused: {clip(stripped)!r}")
+            continue
         problems.line(number, f"unrecognised: {clip(stripped)!r}")
     if not text.strip():
         problems.add(f"empty nvidia-smi mig {what} output")
-    return rows, none_found
+    return rows, none_found, error
 
 
 def parse_mig_lgi(text: str) -> MigTable[GpuInstanceRow]:
     """`nvidia-smi mig -lgi`: one row per GPU instance."""
     problems = ProblemLog()
-    lines, none_found = _table_lines(text, problems, "-lgi")
+    lines, none_found, error = _table_lines(text, problems, "-lgi")
     rows: list[GpuInstanceRow] = []
     for number, line in lines:
         m = _LGI_ROW.fullmatch(line)
@@ -186,17 +200,17 @@ def parse_mig_lgi(text: str) -> MigTable[GpuInstanceRow]:
             continue
         gpu, profile, profile_id, gi, start, size = m.groups()
         rows.append(
-            GpuInstanceRow(int(gpu), profile, int(profile_id), int(gi), int(start), int(size))
+            GpuInstanceRow(int(gpu), profile, int(profile_id), int(gi), _opt(start), _opt(size))
         )
     if text.strip() and not rows and not none_found:
         problems.add("no GPU instance table found")
-    return MigTable(tuple(rows), none_found, problems.result())
+    return MigTable(tuple(rows), none_found, problems.result(), error)
 
 
 def parse_mig_lci(text: str) -> MigTable[ComputeInstanceRow]:
     """`nvidia-smi mig -lci`: one row per compute instance, with its GPU instance."""
     problems = ProblemLog()
-    lines, none_found = _table_lines(text, problems, "-lci")
+    lines, none_found, error = _table_lines(text, problems, "-lci")
     rows: list[ComputeInstanceRow] = []
     for number, line in lines:
         m = _LCI_ROW.fullmatch(line)
@@ -206,12 +220,16 @@ def parse_mig_lci(text: str) -> MigTable[ComputeInstanceRow]:
         gpu, gi, profile, profile_id, ci, start, size = m.groups()
         rows.append(
             ComputeInstanceRow(
-                int(gpu), int(gi), profile, int(profile_id), int(ci), int(start), int(size)
+                int(gpu), int(gi), profile, int(profile_id), int(ci), _opt(start), _opt(size)
             )
         )
     if text.strip() and not rows and not none_found:
         problems.add("no compute instance table found")
-    return MigTable(tuple(rows), none_found, problems.result())
+    return MigTable(tuple(rows), none_found, problems.result(), error)
+
+
+def _opt(digits: str | None) -> int | None:
+    return int(digits) if digits is not None else None
 
 
 # -- nvidia-smi -q -x -------------------------------------------------------------------------
@@ -237,7 +255,13 @@ _TRUNCATION_CODES = frozenset(
 _DIGITS = re.compile(r"[0-9]{1,18}")
 _MIB = re.compile(r"\s*([0-9]{1,18})\s*MiB\s*")
 
-_MODES = {"enabled": MIG_ENABLED, "disabled": MIG_DISABLED, "n/a": MIG_NOT_SUPPORTED}
+# "[N/A]" and "[Not Supported]" are the bracketed forms some drivers print for the same.
+_MODES = {
+    "enabled": MIG_ENABLED,
+    "disabled": MIG_DISABLED,
+    "n/a": MIG_NOT_SUPPORTED,
+    "not supported": MIG_NOT_SUPPORTED,
+}
 
 # What nvidia-smi prints instead of XML, mapped to the probe states NVML would report.
 _NOT_XML = (
@@ -274,7 +298,8 @@ def _mib(value: str) -> int | None:
 def _mode(value: str) -> str:
     if not value:
         return MIG_UNKNOWN
-    return _MODES.get(value.strip().lower(), MIG_UNKNOWN)
+    # "Insufficient Permissions" (an unprivileged container) and anything else: unknown.
+    return _MODES.get(value.strip().strip("[]").lower(), MIG_UNKNOWN)
 
 
 def _mig_devices(gpu: ET.Element) -> tuple[MigDevice, ...]:
@@ -295,11 +320,10 @@ def _mig_devices(gpu: ET.Element) -> tuple[MigDevice, ...]:
     return tuple(devices)
 
 
-def _gpu(position: int, gpu: ET.Element) -> GpuMigState:
+def _gpu(index: int, gpu: ET.Element) -> GpuMigState:
     mode = gpu.find("mig_mode")
     return GpuMigState(
-        # -q -x carries no index; nvidia-smi lists GPUs in index order, so position is the index.
-        index=position,
+        index=index,
         name=_child_text(gpu, "product_name"),
         uuid=_child_text(gpu, "uuid"),
         pci_bus_id=(gpu.get("id") or _child_text(gpu, "pci/pci_bus_id")).strip(),
@@ -367,8 +391,28 @@ def _read_tree(
     return root, complete, started, error
 
 
-def parse_smi_xml(text: str) -> MigState:
-    """`nvidia-smi -q -x` as a MigState (profiles empty: the XML has none; see merge_smi)."""
+def _indexes(complete: list[ET.Element], attached: int | None, queried: str | None) -> list[int]:
+    """Each listed GPU's nvidia-smi index. -q -x prints none: with every attached GPU listed
+    (in index order) it is the position; with `-i 0,3` the asked-for indexes, in order; else
+    the device minor number, which follows the same PCI order on a node."""
+    positions = list(range(len(complete)))
+    if attached is None or attached <= len(complete):
+        return positions
+    asked = [part.strip() for part in (queried or "").split(",") if part.strip()]
+    if asked and all(_DIGITS.fullmatch(part) for part in asked) and len(asked) == len(complete):
+        return sorted(int(part) for part in asked)
+    minors = [_int_or_none(_child_text(gpu, "minor_number")) for gpu in complete]
+    if all(m is not None for m in minors) and len(set(minors)) == len(minors):
+        return [m for m in minors if m is not None]
+    return positions
+
+
+def parse_smi_xml(text: str, *, queried: str | None = None) -> MigState:
+    """`nvidia-smi -q -x` as a MigState (profiles empty: the XML has none; see merge_smi).
+
+    `queried` is the `-i` value the XML was written for, when known (`nvidia-smi -q -x -i 3`):
+    the attached GPUs it left out were not asked for, and that is not a fault.
+    """
     if not text.strip():
         return MigState(source=SOURCE, status=PROBE_ERROR, detail="empty nvidia-smi -q -x output")
     if "<nvidia_smi_log" not in text:
@@ -386,7 +430,9 @@ def parse_smi_xml(text: str) -> MigState:
 
     if root is None or root.tag != "nvidia_smi_log":
         return MigState(SOURCE, PROBE_ERROR, "; ".join([f"malformed XML: {error}", *notes]))
-    gpus = tuple(_gpu(position, gpu) for position, gpu in enumerate(complete))
+    attached = _int_or_none(_child_text(root, "attached_gpus"))
+    indexes = _indexes(complete, attached if error is None else None, queried)
+    gpus = tuple(_gpu(index, gpu) for index, gpu in zip(indexes, complete, strict=True))
     driver = _child_text(root, "driver_version")
     if error is not None:
         kind = "truncated XML" if error.code in _TRUNCATION_CODES else "malformed XML"
@@ -395,11 +441,26 @@ def parse_smi_xml(text: str) -> MigState:
         left_out = [f"{dropped} incomplete <gpu> left out"] if dropped else []
         detail = "; ".join([f"{kind}: {error}", read, *left_out, *notes])
         return MigState(SOURCE, PROBE_ERROR, detail, driver, gpus)
-    attached = _int_or_none(_child_text(root, "attached_gpus"))
-    if attached is not None and attached != len(gpus):
-        # nvidia-smi leaves out a GPU it cannot query (fallen off the bus, Xid 79): say so.
+    if attached is not None and attached > len(gpus) and queried is not None:
+        others = attached - len(gpus)
+        said = f"nvidia-smi -i {queried}: {len(gpus)} of {attached} attached GPUs queried"
+        detail = "; ".join([f"{said}, {others} not asked for", *notes])
+        return MigState(SOURCE, PROBE_OK, detail, driver, gpus)
+    if attached is not None and attached > len(gpus):
+        # A `-i` query lists only the GPUs asked for; a GPU nvidia-smi cannot read (fallen off
+        # the bus, Xid 79) is left out too. The XML does not say which: keep what is listed.
+        others = attached - len(gpus)
+        detail = "; ".join(
+            [
+                f"attached_gpus is {attached} but {len(gpus)} <gpu> listed: {others} not "
+                "queried (nvidia-smi -i) or not readable",
+                *notes,
+            ]
+        )
+        return MigState(SOURCE, PROBE_ERROR, detail, driver, gpus)
+    if attached is not None and attached < len(gpus):
         detail = "; ".join([f"attached_gpus is {attached} but {len(gpus)} <gpu> listed", *notes])
-        return MigState(SOURCE, PROBE_ERROR if gpus else PROBE_NO_GPUS, detail, driver, gpus)
+        return MigState(SOURCE, PROBE_ERROR, detail, driver, gpus)
     if not gpus:
         detail = "; ".join(["no <gpu> elements in nvidia-smi -q -x", *notes])
         return MigState(SOURCE, PROBE_NO_GPUS, detail, driver)

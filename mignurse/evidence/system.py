@@ -39,6 +39,32 @@ def parse_cgroup_fs(text: str) -> CgroupInfo:
     return CgroupInfo(version, fs_type, problems.result())
 
 
+# `mount` prints "<src> on <dir> type <fs> (<opts>)"; /proc/mounts "<src> <dir> <fs> <opts> 0 0".
+_MOUNT_LINE = re.compile(r"\S+ on (\S+) type (\S+) \(.*\)")
+_PROC_MOUNTS_LINE = re.compile(r"\S+ (\S+) (\S+) \S+ \d+ \d+")
+_MOUNT_FS_TO_STAT = {"cgroup2": "cgroup2fs", "tmpfs": "tmpfs"}
+
+
+def parse_cgroup_mounts(text: str) -> CgroupInfo:
+    """The cgroup version from a mount table (`mount` output or /proc/mounts): what is
+    mounted on /sys/fs/cgroup itself, named as `stat -fc %T` would name it; a hybrid host
+    (tmpfs there, cgroup2 only under unified/) is v1. Other lines (a `df` after it) are skipped."""
+    problems = ProblemLog()
+    fs_type = ""
+    for line in split_lines(text):
+        m = _MOUNT_LINE.fullmatch(line.strip()) or _PROC_MOUNTS_LINE.fullmatch(line.strip())
+        if m is not None and m.group(1) == "/sys/fs/cgroup":
+            fs_type = m.group(2)  # the last mount on a directory is the one in force
+    if not fs_type:
+        problems.add("nothing mounted on /sys/fs/cgroup in the mount table")
+        return CgroupInfo(None, "", problems.result())
+    stat_name = _MOUNT_FS_TO_STAT.get(fs_type, "")
+    version = _CGROUP_VERSIONS.get(stat_name)
+    if version is None:
+        problems.add(f"unrecognised filesystem type {clip(fs_type)!r} on /sys/fs/cgroup")
+    return CgroupInfo(version, stat_name or fs_type, problems.result())
+
+
 # os-release(5): KEY=value, shell-style quoting, "#" comments; keys are [A-Z0-9_] by spec.
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)")
 _ESCAPED = re.compile(r"\\([\\$\"`])")

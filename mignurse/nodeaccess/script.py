@@ -30,6 +30,9 @@ NODE_FILES = (
     "cloud-init.log",
     "cloud-init-output.log",
     "cloud-init-status.json",
+    "cloud-init-status.txt",
+    "cloud-init-run-status.json",
+    "cloud-init-run-result.json",
     "os-release",
     "cgroup-fs.txt",
     "nvidia-smi.xml",
@@ -41,6 +44,7 @@ NODE_FILES = (
     "nvml.json",
     "crictl-ps.txt",
     "systemctl-failed.txt",
+    "nma.log",
     "bottlerocket-logs.tar.gz",
 )
 
@@ -230,8 +234,26 @@ set --
 
 copy cloud-init.log "$R/var/log/cloud-init.log"
 copy cloud-init-output.log "$R/var/log/cloud-init-output.log"
-# cloud-init status: 2 = done with recoverable errors (23.4+), still a readable answer.
-run cloud-init-status.json "$SRC_TO" "0 1 2" cloud-init status --long --format json
+if command -v cloud-init >/dev/null 2>&1; then
+  # cloud-init status: 2 = done with recoverable errors (23.4+), still a readable answer.
+  run cloud-init-status.json "$SRC_TO" "0 1 2" cloud-init status --long --format json
+  # Before 22.4 (AL2023 ships 22.2.2) --format is unknown: usage on stderr, exit 2, no
+  # stdout. Keep the text form and cloud-init's own status files instead.
+  if ! grep -q '^[[:space:]]*{' "$D/cloud-init-status.json" 2>/dev/null; then
+    [ -s "$D/cloud-init-status.json" ] || rm -f "$D/cloud-init-status.json"
+    run cloud-init-status.txt "$SRC_TO" "0 1 2" cloud-init status --long
+    for _ci in status result; do
+      if [ -e "$R/run/cloud-init/$_ci.json" ]; then
+        copy "cloud-init-run-$_ci.json" "$R/run/cloud-init/$_ci.json"
+      else
+        copy "cloud-init-run-$_ci.json" "$R/var/lib/cloud/data/$_ci.json"
+      fi
+    done
+  fi
+else
+  # Bottlerocket has no cloud-init (early-boot-config reads its user data).
+  skip cloud-init-status.json "cloud-init not on this node" cloud-init status --long --format json
+fi
 copy os-release "$R/etc/os-release"
 run cgroup-fs.txt "$SRC_TO" 0 stat -fc %T "$R/sys/fs/cgroup/"
 
@@ -256,6 +278,29 @@ else
   skip crictl-ps.txt "crictl not on PATH" crictl ps -a
 fi
 run systemctl-failed.txt "$SRC_TO" 0 systemctl --failed --no-pager
+
+# The node monitoring agent's container log: the newest file of each of its containers, the
+# last bytes of each within the cap (its latest lines matter most), each after `==> path <==`.
+_nma= _nma_n=0
+for _dir in "$R"/var/log/pods/kube-system_eks-node-monitoring-agent-*/*/; do
+  [ -d "$_dir" ] || continue
+  _newest=$(ls -t "$_dir" 2>/dev/null | grep '\.log$' | head -n 1)
+  [ -n "$_newest" ] || continue
+  _nma="$_nma $_dir$_newest"
+  _nma_n=$((_nma_n + 1))
+done
+if [ "$_nma_n" -gt 0 ]; then
+  _each=$((MAX / _nma_n - 512))
+  [ "$_each" -gt 0 ] || _each=1
+  # A file longer than its share loses its first, cut line too; $_nma splits into one word
+  # per file (pod log paths hold no blanks).
+  _tail='n=$1; shift; for f; do echo "==> $f <=="; if [ "$(wc -c <"$f")" -gt "$n" ]; '
+  _tail="$_tail"'then tail -c "$n" "$f" | sed 1d; else cat "$f"; fi; done'
+  run nma.log "$SRC_TO" 0 sh -c "$_tail" nma-log "$_each" $_nma
+else
+  skip nma.log "no eks-node-monitoring-agent pod log" \
+    ls "$R/var/log/pods/kube-system_eks-node-monitoring-agent-*/"
+fi
 
 if [ "$OS_ID" = bottlerocket ]; then
   _admin=

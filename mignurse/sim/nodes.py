@@ -216,11 +216,12 @@ class NodeSandbox:
             "containerd.log": self._containerd(),
             "nodeadm.log": self._nodeadm(),
             "kernel.log": self._kernel(),
-            "cloud-init-status.json": self._cloud_init_status(),
+            "cloud-init-status.txt": self._cloud_init_status(),
             "crictl-ps.txt": "CONTAINER  IMAGE  CREATED  STATE  NAME  ATTEMPT  POD ID  POD\n",
         }
         for name, text in data.items():
             (self.data / name).write_text(text)
+        self._cloud_init_files()
         self._mig_build()
         self._stubs()
 
@@ -259,10 +260,7 @@ class NodeSandbox:
             "esac\n"
             "echo 'sandbox systemctl: refused' >&2; exit 1\n",
         )
-        self.stub(
-            "cloud-init",
-            '[ "$1" = status ] && exec cat "$D/cloud-init-status.json"\nexit 1\n',
-        )
+        self.stub("cloud-init", _CLOUD_INIT_STUB)
         self.stub(
             "crictl",
             '[ "$1" = ps ] && exec cat "$D/crictl-ps.txt"\nexit 1\n',
@@ -415,13 +413,37 @@ class NodeSandbox:
         )
 
     def _cloud_init_status(self) -> str:
-        started = (self.created - timedelta(seconds=50)).strftime("%a, %d %b %Y %H:%M:%S +0000")
-        return (
-            '{\n  "boot_status_code": "enabled-by-generator",\n  "datasource": "ec2",\n'
-            '  "detail": "DataSourceEc2Local",\n  "errors": [],\n  "extended_status": "done",\n'
-            f'  "last_update": "{started}",\n  "recoverable_errors": {{}},\n'
-            '  "status": "done"\n}\n'
-        )
+        # `cloud-init status --long` of 22.2.2, AL2023's release (cloudinit/cmd/status.py).
+        finished = (self.created - timedelta(seconds=9)).strftime("%a, %d %b %Y %H:%M:%S +0000")
+        return f"status: done\ntime: {finished}\ndetail:\nDataSourceEc2Local\n"
+
+    def _cloud_init_files(self) -> None:
+        """status.json and result.json as cloud-init 22.2.2 writes them (cmd/main.py
+        status_wrapper): under /var/lib/cloud/data, linked from /run/cloud-init."""
+        booted = self.created.timestamp() - 60
+        stages = {
+            "init-local": (3.9, 4.6), "init": (5.8, 7.3), "modules-init": (None, None),
+            "modules-config": (7.6, 8.2), "modules-final": (8.4, 51.0),
+        }  # fmt: skip
+        v1: dict[str, Any] = {"datasource": "DataSourceEc2Local", "stage": None}
+        for stage, (start, finished) in stages.items():
+            v1[stage] = {
+                "errors": [],
+                "start": round(booted + start, 6) if start is not None else None,
+                "finished": round(booted + finished, 6) if finished is not None else None,
+            }
+        data_dir, run_dir = self.fs / "var/lib/cloud/data", self.fs / "run/cloud-init"
+        for folder in (data_dir, run_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        documents = {
+            "status.json": {"v1": v1},
+            "result.json": {"v1": {"datasource": "DataSourceEc2Local", "errors": []}},
+        }
+        for name, doc in documents.items():
+            (data_dir / name).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            link = run_dir / name
+            if not link.is_symlink():
+                link.symlink_to(f"../../var/lib/cloud/data/{name}")
 
     # -- MIG ---------------------------------------------------------------------------------
 
@@ -470,6 +492,37 @@ class NodeSandbox:
     def _probe_stub(self, installed: bool) -> None:
         if installed:
             self.stub("mignurse", self._nodemig("mignurse"))
+
+
+# cloud-init as the node really has it: 22.2.2 on AL2023, whose `status` knows no --format
+# (argparse usage error, exit 2: canonical/cloud-init@22.2.2 cloudinit/cmd/main.py), and
+# none at all on Bottlerocket (early-boot-config reads its user data).
+_CLOUD_INIT_STUB = r"""os=$(sed -n 's/^ID=//p' "${MIGNURSE_ROOT:-}/etc/os-release" 2>/dev/null)
+os=$(echo "$os" | tr -d '"')
+if [ "$os" = bottlerocket ]; then
+  echo "sh: cloud-init: command not found" >&2
+  exit 127
+fi
+[ "$1" = status ] || { echo "sandbox cloud-init: refused" >&2; exit 1; }
+shift
+long= bad=
+for a in "$@"; do
+  case $a in
+    -l|--long) long=1 ;;
+    -w|--wait) ;;
+    *) bad="$bad${bad:+ }$a" ;;
+  esac
+done
+if [ -n "$bad" ]; then
+  subs={init,modules,single,query,dhclient-hook,features,analyze,devel,collect-logs,clean,status,schema}
+  echo "usage: /usr/bin/cloud-init [-h] [--version] [--file FILES] [--debug] [--force]" >&2
+  echo "                           $subs ..." >&2
+  echo "/usr/bin/cloud-init: error: unrecognized arguments: $bad" >&2
+  exit 2
+fi
+if [ -n "$long" ]; then exec cat "$D/cloud-init-status.txt"; fi
+head -n 1 "$D/cloud-init-status.txt"
+"""
 
 
 def _gpu_uuid(index: int) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mignurse.evidence import parse_cloud_init_status
+from mignurse.evidence import parse_cloud_init_files, parse_cloud_init_status
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -22,10 +22,12 @@ def test_done_with_recoverable_errors_is_not_a_failure() -> None:
         )
     }
     assert status.boot_status_code == "enabled-by-generator"
-    assert status.datasource == "ec2"
+    assert status.datasource == "ec2local"
     assert status.detail == "DataSourceEc2Local"
-    assert status.last_update == "Sun, 29 Nov 2026 03:00:56 +0000"
+    # Since 24.2 the stage times are seconds since boot, and cloud-init prints them as 1970.
+    assert status.last_update == "Thu, 01 Jan 1970 00:00:41 +0000"
     assert status.stage == ""
+    assert status.form == "status-json"
 
 
 def test_error_is_a_failure_with_its_messages() -> None:
@@ -87,7 +89,7 @@ def test_truncated_ssm_output_keeps_what_parsed() -> None:
     assert status.problems == ("text after the JSON: '--output truncated--'",)
 
 
-def test_plain_text_form_is_read_with_a_problem() -> None:
+def test_plain_text_form_is_an_answer_too() -> None:
     text = (
         "status: done\nextended_status: degraded done\nboot_status_code: enabled-by-generator\n"
         "last_update: Sun, 29 Nov 2026 03:00:56 +0000\ndetail: DataSourceEc2Local\n"
@@ -95,7 +97,12 @@ def test_plain_text_form_is_read_with_a_problem() -> None:
     status = parse_cloud_init_status(text)
     assert (status.status, status.extended_status) == ("done", "degraded done")
     assert status.degraded and not status.failed
-    assert status.problems == ("not JSON; read the plain `cloud-init status` form",)
+    assert (status.detail, status.datasource, status.form) == (
+        "DataSourceEc2Local",
+        "ec2local",
+        "status-text",
+    )
+    assert status.problems == ()
 
 
 def test_odd_shapes_do_not_crash() -> None:
@@ -111,4 +118,122 @@ def test_odd_shapes_do_not_crash() -> None:
     assert parse_cloud_init_status('{"a": 1').problems[0].startswith("invalid JSON")
     nested = parse_cloud_init_status('{"v1": {"stage": null, "init": {"errors": ["x"]}}}')
     assert nested.errors == ("x",)
-    assert "status.json" in nested.problems[0]
+    assert nested.form == "status-files" and nested.problems == ()
+
+
+# -- every release's answer, from the corpus ------------------------------------------------
+
+CORPUS = Path(__file__).parents[1] / "corpus" / "cloud-init"
+ERR = "('scripts_user', RuntimeError('Runparts: 1 failures (part-001) in 1 attempted commands'))"
+WARN = "Failed to run module scripts_user (scripts in /var/lib/cloud/instance/scripts)"
+
+
+def _corpus(name: str) -> str:
+    return (CORPUS / name).read_text(encoding="utf-8")
+
+
+def test_al2023_cloud_init_22_2_2_long_text_reads_as_done() -> None:
+    # AL2023 ships 22.2.2: no --format json, only `status --long` text with "detail:" on its own.
+    status = parse_cloud_init_status(_corpus("status-long-22.2.2-done.txt"))
+    assert status.problems == ()
+    assert (status.status, status.extended_status, status.form) == ("done", "done", "status-text")
+    assert status.done and not status.failed and not status.degraded
+    assert (status.detail, status.datasource) == ("DataSourceEc2Local", "ec2local")
+    assert status.last_update == "Sun, 29 Nov 2026 03:00:52 +0000"
+
+
+def test_22_2_2_error_lists_its_errors_as_the_detail() -> None:
+    status = parse_cloud_init_status(_corpus("status-long-22.2.2-error.txt"))
+    assert status.problems == ()
+    assert status.failed and status.errors == (ERR,)
+    assert status.datasource == ""  # the detail is the errors, not the datasource
+
+
+def test_the_usage_error_of_format_json_says_what_happened() -> None:
+    status = parse_cloud_init_status(_corpus("status-format-json-22.2.2-stderr.txt"))
+    assert not status.readable
+    assert status.problems == (
+        "this cloud-init has no `status --format json` (before 22.4): "
+        "`cloud-init status --long` answers",
+    )
+
+
+def test_23_1_and_23_4_long_text() -> None:
+    old = parse_cloud_init_status(_corpus("status-long-23.1.txt"))
+    assert old.problems == ()
+    assert (old.status, old.boot_status_code, old.detail) == (
+        "done",
+        "enabled-by-generator",
+        "DataSourceEc2Local",
+    )
+    degraded = parse_cloud_init_status(_corpus("status-long-23.4-degraded.txt"))
+    assert degraded.problems == ()
+    assert (degraded.status, degraded.extended_status) == ("done", "degraded done")
+    assert degraded.errors == () and not degraded.failed
+    assert dict(degraded.recoverable_errors) == {"WARNING": (WARN,)}
+
+
+def test_26_2_long_text_with_detail_on_one_line_and_error_items() -> None:
+    status = parse_cloud_init_status(_corpus("status-long-26.2-error.txt"))
+    assert status.problems == ()
+    assert (status.status, status.extended_status) == ("error", "error - done")
+    assert status.failed and status.errors == (ERR,)
+    assert dict(status.recoverable_errors) == {"WARNING": (WARN,)}
+    assert (status.detail, status.datasource) == ("DataSourceEc2Local", "ec2local")
+    assert status.last_update == "Thu, 01 Jan 1970 00:00:39 +0000"
+
+
+def test_json_of_22_4_and_23_4() -> None:
+    first = parse_cloud_init_status(_corpus("status-json-22.4.json"))
+    assert first.problems == ()
+    assert (first.status, first.extended_status, first.datasource) == ("done", "done", "ec2local")
+    degraded = parse_cloud_init_status(_corpus("status-json-23.4-degraded.json"))
+    assert degraded.problems == ()
+    assert degraded.degraded and degraded.done and not degraded.failed
+    assert dict(degraded.recoverable_errors) == {"WARNING": (WARN,)}
+    assert dict(degraded.stage_errors) == {}
+
+
+def test_status_and_result_files_of_22_2_2() -> None:
+    status = parse_cloud_init_files(
+        _corpus("run-status-22.2.2-error.json"), _corpus("run-result-22.2.2-error.json")
+    )
+    assert status.problems == ()
+    assert (status.status, status.extended_status, status.form) == (
+        "error",
+        "error - done",
+        "status-files",
+    )
+    assert status.errors == (ERR,)
+    assert dict(status.stage_errors) == {"modules-final": (ERR,)}
+    assert (status.datasource, status.detail) == ("ec2local", "DataSourceEc2Local")
+    # 22.2.2 stamps stages with time.time(): the latest one is the last update.
+    assert status.last_update == "Sun, 29 Nov 2026 03:00:52 +0000"
+    result_only = parse_cloud_init_files(None, _corpus("run-result-22.2.2-error.json"))
+    assert (result_only.status, result_only.errors) == ("error", (ERR,))
+
+
+def test_status_file_without_result_is_still_running() -> None:
+    # 26.2 stamps stages with seconds since boot: no last_update is made up from them.
+    status = parse_cloud_init_files(_corpus("run-status-26.2-running.json"), None)
+    assert status.problems == ()
+    assert (status.status, status.extended_status, status.stage) == (
+        "running",
+        "degraded running",
+        "init",
+    )
+    assert status.detail == "Running in stage: init" and status.last_update == ""
+    assert dict(status.recoverable_errors) == {
+        "WARNING": ("Failed to bring up network interface ens5: timed out",)
+    }
+    # The same file handed to parse_cloud_init_status alone reads the same way.
+    alone = parse_cloud_init_status(_corpus("run-status-26.2-running.json"))
+    assert (alone.status, alone.stage) == ("running", "init")
+
+
+def test_unreadable_status_files_are_problems() -> None:
+    assert parse_cloud_init_files(None, None).problems == ("neither status.json nor result.json",)
+    broken = parse_cloud_init_files("{", '{"v2": {}}')
+    assert not broken.readable
+    assert broken.problems[0].startswith("status.json is not JSON")
+    assert broken.problems[1] == "result.json has no v1 object"

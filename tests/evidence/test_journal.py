@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mignurse.evidence import (
+    JournalParse,
     classify_unit_message,
     parse_journal,
     systemd_unit_actions,
@@ -195,7 +196,7 @@ def test_unit_messages_across_systemd_versions() -> None:
         "kubelet.service: Failed with result 'exit-code'.": "failed",
         "Failed to start kubelet.service - Kubernetes Kubelet.": "failed",
         "kubelet.service: Scheduled restart job, restart counter is at 3.": "restart-scheduled",
-        "kubelet.service: Deactivated successfully.": None,
+        "kubelet.service: Deactivated successfully.": "stopped",
         "kubelet.service: Consumed 3.412s CPU time.": None,
         "Started containerd.service - containerd container runtime.": None,
         "Started kubelet-eks.service - something else.": None,
@@ -261,3 +262,281 @@ def test_a_long_journal_parses_whole() -> None:
     parsed = parse_journal(_big_journal(20_000), "journal:kubelet")
     assert len(parsed.entries) == 20_000
     assert parsed.problems == ()
+
+
+# -- every journalctl output format, syslog files and dmesg (tests/corpus/journal) ------------
+
+CORPUS = Path(__file__).parents[1] / "corpus" / "journal"
+AL2 = "ip-10-0-12-34.ec2.internal"
+AL23 = "ip-10-0-21-77.us-west-2.compute.internal"
+REFERENCE = datetime(2026, 12, 1, tzinfo=UTC)  # when the year-less files were collected
+XID79 = ("0000:75:00", 79)
+
+
+def _corpus(name: str, reference: datetime | None = REFERENCE) -> JournalParse:
+    text = (CORPUS / name).read_text(encoding="utf-8")
+    return parse_journal(text, f"corpus:{name}", reference=reference)
+
+
+def test_al2_default_short_output_with_systemd_219_wording() -> None:
+    # `journalctl -u kubelet` on AL2: no year, systemd 219's own words for a crash loop.
+    parsed = _corpus("kubelet-short-al2.log")
+    assert parsed.problems == ()
+    assert parsed.format == "short"
+    assert parsed.boots == ("", "")  # "-- Reboot --" names no boot id
+    first = parsed.entries[0]
+    assert (first.time, first.host, first.ident, first.pid) == (
+        datetime(2026, 11, 29, 3, 0, 41, tzinfo=UTC),
+        AL2,
+        "systemd",
+        1,
+    )
+    assert first.message == "Starting Kubernetes Kubelet..."
+    actions = [a.action for a in systemd_unit_actions(parsed.entries)]
+    assert actions == [
+        "starting", "started", "failed", "restart-scheduled", "stopped", "starting", "started",
+        "failed", "starting", "started",
+    ]  # fmt: skip
+    assert [e.boot for e in parsed.entries][-2:] == [1, 1]
+
+
+def test_systemd_219_and_252_unit_wording() -> None:
+    cases = {
+        # systemd 219 (AL2): src/core/service.c, unit.c, job.c at v219
+        "kubelet.service: main process exited, code=exited, status=255/n/a": "failed",
+        "kubelet.service: main process exited, code=exited, status=0/SUCCESS": None,
+        "Unit kubelet.service entered failed state.": "failed",
+        "kubelet.service failed.": "failed",
+        "kubelet.service holdoff time over, scheduling restart.": "restart-scheduled",
+        "kubelet.service has no holdoff time, scheduling restart.": "restart-scheduled",
+        "start request repeated too quickly for kubelet.service": "failed",
+        "Stopped (with error) Kubernetes Kubelet.": "stopped",
+        "Timed out starting Kubernetes Kubelet.": "failed",
+        "Dependency failed for Kubernetes Kubelet.": "failed",
+        # systemd 252 (AL2023)
+        "kubelet.service: Service RestartSec=5s expired, scheduling restart.": "restart-scheduled",
+        "kubelet.service: Service has no hold-off time (RestartSec=0), scheduling restart.": (
+            "restart-scheduled"
+        ),
+        "kubelet.service: Start request repeated too quickly.": "failed",
+        "kubelet.service: Unit entered failed state.": "failed",
+        "kubelet.service: Main process exited, code=killed, status=9/KILL": "failed",
+        "Stopped kubelet.service - Kubernetes Kubelet with error.": "stopped",
+        # other units and near misses
+        "containerd.service failed.": None,
+        "Unit kubelet-eks.service entered failed state.": None,
+        "kubelet.service: Failed to open /run/systemd/transient/kubelet.service: ENOENT": None,
+    }
+    for message, expected in cases.items():
+        assert classify_unit_message(message) == expected, message
+
+
+def test_al2023_short_precise_restart_and_crash_loop() -> None:
+    parsed = _corpus("kubelet-short-precise-al2023.log")
+    assert parsed.problems == ()
+    assert parsed.format == "short"
+    assert parsed.boots == ("", "e81f3b5c9d2a4e6f8b0c1d3e5f7a9b2c")
+    assert parsed.entries[0].time == datetime(2026, 11, 29, 3, 0, 41, 118220, tzinfo=UTC)
+    actions = systemd_unit_actions([e for e in parsed.entries if e.boot == 0])
+    # "Deactivated successfully" + "Stopped", "RestartSec expired" + "Scheduled restart job":
+    # one event each.
+    assert [a.action for a in actions] == [
+        "starting", "started", "stopping", "stopped", "starting", "started", "failed",
+        "restart-scheduled", "stopped", "starting", "started",
+    ]  # fmt: skip
+    assert 37 <= (actions[2].time - actions[1].time).total_seconds() <= 39
+
+
+def test_local_time_offsets_become_utc() -> None:
+    local = _corpus("kubelet-short-iso-local-time.log")
+    utc = _corpus("kubelet-short-precise-al2023.log")
+    assert local.problems == () and local.format == "short-iso"
+    # short-iso has whole seconds: the same instants as the precise file, truncated.
+    assert [e.time for e in local.entries] == [
+        e.time.replace(microsecond=0) for e in utc.entries[: len(local.entries)]
+    ]
+    assert all(e.time.utcoffset() == timedelta(0) for e in local.entries)
+    colon = parse_journal(f"2026-11-29T04:01:02+01:00 {HOST} kubelet[1]: systemd 256\n", "j")
+    assert colon.entries[0].time == datetime(2026, 11, 29, 3, 1, 2, tzinfo=UTC)
+
+
+def test_short_full_with_zones() -> None:
+    parsed = _corpus("kubelet-short-full.log")
+    assert parsed.problems == () and parsed.format == "short-full"
+    assert parsed.entries[0].time == datetime(2026, 11, 29, 3, 0, 41, tzinfo=UTC)
+    assert parsed.entries[0].message == "Starting kubelet.service - Kubernetes Kubelet..."
+    text = (
+        f"Sun 2026-11-29 04:01:02 +01 {HOST} systemd[1]: numeric zone\n"
+        f"Sun 2026-11-29 03:01:02 CET {HOST} systemd[1]: named zone\n"
+        f"Sun 2026-11-29 03:01:03 CET {HOST} systemd[1]: named zone again\n"
+    )
+    zoned = parse_journal(text, "j")
+    assert [e.time.hour for e in zoned.entries] == [3, 3, 3]
+    assert zoned.problems == ("time zone 'CET' has no known offset: its times are read as UTC",)
+
+
+def test_year_less_times_take_the_year_that_is_not_after_the_reference() -> None:
+    after_new_year = _corpus("kernel-short-precise-new-year.log", datetime(2027, 1, 2, tzinfo=UTC))
+    assert [e.time.date().isoformat() for e in after_new_year.entries] == [
+        "2026-12-31", "2027-01-01", "2027-01-01",
+    ]  # fmt: skip
+    # Collected just before midnight, the first minute of the new year is within a day ahead.
+    before = _corpus(
+        "kernel-short-precise-new-year.log", datetime(2026, 12, 31, 23, 59, 58, tzinfo=UTC)
+    )
+    assert [e.time.year for e in before.entries] == [2026, 2027, 2027]
+    # Read months later, they stay in the winter they happened.
+    later = _corpus("kernel-short-precise-new-year.log", datetime(2027, 7, 1, tzinfo=UTC))
+    assert [e.time.year for e in later.entries] == [2026, 2027, 2027]
+    leap = parse_journal(
+        f"Feb 29 10:00:00 {HOST} kernel: leap\n", "j", reference=datetime(2027, 3, 1, tzinfo=UTC)
+    )
+    assert leap.entries[0].time == datetime(2024, 2, 29, 10, tzinfo=UTC)
+    impossible = parse_journal(f"Nov 31 10:00:00 {HOST} kernel: no\n", "j", reference=REFERENCE)
+    assert impossible.entries == () and impossible.problems[0].startswith("line 1: bad timestamp")
+
+
+def test_year_less_times_default_to_now() -> None:
+    parsed = parse_journal(f"Jan 01 00:00:00 {HOST} kernel: x\n", "j")
+    assert parsed.entries[0].time <= datetime.now(UTC) + timedelta(days=1)
+    assert parsed.entries[0].time > datetime.now(UTC) - timedelta(days=367)
+
+
+def test_json_output_of_systemd_252() -> None:
+    parsed = _corpus("kubelet-json.jsonl")
+    assert parsed.format == "json"
+    assert parsed.boots == ("4c0e2a9d6b1f47e3a8d5c2b9f0e1a7d3", "e81f3b5c9d2a4e6f8b0c1d3e5f7a9b2c")
+    first = parsed.entries[0]
+    assert (first.time, first.host, first.ident, first.pid, first.line) == (
+        datetime(2026, 11, 29, 3, 0, 41, 118220, tzinfo=UTC),
+        AL23,
+        "systemd",
+        1,
+        1,
+    )
+    # Over 4096 bytes without --all: journalctl wrote null. Not UTF-8: a byte array.
+    assert parsed.entries[3].message == ""
+    assert parsed.problems == (
+        "line 4: MESSAGE left out (over 4096 bytes: journalctl -o json needs --all)",
+    )
+    assert parsed.entries[4].message.endswith('name="caf\ufffd"')
+    assert [e.boot for e in parsed.entries] == [0] * 7 + [1, 1]
+    actions = [a.action for a in systemd_unit_actions(parsed.entries)]
+    assert actions == ["starting", "started", "stopping", "stopped", "starting", "started"]
+
+
+def test_json_pretty_and_systemd_219_json_find_the_xid() -> None:
+    pretty = _corpus("kernel-json-pretty.json")
+    assert pretty.problems == () and pretty.format == "json"
+    assert pretty.entries[1].line == 15  # the line its object opens on
+    assert [(x.pci, x.xid) for x in xid_errors(pretty.entries)] == [XID79]
+    al2 = _corpus("kernel-json-al2.jsonl")
+    assert al2.problems == () and al2.format == "json"
+    assert al2.entries[0].host == AL2
+    assert [(x.pci, x.xid) for x in xid_errors(al2.entries)] == [XID79]
+
+
+def test_json_sse_and_seq_and_odd_lines() -> None:
+    doc = '{"__REALTIME_TIMESTAMP":"1795921241118220","MESSAGE":"a","SYSLOG_IDENTIFIER":"k"}'
+    sse = parse_journal(f"data: {doc}\n\ndata: {doc}\n\n", "j")
+    seq = parse_journal(f"\x1e{doc}\n\x1e{doc}\n", "j")
+    for parsed in (sse, seq):
+        assert parsed.problems == ()
+        assert [e.message for e in parsed.entries] == ["a", "a"]
+    odd = parse_journal(
+        f"{doc}\n--output truncated--\n{doc[:-9]}\n" + '{"MESSAGE": "no time"}\n[1, 2]\n', "j"
+    )
+    assert [e.message for e in odd.entries] == ["a"]
+    assert odd.problems[0] == "line 2: not a JSON object: '--output truncated--'"
+    assert odd.problems[1].startswith("line 3: invalid JSON")
+    assert odd.problems[2:] == (
+        "line 4: no __REALTIME_TIMESTAMP",
+        "line 5: not a JSON object: '[1, 2]'",
+    )
+
+
+def test_syslog_files_find_the_xid() -> None:
+    for name in ("messages-al2", "messages-rfc3339"):
+        parsed = _corpus(name, datetime(2026, 12, 8, tzinfo=UTC))
+        assert parsed.problems == (), name
+        xids = xid_errors(parsed.entries)
+        assert [(x.pci, x.xid) for x in xids] == [("0000:00:1e", 48), ("0000:00:1e", 63)], name
+        assert xids[0].time.replace(microsecond=0) == datetime(2026, 12, 7, 3, 17, 46, tzinfo=UTC)
+    assert _corpus("messages-al2").format == "short"
+    assert _corpus("messages-rfc3339").format == "short-iso"
+    # Read with the reference of a week earlier, December 7 is last year's.
+    assert xid_errors(_corpus("messages-al2").entries)[0].time.year == 2025
+
+
+def test_dmesg_counts_seconds_since_boot() -> None:
+    parsed = _corpus("dmesg.txt")
+    assert parsed.format == "dmesg" and parsed.since_boot
+    assert parsed.problems == ("dmesg times are seconds since boot: dated from 1970-01-01",)
+    assert {(e.host, e.ident) for e in parsed.entries} == {("", "kernel")}
+    xid = xid_errors(parsed.entries)
+    assert [(x.pci, x.xid) for x in xid] == [XID79]
+    assert xid[0].time == datetime(1970, 1, 1, 0, 17, 5, 716561, tzinfo=UTC)
+    # The indented second line of a multi-line record belongs to it.
+    adapter = next(e for e in parsed.entries if "RmInitAdapter" in e.message)
+    assert adapter.message.endswith("rm_init_adapter failed, device minor number 2")
+    decoded = parse_journal(
+        "kern  :warn  : [ 1025.716561] NVRM: Xid (PCI:0000:75:00): 79, pid=0, GPU off the bus.\n"
+        "<4>[ 1025.716573] NVRM: GPU 0000:75:00.0: GPU has fallen off the bus.\n",
+        "j",
+    )
+    assert [(x.pci, x.xid) for x in xid_errors(decoded.entries)] == [XID79]
+    assert len(decoded.entries) == 2
+
+
+def test_dmesg_ctime_and_iso() -> None:
+    parsed = _corpus("dmesg-T.txt")
+    assert parsed.problems == () and parsed.format == "dmesg-ctime" and not parsed.since_boot
+    xid = xid_errors(parsed.entries)
+    assert [(x.pci, x.xid, x.time) for x in xid] == [
+        (*XID79, datetime(2026, 11, 29, 3, 15, 6, tzinfo=UTC))
+    ]
+    iso = parse_journal(
+        "2026-11-29T04:15:06,716561+01:00 NVRM: Xid (PCI:0000:75:00): 79, pid=0, GPU off.\n", "j"
+    )
+    assert iso.format == "dmesg-iso" and iso.problems == ()
+    assert iso.entries[0].time == datetime(2026, 11, 29, 3, 15, 6, 716561, tzinfo=UTC)
+
+
+def test_journal_short_unix_and_monotonic() -> None:
+    unix = _corpus("kernel-short-unix.log")
+    assert unix.problems == () and unix.format == "short-unix"
+    assert xid_errors(unix.entries)[0].time == datetime(2026, 11, 29, 3, 15, 6, 716561, tzinfo=UTC)
+    mono = _corpus("kernel-short-monotonic.log")
+    assert mono.format == "short-monotonic" and mono.since_boot
+    assert mono.problems == ("short-monotonic times are seconds since boot: dated from 1970-01-01",)
+    assert mono.entries[-1].host == AL23
+    assert mono.boots == ("", "e81f3b5c9d2a4e6f8b0c1d3e5f7a9b2c")
+    assert [(x.pci, x.xid) for x in xid_errors(mono.entries)] == [XID79]
+    assert {x.pci for x in xid_errors(mono.entries)} == {"0000:75:00"}
+
+
+def test_detection_tolerates_a_few_odd_lines() -> None:
+    text = (CORPUS / "kubelet-short-al2.log").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    noisy = "\n".join(
+        ["Hint: You are currently not seeing messages from other users and the system.",
+         *lines[:5], "--output truncated--", *lines[5:]]
+    )  # fmt: skip
+    parsed = parse_journal(noisy, "j", reference=REFERENCE)
+    assert parsed.format == "short"
+    assert len(parsed.entries) == len(_corpus("kubelet-short-al2.log").entries)
+    assert [p.split(":")[0] for p in parsed.problems] == ["line 1", "line 7"]
+    no_host = parse_journal("Nov 29 03:00:41 kubelet[3866]: no hostname\n", "j", REFERENCE)
+    assert no_host.problems == ()
+    assert (no_host.entries[0].ident, no_host.entries[0].pid) == ("kubelet", 3866)
+
+
+def test_xid_attributed_to_a_mig_instance() -> None:
+    text = (
+        f"2026-11-29T02:20:14.902124+0000 {HOST} kernel: NVRM: Xid (PCI:0000:ca:00 GPU-I:05): 94, "
+        "pid=51320, name=python3, Contained: CE User Channel (0x9). RST: No, D-RST: No\n"
+        f"2026-11-29T02:20:15.117430+0000 {HOST} kernel: NVRM: Xid (PCI:0000:ca:00 GPU-I:05 "
+        "GPU-CI:00): 43, pid=51320, name=python3, Ch 00000018\n"
+    )
+    xids = xid_errors(parse_journal(text, "journal:kernel").entries)
+    assert [(x.pci, x.xid) for x in xids] == [("0000:ca:00", 94), ("0000:ca:00", 43)]

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from mignurse.evidence import (
     merge_smi,
     parse_mig_lci,
@@ -226,10 +228,11 @@ def test_lgi_errors_and_junk() -> None:
     )
     assert table.rows == ()
     assert table.problems == (
-        "line 1: unrecognised: 'Failed to display GPU instances: Insufficient Permissions'",
+        "line 1: nvidia-smi refused: 'Failed to display GPU instances: Insufficient Permissions'",
         "line 2: unrecognised table row: '| 0 MIG 1g.10gb nineteen 7 0:1 |'",
         "no GPU instance table found",
     )
+    assert table.error == "Failed to display GPU instances: Insufficient Permissions"
     assert parse_mig_lci("").problems == ("empty nvidia-smi mig -lci output",)
 
 
@@ -307,12 +310,106 @@ def test_stray_text_around_intact_xml_is_noted() -> None:
     )
 
 
-def test_a_gpu_missing_from_the_xml_is_an_error() -> None:
-    # nvidia-smi skips a GPU it cannot reach (Xid 79) but still counts it as attached.
+def test_a_gpu_missing_from_the_xml_is_an_error_when_all_were_asked_for() -> None:
+    # Without -i, a GPU nvidia-smi cannot read (Xid 79) is left out of the listing; the XML
+    # alone cannot tell that from a -i query, so the GPUs listed are kept and the gap noted.
     text = h100_xml(gpus=7).replace(
         "<attached_gpus>7</attached_gpus>", "<attached_gpus>8</attached_gpus>"
     )
     state = parse_smi_xml(text)
     assert state.status == PROBE_ERROR
-    assert state.detail == "attached_gpus is 8 but 7 <gpu> listed"
+    assert state.detail == (
+        "attached_gpus is 8 but 7 <gpu> listed: 1 not queried (nvidia-smi -i) or not readable"
+    )
     assert len(state.gpus) == 7
+
+
+# -- older drivers, -i queries and restricted containers (tests/corpus/nvidia-smi) ----------
+
+CORPUS = Path(__file__).parents[1] / "corpus" / "nvidia-smi"
+
+
+def _corpus(name: str) -> str:
+    return (CORPUS / name).read_text(encoding="utf-8")
+
+
+def test_lci_without_placement_column_of_r450_drivers() -> None:
+    table = parse_mig_lci(_corpus("mig-lci-r450-no-placement.txt"))
+    assert table.problems == () and table.none_found == "" and table.error == ""
+    assert [
+        (r.gpu, r.gpu_instance_id, r.profile, r.profile_id, r.instance_id) for r in table.rows
+    ] == [
+        (0, 1, "1c.3g.20gb", 0, 0),
+        (0, 1, "1c.3g.20gb", 0, 1),
+        (0, 1, "1c.3g.20gb", 0, 2),
+        (0, 2, "2g.10gb", 1, 0),
+    ]
+    assert {(r.placement_start, r.placement_size) for r in table.rows} == {(None, None)}
+
+
+def test_lci_with_placement_and_lgi_without_row_rules() -> None:
+    lci = parse_mig_lci(_corpus("mig-lci-r570-h200-balanced.txt"))
+    assert lci.problems == () and len(lci.rows) == 8
+    assert (lci.rows[0].profile, lci.rows[0].placement_start, lci.rows[0].placement_size) == (
+        "3g.71gb",
+        0,
+        3,
+    )
+    lgi = parse_mig_lgi(_corpus("mig-lgi-r470-a100-no-row-rules.txt"))
+    assert lgi.problems == ()
+    assert [(r.profile, r.profile_id, r.instance_id, r.placement_start) for r in lgi.rows] == [
+        ("3g.20gb", 9, 1, 4),
+        ("2g.10gb", 14, 5, 0),
+        ("1g.5gb", 19, 13, 2),
+        ("1g.5gb", 19, 14, 3),
+    ]
+
+
+def test_refusals_and_mig_off() -> None:
+    refused = parse_mig_lci(_corpus("mig-lci-insufficient-permissions.txt"))
+    assert refused.rows == ()
+    assert refused.error == "Failed to display compute instances: Insufficient Permissions"
+    off = parse_mig_lgi(_corpus("mig-lgi-mig-disabled.txt"))
+    assert (off.rows, off.problems, off.none_found) == ((), (), "No MIG-enabled devices found.")
+
+
+def test_a_single_gpu_query_keeps_its_gpu_and_index() -> None:
+    text = _corpus("q-x-i3-h100-v12.xml")
+    asked = parse_smi_xml(text, queried="3")
+    assert asked.status == PROBE_OK
+    assert asked.detail == "nvidia-smi -i 3: 1 of 8 attached GPUs queried, 7 not asked for"
+    (gpu,) = asked.gpus
+    assert (gpu.index, gpu.pci_bus_id, gpu.mig_current) == (3, "00000000:86:00.0", MIG_ENABLED)
+    assert [(d.gpu_instance_id, d.memory_mib) for d in gpu.devices] == [(2, 40192)]
+    # Read without knowing it was -i 3: the GPU is kept at its index (minor number), the rest
+    # is not called missing.
+    unknown = parse_smi_xml(text)
+    assert unknown.status == PROBE_ERROR
+    assert unknown.detail == (
+        "attached_gpus is 8 but 1 <gpu> listed: 7 not queried (nvidia-smi -i) or not readable"
+    )
+    assert [g.index for g in unknown.gpus] == [3]
+    by_uuid = parse_smi_xml(text, queried="GPU-3e7c0b1a-9d24-4f6e-8a15-c2d0e9f7b643")
+    assert by_uuid.status == PROBE_OK and by_uuid.gpus[0].index == 3
+
+
+def test_v11_xml_in_a_restricted_container() -> None:
+    state = parse_smi_xml(_corpus("q-x-a100-v11-r470-container.xml"))
+    assert (state.status, state.detail, state.driver_version) == (PROBE_OK, "", "470.256.02")
+    (gpu,) = state.gpus
+    assert (gpu.index, gpu.mig_current, gpu.mig_pending) == (0, MIG_ENABLED, MIG_ENABLED)
+    # No <reserved> in v11; N/A memory reads as unknown, not as zero.
+    assert [(d.gpu_instance_id, d.memory_mib) for d in gpu.devices] == [(1, 20096), (5, None)]
+
+
+def test_bracketed_and_permission_mode_values() -> None:
+    base = h100_xml(gpus=1, devices_per_gpu=0)
+    for value, mode in (
+        ("[N/A]", MIG_NOT_SUPPORTED),
+        ("[Not Supported]", MIG_NOT_SUPPORTED),
+        ("Insufficient Permissions", MIG_UNKNOWN),
+    ):
+        text = base.replace(
+            "<current_mig>Enabled</current_mig>", f"<current_mig>{value}</current_mig>"
+        )
+        assert parse_smi_xml(text).gpus[0].mig_current == mode, value

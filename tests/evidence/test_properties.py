@@ -17,7 +17,9 @@ from mignurse.evidence import (
     classify_unit_message,
     merge_smi,
     parse_cgroup_fs,
+    parse_cloud_init_files,
     parse_cloud_init_status,
+    parse_container_log,
     parse_journal,
     parse_mig_lci,
     parse_mig_lgi,
@@ -33,10 +35,24 @@ from mignurse.model import PROBE_OK, MigState
 from .smi_samples import h100_lci, h100_lgi, h100_list, h100_xml, l40s_xml
 
 FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = Path(__file__).parents[1] / "corpus"
+REFERENCE = datetime(2026, 12, 8, tzinfo=UTC)
 
 
 def _fixture(name: str) -> str:
     return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def _corpus(name: str) -> str:
+    return (CORPUS / name).read_text(encoding="utf-8")
+
+
+def _journal(text: str) -> Any:
+    return parse_journal(text, "j", reference=REFERENCE)
+
+
+# Every journal shape of the corpus: journalctl's text and JSON formats, syslog files, dmesg.
+JOURNAL_SHAPES = sorted(p.name for p in (CORPUS / "journal").iterdir() if p.suffix != ".source")
 
 
 _MERGED = merge_smi(
@@ -59,6 +75,28 @@ VALID: dict[str, tuple[Callable[[str], Any], str]] = {
     "smi-xml": (parse_smi_xml, h100_xml(gpus=2)),
     "smi-xml-l40s": (parse_smi_xml, l40s_xml()),
     "nvml": (parse_nvml_json, json.dumps(_MERGED.to_json(), indent=2)),
+    "journal-short-al2": (_journal, _corpus("journal/kubelet-short-al2.log")),
+    "journal-json": (_journal, _corpus("journal/kernel-json-al2.jsonl")),
+    "journal-json-pretty": (_journal, _corpus("journal/kernel-json-pretty.json")),
+    "journal-short-full": (_journal, _corpus("journal/kubelet-short-full.log")),
+    "journal-short-unix": (_journal, _corpus("journal/kernel-short-unix.log")),
+    "syslog-messages": (_journal, _corpus("journal/messages-al2")),
+    "dmesg-ctime": (_journal, _corpus("journal/dmesg-T.txt")),
+    "container-log": (lambda t: parse_container_log(t, "j"), _corpus("journal/nma-cri.log")),
+    "container-log-docker": (
+        lambda t: parse_container_log(t, "j", "c"),
+        _corpus("journal/nma-docker-json.log"),
+    ),
+    "cloud-init-22.2.2": (
+        parse_cloud_init_status,
+        _corpus("cloud-init/status-long-22.2.2-done.txt"),
+    ),
+    "cloud-init-26.2": (parse_cloud_init_status, _corpus("cloud-init/status-long-26.2-error.txt")),
+    "cloud-init-files": (
+        lambda t: parse_cloud_init_files(t, None),
+        _corpus("cloud-init/run-status-26.2-running.json"),
+    ),
+    "mig-lci-r450": (parse_mig_lci, _corpus("nvidia-smi/mig-lci-r450-no-placement.txt")),
 }
 NAMES = sorted(VALID)
 
@@ -183,3 +221,30 @@ def test_odd_values_inside_nvml_and_cloud_init_json(data: st.DataObject) -> None
     for key in data.draw(st.lists(st.sampled_from(sorted(status)), max_size=4)):
         status[key] = data.draw(_JSON)
     parse_cloud_init_status(json.dumps(status))
+
+
+_REFERENCES = st.datetimes(timezones=st.just(UTC)) | st.sampled_from(
+    [datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC), None]
+)
+
+
+@given(shape=st.sampled_from(JOURNAL_SHAPES), data=st.data(), junk=any_text | decoded_bytes)
+def test_parse_journal_never_raises_in_any_format(
+    shape: str, data: st.DataObject, junk: str
+) -> None:
+    # Cut, spliced and re-dated text of every journal shape: entries or problems, never a raise.
+    text = _corpus(f"journal/{shape}")
+    at = data.draw(st.integers(min_value=0, max_value=len(text)))
+    drop = data.draw(st.integers(min_value=0, max_value=200))
+    reference = data.draw(_REFERENCES)
+    for variant in (text[:at], text[:at] + junk + text[at + drop :], junk + "\n" + text):
+        parsed = parse_journal(variant, "j", reference=reference)
+        assert parsed.entries or parsed.problems or parsed.no_entries or not variant.strip()
+        parse_container_log(variant, "j")
+
+
+@given(text=any_text | decoded_bytes, reference=_REFERENCES)
+def test_parse_journal_never_raises_on_arbitrary_text(
+    text: str, reference: datetime | None
+) -> None:
+    parse_journal(text, "j", reference=reference)

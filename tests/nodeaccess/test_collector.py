@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -254,3 +255,113 @@ def test_without_mignurse_on_the_node_nvml_json_is_skipped_with_a_reason(tmp_pat
     node_dir = _untar(sink.getvalue(), tmp_path / "out")
     entry = next(s for s in _manifest(node_dir)["sources"] if s["file"] == "nvml.json")
     assert "mignurse not installed" in entry["skipped"]
+
+
+def test_al2023_cloud_init_without_format_json_falls_back_to_text_and_status_files(
+    tmp_path: Path,
+) -> None:
+    # AL2023's cloud-init 22.2.2 answers `status --format json` with a usage error (exit 2).
+    sandbox = NodeSandbox(tmp_path / "sb", node="n1", scenario_facts={"story": "healthy"})
+    result, data = _collect(sandbox)
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    by_file = {s["file"]: s for s in _manifest(node_dir)["sources"]}
+    assert (
+        by_file["cloud-init-status.json"]["rc"],
+        by_file["cloud-init-status.json"]["bytes"],
+    ) == (
+        2,
+        0,
+    )
+    assert not (node_dir / "cloud-init-status.json").exists()
+    assert (node_dir / "cloud-init-status.txt").read_text().startswith("status: done\n")
+    for name in ("cloud-init-run-status.json", "cloud-init-run-result.json"):
+        assert json.loads((node_dir / name).read_text())["v1"]["datasource"] == "DataSourceEc2Local"
+    nodes = [{"metadata": {"name": "n1"}}]
+    cloud_init = load_offline(_bundle(tmp_path, nodes, "n1", data)).node_evidence["n1"].cloud_init
+    assert cloud_init is not None and cloud_init.problems == ()
+    assert (cloud_init.status, cloud_init.form, cloud_init.datasource) == (
+        "done",
+        "status-text",
+        "ec2local",
+    )
+
+
+def test_cloud_init_status_files_are_read_when_the_text_is_not(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path / "sb", node="n1", scenario_facts={"story": "healthy"})
+    sandbox.stub("cloud-init", "echo 'Segmentation fault' >&2; exit 139\n")
+    result, data = _collect(sandbox)
+    assert result.ok
+    nodes = [{"metadata": {"name": "n1"}}]
+    cloud_init = load_offline(_bundle(tmp_path, nodes, "n1", data)).node_evidence["n1"].cloud_init
+    assert cloud_init is not None
+    assert (cloud_init.status, cloud_init.form, cloud_init.last_update != "") == (
+        "done",
+        "status-files",
+        True,
+    )
+
+
+def test_newer_cloud_init_json_is_kept_without_a_fallback(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path / "sb", node="n1", scenario_facts={"story": "healthy"})
+    answer = '{\n  "status": "done",\n  "extended_status": "degraded done",\n  "errors": []\n}'
+    sandbox.stub("cloud-init", f"cat <<'JSON'\n{answer}\nJSON\nexit 2\n")
+    result, data = _collect(sandbox)
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    assert json.loads((node_dir / "cloud-init-status.json").read_text())["status"] == "done"
+    assert not (node_dir / "cloud-init-status.txt").exists()
+    assert not (node_dir / "cloud-init-run-status.json").exists()
+
+
+def test_bottlerocket_has_no_cloud_init(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
+    (sandbox.fs / "etc/os-release").write_text("NAME=Bottlerocket\nID=bottlerocket\n")
+    sandbox.stub("apiclient", 'echo \'{"host-containers": {"admin": {"enabled": false}}}\'\n')
+    result, data = _collect(sandbox)
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    assert "cloud-init-status.json: cloud-init exited 127" in (node_dir / "errors.txt").read_text()
+    assert not (node_dir / "cloud-init-status.txt").exists()
+
+
+def test_node_monitoring_agent_log_is_collected_newest_file_last_bytes(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path / "sb", node="n1", scenario_facts={"story": "dcgm-loop"})
+    pod = sandbox.fs / (
+        "var/log/pods/kube-system_eks-node-monitoring-agent-q8w2m_5e0d1c2b/"
+        "eks-node-monitoring-agent"
+    )
+    pod.mkdir(parents=True)
+    corpus = Path(__file__).parents[1] / "corpus" / "journal" / "nma-cri.log"
+    lines = corpus.read_text().splitlines()[1:]  # the file itself, without the header
+    old = pod / "0.log"
+    old.write_text("2026-11-29T02:01:00Z stderr F an older run\n")
+    newest = pod / "1.log"
+    newest.write_text(
+        "2026-11-29T03:00:00Z stderr F " + "x" * 3000 + "\n" + "\n".join(lines) + "\n"
+    )
+    os.utime(old, (1, 1))
+    result, data = _collect(sandbox, collector_script(max_bytes_per_source=4096))
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    nma = (node_dir / "nma.log").read_text()
+    assert nma.startswith("==> ") and nma.splitlines()[0].endswith(
+        "/eks-node-monitoring-agent/1.log <=="
+    )
+    assert "an older run" not in nma and "xxxx" not in nma  # the cut first line is dropped
+    gathered = load_offline(_bundle(tmp_path, [{"metadata": {"name": "n1"}}], "n1", data))
+    journal = gathered.node_evidence["n1"].journals["nma"]
+    assert journal.problems == ()
+    assert {e.ident for e in journal.entries} == {"eks-node-monitoring-agent"}
+    assert any(
+        "failed to initialize DCGM: libdcgm.so not Found" in e.message for e in journal.entries
+    )
+
+
+def test_without_the_agent_nma_log_is_skipped(tmp_path: Path) -> None:
+    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
+    result, data = _collect(sandbox)
+    assert result.ok
+    node_dir = _untar(data, tmp_path / "out")
+    entry = next(s for s in _manifest(node_dir)["sources"] if s["file"] == "nma.log")
+    assert entry["skipped"] == "no eks-node-monitoring-agent pod log"
