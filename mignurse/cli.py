@@ -14,7 +14,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("-o", "--output", choices=("table", "json"), default="table")
     diagnose.add_argument("--nodepool", help="only findings about this NodePool or node group")
     diagnose.add_argument("--node", help="only findings that name this node, then its timeline")
+    diagnose.add_argument(
+        "--profile", help="AWS profile for managed node groups' repair settings (live only)"
+    )
+    diagnose.add_argument("--region", help="AWS region, as the aws CLI (live only)")
     diagnose.add_argument(
         "--state-dir", help="where `mignurse watch` keeps the history (live mode)"
     )
@@ -403,7 +407,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             raise UserError(f"--now {args.now!r} is not an RFC 3339 time (2026-11-29T03:00:00Z)")
     if args.source:
         gathered = load_offline(Path(args.source).expanduser())
-        now = now or gathered.collected_at or gathered.newest_time()
+        now = now or gathered.judge_time()
         if now is None:
             raise UserError(f"{args.source} holds no timestamp to judge by: pass --now")
         context = gathered.context or Path(args.source).name
@@ -411,7 +415,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         client = _connect(args)
         try:
             state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
-            gathered = load_live(client, history_path=default_history_path(state_dir))
+            gathered = load_live(
+                client,
+                history_path=default_history_path(state_dir),
+                nodegroups=None
+                if _is_simulated(args.kubeconfig, client.info.cluster)
+                else _nodegroup_reader(args, client.info.cluster),
+            )
         finally:
             client.close()
         now = now or gathered.collected_at or client.server_now()
@@ -422,7 +432,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     result = diagnose(inp, nodepool=args.nodepool, node=args.node)
     timeline = []
     if args.node:
-        if args.node not in inp.snapshot.nodes and args.node not in inp.events_by_node:
+        known = (inp.snapshot.nodes, inp.events_by_node, inp.node_evidence)
+        if not any(args.node in names for names in known):
             raise UserError(f"no node {args.node!r} in {context}: check the name (mignurse nodes)")
         timeline = node_timeline(inp, args.node)
     for error in result.rule_errors:
@@ -433,6 +444,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "kind": "Diagnosis",
             "context": context,
             "now": format_time(now),
+            **({"layout": gathered.layout} if args.source else {}),
             "findings": [f.to_json() for f in result.findings],
             "ruleErrors": result.rule_errors,
         }
@@ -444,7 +456,12 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if result.findings:
             print_findings(result.findings, now)
         else:
-            print(f"No findings in {context} as of {format_time(now)}.")
+            read = (
+                f" ({gathered.layout} bundle)"
+                if args.source and gathered.layout != "mignurse"
+                else ""
+            )
+            print(f"No findings in {context}{read} as of {format_time(now)}.")
         if args.node:
             print_timeline(args.node, timeline)
     return result.exit_code
@@ -514,6 +531,26 @@ def _ssm_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     s3_style = "path" if os.environ.get("AWS_ENDPOINT_URL_S3") else "auto"
     s3_config = retries.merge(Config(s3={"addressing_style": s3_style}, signature_version="s3v4"))
     return session.client("ssm", config=retries), session.client("s3", config=s3_config)
+
+
+def _nodegroup_reader(
+    args: argparse.Namespace, cluster_entry: str
+) -> Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]]:
+    """Describes managed node groups through EKS (their repair settings) with the aws CLI's
+    profile and region, the region defaulting to the one in an EKS context's ARN."""
+    from mignurse.aws.eks import cluster_from_context, describe_nodegroups, eks_client
+
+    name, arn_region = cluster_from_context(cluster_entry)
+
+    def read(groups: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        eks, why = eks_client(
+            getattr(args, "profile", None), getattr(args, "region", None) or arn_region or None
+        )
+        if eks is None:
+            return [], [f"node groups {', '.join(groups)} not described: {why}"]
+        return describe_nodegroups(eks, name, groups)
+
+    return read
 
 
 def _collect_local(args: argparse.Namespace, since: str) -> int:
@@ -672,6 +709,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
                     concurrency=args.concurrency,
                     node_timeout=args.timeout,
                     progress=progress,
+                    nodegroups=None
+                    if transport == "sim"
+                    else _nodegroup_reader(args, client.info.cluster),
                 )
             except KeyboardInterrupt:
                 progress.close()

@@ -137,6 +137,13 @@ def fleet_rows(inp: DiagnosisInput, diagnosis: Diagnosis) -> list[PoolRow]:
             row[1] += 1
         else:
             row[2] += 1
+    for name, evidence in inp.node_evidence.items():
+        if name not in snapshot.nodes and evidence.layout != "mignurse":
+            # another tool's node bundle: no Node object, its state is unknown
+            pool_of[name] = UNPOOLED
+            row = counts.setdefault(UNPOOLED, [0, 0, 0])
+            row[0] += 1
+            row[2] += 1
     for name, nodepool in snapshot.nodepools.items():
         if nodepool.requests_gpu:  # an empty GPU pool still belongs; a CPU pool does not
             counts.setdefault(name, [0, 0, 0])

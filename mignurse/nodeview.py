@@ -237,6 +237,31 @@ def launching_row(claim: NodeClaim, now: datetime) -> NodeRow:
     )
 
 
+def bundle_row(name: str, *, layout: str, instance_id: str = "") -> NodeRow:
+    """A node known only from another tool's node bundle (no Node object: state unknown)."""
+    return NodeRow(
+        name=name,
+        pool="",
+        pool_kind="",
+        instance_type="-",
+        status_word="Unknown",
+        status=f"{layout} bundle",
+        age="-",
+        gpu="-",
+        gpu_detail="-",
+        mig="-",
+        ahr="-",
+        ahr_ok=None,
+        taints="-",
+        capacity_type="",
+        zone="",
+        instance_id=instance_id,
+        nodeclaim="",
+        os_image="-",
+        runtime="-",
+    )
+
+
 def node_rows(
     snapshot: Snapshot, now: datetime, *, pool: str | None = None, launching: bool = True
 ) -> list[NodeRow]:

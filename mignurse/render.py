@@ -111,7 +111,8 @@ def print_findings(
         head.append(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, ""))
         head.append(f"  {finding.id}  ", style="bold")
         head.append(finding.nodepool or "(no pool)")
-        head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
+        if finding.nodes:  # a pool-level finding (a setting at risk) names no node
+            head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
         if finding.deadline:
             head.append(f"  deadline {countdown(finding.deadline, now)}", style="bold")
         console.print(head)

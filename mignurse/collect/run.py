@@ -137,10 +137,19 @@ def _raw(client: ClusterClient, resource: Resource, **selectors: Any) -> list[di
     return items
 
 
+NodeGroupReader = Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]]
+
+
 def write_cluster_part(
-    bundle: BundleWriter, client: ClusterClient, nodes: list[Node], karpenter: bool
+    bundle: BundleWriter,
+    client: ClusterClient,
+    nodes: list[Node],
+    karpenter: bool,
+    nodegroups: tuple[list[str], NodeGroupReader | None] = ([], None),
 ) -> list[str]:
-    """cluster/*.json; optional parts that RBAC refuses become problems, not failures."""
+    """cluster/*.json; optional parts that RBAC refuses become problems, not failures.
+    `nodegroups`: the cluster's GPU managed node groups and how to describe them (their
+    repair settings), when AWS is at hand."""
     problems: list[str] = []
     parts: list[tuple[str, Resource, dict[str, Any]]] = [
         ("nodes", NODES, {}),
@@ -168,6 +177,12 @@ def write_cluster_part(
                 problems.append("cluster/karpenter.json: no Karpenter Deployment found")
             else:
                 bundle.add_json("cluster/karpenter.json", deployment)
+    groups, describe = nodegroups
+    if groups and describe is not None:
+        documents, unread = describe(groups)
+        problems.extend(f"cluster/nodegroups.json: {line}" for line in unread)
+        if documents:
+            bundle.add_json("cluster/nodegroups.json", {"nodegroups": documents})
     return problems
 
 
@@ -203,9 +218,11 @@ def collect(
     concurrency: int = DEFAULT_CONCURRENCY,
     node_timeout: float = NODE_TIMEOUT_SECONDS,
     progress: Callable[[str, str], None] = lambda node, state: None,
+    nodegroups: NodeGroupReader | None = None,
 ) -> dict[str, Any]:
     """Write the bundle to `out`; returns its manifest. Without a client (`collect --local`
-    on the node itself) the bundle holds the node's files only."""
+    on the node itself) the bundle holds the node's files only. `nodegroups` describes
+    managed node groups (their repair settings) when AWS is at hand."""
     collected_at: datetime = client.server_now() if client else datetime.now(UTC)
     context = client.info.context if client else "local"
     top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
@@ -242,7 +259,12 @@ def collect(
             # view is read meanwhile, and their results wait in a queue
             runner.start({node.name: shell_for(node) for node in nodes})
             if client is not None:
-                manifest["problems"] = write_cluster_part(bundle, client, nodes, snapshot.karpenter)
+                groups = sorted(
+                    {n.pool for n in snapshot.gpu_nodes() if n.pool_kind == "nodegroup"}
+                )
+                manifest["problems"] = write_cluster_part(
+                    bundle, client, nodes, snapshot.karpenter, (groups, nodegroups)
+                )
             for _ in nodes:
                 take(*runner.next_result())
         except BaseException:

@@ -19,6 +19,7 @@ SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
 # The finding ids of design.md; rules may add more, never rename these.
 NODE_REPAIR_LOOP = "node-repair-loop"
+NODE_NOT_READY = "node-not-ready"
 REPLACEMENT_CHURN = "replacement-churn"
 NOTREADY_LOOP = "notready-loop"
 MIG_HOOK_KUBELET_RESTART = "mig-hook-kubelet-restart"
@@ -84,6 +85,7 @@ ID_ORDER = {
             NODE_REPAIR_LOOP,
             MIG_HOOK_KUBELET_RESTART,
             NOTREADY_LOOP,
+            NODE_NOT_READY,
             REPLACEMENT_CHURN,
             ACCELERATED_HARDWARE_NOT_READY,
             REPAIR_BLOCKED,

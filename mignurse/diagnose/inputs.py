@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, TypeVar
 
 from mignurse.cluster.history import Lifecycle, Transition
 from mignurse.cluster.snapshot import Snapshot
-from mignurse.evidence import CgroupInfo, CloudInitStatus, JournalParse, OsRelease
+from mignurse.diagnose.facts import parse_version, repair_tolerations
+from mignurse.diagnose.mng import NodeGroupRepair
+from mignurse.evidence import (
+    CgroupInfo,
+    CloudInitStatus,
+    GpuHealthReport,
+    JournalParse,
+    OsRelease,
+)
 from mignurse.model import Event, MigState
 
 T = TypeVar("T")
@@ -28,7 +36,8 @@ class KarpenterSettings:
 
     node_repair: bool | None  # None: the Deployment could not be read
     feature_gates: str = ""
-    version: str = ""  # the controller image tag, when it is one
+    version: str = ""  # the controller image tag, else the chart's app version label
+    interruption_queue: str = ""  # INTERRUPTION_QUEUE: every instance shutdown is echoed
     managed_by: str = ""  # "Helm", an Argo/Flux marker, or ""
     paused_by: str = ""  # from the pause-node-repair runbook's record, when repair is paused
     paused_at: str = ""
@@ -43,16 +52,23 @@ class KarpenterSettings:
         ) or []
         index = controller_container_index(containers)
         controller = containers[index] if index is not None else {}
-        gates = ""
+        gates = queue = ""
         for env in controller.get("env") or ():
             if isinstance(env, dict) and env.get("name") == "FEATURE_GATES":
                 gates = str(env.get("value") or "")
+            if isinstance(env, dict) and env.get("name") == "INTERRUPTION_QUEUE":
+                queue = str(env.get("value") or "")
         for arg in controller.get("args") or ():
             if isinstance(arg, str) and arg.startswith("--feature-gates="):
                 gates = arg.split("=", 1)[1]
+            if isinstance(arg, str) and arg.startswith("--interruption-queue="):
+                queue = arg.split("=", 1)[1]
         image = str(controller.get("image") or "").split("@", 1)[0]  # drop a digest
         name, _, tag = image.rpartition(":")
         version = tag if name and "/" not in tag else ""
+        if parse_version(version) is None:
+            # A digest-pinned or mirrored image: the chart still labels its app version.
+            version = str(labels.get("app.kubernetes.io/version") or version)
         managed = str(labels.get("app.kubernetes.io/managed-by") or "")
         if (
             "argocd.argoproj.io/tracking-id" in annotations
@@ -72,10 +88,15 @@ class KarpenterSettings:
             node_repair=gate_value(gates, "NodeRepair"),
             feature_gates=gates,
             version=version,
+            interruption_queue=queue,
             managed_by=managed,
             paused_by=paused_by,
             paused_at=paused_at,
         )
+
+    @property
+    def version_tuple(self) -> tuple[int, ...] | None:
+        return parse_version(self.version)
 
 
 def controller_container_index(containers: list[Any]) -> int | None:
@@ -116,7 +137,10 @@ class NodeEvidence:
     cgroup: CgroupInfo | None = None
     os_release: OsRelease | None = None
     mig: MigState | None = None
+    gpu_health: GpuHealthReport | None = None  # nvidia-smi's remapped rows, retired pages, ECC
     problems: tuple[str, ...] = ()  # per-source failures from the node manifest / errors.txt
+    layout: str = "mignurse"  # or the other tool's bundle: eks-log-collector, logdog
+    instance_id: str = ""  # EC2 instance id, when the bundle names it
 
 
 @dataclass(frozen=True)
@@ -136,6 +160,7 @@ class DiagnosisInput:
     node_evidence: Mapping[str, NodeEvidence] = field(default_factory=dict)
     karpenter: KarpenterSettings | None = None
     cluster_policy: Mapping[str, Any] | None = None  # NVIDIA ClusterPolicy, raw
+    nodegroups: Mapping[str, NodeGroupRepair] = field(default_factory=dict)  # by name
 
     # Indexes built once per input: rules look things up per node, and a scan of 100,000
     # events for each of 5,000 nodes would take minutes (benchmarks/bench_diagnose.py).
@@ -147,6 +172,12 @@ class DiagnosisInput:
             cache[key] = compute()
         result: T = cache[key]
         return result
+
+    @cached_property
+    def repair_tolerations(self) -> Mapping[tuple[str, str], timedelta]:
+        """Karpenter's repair policies at the version the controller runs (newest if unknown)."""
+        version = self.karpenter.version_tuple if self.karpenter is not None else None
+        return repair_tolerations(version)
 
     @cached_property
     def events_by_node(self) -> Mapping[str, tuple[Event, ...]]:

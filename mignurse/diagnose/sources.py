@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import tarfile
+import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -20,6 +21,13 @@ from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, Fo
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import load_snapshot
 from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.foreign_bundles import (
+    LAYOUT_MIGNURSE,
+    BundleReader,
+    Layout,
+    detect_layout,
+    read_node_bundle,
+)
 from mignurse.diagnose.inputs import (
     DiagnosisInput,
     History,
@@ -27,10 +35,18 @@ from mignurse.diagnose.inputs import (
     NodeEvidence,
     controller_container_index,
 )
+from mignurse.diagnose.mng import NodeGroupRepair, parse_nodegroups
 from mignurse.evidence import (
+    CloudInitStatus,
+    GpuHealthReport,
     merge_smi,
+    parse_bug_report_gpu_health,
     parse_cgroup_fs,
+    parse_cloud_init_files,
     parse_cloud_init_status,
+    parse_container_log,
+    parse_gpu_health_text,
+    parse_gpu_health_xml,
     parse_journal,
     parse_mig_lgi,
     parse_nvml_json,
@@ -38,7 +54,16 @@ from mignurse.evidence import (
     parse_smi_list,
     parse_smi_xml,
 )
-from mignurse.model import Event, MigState, Node, NodeClaim, NodePool, Pod, parse_time
+from mignurse.model import (
+    Event,
+    MigState,
+    Node,
+    NodeClaim,
+    NodePool,
+    Pod,
+    format_time,
+    parse_time,
+)
 
 HISTORY_WINDOW = timedelta(hours=6)
 MAX_MEMBER_BYTES = 512 * 2**20  # a single file larger than this in a bundle is refused
@@ -71,6 +96,8 @@ class Gathered:
     context: str = ""
     notices: list[str] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)  # cluster/pods.json: the chosen nodes' pods
+    layout: str = LAYOUT_MIGNURSE  # or the foreign node bundle it was read from
+    nodegroups: dict[str, NodeGroupRepair] = field(default_factory=dict)  # nodegroups.json
 
     def newest_time(self) -> datetime | None:
         """The newest timestamp the snapshot holds: `now` for a bundle without a manifest."""
@@ -91,6 +118,22 @@ class Gathered:
         present = [t for t in times if t is not None]
         return max(present) if present else None
 
+    def judge_time(self) -> datetime | None:
+        """The moment to judge an offline snapshot at: when it was collected, unless its
+        newest evidence is later. Events and conditions carry the API server's and the
+        controllers' clocks; a collector whose clock was behind them must not make that
+        evidence "future" (a deadline would look further away than it is)."""
+        newest = self.newest_time()
+        base = self.collected_at or newest
+        if base is None or newest is None or newest <= base:
+            return base
+        self.notices.append(
+            f"the newest evidence ({format_time(newest)}) is {_span(newest - base)} after "
+            f"collected_at ({format_time(base)}): the collecting clock was behind the "
+            f"cluster's; judging at {format_time(newest)}"
+        )
+        return newest
+
     def to_input(self, now: datetime) -> DiagnosisInput:
         return DiagnosisInput(
             snapshot=self.snapshot,
@@ -99,19 +142,33 @@ class Gathered:
             node_evidence=self.node_evidence,
             karpenter=self.karpenter,
             cluster_policy=self.cluster_policy,
+            nodegroups=self.nodegroups,
         )
+
+
+def _span(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds // 60}m {seconds % 60}s" if seconds >= 60 else f"{seconds}s"
 
 
 # -- reading files from a directory or a tarball ------------------------------------------
 
 
 class _Files:
-    """Relative POSIX path → bytes, for a directory or a .tar.gz, whatever its top folder."""
+    """Relative POSIX path → bytes, for a directory or a .tar.gz, whatever its top folder.
+
+    A file that cannot be read (a member cut off by a truncated download) reads as absent
+    and is listed in `problems`; an archive that ends early keeps the members before the cut.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._read: Callable[[str], bytes | None]
         self.names: list[str]
+        self.top = ""  # the single top folder a tarball's members sit under
+        self.newest_mtime: datetime | None = None  # a tarball's newest member: when it was made
+        self.problems: list[str] = []
+        self._extra: dict[str, bytes] = {}
         if path.is_dir():
             root = path
             self.names = sorted(
@@ -122,10 +179,24 @@ class _Files:
         elif path.is_file() and tarfile.is_tarfile(path):
             try:
                 self._tar = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by close()
-                members = {m.name: m for m in self._tar.getmembers() if m.isfile()}
-            except (tarfile.TarError, OSError, EOFError) as exc:
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
                 raise SourceError(f"{path} is a damaged bundle: {exc}") from None
-            prefix = _common_prefix(list(members))
+            entries: list[tarfile.TarInfo] = []
+            try:
+                for entry in self._tar:  # header by header: a cut keeps what came before it
+                    entries.append(entry)
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+                if not entries:
+                    raise SourceError(f"{path} is a damaged bundle: {exc}") from None
+                self.problems.append(
+                    f"{path.name} ends early ({exc}): read the {len(entries)} entries before "
+                    "the cut"
+                )
+            members = {m.name: m for m in entries if m.isfile()}
+            mtimes = [m.mtime for m in members.values() if m.mtime > 0]
+            if mtimes:
+                self.newest_mtime = datetime.fromtimestamp(max(mtimes), UTC)
+            prefix = self.top = _common_prefix(list(members))
             self.names = sorted(name[len(prefix) :] for name in members)
             tar = self._tar
 
@@ -147,11 +218,24 @@ class _Files:
         if self._tar is not None:
             self._tar.close()
 
-    def text(self, name: str) -> str | None:
+    def data(self, name: str) -> bytes | None:
+        if name in self._extra:
+            return self._extra[name]
         if name not in self._present:
             return None
-        data = self._read(name)
+        try:
+            return self._read(name)
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+            self.problems.append(f"{name} could not be read: {exc}")
+            return None
+
+    def text(self, name: str) -> str | None:
+        data = self.data(name)
         return None if data is None else data.decode("utf-8", "replace")
+
+    def add_node_file(self, node: str, filename: str, data: bytes) -> None:
+        """A foreign bundle's file under the name a mignurse bundle gives it."""
+        self._extra[f"nodes/{node}/{filename}"] = data
 
     def json(self, *names: str) -> Any:
         """The first of `names` present, parsed; None if none is there."""
@@ -195,11 +279,64 @@ def _items(document: Any, name: str) -> list[dict[str, Any]]:
 
 
 def load_offline(path: Path) -> Gathered:
+    """A mignurse bundle, a folder of kubectl dumps, or another tool's node bundle
+    (mignurse.diagnose.foreign_bundles), as a folder or a tarball."""
     files = _Files(path)
     try:
-        return _load(files)
+        snapshot = any(name in files.names for name in ("cluster/nodes.json", "nodes.json")) or any(
+            name.startswith("nodes/") for name in files.names
+        )
+        layout = None if snapshot else detect_layout(files.names)
+        if layout is not None:
+            gathered = _load_node_bundle(files, layout)
+        elif snapshot or not files.names:
+            gathered = _load(files)
+        else:
+            archives = [n for n in files.names if n.endswith((".tar.gz", ".tgz"))]
+            hint = f" (pass the archive itself: {files.path / archives[0]})" if archives else ""
+            raise SourceError(
+                f"{files.path} has no cluster/nodes.json (or nodes.json) and is no node "
+                "bundle mignurse knows (eks-log-collector, AWSSupport-CollectEKSInstanceLogs, "
+                "Bottlerocket logdog): a snapshot needs at least `kubectl get nodes -o json`" + hint
+            )
+        gathered.notices.extend(files.problems)
+        return gathered
     finally:
         files.close()
+
+
+def _load_node_bundle(files: _Files, layout: Layout) -> Gathered:
+    """Another tool's bundle of one node: its evidence, and no cluster view at all."""
+    bundle = read_node_bundle(
+        BundleReader(files.names, files.data),
+        layout,
+        archive_names=(files.path.name, files.top.rstrip("/")),
+        archive_time=files.newest_mtime,
+    )
+    for filename, data in bundle.node_files.items():
+        files.add_node_file(bundle.node, filename, data)
+    read = _node_evidence(files, bundle.node)
+    evidence = replace(
+        read,
+        journals={**read.journals, **bundle.journals},
+        cgroup=read.cgroup or bundle.cgroup,
+        layout=bundle.layout,
+        instance_id=bundle.instance_id,
+        problems=(*read.problems, *bundle.problems),
+    )
+    instance = f", instance {bundle.instance_id}" if bundle.instance_id else ""
+    article = "an" if bundle.layout[:1] in "aeiou" else "a"
+    return Gathered(
+        snapshot=Snapshot(nodes={}, taken_at=bundle.collected_at),
+        node_evidence={bundle.node: evidence},
+        collected_at=bundle.collected_at,
+        layout=bundle.layout,
+        notices=[
+            f"read {article} {bundle.layout} bundle: node {bundle.node}{instance}, no cluster view "
+            "(rules that need Nodes, events or NodeClaims stay silent)",
+            *bundle.notices,
+        ],
+    )
 
 
 def _load(files: _Files) -> Gathered:
@@ -224,6 +361,10 @@ def _load(files: _Files) -> Gathered:
         deployments = _items(karpenter_doc, "karpenter.json")
         karpenter = KarpenterSettings.from_deployment(deployments[0]) if deployments else None
     policy_items = _items(doc("clusterpolicy"), "clusterpolicy.json")
+    nodegroups_doc = doc("nodegroups")
+    nodegroups, nodegroup_problems = (
+        parse_nodegroups(nodegroups_doc) if nodegroups_doc is not None else ({}, [])
+    )
     snapshot = Snapshot(
         nodes={n.name: n for n in nodes},
         nodeclaims={c.name: c for c in claims},
@@ -239,6 +380,8 @@ def _load(files: _Files) -> Gathered:
         collected_at=snapshot.taken_at,
         context=str(manifest.get("context") or "") if isinstance(manifest, dict) else "",
         pods=pods,
+        nodegroups=nodegroups,
+        notices=nodegroup_problems,
     )
     for node_name in files.node_dirs():
         gathered.node_evidence[node_name] = _node_evidence(files, node_name)
@@ -252,19 +395,64 @@ def _node_evidence(files: _Files, node: str) -> NodeEvidence:
         text = files.text(base + filename)
         if text is not None:
             journals[unit] = parse_journal(text, f"journal:{unit}")
-    cloud_init = files.text(base + "cloud-init-status.json")
+    nma = files.text(base + "nma.log")
+    if nma is not None:
+        journals["nma"] = parse_container_log(nma, "journal:nma", "eks-node-monitoring-agent")
     cgroup = files.text(base + "cgroup-fs.txt")
     os_release = files.text(base + "os-release")
     errors = files.text(base + "errors.txt") or ""
     return NodeEvidence(
         node=node,
         journals=journals,
-        cloud_init=parse_cloud_init_status(cloud_init) if cloud_init is not None else None,
+        cloud_init=_cloud_init(files, base),
         cgroup=parse_cgroup_fs(cgroup) if cgroup is not None else None,
         os_release=parse_os_release(os_release) if os_release is not None else None,
         mig=_mig_state(files, base),
+        gpu_health=_gpu_health(files, base),
         problems=tuple(line.strip() for line in errors.splitlines() if line.strip()),
     )
+
+
+# nvidia-smi's memory-error state, best source first: our `-q -x`, a `-q` text (sos), the
+# `nvidia-smi --query` section of a decompressed nvidia-bug-report.log (eks-log-collector).
+_GPU_HEALTH_SOURCES = (
+    ("nvidia-smi.xml", parse_gpu_health_xml),
+    ("nvidia-smi-q.txt", parse_gpu_health_text),
+    ("nvidia-bug-report.log", parse_bug_report_gpu_health),
+)
+
+
+def _gpu_health(files: _Files, base: str) -> GpuHealthReport | None:
+    """The first source that lists a GPU; else the first present, for its problems."""
+    unread: list[GpuHealthReport] = []
+    for filename, parse in _GPU_HEALTH_SOURCES:
+        text = files.text(base + filename)
+        if text is None:
+            continue
+        report = parse(text)
+        if report.gpus:
+            return report
+        unread.append(report)
+    return unread[0] if unread else None
+
+
+def _cloud_init(files: _Files, base: str) -> CloudInitStatus | None:
+    """`status --format json`; else (cloud-init before 22.4) the `status --long` text, and
+    cloud-init's own status.json / result.json where the text does not read."""
+    as_json = files.text(base + "cloud-init-status.json")
+    if as_json is not None and as_json.strip():
+        return parse_cloud_init_status(as_json)
+    text = files.text(base + "cloud-init-status.txt")
+    run_status = files.text(base + "cloud-init-run-status.json")
+    run_result = files.text(base + "cloud-init-run-result.json")
+    from_text = parse_cloud_init_status(text) if text is not None else None
+    if from_text is not None and from_text.readable:
+        return from_text
+    if run_status is not None or run_result is not None:
+        return parse_cloud_init_files(run_status, run_result)
+    if from_text is not None:
+        return from_text
+    return parse_cloud_init_status(as_json) if as_json is not None else None
 
 
 def _mig_state(files: _Files, base: str) -> MigState | None:
@@ -287,9 +475,15 @@ def _mig_state(files: _Files, base: str) -> MigState | None:
 # -- the live cluster -------------------------------------------------------------------------
 
 
-def load_live(client: ClusterClient, *, history_path: Path | None) -> Gathered:
-    """Nodes, NodeClaims, NodePools, events, the Karpenter Deployment, and the local
-    history when there is one (read-only: a running `mignurse watch` keeps writing)."""
+def load_live(
+    client: ClusterClient,
+    *,
+    history_path: Path | None,
+    nodegroups: Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]] | None = None,
+) -> Gathered:
+    """Nodes, NodeClaims, NodePools, events, the Karpenter Deployment, the repair settings
+    of GPU managed node groups (through `nodegroups`, the EKS API, when given), and the
+    local history when there is one (read-only: a running `mignurse watch` keeps writing)."""
     loaded = load_snapshot(client, with_events=True)
     gathered = Gathered(
         snapshot=loaded.snapshot,
@@ -299,6 +493,13 @@ def load_live(client: ClusterClient, *, history_path: Path | None) -> Gathered:
     )
     if loaded.snapshot.karpenter:
         gathered.karpenter = karpenter_settings(client, gathered.notices)
+    groups = sorted(
+        {n.pool for n in loaded.snapshot.gpu_nodes() if n.pool_kind == "nodegroup" and n.pool}
+    )
+    if groups and nodegroups is not None:
+        documents, unread = nodegroups(groups)
+        gathered.nodegroups, problems = parse_nodegroups({"nodegroups": documents})
+        gathered.notices.extend(unread + problems)
     if history_path is not None and history_path.exists():
         gathered.history = _read_history_file(
             history_path, client.info.context, loaded.snapshot.taken_at, gathered.notices

@@ -40,9 +40,9 @@ from mignurse.diagnose.timeline import node_timeline
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.fleetview import UNPOOLED, PoolRow
 from mignurse.model import Pod, format_time
-from mignurse.nodeview import COLUMNS, NodeRow, format_age, node_rows
+from mignurse.nodeview import COLUMNS, NodeRow, bundle_row, format_age, node_rows
 from mignurse.render import SEVERITY_STYLE, countdown
-from mignurse.tui.detail import node_detail
+from mignurse.tui.detail import evidence_detail, node_detail
 from mignurse.tui.filters import FilterError, RowFilter, parse
 from mignurse.tui.help import HelpScreen
 from mignurse.tui.palette import MigNurseCommands
@@ -81,6 +81,7 @@ class Source(Protocol):
     def synced(self) -> bool: ...
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]: ...
     def evidence(self, name: str) -> NodeEvidence | None: ...
+    def evidence_only(self) -> list[NodeEvidence]: ...
     def pods(self, name: str) -> list[Pod]: ...
     def collect_nodes(
         self, names: list[str], progress: Callable[[str, str], None]
@@ -252,7 +253,13 @@ class MigNurseApp(App[None]):
         marks = self.marks
         rows = [
             dataclasses.replace(r, badge=self._badges[r.name]) if r.name in self._badges else r
-            for r in node_rows(snapshot, now)
+            for r in [
+                *node_rows(snapshot, now),
+                *(
+                    bundle_row(e.node, layout=e.layout, instance_id=e.instance_id)
+                    for e in source.evidence_only()
+                ),
+            ]
         ]
         changes.pools = sorted({r.pool for r in rows if r.pool})
         row_filter = self.row_filter
@@ -710,6 +717,24 @@ class MigNurseApp(App[None]):
         state = self.source.state
         node = state.node(name)
         detail = self.query_one("#detail", Static)
+        evidence = self.source.evidence(name)
+        if node is None and evidence is not None:
+            now = self.source.now()
+            alone = DiagnosisInput(
+                snapshot=state.node_view(name, taken_at=now),
+                now=now,
+                node_evidence={name: evidence},
+            )
+            found = self._diagnosis.findings if self._diagnosis else []
+            detail.update(
+                evidence_detail(
+                    evidence,
+                    node_timeline(alone, name),
+                    now,
+                    findings=[f for f in found if name in f.nodes],
+                )
+            )
+            return
         if node is None:
             claim = state.nodeclaim(name)
             if claim is not None:

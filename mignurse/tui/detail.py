@@ -80,27 +80,7 @@ def node_detail(
         labels.add_row("spec.unschedulable", Text("true (cordoned)", style="yellow"))
     for taint in node.taints:
         labels.add_row("taint", str(taint))
-    recent = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    for column in ("AGO", "SOURCE", "WHAT"):
-        recent.add_column(column, overflow="fold")
-    for entry in timeline[-DETAIL_EVENTS:]:
-        warning = "Warning" in entry.text[:20] or entry.text.startswith(
-            ("Ready=False", "Ready=Unknown")
-        )
-        recent.add_row(
-            format_age((now - entry.time).total_seconds()),
-            entry.source,
-            Text(entry.text, style="yellow" if warning else ""),
-        )
-    parts: list[Any] = [title]
-    for finding in findings:
-        parts.append(
-            Text.assemble(
-                (f"{finding.severity.upper()} ", SEVERITY_STYLE.get(finding.severity, "")),
-                (finding.id, "bold"),
-                f" {finding.summary}",
-            )
-        )
+    parts: list[Any] = [title, *_findings_part(findings)]
     if runbooks:
         parts.append(Text(f"Runbooks that fit (R): {', '.join(runbooks)}", style="cyan"))
     parts += [Text(""), Text("Conditions", style="bold underline"), conditions]
@@ -113,7 +93,7 @@ def node_detail(
         ),
     ]
     parts.append(
-        recent
+        _timeline_table(timeline, now)
         if timeline
         else Text("nothing kept by the API server (events expire after ~1 h)", style="dim")
     )
@@ -121,6 +101,60 @@ def node_detail(
         parts += [Text(""), *_evidence_part(evidence)]
     parts += [Text(""), _pods_part(pods, now)]
     return Group(*parts)
+
+
+def evidence_detail(
+    evidence: NodeEvidence,
+    timeline: list[TimelineEntry],
+    now: datetime,
+    *,
+    findings: Sequence[Finding] = (),
+) -> Group:
+    """A node known only from another tool's bundle: its findings, journal timeline and files."""
+    title = Text.assemble(
+        (evidence.node, "bold"),
+        f"  {evidence.layout} bundle · {evidence.instance_id or 'no instance id'}"
+        " · no Node object: conditions, labels and events unknown",
+    )
+    parts: list[Any] = [title, *_findings_part(findings), Text("")]
+    parts.append(
+        Text(
+            f"Timeline (last {min(len(timeline), DETAIL_EVENTS)} of {len(timeline)})",
+            style="bold underline",
+        )
+    )
+    parts.append(
+        _timeline_table(timeline, now) if timeline else Text("no journal lines", style="dim")
+    )
+    parts += [Text(""), *_evidence_part(evidence)]
+    return Group(*parts)
+
+
+def _findings_part(findings: Sequence[Finding]) -> list[Text]:
+    return [
+        Text.assemble(
+            (f"{finding.severity.upper()} ", SEVERITY_STYLE.get(finding.severity, "")),
+            (finding.id, "bold"),
+            f" {finding.summary}",
+        )
+        for finding in findings
+    ]
+
+
+def _timeline_table(timeline: list[TimelineEntry], now: datetime) -> Table:
+    recent = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+    for column in ("AGO", "SOURCE", "WHAT"):
+        recent.add_column(column, overflow="fold")
+    for entry in timeline[-DETAIL_EVENTS:]:
+        warning = "Warning" in entry.text[:20] or entry.text.startswith(
+            ("Ready=False", "Ready=Unknown")
+        )
+        recent.add_row(
+            format_age((now - entry.time).total_seconds()),
+            entry.source,
+            Text(entry.text, style="yellow" if warning else ""),
+        )
+    return recent
 
 
 def _evidence_part(evidence: NodeEvidence) -> list[Any]:

@@ -173,6 +173,9 @@ class LiveSource:
         """Files collected on the node: a live cluster has none until a bundle is opened."""
         return None
 
+    def evidence_only(self) -> list[NodeEvidence]:
+        return []
+
     def pods(self, name: str) -> list[Pod]:
         return node_pods(self.client, name)
 
@@ -238,7 +241,7 @@ class BundleSource:
         self.path = path
         self.gathered: Gathered = load_offline(path)  # SourceError: the caller says why
         snapshot = self.gathered.snapshot
-        self._now = self.gathered.collected_at or self.gathered.newest_time()
+        self._now = self.gathered.judge_time()
         if self._now is None:
             raise ValueError(f"{path}: no time in it to judge at (empty bundle?)")
         self.state = ClusterState()
@@ -290,6 +293,15 @@ class BundleSource:
 
     def evidence(self, name: str) -> NodeEvidence | None:
         return self.gathered.node_evidence.get(name)
+
+    def evidence_only(self) -> list[NodeEvidence]:
+        """Nodes the bundle has files of but no Node object for (another tool's node bundle)."""
+        nodes = self.gathered.snapshot.nodes
+        return [
+            e
+            for name, e in sorted(self.gathered.node_evidence.items())
+            if name not in nodes and e.layout != "mignurse"
+        ]
 
     def pods(self, name: str) -> list[Pod]:
         return [p for p in self.gathered.pods if p.node_name == name]

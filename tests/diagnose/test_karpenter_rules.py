@@ -293,7 +293,7 @@ def test_dcgm_error_on_a_managed_node_group_has_no_repair_deadline(tmp_path: Pat
     assert [f.nodepool for f in hw] == ["ng-gpu-l4"]
     finding = hw[0]
     assert finding.deadline is None and finding.severity == WARNING
-    assert "MNG does not repair it" in finding.summary
+    assert "does not repair it" in finding.summary
     assert "pause-node-repair" not in finding.runbooks
     assert only(findings, NODE_REPAIR_LOOP) == [] and only(findings, REPAIR_BLOCKED) == []
 

@@ -13,6 +13,7 @@ MODULES = {
     "repair_loop": "node-repair-loop",
     "churn": "replacement-churn",
     "notready_loop": "notready-loop",
+    "not_ready": "node-not-ready",
     "mig_hook": "mig-hook-kubelet-restart",
     "hardware": "accelerated-hardware-not-ready",
     "repair_blocked": "repair-blocked",

@@ -22,13 +22,15 @@ from mignurse.diagnose.facts import (
     INTERRUPTION_EVENTS,
     REGISTRATION_EVENTS,
     REPAIR_TOLERATIONS,
+    TERMINATING_ON_INTERRUPTION,
     TRANSITION_PREFIX,
     claim_cause,
     parse_go_duration,
+    split_interruption_events,
 )
 from mignurse.diagnose.findings import INFO, REPLACEMENT_CHURN, WARNING, Evidence, Finding
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.model import Condition, Event, Node, NodeClaim, format_time
+from mignurse.model import Condition, Event, Node, NodeClaim, format_time, parse_time
 
 # How far back replacements count: long enough for a slow loop, short enough to be "now".
 WINDOW = timedelta(hours=6)
@@ -45,8 +47,25 @@ _TRANSITION = re.compile(
     r"(?P<new>\w+)(?:, Reason: (?P<reason>[^,]*))?(?:, Message: (?P<message>.*))?$",
     re.DOTALL,
 )
-# NodeClaim condition transitions that only a terminating claim goes through (§1.6).
+# NodeClaim conditions only a terminating claim gets: Drained and VolumesDetached (v1.6+) go
+# Unknown → True while it drains, and Karpenter's status controller publishes that transition
+# (kubernetes-sigs/karpenter pkg/controllers/node/termination/controller.go at v1.6.0;
+# awslabs/operatorpkg status/controller.go). InstanceTerminating appears already True, so it
+# gets no transition event from a real Karpenter; older snapshots of ours still carry one.
 _TERMINATION_TRANSITIONS = ("Drained", "VolumesDetached", "InstanceTerminating")
+# Events the Node termination flow publishes once the deletion happened (kubernetes-sigs/
+# karpenter pkg/controllers/node/termination/terminator/events/events.go), and the disruption
+# controller's note on a deleting node.
+_NODE_TERMINATION_EVENTS = (
+    "TerminationGracePeriodExpiring",
+    "FailedDraining",
+    "AwaitingVolumeDetachment",
+)
+_DELETING_NOTE = "Node is deleting or marked for deletion"
+# "All pods will be deleted by <the NodeClaim's termination-timestamp annotation>".
+_TGP_EXPIRING = re.compile(r"All pods will be deleted by (\S+)")
+# Published once a finalizer is gone (awslabs/operatorpkg status/controller.go).
+_FINALIZED = "Finalized"
 # Slack between a repair deadline and the first sign of the claim's termination.
 _REPAIR_SLACK = timedelta(minutes=2)
 # Karpenter tells a Node and its NodeClaim the same disruption within this.
@@ -302,8 +321,9 @@ def _from_lifecycle(
     inp: DiagnosisInput,
     expire_after: timedelta | None,
 ) -> Replacement:
-    events = _about(about, lc.name, lc.node_name)
-    cause = claim_cause(lc, cause_events(events), expire_after)
+    events = cause_events(_about(about, lc.name, lc.node_name))
+    cause = claim_cause(lc, events, expire_after)
+    echoes = split_interruption_events(events, lc.deleting_since)[1]
     unhealthy, message, since, evidence = _node_unhealthy_evidence(
         lc.node_name, lc.last_unhealthy, list(node_transitions.get(lc.node_name, ())), lc.ended
     )
@@ -325,6 +345,8 @@ def _from_lifecycle(
         + f" → {CAUSE_WORDS.get(cause, cause)}"
     )
     evidence.insert(0, Evidence(lc.ended, "history", text))
+    if echoes:
+        evidence.append(_echo_evidence(echoes, cause))
     return Replacement(
         claim=lc.name,
         pool=lc.pool,
@@ -365,15 +387,16 @@ def _from_snapshot(
     inp: DiagnosisInput,
     expire_after: timedelta | None,
 ) -> Replacement:
-    events = _about(about, claim.name, claim.node_name)
-    cause = claim_cause(claim, cause_events(events), expire_after)
+    events = cause_events(_about(about, claim.name, claim.node_name))
+    cause = claim_cause(claim, events, expire_after)
+    echoes = split_interruption_events(events, claim.deleting)[1]
     node = inp.snapshot.nodes.get(claim.node_name) if claim.node_name else None
     unhealthy: tuple[str, str, str] | None = None
     message = ""
     since: datetime | None = None
     evidence: list[Evidence] = []
     if node is not None:
-        cond = unhealthy_condition(node)
+        cond = unhealthy_condition(node, inp.repair_tolerations)
         if cond is not None:
             unhealthy = (cond.type, cond.status, cond.reason)
             message, since = cond.message, cond.last_transition
@@ -406,6 +429,8 @@ def _from_snapshot(
         + f" → {CAUSE_WORDS.get(cause, cause)}"
     )
     evidence.insert(0, Evidence(claim.deleting, "nodeclaim", text))
+    if echoes:
+        evidence.append(_echo_evidence(echoes, cause))
     return Replacement(
         claim=claim.name,
         pool=claim.pool,
@@ -422,17 +447,19 @@ def _from_snapshot(
     )
 
 
-def unhealthy_condition(node: Node) -> Condition | None:
+def unhealthy_condition(
+    node: Node, tolerations: Mapping[tuple[str, str], timedelta] = REPAIR_TOLERATIONS
+) -> Condition | None:
     """The node's condition that matches a repair policy, earliest deadline first (§1.4);
     one without a transition time sorts last."""
-    matching = [c for c in node.conditions if (c.type, c.status) in REPAIR_TOLERATIONS]
+    matching = [c for c in node.conditions if (c.type, c.status) in tolerations]
     if not matching:
         return None
     return min(
         matching,
         key=lambda c: (
             c.last_transition is None,
-            (c.last_transition or _NEVER_BEFORE) + REPAIR_TOLERATIONS[(c.type, c.status)],
+            (c.last_transition or _NEVER_BEFORE) + tolerations[(c.type, c.status)],
         ),
     )
 
@@ -464,6 +491,7 @@ def _from_events(
     expire: Mapping[str, timedelta | None],
 ) -> list[Replacement]:
     """NodeClaims gone from the API that only their events remember (§1.9)."""
+    tolerations = inp.repair_tolerations
     claims = {
         e.involved_name
         for e in events
@@ -481,45 +509,51 @@ def _from_events(
     out: list[Replacement] = []
     for name in sorted(claims):
         own = about.get(name, [])
-        ended = _termination_start(own)
         causes = cause_events(own)
         reasons = {e.reason for e in causes}
         own_transitions = [t for e in own if (t := parse_transition(e)) is not None]
-        gone_after_deadline = False
-        if ended is None and inp.snapshot.nodeclaims:
-            # Absent from a NodeClaim list after its repair deadline: repair took it (§1.9).
-            last = _last_unhealthy(own_transitions, inp.now)
-            deadline = (
-                last.time + REPAIR_TOLERATIONS[(last.type, last.new)]
-                if last and last.time
-                else None
-            )
-            if deadline is not None and deadline <= inp.now:
-                ended, gone_after_deadline = deadline, True
-        if ended is None and not reasons & set(REGISTRATION_EVENTS):
-            continue  # no sign of its end: maybe its events expired before it did
         registered = _transition_time(own, "Registered")
         launched = _transition_time(own, "Launched")
-        pool = _pool_of_claim(name, inp)
         node = _pair_node(
             causes + [t.event for t in own_transitions if (t.type, t.new) in REPAIR_TOLERATIONS],
             registered,
-            ended,
+            _termination_start(own, []),
             gone_nodes - paired,
             about,
             node_registered,
             node_transitions,
+            tolerations,
         )
         if node:
             paired.add(node)
-        node_causes = cause_events(about.get(node, ())) if node else []
+        node_events = about.get(node, []) if node else []
+        node_causes = cause_events(node_events)
+        ended = _termination_start(own, node_events)
+        repair_mark = _repair_annotation(causes + node_causes)
+        gone_after_deadline = False
+        if ended is None and inp.snapshot.nodeclaims:
+            # Absent from a NodeClaim list after its repair deadline: repair took it (§1.9).
+            last = _last_unhealthy(own_transitions or node_transitions.get(node, ()), inp.now)
+            toleration = tolerations.get((last.type, last.new)) if last is not None else None
+            deadline = last.time + toleration if last and last.time and toleration else None
+            if deadline is not None and deadline <= inp.now:
+                ended, gone_after_deadline = deadline, True
+        if ended is None and not reasons & set(REGISTRATION_EVENTS):
+            continue  # no sign of its end: maybe its events expired before it did
+        pool = _pool_of_claim(name, inp)
         all_reasons = reasons | {e.reason for e in node_causes}
-        evidence = [event_evidence(e) for e in causes + node_causes if e.reason in _TELLING]
+        echoes = split_interruption_events(causes + node_causes, ended)[1]
+        evidence = [
+            event_evidence(e)
+            for e in causes + node_causes
+            if e.reason in _TELLING and e not in echoes
+        ]
         evidence += [
             event_evidence(e)
-            for e in own
-            if e.reason in _TERMINATION_TRANSITIONS + CONSOLIDATION_EVENTS
-        ][:2]
+            for e in own + node_events
+            if e.reason in CONSOLIDATION_EVENTS + _NODE_TERMINATION_EVENTS
+            or (e.reason in _TERMINATION_TRANSITIONS and e.message.startswith(TRANSITION_PREFIX))
+        ][:3]
         unhealthy, message, since, more = _node_unhealthy_evidence(
             node, None, list(node_transitions.get(node, ())) or own_transitions, ended
         )
@@ -534,8 +568,18 @@ def _from_events(
                 )
             )
         cause = _cause_from_events(
-            all_reasons, causes + node_causes, launched, registered, ended, unhealthy, since
+            all_reasons,
+            causes + node_causes,
+            launched,
+            registered,
+            ended,
+            unhealthy,
+            since,
+            repair_mark,
+            tolerations,
         )
+        if echoes:
+            evidence.append(_echo_evidence(echoes, cause))
         created = launched or registered
         expire_after = expire.get(pool)
         if cause == "unknown" and expire_after and created and ended:
@@ -571,16 +615,70 @@ def _from_events(
     return out
 
 
-def _termination_start(events: Iterable[Event]) -> datetime | None:
-    times = [
-        e.first_seen or e.last_seen
-        for e in events
-        if (e.reason in _TERMINATION_TRANSITIONS and e.message.startswith(TRANSITION_PREFIX))
-        or e.reason in CONSOLIDATION_EVENTS
-        or e.reason in INTERRUPTION_EVENTS
-    ]
-    known = [t for t in times if t is not None]
-    return min(known) if known else None
+def _echo_evidence(echoes: list[Event], cause: str) -> Evidence:
+    """Say why an EC2 state-change event did not decide the cause."""
+    first = min(echoes, key=_event_time)
+    return Evidence(
+        first.first_seen or first.last_seen,
+        "event",
+        f"{first.type} {first.reason} on {first.involved_kind} {first.involved_name} "
+        f'"{first.message}" came after the deletion: the interruption queue\'s echo of a '
+        f"termination already under way ({CAUSE_WORDS.get(cause, cause)}), not its cause "
+        f"(no {TERMINATING_ON_INTERRUPTION})",
+    )
+
+
+def _termination_start(
+    claim_events: Iterable[Event], node_events: Iterable[Event]
+) -> datetime | None:
+    """When the NodeClaim's deletion began, from the events its termination leaves: exact
+    markers first (the interruption or disruption decision, the Node's drain, the repair
+    annotation's own time); else the latest it can have been (an EC2 state-change echo, the
+    finalizer's removal)."""
+    exact: list[datetime] = []
+    later: list[datetime] = []
+    for event in (*claim_events, *node_events):
+        seen = event.first_seen or event.last_seen
+        if seen is None:
+            continue
+        if event.message.startswith(TRANSITION_PREFIX):
+            if event.reason in _TERMINATION_TRANSITIONS and event.involved_kind == "NodeClaim":
+                exact.append(seen)
+            continue
+        if event.reason in (TERMINATING_ON_INTERRUPTION, *CONSOLIDATION_EVENTS):
+            exact.append(seen)
+        elif event.reason in _NODE_TERMINATION_EVENTS or (
+            event.reason == "DisruptionBlocked" and event.message == _DELETING_NOTE
+        ):
+            exact.append(seen)
+            if (marked := _annotation_time(event)) is not None and marked <= seen:
+                exact.append(marked)
+        elif event.reason in INTERRUPTION_EVENTS or event.reason == _FINALIZED:
+            later.append(seen)
+    if exact:
+        return min(exact)
+    return min(later) if later else None
+
+
+def _annotation_time(event: Event) -> datetime | None:
+    """The termination-timestamp a TerminationGracePeriodExpiring event quotes."""
+    if event.reason != "TerminationGracePeriodExpiring":
+        return None
+    match = _TGP_EXPIRING.search(event.message)
+    return parse_time(match.group(1)) if match else None
+
+
+def _repair_annotation(events: Iterable[Event]) -> datetime | None:
+    """The repair fingerprint in events: TerminationGracePeriodExpiring quoting a time no
+    later than its own. Repair writes the termination-timestamp as "now" (kubernetes-sigs/
+    karpenter pkg/controllers/node/health/controller.go `annotateTerminationGracePeriod`); a
+    terminationGracePeriod writes deletion + TGP, later than the event."""
+    for event in events:
+        marked = _annotation_time(event)
+        seen = event.first_seen or event.last_seen
+        if marked is not None and seen is not None and marked <= seen + _SAME_MOMENT:
+            return marked
+    return None
 
 
 def _transition_time(events: Iterable[Event], type_: str) -> datetime | None:
@@ -623,6 +721,7 @@ def _pair_node(
     about: Mapping[str, list[Event]],
     node_registered: Mapping[str, datetime | None],
     node_transitions: Mapping[str, list[Transition]],
+    tolerations: Mapping[tuple[str, str], timedelta],
 ) -> str:
     """The gone Node that was this gone NodeClaim: told the same disruption at the same
     moment (Karpenter emits it on both), registered together, or unhealthy for exactly a
@@ -654,9 +753,10 @@ def _pair_node(
     if ended is not None:
         for node in sorted(candidates):
             tr = _last_unhealthy(node_transitions.get(node, ()), ended)
-            if tr is None or tr.time is None:
+            toleration = tolerations.get((tr.type, tr.new)) if tr is not None else None
+            if tr is None or tr.time is None or toleration is None:
                 continue
-            deadline = tr.time + REPAIR_TOLERATIONS[(tr.type, tr.new)]
+            deadline = tr.time + toleration
             if deadline - _REPAIR_SLACK <= ended <= deadline + _REPAIR_SLACK:
                 return node
     return ""
@@ -670,9 +770,11 @@ def _cause_from_events(
     ended: datetime | None,
     unhealthy: tuple[str, str, str] | None,
     since: datetime | None,
+    repair_mark: datetime | None,
+    tolerations: Mapping[tuple[str, str], timedelta],
 ) -> str:
-    """claim_cause's order, read from events alone (§1.7, §1.9)."""
-    if reasons & set(INTERRUPTION_EVENTS):
+    """claim_cause's order, read from events alone (§1.7, §1.9): what came first wins."""
+    if TERMINATING_ON_INTERRUPTION in reasons:
         return "interruption"
     disruption = [e for e in events if e.reason in CONSOLIDATION_EVENTS]
     if disruption:
@@ -680,10 +782,14 @@ def _cause_from_events(
     # Launched, never Registered: liveness deletes silently, no Warning needed (§1.6, §1.7).
     if registered is None and (reasons & set(REGISTRATION_EVENTS) or launched is not None):
         return "registration"
+    if repair_mark is not None:
+        return "repair"
     if unhealthy is not None and since is not None and ended is not None:
-        deadline = since + REPAIR_TOLERATIONS.get((unhealthy[0], unhealthy[1]), timedelta(0))
-        if ended >= deadline - _REPAIR_SLACK:
+        toleration = tolerations.get((unhealthy[0], unhealthy[1]))
+        if toleration is not None and ended >= since + toleration - _REPAIR_SLACK:
             return "repair"
+    if split_interruption_events(events, ended)[0]:
+        return "interruption"
     return "unknown"
 
 

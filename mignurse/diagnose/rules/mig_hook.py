@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from mignurse.cluster.history import Transition
-from mignurse.diagnose.facts import REPAIR_TOLERATIONS
 from mignurse.diagnose.findings import (
     CRITICAL,
     MIG_HOOK_KUBELET_RESTART,
@@ -24,6 +23,7 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
+from mignurse.diagnose.outlook import repair_outlook
 from mignurse.evidence import JournalEntry, JournalParse, systemd_unit_actions
 from mignurse.evidence.journal import (
     UNIT_STARTED,
@@ -158,20 +158,8 @@ def paused_evidence(node: Node) -> list[Evidence]:
 
 
 def ready_repair_deadline(inp: DiagnosisInput, node: Node) -> datetime | None:
-    """When Karpenter's repair replaces a node whose Ready is False/Unknown (§1.2, §1.4):
-    only with repair on (the NodeRepair gate, or always under Auto Mode)."""
-    ready = node.ready
-    if ready is None or ready.last_transition is None:
-        return None
-    toleration = REPAIR_TOLERATIONS.get(("Ready", ready.status))
-    if toleration is None:
-        return None
-    repair_on = node.pool_kind == "auto" or (
-        node.pool_kind == "nodepool"
-        and inp.karpenter is not None
-        and bool(inp.karpenter.node_repair)
-    )
-    return ready.last_transition + toleration if repair_on else None
+    """When automatic repair replaces a node whose Ready is False/Unknown."""
+    return repair_outlook(inp, node, "Ready").deadline
 
 
 def evidence_problems(evidence: NodeEvidence) -> list[Evidence]:

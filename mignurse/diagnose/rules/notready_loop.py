@@ -131,7 +131,8 @@ def _suspect_mig(node: Node, ready_for: timedelta | None) -> bool:
     return node.mig_config_state in MIG_STATES_IN_FLIGHT or bool(paused_operands(node))
 
 
-def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
+def node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
+    """The node's notready-loop finding, or None (node-not-ready asks too)."""
     ready = node.ready
     if ready is None or node.deleting is not None:
         return None  # no kubelet report yet, or Karpenter is already taking it away
@@ -221,7 +222,7 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
 def rule(inp: DiagnosisInput) -> list[Finding]:
     findings: list[Finding] = []
     for node in inp.snapshot.gpu_nodes():
-        finding = _node_finding(inp, node)
+        finding = node_finding(inp, node)
         if finding is not None:
             findings.append(finding)
     return findings

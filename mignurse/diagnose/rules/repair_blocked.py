@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 from mignurse.diagnose.facts import (
     REPAIR_BLOCKED_EVENT,
-    REPAIR_TOLERATIONS,
     repair_allowance,
     unhealthy_for_repair,
 )
@@ -99,7 +98,10 @@ def _repair_on(inp: DiagnosisInput, nodes: list[Node]) -> bool:
 
 
 def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
-    unhealthy = sorted((n for n in entry.nodes if unhealthy_for_repair(n)), key=lambda n: n.name)
+    tolerations = inp.repair_tolerations
+    unhealthy = sorted(
+        (n for n in entry.nodes if unhealthy_for_repair(n, tolerations)), key=lambda n: n.name
+    )
     allowance = repair_allowance(len(entry.nodes))
     held_now = bool(entry.nodes) and len(unhealthy) > allowance
     if not entry.events and not held_now:
@@ -108,11 +110,11 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
     evidence = [event_evidence(e) for e in entry.events]
     overdue: list[datetime] = []
     for node in unhealthy:
-        cond = unhealthy_condition(node)
+        cond = unhealthy_condition(node, tolerations)
         if cond is None:
             continue
         deadline = (
-            cond.last_transition + REPAIR_TOLERATIONS[(cond.type, cond.status)]
+            cond.last_transition + tolerations[(cond.type, cond.status)]
             if cond.last_transition
             else None
         )
@@ -165,9 +167,33 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
             f"; {len(overdue)} past their repair deadline: when the count drops, they are "
             "replaced at once"
         )
-    nodes = tuple(
-        dict.fromkeys([n.name for n in unhealthy] + [e.involved_name for e in entry.events])
+    # Through v1.5 the pool's health is checked before the node's own: every node of the
+    # pool Karpenter reconciles gets the event, healthy ones too; from v1.6 only nodes past
+    # their toleration (kubernetes-sigs/karpenter pkg/controllers/node/health/controller.go
+    # at v1.5.0 and v1.6.0).
+    version = inp.karpenter.version_tuple if inp.karpenter is not None else None
+    every_node = version is None or version < (1, 6)
+    healthy_named = sorted(
+        {e.involved_name for e in entry.events if e.involved_name in inp.snapshot.nodes}
+        - {n.name for n in unhealthy}
     )
+    if every_node and healthy_named:
+        evidence.append(
+            Evidence(
+                None,
+                "settings",
+                f"{REPAIR_BLOCKED_EVENT} also names {len(healthy_named)} healthy node(s) "
+                f"({', '.join(healthy_named[:3])}{'…' if len(healthy_named) > 3 else ''}): "
+                f"Karpenter {inp.karpenter.version if inp.karpenter else '(version unknown)'} "
+                "checks the pool before the node, so every node it reconciles gets the event",
+            )
+        )
+    named = [
+        e.involved_name
+        for e in entry.events
+        if not (every_node and e.involved_name in healthy_named)
+    ]
+    nodes = tuple(dict.fromkeys([n.name for n in unhealthy] + named))
     return Finding(
         id=REPAIR_BLOCKED,
         severity=WARNING,

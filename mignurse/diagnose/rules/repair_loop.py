@@ -8,11 +8,12 @@ gone, from the NodeClaim's and Node's events alone (`churn.replacements`).
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from mignurse.diagnose.facts import REPAIR_TOLERATIONS, classify_ahr_reason
+from mignurse.diagnose.facts import classify_ahr_reason
 from mignurse.diagnose.findings import (
     CRITICAL,
     NODE_REPAIR_LOOP,
@@ -23,6 +24,8 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.mng_repairs import MngRepair, group_action, mng_repairs, unhealthy_now
+from mignurse.diagnose.outlook import repair_outlook
 from mignurse.diagnose.rules.churn import (
     WINDOW,
     Replacement,
@@ -31,11 +34,17 @@ from mignurse.diagnose.rules.churn import (
     replacements,
     short_time,
 )
-from mignurse.model import Node, format_time
+from mignurse.model import Node, NodeClaim, format_time
 
 # Two repairs of the same condition in one pool within WINDOW: the second node inherited
 # the first one's fault, so the next will too.
 LOOP_MIN_REPAIRS = 2
+# One repair is enough when the node failed this young and an identical NodeClaim already
+# replaces it: the evidence of the earlier rounds may simply be gone (events live an hour).
+YOUNG_REPAIR = timedelta(minutes=30)
+# The replacement is launched within moments of the repair (the provisioner batches pods
+# for seconds); allow for clocks a little apart.
+TWIN_LAUNCH = timedelta(minutes=5)
 
 _UNRECORDED = ("", "")
 
@@ -51,11 +60,42 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
     for (pool, type_, status), reps in sorted(groups.items()):
         if len(reps) >= LOOP_MIN_REPAIRS:
             findings.append(_finding(inp, pool, type_, status, reps))
+        elif (twin := _young_repair_twin(inp, reps[0])) is not None:
+            findings.append(_finding(inp, pool, type_, status, reps, twin))
+    findings.extend(_mng_findings(inp))
     return findings
 
 
+def _young_repair_twin(inp: DiagnosisInput, rep: Replacement) -> NodeClaim | None:
+    """The NodeClaim launched to replace a node repaired in its youth, built the same way
+    (pool, instance type, image): it will fail the same way."""
+    lifetime = rep.lifetime
+    if lifetime is None or lifetime > YOUNG_REPAIR or rep.ended is None:
+        return None
+    repaired = inp.snapshot.nodeclaims.get(rep.claim)
+    for claim in sorted(inp.snapshot.nodeclaims.values(), key=lambda c: c.name):
+        if claim.name == rep.claim or claim.pool != rep.pool or claim.deleting is not None:
+            continue
+        if claim.created is None or not (
+            rep.ended - TWIN_LAUNCH <= claim.created <= rep.ended + TWIN_LAUNCH
+        ):
+            continue
+        shape = repaired.instance_type if repaired is not None else ""
+        if shape and claim.instance_type and shape != claim.instance_type:
+            continue
+        if rep.image_id and claim.image_id and rep.image_id != claim.image_id:
+            continue
+        return claim
+    return None
+
+
 def _finding(
-    inp: DiagnosisInput, pool: str, type_: str, status: str, reps: list[Replacement]
+    inp: DiagnosisInput,
+    pool: str,
+    type_: str,
+    status: str,
+    reps: list[Replacement],
+    twin: NodeClaim | None = None,
 ) -> Finding:
     pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == pool]
     auto_mode = any(n.pool_kind == "auto" for n in pool_nodes)
@@ -63,7 +103,6 @@ def _finding(
     # so only an explicit NodeRepair=false says it stopped.
     repair_off = not auto_mode and inp.karpenter is not None and inp.karpenter.node_repair is False
     current = _current_nodes(pool_nodes, type_, status, reps)
-    toleration = REPAIR_TOLERATIONS.get((type_, status))
 
     evidence: list[Evidence] = []
     for rep in reps:
@@ -73,18 +112,15 @@ def _finding(
         cond = node.condition(type_)
         if cond is None:
             continue
-        deadline = (
-            cond.last_transition + toleration if cond.last_transition and toleration else None
-        )
-        if deadline is not None and not repair_off and node.deleting is None:
-            deadlines.append((deadline, node.name))
+        outlook = repair_outlook(inp, node, type_)
+        if outlook.deadline is not None:
+            deadlines.append((outlook.deadline, node.name))
         when = (
             "being replaced now (NodeClaim deleting)"
             if node.deleting
-            else f"Karpenter repairs it at {format_time(deadline)} ({human_duration(toleration)}"
-            " toleration)"
-            if deadline and toleration and not repair_off
             else "repair is off (NodeRepair=false), so it stays"
+            if repair_off
+            else outlook.fate(inp.now)
         )
         evidence.append(
             Evidence(
@@ -94,6 +130,15 @@ def _finding(
                 + f" since {format_time(cond.last_transition)}; {when}",
             )
         )
+    # A repaired node's condition quoted again with its fate is one line, not two.
+    evidence = [
+        e
+        for e in evidence
+        if not any(
+            o is not e and o.time == e.time and o.source == e.source and o.text.startswith(e.text)
+            for o in evidence
+        )
+    ]
 
     reasons = Counter(r.unhealthy[2] for r in reps if r.unhealthy and r.unhealthy[2])
     for node in current:
@@ -111,12 +156,31 @@ def _finding(
     median = timedelta(seconds=statistics.median(lifetimes)) if lifetimes else None
     first = min((r.ended for r in reps if r.ended), default=None)
     condition = f"{type_}={status}" if type_ else "an unrecorded condition"
-    summary = (
-        f"NodePool {pool or '(none)'}: {len(reps)} nodes replaced by Karpenter repair for "
-        f"{condition}{f' ({reason})' if reason else ''}"
-        + (f" since {short_time(first)}" if first else "")
-        + (f", median lifetime {human_duration(median)}" if median is not None else "")
-    )
+    if twin is not None:
+        rep = reps[0]
+        summary = (
+            f"NodePool {pool or '(none)'}: {rep.node or rep.claim} was replaced by Karpenter "
+            f"repair for {condition}{f' ({reason})' if reason else ''} "
+            f"{human_duration(rep.lifetime or timedelta(0))} after launch, and NodeClaim "
+            f"{twin.name}, built the same way, replaces it: a loop (earlier rounds may have "
+            f"left no evidence)"
+        )
+        evidence.append(
+            Evidence(
+                twin.created,
+                "nodeclaim",
+                f"NodeClaim {twin.name} created {format_time(twin.created)} in {pool}, "
+                f"{twin.instance_type or '?'}, image {twin.image_id or 'not yet launched'}: "
+                "the replacement of the repaired node",
+            )
+        )
+    else:
+        summary = (
+            f"NodePool {pool or '(none)'}: {len(reps)} nodes replaced by Karpenter repair for "
+            f"{condition}{f' ({reason})' if reason else ''}"
+            + (f" since {short_time(first)}" if first else "")
+            + (f", median lifetime {human_duration(median)}" if median is not None else "")
+        )
     deadline = min(deadlines)[0] if deadlines else None
     if deadlines:
         next_at, next_node = min(deadlines)
@@ -164,3 +228,115 @@ def _current_nodes(
             found.append(node)
     found.sort(key=lambda n: (n.deleting is not None, n.name))
     return found
+
+
+# -- managed node groups ------------------------------------------------------------------
+
+
+def _mng_findings(inp: DiagnosisInput) -> list[Finding]:
+    groups: dict[tuple[str, str, str, str], list[MngRepair]] = {}
+    for repair in mng_repairs(inp):
+        if repair.unhealthy is None:
+            continue
+        groups.setdefault((repair.group, *repair.unhealthy), []).append(repair)
+    findings = []
+    for (group, type_, status, reason), repairs in sorted(groups.items()):
+        current = [
+            n
+            for n in inp.snapshot.nodes.values()
+            if n.pool_kind == "nodegroup"
+            and (not group or n.pool == group)
+            and (failing := unhealthy_now(n)) is not None
+            and failing[:2] == (type_, status)
+        ]
+        if len(repairs) >= LOOP_MIN_REPAIRS or (repairs and any(n.unschedulable for n in current)):
+            findings.append(_mng_finding(inp, group, type_, status, reason, repairs, current))
+    return findings
+
+
+def _mng_finding(
+    inp: DiagnosisInput,
+    group: str,
+    type_: str,
+    status: str,
+    reason: str,
+    repairs: list[MngRepair],
+    current: list[Node],
+) -> Finding:
+    action, settings = group_action(inp, group, type_, status, reason)
+    repair_off = settings is not None and not settings.enabled
+    evidence: list[Evidence] = []
+    for repair in repairs:
+        evidence.extend(repair.evidence)
+    if settings is not None:
+        config = settings.raw.get("nodeRepairConfig")
+        evidence.append(
+            Evidence(
+                None,
+                "nodegroup",
+                f"node group {group} nodeRepairConfig {json.dumps(config, sort_keys=True)}"
+                if config is not None
+                else f"node group {group} has no nodeRepairConfig (repair off)",
+            )
+        )
+    deadlines: list[tuple[datetime, str]] = []
+    for node in sorted(current, key=lambda n: n.name):
+        cond = node.condition(type_)
+        if cond is None:
+            continue
+        outlook = repair_outlook(inp, node, type_)
+        if outlook.deadline is not None:
+            deadlines.append((outlook.deadline, node.name))
+        cordon = "cordoned" if node.unschedulable else "not cordoned"
+        fate = outlook.fate(inp.now)
+        evidence.append(
+            Evidence(
+                cond.last_transition,
+                "condition",
+                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
+                + f" since {format_time(cond.last_transition)}; {cordon}; {fate}",
+            )
+        )
+    lifetimes = [lt.total_seconds() for r in repairs if (lt := r.lifetime) is not None]
+    median = timedelta(seconds=statistics.median(lifetimes)) if lifetimes else None
+    where = f"Node group {group}" if group else "A managed node group"
+    condition = f"{type_}={status}{f' ({reason})' if reason else ''}"
+    summary = (
+        f"{where}: {len(repairs)} node{'s' if len(repairs) != 1 else ''} replaced by EKS "
+        f"managed node group auto repair for {condition} since "
+        f"{short_time(min(r.ended for r in repairs))}"
+        + (f", median lifetime {human_duration(median)}" if median is not None else "")
+    )
+    if action is not None:
+        summary += f"; {action.source}"
+    elif classify_ahr_reason(reason) == "monitoring":
+        summary += (
+            "; the default for DCGM reasons is no action, so the node group must carry an "
+            "override to Replace (nodeRepairConfig not in this snapshot)"
+        )
+    else:
+        summary += "; nodeRepairConfig not in this snapshot"
+    if deadlines:
+        next_at, next_node = min(deadlines)
+        summary += f"; next repair: {next_node} at {short_time(next_at)}"
+    elif repair_off:
+        summary += "; repair is off on the node group now, so the loop has stopped"
+    if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
+        summary += (
+            "; monitoring plumbing, not the GPU: new nodes fail the same way. Pause repair on "
+            "the node group (enabled=false, or an override "
+            f"{type_}/{reason or '<reason>'} → NoAction); replacing instances will not help"
+        )
+    else:
+        summary += "; pause repair on the node group while you find the cause"
+    nodes = tuple(dict.fromkeys([n.name for n in current] + [r.node for r in repairs]))
+    return Finding(
+        id=NODE_REPAIR_LOOP,
+        severity=WARNING if repair_off else CRITICAL,
+        nodepool=group,
+        nodes=nodes,
+        summary=summary,
+        evidence=tuple(dict.fromkeys(evidence)),
+        runbooks=(RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
+        deadline=min(deadlines)[0] if deadlines else None,
+    )

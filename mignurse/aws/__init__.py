@@ -1,0 +1,1 @@
+"""Adapters to AWS APIs (boto3) that more than one face needs."""

@@ -1,0 +1,147 @@
+"""When automatic repair will replace a node for a failing condition, and who does it: one
+answer for every rule (the NotReady, hardware and loop findings all print it).
+
+- Karpenter (self-managed): the release's repair policies (type + status only), only with the
+  NodeRepair feature gate on, held while the NodePool is over the 20% guard
+  (kubernetes-sigs/karpenter pkg/controllers/node/health/controller.go). When the gate could
+  not be read, repairs already seen in the pool prove it is on.
+- EKS Auto Mode: the same policies, always on (EKS user guide node-repair.html).
+- Managed node groups: the group's `nodeRepairConfig` (overrides, thresholds) or, when it is
+  not in the snapshot, the documented defaults, stated as conditional; repairs already seen
+  in the group prove it is enabled (mignurse.diagnose.mng).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from mignurse.diagnose.facts import repair_allowance, unhealthy_for_repair
+from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.mng import DEFAULT_WAIT, NO_ACTION, default_action
+from mignurse.diagnose.mng_repairs import mng_repairs
+from mignurse.diagnose.rules.churn import human_duration, replacements
+from mignurse.model import Node, format_time
+
+
+@dataclass(frozen=True, slots=True)
+class RepairOutlook:
+    deadline: datetime | None  # when repair acts; None when it will not (or cannot be known)
+    who: str  # who repairs, or why nothing will
+    would_be: datetime | None = None  # the deadline if an unknown gate or setting is on
+    action: str = ""  # Replace | Reboot | NoAction | "" (unknown)
+
+    def fate(self, now: datetime) -> str:
+        """One phrase for an evidence line: "Karpenter repair replaces it at …"."""
+        if self.deadline is not None:
+            verb = "reboots" if self.action == "Reboot" else "replaces"
+            return f"{self.who} {verb} it at {format_time(self.deadline)}"
+        if self.would_be is not None:
+            return f"{self.who}; if it is on, repair acts at {format_time(self.would_be)}"
+        return self.who
+
+
+def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOutlook:
+    cond = node.condition(condition)
+    if cond is None:
+        return RepairOutlook(None, f"no {condition} condition")
+    if node.deleting is not None:
+        return RepairOutlook(None, f"being deleted since {format_time(node.deleting)}")
+    since = cond.last_transition
+    if node.pool_kind == "nodegroup":
+        return _managed_node_group(inp, node, cond.type, cond.status, cond.reason, since)
+    if node.pool_kind not in ("nodepool", "auto"):
+        return RepairOutlook(None, "no Karpenter NodePool or node group: no automatic repair")
+    toleration = inp.repair_tolerations.get((cond.type, cond.status))
+    if toleration is None:
+        release = f"Karpenter {inp.karpenter.version}" if inp.karpenter else "Karpenter"
+        return RepairOutlook(None, f"{release} does not repair {cond.type}={cond.status}")
+    if since is None:
+        return RepairOutlook(None, f"{cond.type} has no transition time")
+    due = since + toleration
+    if node.pool_kind == "auto":
+        return RepairOutlook(due, "EKS Auto Mode repair (always on)", action="Replace")
+    gate = inp.karpenter.node_repair if inp.karpenter is not None else None
+    if gate is False:
+        return RepairOutlook(None, "Karpenter with NodeRepair=false: no automatic repair")
+    if gate is None and not _repairs_seen(inp, node.pool):
+        return RepairOutlook(
+            None, "Karpenter (NodeRepair gate unknown: the Deployment was not read)", due
+        )
+    pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == node.pool]
+    unhealthy = sum(1 for n in pool_nodes if unhealthy_for_repair(n, inp.repair_tolerations))
+    allowance = repair_allowance(len(pool_nodes))
+    if unhealthy > allowance:
+        return RepairOutlook(
+            None,
+            f"Karpenter repair held by the 20% guard ({unhealthy} of {len(pool_nodes)} nodes "
+            f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+        )
+    proof = "" if gate else " (NodeRepair evidently on: repairs seen in this pool)"
+    return RepairOutlook(
+        due, f"Karpenter repair ({human_duration(toleration)} toleration){proof}", action="Replace"
+    )
+
+
+def _repairs_seen(inp: DiagnosisInput, pool: str) -> bool:
+    return any(r.cause == "repair" and r.pool == pool for r in replacements(inp))
+
+
+def _managed_node_group(
+    inp: DiagnosisInput,
+    node: Node,
+    type_: str,
+    status: str,
+    reason: str,
+    since: datetime | None,
+) -> RepairOutlook:
+    group = node.pool
+    settings = inp.nodegroups.get(group)
+    if settings is None:
+        action = default_action(type_, status, reason)
+        seen = any(
+            r.group == group and r.unhealthy is not None and r.unhealthy[:2] == (type_, status)
+            for r in mng_repairs(inp)
+        )
+        if seen:
+            # It has been replacing nodes for exactly this: enabled, and (for a reason the
+            # defaults ignore) an override says Replace; the documented wait is the best guess.
+            wait = action.wait or DEFAULT_WAIT.get(type_)
+            return RepairOutlook(
+                since + wait if since and wait else None,
+                f"managed node group {group} repair (evidently on: nodes replaced for "
+                f"{type_}={status}; nodeRepairConfig not in this snapshot)",
+                action="Replace",
+            )
+        if action.action == NO_ACTION or action.wait is None or since is None:
+            return RepairOutlook(
+                None, f"managed node group {group} does not repair it: {action.source}"
+            )
+        return RepairOutlook(
+            None,
+            f"managed node group {group}: {action.action} after "
+            f"{human_duration(action.wait)} if its node repair is enabled (nodeRepairConfig "
+            "not in this snapshot)",
+            since + action.wait,
+            action.action,
+        )
+    action = settings.action(type_, status, reason)
+    if action.action == NO_ACTION or action.wait is None or since is None:
+        return RepairOutlook(
+            None,
+            f"managed node group {group} does not repair it: {action.source}",
+            action=NO_ACTION,
+        )
+    members = [n for n in inp.snapshot.nodes.values() if n.pool == group]
+    unhealthy = sum(1 for n in members if unhealthy_for_repair(n))
+    if not settings.threshold_allows(unhealthy, len(members)):
+        return RepairOutlook(
+            None,
+            f"managed node group {group}: repair held, {unhealthy} of {len(members)} nodes "
+            "unhealthy is over its threshold",
+        )
+    return RepairOutlook(
+        since + action.wait,
+        f"managed node group {group} repair ({action.source})",
+        action=action.action,
+    )

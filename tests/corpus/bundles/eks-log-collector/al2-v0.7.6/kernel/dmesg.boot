@@ -1,0 +1,1 @@
+[    0.000000] Linux version 5.10.199-190.747.amzn2.x86_64 (mockbuild@ip-10-0-49-227) (gcc10-gcc (GCC) 10.5.0 20230707 (Red Hat 10.5.0-1), GNU ld version 2.35.2-9.amzn2.0.1) #1 SMP Wed Nov 22 22:33:44 UTC 2023
