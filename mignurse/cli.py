@@ -241,8 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     userdata.add_argument(
         "--gpu-product",
         metavar="P",
-        help="the GPU whose profile table checks NAME: a GPU name (NVIDIA-H100-80GB-HBM3, "
-        "h200), a table name (A100-40GB) or an instance type (p5.48xlarge)",
+        help="the GPU whose layout NAME means, named whole: a product name "
+        "(NVIDIA-H100-80GB-HBM3), a Karpenter GPU name (h200), a PCI device id (0x233010DE), "
+        "a model name (A100-40GB) or an instance type (g7e.4xlarge)",
     )
     userdata.add_argument(
         "--driver-wait",

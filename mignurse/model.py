@@ -553,6 +553,7 @@ class GpuMigState:
     mig_current: str = MIG_UNKNOWN  # Enabled | Disabled | NotSupported | Unknown
     mig_pending: str = MIG_UNKNOWN
     devices: tuple[MigDevice, ...] = ()
+    pci_device_id: str = ""  # "0x233010DE" as NVML and nvidia-smi -q -x give it; "" unknown
 
     @property
     def mode_change_pending(self) -> bool:
@@ -574,6 +575,7 @@ class GpuMigState:
             "name": self.name,
             "uuid": self.uuid,
             "pciBusId": self.pci_bus_id or None,
+            "pciDeviceId": self.pci_device_id or None,
             "migMode": {"current": self.mig_current, "pending": self.mig_pending},
             "devices": [d.to_json() for d in self.devices],
             "profileCounts": self.profile_counts(),

@@ -97,6 +97,7 @@ def _gpu(raw: Any, position: int, problems: ProblemLog) -> GpuMigState | None:
         mig_current=_mode(mode.get("current"), f"{where}.migMode.current", problems),
         mig_pending=_mode(mode.get("pending"), f"{where}.migMode.pending", problems),
         devices=tuple(d for d in devices if d is not None),
+        pci_device_id=_str(raw.get("pciDeviceId")),
     )
 
 

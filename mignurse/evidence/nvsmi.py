@@ -254,6 +254,7 @@ _TRUNCATION_CODES = frozenset(
 )
 _DIGITS = re.compile(r"[0-9]{1,18}")
 _MIB = re.compile(r"\s*([0-9]{1,18})\s*MiB\s*")
+_DEVICE_ID = re.compile(r"[0-9A-Fa-f]{8}")
 
 # "[N/A]" and "[Not Supported]" are the bracketed forms some drivers print for the same.
 _MODES = {
@@ -295,6 +296,12 @@ def _mib(value: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _device_id(value: str) -> str:
+    """`233010DE` (as -q -x writes it) or `0x233010DE` → "0x233010DE"; anything else → ""."""
+    digits = value.strip().removeprefix("0x").removeprefix("0X")
+    return f"0x{digits.upper()}" if _DEVICE_ID.fullmatch(digits) else ""
+
+
 def _mode(value: str) -> str:
     if not value:
         return MIG_UNKNOWN
@@ -330,6 +337,7 @@ def _gpu(index: int, gpu: ET.Element) -> GpuMigState:
         mig_current=_mode(_child_text(mode, "current_mig")) if mode is not None else MIG_UNKNOWN,
         mig_pending=_mode(_child_text(mode, "pending_mig")) if mode is not None else MIG_UNKNOWN,
         devices=_mig_devices(gpu),
+        pci_device_id=_device_id(_child_text(gpu, "pci/pci_device_id")),
     )
 
 

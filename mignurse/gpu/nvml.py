@@ -16,7 +16,7 @@ from typing import Any
 
 import pynvml
 
-from mignurse.gpu.profiles import GpuFamily, family_of_name
+from mignurse.gpu.models import GpuModel, by_device_id, by_product_name, parse_device_id
 from mignurse.model import (
     MIG_DISABLED,
     MIG_ENABLED,
@@ -64,6 +64,12 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _pci_device_id(pci: Any) -> str:
+    """nvmlPciInfo_t.pciDeviceId (0x233010DE: device id high, vendor low) as text."""
+    value = getattr(pci, "pciDeviceId", None) if pci is not None else None
+    return f"0x{int(value):08X}" if isinstance(value, int) and value > 0 else ""
+
+
 def _mode(value: int) -> str:
     return MIG_ENABLED if value == pynvml.NVML_DEVICE_MIG_ENABLE else MIG_DISABLED
 
@@ -86,8 +92,8 @@ def _profile_info_v2(handle: Any, enum: int) -> Any:
     return info
 
 
-def _family_name(family: GpuFamily | None, slices: int, memory_mb: int, suffix: str) -> str:
-    """A v1 profile's name from the family table: the `<slices>g.<N>gb` closest in memory."""
+def _family_name(family: GpuModel | None, slices: int, memory_mb: int, suffix: str) -> str:
+    """A v1 profile's name from the model's table: the `<slices>g.<N>gb` closest in memory."""
     if family is None or not memory_mb:
         return ""
     best = ""
@@ -109,9 +115,10 @@ def _profile_info(handle: Any, enum: int, named: bool) -> Any:
     return pynvml.nvmlDeviceGetGpuInstanceProfileInfo(handle, enum, 1)
 
 
-def _profiles(handle: Any, gpu_name: str) -> list[_Profile]:
+def _profiles(handle: Any, gpu_name: str, device_id: str) -> list[_Profile]:
     """Every GPU instance profile this GPU supports; unsupported enums are skipped."""
-    family = family_of_name(gpu_name)
+    number = parse_device_id(device_id) if device_id else None
+    family = by_device_id(number) if number is not None else by_product_name(gpu_name)
     found: list[_Profile] = []
     named = True  # version 2 carries names; drivers without it fall back to version 1
     for enum, suffix in _PROFILE_ENUMS:
@@ -192,12 +199,12 @@ class _Walk:
             self.problems.append(f"{where}: {err}")
             return None
 
-    def devices(self, index: int, handle: Any, name: str) -> tuple[MigDevice, ...]:
+    def devices(self, index: int, handle: Any, name: str, device_id: str) -> tuple[MigDevice, ...]:
         count = self.get(f"GPU {index} max MIG devices", pynvml.nvmlDeviceGetMaxMigDeviceCount,
                          handle)  # fmt: skip
         if not count:
             return ()
-        table = _profiles(handle, name)
+        table = _profiles(handle, name, device_id)
         devices: list[MigDevice] = []
         for slot in range(int(count)):
             try:
@@ -235,16 +242,20 @@ class _Walk:
         uuid = _text(self.get(f"GPU {index} UUID", pynvml.nvmlDeviceGetUUID, handle))
         pci = self.get(f"GPU {index} PCI info", pynvml.nvmlDeviceGetPciInfo, handle)
         bus_id = _text(pci.busId) if pci is not None else ""
+        device_id = _pci_device_id(pci)
         try:
             current, pending = pynvml.nvmlDeviceGetMigMode(handle)
         except pynvml.NVMLError_NotSupported:
-            return GpuMigState(index, name, uuid, bus_id, MIG_NOT_SUPPORTED, MIG_NOT_SUPPORTED)
+            return GpuMigState(index, name, uuid, bus_id, MIG_NOT_SUPPORTED, MIG_NOT_SUPPORTED,
+                               pci_device_id=device_id)  # fmt: skip
         except pynvml.NVMLError as err:
             self.problems.append(f"GPU {index} MIG mode: {err}")
-            return GpuMigState(index, name, uuid, bus_id, MIG_UNKNOWN, MIG_UNKNOWN)
+            return GpuMigState(index, name, uuid, bus_id, MIG_UNKNOWN, MIG_UNKNOWN,
+                               pci_device_id=device_id)  # fmt: skip
         mig_current, mig_pending = _mode(current), _mode(pending)
-        devices = self.devices(index, handle, name) if mig_current == MIG_ENABLED else ()
-        return GpuMigState(index, name, uuid, bus_id, mig_current, mig_pending, devices)
+        devices = self.devices(index, handle, name, device_id) if mig_current == MIG_ENABLED else ()
+        return GpuMigState(index, name, uuid, bus_id, mig_current, mig_pending, devices,
+                           pci_device_id=device_id)  # fmt: skip
 
 
 def _read() -> MigState:

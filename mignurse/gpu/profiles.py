@@ -1,14 +1,26 @@
-"""MIG profiles per GPU family and the standard mig-parted layouts, for comparing the
-layout a node asks for with what its GPUs and device plugin report.
+"""Which GPUs a node has, and the MIG layout a config name means on them: the GPU model table
+(`mignurse.gpu.models`) and NVIDIA's default mig-parted configs (`mignurse.gpu.catalogue`)
+applied to a node's labels, resources and MIG probe.
 
 Pure data and functions over models: no I/O.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from mignurse.gpu.catalogue import ConfigItem, catalogue
+from mignurse.gpu.models import (
+    KARPENTER_GPU_NAMES,
+    GpuModel,
+    by_device_id,
+    by_instance_type,
+    by_karpenter_name,
+    by_product_name,
+    parse_device_id,
+)
 from mignurse.model import (
     LABEL_GPU_COUNT_HINT,
     LABEL_GPU_PRODUCT,
@@ -16,107 +28,46 @@ from mignurse.model import (
     RESOURCE_GPU,
     MigState,
     Node,
-    instance_family,
 )
 
-LABEL_GPU_COUNT = "nvidia.com/gpu.count"  # GFD (domain.md §1.1)
+LABEL_GPU_COUNT = "nvidia.com/gpu.count"  # GFD
 LABEL_GPU_NAME_HINT = "karpenter.k8s.aws/instance-gpu-name"
 LABEL_GPU_MEMORY_HINT = "karpenter.k8s.aws/instance-gpu-memory"  # MiB per GPU
-MIG_PRODUCT_MARK = "-MIG-"  # GFD single strategy: <model>-MIG-<profile> (domain.md §3.10)
+MIG_PRODUCT_MARK = "-MIG-"  # GFD single strategy: <model>-MIG-<profile>
 MIG_INVALID = "INVALID"
-
-
-@dataclass(frozen=True)
-class GpuFamily:
-    name: str
-    profiles: Mapping[str, int]  # profile → the most instances of it one GPU holds
-    balanced: Mapping[str, int] | None  # `all-balanced` per GPU; None where not known
-
-
-# domain.md §3.9 (MP deployments/systemd/config-default.yaml, MIGUG supported-mig-profiles).
-A100_40GB = GpuFamily(
-    "A100-40GB",
-    {"1g.5gb": 7, "1g.5gb+me": 1, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1,
-     "7g.40gb": 1},
-    # A100-40GB all-balanced, per its device-filter entry in the default file.
-    {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1},
-)  # fmt: skip
-H100_80GB = GpuFamily(
-    "A100-80GB/H100-80GB",
-    {"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1,
-     "7g.80gb": 1},
-    {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1},
-)  # fmt: skip
-H200 = GpuFamily(
-    "H200-141GB",
-    {"1g.18gb": 7, "1g.18gb+me": 1, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1,
-     "7g.141gb": 1},
-    {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1},
-)  # fmt: skip
-B200 = GpuFamily(
-    "B200",
-    {"1g.23gb": 7, "1g.23gb+me": 1, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1,
-     "7g.180gb": 1},
-    {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1},
-)  # fmt: skip
-# §3.9 names only the ends of the H100 NVL range and no all-balanced for it or the A30.
-H100_NVL = GpuFamily(
-    "H100-NVL",
-    {"1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1,
-     "7g.94gb": 1},
-    None,
-)  # fmt: skip
-A30 = GpuFamily("A30", {"1g.6gb": 4, "2g.12gb": 2, "4g.24gb": 1}, None)
-RTX_PRO_6000 = GpuFamily(
-    "RTX-PRO-6000-96GB",
-    {"1g.24gb": 4, "1g.24gb+gfx": 4, "1g.24gb-me": 4, "1g.24gb+me.all": 1, "2g.48gb": 2,
-     "2g.48gb+gfx": 2, "2g.48gb-me": 2, "2g.48gb+me.all": 1, "4g.96gb": 1, "4g.96gb+gfx": 1},
-    {"1g.24gb": 2, "2g.48gb": 1},
-)  # fmt: skip
-
-# EC2 MIG-capable families → (GPU family, GPUs per size); sizes from the EC2 instance pages.
-INSTANCE_GPUS: dict[str, tuple[GpuFamily, dict[str, int]]] = {
-    "p4d": (A100_40GB, {"24xlarge": 8}),
-    "p4de": (H100_80GB, {"24xlarge": 8}),  # A100-80GB shares the H100-80GB profile table
-    "p5": (H100_80GB, {"48xlarge": 8, "4xlarge": 1}),
-    "p5e": (H200, {"48xlarge": 8}),
-    "p5en": (H200, {"48xlarge": 8}),
-    "p6-b200": (B200, {"48xlarge": 8}),
-}
-
-
-def family_of_name(name: str, memory_mib: int | None = None) -> GpuFamily | None:
-    """The family a GPU name points at ("NVIDIA-H100-80GB-HBM3", "NVIDIA A100-SXM4-40GB",
-    Karpenter's "h100"); `memory_mib` settles A100 40 vs 80 GB when the name does not."""
-    text = name.upper().replace(" ", "-").replace("_", "-")
-    if "H200" in text:
-        return H200
-    if "H100" in text and "NVL" in text:
-        return H100_NVL
-    if "H100" in text or "H800" in text:
-        return H100_80GB
-    if "A100" in text or "A800" in text:
-        if "80GB" in text or "80G-" in text:
-            return H100_80GB
-        if "40GB" in text:
-            return A100_40GB
-        if memory_mib is not None:
-            return H100_80GB if memory_mib >= 60_000 else A100_40GB
-        return None
-    if "A30" in text:
-        return A30
-    if "B200" in text:
-        return B200
-    if "RTX-PRO-6000" in text:
-        return RTX_PRO_6000
-    return None
+SHARED_SUFFIX = "-SHARED"  # GFD, when the device plugin shares GPUs (time-slicing, MPS)
+MODEL_UNKNOWN = "GPU model unknown"
 
 
 def base_product(product: str) -> str:
     """GFD's product without the single-strategy "-MIG-<profile>" or sharing suffixes."""
     cut = product.find(MIG_PRODUCT_MARK)
     base = product[:cut] if cut >= 0 else product
-    return base.removesuffix("-SHARED")
+    return base.removesuffix(SHARED_SUFFIX)
+
+
+CONFIG_SUFFIXES = ((".me.all", "+me.all"), (".gfx", "+gfx"), (".me", "+me"))
+# GFD's label drops the "+" (`sanitise` keeps A-Za-z0-9-_.): 1g.10gb+me → 1g.10gbme.
+_LABEL_PROFILE = re.compile(r"^(\d+g\.\d+gb)(me\.all|gfx|me)$")
+
+
+def profile_of_config(config: str) -> str:
+    """`all-1g.10gb.me` → `1g.10gb+me` (default-file names write `+` as `.`)."""
+    profile = config.removeprefix("all-")
+    for written, meant in CONFIG_SUFFIXES:
+        if profile.endswith(written):
+            return profile[: -len(written)] + meant
+    return profile
+
+
+def profile_of_resource(name: str) -> str:
+    """A profile as the device plugin spells it back in mig-parted's spelling: resource
+    `nvidia.com/mig-1g.10gb.me` (`+` → `.`, k8s-device-plugin@v0.20.0
+    internal/resource/nvml-mig-device.go) and label `...-MIG-1g.10gbme` → `1g.10gb+me`."""
+    label = _LABEL_PROFILE.match(name)
+    if label is not None:
+        return f"{label.group(1)}+{label.group(2)}"
+    return profile_of_config(name)
 
 
 def single_strategy_profile(node: Node) -> str | None:
@@ -126,7 +77,8 @@ def single_strategy_profile(node: Node) -> str | None:
     cut = product.find(MIG_PRODUCT_MARK)
     if cut < 0:
         return None
-    return product[cut + len(MIG_PRODUCT_MARK) :].removesuffix("-SHARED")
+    written = product[cut + len(MIG_PRODUCT_MARK) :].removesuffix(SHARED_SUFFIX)
+    return written if written == MIG_INVALID else profile_of_resource(written)
 
 
 def _int_label(node: Node, key: str) -> int | None:
@@ -134,41 +86,121 @@ def _int_label(node: Node, key: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+# -- identity ----------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class GpuIdentity:
-    family: GpuFamily | None
+    model: GpuModel | None  # None: unknown, never a guess
     count: int | None
-    family_from: str  # where the family was read, for the evidence text
+    model_from: str  # where the model was read, or why it is unknown
     count_from: str
+    doubts: tuple[str, ...] = ()  # sources that disagree or name a GPU the table lacks
+
+
+NOT_IN_TABLE = "not in mignurse's GPU table"
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What one source says: a model, or (model None) why it names none."""
+
+    source: str
+    model: GpuModel | None
+    why: str = NOT_IN_TABLE
+
+    def __str__(self) -> str:
+        return self.source if self.model is not None else f"{self.source}: {self.why}"
+
+
+def _one_model(readings: list[_Reading]) -> _Reading | None:
+    """Several GPUs' readings of one kind as one: the same model, else an unknown."""
+    if not readings:
+        return None
+    unknown = [r for r in readings if r.model is None]
+    if unknown:
+        return unknown[0]
+    models = sorted({r.model.name for r in readings if r.model is not None})
+    if len(models) > 1:
+        return _Reading(
+            readings[0].source, None, f"GPUs of more than one model ({', '.join(models)})"
+        )
+    return readings[0]
+
+
+def _readings(node: Node, mig: MigState | None) -> tuple[list[_Reading], list[str]]:
+    """Every source that names a GPU, most trusted first; and those that cannot settle one."""
+    found: list[_Reading] = []
+    inconclusive: list[str] = []
+    gpus = mig.gpus if mig is not None else ()
+    source = mig.source if mig is not None else ""
+    by_id: list[_Reading] = []
+    for gpu in gpus:
+        if not gpu.pci_device_id:
+            continue
+        number = parse_device_id(gpu.pci_device_id)
+        model = by_device_id(number) if number is not None else None
+        by_id.append(_Reading(f"{source} PCI device id {gpu.pci_device_id}", model))
+    by_name = [
+        _Reading(f"{source} GPU name {gpu.name!r}", by_product_name(gpu.name))
+        for gpu in gpus
+        if gpu.name.strip()
+    ]
+    for reading in (_one_model(by_id), _one_model(by_name)):
+        if reading is not None:
+            found.append(reading)
+    product = node.labels.get(LABEL_GPU_PRODUCT, "")
+    if product.strip():
+        found.append(
+            _Reading(f"{LABEL_GPU_PRODUCT}={product}", by_product_name(base_product(product)))
+        )
+    hint = node.labels.get(LABEL_GPU_NAME_HINT, "")
+    if hint.strip():
+        memory = _int_label(node, LABEL_GPU_MEMORY_HINT)
+        words = f"{LABEL_GPU_NAME_HINT}={hint}" + (f" ({memory} MiB)" if memory else "")
+        model = by_karpenter_name(hint, memory)
+        if model is None and hint.strip() in KARPENTER_GPU_NAMES:
+            inconclusive.append(f"{words}: names more than one GPU")  # a100 without memory
+        else:
+            found.append(_Reading(words, model))
+    if node.instance_type:
+        typed = by_instance_type(node.instance_type)
+        found.append(_Reading(f"instance type {node.instance_type}", typed[0] if typed else None))
+    return found, inconclusive
+
+
+def identify_model(
+    node: Node, mig: MigState | None = None
+) -> tuple[GpuModel | None, str, tuple[str, ...]]:
+    """(model, where it was read, doubts): the most trusted source's model, where every other
+    source that names a model agrees; None, and why, when the best source names a GPU the
+    table lacks or two sources disagree."""
+    readings, inconclusive = _readings(node, mig)
+    known = [r for r in readings if r.model is not None]
+    if not readings:
+        why = "no GPU device id, product name, Karpenter GPU name or instance type"
+        return None, f"{MODEL_UNKNOWN}: {why}", tuple(inconclusive)
+    best = readings[0]
+    doubts = tuple(inconclusive + [str(r) for r in readings[1:] if r.model is None])
+    if best.model is None:
+        return None, f"{MODEL_UNKNOWN} ({best})", doubts
+    others = sorted({r.model.name for r in known if r.model is not None} - {best.model.name})
+    if others:
+        disagree = "; ".join(f"{r.source} → {r.model.name}" for r in known if r.model is not None)
+        return None, f"{MODEL_UNKNOWN}: sources disagree ({disagree})", doubts
+    return best.model, best.source, doubts
 
 
 def identify_gpus(node: Node, mig: MigState | None = None) -> GpuIdentity:
-    """GPU family and count of a node from its labels, NVML names, or instance type."""
-    family: GpuFamily | None = None
-    family_from = ""
-    memory = _int_label(node, LABEL_GPU_MEMORY_HINT)
-    product = node.labels.get(LABEL_GPU_PRODUCT, "")
-    if product:
-        family = family_of_name(base_product(product), memory)
-        family_from = f"{LABEL_GPU_PRODUCT}={product}"
-    if family is None and mig is not None:
-        for gpu in mig.gpus:
-            if gpu.name and (family := family_of_name(gpu.name, memory)) is not None:
-                family_from = f"nvml GPU name {gpu.name!r}"
-                break
-    size = node.instance_type.partition(".")[2]
-    by_type = INSTANCE_GPUS.get(instance_family(node.instance_type))
-    if family is None and (hint := node.labels.get(LABEL_GPU_NAME_HINT)):
-        family = family_of_name(hint, memory)
-        family_from = f"{LABEL_GPU_NAME_HINT}={hint}"
-    if family is None and by_type is not None:
-        family = by_type[0]
-        family_from = f"instance type {node.instance_type}"
+    """GPU model and count of a node from its NVML/nvidia-smi probe, labels or instance type."""
+    model, model_from, doubts = identify_model(node, mig)
+    typed = by_instance_type(node.instance_type) if node.instance_type else None
 
     count: int | None = None
     count_from = ""
     for key in (LABEL_GPU_COUNT, LABEL_GPU_COUNT_HINT):
-        if (value := _int_label(node, key)) is not None:
+        value = _int_label(node, key)
+        if value:
             count, count_from = value, f"{key}={value}"
             break
     if (
@@ -179,77 +211,104 @@ def identify_gpus(node: Node, mig: MigState | None = None) -> GpuIdentity:
     ):
         count = node.gpu_capacity[RESOURCE_GPU]
         count_from = f"capacity {RESOURCE_GPU}={count}"
-    if count is None and by_type is not None and size in by_type[1]:
-        count = by_type[1][size]
+    if count is None and typed is not None and typed[1]:
+        count = typed[1]
         count_from = f"instance type {node.instance_type}"
     if count is None and mig is not None and mig.gpus:
         count = len(mig.gpus)
         count_from = "GPUs listed by the node's MIG probe"
-    return GpuIdentity(family, count, family_from, count_from)
+    return GpuIdentity(model, count, model_from, count_from, doubts)
+
+
+# -- layouts -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Layout:
-    """What one GPU should look like under a config; `devices` None = not known."""
+    """What one GPU should look like under a config. `mig_enabled` None: the config does not
+    say for this GPU; `devices` None: the MIG devices are not known (`note` says why)."""
 
-    mig_enabled: bool
+    mig_enabled: bool | None
     devices: Mapping[str, int] | None = field(default=None)
-    note: str = ""  # why the devices are not known, when they are not
+    note: str = ""
 
 
-CONFIG_SUFFIXES = ((".me.all", "+me.all"), (".gfx", "+gfx"), (".me", "+me"))
+def _item_for(items: tuple[ConfigItem, ...], model: GpuModel) -> ConfigItem | None:
+    # A filter that names the GPU wins over an item for any GPU, as the file is written.
+    for item in items:
+        if item.device_filter and item.covers(model.filter_ids):
+            return item
+    return next((item for item in items if not item.device_filter), None)
 
 
-def profile_of_config(config: str) -> str:
-    """`all-1g.10gb.me` → `1g.10gb+me` (default-file names write `+` as `.`, §3.5)."""
-    profile = config.removeprefix("all-")
-    for written, meant in CONFIG_SUFFIXES:
-        if profile.endswith(written):
-            return profile[: -len(written)] + meant
-    return profile
-
-
-def standard_layouts(family: GpuFamily) -> dict[str, dict[str, int]]:
-    """The `all-<profile>` configs of the default mig-parted file for a family (one
-    profile filling each GPU), plus `all-balanced` where it is tabulated (§3.9)."""
-    layouts = {
-        f"all-{profile}": {profile: count}
-        for profile, count in family.profiles.items()
-        if "+" not in profile and "-" not in profile  # media-extension variants are named apart
-    }
-    if family.balanced is not None:
-        layouts["all-balanced"] = dict(family.balanced)
-    return layouts
-
-
-def expected_layout(config: str, family: GpuFamily | None) -> Layout | None:
-    """The per-GPU layout of a standard config name; None for a name we do not know."""
-    if config == "all-disabled":
+def expected_layout(config: str, model: GpuModel | None) -> Layout | None:
+    """The per-GPU layout a config of NVIDIA's default file means on this GPU model; None
+    for a name that is not in that file."""
+    items = catalogue().configs.get(config)
+    if items is None:
+        return None
+    if model is None:
+        if len(items) == 1 and not items[0].device_filter:
+            only = items[0]
+            if not only.mig_enabled or not only.mig_devices:
+                return Layout(only.mig_enabled, {})
+            return Layout(True, None, MODEL_UNKNOWN)
+        return Layout(None, None, f"{MODEL_UNKNOWN}, and {config} differs by GPU")
+    item = _item_for(items, model)
+    if item is None:
+        return Layout(
+            None, None, f"{config} has no entry for {model.name}: mig-parted leaves it as it is"
+        )
+    if not item.mig_enabled:
         return Layout(False, {})
-    if config == "all-enabled":
-        return Layout(True, {})
-    if config == "all-balanced":
-        if family is None:
-            return Layout(True, None, "GPU model unknown")
-        if family.balanced is None:
-            return Layout(True, None, f"all-balanced is not tabulated for {family.name}")
-        return Layout(True, family.balanced)
-    if not config.startswith("all-"):
-        return None
-    profile = profile_of_config(config)
-    if not profile[:1].isdigit() or "g." not in profile:
-        return None
-    if family is None:
-        return Layout(True, None, "GPU model unknown")
-    if profile not in family.profiles:
-        return Layout(True, None, f"{family.name} has no {profile} profile")
-    return Layout(True, {profile: family.profiles[profile]})
+    if not model.mig_capable:
+        return Layout(None, None, f"{model.name} has no MIG")
+    for profile, count in item.mig_devices.items():
+        most = model.profiles.get(profile)
+        if most is None:
+            return Layout(None, None, f"{model.name} has no {profile} profile")
+        if count > most:
+            return Layout(None, None, f"{model.name} holds at most {most}×{profile}")
+    return Layout(True, dict(item.mig_devices))
+
+
+def profiles_of_config(config: str) -> frozenset[str]:
+    """The profiles a config of the default file makes on whatever GPU it applies to; empty
+    when that depends on the GPU (device filters) or the name is not in the file."""
+    items = catalogue().configs.get(config, ())
+    if len(items) != 1 or items[0].device_filter:
+        return frozenset()
+    return frozenset(items[0].mig_devices)
+
+
+def config_names(model: GpuModel) -> list[str]:
+    """Every config of the default file whose layout on this model is known."""
+    names = []
+    for config in catalogue().configs:
+        layout = expected_layout(config, model)
+        if layout is not None and layout.devices is not None and layout.mig_enabled is not None:
+            names.append(config)
+    return names
+
+
+def standard_layouts(model: GpuModel) -> dict[str, dict[str, int]]:
+    """config → per-GPU MIG devices, for every config that makes MIG devices on this model."""
+    layouts = {}
+    for config in config_names(model):
+        layout = expected_layout(config, model)
+        if layout is not None and layout.mig_enabled and layout.devices:
+            layouts[config] = dict(layout.devices)
+    return layouts
 
 
 def mig_slices(node: Node) -> dict[str, int]:
     """Advertised MIG slices by profile: mixed-strategy resources, or under the single
-    strategy `nvidia.com/gpu` with the product's profile (§3.10)."""
-    slices = {p: n for p, n in node.mig_resources.items() if n > 0}
+    strategy `nvidia.com/gpu` with the product's profile."""
+    slices: dict[str, int] = {}
+    for written, count in node.mig_resources.items():
+        if count > 0:
+            profile = profile_of_resource(written)
+            slices[profile] = slices.get(profile, 0) + count
     single = single_strategy_profile(node)
     if single and single != MIG_INVALID and node.gpu_allocatable.get(RESOURCE_GPU, 0) > 0:
         slices[single] = slices.get(single, 0) + node.gpu_allocatable[RESOURCE_GPU]

@@ -1,8 +1,9 @@
 """AL2023 user data that applies a MIG layout before kubelet starts, with no hooks.
 
-The answer to design.md's first incident (mig-manager restarting kubelet mid-bootstrap on
-cgroup v2, domain.md §3.3): partition the GPUs on the host before kubelet exists, so that
-nothing ever has to stop it. Pure functions: `build()` returns the texts, the CLI prints.
+The answer to mig-manager restarting kubelet mid-bootstrap on cgroup v2 (it stops kubelet
+when a host-driver node's MIG mode must change: NVIDIA/mig-parted@v0.15.0
+pkg/mig/reconfigure/reconfigure.go): partition the GPUs on the host before kubelet exists, so
+that nothing ever has to stop it. Pure functions: `build()` returns the texts, the CLI prints.
 
 Decisions:
 - **Where it runs.** A `text/x-shellscript` part of a MIME multi-part document, as
@@ -20,18 +21,21 @@ Decisions:
   `nvidia-kmod-load.service` After=nodeadm-run.service; there the driver only appears
   after user data ends, the wait runs out, and the script says so and exits 3.
 - **No hooks, two ways.** Every `nvidia-mig-parted` call runs under
-  `env -u MIG_PARTED_HOOKS_FILE` (the profile.d trap, domain.md §3.5) and `apply` also gets
+  `env -u MIG_PARTED_HOOKS_FILE` (the packages' profile.d exports it:
+  NVIDIA/mig-parted@v0.15.0 deployments/systemd/nvidia-mig-parted.sh) and `apply` also gets
   `-k` to a hooks file holding `hooks: {}`: nothing stops kubelet, kills containers or runs
   `systemctl daemon-reload`. The script itself never calls `systemctl`.
-- **Sequence** (domain.md §3.6 minus what a boot without GPU clients does not need):
-  `assert` (0 → already applied, done) → `-d apply` → `assert` (must pass) →
-  `nvidia-smi -L` (creates the MIG capability device nodes, §3.4, and shows the devices).
+- **Sequence** (mig-manager's, reconfigure.go above, minus what a boot without GPU clients
+  does not need): `assert` (0 → already applied, done) → `-d apply` → `assert` (must pass) →
+  `nvidia-smi -L` (creates the MIG capability device nodes, MIG user guide "Device Nodes and
+  Capabilities", and shows the devices).
   Each mig-parted call is bounded by `timeout` (480 s, the host unit's TimeoutStartSec).
 - **Config files** go to /etc/mignurse/mig-parted/, never over the files of a host
   `nvidia-mig-manager` package (/etc/nvidia-mig-manager/).
-- **Names** are checked against the profile tables in `mignurse.gpu.profiles`: the
-  `all-*` names of the default mig-parted file. Without a GPU product a name must mean the
-  same layout on every GPU it is valid for (`all-1g.24gb` is 4×1g.24gb on both H100 NVL and
+- **Names** are every config of NVIDIA's default mig-parted file (the catalogue in
+  `mignurse.gpu.catalogue`, NVIDIA/mig-parted@v0.15.0), checked against the GPU's profile
+  table (`mignurse.gpu.models`). Without a GPU product a name must mean the same layout on
+  every GPU it is valid for (`all-1g.24gb` is 4×1g.24gb on H100 NVL, the 96 GB H100s and
   RTX PRO 6000); one that differs (`all-balanced`, `all-1g.10gb`) needs `--gpu-product`.
   The config has no `device-filter`: on the wrong GPU `apply` fails loudly instead of
   skipping every GPU and asserting an empty success.
@@ -41,8 +45,8 @@ Decisions:
   mignurse-userdata`). MIGNURSE_ROOT (a prefix for the files written) and MIGNURSE_CONSOLE
   exist for the tests' sandbox; cloud-init sets neither.
 - **First boot only.** cloud-init runs user data once per instance, and Hopper/Blackwell
-  lose MIG mode on reboot (§3.8): a rebooted node comes back with MIG off. Replace such a
-  node rather than reboot it.
+  lose MIG mode on reboot (MIG user guide, getting-started-with-mig): a rebooted node comes
+  back with MIG off. Replace such a node rather than reboot it.
 
 Exit codes of the script: 0 applied (or already applied), 1 apply or the final assert
 failed, 3 no driver within the bound, 4 no `nvidia-mig-parted` on the node.
@@ -57,23 +61,12 @@ from dataclasses import dataclass
 
 import yaml
 
-from mignurse.gpu.profiles import (
-    A30,
-    A100_40GB,
-    B200,
-    H100_80GB,
-    H100_NVL,
-    H200,
-    INSTANCE_GPUS,
-    RTX_PRO_6000,
-    GpuFamily,
-    Layout,
-    expected_layout,
-    family_of_name,
-)
-from mignurse.model import instance_family
+from mignurse.gpu.catalogue import catalogue
+from mignurse.gpu.models import MODELS, GpuModel, resolve_gpu
+from mignurse.gpu.profiles import Layout, config_names, expected_layout
 
-FAMILIES: tuple[GpuFamily, ...] = (A100_40GB, H100_80GB, H200, B200, H100_NVL, A30, RTX_PRO_6000)
+# GPUs a config can be checked for: those with MIG and a profile table.
+MIG_MODELS: tuple[GpuModel, ...] = tuple(m for m in MODELS if m.mig_capable and m.profiles)
 DEFAULT_DRIVER_WAIT_S = 300
 MAX_DRIVER_WAIT_S = 600  # driver wait + a 480 s apply stay inside Karpenter's 15 min to register
 DRIVER_POLL_S = 5
@@ -91,8 +84,6 @@ EXIT_NO_DRIVER = 3
 EXIT_NO_MIG_PARTED = 4
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")  # EKSAPI CreateCluster
-# Default-file config names write a profile's "+" as "." (domain.md §3.5).
-_CONFIG_SPELLING = (("+me.all", ".me.all"), ("+gfx", ".gfx"), ("+me", ".me"))
 
 
 class UserDataError(ValueError):
@@ -106,7 +97,7 @@ class MigLayout:
     config: str
     mig_enabled: bool
     devices: Mapping[str, int]
-    checked_for: tuple[str, ...]  # family names
+    checked_for: tuple[str, ...]  # GPU model names
 
 
 @dataclass(frozen=True)
@@ -117,63 +108,51 @@ class UserData:
     mime: str
 
 
-def config_name(profile: str) -> str:
-    """`1g.10gb+me` → `all-1g.10gb.me`: the default mig-parted file's name for it."""
-    for meant, written in _CONFIG_SPELLING:
-        if profile.endswith(meant):
-            return f"all-{profile[: -len(meant)]}{written}"
-    return f"all-{profile}"
-
-
-def config_names(family: GpuFamily) -> list[str]:
-    """Every standard config name whose per-GPU layout the tables know for a family."""
-    names = ["all-disabled", "all-enabled"]
-    names += [config_name(profile) for profile in family.profiles]
-    if family.balanced is not None:
-        names.append("all-balanced")
-    return names
-
-
-def _known_layout(config: str, family: GpuFamily) -> Layout | None:
-    if config not in config_names(family):
+def _known_layout(config: str, model: GpuModel) -> Layout | None:
+    layout = expected_layout(config, model)
+    if layout is None or layout.devices is None or layout.mig_enabled is None:
         return None
-    layout = expected_layout(config, family)
-    return layout if layout is not None and layout.devices is not None else None
+    return layout
 
 
 def product_names() -> str:
-    return ", ".join(family.name for family in FAMILIES)
+    return ", ".join(model.name for model in MIG_MODELS)
 
 
-def resolve_product(product: str) -> GpuFamily:
-    """A family from a GPU name (GFD's `NVIDIA-H100-80GB-HBM3`, Karpenter's `h100`), a
-    family name from the tables, or an EC2 instance type (`p5.48xlarge`)."""
-    wanted = product.strip()
-    for family in FAMILIES:
-        if wanted.upper() in {family.name.upper(), *family.name.upper().split("/")}:
-            return family
-    if (found := family_of_name(wanted)) is not None:
-        return found
-    if (by_type := INSTANCE_GPUS.get(instance_family(wanted.lower()))) is not None:
-        return by_type[0]
-    hint = " (A100: say A100-40GB or A100-80GB)" if "A100" in wanted.upper() else ""
-    raise UserDataError(
-        f"--gpu-product {product!r} is not a known MIG GPU{hint}: give one of "
-        f"{product_names()}, a GPU name such as NVIDIA-H100-80GB-HBM3, or an instance type "
-        "such as p5.48xlarge"
-    )
+def resolve_product(product: str) -> GpuModel:
+    """The GPU model `--gpu-product` names whole: a model name (H100-80GB), an instance type
+    (g7e.4xlarge), a PCI device id (0x233010DE), a product name (NVIDIA-H100-80GB-HBM3) or a
+    Karpenter GPU name (h100); UserDataError otherwise, or for a GPU without MIG layouts."""
+    model = resolve_gpu(product)
+    if model is None:
+        hint = (
+            " (a100 is two GPUs: say A100-40GB or A100-80GB)" if product.strip() == "a100" else ""
+        )
+        raise UserDataError(
+            f"--gpu-product {product!r} names no GPU mignurse knows{hint}: give one of "
+            f"{product_names()}, a GPU name such as NVIDIA-H100-80GB-HBM3, a PCI device id "
+            "such as 0x233010DE, or an instance type such as p5.48xlarge"
+        )
+    if model not in MIG_MODELS:
+        why = "has no MIG" if not model.mig_capable else "has no layout in NVIDIA's MIG configs"
+        raise UserDataError(f"--gpu-product {product!r} is {model.name}, which {why}")
+    return model
 
 
-def resolve_layout(config: str, family: GpuFamily | None = None) -> MigLayout:
-    """The layout `config` means, on `family` or on every GPU it is valid for."""
-    families = (family,) if family is not None else FAMILIES
+def resolve_layout(config: str, model: GpuModel | None = None) -> MigLayout:
+    """The layout `config` means, on `model` or on every GPU it is valid for."""
+    models = (model,) if model is not None else MIG_MODELS
     found: dict[str, Layout] = {}
-    for candidate in families:
+    for candidate in models:
         if (layout := _known_layout(config, candidate)) is not None:
             found[candidate.name] = layout
     if not found:
-        valid = sorted({name for f in families for name in config_names(f)})
-        where = f" for {family.name}" if family is not None else ""
+        if model is not None and config in catalogue().configs:
+            note = expected_layout(config, model)
+            why = note.note if note is not None else ""
+            raise UserDataError(f"MIG config {config!r} is not valid for {model.name}: {why}")
+        valid = sorted({name for m in models for name in config_names(m)})
+        where = f" for {model.name}" if model is not None else ""
         raise UserDataError(
             f"unknown MIG config {config!r}{where}: valid names are {', '.join(valid)}"
         )
@@ -187,11 +166,11 @@ def resolve_layout(config: str, family: GpuFamily | None = None) -> MigLayout:
             f"pass --gpu-product, one of {', '.join(found)}"
         )
     first = next(iter(found.values()))
-    return MigLayout(config, first.mig_enabled, dict(first.devices or {}), tuple(found))
+    return MigLayout(config, bool(first.mig_enabled), dict(first.devices or {}), tuple(found))
 
 
 def mig_parted_config(layout: MigLayout) -> str:
-    """The nvidia-mig-parted v1 config holding just this layout (domain.md §3.5)."""
+    """The nvidia-mig-parted v1 config holding just this layout (api/spec/v1/spec.go)."""
     item: dict[str, object] = {"devices": "all", "mig-enabled": layout.mig_enabled}
     if layout.mig_enabled:
         item["mig-devices"] = dict(layout.devices)
@@ -383,8 +362,8 @@ def build(
         raise UserDataError(
             f"--driver-wait {driver_wait_s} is out of range: 1 to {MAX_DRIVER_WAIT_S} seconds"
         )
-    family = resolve_product(gpu_product) if gpu_product is not None else None
-    layout = resolve_layout(config, family)
+    model = resolve_product(gpu_product) if gpu_product is not None else None
+    layout = resolve_layout(config, model)
     script = shell_script(
         layout,
         driver_wait_s=driver_wait_s,

@@ -36,7 +36,7 @@ from typing import Any
 if __name__ == "__main__":  # run as a script by the stubs: make `mignurse` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mignurse.gpu.profiles import GpuFamily, family_of_name
+from mignurse.gpu.models import GpuModel, by_product_name
 
 DRIVER = "570.172.08"
 BUS_IDS = ("53", "64", "75", "86", "97", "A8", "B9", "CA")  # p5.48xlarge, nvidia-smi order
@@ -101,15 +101,16 @@ def _is_rtx_pro_6000(name: str) -> bool:
     return "RTX PRO 6000" in name.upper().replace("-", " ")
 
 
-def _family(gpu: dict[str, Any]) -> GpuFamily | None:
-    return family_of_name(str(gpu["name"]))
+def _family(gpu: dict[str, Any]) -> GpuModel | None:
+    model = by_product_name(str(gpu["name"]))
+    return model if model is not None and model.profiles else None
 
 
-def _grid(family: GpuFamily | None) -> int:
+def _grid(family: GpuModel | None) -> int:
     return 8 if family is None or max(family.profiles.values()) >= 7 else 4
 
 
-def _shape(profile: str, family: GpuFamily | None) -> tuple[int, int, tuple[int, ...]] | None:
+def _shape(profile: str, family: GpuModel | None) -> tuple[int, int, tuple[int, ...]] | None:
     """(GI profile id, placement size, allowed starts) of a profile on this family."""
     m = _PROFILE.match(profile)
     if m is None or (family is not None and profile not in family.profiles):

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mignurse.gpu.profiles import A100_40GB, H100_80GB, H200, RTX_PRO_6000, standard_layouts
+from mignurse.gpu.models import model_named
+from mignurse.gpu.profiles import standard_layouts
 
 JsonDict = dict[str, Any]
 
@@ -67,27 +68,26 @@ class GpuModel:
 
 
 # One source for MIG profiles: the same tables the diagnosis rules judge layouts by.
-_H100_LAYOUTS = standard_layouts(H100_80GB)
-_H200_LAYOUTS = standard_layouts(H200)
-_A100_40_LAYOUTS = standard_layouts(A100_40GB)
-_RTX_PRO_6000_LAYOUTS = standard_layouts(RTX_PRO_6000)  # all-1g.24gb = 4 per GPU (§3.9)
+_H100_LAYOUTS = standard_layouts(model_named("H100-80GB"))
+_H200_LAYOUTS = standard_layouts(model_named("H200-141GB"))
+_A100_40_LAYOUTS = standard_layouts(model_named("A100-40GB"))
+_RTX_PRO_6000_LAYOUTS = standard_layouts(model_named("RTX-PRO-6000-Server"))
 
 GPU_MODELS: dict[str, GpuModel] = {
     "h100": GpuModel("h100", "NVIDIA-H100-80GB-HBM3", 81920, 81559, "hopper", 9, 0, _H100_LAYOUTS),
-    "h200": GpuModel("h200", "NVIDIA-H200", 143360, 143771, "hopper", 9, 0, _H200_LAYOUTS),
+    "h200": GpuModel("h200", "NVIDIA-H200", 144384, 143771, "hopper", 9, 0, _H200_LAYOUTS),
     "a100": GpuModel(
         "a100", "NVIDIA-A100-SXM4-40GB", 40960, 40960, "ampere", 8, 0, _A100_40_LAYOUTS
     ),
     "l40s": GpuModel("l40s", "NVIDIA-L40S", 45776, 46068, "ada-lovelace", 8, 9),
     "l4": GpuModel("l4", "NVIDIA-L4", 22888, 23034, "ada-lovelace", 8, 9),
-    "t4g": GpuModel("t4g", "NVIDIA-T4G", 15360, 15360, "turing", 7, 5),
+    "t4g": GpuModel("t4g", "NVIDIA-T4G", 16384, 15360, "turing", 7, 5),
     "a10g": GpuModel("a10g", "NVIDIA-A10G", 22888, 23028, "ampere", 8, 6),
     # EC2 G7e: RTX PRO 6000 Blackwell Server Edition, 96 GB (EC2: 98304 MiB; NVML total
     # 97887 MiB as nvidia-smi shows it), GFD product as below, compute capability 12.0,
-    # PCI device 0x2BB5. The Karpenter GPU name is lowerKabobCase of EC2's GPU name; EC2's
-    # exact string for G7e is not in our sources, "rtx-pro-6000" is our reading.
+    # PCI device 0x2BB5. Karpenter's GPU name as its v1.14.1 instance-type docs show it.
     "rtx-pro-6000": GpuModel(
-        "rtx-pro-6000",
+        "rtx-pro-server-6000",
         "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
         98304,
         97887,
@@ -257,7 +257,8 @@ def mig_resources(it: InstanceType, mig_config: str | None, strategy: str) -> di
     if strategy == "single":
         (_profile, per_gpu), *rest = layout.items()
         return {"nvidia.com/gpu": 0 if rest else per_gpu * it.gpu_count}
-    return {f"nvidia.com/mig-{p}": n * it.gpu_count for p, n in layout.items()}
+    # The device plugin writes a profile's "+" as "." in resource names.
+    return {f"nvidia.com/mig-{p.replace('+', '.')}": n * it.gpu_count for p, n in layout.items()}
 
 
 # --------------------------------------------------------------------------- OS images

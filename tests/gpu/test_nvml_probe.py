@@ -80,6 +80,7 @@ def test_h100_all_1g_10gb(fake_nvml: FakeNvml) -> None:
     assert state.gpus[0].pci_bus_id == "00000000:53:00.0"
     for gpu in state.gpus:
         assert gpu.name == H100
+        assert gpu.pci_device_id == "0x233010DE"  # nvmlPciInfo_t.pciDeviceId
         assert gpu.uuid.startswith("GPU-")
         assert (gpu.mig_current, gpu.mig_pending) == (MIG_ENABLED, MIG_ENABLED)
         assert not gpu.mode_change_pending
@@ -91,6 +92,7 @@ def test_h100_all_1g_10gb(fake_nvml: FakeNvml) -> None:
         assert all(d.uuid.startswith("MIG-") for d in gpu.devices)
         assert len({d.uuid for d in gpu.devices}) == 7
     assert doc["gpus"][0]["profileCounts"] == {"1g.10gb": 7}
+    assert doc["gpus"][0]["pciDeviceId"] == "0x233010DE"
     assert doc["gpus"][0]["devices"][0]["profile"] == "1g.10gb"
     calls = fake_nvml.calls()
     _assert_read_only(calls)
@@ -107,6 +109,7 @@ def test_l40s_has_no_mig(fake_nvml: FakeNvml) -> None:
     assert state.status == PROBE_OK
     [gpu] = state.gpus
     assert gpu.name == "NVIDIA L40S"
+    assert gpu.pci_device_id == "0x26B910DE"
     assert (gpu.mig_current, gpu.mig_pending) == (MIG_NOT_SUPPORTED, MIG_NOT_SUPPORTED)
     assert gpu.devices == ()
     assert "nvmlDeviceGetMaxMigDeviceCount" not in fake_nvml.calls()

@@ -28,7 +28,8 @@ from mignurse.gpu.userdata import (
 )
 from mignurse.sim.nodes import NodeSandbox, StubCall
 
-SHIPPED_HOOKS = "/etc/nvidia-mig-manager/hooks.yaml"  # what profile.d exports (§3.5)
+# what NVIDIA/mig-parted@v0.15.0 deployments/systemd/nvidia-mig-parted.sh exports
+SHIPPED_HOOKS = "/etc/nvidia-mig-manager/hooks.yaml"
 NVIDIA_SMI_STUB = """\
 n=$(cat "$D/smi-probes" 2>/dev/null || echo 0); n=$((n + 1)); echo $n >"$D/smi-probes"
 if [ ! -f "$D/driver-loads-after" ] || [ "$n" -le "$(cat "$D/driver-loads-after")" ]; then
@@ -123,22 +124,31 @@ def quick(config: str = "all-1g.24gb", **kwargs: str) -> str:
 def test_a_name_with_one_layout_everywhere_needs_no_product() -> None:
     layout = resolve_layout("all-1g.24gb")
     assert layout.devices == {"1g.24gb": 4}
-    assert set(layout.checked_for) == {"H100-NVL", "RTX-PRO-6000-96GB"}
+    assert set(layout.checked_for) == {
+        "H100-NVL", "H800-NVL", "H100-96GB", "GH200-96GB", "H20", "PG506-96GB",
+        "RTX-PRO-6000-Server",
+    }  # fmt: skip
     assert resolve_layout("all-disabled").mig_enabled is False
 
 
 @pytest.mark.parametrize(
-    ("product", "family"),
+    ("product", "model"),
     [
         ("NVIDIA-H200", "H200-141GB"),
-        ("p5.48xlarge", "A100-80GB/H100-80GB"),
+        ("p5.48xlarge", "H100-80GB"),
         ("A100-40GB", "A100-40GB"),
-        ("A100-80GB", "A100-80GB/H100-80GB"),
-        ("h100", "A100-80GB/H100-80GB"),
+        ("A100-80GB", "A100-80GB"),
+        ("h100", "H100-80GB"),
+        ("g7e.4xlarge", "RTX-PRO-6000-Server"),
+        ("p6e-gb200.36xlarge", "GB200"),
+        ("0x234210DE", "GH200-96GB"),
+        ("NVIDIA GH200 480GB", "GH200-96GB"),
+        ("NVIDIA-GB200", "GB200"),
+        ("rtx-pro-server-6000", "RTX-PRO-6000-Server"),
     ],
 )
-def test_gpu_product_picks_the_table(product: str, family: str) -> None:
-    assert resolve_product(product).name == family
+def test_gpu_product_picks_the_table(product: str, model: str) -> None:
+    assert resolve_product(product).name == model
 
 
 def test_product_settles_a_name_that_differs_by_gpu() -> None:
@@ -304,8 +314,11 @@ def test_cli_prints_an_ec2nodeclass(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["--config", "all-bogus"], "unknown MIG config 'all-bogus': valid names are "),
         (["--config", "all-balanced"], "pass --gpu-product, one of A100-40GB"),
-        (["--config", "all-1g.24gb", "--gpu-product", "h200"], "for H200-141GB: valid names"),
-        (["--config", "all-disabled", "--gpu-product", "t4"], "is not a known MIG GPU"),
+        (["--config", "all-1g.24gb", "--gpu-product", "h200"], "H200-141GB has no 1g.24gb"),
+        (["--config", "all-bogus", "--gpu-product", "h200"], "for H200-141GB: valid names"),
+        (["--config", "all-disabled", "--gpu-product", "t4"], "is T4, which has no MIG"),
+        (["--config", "all-disabled", "--gpu-product", "a100"], "a100 is two GPUs"),
+        (["--config", "all-balanced", "--gpu-product", "GH200"], "names no GPU mignurse knows"),
         (["--config", "all-disabled", "--name", "x"], "go with --ec2nodeclass"),
         (["--config", "all-disabled", "--ec2nodeclass", "--name", "Bad_Name"], "Kubernetes name"),
         (["--config", "all-disabled", "--driver-wait", "0"], "out of range"),
@@ -323,6 +336,37 @@ def test_cli_bad_input_is_one_line_and_exit_2(
 
 
 def test_rtx_pro_media_engine_config_resolves_by_gpu_name() -> None:
-    user_data = build("all-1g.24gb.me.all", gpu_product="NVIDIA RTX PRO 6000 Blackwell")
+    name = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    user_data = build("all-1g.24gb.me.all", gpu_product=name)
     assert user_data.layout.devices == {"1g.24gb+me.all": 1}
     assert "CONFIG_NAME=all-1g.24gb.me.all\n" in user_data.script
+    with pytest.raises(UserDataError, match="names no GPU"):
+        build("all-1g.24gb.me.all", gpu_product="NVIDIA RTX PRO 6000 Blackwell")  # a prefix
+
+
+@pytest.mark.parametrize(
+    ("config", "product", "devices"),
+    [
+        ("all-1g.24gb", "g7e.4xlarge", {"1g.24gb": 4}),
+        ("all-balanced", "g7e.48xlarge", {"1g.24gb": 2, "2g.48gb": 1}),
+        ("all-1g.24gb-me", "g7e.2xlarge", {"1g.24gb-me": 4}),
+        ("all-balanced", "0x234210DE", {"1g.12gb": 2, "2g.24gb": 1, "3g.48gb": 1}),
+        ("all-balanced", "NVIDIA-GH200-144G-HBM3e", {"1g.18gb": 2, "2g.36gb": 1, "3g.72gb": 1}),
+        ("all-balanced", "p6e-gb200.36xlarge", {"1g.23gb": 2, "2g.47gb": 1, "3g.93gb": 1}),
+        ("all-balanced", "p6-b300.48xlarge", {"1g.34gb": 2, "2g.67gb": 1, "3g.135gb": 1}),
+        ("all-1g.35gb", "GB300", {"1g.35gb": 7}),
+        ("all-1g.35gb", "p5e.48xlarge", {"1g.35gb": 4}),
+        ("all-1g.6gb.me", "A30", {"1g.6gb+me": 1}),
+        ("all-7g.180gb", "p6-b200.48xlarge", {"7g.180gb": 1}),
+    ],
+)
+def test_every_catalogue_config_builds_for_the_gpu_it_is_for(
+    config: str, product: str, devices: dict[str, int]
+) -> None:
+    assert build(config, gpu_product=product).layout.devices == devices
+
+
+def test_a_device_filtered_config_that_skips_the_gpu_is_refused() -> None:
+    # all-1g.35gb names the H200 SXM and GB300 only: on an H200 NVL mig-parted does nothing.
+    with pytest.raises(UserDataError, match="no entry for H200-NVL"):
+        build("all-1g.35gb", gpu_product="NVIDIA H200 NVL")

@@ -269,7 +269,7 @@ def test_an_unknown_config_is_refused_in_one_line_naming_the_valid_ones(
     reason = ACTIONS["mig-preflight"]().check(run.ctx({}))
 
     assert reason is not None and "\n" not in reason
-    assert reason.startswith("unknown MIG config 'all-1g.24gb' for A100-80GB/H100-80GB")
+    assert reason.startswith("unknown MIG config 'all-1g.24gb' for H100-80GB")
     assert "all-1g.10gb" in reason and "all-balanced" in reason and "all-disabled" in reason
 
 

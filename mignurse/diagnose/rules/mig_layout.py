@@ -1,6 +1,13 @@
 """mig-layout-mismatch: the layout `nvidia.com/mig.config` asks for differs from (a) the MIG
 state the GPUs report (node evidence: NVML or nvidia-smi) or (b) the resources the device
-plugin advertises (domain.md §3.1, §3.9, §3.10; profile tables in `mignurse.gpu.profiles`).
+plugin advertises.
+
+The expected layout is the one NVIDIA's default mig-parted file gives that name on the
+node's GPU model (`mignurse.gpu.catalogue`, `mignurse.gpu.models`): the same name means 7×
+on an 80 GB GPU and 4× on an A100-40GB, or nothing at all on a GPU its device filters do
+not name. The model comes from the GPU's PCI device id, its exact product name, Karpenter's
+GPU name or the instance type; when it is unknown, or its sources disagree, the finding says
+"GPU model unknown" and compares only what does not depend on the model.
 
 Nodes whose `mig.config.state` is pending, rebooting or failed are mid-change or stuck:
 `mig-config-failed` owns them, and a differing layout there is expected, not news.
@@ -28,13 +35,14 @@ from mignurse.diagnose.rules.mig_hook import (
 )
 from mignurse.gpu.profiles import (
     MIG_INVALID,
+    MODEL_UNKNOWN,
     GpuIdentity,
     Layout,
     describe_counts,
     expected_layout,
     identify_gpus,
     mig_slices,
-    profile_of_config,
+    profiles_of_config,
     single_strategy_profile,
     strategy,
 )
@@ -65,7 +73,7 @@ def _gpu_problem(gpu: GpuMigState, layout: Layout | None, config: str) -> str | 
             f"MIG mode change pending (current {gpu.mig_current}, pending {gpu.mig_pending}): "
             f"needs a GPU reset or reboot"
         )
-    if layout is None or gpu.mig_current == MIG_UNKNOWN:
+    if layout is None or layout.mig_enabled is None or gpu.mig_current == MIG_UNKNOWN:
         return None
     want = MIG_ENABLED if layout.mig_enabled else MIG_DISABLED
     if gpu.mig_current != want:
@@ -141,8 +149,8 @@ def _compare_advertised(
     gpus = node.gpu_allocatable.get(RESOURCE_GPU, 0)
     strat = strategy(node)
     single = single_strategy_profile(node)
-    if layout is None:
-        # Unknown config: still nothing at all to schedule on is worth a page.
+    if layout is None or layout.mig_enabled is None:
+        # Layout unknown here: still nothing at all to schedule on is worth a page.
         if not slices and gpus == 0:
             return ["advertises no nvidia.com/gpu and no nvidia.com/mig-* resources"], True
         return [], False
@@ -171,11 +179,11 @@ def _compare_advertised(
                 f"{describe_counts(want)}"
             ], False
         return [], False
-    if config.startswith("all-") and config not in ("all-balanced", "all-enabled"):
-        profile = profile_of_config(config)
-        others = sorted(set(slices) - {profile})
-        if others:
-            return [f"advertises {describe_counts(slices)}, {config} asks only {profile}"], False
+    # The model is unknown, but a config for any GPU names its profiles all the same.
+    asked = profiles_of_config(config)
+    if asked and set(slices) - asked:
+        only = ", ".join(sorted(asked))
+        return [f"advertises {describe_counts(slices)}, {config} asks only {only}"], False
     return [], False
 
 
@@ -185,7 +193,7 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     mig = evidence.mig if evidence is not None else None
     ok_mig = mig if mig is not None and mig.status == PROBE_OK else None
     ident = identify_gpus(node, ok_mig)
-    layout = expected_layout(config, ident.family)
+    layout = expected_layout(config, ident.model)
 
     problems: list[str] = []
     found: list[Evidence] = []
@@ -223,16 +231,16 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     for key in (LABEL_MIG_STRATEGY, LABEL_GPU_PRODUCT):
         if key in node.labels:
             found.append(label_evidence(node, key))
-    family = ident.family.name if ident.family is not None else "unknown GPU model"
+    model = ident.model.name if ident.model is not None else MODEL_UNKNOWN
     found.append(
         Evidence(
             None,
             "node",
             f"{ident.count if ident.count is not None else '?'} GPUs "
-            f"({ident.count_from or 'count unknown'}), {family}"
-            f" ({ident.family_from or 'model unknown'})",
+            f"({ident.count_from or 'count unknown'}), {model} ({ident.model_from})",
         )
     )
+    found.extend(Evidence(None, "node", f"GPU identity doubt: {d}") for d in ident.doubts)
     allocatable = ", ".join(f"{k}={v}" for k, v in sorted(node.gpu_allocatable.items()))
     found.append(Evidence(None, "node", f"allocatable {allocatable or 'no GPU resources'}"))
     if evidence is not None:
@@ -244,7 +252,12 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
         nodes=(node.name,),
         summary=summary,
         evidence=tuple(found),
-        runbooks=(RUNBOOK_REAPPLY_MIG, RUNBOOK_CORDON_AND_COLLECT),
+        # Reapplying needs the layout; without it, collect the evidence first.
+        runbooks=(
+            (RUNBOOK_REAPPLY_MIG, RUNBOOK_CORDON_AND_COLLECT)
+            if layout is not None and layout.devices is not None
+            else (RUNBOOK_CORDON_AND_COLLECT,)
+        ),
     )
 
 

@@ -50,8 +50,8 @@ from typing import Any
 from mignurse.cluster.client import NODES, PODS, ClusterError, NotFound
 from mignurse.evidence.nvml_json import parse_nvml_json
 from mignurse.evidence.nvsmi import merge_smi, parse_mig_lgi, parse_smi_list, parse_smi_xml
+from mignurse.gpu.models import GpuModel
 from mignurse.gpu.profiles import (
-    GpuFamily,
     Layout,
     describe_counts,
     expected_layout,
@@ -116,7 +116,7 @@ class MigTarget:
     node: Node
     raw: dict[str, Any]
     config: str
-    family: GpuFamily
+    family: GpuModel
     gpus: int | None
     layout: Layout
     strategy: str
@@ -135,7 +135,7 @@ class MigTarget:
         return {f"{RESOURCE_MIG_PREFIX}{p}": n * count for p, n in self.per_gpu.items()}
 
 
-def valid_configs(family: GpuFamily) -> list[str]:
+def valid_configs(family: GpuModel) -> list[str]:
     """The config names mignurse can write for a GPU family."""
     names = ["all-disabled", "all-enabled", *standard_layouts(family)]
     return list(dict.fromkeys(names))
@@ -151,19 +151,19 @@ def resolve_target(ctx: StepContext) -> MigTarget:
             f"node {node.name} has no {LABEL_MIG_CONFIG} label: pass --param config=NAME"
         )
     identity = identify_gpus(node)
-    if identity.family is None:
+    if identity.model is None:
         raise StepFailed(
-            f"cannot tell which GPU node {node.name} has (no GPU product label or known "
-            "instance type): MIG layouts are per GPU model"
+            f"cannot tell which GPU node {node.name} has ({identity.model_from}): "
+            "MIG layouts are per GPU model"
         )
-    family = identity.family
+    family = identity.model
     valid = valid_configs(family)
     if config not in valid:
         raise StepFailed(
             f"unknown MIG config {config!r} for {family.name}: use one of {', '.join(valid)}"
         )
     layout = expected_layout(config, family)
-    if layout is None or layout.devices is None:
+    if layout is None or layout.devices is None or layout.mig_enabled is None:
         note = layout.note if layout is not None else "not a standard layout"
         raise StepFailed(f"cannot build MIG config {config!r} for {family.name}: {note}")
     mode = strategy(node) or "mixed"
