@@ -62,8 +62,9 @@ MNG_ASG_LAUNCH = 5.0  # the Auto Scaling group launches the replacement instance
 KUBELET_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
 ROLLOUT_STEP = 5.0
 # GPU operator: nvidia.com/gpu.deploy.<key> is the nodeSelector (`=true`) of each operand
-# DaemonSet (domain.md §3.1-3.2); the sim's DaemonSet controller follows label changes made
-# through the API, and the device plugin advertises what the MIG labels say once it runs.
+# DaemonSet (NVIDIA/gpu-operator controllers/state_manager.go); the sim's DaemonSet controller
+# follows label changes made through the API, and the device plugin advertises what the MIG
+# labels say once it runs.
 LABEL_GPU_DEPLOY = "nvidia.com/gpu.deploy."
 OPERAND_DAEMONSETS = {
     "device-plugin": "nvidia-device-plugin-daemonset",
@@ -107,6 +108,7 @@ class Machine:
     nma_running: bool = False
     nma_memory: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     nma_faults: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    image_faults: set[str] = field(default_factory=set)  # faults its lifecycle (image) causes
     api_touched: bool = False
     nma_token: int = 0
     unhealthy_since: dict[str, float] = field(default_factory=dict)  # type → transition time
@@ -485,17 +487,19 @@ class World:
         if obj is None:
             return
         it = objects.instance_type(pool.instance_type)
-        nodes = [m for m in self.pool_machines[pool.name] if m.registered and not m.removed]
+        count = self.pool_nodes[pool.name]
         resources = {
-            "cpu": str(it.cpu * len(nodes)),
-            "memory": f"{it.memory_mib * 1024 * len(nodes)}Ki",
-            "nodes": str(len(nodes)),
-            "pods": str(it.max_pods * len(nodes)),
-            "ephemeral-storage": f"{104845292 * len(nodes)}Ki",
+            "cpu": str(it.cpu * count),
+            "memory": f"{it.memory_mib * 1024 * count}Ki",
+            "nodes": str(count),
+            "pods": str(it.max_pods * count),
+            "ephemeral-storage": f"{104845292 * count}Ki",
         }
         if it.gpu is not None:
-            for res, count in objects.mig_resources(it, pool.mig_config, pool.mig_strategy).items():
-                resources[res] = str(count * len(nodes))
+            for res, per_node in objects.mig_resources(
+                it, pool.mig_config, pool.mig_strategy
+            ).items():
+                resources[res] = str(per_node * count)
         if obj["status"].get("resources") != resources:
             obj["status"]["resources"] = resources
             self.tx.put("nodepools", obj)
@@ -713,8 +717,8 @@ class World:
             self._set_claim_condition(m, "Registered", "True", "Registered")
         if m.pool.daemonsets:
             self._create_daemon_pods(m)
-        self._update_nodepool_status(m.pool)
         self.pool_nodes[m.pool.name] += 1
+        self._update_nodepool_status(m.pool)
         if m.pool.kind == "nodepool":
             self._refresh_health(m, node)  # a new Node is NotReady: it counts for the guard
             self._update_sweep(m.pool.name)
@@ -841,9 +845,9 @@ class World:
     def _lifecycle_step(self, m: Machine, step: Step) -> None:
         if m.removed or not m.registered or m.instance_state != "running":
             return
-        self.apply_step(m, step)
+        self.apply_step(m, step, from_image=True)
 
-    def apply_step(self, m: Machine, step: Step) -> None:
+    def apply_step(self, m: Machine, step: Step, *, from_image: bool = False) -> None:
         if step.kubelet == "restart":
             self._kubelet_restart(m)
         elif step.kubelet == "stop":
@@ -857,7 +861,7 @@ class World:
                 m, step.reason or "KubeletNotReady", step.message or "container runtime is down"
             )
         for cond in step.conditions:
-            self._apply_condition(m, cond)
+            self._apply_condition(m, cond, from_image)
         if step.labels:
             self._set_labels(m, dict(step.labels))
         for taint in step.taints:
@@ -875,7 +879,7 @@ class World:
                 ref, ev.reason, ev.message, event_type=ev.type, component=ev.source, host=host
             )
 
-    def _apply_condition(self, m: Machine, cond: ConditionSpec) -> None:
+    def _apply_condition(self, m: Machine, cond: ConditionSpec, from_image: bool = False) -> None:
         if cond.type == "Ready":
             if cond.status == "True":
                 self._become_ready(m)
@@ -895,8 +899,11 @@ class World:
             m.nma_memory[cond.type] = value
             if cond.status == "False":
                 m.nma_faults[cond.type] = value
+                if from_image:
+                    m.image_faults.add(cond.type)
             else:
                 m.nma_faults.pop(cond.type, None)
+                m.image_faults.discard(cond.type)
         self._set_node_condition(m, cond.type, cond.status, cond.reason, cond.message)
 
     def _become_ready(self, m: Machine) -> None:
@@ -1732,6 +1739,8 @@ class World:
         if node is None:
             return
         m.boot += 1
+        # A reboot clears a one-off fault; what the image causes comes back (inference).
+        m.nma_faults = {k: v for k, v in m.nma_faults.items() if k in m.image_faults}
         boot_id = objects.stable_uuid("boot", m.instance_id, m.boot)
         node["status"]["nodeInfo"]["bootID"] = boot_id
         self.tx.put("nodes", node)
@@ -2680,4 +2689,13 @@ def _resolve_int_or_percent(value: Any, total: int, round_up: bool) -> int:
 
 
 def _parse_ts(value: str) -> float:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    """`2026-11-20T12:00:00Z` → epoch seconds (sliced: strptime dominates large builds)."""
+    return datetime(
+        int(value[0:4]),
+        int(value[5:7]),
+        int(value[8:10]),
+        int(value[11:13]),
+        int(value[14:16]),
+        int(value[17:19]),
+        tzinfo=UTC,
+    ).timestamp()

@@ -70,7 +70,8 @@ class GpuModel:
 _H100_LAYOUTS = standard_layouts(H100_80GB)
 _H200_LAYOUTS = standard_layouts(H200)
 _A100_40_LAYOUTS = standard_layouts(A100_40GB)
-_RTX_PRO_6000_LAYOUTS = standard_layouts(RTX_PRO_6000)  # all-1g.24gb = 4 per GPU (§3.9)
+# all-1g.24gb = 4 per GPU (NVIDIA/mig-parted deployments/systemd/config-default.yaml)
+_RTX_PRO_6000_LAYOUTS = standard_layouts(RTX_PRO_6000)
 
 GPU_MODELS: dict[str, GpuModel] = {
     "h100": GpuModel("h100", "NVIDIA-H100-80GB-HBM3", 81920, 81559, "hopper", 9, 0, _H100_LAYOUTS),
@@ -246,7 +247,8 @@ def instance_type(name: str) -> InstanceType:
 
 
 def mig_resources(it: InstanceType, mig_config: str | None, strategy: str) -> dict[str, int]:
-    """Extended resources the device plugin advertises for a MIG layout (§3.10)."""
+    """Extended resources the device plugin advertises for a MIG layout (NVIDIA/k8s-device-plugin
+    internal/lm/mig-strategy.go)."""
     if it.gpu is None:
         return {}
     if not mig_config or mig_config == "all-disabled" or not it.gpu.mig_capable:
