@@ -122,6 +122,7 @@ class Machine:
     # pod name → (deletion time + grace, time the kubelet removes it or None: never)
     terminating_pods: dict[str, tuple[float, float | None]] = field(default_factory=dict)
     drain_token: int = 0
+    drained: bool = False  # node.termination got past the drain
     kubelet_sees_unschedulable: bool = False
     report_token: int = 0
     repair_due: float | None = None
@@ -1280,6 +1281,7 @@ class World:
             self._queue_node_termination(m, self._next_drain_check(m))
             return
         m.drain_token += 1
+        m.drained = True
         if tr.drain_conditions:
             self._set_claim_condition(m, "Drained", "True", "Drained")
             # No VolumeAttachments in the simulator: nothing to wait for.
@@ -1423,7 +1425,7 @@ class World:
         if w is not None:
             self.tx.delete("pods", w.namespace, name)
             self._update_workload_status(m.pool)
-        if m.deleting and not m.removed and m.drain_token and m.nodeclaim is not None:
+        if m.deleting and not m.removed and not m.drained and m.nodeclaim is not None:
             self._queue_node_termination(m, self.t)
 
     def _await_instance(self, m: Machine) -> None:
@@ -1557,7 +1559,7 @@ class World:
             self._remove_node(m)
         elif not m.deleting:
             self.terminate(m, cause="instance-gone")  # the Node's finalizer is Karpenter's
-        else:
+        elif not m.drained:
             self._queue_node_termination(m, self.t + 1)
 
     def _state_change(self, m: Machine, state: str) -> None:
