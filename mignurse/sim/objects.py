@@ -246,7 +246,8 @@ def instance_type(name: str) -> InstanceType:
 
 
 def mig_resources(it: InstanceType, mig_config: str | None, strategy: str) -> dict[str, int]:
-    """Extended resources the device plugin advertises for a MIG layout (§3.10)."""
+    """Extended resources the device plugin advertises for a MIG layout (NVIDIA/k8s-device-plugin
+    internal/lm/mig-strategy.go)."""
     if it.gpu is None:
         return {}
     if not mig_config or mig_config == "all-disabled" or not it.gpu.mig_capable:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from mignurse.sim import objects
+from mignurse.sim.karpenter_versions import chart_feature_gates, parse_version
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
@@ -307,6 +308,51 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True)
+class RepairOverride:
+    """One `nodeRepairConfigOverrides` item (EKS API NodeRepairConfigOverrides)."""
+
+    node_monitoring_condition: str
+    node_unhealthy_reason: str
+    min_repair_wait_time_mins: int
+    repair_action: str  # Replace | Reboot | NoAction
+
+    def to_api(self) -> dict[str, Any]:
+        return {
+            "nodeMonitoringCondition": self.node_monitoring_condition,
+            "nodeUnhealthyReason": self.node_unhealthy_reason,
+            "minRepairWaitTimeMins": self.min_repair_wait_time_mins,
+            "repairAction": self.repair_action,
+        }
+
+
+@dataclass(frozen=True)
+class NodeRepairSpec:
+    """A managed node group's `nodeRepairConfig` (EKS API NodeRepairConfig)."""
+
+    enabled: bool
+    max_unhealthy_count: int | None = None
+    max_unhealthy_percentage: int | None = None
+    max_parallel_count: int | None = None
+    max_parallel_percentage: int | None = None
+    overrides: tuple[RepairOverride, ...] = ()
+
+    def to_api(self) -> dict[str, Any]:
+        """The fields that were set, as DescribeNodegroup returns them."""
+        out: dict[str, Any] = {"enabled": self.enabled}
+        for key, value in (
+            ("maxUnhealthyNodeThresholdCount", self.max_unhealthy_count),
+            ("maxUnhealthyNodeThresholdPercentage", self.max_unhealthy_percentage),
+            ("maxParallelNodesRepairedCount", self.max_parallel_count),
+            ("maxParallelNodesRepairedPercentage", self.max_parallel_percentage),
+        ):
+            if value is not None:
+                out[key] = value
+        if self.overrides:
+            out["nodeRepairConfigOverrides"] = [o.to_api() for o in self.overrides]
+        return out
+
+
+@dataclass(frozen=True)
 class PoolSpec:
     kind: str  # "nodepool" (Karpenter) | "nodegroup" (EKS managed node group)
     name: str
@@ -335,6 +381,9 @@ class PoolSpec:
     lifecycles: tuple[Lifecycle, ...]
     workload: WorkloadSpec | None
     line: int = 0
+    node_repair: NodeRepairSpec | None = None  # managed node groups only
+    release_version: str | None = None  # managed node groups: the AMI release
+    ami_type: str | None = None  # managed node groups: EKS amiType
 
     @property
     def is_gpu(self) -> bool:
@@ -377,6 +426,7 @@ class KarpenterSpec:
     node_repair: bool
     feature_gates: str
     namespace: str = "kube-system"
+    interruption_queue: bool = True  # Helm `settings.interruptionQueue` set (the usual set-up)
 
 
 @dataclass(frozen=True)
@@ -417,13 +467,9 @@ class Scenario:
         raise KeyError(name)
 
 
-def default_feature_gates(node_repair: bool) -> str:
-    """What the v1.4+ chart renders into FEATURE_GATES (domain.md §2.1)."""
-    return (
-        "ReservedCapacity=true,SpotToSpotConsolidation=false,"
-        f"NodeRepair={'true' if node_repair else 'false'},"
-        "NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
-    )
+def default_feature_gates(node_repair: bool, version: str = "1.14.1") -> str:
+    """What that release's chart renders into FEATURE_GATES (see karpenter_versions)."""
+    return chart_feature_gates(parse_version(version), node_repair)
 
 
 def gate_value(feature_gates: str, gate: str, default: bool = False) -> bool:
@@ -476,7 +522,45 @@ _POOL = {
     "lifecycle",
     "lifecycles",
     "workload",
+    "nodeRepairConfig",
+    "releaseVersion",
+    "amiType",
 }
+_NODEGROUP_ONLY = ("nodeRepairConfig", "releaseVersion", "amiType")
+_REPAIR_CONFIG = {
+    "enabled",
+    "maxUnhealthyNodeThresholdCount",
+    "maxUnhealthyNodeThresholdPercentage",
+    "maxParallelNodesRepairedCount",
+    "maxParallelNodesRepairedPercentage",
+    "nodeRepairConfigOverrides",
+}
+_REPAIR_OVERRIDE = {
+    "nodeMonitoringCondition",
+    "nodeUnhealthyReason",
+    "minRepairWaitTimeMins",
+    "repairAction",
+}
+_REPAIR_ACTIONS = ("Replace", "Reboot", "NoAction")
+_AMI_TYPES = (  # botocore data/eks/2017-11-01 AMITypes (Linux ones)
+    "AL2_x86_64",
+    "AL2_x86_64_GPU",
+    "AL2_ARM_64",
+    "CUSTOM",
+    "BOTTLEROCKET_ARM_64",
+    "BOTTLEROCKET_x86_64",
+    "BOTTLEROCKET_ARM_64_FIPS",
+    "BOTTLEROCKET_x86_64_FIPS",
+    "BOTTLEROCKET_ARM_64_NVIDIA",
+    "BOTTLEROCKET_x86_64_NVIDIA",
+    "BOTTLEROCKET_ARM_64_NVIDIA_FIPS",
+    "BOTTLEROCKET_x86_64_NVIDIA_FIPS",
+    "AL2023_x86_64_STANDARD",
+    "AL2023_ARM_64_STANDARD",
+    "AL2023_x86_64_NEURON",
+    "AL2023_x86_64_NVIDIA",
+    "AL2023_ARM_64_NVIDIA",
+)
 _STEP = {
     "after",
     "ready",
@@ -624,12 +708,78 @@ def _parse_steps(ctx: _Ctx, raw: Any, where: str, line: int) -> tuple[Step, ...]
     return tuple(sorted(steps, key=lambda s: s.after))
 
 
+def _parse_node_repair(ctx: _Ctx, raw: Any, where: str, line: int) -> NodeRepairSpec:
+    """`nodeRepairConfig` exactly as the EKS API shapes it (API_NodeRepairConfig)."""
+    d = ctx.mapping(raw, where, line, _REPAIR_CONFIG)
+    bounded: dict[str, int | None] = {}
+    for key in sorted(_REPAIR_CONFIG - {"enabled", "nodeRepairConfigOverrides"}):
+        value = d.get(key)
+        if value is None:
+            bounded[key] = None
+            continue
+        top = 100 if key.endswith("Percentage") else None
+        if (
+            not isinstance(value, int)
+            or isinstance(value, bool)
+            or value < 1
+            or (top is not None and value > top)
+        ):
+            span = "1 to 100" if top else ">= 1"
+            raise ctx.fail(ctx.line_of(d, key), f"{where}.{key} must be an integer {span}")
+        bounded[key] = value
+    for stem in ("maxUnhealthyNodeThreshold", "maxParallelNodesRepaired"):
+        if bounded[stem + "Count"] is not None and bounded[stem + "Percentage"] is not None:
+            raise ctx.fail(
+                ctx.line_of(d, stem + "Percentage"),
+                f"{where}: set {stem}Count or {stem}Percentage, not both",
+            )
+    overrides = []
+    seq = ctx.seq(
+        d.get("nodeRepairConfigOverrides"),
+        f"{where}.nodeRepairConfigOverrides",
+        ctx.line_of(d, "nodeRepairConfigOverrides"),
+    )
+    for i, item in enumerate(seq):
+        o_where = f"{where}.nodeRepairConfigOverrides[{i}]"
+        o = ctx.mapping(item, o_where, seq.item_lines[i], _REPAIR_OVERRIDE)
+        for key in sorted(_REPAIR_OVERRIDE):
+            ctx.required(o, key, o_where)  # the API wants all four fields of an override
+        action = ctx.string(o, "repairAction", o_where)
+        if action not in _REPAIR_ACTIONS:
+            raise ctx.fail(
+                ctx.line_of(o, "repairAction"),
+                f"{o_where}.repairAction must be one of {', '.join(_REPAIR_ACTIONS)}",
+            )
+        overrides.append(
+            RepairOverride(
+                node_monitoring_condition=ctx.string(o, "nodeMonitoringCondition", o_where),
+                node_unhealthy_reason=ctx.string(o, "nodeUnhealthyReason", o_where),
+                min_repair_wait_time_mins=ctx.integer(
+                    o, "minRepairWaitTimeMins", o_where, 0, minimum=1
+                ),
+                repair_action=action,
+            )
+        )
+    return NodeRepairSpec(
+        enabled=ctx.boolean(d, "enabled", where, False),
+        max_unhealthy_count=bounded["maxUnhealthyNodeThresholdCount"],
+        max_unhealthy_percentage=bounded["maxUnhealthyNodeThresholdPercentage"],
+        max_parallel_count=bounded["maxParallelNodesRepairedCount"],
+        max_parallel_percentage=bounded["maxParallelNodesRepairedPercentage"],
+        overrides=tuple(overrides),
+    )
+
+
 def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: float) -> PoolSpec:
     d = ctx.mapping(raw, where, line, _POOL)
     name = ctx.string(d, "name", where)
     if not _NAME.match(name):
         raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name {name!r} is not a DNS-1123 name")
     where = f"{where} ({name})"
+    if kind != "nodegroup":
+        for key in _NODEGROUP_ONLY:
+            if key in d:
+                raise ctx.fail(ctx.line_of(d, key), f"{where}: {key} is for nodeGroups only")
     itype = ctx.string(d, "instanceType", where)
     try:
         it = objects.instance_type(itype)
@@ -830,7 +980,30 @@ def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: f
         lifecycles=tuple(lifecycles),
         workload=workload,
         line=line,
+        node_repair=None
+        if d.get("nodeRepairConfig") is None
+        else _parse_node_repair(
+            ctx,
+            d["nodeRepairConfig"],
+            f"{where}.nodeRepairConfig",
+            ctx.line_of(d, "nodeRepairConfig"),
+        ),
+        release_version=None
+        if d.get("releaseVersion") is None
+        else ctx.string(d, "releaseVersion", where),
+        ami_type=_parse_ami_type(ctx, d, where),
     )
+
+
+def _parse_ami_type(ctx: _Ctx, d: _LDict, where: str) -> str | None:
+    if d.get("amiType") is None:
+        return None
+    ami_type = ctx.string(d, "amiType", where)
+    if ami_type not in _AMI_TYPES:
+        raise ctx.fail(
+            ctx.line_of(d, "amiType"), f"{where}.amiType must be one of {', '.join(_AMI_TYPES)}"
+        )
+    return ami_type
 
 
 def _parse_workload(
@@ -990,20 +1163,28 @@ def parse_scenario(text: str, source: str) -> Scenario:
             d["karpenter"],
             "karpenter",
             ctx.line_of(d, "karpenter"),
-            {"version", "nodeRepair", "featureGates", "namespace"},
+            {"version", "nodeRepair", "featureGates", "namespace", "interruptionQueue"},
         )
+        version = ctx.string(k, "version", "karpenter", "1.4.0")
+        try:
+            parsed_version = parse_version(version)
+        except ValueError as exc:
+            raise ctx.fail(ctx.line_of(k, "version"), str(exc)) from None
         repair = ctx.boolean(k, "nodeRepair", "karpenter", False)
-        gates = ctx.string(k, "featureGates", "karpenter", default_feature_gates(repair))
+        gates = ctx.string(
+            k, "featureGates", "karpenter", chart_feature_gates(parsed_version, repair)
+        )
         if "featureGates" in k and "nodeRepair" in k and gate_value(gates, "NodeRepair") != repair:
             raise ctx.fail(
                 ctx.line_of(k, "featureGates"),
                 "karpenter.featureGates disagrees with karpenter.nodeRepair",
             )
         karpenter = KarpenterSpec(
-            version=ctx.string(k, "version", "karpenter", "1.4.0"),
+            version=version,
             node_repair=gate_value(gates, "NodeRepair"),
             feature_gates=gates,
             namespace=ctx.string(k, "namespace", "karpenter", "kube-system"),
+            interruption_queue=ctx.boolean(k, "interruptionQueue", "karpenter", True),
         )
     rbac = ctx.mapping(
         d.get("rbac") or _empty(ctx.line_of(d, "rbac")),
