@@ -24,6 +24,7 @@ from typing import Any
 
 from mignurse.evidence._common import ProblemLog, clip, split_lines
 from mignurse.evidence.journal import JournalEntry
+from mignurse.evidence.nvsmi import read_smi_tree
 
 SOURCE_XML = "nvidia-smi -q -x"
 SOURCE_TEXT = "nvidia-smi -q"
@@ -84,12 +85,6 @@ def _sum(values: Iterable[int | None]) -> int | None:
 
 # -- nvidia-smi -q -x ---------------------------------------------------------------------------
 
-# `<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">` is dropped unread; any other DTD
-# construct (internal subset, entities) is refused rather than expanded.
-_SIMPLE_DOCTYPE = re.compile(
-    r"<!DOCTYPE\s+[\w.:-]+(?:\s+(?:SYSTEM|PUBLIC)(?:\s+(?:\"[^\"<>\[\]]*\"|'[^'<>\[\]]*'))+)?\s*>"
-)
-_DTD_LEFT = re.compile(r"<!(?:DOCTYPE|ENTITY|ELEMENT|ATTLIST)", re.IGNORECASE)
 # Volatile uncorrectable counters: R470+ DRAM/SRAM names (R550+ splits SRAM), then R4xx's.
 _XML_UNCORRECTABLE = (
     "dram_uncorrectable",
@@ -138,38 +133,13 @@ def parse_gpu_health_xml(text: str) -> GpuHealthReport:
     if "<nvidia_smi_log" not in text:
         what = clip(text) if text.strip() else "empty output"
         return GpuHealthReport(SOURCE_XML, problems=(f"not nvidia-smi XML: {what!r}",))
-    body = _SIMPLE_DOCTYPE.sub("", text, count=1)
-    if _DTD_LEFT.search(body):
-        return GpuHealthReport(SOURCE_XML, problems=("refused: the XML declares a DTD subset",))
-    body = body[body.find("<nvidia_smi_log") :]
-    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
-    error: ET.ParseError | None = None
-    try:
-        parser.feed(body)
-        parser.close()
-    except ET.ParseError as exc:
-        error = exc
-    root: ET.Element | None = None
-    gpus: list[GpuHealth] = []
-    depth = 0
-    try:
-        for item in parser.read_events():
-            event, element = item[0], item[-1]
-            if not isinstance(element, ET.Element):
-                continue
-            if event == "start":
-                depth += 1
-                root = element if root is None else root
-            else:
-                if depth == 2 and element.tag == "gpu":
-                    gpus.append(_xml_gpu(len(gpus), element))
-                depth -= 1
-    except ET.ParseError as exc:
-        error = error or exc
-    if error is not None:
-        # Stray text after the document (stderr merged in) is harmless once the root closed.
-        closed = "</nvidia_smi_log>" in body
-        problems.add(f"{'malformed' if closed else 'truncated'} XML: {error}")
+    tree = read_smi_tree(text)
+    if tree.refused:
+        return GpuHealthReport(SOURCE_XML, problems=(f"refused: {tree.refused}",))
+    root = tree.root
+    gpus = [_xml_gpu(position, gpu) for position, gpu in enumerate(tree.gpus)]
+    if tree.error is not None:
+        problems.add(f"{'truncated' if tree.truncated else 'malformed'} XML: {tree.error}")
     attached = _count(_text(root, "attached_gpus"))
     if attached is not None and attached != len(gpus):
         problems.add(f"attached_gpus is {attached} but {len(gpus)} complete <gpu> read")

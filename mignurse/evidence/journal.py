@@ -202,32 +202,17 @@ def _kernel_format(name: str, stamp: str) -> _TextFormat:
     return _TextFormat(name, re.compile(prefix + stamp + r"()()()(?: (.*))?"), None, True)
 
 
+def _host_format(name: str, stamp: str) -> _TextFormat:
+    """A journalctl format whose stamp is followed by `host ident[pid]: message`."""
+    return _TextFormat(name, re.compile(stamp + _HOST_IDENT), re.compile(stamp + r" ?(.*)"), False)
+
+
 _TEXT_FORMATS = (
     _TextFormat(FORMAT_ISO, _ENTRY, _STAMP_ONLY, False),
-    _TextFormat(
-        FORMAT_SYSLOG,
-        re.compile(_SYSLOG_STAMP + _HOST_IDENT),
-        re.compile(_SYSLOG_STAMP + r" ?(.*)"),
-        False,
-    ),
-    _TextFormat(
-        FORMAT_FULL,
-        re.compile(_FULL_STAMP + _HOST_IDENT),
-        re.compile(_FULL_STAMP + r" ?(.*)"),
-        False,
-    ),
-    _TextFormat(
-        FORMAT_UNIX,
-        re.compile(_UNIX_STAMP + _HOST_IDENT),
-        re.compile(_UNIX_STAMP + r" ?(.*)"),
-        False,
-    ),
-    _TextFormat(
-        FORMAT_MONOTONIC,
-        re.compile(_MONO_STAMP + _HOST_IDENT),
-        re.compile(_MONO_STAMP + r" ?(.*)"),
-        False,
-    ),
+    _host_format(FORMAT_SYSLOG, _SYSLOG_STAMP),
+    _host_format(FORMAT_FULL, _FULL_STAMP),
+    _host_format(FORMAT_UNIX, _UNIX_STAMP),
+    _host_format(FORMAT_MONOTONIC, _MONO_STAMP),
     _kernel_format(FORMAT_DMESG, _MONO_STAMP),
     _kernel_format(
         FORMAT_DMESG_CTIME,

@@ -364,10 +364,30 @@ def _split_noise(body: str) -> tuple[str, str]:
     return document, noise
 
 
-def _read_tree(
-    document: str,
-) -> tuple[ET.Element | None, list[ET.Element], int, ET.ParseError | None]:
-    """The root, the <gpu> elements that closed, how many opened, and the parse error if any."""
+@dataclass(frozen=True)
+class SmiTree:
+    """`nvidia-smi -q -x` read as far as it goes: the root, the `<gpu>` elements that closed,
+    how many opened, the parse error if any, and text found around the document."""
+
+    root: ET.Element | None
+    gpus: list[ET.Element]
+    started: int
+    error: ET.ParseError | None
+    noise: str = ""
+    refused: str = ""  # why the text was not parsed at all (a DTD subset, entities)
+
+    @property
+    def truncated(self) -> bool:
+        return self.error is not None and self.error.code in _TRUNCATION_CODES
+
+
+def read_smi_tree(text: str) -> SmiTree:
+    """Parse `nvidia-smi -q -x` output that may be cut short or wrapped in other text; the
+    bare external DOCTYPE is dropped unread, any other DTD construct refused."""
+    body = _SIMPLE_DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), text, count=1)
+    if _DTD_LEFT.search(body):
+        return SmiTree(None, [], 0, None, refused="the XML declares a DTD subset or entities")
+    document, noise = _split_noise(body)
     parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start", "end"))
     error: ET.ParseError | None = None
     try:
@@ -396,7 +416,7 @@ def _read_tree(
                 depth -= 1
     except ET.ParseError as exc:
         error = error or exc
-    return root, complete, started, error
+    return SmiTree(root, complete, started, error, noise)
 
 
 def _indexes(complete: list[ET.Element], attached: int | None, queried: str | None) -> list[int]:
@@ -425,16 +445,11 @@ def parse_smi_xml(text: str, *, queried: str | None = None) -> MigState:
         return MigState(source=SOURCE, status=PROBE_ERROR, detail="empty nvidia-smi -q -x output")
     if "<nvidia_smi_log" not in text:
         return _not_xml(text)
-    body = _SIMPLE_DOCTYPE.sub(lambda m: "\n" * m.group(0).count("\n"), text, count=1)
-    if _DTD_LEFT.search(body):
-        return MigState(
-            source=SOURCE,
-            status=PROBE_ERROR,
-            detail="refused: the XML declares a DTD subset or entities",
-        )
-    document, noise = _split_noise(body)
-    root, complete, started, error = _read_tree(document)
-    notes = [f"text outside the XML: {noise!r}"] if noise else []
+    tree = read_smi_tree(text)
+    if tree.refused:
+        return MigState(source=SOURCE, status=PROBE_ERROR, detail=f"refused: {tree.refused}")
+    root, complete, started, error = tree.root, tree.gpus, tree.started, tree.error
+    notes = [f"text outside the XML: {tree.noise!r}"] if tree.noise else []
 
     if root is None or root.tag != "nvidia_smi_log":
         return MigState(SOURCE, PROBE_ERROR, "; ".join([f"malformed XML: {error}", *notes]))
@@ -443,7 +458,7 @@ def parse_smi_xml(text: str, *, queried: str | None = None) -> MigState:
     gpus = tuple(_gpu(index, gpu) for index, gpu in zip(indexes, complete, strict=True))
     driver = _child_text(root, "driver_version")
     if error is not None:
-        kind = "truncated XML" if error.code in _TRUNCATION_CODES else "malformed XML"
+        kind = "truncated XML" if tree.truncated else "malformed XML"
         dropped = started - len(complete)
         read = f"{len(complete)} complete <gpu> read"
         left_out = [f"{dropped} incomplete <gpu> left out"] if dropped else []
