@@ -44,6 +44,7 @@ from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
 from mignurse.model import Condition, Event
+from mignurse.paths import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -417,13 +418,8 @@ class HistoryStore:
         return self.path.with_name(self.path.name + ".lock")
 
     def _ensure_dir(self) -> None:
-        parent = self.path.parent
-        if parent.is_dir():
-            return
         # History reveals cluster topology: keep it private to the user (XDG wants 0700).
-        parent.mkdir(parents=True, mode=0o700, exist_ok=True)
-        with contextlib.suppress(OSError):
-            parent.chmod(0o700)
+        private_dir(self.path.parent)
 
     def _take_writer_lock(self) -> None:
         self._ensure_dir()

@@ -1,4 +1,4 @@
-"""The support bundle: one `.tar.gz` in the layout `diagnose --from` reads (design.md).
+"""The support bundle: one `.tar.gz` in the layout `diagnose --from` reads (see README).
 
 Written as a stream: each file goes into the archive as it is ready, so a 50-node bundle is
 never held in memory. `close()` adds `manifest.json` and `SHA256SUMS`; an interrupted
@@ -21,30 +21,28 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-import io
 import json
 import multiprocessing
 import os
 import signal
 import tarfile
 import time
-import zlib
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from mignurse.collect import archives
+from mignurse.collect.archives import Budget, LimitExceeded, Mask, Unpacked, mask_file
 from mignurse.collect.gzjoin import Deflater, GzipJoiner, Segment
-from mignurse.collect.redact import Redactor, mask_secrets
+from mignurse.collect.redact import Masked, Redactor
+from mignurse.paths import open_private
 
-MAX_NODE_MEMBER_BYTES = 256 * 2**20  # a node file bigger than this is left out, and said so
 POOL_MIN_BYTES = 256 * 2**10  # smaller node archives are packed here: shipping costs more
 POOL_MAX_BYTES = 64 * 2**20  # larger ones are packed here, streaming, not copied to a worker
 MAX_WORKERS = 8
 
-# file name in the bundle, data → masked data and counts per rule
-Mask = Callable[[str, bytes], tuple[bytes, dict[str, int]]]
 NodeDone = Callable[[int, list[str]], None]  # files taken, problems
 
 
@@ -55,6 +53,7 @@ class PackedNode:
     segment: Segment
     files: list[tuple[str, str, dict[str, int]]] = field(default_factory=list)  # name, sha, counts
     problems: list[str] = field(default_factory=list)
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # by masking: path, why
 
 
 def tar_member(out: Deflater, name: str, data: bytes, mtime: int) -> None:
@@ -71,45 +70,62 @@ def tar_member(out: Deflater, name: str, data: bytes, mtime: int) -> None:
 
 
 def pack_node_archive(
-    node: str, archive: IO[bytes] | bytes, top: str, mask: Mask = mask_secrets
+    node: str, archive: IO[bytes] | bytes, top: str, mask: Mask = mask_file
 ) -> PackedNode:
     """Re-pack the collector's tar (a `node/` folder) under `<top>/nodes/<node>/`, masked.
 
-    Runs in a worker process or in the writer's; a damaged or cut-off tar keeps what it
-    had and says so."""
-    if isinstance(archive, bytes):
-        archive = io.BytesIO(archive)
+    Runs in a worker process or in the writer's. Within the node's limits (`archives`): what
+    it unpacks to, each file's size, the number of entries; past one, the files so far are
+    kept and the node's problems say what was refused. A damaged or cut-off tar keeps what it
+    had and says so; several gzip members in a row are one stream, as for gunzip."""
     out = Deflater()
     files: list[tuple[str, str, dict[str, int]]] = []
     problems: list[str] = []
+    left_out: list[tuple[str, str]] = []
     mtime = int(time.time())
+    budget = Budget()
     try:
-        with tarfile.open(fileobj=archive, mode="r|*") as node_tar:
-            for member in node_tar:
+        stream = Unpacked(archive, budget)
+        with tarfile.open(fileobj=stream, mode="r|", bufsize=256 * 1024) as node_tar:
+            for count, member in enumerate(node_tar, 1):
+                if count > archives.MAX_MEMBERS:
+                    problems.append(
+                        f"the node's archive holds more than {archives.MAX_MEMBERS} entries "
+                        "(the limit per node): the rest were left out"
+                    )
+                    break
                 if not member.isfile():
                     continue
                 name = member.name.split("/", 1)[1] if "/" in member.name else member.name
                 if not name or ".." in name.split("/"):
                     problems.append(f"unsafe name {member.name!r} left out")
                     continue
-                if member.size > MAX_NODE_MEMBER_BYTES:
-                    problems.append(f"{name}: {member.size} bytes, over the limit, left out")
+                if member.size > archives.MAX_MEMBER_BYTES:
+                    problems.append(
+                        f"{name}: {member.size} bytes, over the "
+                        f"{archives.MAX_MEMBER_BYTES // 2**20} MiB limit per file, left out"
+                    )
                     continue
                 handle = node_tar.extractfile(member)
                 if handle is None:
                     continue
                 path = f"nodes/{node}/{name}"
-                clean, counts = mask(path, handle.read())
-                tar_member(out, f"{top}/{path}", clean, mtime)
-                files.append((path, hashlib.sha256(clean).hexdigest(), counts))
-    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+                masked = mask(path, handle.read(), budget)
+                left_out.extend(masked.left_out)
+                if masked.data is None:
+                    continue
+                tar_member(out, f"{top}/{path}", masked.data, mtime)
+                files.append((path, hashlib.sha256(masked.data).hexdigest(), masked.counts))
+    except LimitExceeded as exc:
+        problems.append(str(exc))
+    except archives.ERRORS as exc:
         problems.append(f"the node's archive is damaged or cut short: {exc}")
-    return PackedNode(out.segment(), files, problems)
+    return PackedNode(out.segment(), files, problems, left_out)
 
 
-def as_is(name: str, data: bytes) -> tuple[bytes, dict[str, int]]:
+def as_is(name: str, data: bytes, budget: Budget) -> Masked:
     """The mask of `--no-redact`."""
-    return data, {}
+    return Masked(data)
 
 
 def _ignore_ctrl_c() -> None:
@@ -123,7 +139,7 @@ class BundleWriter:
         self.path = path
         self.top = top
         self.redactor = redactor
-        self._file = path.open("wb")
+        self._file = os.fdopen(open_private(path), "wb")  # 0600: a bundle is for its owner
         self._gz = GzipJoiner(self._file, mtime=int(time.time()))
         self._sums: list[tuple[str, str]] = []
         self._closed = False
@@ -131,22 +147,29 @@ class BundleWriter:
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         # workers mask with the pure function, or not at all; a network map must stay here
         self._pool_failed = redactor.enabled and not redactor.stateless
-        self._worker_mask: Mask = mask_secrets if redactor.enabled else as_is
+        self._worker_mask: Mask = mask_file if redactor.enabled else as_is
         # future → (node, archive, what to call when its files are in the bundle)
         self._in_flight: dict[concurrent.futures.Future[PackedNode], tuple[str, bytes, NodeDone]]
         self._in_flight = {}
 
-    def add(self, name: str, data: bytes) -> int:
-        """Add one file (redacted); returns the bytes written."""
-        clean = self.redactor.redact(name, data)
+    def add(self, name: str, data: bytes, *, structured_done: bool = False) -> int:
+        """Add one file (redacted); returns the bytes written (0: left out, and said so in
+        the manifest's redaction section)."""
+        if self.redactor.enabled:
+            masked = self.redactor.mask(name, data, structured_done=structured_done)
+            if masked.data is None:
+                return 0
+            data = masked.data
         out = Deflater()
-        tar_member(out, f"{self.top}/{name}", clean, int(time.time()))
+        tar_member(out, f"{self.top}/{name}", data, int(time.time()))
         self._gz.append(out.segment())
-        self._sums.append((hashlib.sha256(clean).hexdigest(), name))
-        return len(clean)
+        self._sums.append((hashlib.sha256(data).hexdigest(), name))
+        return len(data)
 
     def add_json(self, name: str, document: Any) -> int:
-        return self.add(name, json.dumps(document, indent=1).encode())
+        """Add a JSON document, masked by its structure first (env, args, Secret data…)."""
+        document = self.redactor.redact_document(name, document)
+        return self.add(name, json.dumps(document, indent=1).encode(), structured_done=True)
 
     def add_node_tar(self, node: str, stream: IO[bytes], on_done: NodeDone) -> None:
         """Re-pack the collector's tar (a `node/` folder) under `nodes/<node>/`.
@@ -181,8 +204,9 @@ class BundleWriter:
             self._pool_failed = True
             raise
 
-    def _mask_here(self, name: str, data: bytes) -> tuple[bytes, dict[str, int]]:
-        return self.redactor.redact(name, data), {}  # the redactor counted already
+    def _mask_here(self, name: str, data: bytes, budget: Budget) -> Masked:
+        masked = self.redactor.mask(name, data, budget=budget)
+        return Masked(masked.data)  # the redactor counted and noted already
 
     def _reap(self, keep: int) -> None:
         """Write finished nodes; block until at most `keep` are in flight (bounded memory)."""
@@ -205,6 +229,7 @@ class BundleWriter:
                 else:
                     for name, _, counts in packed.files:
                         self.redactor.record(name, counts)
+                    self.redactor.record_left_out(packed.left_out)
                 self._write_node(packed, on_done)
 
     def _write_node(self, packed: PackedNode, on_done: NodeDone) -> None:
@@ -255,4 +280,5 @@ class BundleWriter:
             "enabled": self.redactor.enabled,
             "obfuscateNetwork": self.redactor.obfuscate_network,
             "counts": self.redactor.report(),
+            "leftOut": self.redactor.left_out(),
         }

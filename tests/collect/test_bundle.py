@@ -6,6 +6,8 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import stat
 import subprocess
 import tarfile
 from pathlib import Path
@@ -210,3 +212,34 @@ def test_no_redact_still_packs_in_workers_and_keeps_every_byte(tmp_path: Path) -
     assert added == (1, [])
     written, manifest = _read(tmp_path / "b.tar.gz")
     assert written["nodes/n1/k.log"] == big and manifest["redaction"]["counts"] == {}
+
+
+@pytest.mark.parametrize("redact", [True, False])
+def test_a_bundle_is_readable_by_its_owner_only(tmp_path: Path, redact: bool) -> None:
+    """Under the usual 022 umask, and over an old world-readable file of the same name."""
+    path = tmp_path / "b.tar.gz"
+    path.write_bytes(b"old")
+    path.chmod(0o644)
+    old_umask = os.umask(0o022)
+    try:
+        _write(path, Redactor(enabled=redact), {"kubelet.log": SECRET_LINE.encode()})
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert _read(path)[1]["redaction"]["enabled"] is redact
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_files_masking_cannot_open_are_left_out_and_listed_in_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pooled: bool
+) -> None:
+    if pooled:
+        monkeypatch.setattr(bundle_module, "POOL_MIN_BYTES", 0)
+    zstd = b"\x28\xb5\x2f\xfd" + bytes(64)  # zstd's magic: no reader in the standard library
+    files = {"kubelet.log": SECRET_LINE.encode(), "journal.zst": zstd}
+    assert _write(tmp_path / "b.tar.gz", Redactor(), files, pooled=pooled) == (1, [])
+    written, manifest = _read(tmp_path / "b.tar.gz")
+    assert "nodes/n1/journal.zst" not in written
+    assert manifest["redaction"]["leftOut"] == {
+        "nodes/n1/journal.zst": "a zstd archive, which mignurse cannot open to mask secrets"
+    }

@@ -1,0 +1,51 @@
+"""What a secret is called: the key, variable or flag names whose values are masked, shared by
+the text rules (`redact`) and the JSON walk (`structured`).
+
+A name is secret when it holds one of the words credentials go by (password, token, secret,
+api key, private key, credentials, auth) and does not end in a word that makes it a pointer
+or a setting instead (``secretName``, ``tokenFile``, ``--image-credential-provider-config``,
+``--discovery-token-ca-cert-hash``, ``token_ttl``): those are evidence, not secrets.
+Upper-case environment names ending in ``_KEY`` (``STRIPE_KEY``, ``NGC_API_KEY``) are secret too,
+except public keys.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+MARKER = "***REDACTED***"
+
+_SECRET_WORD = re.compile(
+    r"(?i)pass(?:word|wd|phrase)?|pwd|secret|token|api[_.-]?key|private[_.-]?key|cred"
+    r"|\bauth\b|auth(?:orization|[_-]?token)|x-amz-(?:signature|credential)"
+)
+_POINTER_SUFFIXES = (
+    "name", "names", "namespace", "ref", "file", "files", "path", "dir", "id", "ids", "type",
+    "kind", "config", "conf", "hash", "tokens", "ttl", "seconds", "count", "length", "size",
+    "enabled", "mode", "policy", "version", "url", "uri", "endpoint", "provider", "issuer",
+    "audience", "expiry", "expiration", "expires", "format", "source", "usage", "bin", "arn",
+    "region", "process", "scope", "scopes", "method", "header", "helper", "prefix", "suffix",
+)  # fmt: skip
+# Words that hold a secret word without being one: vLLM's --tokenizer, a proxy's bypass list.
+_NOT_SECRET_WORD = re.compile(r"(?i)tokeniz|bypass|passthrough|compass|passive|passeng")
+_KEY_NAME = re.compile(
+    r"[A-Z0-9_.-]*[A-Z0-9][_.-]KEY"
+    r"|(?i:[\w.-]*(?:ssh|encryption|master|signing|secret|access|session|license|client)[_.-]key)"
+)
+_PUBLIC = re.compile(r"(?i)public|pub[_.-]")
+# Flags that switch on using a token rather than carrying one (huggingface-cli --use-auth-token)
+_SWITCH_PREFIX = re.compile(r"(?i)-*(?:use|no|enable|disable|with|without|require)[_-]")
+
+
+@functools.lru_cache(maxsize=4096)
+def is_secret_name(name: str) -> bool:
+    """Whether a key, environment variable or flag called `name` holds a secret value."""
+    bare = name.lstrip("-")
+    if not bare or len(bare) > 128 or _NOT_SECRET_WORD.search(bare):
+        return False
+    if bare.lower().endswith(_POINTER_SUFFIXES) or _SWITCH_PREFIX.match(bare):
+        return False
+    if _SECRET_WORD.search(bare):
+        return True
+    return _KEY_NAME.fullmatch(bare) is not None and not _PUBLIC.search(bare)

@@ -1,0 +1,1032 @@
+"""Fake but format-valid secrets of every kind a GPU node's files and a cluster's objects
+carry, and benign look-alikes that redaction must leave alone: generated here, never a real
+credential. Each secret kind names where its format is documented.
+
+A `Secret` is one line (or block) of text as a node, a tool or an operator writes it, the
+strings that must not survive redaction, and optionally the Kubernetes shape it takes (an env
+entry, container args, or a whole object). `render` writes a case as each file type a bundle
+holds: plain text, one-line JSON, indented JSON, YAML, a log with NUL bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+_rng = random.Random(20261129)
+B62 = string.ascii_letters + string.digits
+
+
+def _pick(alphabet: str, n: int) -> str:
+    return "".join(_rng.choice(alphabet) for _ in range(n))
+
+
+def b62(n: int) -> str:
+    """Letters and digits, at least one capital and one digit (as real keys have)."""
+    return _rng.choice(string.ascii_uppercase) + _rng.choice(string.digits) + _pick(B62, n - 2)
+
+
+def upper(n: int) -> str:
+    return _pick(string.ascii_uppercase + "234567", n)
+
+
+def hexs(n: int) -> str:
+    return _pick("0123456789abcdef", n)
+
+
+def lower(n: int) -> str:
+    return _pick(string.ascii_lowercase + string.digits, n)
+
+
+def b64(nbytes: int) -> str:
+    return base64.b64encode(_rng.randbytes(nbytes)).decode()
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def password() -> str:
+    return _pick(string.ascii_letters, 6) + _pick(string.digits, 3) + _pick("!%#+", 1) + b62(6)
+
+
+def uuid() -> str:
+    h = hexs(32)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
+
+
+def jwt() -> str:
+    head = b64url(b'{"alg":"RS256","kid":"' + hexs(40).encode() + b'"}')
+    claims = {
+        "aud": ["https://kubernetes.default.svc"],
+        "exp": 1795000000,
+        "iss": "https://oidc.eks.us-west-2.amazonaws.com/id/" + upper(32),
+        "sub": "system:serviceaccount:inference:vllm",
+    }
+    body = b64url(json.dumps(claims).encode())
+    return f"{head}.{body}.{b64url(_rng.randbytes(256))}"
+
+
+def pem_body(lines: int) -> list[str]:
+    raw = b64(48 * lines)
+    return [raw[i : i + 64] for i in range(0, len(raw), 64)]
+
+
+def pem(label: str, lines: int = 8, headers: str = "") -> tuple[str, list[str]]:
+    body = pem_body(lines)
+    block = "\n".join([f"-----BEGIN {label}-----", *headers.splitlines(), *body])
+    return block + f"\n-----END {label}-----", body
+
+
+@dataclass(frozen=True)
+class Secret:
+    kind: str
+    source: str  # where the format is documented
+    text: str  # as written to a log, a config file or a shell trace
+    secrets: tuple[str, ...]  # none of these may survive
+    keep: tuple[str, ...] = ()  # these must survive (evidence around the secret)
+    env: tuple[str, str] | None = None  # the Kubernetes env entry that carries it
+    args: tuple[str, ...] | None = None  # the container args that carry it
+    document: dict[str, Any] | None = None  # a whole Kubernetes object
+
+
+@dataclass(frozen=True)
+class LookAlike:
+    kind: str
+    text: str  # must come out of redaction unchanged, in every rendering
+    document: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+DOC_AWS_KEYS = "https://docs.aws.amazon.com/IAM/latest/UserGuide/id_credentials_access-keys.html"
+DOC_SIGV4_QUERY = "https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html"
+DOC_SIGV4_POST = "https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-HTTPPOSTForms.html"
+DOC_SIGV4_HEADER = (
+    "https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-authentication-methods.html"
+)
+DOC_IMDS = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html"
+DOC_GITHUB = "https://github.blog/changelog/2021-03-31-authentication-token-format-updates-are-generally-available"
+DOC_SLACK = "https://docs.slack.dev/authentication/tokens"
+DOC_SLACK_HOOK = "https://api.slack.com/messaging/webhooks"
+DOC_HF = "https://huggingface.co/docs/hub/security-tokens"
+DOC_OPENAI = "https://platform.openai.com/docs/api-reference/authentication"
+DOC_VAULT = "https://developer.hashicorp.com/vault/docs/concepts/tokens#token-prefixes"
+DOC_GOOGLE = "https://cloud.google.com/docs/authentication/api-keys"
+DOC_NVAPI = "https://docs.nvidia.com/nemo/retriever/latest/extraction/api-keys/"
+DOC_DOCKER_LOGIN = "https://docs.docker.com/reference/cli/docker/login/"
+DOC_DOCKER_CONFIG = "https://docs.docker.com/reference/cli/docker/login/#credential-stores"
+DOC_CONTAINERD = "https://github.com/containerd/containerd/blob/v1.7.27/docs/cri/registry.md"
+DOC_CHPASSWD = "canonical/cloud-init@24.4 cloudinit/config/schemas/schema-cloud-config-v1.json"
+DOC_CHPASSWD_RANDOM = "canonical/cloud-init@24.4 cloudinit/config/cc_set_passwords.py"
+DOC_BOOTSTRAP = (
+    "https://kubernetes.io/docs/reference/access-authn-authz/bootstrap-tokens/#token-format"
+)
+DOC_PEM = "https://www.rfc-editor.org/rfc/rfc7468"
+DOC_PEM_ENCRYPTED = "https://www.rfc-editor.org/rfc/rfc1421"
+DOC_KUBECONFIG = "https://kubernetes.io/docs/reference/config-api/kubeconfig.v1/"
+DOC_URL = "https://www.rfc-editor.org/rfc/rfc3986#section-3.2.1"
+DOC_K8S_SECRET = "https://kubernetes.io/docs/concepts/configuration/secret/"
+DOC_LAST_APPLIED = (
+    "https://kubernetes.io/docs/reference/labels-annotations-taints/"
+    "#kubectl-kubernetes-io-last-applied-configuration"
+)
+DOC_BEARER = "https://www.rfc-editor.org/rfc/rfc6750#section-2.1"
+DOC_BASIC = "https://www.rfc-editor.org/rfc/rfc7617#section-2"
+DOC_JWT = "https://www.rfc-editor.org/rfc/rfc7519#section-3"
+DOC_EKS_TOKEN = "https://github.com/kubernetes-sigs/aws-iam-authenticator#api-authorization-from-outside-a-cluster"
+DOC_NETRC = "https://www.gnu.org/software/inetutils/manual/html_node/The-_002enetrc-file.html"
+DOC_NPM = "https://docs.npmjs.com/cli/v10/configuring-npm/npmrc#auth-related-configuration"
+DOC_ENV = "https://kubernetes.io/docs/tasks/inject-data-application/define-environment-variable-container/"
+
+
+def _pod(container: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "vllm-7d9f8b6c5d-x7k2p", "namespace": "inference"},
+        "spec": {
+            "nodeName": "ip-10-0-37-142.us-west-2.compute.internal",
+            "containers": [container],
+        },
+    }
+
+
+def secrets() -> list[Secret]:
+    """Every secret kind, freshly generated (deterministic: a fixed seed)."""
+    out: list[Secret] = []
+
+    def add(kind: str, source: str, text: str, *secret: str, **kw: Any) -> None:
+        out.append(Secret(kind, source, text, tuple(secret), **kw))
+
+    # --- AWS ---------------------------------------------------------------------------------
+    akia, asia, sk = "AKIA" + upper(16), "ASIA" + upper(16), b62(40)
+    session = "IQoJb3JpZ2luX2VjE" + b64(300).replace("=", "")
+    add(
+        "aws-access-key-id",
+        DOC_AWS_KEYS,
+        f"+ export AWS_ACCESS_KEY_ID={akia}",
+        akia,
+        env=("AWS_ACCESS_KEY_ID", akia),
+    )
+    add(
+        "aws-temporary-key-id",
+        DOC_AWS_KEYS,
+        f"+ aws configure set aws_access_key_id {asia} --profile gpu",
+        asia,
+        keep=("--profile gpu",),
+    )
+    add(
+        "aws-secret-access-key",
+        DOC_AWS_KEYS,
+        f"+ export AWS_SECRET_ACCESS_KEY={sk}",
+        sk,
+        env=("AWS_SECRET_ACCESS_KEY", sk),
+    )
+    sk2 = b62(40)
+    add(
+        "aws-credentials-file",
+        DOC_AWS_KEYS,
+        f"[default]\naws_access_key_id = {akia}\naws_secret_access_key = {sk2}\nregion = us-west-2",
+        sk2,
+        akia,
+        keep=("region = us-west-2",),
+    )
+    add(
+        "aws-session-token",
+        DOC_AWS_KEYS,
+        f"+ export AWS_SESSION_TOKEN={session}",
+        session,
+        env=("AWS_SESSION_TOKEN", session),
+    )
+    imds_secret, imds_token = b62(40), "IQoJb3JpZ2luX2VjE" + b64(240).replace("=", "")
+    add(
+        "imds-role-credentials",
+        DOC_IMDS,
+        '{"Code":"Success","LastUpdated":"2026-11-29T03:00:00Z","Type":"AWS-HMAC",'
+        f'"AccessKeyId":"{asia}","SecretAccessKey":"{imds_secret}","Token":"{imds_token}",'
+        '"Expiration":"2026-11-29T09:00:00Z"}',
+        imds_secret,
+        imds_token,
+        asia,
+        keep=("2026-11-29T09:00:00Z",),
+    )
+    sig, sts = hexs(64), "IQoJb3JpZ2luX2VjE" + b64(180).replace("=", "").replace("+", "%2B")
+    base = "https://models-bucket.s3.us-west-2.amazonaws.com/llama/model-00001.safetensors"
+    scope = "%2F20261129%2Fus-west-2%2Fs3%2Faws4_request"
+    add(
+        "presigned-url-signature",
+        DOC_SIGV4_QUERY,
+        f'curl -fsSLo /models/m.bin "{base}?X-Amz-Algorithm=AWS4-HMAC-SHA256'
+        f"&X-Amz-Date=20261129T030000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
+        f'&X-Amz-Signature={sig}"',
+        sig,
+        keep=("X-Amz-Expires=3600", "X-Amz-Date=20261129T030000Z"),
+    )
+    cred_key = "ASIA" + upper(16)
+    add(
+        "presigned-url-credential",
+        DOC_SIGV4_QUERY,
+        f"GET {base}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={cred_key}{scope}"
+        "&X-Amz-Date=20261129T030000Z 200",
+        cred_key,
+        keep=("X-Amz-Algorithm=AWS4-HMAC-SHA256",),
+    )
+    add(
+        "presigned-url-security-token",
+        DOC_SIGV4_QUERY,
+        f"GET {base}?X-Amz-Security-Token={sts}&X-Amz-Date=20261129T030000Z 403 AccessDenied",
+        sts,
+        keep=("403 AccessDenied",),
+    )
+    post_sig, post_token, post_cred = hexs(64), "IQoJb3JpZ2luX2VjE" + b64(150), "ASIA" + upper(16)
+    add(
+        "post-policy-fields",
+        DOC_SIGV4_POST,
+        "curl --fail --form-string 'key=runs/ip-10-0-1-2.out' "
+        f"--form-string 'x-amz-credential={post_cred}/20261129/us-west-2/s3/aws4_request' "
+        f"--form-string 'x-amz-security-token={post_token}' "
+        f"--form-string 'x-amz-signature={post_sig}' -F file=@/tmp/out "
+        "https://bundles.s3.us-west-2.amazonaws.com/",
+        post_sig,
+        post_token,
+        post_cred,
+        keep=("key=runs/ip-10-0-1-2.out",),
+    )
+    header_sig = hexs(64)
+    add(
+        "sigv4-authorization-header",
+        DOC_SIGV4_HEADER,
+        f"Authorization: AWS4-HMAC-SHA256 Credential={akia}/20261129/us-west-2/s3/aws4_request, "
+        f"SignedHeaders=host;x-amz-date, Signature={header_sig}",
+        header_sig,
+        keep=("SignedHeaders=host;x-amz-date",),
+    )
+
+    # --- HTTP and Kubernetes tokens ---------------------------------------------------------
+    bearer = b64url(_rng.randbytes(30))
+    add(
+        "bearer-header",
+        DOC_BEARER,
+        'I1129 03:00:00.1 2345 round_trippers.go:466] "Request Headers" '
+        f'Authorization="Bearer {bearer}"',
+        bearer,
+        keep=("round_trippers.go:466",),
+    )
+    token = jwt()
+    add(
+        "service-account-jwt",
+        DOC_JWT,
+        f"projected token refreshed: {token}",
+        token.split(".")[2],
+        token.split(".")[1],
+    )
+    eks = "k8s-aws-v1." + b64url(_rng.randbytes(420))
+    add(
+        "eks-kubeconfig-token",
+        DOC_EKS_TOKEN,
+        f"users:\n- name: gpu-prod\n  user:\n    token: {eks}",
+        eks,
+        keep=("name: gpu-prod",),
+    )
+    basic = base64.b64encode(f"deploy:{password()}".encode()).decode()
+    add("basic-auth-header", DOC_BASIC, f"> Authorization: Basic {basic}", basic)
+    boot_id, boot_secret = lower(6), lower(16)
+    add(
+        "bootstrap-token",
+        DOC_BOOTSTRAP,
+        f"+ kubeadm join 10.0.0.10:6443 --token {boot_id}.{boot_secret} "
+        f"--discovery-token-ca-cert-hash sha256:{hexs(64)}",
+        boot_secret,
+        keep=(boot_id + ".",),
+    )
+
+    # --- private keys ------------------------------------------------------------------------
+    for kind, label, extra in (
+        ("pem-rsa-private-key", "RSA PRIVATE KEY", ""),
+        ("pem-ec-private-key", "EC PRIVATE KEY", ""),
+        ("pem-pkcs8-private-key", "PRIVATE KEY", ""),
+        ("pem-openssh-private-key", "OPENSSH PRIVATE KEY", ""),
+        ("pem-encrypted-private-key", "ENCRYPTED PRIVATE KEY", ""),
+        (
+            "pem-legacy-encrypted",
+            "RSA PRIVATE KEY",
+            "Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-256-CBC," + hexs(32).upper() + "\n",
+        ),
+    ):
+        block, body = pem(label, headers=extra)
+        add(
+            kind,
+            DOC_PEM_ENCRYPTED if extra else DOC_PEM,
+            f"writing key:\n{block}\ndone",
+            *body,
+            keep=("writing key:", "done"),
+        )
+    body = pem_body(4)
+    add(
+        "pem-truncated-private-key",
+        DOC_PEM,
+        "2026-11-29T03:00:00.000000+0000 ip-10-0-1-2 cloud-init[1234]: -----BEGIN RSA PRIVATE "
+        "KEY-----\n" + "\n".join(body[:3]) + "\n2026-11-29T03:00:01.000000+0000 ip-10-0-1-2 "
+        "kubelet[2345]: I1129 node ready",
+        *body[:3],
+        keep=("2026-11-29T03:00:01.000000+0000 ip-10-0-1-2 kubelet[2345]: I1129",),
+    )
+    key_b64 = base64.b64encode(pem("RSA PRIVATE KEY")[0].encode()).decode()
+    add(
+        "kubeconfig-client-key-data",
+        DOC_KUBECONFIG,
+        f"users:\n- name: admin\n  user:\n    client-key-data: {key_b64}",
+        key_b64[40:],
+    )
+
+    # --- URLs and registries -----------------------------------------------------------------
+    pw = password()
+    add(
+        "url-userinfo",
+        DOC_URL,
+        f"+ curl -sSfL https://deploy:{pw}@artifacts.corp.example.com/gpu/setup.sh -o /tmp/s.sh",
+        pw,
+        keep=("artifacts.corp.example.com/gpu/setup.sh",),
+    )
+    pw = password()
+    add(
+        "proxy-credentials",
+        DOC_URL,
+        f"+ export https_proxy=http://proxyuser:{pw}@proxy.corp.example.com:3128",
+        pw,
+        keep=("proxy.corp.example.com:3128",),
+    )
+    pw = password()
+    add(
+        "curl-user",
+        DOC_URL,
+        f"+ curl -u deploy:{pw} https://artifacts.corp.example.com/drivers/",
+        pw,
+    )
+    pw = password()
+    add(
+        "database-url",
+        DOC_URL,
+        f"DATABASE_URL=postgres://app:{pw}@db.internal:5432/app",
+        pw,
+        env=("DATABASE_URL", f"postgres://app:{pw}@db.internal:5432/app"),
+        keep=("db.internal",),
+    )
+    auth = base64.b64encode(f"$oauthtoken:nvapi-{b62(64)}".encode()).decode()
+    add(
+        "docker-config-auth",
+        DOC_DOCKER_CONFIG,
+        '{"auths": {"nvcr.io": {"auth": "' + auth + '"}}}',
+        auth,
+        keep=("nvcr.io",),
+    )
+    auth = base64.b64encode(f"AWS:{b62(30)}".encode()).decode()
+    add(
+        "containerd-registry-auth",
+        DOC_CONTAINERD,
+        '[plugins."io.containerd.grpc.v1.cri".registry.configs."registry.corp.example.com".auth]'
+        f'\n  auth = "{auth}"',
+        auth,
+    )
+    pw = password()
+    add(
+        "containerd-registry-password",
+        DOC_CONTAINERD,
+        '[plugins."io.containerd.grpc.v1.cri".registry.configs."registry.corp.example.com".auth]'
+        f'\n  username = "deploy"\n  password = "{pw}"',
+        pw,
+        keep=('username = "deploy"',),
+    )
+    ident = jwt()
+    add(
+        "docker-identitytoken",
+        DOC_DOCKER_CONFIG,
+        '{"auths": {"registry.corp.example.com": {"identitytoken": "' + ident + '"}}}',
+        ident.split(".")[2],
+    )
+    pw = password()
+    add(
+        "docker-login-p",
+        DOC_DOCKER_LOGIN,
+        f"+ docker login -u '$oauthtoken' -p {pw} nvcr.io",
+        pw,
+        keep=("nvcr.io",),
+    )
+    pw = password()
+    add(
+        "docker-login-password",
+        DOC_DOCKER_LOGIN,
+        f"+ nerdctl login --username AWS --password {pw} "
+        "602401143452.dkr.ecr.us-west-2.amazonaws.com",
+        pw,
+        keep=("602401143452.dkr.ecr.us-west-2.amazonaws.com",),
+    )
+    pw = password()
+    add(
+        "netrc",
+        DOC_NETRC,
+        f"machine artifacts.corp.example.com login deploy password {pw}",
+        pw,
+        keep=("machine artifacts.corp.example.com",),
+    )
+    npm = "npm_" + b62(36)
+    add("npmrc-auth-token", DOC_NPM, f"//registry.npmjs.org/:_authToken={npm}", npm)
+
+    # --- vendor tokens -----------------------------------------------------------------------
+    for prefix in ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"):
+        tok = prefix + b62(36)
+        add(f"github-{prefix[:-1]}", DOC_GITHUB, f"+ gh auth login --with-token <<< {tok}", tok)
+    pat = "github_pat_" + b62(22) + "_" + b62(59)
+    add(
+        "github-fine-grained-pat", DOC_GITHUB, f"GITHUB_TOKEN={pat}", pat, env=("GITHUB_TOKEN", pat)
+    )
+    tok = "ghp_" + b62(36)
+    add(
+        "github-token-in-clone-url",
+        DOC_GITHUB,
+        f"+ pip install git+https://{tok}@github.com/acme/gpu-kernels.git@v1.2.0",
+        tok,
+        keep=("github.com/acme/gpu-kernels.git@v1.2.0",),
+    )
+    tok = "ghs_" + b62(36)
+    add(
+        "github-app-token-in-url",
+        DOC_GITHUB,
+        f"+ git clone https://x-access-token:{tok}@github.com/acme/infra.git",
+        tok,
+        keep=("github.com/acme/infra.git",),
+    )
+    tok = f"xoxb-{_pick(string.digits, 13)}-{_pick(string.digits, 13)}-{b62(24)}"
+    add("slack-bot-token", DOC_SLACK, f"SLACK_BOT={tok}", tok, env=("SLACK_BOT", tok))
+    digits = [_pick(string.digits, 13) for _ in range(3)]
+    tok = f"xoxp-{digits[0]}-{digits[1]}-{digits[2]}-{hexs(32)}"
+    add(
+        "slack-user-token",
+        DOC_SLACK,
+        f"notify: using {tok} for #gpu-oncall",
+        tok,
+        keep=("#gpu-oncall",),
+    )
+    tok = f"xapp-1-A0{upper(9)}-{_pick(string.digits, 13)}-{hexs(64)}"
+    add("slack-app-token", DOC_SLACK, f"socket mode token {tok}", tok)
+    hook = f"T0{upper(8)}/B0{upper(8)}/{b62(24)}"
+    add(
+        "slack-webhook",
+        DOC_SLACK_HOOK,
+        f'+ curl -X POST https://hooks.slack.com/services/{hook} -d \'{{"text":"node NotReady"}}\'',
+        hook.rsplit("/", 1)[1],
+        keep=("node NotReady",),
+    )
+    hf = "hf_" + _pick(string.ascii_letters, 34)
+    add(
+        "huggingface-token",
+        DOC_HF,
+        f"huggingface_hub.errors.HfHubHTTPError: 401 Unauthorized (token {hf})",
+        hf,
+        keep=("401 Unauthorized",),
+    )
+    hf = "hf_" + _pick(string.ascii_letters, 34)
+    add("huggingface-env", DOC_HF, f"HF_TOKEN={hf}", hf, env=("HF_TOKEN", hf))
+    hf = "hf_" + _pick(string.ascii_letters, 34)
+    add(
+        "huggingface-cli-flag",
+        DOC_HF,
+        f"vllm serve meta-llama/Llama-3.1-8B-Instruct --hf-token {hf} --tensor-parallel-size 2",
+        hf,
+        args=("--model", "meta-llama/Llama-3.1-8B-Instruct", "--hf-token", hf),
+        keep=("meta-llama/Llama-3.1-8B-Instruct",),
+    )
+    tok = b62(32)
+    add(
+        "token-equals-flag",
+        DOC_ENV,
+        f"python train.py --token={tok} --epochs 3",
+        tok,
+        args=("train.py", f"--token={tok}", "--epochs", "3"),
+        keep=("--epochs 3",),
+    )
+    key = "sk-proj-" + b62(48) + "T3BlbkFJ" + b62(48)
+    add("openai-project-key", DOC_OPENAI, f"OPENAI_API_KEY={key}", key, env=("OPENAI_API_KEY", key))
+    key = "sk-" + b62(20) + "T3BlbkFJ" + b62(20)
+    add(
+        "openai-legacy-key",
+        DOC_OPENAI,
+        f"openai.AuthenticationError: Incorrect API key provided: {key}",
+        key,
+    )
+    tok = "hvs.CAESI" + b62(86)
+    add("vault-service-token", DOC_VAULT, f"VAULT_TOKEN={tok}", tok, env=("VAULT_TOKEN", tok))
+    tok = "hvb.AAAAAQ" + b62(140)
+    add("vault-batch-token", DOC_VAULT, f"vault agent: renewed lease with {tok}", tok)
+    key = "AIza" + _pick(B62 + "_-", 35)
+    add(
+        "google-api-key",
+        DOC_GOOGLE,
+        f"GET https://maps.googleapis.com/maps/api/geocode/json?address=x&key={key} 200",
+        key,
+    )
+    key = "nvapi-" + _pick(B62 + "_-", 64)
+    add("nvidia-api-key", DOC_NVAPI, f"NGC_API_KEY={key}", key, env=("NGC_API_KEY", key))
+
+    # --- cloud-init ----------------------------------------------------------------------------
+    p1, p2 = password(), password()
+    add(
+        "chpasswd-list-block",
+        DOC_CHPASSWD,
+        f"#cloud-config\nchpasswd:\n  expire: false\n  list: |\n    root:{p1}\n    ec2-user:{p2}\n"
+        "    admin:RANDOM\nssh_pwauth: false",
+        p1,
+        p2,
+        keep=("admin:RANDOM", "ssh_pwauth: false"),
+    )
+    p1 = password()
+    add(
+        "chpasswd-list-items",
+        DOC_CHPASSWD,
+        f"chpasswd:\n  list:\n    - ubuntu:{p1}\n    - backup:R\n  expire: false",
+        p1,
+        keep=("backup:R",),
+    )
+    p1 = password()
+    add(
+        "chpasswd-users",
+        DOC_CHPASSWD,
+        f"chpasswd:\n  users:\n    - {{name: user1, password: {p1}, type: text}}\n"
+        "    - {name: user3, type: RANDOM}",
+        p1,
+        keep=("name: user3",),
+    )
+    p1 = password()
+    add(
+        "chpasswd-shell-pipe",
+        DOC_CHPASSWD,
+        f"+ echo 'root:{p1}' | chpasswd",
+        p1,
+        keep=("| chpasswd",),
+    )
+    p1 = password()
+    add(
+        "chpasswd-random-output",
+        DOC_CHPASSWD_RANDOM,
+        f"Set the following 'random' passwords\n\nuser3:{p1}",
+        p1,
+        keep=("user3:",),
+    )
+    p1 = password()
+    add(
+        "cloud-config-password",
+        DOC_CHPASSWD,
+        f"#cloud-config\npassword: {p1}\nssh_pwauth: true",
+        p1,
+        keep=("ssh_pwauth: true",),
+    )
+
+    # --- environment and application settings ----------------------------------------------------
+    for name in (
+        "DB_PASSWORD",
+        "MYSQL_ROOT_PASSWORD",
+        "API_TOKEN",
+        "S3_SECRET",
+        "WANDB_API_KEY",
+        "ENCRYPTION_KEY",
+        "REDIS_PASSWD",
+    ):
+        value = password()
+        add(f"env-{name.lower()}", DOC_ENV, f"{name}={value}", value, env=(name, value))
+    pw = password()
+    add(
+        "connection-string",
+        (
+            "https://learn.microsoft.com/en-us/dotnet/api/system.data.sqlclient.sqlconnection.connectionstring"
+        ),
+        f"ConnectionStrings__Default=Server=db;Database=app;User Id=sa;Password={pw};",
+        pw,
+        keep=("User Id=sa",),
+    )
+
+    # --- whole Kubernetes objects ----------------------------------------------------------------
+    data_pw, data_key = b64(18), b64(32)
+    add(
+        "k8s-secret-data",
+        DOC_K8S_SECRET,
+        "",
+        data_pw,
+        data_key,
+        document={
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {"name": "db-creds", "namespace": "inference"},
+            "data": {"password": data_pw, "tls.key": data_key},
+        },
+    )
+    string_pw = password()
+    add(
+        "k8s-secret-string-data",
+        DOC_K8S_SECRET,
+        "",
+        string_pw,
+        document={
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "app"},
+            "stringData": {"config.ini": f"user=app\nsecret={string_pw}\n"},
+        },
+    )
+    dockercfg = base64.b64encode(
+        json.dumps({"auths": {"nvcr.io": {"auth": b64(40)}}}).encode()
+    ).decode()
+    add(
+        "k8s-dockerconfigjson",
+        DOC_K8S_SECRET,
+        "",
+        dockercfg,
+        document={
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": "ngc-secret", "namespace": "gpu-operator"},
+            "data": {".dockerconfigjson": dockercfg},
+        },
+    )
+    cm_token = b62(40)
+    add(
+        "configmap-secret-key",
+        DOC_K8S_SECRET,
+        "",
+        cm_token,
+        document={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "notifier"},
+            "data": {"webhook-token": cm_token, "channel": "#gpu-oncall"},
+        },
+        keep=("#gpu-oncall",),
+    )
+    applied_key = b62(40)
+    applied = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "karpenter"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "controller",
+                            "env": [{"name": "AWS_SECRET_ACCESS_KEY", "value": applied_key}],
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    add(
+        "last-applied-configuration",
+        DOC_LAST_APPLIED,
+        "",
+        applied_key,
+        document={
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "karpenter",
+                "namespace": "kube-system",
+                "annotations": {
+                    "kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied) + "\n"
+                },
+            },
+            "spec": {"replicas": 2},
+        },
+        keep=("karpenter",),
+    )
+    return out
+
+
+def look_alikes() -> list[LookAlike]:
+    """Text a node or cluster writes that holds a trigger word or a secret-like shape and
+    must survive redaction byte for byte."""
+    gpu, mig, digest = "GPU-" + uuid(), "MIG-" + uuid(), hexs(64)
+    cert, _ = pem("CERTIFICATE")
+    public, _ = pem("PUBLIC KEY", 4)
+    cert_b64 = base64.b64encode(cert.encode()).decode()
+    items = [
+        ("gpu-uuid", f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu})"),
+        ("mig-uuid", f"  MIG 3g.40gb     Device  0: (UUID: {mig})"),
+        (
+            "instance-id",
+            'launched nodeclaim {"NodeClaim":"gpu-a-x7k2p","instance-id":"i-0a1b2c3d4e5f67890"}',
+        ),
+        (
+            "image-digest",
+            f'PullImage "nvcr.io/nvidia/k8s-device-plugin@sha256:{digest}" returns image',
+        ),
+        ("iam-role-arn", '"roleArn": "arn:aws:iam::123456789012:role/KarpenterNodeRole-gpu-prod"'),
+        (
+            "secret-not-found",
+            'MountVolume.SetUp failed for volume "creds" : secret "ngc-secret" not found',
+        ),
+        (
+            "secret-volume-path",
+            'Operation for "{volumeName:kubernetes.io/secret/9f1c-ngc-secret podName:9f1c}" failed',
+        ),
+        (
+            "credential-provider-flag",
+            (
+                "--image-credential-provider-config=/etc/eks/image-credential-provider/config.json "
+                "--image-credential-provider-bin-dir=/etc/eks/image-credential-provider"
+            ),
+        ),
+        ("discovery-hash", f"--discovery-token-ca-cert-hash sha256:{digest}"),
+        ("secret-name", "secretName: ngc-secret"),
+        ("automount-token", "automountServiceAccountToken: false"),
+        (
+            "token-counts",
+            (
+                "INFO metrics: prompt_tokens=512 max_tokens=4096 completion_tokens: 77 "
+                "avg_generation_throughput=181.2 tokens/s"
+            ),
+        ),
+        ("pod-uid", f'"Error syncing pod, skipping" podUID="{uuid()}"'),
+        ("ecr-image", "image: 602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.10"),
+        ("certificate", cert),
+        ("public-key", public),
+        ("certificate-base64", f"certificate-authority-data: {cert_b64}"),
+        ("token-prose", "Failed to get token: connection refused"),
+        (
+            "docker-uid",
+            "docker run -u 1000:1000 nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04 nvidia-smi",
+        ),
+        ("url-with-at", "see https://example.com:8443/path@v2 or mail oncall@example.com"),
+        (
+            "containerd-ids",
+            f'ImageCreate event name:"sha256:{digest}" labels:{{io.cri-containerd.image: managed}}',
+        ),
+        ("ssh-public-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI" + b62(43) + " admin@bastion"),
+        ("token-file-flag", "--token-file=/var/run/secrets/kubernetes.io/serviceaccount/token"),
+        (
+            "projected-token-path",
+            "AWS_WEB_IDENTITY_TOKEN_FILE=/var/run/secrets/eks.amazonaws.com/serviceaccount/token",
+        ),
+        (
+            "tokenizer",
+            (
+                "Initializing an LLM engine with config: model='meta-llama/Llama-3.1-8B-Instruct', "
+                "tokenizer='meta-llama/Llama-3.1-8B-Instruct', tokenizer_mode=auto"
+            ),
+        ),
+        ("bootstrap-kubeconfig", "--bootstrap-kubeconfig=/var/lib/kubelet/bootstrap-kubeconfig"),
+        ("nodepool-hash", 'karpenter.sh/nodepool-hash: "6821555240594823858"'),
+        (
+            "amz-date-params",
+            "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261129T030000Z&X-Amz-Expires=3600",
+        ),
+        (
+            "word-ending-sk",
+            "systemd[1]: Started task-proj-42-cleanup.service and disk-by-uuid.mount",
+        ),
+        ("lowercase-sk-name", "nodepool sk-prod-cluster-gpu-nodepool-7f9c2 is ready"),
+        ("hf-transfer", "HF_HUB_ENABLE_HF_TRANSFER=1"),
+        ("password-authentication", "PasswordAuthentication no"),
+        ("etc-passwd", "root:x:0:0:root:/root:/bin/bash"),
+        ("sha256sums", f"{digest}  nodes/ip-10-0-1-2/kubelet.log"),
+        ("manifest-counts", '"counts": {"nodes/n1/kubelet.log": {"bearer-token": 2}}'),
+        (
+            "driver-version",
+            "| NVIDIA-SMI 580.95.05   Driver Version: 580.95.05   CUDA Version: 13.0 |",
+        ),
+        ("boot-id", f"-- Boot {hexs(32)} --"),
+        ("nvidia-caps", "cr--r--r-- 1 root root 236, 1 Nov 29 03:00 /dev/nvidia-caps/nvidia-cap1"),
+        ("cloud-config-no-list", "#cloud-config\nssh_pwauth: false\nchpasswd: {expire: false}"),
+        (
+            "sts-identity",
+            '{"UserId": "AROA'
+            + upper(17)
+            + ':i-0a1b2c3d4e5f67890", "Account": "123456789012", "Arn": '
+            '"arn:aws:sts::123456789012:assumed-role/KarpenterNodeRole/i-0a1b2c3d4e5f67890"}',
+        ),
+        ("image-pull-secrets", '"imagePullSecrets": [{"name": "ngc-secret"}]'),
+        ("tls-key-flag", "--tls-private-key-file=/var/lib/kubelet/pki/kubelet-server-current.pem"),
+        (
+            "create-secret-from-file",
+            "kubectl create secret generic db-creds --from-file=password.txt",
+        ),
+        (
+            "metric-label",
+            'kubelet_volume_stats_available_bytes{persistentvolumeclaim="secret-store"} 1.2e+10',
+        ),
+        ("base64-config", '"config": "eyJrZXkiOiJ2YWx1ZSJ9"'),
+        ("ec2-hostname", "ip-10-0-37-142.us-west-2.compute.internal Ready"),
+        ("token-expiry", "tokenExpirationSeconds: 86400"),
+    ]
+    out = [LookAlike(kind, text) for kind, text in items]
+    out.append(
+        LookAlike(
+            "k8s-secret-volume",
+            "",
+            document={
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "vllm"},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "volumes": [
+                        {"name": "creds", "secret": {"secretName": "db-creds", "defaultMode": 420}},
+                        {
+                            "name": "token",
+                            "projected": {
+                                "sources": [
+                                    {
+                                        "serviceAccountToken": {
+                                            "path": "token",
+                                            "expirationSeconds": 3607,
+                                        }
+                                    }
+                                ]
+                            },
+                        },
+                    ],
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "args": [
+                                "--tokenizer",
+                                "meta-llama/Llama-3.1-8B",
+                                "--max-num-batched-tokens",
+                                "8192",
+                            ],
+                            "env": [
+                                {"name": "HF_HUB_ENABLE_HF_TRANSFER", "value": "1"},
+                                {"name": "PWD", "value": "/workspace"},
+                                {
+                                    "name": "HF_TOKEN",
+                                    "valueFrom": {
+                                        "secretKeyRef": {"name": "hf-token", "key": "token"}
+                                    },
+                                },
+                            ],
+                        }
+                    ],
+                },
+            },
+        )
+    )
+    return out
+
+
+# --- renderings ---------------------------------------------------------------------------------
+
+
+class _Block(str):
+    """A string YAML writes as a literal block (|), as a ConfigMap's script is written."""
+
+
+def _block(dumper: yaml.SafeDumper, value: _Block) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", str(value), style="|")
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Block, _block)
+
+
+def _document(case: Secret | LookAlike) -> dict[str, Any]:
+    """The Kubernetes object a case lives in."""
+    if case.document is not None:
+        return case.document
+    if isinstance(case, Secret) and case.env is not None:
+        name, value = case.env
+        return _pod(
+            {
+                "name": "app",
+                "image": "app:1",
+                "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": name, "value": value}],
+            }
+        )
+    if isinstance(case, Secret) and case.args is not None:
+        return _pod({"name": "app", "image": "app:1", "args": list(case.args)})
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "node-setup"},
+        "data": {"setup.sh": case.text},
+    }
+
+
+def _yaml_ready(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _yaml_ready(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_yaml_ready(v) for v in value]
+    if isinstance(value, str) and "\n" in value:
+        return _Block(value)
+    return value
+
+
+def as_text(case: Secret | LookAlike) -> str:
+    body = (
+        case.text
+        if case.text
+        else yaml.dump(_yaml_ready(_document(case)), Dumper=_Dumper, sort_keys=False, width=10**9)
+    )
+    return f"Cloud-init v. 24.4 running 'modules:final'\n{body}\nCloud-init v. 24.4 finished\n"
+
+
+def as_json_line(case: Secret | LookAlike) -> str:
+    """A container log line (json-file driver) or a structured log record: one line."""
+    if not case.text:
+        return json.dumps(_document(case), separators=(",", ":")) + "\n"
+    return (
+        json.dumps(
+            {"log": case.text + "\n", "stream": "stderr", "time": "2026-11-29T03:00:00.123456789Z"}
+        )
+        + "\n"
+    )
+
+
+def as_json_indented(case: Secret | LookAlike) -> str:
+    return json.dumps(_document(case), indent=2) + "\n"
+
+
+def as_yaml(case: Secret | LookAlike) -> str:
+    return yaml.dump(_yaml_ready(_document(case)), Dumper=_Dumper, sort_keys=False, width=10**9)
+
+
+def with_nuls(case: Secret | LookAlike) -> bytes:
+    """A log after an unclean shutdown: NULs where unwritten blocks were, then the text."""
+    text = as_text(case).encode()
+    return b"\x00" * 9000 + text + b"\x00" * 512 + text
+
+
+RENDERINGS: dict[str, Callable[[Secret | LookAlike], str | bytes]] = {
+    "text": as_text,
+    "json-line": as_json_line,
+    "json-indented": as_json_indented,
+    "yaml": as_yaml,
+    "nul": with_nuls,
+}
+
+
+def file_name(rendering: str) -> str:
+    return {"json-line": "app.log", "json-indented": "objects.json", "yaml": "objects.yaml"}.get(
+        rendering, "cloud-init-output.log"
+    )
+
+
+def leaked(case: Secret, out: bytes) -> list[str]:
+    """The case's secrets that survive in `out`, in any spelling a renderer used."""
+    text = out.decode("utf-8", "replace")
+    found = []
+    for secret in case.secrets:
+        spellings = {secret, json.dumps(secret)[1:-1], json.dumps(json.dumps(secret))[1:-1]}
+        if any(s in text for s in spellings):
+            found.append(secret[:24] + "…")
+    return found
+
+
+# --- hostile text: what made redaction quadratic ------------------------------------------------
+
+HOSTILE_PATTERNS: dict[str, str] = {
+    # each BEGIN without its END once made the engine look ahead 256 KiB
+    "pem-begin-lines": "-----BEGIN RSA PRIVATE KEY-----\n",
+    "pem-begin-then-base64": "-----BEGIN EC PRIVATE KEY-----\nMIIEpAIBAAKCAQEAu1SU1LfVLPH\n",
+    "pem-begin-one-line": "-----BEGIN X----- ",
+    "token-words-one-line": "token ",
+    "password-run": "password",
+    "password-equals-run": "password=",
+    "quoted-key-unterminated": '"password": "',
+    "secret-name-value-pairs": 'name: X_SECRET\n  value: "',
+    "jwt-prefix-run": "eyJ",
+    "jwt-parts-run": "eyJhbGciOiJSUzI1NiJ9.",
+    "url-scheme-run": "://a:b",
+    "curl-user-run": "curl -u a:",
+    "login-run": "login -p ",
+    "chpasswd-pairs": "chpasswd a:b ",
+    "bearer-run": "Bearer ",
+    "bootstrap-lookalike": "token abcdef.0123456789abcdefg ",
+    "sk-run": "sk-",
+    "github-run": "ghp_",
+    "amz-run": "X-Amz-Signature=",
+    "secret-kind-json": '{"kind":"Secret","data":{"a":"',
+    "secret-kind-yaml": "kind: Secret\ndata:\n",
+    "yaml-data-columns": "kind: Secret\n  data:\n",
+    "chpasswd-yaml": "chpasswd:\n  list: |\n",
+    "dashes": "-----",
+    "nul-and-keywords": "\x00password\x00token\x00",
+    "escaped-newlines": "\\npassword: \\n",
+}
+
+
+def hostile_text(pattern: str, size: int) -> bytes:
+    """`size` bytes of one hostile pattern, repeated (one long line when it has no newline)."""
+    unit = HOSTILE_PATTERNS[pattern].encode()
+    return (unit * (size // len(unit) + 1))[:size]
