@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from mignurse.evidence import CgroupInfo, JournalEntry, JournalParse, parse_journal
 from mignurse.evidence.system import parse_cgroup_mounts
 from mignurse.model import format_time
+from mignurse.untrusted import FILE_BYTES, human_bytes
 
 LAYOUT_MIGNURSE = "mignurse"
 LAYOUT_EKS_LOG_COLLECTOR = "eks-log-collector"
@@ -105,6 +106,40 @@ _OS_RELEASE_SECTION = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 _EPOCH_FLOOR = datetime(2000, 1, 1, tzinfo=UTC)  # tar writers that zero mtimes say nothing
+# The files read below, by their place in each layout: what a tarball's single pass keeps.
+_READS = frozenset(
+    {
+        "kubelet/kubelet.log",
+        "containerd/containerd-log.txt",
+        "var_log/messages",
+        "var_log/cloud-init.log",
+        "var_log/cloud-init-output.log",
+        "nodeadm/nodeadm-boot-hook.log",
+        "nodeadm/nodeadm-config.log",
+        "nodeadm/nodeadm-run.log",
+        "kernel/dmesg.human.current",
+        "kernel/dmesg.current",
+        "storage/mounts.txt",
+        "system/instance-id.txt",
+        "gpu/nvidia-bug-report.log.gz",
+        "gpu/nvidia-bug-report.log",
+        # logdog
+        "journalctl-boots",
+        "journalctl.log",
+        "proc-mounts",
+        "os-release",
+        "logdog.errors",
+    }
+)
+
+
+def foreign_file_is_read(name: str) -> bool:
+    """Whether the file of this archive path is one the readers below read (its layout under
+    at most two folders: the archive's top one and the layout's own)."""
+    if _NMA_POD_LOG.search(name) or _NMA_CONTAINER_LOG.search(name):
+        return True
+    parts = name.split("/")
+    return any("/".join(parts[skip:]) in _READS for skip in range(min(3, len(parts))))
 
 
 class BundleReader:
@@ -289,14 +324,22 @@ def _bug_report(reader: BundleReader, prefix: str, problems: list[str]) -> bytes
         return reader.data(prefix + "gpu/nvidia-bug-report.log")  # hosts without gzip
     out = bytearray()
     rest = packed
+    cap = FILE_BYTES.value()
     while rest:
         stream = zlib.decompressobj(wbits=31)
         try:
-            out += stream.decompress(rest)
+            out += stream.decompress(rest, cap + 1 - len(out))
         except zlib.error as exc:
             problems.append(
                 f"gpu/nvidia-bug-report.log.gz: unreadable after {len(out)} bytes ({exc})"
             )
+            break
+        if len(out) > cap:  # a gzip bomb, or a report far past any real one
+            problems.append(
+                f"gpu/nvidia-bug-report.log.gz unpacks past {human_bytes(cap)}: read the first "
+                f"{human_bytes(cap)} ({FILE_BYTES.env} raises the limit)"
+            )
+            del out[cap:]
             break
         if not stream.eof:
             problems.append(

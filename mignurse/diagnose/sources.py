@@ -1,6 +1,6 @@
 """Where a diagnosis input comes from: a snapshot directory or bundle, or the live cluster.
 
-One layout for both (design.md): `cluster/nodes.json` and friends are plain
+One layout for both (README, `mignurse collect`): `cluster/nodes.json` and friends are plain
 `kubectl get … -o json` documents, `nodes/<node>/` holds the node's own files. A directory
 of bare kubectl dumps (`nodes.json`, `events.json`, … at the top) works too, and so does a
 `.tar.gz` bundle, read in place without extracting anything to disk.
@@ -9,13 +9,14 @@ of bare kubectl dumps (`nodes.json`, `events.json`, … at the top) works too, a
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, Forbidden, NotFound
 from mignurse.cluster.history import HistoryError, HistoryStore
@@ -26,6 +27,7 @@ from mignurse.diagnose.foreign_bundles import (
     BundleReader,
     Layout,
     detect_layout,
+    foreign_file_is_read,
     read_node_bundle,
 )
 from mignurse.diagnose.inputs import (
@@ -64,9 +66,18 @@ from mignurse.model import (
     format_time,
     parse_time,
 )
+from mignurse.untrusted import (
+    BUNDLE_BYTES,
+    BUNDLE_FILES,
+    FILE_BYTES,
+    LimitError,
+    human_bytes,
+    read_regular_file,
+)
+
+T = TypeVar("T")
 
 HISTORY_WINDOW = timedelta(hours=6)
-MAX_MEMBER_BYTES = 512 * 2**20  # a single file larger than this in a bundle is refused
 JOURNALS = {
     "kubelet": "kubelet.log",
     "containerd": "containerd.log",
@@ -153,81 +164,273 @@ def _span(delta: timedelta) -> str:
 
 # -- reading files from a directory or a tarball ------------------------------------------
 
+# What a bundle is read for: everything else in it is named (layouts are told by their
+# names) but never held in memory.
+CLUSTER_DOCUMENTS = (
+    "nodes",
+    "events",
+    "nodeclaims",
+    "nodepools",
+    "pods",
+    "karpenter",
+    "clusterpolicy",
+    "nodegroups",
+)
+NODE_FILES = frozenset(
+    {
+        *JOURNALS.values(),
+        "nma.log",
+        "cgroup-fs.txt",
+        "os-release",
+        "errors.txt",
+        "nvml.json",
+        "nvidia-smi.xml",
+        "nvidia-smi-L.txt",
+        "nvidia-smi-q.txt",
+        "mig-lgi.txt",
+        "nvidia-bug-report.log",
+        "cloud-init-status.json",
+        "cloud-init-status.txt",
+        "cloud-init-run-status.json",
+        "cloud-init-run-result.json",
+    }
+)
+_TOP_FILES = frozenset(
+    {"manifest.json"}
+    | {f"{name}.json" for name in CLUSTER_DOCUMENTS}
+    | {f"cluster/{name}.json" for name in CLUSTER_DOCUMENTS}
+)
+# Tar entry types whose data tarfile reads into memory as a header (pax, GNU long names).
+_HEADER_TYPES = frozenset(
+    {tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE}
+    | {tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK}
+)
+MAX_HEADER_BYTES = 64 * 2**10  # a real pax header holds a path, times and a few xattrs
+_LATEST_MTIME = datetime(9000, 1, 1, tzinfo=UTC).timestamp()
+# gzip, bzip2, xz: a file that starts so and does not open is a damaged bundle.
+_COMPRESSED = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ")
+
+
+def is_read(name: str) -> bool:
+    """Whether a bundle file of this name (under at most one top folder) is one mignurse reads."""
+    parts = name.split("/")
+    for rest in (parts, parts[1:]):
+        if "/".join(rest) in _TOP_FILES:
+            return True
+        if len(rest) == 3 and rest[0] == "nodes" and rest[2] in NODE_FILES:
+            return True
+    return foreign_file_is_read(name)
+
+
+class _Refused(Exception):
+    """Raised from inside tarfile's header parsing: the archive is refused."""
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """A member whose extended header (pax, GNU long name) tarfile reads whole into memory
+    is refused first when it is larger than any real one; the rest count to the total."""
+
+    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _HEADER_TYPES:
+            if self.size > MAX_HEADER_BYTES:
+                raise _Refused(f"an extended tar header of {self.size} bytes")
+            if isinstance(archive, _Archive):
+                archive.header_bytes += max(self.size, 0)
+        return super()._proc_member(archive)  # type: ignore[misc]
+
+
+class _Archive(tarfile.TarFile):
+    tarinfo = _BoundedTarInfo
+    header_bytes = 0  # extended headers read so far: unpacked bytes no member accounts for
+
+
+def _mtime(member: tarfile.TarInfo) -> float:
+    """A member's mtime as a time this program can hold (a pax header can say anything)."""
+    mtime = member.mtime
+    if not isinstance(mtime, int | float) or not 0 < mtime < _LATEST_MTIME:
+        return 0
+    return float(mtime)
+
+
+def _open_archive(path: Path) -> BinaryIO:
+    return path.open("rb")
+
+
+def _member_name(name: str) -> str | None:
+    """A member's path with `./` dropped; "" for the archive's own `.`; None when it names
+    a place outside the archive (absolute, or through `..`)."""
+    if name.startswith("/"):
+        return None
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return None
+    return "/".join(parts)
+
 
 class _Files:
     """Relative POSIX path → bytes, for a directory or a .tar.gz, whatever its top folder.
 
-    A file that cannot be read (a member cut off by a truncated download) reads as absent
-    and is listed in `problems`; an archive that ends early keeps the members before the cut.
+    A tarball is read once, front to back (a compressed stream cannot seek), keeping only
+    the files mignurse reads; a folder is read file by file. Both are capped (total size,
+    file count, size of one file: `mignurse.untrusted`). A file that cannot be read reads as
+    absent and is listed in `problems`; an archive that ends early keeps what came before the
+    cut. A folder's links that lead outside it are not followed.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._read: Callable[[str], bytes | None]
-        self.names: list[str]
+        self.names: list[str] = []
         self.top = ""  # the single top folder a tarball's members sit under
         self.newest_mtime: datetime | None = None  # a tarball's newest member: when it was made
         self.problems: list[str] = []
         self._extra: dict[str, bytes] = {}
-        if path.is_dir():
-            root = path
-            self.names = sorted(
-                p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-            )
-            self._read = lambda name: (root / name).read_bytes()
-            self._tar: tarfile.TarFile | None = None
-        elif path.is_file() and tarfile.is_tarfile(path):
-            try:
-                self._tar = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by close()
-            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-                raise SourceError(f"{path} is a damaged bundle: {exc}") from None
-            entries: list[tarfile.TarInfo] = []
-            try:
-                for entry in self._tar:  # header by header: a cut keeps what came before it
-                    entries.append(entry)
-            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-                if not entries:
-                    raise SourceError(f"{path} is a damaged bundle: {exc}") from None
-                self.problems.append(
-                    f"{path.name} ends early ({exc}): read the {len(entries)} entries before "
-                    "the cut"
-                )
-            members = {m.name: m for m in entries if m.isfile()}
-            mtimes = [m.mtime for m in members.values() if m.mtime > 0]
-            if mtimes:
-                self.newest_mtime = datetime.fromtimestamp(max(mtimes), UTC)
-            prefix = self.top = _common_prefix(list(members))
-            self.names = sorted(name[len(prefix) :] for name in members)
-            tar = self._tar
-
-            def read(name: str) -> bytes | None:
-                member = members[prefix + name]
-                if member.size > MAX_MEMBER_BYTES:
-                    raise SourceError(f"{path}: {name} is {member.size} bytes, over the limit")
-                handle = tar.extractfile(member)
-                return handle.read() if handle else None
-
-            self._read = read
-        elif path.exists():
-            raise SourceError(f"{path} is neither a snapshot directory nor a .tar.gz bundle")
-        else:
-            raise SourceError(f"{path} does not exist")
+        self._held: dict[str, bytes] = {}  # a tarball's files that mignurse reads
+        self._folder: Path | None = None
+        self._links: dict[str, Path] = {}  # a folder's links that stay inside it
+        self._read_bytes = 0
+        try:
+            if path.is_dir():
+                self._list_folder(path)
+            elif path.is_file():
+                self._read_tarball(path)
+            elif path.exists():
+                raise SourceError(f"{path} is neither a snapshot directory nor a .tar.gz bundle")
+            else:
+                raise SourceError(f"{path} does not exist")
+        except LimitError as exc:
+            raise SourceError(str(exc)) from None
         self._present = set(self.names)
 
+    def _list_folder(self, root: Path) -> None:
+        self._folder = root
+        inside = root.resolve()
+        cap = BUNDLE_FILES.value()
+        names: list[str] = []
+        folders = 0
+        for dirpath, dirs, filenames in os.walk(root):  # links to folders are not entered
+            folders += len(dirs)
+            if folders > cap:
+                raise BUNDLE_FILES.refusal(f"{root} holds {folders:,} folders or more")
+            for filename in filenames:
+                full = Path(dirpath) / filename
+                name = full.relative_to(root).as_posix()
+                if len(names) >= cap:
+                    raise BUNDLE_FILES.refusal(f"{root} holds {cap + 1:,} files or more")
+                if full.is_symlink():
+                    target = full.resolve()
+                    if not target.is_relative_to(inside):
+                        if is_read(name):
+                            self.problems.append(
+                                f"{name} links outside {root} (to {target}): not read"
+                            )
+                        continue
+                    if target.is_file():
+                        self._links[name] = target
+                        names.append(name)
+                elif full.is_file():
+                    names.append(name)
+        self.names = sorted(names)
+
+    def _read_tarball(self, path: Path) -> None:
+        total_cap, count_cap, file_cap = (
+            BUNDLE_BYTES.value(),
+            BUNDLE_FILES.value(),
+            FILE_BYTES.value(),
+        )
+        entries = 0
+        members_size = 0
+        newest = 0.0
+        names: list[str] = []
+        with _open_archive(path) as raw:
+            try:
+                # "r|*": one pass as a stream; random access would decompress the archive
+                # from its start again for every member.
+                tar = _Archive.open(fileobj=raw, mode="r|*")
+            except _Refused as exc:
+                raise SourceError(f"{path} is refused: {exc}") from None
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+                raw.seek(0)
+                if raw.read(6).startswith(_COMPRESSED):
+                    raise SourceError(f"{path} is a damaged bundle: {exc}") from None
+                raise SourceError(
+                    f"{path} is neither a snapshot directory nor a .tar.gz bundle"
+                ) from None
+            try:
+                for member in tar:  # header by header: a cut keeps what came before it
+                    entries += 1
+                    if entries > count_cap:
+                        raise BUNDLE_FILES.refusal(f"{path} holds {entries:,} entries or more")
+                    name = _member_name(member.name)
+                    if name is None:
+                        raise SourceError(
+                            f"{path} is refused: its member {member.name!r} points outside the "
+                            "archive (an absolute path or ..), which no bundle does"
+                        )
+                    if member.size < 0:
+                        raise SourceError(f"{path} is a damaged bundle: {name} has a negative size")
+                    members_size += member.size
+                    unpacked = members_size + tar.header_bytes
+                    if unpacked > total_cap:
+                        raise BUNDLE_BYTES.refusal(
+                            f"{path} unpacks to {human_bytes(unpacked)} or more (at {name})"
+                        )
+                    if not member.isfile() or not name:
+                        continue
+                    newest = max(newest, _mtime(member))
+                    if is_read(name):
+                        if member.size > file_cap:
+                            raise FILE_BYTES.refusal(
+                                f"{path}: {name} is {human_bytes(member.size)}"
+                            )
+                        handle = tar.extractfile(member)
+                        if handle is None:
+                            continue
+                        self._held[name] = handle.read()  # a cut here leaves the name out
+                    names.append(name)
+            except _Refused as exc:
+                raise SourceError(f"{path} is refused: {exc}") from None
+            except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+                if not names:
+                    raise SourceError(f"{path} is a damaged bundle: {exc}") from None
+                self.problems.append(
+                    f"{path.name} ends early ({exc}): read the {len(names)} files before the cut"
+                )
+        if newest > 0:
+            self.newest_mtime = datetime.fromtimestamp(newest, UTC)
+        prefix = self.top = _common_prefix(names)
+        self.names = sorted(name[len(prefix) :] for name in names)
+        self._held = {name[len(prefix) :]: data for name, data in self._held.items()}
+
     def close(self) -> None:
-        if self._tar is not None:
-            self._tar.close()
+        self._held.clear()
 
     def data(self, name: str) -> bytes | None:
         if name in self._extra:
             return self._extra[name]
         if name not in self._present:
             return None
+        if self._folder is None:
+            return self._held.get(name)
         try:
-            return self._read(name)
-        except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-            self.problems.append(f"{name} could not be read: {exc}")
+            data = read_regular_file(
+                self._links.get(name) or self._folder / name, FILE_BYTES, f"{self._folder}: {name}"
+            )
+        except OSError as exc:
+            self.problems.append(f"{name} could not be read: {exc.strerror or exc}")
             return None
+        except LimitError as exc:
+            raise SourceError(str(exc)) from None
+        self._read_bytes += len(data)
+        if self._read_bytes > BUNDLE_BYTES.value():
+            raise SourceError(
+                str(
+                    BUNDLE_BYTES.refusal(
+                        f"{self._folder}: the files mignurse reads add up to "
+                        f"{human_bytes(self._read_bytes)} or more"
+                    )
+                )
+            )
+        return data
 
     def text(self, name: str) -> str | None:
         data = self.data(name)
@@ -247,6 +450,10 @@ class _Files:
                 return json.loads(text)
             except ValueError as exc:
                 raise SourceError(f"{self.path}: {name} is not JSON ({exc})") from None
+            except RecursionError:
+                raise SourceError(
+                    f"{self.path}: {name} nests too deeply to be JSON kubectl wrote"
+                ) from None
         return None
 
     def node_dirs(self) -> list[str]:
@@ -276,6 +483,26 @@ def _items(document: Any, name: str) -> list[dict[str, Any]]:
     if isinstance(document, dict) and document.get("metadata"):
         return [document]
     raise SourceError(f"{name} is not a kubectl list (no items)")
+
+
+def _objects(
+    document: Any, name: str, parse: Callable[[dict[str, Any]], T], unread: list[str]
+) -> list[T]:
+    """The items of a kubectl document parsed; those of the wrong shape (a hand-edited or
+    damaged file) are left out and counted in `unread`."""
+    parsed: list[T] = []
+    skipped: list[str] = []
+    for index, item in enumerate(_items(document, name)):
+        try:
+            parsed.append(parse(item))
+        except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as exc:
+            skipped.append(f"items[{index}] ({type(exc).__name__}: {exc})")
+    if skipped:
+        unread.append(
+            f"{name}: {len(skipped)} item(s) are not shaped as kubectl writes them and were "
+            f"left out; the first: {skipped[0]}"
+        )
+    return parsed
 
 
 def load_offline(path: Path) -> Gathered:
@@ -349,17 +576,20 @@ def _load(files: _Files) -> Gathered:
             f"{files.path} has no cluster/nodes.json (or nodes.json): a snapshot needs at "
             "least `kubectl get nodes -o json`"
         )
-    nodes = [Node.from_api(o) for o in _items(nodes_doc, "nodes.json")]
-    claims = [NodeClaim.from_api(o) for o in _items(doc("nodeclaims"), "nodeclaims.json")]
-    pools = [NodePool.from_api(o) for o in _items(doc("nodepools"), "nodepools.json")]
-    events = [Event.from_api(o) for o in _items(doc("events"), "events.json")]
-    pods = [Pod.from_api(o) for o in _items(doc("pods"), "pods.json")]
+    unread: list[str] = []
+    nodes = _objects(nodes_doc, "nodes.json", Node.from_api, unread)
+    claims = _objects(doc("nodeclaims"), "nodeclaims.json", NodeClaim.from_api, unread)
+    pools = _objects(doc("nodepools"), "nodepools.json", NodePool.from_api, unread)
+    events = _objects(doc("events"), "events.json", Event.from_api, unread)
+    pods = _objects(doc("pods"), "pods.json", Pod.from_api, unread)
     manifest = files.json("manifest.json") or {}
     karpenter_doc = doc("karpenter")
     karpenter = None
     if karpenter_doc:
-        deployments = _items(karpenter_doc, "karpenter.json")
-        karpenter = KarpenterSettings.from_deployment(deployments[0]) if deployments else None
+        settings = _objects(
+            karpenter_doc, "karpenter.json", KarpenterSettings.from_deployment, unread
+        )
+        karpenter = settings[0] if settings else None
     policy_items = _items(doc("clusterpolicy"), "clusterpolicy.json")
     nodegroups_doc = doc("nodegroups")
     nodegroups, nodegroup_problems = (
@@ -381,7 +611,7 @@ def _load(files: _Files) -> Gathered:
         context=str(manifest.get("context") or "") if isinstance(manifest, dict) else "",
         pods=pods,
         nodegroups=nodegroups,
-        notices=nodegroup_problems,
+        notices=[*unread, *nodegroup_problems],
     )
     for node_name in files.node_dirs():
         gathered.node_evidence[node_name] = _node_evidence(files, node_name)

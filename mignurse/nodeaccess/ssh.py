@@ -197,21 +197,26 @@ class SSHShell:
         existing = [k for k in t.key_files if os.path.isfile(k)]
         if t.key_files and not existing:
             raise FileNotFoundError(f"identity file not found: {', '.join(t.key_files)}")
-        client.connect(
-            t.hostname,
-            port=t.port,
-            username=t.user,
-            key_filename=existing or None,
-            # Named keys are what the user meant; trying every ~/.ssh/id_* as well risks
-            # "too many authentication failures" on sshd's MaxAuthTries.
-            look_for_keys=not existing,
-            allow_agent=not t.identities_only,
-            timeout=budget,
-            banner_timeout=budget,
-            auth_timeout=budget,
-            channel_timeout=budget,
-            sock=sock,
-        )
+        try:
+            client.connect(
+                t.hostname,
+                port=t.port,
+                username=t.user,
+                key_filename=existing or None,
+                # Named keys are what the user meant; trying every ~/.ssh/id_* as well risks
+                # "too many authentication failures" on sshd's MaxAuthTries.
+                look_for_keys=not existing,
+                allow_agent=not t.identities_only,
+                timeout=budget,
+                banner_timeout=budget,
+                auth_timeout=budget,
+                channel_timeout=budget,
+                sock=sock,
+            )
+        except paramiko.BadHostKeyException as exc:
+            # paramiko names the bare host; known_hosts (and ssh-keygen -R) say [host]:port.
+            exc.hostname = t.hostname if t.port == 22 else f"[{t.hostname}]:{t.port}"
+            raise
 
     # ----------------------------------------------------------------- running
 

@@ -4,6 +4,9 @@ Decisions:
 - The YAML is composed first (`yaml.compose`) so every error names the file and the line
   of the offending value: `runbooks/x.yaml:12: steps[2].action: unknown action 'cordn'
   (known: cordon, drain, …)`. Then it is built with the safe constructor (no tags).
+- A runbook folder is untrusted input: a file is read only when it is a regular file under
+  MIGNURSE_MAX_RUNBOOK_BYTES in UTF-8, and its YAML is refused when its aliases refer to
+  themselves or expand past mignurse.untrusted's bounds (an alias bomb must not hang).
 - Unknown keys are errors, not ignored: a misspelt `timout:` must not silently fall back
   to the default.
 - Param values keep the operator's spelling where a step wants it: a `duration` stays
@@ -28,6 +31,7 @@ import yaml
 
 from mignurse.runner.step import Action, Harm
 from mignurse.runner.steps import load_actions
+from mignurse.untrusted import RUNBOOK_BYTES, LimitError, compose_yaml, read_regular_file
 
 PARAM_TYPES = ("node", "string", "int", "bool", "duration", "path", "choice")
 TARGETS = ("node", "cluster")
@@ -158,12 +162,26 @@ def default_folder() -> Path:
     return beside if beside.is_dir() or not installed.is_dir() else installed
 
 
-def load_runbooks(folder: Path | None = None) -> dict[str, Runbook]:
-    """Every `*.yaml` in the folder, by name; the first broken file raises RunbookError."""
-    folder = folder or default_folder()
+def load_runbooks(
+    folder: Path | None = None, problems: dict[str, str] | None = None
+) -> dict[str, Runbook]:
+    """Every `*.yaml` in the folder, by name. A broken file raises RunbookError, unless
+    `problems` is given: then its one line goes there under the file's stem and the other
+    files still load. A folder that does not exist is a RunbookError either way."""
+    chosen = Path(folder or default_folder())
+    if not chosen.is_dir():
+        from_env = folder is None and os.environ.get("MIGNURSE_RUNBOOKS")
+        where = f"MIGNURSE_RUNBOOKS={chosen}" if from_env else f"runbook folder {chosen}"
+        raise RunbookError(f"{where}: no such folder")
     books: dict[str, Runbook] = {}
-    for path in sorted(Path(folder).glob("*.yaml")):
-        book = load_runbook(path)
+    for path in sorted(chosen.glob("*.yaml")):
+        try:
+            book = load_runbook(path)
+        except RunbookError as exc:
+            if problems is None:
+                raise
+            problems[path.stem] = str(exc)
+            continue
         books[book.name] = book
     return books
 
@@ -217,16 +235,27 @@ def load_runbook(path: Path) -> Runbook:
     path = Path(path)
     shown = _shown(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_regular_file(path, RUNBOOK_BYTES, shown)
     except OSError as exc:
         raise RunbookError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    except LimitError as exc:
+        raise RunbookError(str(exc)) from None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunbookError(
+            f"{shown}: not UTF-8 text (byte {exc.start}): a runbook is a YAML file"
+        ) from None
+    try:
+        root = compose_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise RunbookError(f"{shown}{line}: not valid YAML: {problem}") from None
+        raise RunbookError(f"{shown}{line}: not valid YAML: {' '.join(problem.split())}") from None
+    except LimitError as exc:
+        line = f":{exc.line}" if exc.line else ""
+        raise RunbookError(f"{shown}{line}: refused: {exc}") from None
     if root is None:
         raise RunbookError(f"{shown}: empty file")
     try:
