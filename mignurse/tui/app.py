@@ -28,6 +28,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, Static
 
 from mignurse.cluster.client import ClusterError
@@ -290,6 +291,12 @@ class MigNurseApp(App[None]):
         return changes
 
     def _apply_changes(self, changes: RowChanges) -> None:
+        try:
+            self._apply(changes)
+        except NoMatches:
+            return  # a refresh that lands while the app closes: its widgets are gone
+
+    def _apply(self, changes: RowChanges) -> None:
         if changes.epoch != self._epoch:
             self.set_timer(REFRESH_SECONDS, self._refresh_rows)
             return  # computed for a table that has since been cleared
@@ -487,7 +494,10 @@ class MigNurseApp(App[None]):
         self.set_timer(0.1, self._jump_when_shown)
 
     def _jump_when_shown(self) -> None:
-        table = self.query_one("#nodes", DataTable)
+        try:
+            table = self.query_one("#nodes", DataTable)
+        except NoMatches:
+            return  # the timer fired while the app closed
         name = self._jump_target
         if name in self._rows:
             table.move_cursor(row=table.get_row_index(name))
@@ -716,7 +726,11 @@ class MigNurseApp(App[None]):
     def _show_detail(self, name: str) -> None:
         state = self.source.state
         node = state.node(name)
-        detail = self.query_one("#detail", Static)
+        try:
+            detail = self.query_one("#detail", Static)
+        except NoMatches:
+            return  # a highlight that arrives while the app closes: its widgets are gone
+
         evidence = self.source.evidence(name)
         if node is None and evidence is not None:
             now = self.source.now()
