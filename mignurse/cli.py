@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -406,11 +407,17 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         now = parse_time(args.now)
         if now is None:
             raise UserError(f"--now {args.now!r} is not an RFC 3339 time (2026-11-29T03:00:00Z)")
+        if not _judgeable(now):
+            raise UserError(f"--now {args.now} is out of range: give a time from 1970 to 8999")
     if args.source:
         gathered = load_offline(Path(args.source).expanduser())
         now = now or gathered.judge_time()
         if now is None:
             raise UserError(f"{args.source} holds no timestamp to judge by: pass --now")
+        if not _judgeable(now):
+            raise UserError(
+                f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
+            )
         context = gathered.context or Path(args.source).name
     else:
         client = _connect(args)
@@ -468,29 +475,63 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _judgeable(moment: Any) -> bool:
+    """Rules add and subtract hours and days: a moment near datetime's ends overflows."""
+    from datetime import UTC, datetime
+
+    return bool(datetime(1970, 1, 1, tzinfo=UTC) <= moment < datetime(9000, 1, 1, tzinfo=UTC))
+
+
+def _check_state_folder(folder: Path, source: str) -> None:
+    from mignurse.untrusted import folder_problem
+
+    problem = folder_problem(folder)
+    if problem:
+        raise UserError(f"{source}: {problem}, so the history cannot be kept in {folder}")
+
+
 # -- collect ------------------------------------------------------------------------------
+
+
+_SINCE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SINCE_DAYS = 365
 
 
 def journal_since(text: str) -> str:
     from mignurse.collect.run import journal_since_words
 
     try:
-        return journal_since_words(text)
+        words = journal_since_words(text)
     except ValueError as exc:
         raise UserError(f"--since {exc}") from None
+    # journalctl takes any count; one past the journal's reach only hides a typo.
+    if int(text[:-1]) * _SINCE_SECONDS[text[-1]] > MAX_SINCE_DAYS * 86400:
+        raise UserError(f"--since {text} is over a year: give at most {MAX_SINCE_DAYS}d")
+    return words
+
+
+def _seconds_option(flag: str, value: float) -> float:
+    """A positive, finite number of seconds (`nan` and `inf` parse as floats too)."""
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{flag} {value:g} is not a positive number of seconds")
+    return value
 
 
 def _is_simulated(kubeconfig: str | None, cluster: str) -> bool:
     """The simulator marks its kubeconfig's cluster with an extension (see mignurse.sim)."""
     import yaml
 
+    from mignurse.cluster.client import KubeconfigError, check_kubeconfig
     from mignurse.sim.simcluster import SIM_EXTENSION
 
     paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
     for path in paths:
+        expanded = Path(path).expanduser()
         try:
-            config = yaml.safe_load(Path(path).expanduser().read_text()) or {}
-        except (OSError, yaml.YAMLError):
+            check_kubeconfig(str(expanded))  # bounded: no alias bomb, no /dev/zero
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            config = yaml.load(expanded.read_text(), Loader=loader) or {}
+        except (OSError, yaml.YAMLError, KubeconfigError):
             continue
         for entry in config.get("clusters") or ():
             if isinstance(entry, dict) and entry.get("name") == cluster:
@@ -649,6 +690,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     since = journal_since(args.since)
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
+    _seconds_option("--timeout", args.timeout)
     if args.local:
         return _collect_local(args, since)
     _check_ssm_upload(args)
@@ -789,14 +831,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from mignurse.cluster.history import HistoryStore, default_history_path, run_recorder
     from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available
 
-    if args.progress_every <= 0:
-        raise UserError("--progress-every must be a positive number of seconds")
+    _seconds_option("--progress-every", args.progress_every)
     _check_ssm_upload(args)
+    path = default_history_path(Path(args.state_dir).expanduser() if args.state_dir else None)
+    _check_state_folder(path.parent, "--state-dir" if args.state_dir else "XDG_STATE_HOME")
     client = _connect(args)
     karpenter = karpenter_available(client)
     if not karpenter:
         print(f"note: {KARPENTER_ABSENT_NOTICE}", file=sys.stderr)
-    path = default_history_path(Path(args.state_dir).expanduser() if args.state_dir else None)
     store = HistoryStore(path)  # another recorder on the same file: WriterBusy, one line
     stop = threading.Event()
 
@@ -865,11 +907,18 @@ def cmd_app(args: argparse.Namespace) -> int:
     from mignurse.cluster.client import ClusterClient
     from mignurse.cluster.history import default_history_path
     from mignurse.tui.app import LiveSource, make_app
+    from mignurse.untrusted import folder_problem
 
+    history_path = default_history_path()
+    unusable = folder_problem(history_path.parent)
     client = _connect(args)
     source = LiveSource(
-        client, history_path=default_history_path(), auto_collect=_auto_collect_dir(args)
+        client,
+        history_path=None if unusable else history_path,
+        auto_collect=_auto_collect_dir(args),
     )
+    if unusable:  # the app works without its history; it says why there is none
+        source.notices.append(f"history not kept: XDG_STATE_HOME: {unusable}")
     source.check()  # a dead endpoint or RBAC refusal is one line here, not a broken screen
 
     def connect(context: str) -> LiveSource:
@@ -895,8 +944,37 @@ def cmd_app(args: argparse.Namespace) -> int:
         contexts=contexts,
         light=args.light,
     )
-    app.run()
+    _run_app(app)
     return EXIT_OK
+
+
+def _run_app(app: Any) -> None:
+    """The app until it quits, or until SIGHUP (its terminal closed) or SIGTERM asks it to:
+    then it quits as from its own key, so that what it and its callers hold is cleaned up."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    signals = (signal.SIGHUP, signal.SIGTERM)
+
+    def ask_to_quit(signum: int) -> None:
+        app.exit()
+        # A second signal, or a quit that does not finish, ends the run here all the same.
+        for sig in signals:
+            loop.add_signal_handler(sig, _raise_exit, sig)
+        loop.call_later(10, _raise_exit, signum)
+
+    for sig in signals:
+        loop.add_signal_handler(sig, ask_to_quit, sig)
+    try:
+        app.run(loop=loop)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        loop.close()
+
+
+def _raise_exit(signum: int) -> None:
+    raise SystemExit(128 + signum)
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -910,18 +988,19 @@ def cmd_open(args: argparse.Namespace) -> int:
         source = BundleSource(path)
     except (SourceError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    make_app(source, light=args.light).run()
+    _run_app(make_app(source, light=args.light))
     return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from mignurse.cluster.client import ClusterClient
+    from mignurse.demo_folder import demo_folder
     from mignurse.sim import SimCluster, load_scenario
     from mignurse.tui.app import LiveSource, make_app
 
     speed = _positive_speed(args.speed)
     scenario = load_scenario(args.scenario)
-    with tempfile.TemporaryDirectory(prefix="mignurse-demo-", ignore_cleanup_errors=True) as tmp:
+    with demo_folder() as tmp:
         sim = SimCluster(scenario, speed=speed).start()
         try:
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
@@ -936,7 +1015,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
             source.check()
             app = make_app(source, read_only=getattr(args, "read_only", False), light=args.light)
-            app.run()
+            _run_app(app)
         finally:
             sim.stop()
     return EXIT_OK
@@ -1005,6 +1084,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mignurse.collect.run import CollectError
         from mignurse.diagnose.sources import SourceError
         from mignurse.sim import ScenarioError
+        from mignurse.untrusted import LimitError
     except KeyboardInterrupt:
         return 130
 
@@ -1029,12 +1109,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_demo(args)
         if args.command == "sim":
             return cmd_sim(args, parser)
-        if args.command in ("runbooks", "run", "runs"):
+        if args.command in ("runbooks", "run", "runs", "unlock"):
             from mignurse.runner.commands import dispatch
 
             return dispatch(args, _connect, _is_simulated)
         return cmd_app(args)
-    except (ClusterError, UserError, ScenarioError, HistoryError, SourceError, CollectError) as exc:
+    except (
+        ClusterError,
+        UserError,
+        ScenarioError,
+        HistoryError,
+        SourceError,
+        CollectError,
+        LimitError,
+    ) as exc:
         if debug:
             raise
         print(f"mignurse: error: {exc}", file=sys.stderr)

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from mignurse.paths import open_private, private_dir
 from mignurse.runner.state import now_text, state_home
 
 AWS_LOOKUP_SECONDS = 3.0
@@ -86,8 +87,8 @@ class Audit:
     def write(self, event: str, run_id: str, **fields: Any) -> None:
         record = {"ts": now_text(), "event": event, "run": run_id, **fields}
         line = json.dumps(record, separators=(",", ":"), default=str).encode() + b"\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        private_dir(self.path.parent, tighten=True)
+        fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, line)
             os.fsync(fd)

@@ -1,12 +1,18 @@
-"""`mignurse runbooks`, `mignurse run` and `mignurse runs`: parsers and command bodies.
+"""`mignurse runbooks`, `mignurse run`, `mignurse runs` and `mignurse unlock`: parsers and
+command bodies.
 
 Kept out of `mignurse/cli.py` (which only registers them) so the engine's command-line
 face lives beside the engine. Decisions:
 - `run` refuses to prompt when stdin is not a terminal: a confirmation the run needs is
   then one line saying to pass `--yes` (scripts must say so explicitly).
 - `--read-only` allows only `--dry-run` of a runbook that changes the cluster.
-- Ctrl-C: the first asks the engine to stop (the step stops at its next wait, the run is
-  recorded `interrupted`, nothing is undone), a second one stops at once.
+- Ctrl-C, SIGTERM or SIGHUP (the terminal closed): the first asks the engine to stop
+  (nothing new is applied, a wait stops at once, the run is recorded `interrupted`, nothing
+  is undone), a second one stops at once. At a confirmation prompt the first one answers it
+  (declined). While the run records its end and releases its lock, they wait for that.
+- `unlock` removes a lock whose run is dead (SIGKILL, a lost laptop) after showing its
+  holder's liveness; a holder still running here, or renewing recently elsewhere, needs
+  `--force`. It asks for the node (or cluster) name typed, and is audited.
 - Nodes are reached as `mignurse collect` reaches them (`collect.transports`): the
   simulator's sandboxes on a simulated cluster, SSM with --bucket, else SSH.
 """
@@ -14,6 +20,7 @@ face lives beside the engine. Decisions:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -36,6 +43,17 @@ from mignurse.runner.schema import (
 from mignurse.runner.step import Harm, StepFailed
 
 EXIT_USAGE = 2
+RUNS_SHOWN = 30
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: give 0 (all) or more")
+    return value
 
 
 class RunCommandError(Exception):
@@ -45,7 +63,12 @@ class RunCommandError(Exception):
 
 
 def add_parsers(sub: Any, connection_options: Callable[..., None]) -> None:
-    runbooks = sub.add_parser("runbooks", help="the runbooks `mignurse run` can run")
+    runbooks = sub.add_parser(
+        "runbooks",
+        help="the runbooks `mignurse run` can run",
+        description="Exit code: 0 listed, 1 some runbook files are broken and left out (one "
+        "line each on stderr), 2 the runbook folder is missing.",
+    )
     runbooks.add_argument("-o", "--output", choices=("table", "json"), default="table")
 
     run = sub.add_parser(
@@ -95,20 +118,69 @@ def add_parsers(sub: Any, connection_options: Callable[..., None]) -> None:
     runs = sub.add_parser("runs", help="past runbook runs (the audit log), or one run's steps")
     runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
     runs.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    runs.add_argument(
+        "--limit",
+        type=_count,
+        default=RUNS_SHOWN,
+        metavar="N",
+        help=f"the last N runs (default {RUNS_SHOWN}; 0 shows all)",
+    )
+
+    unlock = sub.add_parser(
+        "unlock",
+        help="remove a runbook lock whose run is dead (shows who holds it first)",
+        description="Exit code: 0 unlocked (or nothing to unlock), 1 declined or refused "
+        "(its holder looks alive: --force), 2 usage.",
+    )
+    connection_options(unlock, top=False)
+    unlock.add_argument("node", nargs="?", metavar="NODE", help="the locked node")
+    unlock.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the cluster lock of pause/resume-node-repair (on the kube-system Namespace)",
+    )
+    unlock.add_argument("--yes", action="store_true", help="no confirmation prompt")
+    unlock.add_argument("--force", action="store_true", help="even when its holder looks alive")
 
 
 # -- runbooks / runs ---------------------------------------------------------------------
 
 
+def _loaded_runbooks(wanted: str | None = None) -> tuple[dict[str, Runbook], dict[str, str]]:
+    """The runbooks that load, and one line for each file that does not: said on stderr,
+    except the `wanted` one's (the caller refuses with it)."""
+    problems: dict[str, str] = {}
+    books = load_runbooks(problems=problems)
+    for stem, line in problems.items():
+        if stem != wanted:
+            print(f"mignurse: warning: runbook skipped: {line}", file=sys.stderr)
+    return books, problems
+
+
+def _check_state_home() -> None:
+    """Runs and the audit log live under $XDG_STATE_HOME: a wrong one is refused before a
+    plan is shown or anything changes."""
+    from mignurse.runner.state import state_home
+    from mignurse.untrusted import folder_problem
+
+    home = state_home()
+    problem = folder_problem(home)
+    if problem:
+        source = "XDG_STATE_HOME" if os.environ.get("XDG_STATE_HOME") else "the state folder"
+        raise RunCommandError(
+            f"{source}: {problem}, so runs and the audit log cannot be kept in {home}"
+        )
+
+
 def cmd_runbooks(args: argparse.Namespace) -> int:
     from mignurse.runner.render import print_runbooks
 
-    books = load_runbooks()
+    books, problems = _loaded_runbooks()
     if args.output == "json":
         print(json.dumps([b.to_json() for b in books.values()], indent=2))
     else:
         print_runbooks(books)
-    return 0
+    return 1 if problems else 0
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -116,6 +188,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from mignurse.runner.audit import read_audit
     from mignurse.runner.render import print_runs, runs_from_audit
 
+    _check_state_home()
     events = read_audit()
     if args.run_id:
         mine = [e for e in events if e.get("run") == args.run_id]
@@ -128,28 +201,44 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if args.output == "json":
             from dataclasses import asdict
 
-            doc = {"state": asdict(saved) if saved else None, "events": mine}
+            doc = {
+                "state": {**asdict(saved), "shown": saved.shown_status()} if saved else None,
+                "events": mine,
+            }
             print(json.dumps(doc, indent=2, default=str))
             return 0
         if saved is not None:
             print(
                 f"run {saved.run_id}: {saved.runbook} on {saved.target} ({saved.context}) "
-                f"by {saved.holder}: {saved.status}" + (f": {saved.error}" if saved.error else "")
+                f"by {saved.holder}: {saved.shown_status()}"
+                + (f": {saved.error}" if saved.error else "")
             )
             for s in saved.steps:
                 detail = f": {s.error}" if s.error else ""
                 undo = f" ({s.undo})" if s.undo else ""
                 print(f"  {s.id} ({s.action}): {s.status}{detail}{undo}")
         for event in mine:
-            extra = event.get("status") or event.get("outcome") or event.get("result") or ""
+            extra = (
+                event.get("status")
+                or event.get("outcome")
+                or event.get("result")
+                or event.get("change")
+                or ""
+            )
             step = f" {event['step']}" if event.get("step") else ""
             print(f"  {event.get('ts', '')[:19]} {event['event']}{step} {extra}".rstrip())
         return 0
-    runs = runs_from_audit(events)[-30:]
+    every = runs_from_audit(events, states={r.run_id: r for r in st.list_runs()})
+    runs = every[-args.limit :] if args.limit else every
     if args.output == "json":
         print(json.dumps(runs, indent=2, default=str))
     else:
         print_runs(runs)
+        if len(runs) < len(every):
+            print(
+                f"the last {len(runs)} of {len(every)} runs: --limit N shows more, --limit 0 all",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -202,23 +291,36 @@ def _aws(args: argparse.Namespace) -> Callable[[str], Any]:
     return make
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):  # a closed terminal (SIGHUP) says nothing
+        print(text, file=sys.stderr, flush=True)
+
+
 @contextmanager
 def _ctrl_c(runner: Runner) -> Iterator[None]:
-    """First Ctrl-C (or SIGTERM): ask the run to stop; a second: stop now."""
+    """First Ctrl-C (SIGTERM, SIGHUP): nothing new is applied and the run stops; a second
+    stops at once; at the confirmation prompt the first answers it."""
     asked = {"n": 0}
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
         asked["n"] += 1
+        runner.cancel()
+        if runner.prompting:
+            raise KeyboardInterrupt
+        if runner.finishing:
+            _say("\nfinishing: recording the run and releasing its lock…")
+            return
         if asked["n"] > 1:
             raise KeyboardInterrupt
-        print(
-            "\nstopping after the current wait (Ctrl-C again to stop at once)…",
-            file=sys.stderr,
-            flush=True,
+        _say(
+            "\nstopping: nothing new is applied; the current step stops at its next check "
+            "(Ctrl-C again to stop at once)…"
         )
-        runner.cancel()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
@@ -237,12 +339,15 @@ def cmd_run(
 
     if args.resume and args.undo:
         raise RunCommandError("--resume and --undo exclude each other")
-    books = load_runbooks()
+    _check_state_home()
+    books, problems = _loaded_runbooks(args.name)
     book: Runbook | None = None
     if not (args.resume or args.undo):
         if not args.name:
             raise RunCommandError("name the runbook to run (`mignurse runbooks` lists them)")
         book = books.get(args.name)
+        if book is None and args.name in problems:
+            raise RunbookError(problems[args.name])
         if book is None:
             raise RunCommandError(f"no runbook {args.name!r} (known: {', '.join(books) or 'none'})")
         given = parse_assignments(args.param)
@@ -339,6 +444,98 @@ def _print_result(
     print_report(result)
 
 
+# -- unlock --------------------------------------------------------------------------------
+
+
+def cmd_unlock(
+    args: argparse.Namespace,
+    *,
+    connect: Callable[[argparse.Namespace], Any],
+) -> int:
+    from mignurse.cluster.client import ClusterError, Conflict
+    from mignurse.runner.audit import Audit, local_holder
+    from mignurse.runner.lock import (
+        LOCK_ANNOTATION,
+        holder_alive,
+        liveness,
+        lock_resource,
+        read_lock,
+    )
+    from mignurse.runner.render import TerminalConfirmer
+
+    if bool(args.node) == bool(args.cluster):
+        raise RunCommandError("name the locked node, or pass --cluster for the cluster lock")
+    if getattr(args, "read_only", False):
+        raise RunCommandError("--read-only: unlock changes the cluster")
+    client = connect(args)
+    try:
+        if args.node:
+            name = _find_node(client)(args.node)
+            if name is None:
+                raise RunCommandError(f"no node {args.node!r} in context {client.info.context}")
+            target = "node"
+        else:
+            name = client.info.cluster or client.info.context
+            target = "cluster"
+        resource, obj_name, what = lock_resource(target, name)
+        current, version = read_lock(client, resource, obj_name)
+        if current is None:
+            print(f"{what} holds no mignurse lock")
+            return 0
+        now = client.server_now()
+        shown = (
+            f"{what} is locked by {current.get('holder', '?')} (run {current.get('run', '?')}, "
+            f"{current.get('runbook', '?')}; {liveness(current, now)}) until "
+            f"{str(current.get('expires') or '?')[11:16]}Z"
+        )
+        print(shown, file=sys.stderr)
+        alive = holder_alive(current, now)
+        if alive and not args.force:
+            print(
+                f"mignurse: error: its run looks alive ({liveness(current, now)}): stop it "
+                "first, or pass --force if you are sure it is not",
+                file=sys.stderr,
+            )
+            return 1
+        audit = Audit()
+        who = {"local": local_holder(), "kube": client.info.user}
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise RunCommandError(
+                    "stdin is not a terminal, so nobody can confirm: pass --yes to unlock"
+                )
+            if not TerminalConfirmer().confirm(Harm.HIGH, shown, name):
+                audit.write("unlock-declined", str(current.get("run") or ""), target=name, who=who)
+                print(f"{what}: declined, still locked")
+                return 1
+        try:
+            client.patch(
+                resource,
+                obj_name,
+                {"metadata": {"resourceVersion": version, "annotations": {LOCK_ANNOTATION: None}}},
+            )
+        except Conflict:
+            raise RunCommandError(
+                f"{what} changed while you were deciding: run `mignurse unlock` again"
+            ) from None
+        except ClusterError as exc:
+            raise RunCommandError(f"cannot unlock {what}: {exc}") from None
+        audit.write(
+            "unlock",
+            str(current.get("run") or ""),
+            target=name,
+            lock=current,
+            liveness=liveness(current, now),
+            forced=bool(args.force and alive),
+            confirmed="--yes" if args.yes else f"typed {name}",
+            who=who,
+        )
+        print(f"{what}: unlocked (the lock of run {current.get('run', '?')} is removed)")
+        return 0
+    finally:
+        client.close()
+
+
 ERRORS: tuple[type[Exception], ...] = (RunbookError, RunCommandError)
 
 
@@ -354,12 +551,15 @@ def dispatch(
     connect: Callable[[argparse.Namespace], Any],
     is_simulated: Callable[[str | None, str], bool],
 ) -> int:
-    """Run `runbooks`, `run` or `runs`; their user errors become one line and exit 2."""
+    """Run `runbooks`, `run`, `runs` or `unlock`; their user errors become one line and exit
+    2."""
     try:
         if args.command == "runbooks":
             return cmd_runbooks(args)
         if args.command == "runs":
             return cmd_runs(args)
+        if args.command == "unlock":
+            return cmd_unlock(args, connect=connect)
         return cmd_run(args, connect=connect, is_simulated=is_simulated)
     except _runner_errors() as exc:
         if os.environ.get("MIGNURSE_DEBUG") == "1" or getattr(args, "debug", False):

@@ -10,12 +10,23 @@ Decisions:
 - Just before its apply, each step is checked again and planned again (the node may have
   changed since the plan was shown: an earlier step, or another person); the fresh plan
   is the one recorded.
-- Retries only where the step allows (`Action.retries`) and only for a
-  `StepFailed(retryable=True)`; a failed verify is never retried.
-- On failure, a runbook with `undo: on-failure` undoes its completed steps newest first
-  (a step whose verify failed is undone too: its apply did run). Ctrl-C never undoes on
+- A failure that may pass on its own (the API server unreachable, a 5xx, a 429) is read
+  again with backoff in check, plan and verify for up to READ_RETRY_SECONDS; apply is run
+  again only where the step allows (`Action.retries`). A 401, 403, 404 or 409 fails at once.
+- Before every change a step makes (`ctx.intend`): Ctrl-C and a lost lock stop it, and the
+  change and the prior values undo needs are written to the run state and the audit log
+  first. So a run killed just after a write still knows what to put back, and a run that
+  lost its lock changes nothing more.
+- On failure, a runbook with `undo: on-failure` undoes every step that may have changed
+  something, newest first, including one interrupted mid-apply. Ctrl-C never undoes on
   its own: the run is `interrupted`, the lock released, and the operator picks
   `--resume RUN_ID` or `--undo RUN_ID`.
+- Undo reconciles with the cluster (each step's undo changes only what is not back), then
+  reads back that the prior state is there and names what is not. It stops at a step that
+  cannot be undone and says the earlier ones must stay (the instance is being replaced,
+  the GPUs are half repartitioned): the node keeps the safe state they made.
+- The run state is saved before the lock is taken, so a lock never names a run without
+  one; a lock that cannot be released is reported with the command that clears it.
 - No printing here: everything goes to the listener as `RunEvent`s, and the audit log
   and run state are written after every phase.
 """
@@ -33,10 +44,21 @@ from mignurse.cluster.client import NODES, ClusterClient, ClusterError
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.runner import state as st
-from mignurse.runner.audit import Audit, AwsIdentity, local_holder
+from mignurse.runner.audit import AWS_LOOKUP_SECONDS, Audit, AwsIdentity, local_holder
 from mignurse.runner.lock import DEFAULT_TTL, LockError, TargetLock
 from mignurse.runner.schema import Runbook, StepSpec, load_runbooks
-from mignurse.runner.step import Action, Cancelled, Harm, StepContext, StepFailed, StepPlan
+from mignurse.runner.step import (
+    Action,
+    Cancelled,
+    Harm,
+    LockLost,
+    StepContext,
+    StepFailed,
+    StepPlan,
+    transient,
+)
+
+READ_RETRY_SECONDS = 30.0  # how long check, plan and verify ride out API server blips
 
 
 class RunError(Exception):
@@ -150,7 +172,7 @@ class RunResult:
             said = (s.applied or {}).get("summary") or (s.applied or {}).get("bundle")
             if said and s.status in st.DONE:
                 line += f": {said}"
-            if s.error:
+            if s.error and s.error != s.status:
                 line += f": {s.error}"
             if s.undo:
                 line += f" ({s.undo})"
@@ -212,6 +234,10 @@ class Runner:
         self.audit = audit or Audit()
         self.lock_ttl = lock_ttl
         self.cancel_event = threading.Event()
+        self.prompting = False  # a confirmation is on screen: Ctrl-C answers it at once
+        self.finishing = False  # recording the end and releasing the lock: let it finish
+        self.confirmation = ""  # how the run was confirmed, for the audit
+        self._lock_held: TargetLock | None = None
         self.target = str(params.get("node", "")) if book.target == "node" else self._cluster_name()
         self.state = state or st.RunState(
             run_id=st.new_run_id(),
@@ -264,8 +290,12 @@ class Runner:
         return self.state.run_id
 
     def cancel(self) -> None:
-        """Ctrl-C or the app's cancel: the running step stops at its next wait."""
+        """Ctrl-C or the app's cancel: nothing new is applied; a wait stops at once."""
         self.cancel_event.set()
+
+    def _stop_if_cancelled(self) -> None:
+        if self.cancel_event.is_set():
+            raise Cancelled("cancelled")
 
     def _cluster_name(self) -> str:
         return self.client.info.cluster or self.client.info.context
@@ -273,7 +303,9 @@ class Runner:
     def _emit(self, kind: str, step: str = "", message: str = "", **data: Any) -> None:
         self.listener(RunEvent(kind, step, message, data))
 
-    def _ctx(self, spec: StepSpec) -> StepContext:
+    def _ctx(self, spec: StepSpec, phase: str = "apply") -> StepContext:
+        step_state = self.state.step(spec.id)
+        planned = step_state.planned
         return StepContext(
             client=self.client,
             params=self.params,
@@ -287,10 +319,36 @@ class Runner:
             started=time.monotonic(),
             run_id=self.run_id,
             holder=self.holder,
+            # undo's own writes must not add to what the step recorded as prior
+            prior=step_state.prior if phase == "apply" else dict(step_state.prior),
+            saved_plan=StepPlan.from_json(planned) if planned else None,
+            guard=self._guard,
+            journal=self._journal(step_state, phase),
         )
+
+    def _guard(self) -> None:
+        if self._lock_held is not None:
+            self._lock_held.confirm()
+
+    def _journal(
+        self, step_state: st.StepState, phase: str
+    ) -> Callable[[str, dict[str, Any]], None]:
+        def write(event: str, fields: dict[str, Any]) -> None:
+            if event != "intent":
+                self._audit(event, step=step_state.id, **fields)
+            elif phase == "apply":
+                step_state.intents += 1
+                self.state.save()  # the prior values are on disk before the change is sent
+                self._audit("intent", step=step_state.id, **fields)
+            else:
+                self._audit("undo-intent", step=step_state.id, change=fields.get("change"))
+
+        return write
 
     def _audit(self, event: str, **fields: Any) -> None:
         identity = self._identity
+        if event == "finished" and identity is not None:
+            identity.done.wait(AWS_LOOKUP_SECONDS)  # a fast run still records its AWS caller
         if identity is not None and identity.done.is_set() and not self._identity_logged:
             self._identity_logged = True
             if identity.arn:
@@ -304,6 +362,20 @@ class Runner:
             self._identity_logged = True
         return {"local": self.holder, "kube": self.client.info.user, "aws": arn or None}
 
+    def _read(self, ctx: StepContext, step: str, call: Callable[[], Any]) -> Any:
+        """Call a read-only phase, riding out failures that pass on their own."""
+        delay, waited = 0.5, 0.0
+        while True:
+            try:
+                return call()
+            except (StepFailed, ClusterError) as exc:
+                if not transient(exc) or waited >= READ_RETRY_SECONDS or ctx.time_left() <= delay:
+                    raise
+                self._emit("output", step, f"retrying after: {_one_line(exc)}")
+                ctx.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 8.0)
+
     # -- planning ---------------------------------------------------------------------
 
     def plan(self) -> Plan:
@@ -315,17 +387,17 @@ class Runner:
             planned.append(item)
             if step_state.status in st.DONE:
                 continue
-            ctx = self._ctx(spec)
+            ctx = self._ctx(spec, phase="plan")
             try:
-                reason = item.action.check(ctx)
+                reason = self._read(ctx, spec.id, lambda: item.action.check(ctx))  # noqa: B023
                 if reason:
                     item.blocked = reason
                     continue
-                item.plan = item.action.plan(ctx)
-            except StepFailed as exc:
-                item.blocked = str(exc)
-            except ClusterError as exc:
-                item.blocked = str(exc)
+                item.plan = self._read(ctx, spec.id, lambda: item.action.plan(ctx))  # noqa: B023
+            except (StepFailed, ClusterError) as exc:
+                item.blocked = _one_line(exc)
+            except Cancelled:
+                item.blocked = "interrupted while planning"
         harm = max(
             (p.action.harm for p in planned if p.action.mutates and p.status not in st.DONE),
             default=Harm.NONE,
@@ -333,23 +405,54 @@ class Runner:
         return Plan(self.book, self.target, planned, harm)
 
     def _confirm(self, plan: Plan) -> bool:
-        if self.yes or plan.harm == Harm.NONE:
+        if plan.harm == Harm.NONE:
+            self.confirmation = self.confirmation or "not needed (no change)"
+            return True
+        if self.yes:
+            self.confirmation = self.confirmation or "--yes"
             return True
         if self.confirmer is None:
             raise RunError("this runbook changes the cluster: confirm it, or pass --yes")
         word = self.target if plan.harm >= Harm.HIGH else "y"
-        return self.confirmer.confirm(plan.harm, plan.text(), word)
+        return self._ask(plan.harm, plan.text(), word)
+
+    def _ask(self, harm: Harm, text: str, word: str) -> bool:
+        assert self.confirmer is not None
+        self.prompting = True
+        try:
+            answer = self.confirmer.confirm(harm, text, word)
+        except KeyboardInterrupt:
+            answer = False
+        finally:
+            self.prompting = False
+        if answer and not self.cancel_event.is_set():
+            self.confirmation = f"typed {word}" if harm >= Harm.HIGH else "answered y"
+            return True
+        return False
+
+    def _declined(self, plan: Plan | None) -> RunResult:
+        why = (
+            "interrupted before the first change: nothing changed"
+            if self.cancel_event.is_set()
+            else ""
+        )
+        self._audit(
+            "declined", runbook=self.book.name, target=self.target, who=self._who(), reason=why
+        )
+        return RunResult(self.run_id, "declined", plan, self.state.steps, error=why)
 
     # -- running ----------------------------------------------------------------------
 
     def run(self, *, dry_run: bool = False) -> RunResult:
         """Plan, show, confirm, then apply every step (a fresh run or a resume)."""
-        resuming = any(s.status != st.PENDING for s in self.state.steps)
+        resuming = any(s.status != st.PENDING or s.intents for s in self.state.steps)
         if resuming:
             self._check_resumable()
         self._identity = AwsIdentity()
         plan = self.plan()
         self._emit("plan", message=plan.text(), plan=plan)
+        if self.cancel_event.is_set():
+            return self._declined(plan)  # Ctrl-C while planning: nothing changed
         if plan.blocked:
             first = plan.blocked[0]
             why = f"step {first.spec.id} cannot run: {first.blocked}"
@@ -359,6 +462,8 @@ class Runner:
                 target=self.target,
                 reason=why,
                 params=self.params,
+                resume=resuming,
+                who=self._who(),
             )
             return self._finish_result("blocked", plan, error=why)
         if dry_run:
@@ -372,9 +477,17 @@ class Runner:
                 plan=plan.to_json(),
             )
             return RunResult(self.run_id, "dry-run", plan, self.state.steps)
-        if not self._confirm(plan):
-            self._audit("declined", runbook=self.book.name, target=self.target, who=self._who())
-            return RunResult(self.run_id, "declined", plan, self.state.steps)
+        if not self._confirm(plan) or self.cancel_event.is_set():
+            return self._declined(plan)
+        for item in plan.steps:
+            step_state = self.state.step(item.spec.id)
+            if item.plan is not None and step_state.planned is None:
+                step_state.planned = item.plan.to_json()
+        previous = self.state.status
+        self.state.status = st.RUNNING
+        self.state.pid = os.getpid()
+        self.state.host = st.this_host()
+        self.state.save()  # before the lock: a lock always names a run that has a state
         lock = self._lock()
         notices: list[str] = []
         try:
@@ -383,16 +496,27 @@ class Runner:
                 if notice:
                     notices.append(notice)
                     self._emit("notice", message=notice)
-                lock.start_renewing(
-                    lambda: self._emit("notice", message="the lock was lost (taken over)")
-                )
         except LockError as exc:
-            self._audit("refused", runbook=self.book.name, target=self.target, reason=str(exc))
+            self._audit(
+                "refused",
+                runbook=self.book.name,
+                target=self.target,
+                reason=str(exc),
+                resume=resuming,
+                who=self._who(),
+            )
+            if resuming:
+                self.state.status = previous
+                self.state.save()
+            else:
+                self.state.delete()  # never started: nothing to resume or undo
             return RunResult(self.run_id, "blocked", plan, self.state.steps, error=str(exc))
+        if lock is not None and lock.held:
+            lock.start_renewing(
+                lambda: self._emit("notice", message=lock.lost or "the lock was lost")
+            )
+        self._lock_held = lock
         try:
-            self.state.status = st.RUNNING
-            self.state.pid = os.getpid()
-            self.state.save()
             self._audit(
                 "resumed" if resuming else "started",
                 runbook=self.book.name,
@@ -401,14 +525,24 @@ class Runner:
                 cluster=self.client.info.cluster,
                 params=self.params,
                 who=self._who(),
+                confirmed=self.confirmation,
                 notices=notices,
             )
             result = self._run_steps(plan)
-            result.notices = notices + result.notices
-            return result
+        except KeyboardInterrupt:
+            result = self._interrupted(plan, "")
         finally:
-            if lock is not None:
-                lock.release()
+            self.finishing = True
+            self._lock_held = None
+            left = lock.release() if lock is not None else None
+        self._lock_left(result, left)
+        result.notices = notices + result.notices
+        return result
+
+    def _lock_left(self, result: RunResult, left: str | None) -> None:
+        if left:
+            result.notices.append(left)
+            self._audit("lock-left", target=self.target, detail=left)
 
     def _check_resumable(self) -> None:
         status = self.state.status
@@ -417,7 +551,9 @@ class Runner:
         if status == st.RUN_UNDONE:
             raise RunError(f"run {self.run_id} was undone: start a new run instead")
         if status == st.RUNNING and self.state.alive():
-            raise RunError(f"run {self.run_id} is still running (pid {self.state.pid})")
+            raise RunError(
+                f"run {self.run_id} is still running (pid {self.state.pid} on {self.state.host})"
+            )
 
     def _lock(self) -> TargetLock | None:
         if not self.book.mutates:
@@ -433,23 +569,29 @@ class Runner:
         )
 
     def _run_steps(self, plan: Plan) -> RunResult:
-        for item in plan.steps:
-            step_state = self.state.step(item.spec.id)
-            if step_state.status in st.DONE:
-                continue
-            if step_state.status == st.APPLIED and step_state.applied is not None:
-                # Killed between apply and verify: verify decides whether it is done.
-                outcome = self._verify_only(item, step_state)
-                if outcome == st.VERIFIED:
+        current = ""
+        try:
+            for item in plan.steps:
+                current = item.spec.id
+                step_state = self.state.step(current)
+                if step_state.status in st.DONE:
                     continue
-            try:
+                self._stop_if_cancelled()
+                # Killed between apply and verify: verify decides whether it is done.
+                if (
+                    step_state.status == st.APPLIED
+                    and step_state.applied is not None
+                    and self._verify_only(item, step_state) == st.VERIFIED
+                ):
+                    continue
                 self._run_step(item, step_state)
-            except Cancelled:
-                return self._interrupted(plan, item.spec.id)
-            except KeyboardInterrupt:
-                return self._interrupted(plan, item.spec.id)
-            if step_state.status == st.FAILED:
-                return self._failed(plan, step_state)
+                if step_state.status == st.FAILED:
+                    return self._failed(plan, step_state)
+        except (Cancelled, KeyboardInterrupt):
+            return self._interrupted(plan, current)
+        except LockLost as exc:
+            return self._lock_lost(plan, current, str(exc))
+        self.finishing = True
         self.state.status = st.SUCCEEDED
         self.state.save()
         self._audit("finished", outcome=st.SUCCEEDED, report=self._report())
@@ -459,7 +601,11 @@ class Runner:
         ctx = self._ctx(item.spec)
         step_plan = StepPlan.from_json(step_state.plan or {})
         try:
-            problem = item.action.verify(ctx, step_plan, step_state.applied or {})
+            problem = self._read(
+                ctx,
+                item.spec.id,
+                lambda: item.action.verify(ctx, step_plan, step_state.applied or {}),
+            )
         except (StepFailed, ClusterError) as exc:
             problem = str(exc)
         if problem is None:
@@ -477,10 +623,10 @@ class Runner:
         self._emit("step-started", spec.id, action.title)
         ctx = self._ctx(spec)
         try:
-            reason = action.check(ctx)
+            reason = self._read(ctx, spec.id, lambda: action.check(ctx))
             if reason:
                 raise StepFailed(f"precondition: {reason}")
-            step_plan = action.plan(ctx)
+            step_plan = self._read(ctx, spec.id, lambda: action.plan(ctx))
             step_state.plan = step_plan.to_json()
             if step_plan.nothing_to_do:
                 step_state.status = st.SKIPPED
@@ -488,23 +634,24 @@ class Runner:
                 self.outputs[spec.id] = step_state.applied
                 self._step_done(step_state, "nothing to do")
                 return
+            ctx.check_cancel()
             applied = self._apply(action, ctx, step_plan, step_state)
             step_state.applied = applied
             step_state.status = st.APPLIED
             self.outputs[spec.id] = applied
             self.state.save()
-            problem = action.verify(ctx, step_plan, applied)
+            problem = self._read(ctx, spec.id, lambda: action.verify(ctx, step_plan, applied))
             if problem:
                 raise StepFailed(f"verify: {problem}")
             step_state.status = st.VERIFIED
             self._step_done(step_state, "verified")
-        except StepFailed as exc:
+        except (StepFailed, ClusterError) as exc:
             self._step_failed(step_state, str(exc))
-        except ClusterError as exc:
-            self._step_failed(step_state, str(exc))
-        except Cancelled:
-            step_state.error = "interrupted"
-            self.state.save()
+        except (Cancelled, KeyboardInterrupt, LockLost) as exc:
+            if step_state.status != st.APPLIED:
+                step_state.status = st.STOPPED if step_state.touched else st.PENDING
+            step_state.error = str(exc) if isinstance(exc, LockLost) else "interrupted"
+            self._record_step(step_state, error=step_state.error)
             raise
 
     def _apply(
@@ -516,10 +663,10 @@ class Runner:
             self.state.save()
             try:
                 return action.apply(ctx, step_plan)
-            except StepFailed as exc:
-                if not exc.retryable or attempt == attempts or ctx.time_left() <= 0:
+            except (StepFailed, ClusterError) as exc:
+                if not transient(exc) or attempt == attempts or ctx.time_left() <= 0:
                     raise
-                self._emit("output", step_state.id, f"retrying after: {exc}")
+                self._emit("output", step_state.id, f"retrying after: {_one_line(exc)}")
                 ctx.sleep(min(2.0 * attempt, max(0.0, ctx.time_left())))
         raise StepFailed("no attempt left")  # pragma: no cover - the loop returns or raises
 
@@ -539,6 +686,7 @@ class Runner:
             **extra,
             plan=step_state.plan,
             applied=step_state.applied,
+            prior=step_state.prior or None,
             started=step_state.started,
             finished=step_state.finished,
             attempts=step_state.attempts,
@@ -555,25 +703,62 @@ class Runner:
         self.state.status = st.RUN_FAILED
         self.state.error = f"step {failed.id} failed: {failed.error}"
         self.state.save()
+        notices: list[str] = []
         if self.book.undo == "on-failure":
-            self._undo_steps()
-            if all(s.status != st.UNDO_FAILED for s in self.state.steps):
+            try:
+                items, barrier = self._undo_list()
+                problems = self._undo_items(items)
+            except (Cancelled, KeyboardInterrupt):
+                problems, barrier = ["the undo was stopped by Ctrl-C"], ""
+            except LockLost as exc:
+                problems, barrier = [str(exc)], ""
+            if barrier:
+                problems.append(_barrier_refusal(barrier, self._kept(barrier)))
+                notices.append(_kept_notice(self.run_id, barrier))
+            if problems:
+                self.state.error += "; undo incomplete: " + "; ".join(problems)
+            else:
                 self.state.status = st.RUN_UNDONE
-            self.state.save()
+        self.finishing = True
+        self.state.save()
         self._audit(
             "finished", outcome=self.state.status, error=self.state.error, report=self._report()
         )
-        return self._finish_result(self.state.status, plan, error=self.state.error)
+        result = self._finish_result(self.state.status, plan, error=self.state.error)
+        result.notices += notices
+        return result
 
-    def _interrupted(self, plan: Plan, step_id: str) -> RunResult:
+    def _interrupted(self, plan: Plan | None, step_id: str) -> RunResult:
+        self.finishing = True
         self.state.status = st.INTERRUPTED
-        self.state.error = f"interrupted during step {step_id}"
+        self.state.error = f"interrupted during step {step_id}" if step_id else "interrupted"
         self.state.save()
         self._audit("finished", outcome=st.INTERRUPTED, step=step_id, report=self._report())
         result = self._finish_result(st.INTERRUPTED, plan, error=self.state.error)
+        midway = [s.id for s in self.state.steps if s.status == st.STOPPED]
+        if midway:
+            result.notices.append(
+                f"step {midway[0]} stopped after announcing a change, which may have been "
+                "made: resume and undo both read the cluster to settle it"
+            )
         result.notices.append(
             f"nothing was undone; continue with `mignurse run --resume {self.run_id}` or "
             f"undo the completed steps with `mignurse run --undo {self.run_id}`"
+        )
+        return result
+
+    def _lock_lost(self, plan: Plan, step_id: str, why: str) -> RunResult:
+        self.finishing = True
+        self.state.status = st.RUN_FAILED
+        self.state.error = f"step {step_id} stopped: {why}; nothing more was changed"
+        self.state.save()
+        self._audit(
+            "finished", outcome=st.RUN_FAILED, step=step_id, error=why, report=self._report()
+        )
+        result = self._finish_result(st.RUN_FAILED, plan, error=self.state.error)
+        result.notices.append(
+            "nothing was undone: another run holds the target now; once it has finished, "
+            f"`mignurse run --undo {self.run_id}` or `mignurse run --resume {self.run_id}`"
         )
         return result
 
@@ -587,44 +772,73 @@ class Runner:
 
     # -- undo -------------------------------------------------------------------------
 
-    def _undo_steps(self) -> None:
-        """Undo applied steps newest first; each result is recorded, none stops the rest."""
+    def _undo_list(self) -> tuple[list[UndoItem], str]:
+        """The steps to undo, newest first, and the barrier ("step: why") before which
+        undo stops, or "". Read-only."""
+        items: list[UndoItem] = []
         for spec in reversed(self.book.steps):
             step_state = self.state.step(spec.id)
-            if step_state.applied is None or step_state.status not in (
-                st.APPLIED,
-                st.VERIFIED,
-                st.FAILED,
-                st.UNDO_FAILED,
-            ):
+            if not step_state.touched or step_state.status in (st.UNDONE, st.NOT_UNDOABLE):
                 continue
             action = spec.make()
             if not action.mutates:
                 continue
+            record = {**(step_state.applied or {}), **step_state.prior}
+            step_plan = StepPlan.from_json(step_state.plan or step_state.planned or {})
+            if not action.can_undo:
+                ctx = self._ctx(spec, phase="undo")
+                try:
+                    barrier = self._read(
+                        ctx,
+                        spec.id,
+                        lambda: action.undo_barrier(ctx, step_plan, record),  # noqa: B023
+                    )
+                except (StepFailed, ClusterError) as exc:
+                    barrier = f"cannot tell what it left behind ({_one_line(exc)})"
+                if barrier:
+                    return items, f"{spec.id}: {barrier}"
+            items.append(UndoItem(spec, action, step_state, record, step_plan))
+        return items, ""
+
+    def _undo_items(self, items: list[UndoItem]) -> list[str]:
+        """Undo each item; returns what could not be restored, one line each."""
+        problems: list[str] = []
+        for item in items:
+            self._stop_if_cancelled()
+            spec, action, step_state = item.spec, item.action, item.step
             self._emit("undo-started", spec.id, f"undo {action.title.lower()}")
             if not action.can_undo:
                 step_state.undo = "cannot be undone"
                 if step_state.status != st.FAILED:
                     step_state.status = st.NOT_UNDOABLE
+                self.state.save()
                 self._emit("undo-finished", spec.id, step_state.undo, status=step_state.status)
                 self._audit("undo", step=spec.id, result=step_state.undo)
                 continue
-            ctx = self._ctx(spec)
-            ctx.cancel = threading.Event()  # undo runs even after a Ctrl-C stopped the run
+            ctx = self._ctx(spec, phase="undo")
             try:
-                action.undo(ctx, StepPlan.from_json(step_state.plan or {}), step_state.applied)
-            except (StepFailed, ClusterError, Cancelled) as exc:
+                action.undo(ctx, item.plan, item.record)
+                left = self._read(ctx, spec.id, lambda: action.undone(ctx, item.plan, item.record))  # noqa: B023
+            except (StepFailed, ClusterError) as exc:
+                left = None
                 step_state.status = st.UNDO_FAILED
-                step_state.undo = f"undo failed: {' '.join(str(exc).split())}"
+                step_state.undo = f"undo failed: {_one_line(exc)}"
+                problems.append(f"{spec.id}: {_one_line(exc)}")
             else:
-                step_state.status = st.UNDONE
-                step_state.undo = "undone"
+                if left:
+                    step_state.status = st.UNDO_FAILED
+                    step_state.undo = f"not restored: {_one_line(left)}"
+                    problems.append(f"{spec.id}: {_one_line(left)}")
+                else:
+                    step_state.status = st.UNDONE
+                    step_state.undo = "undone"
             self.state.save()
-            self._audit("undo", step=spec.id, result=step_state.undo)
+            self._audit("undo", step=spec.id, result=step_state.undo, status=step_state.status)
             self._emit("undo-finished", spec.id, step_state.undo, status=step_state.status)
+        return problems
 
     def undo(self) -> RunResult:
-        """`--undo RUN_ID`: undo the completed steps of a failed or interrupted run."""
+        """`--undo RUN_ID`: undo what a failed or interrupted run changed."""
         status = self.state.status
         if status == st.RUN_UNDONE:
             raise RunError(f"run {self.run_id} is already undone")
@@ -634,42 +848,139 @@ class Runner:
                 "(run the opposite runbook instead)"
             )
         if status == st.RUNNING and self.state.alive():
-            raise RunError(f"run {self.run_id} is still running (pid {self.state.pid})")
+            raise RunError(
+                f"run {self.run_id} is still running (pid {self.state.pid} on {self.state.host})"
+            )
         self._identity = AwsIdentity()
-        undoable = [
-            spec.make()
-            for spec in self.book.steps
-            if self.state.step(spec.id).applied is not None
-            and self.state.step(spec.id).status
-            in (st.APPLIED, st.VERIFIED, st.FAILED, st.UNDO_FAILED)
-        ]
-        harm = max((a.harm for a in undoable if a.mutates and a.can_undo), default=Harm.NONE)
+        items, barrier = self._undo_list()
+        undoable = [i for i in items if i.action.can_undo]
+        if barrier and not undoable:
+            why = _barrier_refusal(barrier, self._kept(barrier))
+            self._audit(
+                "refused",
+                runbook=self.book.name,
+                target=self.target,
+                reason=why,
+                undo=True,
+                who=self._who(),
+            )
+            result = self._finish_result("blocked", None, error=why)
+            result.notices.append(_kept_notice(self.run_id, barrier))
+            return result
+        harm = max((i.action.harm for i in undoable), default=Harm.NONE)
         lines = [f"undo run {self.run_id} ({self.book.name} on {self.target}), newest first:"]
-        lines += [f"  undo {a.title.lower()}" for a in reversed(undoable) if a.mutates]
+        for item in items:
+            verb = "undo" if item.action.can_undo else "keep (cannot be undone)"
+            lines.append(f"  {verb} {item.action.title.lower()}")
+        if barrier:
+            lines.append(f"  stop at {barrier}: the steps before it stay as they are")
         text = "\n".join(lines)
         self._emit("notice", message=text)
         if harm > Harm.NONE and not self.yes:
             if self.confirmer is None:
                 raise RunError("undo changes the cluster: confirm it, or pass --yes")
             word = self.target if harm >= Harm.HIGH else "y"
-            if not self.confirmer.confirm(harm, text, word):
-                return RunResult(self.run_id, "declined", None, self.state.steps)
+            if not self._ask(harm, text, word):
+                return self._declined(None)
+        elif self.yes:
+            self.confirmation = self.confirmation or "--yes"
         lock = self._lock()
         if lock is not None:
             try:
                 lock.acquire()
             except LockError as exc:
+                self._audit(
+                    "refused",
+                    runbook=self.book.name,
+                    target=self.target,
+                    reason=str(exc),
+                    undo=True,
+                    who=self._who(),
+                )
                 return RunResult(self.run_id, "blocked", None, self.state.steps, error=str(exc))
+        self._lock_held = lock
         try:
             self.state.pid = os.getpid()
-            self._audit("undo-started", runbook=self.book.name, target=self.target, who=self._who())
-            self._undo_steps()
-            failed = [s for s in self.state.steps if s.status == st.UNDO_FAILED]
-            self.state.status = st.RUN_FAILED if failed else st.RUN_UNDONE
-            self.state.save()
-            self._audit("finished", outcome=self.state.status, report=self._report())
-            error = f"undo of {failed[0].id} failed" if failed else ""
-            return self._finish_result(self.state.status, None, error=error)
+            self.state.host = st.this_host()
+            self._audit(
+                "undo-started",
+                runbook=self.book.name,
+                target=self.target,
+                who=self._who(),
+                confirmed=self.confirmation,
+            )
+            result = self._undo_run(items, barrier)
         finally:
-            if lock is not None:
-                lock.release()
+            self.finishing = True
+            self._lock_held = None
+            left = lock.release() if lock is not None else None
+        self._lock_left(result, left)
+        return result
+
+    def _undo_run(self, items: list[UndoItem], barrier: str) -> RunResult:
+        try:
+            problems = self._undo_items(items)
+        except (Cancelled, KeyboardInterrupt, LockLost) as exc:
+            self.finishing = True
+            why = str(exc) if isinstance(exc, LockLost) else "stopped by Ctrl-C"
+            self.state.save()  # the run keeps its status; the steps say what was undone
+            self._audit("finished", outcome="undo-interrupted", error=why, report=self._report())
+            result = self._finish_result(
+                st.INTERRUPTED, None, error=f"undo {why}: nothing more was changed"
+            )
+            result.notices.append(f"`mignurse run --undo {self.run_id}` undoes the rest")
+            return result
+        self.finishing = True
+        if barrier:
+            problems.append(_barrier_refusal(barrier, self._kept(barrier)))
+        self.state.status = st.RUN_FAILED if problems else st.RUN_UNDONE
+        error = "undo incomplete: " + "; ".join(problems) if problems else ""
+        if problems:
+            self.state.error = error
+        self.state.save()
+        self._audit("finished", outcome=self.state.status, error=error, report=self._report())
+        result = self._finish_result(self.state.status, None, error=error)
+        if barrier:
+            result.notices.append(_kept_notice(self.run_id, barrier))
+        return result
+
+    def _kept(self, barrier: str) -> list[str]:
+        """The steps that stay as they are: the barrier's and every touched one before it."""
+        stop = barrier.split(":", 1)[0]
+        kept: list[str] = []
+        for spec in self.book.steps:
+            step_state = self.state.step(spec.id)
+            if step_state.touched and spec.make().mutates:
+                kept.append(spec.id)
+            if spec.id == stop:
+                break
+        return kept
+
+
+@dataclass
+class UndoItem:
+    spec: StepSpec
+    action: Action
+    step: st.StepState
+    record: dict[str, Any]
+    plan: StepPlan
+
+
+def _barrier_refusal(barrier: str, kept: list[str]) -> str:
+    step, _, why = barrier.partition(": ")
+    return (
+        f"cannot be undone past step {step}: {why}; the steps before it "
+        f"({', '.join(kept)}) stay as they are, the safe state"
+    )
+
+
+def _kept_notice(run_id: str, barrier: str) -> str:
+    step = barrier.split(":", 1)[0]
+    return (
+        f"undo stops at step {step}; `mignurse run --resume {run_id}` continues the run from "
+        "where it stopped"
+    )
+
+
+def _one_line(exc: object) -> str:
+    return " ".join(str(exc).split())

@@ -2,20 +2,32 @@
 cluster` runbooks, on the `kube-system` Namespace).
 
 Decisions:
-- The value is JSON {holder, run, runbook, expires}; it is taken and released with a merge
-  patch that carries `metadata.resourceVersion`, so two operators racing for one node
-  cannot both win: the loser gets 409, reads again, and finds the winner's lock.
-- A live lock of another run is a refusal naming its holder; an expired one may be taken
-  over (and the run says so). The same run (a resume) takes its own lock back.
+- The value is JSON {holder, run, runbook, expires, host, pid, renewed}; it is taken and
+  released with a merge patch that carries `metadata.resourceVersion`, so two operators
+  racing for one node cannot both win: the loser gets 409, reads again, and finds the
+  winner's lock.
+- A live lock of another run is a refusal naming its holder and whether the holder still
+  lives: its process on this host (pid), or only its last renewal when it ran elsewhere, and
+  `mignurse unlock` for a dead one. An expired lock may be taken over (and the run says so).
+  The same run (a resume) takes its own lock back.
 - Expiry is on the API server's clock (Date headers), not the laptop's. Long runs renew
   it from a background thread; a lock released or taken over by someone else is never
   overwritten by a renewal.
+- Before every change a step makes, `confirm()` reads the lock back: a run that was stopped
+  (SIGSTOP, a suspended laptop) past its expiry while another run took the node over stops
+  with "lock lost" instead of changing the node under the other run.
+- A blip of the API server (5xx, unreachable) is tried again for a few seconds when taking
+  and releasing; a lock that still cannot be released is reported with its expiry and the
+  `mignurse unlock` command, never silently left.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,13 +38,18 @@ from mignurse.cluster.client import (
     ClusterClient,
     ClusterError,
     Conflict,
+    NotFound,
     Resource,
 )
+from mignurse.runner.state import process_alive
+from mignurse.runner.step import LockLost, StepFailed, transient
 
 LOCK_ANNOTATION = "mignurse.io/lock"
 DEFAULT_TTL = 900.0  # seconds; renewed every TTL/3 while the run lives
 CLUSTER_LOCK_NAMESPACE = "kube-system"
 _TRIES = 5
+BLIP_SECONDS = 8.0  # how long taking or releasing the lock rides out API server errors
+CONFIRM_CACHE_SECONDS = 0.5  # a lock read back this recently is not read again
 
 
 class LockError(Exception):
@@ -48,6 +65,68 @@ def _parse_time(text: str) -> datetime | None:
         return None
 
 
+def _stamp(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def lock_resource(target: str, name: str) -> tuple[Resource, str, str]:
+    """(resource, object name, words) holding the lock of a node or a cluster target."""
+    if target == "node":
+        return NODES, name, f"node {name}"
+    return NAMESPACES, CLUSTER_LOCK_NAMESPACE, f"cluster {name}"
+
+
+def read_lock(
+    client: ClusterClient, resource: Resource, name: str
+) -> tuple[dict[str, Any] | None, str]:
+    """(the parsed lock or None, the object's resourceVersion)."""
+    obj = client.get(resource, name)
+    meta = obj.get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(LOCK_ANNOTATION)
+    current: dict[str, Any] | None = None
+    if raw:
+        try:
+            parsed = json.loads(raw)
+            current = parsed if isinstance(parsed, dict) else {"holder": str(raw)}
+        except ValueError:
+            current = {"holder": str(raw)}
+    return current, str(meta.get("resourceVersion") or "")
+
+
+def liveness(current: dict[str, Any], now: datetime) -> str:
+    """Whether the lock's holder still lives, as far as this machine can tell (one phrase)."""
+    renewed = _parse_time(str(current.get("renewed") or ""))
+    when = f"last renewed {_age(now - renewed)} ago" if renewed else "renewal time unknown"
+    pid, host = current.get("pid"), str(current.get("host") or "")
+    if not host or not isinstance(pid, int):
+        return f"its process is unknown (an older mignurse), {when}"
+    if host == socket.gethostname():
+        state = "still running" if process_alive(pid) else "gone"
+        return f"pid {pid} on {host}: {state}, {when}"
+    return f"pid {pid} on {host} (another machine: cannot tell whether it runs), {when}"
+
+
+def holder_alive(current: dict[str, Any], now: datetime, ttl: float = DEFAULT_TTL) -> bool | None:
+    """True when the holder runs here, False when it is gone here or stopped renewing
+    elsewhere, None when nothing tells (an older lock without pid and renewal)."""
+    pid, host = current.get("pid"), str(current.get("host") or "")
+    if host == socket.gethostname() and isinstance(pid, int):
+        return process_alive(pid)
+    renewed = _parse_time(str(current.get("renewed") or ""))
+    if renewed is None:
+        return None
+    return (now - renewed).total_seconds() <= 2 * max(1.0, ttl / 3) + 5
+
+
+def _age(delta: timedelta) -> str:
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
 class TargetLock:
     def __init__(
         self,
@@ -61,14 +140,17 @@ class TargetLock:
         ttl: float = DEFAULT_TTL,
     ) -> None:
         self.client = client
-        self.resource: Resource = NODES if target == "node" else NAMESPACES
-        self.name = name if target == "node" else CLUSTER_LOCK_NAMESPACE
-        self.what = f"node {name}" if target == "node" else f"cluster {name}"
+        self.resource, self.name, self.what = lock_resource(target, name)
+        self.target_name = name
+        self.target = target
         self.holder = holder
         self.run_id = run_id
         self.runbook = runbook
         self.ttl = ttl
         self.held = False
+        self.absent = False  # the node is gone (replaced): there is nothing to lock
+        self.lost = ""  # why the lock is no longer ours, once that is known
+        self._confirmed = 0.0  # monotonic time of the last read that found it ours
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._guard = threading.Lock()
@@ -76,26 +158,19 @@ class TargetLock:
     # -- reading ----------------------------------------------------------------------
 
     def _read(self) -> tuple[dict[str, Any] | None, str]:
-        obj = self.client.get(self.resource, self.name)
-        meta = obj.get("metadata") or {}
-        raw = (meta.get("annotations") or {}).get(LOCK_ANNOTATION)
-        current: dict[str, Any] | None = None
-        if raw:
-            try:
-                parsed = json.loads(raw)
-                current = parsed if isinstance(parsed, dict) else {"holder": str(raw)}
-            except ValueError:
-                current = {"holder": str(raw)}
-        return current, str(meta.get("resourceVersion") or "")
+        return read_lock(self.client, self.resource, self.name)
 
     def _value(self) -> str:
-        expires = self.client.server_now() + timedelta(seconds=self.ttl)
+        now = self.client.server_now()
         return json.dumps(
             {
                 "holder": self.holder,
                 "run": self.run_id,
                 "runbook": self.runbook,
-                "expires": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "expires": _stamp(now + timedelta(seconds=self.ttl)),
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "renewed": _stamp(now),
             },
             separators=(",", ":"),
         )
@@ -118,7 +193,9 @@ class TargetLock:
 
         Raises LockError naming the holder when another run holds it."""
         notice = None
-        for _ in range(_TRIES):
+        deadline = time.monotonic() + BLIP_SECONDS
+        conflicts = 0
+        while True:
             try:
                 current, version = self._read()
                 if current and current.get("run") != self.run_id:
@@ -131,18 +208,86 @@ class TargetLock:
                     )
                 self._patch(version, self._value())
             except Conflict:
+                conflicts += 1
+                if conflicts >= _TRIES:
+                    raise LockError(
+                        f"cannot lock {self.what}: it keeps changing under us; try again"
+                    ) from None
                 continue
+            except NotFound:
+                if self.resource is not NODES:
+                    raise LockError(f"cannot lock {self.what}: it does not exist") from None
+                # A replaced node: no other run can act on it either.
+                self.absent = True
+                return f"{self.what} no longer exists: there is no lock to take"
             except ClusterError as exc:
+                if transient(exc) and time.monotonic() < deadline:
+                    time.sleep(1.0)
+                    continue
                 raise LockError(f"cannot lock {self.what}: {exc}") from None
             self.held = True
+            self.lost = ""
+            self._confirmed = time.monotonic()
             return notice
-        raise LockError(f"cannot lock {self.what}: it keeps changing under us; try again")
 
     def held_by(self, current: dict[str, Any]) -> str:
+        now = self.client.server_now()
         return (
             f"{self.what} is locked by {current.get('holder', '?')} (run "
-            f"{current.get('run', '?')}, {current.get('runbook', '?')}) until {_short(current)}"
+            f"{current.get('run', '?')}, {current.get('runbook', '?')}; "
+            f"{liveness(current, now)}) until {_short(current)}; if that run is dead, "
+            f"`{unlock_command(self.target, self.target_name)}` clears it"
         )
+
+    def confirm(self) -> None:
+        """Before a change: raise LockLost unless the lock is still this run's on the API
+        server. A lock whose time ran out while nobody took it is renewed on the spot."""
+        with self._guard:
+            if self.absent:
+                return
+            if not self.held:
+                raise LockLost(
+                    self.lost or f"lock lost: {self.what} is no longer locked by run {self.run_id}"
+                )
+            if time.monotonic() - self._confirmed < CONFIRM_CACHE_SECONDS:
+                return
+            for _ in range(_TRIES):
+                try:
+                    current, version = self._read()
+                except NotFound:
+                    self._lose(None)
+                    raise LockLost(f"lock lost: {self.what} no longer exists") from None
+                except ClusterError as exc:
+                    raise StepFailed(
+                        f"cannot read the lock on {self.what} before a change: {exc}",
+                        retryable=transient(exc),
+                    ) from None
+                if not current or current.get("run") != self.run_id:
+                    self._lose(current)
+                    raise LockLost(self.lost)
+                if self._expired(current):
+                    try:
+                        self._patch(version, self._value())
+                    except Conflict:
+                        continue
+                    except ClusterError as exc:
+                        raise StepFailed(
+                            f"cannot renew the expired lock on {self.what}: {exc}",
+                            retryable=transient(exc),
+                        ) from None
+                self._confirmed = time.monotonic()
+                return
+            raise LockLost(f"lock lost: {self.what} keeps changing under this run")
+
+    def _lose(self, current: dict[str, Any] | None) -> None:
+        self.held = False
+        if current:
+            self.lost = (
+                f"lock lost: {self.what} is now locked by {current.get('holder', '?')} (run "
+                f"{current.get('run', '?')}, {current.get('runbook', '?')})"
+            )
+        else:
+            self.lost = f"lock lost: {self.what} is no longer locked by run {self.run_id}"
 
     def renew(self) -> bool:
         """Push the expiry forward; False when the lock is no longer ours."""
@@ -153,7 +298,7 @@ class TargetLock:
                 try:
                     current, version = self._read()
                     if not current or current.get("run") != self.run_id:
-                        self.held = False
+                        self._lose(current)
                         return False
                     self._patch(version, self._value())
                     return True
@@ -163,23 +308,53 @@ class TargetLock:
                     return True  # a blip: the lock is still ours until it expires
             return True
 
-    def release(self) -> None:
-        """Remove the lock if it is still ours (also after a failure); never raises."""
+    def release(self) -> str | None:
+        """Remove the lock if it is still ours (also after a failure); never raises. Returns
+        None, or one line saying the lock is left and how to clear it."""
         self.stop_renewing()
         with self._guard:
             if not self.held:
-                return
-            for _ in range(_TRIES):
+                return None
+            deadline = time.monotonic() + BLIP_SECONDS
+            problem = ""
+            conflicts = 0
+            while True:
                 try:
                     current, version = self._read()
                     if current and current.get("run") == self.run_id:
                         self._patch(version, None)
                     break
                 except Conflict:
-                    continue
-                except ClusterError:
-                    break  # it expires on its own
+                    conflicts += 1
+                    if conflicts >= _TRIES:
+                        problem = "it kept changing"
+                        break
+                except NotFound:
+                    break  # the node is gone, and its lock with it
+                except ClusterError as exc:
+                    problem = " ".join(str(exc).split())
+                    if not transient(exc) or time.monotonic() >= deadline:
+                        break
+                    time.sleep(1.0)
             self.held = False
+            if not problem or self._released_anyway():
+                return None
+            expires = _stamp(self.client.server_now() + timedelta(seconds=self.ttl))
+            return (
+                f"the lock on {self.what} could not be released ({problem}): it expires by "
+                f"{expires[11:16]}Z, or `{unlock_command(self.target, self.target_name)}` "
+                "clears it now"
+            )
+
+    def _released_anyway(self) -> bool:
+        """After errors: whether the lock is gone after all (the answer was lost)."""
+        try:
+            current, _version = self._read()
+        except NotFound:
+            return True
+        except ClusterError:
+            return False
+        return not current or current.get("run") != self.run_id
 
     def start_renewing(self, on_lost: Callable[[], None] | None = None) -> None:
         def loop() -> None:
@@ -198,6 +373,10 @@ class TargetLock:
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join(timeout=5)
         self._renewer = None
+
+
+def unlock_command(target: str, name: str) -> str:
+    return f"mignurse unlock {name}" if target == "node" else "mignurse unlock --cluster"
 
 
 def _short(current: dict[str, Any]) -> str:

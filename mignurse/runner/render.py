@@ -12,7 +12,7 @@ Decisions:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from rich.console import Console
@@ -21,6 +21,7 @@ from rich.table import Table
 
 from mignurse.runner.engine import Plan, RunEvent, RunResult
 from mignurse.runner.schema import Runbook
+from mignurse.runner.state import RunState
 from mignurse.runner.step import Harm
 
 _MARK = {
@@ -30,6 +31,7 @@ _MARK = {
     "undone": "[yellow]↶[/]",
     "undo-failed": "[red]✗[/]",
     "not-undoable": "[yellow]![/]",
+    "interrupted": "[yellow]‖[/]",
 }
 
 
@@ -153,10 +155,19 @@ def print_runbooks(books: dict[str, Runbook], stream: IO[str] | None = None) -> 
     Console(file=out, highlight=False, width=200 if not out.isatty() else None).print(table)
 
 
-def runs_from_audit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One summary a run, newest last: when, run, runbook, target, who, outcome."""
+def runs_from_audit(
+    events: list[dict[str, Any]], states: Mapping[str, RunState] | None = None
+) -> list[dict[str, Any]]:
+    """One summary a run, newest last: when, run, runbook, target, who, outcome.
+
+    A run's outcome is what its last `finished` said; a refusal or a declined prompt counts
+    only for a run that never started (a refused `--resume` leaves the outcome as it was,
+    noted apart). A run still `running` in the log is checked against its run state: a dead
+    process shows as `killed`."""
     runs: dict[str, dict[str, Any]] = {}
     for event in events:
+        if event["event"] in ("unlock", "unlock-declined"):
+            continue  # about a lock, not a run of its own
         run = runs.setdefault(
             str(event.get("run")),
             {"run": event.get("run"), "started": event.get("ts"), "outcome": "running"},
@@ -167,9 +178,21 @@ def runs_from_audit(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         who = event.get("who")
         if isinstance(who, dict) and who.get("local"):
             run["who"] = who["local"]
-        if event["event"] in ("finished", "dry-run", "declined", "refused"):
-            run["outcome"] = event.get("outcome") or event["event"]
+        kind = event["event"]
+        if kind in ("started", "resumed", "undo-started"):
+            run["began"] = True
+        if kind in ("finished", "dry-run") or (
+            kind in ("declined", "refused") and not run.get("began")
+        ):
+            run["outcome"] = event.get("outcome") or kind
+        elif kind in ("declined", "refused"):
+            run["last"] = f"{kind} {'undo' if event.get('undo') else 'resume'}"
         run["updated"] = event.get("ts")
+    for run in runs.values():
+        run.pop("began", None)
+        state = (states or {}).get(str(run["run"]))
+        if run["outcome"] == "running" and state is not None:
+            run["outcome"] = state.shown_status()
     return list(runs.values())
 
 
@@ -185,6 +208,6 @@ def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> Non
             str(run.get("runbook", "")),
             str(run.get("target", "")),
             str(run.get("who", "")),
-            str(run.get("outcome", "")),
+            str(run.get("outcome", "")) + (f" (then {run['last']})" if run.get("last") else ""),
         )
     Console(file=out, highlight=False, width=200 if not out.isatty() else None).print(table)

@@ -5,10 +5,12 @@ Decisions:
   writing a temporary file beside it and renaming it over the old one: a crash or
   SIGKILL leaves either the previous state or the new one, never half a file.
 - It holds what `--resume` and `--undo` need and nothing they could not trust later: the
-  runbook name, resolved params, context, each step's plan and the dict its apply
-  returned (the prior values undo puts back).
-- `pid` tells a live run from a dead one: a state still `running` whose pid is gone was
-  killed and may be resumed or undone.
+  runbook name, resolved params, context, each step's plan as confirmed and as last
+  planned, the prior values it recorded before its first change (`prior`, saved before the
+  change is sent) and the dict its apply returned.
+- The state is saved before the lock is taken, so a lock always names a run that has one.
+- `pid` and `host` tell a live run from a dead one: a state still `running` whose pid is
+  gone on this host was killed and may be resumed or undone.
 """
 
 from __future__ import annotations
@@ -16,14 +18,19 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-# Step statuses. Done: verified, skipped (nothing to do). Undoable: applied, verified.
+from mignurse.paths import private_dir
+
+# Step statuses. Done: verified, skipped (nothing to do). Undoable: applied, verified, and
+# interrupted (stopped mid-apply: its recorded prior values say what undo puts back).
 PENDING = "pending"
+STOPPED = "interrupted"
 APPLIED = "applied"
 VERIFIED = "verified"
 SKIPPED = "skipped"
@@ -54,6 +61,10 @@ def new_run_id() -> str:
     return secrets.token_hex(4)
 
 
+def this_host() -> str:
+    return socket.gethostname()
+
+
 def now_text() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -70,6 +81,16 @@ class StepState:
     attempts: int = 0
     started: str = ""
     finished: str = ""
+    prior: dict[str, Any] = field(default_factory=dict)  # recorded before the first change
+    intents: int = 0  # changes announced (each before it was sent)
+    planned: dict[str, Any] | None = None  # the plan shown when the run was confirmed
+
+    @property
+    def touched(self) -> bool:
+        """Whether this step may have changed something (undo must look at it)."""
+        if self.intents:
+            return True
+        return self.applied is not None and self.status in (APPLIED, VERIFIED, FAILED, UNDO_FAILED)
 
 
 @dataclass
@@ -86,6 +107,7 @@ class RunState:
     created: str = field(default_factory=now_text)
     updated: str = ""
     pid: int = field(default_factory=os.getpid)
+    host: str = field(default_factory=this_host)
     error: str = ""
 
     @property
@@ -97,8 +119,7 @@ class RunState:
 
     def save(self) -> None:
         self.updated = now_text()
-        folder = runs_dir()
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = private_dir(runs_dir(), tighten=True)
         data = json.dumps(asdict(self), indent=2, sort_keys=False, default=str).encode()
         fd, tmp = tempfile.mkstemp(prefix=f".{self.run_id}.", dir=folder)
         try:
@@ -120,17 +141,40 @@ class RunState:
         steps = [StepState(**s) for s in raw.pop("steps", [])]
         return cls(**raw, steps=steps)
 
+    def delete(self) -> None:
+        self.path.unlink(missing_ok=True)
+
     def alive(self) -> bool:
-        """Whether the process that wrote this state (not this one) still runs."""
+        """Whether the process that wrote this state (not this one) still runs; a run on
+        another host counts as alive (nobody here can tell)."""
+        if self.host and self.host != socket.gethostname():
+            return True
         if self.pid == os.getpid():
             return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return _not_zombie(self.pid)
+        return process_alive(self.pid)
+
+    def shown_status(self) -> str:
+        """The status as `runs` shows it: a `running` state whose process is gone is killed."""
+        if self.status != RUNNING:
+            return self.status
+        if self.host and self.host != socket.gethostname():
+            return f"running on {self.host}"
+        if self.pid != os.getpid() and not process_alive(self.pid):
+            return "killed"
+        return RUNNING
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` on this host runs (a zombie does not)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _not_zombie(pid)
 
 
 def _not_zombie(pid: int) -> bool:

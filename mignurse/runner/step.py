@@ -1,4 +1,4 @@
-"""The contract between the runbook engine and the steps it runs (design.md "Runbooks").
+"""The contract between the runbook engine and the steps it runs (README, "Runbooks").
 
 A runbook (YAML in `runbooks/`) is a list of steps; each names an action registered here
 with `@action("name")`. An action is a class with five phases, always called in this order
@@ -18,7 +18,20 @@ by the engine, never by a step itself:
    node is unschedulable, the Deployment rolled out), else one line. A failed verify is a
    failed step.
 5. `undo(ctx, plan, applied)`: optional (`can_undo`); puts back what apply changed, from
-   `applied`. Must be safe to run twice.
+   `applied` merged with what `ctx.intend` recorded (the recorded prior values win). It runs
+   for a step interrupted mid-apply too, so it reconciles with the cluster: it changes only
+   what is not already back, and is safe to run twice. `undone(...)` then says, read-only,
+   what is still not as it was (the undo's report names it).
+
+Every mutation, in apply and in undo, is preceded by `ctx.intend(change, prior)`: it stops for
+Ctrl-C or a lost lock (nothing new is applied after either), and records durably, before the
+change, what is about to change and the prior values undo needs. The first value recorded for
+a key wins, so a retry or a resume that finds the change already made never records the
+changed value as the prior one.
+
+A step that cannot be undone may say, through `undo_barrier(...)`, that the steps before it
+must not be undone either (the instance is being replaced; the GPUs are half repartitioned):
+undo then stops there and says why, leaving the node in the safe state those steps made.
 
 `harm` scales the confirmation: NONE (no prompt: read-only or collection), LOW (y/N:
 cordon, labels), HIGH (typed acknowledgement of the node or cluster name: replace the
@@ -35,9 +48,11 @@ Nothing here may restart kubelet or containerd or run `systemctl daemon-reload` 
 from __future__ import annotations
 
 import enum
+import json
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -62,6 +77,37 @@ class StepFailed(Exception):
 
 class Cancelled(Exception):
     """Ctrl-C or the app's cancel button, noticed by ctx.sleep() or ctx.check_cancel()."""
+
+
+class LockLost(Exception):
+    """The run's lock on its target expired and another run holds it: nothing more may change;
+    str() is the one line to show."""
+
+
+_SERVER_ERROR = re.compile(r"answered 5\d\d\b")
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a failure may pass on its own, so trying again is right: the API server
+    unreachable, a 5xx or a 429 answer, or a step's own `StepFailed(retryable=True)`. A 401
+    (credentials), 403, 404 or 409 answers the same next time: it fails at once."""
+    from mignurse.cluster.client import ApiError, TooManyRequests, Unreachable
+
+    if isinstance(exc, StepFailed):
+        return exc.retryable
+    if isinstance(exc, Unreachable | TooManyRequests):
+        return True
+    return isinstance(exc, ApiError) and _SERVER_ERROR.search(str(exc)) is not None
+
+
+def merge_first(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    """Add `more` to `into` where a key is new; nested mappings merge the same way (the first
+    value recorded for a key wins)."""
+    for key, value in more.items():
+        if key not in into:
+            into[key] = json.loads(json.dumps(value, default=str))
+        elif isinstance(into[key], dict) and isinstance(value, Mapping):
+            merge_first(into[key], value)
 
 
 @dataclass(frozen=True)
@@ -134,7 +180,9 @@ class StepContext:
     step's own `with:` mapping from the YAML. `shell_for(node_name)` opens a NodeShell;
     `aws(service)` returns a boto3 client (adaptive retries) or raises StepFailed when no
     AWS access is configured. `outputs` holds what earlier steps returned from apply, by
-    step id. `log(line)` streams progress to the terminal or the app."""
+    step id. `log(line)` streams progress to the terminal or the app. `prior` holds what
+    `intend` recorded for this step so far, in this attempt or an earlier one of the same run
+    (a resume); `saved_plan` the plan shown when the run was confirmed, when there was one."""
 
     client: ClusterClient
     params: dict[str, Any]
@@ -148,6 +196,10 @@ class StepContext:
     started: float = field(default_factory=time.monotonic)
     run_id: str = ""
     holder: str = ""  # who runs this (user@host), for locks and annotations
+    prior: dict[str, Any] = field(default_factory=dict)
+    saved_plan: StepPlan | None = None
+    guard: Callable[[], None] = lambda: None  # raises LockLost when the lock is gone
+    journal: Callable[[str, dict[str, Any]], None] = lambda event, fields: None
 
     @property
     def node(self) -> str:
@@ -168,6 +220,23 @@ class StepContext:
         """Sleep, waking at once for Ctrl-C/cancel; raises Cancelled."""
         if self.cancel.wait(max(0.0, seconds)):
             raise Cancelled("cancelled")
+
+    def intend(self, change: str, prior: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Call right before each change to the cluster or a node (one line: what changes).
+        Raises Cancelled after Ctrl-C and LockLost when the run's lock is gone; otherwise
+        records `change` and `prior` (merged into `self.prior`, first value wins) in the run
+        state and the audit log before returning them all."""
+        self.check_cancel()
+        self.guard()
+        merge_first(self.prior, prior or {})
+        self.journal("intent", {"change": change, "prior": self.prior})
+        self.check_cancel()
+        return self.prior
+
+    def record(self, event: str, **fields: Any) -> None:
+        """One audit line about this step: a node command's exit status and output, an
+        eviction that went through."""
+        self.journal(event, fields)
 
     def param(self, name: str, default: Any = None) -> Any:
         """A step's `with:` value first, then the runbook param of that name."""
@@ -201,6 +270,16 @@ class Action:
 
     def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
         raise StepFailed(f"{self.name} cannot be undone")
+
+    def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        """After undo, read-only: None when what this step changed is as it was before the
+        run, else what is not (one line)."""
+        return None
+
+    def undo_barrier(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        """Read-only, for a step that cannot be undone but may have changed something: why the
+        steps before it must stay as they are (one line), or None when they may be undone."""
+        return None
 
 
 def _shown(value: Any) -> str:

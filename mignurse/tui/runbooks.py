@@ -64,6 +64,7 @@ STATE_STYLE = {
     st.UNDONE: "yellow",
     st.UNDO_FAILED: "bold red",
     st.NOT_UNDOABLE: "yellow",
+    st.STOPPED: "bold yellow",
     "undoing": "yellow",
     "blocked": "bold red",
 }
@@ -842,13 +843,16 @@ class RunScreen(ModalScreen[None]):
             self.errors.append(f"{short_name(plan.target)}: step {step.spec.id}: {step.blocked}")
             return False
         harm = max((p.harm for p in plans), default=Harm.NONE)
+        how = "not needed (no change)"
         if harm > Harm.NONE:
             text = "\n\n".join(p.text() for p in plans)
             word = f"{len(plans)} nodes" if harm >= Harm.HIGH else "y"
             if not confirmer.confirm(harm, text, word):
                 return False
+            how = f"{'typed' if harm >= Harm.HIGH else 'answered'} {word} for the batch"
         for runner in self.runners:
             runner.yes = True
+            runner.confirmation = how
         return True
 
     def _finish(self, *, declined: bool = False) -> None:
@@ -998,7 +1002,7 @@ def _next_steps(runner: Runner, result: RunResult) -> list[str]:
 
 def past_runs() -> list[dict[str, Any]]:
     """Runs from the audit log, newest first."""
-    runs = runs_from_audit(read_audit())
+    runs = runs_from_audit(read_audit(), states={r.run_id: r for r in st.list_runs()})
     runs.sort(key=lambda r: str(r.get("started") or ""), reverse=True)
     return runs[:AUDIT_RUNS_SHOWN]
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,9 +116,24 @@ def test_high_harm_needs_the_node_name_typed(
     assert result.report_lines() == ["cordon: verified", "drain: verified"]
     assert unschedulable(c, node) and lock_of(c, node) is None  # released at the end
     events = read_audit()
-    assert [e["event"] for e in events] == ["declined", "started", "step", "step", "finished"]
+    # Every change is announced before it is sent: the cordon, then each eviction.
+    assert [e["event"] for e in events] == [
+        "declined",
+        "started",
+        "intent",
+        "step",
+        "intent",
+        "evicted",
+        "step",
+        "finished",
+    ]
+    assert events[2]["change"] == f"cordon node {node}"
+    assert events[2]["prior"] == {"wasUnschedulable": False}
+    assert events[4]["change"].startswith("evict pod training/trainer-")
     started = next(e for e in events if e["event"] == "started")
     assert started["who"]["kube"] == "sim-oncall" and "@" in started["who"]["local"]
+    assert started["confirmed"] == f"typed {node}"
+    assert events[0]["who"]["kube"] == "sim-oncall"  # a refusal says who too
     assert started["params"] == {"node": node, "drain_timeout": "60s"}
     assert started["context"] == c.client.info.context
     steps = [e for e in events if e["event"] == "step"]
@@ -148,9 +165,10 @@ def test_a_second_run_on_a_locked_node_is_refused_with_the_holder(
     result = Runner(book, {"node": node}, client=c.client, yes=True, shell_for=shells).run()
     assert result.status == "blocked" and result.exit_code == 1
     assert result.error.startswith(
-        f"node {node} is locked by alice@laptop (run 3f2a, replace-instance) until "
+        f"node {node} is locked by alice@laptop (run 3f2a, replace-instance; pid {os.getpid()} "
+        f"on {socket.gethostname()}: still running, last renewed "
     )
-    assert result.error.endswith("Z")
+    assert result.error.endswith(f"; if that run is dead, `mignurse unlock {node}` clears it")
     assert not unschedulable(c, node)
     assert lock_of(c, node)["holder"] == "alice@laptop"
     other.release()
@@ -246,6 +264,7 @@ def test_ctrl_c_stops_without_undo_and_undo_by_run_id_restores(
     undo = Runner.from_state(result.run_id, client=c.client, books={book.name: book}, yes=True)
     undone = undo.undo()
     assert undone.status == "undone"
-    assert [s.status for s in undone.steps] == ["undone", "pending"]
+    # The drain had tried its evictions: they cannot be undone, and the report says so.
+    assert [s.status for s in undone.steps] == ["undone", "not-undoable"]
     assert not unschedulable(c, node)
     assert read_audit()[-1]["outcome"] == "undone"

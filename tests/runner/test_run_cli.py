@@ -183,7 +183,7 @@ def test_resume_after_sigkill_continues_from_the_unfinished_step(
     try:
         wait_for(
             lambda: (
-                (state / "mignurse" / "runs").exists()
+                bool(list((state / "mignurse" / "runs").glob("*.json")))
                 and state_of(state)["steps"][1]["attempts"] >= 1
             )
         )
@@ -207,11 +207,12 @@ def test_resume_after_sigkill_continues_from_the_unfinished_step(
     assert "1. cordon (Cordon the node): already verified" in resumed.stderr
     assert resumed.stdout.splitlines()[1:] == ["  cordon: verified", "  drain: verified"]
     assert LOCK_ANNOTATION not in c.node(node)["metadata"].get("annotations", {})
-    events = [
-        json.loads(x)["event"]
-        for x in (state / "mignurse" / "audit.jsonl").read_text().splitlines()
-    ]
+    records = [json.loads(x) for x in (state / "mignurse" / "audit.jsonl").read_text().splitlines()]
+    events = [r["event"] for r in records if r["event"] not in ("intent", "evicted")]
     assert events == ["started", "step", "resumed", "step", "finished"]
+    # each eviction attempt of the killed run was announced before it was sent
+    killed = records[: [r["event"] for r in records].index("resumed")]
+    assert any(r["event"] == "intent" and r["step"] == "drain" for r in killed)
 
 
 def test_ctrl_c_interrupts_and_undo_by_run_id_restores(cluster_for: Make, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from mignurse.runner.step import (
     StepFailed,
     StepPlan,
     action,
+    transient,
 )
 from mignurse.runner.steps.kube import get_node, node_check
 
@@ -98,7 +99,7 @@ class CollectBundle(Action):
             karpenter = ctx.client.api_group_available("karpenter.sh", "v1")
             now = ctx.client.server_now()
         except ClusterError as exc:
-            raise StepFailed(str(exc), retryable=True) from None
+            raise StepFailed(str(exc), retryable=transient(exc)) from None
         out = _out_path(ctx, now)
         ctx.log(f"collecting {ctx.node} into {out}")
         try:

@@ -11,8 +11,14 @@ Decisions (domain.md §1.6, §4.4):
   do" for a node that is not its kind, so the plan shows exactly one mutation.
 - Neither deletion can be undone. A lost answer is settled by reading back: a NodeClaim
   that is deleting or gone, an instance shutting down or terminated, is done.
-- `wait-replacement` remembers the pool's nodes at plan time and waits for a node that
-  was not among them to be Ready in the same NodePool or node group; it names it.
+- `wait-replacement` remembers the pool's nodes when the run is confirmed (the plan kept in
+  the run state, not a re-plan after the deletion, when the replacement may have joined) and
+  waits for a node that was not among them to be Ready in the same NodePool or node group;
+  it names it.
+- A resumed run finds the old node gone: each step falls back on what it recorded before its
+  deletion (`ctx.prior`) or on the plan kept in the run state, instead of refusing.
+- Neither deletion can be undone, and once one has landed the steps before it must stay (a
+  cordoned node on its way out is the safe state): `undo_barrier` says so.
 """
 
 from __future__ import annotations
@@ -21,7 +27,16 @@ from typing import Any
 
 from mignurse.cluster.client import NODECLAIMS, NODES, ClusterError, NotFound
 from mignurse.model import LABEL_NODEGROUP, LABEL_NODEPOOL, Node
-from mignurse.runner.step import Action, Change, Harm, StepContext, StepFailed, StepPlan, action
+from mignurse.runner.step import (
+    Action,
+    Change,
+    Harm,
+    StepContext,
+    StepFailed,
+    StepPlan,
+    action,
+    transient,
+)
 from mignurse.runner.steps.kube import get_node, node_check
 from mignurse.runner.steps.repair import aws_step_failed
 
@@ -31,6 +46,16 @@ GONE_STATES = ("shutting-down", "terminated")
 
 def _node(ctx: StepContext) -> Node:
     return Node.from_api(get_node(ctx))
+
+
+def _node_or_gone(ctx: StepContext) -> Node | None:
+    """The step's node, or None when it no longer exists (replaced: a resumed run)."""
+    try:
+        return Node.from_api(ctx.client.get(NODES, ctx.node))
+    except NotFound:
+        return None
+    except ClusterError as exc:
+        raise StepFailed(str(exc), retryable=transient(exc)) from None
 
 
 def _karpenter_owned(node: Node) -> bool:
@@ -46,7 +71,7 @@ def find_nodeclaim(ctx: StepContext, node: Node) -> dict[str, Any] | None:
         for items, _rv in ctx.client.list_pages(NODECLAIMS):
             claims.extend(items)
     except ClusterError as exc:
-        raise StepFailed(f"cannot list NodeClaims: {exc}", retryable=True) from None
+        raise StepFailed(f"cannot list NodeClaims: {exc}", retryable=transient(exc)) from None
     for claim in claims:
         if (claim.get("status") or {}).get("nodeName") == node.name:
             return claim
@@ -70,10 +95,20 @@ class DeleteNodeClaim(Action):
     timeout = 120.0
 
     def check(self, ctx: StepContext) -> str | None:
+        if ctx.prior.get("nodeclaim"):
+            return None  # deleted by this run before it stopped: its node may be gone
         return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
-        node = _node(ctx)
+        node = _node_or_gone(ctx)
+        if node is None and ctx.prior.get("nodeclaim"):
+            name = ctx.prior["nodeclaim"]
+            return StepPlan(
+                notes=[f"node {ctx.node} is gone: nodeclaim/{name} was deleted by this run"],
+                data={"nodeclaim": name, "uid": ctx.prior.get("uid", "")},
+            )
+        if node is None:
+            raise StepFailed(f"node {ctx.node} does not exist (any more)")
         claim = find_nodeclaim(ctx, node)
         if claim is None:
             why = (
@@ -112,6 +147,7 @@ class DeleteNodeClaim(Action):
         if uid and current["metadata"].get("uid") != uid:
             raise StepFailed(f"nodeclaim/{name} was replaced by another object since the plan")
         if not current["metadata"].get("deletionTimestamp"):
+            ctx.intend(f"delete nodeclaim/{name}", {"nodeclaim": name, "uid": uid})
             try:
                 ctx.client.delete(NODECLAIMS, name)
             except NotFound:
@@ -136,6 +172,25 @@ class DeleteNodeClaim(Action):
         if claim["metadata"].get("deletionTimestamp"):
             return None
         return f"nodeclaim/{name} is not deleting"
+
+    def undo_barrier(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        name = applied.get("nodeclaim")
+        if not name:
+            return None
+        try:
+            claim = ctx.client.get(NODECLAIMS, name)
+        except NotFound:
+            return f"nodeclaim/{name} is gone (its instance was terminated)"
+        except ClusterError as exc:
+            raise StepFailed(
+                f"cannot read nodeclaim/{name}: {exc}", retryable=transient(exc)
+            ) from None
+        uid = applied.get("uid")
+        if uid and claim["metadata"].get("uid") != uid:
+            return f"nodeclaim/{name} was replaced (its instance was terminated)"
+        if claim["metadata"].get("deletionTimestamp"):
+            return f"nodeclaim/{name} is deleting (Karpenter is terminating its instance)"
+        return None  # the delete never landed
 
 
 # --------------------------------------------------------------------------- EC2 / ASG
@@ -197,10 +252,19 @@ class TerminateAsgInstance(Action):
     timeout = 120.0
 
     def check(self, ctx: StepContext) -> str | None:
+        if ctx.prior.get("instance"):
+            return None  # terminated by this run before it stopped: its node may be gone
         try:
-            node = _node(ctx)
+            node = _node_or_gone(ctx)
         except StepFailed as exc:
+            if exc.retryable:
+                raise
             return str(exc)
+        if node is None:
+            saved = ctx.saved_plan
+            if saved is not None and saved.nothing_to_do:
+                return None  # a Karpenter node, replaced through its NodeClaim
+            return f"node {ctx.node} does not exist (any more)"
         if _karpenter_owned(node):
             return None
         if not node.instance_id:
@@ -221,7 +285,17 @@ class TerminateAsgInstance(Action):
         return None
 
     def plan(self, ctx: StepContext) -> StepPlan:
-        node = _node(ctx)
+        node = _node_or_gone(ctx)
+        if node is None:
+            saved = ctx.saved_plan
+            if ctx.prior.get("instance"):
+                return StepPlan(
+                    notes=[f"node {ctx.node} is gone: its instance was terminated by this run"],
+                    data={"instance": ctx.prior["instance"], "group": ctx.prior.get("group")},
+                )
+            if saved is not None and saved.nothing_to_do:
+                return StepPlan(notes=list(saved.notes), nothing_to_do=True)
+            raise StepFailed(f"node {ctx.node} does not exist (any more)")
         if _karpenter_owned(node):
             return StepPlan(
                 notes=[f"node {node.name} is a Karpenter node: delete-nodeclaim replaces it"],
@@ -256,6 +330,7 @@ class TerminateAsgInstance(Action):
         if _instance_state(ec2, iid) in GONE_STATES:
             return {"instance": iid, "group": group, "activity": ""}
         activity = ""
+        ctx.intend(f"terminate instance {iid}", {"instance": iid, "group": group})
         try:
             if group is None:
                 ec2.terminate_instances(InstanceIds=[iid])
@@ -291,6 +366,15 @@ class TerminateAsgInstance(Action):
                 )
         return None
 
+    def undo_barrier(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        iid = applied.get("instance")
+        if not iid:
+            return None
+        state = _instance_state(_aws(ctx, "ec2"), iid)
+        if state in GONE_STATES or not state:
+            return f"instance {iid} is {state or 'gone'}"
+        return None  # the terminate never landed
+
 
 # --------------------------------------------------------------------------- replacement
 
@@ -318,6 +402,11 @@ class WaitReplacement(Action):
         return None
 
     def plan(self, ctx: StepContext) -> StepPlan:
+        saved = ctx.saved_plan
+        if saved is not None and saved.data.get("selector"):
+            # The pool as it was when the run was confirmed: a re-plan after the deletion
+            # could count the replacement among the old nodes, or find the node gone.
+            return StepPlan(notes=list(saved.notes), data=dict(saved.data))
         node = _node(ctx)
         selector, words = _selector(node)
         if not selector:
@@ -330,7 +419,9 @@ class WaitReplacement(Action):
                 n.name for n in ctx.client.list(NODES, Node.from_api, label_selector=selector).items
             )
         except ClusterError as exc:
-            raise StepFailed(f"cannot list the nodes of {words}: {exc}", retryable=True) from None
+            raise StepFailed(
+                f"cannot list the nodes of {words}: {exc}", retryable=transient(exc)
+            ) from None
         return StepPlan(
             notes=[f"waits up to {ctx.timeout:.0f} s for a new Ready node in {words}"],
             data={"selector": selector, "pool": words, "before": before, "replaced": node.name},
@@ -345,6 +436,8 @@ class WaitReplacement(Action):
             try:
                 nodes = ctx.client.list(NODES, Node.from_api, label_selector=selector).items
             except ClusterError as exc:
+                if not transient(exc):
+                    raise StepFailed(f"cannot list the nodes of {words}: {exc}") from None
                 nodes = []
                 seen = f"cannot list nodes: {exc}"
             new = [n for n in nodes if n.name not in before and n.deleting is None]

@@ -5,7 +5,11 @@ Decisions:
   plus the annotation `mignurse.io/cordoned-by` (holder, run, reason), so whoever looks
   at a cordoned node can tell who did it; uncordon removes the annotation.
 - cordon's undo uncordons only when apply found the node schedulable: a node that was
-  cordoned before the run stays cordoned.
+  cordoned before the run stays cordoned. It reconciles: it runs for a cordon interrupted
+  mid-apply too, and leaves a node that another run has cordoned since (its annotation
+  names that run).
+- uncordon with `only_ours: true` (the last step of a runbook that cordoned first) lifts only
+  a cordon whose annotation names this run: a node cordoned before the run stays cordoned.
 - drain evicts through the Eviction API (`policy/v1`, the pod's `eviction` subresource),
   never by deleting pods, so PodDisruptionBudgets are honoured. DaemonSet pods and
   mirror (static) pods are skipped, as `kubectl drain --ignore-daemonsets` does: evicting
@@ -29,7 +33,16 @@ from mignurse.cluster.client import (
     NotFound,
     TooManyRequests,
 )
-from mignurse.runner.step import Action, Change, Harm, StepContext, StepFailed, StepPlan, action
+from mignurse.runner.step import (
+    Action,
+    Change,
+    Harm,
+    StepContext,
+    StepFailed,
+    StepPlan,
+    action,
+    transient,
+)
 
 CORDONED_BY = "mignurse.io/cordoned-by"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -45,7 +58,7 @@ def get_node(ctx: StepContext) -> dict[str, Any]:
     except NotFound:
         raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
     except ClusterError as exc:
-        raise StepFailed(str(exc), retryable=True) from None
+        raise StepFailed(str(exc), retryable=transient(exc)) from None
 
 
 def _unschedulable(node: dict[str, Any]) -> bool:
@@ -58,16 +71,33 @@ def _patch_node(ctx: StepContext, body: dict[str, Any]) -> dict[str, Any]:
     except NotFound:
         raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
     except ClusterError as exc:
-        raise StepFailed(f"cannot patch node {ctx.node}: {exc}", retryable=True) from None
+        raise StepFailed(f"cannot patch node {ctx.node}: {exc}", retryable=transient(exc)) from None
 
 
 def node_check(ctx: StepContext) -> str | None:
-    """A check() for steps that need the node to exist: None, or why not."""
+    """A check() for steps that need the node to exist: None, or why not. A failure that
+    may pass on its own is raised, for the engine to read again."""
     try:
         get_node(ctx)
     except StepFailed as exc:
+        if exc.retryable:
+            raise
         return str(exc)
     return None
+
+
+def _annotation(node: dict[str, Any]) -> str | None:
+    value = ((node.get("metadata") or {}).get("annotations") or {}).get(CORDONED_BY)
+    return None if value is None else str(value)
+
+
+def cordon_run(node: dict[str, Any]) -> str:
+    """The run named by the node's cordoned-by annotation ("" when none or unreadable)."""
+    try:
+        marker = json.loads(_annotation(node) or "")
+    except ValueError:
+        return ""
+    return str(marker.get("run") or "") if isinstance(marker, dict) else ""
 
 
 @action("cordon")
@@ -83,13 +113,18 @@ class Cordon(Action):
 
     def plan(self, ctx: StepContext) -> StepPlan:
         node = get_node(ctx)
+        reason = str(ctx.param("reason", "") or "")
+        if _unschedulable(node) and ctx.prior.get("wasUnschedulable") is False:
+            return StepPlan(
+                notes=[f"node {ctx.node} was cordoned by this run before it stopped"],
+                data={"wasUnschedulable": False, "reason": reason},
+            )
         if _unschedulable(node):
             return StepPlan(
                 notes=[f"node {ctx.node} is already cordoned: left as it is, and undo keeps it"],
                 nothing_to_do=True,
                 data={"wasUnschedulable": True},
             )
-        reason = str(ctx.param("reason", "") or "")
         return StepPlan(
             changes=[
                 Change(f"node/{ctx.node}", "spec.unschedulable", False, True),
@@ -104,10 +139,14 @@ class Cordon(Action):
         )
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
-        was = _unschedulable(get_node(ctx))  # the node's state now, not at plan time
-        if was:
-            ctx.log(f"node {ctx.node} was already cordoned")
-            return {"wasUnschedulable": True}
+        node = get_node(ctx)  # the node's state now, not at plan time
+        if _unschedulable(node):
+            was = ctx.prior.get("wasUnschedulable", True)  # this run's own cordon, or not
+            ctx.log(
+                f"node {ctx.node} is {'cordoned by this run' if not was else 'already cordoned'}"
+            )
+            return {"wasUnschedulable": was}
+        ctx.intend(f"cordon node {ctx.node}", {"wasUnschedulable": False})
         marker = _cordoned_by(ctx, str(plan.data.get("reason") or ""))
         _patch_node(
             ctx,
@@ -125,10 +164,28 @@ class Cordon(Action):
         if applied.get("wasUnschedulable", True):
             ctx.log(f"node {ctx.node} was cordoned before this run: left cordoned")
             return
+        node = get_node(ctx)
+        if not _unschedulable(node):
+            return  # the cordon never landed, or is already lifted
+        owner = cordon_run(node)
+        if owner and owner != ctx.run_id:
+            ctx.log(f"node {ctx.node} is cordoned by run {owner} now: left cordoned")
+            return
+        ctx.intend(f"uncordon node {ctx.node}")
         _patch_node(
             ctx, {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": None}}
         )
         ctx.log(f"uncordoned {ctx.node}")
+
+    def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if applied.get("wasUnschedulable", True):
+            return None
+        node = get_node(ctx)
+        if _unschedulable(node):
+            owner = cordon_run(node)
+            by = f" (by run {owner})" if owner and owner != ctx.run_id else ""
+            return f"node {ctx.node} is still cordoned{by}"
+        return None
 
 
 def _cordoned_by(ctx: StepContext, reason: str) -> str:
@@ -149,8 +206,21 @@ class Uncordon(Action):
     def check(self, ctx: StepContext) -> str | None:
         return node_check(ctx)
 
+    def _not_ours(self, ctx: StepContext, node: dict[str, Any]) -> str | None:
+        """With `only_ours`: why a cordoned node stays cordoned (not this run's cordon)."""
+        if not ctx.param("only_ours", False) or not _unschedulable(node):
+            return None
+        owner = cordon_run(node)
+        if owner == ctx.run_id or ctx.prior.get("wasUnschedulable"):
+            return None
+        who = f"by run {owner}" if owner else "by someone else"
+        return f"node {ctx.node} was cordoned before this run ({who}): it stays cordoned"
+
     def plan(self, ctx: StepContext) -> StepPlan:
         node = get_node(ctx)
+        kept = self._not_ours(ctx, node)
+        if kept:
+            return StepPlan(notes=[kept], nothing_to_do=True, data={"wasUnschedulable": True})
         # Usually cordoned by an earlier step of the same runbook: say so rather than
         # planning nothing.
         notes = []
@@ -159,16 +229,10 @@ class Uncordon(Action):
                 f"node {ctx.node} is schedulable now; if an earlier step cordons it, "
                 "this step uncordons it"
             )
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
         return StepPlan(
             changes=[
                 Change(f"node/{ctx.node}", "spec.unschedulable", True, False),
-                Change(
-                    f"node/{ctx.node}",
-                    f"annotation {CORDONED_BY}",
-                    annotations.get(CORDONED_BY),
-                    None,
-                ),
+                Change(f"node/{ctx.node}", f"annotation {CORDONED_BY}", _annotation(node), None),
             ],
             notes=notes,
         )
@@ -176,28 +240,46 @@ class Uncordon(Action):
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         node = get_node(ctx)
         if not _unschedulable(node):
-            ctx.log(f"node {ctx.node} is already schedulable")
-            return {"wasUnschedulable": False}
-        annotations = (node.get("metadata") or {}).get("annotations") or {}
+            was = bool(ctx.prior.get("wasUnschedulable"))  # lifted by this run before a stop
+            ctx.log(f"node {ctx.node} is {'uncordoned' if was else 'already schedulable'}")
+            return {"wasUnschedulable": was, "cordonedBy": ctx.prior.get("cordonedBy")}
+        kept = self._not_ours(ctx, node)
+        if kept:
+            ctx.log(kept)
+            return {"wasUnschedulable": True, "kept": True}
+        prior = ctx.intend(
+            f"uncordon node {ctx.node}",
+            {"wasUnschedulable": True, "cordonedBy": _annotation(node)},
+        )
         _patch_node(
             ctx, {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": None}}
         )
         ctx.log(f"uncordoned {ctx.node}")
-        return {"wasUnschedulable": True, "cordonedBy": annotations.get(CORDONED_BY)}
+        return {"wasUnschedulable": True, "cordonedBy": prior.get("cordonedBy")}
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if applied.get("kept"):
+            return None
         if _unschedulable(get_node(ctx)):
             return f"node {ctx.node} is still cordoned"
         return None
 
     def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
-        if not applied.get("wasUnschedulable"):
+        if not applied.get("wasUnschedulable") or applied.get("kept"):
             return
+        if _unschedulable(get_node(ctx)):
+            return  # never lifted, or cordoned again since
         body: dict[str, Any] = {"spec": {"unschedulable": True}}
         if applied.get("cordonedBy"):
             body["metadata"] = {"annotations": {CORDONED_BY: applied["cordonedBy"]}}
+        ctx.intend(f"cordon node {ctx.node} again")
         _patch_node(ctx, body)
         ctx.log(f"cordoned {ctx.node} again")
+
+    def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if applied.get("wasUnschedulable") and not _unschedulable(get_node(ctx)):
+            return f"node {ctx.node} is schedulable, not cordoned as it was"
+        return None
 
 
 # -- drain ---------------------------------------------------------------------------
@@ -343,18 +425,19 @@ class Drain(Action):
                 pods, _skipped = evictable_pods(ctx.client, ctx.node, gpu_only)
             except ClusterError as exc:
                 raise StepFailed(
-                    f"cannot list the pods of {ctx.node}: {exc}", retryable=True
+                    f"cannot list the pods of {ctx.node}: {exc}", retryable=transient(exc)
                 ) from None
             waiting = [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
             if not pods:
                 break
             blocked = {}
             for pod in waiting:
-                ctx.check_cancel()
                 key = _pod_key(pod)
+                ctx.intend(f"evict pod {key}")
                 refusal = self._evict(ctx, pod)
                 if refusal is None:
                     evicted.append(key)
+                    ctx.record("evicted", pod=key)
                     ctx.log(f"evicted {key}")
                 else:
                     blocked[key] = refusal
@@ -381,7 +464,9 @@ class Drain(Action):
         except TooManyRequests as exc:
             return "; ".join(exc.causes) or str(exc)
         except ClusterError as exc:
-            raise StepFailed(f"eviction of {_pod_key(pod)} failed: {exc}", retryable=True) from None
+            raise StepFailed(
+                f"eviction of {_pod_key(pod)} failed: {exc}", retryable=transient(exc)
+            ) from None
         return None
 
     def _timed_out(

@@ -36,6 +36,20 @@ Decisions:
   the drain there are GPU processes by design.
 - Node paths are prefixed with `${MIGNURSE_ROOT:-}` in the scripts (as the collector's are), so
   the simulator's node sandboxes hold the files; plans show the real paths.
+- Every label write records the labels' prior values before it is sent (`ctx.intend`), once:
+  a retry after a 503, or a resume, finds them paused already and must not take `paused` for
+  the prior value. Undo puts back exactly those values and reads them back.
+- Before its first mig-parted write, apply-mig-layout records each GPU's MIG mode and profile
+  counts. Undo compares the GPUs with that record: if they changed (a mode set, instances
+  destroyed), the steps before it are not undone. The node stays cordoned, its operands
+  paused and mig.config.state pending, rather than marked `success` and uncordoned over GPUs
+  that match no layout; `--resume` finishes the layout.
+- The allocatable wait trusts only what a device plugin started after the labels were restored
+  reported, held steady for ALLOCATABLE_STEADY_SECONDS of the API server's clock: the Node keeps
+  the old layout until kubelet's next status update, and a stopped plugin's resources then go to
+  0 allocatable until the new one registers (kubernetes/kubernetes
+  pkg/kubelet/cm/devicemanager: GetCapacity, endpointStopGracePeriod).
+- Each node command's exit status and output tail go to the audit log.
 """
 
 from __future__ import annotations
@@ -45,6 +59,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from mignurse.cluster.client import NODES, PODS, ClusterError, NotFound
@@ -82,6 +97,7 @@ from mignurse.runner.step import (
     StepFailed,
     StepPlan,
     action,
+    transient,
 )
 from mignurse.runner.steps.kube import get_node
 
@@ -106,6 +122,9 @@ _FATAL = re.compile(r'level=fatal msg="((?:[^"\\]|\\.)*)"')
 _ROOTED = (MIG_DIR, "/dev/")
 _SHELL_PREAMBLE = 'R="${MIGNURSE_ROOT:-}"\n'
 MIG_PARTED = ("env", "-u", "MIG_PARTED_HOOKS_FILE", "nvidia-mig-parted")
+DEVICE_PLUGIN_APP = "nvidia-device-plugin-daemonset"
+ALLOCATABLE_STEADY_SECONDS = 10.0  # kubelet's node status update period
+AUDIT_OUTPUT_CHARS = 2000
 
 
 # -- what the run is about -----------------------------------------------------------------
@@ -232,9 +251,19 @@ def run_script(
     budget = max(5.0, ctx.time_left()) if timeout is None else timeout
     sink = io.BytesIO()
     result = shell.run(_SHELL_PREAMBLE + script, timeout=budget, stdout=sink)
+    stdout = sink.getvalue().decode("utf-8", "replace")
+    ctx.record(
+        "node-command",
+        node=ctx.node,
+        what=what,
+        rc=result.rc,
+        error=result.error or None,
+        stdout=stdout[-AUDIT_OUTPUT_CHARS:],
+        stderr=(result.stderr_tail or "")[-AUDIT_OUTPUT_CHARS:],
+    )
     if result.rc is None:
         raise StepFailed(f"{what} on {ctx.node}: {result.error or 'no exit status'}")
-    return NodeOutput(result.rc, sink.getvalue().decode("utf-8", "replace"), result.stderr_tail)
+    return NodeOutput(result.rc, stdout, result.stderr_tail)
 
 
 def run_argv(ctx: StepContext, argv: tuple[str, ...], timeout: float | None = None) -> NodeOutput:
@@ -258,25 +287,27 @@ def _labels(raw: dict[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in ((raw.get("metadata") or {}).get("labels") or {}).items()}
 
 
-def set_labels(ctx: StepContext, labels: dict[str, str | None]) -> dict[str, str | None]:
-    """Merge-patch node labels (None removes one); returns their values before the patch."""
+def set_labels(
+    ctx: StepContext, labels: dict[str, str | None], remember: dict[str, Any] | None = None
+) -> dict[str, str | None]:
+    """Merge-patch node labels (None removes one); returns their values before this run first
+    changed them (recorded before the patch, with `remember`, by `ctx.intend`)."""
     before = _labels(get_node(ctx))
     prior = {key: before.get(key) for key in labels}
+    recorded = dict(ctx.prior.get("labels") or {})
     if all(prior[k] == v for k, v in labels.items()):
-        return prior
+        return {k: recorded.get(k, prior[k]) for k in labels}
+    words = ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in labels.items())
+    noted = ctx.intend(f"label node {ctx.node}: {words}", {"labels": prior, **(remember or {})})
+    recorded = dict(noted.get("labels") or {})
     try:
         ctx.client.patch(NODES, ctx.node, {"metadata": {"labels": labels}})
     except NotFound:
         raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
     except ClusterError as exc:
-        raise StepFailed(f"cannot label node {ctx.node}: {exc}", retryable=True) from None
-    ctx.log(
-        "labelled "
-        + ctx.node
-        + ": "
-        + ", ".join(f"{k}={'(removed)' if v is None else v}" for k, v in labels.items())
-    )
-    return prior
+        raise StepFailed(f"cannot label node {ctx.node}: {exc}", retryable=transient(exc)) from None
+    ctx.log(f"labelled {ctx.node}: {words}")
+    return {k: recorded.get(k, prior[k]) for k in labels}
 
 
 def pods_of(ctx: StepContext, apps: tuple[str, ...]) -> list[str]:
@@ -290,13 +321,21 @@ def pods_of(ctx: StepContext, apps: tuple[str, ...]) -> list[str]:
                 if (meta.get("labels") or {}).get("app") in apps:
                     found.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
     except ClusterError as exc:
-        raise StepFailed(f"cannot list pods on {ctx.node}: {exc}", retryable=True) from None
+        raise StepFailed(
+            f"cannot list pods on {ctx.node}: {exc}", retryable=transient(exc)
+        ) from None
     return sorted(found)
 
 
 def wait_pods_gone(ctx: StepContext, apps: tuple[str, ...], what: str) -> None:
+    """Wait for the node's pods of `apps` to go; a blip of the API server is waited out."""
     while True:
-        left = pods_of(ctx, apps)
+        try:
+            left = pods_of(ctx, apps)
+        except StepFailed as exc:
+            if not exc.retryable or ctx.time_left() <= 0:
+                raise
+            left = [f"(unknown: {exc})"]
         if not left:
             return
         if ctx.time_left() <= 0:
@@ -429,11 +468,14 @@ class _LabelStep(Action):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         wanted: dict[str, str | None] = dict(plan.data.get("set") or {})
-        prior = set_labels(ctx, wanted)
-        return {"labels": prior, "set": wanted, **self.settle(ctx)}
+        when = format_server_time(ctx.client.server_now())
+        prior = set_labels(ctx, wanted, {"labelledAt": when})
+        written = _parse_server_time(str(ctx.prior.get("labelledAt") or ""))
+        return {"labels": prior, "set": wanted, **self.settle(ctx, written)}
 
-    def settle(self, ctx: StepContext) -> dict[str, Any]:
-        """Wait for what the labels make happen; returns more to keep in `applied`."""
+    def settle(self, ctx: StepContext, written: datetime | None) -> dict[str, Any]:
+        """Wait for what the labels make happen (`written`: when this run first wrote them,
+        on the API server's clock); returns more to keep in `applied`."""
         return {}
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
@@ -447,6 +489,30 @@ class _LabelStep(Action):
         prior: dict[str, str | None] = dict(applied.get("labels") or {})
         if prior:
             set_labels(ctx, prior)
+
+    def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        labels = _labels(get_node(ctx))
+        wrong = [
+            f"label {key} is {_shown(labels.get(key))}, not {_shown(value)}"
+            for key, value in (applied.get("labels") or {}).items()
+            if labels.get(key) != value
+        ]
+        return "; ".join(wrong) or None
+
+
+def _shown(value: str | None) -> str:
+    return "(absent)" if value is None else repr(value)
+
+
+def format_server_time(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_server_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 @action("mig-manager-off")
@@ -468,7 +534,7 @@ class MigManagerOff(_LabelStep):
     def idle(self, ctx: StepContext) -> bool:
         return not pods_of(ctx, (MIG_MANAGER_APP,))
 
-    def settle(self, ctx: StepContext) -> dict[str, Any]:
+    def settle(self, ctx: StepContext, written: datetime | None) -> dict[str, Any]:
         wait_pods_gone(ctx, (MIG_MANAGER_APP,), "the mig-manager pod is")
         return {}
 
@@ -504,16 +570,24 @@ class PauseGpuOperands(_LabelStep):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         found = _labels(get_node(ctx))
-        applied = super().apply(ctx, plan)
-        # Every operand label as found, paused here or not, for resume-gpu-operands.
-        applied["operandLabels"] = {
+        # Every operand label as found, paused here or not, for resume-gpu-operands; recorded
+        # with the labels' prior values, so a retry or a resume keeps the first reading.
+        operands = {
             LABEL_GPU_DEPLOY_PREFIX + key: found[LABEL_GPU_DEPLOY_PREFIX + key]
             for key in OPERAND_KEYS
             if LABEL_GPU_DEPLOY_PREFIX + key in found
         }
-        return applied
+        wanted: dict[str, str | None] = dict(plan.data.get("set") or {})
+        when = format_server_time(ctx.client.server_now())
+        prior = set_labels(ctx, wanted, {"labelledAt": when, "operandLabels": operands})
+        return {
+            "labels": prior,
+            "set": wanted,
+            "operandLabels": dict(ctx.prior.get("operandLabels") or operands),
+            **self.settle(ctx, None),
+        }
 
-    def settle(self, ctx: StepContext) -> dict[str, Any]:
+    def settle(self, ctx: StepContext, written: datetime | None) -> dict[str, Any]:
         wait_pods_gone(ctx, OPERAND_APPS, "GPU operand pods are")
         return {}
 
@@ -666,12 +740,15 @@ class ApplyMigLayout(Action):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         config = str(plan.data["config"])
+        ctx.intend(f"write {CONFIG_FILE} and an empty {HOOKS_FILE} on {ctx.node}")
         run_script(ctx, _write_files_script(str(plan.data["configYaml"])), "writing the config")
         steps = {name: argv for name, argv, _why in _sequence(config)}
         if run_argv(ctx, steps["assert"]).rc == 0:
             ctx.log(f"{config} is already applied on {ctx.node}")
             run_argv(ctx, ("nvidia-smi", "-L"), timeout=60)
             return {"config": config, "alreadyApplied": True}
+        gpus = ctx.prior.get("gpus") or gpu_record(read_mig_state(ctx))
+        ctx.intend(f"nvidia-mig-parted apply --mode-only -c {config} on {ctx.node}", {"gpus": gpus})
         mode = run_argv(ctx, steps["apply-mode"])
         if run_argv(ctx, steps["assert-mode"]).rc != 0:
             pending = _pending_modes(ctx)
@@ -682,6 +759,7 @@ class ApplyMigLayout(Action):
                     "run reapply-mig-no-hooks again"
                 )
             raise StepFailed(f"nvidia-mig-parted apply --mode-only failed: {mode.reason()}")
+        ctx.intend(f"nvidia-mig-parted apply -c {config} on {ctx.node}")
         applied = run_argv(ctx, steps["apply"])
         if applied.rc != 0:
             raise StepFailed(f"nvidia-mig-parted apply failed on {ctx.node}: {applied.reason()}")
@@ -696,6 +774,51 @@ class ApplyMigLayout(Action):
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
         out = run_argv(ctx, _sequence(str(plan.data["config"]))[-1][1], timeout=60)
         return None if out.rc == 0 else f"nvidia-mig-parted assert: {out.reason()}"
+
+    def undo_barrier(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        before = applied.get("gpus")
+        if not before:
+            return None  # no mig-parted write was attempted
+        now = gpu_record(read_mig_state(ctx))
+        changed = [
+            f"GPU {index}: {_gpu_words(now.get(index))} (was {_gpu_words(was)})"
+            for index, was in sorted(before.items(), key=lambda kv: int(kv[0]))
+            if now.get(index) != was
+        ]
+        if not changed:
+            return None
+        return (
+            f"the GPUs of {ctx.node} no longer match their layout before the run ("
+            + "; ".join(changed[:4])
+            + (f"; {len(changed) - 4} more" if len(changed) > 4 else "")
+            + "): undoing the labels and the cordon would return them to service; the node "
+            "stays cordoned with its GPU operands paused"
+        )
+
+
+def gpu_record(state: MigState) -> dict[str, dict[str, Any]]:
+    """Each GPU's MIG mode and profile counts, by index (what undo compares)."""
+    if state.status != PROBE_OK:
+        raise StepFailed(
+            f"cannot read the MIG state of the GPUs before changing them ({state.source}: "
+            f"{state.status} {state.detail})".replace(" )", ")")
+        )
+    return {
+        str(gpu.index): {
+            "mode": gpu.mig_current,
+            "counts": gpu.profile_counts() if gpu.mig_current == MIG_ENABLED else {},
+        }
+        for gpu in state.gpus
+    }
+
+
+def _gpu_words(gpu: dict[str, Any] | None) -> str:
+    if gpu is None:
+        return "not seen"
+    counts = gpu.get("counts") or {}
+    if gpu.get("mode") != MIG_ENABLED:
+        return f"MIG {gpu.get('mode')}"
+    return f"MIG Enabled, {describe_counts(counts) if counts else 'no instances'}"
 
 
 def read_mig_state(ctx: StepContext) -> MigState:
@@ -831,26 +954,62 @@ class ResumeGpuOperands(_LabelStep):
         plan.nothing_to_do = False
         return plan
 
-    def settle(self, ctx: StepContext) -> dict[str, Any]:
+    def settle(self, ctx: StepContext, written: datetime | None) -> dict[str, Any]:
         target = resolve_target(ctx)
         verified = _find_output(ctx, "perGpu")
         gpus = target.gpus
         if gpus is None and verified is not None and isinstance(verified.get("gpus"), int):
             gpus = int(verified["gpus"])
         expected = target.expected_resources(gpus)
+        plugin = _labels(get_node(ctx)).get(LABEL_GPU_DEPLOY_PREFIX + "device-plugin") == "true"
         started = time.monotonic()
+        steady_since: datetime | None = None
         while True:
             problem = allocatable_problem(get_node(ctx), expected)
-            if problem is None:
+            if problem is None and plugin:
+                problem = self._plugin_problem(ctx, written)
+            now = ctx.client.server_now()
+            if problem is not None:
+                steady_since = None
+            elif steady_since is None:
+                steady_since = now
+            elif (now - steady_since).total_seconds() >= ALLOCATABLE_STEADY_SECONDS:
                 ctx.log(
                     f"{ctx.node} advertises "
                     + ", ".join(f"{r}={n}" for r, n in expected.items())
-                    + f" after {time.monotonic() - started:.0f} s"
+                    + f" (steady since {time.monotonic() - started:.0f} s into the wait)"
                 )
                 return {"expected": expected}
             if ctx.time_left() <= 0:
-                raise StepFailed(f"after {ctx.timeout:g} s {problem}")
+                raise StepFailed(
+                    f"after {ctx.timeout:g} s " + (problem or "allocatable did not hold steady")
+                )
             ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))
+
+    @staticmethod
+    def _plugin_problem(ctx: StepContext, written: datetime | None) -> str | None:
+        """None when a device plugin pod started after the labels were restored runs on the
+        node (what kubelet reports before it registers is the old layout)."""
+        try:
+            pages = list(ctx.client.list_pages(PODS, field_selector=f"spec.nodeName={ctx.node}"))
+        except ClusterError as exc:
+            if not transient(exc):
+                raise StepFailed(f"cannot list pods on {ctx.node}: {exc}") from None
+            return f"cannot list pods on {ctx.node}: {exc}"
+        since = written - timedelta(seconds=1) if written else None  # Date headers: 1 s
+        for page, _version in pages:
+            for pod in page:
+                meta = pod.get("metadata") or {}
+                if (meta.get("labels") or {}).get("app") != DEVICE_PLUGIN_APP:
+                    continue
+                if meta.get("deletionTimestamp"):
+                    continue
+                if (pod.get("status") or {}).get("phase") != "Running":
+                    continue
+                created = _parse_server_time(str(meta.get("creationTimestamp") or ""))
+                if since is None or (created is not None and created >= since):
+                    return None
+        return f"no device plugin started on {ctx.node} since the labels were restored"
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
         problem = super().verify(ctx, plan, applied)

@@ -29,6 +29,13 @@ Facts from domain.md §1.4-1.6 and §2; the decisions they led to:
   first lists the nodes Karpenter would replace at once (their matching condition is
   older than its toleration, §2.1 "Resume hazard") and what the 20% guard (§1.5) does
   to that, so the typed acknowledgement covers it.
+- Every write is announced first (`ctx.intend`) with what undo needs (the Deployment, the
+  edits and the record; the node group and its prior config), so a run killed just after
+  its patch is undone or resumed from the run state. A resumed run whose own patch landed
+  before the stop (its record on the Deployment, or the record gone by its own resume)
+  goes on to wait for the rollout instead of refusing or planning nothing.
+- A wait gives up at once on an answer that will not change (401, 403): only blips are
+  waited out.
 """
 
 from __future__ import annotations
@@ -46,12 +53,10 @@ from mignurse.cluster.client import (
     DEPLOYMENTS,
     NODES,
     PODS,
-    ApiError,
     ClusterClient,
     ClusterError,
     Conflict,
     NotFound,
-    Unreachable,
 )
 from mignurse.diagnose.facts import repair_allowance, repair_clock, unhealthy_for_repair
 from mignurse.diagnose.inputs import (
@@ -67,7 +72,16 @@ from mignurse.model import (
     Node,
     format_time,
 )
-from mignurse.runner.step import Action, Change, Harm, StepContext, StepFailed, StepPlan, action
+from mignurse.runner.step import (
+    Action,
+    Change,
+    Harm,
+    StepContext,
+    StepFailed,
+    StepPlan,
+    action,
+    transient,
+)
 
 ANNOTATION_PAUSED = REPAIR_PAUSED_ANNOTATION
 TAG_PAUSED = "mignurse.io/node-repair-paused"  # + "/<nodegroup>.0", ".1", … on the cluster
@@ -436,10 +450,7 @@ def _who(ctx: StepContext) -> str:
 
 
 def _cluster_failed(what: str, exc: ClusterError) -> StepFailed:
-    retryable = isinstance(exc, Unreachable) or (
-        isinstance(exc, ApiError) and " answered 5" in str(exc)
-    )
-    return StepFailed(f"{what}: {exc}", retryable=retryable)
+    return StepFailed(f"{what}: {exc}", retryable=transient(exc))
 
 
 def pause_record(deployment: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -523,7 +534,7 @@ def _verify_rollout(
         try:
             state["deploy"] = ctx.client.get(DEPLOYMENTS, name, namespace)
         except ClusterError as exc:
-            return f"cannot read deployment/{namespace}/{name}: {exc}"
+            return _blip(f"cannot read deployment/{namespace}/{name}", exc)
         return rollout_pending(state["deploy"], generation)
 
     failed = _wait(ctx, rolled_out, f"the rollout of deployment/{namespace}/{name}")
@@ -535,10 +546,17 @@ def _verify_rollout(
         try:
             pods = _controller_pods(ctx.client, state["deploy"])
         except ClusterError as exc:
-            return f"cannot list the controller pods: {exc}"
+            return _blip("cannot list the controller pods", exc)
         return pods_pending(pods, want_repair, replicas)
 
     return _wait(ctx, pods_ready, "the controller pods' restart")
+
+
+def _blip(what: str, exc: ClusterError) -> str:
+    """A wait's reason for an API failure that may pass; one that will not fails the step."""
+    if not transient(exc):
+        raise StepFailed(f"{what}: {exc}")
+    return f"{what}: {exc}"
 
 
 def _gate_patch(
@@ -565,9 +583,12 @@ def _patch_deployment(
     name: str,
     build: Callable[[dict[str, Any]], list[dict[str, Any]] | None],
     landed: Callable[[dict[str, Any]], bool],
+    change: str,
+    prior: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Read, build the patch from what is there, send it; a lost answer is settled by
-    reading back whether it `landed`. Returns the Deployment after the change."""
+    """Read, build the patch from what is there, announce it (`change`, `prior`: what undo
+    needs), send it; a lost answer is settled by reading back whether it `landed`. Returns
+    the Deployment after the change."""
     try:
         current = ctx.client.get(DEPLOYMENTS, name, namespace)
     except ClusterError as exc:
@@ -577,6 +598,7 @@ def _patch_deployment(
     ops = build(current)
     if ops is None:
         return current
+    ctx.intend(change, prior)
     try:
         return ctx.client.patch(DEPLOYMENTS, name, ops, namespace=namespace, patch_type="json")
     except Conflict as exc:
@@ -892,6 +914,22 @@ class PauseNodeRepair(Action):
         settings = gate_settings(deploy)
         notes = [backend.why, *management_notes(deploy)]
         record = pause_record(deploy)
+        if (
+            not effective_repair(settings)
+            and record
+            and ctx.run_id
+            and record.get("run") == ctx.run_id
+        ):
+            notes.insert(0, f"paused by this run before it stopped ({describe_record(record)})")
+            return StepPlan(
+                notes=[*notes, "waits for the rollout to finish"],
+                data={
+                    "backend": "karpenter",
+                    "namespace": _namespace(deploy),
+                    "name": deploy["metadata"]["name"],
+                    "edits": ctx.prior.get("edits") or record["settings"],
+                },
+            )
         if not effective_repair(settings):
             if record:
                 notes.insert(0, f"repair is already off: {describe_record(record)}")
@@ -971,7 +1009,16 @@ class PauseNodeRepair(Action):
                 deploy, [(s.path, s.render(s.gates), s.render(e["paused"])) for s, e in pairs], text
             )
 
-        after = _patch_deployment(ctx, ns, name, build, landed)
+        undo_needs = {
+            "backend": "karpenter",
+            "namespace": ns,
+            "name": name,
+            "edits": edits,
+            "record": record,
+        }
+        after = _patch_deployment(
+            ctx, ns, name, build, landed, f"NodeRepair=false on deployment/{ns}/{name}", undo_needs
+        )
         ctx.log(f"deployment/{ns}/{name}: NodeRepair=false, rolling out")
         return {
             "backend": "karpenter",
@@ -979,7 +1026,7 @@ class PauseNodeRepair(Action):
             "name": name,
             "generation": int(after["metadata"].get("generation", 1)),
             "edits": edits,
-            "record": record,
+            "record": ctx.prior.get("record", record),
         }
 
     # -- managed node group
@@ -1001,6 +1048,20 @@ class PauseNodeRepair(Action):
         notes = [backend.why]
         if mode not in ("off", "override"):
             raise StepFailed(f"mode {mode!r} is not off or override")
+        ours = nodegroup_record(eks, cluster, group) if not prior.get("enabled") else None
+        if ours and ctx.run_id and ours.get("run") == ctx.run_id:
+            return StepPlan(
+                notes=[f"node group {group} was paused by this run before it stopped", *notes],
+                data={
+                    "backend": "nodegroup",
+                    "cluster": cluster,
+                    "nodegroup": group,
+                    "arn": nodegroup.get("nodegroupArn", ""),
+                    "prior": ours["prior"],
+                    "wanted": prior,
+                    "mode": ours.get("mode", mode),
+                },
+            )
         if not prior.get("enabled"):
             return StepPlan(
                 notes=[f"repair is already off for node group {group}", *notes],
@@ -1075,8 +1136,18 @@ class PauseNodeRepair(Action):
             "at": format_time(ctx.client.server_now()),
             "run": ctx.run_id,
         }
+        undo_needs = {
+            "backend": "nodegroup",
+            "cluster": cluster,
+            "nodegroup": group,
+            "arn": data["arn"],
+            "prior": data["prior"],
+            "wanted": data["wanted"],
+        }
+        ctx.intend(f"tag cluster {cluster} with the pause record of node group {group}", undo_needs)
         _write_record(eks, cluster, group, record)
         try:
+            ctx.intend(f"update_nodegroup_config of node group {group}: repair {data['mode']}")
             update_id = _update_config(ctx, eks, cluster, group, data["wanted"])
         except StepFailed:
             # Nothing changed: no record may claim a pause (best effort; resume checks it).
@@ -1130,6 +1201,52 @@ class PauseNodeRepair(Action):
         elif applied.get("backend") == "nodegroup":
             _restore_nodegroup(ctx, applied["cluster"], applied["nodegroup"], applied["prior"])
 
+    def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if applied.get("backend") == "karpenter":
+            return _karpenter_left(ctx, applied, "prior", paused=False)
+        if applied.get("backend") == "nodegroup":
+            return _nodegroup_left(ctx, applied, applied["prior"], paused=False)
+        return None
+
+
+def _karpenter_left(
+    ctx: StepContext, applied: Mapping[str, Any], which: str, *, paused: bool
+) -> str | None:
+    """What differs from the gates `which` ("prior" or "paused") and the record's presence."""
+    ns, name = applied["namespace"], applied["name"]
+    try:
+        deploy = ctx.client.get(DEPLOYMENTS, name, ns)
+    except ClusterError as exc:
+        raise _cluster_failed(f"cannot read deployment/{ns}/{name}", exc) from None
+    wrong = [
+        f"{s.describe()} is {s.gates!r}, not {e[which]!r}"
+        for s, e in _match(gate_settings(deploy), applied["edits"])
+        if s.gates != e[which]
+    ]
+    record = pause_record(deploy)
+    if paused and record is None:
+        wrong.append(f"the {ANNOTATION_PAUSED} record is gone")
+    if not paused and record is not None and record.get("run") == ctx.run_id:
+        wrong.append(f"the {ANNOTATION_PAUSED} record of this run is still there")
+    return f"deployment/{ns}/{name}: " + "; ".join(wrong) if wrong else None
+
+
+def _nodegroup_left(
+    ctx: StepContext, applied: Mapping[str, Any], want: Mapping[str, Any], *, paused: bool
+) -> str | None:
+    eks = _eks(ctx)
+    cluster, group = applied["cluster"], applied["nodegroup"]
+    now = _repair_config(_describe_nodegroup(eks, cluster, group))
+    wrong = []
+    if not _same_config(now, want):
+        wrong.append(f"nodeRepairConfig is {json.dumps(now)}, not {json.dumps(dict(want))}")
+    record = nodegroup_record(eks, cluster, group)
+    if paused and record is None:
+        wrong.append("its pause record is gone")
+    if not paused and record is not None and record.get("run") == ctx.run_id:
+        wrong.append("the pause record of this run is still there")
+    return f"node group {group}: " + "; ".join(wrong) if wrong else None
+
 
 def _match(
     settings: list[GateSetting], edits: list[dict[str, Any]]
@@ -1151,7 +1268,11 @@ def _match(
 
 
 def _restore_karpenter(
-    ctx: StepContext, namespace: str, name: str, edits: list[dict[str, Any]]
+    ctx: StepContext,
+    namespace: str,
+    name: str,
+    edits: list[dict[str, Any]],
+    prior: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Put every recorded prior string back and drop the record; safe to run twice."""
 
@@ -1172,17 +1293,34 @@ def _restore_karpenter(
             None,
         )
 
-    after = _patch_deployment(ctx, namespace, name, build, landed)
+    after = _patch_deployment(
+        ctx,
+        namespace,
+        name,
+        build,
+        landed,
+        f"restore the feature gates of deployment/{namespace}/{name}",
+        prior,
+    )
     ctx.log(f"deployment/{namespace}/{name}: feature gates restored, rolling out")
     return after
 
 
-def _restore_nodegroup(ctx: StepContext, cluster: str, group: str, prior: Mapping[str, Any]) -> str:
+def _restore_nodegroup(
+    ctx: StepContext,
+    cluster: str,
+    group: str,
+    prior: Mapping[str, Any],
+    undo_needs: Mapping[str, Any] | None = None,
+) -> str:
     eks = _eks(ctx)
     current = _describe_nodegroup(eks, cluster, group)
     update_id = ""
     if not _same_config(_repair_config(current), prior):
+        ctx.intend(f"restore nodeRepairConfig of node group {group}", undo_needs)
         update_id = _update_config(ctx, eks, cluster, group, prior)
+    if nodegroup_record(eks, cluster, group) is not None:
+        ctx.intend(f"remove the pause record of node group {group}", undo_needs)
     _drop_record(eks, cluster, group)
     ctx.log(f"node group {group}: nodeRepairConfig restored")
     return update_id
@@ -1208,7 +1346,7 @@ class ResumeNodeRepair(Action):
         if backend.kind == "karpenter":
             if deploy is None:
                 return "no karpenter Deployment was found: pass --param namespace=NS"
-            if pause_record(deploy) is None:
+            if pause_record(deploy) is None and not ctx.prior.get("record"):
                 return (
                     f"{_deploy_ref(deploy)} has no {ANNOTATION_PAUSED} record: repair was not "
                     "paused by mignurse, so there is no prior value to restore"
@@ -1224,6 +1362,18 @@ class ResumeNodeRepair(Action):
         assert deploy is not None
         ref = _deploy_ref(deploy)
         record = pause_record(deploy)
+        if record is None and ctx.prior.get("record"):
+            return StepPlan(
+                notes=[
+                    "restored by this run before it stopped "
+                    f"({describe_record(ctx.prior['record'])}); waits for the rollout"
+                ],
+                data={
+                    k: ctx.prior[k]
+                    for k in ("backend", "namespace", "name", "edits", "record")
+                    if k in ctx.prior
+                },
+            )
         assert record is not None
         settings = gate_settings(deploy)
         edits = []
@@ -1301,6 +1451,12 @@ class ResumeNodeRepair(Action):
         group = backend.pool
         nodegroup = _describe_nodegroup(eks, cluster, group)
         record = nodegroup_record(eks, cluster, group)
+        if record is None and ctx.prior.get("record") and ctx.prior.get("backend") == "nodegroup":
+            data = {k: v for k, v in ctx.prior.items() if k != "labels"}
+            return StepPlan(
+                notes=[f"node group {group} was restored by this run before it stopped"],
+                data=data,
+            )
         if record is None:
             raise StepFailed(
                 f"node group {group} has no {TAG_PAUSED}/{group}.* tag record on cluster "
@@ -1350,10 +1506,13 @@ class ResumeNodeRepair(Action):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         data = plan.data
+        undo_needs = {k: v for k, v in data.items() if k != "at_risk"}
         if data.get("backend") == "nodegroup":
-            update_id = _restore_nodegroup(ctx, data["cluster"], data["nodegroup"], data["prior"])
+            update_id = _restore_nodegroup(
+                ctx, data["cluster"], data["nodegroup"], data["prior"], undo_needs
+            )
             return {**data, "update": update_id}
-        after = _restore_karpenter(ctx, data["namespace"], data["name"], data["edits"])
+        after = _restore_karpenter(ctx, data["namespace"], data["name"], data["edits"], undo_needs)
         return {
             "backend": "karpenter",
             "namespace": data["namespace"],
@@ -1378,12 +1537,25 @@ class ResumeNodeRepair(Action):
             ctx, applied["namespace"], applied["name"], applied["generation"], want
         )
 
+    def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
+        if applied.get("backend") == "nodegroup":
+            return _nodegroup_left(ctx, applied, applied["current"], paused=True)
+        if applied.get("backend") == "karpenter":
+            return _karpenter_left(ctx, applied, "paused", paused=True)
+        return None
+
     def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
         """Pause again with the same record (so a later resume still knows the prior)."""
         if applied.get("backend") == "nodegroup":
             eks = _eks(ctx)
-            _write_record(eks, applied["cluster"], applied["nodegroup"], applied["record"])
-            _update_config(ctx, eks, applied["cluster"], applied["nodegroup"], applied["current"])
+            cluster, group = applied["cluster"], applied["nodegroup"]
+            if nodegroup_record(eks, cluster, group) is None:
+                ctx.intend(f"tag cluster {cluster} with the pause record of node group {group}")
+                _write_record(eks, cluster, group, applied["record"])
+            now = _repair_config(_describe_nodegroup(eks, cluster, group))
+            if not _same_config(now, applied["current"]):
+                ctx.intend(f"update_nodegroup_config of node group {group}: paused again")
+                _update_config(ctx, eks, cluster, group, applied["current"])
             return
         ns, name, edits = applied["namespace"], applied["name"], applied["edits"]
         text = json.dumps(applied["record"], separators=(",", ":"), sort_keys=True)
@@ -1401,4 +1573,4 @@ class ResumeNodeRepair(Action):
                 text,
             )
 
-        _patch_deployment(ctx, ns, name, build, landed)
+        _patch_deployment(ctx, ns, name, build, landed, f"pause deployment/{ns}/{name} again")
