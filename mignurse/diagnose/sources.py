@@ -78,6 +78,8 @@ from mignurse.untrusted import (
 T = TypeVar("T")
 
 HISTORY_WINDOW = timedelta(hours=6)
+# The kubectl dumps that make a cluster view; nodes first, the others can stand alone.
+CLUSTER_VIEWS = ("nodes", "nodeclaims", "events")
 JOURNALS = {
     "kubelet": "kubelet.log",
     "containerd": "containerd.log",
@@ -510,9 +512,11 @@ def load_offline(path: Path) -> Gathered:
     (mignurse.diagnose.foreign_bundles), as a folder or a tarball."""
     files = _Files(path)
     try:
-        snapshot = any(name in files.names for name in ("cluster/nodes.json", "nodes.json")) or any(
-            name.startswith("nodes/") for name in files.names
-        )
+        snapshot = any(
+            f"{folder}{kind}.json" in files.names
+            for folder in ("cluster/", "")
+            for kind in CLUSTER_VIEWS
+        ) or any(name.startswith("nodes/") for name in files.names)
         layout = None if snapshot else detect_layout(files.names)
         if layout is not None:
             gathered = _load_node_bundle(files, layout)
@@ -571,12 +575,18 @@ def _load(files: _Files) -> Gathered:
         return files.json(f"cluster/{name}.json", f"{name}.json")
 
     nodes_doc = doc("nodes")
-    if nodes_doc is None:
-        raise SourceError(
-            f"{files.path} has no cluster/nodes.json (or nodes.json): a snapshot needs at "
-            "least `kubectl get nodes -o json`"
-        )
     unread: list[str] = []
+    if nodes_doc is None:
+        if not any(doc(kind) is not None for kind in CLUSTER_VIEWS):
+            raise SourceError(
+                f"{files.path} has no cluster/nodes.json (or nodes.json): a snapshot needs "
+                "at least `kubectl get nodes -o json`"
+            )
+        # NodeClaims or events alone still tell a repair loop; say what is missing.
+        unread.append(
+            "no nodes.json: the nodes' conditions are unknown; judged from "
+            + ", ".join(f"{kind}.json" for kind in CLUSTER_VIEWS[1:] if doc(kind) is not None)
+        )
     nodes = _objects(nodes_doc, "nodes.json", Node.from_api, unread)
     claims = _objects(doc("nodeclaims"), "nodeclaims.json", NodeClaim.from_api, unread)
     pools = _objects(doc("nodepools"), "nodepools.json", NodePool.from_api, unread)

@@ -69,7 +69,14 @@ def test_repair_loop_with_interruption_echoes_is_a_repair_loop_not_spot(
 
 @pytest.mark.parametrize(
     "variant",
-    ["events-and-nodes", "events-k8s-io-v1", "clock-behind", "deadline-passed", "nodeclaims-only"],
+    [
+        "events-and-nodes",
+        "events-k8s-io-v1",
+        "clock-behind",
+        "deadline-passed",
+        "nodeclaims-only",
+        "nodeclaims-without-nodes",
+    ],
 )
 def test_repair_loop_is_named_from_partial_or_odd_evidence(
     capsys: pytest.CaptureFixture[str], variant: str

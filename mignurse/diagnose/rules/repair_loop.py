@@ -189,6 +189,8 @@ def _finding(
         summary += "; NodeRepair is off now, so the loop has stopped"
     elif any(n.deleting for n in current):
         summary += "; a node is being replaced now"
+    elif not inp.snapshot.nodes:
+        summary += "; the nodes' conditions are not in this snapshot"
     else:
         summary += "; no node is unhealthy right now"
     if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
