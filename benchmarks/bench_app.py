@@ -110,7 +110,7 @@ async def run(sim: RemoteSim, kubeconfig: Path) -> dict[str, float]:
         while fleet.row_count < 20:
             await asyncio.sleep(0.01)
         marks["first paint (fleet view, 20 pools)"] = time.perf_counter() - started
-        while app._diagnosis is None:
+        while app.diagnosis is None:
             await asyncio.sleep(0.05)
         marks["first diagnosis on screen"] = time.perf_counter() - started
         phase = "fleet view"

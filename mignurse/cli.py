@@ -46,12 +46,43 @@ def _connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument(
         "--context", default=default, help="kubeconfig context (default: the current one)"
     )
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        default=False if top else argparse.SUPPRESS,
-        help="show tracebacks on errors",
-    )
+    if "--debug" not in parser._option_string_actions:
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="show tracebacks on errors",
+        )
+
+
+def _app_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """The app's global flags; a sub-command accepts them too (ignored where they do not
+    apply), and SUPPRESS keeps an absent one from resetting the top level's."""
+    flags: list[tuple[str, dict[str, Any]]] = [
+        ("--read-only", {"action": "store_true",
+                         "help": "the app offers no action that changes the cluster"}),
+        ("--auto-collect", {"metavar": "DIR", "help": "the app collects each node into DIR "
+                            "as soon as its repair clock starts"}),
+        ("--light", {"action": "store_true", "help": "the app in a light theme, for light "
+                     "terminal backgrounds (`:` theme changes it)"}),
+    ]  # fmt: skip
+    for flag, options in flags:
+        if flag in parser._option_string_actions:
+            continue  # the sub-command has its own (watch --auto-collect)
+        if not top:
+            options = {**options, "default": argparse.SUPPRESS}
+        parser.add_argument(flag, **options)
+
+
+def _global_options(parser: argparse.ArgumentParser) -> None:
+    """Every global flag on a sub-command's parser that it does not define itself."""
+    have = parser._option_string_actions
+    if "--kubeconfig" not in have:
+        _connection_options(parser, top=False)  # --kubeconfig, --context, --debug
+    elif "--debug" not in have:
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                            help="show tracebacks on errors")  # fmt: skip
+    _app_options(parser, top=False)
 
 
 def _ssm_upload_option(parser: argparse.ArgumentParser) -> None:
@@ -72,21 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Without a command: the terminal app on the current kube context.",
     )
     parser.add_argument("--version", action="version", version=f"mignurse {__version__}")
-    parser.add_argument(
-        "--read-only",
-        action="store_true",
-        help="the app offers no action that changes the cluster",
-    )
-    parser.add_argument(
-        "--auto-collect",
-        metavar="DIR",
-        help="the app collects each node into DIR as soon as its repair clock starts",
-    )
-    parser.add_argument(
-        "--light",
-        action="store_true",
-        help="the app in a light theme, for light terminal backgrounds (`:` theme changes it)",
-    )
+    _app_options(parser, top=True)
     _connection_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -148,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument(
         "--auto-collect",
         metavar="DIR",
+        default=argparse.SUPPRESS,
         help="collect each node into DIR as soon as its repair clock starts (before Karpenter "
         "deletes it): over the simulator's sandboxes, SSM with --bucket, else SSH",
     )
@@ -327,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     from mignurse.runner.commands import add_parsers as add_runbook_parsers
 
     add_runbook_parsers(sub, _connection_options)
+    for name, command in sub.choices.items():
+        _global_options(command)
+        if name == "sim":
+            for leaf in sim_sub.choices.values():
+                _global_options(leaf)
     return parser
 
 
@@ -396,7 +419,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.cluster.history import default_history_path
-    from mignurse.diagnose.engine import diagnose
+    from mignurse.diagnose.engine import Diagnosis, diagnose
     from mignurse.diagnose.sources import load_live, load_offline
     from mignurse.diagnose.timeline import node_timeline
     from mignurse.model import format_time, parse_time
@@ -437,13 +460,20 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     for notice in gathered.notices:
         print(f"note: {notice}", file=sys.stderr)
     inp = gathered.to_input(now)
-    result = diagnose(inp, nodepool=args.nodepool, node=args.node)
-    timeline = []
-    if args.node:
-        known = (inp.snapshot.nodes, inp.events_by_node, inp.node_evidence)
-        if not any(args.node in names for names in known):
-            raise UserError(f"no node {args.node!r} in {context}: check the name (mignurse nodes)")
-        timeline = node_timeline(inp, args.node)
+    everything = diagnose(inp)
+    node = _diagnosed_node(args.node, inp, context) if args.node else None
+    if args.nodepool:
+        _check_pool(args.nodepool, inp.snapshot, everything.findings, context)
+    result = Diagnosis(
+        [
+            f
+            for f in everything.findings
+            if (args.nodepool is None or f.nodepool == args.nodepool)
+            and (node is None or node in f.nodes)
+        ],
+        everything.rule_errors,
+    )
+    timeline = node_timeline(inp, node) if node else []
     for error in result.rule_errors:
         print(f"warning: a rule failed and was skipped: {error}", file=sys.stderr)
     if args.output == "json":
@@ -456,7 +486,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "findings": [f.to_json() for f in result.findings],
             "ruleErrors": result.rule_errors,
         }
-        if args.node:
+        if node:
             document["timeline"] = [entry.to_json() for entry in timeline]
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -470,9 +500,42 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                 else ""
             )
             print(f"No findings in {context}{read} as of {format_time(now)}.")
-        if args.node:
-            print_timeline(args.node, timeline)
+        if node:
+            print_timeline(node, timeline)
     return result.exit_code
+
+
+def _diagnosed_node(typed: str, inp: Any, context: str) -> str:
+    """The node `--node` means, in full or as `nodes` prints it (without its domain)."""
+    from mignurse.nodeview import resolve_node_name
+
+    names = {*inp.snapshot.nodes, *inp.events_by_node, *inp.node_evidence}
+    full = resolve_node_name(typed, names)
+    if full is not None:
+        return full
+    several = sorted(n for n in names if n.split(".", 1)[0] == typed)
+    if several:
+        raise UserError(
+            f"{typed!r} is the short name of {len(several)} nodes in {context} "
+            f"({', '.join(several)}): give the full name"
+        )
+    raise UserError(f"no node {typed!r} in {context}: check the name (mignurse nodes)")
+
+
+def _check_pool(pool: str, snapshot: Any, findings: list[Any], context: str) -> None:
+    """Refuse a pool the cluster (or bundle) does not have, as `nodes` does."""
+    pools = {n.pool for n in snapshot.nodes.values() if n.pool}
+    pools |= set(snapshot.nodepools) | {f.nodepool for f in findings if f.nodepool}
+    if pool in pools:
+        return
+    known = sorted(
+        {n.pool for n in snapshot.gpu_nodes() if n.pool}
+        | {f.nodepool for f in findings if f.nodepool}
+    )
+    raise UserError(
+        f"no NodePool or node group named {pool!r} in {context!r}"
+        + (f": known GPU pools are {', '.join(known)}" if known else "")
+    )
 
 
 def _judgeable(moment: Any) -> bool:
@@ -851,7 +914,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     progress(f"recording context {client.info.context!r} into {path}; Ctrl-C to stop")
-    out_dir = Path(args.auto_collect).expanduser() if args.auto_collect else None
+    auto_collect = getattr(args, "auto_collect", None)
+    out_dir = Path(auto_collect).expanduser() if auto_collect else None
     if out_dir is not None and not out_dir.is_dir():
         raise UserError(f"--auto-collect {out_dir}: no such folder")
     try:
@@ -1074,9 +1138,62 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # -- entry point ------------------------------------------------------------------------
 
 
+class _QuietPipe:
+    """stdout or stderr that a closed pipe (`| head`) silences instead of failing: the rest
+    of the output goes nowhere and the command ends with its own exit code, as kubectl's
+    does. The descriptor is pointed at /dev/null so the interpreter's last flush passes."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                return int(self._stream.write(text))
+            except BrokenPipeError:
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def _silence(self) -> None:
+        self._closed = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass  # not a real descriptor (a test's capture): nothing is flushed at exit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+APP_COMMANDS = (None, "open", "demo")  # the terminal app owns the terminal: left as it is
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in APP_COMMANDS:
+        return _main(args, parser)
+    real = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _QuietPipe(sys.stdout), _QuietPipe(sys.stderr)
+    try:
+        return _main(args, parser)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = real
+
+
+def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
     try:  # Ctrl-C while these load (a second or so on a cold disk) is a plain exit
         from mignurse.cluster.client import ClusterError
@@ -1129,10 +1246,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # `mignurse nodes | head` closed the pipe: not an error.
-        sys.stderr.close()
-        return EXIT_OK
     except Exception as exc:
         if debug:
             raise

@@ -35,7 +35,9 @@ from textual.widgets import DataTable, Static
 from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
-from mignurse.tui.runbooks import ParamsScreen, PlanScreen, RunbookPicker
+from mignurse.tui.screens.params import ParamsScreen
+from mignurse.tui.screens.picker import RunbookPicker
+from mignurse.tui.screens.plan import PlanScreen
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SCENARIO = "dcgm-repair-loop"
@@ -65,7 +67,7 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = 30.0)
 
 async def settle(app: MigNurseApp) -> None:
     """Wait for a refresh applied after the first diagnosis (the findings and fleet rows)."""
-    await until(lambda: app._diagnosis is not None, "a diagnosis")
+    await until(lambda: app.diagnosis is not None, "a diagnosis")
     seen = app.refreshes
     await until(lambda: app.refreshes > seen, "a refresh after the diagnosis")
 
@@ -101,7 +103,7 @@ async def highlight_broken_node(app: MigNurseApp, pilot: Pilot[None]) -> str:
     # a highlight event on the row, even when it is already the first (sorted: CRIT first)
     await pilot.press(*(["down"] * broken if broken else ["down", "up"]))
     name = str(keys[broken].value)
-    await until(lambda: name in app._pods, "the node's pods")
+    await until(lambda: app.pods_of(name) is not None, "the node's pods")
     await pilot.pause()
     return name
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -247,3 +248,136 @@ def test_open_refuses_what_is_not_a_bundle_in_one_line(
     assert main(["open", str(target)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("mignurse: error: ") and "\n" not in err and str(target) in err
+
+
+# -- global flags in either position --------------------------------------------------------
+
+GLOBAL_FLAGS = [
+    (["--read-only"], "read_only", True),
+    (["--light"], "light", True),
+    (["--auto-collect", "/tmp/bundles"], "auto_collect", "/tmp/bundles"),
+    (["--kubeconfig", "/tmp/kube"], "kubeconfig", "/tmp/kube"),
+    (["--context", "prod"], "context", "prod"),
+    (["--debug"], "debug", True),
+]
+# What each command needs besides the flags to parse.
+COMMANDS = {
+    "nodes": [],
+    "diagnose": [],
+    "watch": [],
+    "collect": [],
+    "probe": [],
+    "userdata": ["--config", "all-1g.10gb"],
+    "open": ["bundle.tar.gz"],
+    "demo": [],
+    "sim list": [],
+    "sim serve": ["--scenario", "healthy", "--kubeconfig-out", "k"],
+    "runbooks": [],
+    "run": ["cordon"],
+    "runs": [],
+    "unlock": ["n1"],
+}
+
+
+def test_every_command_is_in_the_global_flags_table() -> None:
+    from mignurse.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    named = {c.split()[0] for c in COMMANDS}
+    assert set(sub.choices) == named
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(("flag", "dest", "value"), GLOBAL_FLAGS, ids=lambda x: str(x))
+def test_every_global_flag_works_before_and_after_every_command(
+    command: str, flag: list[str], dest: str, value: object
+) -> None:
+    from mignurse.cli import build_parser
+
+    words = [*command.split(), *COMMANDS[command]]
+    after = build_parser().parse_args([*words, *flag])
+    before = build_parser().parse_args([*flag, *words])
+    plain = build_parser().parse_args(words)
+
+    assert getattr(after, dest) == value
+    assert getattr(before, dest) == value  # the sub-command's parser does not reset it
+    assert getattr(plain, dest) in (None, False)
+
+
+def test_demo_takes_read_only_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    # --speed 0 stops it right after parsing: the flag was accepted, the speed is refused.
+    assert main(["demo", "--read-only", "--speed", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments" not in err and "--speed 0 is out of range" in err
+
+
+# -- a closed pipe does not change the exit code ------------------------------------------------
+
+
+def _exit_code(
+    kubeconfig: Path, env: dict[str, str], args: list[str], *, closed: bool
+) -> tuple[int, str]:
+    """The command's exit code and stderr, its stdout a terminal-less file or a pipe whose
+    reader is already gone (as after `| head` has read what it wanted)."""
+    read, write = os.pipe()
+    if closed:
+        os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), *args],
+            stdout=write if closed else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+        if not closed:
+            os.close(read)
+    return done.returncode, done.stderr
+
+
+PRINTING = [
+    ["nodes"],
+    ["nodes", "-o", "json"],
+    ["nodes", "-o", "wide"],
+    ["diagnose"],
+    ["diagnose", "-o", "json"],
+    ["diagnose", "--node", "NODE"],
+    ["runbooks"],
+    ["runbooks", "-o", "json"],
+    ["runs"],
+    ["run", "cordon", "--node", "NODE", "--dry-run"],
+    ["sim", "list"],
+    ["userdata", "--config", "all-1g.10gb", "--gpu-product", "h100"],
+    ["userdata", "--config", "no-such"],
+]
+
+
+@pytest.fixture(scope="module")
+def repair_loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
+    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    yield sim, kubeconfig
+    sim.stop()
+
+
+@pytest.mark.parametrize("args", PRINTING, ids=" ".join)
+def test_a_closed_pipe_leaves_the_exit_code_and_says_nothing(
+    repair_loop: tuple[SimCluster, Path], tmp_path: Path, args: list[str]
+) -> None:
+    """`mignurse diagnose | head -3` exits as `mignurse diagnose` does (2 for a critical
+    finding), quietly, like kubectl."""
+    sim, kubeconfig = repair_loop
+    node = sorted(gpu_node_names(sim))[0]
+    args = [node if a == "NODE" else a for a in args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KUBE"))}
+    env.update(XDG_STATE_HOME=str(tmp_path / "state"), HOME=str(tmp_path))
+
+    code, _err = _exit_code(kubeconfig, env, args, closed=False)
+    piped, said = _exit_code(kubeconfig, env, args, closed=True)
+
+    assert piped == code
+    assert "Traceback" not in said and "Broken pipe" not in said and "Exception" not in said

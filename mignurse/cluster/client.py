@@ -196,6 +196,7 @@ class ClusterClient:
         self.api = api_client
         self.info = info
         self._clock_offset = timedelta(0)
+        self._clock: Callable[[], datetime] | None = None  # see use_clock
         self._offset_lock = threading.Lock()
 
     # -- connecting -----------------------------------------------------------------
@@ -286,9 +287,16 @@ class ClusterClient:
 
         Ages and repair deadlines are measured against the cluster's clock, not a laptop's
         that may be minutes off (or a simulator running at ten times real speed)."""
+        if self._clock is not None:
+            return self._clock()
         with self._offset_lock:
             offset = self._clock_offset
         return datetime.now(UTC) + offset
+
+    def use_clock(self, clock: Callable[[], datetime]) -> None:
+        """Take the time from `clock` (the simulator's own), not from Date headers that lag
+        a fast simulated clock by the time since the last response."""
+        self._clock = clock
 
     def _note_date(self, headers: Any) -> None:
         value = headers.get("Date") if headers is not None else None

@@ -19,6 +19,8 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +83,19 @@ class AwsIdentity:
 class Audit:
     """Appends events to the audit log; every line says its time and run."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(
+        self, path: Path | None = None, clock: Callable[[], datetime] | None = None
+    ) -> None:
         self.path = path or audit_path()
+        self.clock = clock  # the demo's simulated clock, so the log agrees with its cluster
 
     def write(self, event: str, run_id: str, **fields: Any) -> None:
-        record = {"ts": now_text(), "event": event, "run": run_id, **fields}
+        ts = (
+            self.clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # as now_text()
+            if self.clock
+            else now_text()
+        )
+        record = {"ts": ts, "event": event, "run": run_id, **fields}
         line = json.dumps(record, separators=(",", ":"), default=str).encode() + b"\n"
         private_dir(self.path.parent, tighten=True)
         fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)

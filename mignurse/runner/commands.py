@@ -32,7 +32,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from mignurse.runner.engine import Runner, RunResult, node_shells
+from mignurse.runner.engine import (
+    Followup,
+    Runner,
+    RunResult,
+    node_shells,
+    possible_followups,
+)
 from mignurse.runner.schema import (
     Runbook,
     RunbookError,
@@ -115,7 +121,13 @@ def add_parsers(sub: Any, connection_options: Callable[..., None]) -> None:
     )
     run.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
-    runs = sub.add_parser("runs", help="past runbook runs (the audit log), or one run's steps")
+    runs = sub.add_parser(
+        "runs",
+        help="past runbook runs (the audit log), or one run's steps and what can follow it",
+        description="With RUN_ID: the run's steps and audit events, then whether `--resume` "
+        "and `--undo` can run now (read from the run's context; the cluster is not changed).",
+    )
+    connection_options(runs, top=False)
     runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
     runs.add_argument("-o", "--output", choices=("table", "json"), default="table")
     runs.add_argument(
@@ -183,7 +195,50 @@ def cmd_runbooks(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def cmd_runs(args: argparse.Namespace) -> int:
+def _followups_now(
+    args: argparse.Namespace,
+    saved: Any,
+    connect: Callable[[argparse.Namespace], Any],
+    is_simulated: Callable[[str | None, str], bool],
+) -> dict[str, Followup] | str:
+    """What can follow a saved run, read from its own context as `--resume`/`--undo` would
+    read it; or one line saying why that cannot be told now."""
+    from mignurse.cluster.client import ClusterError
+    from mignurse.collect.transports import shell_factory
+
+    if saved.status in ("succeeded", "undone"):
+        return {}
+    there = argparse.Namespace(**{**vars(args), "context": saved.context})
+    try:
+        client = connect(there)
+    except ClusterError as exc:
+        return f"cannot tell what can follow: context {saved.context!r}: {exc}"
+    try:
+        simulated = is_simulated(getattr(args, "kubeconfig", None), client.info.cluster)
+        with tempfile.TemporaryDirectory(
+            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+        ) as sandboxes:
+            factory = shell_factory(
+                client, transport="sim" if simulated else "ssh", sandboxes=Path(sandboxes)
+            )
+            books, _problems = _loaded_runbooks()
+            return possible_followups(
+                saved.run_id,
+                client=client,
+                books=books,
+                shell_for=node_shells(client, factory),
+                aws=_aws(argparse.Namespace(profile=None, region=None)),
+            )
+    finally:
+        client.close()
+
+
+def cmd_runs(
+    args: argparse.Namespace,
+    *,
+    connect: Callable[[argparse.Namespace], Any],
+    is_simulated: Callable[[str | None, str], bool],
+) -> int:
     from mignurse.runner import state as st
     from mignurse.runner.audit import read_audit
     from mignurse.runner.render import print_runs, runs_from_audit
@@ -198,12 +253,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
             saved = None
         if not mine and saved is None:
             raise RunCommandError(f"no run {args.run_id!r}: `mignurse runs` lists them")
+        follow: dict[str, Followup] | str = {}
+        if saved is not None:
+            follow = _followups_now(args, saved, connect, is_simulated)
         if args.output == "json":
             from dataclasses import asdict
 
             doc = {
                 "state": {**asdict(saved), "shown": saved.shown_status()} if saved else None,
                 "events": mine,
+                "followups": follow if isinstance(follow, str) else _followups_json(follow),
             }
             print(json.dumps(doc, indent=2, default=str))
             return 0
@@ -227,6 +286,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
             )
             step = f" {event['step']}" if event.get("step") else ""
             print(f"  {event.get('ts', '')[:19]} {event['event']}{step} {extra}".rstrip())
+        if isinstance(follow, str):
+            print(follow)
+        else:
+            for line in followup_lines(args.run_id, follow):
+                print(line)
         return 0
     every = runs_from_audit(events, states={r.run_id: r for r in st.list_runs()})
     runs = every[-args.limit :] if args.limit else every
@@ -404,9 +468,10 @@ def cmd_run(
                 )
             with _ctrl_c(runner):
                 result = runner.undo() if args.undo else runner.run(dry_run=args.dry_run)
+            followups = _followups_after(result, books, common)
     finally:
         client.close()
-    _print_result(args, result, print_report)
+    _print_result(args, result, print_report, followups)
     if args.undo and result.status == "undone":
         return 0  # the undo asked for is done
     return result.exit_code
@@ -425,8 +490,45 @@ def _sandboxes(args: argparse.Namespace, transport: str) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def _followups_after(
+    result: RunResult, books: dict[str, Runbook], common: dict[str, Any]
+) -> dict[str, Followup]:
+    """What can follow a run that stopped short (its state kept), as `--resume`/`--undo`
+    would judge it now; {} when nothing can (succeeded, undone, never started)."""
+    from mignurse.runner import state as st
+
+    try:
+        saved = st.RunState.load(result.run_id)
+    except (FileNotFoundError, ValueError, TypeError):
+        return {}
+    if saved.status in (st.SUCCEEDED, st.RUN_UNDONE):
+        return {}
+    wiring = {k: common[k] for k in ("client", "shell_for", "aws")}
+    return possible_followups(result.run_id, books=books, **wiring)
+
+
+def followup_lines(run_id: str, followups: dict[str, Followup], said: str = "") -> list[str]:
+    """One line for each follow-up: its command and what it does, or why it is not offered.
+    A command already in `said` (a notice) is not repeated."""
+    lines = []
+    for kind, (possible, why) in followups.items():
+        command = f"mignurse run --{kind} {run_id}"
+        if possible and command not in said:
+            lines.append(f"next: `{command}` {why}")
+        elif not possible:
+            lines.append(f"{kind} is not offered: {why}")
+    return lines
+
+
+def _followups_json(followups: dict[str, Followup]) -> dict[str, Any]:
+    return {k: {"possible": f.possible, "why": f.why} for k, f in followups.items()}
+
+
 def _print_result(
-    args: argparse.Namespace, result: RunResult, print_report: Callable[[RunResult], None]
+    args: argparse.Namespace,
+    result: RunResult,
+    print_report: Callable[[RunResult], None],
+    followups: dict[str, Followup],
 ) -> None:
     if args.output == "json":
         from dataclasses import asdict
@@ -436,12 +538,15 @@ def _print_result(
             "status": result.status,
             "error": result.error or None,
             "notices": result.notices,
+            "followups": _followups_json(followups),
             "plan": result.plan.to_json() if result.plan else None,
             "steps": [asdict(s) for s in result.steps],
         }
         print(json.dumps(doc, indent=2, default=str))
         return
     print_report(result)
+    for line in followup_lines(result.run_id, followups, "\n".join(result.notices)):
+        print(line)
 
 
 # -- unlock --------------------------------------------------------------------------------
@@ -557,7 +662,7 @@ def dispatch(
         if args.command == "runbooks":
             return cmd_runbooks(args)
         if args.command == "runs":
-            return cmd_runs(args)
+            return cmd_runs(args, connect=connect, is_simulated=is_simulated)
         if args.command == "unlock":
             return cmd_unlock(args, connect=connect)
         return cmd_run(args, connect=connect, is_simulated=is_simulated)

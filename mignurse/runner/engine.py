@@ -38,13 +38,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from mignurse.cluster.client import NODES, ClusterClient, ClusterError
+from mignurse.cluster.client import NODES, ClusterClient, ClusterError, NotFound
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.runner import state as st
-from mignurse.runner.audit import AWS_LOOKUP_SECONDS, Audit, AwsIdentity, local_holder
+from mignurse.runner.audit import (
+    AWS_LOOKUP_SECONDS,
+    Audit,
+    AwsIdentity,
+    local_holder,
+    read_audit,
+)
 from mignurse.runner.lock import DEFAULT_TTL, LockError, TargetLock
 from mignurse.runner.schema import Runbook, StepSpec, load_runbooks
 from mignurse.runner.step import (
@@ -178,6 +184,36 @@ class RunResult:
                 line += f" ({s.undo})"
             lines.append(line)
         return lines
+
+
+class Followup(NamedTuple):
+    """Whether `--resume` or `--undo` of a stopped run can run now. `why` is one line: why
+    not, or, when it can, what it would do. Unpacks as `(possible, why)`."""
+
+    possible: bool
+    why: str
+
+
+def possible_followups(
+    run_id: str,
+    *,
+    client: ClusterClient,
+    books: dict[str, Runbook] | None = None,
+    shell_for: Callable[[str], NodeShell] | None = None,
+    aws: Callable[[str], Any] | None = None,
+) -> dict[str, Followup]:
+    """{"resume": Followup, "undo": Followup} for a run, as `--resume`/`--undo` would judge
+    it now: its state, the lock on its target, the target itself, and (read-only) the plan
+    of what is left or the steps undo would walk back. Reads the cluster (and, for a MIG
+    step, the node): call it off the UI thread. Never raises."""
+    try:
+        runner = Runner.from_state(run_id, client=client, books=books, shell_for=shell_for, aws=aws)
+    except RunError as exc:
+        why = str(exc)
+        if why.startswith("no run ") and any(e.get("run") == run_id for e in read_audit()):
+            why = f"run {run_id} never changed anything (declined, refused or a dry run)"
+        return {"resume": Followup(False, why), "undo": Followup(False, why)}
+    return runner.followups()
 
 
 def node_shells(
@@ -545,15 +581,96 @@ class Runner:
             self._audit("lock-left", target=self.target, detail=left)
 
     def _check_resumable(self) -> None:
+        why = self._state_refusal(undo=False)
+        if why:
+            self._refused(why, resume=True)
+            raise RunError(why)
+
+    def _refused(self, why: str, **fields: Any) -> None:
+        self._audit(
+            "refused",
+            runbook=self.book.name,
+            target=self.target,
+            reason=why,
+            **fields,
+            who=self._who(),
+        )
+
+    # -- what can follow a stopped run ------------------------------------------------
+
+    def followups(self) -> dict[str, Followup]:
+        """Whether `--resume` and `--undo` of this run can run now (see possible_followups)."""
+        return {"resume": self._resume_followup(), "undo": self._undo_followup()}
+
+    def _resume_followup(self) -> Followup:
+        why = self._state_refusal(undo=False) or self._lock_refusal()
+        if why:
+            return Followup(False, why)
+        plan = self.plan()
+        if plan.blocked:
+            first = plan.blocked[0]
+            return Followup(False, f"step {first.spec.id} cannot run: {first.blocked}")
+        left = [s.spec.id for s in plan.steps if s.status not in st.DONE]
+        if not left:
+            return Followup(False, f"run {self.run_id} has no step left to run")
+        return Followup(True, f"continues from step {left[0]} ({len(left)} of "
+                        f"{len(plan.steps)} steps left)")  # fmt: skip
+
+    def _undo_followup(self) -> Followup:
+        why = self._state_refusal(undo=True)
+        if why:
+            return Followup(False, why)
+        items, barrier = self._undo_list()
+        undoable = [i.spec.id for i in items if i.action.can_undo]
+        if barrier and not undoable:
+            return Followup(False, _barrier_refusal(barrier, self._kept(barrier)))
+        why = self._target_gone()
+        if why:
+            return Followup(False, why)
+        if not undoable:
+            return Followup(False, "nothing to undo: no step changed what undo can put back")
+        why = self._lock_refusal()
+        if why:
+            return Followup(False, why)
+        stop = f", then stops at step {barrier.split(':', 1)[0]}" if barrier else ""
+        return Followup(True, f"undoes {', '.join(undoable)} (newest first){stop}")
+
+    def _state_refusal(self, *, undo: bool) -> str:
+        """Why the run's status alone rules out a resume (or an undo), or ""."""
         status = self.state.status
-        if status == st.SUCCEEDED:
-            raise RunError(f"run {self.run_id} already succeeded: nothing to resume")
-        if status == st.RUN_UNDONE:
-            raise RunError(f"run {self.run_id} was undone: start a new run instead")
         if status == st.RUNNING and self.state.alive():
-            raise RunError(
-                f"run {self.run_id} is still running (pid {self.state.pid} on {self.state.host})"
+            return f"run {self.run_id} is still running (pid {self.state.pid} on {self.state.host})"
+        if undo and status == st.RUN_UNDONE:
+            return f"run {self.run_id} is already undone"
+        if undo and status == st.SUCCEEDED:
+            return (
+                f"run {self.run_id} succeeded; undo is for failed or interrupted runs "
+                "(run the opposite runbook instead)"
             )
+        if status == st.SUCCEEDED:
+            return f"run {self.run_id} already succeeded: nothing to resume"
+        if status == st.RUN_UNDONE:
+            return f"run {self.run_id} was undone: start a new run instead"
+        return ""
+
+    def _lock_refusal(self) -> str:
+        """The live lock of another run on the target (who holds it), or ""."""
+        lock = self._lock()
+        return lock.refusal() if lock is not None else ""
+
+    def _target_gone(self) -> str:
+        """For undo: why the node has nothing left to put back (gone or being deleted), or ""."""
+        if self.book.target != "node" or not self.target:
+            return ""
+        try:
+            raw = self.client.get(NODES, self.target)
+        except NotFound:
+            return f"node {self.target} no longer exists: there is nothing on it to put back"
+        except ClusterError as exc:
+            return f"cannot read node {self.target} to undo on it: {_one_line(exc)}"
+        if (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return f"node {self.target} is being deleted: there is nothing on it to put back"
+        return ""
 
     def _lock(self) -> TargetLock | None:
         if not self.book.mutates:
@@ -652,6 +769,8 @@ class Runner:
                 step_state.status = st.STOPPED if step_state.touched else st.PENDING
             step_state.error = str(exc) if isinstance(exc, LockLost) else "interrupted"
             self._record_step(step_state, error=step_state.error)
+            # the listener's table must not keep showing the step as running
+            self._emit("step-finished", spec.id, step_state.error, status=step_state.status)
             raise
 
     def _apply(
@@ -741,10 +860,8 @@ class Runner:
                 f"step {midway[0]} stopped after announcing a change, which may have been "
                 "made: resume and undo both read the cluster to settle it"
             )
-        result.notices.append(
-            f"nothing was undone; continue with `mignurse run --resume {self.run_id}` or "
-            f"undo the completed steps with `mignurse run --undo {self.run_id}`"
-        )
+        # what can follow (resume, undo) is for the face to ask: possible_followups
+        result.notices.append("nothing was undone")
         return result
 
     def _lock_lost(self, plan: Plan, step_id: str, why: str) -> RunResult:
@@ -839,34 +956,23 @@ class Runner:
 
     def undo(self) -> RunResult:
         """`--undo RUN_ID`: undo what a failed or interrupted run changed."""
-        status = self.state.status
-        if status == st.RUN_UNDONE:
-            raise RunError(f"run {self.run_id} is already undone")
-        if status == st.SUCCEEDED:
-            raise RunError(
-                f"run {self.run_id} succeeded; undo is for failed or interrupted runs "
-                "(run the opposite runbook instead)"
-            )
-        if status == st.RUNNING and self.state.alive():
-            raise RunError(
-                f"run {self.run_id} is still running (pid {self.state.pid} on {self.state.host})"
-            )
+        why = self._state_refusal(undo=True)
+        if why:
+            self._refused(why, undo=True)
+            raise RunError(why)
         self._identity = AwsIdentity()
         items, barrier = self._undo_list()
         undoable = [i for i in items if i.action.can_undo]
         if barrier and not undoable:
             why = _barrier_refusal(barrier, self._kept(barrier))
-            self._audit(
-                "refused",
-                runbook=self.book.name,
-                target=self.target,
-                reason=why,
-                undo=True,
-                who=self._who(),
-            )
+            self._refused(why, undo=True)
             result = self._finish_result("blocked", None, error=why)
             result.notices.append(_kept_notice(self.run_id, barrier))
             return result
+        why = self._target_gone() if undoable else ""
+        if why:
+            self._refused(why, undo=True)
+            return self._finish_result("blocked", None, error=why)
         harm = max((i.action.harm for i in undoable), default=Harm.NONE)
         lines = [f"undo run {self.run_id} ({self.book.name} on {self.target}), newest first:"]
         for item in items:
@@ -889,15 +995,8 @@ class Runner:
             try:
                 lock.acquire()
             except LockError as exc:
-                self._audit(
-                    "refused",
-                    runbook=self.book.name,
-                    target=self.target,
-                    reason=str(exc),
-                    undo=True,
-                    who=self._who(),
-                )
-                return RunResult(self.run_id, "blocked", None, self.state.steps, error=str(exc))
+                self._refused(str(exc), undo=True)
+                return self._finish_result("blocked", None, error=str(exc))
         self._lock_held = lock
         try:
             self.state.pid = os.getpid()

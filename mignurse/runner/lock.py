@@ -230,6 +230,19 @@ class TargetLock:
             self._confirmed = time.monotonic()
             return notice
 
+    def refusal(self) -> str:
+        """Read-only: why `acquire` would refuse now (another run's live lock), or "" when
+        the target is free, ours, expired or gone. A failed read is said as such."""
+        try:
+            current, _version = self._read()
+        except NotFound:
+            return ""
+        except ClusterError as exc:
+            return f"cannot read the lock on {self.what}: {' '.join(str(exc).split())}"
+        if not current or current.get("run") == self.run_id or self._expired(current):
+            return ""
+        return self.held_by(current)
+
     def held_by(self, current: dict[str, Any]) -> str:
         now = self.client.server_now()
         return (

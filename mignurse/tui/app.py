@@ -1,69 +1,103 @@
 """The terminal app: the fleet view, each pool's GPU nodes, a node's detail, and the keys to act.
 
 One factory, `make_app`, builds the app for the live cluster, the demo, an opened bundle and
-the tests. It lands on the fleet view (one row per NodePool or node group, worst first);
-enter drills into a pool's nodes, esc backs out, `/` filters, space marks, `:` opens the
-command palette and `?` lists every key (k9s's grammar, see style.md).
+the tests. It lands on the fleet view (one row per NodePool or node group, worst first,
+with the highlighted pool's nodes below it); enter drills into a pool's nodes, esc backs
+out, `/` filters as you type (each view its own filter), space marks, `:` opens the
+command palette, `l` `d` `f` open the journals, a node's description and every finding in
+a pager, and `?` lists every key (k9s's grammar).
 
 The UI thread never talks to the cluster: watch threads fill a `ClusterState`, a worker
-thread turns it into row changes (and, every few seconds, the diagnosis and the fleet
-rows), and the UI thread only applies those changes. The next refresh is armed only after
-the previous one has been applied, so refreshes never pile up on a slow machine or a
-5,000-node cluster. While the fleet view shows, the node table is not touched at all.
+turns it into row changes (refresh.py) and posts them back as a message, and the UI thread
+only places them (many new rows a chunk at a time, so a 5,000-row fill never freezes the
+screen). One refresh is in flight at a time; the next is armed when the last has been
+applied or has failed. Every other worker (pods, collection, context switch, the demo's
+build) reports back as a message too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.events import Resize
+from textual.message import Message
+from textual.timer import Timer
 from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, Static
+from textual.worker import Worker, WorkerState
 
 from mignurse.cluster.client import ClusterError
-from mignurse.cluster.snapshot import ClusterState
+from mignurse.cluster.snapshot import ClusterState, Snapshot
 from mignurse.cluster.watcher import ResourceStatus
 from mignurse.diagnose.engine import Diagnosis
-from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
+from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.inputs import DiagnosisInput, History, NodeEvidence
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.fleetview import UNPOOLED, PoolRow
 from mignurse.model import Pod, format_time
-from mignurse.nodeview import COLUMNS, NodeRow, bundle_row, format_age, node_rows
+from mignurse.nodeview import NodeRow, short_name
 from mignurse.render import SEVERITY_STYLE, countdown
-from mignurse.tui.detail import evidence_detail, node_detail
+from mignurse.tui.detail import evidence_detail, node_detail, sorted_findings
 from mignurse.tui.filters import FilterError, RowFilter, parse
-from mignurse.tui.help import HelpScreen
+from mignurse.tui.pages import describe_page, findings_page, journal_pages
 from mignurse.tui.palette import MigNurseCommands
-from mignurse.tui.sources import BundleSource, LiveSource
+from mignurse.tui.refresh import (
+    BADGE_WORDS,
+    STATUS_STYLE,
+    TABLE_COLUMNS,
+    Refreshed,
+    Refresher,
+    RefreshRequest,
+    RowChanges,
+    StatusPart,
+    fit_status,
+    table_columns,
+)
+from mignurse.tui.screens.help import HelpScreen
+from mignurse.tui.screens.pager import PagerScreen
+from mignurse.tui.selection import Selection
+from mignurse.tui.sources import BuildingSource, BundleSource, LiveSource
 from mignurse.tui.table import BatchTable
 
-__all__ = ["TABLE_COLUMNS", "BundleSource", "LiveSource", "MigNurseApp", "RowChanges", "make_app"]
+__all__ = [
+    "TABLE_COLUMNS",
+    "BuildingSource",
+    "BundleSource",
+    "LiveSource",
+    "MigNurseApp",
+    "RowChanges",
+    "make_app",
+]
 
 REFRESH_SECONDS = 0.5
-DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
 FINDINGS_SHOWN = 4
-FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
 PODS_MAX_AGE_SECONDS = 15.0  # the highlighted node's pods are fetched again after this
-REBUILD_AFTER_REMOVALS = 1000  # past this, clearing and re-adding beats removing in a batch
-STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "Launching": "cyan"}
+ADD_CHUNK = 500  # new rows placed per frame: a 5,000-row fill paints as it goes
+PREVIEW_ROWS = 40  # at most this many of the pool's nodes below the fleet
+FILTER_DELAY = 0.15  # seconds of no typing before the filter applies
 FLEET, NODES = "fleet", "nodes-view"
+VIEW_IDS = {FLEET: "fleet-view", NODES: NODES}
+_WORST, _NOTREADY, _REPAIR = (FLEET_COLUMNS.index(c) for c in ("WORST", "NOTREADY", "REPAIR"))
+FLEET_DROPS = ("READY", "LIFETIME", "REPL 6H", "KIND")  # dropped first to last when too wide
 
 
 class Source(Protocol):
-    """What the app reads: `LiveSource` (a cluster) or `BundleSource` (a bundle)."""
+    """What the app reads: `LiveSource` (a cluster), `BundleSource` (a bundle) or
+    `BuildingSource` (the demo's cluster, still being built)."""
 
     state: ClusterState
     simulated: str | None
@@ -77,9 +111,11 @@ class Source(Protocol):
     def context(self) -> str: ...
     @property
     def cluster(self) -> str: ...
-    def now(self) -> datetime: ...
+    def now(self) -> Any: ...
     def start(self, on_status: Callable[[ResourceStatus], None]) -> None: ...
     def synced(self) -> bool: ...
+    def listed(self) -> bool: ...
+    def early_snapshot(self) -> Snapshot | None: ...
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]: ...
     def evidence(self, name: str) -> NodeEvidence | None: ...
     def evidence_only(self) -> list[NodeEvidence]: ...
@@ -91,20 +127,33 @@ class Source(Protocol):
     def stop(self) -> None: ...
 
 
-@dataclass
-class RowChanges:
-    """What the UI thread must do to the tables; computed off the UI thread."""
+# -- what workers send back ----------------------------------------------------------------
 
-    added: list[NodeRow] = field(default_factory=list)
-    changed: list[tuple[NodeRow, list[int]]] = field(default_factory=list)  # row, changed columns
-    removed: list[str] = field(default_factory=list)
-    pools: list[str] = field(default_factory=list)
-    fleet: list[PoolRow] | None = None  # the fleet view's rows, when they were recomputed
-    summary: str = ""
-    dirty: set[str] = field(default_factory=set)
-    epoch: int = 0  # which table contents these changes were computed against
-    diagnosis: Diagnosis | None = None  # set when the rules ran in this refresh
-    diagnosis_error: str = ""
+
+class PodsFetched(Message):
+    def __init__(self, node: str, pods: list[Pod] | str) -> None:
+        super().__init__()
+        self.node = node
+        self.pods = pods  # or why they could not be read
+
+
+class Notice(Message):
+    """A line for the operator from a worker (collect progress, a failed connect)."""
+
+    def __init__(self, text: str, *, severity: str = "information", title: str = "") -> None:
+        super().__init__()
+        self.text = text
+        self.severity = severity
+        self.title = title
+
+
+class SourceReady(Message):
+    """Another cluster connected, or the demo's cluster built: show it."""
+
+    def __init__(self, source: Source, *, note: str = "") -> None:
+        super().__init__()
+        self.source = source
+        self.note = note
 
 
 class MigNurseApp(App[None]):
@@ -121,10 +170,19 @@ class MigNurseApp(App[None]):
         Binding("c", "collect", "Collect"),
         Binding("R", "runbooks", "Runbooks", key_display="R"),
         Binding("x", "cordon", "Cordon"),
+        Binding("l", "logs", "Logs"),
+        Binding("d", "describe", "Describe"),
+        Binding("f", "findings", "Findings"),
         Binding("A", "audit", "Audit", key_display="A"),
         Binding("p", "next_pool", "Next pool"),
         Binding("a", "all_pools", "All pools"),
         Binding("r", "refresh_now", "Refresh"),
+        Binding("j", "cursor('down')", "Down", show=False),
+        Binding("k", "cursor('up')", "Up", show=False),
+        Binding("g", "cursor('top')", "Top", show=False),
+        Binding("G", "cursor('bottom')", "Bottom", show=False, key_display="G"),
+        Binding("ctrl+d", "pane(1)", "Detail down", show=False),
+        Binding("ctrl+u", "pane(-1)", "Detail up", show=False),
     ]
 
     def __init__(
@@ -145,29 +203,52 @@ class MigNurseApp(App[None]):
             self.theme = "textual-light"
         self.view = FLEET
         self.pool_filter: str | None = None
-        self.row_filter: RowFilter | None = None
-        self.marks: frozenset[str] = frozenset()  # replaced, never mutated: the worker reads it
+        self.filters: dict[str, RowFilter | None] = {FLEET: None, NODES: None}
+        self.marks: frozenset[str] = frozenset()
         self.refreshes = 0  # applied refreshes; tests wait on it
+        self._previous: Source | None = None  # the cluster a bundle was opened from
+        self._epoch = 0
+        self._columns: tuple[str, ...] = TABLE_COLUMNS
+        # the refresh loop: one in flight; the next armed when it ends (applied or failed)
+        self._in_flight = False
+        self._again = False
+        self._force = True
+        self._timer: Timer | None = None
+        self._filter_timer: Timer | None = None
+        self._pending: deque[tuple[NodeRow, tuple[Any, ...]]] = deque()
         self._reset_state()
 
     def _reset_state(self) -> None:
+        self._refresher = Refresher(self.source)
         self._rows: dict[str, NodeRow] = {}  # what the node table shows now, by node name
+        self._order: tuple[str, ...] = ()
         self._pools: list[str] = []
         self._fleet: list[PoolRow] = []
-        self._fleet_base: list[PoolRow] = []  # from the last diagnosis; counts come fresh
-        self._last_full = 0.0
-        self._force_full = True
-        self._statuses: dict[str, ResourceStatus] = {}
-        self._epoch = getattr(self, "_epoch", 0) + 1  # older computed changes are dropped
+        self._fleet_ranked = False  # the fleet rows on screen came after a diagnosis
+        self._pool_rows: dict[str, list[NodeRow]] = {}
+        self._gpu_names: list[str] = []
+        self._status: list[StatusPart] = []
+        self._listed = False
         self._pods: dict[str, tuple[float, list[Pod] | str]] = {}
-        self._badges: dict[str, str] = {}  # node → worst finding severity (worker thread)
-        self._last_diagnosis = 0.0
         self._diagnosis: Diagnosis | None = None
         self._diagnosis_error = ""
+        self._detail_for: str | None = None
+        self._epoch += 1  # older computed changes are dropped
+        self._force = True
 
     @property
     def read_only(self) -> bool:
         return self.user_read_only or bool(self.source.read_only_reason)
+
+    @property
+    def row_filter(self) -> RowFilter | None:
+        """The filter of the view on screen."""
+        return self.filters[self.view]
+
+    @property
+    def diagnosis(self) -> Diagnosis | None:
+        """The latest diagnosis on screen (None until the cluster is listed and judged)."""
+        return self._diagnosis
 
     # -- layout ----------------------------------------------------------------------
 
@@ -175,9 +256,14 @@ class MigNurseApp(App[None]):
         yield Header()
         yield Static(id="status")
         yield Static("Diagnosing…", id="findings")
-        with ContentSwitcher(initial=FLEET, id="views"):
-            yield DataTable(id=FLEET, cursor_type="row", zebra_stripes=True)
+        with ContentSwitcher(initial=VIEW_IDS[FLEET], id="views"):
+            with Vertical(id=VIEW_IDS[FLEET]):
+                yield Static(id="fleet-bar", classes="bar")
+                yield DataTable(id=FLEET, cursor_type="row", zebra_stripes=True)
+                with VerticalScroll(id="fleet-preview-pane"):
+                    yield Static(id="fleet-preview")
             with Vertical(id=NODES):
+                yield Static(id="nodes-bar", classes="bar")
                 yield BatchTable(id="nodes", cursor_type="row", zebra_stripes=True)
                 with VerticalScroll(id="detail-pane"):
                     yield Static("Highlight a node to see its conditions and events.", id="detail")
@@ -186,236 +272,275 @@ class MigNurseApp(App[None]):
 
     def on_mount(self) -> None:
         self._titles()
-        fleet = self.query_one(f"#{FLEET}", DataTable)
-        for name in FLEET_COLUMNS:
-            fleet.add_column(name, key=name)
-        table = self.query_one("#nodes", DataTable)
-        for name in TABLE_COLUMNS:
-            table.add_column(name, key=name)
+        fleet = self._fleet_table()
+        self._show_fleet([], force=True)  # the columns
+        self._columns = self._wanted_columns()
+        table = self._node_table()
+        if not table.columns:  # a resize before the mount may have added them
+            for name in self._columns:
+                table.add_column(name, key=name)
         self.query_one("#filter", Input).display = False
-        self._update_status("connecting…")
-        self.source.start(on_status=self._on_watch_status)
+        self._show_status()
+        self._show_bars()
         fleet.focus()
-        self._refresh_rows()
+        if isinstance(self.source, BuildingSource):
+            self._build(self.source)
+        else:
+            self.source.start(on_status=self._on_watch_status)
+        self.request_refresh(force=True)
 
     def _titles(self) -> None:
         self.sub_title = f"{self.source.context} · {self.source.cluster}"
         if self.read_only:
             self.sub_title += f" · READ-ONLY ({self.source.read_only_reason or '--read-only'})"
+        if self._previous is not None:
+            self.sub_title += f" · esc: back to {self._previous.context}"
 
     def on_unmount(self) -> None:
         self.source.stop()
+        if self._previous is not None:
+            self._previous.stop()
+
+    def on_resize(self, event: Resize) -> None:
+        if not self.is_running:
+            return
+        if self._wanted_columns() != self._columns:
+            self._reset_table()
+        self._show_status()
+        self._show_fleet(self._fleet, force=True)
+
+    def _build(self, building: BuildingSource) -> None:
+        """The demo's cluster in a thread of its own (a daemon: quitting never waits for
+        a 5,000-node build)."""
+
+        def build() -> None:
+            try:
+                source = building.build()
+            except Exception as exc:  # noqa: BLE001 - one line in the app, not a traceback
+                self.post_message(Notice(f"the demo could not start: {exc}", severity="error"))
+                return
+            self.post_message(SourceReady(source))
+
+        threading.Thread(target=build, name="demo-build", daemon=True).start()
 
     # -- watch status (from watch threads) ----------------------------------------------
 
     def _on_watch_status(self, status: ResourceStatus) -> None:
-        with contextlib.suppress(RuntimeError):  # the app is shutting down
-            self.call_from_thread(self._record_status, status)
+        self._refresher.statuses[status.plural] = status  # a dict write: safe from a thread
 
-    def _record_status(self, status: ResourceStatus) -> None:
-        self._statuses[status.plural] = status
+    # -- the refresh loop ---------------------------------------------------------------
 
-    # -- refresh loop ---------------------------------------------------------------------
+    def request_refresh(self, *, force: bool = False) -> None:
+        """Refresh now, or right after the refresh in flight."""
+        self._force = self._force or force
+        if self._in_flight:
+            self._again = True
+            return
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._in_flight = True
+        request = RefreshRequest(
+            epoch=self._epoch,
+            view=self.view,
+            pool=self.pool_filter,
+            node_filter=self.filters[NODES],
+            fleet_filter=self.filters[FLEET],
+            marks=self.marks,
+            shown=dict(self._rows),
+            order=self._order,
+            columns=self._columns,
+            nodes_view=self.view == NODES,
+            force=self._force,
+        )
+        self._force = False
+        self._refresh_worker(self._refresher, request)
 
-    @work(thread=True, exclusive=True, group="refresh", exit_on_error=False)
-    def _refresh_rows(self) -> None:
-        changes = self._compute_changes()
+    @work(thread=True, group="refresh", exit_on_error=False)
+    def _refresh_worker(self, refresher: Refresher, request: RefreshRequest) -> None:
+        self.post_message(Refreshed(refresher.compute(request)))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "refresh" and event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self._diagnosis_error = f"refresh failed: {type(error).__name__}: {error}"
+            with contextlib.suppress(NoMatches):
+                self._show_findings()
+            self._refresh_ended()  # the next refresh is armed all the same
+
+    def _refresh_ended(self) -> None:
+        self._in_flight = False
+        if not self.is_running:
+            return
+        if self._again:
+            self._again = False
+            self.request_refresh()
+        else:
+            self._timer = self.set_timer(REFRESH_SECONDS, self.request_refresh)
+
+    @on(Refreshed)
+    def _refreshed(self, message: Refreshed) -> None:
         try:
-            self.call_from_thread(self._apply_changes, changes)
-        except RuntimeError:
-            return  # app closed while we computed
-
-    def _compute_changes(self) -> RowChanges:
-        """Runs in a worker thread: snapshot, rows, and the diff against what is shown."""
-        source = self.source
-        state = source.state
-        dirty, other = state.take_changes()
-        monotonic = time.monotonic()
-        full = self._force_full or monotonic - self._last_full >= FULL_REFRESH_SECONDS
-        changes = RowChanges(dirty=dirty, epoch=self._epoch)
-        if not (dirty or other or full):
-            return changes
-        self._force_full = False
-        self._last_full = monotonic
-        now = source.now()
-        synced = source.synced()
-        # Judging a half-listed cluster would report "no findings" that are not true.
-        if synced and monotonic - self._last_diagnosis >= DIAGNOSE_SECONDS:
-            self._last_diagnosis = monotonic
-            try:
-                changes.diagnosis, self._fleet_base = source.assess()
-            except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not stop the refreshes
-                changes.diagnosis_error = f"diagnosis failed: {type(exc).__name__}: {exc}"
-            if changes.diagnosis is not None:
-                self._badges = _badges(changes.diagnosis.findings)
-        if synced:
-            source.auto_tick()
-        snapshot = state.snapshot(taken_at=now)
-        marks = self.marks
-        rows = [
-            dataclasses.replace(r, badge=self._badges[r.name]) if r.name in self._badges else r
-            for r in [
-                *node_rows(snapshot, now),
-                *(
-                    bundle_row(e.node, layout=e.layout, instance_id=e.instance_id)
-                    for e in source.evidence_only()
-                ),
-            ]
-        ]
-        changes.pools = sorted({r.pool for r in rows if r.pool})
-        row_filter = self.row_filter
-        changes.fleet = _fleet_now(self._fleet_base, rows, row_filter)
-        changes.summary = _summary(rows, source, self._statuses, now, len(marks))
-        if self.view != NODES:
-            return changes  # nobody looks at the node table: leave it as it is
-        shown = [r for r in rows if self.pool_filter is None or r.pool == self.pool_filter]
-        if row_filter is not None:
-            nodes = snapshot.nodes
-            shown = [
-                r
-                for r in shown
-                if row_filter.matches(r.name, nodes[r.name].labels if r.name in nodes else {})
-            ]
-        fresh = {r.name: r for r in shown}
-        for name, row in fresh.items():
-            old = self._rows.get(name)
-            if old is None:
-                changes.added.append(row)
-            elif old != row:
-                old_cells, new_cells = _display(old, marks), _display(row, marks)
-                cols = [
-                    i for i, (a, b) in enumerate(zip(old_cells, new_cells, strict=True)) if a != b
-                ]
-                changes.changed.append((row, cols))
-        changes.removed = [name for name in self._rows if name not in fresh]
-        return changes
-
-    def _apply_changes(self, changes: RowChanges) -> None:
-        try:
-            self._apply(changes)
+            self._apply(message.changes)
         except NoMatches:
-            return  # a refresh that lands while the app closes: its widgets are gone
+            self._refresh_ended()  # a refresh that lands while the app closes
+        except Exception as exc:  # noqa: BLE001 - shown, and the refreshes go on
+            self._diagnosis_error = f"display failed: {type(exc).__name__}: {exc}"
+            self._refresh_ended()
 
     def _apply(self, changes: RowChanges) -> None:
         if changes.epoch != self._epoch:
-            self.set_timer(REFRESH_SECONDS, self._refresh_rows)
-            return  # computed for a table that has since been cleared
-        if self.view == NODES:
-            self._apply_node_changes(changes)
-        if changes.fleet is not None:
-            self._show_fleet(changes.fleet)
+            self._refresh_ended()  # computed for a table that has since been cleared
+            return
+        if changes.diagnosis is not None or changes.diagnosis_error:
+            self._diagnosis = changes.diagnosis or self._diagnosis
+            self._diagnosis_error = changes.diagnosis_error
+        if changes.status:
+            self._listed = changes.listed
+            self._status = changes.status
+            self._show_status()
+        if changes.gpu_names is not None:
+            self._gpu_names = changes.gpu_names
         if changes.pools:
             self._pools = changes.pools
+        if changes.pool_rows is not None:
+            self._pool_rows = changes.pool_rows
+        if changes.fleet is not None:
+            self._show_fleet(changes.fleet)
         while self.source.collect_reports:
             self.notify(self.source.collect_reports.pop(0), title="auto-collect", timeout=8)
-        if changes.diagnosis is not None or changes.diagnosis_error:
-            self._diagnosis = changes.diagnosis
-            self._diagnosis_error = changes.diagnosis_error
         self._show_findings()
-        if changes.summary:
-            self._update_status(changes.summary)
+        if self.view == FLEET:
+            self._show_preview()
+        self._show_bars()
+        if self.view == NODES:
+            self._apply_node_changes(changes)
+        else:
+            self._applied()
+
+    def _applied(self, dirty: set[str] | None = None) -> None:
         self.refreshes += 1
-        self.set_timer(REFRESH_SECONDS, self._refresh_rows)
+        self._sync_detail(dirty or set())
+        self._show_bars()
+        self._refresh_ended()
 
     def _apply_node_changes(self, changes: RowChanges) -> None:
-        table = self.query_one("#nodes", BatchTable)
-        highlighted = self._highlighted_name()
-        if len(changes.removed) > REBUILD_AFTER_REMOVALS:
-            self._rebuild(table, changes, highlighted)
-        else:
-            for name in changes.removed:
-                self._rows.pop(name, None)
-            table.remove_rows(changes.removed)
-            for row, cols in changes.changed:
-                self._rows[row.name] = row
-                cells = self._styled(row)
-                for index in cols:
-                    table.update_cell(
-                        row.name, TABLE_COLUMNS[index], cells[index], update_width=True
-                    )
-            for row in changes.added:
-                self._rows[row.name] = row
-                table.add_row(*self._styled(row), key=row.name)
-            badge = TABLE_COLUMNS.index("!")
-            if changes.added or any(badge in cols for _row, cols in changes.changed):
-                table.sort("POOL", "!", "NAME", key=_sort_key)
-                if highlighted in self._rows:  # the cursor stays on its node, not its index
-                    table.move_cursor(row=table.get_row_index(highlighted))
-        if highlighted and (
-            highlighted in changes.dirty
-            or any(row.name == highlighted for row, _ in changes.changed)
-        ):
-            self._show_detail(highlighted)
-
-    def _rebuild(self, table: DataTable[Any], changes: RowChanges, highlighted: str | None) -> None:
-        """Clear and refill: DataTable.remove_row costs a walk over every row."""
+        table = self._node_table()
         for name in changes.removed:
             self._rows.pop(name, None)
-        for row, _cols in changes.changed:
+        table.remove_rows(changes.removed)
+        columns = set(self._columns)
+        changed = set(changes.dirty)
+        for row, cells in changes.changed:
             self._rows[row.name] = row
-        for row in changes.added:
-            self._rows[row.name] = row
-        table.clear()
-        for row in sorted(
-            self._rows.values(), key=lambda r: (r.pool, _BADGE_RANK.get(r.badge, 3), r.name)
-        ):
-            table.add_row(*self._styled(row), key=row.name)
-        if highlighted in self._rows:
-            table.move_cursor(row=table.get_row_index(highlighted))
+            changed.add(row.name)
+            for column, cell in cells.items():
+                if column in columns:
+                    table.update_cell(row.name, column, cell, update_width=True)
+        self._pending = deque(changes.added)
+        self._drain(changes, changed, first_fill=not self._rows)
 
-    def _styled(self, row: NodeRow) -> list[Any]:
-        # the detail pane has the full name
-        cells: list[Any] = list(_display(row, self.marks, shorten=True))
-        cells[1] = Text(cells[1], style=SEVERITY_STYLE.get(row.badge, ""))
-        cells[5] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
-        if row.ahr_ok is False:
-            cells[9] = Text(row.ahr, style="bold red")
-        return cells
-
-    def _show_fleet(self, rows: list[PoolRow]) -> None:
-        if rows == self._fleet:
+    def _drain(self, changes: RowChanges, changed: set[str], *, first_fill: bool = False) -> None:
+        """Place the new rows a chunk per frame, then the order; then the refresh ends."""
+        if changes.epoch != self._epoch:
+            self._pending.clear()
+            self._refresh_ended()  # the table was reset meanwhile: its refresh comes next
             return
-        table = self.query_one(f"#{FLEET}", DataTable)
+        table = self._node_table()
+        for _ in range(min(ADD_CHUNK, len(self._pending))):
+            row, cells = self._pending.popleft()
+            self._rows[row.name] = row
+            table.add_row(*cells, key=row.name)
+        if self._pending:
+            self.call_after_refresh(self._drain, changes, changed, first_fill=first_fill)
+            return
+        if changes.order is not None:
+            highlighted = self._highlighted_name()
+            table.order_by(changes.order)
+            self._order = changes.order
+            if first_fill:
+                table.move_cursor(row=0, animate=False)  # a table just filled: the worst first
+            elif highlighted in self._rows:  # the cursor stays on its node, not its index
+                table.move_cursor(row=table.get_row_index(str(highlighted)), animate=False)
+        self._applied(changed)
+
+    def _show_fleet(self, rows: list[PoolRow], *, force: bool = False) -> None:
+        if rows == self._fleet and not force:
+            return
+        table = self._fleet_table()
         highlighted = self._highlighted_pool()
         self._fleet = rows
-        table.clear()
-        for row in rows:
-            cells: list[Any] = list(row.cells())
-            if row.worst is not None:
-                cells[_WORST] = Text(
-                    cells[_WORST], style=SEVERITY_STYLE.get(row.worst.severity, "")
-                )
-            if row.not_ready:
-                cells[_NOTREADY] = Text(cells[_NOTREADY], style="bold red")
-            if row.repair.startswith("PAUSED"):
-                cells[_REPAIR] = Text(cells[_REPAIR], style="bold yellow")
-            table.add_row(*cells, key=row.pool)
+        cells_by_row = [self._fleet_cells(row) for row in rows]
+        shown = self._fleet_columns(cells_by_row)
+        if tuple(key.value for key in table.columns) != shown:
+            table.clear(columns=True)
+            for name in shown:
+                table.add_column(name, key=name)
+        else:
+            table.clear()
+        keep = [FLEET_COLUMNS.index(name) for name in shown]
+        for row, cells in zip(rows, cells_by_row, strict=True):
+            table.add_row(*(cells[i] for i in keep), key=row.pool)
         # Rows shown before the first diagnosis are not ranked yet: following the pool the
         # cursor sat on then would land on whichever came first by name, not the worst.
         ranked = self._diagnosis is not None or bool(self._diagnosis_error)
-        if ranked and highlighted is not None and any(r.pool == highlighted for r in rows):
-            table.move_cursor(row=table.get_row_index(highlighted))
+        follow = self._fleet_ranked and highlighted is not None
+        if follow and any(r.pool == highlighted for r in rows):
+            table.move_cursor(row=table.get_row_index(str(highlighted)), animate=False)
+        self._fleet_ranked = ranked
+
+    @staticmethod
+    def _fleet_cells(row: PoolRow) -> list[Any]:
+        cells: list[Any] = list(row.cells())
+        if row.worst is not None:
+            cells[_WORST] = Text(cells[_WORST], style=SEVERITY_STYLE.get(row.worst.severity, ""))
+        if row.not_ready:
+            cells[_NOTREADY] = Text(cells[_NOTREADY], style="bold red")
+        if row.repair.startswith("PAUSED"):
+            cells[_REPAIR] = Text(_short_repair(row.repair), style="bold yellow")
+        return cells
+
+    def _fleet_columns(self, cells_by_row: list[list[Any]]) -> tuple[str, ...]:
+        """Columns by content: the least needed go when the fleet is wider than the screen
+        (READY is NODES less NOTREADY), so REPAIR and KIND stay in view."""
+        widths = {
+            name: max([len(name), *(Text(str(c[i])).cell_len for c in cells_by_row)]) + 2
+            for i, name in enumerate(FLEET_COLUMNS)
+        }
+        room = self.size.width - 2
+        shown = list(FLEET_COLUMNS)
+        for name in FLEET_DROPS:
+            if sum(widths[c] for c in shown) <= room:
+                break
+            shown.remove(name)
+        return tuple(shown)
+
+    # -- panels ------------------------------------------------------------------------
+
+    def _show_status(self) -> None:
+        status = self.query_one("#status", Static)
+        parts = self._status or [StatusPart("connecting…", 0)]
+        if isinstance(self.source, BuildingSource):
+            parts = [StatusPart(f"[b yellow]{self.source.waiting}[/]", 0)]
+        status.update(fit_status(parts, max(self.size.width - 2, 20)))
 
     def _show_findings(self) -> None:
-        """The findings panel: worst first, with a live countdown to each deadline."""
+        """The findings panel: worst first, the nearest deadline first within a severity,
+        a live countdown to each."""
         panel = self.query_one("#findings", Static)
         if self._diagnosis_error:
             panel.update(Text(self._diagnosis_error, style="yellow"))
             return
         if self._diagnosis is None:
-            panel.update(Text("Diagnosing…", style="dim"))
+            waiting = "Diagnosing…" if self._listed else "Listing the cluster: findings follow."
+            panel.update(Text(waiting, style="dim"))
             return
-        findings = self._diagnosis.findings
-        if self.view == NODES and self.pool_filter:
-            findings = [
-                f for f in findings if f.nodepool in ("", self.pool_filter) or not f.nodepool
-            ]
+        findings = self.shown_findings()
         if not findings:
             panel.update(Text("No findings.", style="green"))
             return
         now = self.source.now()
-        # One line per finding (the whole story is in `mignurse diagnose`): the countdown
-        # goes first so no long summary can push it off the screen.
+        # One line per finding: the countdown goes first so no long summary can push it off.
         width = max(self.size.width - 2, 40)
         lines = Text()
         for finding in findings[:FINDINGS_SHOWN]:
@@ -432,41 +557,122 @@ class MigNurseApp(App[None]):
                 lines.append("\n")
             lines.append_text(line)
         if len(findings) > FINDINGS_SHOWN:
-            lines.append(f"\n… {len(findings) - FINDINGS_SHOWN} more (mignurse diagnose)")
+            lines.append(
+                f"\n… {len(findings) - FINDINGS_SHOWN} more: f shows every finding", style="dim"
+            )
         panel.update(lines)
 
-    def _update_status(self, text: str) -> None:
-        filters = []
-        if self.view == NODES:
-            filters.append(f"pool {self.pool_filter}" if self.pool_filter else "all pools")
-        if self.row_filter is not None:
-            filters.append(f"filter /{self.row_filter.text}")
-        prefix = f"[b]{' · '.join(filters)}[/] · " if filters else ""
-        self.query_one("#status", Static).update(prefix + text)
+    def shown_findings(self) -> list[Finding]:
+        """The findings the panel lists, in its order (the pool's own in a pool's view)."""
+        if self._diagnosis is None:
+            return []
+        findings = self._diagnosis.findings
+        if self.view == NODES and self.pool_filter:
+            findings = [f for f in findings if f.nodepool in ("", self.pool_filter)]
+        return sorted_findings(findings)
+
+    def _show_bars(self) -> None:
+        """The line above each table: what it shows and its own filter."""
+        fleet_filter, node_filter = self.filters[FLEET], self.filters[NODES]
+        fleet = Text.assemble(("Fleet", "bold"), f": {len(self._fleet)} pools with GPU nodes")
+        if fleet_filter is not None:
+            fleet.append(f" · filter /{fleet_filter.text} (esc clears)", style="bold yellow")
+        pool = self.pool_filter
+        nodes = Text.assemble(
+            ("Pool " if pool else "", "bold"),
+            (pool or "All pools", "bold"),
+            f": {len(self._rows) + len(self._pending)} nodes",
+        )
+        if node_filter is not None:
+            nodes.append(f" · filter /{node_filter.text} (esc clears)", style="bold yellow")
+        if self._columns != TABLE_COLUMNS:
+            nodes.append(" · TYPE, AGE in d", style="dim")
+        with contextlib.suppress(NoMatches):
+            self.query_one("#fleet-bar", Static).update(fleet)
+            self.query_one("#nodes-bar", Static).update(nodes)
+
+    def _show_preview(self) -> None:
+        """Below the fleet: the highlighted pool's nodes, worst first, and what is wrong
+        with the worst of them (a small fleet leaves room for it)."""
+        pool = self._highlighted_pool() or (self._fleet[0].pool if self._fleet else None)
+        preview = self.query_one("#fleet-preview", Static)
+        if pool is None:
+            preview.update(Text("No pool with GPU nodes yet.", style="dim"))
+            return
+        rows = self._pool_rows.get(pool, [])
+        nodes = [r for r in rows if r.status_word != "Launching"]
+        title = Text.assemble(
+            ("Nodes of ", "bold"), (pool, "bold"), f" ({len(nodes)}), worst first: enter opens them"
+        )
+        held = next((r for r in self._fleet if r.pool == pool), None)
+        if held is not None and held.repair not in ("", "…"):
+            title.append(
+                f" · repair {held.repair}",
+                style="bold yellow" if held.repair.startswith("PAUSED") else "",
+            )
+        table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+        for column in ("!", "NAME", "STATUS", "AHR", "MIG", "CORDONED/TAINTS"):
+            table.add_column(column, no_wrap=True)
+        for row in rows[:PREVIEW_ROWS]:
+            table.add_row(
+                Text(BADGE_WORDS.get(row.badge, ""), style=SEVERITY_STYLE.get(row.badge, "")),
+                short_name(row.name),
+                Text(row.status, style=STATUS_STYLE.get(row.status_word, "")),
+                Text(row.ahr, style="bold red" if row.ahr_ok is False else ""),
+                row.mig,
+                row.taints,
+            )
+        parts: list[Any] = [title, table]
+        if len(rows) > PREVIEW_ROWS:
+            parts.append(Text(f"… {len(rows) - PREVIEW_ROWS} more (enter)", style="dim"))
+        worst = rows[0] if rows and rows[0].badge else None
+        if worst is not None and self._diagnosis is not None:
+            about = sorted_findings([f for f in self._diagnosis.findings if worst.name in f.nodes])
+            parts.append(Text.assemble("\n", ("Worst node ", "bold"), (worst.name, "bold")))
+            for finding in about:
+                parts.append(
+                    Text.assemble(
+                        (finding.severity.upper(), SEVERITY_STYLE.get(finding.severity, "")),
+                        (f" {finding.id}", "bold"),
+                        f" {finding.summary}",
+                    )
+                )
+        preview.update(Group(*parts))
 
     # -- which keys show ------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Keys that do nothing here are hidden from the footer (False hides; None would
         only dim them), and so is every key that changes something when read-only."""
-        if action in ("mark", "next_pool", "all_pools", "collect") and self.view != NODES:
+        node_keys = ("mark", "next_pool", "all_pools", "collect", "logs", "describe")
+        if action in node_keys and self.view != NODES:
             return False
         if action == "collect" and self.source.read_only_reason:
             return False
         if action in ("runbooks", "cordon") and (self.read_only or self.view != NODES):
             return False
-        return not (action == "leave" and self.view == FLEET and self.row_filter is None)
+        if action == "findings":
+            return self._diagnosis is not None
+        if action == "leave":
+            return self.view == NODES or self.row_filter is not None or self._previous is not None
+        return True
 
     def _switch(self, view: str) -> None:
         self.view = view
-        self.query_one("#views", ContentSwitcher).current = view
-        (self.query_one("#nodes", DataTable) if view == NODES else self._fleet_table()).focus()
-        self._force_full = True
+        self.query_one("#views", ContentSwitcher).current = VIEW_IDS[view]
+        (self._node_table() if view == NODES else self._fleet_table()).focus()
         self.refresh_bindings()
         self._show_findings()
+        self._show_bars()
+        if view == FLEET:
+            self._show_preview()
+        self.request_refresh(force=True)
 
     def _fleet_table(self) -> DataTable[Any]:
         return self.query_one(f"#{FLEET}", DataTable)
+
+    def _node_table(self) -> BatchTable:
+        return self.query_one("#nodes", BatchTable)
 
     # -- navigation -----------------------------------------------------------------------
 
@@ -474,6 +680,10 @@ class MigNurseApp(App[None]):
     def _pool_selected(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
             self.open_pool(str(event.row_key.value))
+
+    @on(DataTable.RowHighlighted, f"#{FLEET}")
+    def _pool_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_preview()
 
     def open_pool(self, pool: str | None) -> None:
         """The pool's nodes (None: every pool's)."""
@@ -487,7 +697,7 @@ class MigNurseApp(App[None]):
 
     def jump_to_node(self, name: str) -> None:
         node = self.source.state.node(name)
-        self.row_filter = None
+        self.filters[NODES] = None
         self.open_pool(node.pool if node is not None and node.pool else None)
         self._jump_target = name
         self._jump_tries = 0
@@ -495,92 +705,227 @@ class MigNurseApp(App[None]):
 
     def _jump_when_shown(self) -> None:
         try:
-            table = self.query_one("#nodes", DataTable)
+            table = self._node_table()
         except NoMatches:
             return  # the timer fired while the app closed
         name = self._jump_target
-        if name in self._rows:
-            table.move_cursor(row=table.get_row_index(name))
+        if name in self._rows and not self._pending:
+            table.move_cursor(row=table.get_row_index(name), animate=False)
             self._show_detail(name)
-        elif self._jump_tries < 50:
+        elif self._jump_tries < 100:
             self._jump_tries += 1
             self.set_timer(0.1, self._jump_when_shown)
 
     def action_leave(self) -> None:
         filter_input = self.query_one("#filter", Input)
         if filter_input.display:
-            filter_input.display = False
+            filter_input.display = False  # the filter typed so far stays applied
             self._focus_table()
         elif self.row_filter is not None:
-            self._set_filter(None)
+            self._set_filter(self.view, None)
         elif self.view == NODES:
             self.pool_filter = None
             self._switch(FLEET)
+        elif self._previous is not None:
+            self.go_back()
         self.refresh_bindings()
 
     def _focus_table(self) -> None:
-        (self.query_one("#nodes", DataTable) if self.view == NODES else self._fleet_table()).focus()
+        (self._node_table() if self.view == NODES else self._fleet_table()).focus()
+
+    def action_cursor(self, how: str) -> None:
+        """j/k/g/G on whatever has the focus: a table's cursor, or a pane's scroll."""
+        focused = self.focused
+        if isinstance(focused, DataTable):
+            if how == "down":
+                focused.action_cursor_down()
+            elif how == "up":
+                focused.action_cursor_up()
+            elif focused.row_count:
+                focused.move_cursor(row=0 if how == "top" else focused.row_count - 1)
+        elif isinstance(focused, ScrollableContainer):
+            {
+                "down": focused.scroll_down,
+                "up": focused.scroll_up,
+                "top": focused.scroll_home,
+                "bottom": focused.scroll_end,
+            }[how](animate=False)
+
+    def action_pane(self, direction: int) -> None:
+        """ctrl+d / ctrl+u: the pane below the table, half a page, the cursor left alone."""
+        pane = self.query_one("#detail-pane" if self.view == NODES else "#fleet-preview-pane")
+        step = max(pane.scrollable_content_region.height // 2, 1)
+        pane.scroll_to(y=pane.scroll_y + direction * step, animate=False)
 
     def action_filter(self) -> None:
         filter_input = self.query_one("#filter", Input)
-        filter_input.value = self.row_filter.text if self.row_filter else ""
+        current = self.row_filter
+        filter_input.value = current.text if current else ""
         filter_input.display = True
         filter_input.focus()
 
+    @on(Input.Changed, "#filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        """As you type: the rows follow after a short pause; a pattern still being typed
+        that is not valid yet waits, said in the bar, not in a pop-up."""
+        if not event.input.display:
+            return
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+        view, text = self.view, event.value
+        self._filter_timer = self.set_timer(FILTER_DELAY, lambda: self._live_filter(view, text))
+
+    def _live_filter(self, view: str, text: str) -> None:
+        try:
+            row_filter = parse(text)
+        except FilterError as exc:
+            with contextlib.suppress(NoMatches):
+                bar = self.query_one("#nodes-bar" if view == NODES else "#fleet-bar", Static)
+                bar.update(Text(f"filter /{text}: {exc}", style="yellow"))
+            return
+        current = self.filters[view]
+        if (current.text if current else None) != (row_filter.text if row_filter else None):
+            self._set_filter(view, row_filter)
+
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
         try:
             row_filter = parse(event.value)
         except FilterError as exc:
             self.notify(str(exc), severity="error", timeout=6)
             return
         event.input.display = False
-        self._set_filter(row_filter)
+        current = self.filters[self.view]
+        if (current.text if current else None) != (row_filter.text if row_filter else None):
+            self._set_filter(self.view, row_filter)
         self._focus_table()
 
-    def _set_filter(self, row_filter: RowFilter | None) -> None:
-        self.row_filter = row_filter
-        self._reset_table()
+    def _set_filter(self, view: str, row_filter: RowFilter | None) -> None:
+        self.filters[view] = row_filter
+        if view == NODES:
+            self._reset_table()
+        else:
+            self.request_refresh(force=True)
+        self._show_bars()
         self.refresh_bindings()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(read_only=self.read_only))
 
+    # -- what the palette offers -------------------------------------------------------------
+
     def pool_names(self) -> list[str]:
+        """Pools with GPU nodes (a pool of CPU nodes is never offered)."""
         return [r.pool for r in self._fleet] or list(self._pools)
 
     def node_names(self) -> list[str]:
-        return self.source.state.node_names()
+        """GPU nodes only, as the tables show them."""
+        return list(self._gpu_names)
 
     def context_names(self) -> list[str]:
         if self._connect is None:
             return []
         return [c for c in self._contexts() if c != self.source.context]
 
+    def back_context(self) -> str | None:
+        """The cluster a bundle was opened from, to go back to (esc or the palette)."""
+        return self._previous.context if self._previous is not None else None
+
     def runbook_names(self) -> list[str]:
         from mignurse.tui import runbooks
 
-        return runbooks.runbook_names(self)
+        return runbooks.runbook_names(self.source, self.selection())
+
+    def selection(self) -> Selection:
+        """The marked nodes, else the highlighted one, with what the app knows about them:
+        what the runbook screens read."""
+        state = self.source.state
+        names = sorted(self.marks) if self.marks else [n for n in [self.highlighted_node()] if n]
+        objects = {n: node for n in names if (node := state.node(n)) is not None}
+        findings = self._diagnosis.findings if self._diagnosis else []
+        return Selection(
+            nodes=tuple(n for n in names if n in objects),
+            cluster=self.source.cluster,
+            read_only_reason=self.source.read_only_reason
+            or ("--read-only" if self.user_read_only else ""),
+            findings=tuple(sorted_findings(findings)),
+            node_objects=objects,
+            repair_paused=self._repair_paused(list(objects.values())),
+            gpu_nodes=tuple(self._gpu_names or state.node_names()),
+        )
+
+    def _repair_paused(self, nodes: list[Any]) -> bool | None:
+        """Whether Karpenter's node repair is off (None: unknown, or not Karpenter's pool)."""
+        settings = getattr(self.source, "karpenter_settings", None)
+        if not self.source.karpenter or settings is None or settings.node_repair is None:
+            return None
+        if any(node.pool_kind != "nodepool" for node in nodes):
+            return None  # a node group's or Auto Mode's repair is not Karpenter's gate
+        return not settings.node_repair
 
     def start_runbook(self, name: str) -> None:
         from mignurse.tui import runbooks
 
-        runbooks.start_runbook(self, name)
+        runbooks.start_runbook(self, self.source, self.selection(), name)
 
     def action_runbooks(self) -> None:
         from mignurse.tui import runbooks
 
-        runbooks.open_picker(self)
+        runbooks.open_picker(self, self.source, self.selection())
 
     def action_cordon(self) -> None:
         from mignurse.tui import runbooks
 
-        runbooks.cordon_nodes(self)
+        runbooks.cordon_nodes(self, self.source, self.selection())
 
     def action_audit(self) -> None:
-        from mignurse.tui import runbooks
+        from mignurse.tui.screens.audit import AuditScreen
 
-        runbooks.open_audit(self)
+        self.push_screen(AuditScreen())
+
+    # -- pagers ----------------------------------------------------------------------------
+
+    def action_findings(self) -> None:
+        if self._diagnosis is None:
+            return
+        title = f"Every finding in {self.source.context}, worst first"
+        self.push_screen(
+            PagerScreen([findings_page(self._diagnosis.findings, self.source.now(), title=title)])
+        )
+
+    def action_describe(self) -> None:
+        name = self.highlighted_node()
+        if name is None:
+            self.notify("Highlight a node to describe it.", timeout=4)
+            return
+        renderable = self._detail_renderable(name, full=True)
+        self.push_screen(PagerScreen([describe_page(name, renderable, self.size.width - 2)]))
+
+    def action_logs(self) -> None:
+        name = self.highlighted_node()
+        if name is None:
+            self.notify("Highlight a node to read its journals.", timeout=4)
+            return
+        evidence = self.source.evidence(name)
+        if evidence is None or not evidence.journals:
+            how = (
+                "the bundle has none for it"
+                if self.source.read_only_reason
+                else "c collects them, then l shows them"
+            )
+            self.notify(f"No journals of {short_name(name)} yet: {how}.", timeout=6)
+            return
+        pages = journal_pages(evidence, self._findings_about(name))
+        first = next((i for i, page in enumerate(pages) if page.marks), 0)
+        self.push_screen(PagerScreen(pages, start=first, at_mark=True))
+
+    def _findings_about(self, name: str) -> list[Finding]:
+        found = self._diagnosis.findings if self._diagnosis else []
+        return sorted_findings([f for f in found if name in f.nodes])
+
+    # -- other clusters and bundles --------------------------------------------------------------
 
     def switch_context(self, context: str) -> None:
         if self._connect is None:
@@ -594,51 +939,93 @@ class MigNurseApp(App[None]):
         try:
             source = self._connect(context)
         except Exception as exc:  # noqa: BLE001 - one line in the app, the old view stays
-            with contextlib.suppress(RuntimeError):
-                self.call_from_thread(
-                    self.notify, f"{context}: {exc}", severity="error", timeout=10
-                )
+            self.post_message(Notice(f"{context}: {exc}", severity="error"))
             return
-        with contextlib.suppress(RuntimeError):
-            self.call_from_thread(self._swap_source, source)
+        self.post_message(SourceReady(source, note=f"Now showing {source.context}"))
+
+    @on(SourceReady)
+    def _source_ready(self, message: SourceReady) -> None:
+        if self._previous is not None:
+            self._previous.stop()
+            self._previous = None
+        self._swap_source(message.source)
+        if message.note:
+            self.notify(message.note, timeout=4)
+
+    @on(Notice)
+    def _notice(self, message: Notice) -> None:
+        self.notify(message.text, severity=message.severity, title=message.title, timeout=12)  # type: ignore[arg-type]
 
     def open_bundle(self, path: Path) -> None:
+        """A bundle in place of the cluster; esc (or the palette) goes back to it."""
         try:
             source = BundleSource(path)
         except Exception as exc:  # noqa: BLE001 - one line in the app, the old view stays
             self.notify(f"{path}: {exc}", severity="error", timeout=10)
             return
-        self._swap_source(source)
+        if self.source.read_only_reason:
+            self._swap_source(source)  # a bundle in place of a bundle: nothing to go back to
+        else:
+            if self._previous is not None:
+                self._previous.stop()
+            self._previous = self.source  # its watches keep it current meanwhile
+            self._swap_source(source, stop_old=False)
+        self.notify(f"Now showing {path.name} (esc goes back)", timeout=4)
 
-    def _swap_source(self, source: Source) -> None:
+    def go_back(self) -> None:
+        """From an opened bundle back to the cluster it was opened from."""
+        previous, self._previous = self._previous, None
+        if previous is None:
+            return
+        self._swap_source(previous, start=False)
+        self.notify(f"Back to {previous.context}", timeout=4)
+
+    def _swap_source(self, source: Source, *, stop_old: bool = True, start: bool = True) -> None:
         """Show another cluster or a bundle in place of this one."""
         old = self.source
         self.source = source
         self.pool_filter = None
-        self.row_filter = None
+        self.filters = {FLEET: None, NODES: None}
         self.marks = frozenset()
         self._reset_state()
-        self.query_one("#nodes", DataTable).clear()
+        self._pending.clear()
+        self._node_table().clear()
         self._fleet_table().clear()
-        self.query_one("#detail", Static).update("Highlight a node to see its details.")
+        self._detail().update("Highlight a node to see its details.")
         self._titles()
-        old.stop()
-        source.start(on_status=self._on_watch_status)
+        if stop_old:
+            old.stop()
+        if start:
+            source.start(on_status=self._on_watch_status)
+        self._show_status()
         self._switch(FLEET)
-        self.notify(f"Now showing {source.context}", timeout=4)
 
     # -- actions ----------------------------------------------------------------------
 
+    def _wanted_columns(self) -> tuple[str, ...]:
+        return table_columns(self.size.width, one_pool=self.pool_filter is not None)
+
     def _reset_table(self) -> None:
         self._epoch += 1
-        self.query_one("#nodes", DataTable).clear()
+        self._pending.clear()
+        table = self._node_table()
+        columns = self._wanted_columns()
+        table.clear(columns=columns != self._columns)
+        if columns != self._columns:
+            self._columns = columns
+            for name in columns:
+                table.add_column(name, key=name)
         self._rows = {}
-        self._force_full = True
-        self._refresh_rows()
+        self._order = ()
+        self._detail_for = None
+        self._show_bars()
+        self.request_refresh(force=True)
 
     def _set_pool(self, pool: str | None) -> None:
         self.pool_filter = pool
         self._reset_table()
+        with contextlib.suppress(NoMatches):
+            self._detail().update(Text(f"loading {pool or 'every pool'}'s nodes…", style="dim"))
 
     def action_next_pool(self) -> None:
         if not self._pools:
@@ -648,14 +1035,16 @@ class MigNurseApp(App[None]):
         else:
             index = self._pools.index(self.pool_filter)
             self._set_pool(self._pools[index + 1] if index + 1 < len(self._pools) else None)
+        self._show_findings()
 
     def action_all_pools(self) -> None:
         if self.pool_filter is not None:
             self._set_pool(None)
+            self._show_findings()
 
     def action_refresh_now(self) -> None:
-        self._force_full = True
-        self._last_diagnosis = 0.0
+        self._refresher.diagnose_soon()
+        self.request_refresh(force=True)
 
     def action_mark(self) -> None:
         name = self._highlighted_name()
@@ -663,7 +1052,7 @@ class MigNurseApp(App[None]):
             return
         marked = name not in self.marks
         self.marks = self.marks | {name} if marked else self.marks - {name}
-        table = self.query_one("#nodes", DataTable)
+        table = self._node_table()
         table.update_cell(name, "M", "*" if marked else "")
         table.action_cursor_down()
 
@@ -675,112 +1064,135 @@ class MigNurseApp(App[None]):
             self.notify("Highlight or mark (space) a node to collect it.", timeout=4)
             return
         self.notify(f"Collecting {len(names)} node(s)…", timeout=4)
-        self._collect_nodes(names)
+        self._collect_nodes(self.source, names)
 
     @work(thread=True, group="collect", exit_on_error=False)
-    def _collect_nodes(self, names: list[str]) -> None:
+    def _collect_nodes(self, source: Source, names: list[str]) -> None:
         done: list[str] = []
 
         def progress(node: str, state: str) -> None:
-            if state.startswith("collecting"):
-                return
-            done.append(node)
-            with contextlib.suppress(RuntimeError):
-                self.call_from_thread(
-                    self.notify,
-                    f"{len(done)}/{len(names)} {node.split('.', 1)[0]}: {state}",
-                    title="collect",
-                    timeout=4,
-                )
+            if not state.startswith("collecting"):
+                done.append(node)
+                text = f"{len(done)}/{len(names)} {short_name(node)}: {state}"
+                self.post_message(Notice(text, title="collect"))
 
         try:
-            out, manifest = self.source.collect_nodes(names, progress)
+            out, manifest = source.collect_nodes(names, progress)
         except Exception as exc:  # noqa: BLE001 - shown in the app, never a crash
-            message, severity = f"Collecting failed: {exc}", "error"
+            self.post_message(Notice(f"Collecting failed: {exc}", severity="error"))
+            return
+        failed = {n: o for n, o in manifest["nodes"].items() if not o.get("ok")}
+        if not failed:
+            message, severity = f"Bundle written: {out} (l shows its journals)", "information"
         else:
-            failed = {n: o for n, o in manifest["nodes"].items() if not o.get("ok")}
-            if not failed:
-                message, severity = f"Bundle written: {out}", "information"
-            else:
-                why = "; ".join(
-                    f"{n.split('.', 1)[0]}: {o.get('error') or '; '.join(o.get('problems') or [])}"
-                    for n, o in failed.items()
-                )
-                message, severity = f"Bundle {out} lacks {len(failed)} node(s): {why}", "warning"
-        with contextlib.suppress(RuntimeError):  # the app closed meanwhile
-            self.call_from_thread(self.notify, message, severity=severity, timeout=12)
+            why = "; ".join(
+                f"{short_name(n)}: {o.get('error') or '; '.join(o.get('problems') or [])}"
+                for n, o in failed.items()
+            )
+            message, severity = f"Bundle {out} lacks {len(failed)} node(s): {why}", "warning"
+        self.post_message(Notice(message, severity=severity))
 
     # -- detail pane ------------------------------------------------------------------
 
     def _highlighted_name(self) -> str | None:
-        return _highlighted_key(self.query_one("#nodes", DataTable))
+        return _highlighted_key(self._node_table())
+
+    def highlighted_node(self) -> str | None:
+        """The node under the cursor of the node view (None in the fleet view)."""
+        return self._highlighted_name() if self.view == NODES else None
+
+    def detail_node(self) -> str | None:
+        """The node the detail pane shows now (None: a placeholder)."""
+        return self._detail_for
 
     def _highlighted_pool(self) -> str | None:
         return _highlighted_key(self._fleet_table())
 
+    def _detail(self) -> Static:
+        return self.query_one("#detail", Static)
+
     @on(DataTable.RowHighlighted, "#nodes")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is not None:
-            self._show_detail(str(event.row_key.value))
+        # The event's row may have moved since it was sent (a sort): follow the cursor.
+        name = self._highlighted_name()
+        if name is not None:
+            self._show_detail(name)
+
+    def _sync_detail(self, changed: set[str]) -> None:
+        """The pane always shows the highlighted node: after a sort, a removal or a change."""
+        if self.view != NODES:
+            return
+        name = self._highlighted_name()
+        if name is None:
+            if self._detail_for is not None or not self._rows:
+                self._detail_for = None
+                filtered = self.filters[NODES] is not None
+                self._detail().update(
+                    Text("No node matches the filter." if filtered else "No GPU node here.")
+                )
+            return
+        if name != self._detail_for or name in changed:
+            self._show_detail(name)
 
     def _show_detail(self, name: str) -> None:
-        state = self.source.state
-        node = state.node(name)
         try:
-            detail = self.query_one("#detail", Static)
+            detail = self._detail()
         except NoMatches:
             return  # a highlight that arrives while the app closes: its widgets are gone
+        self._detail_for = name
+        node = self.source.state.node(name)
+        if node is not None:
+            pods = self._pods.get(name)
+            if pods is None or time.monotonic() - pods[0] > PODS_MAX_AGE_SECONDS:
+                self._fetch_pods(name)
+        detail.update(self._detail_renderable(name))
 
+    def _detail_renderable(self, name: str, *, full: bool = False) -> Any:
+        state = self.source.state
+        node = state.node(name)
         evidence = self.source.evidence(name)
+        now = self.source.now()
+        findings = self._findings_about(name)
         if node is None and evidence is not None:
-            now = self.source.now()
             alone = DiagnosisInput(
                 snapshot=state.node_view(name, taken_at=now),
                 now=now,
                 node_evidence={name: evidence},
             )
-            found = self._diagnosis.findings if self._diagnosis else []
-            detail.update(
-                evidence_detail(
-                    evidence,
-                    node_timeline(alone, name),
-                    now,
-                    findings=[f for f in found if name in f.nodes],
-                )
+            return evidence_detail(
+                evidence, node_timeline(alone, name), now, findings=findings, full=full
             )
-            return
         if node is None:
             claim = state.nodeclaim(name)
             if claim is not None:
-                detail.update(
+                return (
                     f"[b]{claim.name}[/b]  NodeClaim in pool {claim.pool}\n"
                     f"Launching since {format_time(claim.created)}; no Node has registered yet.\n"
                     f"instance {claim.instance_id or 'not yet known'} · {claim.instance_type}"
                 )
-            else:
-                detail.update(f"{name} is gone.")
-            return
+            if not self._listed:
+                return Text(f"loading {name}…", style="dim")
+            return Text(f"{name} is gone.")
         pods = self._pods.get(name)
-        if pods is None or time.monotonic() - pods[0] > PODS_MAX_AGE_SECONDS:
-            self._fetch_pods(name)
-        now = self.source.now()
         view = DiagnosisInput(
             snapshot=state.node_view(name, taken_at=now), now=now, history=self.source.last_history
         )
-        diagnosis = self._diagnosis
-        findings = [f for f in diagnosis.findings if name in f.nodes] if diagnosis else []
         runbooks = list(dict.fromkeys(r for f in findings for r in f.runbooks))
-        detail.update(
-            node_detail(
-                node,
-                node_timeline(view, name),
-                now,
-                pods[1] if pods else None,
-                findings=findings,
-                evidence=self.source.evidence(name),
-                runbooks=[] if self.read_only else runbooks,
-            )
+        return node_detail(
+            node,
+            node_timeline(view, name),
+            now,
+            pods[1] if pods else None,
+            findings=findings,
+            evidence=evidence,
+            runbooks=[] if self.read_only else runbooks,
+            full=full,
         )
+
+    def pods_of(self, name: str) -> list[Pod] | str | None:
+        """The node's pods as last fetched (a string: why they could not be read)."""
+        held = self._pods.get(name)
+        return held[1] if held else None
 
     @work(thread=True, exclusive=True, group="pods", exit_on_error=False)
     def _fetch_pods(self, name: str) -> None:
@@ -790,21 +1202,20 @@ class MigNurseApp(App[None]):
             result = self.source.pods(name)
         except ClusterError as exc:
             result = str(exc)
-        with contextlib.suppress(RuntimeError):  # the app closed meanwhile
-            self.call_from_thread(self._pods_arrived, name, result)
+        self.post_message(PodsFetched(name, result))
 
-    def _pods_arrived(self, name: str, result: list[Pod] | str) -> None:
-        self._pods[name] = (time.monotonic(), result)
-        if self._highlighted_name() == name:
-            self._show_detail(name)
+    @on(PodsFetched)
+    def _pods_arrived(self, message: PodsFetched) -> None:
+        self._pods[message.node] = (time.monotonic(), message.pods)
+        if self._highlighted_name() == message.node:
+            self._show_detail(message.node)
 
 
-_WORST, _NOTREADY, _REPAIR = (FLEET_COLUMNS.index(c) for c in ("WORST", "NOTREADY", "REPAIR"))
-# "M" shows the marks; "!" carries the worst finding's severity, in words
-TABLE_COLUMNS = ("M", "!", *COLUMNS)
-BADGE_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
-_BADGE_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
-_WORD_RANK = {BADGE_WORDS[severity]: rank for severity, rank in _BADGE_RANK.items()}
+def _short_repair(repair: str) -> str:
+    """ "PAUSED by alice since 03:02Z" → "PAUSED since 03:02Z" (who is in the preview)."""
+    if " since " in repair:
+        return "PAUSED since " + repair.split(" since ", 1)[1]
+    return repair
 
 
 def _highlighted_key(table: DataTable[Any]) -> str | None:
@@ -815,97 +1226,6 @@ def _highlighted_key(table: DataTable[Any]) -> str | None:
     except Exception:  # noqa: BLE001 - cursor outside the rows after a removal
         return None
     return str(key.value) if key.value is not None else None
-
-
-def _display(row: NodeRow, marks: frozenset[str], *, shorten: bool = False) -> tuple[str, ...]:
-    return (
-        "*" if row.name in marks else "",
-        BADGE_WORDS.get(row.badge, ""),
-        *row.cells(shorten=shorten),
-    )
-
-
-def _badges(findings: list[Finding]) -> dict[str, str]:
-    worst: dict[str, str] = {}
-    for finding in findings:
-        for node in finding.nodes:
-            current = worst.get(node)
-            if current is None or SEVERITY_ORDER[finding.severity] < SEVERITY_ORDER[current]:
-                worst[node] = finding.severity
-    return worst
-
-
-def _sort_key(values: tuple[Any, ...]) -> tuple[str, int, str]:
-    """Pool, then the worst finding first (CRIT, WARN, info, none), then name: the node to
-    look at is at the top of its pool."""
-    return (str(values[0]), _WORD_RANK.get(str(values[1]), 3), str(values[2]))
-
-
-def _fleet_now(
-    base: list[PoolRow], rows: list[NodeRow], row_filter: RowFilter | None
-) -> list[PoolRow]:
-    """The last diagnosis's pool rows with node counts from this refresh (so a node that
-    turns NotReady shows at once, not at the next diagnosis)."""
-    counts: dict[str, list[int]] = {}
-    for row in rows:
-        if row.status_word == "Launching":
-            continue
-        tally = counts.setdefault(row.pool or UNPOOLED, [0, 0])
-        tally[0] += 1
-        if row.status_word != "Ready":
-            tally[1] += 1
-    by_pool = {r.pool: r for r in base}
-    out: list[PoolRow] = []
-    for pool in dict.fromkeys([*by_pool, *counts]):
-        nodes, not_ready = counts.get(pool, [0, 0])
-        held = by_pool.get(pool)
-        if held is None:
-            held = PoolRow(pool, "", 0, 0, 0, 0, 0, None, "…", None)
-        out.append(
-            dataclasses.replace(held, nodes=nodes, ready=nodes - not_ready, not_ready=not_ready)
-        )
-    if row_filter is not None and not row_filter.needs_labels:
-        out = [r for r in out if row_filter.matches(r.pool)]
-    order = {r.pool: i for i, r in enumerate(base)}
-    out.sort(key=lambda r: (r.rank, order.get(r.pool, len(order)), -r.not_ready, r.pool))
-    return out
-
-
-def _summary(
-    rows: list[NodeRow],
-    source: Any,
-    statuses: dict[str, ResourceStatus],
-    now: datetime,
-    marked: int,
-) -> str:
-    nodes = [r for r in rows if r.status_word != "Launching"]
-    not_ready = sum(1 for r in nodes if r.status_word != "Ready")
-    hardware = sum(1 for r in nodes if r.ahr_ok is False)
-    launching = len(rows) - len(nodes)
-    # What needs the on-call engineer's eyes first, so 80 columns still show it: a stale
-    # view, then the counts; where the data comes from after.
-    parts = []
-    broken = [s for s in statuses.values() if s.error]
-    if broken:
-        worst = broken[0]
-        since = format_age((now - worst.stale_since).total_seconds()) if worst.stale_since else "?"
-        parts.append(f"[b yellow]STALE {since}[/]: {worst.error}")
-    parts.append(f"{len(nodes)} GPU nodes")
-    parts.append(f"[b red]{not_ready} not ready[/]" if not_ready else "all ready")
-    if hardware:
-        parts.append(f"[b red]{hardware} AcceleratedHardwareReady=False[/]")
-    if launching:
-        parts.append(f"{launching} launching")
-    if marked:
-        parts.append(f"[b]{marked} marked[/]")
-    if source.simulated:
-        parts.append(f"[b reverse] SIMULATED [/] {source.simulated}")
-    if source.read_only_reason:
-        parts.append(f"[b reverse] BUNDLE [/] collected {now.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
-    parts.append("Karpenter: on" if source.karpenter else "Karpenter: not installed")
-    if not source.read_only_reason:
-        parts.append(f"as of {now.astimezone(UTC):%H:%M:%S} UTC")
-    return " · ".join(parts)
 
 
 def make_app(

@@ -1,17 +1,20 @@
 """The node detail pane: conditions, the labels that matter, the timeline, MIG state and
-collected evidence (from a bundle), the node's pods, and the runbooks that fit it."""
+collected evidence (from a bundle) with the journal lines the findings cite, the node's
+pods, and the runbooks that fit it. `d` shows the same in full (every timeline entry,
+every label) in a pager."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from mignurse.diagnose.findings import Finding
+from mignurse.diagnose.findings import SEVERITY_ORDER, Finding
 from mignurse.diagnose.inputs import NodeEvidence
 from mignurse.diagnose.timeline import TimelineEntry
 from mignurse.model import Node, Pod
@@ -19,6 +22,7 @@ from mignurse.nodeview import AHR, format_age
 from mignurse.render import SEVERITY_STYLE
 
 DETAIL_EVENTS = 15
+CITED_LINES_SHOWN = 6  # per journal in the pane; `l` shows them all, in place
 INTERESTING_LABELS = (
     "karpenter.sh/nodepool",
     "eks.amazonaws.com/nodegroup",
@@ -44,8 +48,10 @@ def node_detail(
     findings: Sequence[Finding] = (),
     evidence: NodeEvidence | None = None,
     runbooks: Sequence[str] = (),
+    full: bool = False,
 ) -> Group:
-    """The detail pane: findings, conditions, labels, timeline, evidence, pods, runbooks."""
+    """The detail pane: findings, conditions, labels, timeline, evidence, pods, runbooks.
+    `full` (the `d` pager): every label and timeline entry."""
     title = Text.assemble(
         (node.name, "bold"),
         f"  {node.pool or 'no pool'} ({node.pool_kind or 'unmanaged'}) · {node.instance_type}"
@@ -73,7 +79,7 @@ def node_detail(
     labels = Table(box=None, padding=(0, 1), show_header=False)
     labels.add_column(style="dim")
     labels.add_column()
-    for key in INTERESTING_LABELS:
+    for key in sorted(node.labels) if full else INTERESTING_LABELS:
         if key in node.labels:
             labels.add_row(key, node.labels[key])
     if node.unschedulable:
@@ -84,21 +90,17 @@ def node_detail(
     if runbooks:
         parts.append(Text(f"Runbooks that fit (R): {', '.join(runbooks)}", style="cyan"))
     parts += [Text(""), Text("Conditions", style="bold underline"), conditions]
-    parts += [Text(""), Text("Labels that matter", style="bold underline"), labels]
-    parts += [
-        Text(""),
-        Text(
-            f"Timeline (last {min(len(timeline), DETAIL_EVENTS)} of {len(timeline)})",
-            style="bold underline",
-        ),
-    ]
+    heading = "Labels" if full else "Labels that matter"
+    parts += [Text(""), Text(heading, style="bold underline"), labels]
+    shown = len(timeline) if full else DETAIL_EVENTS
+    parts += [Text(""), _timeline_heading(timeline, shown)]
     parts.append(
-        _timeline_table(timeline, now)
+        _timeline_table(timeline, now, shown)
         if timeline
         else Text("nothing kept by the API server (events expire after ~1 h)", style="dim")
     )
     if evidence is not None:
-        parts += [Text(""), *_evidence_part(evidence)]
+        parts += [Text(""), *_evidence_part(evidence, findings)]
     parts += [Text(""), _pods_part(pods, now)]
     return Group(*parts)
 
@@ -109,6 +111,7 @@ def evidence_detail(
     now: datetime,
     *,
     findings: Sequence[Finding] = (),
+    full: bool = False,
 ) -> Group:
     """A node known only from another tool's bundle: its findings, journal timeline and files."""
     title = Text.assemble(
@@ -117,17 +120,30 @@ def evidence_detail(
         " · no Node object: conditions, labels and events unknown",
     )
     parts: list[Any] = [title, *_findings_part(findings), Text("")]
+    shown = len(timeline) if full else DETAIL_EVENTS
+    parts.append(_timeline_heading(timeline, shown))
     parts.append(
-        Text(
-            f"Timeline (last {min(len(timeline), DETAIL_EVENTS)} of {len(timeline)})",
-            style="bold underline",
-        )
+        _timeline_table(timeline, now, shown) if timeline else Text("no journal lines", style="dim")
     )
-    parts.append(
-        _timeline_table(timeline, now) if timeline else Text("no journal lines", style="dim")
-    )
-    parts += [Text(""), *_evidence_part(evidence)]
+    parts += [Text(""), *_evidence_part(evidence, findings)]
     return Group(*parts)
+
+
+def sorted_findings(findings: Sequence[Finding]) -> list[Finding]:
+    """Worst first; within a severity, the nearest deadline first (one without a deadline
+    after those with one), then as the rules ranked them."""
+    far = datetime.max.replace(tzinfo=UTC)
+    return [
+        f
+        for _i, f in sorted(
+            enumerate(findings),
+            key=lambda item: (
+                SEVERITY_ORDER.get(item[1].severity, 9),
+                item[1].deadline or far,
+                item[0],
+            ),
+        )
+    ]
 
 
 def _findings_part(findings: Sequence[Finding]) -> list[Text]:
@@ -137,28 +153,77 @@ def _findings_part(findings: Sequence[Finding]) -> list[Text]:
             (finding.id, "bold"),
             f" {finding.summary}",
         )
-        for finding in findings
+        for finding in sorted_findings(findings)
     ]
 
 
-def _timeline_table(timeline: list[TimelineEntry], now: datetime) -> Table:
+def since_words(moment: datetime, now: datetime) -> str:
+    """How long ago, to the second under an hour (rows minutes apart must read apart)."""
+    seconds = max(int((now - moment).total_seconds()), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, secs = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h{minutes:02d}m"
+    return format_age(seconds)
+
+
+def clock_time(moment: datetime, now: datetime) -> str:
+    """The time of day in UTC; the date too when it is not today's."""
+    utc = moment.astimezone(UTC)
+    if utc.date() == now.astimezone(UTC).date():
+        return f"{utc:%H:%M:%S}"
+    return f"{utc:%m-%d %H:%M:%S}"
+
+
+def _timeline_heading(timeline: Sequence[TimelineEntry], shown: int) -> Text:
+    if len(timeline) <= shown:
+        return Text(f"Timeline ({len(timeline)}, UTC)", style="bold underline")
+    return Text(
+        f"Timeline (last {shown} of {len(timeline)}, UTC; d shows all)", style="bold underline"
+    )
+
+
+def _timeline_table(timeline: Sequence[TimelineEntry], now: datetime, shown: int) -> Table:
     recent = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    for column in ("AGO", "SOURCE", "WHAT"):
+    recent.add_column("TIME", no_wrap=True)
+    recent.add_column("AGO", no_wrap=True, justify="right")
+    for column in ("SOURCE", "WHAT"):
         recent.add_column(column, overflow="fold")
-    for entry in timeline[-DETAIL_EVENTS:]:
+    for entry in timeline[-shown:] if shown else ():
         warning = "Warning" in entry.text[:20] or entry.text.startswith(
             ("Ready=False", "Ready=Unknown")
         )
         recent.add_row(
-            format_age((now - entry.time).total_seconds()),
+            clock_time(entry.time, now),
+            since_words(entry.time, now),
             entry.source,
             Text(entry.text, style="yellow" if warning else ""),
         )
     return recent
 
 
-def _evidence_part(evidence: NodeEvidence) -> list[Any]:
-    """What the bundle collected on the node itself: MIG state, journals, cloud-init."""
+_CITED_LINE = re.compile(r"^line (\d+):")
+
+
+def cited_lines(findings: Sequence[Finding], source: str) -> list[tuple[int, str]]:
+    """The journal lines the findings cite from one journal ("journal:kubelet"), in line
+    order: (line number, the evidence text as `diagnose` prints it)."""
+    cited: dict[int, str] = {}
+    for finding in findings:
+        for item in finding.evidence:
+            match = _CITED_LINE.match(item.text)
+            if item.source == source and match:
+                cited.setdefault(int(match.group(1)), item.text)
+    return sorted(cited.items())
+
+
+def _evidence_part(evidence: NodeEvidence, findings: Sequence[Finding] = ()) -> list[Any]:
+    """What the bundle collected on the node itself: MIG state, journals (with the lines
+    the findings cite), cloud-init."""
     parts: list[Any] = [Text("Collected on the node", style="bold underline")]
     mig = evidence.mig
     if mig is None:
@@ -181,9 +246,19 @@ def _evidence_part(evidence: NodeEvidence) -> list[Any]:
                 " ".join(f"{n}×{p}" for p, n in sorted(profiles.items())) or "-",
             )
         parts += [Text(f"MIG state ({mig.source}, driver {mig.driver_version or '?'})"), table]
-    for source, journal in sorted(evidence.journals.items()):
+    if evidence.journals:
+        parts.append(Text("Journals (l opens them; n jumps to the lines below)", style="bold"))
+    for name, journal in sorted(evidence.journals.items()):
         problems = f", {len(journal.problems)} problems" if journal.problems else ""
-        parts.append(Text(f"journal {source}: {journal.lines} lines{problems}"))
+        cited = cited_lines(findings, journal.source)
+        line = Text(f"journal {name}: {journal.lines} lines{problems}")
+        if cited:
+            line.append(f", {len(cited)} cited by the findings:", style="bold")
+        parts.append(line)
+        for _number, text in cited[:CITED_LINES_SHOWN]:
+            parts.append(Text(f"  {text}", style="yellow", overflow="fold"))
+        if len(cited) > CITED_LINES_SHOWN:
+            parts.append(Text(f"  … {len(cited) - CITED_LINES_SHOWN} more (l)", style="dim"))
     if evidence.cloud_init is not None:
         parts.append(Text(f"cloud-init: {evidence.cloud_init.status}"))
     for problem in evidence.problems[:5]:

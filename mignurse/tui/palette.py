@@ -1,8 +1,10 @@
-"""`:` the command palette: jump to a pool or node, switch context, open a bundle, run a runbook.
+"""`:` the command palette: jump to a pool or GPU node, switch context, open a bundle and
+go back from it, run a runbook.
 
 Textual's palette does the fuzzy matching and the screen; this provider only lists what can
-be done now. Free-form arguments ride in the query: `open ./incident.tar.gz` offers to open
-that file once it exists.
+be done now: pools with GPU nodes, GPU nodes, the runbooks that can apply to the selection.
+Free-form arguments ride in the query: `open ./incident.tar.gz` offers to open that file
+once it exists.
 """
 
 from __future__ import annotations
@@ -31,11 +33,16 @@ class MigNurseCommands(Provider):
         app = self._app()
         yield "Fleet view", app.show_fleet, "every NodePool and node group, worst first"
         yield "Audit log", app.action_audit, "past runbook runs"
+        back = app.back_context()
+        if back is not None:
+            yield f"Back to {back}", app.go_back, "leave the bundle for the cluster"
+        if app.diagnosis is not None:
+            yield "Findings", app.action_findings, "every finding with all its evidence"
         for pool in app.pool_names():
             yield f"Pool {pool}", partial(app.open_pool, pool), "show the pool's nodes"
         if len(query) >= NODE_QUERY_MIN:
             for name in app.node_names():
-                yield f"Node {name}", partial(app.jump_to_node, name), "highlight the node"
+                yield f"Node {name}", partial(app.jump_to_node, name), "highlight the GPU node"
         for context in app.context_names():
             yield (
                 f"Context {context}",
@@ -47,7 +54,7 @@ class MigNurseCommands(Provider):
                 yield (
                     f"Run {runbook}",
                     partial(app.start_runbook, runbook),
-                    "on the marked or highlighted node (plan first, then confirm)",
+                    "can apply to the marked or highlighted node (plan first, then confirm)",
                 )
         word, _, rest = query.partition(" ")
         if word.lower() == "open" and rest.strip():

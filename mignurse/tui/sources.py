@@ -1,6 +1,7 @@
-"""Where the app's data comes from: a live cluster (watches) or an opened bundle.
+"""Where the app's data comes from: a live cluster (watches), an opened bundle, or a
+simulated cluster still being built (the demo).
 
-Both offer the same few things to the app: a `ClusterState`, a clock, `assess()` (the
+All offer the same few things to the app: a `ClusterState`, a clock, `assess()` (the
 diagnosis and the fleet view's rows, called off the UI thread), the node's pods and
 collected evidence, and collection. A bundle is read-only: `read_only_reason` says so and
 the app hides every key that would change something.
@@ -8,16 +9,19 @@ the app hides every key that would change something.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+import threading
+import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterClient, ClusterError
 from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
-from mignurse.cluster.snapshot import ClusterState
+from mignurse.cluster.snapshot import ClusterState, Snapshot
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
 from mignurse.collect.auto import AutoCollector
 from mignurse.collect.redact import Redactor
@@ -33,7 +37,9 @@ from mignurse.diagnose.sources import (
     read_history,
 )
 from mignurse.fleetview import PoolRow, fleet_rows
-from mignurse.model import Pod
+from mignurse.model import Node, Pod
+
+FIRST_PAGE = 500  # nodes shown (counted "so far") while the whole list is still coming
 
 
 class LiveSource:
@@ -54,7 +60,11 @@ class LiveSource:
         self.client = client
         self.state = ClusterState()
         self.simulated = simulated
+        if clock is not None:
+            client.use_clock(clock)  # one clock: bundles, runbook records and the screen agree
         self._clock = clock or client.server_now
+        self._early: Snapshot | None = None  # the first page of nodes, until all are listed
+        self._evidence: dict[str, NodeEvidence] = {}  # from bundles collected in this session
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
         self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
@@ -116,6 +126,15 @@ class LiveSource:
         self.watcher = ClusterWatcher(
             self.client, self.state, karpenter=self.karpenter, on_status=on_status
         ).start()
+        threading.Thread(target=self._first_page, name="first-page", daemon=True).start()
+
+    def _first_page(self) -> None:
+        """The first page of nodes, so the pools show while thousands more are listed."""
+        with contextlib.suppress(ClusterError, StopIteration):
+            items, _version = next(self.client.list_pages(NODES, limit=FIRST_PAGE))
+            nodes = [Node.from_api(raw) for raw in items]
+            if not self.listed():
+                self._early = Snapshot(nodes={n.name: n for n in nodes}, karpenter=self.karpenter)
 
     def _open_history(self, path: Path) -> None:
         """Record what the app sees, unless `mignurse watch` already does (then only read)."""
@@ -134,6 +153,15 @@ class LiveSource:
         report "no findings" that are not true)."""
         return self.watcher is not None and self.watcher.synced()
 
+    def listed(self) -> bool:
+        """Whether the nodes have been listed in full (the counts are true)."""
+        watcher = self.watcher
+        return watcher is not None and watcher.status["nodes"].synced
+
+    def early_snapshot(self) -> Snapshot | None:
+        """The first page of nodes while the full list is still coming, else None."""
+        return None if self.listed() else self._early
+
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
         """Every rule, and the fleet view's rows, over what the app holds now (off the UI
         thread). The Karpenter Deployment is read again: a pause shows up within seconds."""
@@ -148,6 +176,7 @@ class LiveSource:
             snapshot=self.state.snapshot(taken_at=now),
             now=now,
             history=history,
+            node_evidence=dict(self._evidence),  # what `c` collected in this session
             karpenter=self.karpenter_settings,
         )
         diagnosis = diagnose(inp)
@@ -170,8 +199,8 @@ class LiveSource:
         return KarpenterSettings.from_deployment(raw)
 
     def evidence(self, name: str) -> NodeEvidence | None:
-        """Files collected on the node: a live cluster has none until a bundle is opened."""
-        return None
+        """Files collected on the node by `c` in this session (None before)."""
+        return self._evidence.get(name)
 
     def evidence_only(self) -> list[NodeEvidence]:
         return []
@@ -208,6 +237,8 @@ class LiveSource:
                 redactor=Redactor(),
                 progress=progress,
             )
+        with contextlib.suppress(Exception):  # the bundle is written; reading it back is a bonus
+            self._evidence.update(load_offline(out).node_evidence)
         return out, manifest
 
     def auto_tick(self) -> None:
@@ -269,6 +300,12 @@ class BundleSource:
         assert self._now is not None
         return self._now
 
+    def listed(self) -> bool:
+        return True
+
+    def early_snapshot(self) -> Snapshot | None:
+        return None
+
     def check(self) -> None:
         return None
 
@@ -310,6 +347,76 @@ class BundleSource:
         self, names: list[str], progress: Callable[[str, str], None]
     ) -> tuple[Path, dict[str, Any]]:
         raise ValueError("this is a bundle: its nodes were collected already")
+
+    def auto_tick(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
+class BuildingSource:
+    """A cluster still being built (the demo's simulator takes seconds at scale): the app
+    shows for how long, then swaps in the source that `build` returns (in a thread)."""
+
+    read_only_reason = ""
+    karpenter = False
+    client: ClusterClient | None = None
+
+    def __init__(self, build: Callable[[], Any], *, what: str, simulated: str) -> None:
+        self.build = build
+        self.what = what  # "simulated cluster scale-5000 (5,000 GPU nodes, …)"
+        self.simulated: str | None = simulated
+        self.state = ClusterState()
+        self.collect_reports: list[str] = []
+        self.last_history = History()
+        self.bundle_dir = Path.cwd()
+        self._started = time.monotonic()
+
+    @property
+    def waiting(self) -> str:
+        """What the status line says while the cluster is built."""
+        return f"building the {self.what}: {time.monotonic() - self._started:.0f} s…"
+
+    @property
+    def context(self) -> str:
+        return "starting"
+
+    @property
+    def cluster(self) -> str:
+        return self.what
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
+        return None
+
+    def synced(self) -> bool:
+        return False
+
+    def listed(self) -> bool:
+        return False
+
+    def early_snapshot(self) -> Snapshot | None:
+        return None
+
+    def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
+        raise ValueError("the cluster is still being built")
+
+    def evidence(self, name: str) -> NodeEvidence | None:
+        return None
+
+    def evidence_only(self) -> list[NodeEvidence]:
+        return []
+
+    def pods(self, name: str) -> list[Pod]:
+        return []
+
+    def collect_nodes(
+        self, names: list[str], progress: Callable[[str, str], None]
+    ) -> tuple[Path, dict[str, Any]]:
+        raise ValueError("the cluster is still being built")
 
     def auto_tick(self) -> None:
         return None

@@ -146,3 +146,53 @@ def test_a_bundle_with_node_journals_names_the_kubelet_restart(
     restart = next(f for f in document["findings"] if f["id"] == "mig-hook-kubelet-restart")
     assert restart["runbooks"] == ["replace-instance"]
     assert any(e["source"].startswith("journal:") for e in restart["evidence"])
+
+
+def test_node_takes_the_short_name_that_nodes_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    incident = ["--from", str(INCIDENTS / "dcgm-repair-loop"), "--now", "2026-11-29T02:55:00Z"]
+    full = "ip-10-0-57-99.us-west-2.compute.internal"
+
+    by_full = diagnose_json(capsys, *incident, "--node", full)
+    by_short = diagnose_json(capsys, *incident, "--node", "ip-10-0-57-99")
+
+    assert by_short == by_full
+    code, document = by_short
+    assert code == 2 and document["findings"] and document["timeline"]
+    assert all(full in f["nodes"] for f in document["findings"])
+    assert main(["diagnose", *incident, "--node", "ip-10-9-9-9"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "mignurse: error: no node 'ip-10-9-9-9' in dcgm-repair-loop: check the name "
+        "(mignurse nodes)\n"
+    )
+
+
+def test_an_unknown_pool_is_refused_naming_the_known_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As `nodes` refuses it: "No findings" for a typo would read as an all-clear."""
+    incident = ["--from", str(INCIDENTS / "dcgm-repair-loop"), "--now", "2026-11-29T02:55:00Z"]
+
+    code = main(["diagnose", *incident, "--nodepool", "nope"])
+
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.startswith(
+        "mignurse: error: no NodePool or node group named 'nope' in 'dcgm-repair-loop': known "
+        "GPU pools are "
+    )
+    assert "gpu-inference" in captured.err and captured.err.count("\n") == 1
+    assert diagnose_json(capsys, *incident, "--nodepool", "gpu-inference")[0] == 2
+
+
+def test_a_managed_node_group_is_a_known_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sim = SimCluster(load_scenario("healthy"), speed=0)
+    write_dumps(sim, tmp_path)
+
+    code, document = diagnose_json(capsys, "--from", str(tmp_path), "--nodepool", "ng-gpu-l4")
+
+    assert code in (0, 1) and document["kind"] == "Diagnosis"
+    assert main(["diagnose", "--from", str(tmp_path), "--nodepool", "ng-gpu-l5"]) == 2
+    assert "known GPU pools are" in capsys.readouterr().err

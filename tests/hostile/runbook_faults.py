@@ -69,12 +69,13 @@ def _first_of(pool: str) -> Callable[[SimCluster], str]:
     return pick
 
 
-def _incident(sim: SimCluster) -> str:
-    return next(
+def _ready_mig(sim: SimCluster) -> str:
+    """A Ready MIG node (reapply refuses a NotReady one: it restarts no kubelet)."""
+    return sorted(
         n["metadata"]["name"]
         for n in sim.objects("nodes")
-        if n["metadata"]["labels"].get(LABEL_MIG_CONFIG_STATE) == "failed"
-    )
+        if n["metadata"]["labels"].get(LABEL_MIG_CONFIG_STATE) == "success"
+    )[0]
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ CASES: dict[str, Case] = {
         cluster=True,
     ),
     "reapply-mig-no-hooks": Case(
-        "mig-1g24gb", 40, _incident, {"config": "all-1g.24gb"}, barriers=("apply-layout",)
+        "mig-1g24gb", 40, _ready_mig, {"config": "all-1g.24gb"}, barriers=("apply-layout",)
     ),
     "replace-instance": Case(
         "healthy",

@@ -3,8 +3,10 @@ simulator, nodes reached through their sandboxes, whose call log proves what ran
 
 1. `mignurse run reapply-mig-no-hooks --node N --param config=all-1g.24gb --yes` on the
    `mig-1g24gb` scenario (g7e.48xlarge, 8 × RTX PRO 6000 Blackwell, the one GPU in the
-   simulator where `all-1g.24gb` is a valid layout) leaves the incident node uncordoned with
-   the layout verified, and no kubelet/containerd restart and no daemon-reload ran on it.
+   simulator where `all-1g.24gb` is a valid layout) leaves a Ready node whose mig-manager
+   failed uncordoned with the layout verified, and no kubelet/containerd restart and no
+   daemon-reload ran on it. On the incident node, NotReady since mig-manager restarted
+   kubelet, it is refused before anything changes, naming replace-instance.
 2. `--dry-run` of every runbook in runbooks/ prints a complete plan (every step id) and
    changes nothing: no write request reached the simulator, no mutating command ran on a node.
 """
@@ -28,6 +30,7 @@ from mignurse.runner.schema import default_folder
 from mignurse.sim.nodes import NodeSandbox
 
 from .enginehelpers import Cluster
+from .mighelpers import incident_node, ready_mig_node, stuck_mig_node
 
 Make = Callable[..., Cluster]
 
@@ -80,28 +83,43 @@ def _calls(sandboxes: Path) -> list[str]:
     ]
 
 
-def _incident_node(c: Cluster) -> str:
-    return next(
-        n["metadata"]["name"]
-        for n in c.sim.objects("nodes")
-        if n["metadata"]["labels"].get(LABEL_MIG_CONFIG_STATE) == "failed"
-    )
-
-
 # -- 1. reapply-mig-no-hooks with all-1g.24gb on a GPU that really has it -------------------
+
+
+def test_reapply_on_the_notready_incident_node_is_refused_naming_replace_instance(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    c = cluster_for("mig-1g24gb")
+    node = incident_node(c)
+    seen = len(c.sim.requests)
+
+    refused = _mignurse(
+        c, tmp_path / "state", "run", "reapply-mig-no-hooks", "--node", node,
+        "--param", "config=all-1g.24gb", "--yes", "--sandboxes", str(tmp_path / "sandboxes"),
+    )  # fmt: skip
+
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert (
+        refused.stdout.startswith("run ")
+        and ": blocked: step preflight cannot run" in refused.stdout
+    )
+    assert f"BLOCKED: node {node} is NotReady since" in refused.stderr
+    assert f"mignurse run replace-instance --node {node}" in refused.stdout
+    assert not [r for r in c.sim.requests[seen:] if r["method"] != "GET"]
+    assert not c.node(node)["spec"].get("unschedulable")
 
 
 def test_reapply_all_1g_24gb_on_g7e_leaves_the_node_uncordoned_and_verified(
     cluster_for: Make, tmp_path: Path
 ) -> None:
     c = cluster_for("mig-1g24gb", speed=40)  # a running clock: operands go and come back
-    node = _incident_node(c)
+    node = stuck_mig_node(c)
     before = c.node(node)
     labels = before["metadata"]["labels"]
     assert labels["node.kubernetes.io/instance-type"] == "g7e.48xlarge"
     assert labels["nvidia.com/gpu.product"] == "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"
     assert labels["nvidia.com/mig.config"] == "all-1g.24gb"
-    assert "nvidia.com/mig-1g.24gb" not in before["status"]["allocatable"]  # the incident
+    assert labels[LABEL_MIG_CONFIG_STATE] == "failed"
     gpus = int(labels["nvidia.com/gpu.count"])
     sandboxes = tmp_path / "sandboxes"
 
@@ -173,7 +191,7 @@ def test_the_forbidden_call_pattern_catches_what_it_must() -> None:
 @dataclass(frozen=True)
 class DryRun:
     scenario: str
-    pool: str  # the node is the first of this pool (for mig-1g24gb: the incident node)
+    pool: str  # the node is the first of this pool (for mig-1g24gb: a Ready MIG node)
     params: dict[str, str] = field(default_factory=dict)
     first: str = ""  # a runbook run for real before, so this one has something to plan
     speed: float = 0  # a running clock where `first` waits on the cluster
@@ -211,9 +229,7 @@ def test_dry_run_prints_the_whole_plan_and_changes_nothing(
     case = DRY_RUNS.get(name)
     assert case is not None, f"add a DRY_RUNS entry for runbook {name} ({path.name})"
     c = cluster_for(case.scenario, speed=case.speed)
-    node = next(
-        n for n in c.nodes(case.pool) if case.scenario != "mig-1g24gb" or n == _incident_node(c)
-    )
+    node = ready_mig_node(c) if case.scenario == "mig-1g24gb" else c.nodes(case.pool)[0]
     params = [a for k, v in case.params.items() for a in ("--param", f"{k}={v}")]
     if case.first:
         first = _mignurse(c, tmp_path / "first-state", "run", case.first, "--node", node, "--yes")

@@ -13,7 +13,7 @@ from mignurse.cluster.client import NODES
 from mignurse.collect.transports import shell_factory
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit
-from mignurse.runner.engine import RunEvent, Runner, node_shells
+from mignurse.runner.engine import RunEvent, Runner, node_shells, possible_followups
 from mignurse.runner.lock import LOCK_ANNOTATION, TargetLock
 from mignurse.runner.schema import Runbook, load_runbook, load_runbooks
 from mignurse.runner.step import Harm
@@ -255,8 +255,10 @@ def test_ctrl_c_stops_without_undo_and_undo_by_run_id_restores(
     runner = Runner(book, {"node": node}, client=c.client, yes=True, listener=listener)
     result = runner.run()
     assert result.status == "interrupted" and result.exit_code == 130
-    assert f"mignurse run --resume {result.run_id}" in result.notices[-1]
-    assert f"mignurse run --undo {result.run_id}" in result.notices[-1]
+    assert result.notices[-1] == "nothing was undone"
+    followups = possible_followups(result.run_id, client=c.client, books={book.name: book})
+    assert followups["resume"] == (True, "continues from step drain (1 of 2 steps left)")
+    assert followups["undo"] == (True, "undoes cordon (newest first)")
     assert unschedulable(c, node)  # nothing undone on its own
     assert lock_of(c, node) is None
     assert st.RunState.load(result.run_id).status == "interrupted"

@@ -17,11 +17,15 @@ from typing import Any
 import pytest
 
 from mignurse.model import LABEL_MIG_CONFIG_STATE
+from mignurse.runner import state as st
+from mignurse.runner.engine import RunEvent, Runner
 from mignurse.runner.step import ACTIONS, Action, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.mig import CONFIG_FILE, HOOKS_FILE
 from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
 
 from .enginehelpers import Cluster
+from .interrupthelpers import book, resumed, shells, writes_to
+from .mighelpers import incident_node, ready_mig_node, set_not_ready, stuck_mig_node
 
 # Anything that would restart kubelet/containerd, reload systemd or change a unit.
 FORBIDDEN = re.compile(
@@ -111,11 +115,7 @@ def mig_cluster(cluster_for: Callable[..., Cluster]) -> Cluster:
 
 
 def _failed_mig_node(cluster: Cluster) -> str:
-    return next(
-        n["metadata"]["name"]
-        for n in cluster.sim.objects("nodes")
-        if n["metadata"]["labels"].get(LABEL_MIG_CONFIG_STATE) == "failed"
-    )
+    return incident_node(cluster)
 
 
 def _labels(cluster: Cluster, node: str) -> dict[str, str]:
@@ -138,9 +138,9 @@ def _forbidden_calls(sandbox: NodeSandbox) -> list[str]:
 def test_reapply_applies_the_layout_with_no_hook_and_no_restart(
     mig_cluster: Cluster, tmp_path: Path
 ) -> None:
-    """The failed node of the mig-hook incident: 8 H100, MIG on, no instances, operands
-    left paused by mig-manager. The runbook's steps bring it to 8 × 7 × 1g.10gb, advertised."""
-    node = _failed_mig_node(mig_cluster)
+    """A Ready p5 node (8 H100, MIG off) whose mig-manager failed: state `failed`, operands
+    left paused. The runbook's steps bring it to 8 × 7 × 1g.10gb, advertised."""
+    node = stuck_mig_node(mig_cluster)
     run = Run(mig_cluster, node, tmp_path / "nodes")
     run.sandbox().set_mig_knobs(mignurse_probe=True)
     assert _app_pods(mig_cluster, node, "nvidia-mig-manager")
@@ -276,7 +276,7 @@ def test_an_unknown_config_is_refused_in_one_line_naming_the_valid_ones(
 def test_an_active_host_mig_manager_service_refuses_with_the_command_to_disable_it(
     mig_cluster: Cluster, tmp_path: Path
 ) -> None:
-    node = _failed_mig_node(mig_cluster)
+    node = ready_mig_node(mig_cluster)
     run = Run(mig_cluster, node, tmp_path / "nodes")
     run.sandbox().set_mig_knobs(host_mig_manager="active")
 
@@ -299,3 +299,78 @@ def test_a_forgotten_env_u_shows_in_the_call_log(tmp_path: Path) -> None:
 
     assert any("daemon-reload" in line for line in _forbidden_calls(sandbox))
     assert sandbox.mig_parted_runs()[0]["hooksRun"] == ["apply-start"]
+
+
+# -- a node whose kubelet or container runtime is broken ------------------------------------------
+
+
+def test_reapply_on_a_notready_node_is_refused_in_the_plan_naming_replace_instance(
+    mig_cluster: Cluster, state_home: Path, tmp_path: Path
+) -> None:
+    """The mig-hook incident node: kubelet was restarted mid-bootstrap and containerd lost its
+    cgroups. Re-partitioning restarts neither, so the run must not start, let alone report
+    success and uncordon it."""
+    node = incident_node(mig_cluster)
+    seen = len(mig_cluster.sim.requests)
+    reapply = book("reapply-mig-no-hooks", tmp_path)
+    runner = Runner(reapply, {"node": node}, client=mig_cluster.client,
+                    shell_for=shells(mig_cluster, tmp_path / "nodes"), yes=True)  # fmt: skip
+
+    result = runner.run()
+
+    assert result.status == "blocked" and result.exit_code == 1
+    assert result.error.startswith(f"step preflight cannot run: node {node} is NotReady since ")
+    assert "(KubeletNotReady: container runtime is down)" in result.error
+    assert f"mignurse run replace-instance --node {node}" in result.error
+    assert not writes_to(mig_cluster, "/", seen)
+    assert not (tmp_path / "nodes" / node / "state" / "mig-parted.jsonl").exists()
+
+
+def test_a_node_that_goes_notready_before_the_end_fails_the_run_and_stays_cordoned(
+    mig_cluster: Cluster, state_home: Path, tmp_path: Path
+) -> None:
+    """Verification requires what the runbook promises: the node Ready, not only the labels."""
+    node = stuck_mig_node(mig_cluster)
+    reapply = book("reapply-mig-no-hooks", tmp_path)
+
+    def listen(event: RunEvent) -> None:
+        if event.kind == "step-started" and event.step == "resume-operands":
+            set_not_ready(mig_cluster, node)
+
+    runner = Runner(reapply, {"node": node, "allocatable_timeout": "6s"}, client=mig_cluster.client,
+                    shell_for=shells(mig_cluster, tmp_path / "nodes"), yes=True,
+                    listener=listen)  # fmt: skip
+
+    result = runner.run()
+
+    assert result.status == "failed", (result.error, result.report_lines())
+    resumed_step = next(s for s in result.steps if s.id == "resume-operands")
+    assert resumed_step.status != "verified"
+    assert f"node {node} is NotReady since" in resumed_step.error
+    assert f"it stays cordoned: replace it: mignurse run replace-instance --node {node}" in (
+        resumed_step.error
+    )
+    assert next(s for s in result.steps if s.id == "uncordon").status == "pending"
+    raw = mig_cluster.node(node)
+    assert raw["spec"].get("unschedulable")  # the GPUs changed: undo stops before the cordon
+    assert "cannot be undone past step apply-layout" in result.error
+
+
+def test_undo_never_uncordons_a_node_that_is_not_ready(
+    mig_cluster: Cluster, state_home: Path, tmp_path: Path
+) -> None:
+    node = ready_mig_node(mig_cluster)
+    cordon = book("cordon", tmp_path)
+    first = Runner(cordon, {"node": node}, client=mig_cluster.client, yes=True).run()
+    assert first.status == "succeeded"
+    saved = st.RunState.load(first.run_id)
+    saved.status = st.INTERRUPTED  # as if stopped after its cordon
+    saved.save()
+    set_not_ready(mig_cluster, node)
+
+    undone = resumed(first.run_id, mig_cluster, [cordon], tmp_path).undo()
+
+    assert undone.status == "failed"
+    assert mig_cluster.node(node)["spec"].get("unschedulable")
+    assert f"cordon: node {node} is NotReady since" in undone.error
+    assert "so it stays cordoned rather than get pods back" in undone.error

@@ -146,11 +146,11 @@ def test_gitops_and_helm_ownership_name_the_setting() -> None:
         }
     }
     plain = {"metadata": {"namespace": "karpenter", "name": "karpenter"}}  # fmt: skip
-    (argo_note,) = management_notes(argo)
-    assert "Argo CD (karpenter-prod)" in argo_note and HELM_SETTING in argo_note
-    (flux_note,) = management_notes(flux)
-    assert "Flux (flux-system/infra)" in flux_note and HELM_SETTING in flux_note
-    assert management_notes(plain) == []
+    (argo_note,) = management_notes(argo, node_repair=False)
+    assert "Argo CD (karpenter-prod)" in argo_note and f"{HELM_SETTING}=false" in argo_note
+    (flux_note,) = management_notes(flux, node_repair=True)
+    assert "Flux (flux-system/infra)" in flux_note and f"{HELM_SETTING}=true" in flux_note
+    assert management_notes(plain, node_repair=False) == []
 
 
 def test_resume_risk_applies_the_20_percent_guard() -> None:

@@ -235,3 +235,24 @@ def test_ctrl_c_interrupts_and_undo_by_run_id_restores(cluster_for: Make, tmp_pa
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert undo.stdout.startswith(f"run {run_id}: undone")
     assert not c.node(node)["spec"].get("unschedulable")
+
+
+def test_resume_node_repair_tells_helm_users_to_set_node_repair_true(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    """The Karpenter Deployment is a Helm release: the value to keep in its values is the one
+    the run leaves, false after a pause and true after the resume (charts/karpenter
+    values.yaml settings.featureGates.nodeRepair, karpenter-provider-aws v1.4.0)."""
+    c = cluster_for("dcgm-repair-loop", speed=30)
+    env = env_for(tmp_path / "state")
+    node = c.nodes("gpu-inference")[0]
+    setting = "settings.featureGates.nodeRepair"
+
+    paused = mignurse(c, env, "run", "pause-node-repair", "--node", node, "--yes")
+    resumed = mignurse(c, env, "run", "resume-node-repair", "--yes")
+
+    assert paused.returncode == 0, paused.stdout + paused.stderr
+    assert f"--set {setting}=false" in paused.stderr
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    said = resumed.stdout + resumed.stderr
+    assert f"--set {setting}=true" in said and f"{setting}=false" not in said

@@ -25,6 +25,7 @@ from mignurse.sim.nodes import NodeSandbox, story_for
 from mignurse.sim.ssm import InstanceSpec, SsmStandIn
 
 from .enginehelpers import Cluster
+from .mighelpers import stuck_mig_node
 
 Make = Callable[..., Cluster]
 
@@ -50,12 +51,9 @@ def _s3(endpoint: str) -> Any:
     return boto3.client("s3", endpoint_url=endpoint, region_name=REGION, config=config)
 
 
-def _incident_node(c: Cluster) -> dict[str, Any]:
-    return next(
-        n
-        for n in c.sim.objects("nodes")
-        if n["metadata"]["labels"].get(LABEL_MIG_CONFIG_STATE) == "failed"
-    )
+def _stuck_node(c: Cluster) -> dict[str, Any]:
+    """A Ready MIG node whose mig-manager failed (reapply refuses a NotReady one)."""
+    return c.node(stuck_mig_node(c))
 
 
 def _run(c: Cluster, raw: dict[str, Any], tmp: Path, s3: str, lose_when: str | None) -> Any:
@@ -88,7 +86,7 @@ def test_reapply_over_ssm_succeeds(
     cluster_for: Make, tmp_path: Path, aws: str, state_home: Path
 ) -> None:
     c = cluster_for("mig-1g24gb", speed=40)
-    raw = _incident_node(c)
+    raw = _stuck_node(c)
     result, sent, _sandbox = _run(c, raw, tmp_path, aws, lose_when=None)
     assert result.status == "succeeded", (result.error, result.report_lines())
     assert sent > 5  # every node command went through SSM
@@ -101,7 +99,7 @@ def test_a_lost_ssm_invocation_mid_apply_fails_in_one_line_and_undo_restores(
     cluster_for: Make, tmp_path: Path, aws: str, state_home: Path
 ) -> None:
     c = cluster_for("mig-1g24gb", speed=40)
-    raw = _incident_node(c)
+    raw = _stuck_node(c)
     name = raw["metadata"]["name"]
     before_labels = dict(raw["metadata"]["labels"])
     result, _sent, sandbox = _run(c, raw, tmp_path, aws, lose_when="--mode-only")

@@ -24,7 +24,7 @@ from mignurse.tui.app import (
     MigNurseApp,
     make_app,
 )
-from mignurse.tui.help import HelpScreen
+from mignurse.tui.screens.help import HelpScreen
 
 from .test_node_screen import static_text, table_rows, until
 
@@ -73,7 +73,7 @@ async def test_filter_regex_invert_labels_and_a_bad_pattern(
         await pilot.press("slash")
         await pilot.press(*target, "enter")
         await until(lambda: set(table_rows(app)) == {names[0]})
-        assert "filter /" in static_text(app.query_one("#status", Static))
+        assert f"filter /{target}" in static_text(app.query_one("#nodes-bar", Static))
         await pilot.press("slash", "ctrl+a", "ctrl+k")
         await pilot.press(*f"!{target}", "enter")
         await until(lambda: names[0] not in table_rows(app) and len(table_rows(app)) > 0)
@@ -94,7 +94,7 @@ async def test_marks_then_collect_makes_one_bundle_of_the_marked_nodes(
     app.source.bundle_dir = tmp_path
     async with app.run_test(size=(160, 40)) as pilot:
         app.open_pool("gpu-inference")
-        await until(lambda: len(table_rows(app)) >= 2 and app._diagnosis is not None)
+        await until(lambda: len(table_rows(app)) >= 2 and app.diagnosis is not None)
         await pilot.pause(0.6)  # a refresh after the diagnosis: rows sorted by their badges
         app.query_one("#nodes", DataTable).focus()
         await pilot.press("space", "space")  # marks and moves down: two nodes
@@ -136,7 +136,7 @@ async def test_palette_jumps_to_a_node(repair_loop: tuple[SimCluster, MigNurseAp
         await pilot.pause(0.5)
         await pilot.press("enter")
         await until(lambda: app.view == NODES)
-        await until(lambda: app._highlighted_name() == name)
+        await until(lambda: app.highlighted_node() == name)
         await until(lambda: name in static_text(app.query_one("#detail", Static)))
 
 

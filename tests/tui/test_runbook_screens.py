@@ -21,16 +21,14 @@ from textual.widgets import DataTable, Input, OptionList, Static
 from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import NODES, LiveSource, MigNurseApp, make_app
-from mignurse.tui.runbooks import (
-    AuditScreen,
-    ConfirmScreen,
-    ParamsScreen,
-    PlanScreen,
-    RunbookPicker,
-    RunScreen,
-    RunStepsScreen,
-    suggested_runbooks,
-)
+from mignurse.tui.screens.audit import AuditScreen
+from mignurse.tui.screens.confirm import ConfirmScreen
+from mignurse.tui.screens.params import ParamsScreen
+from mignurse.tui.screens.picker import RunbookPicker
+from mignurse.tui.screens.plan import PlanScreen
+from mignurse.tui.screens.run import RunScreen
+from mignurse.tui.screens.run_steps import RunStepsScreen
+from mignurse.tui.selection import Selection
 
 from .test_fleet_app import footer_keys
 from .test_node_screen import static_text, table_rows, until
@@ -73,24 +71,25 @@ def screen_text(app: MigNurseApp, selector: str = "Static") -> str:
 
 async def highlight(app: MigNurseApp, name: str) -> None:
     app.jump_to_node(name)
-    await until(lambda: app.view == NODES and app._highlighted_name() == name)
+    await until(lambda: app.view == NODES and app.highlighted_node() == name)
     app.query_one("#nodes", DataTable).focus()
 
 
 async def finding_node(app: MigNurseApp) -> tuple[str, list[str]]:
     """The node under the repair clock that the findings name (the repair-loop finding also
     names nodes already replaced), and the runbooks its findings suggest."""
-    await until(lambda: app._diagnosis is not None and bool(app._diagnosis.findings))
-    assert app._diagnosis is not None
+    await until(lambda: app.diagnosis is not None and bool(app.diagnosis.findings))
+    assert app.diagnosis is not None
     state = app.source.state
     names = sorted(
         n
-        for f in app._diagnosis.findings
+        for f in app.diagnosis.findings
         if f.id in ("node-repair-loop", "accelerated-hardware-not-ready")
         for n in f.nodes
         if state.node(n) is not None
     )
-    return names[0], suggested_runbooks(app, names[:1])
+    findings = tuple(app.diagnosis.findings)
+    return names[0], Selection(nodes=(names[0],), findings=findings).suggested_runbooks()
 
 
 async def confirm(app: MigNurseApp, pilot: Pilot[Any], answer: str) -> None:
@@ -141,7 +140,12 @@ async def test_picker_lists_the_suggested_runbooks_first(
         options = app.screen.query_one(OptionList)
         ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
         assert ids[: len(suggested)] == suggested
-        assert {"cordon", "uncordon", "replace-instance"} <= set(ids)
+        assert {"cordon", "replace-instance"} <= set(ids)
+        # nothing to undo on a schedulable node, nothing to resume while repair is on
+        assert not {"uncordon", "resume-node-repair"} & set(ids)
+        hidden = screen_text(app, "#picker-hidden")
+        assert "uncordon (not cordoned)" in hidden
+        assert "resume-node-repair (node repair is not paused)" in hidden
         first = str(options.get_option_at_index(0).prompt)
         assert first.startswith("suggested pause-node-repair") and "Pause node auto-repair" in first
         assert "suggested" not in str(options.get_option_at_index(len(suggested)).prompt)
@@ -226,7 +230,7 @@ async def test_x_on_marked_nodes_plans_both_and_asks_once(
     async with app.run_test(size=(160, 45)) as pilot:
         await until(lambda: app.refreshes > 0)
         app.open_pool("gpu-inference")
-        await until(lambda: len(table_rows(app)) >= 2 and app._diagnosis is not None)
+        await until(lambda: len(table_rows(app)) >= 2 and app.diagnosis is not None)
         await pilot.pause(0.6)  # a refresh after the diagnosis: rows sorted by their badges
         app.query_one("#nodes", DataTable).focus()
         await pilot.press("space", "space")
@@ -260,6 +264,13 @@ async def test_high_harm_refuses_a_wrong_typed_word(
         assert f"confirm by typing {CLUSTER}" in screen_text(app)
         await pilot.press("enter")
         await confirm(app, pilot, CLUSTER.upper())
+        # A typo is said, and the prompt stays for another try; nothing has run.
+        await until(lambda: "is not ml-prod-usw2" in screen_text(app, "#confirm-error"))
+        asked = app.screen
+        assert isinstance(asked, ConfirmScreen)
+        word = asked.query_one("#confirm-word", Input)
+        assert word.value == "" and word.placeholder != CLUSTER
+        await pilot.press("escape")  # esc refuses
         screen = await run_done(app)
         assert "declined" in screen.report
     assert gate_string(sim) == before and sim.world.repair_enabled is True
@@ -347,7 +358,9 @@ async def test_ctrl_c_interrupts_and_undo_puts_the_gate_back(
         await pilot.press("ctrl+c")
         screen = await run_done(app)
         assert screen.results[0].status == "interrupted"
+        await until(lambda: bool(screen.followups))  # the engine judged what can follow
         assert "r resumes" in screen.report and "u undoes" in screen.report
+        assert screen.step_states()[f"{screen.results[0].run_id}/pause"] != "running"
         assert "NodeRepair=false" in gate_string(sim)  # nothing was undone on its own
         assert "u" in footer_keys(app) and "r" in footer_keys(app)
         await pilot.press("u")
@@ -389,3 +402,68 @@ async def test_read_only_hides_runbooks_and_cordon(tmp_path: Path, state_home: P
         assert not any(n["spec"].get("unschedulable") for n in sim.objects("nodes"))
     finally:
         sim.stop()
+
+
+async def test_high_harm_prompt_is_on_screen_at_80x24_and_takes_the_short_name(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    """The plan scrolls above a pinned prompt; the node's name as the table shows it is
+    enough where only one node has it; no placeholder reads like the answer."""
+    sim, app = repair_loop
+    async with app.run_test(size=(80, 24)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        app.start_runbook("replace-instance")
+        params = await params_ready(app)
+        params.query_one("#param-collect", Input).value = "false"
+        await pilot.press("enter")
+        await plan_ready(app)
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        await pilot.pause(0.3)
+        asked = app.screen
+        assert isinstance(asked, ConfirmScreen)
+        word = asked.query_one("#confirm-word", Input)
+        visible = asked._compositor.visible_widgets
+        assert word in visible and word.region.bottom <= 24 and word.has_focus
+        assert asked.query_one("#confirm-harm") in visible  # the harm line too
+        assert "cannot be undone" in screen_text(app, "#confirm-harm")
+        assert word.placeholder not in (name, name.split(".")[0])
+        await pilot.press(*name.split(".")[0], "enter")  # the short name, as the table shows it
+        await until(lambda: isinstance(app.screen, RunScreen))
+        # it ran: the node is cordoned first (the log names every step before they run)
+        await until(lambda: node_obj(sim, name)["spec"].get("unschedulable") is True, timeout=30)
+
+
+async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    """An interrupted replace-instance: the engine says undo cannot run (its node is being
+    deleted), so `u` is not offered and the report says why."""
+    sim, app = repair_loop
+    async with app.run_test(size=(160, 45)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        app.start_runbook("replace-instance")
+        params = await params_ready(app)
+        params.query_one("#param-collect", Input).value = "false"
+        await pilot.press("enter")
+        await plan_ready(app)
+        await pilot.press("enter")
+        await confirm(app, pilot, name)
+        running = app.screen
+        assert isinstance(running, RunScreen)
+
+        def waiting() -> bool:  # past the NodeClaim delete: the node it would restore is going
+            states = running.step_states()
+            return any(k.endswith("/wait-replacement") and v == "running" for k, v in states.items())
+
+        async with clock_running(sim, step=2.0):
+            await until(waiting, 60)
+        await pilot.press("ctrl+c")
+        screen = await run_done(app)
+        assert screen.results[0].status == "interrupted", screen.report
+        await until(lambda: bool(screen.followups))
+        assert "u" not in footer_keys(app), screen.report
+        assert "cannot undo:" in screen.report, screen.report
+        assert "running" not in screen.step_states().values()

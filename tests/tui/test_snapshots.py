@@ -51,7 +51,7 @@ async def settled(pilot: Pilot[Any]) -> None:
     pool, where the app lands: no key pressed)."""
     app = pilot.app
     assert isinstance(app, MigNurseApp)
-    await until(lambda: app._diagnosis is not None)
+    await until(lambda: app.diagnosis is not None)
     seen = app.refreshes
     await until(lambda: app.refreshes > seen)
 
@@ -68,7 +68,8 @@ async def broken_node(pilot: Pilot[Any]) -> None:
     broken = next(i for i, k in enumerate(keys) if str(table.get_row(k)[AHR]).startswith("False"))
     # a highlight event on the row, even when it is already the first (sorted: CRIT first)
     await pilot.press(*(["down"] * broken if broken else ["down", "up"]))
-    await until(lambda: keys[broken].value in app._pods)  # the detail with its pods
+    # the detail with its pods
+    await until(lambda: app.pods_of(str(keys[broken].value)) is not None)
 
 
 def test_fleet_view_puts_the_looping_pool_first(

@@ -10,6 +10,9 @@ Decisions:
   names that run).
 - uncordon with `only_ours: true` (the last step of a runbook that cordoned first) lifts only
   a cordon whose annotation names this run: a node cordoned before the run stays cordoned.
+  With `require_ready: true` it refuses a node that is not Ready.
+- Undo never uncordons a node that is not Ready: pods would be scheduled onto a node whose
+  kubelet or container runtime is broken. It stays cordoned, and the undo says so.
 - drain evicts through the Eviction API (`policy/v1`, the pod's `eviction` subresource),
   never by deleting pods, so PodDisruptionBudgets are honoured. DaemonSet pods and
   mirror (static) pods are skipped, as `kubectl drain --ignore-daemonsets` does: evicting
@@ -33,6 +36,7 @@ from mignurse.cluster.client import (
     NotFound,
     TooManyRequests,
 )
+from mignurse.model import Node
 from mignurse.runner.step import (
     Action,
     Change,
@@ -84,6 +88,25 @@ def node_check(ctx: StepContext) -> str | None:
             raise
         return str(exc)
     return None
+
+
+def not_ready(node: dict[str, Any]) -> str | None:
+    """None when the node is Ready, else how it is not, in one phrase: "NotReady since
+    07:40Z (KubeletNotReady: container runtime is down)"."""
+    parsed = Node.from_api(node)
+    if parsed.ready_status == "Ready":
+        return None
+    cond = parsed.ready
+    detail = "no Ready condition"
+    if cond is not None:
+        detail = ": ".join(x for x in (cond.reason, " ".join(cond.message.split())) if x)
+    since = f" since {cond.last_transition:%H:%MZ}" if cond and cond.last_transition else ""
+    return f"{parsed.ready_status}{since} ({detail or 'no reason given'})"
+
+
+def replace_hint(node: str) -> str:
+    """The next step for a node whose kubelet or container runtime is broken."""
+    return f"replace it: mignurse run replace-instance --node {node}"
 
 
 def _annotation(node: dict[str, Any]) -> str | None:
@@ -171,6 +194,10 @@ class Cordon(Action):
         if owner and owner != ctx.run_id:
             ctx.log(f"node {ctx.node} is cordoned by run {owner} now: left cordoned")
             return
+        down = not_ready(node)
+        if down:
+            ctx.log(f"node {ctx.node} is {down}: left cordoned, not returned to service")
+            return
         ctx.intend(f"uncordon node {ctx.node}")
         _patch_node(
             ctx, {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": None}}
@@ -183,8 +210,15 @@ class Cordon(Action):
         node = get_node(ctx)
         if _unschedulable(node):
             owner = cordon_run(node)
-            by = f" (by run {owner})" if owner and owner != ctx.run_id else ""
-            return f"node {ctx.node} is still cordoned{by}"
+            if owner and owner != ctx.run_id:
+                return f"node {ctx.node} is still cordoned (by run {owner})"
+            down = not_ready(node)
+            if down:
+                return (
+                    f"node {ctx.node} is {down}, so it stays cordoned rather than get pods "
+                    f"back; {replace_hint(ctx.node)}"
+                )
+            return f"node {ctx.node} is still cordoned"
         return None
 
 
@@ -204,7 +238,16 @@ class Uncordon(Action):
     timeout = 60.0
 
     def check(self, ctx: StepContext) -> str | None:
-        return node_check(ctx)
+        missing = node_check(ctx)
+        if missing or not ctx.param("require_ready", False):
+            return missing
+        down = not_ready(get_node(ctx))
+        if down:
+            return (
+                f"node {ctx.node} is {down}: it stays cordoned rather than get pods back; "
+                f"{replace_hint(ctx.node)}"
+            )
+        return None
 
     def _not_ours(self, ctx: StepContext, node: dict[str, Any]) -> str | None:
         """With `only_ours`: why a cordoned node stays cordoned (not this run's cordon)."""

@@ -99,7 +99,7 @@ from mignurse.runner.step import (
     action,
     transient,
 )
-from mignurse.runner.steps.kube import get_node
+from mignurse.runner.steps.kube import get_node, not_ready, replace_hint
 
 MIG_DIR = "/var/lib/mignurse/mig"
 CONFIG_FILE = f"{MIG_DIR}/config.yaml"
@@ -397,7 +397,14 @@ class MigPreflight(Action):
 
     def check(self, ctx: StepContext) -> str | None:
         try:
-            resolve_target(ctx)
+            target = resolve_target(ctx)
+            down = not_ready(target.raw)
+            if down:
+                return (
+                    f"node {ctx.node} is {down}: this runbook never restarts kubelet or "
+                    "containerd, so it cannot bring the node back; collect it "
+                    f"(cordon-and-collect), then {replace_hint(ctx.node)}"
+                )
             return _host_refusal(_host_service(ctx)[0])
         except StepFailed as exc:
             return str(exc)
@@ -965,7 +972,8 @@ class ResumeGpuOperands(_LabelStep):
         started = time.monotonic()
         steady_since: datetime | None = None
         while True:
-            problem = allocatable_problem(get_node(ctx), expected)
+            raw = get_node(ctx)
+            problem = _not_serving(ctx, raw) or allocatable_problem(raw, expected)
             if problem is None and plugin:
                 problem = self._plugin_problem(ctx, written)
             now = ctx.client.server_now()
@@ -981,8 +989,11 @@ class ResumeGpuOperands(_LabelStep):
                 )
                 return {"expected": expected}
             if ctx.time_left() <= 0:
+                down = not_ready(raw)
                 raise StepFailed(
-                    f"after {ctx.timeout:g} s " + (problem or "allocatable did not hold steady")
+                    f"after {ctx.timeout:g} s "
+                    + (problem or "allocatable did not hold steady")
+                    + (f"; it stays cordoned: {replace_hint(ctx.node)}" if down else "")
                 )
             ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))
 
@@ -1015,5 +1026,15 @@ class ResumeGpuOperands(_LabelStep):
         problem = super().verify(ctx, plan, applied)
         if problem:
             return problem
+        raw = get_node(ctx)
+        down = _not_serving(ctx, raw)
+        if down:
+            return f"{down}; it stays cordoned: {replace_hint(ctx.node)}"
         expected = {str(k): int(v) for k, v in (applied.get("expected") or {}).items()}
-        return allocatable_problem(get_node(ctx), expected) if expected else None
+        return allocatable_problem(raw, expected) if expected else None
+
+
+def _not_serving(ctx: StepContext, raw: dict[str, Any]) -> str | None:
+    """Why the node cannot run pods on its new layout (not Ready), or None."""
+    down = not_ready(raw)
+    return f"node {ctx.node} is {down}" if down else None

@@ -45,7 +45,7 @@ import json
 import re
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -267,9 +267,11 @@ def pod_repair_enabled(pod: Mapping[str, Any]) -> bool:
 # --------------------------------------------------------------------------- management
 
 
-def management_notes(deployment: Mapping[str, Any]) -> list[str]:
+def management_notes(deployment: Mapping[str, Any], node_repair: bool) -> list[str]:
     """Warnings when Helm or GitOps owns the Deployment: their next render puts the chart's
-    value back, so the setting to change there is printed."""
+    value back, so the setting to change there is printed, with the value the run leaves
+    (`node_repair`: false for a pause, the restored value for a resume)."""
+    value = "true" if node_repair else "false"
     meta = deployment.get("metadata") or {}
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
@@ -281,8 +283,8 @@ def management_notes(deployment: Mapping[str, Any]) -> list[str]:
         name = release or "karpenter"
         notes.append(
             f"{ref} is managed by Helm (release {name} in {ns}): the next `helm upgrade` "
-            f"re-renders FEATURE_GATES; set {HELM_SETTING}=false in the release values "
-            f"(helm upgrade {name} <chart> -n {ns} --reuse-values --set {HELM_SETTING}=false)"
+            f"re-renders FEATURE_GATES; set {HELM_SETTING}={value} in the release values "
+            f"(helm upgrade {name} <chart> -n {ns} --reuse-values --set {HELM_SETTING}={value})"
         )
     argo = sorted(k for k in {**labels, **annotations} if k.startswith("argocd.argoproj.io/"))
     if argo:
@@ -291,7 +293,7 @@ def management_notes(deployment: Mapping[str, Any]) -> list[str]:
         )
         notes.append(
             f"{ref} is managed by Argo CD ({app or argo[0]}): a sync (or self-heal) reverts "
-            f"this change; set {HELM_SETTING}=false in the Application's Helm values"
+            f"this change; set {HELM_SETTING}={value} in the Application's Helm values"
         )
     flux = sorted(
         k
@@ -311,9 +313,21 @@ def management_notes(deployment: Mapping[str, Any]) -> list[str]:
         )
         notes.append(
             f"{ref} is managed by Flux ({owner or flux[0]}): its next reconcile reverts this "
-            f"change; set {HELM_SETTING}=false in the HelmRelease values"
+            f"change; set {HELM_SETTING}={value} in the HelmRelease values"
         )
     return notes
+
+
+def _restored_repair(settings: list[GateSetting], edits: list[dict[str, Any]]) -> bool:
+    """Whether node repair runs once the recorded prior gate strings are back."""
+    prior = {(e.get("where"), e.get("container")): e.get("prior") for e in edits}
+    restored = [
+        replace(s, gates=str(prior[(s.where, s.container_name)] or ""))
+        if prior.get((s.where, s.container_name)) is not None
+        else s
+        for s in settings
+    ]
+    return effective_repair(restored)
 
 
 # --------------------------------------------------------------------------- rollout
@@ -912,7 +926,7 @@ class PauseNodeRepair(Action):
     ) -> StepPlan:
         ref = _deploy_ref(deploy)
         settings = gate_settings(deploy)
-        notes = [backend.why, *management_notes(deploy)]
+        notes = [backend.why, *management_notes(deploy, node_repair=False)]
         record = pause_record(deploy)
         if (
             not effective_repair(settings)
@@ -1409,7 +1423,7 @@ class ResumeNodeRepair(Action):
         notes += [r.describe() for r in risks] or [
             "no node is past its repair toleration: nothing is replaced at once"
         ]
-        notes += management_notes(deploy)
+        notes += management_notes(deploy, node_repair=_restored_repair(settings, edits))
         return StepPlan(
             changes=changes,
             notes=notes,

@@ -1,0 +1,104 @@
+"""The runbook engine wired to what the app shows: one `Desk` per source (a cluster).
+
+It loads the runbooks, builds `Runner`s on the source's client, and reaches nodes as
+`LiveSource` does (the simulator's sandboxes in the demo, else SSH; the sandboxes live as
+long as the desk, so a node keeps its state between runs). In the demo the audit log is
+stamped with the simulated clock, the one the cluster's own records use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mignurse.cluster.client import ClusterClient
+from mignurse.runner.audit import Audit
+from mignurse.runner.engine import Followup, RunError, Runner, node_shells, possible_followups
+from mignurse.runner.schema import Runbook, load_runbooks
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run to start: a runbook and its resolved params (node included)."""
+
+    book: Runbook
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        return str(self.params.get("node") or "") if self.book.target == "node" else "cluster"
+
+
+class Desk:
+    def __init__(self, source: Any) -> None:
+        self.source = source  # a LiveSource or a BundleSource (which has no client)
+        self._books: dict[str, Runbook] | None = None
+        self._sandboxes: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def cluster(self) -> str:
+        return str(self.source.cluster)
+
+    def books(self) -> dict[str, Runbook]:
+        """RunbookError (one line, file and line) when a runbook file is broken."""
+        if self._books is None:
+            self._books = load_runbooks()
+        return self._books
+
+    def client(self) -> ClusterClient:
+        client = getattr(self.source, "client", None)
+        if client is None:
+            raise RunError("runbooks need a live cluster: a bundle is read-only")
+        return client
+
+    def _common(self) -> dict[str, Any]:
+        from mignurse.collect.transports import shell_factory
+        from mignurse.runner.commands import _aws
+
+        client = self.client()
+        if self._sandboxes is None:
+            self._sandboxes = tempfile.TemporaryDirectory(
+                prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+            )
+        factory = shell_factory(
+            client,
+            transport="sim" if self.source.simulated else "ssh",
+            sandboxes=Path(self._sandboxes.name),
+        )
+        return {
+            "client": client,
+            "shell_for": node_shells(client, factory),
+            "aws": _aws(argparse.Namespace(profile=None, region=None)),
+        }
+
+    def _audit(self) -> Audit:
+        return Audit(clock=self.source.now) if self.source.simulated else Audit()
+
+    def runner(self, job: Job) -> Runner:
+        return Runner(job.book, dict(job.params), audit=self._audit(), **self._common())
+
+    def from_state(self, run_id: str) -> Runner:
+        return Runner.from_state(run_id, books=self.books(), audit=self._audit(), **self._common())
+
+    def followups(self, run_id: str) -> dict[str, Followup]:
+        """Whether resume and undo of a stopped run can run now (reads the cluster: call it
+        off the UI thread)."""
+        try:
+            common = self._common()
+        except RunError as exc:
+            return {"resume": Followup(False, str(exc)), "undo": Followup(False, str(exc))}
+        return possible_followups(run_id, books=self.books(), **common)
+
+
+_DESKS: weakref.WeakKeyDictionary[Any, Desk] = weakref.WeakKeyDictionary()
+
+
+def desk_for(source: Any) -> Desk:
+    desk = _DESKS.get(source)
+    if desk is None:
+        desk = _DESKS[source] = Desk(source)
+    return desk

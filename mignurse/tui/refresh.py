@@ -1,0 +1,361 @@
+"""The app's refresh, off the UI thread: what the tables, the status line and the findings
+must show now, as a `RowChanges` for the UI thread to apply.
+
+The app takes a `RefreshRequest` (what it shows, which filters, which marks) on the UI
+thread, a worker runs `Refresher.compute` on it, and the result comes back as a
+`Refreshed` message. Only one refresh is in flight; the next is armed when the last has
+been applied or has failed (dolphie's worker manager does the same: charles-001/dolphie
+6.14.0, dolphie/Modules/WorkerManager.py, on_worker_state_changed), so refreshes never
+pile up and one exception never stops them. Styled cells and the table's order are made
+here too: the UI thread only places them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.text import Text
+from textual.message import Message
+
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.cluster.watcher import ResourceStatus
+from mignurse.diagnose.engine import Diagnosis
+from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
+from mignurse.fleetview import UNPOOLED, PoolRow
+from mignurse.nodeview import COLUMNS, NARROW_DROPS, NodeRow, bundle_row, format_age, node_rows
+from mignurse.render import SEVERITY_STYLE
+from mignurse.tui.filters import RowFilter
+
+DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
+FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
+NARROW_WIDTH = 100  # under this, the node table drops TYPE and AGE, as `mignurse nodes` does
+STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "Launching": "cyan"}
+# "M" shows the marks; "!" carries the worst finding's severity, in words
+TABLE_COLUMNS = ("M", "!", *COLUMNS)
+NARROW_COLUMNS = tuple(c for c in TABLE_COLUMNS if c not in NARROW_DROPS)
+BADGE_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
+BADGE_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
+
+
+def table_columns(width: int, *, one_pool: bool = False) -> tuple[str, ...]:
+    """The node table's columns: under 100 cells TYPE and AGE go, as in `mignurse nodes`,
+    and POOL too when the table shows one pool (its bar names it), so AHR and
+    CORDONED/TAINTS fit in 80."""
+    if width >= NARROW_WIDTH:
+        return TABLE_COLUMNS
+    return tuple(c for c in NARROW_COLUMNS if not (one_pool and c == "POOL"))
+
+
+@dataclass(frozen=True)
+class StatusPart:
+    """One piece of the status line; under a narrow terminal the highest `rank` goes first."""
+
+    markup: str
+    rank: int  # 0: never dropped (a stale view, a list still loading)
+
+
+@dataclass(frozen=True)
+class RefreshRequest:
+    """What the UI shows when the refresh starts (taken on the UI thread)."""
+
+    epoch: int
+    view: str
+    pool: str | None
+    node_filter: RowFilter | None
+    fleet_filter: RowFilter | None
+    marks: frozenset[str]
+    shown: Mapping[str, NodeRow]  # what the node table holds now, by node name
+    order: tuple[str, ...]  # the node table's rows, top to bottom
+    columns: tuple[str, ...]  # the node table's columns
+    nodes_view: bool  # whether the node table is on screen (else it is left as it is)
+    force: bool = False
+
+
+@dataclass
+class RowChanges:
+    """What the UI thread must do to the tables; computed off the UI thread."""
+
+    epoch: int = 0  # which table contents these changes were computed against
+    added: list[tuple[NodeRow, tuple[Any, ...]]] = field(default_factory=list)  # row, cells
+    changed: list[tuple[NodeRow, dict[str, Any]]] = field(default_factory=list)  # column → cell
+    removed: list[str] = field(default_factory=list)
+    order: tuple[str, ...] | None = None  # the node table's order, when it must change
+    pools: list[str] = field(default_factory=list)
+    fleet: list[PoolRow] | None = None  # the fleet view's rows, when they were recomputed
+    pool_rows: dict[str, list[NodeRow]] | None = None  # each pool's rows, worst first
+    gpu_names: list[str] | None = None  # every GPU node (the palette offers these)
+    status: list[StatusPart] = field(default_factory=list)
+    dirty: set[str] = field(default_factory=set)
+    listed: bool = False  # every watch has listed once: counts and "all ready" are true
+    diagnosis: Diagnosis | None = None  # set when the rules ran in this refresh
+    diagnosis_error: str = ""
+
+
+class Refreshed(Message):
+    """A refresh worker's result."""
+
+    def __init__(self, changes: RowChanges) -> None:
+        super().__init__()
+        self.changes = changes
+
+
+def styled_cells(row: NodeRow, marks: frozenset[str], columns: tuple[str, ...]) -> tuple[Any, ...]:
+    """The row's cells for the node table's columns, coloured by meaning (and in words)."""
+    plain = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
+    styled: dict[str, Any] = dict(plain)
+    styled["!"] = Text(plain["!"], style=SEVERITY_STYLE.get(row.badge, ""))
+    styled["STATUS"] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
+    if row.ahr_ok is False:
+        styled["AHR"] = Text(row.ahr, style="bold red")
+    return tuple(styled[c] for c in columns)
+
+
+def display_cells(row: NodeRow, marks: frozenset[str]) -> tuple[str, ...]:
+    """The row in TABLE_COLUMNS order as words (the table shows the short node name; the
+    detail pane has the full one)."""
+    return (
+        "*" if row.name in marks else "",
+        BADGE_WORDS.get(row.badge, ""),
+        *row.cells(shorten=True),
+    )
+
+
+def sort_key(row: NodeRow) -> tuple[str, int, str]:
+    """Pool, then the worst finding first (CRIT, WARN, info, none), then name: the node to
+    look at is at the top of its pool."""
+    return (row.pool, BADGE_RANK.get(row.badge, 3), row.name)
+
+
+def badges(findings: list[Finding]) -> dict[str, str]:
+    """Node → the severity of the worst finding about it."""
+    worst: dict[str, str] = {}
+    for finding in findings:
+        for node in finding.nodes:
+            current = worst.get(node)
+            if current is None or SEVERITY_ORDER[finding.severity] < SEVERITY_ORDER[current]:
+                worst[node] = finding.severity
+    return worst
+
+
+class Refresher:
+    """Runs on the refresh worker only (one at a time): the source's state → RowChanges.
+    It remembers what the next refresh needs (the last diagnosis's badges and pool rows)."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.badges: dict[str, str] = {}
+        self.fleet_base: list[PoolRow] = []  # from the last diagnosis; counts come fresh
+        self.last_full = 0.0
+        self.last_diagnosis = 0.0
+        self.statuses: dict[str, ResourceStatus] = {}  # written by the UI thread
+
+    def diagnose_soon(self) -> None:
+        self.last_diagnosis = 0.0
+
+    def compute(self, request: RefreshRequest) -> RowChanges:
+        source = self.source
+        dirty, other = source.state.take_changes()
+        monotonic = time.monotonic()
+        full = request.force or monotonic - self.last_full >= FULL_REFRESH_SECONDS
+        changes = RowChanges(epoch=request.epoch, dirty=dirty)
+        if not (dirty or other or full):
+            return changes
+        self.last_full = monotonic
+        now = source.now()
+        synced = source.synced()
+        listed = source.listed()
+        changes.listed = listed
+        # Judging a half-listed cluster would report "no findings" that are not true.
+        if synced and monotonic - self.last_diagnosis >= DIAGNOSE_SECONDS:
+            self.last_diagnosis = monotonic
+            try:
+                changes.diagnosis, self.fleet_base = source.assess()
+            except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not stop the refreshes
+                changes.diagnosis_error = f"diagnosis failed: {type(exc).__name__}: {exc}"
+            if changes.diagnosis is not None:
+                self.badges = badges(changes.diagnosis.findings)
+        if synced:
+            source.auto_tick()
+        snapshot: Snapshot | None = None if listed else source.early_snapshot()
+        if snapshot is None:
+            snapshot = source.state.snapshot(taken_at=now)
+        rows = [
+            dataclasses.replace(r, badge=self.badges[r.name]) if r.name in self.badges else r
+            for r in [
+                *node_rows(snapshot, now),
+                *(
+                    bundle_row(e.node, layout=e.layout, instance_id=e.instance_id)
+                    for e in source.evidence_only()
+                ),
+            ]
+        ]
+        changes.pools = sorted({r.pool for r in rows if r.pool})
+        changes.gpu_names = sorted(r.name for r in rows if r.status_word != "Launching")
+        changes.fleet = fleet_now(
+            self.fleet_base, rows, _pool_filter(request.fleet_filter, snapshot)
+        )
+        by_pool: dict[str, list[NodeRow]] = {}
+        for row in sorted(rows, key=sort_key):
+            by_pool.setdefault(row.pool or UNPOOLED, []).append(row)
+        changes.pool_rows = by_pool
+        changes.status = status_parts(
+            rows, source, self.statuses, now, len(request.marks), listed=listed
+        )
+        if request.nodes_view:
+            self._node_table(request, rows, snapshot, changes)
+        return changes
+
+    def _node_table(
+        self, request: RefreshRequest, rows: list[NodeRow], snapshot: Snapshot, changes: RowChanges
+    ) -> None:
+        shown = [r for r in rows if request.pool is None or r.pool == request.pool]
+        node_filter = request.node_filter
+        if node_filter is not None:
+            nodes = snapshot.nodes
+            shown = [
+                r
+                for r in shown
+                if node_filter.matches(r.name, nodes[r.name].labels if r.name in nodes else {})
+            ]
+        marks, columns = request.marks, request.columns
+        fresh = {r.name: r for r in shown}
+        for name, row in fresh.items():
+            old = request.shown.get(name)
+            if old is None:
+                changes.added.append((row, styled_cells(row, marks, columns)))
+            elif old != row:
+                before = dict(zip(TABLE_COLUMNS, display_cells(old, marks), strict=True))
+                after = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
+                cells = styled_cells(row, marks, columns)
+                moved = {
+                    c: cell for c, cell in zip(columns, cells, strict=True) if before[c] != after[c]
+                }
+                changes.changed.append((row, moved))  # the UI keeps the new row even so
+        changes.removed = [name for name in request.shown if name not in fresh]
+        order = tuple(r.name for r in sorted(shown, key=sort_key))
+        if order != request.order:
+            changes.order = order
+
+
+def _pool_filter(row_filter: RowFilter | None, snapshot: Snapshot) -> Callable[[str], bool] | None:
+    """The fleet's filter: a regex on the pool's name; a label selector keeps the pools
+    with a node that matches it."""
+    if row_filter is None:
+        return None
+    if not row_filter.needs_labels:
+        return row_filter.matches
+    pools = {
+        node.pool or UNPOOLED
+        for node in snapshot.nodes.values()
+        if row_filter.matches(node.name, node.labels)
+    }
+    return pools.__contains__
+
+
+def fleet_now(
+    base: list[PoolRow], rows: list[NodeRow], keep: Callable[[str], bool] | None = None
+) -> list[PoolRow]:
+    """The last diagnosis's pool rows with node counts from this refresh (so a node that
+    turns NotReady shows at once, not at the next diagnosis)."""
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        if row.status_word == "Launching":
+            continue
+        tally = counts.setdefault(row.pool or UNPOOLED, [0, 0])
+        tally[0] += 1
+        if row.status_word != "Ready":
+            tally[1] += 1
+    by_pool = {r.pool: r for r in base}
+    out: list[PoolRow] = []
+    for pool in dict.fromkeys([*by_pool, *counts]):
+        nodes, not_ready = counts.get(pool, [0, 0])
+        held = by_pool.get(pool)
+        if held is None:
+            held = PoolRow(pool, "", 0, 0, 0, 0, 0, None, "…", None)
+        out.append(
+            dataclasses.replace(held, nodes=nodes, ready=nodes - not_ready, not_ready=not_ready)
+        )
+    if keep is not None:
+        out = [r for r in out if keep(r.pool)]
+    order = {r.pool: i for i, r in enumerate(base)}
+    out.sort(key=lambda r: (r.rank, order.get(r.pool, len(order)), -r.not_ready, r.pool))
+    return out
+
+
+def status_parts(
+    rows: list[NodeRow],
+    source: Any,
+    statuses: Mapping[str, ResourceStatus],
+    now: datetime,
+    marked: int,
+    *,
+    listed: bool,
+) -> list[StatusPart]:
+    """The status line, most urgent first: a stale view or a list still loading, then the
+    counts; where the data comes from after."""
+    nodes = [r for r in rows if r.status_word != "Launching"]
+    not_ready = sum(1 for r in nodes if r.status_word != "Ready")
+    hardware = sum(1 for r in nodes if r.ahr_ok is False)
+    launching = len(rows) - len(nodes)
+    parts: list[StatusPart] = []
+    broken = [s for s in statuses.values() if s.error]
+    if broken:
+        worst = broken[0]
+        since = format_age((now - worst.stale_since).total_seconds()) if worst.stale_since else "?"
+        parts.append(StatusPart(f"[b yellow]STALE {since}[/]: {worst.error}", 0))
+    waiting = getattr(source, "waiting", "")  # a simulated cluster still being built
+    if waiting:
+        parts.append(StatusPart(f"[b yellow]{waiting}[/]", 0))
+    elif not listed:
+        # A partial list proves nothing is fine: say what is known, never "all ready".
+        so_far = f"{len(nodes)} GPU nodes so far" if nodes else "no node yet"
+        parts.append(StatusPart(f"[b yellow]listing the cluster…[/] {so_far}", 0))
+        if not_ready:
+            parts.append(StatusPart(f"[b red]{not_ready} not ready[/]", 1))
+    else:
+        parts.append(StatusPart(f"{len(nodes)} GPU nodes", 1))
+        parts.append(
+            StatusPart(f"[b red]{not_ready} not ready[/]" if not_ready else "all ready", 0)
+        )
+    if hardware:
+        parts.append(StatusPart(f"[b red]{hardware} AHR=False[/]", 0))
+    if launching:
+        parts.append(StatusPart(f"{launching} launching", 2))
+    if marked:
+        parts.append(StatusPart(f"[b]{marked} marked[/]", 0))
+    if source.simulated:
+        parts.append(StatusPart(f"[b reverse] SIMULATED [/] {source.simulated}", 3))
+    if source.read_only_reason:
+        when = f"{now.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+        parts.append(StatusPart(f"[b reverse] BUNDLE [/] collected {when}", 1))
+    parts.append(StatusPart("Karpenter on" if source.karpenter else "no Karpenter", 2))
+    if not source.read_only_reason:
+        parts.append(StatusPart(f"as of {now.astimezone(UTC):%H:%M:%S} UTC", 2))
+    return parts
+
+
+def fit_status(parts: list[StatusPart], width: int) -> Text:
+    """The parts that fit in `width` cells, the least urgent dropped first, in their order."""
+    kept = list(parts)
+    sep = " · "
+
+    def text(chosen: list[StatusPart]) -> Text:
+        line = Text()
+        for i, part in enumerate(chosen):
+            if i:
+                line.append(sep)
+            line.append_text(Text.from_markup(part.markup))
+        return line
+
+    line = text(kept)
+    while line.cell_len > width and any(p.rank for p in kept):
+        drop = max(range(len(kept)), key=lambda i: (kept[i].rank, i))
+        kept.pop(drop)
+        line = text(kept)
+    line.truncate(width, overflow="ellipsis")
+    return line
