@@ -160,7 +160,7 @@ def test_bookmarks_carry_only_the_resource_version(
     _, nodes = http.get("/api/v1/nodes")
     rv = nodes["metadata"]["resourceVersion"]
     frames = http.watch(
-        f"/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=1"
+        f"/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3"
     )
     bookmarks = [f for f in frames if f["type"] == "BOOKMARK"]
     assert bookmarks
@@ -417,7 +417,7 @@ def test_date_header_follows_the_sim_clock(dcgm: SimCluster) -> None:
     req = urllib.request.Request(
         dcgm.url + "/version", headers={"Authorization": f"Bearer {dcgm.token}"}
     )
-    with urllib.request.urlopen(req) as resp:
+    with urllib.request.urlopen(req, context=dcgm.ssl_context()) as resp:
         served = parsedate_to_datetime(resp.headers["Date"])
     assert abs((served - dcgm.now()).total_seconds()) < 2
 
