@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,6 +33,7 @@ from mignurse.sim.tls import ServingCert, make_serving_cert
 TICK_SECONDS = 0.05
 SIM_EXTENSION = "mignurse.sim"
 REQUEST_LOG_SIZE = 10000
+KUBECTL_AGE_HOURS = 24.0
 
 
 @dataclass
@@ -118,6 +119,14 @@ class SimCluster:
             for name in classes:
                 if not self.store.exists("ec2nodeclasses", "", name):
                     self.store.put("ec2nodeclasses", crds.ec2nodeclass(self.scenario, name, first))
+
+    @staticmethod
+    def wall_anchored_start(speed: float, hours: float = KUBECTL_AGE_HOURS) -> datetime:
+        """A start that keeps a clock running `speed` times faster than the wall clock behind
+        it for `hours` of serving: kubectl computes `describe` and `events` ages from the wall
+        clock and prints `<invalid>` for a time in its future."""
+        lead = max(0.0, speed - 1.0) * hours * 3600.0
+        return datetime.now(UTC) - timedelta(seconds=lead)
 
     # ------------------------------------------------------------------ lifecycle
 

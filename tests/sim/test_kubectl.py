@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -221,6 +221,19 @@ def test_get_watch_prints_the_table_then_changes(kubectl_for: Callable[..., Kube
     assert lines[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert sum(1 for line in lines if line.split()[:1] == ["NAME"]) == 1  # headers once
     assert any(line.startswith(name) and "SchedulingDisabled" in line for line in lines[1:]), out
+
+
+def test_ages_stay_valid_with_a_fast_clock(tmp_path: Path) -> None:
+    speed = 60.0
+    start = SimCluster.wall_anchored_start(speed)
+    assert datetime.now(UTC) - start > timedelta(days=50)
+    with SimCluster(load_scenario("dcgm-repair-loop"), speed=speed, start=start) as sim:
+        time.sleep(3)  # three simulated minutes
+        assert sim.now() < datetime.now(UTC)
+        k = Kubectl(sim, tmp_path)
+        name = k.sim.objects("nodes")[-1]["metadata"]["name"]
+        for args in (("events", "-A"), ("describe", "node", name), ("get", "nodes")):
+            assert "<invalid>" not in k.out(*args)
 
 
 # --------------------------------------------------------------------------- writes
