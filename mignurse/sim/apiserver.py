@@ -714,12 +714,7 @@ class Handler(BaseHTTPRequestHandler):
             raise self._not_allowed(rtype)
         store = self.sim.store
         with store.lock:
-            if rtype.plural == "daemonsets":
-                objs = derived.daemonsets(store)
-            elif rtype.plural == "replicasets":
-                objs = derived.replicasets(store)
-            else:
-                objs = derived.leases(store, self.sim.world.now)
+            objs = derived.daemonsets(store)
             rv = store.rv
         if name is not None:
             found = [

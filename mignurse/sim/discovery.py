@@ -68,6 +68,7 @@ _CATEGORIES = {
     "replicasets": ("all",),
     "daemonsets": ("all",),
 }
+# served as views of their pods while the store does not keep them
 _EXTRA = {
     "daemonsets": ResourceType(
         "daemonsets",
@@ -80,21 +81,6 @@ _EXTRA = {
         (),
         ("status",),
         "daemonset",
-    ),
-    "replicasets": ResourceType(
-        "replicasets",
-        "ReplicaSet",
-        "apps",
-        "v1",
-        True,
-        ("get", "list"),
-        ("rs",),
-        (),
-        ("status",),
-        "replicaset",
-    ),
-    "leases": ResourceType(
-        "leases", "Lease", "coordination.k8s.io", "v1", True, ("get", "list"), (), (), (), "lease"
     ),
 }
 REVIEWS = {
