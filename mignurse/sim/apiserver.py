@@ -72,6 +72,8 @@ CONTINUE_TOO_OLD = (
     "between the time the first chunk was returned and now may show up in the list."
 )
 NOT_FOUND = "the server could not find the requested resource"
+# handlers/get.go ListResource: errors.NewInvalid of the ListOptions kind
+LIST_OPTIONS_INVALID = 'ListOptions.meta.k8s.io "" is invalid: '
 # Built-in kinds that keep a metadata.generation (their strategies bump it on spec changes).
 GENERATION_KINDS = {"deployments", "poddisruptionbudgets", "replicasets", "daemonsets"}
 CUSTOM = ("nodeclaims", "nodepools", "ec2nodeclasses")
@@ -596,28 +598,32 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(
                 422,
                 "Invalid",
-                "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden "
+                LIST_OPTIONS_INVALID
+                + "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden "
                 "unless resourceVersion is provided",
             )
         if match not in ("", "Exact", "NotOlderThan"):
             raise ApiError(
                 422,
                 "Invalid",
-                f'resourceVersionMatch: Unsupported value: "{match}": supported '
+                LIST_OPTIONS_INVALID
+                + f'resourceVersionMatch: Unsupported value: "{match}": supported '
                 'values: "Exact", "NotOlderThan"',
             )
         if token and rv_text:
             raise ApiError(
                 422,
                 "Invalid",
-                "resourceVersion: Forbidden: specifying resource version is not "
+                LIST_OPTIONS_INVALID
+                + "resourceVersion: Forbidden: specifying resource version is not "
                 "allowed when using continue",
             )
         if match == "Exact" and rv_text == "0":
             raise ApiError(
                 422,
                 "Invalid",
-                'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is '
+                LIST_OPTIONS_INVALID
+                + 'resourceVersionMatch: Forbidden: resourceVersionMatch "exact" is '
                 'forbidden for resourceVersion "0"',
             )
         wanted = 0
