@@ -17,6 +17,7 @@ import json
 import random
 import socket
 import ssl
+import sys
 import time
 from email.utils import formatdate
 from http import HTTPStatus
@@ -226,6 +227,12 @@ class SimServer(ThreadingHTTPServer):
             else {}
         )
         super().__init__(("127.0.0.1", port), Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client hanging up mid-request (a reset, a TLS alert) is routine, not a server bug.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # The handshake runs in the connection's own thread, never in the accept loop.

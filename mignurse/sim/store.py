@@ -475,7 +475,10 @@ class WatchWindow:
         full = len(self.events) >= self.capacity
         if full and at - self.events[0][1] < EVENT_FRESH_SECONDS:
             self.capacity = min(self.capacity * 2, CACHE_UPPER_BOUND)
-        elif full and at - self.events[len(self.events) - self.capacity // 4][1] > EVENT_FRESH_SECONDS:
+        elif (
+            full
+            and at - self.events[len(self.events) - self.capacity // 4][1] > EVENT_FRESH_SECONDS
+        ):
             self.capacity = max(self.capacity // 2, CACHE_LOWER_BOUND)
             while len(self.events) > self.capacity:
                 self.events.popleft()
@@ -695,7 +698,15 @@ class Store:
             raw = _dumps(obj)
             self._record(
                 Change(
-                    self.rv, plural, "DELETED", raw, entry.labels, entry.fields, None, None, entry.raw
+                    self.rv,
+                    plural,
+                    "DELETED",
+                    raw,
+                    entry.labels,
+                    entry.fields,
+                    None,
+                    None,
+                    entry.raw,
                 )
             )
             return obj
