@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -325,3 +326,58 @@ def test_delete_nodeclaim(kubectl_for: Callable[..., Kubectl]) -> None:
     left = k.run("get", "nodeclaim", claim, "-o", "json", check=False)
     # Karpenter's termination finalizer keeps it until the instance is gone
     assert left.returncode != 0 or json.loads(left.stdout)["metadata"]["deletionTimestamp"]
+
+
+def test_drain_waits_for_the_disruption_budget(kubectl_for: Callable[..., Kubectl]) -> None:
+    k = kubectl_for("dcgm-repair-loop")
+    pods = [
+        p
+        for p in k.sim.objects("pods")
+        if p["metadata"]["namespace"] == "inference" and p["spec"].get("nodeName")
+    ]
+    first, second = pods[0]["spec"]["nodeName"], pods[1]["spec"]["nodeName"]
+    assert first != second
+    stop = threading.Event()
+
+    def clock() -> None:
+        time.sleep(3)  # both drains have met the budget before the replacements start
+        while not stop.wait(0.2):
+            k.sim.advance(5)
+
+    ticker = threading.Thread(target=clock, daemon=True)
+    ticker.start()
+    try:
+        k.out("cordon", first, second)
+        drains = [
+            subprocess.Popen(
+                [
+                    str(KUBECTL),
+                    f"--cache-dir={k.home / 'cache'}",
+                    "drain",
+                    node,
+                    "--ignore-daemonsets",
+                    "--delete-emptydir-data",
+                    "--timeout=90s",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={
+                    "HOME": str(k.home),
+                    "KUBECONFIG": str(k.kubeconfig),
+                    "PATH": os.environ["PATH"],
+                },
+            )
+            for node in (first, second)
+        ]
+        outputs = [d.communicate(timeout=120)[0] for d in drains]
+    finally:
+        stop.set()
+        ticker.join(timeout=5)
+    assert all(d.returncode == 0 for d in drains), outputs
+    assert all("drained" in out for out in outputs), outputs
+    assert any(
+        "Cannot evict pod as it would violate the pod's disruption budget." in out
+        for out in outputs
+    ), outputs
+    assert "ignoring DaemonSet-managed Pods" in outputs[0]
