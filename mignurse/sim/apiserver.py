@@ -1279,12 +1279,28 @@ class Handler(BaseHTTPRequestHandler):
                 if result.get("metadata", {}).get("deletionTimestamp") is None:
                     result["metadata"]["deletionTimestamp"] = ts(sim.world.now)
             else:
-                tx.delete("pods", namespace, name)
-                sim.world.pod_deleted(namespace, name)
-                result = current
-                result["metadata"]["deletionTimestamp"] = ts(sim.world.now)
-                result["metadata"]["deletionGracePeriodSeconds"] = 0
+                deleted = sim.world.delete_pod(namespace, name, self._grace_period(body))
+                if deleted is None:
+                    raise not_found(rtype, name)
+                result = deleted
         self._send(200, self._with_kind(rtype, result))
+
+    def _grace_period(self, body: bytes) -> int | None:
+        """DeleteOptions.gracePeriodSeconds from the query or the body (None: the pod's own)."""
+        text = self._query.get("gracePeriodSeconds")
+        if text is None and body:
+            try:
+                options = json.loads(body)
+            except ValueError:
+                raise ApiError(400, "BadRequest", "error decoding DeleteOptions") from None
+            value = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+            text = None if value is None else str(value)
+        if text is None:
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            raise ApiError(400, "BadRequest", f'invalid gracePeriodSeconds "{text}"') from None
 
     def _evict(self, namespace: str, name: str, body: bytes) -> None:
         sim = self.sim
@@ -1302,7 +1318,9 @@ class Handler(BaseHTTPRequestHandler):
             pod = tx.get("pods", namespace, name)
             if pod is None:
                 raise not_found(rtype, name)
-            pdb = sim.world.pdb_blocking(pod)
+            options = eviction.get("deleteOptions") or {}
+            grace = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+            pdb = sim.world.evict_pod(namespace, name, None if grace is None else int(grace))
             if pdb is not None:
                 pdb_status = pdb.get("status", {})
                 cause = (
@@ -1316,8 +1334,6 @@ class Handler(BaseHTTPRequestHandler):
                     "Cannot evict pod as it would violate the pod's disruption budget.",
                     {"causes": [{"reason": "DisruptionBudget", "message": cause}]},
                 )
-            tx.delete("pods", namespace, name)
-            sim.world.pod_deleted(namespace, name)
         self._send_json(
             201,
             {
