@@ -1094,6 +1094,7 @@ def _interrupt(_signum: int, _frame: object) -> None:
 
 def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from mignurse.sim import SimCluster, list_scenarios, load_scenario
+    from mignurse.sim.simcluster import KUBECTL_AGE_HOURS
 
     if args.sim_command == "list":
         for name, description in list_scenarios():
@@ -1112,7 +1113,8 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
     started = time.monotonic()
     try:
-        sim = SimCluster(scenario, speed=speed, port=args.port).start()
+        start = SimCluster.wall_anchored_start(speed)
+        sim = SimCluster(scenario, speed=speed, port=args.port, start=start).start()
     except OSError as exc:
         raise UserError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
     try:
@@ -1122,8 +1124,15 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             f"Serving scenario {scenario.name!r} at {sim.url} (speed ×{speed:g}, ready in "
             f"{time.monotonic() - started:.1f}s).\n"
             f"kubeconfig: {out} (context {context})\n"
-            f"Try: mignurse --kubeconfig {out} nodes\n"
-            "Ctrl-C to stop.",
+            f"Try: mignurse --kubeconfig {out} nodes  (or kubectl --kubeconfig {out} get nodes)\n"
+            + (
+                f"The simulated clock starts {start:%Y-%m-%d %H:%M}Z, behind the wall clock, so "
+                f"that at ×{speed:g} kubectl's ages stay valid for "
+                f"{KUBECTL_AGE_HOURS:g} h of serving.\n"
+                if speed > 1
+                else ""
+            )
+            + "Ctrl-C to stop.",
             flush=True,
         )
         while True:

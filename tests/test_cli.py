@@ -183,7 +183,7 @@ def test_sim_serve_then_nodes_as_a_user_would(tmp_path: Path) -> None:
     try:
         assert server.stdout is not None
         first = server.stdout.readline()
-        assert first.startswith("Serving scenario 'healthy' at http://127.0.0.1:"), first
+        assert first.startswith("Serving scenario 'healthy' at https://127.0.0.1:"), first
         command = ["--kubeconfig", str(kubeconfig), "nodes", "-o", "json"]
         out = subprocess.run(
             [sys.executable, "-m", "mignurse", *command],

@@ -19,7 +19,8 @@ from typing import Any
 
 from mignurse.sim import nodegroups, objects
 from mignurse.sim.karpenter_versions import KarpenterTraits
-from mignurse.sim.objects import JsonDict, ts
+from mignurse.sim.objects import JsonDict, micro_ts, ts
+from mignurse.sim.provisioning import Provisioner
 from mignurse.sim.scenario import (
     NMA_CONDITIONS,
     ConditionSpec,
@@ -33,12 +34,12 @@ from mignurse.sim.scenario import (
     gate_value,
 )
 from mignurse.sim.store import Store
+from mignurse.sim.workloads import POD_TERMINATION_GRACE, PodRecord, Workload, Workloads
 
-NODE_MONITOR_GRACE = 40.0  # kube-controller-manager --node-monitor-grace-period
 NODE_MONITOR_PERIOD = 5.0  # --node-monitor-period: node-controller and cloud-node-lifecycle passes
 KUBELET_STATUS_SYNC = 10.0  # kubelet nodeStatusUpdateFrequency: when it notices a cordon
 KUBELET_STATUS_REPORT = 300.0  # kubelet nodeStatusReportFrequency: a Node write at least this often
-POD_GC_QUARANTINE = 40.0  # pod GC deletes pods of a deleted Node after this (pkg/controller/podgc)
+LEASE_RENEW = 10.0  # kubelet renews its node Lease every 0.25 × nodeLeaseDurationSeconds (40 s)
 NMA_HEARTBEAT = 300.0
 DCGM_GRACE = 60.0
 # Karpenter's event recorder skips a repeat of (reason, dedupe values) for 2 minutes unless the
@@ -47,9 +48,7 @@ KARPENTER_DEDUPE = 120.0
 REPAIR_BLOCKED_DEDUPE = 900.0  # KC pkg/controllers/node/health/events.go DedupeTimeout
 TERMINATION_POLL = 5.0  # node.termination requeues every 5 s until the instance is gone (KC)
 STUCK_TERMINATING = 60.0  # a pod terminating 1 min past its deletion time no longer blocks (KC)
-POD_TERMINATION_GRACE = 30  # objects.build_pod terminationGracePeriodSeconds
-POD_KILLED = 2.0  # a live kubelet removes a pod deleted with no grace (inference)
-POD_STOPPED = 10.0  # a workload exits on SIGTERM well within its grace period (inference)
+POD_EVENT_DEDUPE = 10.0  # KC nodeclaim/podevents dedupeTimeout
 EVICTION_RETRY = 10.0  # the eviction queue retries a PDB-refused pod (inference: backoff cap)
 INSTANCE_SHUTDOWN = 32.0  # EC2 shutting-down → terminated (inference)
 SQS_LAG = 2.0  # EventBridge → SQS → Karpenter's long poll (inference)
@@ -60,7 +59,7 @@ MNG_RETRY = 60.0  # a repair held by the threshold or parallelism is tried again
 MNG_REBOOT_DOWNTIME = 120.0  # RebootInstances until kubelet runs again (inference)
 MNG_ASG_LAUNCH = 5.0  # the Auto Scaling group launches the replacement instance (inference)
 KUBELET_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
-ROLLOUT_STEP = 5.0
+NODE_LIFECYCLE_LAG = 0.1  # the node lifecycle controller reacts to a Node update (informer)
 # GPU operator: nvidia.com/gpu.deploy.<key> is the nodeSelector (`=true`) of each operand
 # DaemonSet (NVIDIA/gpu-operator controllers/state_manager.go); the sim's DaemonSet controller
 # follows label changes made through the API, and the device plugin advertises what the MIG
@@ -114,13 +113,19 @@ class Machine:
     unhealthy_since: dict[str, float] = field(default_factory=dict)  # type → transition time
     repair_token: int = 0
     kubelet_token: int = 0
-    workload_pods: list[str] = field(default_factory=list)
+    pods: list[PodRecord] = field(default_factory=list)  # bound to the node, terminating included
     daemon_pods: list[tuple[str, str]] = field(default_factory=list)
     # EC2: running → shutting-down → terminated
     instance_state: str = "running"
+    launched: bool = False  # NodeClaim Launched: its capacity counts against the pool's limits
     claim_gone: bool = False
-    # pod name → (deletion time + grace, time the kubelet removes it or None: never)
-    terminating_pods: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+    ready_at: float | None = None  # first Ready
+    lease: JsonDict | None = None  # its kubelet's Lease, rewritten at each renewal
+    lease_bucket: int = -1  # the second of every 10 s its kubelet renews at (-1: not renewing)
+    nominated_until: float = 0.0  # Karpenter nominated it for pending pods: not disrupted
+    last_pod_event: float | None = None  # NodeClaim status.lastPodEventTime
+    consolidatable: bool = False
+    consolidatable_token: int = 0
     drain_token: int = 0
     drained: bool = False  # node.termination got past the drain
     kubelet_sees_unschedulable: bool = False
@@ -141,10 +146,11 @@ class Machine:
 class Txn:
     """Read-through cache of store objects; `flush()` writes each dirty object once."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, written: Callable[[str, str], None] | None = None) -> None:
         self.store = store
         self.work: dict[tuple[str, str, str], JsonDict | None] = {}
         self.dirty: dict[tuple[str, str, str], None] = {}
+        self.written = written  # told (plural, name) of every write, to drop cached views
 
     def get(self, plural: str, namespace: str, name: str) -> JsonDict | None:
         key = (plural, namespace, name)
@@ -156,11 +162,15 @@ class Txn:
         key = (plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         self.work[key] = obj
         self.dirty[key] = None
+        if self.written is not None:
+            self.written(plural, key[2])
 
     def delete(self, plural: str, namespace: str, name: str) -> None:
         key = (plural, namespace, name)
         self.work[key] = None
         self.dirty[key] = None
+        if self.written is not None:
+            self.written(plural, name)
 
     def flush(self) -> None:
         for key in self.dirty:
@@ -198,18 +208,23 @@ class World:
         self._event_index: dict[tuple[str, ...], tuple[str, str]] = {}
         self._event_last: dict[tuple[str, str], float] = {}
         self._event_nanos = 0
-        self.pending_pods: dict[str, list[str]] = {}  # workload → pending pod names
-        self.workload_pod_count: dict[str, int] = {}
         k = scenario.karpenter
         self.traits = KarpenterTraits.of(k.version) if k else None
         self.repair_enabled = bool(k and k.node_repair)
         self._karpenter_seen: dict[str, float] = {}  # Karpenter recorder dedupe: key → until
         self.pool_nodes: dict[str, int] = {p.name: 0 for p in scenario.pools}
         self.pool_unhealthy: dict[str, int] = {p.name: 0 for p in scenario.pools}
-        self.pool_sweep: dict[str, int] = {}  # pool → token of its status-report sweep
-        self._rollouts: dict[tuple[str, str], int] = {}
-        self.karpenter_pods: list[str] = []
-        self.karpenter_rs_hash = ""
+        self.workloads = Workloads(self)
+        self._lease_members: dict[int, dict[Machine, None]] = {}
+        self._lease_ticking: set[int] = set()
+        self.provisioner = Provisioner(self)
+        self.karpenter_workload: Workload | None = None
+        minor = _minor(scenario.kubernetes_version)
+        # kube-controller-manager --node-monitor-grace-period: 40 s, 50 s from Kubernetes 1.32
+        # (kubernetes/kubernetes CHANGELOG-1.32.md, #126287).
+        self.node_monitor_grace = 50.0 if minor >= 32 else 40.0
+        # ScalingReplicaSet says "from A to B" from 1.32 (CHANGELOG-1.32.md, #125118).
+        self.scaling_message_has_from = minor >= 32
 
     # ------------------------------------------------------------------ machinery
 
@@ -224,7 +239,7 @@ class World:
             if self._tx is not None:
                 yield self._tx
                 return
-            self._tx = Txn(self.store)
+            self._tx = Txn(self.store, self._written)
             try:
                 yield self._tx
             finally:
@@ -238,6 +253,10 @@ class World:
             self.t = self.now
             with self.txn() as tx:
                 yield tx
+
+    def _written(self, plural: str, name: str) -> None:
+        if plural == "nodes":
+            self.workloads.forget(name)
 
     def schedule(self, at: float, fn: Callable[..., None], *args: Any) -> None:
         heapq.heappush(self._queue, (at, next(self._seq), fn, args))
@@ -419,6 +438,8 @@ class World:
                     self._create_nodepool(pool)
                 if pool.workload:
                     self._create_workload(pool)
+            if self.scenario.karpenter:
+                self._create_karpenter()
         for pool in self.scenario.pools:
             # One transaction per pool keeps the peak memory of a large build bounded.
             with self.txn():
@@ -439,10 +460,10 @@ class World:
                             node_name=ex.names[i] if ex.names else None,
                         )
         with self.txn():
-            if self.scenario.karpenter:
-                self._create_karpenter()
+            self.workloads.bootstrap()
             for pool in self.scenario.pools:
-                self._reconcile_pool(pool.name)
+                self._reconcile_pool(pool.name)  # the size each pool starts the warmup with
+            self.provisioner.start_polling()
             for item in self.scenario.timeline:
                 self.schedule(max(self.begin, self.start + item.at), self._timeline, item)
 
@@ -474,7 +495,9 @@ class World:
             consolidation_policy=pool.consolidation_policy,
             consolidate_after=pool.consolidate_after,
             budgets=[dict(b) for b in pool.budgets],
-            limits={"nvidia.com/gpu": str(max(8, pool.nodes * it.gpu_count * 2))}
+            limits=dict(pool.limits)
+            if pool.limits is not None
+            else {"nvidia.com/gpu": str(max(8, pool.nodes * it.gpu_count * 2))}
             if it.gpu
             else {"cpu": "1000"},
             weight=None,
@@ -566,7 +589,33 @@ class World:
             else:
                 self.schedule(when, fn, *args)
         self.t = saved
+        backdated = at + pool.register_after < self.now
+        if backdated and m.registered and not m.removed and m.kubelet_posting:
+            self._heartbeat_catch_up(m)
         return m
+
+    def _heartbeat_catch_up(self, m: Machine) -> None:
+        """A node launched before now has kept reporting: its conditions carry the heartbeat
+        of its last status report."""
+        registered = m.launched_at + m.pool.register_after
+        last = registered + math.floor((self.now - registered) / KUBELET_STATUS_REPORT + 1e-9) * (
+            KUBELET_STATUS_REPORT
+        )
+        node = self._node(m)
+        if node is None:
+            return
+        beat = ts(last)
+        changed = False
+        for cond in node["status"].get("conditions", []):
+            if (
+                cond["type"] in KUBELET_CONDITIONS
+                and cond["status"] != "Unknown"
+                and cond["lastHeartbeatTime"] < beat
+            ):
+                cond["lastHeartbeatTime"] = beat
+                changed = True
+        if changed:
+            self.tx.put("nodes", node)
 
     def _create_claim(self, m: Machine) -> None:
         pool = m.pool
@@ -653,7 +702,10 @@ class World:
             it.network_bandwidth
         )
         self.tx.put("nodeclaims", obj)
+        m.launched = True
         self._set_claim_condition(m, "Launched", "True", "Launched")
+        if self.provisioner.pending_pods():
+            self.provisioner.trigger()  # a NodeClaim event: the provisioner looks again
 
     def _node_input(self, m: Machine) -> objects.NodeSpecInput:
         pool = m.pool
@@ -720,12 +772,14 @@ class World:
             self._create_daemon_pods(m)
         self.pool_nodes[m.pool.name] += 1
         self._update_nodepool_status(m.pool)
+        self._start_lease(m)
+        self._schedule_status_report(m)
+        if self.workloads.pending():
+            # A new Node: the scheduler retries its unschedulable pods, Karpenter looks again.
+            self.workloads.schedule_soon()
+            self.provisioner.trigger()
         if m.pool.kind == "nodepool":
             self._refresh_health(m, node)  # a new Node is NotReady: it counts for the guard
-            self._update_sweep(m.pool.name)
-            sweep = self.pool_sweep.get(m.pool.name)
-            if sweep is not None:
-                self._schedule_status_report(m, sweep)
             self._health_reconcile(m)  # the Node's create event
 
     def _kubelet_startup_events(self, m: Machine) -> None:
@@ -798,6 +852,8 @@ class World:
         taints.append(taint)
         self.tx.put("nodes", node)
         self._node_written(m)
+        if effect == "NoExecute":
+            self.workloads.noexecute_tainted(m, key)
 
     def _remove_taint(self, m: Machine, key: str) -> None:
         node = self._node(m)
@@ -910,6 +966,8 @@ class World:
     def _become_ready(self, m: Machine) -> None:
         first = not m.initialized
         m.ready = True
+        if m.ready_at is None:
+            m.ready_at = self.t
         if self._set_node_condition(m, "Ready", "True", *objects.READY_TRUE[1:]):
             self._kubelet_event(m, "NodeReady", f"Node {m.node} status is now: NodeReady")
         self._remove_taint(m, "node.kubernetes.io/not-ready")
@@ -922,7 +980,10 @@ class World:
                 self._set_claim_condition(m, "Ready", "True", "Ready")
             if m.pool.node_monitoring_agent:
                 self._nma_start(m)
-        self._fill_workload(m)
+            self._consolidatable_check(m)
+        self.workloads.node_ready(m)
+        if self.scenario.karpenter is not None and m.nodeclaim is not None:
+            self.provisioner.trigger()
 
     def _become_not_ready(self, m: Machine, reason: str, message: str) -> None:
         m.ready = False
@@ -934,6 +995,7 @@ class World:
     def _kubelet_restart(self, m: Machine) -> None:
         m.kubelet_posting = True
         m.kubelet_token += 1
+        self._renew_lease_now(m)
         self._kubelet_startup_events(m)
         if m.ready:
             self._become_not_ready(
@@ -943,7 +1005,18 @@ class World:
     def _kubelet_stop(self, m: Machine) -> None:
         m.kubelet_posting = False
         m.kubelet_token += 1
-        self.schedule(self.t + NODE_MONITOR_GRACE, self._node_monitor_grace, m, m.kubelet_token)
+        m.report_token += 1
+        if m.registered and not m.removed:
+            # The Lease keeps the renewal before the stop; the node lifecycle controller goes
+            # by it (or the Node's heartbeat) and marks the node after the grace period.
+            last = self._last_renewal(m.lease_bucket, self.t) if m.lease_bucket >= 0 else self.t
+            m.lease_bucket = -1
+            self._write_lease(m, last)
+            due = last + self.node_monitor_grace
+            self.schedule(max(self.t, due), self._node_monitor_grace, m, m.kubelet_token)
+        for pod in m.pods:
+            if pod.deleting:
+                pod.gone_at = None  # nobody left to confirm the deletion
 
     def _node_monitor_grace(self, m: Machine, token: int) -> None:
         if m.kubelet_posting or token != m.kubelet_token or m.removed:
@@ -963,16 +1036,107 @@ class World:
                 f"Node {m.node} status is now: NodeNotReady",
                 component="node-controller",
             )
+            self.workloads.node_unknown(m)
 
     def _kubelet_start(self, m: Machine) -> None:
         m.kubelet_posting = True
         m.kubelet_token += 1
+        self._renew_lease_now(m)
+        self._schedule_status_report(m)
         for ctype, values in objects.KUBELET_HEALTHY.items():
             self._set_node_condition(m, ctype, *values)
         self._remove_taint(m, "node.kubernetes.io/unreachable")
         self._become_not_ready(
             m, "KubeletNotReady", "PLEG is not healthy: pleg has yet to be successful"
         )
+
+    # ------------------------------------------------------------------ kubelet heartbeats
+
+    def _start_lease(self, m: Machine) -> None:
+        """The kubelet's node Lease in kube-node-lease, renewed every 10 s while it runs."""
+        registered = m.launched_at + m.pool.register_after
+        m.lease = objects.build_lease(
+            node=m.node,
+            node_uid=m.node_uid,
+            uid=objects.stable_uuid("lease", m.node_uid),
+            created=registered,
+            renewed=registered,
+        )
+        bucket = int(registered % LEASE_RENEW)
+        self._join_lease_bucket(m, bucket)
+        self._write_lease(m, min(self.now, self._last_renewal(bucket, self.now)))
+
+    def _last_renewal(self, bucket: int, at: float) -> float:
+        """The last renewal at or before `at` of a kubelet renewing at second `bucket` of
+        every 10 s."""
+        return math.floor((at - bucket) / LEASE_RENEW) * LEASE_RENEW + bucket
+
+    def _write_lease(self, m: Machine, renewed: float) -> None:
+        if m.lease is None:
+            return
+        m.lease["spec"]["renewTime"] = micro_ts(max(renewed, m.launched_at + m.pool.register_after))
+        self.tx.put("leases", m.lease)
+
+    def _renew_lease_now(self, m: Machine) -> None:
+        """A kubelet that (re)starts renews at once, then every 10 s from then on."""
+        if m.lease is None or m.removed:
+            return
+        self._write_lease(m, self.t)
+        self._join_lease_bucket(m, int(self.t % LEASE_RENEW))
+
+    def _join_lease_bucket(self, m: Machine, bucket: int) -> None:
+        # Renewals of all kubelets due in the same second run as one action (cheap at scale).
+        m.lease_bucket = bucket
+        self._lease_members.setdefault(bucket, {})[m] = None
+        if bucket not in self._lease_ticking:
+            self._lease_ticking.add(bucket)
+            due = self._last_renewal(bucket, max(self.t, self.now)) + LEASE_RENEW
+            self.schedule(due, self._lease_tick, bucket)
+
+    def _lease_tick(self, bucket: int) -> None:
+        members = self._lease_members.get(bucket, {})
+        live = {
+            m: None
+            for m in members
+            if m.lease_bucket == bucket and not m.removed and m.kubelet_posting
+        }
+        self._lease_members[bucket] = live
+        if not live:
+            self._lease_ticking.discard(bucket)
+            return
+        renewed = micro_ts(self.t)
+        for m in live:
+            assert m.lease is not None
+            m.lease["spec"]["renewTime"] = renewed
+            self.tx.put("leases", m.lease)
+        self.schedule(self.t + LEASE_RENEW, self._lease_tick, bucket)
+
+    def _schedule_status_report(self, m: Machine) -> None:
+        """nodeStatusReportFrequency: the kubelet writes its Node at least every 5 minutes
+        even when nothing changed (lastHeartbeatTime moves)."""
+        registered = m.launched_at + m.pool.register_after
+        # The next report after now (a backdated node skips the ones already past).
+        periods = math.floor((max(self.t, self.now) - registered) / KUBELET_STATUS_REPORT + 1e-9)
+        m.report_token += 1
+        self.schedule(
+            registered + (periods + 1) * KUBELET_STATUS_REPORT,
+            self._status_report,
+            m,
+            m.report_token,
+        )
+
+    def _status_report(self, m: Machine, token: int) -> None:
+        if token != m.report_token or m.removed or not m.kubelet_posting:
+            return
+        node = self._node(m)
+        if node is not None:
+            beat = ts(self.t)
+            for cond in node["status"].get("conditions", []):
+                if cond["type"] in KUBELET_CONDITIONS and cond["status"] != "Unknown":
+                    cond["lastHeartbeatTime"] = beat
+            self.tx.put("nodes", node)
+            self._node_written(m)
+        self._schedule_status_report(m)
 
     def _nma_types(self, m: Machine) -> list[str]:
         it = objects.instance_type(m.pool.instance_type)
@@ -1053,7 +1217,6 @@ class World:
         if counted != m.counted_unhealthy:
             m.counted_unhealthy = counted
             self.pool_unhealthy[m.pool.name] += 1 if counted else -1
-            self._update_sweep(m.pool.name)
 
     def _pool_over_guard(self, pool: str) -> bool:
         """More unhealthy Nodes than ceil(20% of the NodePool's Nodes) (KC health/controller.go
@@ -1132,45 +1295,10 @@ class World:
                 timeout=REPAIR_BLOCKED_DEDUPE,
             )
 
-    def _update_sweep(self, pool: str) -> None:
-        """Before KC v1.7.0 every Node write reconciles node.health; kubelet writes each Node at
-        least every 5 minutes. Those reconciles only matter while the pool is over the guard,
-        so they are simulated only then."""
-        tr = self.traits
-        want = (
-            tr is not None
-            and tr.reconciles_on_every_node_update
-            and self.repair_enabled
-            and self._pool_over_guard(pool)
-        )
-        if want and pool not in self.pool_sweep:
-            token = next(self._seq)
-            self.pool_sweep[pool] = token
-            for m in self.pool_machines.get(pool, []):
-                if m.registered and not m.removed:
-                    self._schedule_status_report(m, token)
-        elif not want and pool in self.pool_sweep:
-            del self.pool_sweep[pool]
-
-    def _schedule_status_report(self, m: Machine, token: int) -> None:
-        registered_at = m.launched_at + m.pool.register_after
-        periods = math.floor((self.t - registered_at) / KUBELET_STATUS_REPORT) + 1
-        self.schedule(
-            registered_at + periods * KUBELET_STATUS_REPORT, self._status_report, m, token
-        )
-
-    def _status_report(self, m: Machine, token: int) -> None:
-        if self.pool_sweep.get(m.pool.name) != token or m.removed or not m.kubelet_posting:
-            return
-        self._health_reconcile(m)
-        self._schedule_status_report(m, token)
-
     def set_repair_enabled(self, enabled: bool) -> None:
         if enabled == self.repair_enabled:
             return
         self.repair_enabled = enabled
-        for pool in self.pool_machines:
-            self._update_sweep(pool)
         if enabled:
             # A new controller lists every Node once: nodes already past their toleration are
             # due at once (the resume hazard), bounded only by the guard.
@@ -1188,10 +1316,14 @@ class World:
         m.deleting = True
         m.repair_token += 1
         pool = m.pool
-        self._queue_reconcile(pool.name, self.t + pool.replacement_delay)
         if m.nodeclaim is None:
+            self._queue_reconcile(pool.name, self.t + pool.replacement_delay)
             self._terminate_instance(m)
             return
+        # The provisioner counts a deleting node's pods as pending (KC provisioner.go
+        # deletingNodePods): their replacement capacity launches before the drain.
+        if any(p.reschedulable for p in m.pods):
+            self.provisioner.trigger()
         tr = self.traits
         assert tr is not None
         claim = self._claim(m)
@@ -1291,48 +1423,50 @@ class World:
     def _drain(self, m: Machine, annotation: str | None) -> int:
         """Delete pods past the termination time, evict the others; returns the pods still
         waiting (KC terminator.go Drain: DaemonSet pods tolerate the disrupted taint)."""
-        w = m.pool.workload
-        waiting = len(m.workload_pods) + sum(
+        waiting = sum(
             1
-            for deleted_at, _ in m.terminating_pods.values()
-            if self.t - deleted_at <= STUCK_TERMINATING
+            for p in m.pods
+            if p.daemonset is None and (not p.deleting or self.t - p.deadline <= STUCK_TERMINATING)
         )
-        if w is None:
-            return waiting
         deadline = None if annotation is None else _parse_ts(annotation)
-        for name in list(m.workload_pods):
-            pod = self.tx.get("pods", w.namespace, name)
-            if pod is None:
+        for pod in [p for p in m.pods if p.reschedulable]:
+            obj = self.tx.get("pods", pod.namespace, pod.name)
+            if obj is None:
                 continue
             if deadline is not None and self.t >= deadline - POD_TERMINATION_GRACE:
                 # time.Until(terminationTime).Seconds(), truncated to an int64
                 grace = int(deadline - self.t)
                 self._publish(
-                    self._pod_ref(pod),
+                    self._pod_ref(obj),
                     "Disrupted",
-                    self._disrupted_message(pod, deadline, grace),
-                    dedupe=(name,),
+                    self._disrupted_message(obj, deadline, grace),
+                    dedupe=(pod.name,),
                 )
-                self._start_pod_deletion(m, name, max(grace, 0))
+                self.workloads.start_deletion(pod, grace)
                 continue
-            blocking = self.pdb_blocking(pod)
-            if blocking is not None:
+            pdb = self.workloads.blocking_pdb(pod)
+            if pdb is not None:
                 # The eviction queue reports a PDB refusal on a Node named after the pod.
                 self._publish(
-                    {"kind": "Node", "namespace": w.namespace, "name": name, "apiVersion": "v1"},
+                    {
+                        "kind": "Node",
+                        "namespace": pod.namespace,
+                        "name": pod.name,
+                        "apiVersion": "v1",
+                    },
                     "FailedDraining",
-                    f"Failed to drain node, evicting pod {w.namespace}/{name} violates a PDB",
+                    f"Failed to drain node, evicting pod {pod.namespace}/{pod.name} violates a PDB",
                     "Warning",
-                    dedupe=(name,),
+                    dedupe=(pod.name,),
                 )
                 continue
             self._publish(
-                {"kind": "Pod", "namespace": w.namespace, "name": name, "apiVersion": "v1"},
+                {"kind": "Pod", "namespace": pod.namespace, "name": pod.name, "apiVersion": "v1"},
                 "Evicted",
                 self._evicted_message(m),
-                dedupe=(name,),
+                dedupe=(pod.name,),
             )
-            self._start_pod_deletion(m, name, POD_TERMINATION_GRACE)
+            self.workloads.evict(pod.namespace, pod.name, None)
         return waiting
 
     def _disrupted_message(self, pod: JsonDict, deadline: float, grace: int) -> str:
@@ -1388,45 +1522,82 @@ class World:
         }
 
     def _next_drain_check(self, m: Machine) -> float:
+        """node.termination requeues 1 s after a failed drain (KC termination/controller.go);
+        simulated as its next pass that can see a change: a pod gone, one stuck too long,
+        or the eviction queue's retry."""
+        if not any(p.daemonset is None for p in m.pods):
+            return self.t + 1  # the pods it waited for are gone already
         times = [self.t + EVICTION_RETRY]
-        for deleted_at, gone in m.terminating_pods.values():
-            if gone is not None:
-                times.append(gone)
-            elif self.t - deleted_at <= STUCK_TERMINATING:
-                times.append(deleted_at + STUCK_TERMINATING + 1)
+        for pod in m.pods:
+            if not pod.deleting:
+                continue
+            if pod.gone_at is not None:
+                times.append(pod.gone_at)
+            elif self.t - pod.deadline <= STUCK_TERMINATING:
+                times.append(pod.deadline + STUCK_TERMINATING + 1)
         return max(self.t + 1, min(times))
 
-    def _start_pod_deletion(self, m: Machine, name: str, grace: int) -> None:
-        """The pod gets its deletionTimestamp; a live kubelet removes it once its containers
-        stop, a dead one never does (pod GC removes it with the Node)."""
-        pool = m.pool
-        w = pool.workload
-        assert w is not None
-        pod = self.tx.get("pods", w.namespace, name)
-        if pod is None or name not in m.workload_pods:
+    def pod_gone(self, pod: PodRecord, m: Machine | None) -> None:
+        """A pod left the API: a drain waiting on it looks again; its DaemonSet makes a new
+        one if the node still wants it."""
+        if m is None:
             return
-        pod["metadata"]["deletionTimestamp"] = ts(self.t + grace)
-        pod["metadata"]["deletionGracePeriodSeconds"] = grace
-        self.tx.put("pods", pod)
-        m.workload_pods.remove(name)
-        alive = m.kubelet_posting and m.instance_state == "running"
-        gone = self.t + (POD_KILLED if grace == 0 else min(grace, POD_STOPPED)) if alive else None
-        m.terminating_pods[name] = (self.t + grace, gone)
-        if gone is not None:
-            self.schedule(gone, self._pod_gone, m, name)
-        self.workload_pod_count[w.name] -= 1
-        self._replace_workload_pod(pool, m)
-
-    def _pod_gone(self, m: Machine, name: str) -> None:
-        if name not in m.terminating_pods:
-            return
-        del m.terminating_pods[name]
-        w = m.pool.workload
-        if w is not None:
-            self.tx.delete("pods", w.namespace, name)
-            self._update_workload_status(m.pool)
+        if (
+            pod.daemonset is not None
+            and not m.removed
+            and (pod.namespace, pod.name) in m.daemon_pods
+        ):
+            m.daemon_pods.remove((pod.namespace, pod.name))
+            self.schedule(self.t + 2, self._recreate_daemon_pod, m, pod.daemonset)
         if m.deleting and not m.removed and not m.drained and m.nodeclaim is not None:
             self._queue_node_termination(m, self.t)
+
+    def pod_event_on(self, m: Machine) -> None:
+        """KC nodeclaim/podevents: a pod bound to or leaving a Karpenter node stamps
+        status.lastPodEventTime (at most every 10 s), which restarts consolidateAfter."""
+        if m.nodeclaim is None or m.claim_gone:
+            return
+        if m.last_pod_event is not None and self.t - m.last_pod_event < POD_EVENT_DEDUPE:
+            return
+        m.last_pod_event = self.t
+        claim = self._claim(m)
+        if claim is not None:
+            claim["status"]["lastPodEventTime"] = ts(self.t)
+            self.tx.put("nodeclaims", claim)
+        self._consolidatable_check(m)
+
+    def _consolidatable_check(self, m: Machine) -> None:
+        """KC nodeclaim/disruption consolidation.go: Consolidatable once consolidateAfter has
+        passed since the last pod event (or initialization), cleared before that."""
+        after = self.provisioner.consolidate_after(m.pool)
+        if after is None or not m.initialized or m.claim_gone:
+            return
+        since = m.last_pod_event if m.last_pod_event is not None else m.ready_at or self.t
+        due = since + after
+        m.consolidatable_token += 1
+        if self.t < due:
+            if m.consolidatable:
+                m.consolidatable = False
+                self._clear_claim_condition(m, "Consolidatable")
+            self.schedule(due, self._consolidatable_due, m, m.consolidatable_token)
+            return
+        if not m.consolidatable:
+            m.consolidatable = True
+            self._set_claim_condition(m, "Consolidatable", "True", "Consolidatable")
+
+    def _consolidatable_due(self, m: Machine, token: int) -> None:
+        if token == m.consolidatable_token:
+            self._consolidatable_check(m)
+
+    def _clear_claim_condition(self, m: Machine, ctype: str) -> None:
+        claim = self._claim(m)
+        if claim is None:
+            return
+        conds = claim["status"].get("conditions", [])
+        kept = [c for c in conds if c["type"] != ctype]
+        if len(kept) != len(conds):
+            claim["status"]["conditions"] = kept
+            self.tx.put("nodeclaims", claim)
 
     def _await_instance(self, m: Machine) -> None:
         """EnsureTerminated: TerminateInstances, InstanceTerminating, then poll every 5 s
@@ -1467,15 +1638,14 @@ class World:
         m.removed = True
         if m.registered:
             self.tx.delete("nodes", "", m.node)
-            for ns, pod in m.daemon_pods:
-                self.tx.delete("pods", ns, pod)
-            m.daemon_pods.clear()
+            # The garbage collector follows the Lease's owner reference to the Node.
+            self.tx.delete("leases", "kube-node-lease", m.node)
+            m.lease_bucket = -1
+            m.report_token += 1
             self.pool_nodes[m.pool.name] -= 1
             self._count_health(m)
-            self._update_sweep(m.pool.name)
             self.schedule(self.t + NODE_MONITOR_PERIOD, self._removing_node_event, m)
-            if m.terminating_pods or m.workload_pods:
-                self.schedule(self.t + POD_GC_QUARANTINE, self._pod_gc, m)
+            self.workloads.node_removed(m)
         self.machines.pop(m.node, None)
         if m.nodeclaim is None and m in self.pool_machines[m.pool.name]:
             self.pool_machines[m.pool.name].remove(m)
@@ -1490,18 +1660,6 @@ class World:
             f"Node {m.node} event: Removing Node {m.node} from Controller",
             component="node-controller",
         )
-
-    def _pod_gc(self, m: Machine) -> None:
-        """Pods bound to a deleted Node are deleted by pod GC; their owners replace them."""
-        w = m.pool.workload
-        if w is None:
-            return
-        for name in list(m.terminating_pods):
-            del m.terminating_pods[name]
-            self.tx.delete("pods", w.namespace, name)
-        for name in list(m.workload_pods):
-            self._delete_workload_pod(m, name)
-        self._update_workload_status(m.pool)
 
     def _remove_claim(self, m: Machine) -> None:
         if m.nodeclaim is not None and not m.claim_gone:
@@ -1630,7 +1788,6 @@ class World:
             f"Disrupting NodeClaim: {reason}",
             dedupe=(m.claim_uid, reason),
         )
-        self.pool_target[m.pool.name] = max(0, self.pool_target[m.pool.name] - 1)
         self.terminate(m, cause="consolidation")
 
     def spot_interrupt(self, m: Machine) -> None:
@@ -1653,11 +1810,25 @@ class World:
         else:
             node["spec"].pop("unschedulable", None)
         self.tx.put("nodes", node)
-        if unschedulable:
+        self._unschedulable_changed(m)
+
+    def _unschedulable_changed(self, m: Machine) -> None:
+        """A cordon or uncordon: the node lifecycle controller's TaintNodesByCondition follows
+        spec.unschedulable with the node.kubernetes.io/unschedulable:NoSchedule taint
+        (pkg/controller/nodelifecycle doNoScheduleTaintingPass); the kubelet reports
+        NodeNotSchedulable / NodeSchedulable at its next status sync."""
+        self.schedule(self.t + NODE_LIFECYCLE_LAG, self._unschedulable_taint, m)
+        self.schedule(self.t + KUBELET_STATUS_SYNC, self._kubelet_sees_cordon, m)
+
+    def _unschedulable_taint(self, m: Machine) -> None:
+        node = self._node(m)
+        if node is None:
+            return
+        if node["spec"].get("unschedulable"):
             self._set_taint(m, "node.kubernetes.io/unschedulable", "NoSchedule")
         else:
             self._remove_taint(m, "node.kubernetes.io/unschedulable")
-        self.schedule(self.t + KUBELET_STATUS_SYNC, self._kubelet_sees_cordon, m)
+            self.workloads.schedule_soon()
 
     def _kubelet_sees_cordon(self, m: Machine) -> None:
         """kubelet records NodeNotSchedulable / NodeSchedulable when spec.unschedulable
@@ -1780,6 +1951,8 @@ class World:
         self.schedule(at, self._reconcile_pool, pool)
 
     def _reconcile_pool(self, name: str) -> None:
+        """A node group's Auto Scaling group keeps its desired size; Karpenter pools get their
+        starting size here and follow their pods afterwards."""
         self._reconcile_pending.discard(name)
         pool = self.scenario.pool(name)
         active = [m for m in self.pool_machines[name] if not m.deleting]
@@ -1787,6 +1960,16 @@ class World:
             self.launch(pool, self.t)
 
     def scale(self, pool: str, nodes: int) -> None:
+        spec = self.scenario.pool(pool)
+        wl = self.workloads.workloads.get(
+            (spec.workload.namespace, spec.workload.name) if spec.workload else ("", "")
+        )
+        if spec.kind == "nodepool" and wl is not None and spec.workload is not None:
+            # Karpenter follows the pods: scale the pool's Deployment, as an operator would.
+            self.workloads.scale_deployment(wl, nodes * spec.workload.pods_per_node)
+            return
+        if wl is not None and spec.workload is not None:
+            self.workloads.scale_deployment(wl, nodes * spec.workload.pods_per_node)
         self.pool_target[pool] = nodes
         active = [m for m in self.pool_machines[pool] if not m.deleting]
         surplus = sorted(active, key=lambda x: x.launched_at, reverse=True)[
@@ -1834,10 +2017,13 @@ class World:
 
     # ------------------------------------------------------------------ pods
 
-    def _daemonsets(self, m: Machine) -> list[tuple[str, str, str, dict[str, str], str, bool]]:
-        """(namespace, daemonset, container image, labels, priority class, hostNetwork)."""
+    def daemonsets_for(
+        self, pool: PoolSpec
+    ) -> list[tuple[str, str, str, dict[str, str], str, bool]]:
+        """(namespace, daemonset, container image, labels, priority class, hostNetwork) of
+        the DaemonSets that run on the pool's nodes."""
         ecr = objects.ECR.format(region=self.scenario.region)
-        it = objects.instance_type(m.pool.instance_type)
+        it = objects.instance_type(pool.instance_type)
         sets = [
             (
                 "kube-system",
@@ -1861,7 +2047,7 @@ class World:
                 False,
             ),
         ]
-        if m.pool.node_monitoring_agent:
+        if pool.node_monitoring_agent:
             sets.append(
                 (
                     "kube-system",
@@ -1912,7 +2098,7 @@ class World:
                     False,
                 ),
             ]
-            if it.gpu.mig_capable and m.pool.mig_config:
+            if it.gpu.mig_capable and pool.mig_config:
                 sets.append(
                     (
                         "gpu-operator",
@@ -1929,7 +2115,7 @@ class World:
         return out
 
     def _create_daemon_pods(self, m: Machine, only: str | None = None) -> None:
-        for ns, ds, image, labels, prio, host_net in self._daemonsets(m):
+        for ns, ds, image, labels, prio, host_net in self.daemonsets_for(m.pool):
             if only is not None and ds != only:
                 continue
             self._create_daemon_pod(m, ns, ds, image, labels, prio, host_net)
@@ -1979,6 +2165,7 @@ class World:
         )
         self.tx.put("pods", obj)
         m.daemon_pods.append((ns, name))
+        self.workloads.register_daemon_pod(m, ns, name, ds)
 
     def _pod_ip(self, m: Machine) -> str:
         a, b, c, _ = m.ip.split(".")
@@ -1988,7 +2175,7 @@ class World:
         w = pool.workload
         assert w is not None
         template = self._workload_template(pool)
-        replicas = pool.nodes * w.pods_per_node
+        replicas = w.replicas if w.replicas is not None else pool.nodes * w.pods_per_node
         deploy = objects.build_deployment(
             name=w.name,
             namespace=w.namespace,
@@ -2000,22 +2187,9 @@ class World:
             selector={"app": w.name},
             template=template,
         )
-        rs = f"{w.name}-{objects.pod_template_hash(template)}"
-        deploy["status"] = objects.deployment_status(
-            generation=1,
-            replicas=replicas,
-            updated=replicas,
-            ready=0,
-            available=0,
-            rs_name=rs,
-            progressing_since=self.begin - 86400 * 14,
-            available_since=self.begin,
-            now=self.begin,
-        )
-        self.tx.put("deployments", deploy)
-        self.pending_pods[w.name] = []
-        self.workload_pod_count[w.name] = 0
-        if w.pdb_min_available is not None or w.pdb_max_unavailable is not None:
+        has_pdb = w.pdb_min_available is not None or w.pdb_max_unavailable is not None
+        self.workloads.create(deploy, pool, pdb=has_pdb)
+        if has_pdb:
             pdb = objects.build_pdb(
                 name=w.name,
                 namespace=w.namespace,
@@ -2026,13 +2200,18 @@ class World:
                 max_unavailable=w.pdb_max_unavailable,
             )
             self.tx.put("poddisruptionbudgets", pdb)
-            self._update_pdbs(w.namespace)
 
     def _workload_template(self, pool: PoolSpec) -> JsonDict:
         w = pool.workload
         assert w is not None
         limits = {w.resource: str(w.per_pod)} if w.resource else None
-        requests = {"cpu": "4", "memory": "16Gi", **(limits or {})}
+        # 4 CPUs and 16 GiB each, less on a type where podsPerNode of those would not fit:
+        # at most three quarters of the CPUs and 70 % of the memory, shared by the pods.
+        it = objects.instance_type(pool.instance_type)
+        cpu_m = max(100, min(4000, int(it.cpu * 750 / w.pods_per_node) // 100 * 100))
+        memory_gi = max(1, min(16, int(it.memory_mib / 1024 * 0.7 / w.pods_per_node)))
+        cpu = f"{cpu_m // 1000}" if cpu_m % 1000 == 0 else f"{cpu_m}m"
+        requests = {"cpu": cpu, "memory": f"{memory_gi}Gi", **(limits or {})}
         tolerations = [
             {"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints
         ]
@@ -2048,195 +2227,6 @@ class World:
                 "tolerations": tolerations,
             },
         }
-
-    def _fill_workload(self, m: Machine) -> None:
-        w = m.pool.workload
-        if w is None or not m.alive:
-            return
-        free = w.pods_per_node - len(m.workload_pods)
-        pending = self.pending_pods[w.name]
-        desired = self.pool_target[m.pool.name] * w.pods_per_node
-        while free > 0 and pending:
-            name = pending.pop(0)
-            pod = self.tx.get("pods", w.namespace, name)
-            if pod is None:
-                continue
-            self._bind_pod(m, pod)
-            free -= 1
-        while free > 0 and self.workload_pod_count[w.name] < desired:
-            self._new_workload_pod(m.pool, m)
-            free -= 1
-        self._update_workload_status(m.pool)
-
-    def _new_workload_pod(self, pool: PoolSpec, m: Machine | None) -> str:
-        w = pool.workload
-        assert w is not None
-        template = self._workload_template(pool)
-        rs_hash = objects.pod_template_hash(template)
-        name = f"{w.name}-{rs_hash}-{self._suffix()}"
-        obj = objects.build_pod(
-            name=name,
-            namespace=w.namespace,
-            uid=self._uid(),
-            created=self.t,
-            node_name=m.node if m else None,
-            labels={**template["metadata"]["labels"], "pod-template-hash": rs_hash},
-            owner={
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": f"{w.name}-{rs_hash}",
-                "uid": objects.stable_uuid("rs", w.namespace, w.name, rs_hash),
-                "controller": True,
-                "blockOwnerDeletion": True,
-            },
-            containers=template["spec"]["containers"],
-            tolerations=template["spec"]["tolerations"],
-            priority_class=None,
-            host_ip=m.ip if m else None,
-            pod_ip=self._pod_ip(m) if m else None,
-            running_since=self.t if m else None,
-        )
-        obj["spec"]["nodeSelector"] = template["spec"]["nodeSelector"]
-        self.tx.put("pods", obj)
-        self.workload_pod_count[w.name] += 1
-        if m is not None:
-            m.workload_pods.append(name)
-        else:
-            self.pending_pods[w.name].append(name)
-        return name
-
-    def _bind_pod(self, m: Machine, pod: JsonDict) -> None:
-        ip = self._pod_ip(m)
-        containers = pod["spec"]["containers"]
-        bound = objects.build_pod(
-            name=pod["metadata"]["name"],
-            namespace=pod["metadata"]["namespace"],
-            uid=pod["metadata"]["uid"],
-            created=_parse_ts(pod["metadata"]["creationTimestamp"]),
-            node_name=m.node,
-            labels=pod["metadata"]["labels"],
-            owner=pod["metadata"]["ownerReferences"][0],
-            containers=containers,
-            tolerations=pod["spec"].get("tolerations", []),
-            priority_class=None,
-            host_ip=m.ip,
-            pod_ip=ip,
-            running_since=self.t,
-        )
-        bound["spec"]["nodeSelector"] = pod["spec"].get("nodeSelector", {})
-        self.tx.put("pods", bound)
-        m.workload_pods.append(pod["metadata"]["name"])
-
-    def _delete_workload_pod(self, m: Machine | None, name: str) -> None:
-        pool = m.pool if m else None
-        if m is not None and name in m.workload_pods:
-            m.workload_pods.remove(name)
-        if pool is None or pool.workload is None:
-            return
-        w = pool.workload
-        self.tx.delete("pods", w.namespace, name)
-        self.workload_pod_count[w.name] -= 1
-        self._replace_workload_pod(pool, m)
-
-    def _replace_workload_pod(self, pool: PoolSpec, m: Machine | None) -> None:
-        w = pool.workload
-        assert w is not None
-        desired = self.pool_target[pool.name] * w.pods_per_node
-        if self.workload_pod_count[w.name] < desired:
-            # The ReplicaSet replaces the pod; the scheduler places it where a slot is free.
-            target = next(
-                (
-                    x
-                    for x in self.pool_machines[pool.name]
-                    if x.alive
-                    and x.ready
-                    and x is not m
-                    and len(x.workload_pods) < w.pods_per_node
-                    and not self._cordoned(x)
-                ),
-                None,
-            )
-            self._new_workload_pod(pool, target)
-        self._update_workload_status(pool)
-
-    def _cordoned(self, m: Machine) -> bool:
-        node = self._node(m)
-        return bool(node and node["spec"].get("unschedulable"))
-
-    def _update_workload_status(self, pool: PoolSpec) -> None:
-        w = pool.workload
-        if w is None:
-            return
-        deploy = self.tx.get("deployments", w.namespace, w.name)
-        if deploy is None:
-            return
-        running = sum(len(m.workload_pods) for m in self.pool_machines[pool.name] if not m.removed)
-        replicas = int(deploy["spec"].get("replicas", 0))
-        status = deploy.get("status") or {}
-        if (status.get("readyReplicas"), status.get("replicas")) == (running, replicas):
-            return
-        rs = f"{w.name}-{objects.pod_template_hash(deploy['spec']['template'])}"
-        deploy["status"] = objects.deployment_status(
-            generation=int(deploy["metadata"].get("generation", 1)),
-            replicas=replicas,
-            updated=replicas,
-            ready=running,
-            available=running,
-            rs_name=rs,
-            progressing_since=self.begin,
-            available_since=self.t,
-            now=self.t,
-        )
-        self.tx.put("deployments", deploy)
-        self._update_pdbs(w.namespace)
-
-    def _update_pdbs(self, namespace: str) -> None:
-        for pdb_key in [k for k in self.store.keys("poddisruptionbudgets") if k[0] == namespace]:
-            pdb = self.tx.get("poddisruptionbudgets", *pdb_key)
-            if pdb is None:
-                continue
-            selector = pdb["spec"]["selector"]["matchLabels"]
-            pods = [
-                p
-                for p in self._pods_in(namespace)
-                if all(p["metadata"]["labels"].get(k) == v for k, v in selector.items())
-            ]
-            expected = len(pods)
-            healthy = sum(1 for p in pods if p["status"].get("phase") == "Running")
-            spec = pdb["spec"]
-            if "minAvailable" in spec:
-                desired = _resolve_int_or_percent(spec["minAvailable"], expected, round_up=True)
-            else:
-                desired = expected - _resolve_int_or_percent(
-                    spec["maxUnavailable"], expected, round_up=True
-                )
-            allowed = max(0, healthy - desired)
-            pdb["status"] = {
-                "observedGeneration": 1,
-                "currentHealthy": healthy,
-                "desiredHealthy": desired,
-                "disruptionsAllowed": allowed,
-                "expectedPods": expected,
-                "conditions": [
-                    {
-                        "type": "DisruptionAllowed",
-                        "status": "True" if allowed else "False",
-                        "reason": "SufficientPods" if allowed else "InsufficientPods",
-                        "message": "",
-                        "observedGeneration": 1,
-                        "lastTransitionTime": ts(self.t),
-                    }
-                ],
-            }
-            self.tx.put("poddisruptionbudgets", pdb)
-
-    def _pods_in(self, namespace: str) -> list[JsonDict]:
-        names = {name for ns, name in self.store.keys("pods") if ns == namespace}
-        names |= {
-            name for plural, ns, name in self.tx.dirty if plural == "pods" and ns == namespace
-        }
-        pods = (self.tx.get("pods", namespace, name) for name in sorted(names))
-        return [p for p in pods if p is not None]
 
     # ------------------------------------------------------------------ Karpenter Deployment
 
@@ -2289,6 +2279,8 @@ class World:
         )
         ctr["env"] = env
         labels = {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+        # The chart's scheduling values (KA charts/karpenter/values.yaml at v1.4.0): never on
+        # a node Karpenter manages, one replica per host, spread over zones.
         return {
             "metadata": {"labels": labels, "annotations": {}},
             "spec": {
@@ -2296,6 +2288,7 @@ class World:
                 "serviceAccountName": "karpenter",
                 "priorityClassName": "system-cluster-critical",
                 "dnsPolicy": "ClusterFirst",
+                "nodeSelector": {"kubernetes.io/os": "linux"},
                 "affinity": {
                     "nodeAffinity": {
                         "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -2307,8 +2300,25 @@ class World:
                                 }
                             ]
                         }
-                    }
+                    },
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": dict(labels)},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    },
                 },
+                "topologySpreadConstraints": [
+                    {
+                        "labelSelector": {"matchLabels": dict(labels)},
+                        "maxSkew": 1,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                    }
+                ],
+                "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
             },
         }
 
@@ -2341,137 +2351,25 @@ class World:
             template=template,
             max_unavailable=1,
         )
-        self.karpenter_rs_hash = objects.pod_template_hash(template)
-        deploy["status"] = objects.deployment_status(
-            generation=1,
-            replicas=2,
-            updated=2,
-            ready=2,
-            available=2,
-            rs_name=f"karpenter-{self.karpenter_rs_hash}",
-            progressing_since=self.begin - 86400 * 30,
-            available_since=self.begin - 86400 * 30,
-            now=self.begin - 86400 * 30,
-        )
-        self.tx.put("deployments", deploy)
-        for _ in range(2):
-            self._karpenter_pod(template)
-
-    def _karpenter_host(self) -> Machine | None:
-        hosts = [
-            m
-            for m in self.machines.values()
-            if m.alive and m.registered and objects.instance_type(m.pool.instance_type).gpu is None
-        ]
-        return hosts[len(self.karpenter_pods) % len(hosts)] if hosts else None
-
-    def _karpenter_pod(self, template: JsonDict) -> None:
-        k = self.scenario.karpenter
-        assert k is not None
-        rs_hash = objects.pod_template_hash(template)
-        name = f"karpenter-{rs_hash}-{self._suffix()}"
-        host = self._karpenter_host()
-        obj = objects.build_pod(
-            name=name,
-            namespace=k.namespace,
-            uid=self._uid(),
-            created=self.t,
-            node_name=host.node if host else None,
-            labels={**template["metadata"]["labels"], "pod-template-hash": rs_hash},
-            owner={
-                "apiVersion": "apps/v1",
-                "kind": "ReplicaSet",
-                "name": f"karpenter-{rs_hash}",
-                "uid": objects.stable_uuid("rs", k.namespace, "karpenter", rs_hash),
-                "controller": True,
-                "blockOwnerDeletion": True,
-            },
-            containers=template["spec"]["containers"],
-            tolerations=[{"key": "CriticalAddonsOnly", "operator": "Exists"}],
-            priority_class="system-cluster-critical",
-            host_ip=host.ip if host else None,
-            pod_ip=self._pod_ip(host) if host else None,
-            running_since=self.t if host else None,
-        )
-        self.tx.put("pods", obj)
-        self.karpenter_pods.append(name)
+        self.karpenter_workload = self.workloads.create(deploy, None)
 
     def deployment_patched(
         self, namespace: str, name: str, before: JsonDict, after: JsonDict
     ) -> None:
         """Called by the API server after a Deployment patch was stored."""
-        if before["spec"].get("template") != after["spec"].get("template"):
-            generation = int(after["metadata"].get("generation", 1))
-            self._rollouts[(namespace, name)] = generation
-            replicas = int(after["spec"].get("replicas", 1))
-            self._rollout_step(namespace, name, generation, 0, replicas)
-        elif before["spec"].get("replicas") != after["spec"].get("replicas"):
-            deploy = self.tx.get("deployments", namespace, name)
-            if deploy is not None:
-                replicas = int(deploy["spec"].get("replicas", 0))
-                status = deploy.setdefault("status", {})
-                status.update(
-                    {
-                        "observedGeneration": deploy["metadata"].get("generation", 1),
-                        "replicas": replicas,
-                        "updatedReplicas": replicas,
-                        "readyReplicas": replicas,
-                        "availableReplicas": replicas,
-                    }
-                )
-                self.tx.put("deployments", deploy)
+        self.workloads.deployment_patched(namespace, name, before, after)
 
-    def _rollout_step(
-        self, namespace: str, name: str, generation: int, updated: int, replicas: int
-    ) -> None:
-        if self._rollouts.get((namespace, name)) != generation:
-            return  # superseded by a newer patch
-        deploy = self.tx.get("deployments", namespace, name)
-        if deploy is None:
+    def rollout_done(self, wl: Workload) -> None:
+        """A Deployment finished rolling out: Karpenter's new pods read their settings."""
+        if wl is not self.karpenter_workload:
             return
-        template = deploy["spec"]["template"]
-        rs = f"{name}-{objects.pod_template_hash(template)}"
-        status = deploy.get("status") or {}
-        progressing_since = (
-            _parse_ts(status["conditions"][1]["lastTransitionTime"])
-            if status.get("conditions")
-            else self.t
-        )
-        is_karpenter = self.scenario.karpenter is not None and (namespace, name) == (
-            self.scenario.karpenter.namespace,
-            "karpenter",
-        )
-        if updated > 0 and is_karpenter and self.karpenter_pods:
-            old = self.karpenter_pods.pop(0)
-            self.tx.delete("pods", namespace, old)
-            self._karpenter_pod(template)
-        deploy["status"] = objects.deployment_status(
-            generation=generation,
-            replicas=replicas,
-            updated=updated,
-            ready=replicas,
-            available=replicas,
-            rs_name=rs,
-            progressing_since=self.t if updated == 0 else progressing_since,
-            available_since=self.begin,
-            now=self.t,
-        )
-        self.tx.put("deployments", deploy)
-        if updated < replicas:
-            self.schedule(
-                self.t + ROLLOUT_STEP,
-                self._rollout_step,
-                namespace,
-                name,
-                generation,
-                updated + 1,
-                replicas,
-            )
-            return
-        self._rollouts.pop((namespace, name), None)
-        if is_karpenter:
-            self._karpenter_seen.clear()  # new pods: an empty recorder dedupe cache
-            self.set_repair_enabled(gate_value(_feature_gates(template), "NodeRepair"))
+        self._karpenter_seen.clear()  # new pods: an empty recorder dedupe cache
+        self.set_repair_enabled(gate_value(_feature_gates(wl.current.template), "NodeRepair"))
+
+    def pods_unschedulable(self, pods: list[PodRecord]) -> None:
+        """The kube-scheduler gave up on these pods for now: Karpenter's batcher hears it."""
+        if self.scenario.karpenter is not None:
+            self.provisioner.trigger()
 
     def nodegroup_documents(self) -> list[JsonDict]:
         """`aws eks describe-nodegroup` output for each managed node group, to seed an EKS
@@ -2495,7 +2393,7 @@ class World:
                 if bool(before["spec"].get("unschedulable")) != bool(
                     node["spec"].get("unschedulable")
                 ):
-                    self.schedule(self.t + KUBELET_STATUS_SYNC, self._kubelet_sees_cordon, m)
+                    self._unschedulable_changed(m)
 
     # ------------------------------------------------------------------ GPU operator
 
@@ -2582,9 +2480,7 @@ class World:
             self.terminate(m, cause="manual")
             return True
         m.deleting = True
-        self._remove_node(m)
-        for pod_name in list(m.workload_pods):
-            self._delete_workload_pod(m, pod_name)
+        self._remove_node(m)  # its pods stay bound to the gone Node until pod GC
         self._queue_reconcile(m.pool.name, self.t + m.pool.replacement_delay)
         return False
 
@@ -2593,31 +2489,14 @@ class World:
         if m is not None:
             self.terminate(m, cause="manual")
 
-    def pod_deleted(self, namespace: str, name: str) -> None:
-        """The API removed a pod: owners recreate it the way their controllers would."""
-        for m in self.machines.values():
-            if name in m.workload_pods:
-                self._delete_workload_pod(m, name)
-                return
-            for entry in m.daemon_pods:
-                if entry == (namespace, name):
-                    m.daemon_pods.remove(entry)
-                    ds = name.rsplit("-", 1)[0]
-                    self.schedule(self.t + 2, self._recreate_daemon_pod, m, ds)
-                    return
-        for pool in self.scenario.pools:
-            w = pool.workload
-            if w and name in self.pending_pods.get(w.name, []):
-                self.pending_pods[w.name].remove(name)
-                self.workload_pod_count[w.name] -= 1
-                self._new_workload_pod(pool, None)
-                return
-        if name in self.karpenter_pods:
-            self.karpenter_pods.remove(name)
-            k = self.scenario.karpenter
-            deploy = self.tx.get("deployments", k.namespace, "karpenter") if k else None
-            if deploy is not None:
-                self._karpenter_pod(deploy["spec"]["template"])
+    def delete_pod(self, namespace: str, name: str, grace: int | None) -> JsonDict | None:
+        """DELETE of a pod: the pod as the API returns it (deletionTimestamp set), or None
+        when there is no such pod."""
+        return self.workloads.delete(namespace, name, grace)
+
+    def evict_pod(self, namespace: str, name: str, grace: int | None) -> JsonDict | None:
+        """POST pods/eviction: the PodDisruptionBudget that refuses it, or None."""
+        return self.workloads.evict(namespace, name, grace)
 
     def _recreate_daemon_pod(self, m: Machine, ds: str) -> None:
         if m.removed:
@@ -2628,25 +2507,6 @@ class World:
         self._create_daemon_pods(m, only=ds)
         if ds == "eks-node-monitoring-agent" and m.nma_running:
             self._nma_start(m)
-
-    def pdb_blocking(self, pod: JsonDict) -> JsonDict | None:
-        """The PDB an eviction of this pod would violate, if any."""
-        ns = pod["metadata"]["namespace"]
-        labels = pod["metadata"].get("labels", {})
-        for key in self.store.keys("poddisruptionbudgets"):
-            if key[0] != ns:
-                continue
-            pdb = self.tx.get("poddisruptionbudgets", *key)
-            if pdb is None:
-                continue
-            selector = pdb["spec"]["selector"].get("matchLabels", {})
-            if (
-                all(labels.get(k) == v for k, v in selector.items())
-                and int(pdb.get("status", {}).get("disruptionsAllowed", 0)) <= 0
-                and pod["status"].get("phase") == "Running"
-            ):
-                return pdb
-        return None
 
 
 def _feature_gates(template: JsonDict) -> str:
@@ -2683,11 +2543,13 @@ def _conditions_moved(before: JsonDict | None, after: JsonDict) -> bool:
     return old != new
 
 
-def _resolve_int_or_percent(value: Any, total: int, round_up: bool) -> int:
-    if isinstance(value, str) and value.endswith("%"):
-        pct = float(value[:-1]) / 100.0
-        return math.ceil(pct * total) if round_up else math.floor(pct * total)
-    return int(value)
+def _minor(version: str) -> int:
+    """`1.32` → 32 (the minor of the scenario's Kubernetes version; 0 when unreadable)."""
+    parts = version.lstrip("v").split(".")
+    try:
+        return int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return 0
 
 
 def _parse_ts(value: str) -> float:

@@ -22,6 +22,7 @@ from mignurse.sim.scenario import (
     ScenarioError,
     Step,
     TaintSpec,
+    WorkloadSpec,
 )
 
 GPU_TYPES = (
@@ -67,9 +68,10 @@ def _pool(
     nodes: int,
     existing: tuple[ExistingNodes, ...],
     gpu: bool,
+    kind: str = "nodepool",
 ) -> PoolSpec:
     return PoolSpec(
-        kind="nodepool",
+        kind=kind,
         name=name,
         instance_type=itype,
         capacity_type="on-demand" if gpu else "spot",
@@ -88,13 +90,31 @@ def _pool(
         termination_grace_period=None,
         expire_after="720h",
         consolidation_policy="WhenEmptyOrUnderutilized",
-        consolidate_after="1m",
+        # A fleet this size is kept still: consolidation off, as many GPU fleets run.
+        consolidate_after="Never",
         budgets=((("nodes", "10%"),),),
         nodeclass="gpu" if gpu else "default",
         daemonsets=False,
         existing=existing,
         lifecycles=(Lifecycle(None, (READY,)),),
-        workload=None,
+        workload=_workload(name, itype, mig, nodes) if gpu else None,
+    )
+
+
+def _workload(pool: str, itype: str, mig: str | None, nodes: int) -> WorkloadSpec:
+    """One pod per node taking all of its GPUs (or MIG slices of one profile): Karpenter
+    replaces what repair or a dead kubelet takes away, as it would for a real job."""
+    it = objects.instance_type(itype)
+    resources = objects.mig_resources(it, mig, "mixed")
+    resource = sorted(resources)[0]
+    return WorkloadSpec(
+        name=pool.removeprefix("gpu-"),
+        namespace=f"team-{pool.split('-')[1]}",
+        pods_per_node=1,
+        image="nvcr.io/nvidia/tritonserver:25.01-py3",
+        resource=resource,
+        per_pod=resources[resource],
+        replicas=nodes,
     )
 
 
@@ -149,7 +169,10 @@ def expand(scenario: Scenario) -> Scenario:
             itype = "m7i.2xlarge" if i == 0 else "c7i.4xlarge"
             cpu_nodes = (ExistingNodes(count, rng.uniform(2, 20) * 86400, None, None),)
             name = f"cpu-{'general' if i == 0 else 'batch'}"
-            pools.append(_pool(name, itype, None, count, cpu_nodes, gpu=False))
+            # Karpenter's own pods need nodes it does not manage: the general pool is a
+            # managed node group, as the Karpenter getting-started guide sets it up.
+            kind = "nodegroup" if i == 0 else "nodepool"
+            pools.append(_pool(name, itype, None, count, cpu_nodes, gpu=False, kind=kind))
     return dataclasses.replace(
         scenario, pools=tuple(pools), warmup=0.0, extras={"events": params["events"]}
     )
@@ -227,6 +250,8 @@ def build(world: World) -> None:
     ttl = world.scenario.event_ttl
     with world.txn():
         for team in sorted({m.pool.name.split("-")[1] for m in machines}):
+            if store.exists("namespaces", "", f"team-{team}"):
+                continue  # made with the pool's workload
             namespace = objects.build_namespace(
                 f"team-{team}", world._uid(), world.start - 86400 * 120
             )

@@ -918,6 +918,47 @@ def build_event(
     }
 
 
+# The built-in PriorityClasses (k8s pkg/apis/scheduling SystemPriorityClasses).
+PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+# DefaultTolerationSeconds admission: what every pod without its own gets (300 s each).
+DEFAULT_TOLERATIONS = (
+    {
+        "key": "node.kubernetes.io/not-ready",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+    {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    },
+)
+
+
+def pod_unschedulable(pod: JsonDict, message: str, at: float) -> bool:
+    """The scheduler's PodScheduled=False Unschedulable condition; False when unchanged."""
+    conds = [c for c in pod["status"].get("conditions", []) if c.get("type") != "PodScheduled"]
+    current = next(
+        (c for c in pod["status"].get("conditions", []) if c.get("type") == "PodScheduled"), None
+    )
+    if current is not None and current.get("message") == message:
+        return False
+    conds.append(
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": current["lastTransitionTime"] if current else ts(at),
+            "reason": "Unschedulable",
+            "message": message,
+        }
+    )
+    pod["status"]["conditions"] = conds
+    return True
+
+
 def build_pod(
     *,
     name: str,
@@ -934,13 +975,15 @@ def build_pod(
     pod_ip: str | None,
     running_since: float | None,
     host_network: bool = False,
+    node_selector: dict[str, str] | None = None,
+    affinity: JsonDict | None = None,
 ) -> JsonDict:
     spec: JsonDict = {
         "containers": containers,
         "dnsPolicy": "ClusterFirst",
         "enableServiceLinks": True,
         "preemptionPolicy": "PreemptLowerPriority",
-        "priority": 2000001000 if priority_class == "system-node-critical" else 0,
+        "priority": PRIORITY_CLASSES.get(priority_class or "", 0),
         "restartPolicy": "Always",
         "schedulerName": "default-scheduler",
         "securityContext": {},
@@ -952,6 +995,10 @@ def build_pod(
         spec["hostNetwork"] = True
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = affinity
     if node_name:
         spec["nodeName"] = node_name
     status: JsonDict
@@ -1012,20 +1059,8 @@ def build_pod(
             "qosClass": "Burstable",
         }
     else:
-        status = {
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": ts(created),
-                    "reason": "Unschedulable",
-                    "message": "0/0 nodes are available: no nodes available to schedule pods.",
-                }
-            ],
-            "qosClass": "Burstable",
-        }
+        # Not looked at by the scheduler yet: no conditions (see pod_unschedulable).
+        status = {"phase": "Pending", "qosClass": "Burstable"}
     return {
         "metadata": {
             "name": name,
@@ -1146,6 +1181,108 @@ def deployment_status(
     if replicas - available > 0:
         status["unavailableReplicas"] = replicas - available
     return status
+
+
+def build_replicaset(
+    *,
+    deployment: JsonDict,
+    name: str,
+    uid: str,
+    created: float,
+    pod_hash: str,
+    template: JsonDict,
+    revision: int,
+    spec_replicas: int,
+    replicas: int,
+    ready: int,
+    desired: int,
+    max_surge: int,
+) -> JsonDict:
+    """A Deployment's ReplicaSet as the deployment controller writes it: the Deployment's
+    annotations copied (bar its own revision bookkeeping), the revision, desired and max
+    replicas (k8s pkg/controller/deployment/util deployment_util.go SetNewReplicaSetAnnotations)."""
+    meta = deployment["metadata"]
+    labels = {**(template.get("metadata") or {}).get("labels", {}), "pod-template-hash": pod_hash}
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k
+        not in (
+            "deployment.kubernetes.io/revision",
+            "deployment.kubernetes.io/revision-history",
+            "kubectl.kubernetes.io/last-applied-configuration",
+        )
+    }
+    annotations.update(
+        {
+            "deployment.kubernetes.io/desired-replicas": str(desired),
+            "deployment.kubernetes.io/max-replicas": str(desired + max_surge),
+            "deployment.kubernetes.io/revision": str(revision),
+        }
+    )
+    pod_template = {
+        "metadata": {**(template.get("metadata") or {}), "labels": labels},
+        "spec": template.get("spec", {}),
+    }
+    selector = {**deployment["spec"]["selector"]["matchLabels"], "pod-template-hash": pod_hash}
+    status: JsonDict = {"replicas": replicas, "observedGeneration": 1}
+    if replicas:
+        status.update(
+            {"fullyLabeledReplicas": replicas, "readyReplicas": ready, "availableReplicas": ready}
+        )
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "uid": uid,
+            "resourceVersion": "0",
+            "generation": 1,
+            "creationTimestamp": ts(created),
+            "labels": labels,
+            "annotations": dict(sorted(annotations.items())),
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": spec_replicas,
+            "selector": {"matchLabels": selector},
+            "template": pod_template,
+        },
+        "status": status,
+    }
+
+
+def build_lease(*, node: str, node_uid: str, uid: str, created: float, renewed: float) -> JsonDict:
+    """A kubelet's node Lease in kube-node-lease (k8s.io/component-helpers apimachinery/lease
+    controller.go newLease; the kubelet sets the Node as owner)."""
+    return {
+        "metadata": {
+            "name": node,
+            "namespace": "kube-node-lease",
+            "uid": uid,
+            "resourceVersion": "0",
+            "creationTimestamp": ts(created),
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid}
+            ],
+        },
+        "spec": {
+            "holderIdentity": node,
+            "leaseDurationSeconds": NODE_LEASE_DURATION,
+            "renewTime": micro_ts(renewed),
+        },
+    }
+
+
+NODE_LEASE_DURATION = 40  # kubelet nodeLeaseDurationSeconds default
 
 
 def build_pdb(

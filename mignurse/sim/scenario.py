@@ -305,6 +305,7 @@ class WorkloadSpec:
     per_pod: int
     pdb_min_available: int | str | None = None
     pdb_max_unavailable: int | str | None = None
+    replicas: int | None = None  # the Deployment's replicas (default: nodes × podsPerNode)
 
 
 @dataclass(frozen=True)
@@ -384,6 +385,7 @@ class PoolSpec:
     node_repair: NodeRepairSpec | None = None  # managed node groups only
     release_version: str | None = None  # managed node groups: the AMI release
     ami_type: str | None = None  # managed node groups: EKS amiType
+    limits: tuple[tuple[str, str], ...] | None = None  # NodePool spec.limits (None: default)
 
     @property
     def is_gpu(self) -> bool:
@@ -516,6 +518,7 @@ _POOL = {
     "expireAfter",
     "consolidation",
     "budgets",
+    "limits",
     "nodeClass",
     "daemonSets",
     "existing",
@@ -992,7 +995,21 @@ def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: f
         if d.get("releaseVersion") is None
         else ctx.string(d, "releaseVersion", where),
         ami_type=_parse_ami_type(ctx, d, where),
+        limits=None if d.get("limits") is None else _parse_limits(ctx, d, where, kind),
     )
+
+
+def _parse_limits(ctx: _Ctx, d: _LDict, where: str, kind: str) -> tuple[tuple[str, str], ...]:
+    """NodePool `spec.limits`: resource name → quantity (`nvidia.com/gpu: 16`, `cpu: 1000`)."""
+    if kind != "nodepool":
+        raise ctx.fail(ctx.line_of(d, "limits"), f"{where}: limits is for nodePools only")
+    limits = ctx.str_map(d, "limits", where)
+    for name, value in limits.items():
+        if not re.match(r"^[0-9.]+(m|k|Ki|Mi|Gi|Ti|M|G|T)?$", value):
+            raise ctx.fail(
+                ctx.line_of(d, "limits"), f"{where}.limits.{name} {value!r} is not a quantity"
+            )
+    return tuple(sorted(limits.items()))
 
 
 def _parse_ami_type(ctx: _Ctx, d: _LDict, where: str) -> str | None:
@@ -1018,7 +1035,7 @@ def _parse_workload(
 ) -> WorkloadSpec | None:
     if raw is None:
         return None
-    allowed = {"name", "namespace", "podsPerNode", "image", "resource", "perPod", "pdb"}
+    allowed = {"name", "namespace", "podsPerNode", "image", "resource", "perPod", "pdb", "replicas"}
     d = ctx.mapping(raw, where, line, allowed)
     if it.gpu is None:
         default_resource = None
@@ -1052,6 +1069,7 @@ def _parse_workload(
         per_pod=ctx.integer(d, "perPod", where, 1, minimum=1),
         pdb_min_available=min_av,
         pdb_max_unavailable=max_un,
+        replicas=None if d.get("replicas") is None else ctx.integer(d, "replicas", where, 0),
     )
 
 

@@ -2,31 +2,38 @@
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import copy
 import json
 import re
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import yaml
 
+from mignurse.sim import crds
 from mignurse.sim.apiserver import SimServer
 from mignurse.sim.controllers import World
+from mignurse.sim.crds import CrdSet
+from mignurse.sim.objects import ts
 from mignurse.sim.scenario import Scenario
 from mignurse.sim.store import RESOURCES, Store
+from mignurse.sim.tls import ServingCert, make_serving_cert
 
 TICK_SECONDS = 0.05
 SIM_EXTENSION = "mignurse.sim"
 REQUEST_LOG_SIZE = 10000
+KUBECTL_AGE_HOURS = 24.0
 
 
 @dataclass
@@ -62,7 +69,9 @@ class SimCluster:
         self.speed = speed
         self.port = port
         self.token = token or secrets.token_urlsafe(24)
-        self.bookmark_interval = 1.0  # wall seconds between BOOKMARKs on an idle watch
+        # Wall seconds between BOOKMARKs on an idle watch: the watch cache sends one a minute
+        # (k8s.io/apiserver v0.32 pkg/storage/cacher/cacher.go defaultBookmarkFrequency).
+        self.bookmark_interval = 60.0
         self.unavailable = False  # see outage()
         self._faults: list[Fault] = []  # see fail()
         start = start or datetime.now(UTC)
@@ -70,10 +79,15 @@ class SimCluster:
             raise ValueError("start must be timezone-aware")
         self.store = Store()
         self.world = World(scenario, self.store, start.timestamp())
+        self.store.clock = lambda: self.world.now
+        self.crds: CrdSet | None = (
+            crds.for_version(scenario.karpenter.version) if scenario.karpenter else None
+        )
         self._requests: collections.deque[dict[str, Any]] = collections.deque(
             maxlen=REQUEST_LOG_SIZE
         )
         self._audit = 0
+        self.tls: ServingCert = make_serving_cert(scenario.cluster_name)
         self._server: SimServer | None = None
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -84,6 +98,35 @@ class SimCluster:
         else:
             self.world.bootstrap()
             self.world.run_until(self.world.start)
+        if self.crds is not None:
+            self._install_karpenter_crds(self.crds)
+
+    def _install_karpenter_crds(self, crd_set: CrdSet) -> None:
+        """The CRDs the chart installed and the EC2NodeClasses the NodePools name."""
+        with self.store.lock:
+            nodepools = self.store.all("nodepools")
+            first = min(
+                (np["metadata"]["creationTimestamp"] for np in nodepools),
+                default=ts(self.world.now),
+            )
+            for plural in crds.PLURALS:
+                crd = crd_set.served_object(plural, first, "0")
+                if not self.store.exists("customresourcedefinitions", "", crd["metadata"]["name"]):
+                    self.store.put("customresourcedefinitions", crd)
+            classes = sorted(
+                {np["spec"]["template"]["spec"]["nodeClassRef"]["name"] for np in nodepools}
+            )
+            for name in classes:
+                if not self.store.exists("ec2nodeclasses", "", name):
+                    self.store.put("ec2nodeclasses", crds.ec2nodeclass(self.scenario, name, first))
+
+    @staticmethod
+    def wall_anchored_start(speed: float, hours: float = KUBECTL_AGE_HOURS) -> datetime:
+        """A start that keeps a clock running `speed` times faster than the wall clock behind
+        it for `hours` of serving: kubectl computes `describe` and `events` ages from the wall
+        clock and prints `<invalid>` for a time in its future."""
+        lead = max(0.0, speed - 1.0) * hours * 3600.0
+        return datetime.now(UTC) - timedelta(seconds=lead)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -91,7 +134,7 @@ class SimCluster:
         if self._server is not None:
             return self
         self._stop.clear()
-        self._server = SimServer(self, self.port)
+        self._server = SimServer(self, self.port, self.tls.server_context())
         server_thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.1},
@@ -194,7 +237,11 @@ class SimCluster:
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("the simulator is not started; call start()")
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"https://127.0.0.1:{self._server.server_address[1]}"
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """An SSL context that trusts this simulator's CA, for Python clients."""
+        return self.tls.client_context()
 
     def kubeconfig(self, context: str | None = None) -> dict[str, Any]:
         context = context or self.scenario.context_name
@@ -209,6 +256,7 @@ class SimCluster:
                     "name": cluster,
                     "cluster": {
                         "server": self.url,
+                        "certificate-authority-data": base64.b64encode(self.tls.ca_pem).decode(),
                         # Tells `mignurse collect` the nodes are simulated: it reaches them
                         # through local sandboxes instead of SSM or SSH.
                         "extensions": [

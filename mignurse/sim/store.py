@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import collections
 import copy
 import json
 import re
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +153,30 @@ RESOURCES: dict[str, ResourceType] = {
             "poddisruptionbudget",
         ),
         ResourceType(
+            "replicasets",
+            "ReplicaSet",
+            "apps",
+            "v1",
+            True,
+            _READ,
+            ("rs",),
+            (),
+            ("status", "scale"),
+            "replicaset",
+        ),
+        ResourceType(
+            "leases",
+            "Lease",
+            "coordination.k8s.io",
+            "v1",
+            True,
+            _READ,
+            (),
+            (),
+            (),
+            "lease",
+        ),
+        ResourceType(
             "nodeclaims",
             "NodeClaim",
             "karpenter.sh",
@@ -174,6 +199,30 @@ RESOURCES: dict[str, ResourceType] = {
             (),
             ("status",),
             "nodepool",
+        ),
+        ResourceType(
+            "ec2nodeclasses",
+            "EC2NodeClass",
+            "karpenter.k8s.aws",
+            "v1",
+            False,
+            ("get", "list", "patch", "update", "watch"),
+            ("ec2nc", "ec2ncs"),
+            (),
+            ("status",),
+            "ec2nodeclass",
+        ),
+        ResourceType(
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            "apiextensions.k8s.io",
+            "v1",
+            False,
+            _READ,
+            ("crd", "crds"),
+            (),
+            ("status",),
+            "customresourcedefinition",
         ),
     )
 }
@@ -400,6 +449,50 @@ class Change:
     fields: Fields
     prev_labels: dict[str, str] | None
     prev_fields: Fields | None
+    prev_raw: bytes | None = None  # the object before the change: lists at an exact old version
+
+
+# k8s.io/apiserver v0.32 pkg/storage/cacher/watch_cache.go: each resource's watch cache holds
+# 100 to 100*1024 events, doubling while all of them are younger than 75 s and halving when
+# its newest quarter is older; a watch from before its oldest event is 410 Gone.
+EVENT_FRESH_SECONDS = 75.0
+CACHE_LOWER_BOUND = 100
+CACHE_UPPER_BOUND = 100 * 1024
+
+
+class WatchWindow:
+    """The event window of one resource's watch cache: (resourceVersion, time) pairs."""
+
+    __slots__ = ("capacity", "events", "list_rv", "removed")
+
+    def __init__(self, list_rv: int) -> None:
+        self.capacity = CACHE_LOWER_BOUND
+        self.events: collections.deque[tuple[int, float]] = collections.deque()
+        self.list_rv = list_rv
+        self.removed = False
+
+    def add(self, rv: int, at: float) -> None:
+        full = len(self.events) >= self.capacity
+        if full and at - self.events[0][1] < EVENT_FRESH_SECONDS:
+            self.capacity = min(self.capacity * 2, CACHE_UPPER_BOUND)
+        elif (
+            full
+            and at - self.events[len(self.events) - self.capacity // 4][1] > EVENT_FRESH_SECONDS
+        ):
+            self.capacity = max(self.capacity // 2, CACHE_LOWER_BOUND)
+            while len(self.events) > self.capacity:
+                self.events.popleft()
+                self.removed = True
+        if len(self.events) >= self.capacity:
+            self.events.popleft()
+            self.removed = True
+        self.events.append((rv, at))
+
+    def oldest(self) -> int:
+        """The oldest resourceVersion a watch can start after, plus one (watch_cache.go)."""
+        if not self.removed or not self.events:
+            return self.list_rv + 1
+        return self.events[0][0]
 
 
 def _dumps(obj: JsonDict) -> bytes:
@@ -424,10 +517,15 @@ class Store:
         self._data: dict[str, dict[Key, Entry]] = {p: {} for p in RESOURCES}
         self._sorted: dict[str, list[Key] | None] = {p: None for p in RESOURCES}
         self.rv = 1
-        self._history: list[Change] = []
-        self._floor = 1  # every change with rv > floor is in _history
+        # One watch history per resource, as kube-apiserver keeps a watch cache per resource:
+        # a flood of Lease renewals never pushes a Node watcher out of its window.
+        self._history: dict[str, list[Change]] = {p: [] for p in RESOURCES}
+        self._history_rvs: dict[str, list[int]] = {p: [] for p in RESOURCES}
+        self._floors: dict[str, int] = dict.fromkeys(RESOURCES, 1)  # changes after it are kept
         self.max_history = max_history
         self.recording = True
+        self.clock: Callable[[], float] = lambda: 0.0  # the sim clock, set by SimCluster
+        self._windows: dict[str, WatchWindow] = {p: WatchWindow(self.rv) for p in RESOURCES}
 
     # ------------------------------------------------------------------ reads
 
@@ -511,14 +609,21 @@ class Store:
     def _record(self, change: Change) -> None:
         if not self.recording:
             # Bulk builds keep no history: watches start from the state after the build.
-            self._history.clear()
-            self._floor = change.rv
+            for plural in self._history:
+                self._history[plural].clear()
+                self._history_rvs[plural].clear()
+                self._floors[plural] = change.rv
+            self._windows[change.plural] = WatchWindow(change.rv)
             return
-        self._history.append(change)
-        overflow = len(self._history) - self.max_history
+        self._windows[change.plural].add(change.rv, self.clock())
+        history, rvs = self._history[change.plural], self._history_rvs[change.plural]
+        history.append(change)
+        rvs.append(change.rv)
+        overflow = len(history) - self.max_history
         if overflow > self.max_history // 10:
-            self._floor = self._history[overflow - 1].rv
-            del self._history[:overflow]
+            self._floors[change.plural] = rvs[overflow - 1]
+            del history[:overflow]
+            del rvs[:overflow]
         self.changed.notify_all()
 
     def _write(self, plural: str, obj: JsonDict, event_type: str) -> JsonDict:
@@ -546,6 +651,7 @@ class Store:
                 fields,
                 prev.labels if prev else None,
                 prev.fields if prev else None,
+                prev.raw if prev else None,
             )
         )
         return obj
@@ -591,7 +697,17 @@ class Store:
             obj["metadata"]["resourceVersion"] = str(self.rv)
             raw = _dumps(obj)
             self._record(
-                Change(self.rv, plural, "DELETED", raw, entry.labels, entry.fields, None, None)
+                Change(
+                    self.rv,
+                    plural,
+                    "DELETED",
+                    raw,
+                    entry.labels,
+                    entry.fields,
+                    None,
+                    None,
+                    entry.raw,
+                )
             )
             return obj
 
@@ -599,21 +715,58 @@ class Store:
 
     @property
     def oldest_rv(self) -> int:
-        return self._floor
+        return max(self._floors.values())
+
+    def oldest_rv_of(self, plural: str) -> int:
+        return self._floors[plural]
 
     def compact(self) -> None:
         with self.lock:
-            self._history.clear()
-            self._floor = self.rv
+            for plural in self._history:
+                self._history[plural].clear()
+                self._history_rvs[plural].clear()
+                self._floors[plural] = self.rv
+            self._windows = {p: WatchWindow(self.rv) for p in RESOURCES}
             self.changed.notify_all()
 
-    def changes_after(self, rv: int) -> builtins.list[Change]:
-        """Changes with resourceVersion > rv; raises Expired when they were compacted."""
+    def watch_oldest(self, plural: str) -> int:
+        """watch_cache.go's `oldest` for one resource: a watch from rv < oldest - 1 is 410."""
         with self.lock:
-            if rv < self._floor:
-                raise Expired(rv, self._floor + 1)
-            start = rv - self._floor
-            return self._history[start:]
+            return max(self._windows[plural].oldest(), self._floors[plural] + 1)
+
+    def list_at(self, plural: str, rv: int) -> builtins.list[tuple[Key, bytes]]:
+        """The objects of one resource as they were at resourceVersion `rv` (an exact list);
+        Expired when that version was compacted."""
+        with self.lock:
+            floor = self._floors[plural]
+            if rv < floor:
+                raise Expired(rv, floor + 1)
+            state = {key: entry.raw for key, entry in self._data[plural].items()}
+            namespaced = RESOURCES[plural].namespaced
+            history = self._history[plural]
+            start = bisect.bisect_right(self._history_rvs[plural], rv)
+            for change in reversed(history[start:]):
+                key = (change.fields[1] if namespaced else "", change.fields[0])
+                if change.type == "ADDED":
+                    state.pop(key, None)
+                elif change.prev_raw is not None:
+                    state[key] = change.prev_raw
+            return sorted(state.items())
+
+    def changes_after(self, rv: int, plural: str | None = None) -> builtins.list[Change]:
+        """Changes (of one resource, or of all) with resourceVersion > rv; raises Expired
+        when they were compacted."""
+        with self.lock:
+            plurals = [plural] if plural is not None else list(self._history)
+            floor = max(self._floors[p] for p in plurals)
+            if rv < floor:
+                raise Expired(rv, floor + 1)
+            found: builtins.list[Change] = []
+            for p in plurals:
+                found.extend(self._history[p][bisect.bisect_right(self._history_rvs[p], rv) :])
+            if plural is None:
+                found.sort(key=lambda c: c.rv)
+            return found
 
     def wait_for_change(self, rv: int, timeout: float) -> None:
         with self.changed:

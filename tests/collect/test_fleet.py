@@ -40,6 +40,7 @@ nodePools:
     instanceType: g6e.12xlarge
     zones: [us-west-2a, us-west-2b]
     nodes: 50
+    consolidation: {after: Never}   # no pods: Karpenter would consolidate them
     existing:
       - {count: 50, age: 3d}
 """

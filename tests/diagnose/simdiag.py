@@ -74,7 +74,8 @@ def input_of(
     if history_dir is not None:
         store = HistoryStore(history_dir / "history.sqlite3")
         try:
-            record_history(sim, store, minutes=record_minutes)
+            # Every 15 s: a watcher sees a repaired NodeClaim's half-minute of deletion.
+            record_history(sim, store, minutes=record_minutes, step=0.25)
             history = history_of(sim, store)
         finally:
             store.close()

@@ -190,6 +190,7 @@ def test_consolidation_churn_is_benign_and_not_a_repair_loop(tmp_path: Path) -> 
         "zones": ["us-west-2b"],
         "nodes": 6,
         "existing": [{"count": 6, "age": "3d"}],
+        "consolidation": {"after": "Never"},  # only the timeline's three consolidations
     }
     timeline = [
         {"at": f"-{m}m", "node": {"newest": "gpu-elastic"}, "consolidate": "Underutilized"}
@@ -215,6 +216,8 @@ def test_spot_interruptions_are_churn_by_interruption(tmp_path: Path) -> None:
         "zones": ["us-west-2b"],
         "nodes": 3,
         "existing": [{"count": 3, "age": "3d"}],
+        # Pods to move: Karpenter launches a node for them after each interruption.
+        "workload": {"name": "batch", "namespace": "batch", "podsPerNode": 1, "perPod": 4},
     }
     timeline = [
         {"at": f"-{m}m", "node": {"oldest": "gpu-spot"}, "spotInterrupt": True}
@@ -242,6 +245,7 @@ def _small_pool(timeline: list[dict[str, Any]]) -> Callable[[dict], None]:
         "zones": ["us-west-2b"],
         "nodes": 5,
         "existing": [{"count": 5, "age": "3d", "names": [f"gpu-small-{i}" for i in range(5)]}],
+        "consolidation": {"after": "Never"},  # no pods: Karpenter would empty the pool
     }
     return _with_pool(pool, timeline)
 

@@ -31,7 +31,12 @@ class Cluster:
         return sorted(
             n["metadata"]["name"]
             for n in self.sim.objects("nodes")
-            if pool is None or n["metadata"].get("labels", {}).get("karpenter.sh/nodepool") == pool
+            if pool is None
+            or pool
+            in (
+                n["metadata"].get("labels", {}).get("karpenter.sh/nodepool"),
+                n["metadata"].get("labels", {}).get("eks.amazonaws.com/nodegroup"),
+            )
         )
 
     def node(self, name: str) -> dict[str, Any]:

@@ -102,7 +102,7 @@ def test_low_harm_asks_y_n_and_a_no_changes_nothing(cluster_for: Make, state_hom
 def test_high_harm_needs_the_node_name_typed(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
-    c = cluster_for()
+    c = cluster_for(speed=30)  # the drain waits for the kubelet to confirm the pod is gone
     node = c.nodes("gpu-train")[0]
     book = drain_book(tmp_path)
     wrong = Answer("y")

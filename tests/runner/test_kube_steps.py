@@ -83,7 +83,7 @@ def test_uncordon_and_its_undo(cluster_for: Make) -> None:
 def test_drain_evicts_through_the_eviction_api_and_leaves_daemonset_pods(
     cluster_for: Make,
 ) -> None:
-    c = cluster_for()
+    c = cluster_for(speed=30)  # the drain waits for the kubelet to confirm the pod is gone
     node = c.nodes("gpu-train")[0]
     before = c.pods_on(node)
     workload = [p["metadata"]["name"] for p in before if p["metadata"]["namespace"] == "training"]
@@ -133,7 +133,7 @@ def test_drain_refuses_a_schedulable_node(cluster_for: Make) -> None:
 
 
 def test_drain_blocked_by_a_pdb_names_the_pod_and_its_budget(cluster_for: Make) -> None:
-    c = cluster_for()
+    c = cluster_for(speed=60)  # the evicted pod terminates; its replacement's node is minutes off
     node = c.nodes("gpu-infer")[0]
     run_step("cordon", c.ctx(node))
     ctx = c.ctx(node, timeout=0.5)

@@ -175,7 +175,7 @@ def _log(root: Path) -> Any:
 def test_resume_after_sigkill_continues_from_the_unfinished_step(
     cluster_for: Make, tmp_path: Path
 ) -> None:
-    c = cluster_for()
+    c = cluster_for(speed=5)  # deleted pods terminate; the emptied node outlives the test
     node = c.nodes("gpu-infer")[0]
     state = tmp_path / "state"
     env = env_for(state, drain_runbooks(tmp_path))

@@ -37,7 +37,7 @@ class Http:
             headers["Authorization"] = f"Bearer {self.sim.token if token == 'default' else token}"
         req = urllib.request.Request(self.sim.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=10, context=self.sim.ssl_context()) as resp:
                 return resp.status, _decode(resp.read())
         except urllib.error.HTTPError as err:
             return err.code, _decode(err.read())
@@ -50,7 +50,7 @@ class Http:
         req = urllib.request.Request(
             self.sim.url + path, headers={"Authorization": f"Bearer {self.sim.token}"}
         )
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=30, context=self.sim.ssl_context()) as resp:
             return [json.loads(line) for line in resp.read().splitlines() if line.strip()]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, watch
@@ -160,7 +161,7 @@ def test_bookmarks_carry_only_the_resource_version(
     _, nodes = http.get("/api/v1/nodes")
     rv = nodes["metadata"]["resourceVersion"]
     frames = http.watch(
-        f"/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=1"
+        f"/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3"
     )
     bookmarks = [f for f in frames if f["type"] == "BOOKMARK"]
     assert bookmarks
@@ -417,7 +418,7 @@ def test_date_header_follows_the_sim_clock(dcgm: SimCluster) -> None:
     req = urllib.request.Request(
         dcgm.url + "/version", headers={"Authorization": f"Bearer {dcgm.token}"}
     )
-    with urllib.request.urlopen(req) as resp:
+    with urllib.request.urlopen(req, context=dcgm.ssl_context()) as resp:
         served = parsedate_to_datetime(resp.headers["Date"])
     assert abs((served - dcgm.now()).total_seconds()) < 2
 
@@ -429,3 +430,323 @@ def test_kubeconfig_file_works(dcgm: SimCluster, tmp_path) -> None:  # type: ign
     api = kconfig.new_client_from_config(str(path))
     assert client.CoreV1Api(api).list_namespace().items
     assert dcgm.kubeconfig()["current-context"] == "sim-dcgm-repair-loop"
+
+
+# --------------------------------------------------------------------------- kubectl's API surface
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+def _get(sim: SimCluster, path: str, accept: str = "application/json") -> tuple[int, Any, Any]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(
+        sim.url + path, headers={"Authorization": f"Bearer {sim.token}", "Accept": accept}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=sim.ssl_context()) as resp:
+            return resp.status, resp.headers, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers, json.loads(err.read())
+
+
+def test_a_not_ready_node_prints_as_kube_apiserver_prints_it(
+    make_sim: Callable[..., SimCluster],
+) -> None:
+    sim = make_sim("mig-hook-notready")
+    status, _, table = _get(sim, "/api/v1/nodes", TABLE)
+    assert status == 200 and table["kind"] == "Table"
+    names = [c["name"] for c in table["columnDefinitions"]]
+    assert names[:5] == ["Name", "Status", "Roles", "Age", "Version"]
+    assert [c["priority"] for c in table["columnDefinitions"]][5:] == [1] * 5
+    cells = {row["cells"][0]: row["cells"] for row in table["rows"]}
+    not_ready = [
+        n["metadata"]["name"]
+        for n in sim.objects("nodes")
+        if any(c["type"] == "Ready" and c["status"] != "True" for c in n["status"]["conditions"])
+    ]
+    assert not_ready and all(cells[n][1].startswith("NotReady") for n in not_ready)
+    row = table["rows"][0]
+    assert row["object"]["kind"] == "PartialObjectMetadata"
+    assert "labels" in row["object"]["metadata"]
+    _, _, claims = _get(sim, "/apis/karpenter.sh/v1/nodeclaims", TABLE)
+    columns = [c["name"] for c in claims["columnDefinitions"]]
+    assert columns[:7] == ["Name", "Type", "Capacity", "Zone", "Node", "Ready", "Age"]
+
+
+def test_aggregated_discovery_names_eviction_in_policy_v1(dcgm: SimCluster) -> None:
+    accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    status, headers, core = _get(dcgm, "/api", accept)
+    assert status == 200 and headers["Content-Type"] == accept
+    pods = next(r for r in core["items"][0]["versions"][0]["resources"] if r["resource"] == "pods")
+    eviction = next(s for s in pods["subresources"] if s["subresource"] == "eviction")
+    assert eviction["responseKind"] == {"group": "policy", "version": "v1", "kind": "Eviction"}
+    _, _, groups = _get(dcgm, "/apis", accept)
+    served = {
+        (g["metadata"]["name"], r["resource"])
+        for g in groups["items"]
+        for r in g["versions"][0]["resources"]
+    }
+    assert {
+        ("apps", "daemonsets"),
+        ("apps", "replicasets"),
+        ("coordination.k8s.io", "leases"),
+        ("karpenter.k8s.aws", "ec2nodeclasses"),
+        ("authorization.k8s.io", "selfsubjectaccessreviews"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
+    } <= served
+    _, _, legacy = _get(dcgm, "/api/v1")
+    entry = next(r for r in legacy["resources"] if r["name"] == "pods/eviction")
+    assert (entry["group"], entry["version"], entry["kind"]) == ("policy", "v1", "Eviction")
+
+
+def test_exact_list_at_an_old_version_and_410_once_compacted(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    _, before = http.get("/api/v1/nodes")
+    rv = before["metadata"]["resourceVersion"]
+    name = before["items"][0]["metadata"]["name"]
+    http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"metadata": {"labels": {"team": "red"}}},
+        content_type="application/merge-patch+json",
+    )
+    status, at = http.get(f"/api/v1/nodes?resourceVersion={rv}&resourceVersionMatch=Exact")
+    assert status == 200 and at["metadata"]["resourceVersion"] == rv
+    old = next(n for n in at["items"] if n["metadata"]["name"] == name)
+    assert "team" not in old["metadata"]["labels"]
+    _, latest = http.get(f"/api/v1/nodes?resourceVersion={rv}&resourceVersionMatch=NotOlderThan")
+    assert (
+        next(n for n in latest["items"] if n["metadata"]["name"] == name)["metadata"]["labels"][
+            "team"
+        ]
+        == "red"
+    )
+    dcgm.compact()
+    status, body = http.get(f"/api/v1/nodes?resourceVersion={rv}&resourceVersionMatch=Exact")
+    assert (status, body["reason"]) == (410, "Expired")
+    assert body["message"] == "The resourceVersion for the provided list is too old."
+
+
+def test_a_version_from_the_future_times_out_as_too_large(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    future = dcgm.store.rv + 1000
+    status, body = http.get(f"/api/v1/nodes?resourceVersion={future}")
+    assert (status, body["reason"]) == (504, "Timeout")
+    assert body["message"] == f"Too large resource version: {future}, current: {dcgm.store.rv}"
+    assert body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
+def test_continue_pages_are_one_snapshot(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    _, page = http.get("/api/v1/nodes?limit=3")
+    _, everything = http.get("/api/v1/nodes")
+    later = everything["items"][-1]["metadata"]["name"]
+    http.request(
+        "PATCH",
+        f"/api/v1/nodes/{later}",
+        {"metadata": {"labels": {"team": "red"}}},
+        content_type="application/merge-patch+json",
+    )
+    seen = list(page["items"])
+    token = page["metadata"]["continue"]
+    while token:
+        _, page = http.get(f"/api/v1/nodes?limit=3&continue={token}")
+        assert page["metadata"]["resourceVersion"] == everything["metadata"]["resourceVersion"]
+        seen += page["items"]
+        token = page["metadata"].get("continue")
+    last = next(n for n in seen if n["metadata"]["name"] == later)
+    assert "team" not in last["metadata"]["labels"]
+
+
+def test_a_busy_resource_forgets_old_versions_but_a_quiet_one_replays(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    _, claims = http.get("/apis/karpenter.sh/v1/nodeclaims")
+    rv = claims["metadata"]["resourceVersion"]
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+    for i in range(150):  # 150 node writes over 150 s: past the cache's 100 events and 75 s
+        http.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            {"metadata": {"labels": {"step": str(i)}}},
+            content_type="application/merge-patch+json",
+        )
+        dcgm.advance(1)
+    frames = http.watch(f"/api/v1/nodes?watch=1&resourceVersion={rv}&timeoutSeconds=1")
+    assert [f["type"] for f in frames] == ["ERROR"]
+    assert frames[0]["object"]["code"] == 410
+    assert frames[0]["object"]["message"].startswith(f"too old resource version: {rv} (")
+    frames = http.watch(
+        f"/apis/karpenter.sh/v1/nodeclaims?watch=1&resourceVersion={rv}&timeoutSeconds=1"
+    )
+    assert all(f["type"] != "ERROR" for f in frames)
+
+
+def test_watch_tables_carry_column_definitions_once(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    import urllib.request
+
+    req = urllib.request.Request(
+        dcgm.url + "/api/v1/nodes?watch=1&timeoutSeconds=1",
+        headers={"Authorization": f"Bearer {dcgm.token}", "Accept": TABLE},
+    )
+    with urllib.request.urlopen(req, timeout=30, context=dcgm.ssl_context()) as resp:
+        frames = [json.loads(line) for line in resp.read().splitlines() if line.strip()]
+    assert all(f["object"]["kind"] == "Table" for f in frames)
+    assert frames[0]["object"]["columnDefinitions"]
+    assert all(f["object"]["columnDefinitions"] is None for f in frames[1:])
+
+
+def test_put_needs_the_current_version_and_a_valid_nodepool(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    path = "/apis/karpenter.sh/v1/nodepools/gpu-inference"
+    _, pool = http.get(path)
+    pool["spec"]["weight"] = 50
+    status, after = http.request("PUT", path, pool)
+    assert status == 200 and after["metadata"]["generation"] == pool["metadata"]["generation"] + 1
+    status, body = http.request("PUT", path, pool)
+    assert (status, body["reason"]) == (409, "Conflict")
+    unconditional = json.loads(json.dumps(after))
+    del unconditional["metadata"]["resourceVersion"]
+    status, body = http.request("PUT", path, unconditional)
+    assert status == 422 and "metadata.resourceVersion" in body["message"]
+    bad = json.loads(json.dumps(after))
+    bad["spec"]["template"]["spec"]["requirements"].append(
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["x"]}
+    )
+    status, body = http.request("PUT", path, bad)
+    assert status == 422
+    assert 'label "kubernetes.io/hostname" is restricted' in body["message"]
+    assert body["details"]["causes"][0]["field"].startswith("spec.template.spec.requirements[")
+    status, body = http.request(
+        "PATCH",
+        path + "?fieldValidation=Strict",
+        {"spec": {"wieght": 5}},
+        content_type="application/merge-patch+json",
+    )
+    assert status == 400 and 'strict decoding error: unknown field "spec.wieght"' in body["message"]
+    status, body = http.request(
+        "PATCH", path, {"spec": {"weight": 0}}, content_type="application/merge-patch+json"
+    )
+    assert status == 422
+    assert body["message"] == (
+        'NodePool.karpenter.sh "gpu-inference" is invalid: spec.weight: Invalid value: 0: '
+        "spec.weight in body should be greater than or equal to 1"
+    )
+
+
+def test_server_side_apply_conflicts_name_the_owner(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    path = "/apis/karpenter.sh/v1/nodepools/gpu-batch"
+    apply_type = "application/apply-patch+yaml"
+    config = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "gpu-batch"},
+    }
+    status, body = http.request(
+        "PATCH", path, {**config, "spec": {"weight": 5}}, content_type=apply_type
+    )
+    assert status == 422 and "fieldManager: Required value" in body["message"]
+    status, first = http.request(
+        "PATCH",
+        path + "?fieldManager=gitops",
+        {**config, "spec": {"weight": 5}},
+        content_type=apply_type,
+    )
+    assert status == 200 and first["spec"]["weight"] == 5
+    owners = {m["manager"] for m in first["metadata"]["managedFields"]}
+    assert owners == {"before-first-apply", "gitops"}
+    status, body = http.request(
+        "PATCH",
+        path + "?fieldManager=oncall",
+        {**config, "spec": {"weight": 9}},
+        content_type=apply_type,
+    )
+    assert status == 409
+    assert body["message"] == 'Apply failed with 1 conflict: conflict with "gitops": .spec.weight'
+    assert body["details"]["causes"] == [
+        {
+            "reason": "FieldManagerConflict",
+            "message": 'conflict with "gitops"',
+            "field": ".spec.weight",
+        }
+    ]
+    status, forced = http.request(
+        "PATCH",
+        path + "?fieldManager=oncall&force=true",
+        {**config, "spec": {"weight": 9}},
+        content_type=apply_type,
+    )
+    assert status == 200 and forced["spec"]["weight"] == 9
+
+
+def test_can_i_in_protobuf_follows_the_scenarios_deny_rules(
+    make_sim: Callable[..., SimCluster],
+) -> None:
+    import urllib.request
+
+    base = load_scenario("dcgm-repair-loop")
+    text = (
+        Path(base.source).read_text()
+        + "\nrbac:\n  deny:\n    - {verb: delete, resource: nodeclaims}\n"
+    )
+    sim = make_sim(parse_scenario(text, "denied.yaml"))
+
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    def review(verb: str, resource: str) -> dict[str, Any]:
+        attrs = field(2, verb.encode()) + field(3, b"karpenter.sh") + field(5, resource.encode())
+        raw = field(2, field(1, attrs))
+        type_meta = field(1, b"authorization.k8s.io/v1") + field(2, b"SelfSubjectAccessReview")
+        body = b"k8s\x00" + field(1, type_meta) + field(2, raw)
+        req = urllib.request.Request(
+            sim.url + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {sim.token}",
+                "Content-Type": "application/vnd.kubernetes.protobuf",
+                "Accept": "application/vnd.kubernetes.protobuf,application/json",
+            },
+        )
+        with urllib.request.urlopen(req, timeout=10, context=sim.ssl_context()) as resp:
+            return json.loads(resp.read())
+
+    assert review("delete", "nodeclaims")["status"]["allowed"] is False
+    allowed = review("list", "nodeclaims")
+    assert allowed["status"]["allowed"] is True
+    assert allowed["spec"]["resourceAttributes"]["resource"] == "nodeclaims"
+
+
+def test_crds_are_the_published_ones_of_the_scenarios_release(dcgm: SimCluster) -> None:
+    status, _, crd = _get(
+        dcgm, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/nodepools.karpenter.sh"
+    )
+    assert status == 200 and crd["kind"] == "CustomResourceDefinition"
+    version = crd["spec"]["versions"][0]
+    assert version["name"] == "v1"
+    assert {c["name"] for c in version["additionalPrinterColumns"]} >= {
+        "NodeClass",
+        "Nodes",
+        "Ready",
+    }
+    assert dcgm.crds is not None and dcgm.crds.tag == "v1.4.0"
+    status, _, doc = _get(dcgm, "/openapi/v3/apis/karpenter.sh/v1")
+    patch = doc["paths"]["/apis/karpenter.sh/v1/nodepools/{name}"]["patch"]
+    assert "fieldValidation" in {p["name"] for p in patch["parameters"]}

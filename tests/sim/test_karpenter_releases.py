@@ -320,6 +320,7 @@ nodePools:
       - count: 5
         age: 5d
         names: [{names}]
+    workload: {{name: infer, namespace: inference, podsPerNode: 1}}
 timeline:
   - at: 30s
     node: ip-10-0-1-1.us-west-2.compute.internal

@@ -388,6 +388,9 @@ def _selector(node: Node) -> tuple[str, str]:
     return "", ""
 
 
+_POOL_AT_RUN_START: dict[str, list[str]] = {}  # run id → the pool's nodes when it was planned
+
+
 @action("wait-replacement")
 class WaitReplacement(Action):
     """Wait until a new node is Ready in the replaced node's pool, and name it."""
@@ -415,13 +418,16 @@ class WaitReplacement(Action):
                 nothing_to_do=True,
             )
         try:
-            before = sorted(
+            now = sorted(
                 n.name for n in ctx.client.list(NODES, Node.from_api, label_selector=selector).items
             )
         except ClusterError as exc:
             raise StepFailed(
                 f"cannot list the nodes of {words}: {exc}", retryable=transient(exc)
             ) from None
+        # The pool as the run found it before its drain: Karpenter launches the node for the
+        # evicted pods during the drain, and that node is the replacement.
+        before = _POOL_AT_RUN_START.setdefault(ctx.run_id, now) if ctx.run_id else now
         return StepPlan(
             notes=[f"waits up to {ctx.timeout:.0f} s for a new Ready node in {words}"],
             data={"selector": selector, "pool": words, "before": before, "replaced": node.name},

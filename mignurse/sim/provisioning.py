@@ -1,0 +1,495 @@
+"""Karpenter's provisioner and the consolidation half of its disruption controller.
+
+Provisioning (KC pkg/controllers/provisioning): pods the kube-scheduler marked Unschedulable,
+and the reschedulable pods of nodes being deleted, are batched (BATCH_IDLE_DURATION 1 s, at
+most BATCH_MAX_DURATION 10 s), packed onto NodeClaims still launching, then onto new
+NodeClaims of the first compatible NodePool (weight, then name) whose `spec.limits` leave room
+for one more instance. Consolidation (KC pkg/controllers/disruption): every 10 s, nodes whose
+NodeClaim is `Consolidatable` (consolidateAfter since the last pod event) are removed when
+empty, or under `WhenEmptyOrUnderutilized` when every pod fits on the other nodes, within the
+NodePool's budgets (ceil(nodes × percent) minus nodes NotReady or deleting); a command is
+validated 15 s later before it runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from mignurse.sim import objects, scheduling
+from mignurse.sim.objects import JsonDict
+from mignurse.sim.scenario import PoolSpec, parse_duration
+from mignurse.sim.scheduling import Resources
+from mignurse.sim.workloads import DAEMON_REQUESTS, PodRecord
+
+if TYPE_CHECKING:
+    from mignurse.sim.controllers import Machine, World
+
+BATCH_IDLE = 1.0  # chart env BATCH_IDLE_DURATION
+BATCH_MAX = 10.0  # chart env BATCH_MAX_DURATION
+NOMINATION_WINDOW = 2 * BATCH_MAX  # KC state/statenode.go nominationWindow
+DISRUPTION_POLL = 10.0  # KC disruption/controller.go pollingPeriod
+CONSOLIDATION_TTL = 15.0  # KC disruption consolidationTTL: wait, then validate the command
+FAILED_SCHEDULING_DEDUPE = 300.0  # KC scheduling/events.go PodFailedToScheduleEvent
+NODE_POOL_KEY = "karpenter.sh/nodepool"
+
+
+@dataclass(eq=False)
+class PlannedClaim:
+    pool: PoolSpec
+    allocatable: Resources
+    used: Resources
+    pods: list[PodRecord] = field(default_factory=list)
+
+
+class Provisioner:
+    """Karpenter's provisioning and consolidation for one World."""
+
+    def __init__(self, world: World) -> None:
+        self.w = world
+        self._batch_start: float | None = None
+        self._batch_token = 0
+        self._polling = False
+        self._commands: set[Machine] = set()  # candidates of commands waiting to validate
+        self._instances: dict[str, tuple[Resources, Resources]] = {}
+        self._overheads: dict[str, Resources] = {}
+
+    # ------------------------------------------------------------------ provisioning
+
+    def trigger(self) -> None:
+        """A pod event: open a batch or extend it (idle 1 s, at most 10 s)."""
+        if self.w.scenario.karpenter is None:
+            return
+        now = self.w.t
+        if self._batch_start is None:
+            self._batch_start = now
+        due = min(self._batch_start + BATCH_MAX, now + BATCH_IDLE)
+        self._batch_token += 1
+        self.w.schedule(due, self._batch_ends, self._batch_token)
+
+    def _batch_ends(self, token: int) -> None:
+        if token != self._batch_token:
+            return
+        self._batch_start = None
+        self.provision()
+
+    def _karpenter_machines(self) -> list[Machine]:
+        return [
+            m
+            for pool in self.w.scenario.pools
+            if pool.kind == "nodepool"
+            for m in self.w.pool_machines[pool.name]
+        ]
+
+    def provision(self) -> None:
+        workloads = self.w.workloads
+        pods = [p for p in workloads.pending() if p.unschedulable and not p.deleting]
+        deleting = [
+            p
+            for m in self._karpenter_machines()
+            if m.deleting and not m.removed
+            for p in m.pods
+            if p.reschedulable and p.owner is not None
+        ]
+        queue = pods + deleting
+        if not queue:
+            return
+        # KC sorts by CPU then memory, largest first (scheduling/queue.go byCPUAndMemoryDescending).
+        queue.sort(key=lambda p: (-p.requests.get("cpu", 0.0), -p.requests.get("memory", 0.0)))
+        inflight = [
+            m
+            for m in self._karpenter_machines()
+            if not m.deleting and not m.removed and not m.initialized
+        ]
+        waiting: dict[Machine, list[PodRecord]] = {}
+        for pod in workloads.pending():
+            if pod.nominated is not None:
+                waiting.setdefault(pod.nominated, []).append(pod)
+        used = {m: self._committed(m, waiting.get(m, [])) for m in inflight}
+        planned: list[PlannedClaim] = []
+        remaining = {pool.name: self._remaining(pool) for pool in self._pools()}
+        nominations: list[tuple[PodRecord, Machine]] = []
+        errors: dict[PodRecord, str] = {}
+        for pod in queue:
+            if pod.nominated is not None and pod.nominated in used:
+                nominations.append((pod, pod.nominated))  # counted already; nominated again
+                continue
+            target = self._fit_inflight(pod, inflight, used)
+            if target is not None:
+                scheduling.add(used[target], pod.requests)
+                nominations.append((pod, target))
+                continue
+            claim = next(
+                (
+                    c
+                    for c in sorted(planned, key=lambda c: len(c.pods))
+                    if self._fits_planned(pod, c)
+                ),
+                None,
+            )
+            if claim is not None:
+                claim.pods.append(pod)
+                scheduling.add(claim.used, pod.requests)
+                continue
+            claim, error = self._new_claim(pod, remaining)
+            if claim is None:
+                errors[pod] = error
+                continue
+            planned.append(claim)
+        for pod, m in nominations:
+            self._nominate(pod, m)
+        for claim in planned:
+            m = self.w.launch(claim.pool, self.w.t)
+            for pod in claim.pods:
+                pod.nominated = m
+            m.nominated_until = self.w.t + NOMINATION_WINDOW
+        for pod, error in errors.items():
+            obj = self.w.tx.get("pods", pod.namespace, pod.name)
+            if obj is None:
+                continue
+            self.w._publish(
+                _pod_ref(obj),
+                "FailedScheduling",
+                f"Failed to schedule pod, {error}",
+                "Warning",
+                dedupe=(pod.uid,),
+                timeout=FAILED_SCHEDULING_DEDUPE,
+            )
+
+    def pending_pods(self) -> bool:
+        return any(p.unschedulable for p in self.w.workloads.pending())
+
+    def _nominate(self, pod: PodRecord, m: Machine) -> None:
+        pod.nominated = m
+        m.nominated_until = self.w.t + NOMINATION_WINDOW
+        obj = self.w.tx.get("pods", pod.namespace, pod.name)
+        if obj is None:
+            return
+        where = [f"nodeclaim/{m.nodeclaim}"] + ([f"node/{m.node}"] if m.registered else [])
+        self.w._publish(
+            _pod_ref(obj),
+            "Nominated",
+            f"Pod should schedule on: {', '.join(where)}",
+            dedupe=(pod.uid,),
+        )
+
+    def _pools(self) -> list[PoolSpec]:
+        """NodePools in the order Karpenter tries them: weight (none here), then name."""
+        return sorted(
+            (p for p in self.w.scenario.pools if p.kind == "nodepool"), key=lambda p: p.name
+        )
+
+    def instance_resources(self, pool: PoolSpec) -> tuple[Resources, Resources]:
+        """(capacity, allocatable) of one instance of the pool's type, as it registers."""
+        if pool.name not in self._instances:
+            self._instances[pool.name] = self._instance_resources(pool)
+        return self._instances[pool.name]
+
+    def _instance_resources(self, pool: PoolSpec) -> tuple[Resources, Resources]:
+        it = objects.instance_type(pool.instance_type)
+        probe = objects.NodeSpecInput(
+            name="probe",
+            uid="",
+            created=0.0,
+            region=self.w.scenario.region,
+            zone=pool.zones[0],
+            zone_id="",
+            instance=it,
+            instance_id="",
+            private_ip="10.0.0.1",
+            capacity_type=pool.capacity_type,
+            os=objects.os_image(pool.os),
+            image_id=pool.image,
+            nodepool=pool.name,
+            nodegroup=None,
+            nodeclass=pool.nodeclass,
+            cluster_name=self.w.scenario.cluster_name,
+            extra_labels={},
+            mig_config=pool.mig_config,
+            mig_strategy=pool.mig_strategy,
+            taints=(),
+            gpu_resources=True,
+        )
+        capacity, allocatable = objects.node_resources(probe)
+        return scheduling.resources(capacity), scheduling.resources(allocatable)
+
+    def daemon_overhead(self, pool: PoolSpec) -> Resources:
+        if pool.name not in self._overheads:
+            total: Resources = {}
+            if pool.daemonsets:
+                for _ in self.w.daemonsets_for(pool):
+                    scheduling.add(total, DAEMON_REQUESTS)
+            self._overheads[pool.name] = total
+        return dict(self._overheads[pool.name])
+
+    def _committed(self, m: Machine, nominated: list[PodRecord]) -> Resources:
+        """What is already promised on an in-flight NodeClaim: its pods and nominations."""
+        total = self.daemon_overhead(m.pool) if not m.registered else {}
+        for pod in [*m.pods, *nominated]:
+            scheduling.add(total, pod.requests)
+        return total
+
+    def _fit_inflight(
+        self, pod: PodRecord, inflight: list[Machine], used: dict[Machine, Resources]
+    ) -> Machine | None:
+        for m in inflight:
+            if self._pool_error(pod, m.pool) is not None:
+                continue
+            view = self.w.workloads.view(m)
+            allocatable = (
+                view.allocatable if view is not None else self.instance_resources(m.pool)[1]
+            )
+            if scheduling.fits(pod.requests, allocatable, used[m]):
+                return m
+        return None
+
+    def _fits_planned(self, pod: PodRecord, claim: PlannedClaim) -> bool:
+        return self._pool_error(pod, claim.pool) is None and scheduling.fits(
+            pod.requests, claim.allocatable, claim.used
+        )
+
+    def _remaining(self, pool: PoolSpec) -> Resources | None:
+        """spec.limits minus what the pool's nodes (not marked for deletion) hold (KC
+        state/cluster.go nodePoolResources), or None without limits."""
+        nodepool = self.w.tx.get("nodepools", "", pool.name)
+        limits = scheduling.resources(((nodepool or {}).get("spec") or {}).get("limits"))
+        if not limits:
+            return None
+        capacity, _ = self.instance_resources(pool)
+        count = sum(
+            1
+            for m in self.w.pool_machines[pool.name]
+            if m.launched and not (m.deleting or m.removed)
+        )
+        held = {**capacity, "nodes": 1.0}
+        return {name: limit - held.get(name, 0.0) * count for name, limit in limits.items()}
+
+    def _new_claim(
+        self, pod: PodRecord, remaining: dict[str, Resources | None]
+    ) -> tuple[PlannedClaim | None, str]:
+        errors: list[str] = []
+        for pool in self._pools():
+            capacity, allocatable = self.instance_resources(pool)
+            left = remaining[pool.name]
+            whole = {**capacity, "nodes": 1.0}
+            if left is not None and any(whole.get(r, 0.0) > v + 1e-9 for r, v in left.items()):
+                errors.append(
+                    f'all available instance types exceed limits for nodepool "{pool.name}"'
+                )
+                continue
+            error = self._pool_error(pod, pool)
+            overhead = self.daemon_overhead(pool)
+            if error is None and not scheduling.fits(pod.requests, allocatable, overhead):
+                error = "no instance type has enough resources"
+            if error is not None:
+                errors.append(
+                    f'incompatible with nodepool "{pool.name}", daemonset overhead='
+                    f"{scheduling.concise(overhead)}, {error}"
+                )
+                continue
+            if left is not None:
+                for name in left:
+                    left[name] -= whole.get(name, 0.0)
+            claim = PlannedClaim(pool, allocatable, dict(overhead))
+            claim.pods.append(pod)
+            scheduling.add(claim.used, pod.requests)
+            return claim, ""
+        return None, "; ".join(errors)
+
+    def pool_labels(self, pool: PoolSpec) -> dict[str, str]:
+        it = objects.instance_type(pool.instance_type)
+        labels = {
+            NODE_POOL_KEY: pool.name,
+            "node.kubernetes.io/instance-type": it.name,
+            "kubernetes.io/arch": it.arch,
+            "kubernetes.io/os": "linux",
+            "karpenter.sh/capacity-type": pool.capacity_type,
+            "karpenter.k8s.aws/ec2nodeclass": pool.nodeclass,
+        }
+        labels.update(dict(pool.labels))
+        if pool.mig_config:
+            labels["nvidia.com/mig.config"] = pool.mig_config
+        return labels
+
+    def _pool_error(self, pod: PodRecord, pool: PoolSpec) -> str | None:
+        """Why a NodeClaim of this pool cannot take the pod (KC scheduling/nodeclaim.go Add:
+        taints first, then requirements)."""
+        spec = pod.owner.template["spec"] if pod.owner else {}
+        tolerations = list(spec.get("tolerations") or []) + list(objects.DEFAULT_TOLERATIONS)
+        bad = scheduling.untolerated(tolerations, [t.to_api() for t in pool.taints])
+        if bad:
+            return "; ".join(f"did not tolerate {scheduling.pretty_taint(t)}" for t in bad)
+        labels = self.pool_labels(pool)
+        for key, value in sorted((spec.get("nodeSelector") or {}).items()):
+            if key == "topology.kubernetes.io/zone":
+                if value not in pool.zones:
+                    return _key_error(key, f"In [{value}]", f"In [{' '.join(sorted(pool.zones))}]")
+                continue
+            if key not in labels:
+                return f'incompatible requirements, label "{key}" does not have known values'
+            if labels[key] != value:
+                return _key_error(key, f"In [{value}]", f"In [{labels[key]}]")
+        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or {}
+        for term in required.get("nodeSelectorTerms") or []:
+            for expr in term.get("matchExpressions") or []:
+                key = expr.get("key", "")
+                if expr.get("operator") == "DoesNotExist" and key in labels:
+                    return _key_error(key, "DoesNotExist", f"In [{labels[key]}]")
+        return None
+
+    # ------------------------------------------------------------------ consolidation
+
+    def start_polling(self) -> None:
+        if self._polling or not any(self._consolidating(p) for p in self.w.scenario.pools):
+            return
+        self._polling = True
+        self.w.schedule(self.w._next_tick(DISRUPTION_POLL), self._disruption_pass)
+
+    @staticmethod
+    def _consolidating(pool: PoolSpec) -> bool:
+        return pool.kind == "nodepool" and pool.consolidate_after != "Never"
+
+    def consolidate_after(self, pool: PoolSpec) -> float | None:
+        if not self._consolidating(pool):
+            return None
+        return parse_duration(pool.consolidate_after)
+
+    def _disruption_pass(self) -> None:
+        # One command at a time: the controller waits out a command's validation before it
+        # looks for the next (KC disruption/emptiness.go, consolidation.go: clock.After).
+        if not self._commands:
+            for pool in self.w.scenario.pools:
+                if self._consolidating(pool) and not self._commands:
+                    self._consolidate_pool(pool)
+        self.w.schedule(self.w.t + DISRUPTION_POLL, self._disruption_pass)
+
+    def _allowed(self, pool: PoolSpec, reason: str) -> int:
+        """BuildDisruptionBudgetMapping: each matching budget's ceil(nodes × %) (or count),
+        the smallest, minus the pool's nodes that are NotReady or deleting."""
+        counted = [
+            m
+            for m in self.w.pool_machines[pool.name]
+            if m.initialized and m.registered and not m.removed and m.instance_state == "running"
+        ]
+        disrupting = sum(1 for m in counted if m.deleting or self.w._ready_status(m) != "True")
+        allowed = math.inf
+        for budget in pool.budgets:
+            fields = dict(budget)
+            reasons = fields.get("reasons")
+            if reasons and reason not in reasons:
+                continue
+            nodes = str(fields.get("nodes", "10%"))
+            if nodes.endswith("%"):
+                value = math.ceil(float(nodes[:-1]) / 100.0 * len(counted))
+            else:
+                value = int(nodes)
+            allowed = min(allowed, value)
+        if allowed == math.inf:
+            return len(counted)
+        return max(0, int(allowed) - disrupting)
+
+    def candidate(self, m: Machine) -> bool:
+        """NewCandidate and the consolidation filter: initialized, not deleting, not
+        nominated, not already in a command, NodeClaim Consolidatable."""
+        return (
+            m.registered
+            and m.initialized
+            and m.alive
+            and m.nodeclaim is not None
+            and m.consolidatable
+            and m.nominated_until <= self.w.t
+            and m not in self._commands
+            and self.w.workloads.blocking_pdbs_on(m) is None
+        )
+
+    def _consolidate_pool(self, pool: PoolSpec) -> None:
+        machines = sorted(self.w.pool_machines[pool.name], key=lambda m: (m.launched_at, m.node))
+        empty = [
+            m for m in machines if self.candidate(m) and not any(p.reschedulable for p in m.pods)
+        ]
+        if empty:
+            allowed = self._allowed(pool, "Empty")
+            chosen = empty[:allowed]
+            if chosen:
+                self._command(chosen, "Empty")
+            return
+        if pool.consolidation_policy != "WhenEmptyOrUnderutilized":
+            return
+        allowed = self._allowed(pool, "Underutilized")
+        if allowed <= 0:
+            return
+        busy = sorted(
+            (m for m in machines if self.candidate(m)),
+            key=lambda m: (sum(1 for p in m.pods if p.reschedulable), m.launched_at, m.node),
+        )
+        for m in busy:
+            if self._fits_elsewhere(m):
+                self._command([m], "Underutilized")
+                return
+
+    def _fits_elsewhere(self, candidate: Machine) -> bool:
+        """Single-node consolidation, delete only: every reschedulable pod of the candidate
+        fits on another initialized, Ready node (no replacement is launched)."""
+        pods = [p for p in candidate.pods if p.reschedulable]
+        if not pods:
+            return False
+        workloads = self.w.workloads
+        others = [
+            m
+            for m in self.w.machines.values()
+            if m is not candidate and m.alive and m.registered and m.initialized and m.ready
+        ]
+        extra: dict[Machine, Resources] = {m: {} for m in others}
+        for pod in pods:
+            placed = False
+            for m in others:
+                view = workloads.view(m)
+                if view is None or workloads.filter(pod, m, view) is not None:
+                    continue
+                allocatable = view.allocatable
+                used = workloads.used(m)
+                scheduling.add(used, extra[m])
+                if scheduling.fits(pod.requests, allocatable, used):
+                    scheduling.add(extra[m], pod.requests)
+                    placed = True
+                    break
+            if not placed:
+                return False
+        return True
+
+    def _command(self, machines: list[Machine], reason: str) -> None:
+        self._commands.update(machines)
+        self.w.schedule(self.w.t + CONSOLIDATION_TTL, self._validate, machines, reason)
+
+    def _validate(self, machines: list[Machine], reason: str) -> None:
+        """Validation after consolidationTTL: still candidates, still empty (or still fitting
+        elsewhere); otherwise the command is abandoned for this pass."""
+        for m in machines:
+            self._commands.discard(m)
+        for m in machines:
+            if not self.candidate(m):
+                continue
+            if reason == "Empty" and any(p.reschedulable for p in m.pods):
+                continue
+            if reason == "Underutilized" and not self._fits_elsewhere(m):
+                continue
+            self.w.consolidate(m, reason)
+
+
+def _key_error(key: str, incoming: str, existing: str) -> str:
+    """KC scheduling/requirements.go badKeyError, with Requirement.String()."""
+    return f"incompatible requirements, key {key}, {key} {incoming} not in {key} {existing}"
+
+
+def _pod_ref(pod: JsonDict) -> JsonDict:
+    meta = pod["metadata"]
+    return {
+        "kind": "Pod",
+        "namespace": meta["namespace"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "apiVersion": "v1",
+    }

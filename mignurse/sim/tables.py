@@ -1,0 +1,826 @@
+"""Server-side printing: the `meta.k8s.io/v1` Table form kubectl asks for.
+
+Built-in kinds print as kube-apiserver prints them (kubernetes v1.32
+pkg/printers/internalversion/printers.go: the column lists of AddHandlers and the print*
+functions); custom resources print their CRD's `additionalPrinterColumns`
+(apiextensions-apiserver v0.32 pkg/registry/customresource/tableconvertor). The server
+computes every age itself, so ages follow the simulated clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+JsonDict = dict[str, Any]
+Column = dict[str, Any]
+Printer = Callable[[JsonDict, float], list[Any]]
+
+NAME_DESC = (
+    "Name must be unique within a namespace. Is required when creating resources, although "
+    "some resources may allow a client to request the generation of an appropriate name "
+    "automatically. Name is primarily intended for creation idempotence and configuration "
+    "definition. Cannot be updated. More info: "
+    "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names"
+)
+AGE_DESC = (
+    "CreationTimestamp is a timestamp representing the server time when this object was "
+    "created. It is not guaranteed to be set in happens-before order across separate "
+    "operations. Clients may not set this value. It is represented in RFC3339 form and is in "
+    "UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: "
+    "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata"
+)
+
+
+def col(
+    name: str, type_: str = "string", priority: int = 0, desc: str = "", fmt: str = ""
+) -> Column:
+    return {"name": name, "type": type_, "format": fmt, "description": desc, "priority": priority}
+
+
+NAME = col("Name", fmt="name", desc=NAME_DESC)
+AGE = col("Age", desc=AGE_DESC)
+
+
+# --------------------------------------------------------------------------- time
+
+
+def parse_time(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def human_duration(seconds_float: float) -> str:
+    """apimachinery v0.32 pkg/util/duration HumanDuration."""
+    seconds = int(seconds_float)
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        s = seconds % 60
+        return f"{minutes}m" if s == 0 else f"{minutes}m{s}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = seconds // 3600
+    if hours < 8:
+        m = minutes % 60
+        return f"{hours}h" if m == 0 else f"{hours}h{m}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        h = hours % 24
+        return f"{hours // 24}d" if h == 0 else f"{hours // 24}d{h}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        dy = (hours // 24) % 365
+        return f"{hours // 24 // 365}y" if dy == 0 else f"{hours // 24 // 365}y{dy}d"
+    return f"{hours // 24 // 365}y"
+
+
+def since(text: Any, now: float) -> str:
+    """translateTimestampSince: `<unknown>` for a missing time."""
+    at = parse_time(text)
+    return "<unknown>" if at is None else human_duration(now - at)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _meta(obj: JsonDict) -> JsonDict:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _dict(value: Any) -> JsonDict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def format_labels(labels: Any) -> str:
+    """labels.FormatLabels: sorted k=v pairs, `<none>` when empty."""
+    pairs = sorted(f"{k}={v}" for k, v in _dict(labels).items())
+    return ",".join(pairs) if pairs else "<none>"
+
+
+def format_label_selector(selector: Any) -> str:
+    """metav1.FormatLabelSelector."""
+    sel = _dict(selector)
+    if not sel:
+        return "<none>"
+    parts = [f"{k}={v}" for k, v in sorted(_dict(sel.get("matchLabels")).items())]
+    for expr in _list(sel.get("matchExpressions")):
+        e = _dict(expr)
+        op = str(e.get("operator", ""))
+        key = str(e.get("key", ""))
+        values = ",".join(sorted(str(v) for v in _list(e.get("values"))))
+        if op == "In":
+            parts.append(f"{key} in ({values})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({values})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    text = ",".join(parts)
+    return text if text else "<none>"
+
+
+def _containers(template: Any) -> tuple[str, str]:
+    containers = _list(_dict(_dict(template).get("spec")).get("containers"))
+    names = ",".join(str(_dict(c).get("name", "")) for c in containers)
+    images = ",".join(str(_dict(c).get("image", "")) for c in containers)
+    return names, images
+
+
+def _int_or_string(value: Any) -> str:
+    return "N/A" if value is None else str(value)
+
+
+# --------------------------------------------------------------------------- built-in printers
+
+
+def print_node(obj: JsonDict, now: float) -> list[Any]:
+    status = _dict(obj.get("status"))
+    ready = next(
+        (_dict(c) for c in _list(status.get("conditions")) if _dict(c).get("type") == "Ready"),
+        None,
+    )
+    words = []
+    if ready is not None:
+        words.append("Ready" if ready.get("status") == "True" else "NotReady")
+    if not words:
+        words.append("Unknown")
+    if _dict(obj.get("spec")).get("unschedulable"):
+        words.append("SchedulingDisabled")
+    roles = set()
+    for key, value in _dict(_meta(obj).get("labels")).items():
+        if key.startswith("node-role.kubernetes.io/") and key != "node-role.kubernetes.io/":
+            roles.add(key.removeprefix("node-role.kubernetes.io/"))
+        elif key == "kubernetes.io/role" and value:
+            roles.add(str(value))
+    info = _dict(status.get("nodeInfo"))
+    addresses = [_dict(a) for a in _list(status.get("addresses"))]
+    internal = next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
+    external = next((a.get("address") for a in addresses if a.get("type") == "ExternalIP"), None)
+    return [
+        _meta(obj).get("name", ""),
+        ",".join(words),
+        ",".join(sorted(roles)) or "<none>",
+        since(_meta(obj).get("creationTimestamp"), now),
+        info.get("kubeletVersion", ""),
+        internal or "<none>",
+        external or "<none>",
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+
+
+def print_pod(obj: JsonDict, now: float) -> list[Any]:
+    spec = _dict(obj.get("spec"))
+    status = _dict(obj.get("status"))
+    meta = _meta(obj)
+    init_specs = {str(_dict(c).get("name")): _dict(c) for c in _list(spec.get("initContainers"))}
+
+    def restartable(name: str) -> bool:
+        return init_specs.get(name, {}).get("restartPolicy") == "Always"
+
+    total = len(_list(spec.get("containers"))) + sum(1 for n in init_specs if restartable(n))
+    ready_count = 0
+    restarts = 0
+    sidecar_restarts = 0
+    last_restart: float | None = None
+    sidecar_last: float | None = None
+    phase = str(status.get("phase") or "")
+    reason = str(status.get("reason") or phase)
+    for cond in _list(status.get("conditions")):
+        c = _dict(cond)
+        if c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated":
+            reason = "SchedulingGated"
+    initializing = False
+    init_statuses = [_dict(c) for c in _list(status.get("initContainerStatuses"))]
+    for i, cs in enumerate(init_statuses):
+        restarts += _int(cs.get("restartCount"))
+        finished = parse_time(_dict(_dict(cs.get("lastState")).get("terminated")).get("finishedAt"))
+        if finished is not None and (last_restart is None or finished > last_restart):
+            last_restart = finished
+        name = str(cs.get("name"))
+        if restartable(name):
+            sidecar_restarts += _int(cs.get("restartCount"))
+            if finished is not None and (sidecar_last is None or finished > sidecar_last):
+                sidecar_last = finished
+        state = _dict(cs.get("state"))
+        terminated = state.get("terminated")
+        waiting = state.get("waiting")
+        if isinstance(terminated, dict) and _int(terminated.get("exitCode")) == 0:
+            continue
+        if restartable(name) and cs.get("started"):
+            if cs.get("ready"):
+                ready_count += 1
+            continue
+        if isinstance(terminated, dict):
+            if terminated.get("reason"):
+                reason = "Init:" + str(terminated["reason"])
+            elif _int(terminated.get("signal")):
+                reason = f"Init:Signal:{_int(terminated.get('signal'))}"
+            else:
+                reason = f"Init:ExitCode:{_int(terminated.get('exitCode'))}"
+        elif (
+            isinstance(waiting, dict)
+            and waiting.get("reason")
+            and waiting.get("reason") != "PodInitializing"
+        ):
+            reason = "Init:" + str(waiting["reason"])
+        else:
+            reason = f"Init:{i}/{len(init_specs)}"
+        initializing = True
+        break
+    initialized = any(
+        _dict(c).get("type") == "Initialized" and _dict(c).get("status") == "True"
+        for c in _list(status.get("conditions"))
+    )
+    if not initializing or initialized:
+        restarts = sidecar_restarts
+        last_restart = sidecar_last
+        has_running = False
+        for cs in reversed([_dict(c) for c in _list(status.get("containerStatuses"))]):
+            restarts += _int(cs.get("restartCount"))
+            finished = parse_time(
+                _dict(_dict(cs.get("lastState")).get("terminated")).get("finishedAt")
+            )
+            if finished is not None and (last_restart is None or finished > last_restart):
+                last_restart = finished
+            state = _dict(cs.get("state"))
+            waiting = state.get("waiting")
+            terminated = state.get("terminated")
+            if isinstance(waiting, dict) and waiting.get("reason"):
+                reason = str(waiting["reason"])
+            elif isinstance(terminated, dict) and terminated.get("reason"):
+                reason = str(terminated["reason"])
+            elif isinstance(terminated, dict):
+                if _int(terminated.get("signal")):
+                    reason = f"Signal:{_int(terminated.get('signal'))}"
+                else:
+                    reason = f"ExitCode:{_int(terminated.get('exitCode'))}"
+            elif cs.get("ready") and isinstance(state.get("running"), dict):
+                has_running = True
+                ready_count += 1
+        if reason == "Completed" and has_running:
+            pod_ready = any(
+                _dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
+                for c in _list(status.get("conditions"))
+            )
+            reason = "Running" if pod_ready else "NotReady"
+    if meta.get("deletionTimestamp") and status.get("reason") == "NodeLost":
+        reason = "Unknown"
+    elif meta.get("deletionTimestamp") and phase not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    restarts_text = str(restarts)
+    if restarts and last_restart is not None:
+        restarts_text = f"{restarts} ({human_duration(now - last_restart)} ago)"
+    pod_ips = _list(status.get("podIPs"))
+    pod_ip = str(_dict(pod_ips[0]).get("ip") or "") if pod_ips else ""
+    gates = _list(spec.get("readinessGates"))
+    gates_text = "<none>"
+    if gates:
+        conds = {
+            _dict(c).get("type"): _dict(c).get("status") for c in _list(status.get("conditions"))
+        }
+        true = sum(1 for g in gates if conds.get(_dict(g).get("conditionType")) == "True")
+        gates_text = f"{true}/{len(gates)}"
+    return [
+        meta.get("name", ""),
+        f"{ready_count}/{total}",
+        reason,
+        restarts_text,
+        since(meta.get("creationTimestamp"), now),
+        pod_ip or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        gates_text,
+    ]
+
+
+def _event_source(obj: JsonDict) -> str:
+    source = _dict(obj.get("source"))
+    component = source.get("component") or obj.get("reportingController") or ""
+    instance = source.get("host") or obj.get("reportingInstance") or ""
+    return f"{component}, {instance}" if instance else str(component)
+
+
+def print_event(obj: JsonDict, now: float) -> list[Any]:
+    first = since(obj.get("firstTimestamp"), now)
+    if parse_time(obj.get("firstTimestamp")) is None:
+        first = since(obj.get("eventTime"), now)
+    last = since(obj.get("lastTimestamp"), now)
+    if parse_time(obj.get("lastTimestamp")) is None:
+        last = first
+    count = _int(obj.get("count"))
+    series = obj.get("series")
+    if isinstance(series, dict):
+        last = since(series.get("lastObservedTime"), now)
+        count = _int(series.get("count"))
+    elif count == 0:
+        count = 1  # singleton events of the new API carry no count
+    involved = _dict(obj.get("involvedObject"))
+    kind = str(involved.get("kind", "")).lower()
+    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
+    return [
+        last,
+        obj.get("type", ""),
+        obj.get("reason", ""),
+        target,
+        involved.get("fieldPath", ""),
+        _event_source(obj),
+        str(obj.get("message", "")).strip(),
+        first,
+        count,
+        _meta(obj).get("name", ""),
+    ]
+
+
+def print_namespace(obj: JsonDict, now: float) -> list[Any]:
+    return [
+        _meta(obj).get("name", ""),
+        _dict(obj.get("status")).get("phase", ""),
+        since(_meta(obj).get("creationTimestamp"), now),
+    ]
+
+
+def print_deployment(obj: JsonDict, now: float) -> list[Any]:
+    spec = _dict(obj.get("spec"))
+    status = _dict(obj.get("status"))
+    names, images = _containers(spec.get("template"))
+    replicas = spec.get("replicas", 1)
+    return [
+        _meta(obj).get("name", ""),
+        f"{_int(status.get('readyReplicas'))}/{_int(replicas)}",
+        _int(status.get("updatedReplicas")),
+        _int(status.get("availableReplicas")),
+        since(_meta(obj).get("creationTimestamp"), now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")).replace("<none>", ""),
+    ]
+
+
+def print_replicaset(obj: JsonDict, now: float) -> list[Any]:
+    spec = _dict(obj.get("spec"))
+    status = _dict(obj.get("status"))
+    names, images = _containers(spec.get("template"))
+    return [
+        _meta(obj).get("name", ""),
+        _int(spec.get("replicas", 1)),
+        _int(status.get("replicas")),
+        _int(status.get("readyReplicas")),
+        since(_meta(obj).get("creationTimestamp"), now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
+
+
+def print_daemonset(obj: JsonDict, now: float) -> list[Any]:
+    spec = _dict(obj.get("spec"))
+    status = _dict(obj.get("status"))
+    template = _dict(spec.get("template"))
+    names, images = _containers(template)
+    return [
+        _meta(obj).get("name", ""),
+        _int(status.get("desiredNumberScheduled")),
+        _int(status.get("currentNumberScheduled")),
+        _int(status.get("numberReady")),
+        _int(status.get("updatedNumberScheduled")),
+        _int(status.get("numberAvailable")),
+        format_labels(_dict(template.get("spec")).get("nodeSelector")),
+        since(_meta(obj).get("creationTimestamp"), now),
+        names,
+        images,
+        format_label_selector(spec.get("selector")),
+    ]
+
+
+def print_pdb(obj: JsonDict, now: float) -> list[Any]:
+    spec = _dict(obj.get("spec"))
+    return [
+        _meta(obj).get("name", ""),
+        _int_or_string(spec.get("minAvailable")),
+        _int_or_string(spec.get("maxUnavailable")),
+        _int(_dict(obj.get("status")).get("disruptionsAllowed")),
+        since(_meta(obj).get("creationTimestamp"), now),
+    ]
+
+
+def print_lease(obj: JsonDict, now: float) -> list[Any]:
+    return [
+        _meta(obj).get("name", ""),
+        _dict(obj.get("spec")).get("holderIdentity") or "",
+        since(_meta(obj).get("creationTimestamp"), now),
+    ]
+
+
+def print_crd(obj: JsonDict, now: float) -> list[Any]:
+    # apiextensions registers no printer for CRDs: the default Name / Created At columns.
+    return [_meta(obj).get("name", ""), _meta(obj).get("creationTimestamp")]
+
+
+BUILTIN: dict[str, tuple[list[Column], Printer]] = {
+    "nodes": (
+        [
+            NAME,
+            col("Status", desc="The status of the node"),
+            col("Roles", desc="The roles of the node"),
+            AGE,
+            col("Version", desc="Kubelet Version reported by the node."),
+            col("Internal-IP", priority=1, desc="List of addresses reachable to the node."),
+            col("External-IP", priority=1, desc="List of addresses reachable to the node."),
+            col("OS-Image", priority=1, desc="OS Image reported by the node."),
+            col("Kernel-Version", priority=1, desc="Kernel Version reported by the node."),
+            col(
+                "Container-Runtime",
+                priority=1,
+                desc="ContainerRuntime Version reported by the node.",
+            ),
+        ],
+        print_node,
+    ),
+    "pods": (
+        [
+            NAME,
+            col("Ready", desc="The aggregate readiness state of this pod for accepting traffic."),
+            col("Status", desc="The aggregate status of the containers in this pod."),
+            col(
+                "Restarts",
+                desc="The number of times the containers in this pod have been restarted and "
+                "when the last container in this pod has restarted.",
+            ),
+            AGE,
+            col("IP", priority=1, desc="podIP address allocated to the pod."),
+            col("Node", priority=1, desc="NodeName indicates in which node this pod is scheduled."),
+            col("Nominated Node", priority=1, desc="nominatedNodeName of the pod."),
+            col("Readiness Gates", priority=1, desc="Readiness gates of the pod."),
+        ],
+        print_pod,
+    ),
+    "events": (
+        [
+            col(
+                "Last Seen",
+                desc="The time at which the most recent occurrence of this event was recorded.",
+            ),
+            col("Type", desc="Type of this event (Normal, Warning)."),
+            col("Reason", desc="The reason for the transition into the object's current status."),
+            col("Object", desc="The object that this event is about."),
+            col("Subobject", priority=1, desc="The field of the object the event is about."),
+            col("Source", priority=1, desc="The component reporting this event."),
+            col("Message", desc="A human-readable description of the status of this operation."),
+            col("First Seen", priority=1, desc="The time at which the event was first recorded."),
+            col("Count", priority=1, desc="The number of times this event has occurred."),
+            col("Name", priority=1, fmt="name", desc=NAME_DESC),
+        ],
+        print_event,
+    ),
+    "namespaces": (
+        [NAME, col("Status", desc="The status of the namespace"), AGE],
+        print_namespace,
+    ),
+    "deployments": (
+        [
+            NAME,
+            col("Ready", desc="Number of the pod with ready state"),
+            col(
+                "Up-to-date",
+                desc=(
+                    "Total number of non-terminated pods targeted by this deployment that "
+                    "have the desired template spec."
+                ),
+            ),
+            col(
+                "Available",
+                desc=(
+                    "Total number of available pods (ready for at least minReadySeconds) "
+                    "targeted by this deployment."
+                ),
+            ),
+            AGE,
+            col("Containers", priority=1, desc="Names of each container in the template."),
+            col("Images", priority=1, desc="Images referenced by each container in the template."),
+            col("Selector", priority=1, desc="Label selector for pods."),
+        ],
+        print_deployment,
+    ),
+    "replicasets": (
+        [
+            NAME,
+            col("Desired", "integer", desc="Replicas is the number of desired replicas."),
+            col(
+                "Current",
+                "integer",
+                desc="Replicas is the most recently observed number of replicas.",
+            ),
+            col("Ready", "integer", desc="The number of ready replicas for this replica set."),
+            AGE,
+            col("Containers", priority=1, desc="Names of each container in the template."),
+            col("Images", priority=1, desc="Images referenced by each container in the template."),
+            col(
+                "Selector",
+                priority=1,
+                desc="Selector is a label query over pods that should match the replica count.",
+            ),
+        ],
+        print_replicaset,
+    ),
+    "daemonsets": (
+        [
+            NAME,
+            col(
+                "Desired",
+                "integer",
+                desc="The total number of nodes that should be running the daemon pod.",
+            ),
+            col(
+                "Current",
+                "integer",
+                desc=(
+                    "The number of nodes that are running at least 1 daemon pod and are "
+                    "supposed to run the daemon pod."
+                ),
+            ),
+            col(
+                "Ready",
+                "integer",
+                desc=(
+                    "The number of nodes that should be running the daemon pod and have one "
+                    "or more of the daemon pod running and ready."
+                ),
+            ),
+            col(
+                "Up-to-date",
+                "integer",
+                desc="The total number of nodes that are running updated daemon pod",
+            ),
+            col(
+                "Available",
+                "integer",
+                desc=(
+                    "The number of nodes that should be running the daemon pod and have one "
+                    "or more of the daemon pod running and available."
+                ),
+            ),
+            col(
+                "Node Selector",
+                desc="NodeSelector is a selector which must be true for the pod to fit on a node.",
+            ),
+            AGE,
+            col("Containers", priority=1, desc="Names of each container in the template."),
+            col("Images", priority=1, desc="Images referenced by each container in the template."),
+            col(
+                "Selector",
+                priority=1,
+                desc="A label query over pods that are managed by the daemon set.",
+            ),
+        ],
+        print_daemonset,
+    ),
+    "poddisruptionbudgets": (
+        [
+            NAME,
+            col("Min Available", desc="The minimum number of pods that must be available."),
+            col("Max Unavailable", desc="The maximum number of pods that may be unavailable."),
+            col(
+                "Allowed Disruptions",
+                "integer",
+                desc="Calculated number of pods that may be disrupted at this time.",
+            ),
+            AGE,
+        ],
+        print_pdb,
+    ),
+    "leases": (
+        [
+            NAME,
+            col(
+                "Holder",
+                desc="holderIdentity contains the identity of the holder of a current lease.",
+            ),
+            AGE,
+        ],
+        print_lease,
+    ),
+    "customresourcedefinitions": (
+        [NAME, col("Created At", fmt="date", desc=AGE_DESC)],
+        print_crd,
+    ),
+}
+
+
+# --------------------------------------------------------------------------- CRD columns
+
+_FILTER = re.compile(
+    r"""^\[\?\(@\.(?P<field>[A-Za-z0-9_.\\/-]+)\s*==\s*(?P<q>["'])(?P<value>.*?)(?P=q)\)\]"""
+)
+_INDEX = re.compile(r"^\[(?P<index>-?\d+|\*)\]")
+
+
+class JsonPathError(ValueError):
+    pass
+
+
+def _split_fields(text: str) -> list[str]:
+    """`.metadata.labels.karpenter\\.sh/nodepool` → metadata, labels, karpenter.sh/nodepool."""
+    parts: list[str] = []
+    cur = ""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            cur += text[i + 1]
+            i += 2
+            continue
+        if ch == ".":
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    parts.append(cur)
+    return [p for p in parts if p]
+
+
+def compile_jsonpath(path: str) -> list[tuple[str, Any]]:
+    """The simple JSONPath of printer columns: fields, `[n]`, `[*]`, `[?(@.a=="v")]`."""
+    steps: list[tuple[str, Any]] = []
+    rest = path.strip()
+    if rest.startswith("{") and rest.endswith("}"):
+        rest = rest[1:-1]
+    while rest:
+        if rest.startswith("["):
+            m = _FILTER.match(rest)
+            if m:
+                steps.append(("filter", (_split_fields(m["field"]), m["value"])))
+                rest = rest[m.end() :]
+                continue
+            m = _INDEX.match(rest)
+            if m:
+                steps.append(("index", m["index"]))
+                rest = rest[m.end() :]
+                continue
+            raise JsonPathError(f"unsupported JSONPath segment {rest!r}")
+        if not rest.startswith("."):
+            raise JsonPathError(f"JSONPath {path!r} must start with '.'")
+        end = 1
+        while end < len(rest) and rest[end] != "[":
+            end += 2 if rest[end] == "\\" else 1
+        steps.extend(("field", name) for name in _split_fields(rest[:end]))
+        rest = rest[end:]
+    return steps
+
+
+def eval_jsonpath(steps: list[tuple[str, Any]], obj: Any) -> list[Any]:
+    current = [obj]
+    for kind, arg in steps:
+        nxt: list[Any] = []
+        for value in current:
+            if kind == "field":
+                if isinstance(value, dict) and arg in value:
+                    nxt.append(value[arg])
+            elif kind == "index":
+                if isinstance(value, list):
+                    if arg == "*":
+                        nxt.extend(value)
+                    elif -len(value) <= int(arg) < len(value):
+                        nxt.append(value[int(arg)])
+            else:
+                fields, want = arg
+                for item in value if isinstance(value, list) else []:
+                    found: Any = item
+                    for f in fields:
+                        found = found.get(f) if isinstance(found, dict) else None
+                    if found is not None and _text(found) == want:
+                        nxt.append(item)
+        current = nxt
+    return current
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict | list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def _cell(column_type: str, value: Any, now: float) -> Any:
+    """apiextensions tableconvertor cellForJSONValue (strings print as JSONPath text)."""
+    if value is None:
+        return None
+    if column_type == "string":
+        return _text(value)
+    if column_type == "integer":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(value)
+        return None
+    if column_type == "number":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        return None
+    if column_type == "boolean":
+        return value if isinstance(value, bool) else None
+    if column_type == "date":
+        if isinstance(value, str):
+            at = parse_time(value)
+            return "<invalid>" if at is None else human_duration(now - at)
+        return None
+    return None
+
+
+def crd_columns(printer_columns: Iterable[JsonDict]) -> tuple[list[Column], list[Any]]:
+    """Column definitions and compiled paths; a CRD without columns prints its age."""
+    cols = list(printer_columns) or [
+        {
+            "name": "Age",
+            "type": "date",
+            "jsonPath": ".metadata.creationTimestamp",
+            "description": AGE_DESC,
+        }
+    ]
+    defs = [NAME]
+    paths: list[Any] = []
+    for c in cols:
+        defs.append(
+            col(
+                str(c.get("name", "")),
+                str(c.get("type", "string")),
+                int(c.get("priority", 0) or 0),
+                str(c.get("description", "")),
+                str(c.get("format", "")),
+            )
+        )
+        try:
+            paths.append(compile_jsonpath(str(c.get("jsonPath", ""))))
+        except JsonPathError:
+            paths.append(None)
+    return defs, paths
+
+
+def crd_row(defs: list[Column], paths: list[Any], obj: JsonDict, now: float) -> list[Any]:
+    cells: list[Any] = [_meta(obj).get("name", "")]
+    for definition, steps in zip(defs[1:], paths, strict=True):
+        found = eval_jsonpath(steps, obj) if steps is not None else []
+        cells.append(_cell(definition["type"], found[0], now) if found else None)
+    return cells
+
+
+# --------------------------------------------------------------------------- the Table
+
+
+def partial_metadata(obj: JsonDict) -> JsonDict:
+    meta = dict(_meta(obj))
+    meta.pop("managedFields", None)
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+
+
+def table(
+    columns: list[Column] | None,
+    rows: list[tuple[list[Any], JsonDict]],
+    list_meta: JsonDict,
+    include_object: str,
+    full_object: Callable[[JsonDict], JsonDict],
+) -> JsonDict:
+    """A meta.k8s.io/v1 Table; `columns` None omits the definitions (later watch events)."""
+    out_rows = []
+    for cells, obj in rows:
+        row: JsonDict = {"cells": cells}
+        if include_object == "Object":
+            row["object"] = full_object(obj)
+        elif include_object != "None":
+            row["object"] = partial_metadata(obj)
+        out_rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_meta,
+        "columnDefinitions": columns,
+        "rows": out_rows,
+    }
