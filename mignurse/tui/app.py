@@ -1113,8 +1113,12 @@ class MigNurseApp(App[None]):
 
     @on(DataTable.RowHighlighted, "#nodes")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        # The event's row may have moved since it was sent (a sort): follow the cursor.
-        name = self._highlighted_name()
+        # The event's row may have moved since it was sent (a sort): follow the cursor. One
+        # that lands while the app closes finds no table: nothing to show then.
+        try:
+            name = self._highlighted_name()
+        except NoMatches:
+            return
         if name is not None:
             self._show_detail(name)
 

@@ -456,7 +456,10 @@ async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
 
         def waiting() -> bool:  # past the NodeClaim delete: the node it would restore is going
             states = running.step_states()
-            return any(k.endswith("/wait-replacement") and v == "running" for k, v in states.items())
+            return any(
+                key.endswith("/wait-replacement") and state == "running"
+                for key, state in states.items()
+            )
 
         async with clock_running(sim, step=2.0):
             await until(waiting, 60)
