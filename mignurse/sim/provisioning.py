@@ -97,10 +97,13 @@ class Provisioner:
             return
         # KC sorts by CPU then memory, largest first (scheduling/queue.go byCPUAndMemoryDescending).
         queue.sort(key=lambda p: (-p.requests.get("cpu", 0.0), -p.requests.get("memory", 0.0)))
+        # The scheduler simulates every node it knows, in flight or initialized (KC
+        # pkg/controllers/provisioning/scheduling ExistingNode): a pod whose node became
+        # Ready since kube-scheduler's last try goes there, not to a new NodeClaim.
         inflight = [
             m
             for m in self._karpenter_machines()
-            if not m.deleting and not m.removed and not m.initialized
+            if not m.deleting and not m.removed and (not m.initialized or self._open(m))
         ]
         waiting: dict[Machine, list[PodRecord]] = {}
         for pod in workloads.pending():
@@ -222,6 +225,14 @@ class Provisioner:
                     scheduling.add(total, DAEMON_REQUESTS)
             self._overheads[pool.name] = total
         return dict(self._overheads[pool.name])
+
+    def _open(self, m: Machine) -> bool:
+        """An initialized node that takes new pods: not cordoned, no taint beyond its pool's."""
+        view = self.w.workloads.view(m)
+        if view is None or view.unschedulable:
+            return False
+        own = {t.key for t in m.pool.taints}
+        return all(t.get("key") in own for t in view.taints)
 
     def _committed(self, m: Machine, nominated: list[PodRecord]) -> Resources:
         """What is already promised on an in-flight NodeClaim: its pods and nominations."""
