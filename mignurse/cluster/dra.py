@@ -116,7 +116,8 @@ def load_dra(client: ClusterClient, *, with_claims: bool = True) -> DraState:
         except (Forbidden, NotFound) as exc:
             refused.append(f"{resource_claims(version).qualified} ({_why(exc)})")
     try:
-        plugin_nodes = plugin_node_names(client)
+        # without the slices a plugin's node cannot be told from one that lost its GPUs
+        plugin_nodes = plugin_node_names(client) if slices_read else frozenset()
     except (Forbidden, NotFound) as exc:
         refused.append(f"pods of the DRA driver ({_why(exc)})")
     notice = ""

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from mignurse.cluster.client import NODES, PODS, ClusterError, NotFound
+from mignurse.cluster.client import NODES, PODS, ClusterError, Forbidden, NotFound
 from mignurse.cluster.dra import NodeDra, node_dra
 from mignurse.evidence.nvml_json import parse_nvml_json
 from mignurse.evidence.nvsmi import merge_smi, parse_mig_lgi, parse_smi_list, parse_smi_xml
@@ -1182,10 +1182,13 @@ class ResumeGpuOperands(_LabelStep):
 
 
 def _dra_of(ctx: StepContext) -> NodeDra:
-    """The node's DRA side; a cluster that serves resource.k8s.io but refuses to show it
-    fails the step (judging by allocatable alone would wait for resources that never come)."""
+    """The node's DRA side. RBAC that refuses it leaves the step as it was before DRA was
+    read (judged by allocatable), with a note; other failures fail the step."""
     try:
         return node_dra(ctx.client, ctx.node)
+    except Forbidden as exc:
+        ctx.log(f"note: DRA devices not read ({exc}); judging by allocatable")
+        return NodeDra()
     except ClusterError as exc:
         raise StepFailed(
             f"cannot read the DRA devices of {ctx.node}: {exc}", retryable=transient(exc)
