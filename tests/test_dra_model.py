@@ -95,7 +95,7 @@ def test_claims_hold_devices_and_make_their_pods_gpu_users() -> None:
         ResourceClaim.from_api(i) for i in items("resourceclaims-v1-one-allocated-one-pending.json")
     )
     assert allocated.node_name == G7E
-    assert [(d.pool, d.device) for d in allocated.devices_of()] == [(G7E, "gpu-0-mig-0-1-1")]
+    assert [(d.pool, d.device) for d in allocated.devices_of()] == [(G7E, "gpu-0-mig-14-1-1")]
     assert allocated.reserved_for == ("trainer-0",)
     assert pending.devices == ()
     trainer = {
@@ -107,7 +107,7 @@ def test_claims_hold_devices_and_make_their_pods_gpu_users() -> None:
     assert pod_claim_names(trainer) == (allocated.name,)
     pods = with_gpu_claims([Pod.from_api(trainer), Pod.from_api(idle)], [allocated, pending])
     assert [p.uses_gpu for p in pods] == [True, False]
-    assert pods[0].gpu_claims == (f"{allocated.name}: gpu-0-mig-0-1-1",)
+    assert pods[0].gpu_claims == (f"{allocated.name}: gpu-0-mig-14-1-1",)
 
 
 def test_the_served_resource_k8s_io_version_is_picked_preferred_first() -> None:

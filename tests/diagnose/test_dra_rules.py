@@ -158,7 +158,7 @@ def test_the_reported_g7e_node_from_its_corpus_slice_is_calm() -> None:
     assert entry["gpu"]["source"] == "dra"
     assert entry["mig"]["slices"] == {"1g.24gb": 4}
     assert [d["name"] for d in entry["gpu"]["dra"]["migDevices"]] == [
-        "gpu-0-mig-0-0-1", "gpu-0-mig-0-1-1", "gpu-0-mig-0-2-1", "gpu-0-mig-0-3-1"
+        "gpu-0-mig-14-0-1", "gpu-0-mig-14-1-1", "gpu-0-mig-14-2-1", "gpu-0-mig-14-3-1"
     ]  # fmt: skip
 
 
