@@ -484,6 +484,12 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             "now": format_time(now),
             **({"layout": gathered.layout} if args.source else {}),
             "findings": [f.to_json() for f in result.findings],
+            # how each named node's GPUs reach pods: device-plugin or dra
+            "gpuSources": {
+                name: inp.snapshot.gpu_source(inp.snapshot.nodes[name])
+                for name in sorted({n for f in result.findings for n in f.nodes})
+                if name in inp.snapshot.nodes
+            },
             "ruleErrors": result.rule_errors,
         }
         if node:

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from mignurse.cluster.snapshot import Snapshot
+from mignurse.cluster.snapshot import GPU_SOURCE_DEVICE_PLUGIN, GPU_SOURCE_DRA, Snapshot
 from mignurse.model import (
     RESOURCE_GPU,
     Condition,
     Node,
     NodeClaim,
+    NodeDevices,
     format_time,
 )
 
@@ -66,15 +67,25 @@ def _since(moment: datetime | None, now: datetime) -> float | None:
     return (now - moment).total_seconds() if moment else None
 
 
-def gpu_cell(node: Node, *, detailed: bool = False) -> str:
-    """Allocatable/capacity of whole GPUs, or the MIG slices on offer.
+def _counts_cell(mig: dict[str, int], detailed: bool) -> str:
+    """One MIG profile reads "56×1g.10gb"; a mixed layout reads "32 MIG" unless `detailed`."""
+    if len(mig) == 1 or detailed:
+        return " ".join(f"{count}×{profile}" for profile, count in sorted(mig.items()))
+    return f"{sum(mig.values())} MIG"
 
-    One MIG profile reads "56×1g.10gb"; a mixed layout reads "32 MIG" unless `detailed`."""
+
+def gpu_cell(
+    node: Node, *, detailed: bool = False, dra: NodeDevices | None = None, source: str = ""
+) -> str:
+    """Allocatable/capacity of whole GPUs, or the MIG slices on offer; on a DRA node
+    (`source` dra) the GPUs its ResourceSlices publish ("dra 1 GPU", "dra none")."""
+    if source == GPU_SOURCE_DRA and not node.gpu_capacity and not node.gpu_allocatable:
+        if dra is None or not dra.gpus:
+            return "dra none"  # the DRA driver runs there and publishes nothing: worth seeing
+        return f"dra {len(dra.gpus)} GPU" + ("s" if len(dra.gpus) > 1 else "")
     mig = node.mig_resources
     if mig:
-        if len(mig) == 1 or detailed:
-            return " ".join(f"{count}×{profile}" for profile, count in sorted(mig.items()))
-        return f"{sum(mig.values())} MIG"
+        return _counts_cell(mig, detailed)
     capacity = node.gpu_capacity.get(RESOURCE_GPU)
     allocatable = node.gpu_allocatable.get(RESOURCE_GPU)
     if capacity is None and allocatable is None:
@@ -82,11 +93,19 @@ def gpu_cell(node: Node, *, detailed: bool = False) -> str:
     return f"{allocatable or 0}/{capacity or 0}"
 
 
-def mig_cell(node: Node) -> str:
+def mig_cell(node: Node, dra: NodeDevices | None = None, *, detailed: bool = False) -> str:
+    """The MIG config asked for and mig-manager's state; on a DRA node, then the MIG devices
+    its ResourceSlices publish ("all-1g.24gb success · 4×1g.24gb")."""
     config, state = node.mig_config, node.mig_config_state
-    if not config and not state:
-        return "-"
-    return f"{config or '?'} {state}" if state else config
+    asked = (f"{config or '?'} {state}" if state else config) if config or state else ""
+    if dra is None:
+        return asked or "-"
+    if dra.dynamic:
+        published = "dynamic"
+    else:
+        migs = dra.mig_counts()
+        published = _counts_cell(migs, detailed) if migs else "no MIG"
+    return f"{asked} · {published}" if asked else published
 
 
 def ahr_cell(cond: Condition | None) -> str:
@@ -182,7 +201,16 @@ class NodeRow:
         )
 
 
-def node_row(node: Node, claim: NodeClaim | None, now: datetime) -> NodeRow:
+def node_row(
+    node: Node,
+    claim: NodeClaim | None,
+    now: datetime,
+    *,
+    dra: NodeDevices | None = None,
+    source: str = GPU_SOURCE_DEVICE_PLUGIN,
+) -> NodeRow:
+    """One node's row; `dra` and `source` from the snapshot (Snapshot.dra_devices,
+    Snapshot.gpu_source)."""
     ready = node.ready
     ahr = node.condition(AHR)
     word = node.ready_status
@@ -197,9 +225,9 @@ def node_row(node: Node, claim: NodeClaim | None, now: datetime) -> NodeRow:
         status_word=word,
         status=f"{word} {since}".strip(),
         age=format_age(_since(node.created, now)),
-        gpu=gpu_cell(node),
-        gpu_detail=gpu_cell(node, detailed=True),
-        mig=mig_cell(node),
+        gpu=gpu_cell(node, dra=dra, source=source),
+        gpu_detail=gpu_cell(node, detailed=True, dra=dra, source=source),
+        mig=mig_cell(node, dra),
         ahr=ahr_cell(ahr),
         ahr_ok=None if ahr is None or ahr.status == "Unknown" else ahr.status == "True",
         taints=taints_cell(node),
@@ -267,7 +295,13 @@ def node_rows(
 ) -> list[NodeRow]:
     claims = snapshot.claims_by_node()
     rows = [
-        node_row(node, claims.get(node.name) or claims.get(node.provider_id), now)
+        node_row(
+            node,
+            claims.get(node.name) or claims.get(node.provider_id),
+            now,
+            dra=snapshot.dra_devices.get(node.name),
+            source=snapshot.gpu_source(node),
+        )
         for node in snapshot.gpu_nodes()
         if pool is None or node.pool == pool
     ]
@@ -285,7 +319,14 @@ def _condition_json(cond: Condition) -> dict[str, Any]:
     return cond.to_json()
 
 
-def node_json(node: Node, claim: NodeClaim | None, now: datetime) -> dict[str, Any]:
+def node_json(
+    node: Node,
+    claim: NodeClaim | None,
+    now: datetime,
+    *,
+    dra: NodeDevices | None = None,
+    source: str = GPU_SOURCE_DEVICE_PLUGIN,
+) -> dict[str, Any]:
     """The stable per-node document of `mignurse nodes -o json` (documented in README)."""
     ready = node.ready
     ahr = node.condition(AHR)
@@ -310,15 +351,20 @@ def node_json(node: Node, claim: NodeClaim | None, now: datetime) -> dict[str, A
         "unschedulable": node.unschedulable,
         "taints": [str(t) for t in node.taints],
         "gpu": {
+            "source": source,
             "product": node.gpu_product or None,
             "capacity": dict(node.gpu_capacity),
             "allocatable": dict(node.gpu_allocatable),
+            "dra": dra.to_json() if dra is not None else None,
         },
         "mig": {
             "config": node.mig_config or None,
             "state": node.mig_config_state or None,
             "strategy": node.labels.get("nvidia.com/mig.strategy") or None,
-            "slices": node.mig_resources,
+            # the device plugin's MIG resources, or the MIG devices DRA publishes
+            "slices": (dra.mig_counts() if dra is not None else {})
+            if source == GPU_SOURCE_DRA
+            else node.mig_resources,
         },
         "gpuDeploy": node.gpu_deploy,
         "acceleratedHardwareReady": _condition_json(ahr) if ahr else None,
@@ -343,7 +389,14 @@ def nodes_document(
         "now": format_time(now),
         "karpenter": snapshot.karpenter,
         "nodes": [
-            node_json(n, claims.get(n.name) or claims.get(n.provider_id), now) for n in nodes
+            node_json(
+                n,
+                claims.get(n.name) or claims.get(n.provider_id),
+                now,
+                dra=snapshot.dra_devices.get(n.name),
+                source=snapshot.gpu_source(n),
+            )
+            for n in nodes
         ],
         "launching": [
             {

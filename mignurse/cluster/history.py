@@ -1231,8 +1231,8 @@ class HistoryRecorder:
 
     def listener(self, plural: str, change: str, models: list[Any]) -> None:
         """ClusterState listener: returns at once, whatever the writer is doing."""
-        if self.store.readonly:
-            return
+        if self.store.readonly or (plural != "events" and plural not in PLURAL_KIND):
+            return  # ResourceSlices and other views are not history
         item = _Change(plural, change, list(models), self.clock())
         with self._cond:
             if len(self._queue) >= self.max_queue:

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from mignurse.model import (
@@ -18,9 +19,16 @@ from mignurse.model import (
     Event,
     Node,
     NodeClaim,
+    NodeDevices,
     NodePool,
+    ResourceClaim,
+    ResourceSlice,
+    dra_devices_by_node,
     instance_family,
 )
+
+GPU_SOURCE_DEVICE_PLUGIN = "device-plugin"
+GPU_SOURCE_DRA = "dra"
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,34 @@ class Snapshot:
     events: tuple[Event, ...] = ()
     karpenter: bool = False
     taken_at: datetime | None = None
+    # Dynamic Resource Allocation (resource.k8s.io): every driver's slices, the claims that
+    # hold devices, and the nodes where the NVIDIA DRA driver's kubelet plugin runs.
+    resource_slices: tuple[ResourceSlice, ...] = ()
+    resource_claims: tuple[ResourceClaim, ...] = ()
+    dra_plugin_nodes: frozenset[str] = frozenset()
+
+    @cached_property
+    def dra_devices(self) -> Mapping[str, NodeDevices]:
+        """The NVIDIA DRA driver's GPUs and MIG devices, by node name."""
+        return dra_devices_by_node(self.resource_slices)
+
+    def gpu_source(self, node: Node) -> str:
+        """How the node's GPUs reach pods: `dra` when the NVIDIA DRA driver publishes them or
+        runs there, else `device-plugin` (extended resources in allocatable, or nothing)."""
+        if node.name in self.dra_devices or node.name in self.dra_plugin_nodes:
+            return GPU_SOURCE_DRA
+        return GPU_SOURCE_DEVICE_PLUGIN
+
+    def gpu_claims_on(self, node: Node) -> list[ResourceClaim]:
+        """ResourceClaims holding NVIDIA DRA devices of this node (its pool, or bound to it)."""
+        devices = self.dra_devices.get(node.name)
+        pools = {node.name, devices.pool} if devices is not None else {node.name}
+        return [
+            c
+            for c in self.resource_claims
+            if c.devices_of()
+            and (c.node_name == node.name or any(d.pool in pools for d in c.devices_of()))
+        ]
 
     def nodeclaim_for(self, node: Node) -> NodeClaim | None:
         for claim in self.nodeclaims.values():
@@ -54,14 +90,16 @@ class Snapshot:
         """GPU nodes, sorted by pool then name.
 
         A node counts when it carries GPU resources or labels, is an NVIDIA instance type,
-        or its NodeClaim (or NodePool) asked for GPUs: a node that lost its GPU resources
-        is exactly the one to show."""
+        publishes NVIDIA DRA devices or runs the DRA driver, or its NodeClaim (or NodePool)
+        asked for GPUs: a node that lost its GPU resources is exactly the one to show."""
         claims = self.claims_by_node()
         gpu_pools = {name for name, pool in self.nodepools.items() if pool.requests_gpu}
+        dra = set(self.dra_devices) | self.dra_plugin_nodes
         chosen = [
             node
             for node in self.nodes.values()
-            if is_gpu_node(node, claims.get(node.name) or claims.get(node.provider_id), gpu_pools)
+            if node.name in dra
+            or is_gpu_node(node, claims.get(node.name) or claims.get(node.provider_id), gpu_pools)
         ]
         chosen.sort(key=lambda n: (n.pool, n.name))
         return chosen
@@ -106,6 +144,7 @@ PARSERS: dict[str, Any] = {
     "nodeclaims": NodeClaim.from_api,
     "nodepools": NodePool.from_api,
     "events": Event.from_api,
+    "resourceslices": ResourceSlice.from_api,
 }
 
 
@@ -120,6 +159,9 @@ class ClusterState:
         self._events: dict[tuple[str, str], Event] = {}
         # (involved kind, involved name) → event keys: a node's detail without a full scan
         self._events_by_object: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self._slices: dict[str, ResourceSlice] = {}
+        self._claims: tuple[ResourceClaim, ...] = ()  # re-read with each assessment
+        self._plugin_nodes: frozenset[str] = frozenset()
         self._dirty_nodes: set[str] = set()
         self._dirty_other = False
         self.karpenter = False
@@ -160,6 +202,12 @@ class ClusterState:
             elif plural == "nodepools":
                 self._nodepools = {p.name: p for p in models}
                 self._dirty_other = True
+            elif plural == "resourceslices":
+                fresh_slices = {p.name: p for p in models}
+                for piece in (*self._slices.values(), *models):
+                    if piece.node_name:
+                        self._dirty_nodes.add(piece.node_name)
+                self._slices = fresh_slices
             elif plural == "events":
                 self._events = {e.key: e for e in models}
                 self._events_by_object = {}
@@ -200,6 +248,14 @@ class ClusterState:
                 else:
                     self._nodepools[pool.name] = pool
                 self._dirty_other = True
+            elif plural == "resourceslices":
+                piece = model = ResourceSlice.from_api(raw)
+                if deleted:
+                    self._slices.pop(piece.name, None)
+                else:
+                    self._slices[piece.name] = piece
+                if piece.node_name:
+                    self._dirty_nodes.add(piece.node_name)
             elif plural == "events":
                 event = model = Event.from_api(raw)
                 about = (event.involved_kind, event.involved_name)
@@ -218,6 +274,15 @@ class ClusterState:
             self.generation += 1
         self._notify(plural, change_type, [model])
 
+    def set_dra_usage(self, claims: Iterable[ResourceClaim], plugin_nodes: Iterable[str]) -> None:
+        """What is read again with each assessment rather than watched: the ResourceClaims
+        that hold devices and the nodes running the DRA driver's kubelet plugin."""
+        with self._lock:
+            changed = set(self._plugin_nodes) ^ set(plugin_nodes)
+            self._claims = tuple(claims)
+            self._plugin_nodes = frozenset(plugin_nodes)
+            self._dirty_nodes |= changed
+
     # -- reads (UI thread, CLI) -------------------------------------------------------
 
     def snapshot(self, taken_at: datetime | None = None) -> Snapshot:
@@ -229,6 +294,9 @@ class ClusterState:
                 events=tuple(self._events.values()),
                 karpenter=self.karpenter,
                 taken_at=taken_at,
+                resource_slices=tuple(self._slices.values()),
+                resource_claims=self._claims,
+                dra_plugin_nodes=self._plugin_nodes,
             )
 
     def node(self, name: str) -> Node | None:
@@ -269,6 +337,8 @@ class ClusterState:
                 if c.node_name == name
                 or (node and node.provider_id and c.provider_id == node.provider_id)
             }
+            slices = tuple(p for p in self._slices.values() if p.node_name == name)
+            plugin_nodes = self._plugin_nodes & {name}
         events = self.node_events(name)
         for claim in claims:
             events += self.events_about("NodeClaim", claim)
@@ -278,6 +348,8 @@ class ClusterState:
             events=tuple(events),
             karpenter=self.karpenter,
             taken_at=taken_at,
+            resource_slices=slices,
+            dra_plugin_nodes=plugin_nodes,
         )
 
     def take_changes(self) -> tuple[set[str], bool]:
@@ -294,4 +366,4 @@ class ClusterState:
                 "nodeclaims": len(self._nodeclaims),
                 "nodepools": len(self._nodepools),
                 "events": len(self._events),
-            }
+            } | ({"resourceslices": len(self._slices)} if self._slices else {})

@@ -26,6 +26,7 @@ from mignurse.cluster.client import (
     Forbidden,
     Resource,
 )
+from mignurse.cluster.dra import resource_slices
 from mignurse.cluster.snapshot import PARSERS, ClusterState
 
 WATCH_TIMEOUT_SECONDS = 300
@@ -52,6 +53,7 @@ class ClusterWatcher:
         karpenter: bool,
         on_status: Callable[[ResourceStatus], None] | None = None,
         watch_timeout: int = WATCH_TIMEOUT_SECONDS,
+        dra_version: str = "",
     ) -> None:
         self.client = client
         self.watch_timeout = watch_timeout
@@ -59,6 +61,8 @@ class ClusterWatcher:
         self.resources: list[Resource] = [NODES, EVENTS]
         if karpenter:
             self.resources += [NODECLAIMS, NODEPOOLS]
+        if dra_version:  # the resource.k8s.io version the server offers (cluster.dra)
+            self.resources.append(resource_slices(dra_version))
         self._on_status = on_status
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []

@@ -30,6 +30,7 @@ from mignurse.cluster.client import (
     ClusterError,
     Resource,
 )
+from mignurse.cluster.dra import dra_version, resource_claims, resource_slices
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.collect.bundle import BundleWriter
 from mignurse.collect.redact import Redactor
@@ -157,6 +158,16 @@ def write_cluster_part(
     ]
     if karpenter:
         parts += [("nodeclaims", NODECLAIMS, {}), ("nodepools", NODEPOOLS, {})]
+    try:
+        version = dra_version(client)  # "" on a cluster without resource.k8s.io
+    except ClusterError as exc:
+        problems.append(f"cluster/resourceslices.json: {exc}")
+        version = ""
+    if version:
+        parts += [
+            ("resourceslices", resource_slices(version), {}),
+            ("resourceclaims", resource_claims(version), {}),
+        ]
     for name, resource, selectors in parts:
         try:
             bundle.add_json(

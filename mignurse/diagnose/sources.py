@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, TypeVar
 
 from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, Forbidden, NotFound
+from mignurse.cluster.dra import plugin_nodes_of
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import load_snapshot
 from mignurse.cluster.snapshot import Snapshot
@@ -63,8 +64,11 @@ from mignurse.model import (
     NodeClaim,
     NodePool,
     Pod,
+    ResourceClaim,
+    ResourceSlice,
     format_time,
     parse_time,
+    with_gpu_claims,
 )
 from mignurse.untrusted import (
     BUNDLE_BYTES,
@@ -177,6 +181,8 @@ CLUSTER_DOCUMENTS = (
     "karpenter",
     "clusterpolicy",
     "nodegroups",
+    "resourceslices",
+    "resourceclaims",
 )
 NODE_FILES = frozenset(
     {
@@ -592,6 +598,10 @@ def _load(files: _Files) -> Gathered:
     pools = _objects(doc("nodepools"), "nodepools.json", NodePool.from_api, unread)
     events = _objects(doc("events"), "events.json", Event.from_api, unread)
     pods = _objects(doc("pods"), "pods.json", Pod.from_api, unread)
+    slices = _objects(doc("resourceslices"), "resourceslices.json", ResourceSlice.from_api, unread)
+    resource_claims = _objects(
+        doc("resourceclaims"), "resourceclaims.json", ResourceClaim.from_api, unread
+    )
     manifest = files.json("manifest.json") or {}
     karpenter_doc = doc("karpenter")
     karpenter = None
@@ -612,6 +622,9 @@ def _load(files: _Files) -> Gathered:
         events=tuple(events),
         karpenter=bool(claims or pools or karpenter_doc),
         taken_at=parse_time(manifest.get("collected_at") if isinstance(manifest, dict) else None),
+        resource_slices=tuple(slices),
+        resource_claims=tuple(c for c in resource_claims if c.devices),
+        dra_plugin_nodes=plugin_nodes_of(pods),
     )
     gathered = Gathered(
         snapshot=snapshot,
@@ -619,7 +632,7 @@ def _load(files: _Files) -> Gathered:
         cluster_policy=policy_items[0] if policy_items else None,
         collected_at=snapshot.taken_at,
         context=str(manifest.get("context") or "") if isinstance(manifest, dict) else "",
-        pods=pods,
+        pods=with_gpu_claims(pods, resource_claims),
         nodegroups=nodegroups,
         notices=[*unread, *nodegroup_problems],
     )
@@ -816,6 +829,8 @@ def iter_sources(gathered: Gathered) -> Iterator[str]:
     """One line per input that was present, for `diagnose` to say what it looked at."""
     snap = gathered.snapshot
     yield f"{len(snap.nodes)} nodes, {len(snap.nodeclaims)} NodeClaims, {len(snap.events)} events"
+    if snap.dra_devices:
+        yield f"DRA: {len(snap.dra_devices)} node(s) publish gpu.nvidia.com ResourceSlices"
     if gathered.history.lifecycles:
         yield f"history: {len(gathered.history.lifecycles)} lifecycles"
     if gathered.node_evidence:

@@ -56,6 +56,34 @@ SERVER_VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
+# /version of the other control planes a scenario may name (`cluster.kubernetesVersion`):
+# EKS's `<release>-eks-<build>` form; the patch releases are EKS's of early 2026, the build
+# suffixes and dates ours.
+SERVER_VERSIONS = {
+    "1.32": SERVER_VERSION,
+    "1.33": {
+        **SERVER_VERSION,
+        "minor": "33+",
+        "gitVersion": "v1.33.10-eks-b7a4c5e",
+        "gitCommit": "b7a4c5e9d1f2a3b4c5d6e7f8091a2b3c4d5e6f70",
+        "buildDate": "2026-03-20T18:02:11Z",
+        "goVersion": "go1.24.13",
+    },
+    "1.34": {
+        **SERVER_VERSION,
+        "minor": "34+",
+        "gitVersion": "v1.34.6-eks-2c8e91a",
+        "gitCommit": "2c8e91a4b6d3f5e7a9c1b3d5f7e9a1c3b5d7f9e1",
+        "buildDate": "2026-03-24T17:41:09Z",
+        "goVersion": "go1.24.13",
+    },
+}
+
+
+def server_version(kubernetes_version: str) -> dict[str, str]:
+    return SERVER_VERSIONS.get(kubernetes_version.strip().lstrip("v"), SERVER_VERSION)
+
+
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/strategic-merge-patch+json": "strategic",
@@ -218,8 +246,9 @@ class SimServer(ThreadingHTTPServer):
         self.sim = sim
         self.stopping = False
         self.tls = tls
-        self.served = discovery.catalogue(sim.crds)
+        self.served = discovery.catalogue(sim.crds, sim.scenario.resource_api_versions)
         self.by_path = {(s.group, s.rtype.version, s.plural): s for s in self.served.values()}
+        self.version = server_version(sim.scenario.kubernetes_version)
         crd_set = sim.crds
         self.crd_columns = (
             {p: tables.crd_columns(crd_set.printer_columns(p)) for p in crd_set.documents}
@@ -309,6 +338,7 @@ class Handler(BaseHTTPRequestHandler):
         self._table_version, self._aggregated, self._plain = _accept(
             self.headers.get("Accept") or ""
         )
+        self._convert: Any = None  # the served version's converter, set by _route
         try:
             body = self._read_body() if self.command in ("POST", "PATCH", "PUT", "DELETE") else b""
             if self.sim.unavailable:
@@ -375,6 +405,7 @@ class Handler(BaseHTTPRequestHandler):
         if served is None:
             raise ApiError(404, "NotFound", NOT_FOUND)
         rtype = served.rtype
+        self._convert = served.convert
         if namespace is not None and not rtype.namespaced:
             raise ApiError(404, "NotFound", NOT_FOUND)
         name = rest[1] if len(rest) > 1 else None
@@ -472,7 +503,7 @@ class Handler(BaseHTTPRequestHandler):
         """Version, discovery and OpenAPI documents; False when the path is not one."""
         served = self.server.served
         if parts == ["version"]:
-            self._send_json(200, SERVER_VERSION)
+            self._send_json(200, self.server.version)
             return True
         if parts in (["api"], ["apis"]) and self._aggregated in ("v2", "v2beta1"):
             doc = discovery.aggregated(served, parts == ["api"], self._aggregated)
@@ -503,10 +534,10 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, discovery.api_group_list(served))
             return True
         if len(parts) == 2 and parts[0] == "apis":
-            for g, v in pairs:
-                if parts[1] == g:
-                    self._send_json(200, discovery.api_group(g, v))
-                    return True
+            versions = discovery.versions_of(served, parts[1])
+            if versions:
+                self._send_json(200, discovery.api_group(parts[1], versions))
+                return True
             raise ApiError(404, "NotFound", NOT_FOUND)
         if len(parts) == 3 and parts[0] == "apis":
             if (parts[1], parts[2]) in pairs:
@@ -558,7 +589,7 @@ class Handler(BaseHTTPRequestHandler):
             [(printer(o, now), o) for o in objs],
             list_meta,
             include,
-            lambda o: {"kind": rtype.kind, "apiVersion": rtype.api_version, **o},
+            lambda o: {"kind": rtype.kind, "apiVersion": rtype.api_version, **self._shown(o)},
         )
         if self._table_version == "v1beta1":
             doc["apiVersion"] = "meta.k8s.io/v1beta1"
@@ -568,6 +599,16 @@ class Handler(BaseHTTPRequestHandler):
         return doc
 
     # ------------------------------------------------------------------ reads
+
+    def _raw(self, raw: bytes) -> bytes:
+        """Stored bytes as the requested version shows them."""
+        return raw if self._convert is None else bytes(self._convert(raw))
+
+    def _shown(self, obj: JsonDict) -> JsonDict:
+        if self._convert is None:
+            return obj
+        shown: JsonDict = json.loads(self._convert(json.dumps(obj).encode()))
+        return shown
 
     def _selection(self, rtype: ResourceType, namespace: str | None) -> Selection:
         try:
@@ -678,6 +719,7 @@ class Handler(BaseHTTPRequestHandler):
             {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta},
             separators=(",", ":"),
         ).encode()
+        items = [self._raw(raw) for raw in items]
         self._send(200, head[:-1] + b',"items":[' + b",".join(items) + b"]}")
 
     def _page(
@@ -871,7 +913,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _event(self, rtype: ResourceType, event_type: str, raw: bytes) -> bytes:
         if not self._table_version:
-            return st.watch_line(rtype, event_type, raw)
+            return st.watch_line(rtype, event_type, self._raw(raw))
         obj = json.loads(raw)
         doc = self._table(
             rtype,
@@ -930,7 +972,7 @@ class Handler(BaseHTTPRequestHandler):
                 ),
             )
             return
-        self._send(200, b"{" + rtype.kind_header() + raw[1:])
+        self._send(200, b"{" + rtype.kind_header() + self._raw(raw)[1:])
 
     # ------------------------------------------------------------------ writes
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mignurse.sim import nodegroups, objects
+from mignurse.sim import dra, nodegroups, objects
 from mignurse.sim.karpenter_versions import KarpenterTraits
 from mignurse.sim.objects import JsonDict, micro_ts, ts
 from mignurse.sim.provisioning import Provisioner
@@ -218,6 +218,7 @@ class World:
         self._lease_members: dict[int, dict[Machine, None]] = {}
         self._lease_ticking: set[int] = set()
         self.provisioner = Provisioner(self)
+        self.dra = dra.DraDriver(self)
         self.karpenter_workload: Workload | None = None
         minor = _minor(scenario.kubernetes_version)
         # kube-controller-manager --node-monitor-grace-period: 40 s, 50 s from Kubernetes 1.32
@@ -426,6 +427,8 @@ class World:
             namespaces = {"default", "kube-system", "kube-node-lease", "kube-public"}
             if any(objects.instance_type(p.instance_type).gpu for p in self.scenario.pools):
                 namespaces.add("gpu-operator")
+            if self.dra.enabled():
+                namespaces.add(dra.NAMESPACE)
             for p in self.scenario.pools:
                 if p.workload:
                     namespaces.add(p.workload.namespace)
@@ -440,6 +443,8 @@ class World:
                     self._create_workload(pool)
             if self.scenario.karpenter:
                 self._create_karpenter()
+            if self.dra.enabled():
+                self.dra.bootstrap()
         for pool in self.scenario.pools:
             # One transaction per pool keeps the peak memory of a large build bounded.
             with self.txn():
@@ -519,7 +524,7 @@ class World:
             "pods": str(it.max_pods * count),
             "ephemeral-storage": f"{104845292 * count}Ki",
         }
-        if it.gpu is not None:
+        if it.gpu is not None and not pool.dra:
             for res, per_node in objects.mig_resources(
                 it, pool.mig_config, pool.mig_strategy
             ).items():
@@ -621,8 +626,9 @@ class World:
         pool = m.pool
         it = objects.instance_type(pool.instance_type)
         requests = {"cpu": "2150m", "memory": "2130Mi", "pods": "8"}
-        gpu_res = objects.mig_resources(it, pool.mig_config, pool.mig_strategy)
-        requests.update({k: str(v) for k, v in gpu_res.items() if v})
+        if not pool.dra:  # a DRA pool's pods claim devices, they request no nvidia.com/*
+            gpu_res = objects.mig_resources(it, pool.mig_config, pool.mig_strategy)
+            requests.update({k: str(v) for k, v in gpu_res.items() if v})
         assert m.nodeclaim is not None
         obj = objects.build_nodeclaim(
             name=m.nodeclaim,
@@ -738,6 +744,9 @@ class World:
             taints=tuple(t.to_api() for t in pool.taints),
             gpu_resources=m.lifecycle.gpu_resources,
             nodepool_hash=objects.stable_hex("np", pool.name),
+            driver_version=objects.os_image(m.os_name).nvidia_driver
+            or objects.DEFAULT_NVIDIA_DRIVER,
+            dra=pool.dra,
         )
 
     def _register(self, m: Machine) -> None:
@@ -756,6 +765,8 @@ class World:
             ]
         self.tx.put("nodes", node)
         m.registered = True
+        if m.pool.dra:
+            self.dra.registered(m, node["metadata"]["labels"])
         self._kubelet_startup_events(m)
         self.emit(
             self._node_ref(m),
@@ -881,6 +892,8 @@ class World:
         node["metadata"]["labels"] = dict(sorted(current.items()))
         self.tx.put("nodes", node)
         self._node_written(m)
+        if m.pool.dra:
+            self.dra.labels_changed(m, current)
 
     def _set_allocatable(self, m: Machine, resources: dict[str, str | None]) -> None:
         node = self._node(m)
@@ -972,6 +985,8 @@ class World:
             self._kubelet_event(m, "NodeReady", f"Node {m.node} status is now: NodeReady")
         self._remove_taint(m, "node.kubernetes.io/not-ready")
         self._remove_taint(m, "node.kubernetes.io/unreachable")
+        if m.pool.dra:
+            self.dra.node_ready(m)
         if first:
             m.initialized = True
             if m.pool.kind == "nodepool":
@@ -997,6 +1012,8 @@ class World:
         m.kubelet_token += 1
         self._renew_lease_now(m)
         self._kubelet_startup_events(m)
+        if m.pool.dra:
+            self.dra.kubelet_started(m)
         if m.ready:
             self._become_not_ready(
                 m, "KubeletNotReady", "container runtime status check may not have completed yet"
@@ -1042,6 +1059,8 @@ class World:
         m.kubelet_posting = True
         m.kubelet_token += 1
         self._renew_lease_now(m)
+        if m.pool.dra:
+            self.dra.kubelet_started(m)
         self._schedule_status_report(m)
         for ctype, values in objects.KUBELET_HEALTHY.items():
             self._set_node_condition(m, ctype, *values)
@@ -1542,6 +1561,8 @@ class World:
         one if the node still wants it."""
         if m is None:
             return
+        if pod.daemonset == dra.DAEMONSET:
+            self.dra.plugin_pod_gone(m)
         if (
             pod.daemonset is not None
             and not m.removed
@@ -1646,6 +1667,8 @@ class World:
             self._count_health(m)
             self.schedule(self.t + NODE_MONITOR_PERIOD, self._removing_node_event, m)
             self.workloads.node_removed(m)
+            if m.pool.dra:
+                self.dra.node_removed(m)  # the garbage collector follows the slice's owner
         self.machines.pop(m.node, None)
         if m.nodeclaim is None and m in self.pool_machines[m.pool.name]:
             self.pool_machines[m.pool.name].remove(m)
@@ -1918,6 +1941,8 @@ class World:
         node["status"]["nodeInfo"]["bootID"] = boot_id
         self.tx.put("nodes", node)
         m.kubelet_sees_unschedulable = False
+        if m.pool.dra:
+            self.dra.rebooted(m)
         self._kubelet_start(m)
         self._kubelet_startup_events(m)
         self._kubelet_event(
@@ -2061,14 +2086,20 @@ class World:
                 )
             )
         if it.gpu is not None:
+            if pool.dra:
+                # the operator with devicePlugin.enabled=false; the DRA driver's chart instead
+                sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, dict(dra.POD_LABELS), False))
+            else:
+                sets.append(
+                    (
+                        "gpu-operator",
+                        "nvidia-device-plugin-daemonset",
+                        "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                        {"app": "nvidia-device-plugin-daemonset"},
+                        False,
+                    )
+                )
             sets += [
-                (
-                    "gpu-operator",
-                    "nvidia-device-plugin-daemonset",
-                    "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-                    {"app": "nvidia-device-plugin-daemonset"},
-                    False,
-                ),
                 (
                     "gpu-operator",
                     "gpu-feature-discovery",
@@ -2098,7 +2129,7 @@ class World:
                     False,
                 ),
             ]
-            if it.gpu.mig_capable and pool.mig_config:
+            if it.gpu.mig_capable and pool.mig_config and pool.mig_applied_by == "mig-manager":
                 sets.append(
                     (
                         "gpu-operator",
@@ -2166,6 +2197,8 @@ class World:
         self.tx.put("pods", obj)
         m.daemon_pods.append((ns, name))
         self.workloads.register_daemon_pod(m, ns, name, ds)
+        if ds == dra.DAEMONSET:
+            self.dra.plugin_pod_running(m)
 
     def _pod_ip(self, m: Machine) -> str:
         a, b, c, _ = m.ip.split(".")
@@ -2187,6 +2220,18 @@ class World:
             selector={"app": w.name},
             template=template,
         )
+        request = dra.request_for(pool)
+        if request is not None:
+            self.tx.put(
+                "resourceclaimtemplates",
+                dra.claim_template(
+                    dra.template_name(pool),
+                    w.namespace,
+                    self._uid(),
+                    self.begin - 86400 * 14,
+                    request,
+                ),
+            )
         has_pdb = w.pdb_min_available is not None or w.pdb_max_unavailable is not None
         self.workloads.create(deploy, pool, pdb=has_pdb)
         if has_pdb:
@@ -2204,7 +2249,8 @@ class World:
     def _workload_template(self, pool: PoolSpec) -> JsonDict:
         w = pool.workload
         assert w is not None
-        limits = {w.resource: str(w.per_pod)} if w.resource else None
+        request = dra.request_for(pool)
+        limits = {w.resource: str(w.per_pod)} if w.resource and request is None else None
         # 4 CPUs and 16 GiB each, less on a type where podsPerNode of those would not fit:
         # at most three quarters of the CPUs and 70 % of the memory, shared by the pods.
         it = objects.instance_type(pool.instance_type)
@@ -2215,17 +2261,25 @@ class World:
         tolerations = [
             {"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints
         ]
+        ctr = objects.container(w.name, w.image, requests, limits)
+        spec: JsonDict = {
+            "containers": [ctr],
+            "nodeSelector": {
+                "karpenter.sh/nodepool"
+                if pool.kind == "nodepool"
+                else "eks.amazonaws.com/nodegroup": pool.name
+            },
+            "tolerations": tolerations,
+        }
+        if request is not None:
+            # kubernetes v1.34 core/v1 PodResourceClaim and ResourceClaim (container)
+            ctr["resources"]["claims"] = [{"name": dra.POD_CLAIM}]
+            spec["resourceClaims"] = [
+                {"name": dra.POD_CLAIM, "resourceClaimTemplateName": dra.template_name(pool)}
+            ]
         return {
             "metadata": {"labels": {"app": w.name, "app.kubernetes.io/name": w.name}},
-            "spec": {
-                "containers": [objects.container(w.name, w.image, requests, limits)],
-                "nodeSelector": {
-                    "karpenter.sh/nodepool"
-                    if pool.kind == "nodepool"
-                    else "eks.amazonaws.com/nodegroup": pool.name
-                },
-                "tolerations": tolerations,
-            },
+            "spec": spec,
         }
 
     # ------------------------------------------------------------------ Karpenter Deployment
@@ -2394,6 +2448,8 @@ class World:
                     node["spec"].get("unschedulable")
                 ):
                     self._unschedulable_changed(m)
+            if m.pool.dra:
+                self.dra.labels_changed(m, node["metadata"].get("labels") or {})
 
     # ------------------------------------------------------------------ GPU operator
 
@@ -2440,8 +2496,8 @@ class World:
         paused; the layout of `nvidia.com/mig.config` once its state is `success`."""
         node = self._node(m)
         it = objects.instance_type(m.pool.instance_type)
-        if node is None or it.gpu is None:
-            return
+        if node is None or it.gpu is None or m.pool.dra:
+            return  # on a DRA node the driver publishes slices; nothing is advertised
         labels = node["metadata"].get("labels") or {}
         advertised = [
             r for r in node["status"].get("allocatable", {}) if r.startswith("nvidia.com/")

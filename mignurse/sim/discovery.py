@@ -9,9 +9,11 @@ and falls back to DELETE, ignoring PodDisruptionBudgets, when it is missing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mignurse.sim import resourceapi
 from mignurse.sim.crds import CrdSet
 from mignurse.sim.store import RESOURCES, ResourceType
 
@@ -36,6 +38,8 @@ class Served:
     source: str  # "store" | "derived" | "review"
     categories: tuple[str, ...] = ()
     subresources: tuple[Sub, ...] = field(default=())
+    # stored bytes → this version's bytes, for a version other than the stored one
+    convert: Callable[[bytes], bytes] | None = field(default=None, compare=False)
 
     @property
     def plural(self) -> str:
@@ -106,11 +110,19 @@ REVIEWS = {
 KARPENTER_PLURALS = ("nodeclaims", "nodepools", "ec2nodeclasses")
 
 
-def catalogue(karpenter: CrdSet | None) -> dict[tuple[str, str], Served]:
-    """(group, plural) → what is served for a cluster with or without Karpenter."""
-    out: dict[tuple[str, str], Served] = {}
+Catalogue = dict[tuple[str, str, str], Served]  # (group, version, plural) → what is served
+
+
+def catalogue(karpenter: CrdSet | None, resource_versions: tuple[str, ...] = ()) -> Catalogue:
+    """What is served for a cluster with or without Karpenter, and with the `resource.k8s.io`
+    versions its control plane turns on."""
+    out: Catalogue = {}
     for plural, rtype in RESOURCES.items():
-        if plural in KARPENTER_PLURALS or plural == "customresourcedefinitions":
+        if (
+            plural in KARPENTER_PLURALS
+            or plural == "customresourcedefinitions"
+            or rtype.group == resourceapi.GROUP
+        ):
             continue
         verbs = _VERBS.get(plural, tuple(v for v in rtype.verbs if v != "create"))
         subs = []
@@ -118,18 +130,44 @@ def catalogue(karpenter: CrdSet | None) -> dict[tuple[str, str], Served]:
             subs.append(Sub("eviction", "Eviction", "policy", "v1", ("create",)))
         if "status" in rtype.subresources:
             subs.append(Sub("status", rtype.kind, rtype.group, rtype.version, _STATUS))
-        out[(rtype.group, plural)] = Served(
+        out[(rtype.group, rtype.version, plural)] = Served(
             rtype, verbs, "store", _CATEGORIES.get(plural, ()), tuple(subs)
         )
     for plural, rtype in _EXTRA.items():
         if plural not in RESOURCES:
-            out[(rtype.group, plural)] = Served(
+            out[(rtype.group, rtype.version, plural)] = Served(
                 rtype, ("get", "list"), "derived", _CATEGORIES.get(plural, ())
             )
     for rtype in REVIEWS.values():
-        out[(rtype.group, rtype.plural)] = Served(rtype, ("create",), "review")
+        out[(rtype.group, rtype.version, rtype.plural)] = Served(rtype, ("create",), "review")
+    for resource_version in resourceapi.ordered(resource_versions):
+        for plural in resourceapi.PLURALS:
+            stored = RESOURCES[plural]
+            rtype = ResourceType(
+                stored.plural,
+                stored.kind,
+                stored.group,
+                resource_version,
+                stored.namespaced,
+                stored.verbs,
+                stored.short_names,
+                stored.fields,
+                stored.subresources,
+                stored.singular,
+            )
+            status_subs = tuple(
+                Sub(name, rtype.kind, rtype.group, resource_version, ("get",))
+                for name in rtype.subresources
+            )
+            out[(rtype.group, resource_version, plural)] = Served(
+                rtype,
+                ("get", "list", "watch"),
+                "store",
+                subresources=status_subs,
+                convert=resourceapi.converter(plural, resource_version),
+            )
     crd_type = RESOURCES["customresourcedefinitions"]
-    out[(crd_type.group, crd_type.plural)] = Served(
+    out[(crd_type.group, crd_type.version, crd_type.plural)] = Served(
         crd_type,
         _VERBS["customresourcedefinitions"],
         "store",
@@ -163,14 +201,15 @@ def catalogue(karpenter: CrdSet | None) -> dict[tuple[str, str], Served]:
                 )
                 for name in (version.get("subresources") or {})
             ]
-            out[(rtype.group, plural)] = Served(
+            out[(rtype.group, rtype.version, plural)] = Served(
                 rtype, _VERBS[plural], "store", tuple(names.get("categories") or ()), tuple(subs)
             )
     return out
 
 
-def group_versions(served: dict[tuple[str, str], Served]) -> list[tuple[str, str]]:
-    """Groups in the order kube-apiserver lists them (core first, then by priority)."""
+def group_versions(served: Catalogue) -> list[tuple[str, str]]:
+    """(group, version) in the order kube-apiserver lists them: groups by priority, each
+    group's versions most preferred first."""
     order = [
         "apps",
         "authentication.k8s.io",
@@ -178,11 +217,26 @@ def group_versions(served: dict[tuple[str, str], Served]) -> list[tuple[str, str
         "policy",
         "apiextensions.k8s.io",
         "coordination.k8s.io",
+        resourceapi.GROUP,
         "karpenter.k8s.aws",
         "karpenter.sh",
     ]
-    groups = {s.group: s.rtype.version for s in served.values() if s.group}
-    return [(g, groups[g]) for g in order if g in groups]
+    versions: dict[str, set[str]] = {}
+    for s in served.values():
+        if s.group:
+            versions.setdefault(s.group, set()).add(s.rtype.version)
+    pairs = []
+    for group in order:
+        found = versions.get(group, set())
+        ranked = [v for v in resourceapi.PRIORITY if v in found] + sorted(
+            found - set(resourceapi.PRIORITY)
+        )
+        pairs += [(group, v) for v in ranked]
+    return pairs
+
+
+def versions_of(served: Catalogue, group: str) -> list[str]:
+    return [v for g, v in group_versions(served) if g == group]
 
 
 def _legacy_resource(s: Served) -> list[JsonDict]:
@@ -214,7 +268,7 @@ def _legacy_resource(s: Served) -> list[JsonDict]:
     return out
 
 
-def resource_list(served: dict[tuple[str, str], Served], group: str, version: str) -> JsonDict:
+def resource_list(served: Catalogue, group: str, version: str) -> JsonDict:
     resources: list[JsonDict] = []
     for s in served.values():
         if s.group == group and s.rtype.version == version:
@@ -229,23 +283,24 @@ def resource_list(served: dict[tuple[str, str], Served], group: str, version: st
     return doc
 
 
-def api_group(group: str, version: str) -> JsonDict:
-    gv = {"groupVersion": f"{group}/{version}", "version": version}
-    return {
-        "kind": "APIGroup",
-        "apiVersion": "v1",
-        "name": group,
-        "versions": [gv],
-        "preferredVersion": gv,
-    }
+def _group_entry(group: str, versions: list[str]) -> JsonDict:
+    gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+    return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
 
 
-def api_group_list(served: dict[tuple[str, str], Served]) -> JsonDict:
-    groups = []
+def api_group(group: str, versions: list[str]) -> JsonDict:
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group_entry(group, versions)}
+
+
+def api_group_list(served: Catalogue) -> JsonDict:
+    groups: dict[str, list[str]] = {}
     for group, version in group_versions(served):
-        gv = {"groupVersion": f"{group}/{version}", "version": version}
-        groups.append({"name": group, "versions": [gv], "preferredVersion": gv})
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        groups.setdefault(group, []).append(version)
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [_group_entry(g, vs) for g, vs in groups.items()],
+    }
 
 
 def _aggregated_resource(s: Served) -> JsonDict:
@@ -273,25 +328,26 @@ def _aggregated_resource(s: Served) -> JsonDict:
     return entry
 
 
-def aggregated(served: dict[tuple[str, str], Served], core: bool, api_version: str) -> JsonDict:
-    """The APIGroupDiscoveryList of /api (core) or /apis (every named group)."""
+def aggregated(served: Catalogue, core: bool, api_version: str) -> JsonDict:
+    """The APIGroupDiscoveryList of /api (core) or /apis (every named group, each with its
+    versions most preferred first)."""
+    groups: dict[str, list[str]] = {}
+    for group, version in [("", "v1")] if core else group_versions(served):
+        groups.setdefault(group, []).append(version)
     items = []
-    pairs = [("", "v1")] if core else group_versions(served)
-    for group, version in pairs:
-        resources = [
-            _aggregated_resource(s)
-            for s in served.values()
-            if s.group == group and s.rtype.version == version
-        ]
+    for group, versions in groups.items():
+        entries = []
+        for version in versions:
+            resources = [
+                _aggregated_resource(s)
+                for s in served.values()
+                if s.group == group and s.rtype.version == version
+            ]
+            entries.append({"version": version, "resources": resources, "freshness": "Current"})
         meta: JsonDict = {"creationTimestamp": None}
         if group:
             meta["name"] = group
-        items.append(
-            {
-                "metadata": meta,
-                "versions": [{"version": version, "resources": resources, "freshness": "Current"}],
-            }
-        )
+        items.append({"metadata": meta, "versions": entries})
     return {
         "kind": "APIGroupDiscoveryList",
         "apiVersion": f"apidiscovery.k8s.io/{api_version}",

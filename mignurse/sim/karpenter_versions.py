@@ -140,6 +140,14 @@ class KarpenterTraits:
         return self.version < (1, 5, 0)
 
     @property
+    def ignores_dra_requests(self) -> bool:
+        """From KC v1.7.0 `IGNORE_DRA_REQUESTS` (default true) makes a pod with ResourceClaims
+        unschedulable for Karpenter ("pod has Dynamic Resource Allocation requirements that
+        are not yet supported by Karpenter", pkg/operator/options/options.go,
+        provisioning/scheduling/scheduler.go); before, claims are not looked at at all."""
+        return self.version >= (1, 7, 0)
+
+    @property
     def disruption_blocked_on_deleting(self) -> bool:
         """ "Node is deleting or marked for deletion" exists from KC v1.2.0 (state/statenode.go)."""
         return self.version >= (1, 2, 0)

@@ -16,7 +16,8 @@ Decisions:
   call log as `systemctl stop kubelet.service`.
 - Ampere changes MIG mode through a GPU reset; knob `modeChangeNeedsReboot` makes that reset
   fail (a VM with passthrough refuses it), leaving the change pending. Hopper applies it at once.
-- Placement is first fit, biggest profile first, on the 8-slice grid (4 on A30/RTX PRO 6000).
+- Placement is first fit, biggest profile first, on the 8-slice grid (4 on A30/RTX PRO 6000),
+  moving earlier instances when a later one finds no room.
 - Every run appends what it saw to `state/mig-parted.jsonl` (argv, the hooks env, hooks run).
 """
 
@@ -51,8 +52,16 @@ KNOB_DEFAULTS: dict[str, Any] = {
 }
 
 
-def gpu_uuid(index: int) -> str:
-    return f"GPU-5f1c2c6e-0c1d-4b1e-9f7a-1e2d3c4b5a{index:02d}"
+def gpu_uuid(index: int, node: str = "") -> str:
+    """A GPU's UUID; per node when the node is named, so two nodes' GPUs never share one."""
+    if not node:
+        return f"GPU-5f1c2c6e-0c1d-4b1e-9f7a-1e2d3c4b5a{index:02d}"
+    return "GPU-" + str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, f"{node}/gpu/{index}"))
+
+
+def mig_uuid(parent_uuid: str, gi: int) -> str:
+    """The UUID of the MIG device of GPU instance `gi` (one compute instance each)."""
+    return "MIG-" + str(uuidlib.uuid5(uuidlib.NAMESPACE_OID, f"{parent_uuid}/{gi}"))
 
 
 def architecture(name: str) -> str:
@@ -64,15 +73,25 @@ def architecture(name: str) -> str:
     return "Hopper"
 
 
-def initial_state(gpus: int, name: str, mig_mode: str) -> dict[str, Any]:
-    return {
-        "driver": DRIVER,
+def initial_state(
+    gpus: int,
+    name: str,
+    mig_mode: str,
+    *,
+    node: str = "",
+    layout: dict[str, int] | None = None,
+    driver: str = DRIVER,
+) -> dict[str, Any]:
+    """The GPUs of a node at boot; with `layout` (profile → count per GPU) and MIG on, the
+    instances a finished mig-parted apply left."""
+    state: dict[str, Any] = {
+        "driver": driver,
         "gpus": [
             {
                 "index": i,
                 "name": name,
-                "uuid": gpu_uuid(i),
-                "busId": f"00000000:{BUS_IDS[i % len(BUS_IDS)]}:00.0",
+                "uuid": gpu_uuid(i, node),
+                "busId": bus_id(i),
                 "arch": architecture(name),
                 "current": mig_mode,
                 "pending": mig_mode,
@@ -81,6 +100,24 @@ def initial_state(gpus: int, name: str, mig_mode: str) -> dict[str, Any]:
             for i in range(gpus)
         ],
     }
+    if layout and mig_mode == "Enabled":
+        for gpu in state["gpus"]:
+            made = _place(gpu, layout)
+            gpu["instances"] = made if isinstance(made, list) else []
+    return state
+
+
+def bus_id(index: int) -> str:
+    """NVML's PCI bus id of GPU `index` (nvidia-smi -q `<pci_bus_id>`)."""
+    return f"00000000:{BUS_IDS[index % len(BUS_IDS)]}:00.0"
+
+
+def plan_instances(
+    name: str, parent_uuid: str, devices: dict[str, int]
+) -> list[dict[str, Any]] | str:
+    """The GPU instances mig-parted makes for profile → count on one GPU of this product
+    (gi, profile, profileId, placement start and size, MIG UUID), or why it cannot."""
+    return _place({"name": name, "uuid": parent_uuid}, devices)
 
 
 # -- profiles and placement -------------------------------------------------------------------
@@ -148,13 +185,31 @@ def _place(gpu: dict[str, Any], devices: dict[str, int]) -> list[dict[str, Any]]
         wanted += [(shape[1], profile, shape)] * int(count)
     wanted.sort(key=lambda item: -item[0])
     used = [False] * _grid(family)
+    chosen: list[int] = []
+
+    def fit(index: int) -> bool:
+        # first fit, and when a later instance finds no room the earlier ones move on
+        # (mig-parted retries other creation orders before it gives up)
+        if index == len(wanted):
+            return True
+        size, _profile, (_id, _, starts) = wanted[index]
+        for start in starts:
+            if any(used[start : start + size]):
+                continue
+            used[start : start + size] = [True] * size
+            chosen.append(start)
+            if fit(index + 1):
+                return True
+            chosen.pop()
+            used[start : start + size] = [False] * size
+        return False
+
+    if not fit(0):
+        return "error attempting multiple config orderings: all orderings failed"
     made: list[dict[str, Any]] = []
-    for gi, (size, profile, (profile_id, _, starts)) in enumerate(wanted, start=1):
-        start = next((s for s in starts if not any(used[s : s + size])), None)
-        if start is None:
-            return "error attempting multiple config orderings: all orderings failed"
-        for slot in range(start, start + size):
-            used[slot] = True
+    for gi, ((size, profile, (profile_id, _, _starts)), start) in enumerate(
+        zip(wanted, chosen, strict=True), start=1
+    ):
         made.append(
             {
                 "gi": gi,
@@ -163,7 +218,7 @@ def _place(gpu: dict[str, Any], devices: dict[str, int]) -> list[dict[str, Any]]
                 "profileId": profile_id,
                 "start": start,
                 "size": size,
-                "uuid": "MIG-" + str(uuidlib.uuid5(uuidlib.NAMESPACE_OID, f"{gpu['uuid']}/{gi}")),
+                "uuid": mig_uuid(str(gpu["uuid"]), gi),
             }
         )
     return made

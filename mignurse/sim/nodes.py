@@ -30,8 +30,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mignurse.gpu.models import by_product_name
 from mignurse.nodeaccess.local import LocalShell
-from mignurse.sim import nodemig
+from mignurse.sim import nodemig, objects
 
 STORIES = ("mig-hook", "dcgm-loop", "healthy")
 H100 = "NVIDIA H100 80GB HBM3"
@@ -94,6 +95,9 @@ class NodeSandbox:
         self.calls_log = self.root / "calls.log"
         self.state_dir = self.root / "state"
         self._mig_mode = scenario_facts.get("mig_mode")
+        self._mig_layout: dict[str, int] | None = scenario_facts.get("mig_layout")
+        self._uuid_seed = str(scenario_facts.get("gpu_uuid_seed", ""))
+        self._driver = str(scenario_facts.get("driver") or nodemig.DRIVER)
         self._knob_facts = {
             knob: scenario_facts[fact]
             for fact, knob in MIG_KNOB_FACTS.items()
@@ -103,19 +107,45 @@ class NodeSandbox:
 
     @classmethod
     def for_node(cls, root: Path, node_json: dict[str, Any], *, story: str) -> NodeSandbox:
-        """A sandbox for a simulator Node object (its name and creation time)."""
+        """A sandbox for a simulator Node object: its name, creation time, GPUs (capacity, or
+        GFD's `nvidia.com/gpu.count` where the DRA driver publishes them), their NVML name,
+        the driver its labels name, and on a calm node whose GPUs the DRA driver publishes the
+        MIG layout its labels say was applied (`mig.config.state=success`, or user data with
+        mig-manager off). The GPU UUIDs are the node's own, as its ResourceSlice shows them."""
         meta = node_json.get("metadata") or {}
         labels = meta.get("labels") or {}
-        gpu_count = (node_json.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu")
+        name = str(meta.get("name", "node"))
+        capacity = (node_json.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu")
+        # a DRA node advertises no nvidia.com/gpu: GFD's count says how many there are
+        gpu_count = str(capacity or "") or str(labels.get("nvidia.com/gpu.count") or "")
+        product = labels.get("nvidia.com/gpu.product", "")
+        model = by_product_name(product) if product else None
+        gpu_name = (
+            model.product_names[0]
+            if model is not None and model.product_names
+            else product.replace("-", " ")
+        )
         facts: dict[str, Any] = {
             "story": story,
             "created": meta.get("creationTimestamp"),
-            "gpus": int(gpu_count) if str(gpu_count or "").isdigit() else 8,
-            "gpu_name": labels.get("nvidia.com/gpu.product", H100).replace("-", " "),
+            "gpus": int(gpu_count) if gpu_count.isdigit() else 8,
+            "gpu_name": gpu_name if gpu_name.startswith("NVIDIA") else H100,
+            "gpu_uuid_seed": name,
         }
-        if not str(facts["gpu_name"]).startswith("NVIDIA"):
-            facts["gpu_name"] = H100
-        return cls(root, node=str(meta.get("name", "node")), scenario_facts=facts)
+        driver = labels.get("nvidia.com/cuda.driver-version.full")
+        if driver:
+            facts["driver"] = driver
+        status = node_json.get("status") or {}
+        # GPUs the DRA driver publishes (GFD saw them, kubelet advertises none): their sandbox
+        # holds the layout the slices show
+        published_by_dra = labels.get("nvidia.com/gpu.present") == "true" and not [
+            r for r in status.get("capacity") or {} if str(r).startswith("nvidia.com/")
+        ]
+        layout = _applied_layout(labels) if published_by_dra else None
+        if story == "healthy" and layout:
+            facts["mig_mode"] = "Enabled"
+            facts["mig_layout"] = layout
+        return cls(root, node=name, scenario_facts=facts)
 
     # -- what a test uses ---------------------------------------------------------------------
 
@@ -450,11 +480,18 @@ class NodeSandbox:
     def _mig_build(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         state = self.state_dir / "mig.json"
-        if not state.exists() or self._mig_mode is not None:
+        fresh = not state.exists()
+        if fresh or (self._mig_mode is not None and self._mig_layout is None):
             mode = self._mig_mode or ("Enabled" if self.story == "mig-hook" else "Disabled")
-            state.write_text(
-                json.dumps(nodemig.initial_state(self.gpus, self.gpu_name, str(mode)), indent=1)
+            initial = nodemig.initial_state(
+                self.gpus,
+                self.gpu_name,
+                str(mode),
+                node=self._uuid_seed,
+                layout=self._mig_layout,
+                driver=self._driver,
             )
+            state.write_text(json.dumps(initial, indent=1))
         knobs_file = self.state_dir / "knobs.json"
         if not knobs_file.exists():
             defaults = dict(nodemig.KNOB_DEFAULTS)
@@ -523,6 +560,21 @@ fi
 if [ -n "$long" ]; then exec cat "$D/cloud-init-status.txt"; fi
 head -n 1 "$D/cloud-init-status.txt"
 """
+
+
+def _applied_layout(labels: dict[str, Any]) -> dict[str, int] | None:
+    """The per-GPU MIG devices a node's labels say its GPUs hold: its `nvidia.com/mig.config`
+    once mig-manager wrote `success`, or with mig-manager off (user data applies it)."""
+    config = str(labels.get("nvidia.com/mig.config") or "")
+    applied = labels.get("nvidia.com/mig.config.state") == "success" or (
+        labels.get("nvidia.com/gpu.deploy.mig-manager") == "false"
+        and "nvidia.com/mig.config.state" not in labels
+    )
+    itype = str(labels.get("node.kubernetes.io/instance-type") or "")
+    if not config or not applied or itype not in objects.INSTANCE_TYPES:
+        return None
+    gpu = objects.instance_type(itype).gpu
+    return dict(gpu.mig_layouts.get(config) or {}) or None if gpu is not None else None
 
 
 def _gpu_uuid(index: int) -> str:

@@ -20,6 +20,7 @@ KARPENTER_API = "karpenter.sh/v1"
 NODECLASS_GROUP = "karpenter.k8s.aws"
 DEFAULT_KUBELET_VERSION = "v1.32.1-eks-5d632ec"
 DEFAULT_CONTAINERD = "containerd://1.7.27"
+DEFAULT_NVIDIA_DRIVER = "570.124.06"
 ECR = "602401143452.dkr.ecr.{region}.amazonaws.com"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
@@ -231,6 +232,23 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
             GPU_MODELS["rtx-pro-6000"],
             8,
         ),
+        # g7e.4xlarge as aws/karpenter-provider-aws@v1.14.1 instance-types.md lists it: 16 vCPU,
+        # 131072 MiB, 1 × RTX PRO 6000 (98304 MiB), 50 Gbps, EBS 8000 Mbps, 1900 GB NVMe, 506
+        # pods. The hourly price is illustrative.
+        InstanceType(
+            "g7e.4xlarge",
+            16,
+            131072,
+            "amd64",
+            "intel",
+            50000,
+            8000,
+            1900,
+            506,
+            4.14,
+            GPU_MODELS["rtx-pro-6000"],
+            1,
+        ),
         InstanceType("m7i.2xlarge", 8, 32768, "amd64", "intel", 12500, 10000, 0, 58, 0.4032),
         InstanceType("m7i.4xlarge", 16, 65536, "amd64", "intel", 12500, 10000, 0, 234, 0.8064),
         InstanceType("c7i.4xlarge", 16, 32768, "amd64", "intel", 12500, 10000, 0, 234, 0.714),
@@ -272,12 +290,25 @@ class OsImage:
     kernel: str
     kubelet_version: str = DEFAULT_KUBELET_VERSION
     container_runtime: str = DEFAULT_CONTAINERD
+    nvidia_driver: str | None = None  # the AMI's NVIDIA driver (None: the simulator's default)
 
 
 OS_IMAGES: dict[str, OsImage] = {
     "al2023": OsImage("al2023", "Amazon Linux 2023.6.20250218", "6.1.128-136.201.amzn2023.x86_64"),
     "al2023-old": OsImage(
         "al2023", "Amazon Linux 2023.6.20241212", "6.1.119-129.201.amzn2023.x86_64"
+    ),
+    # al2023@v20260409 for Kubernetes 1.34 (AL2023_x86_64_NVIDIA): kubelet 1.34.6, containerd
+    # 2.2.1, kernel 6.12.77-99.140.amzn2023, kmod-nvidia-latest-dkms 580.126.09, base
+    # al2023-ami-minimal-2023.11.20260406.2 (awslabs/amazon-eks-ami@v20260423 CHANGELOG.md,
+    # "AMI Release v20260409"). The kubelet's `-eks-<build>` suffix is ours.
+    "al2023-v20260409": OsImage(
+        "al2023",
+        "Amazon Linux 2023.11.20260406",
+        "6.12.77-99.140.amzn2023.x86_64",
+        kubelet_version="v1.34.6-eks-2c8e91a",
+        container_runtime="containerd://2.2.1",
+        nvidia_driver="580.126.09",
     ),
     "bottlerocket": OsImage(
         "bottlerocket",
@@ -406,8 +437,9 @@ class NodeSpecInput:
     mig_strategy: str = "mixed"
     taints: tuple[JsonDict, ...] = ()
     gpu_resources: bool = True
-    driver_version: str = "570.124.06"
+    driver_version: str = DEFAULT_NVIDIA_DRIVER
     nodepool_hash: str = ""
+    dra: bool = False  # the NVIDIA DRA driver publishes the GPUs: no nvidia.com/* resources
 
 
 def node_labels(n: NodeSpecInput) -> dict[str, str]:
@@ -523,7 +555,7 @@ def node_labels(n: NodeSpecInput) -> dict[str, str]:
             labels["nvidia.com/mig.strategy"] = n.mig_strategy
             if n.mig_config:
                 labels["nvidia.com/mig.config"] = n.mig_config
-                if n.gpu_resources and n.mig_config != "all-disabled":
+                if n.gpu_resources and not n.dra and n.mig_config != "all-disabled":
                     for res, count in mig_resources(it, n.mig_config, n.mig_strategy).items():
                         if res.startswith("nvidia.com/mig-"):
                             labels[f"{res}.count"] = str(count)
@@ -557,7 +589,7 @@ def node_resources(n: NodeSpecInput) -> tuple[dict[str, str], dict[str, str]]:
     }
     if it.efa:
         capacity["vpc.amazonaws.com/efa"] = allocatable["vpc.amazonaws.com/efa"] = str(it.efa)
-    if it.gpu is not None and n.gpu_resources:
+    if it.gpu is not None and n.gpu_resources and not n.dra:
         for res, count in mig_resources(it, n.mig_config, n.mig_strategy).items():
             capacity[res] = allocatable[res] = str(count)
     return dict(sorted(capacity.items())), dict(sorted(allocatable.items()))

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from mignurse.sim.crds import CrdSet
-from mignurse.sim.discovery import Served
+from mignurse.sim.discovery import Catalogue, Served
 
 JsonDict = dict[str, Any]
 META_PACKAGE = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -71,7 +71,7 @@ PATCH_PARAMS = [
 
 
 def _model_name(model: str) -> str:
-    for prefix in ("CoreV1", "V1", "V2"):
+    for prefix in ("CoreV1", "V1beta1", "V1beta2", "V1", "V2"):
         if model.startswith(prefix):
             return model[len(prefix) :]
     return model
@@ -181,9 +181,7 @@ def _paths(s: Served) -> JsonDict:
     return {scope: {"get": {"operationId": f"list{r.kind}", **gvk}}, f"{scope}/{{name}}": item}
 
 
-def group_document(
-    served: dict[tuple[str, str], Served], crds: CrdSet | None, group: str, version: str
-) -> JsonDict:
+def group_document(served: Catalogue, crds: CrdSet | None, group: str, version: str) -> JsonDict:
     schemas: dict[str, JsonDict] = {}
     paths: JsonDict = {}
     for s in served.values():
@@ -196,8 +194,10 @@ def group_document(
             schemas[name] = schema
             schemas.update(builtin_schemas("V1ObjectMeta", META_PACKAGE))
             continue
-        model = MODEL_OF.get((group, r.kind), f"V1{r.kind}")
-        package = PACKAGES.get(group, "io.k8s.api." + group.split(".")[0] + ".v1")
+        # the client names a version's models after it: V1ResourceSlice, V1beta1ResourceSlice
+        prefix = "V1" if version == "v1" else f"V{version[1:]}"
+        model = MODEL_OF.get((group, r.kind), f"{prefix}{r.kind}")
+        package = PACKAGES.get(group, f"io.k8s.api.{group.split('.')[0]}.{version}")
         found = builtin_schemas(model, package)
         top = _ref_name(model, package)
         if top in found:
@@ -217,7 +217,7 @@ def group_document(
     }
 
 
-def index(served: dict[tuple[str, str], Served], group_versions: list[tuple[str, str]]) -> JsonDict:
+def index(served: Catalogue, group_versions: list[tuple[str, str]]) -> JsonDict:
     paths: JsonDict = {}
     for group, version in [("", "v1"), *group_versions]:
         key = f"apis/{group}/{version}" if group else f"api/{version}"

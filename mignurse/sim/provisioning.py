@@ -32,6 +32,10 @@ NOMINATION_WINDOW = 2 * BATCH_MAX  # KC state/statenode.go nominationWindow
 DISRUPTION_POLL = 10.0  # KC disruption/controller.go pollingPeriod
 CONSOLIDATION_TTL = 15.0  # KC disruption consolidationTTL: wait, then validate the command
 FAILED_SCHEDULING_DEDUPE = 300.0  # KC scheduling/events.go PodFailedToScheduleEvent
+# KC v1.7.0+ pkg/controllers/provisioning/scheduling/scheduler.go add()
+DRA_UNSUPPORTED = (
+    "pod has Dynamic Resource Allocation requirements that are not yet supported by Karpenter"
+)
 NODE_POOL_KEY = "karpenter.sh/nodepool"
 
 
@@ -114,7 +118,11 @@ class Provisioner:
         remaining = {pool.name: self._remaining(pool) for pool in self._pools()}
         nominations: list[tuple[PodRecord, Machine]] = []
         errors: dict[PodRecord, str] = {}
+        ignores_dra = self._ignores_dra()
         for pod in queue:
+            if ignores_dra and pod.devices is not None:
+                errors[pod] = DRA_UNSUPPORTED
+                continue
             if pod.nominated is not None and pod.nominated in used:
                 nominations.append((pod, pod.nominated))  # counted already; nominated again
                 continue
@@ -159,6 +167,9 @@ class Provisioner:
                 dedupe=(pod.uid,),
                 timeout=FAILED_SCHEDULING_DEDUPE,
             )
+
+    def _ignores_dra(self) -> bool:
+        return self.w.traits is not None and self.w.traits.ignores_dra_requests
 
     def pending_pods(self) -> bool:
         return any(p.unschedulable for p in self.w.workloads.pending())
@@ -213,6 +224,7 @@ class Provisioner:
             mig_strategy=pool.mig_strategy,
             taints=(),
             gpu_resources=True,
+            dra=pool.dra,
         )
         capacity, allocatable = objects.node_resources(probe)
         return scheduling.resources(capacity), scheduling.resources(allocatable)
@@ -447,6 +459,9 @@ class Provisioner:
         pods = [p for p in candidate.pods if p.reschedulable]
         if not pods:
             return False
+        ignores_dra = self._ignores_dra()
+        if ignores_dra and any(p.devices is not None for p in pods):
+            return False  # its simulation fails those pods as it does for provisioning
         workloads = self.w.workloads
         others = [
             m
@@ -458,7 +473,7 @@ class Provisioner:
             placed = False
             for m in others:
                 view = workloads.view(m)
-                if view is None or workloads.filter(pod, m, view) is not None:
+                if view is None or workloads.filter(pod, m, view, claims=False) is not None:
                     continue
                 allocatable = view.allocatable
                 used = workloads.used(m)

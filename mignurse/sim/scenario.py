@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from mignurse.sim import objects
+from mignurse.sim import objects, resourceapi
 from mignurse.sim.karpenter_versions import chart_feature_gates, parse_version
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -301,11 +301,14 @@ class WorkloadSpec:
     namespace: str
     pods_per_node: int
     image: str
-    resource: str | None  # nvidia.com/gpu, nvidia.com/mig-1g.10gb, … (None: CPU only)
+    # nvidia.com/gpu, nvidia.com/mig-1g.10gb, … (None: CPU only); on a DRA pool the
+    # DeviceClass its ResourceClaim asks for: gpu.nvidia.com or mig.nvidia.com
+    resource: str | None
     per_pod: int
     pdb_min_available: int | str | None = None
     pdb_max_unavailable: int | str | None = None
     replicas: int | None = None  # the Deployment's replicas (default: nodes × podsPerNode)
+    profile: str | None = None  # DRA, mig.nvidia.com: the MIG profile its claim selects
 
 
 @dataclass(frozen=True)
@@ -386,6 +389,12 @@ class PoolSpec:
     release_version: str | None = None  # managed node groups: the AMI release
     ami_type: str | None = None  # managed node groups: EKS amiType
     limits: tuple[tuple[str, str], ...] | None = None  # NodePool spec.limits (None: default)
+    gpu_scheduling: str = "device-plugin"  # device-plugin | dra (the NVIDIA DRA driver)
+    mig_applied_by: str = "mig-manager"  # mig-manager | userdata (before kubelet, every boot)
+
+    @property
+    def dra(self) -> bool:
+        return self.gpu_scheduling == "dra"
 
     @property
     def is_gpu(self) -> bool:
@@ -457,6 +466,7 @@ class Scenario:
     source: str
     generate: tuple[tuple[str, Any], ...] | None = None
     extras: dict[str, Any] = field(default_factory=dict, compare=False)
+    resource_api_versions: tuple[str, ...] = ()  # resource.k8s.io versions served, preferred first
 
     @property
     def context_name(self) -> str:
@@ -528,6 +538,7 @@ _POOL = {
     "nodeRepairConfig",
     "releaseVersion",
     "amiType",
+    "gpuScheduling",
 }
 _NODEGROUP_ONLY = ("nodeRepairConfig", "releaseVersion", "amiType")
 _REPAIR_CONFIG = {
@@ -809,9 +820,23 @@ def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: f
         d.get("mig") or _empty(ctx.line_of(d, "mig")),
         f"{where}.mig",
         ctx.line_of(d, "mig"),
-        {"config", "strategy"},
+        {"config", "strategy", "appliedBy"},
     )
     mig_config = None if mig.get("config") is None else str(mig["config"])
+    applied_by = ctx.string(mig, "appliedBy", f"{where}.mig", "mig-manager")
+    if applied_by not in ("mig-manager", "userdata"):
+        raise ctx.fail(
+            ctx.line_of(mig, "appliedBy"), f"{where}.mig.appliedBy must be mig-manager or userdata"
+        )
+    if applied_by == "userdata" and mig_config is None:
+        raise ctx.fail(ctx.line_of(mig, "appliedBy"), f"{where}.mig.appliedBy needs a config")
+    gpu_scheduling = ctx.string(d, "gpuScheduling", where, "device-plugin")
+    if gpu_scheduling not in ("device-plugin", "dra"):
+        raise ctx.fail(
+            ctx.line_of(d, "gpuScheduling"), f"{where}.gpuScheduling must be device-plugin or dra"
+        )
+    if gpu_scheduling == "dra" and it.gpu is None:
+        raise ctx.fail(ctx.line_of(d, "gpuScheduling"), f"{where}: {itype} has no GPU for DRA")
     mig_strategy = ctx.string(mig, "strategy", f"{where}.mig", "mixed")
     if mig_strategy not in ("mixed", "single", "none"):
         raise ctx.fail(
@@ -952,6 +977,7 @@ def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: f
         it,
         mig_config,
         mig_strategy,
+        gpu_scheduling == "dra",
     )
     return PoolSpec(
         kind=kind,
@@ -996,6 +1022,8 @@ def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: f
         else ctx.string(d, "releaseVersion", where),
         ami_type=_parse_ami_type(ctx, d, where),
         limits=None if d.get("limits") is None else _parse_limits(ctx, d, where, kind),
+        gpu_scheduling=gpu_scheduling,
+        mig_applied_by=applied_by,
     )
 
 
@@ -1032,13 +1060,26 @@ def _parse_workload(
     it: objects.InstanceType,
     mig_config: str | None,
     mig_strategy: str,
+    dra: bool = False,
 ) -> WorkloadSpec | None:
     if raw is None:
         return None
-    allowed = {"name", "namespace", "podsPerNode", "image", "resource", "perPod", "pdb", "replicas"}
+    allowed = {
+        "name", "namespace", "podsPerNode", "image", "resource", "perPod", "pdb", "replicas",
+        "profile",
+    }  # fmt: skip
     d = ctx.mapping(raw, where, line, allowed)
+    layout = (
+        it.gpu.mig_layouts.get(mig_config or "", {}) if it.gpu is not None and mig_config else {}
+    )
+    default_profile: str | None = None
     if it.gpu is None:
         default_resource = None
+    elif dra:
+        # the DeviceClasses of the NVIDIA DRA driver's chart (k8s-dra-driver-gpu@v25.8.0
+        # deployments/helm/nvidia-dra-driver-gpu/templates/deviceclass-{gpu,mig}.yaml)
+        default_resource = "mig.nvidia.com" if layout else "gpu.nvidia.com"
+        default_profile = sorted(layout)[0] if layout else None
     else:
         res = objects.mig_resources(it, mig_config, mig_strategy)
         default_resource = sorted(res)[0] if res else "nvidia.com/gpu"
@@ -1055,6 +1096,20 @@ def _parse_workload(
                 pd.line, f"{where}.pdb needs exactly one of minAvailable, maxUnavailable"
             )
     resource = d.get("resource", default_resource)
+    profile = d.get("profile", default_profile if resource == "mig.nvidia.com" else None)
+    if dra and resource not in ("gpu.nvidia.com", "mig.nvidia.com"):
+        raise ctx.fail(
+            ctx.line_of(d, "resource"),
+            f"{where}.resource on a DRA pool is a DeviceClass: gpu.nvidia.com or mig.nvidia.com",
+        )
+    if profile is not None and (not dra or resource != "mig.nvidia.com"):
+        raise ctx.fail(ctx.line_of(d, "profile"), f"{where}.profile goes with mig.nvidia.com")
+    if dra and resource == "mig.nvidia.com" and (profile is None or str(profile) not in layout):
+        known = ", ".join(sorted(layout)) or "none: the pool has no MIG layout"
+        raise ctx.fail(
+            ctx.line_of(d, "profile" if "profile" in d else "resource"),
+            f"{where}.profile {profile!r} is not in the pool's MIG layout ({known})",
+        )
     return WorkloadSpec(
         name=ctx.string(d, "name", where, pool),
         namespace=ctx.string(d, "namespace", where, "default"),
@@ -1070,6 +1125,7 @@ def _parse_workload(
         pdb_min_available=min_av,
         pdb_max_unavailable=max_un,
         replicas=None if d.get("replicas") is None else ctx.integer(d, "replicas", where, 0),
+        profile=None if profile is None else str(profile),
     )
 
 
@@ -1171,8 +1227,30 @@ def parse_scenario(text: str, source: str) -> Scenario:
         d.get("cluster") or _empty(ctx.line_of(d, "cluster")),
         "cluster",
         ctx.line_of(d, "cluster"),
-        {"name", "region", "kubernetesVersion"},
+        {"name", "region", "kubernetesVersion", "resourceApiVersions"},
     )
+    kubernetes_version = ctx.string(cluster, "kubernetesVersion", "cluster", "1.32")
+    if not re.match(r"^1\.\d+$", kubernetes_version):
+        raise ctx.fail(
+            ctx.line_of(cluster, "kubernetesVersion"),
+            f'cluster.kubernetesVersion {kubernetes_version!r} is not a release like "1.34"',
+        )
+    if "resourceApiVersions" in cluster:
+        wanted = ctx.seq(
+            cluster["resourceApiVersions"],
+            "cluster.resourceApiVersions",
+            ctx.line_of(cluster, "resourceApiVersions"),
+        )
+        unknown = [str(v) for v in wanted if str(v) not in resourceapi.PRIORITY]
+        if unknown:
+            raise ctx.fail(
+                ctx.line_of(cluster, "resourceApiVersions"),
+                f"cluster.resourceApiVersions: {unknown[0]!r} is not one of "
+                f"{', '.join(resourceapi.PRIORITY)}",
+            )
+        resource_versions = resourceapi.ordered([str(v) for v in wanted])
+    else:
+        resource_versions = resourceapi.default_versions(kubernetes_version)
     region = ctx.string(cluster, "region", "cluster", "us-west-2")
     warmup = ctx.duration(d, "warmup", "the scenario", 0.0)
     karpenter: KarpenterSpec | None = None
@@ -1242,6 +1320,12 @@ def parse_scenario(text: str, source: str) -> Scenario:
             pools.append(_parse_pool(ctx, p, f"{key}[{i}]", seq.item_lines[i], kind, warmup))
     names = [p.name for p in pools]
     for p in pools:
+        if p.dra and not resource_versions:
+            raise ctx.fail(
+                p.line,
+                f"pool {p.name!r}: gpuScheduling dra needs resource.k8s.io, which EKS serves "
+                f"from Kubernetes 1.33 (cluster.kubernetesVersion is {kubernetes_version})",
+            )
         if names.count(p.name) > 1:
             raise ctx.fail(p.line, f"pool name {p.name!r} is used twice")
         if p.kind == "nodepool" and karpenter is None:
@@ -1262,7 +1346,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         description=ctx.string(d, "description", "the scenario", ""),
         cluster_name=ctx.string(cluster, "name", "cluster", name),
         region=region,
-        kubernetes_version=ctx.string(cluster, "kubernetesVersion", "cluster", "1.32"),
+        kubernetes_version=kubernetes_version,
         seed=ctx.integer(d, "seed", "the scenario", 1),
         warmup=warmup,
         event_ttl=ctx.duration(d, "eventTTL", "the scenario", 3600.0),
@@ -1274,6 +1358,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
         timeline=_parse_timeline(ctx, d.get("timeline"), ctx.line_of(d, "timeline"), set(names)),
         source=source,
         generate=gen_items,
+        resource_api_versions=resource_versions,
     )
 
 

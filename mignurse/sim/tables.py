@@ -443,7 +443,95 @@ def print_crd(obj: JsonDict, now: float) -> list[Any]:
     return [_meta(obj).get("name", ""), _meta(obj).get("creationTimestamp")]
 
 
+def print_resourceslice(obj: JsonDict, now: float) -> list[Any]:
+    spec = _dict(obj.get("spec"))
+    return [
+        _meta(obj).get("name", ""),
+        str(spec.get("nodeName") or ""),
+        str(spec.get("driver") or ""),
+        str(_dict(spec.get("pool")).get("name") or ""),
+        since(_meta(obj).get("creationTimestamp"), now),
+    ]
+
+
+def resource_claim_state(obj: JsonDict) -> str:
+    """printers.go resourceClaimState: deleted, pending | allocated, reserved."""
+    states = []
+    deleting = bool(_meta(obj).get("deletionTimestamp"))
+    if deleting:
+        states.append("deleted")
+    status = _dict(obj.get("status"))
+    if not status.get("allocation"):
+        if not deleting:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if _list(status.get("reservedFor")):
+            states.append("reserved")
+    return ",".join(states)
+
+
+def print_resourceclaim(obj: JsonDict, now: float) -> list[Any]:
+    return [
+        _meta(obj).get("name", ""),
+        resource_claim_state(obj),
+        since(_meta(obj).get("creationTimestamp"), now),
+    ]
+
+
+def print_name_age(obj: JsonDict, now: float) -> list[Any]:
+    return [_meta(obj).get("name", ""), since(_meta(obj).get("creationTimestamp"), now)]
+
+
+# kubernetes v1.34 staging/src/k8s.io/api/resource/v1/types.go (the SwaggerDoc of the fields
+# the columns show)
+_SLICE_NODE_DESC = (
+    "NodeName identifies the node which provides the resources in this pool. A field selector "
+    "can be used to list only ResourceSlice objects belonging to a certain node.\n\nThis field "
+    "can be used to limit access from nodes to ResourceSlices with the same node name. It also "
+    "indicates to autoscalers that adding new nodes of the same type as some old node might "
+    "also make new resources available.\n\nExactly one of NodeName, NodeSelector, AllNodes, "
+    "and PerDeviceNodeSelection must be set. This field is immutable."
+)
+_SLICE_DRIVER_DESC = (
+    "Driver identifies the DRA driver providing the capacity information. A field selector "
+    "can be used to list only ResourceSlice objects with a certain driver name.\n\nMust be a "
+    "DNS subdomain and should end with a DNS domain owned by the vendor of the driver. It "
+    "should use only lower case characters. This field is immutable."
+)
+_POOL_NAME_DESC = (
+    "Name is used to identify the pool. For node-local devices, this is often the node name, "
+    "but this is not required. A field selector can be used to list only ResourceSlice "
+    "objects belonging to a certain pool.\n\nIt must not be longer than 253 characters and "
+    "must consist of one or more DNS sub-domains separated by slashes. This field is "
+    "immutable."
+)
+
 BUILTIN: dict[str, tuple[list[Column], Printer]] = {
+    # kubernetes v1.34 pkg/printers/internalversion/printers.go AddHandlers
+    "resourceslices": (
+        [
+            NAME,
+            col("Node", desc=_SLICE_NODE_DESC),
+            col("Driver", desc=_SLICE_DRIVER_DESC),
+            col("Pool", desc=_POOL_NAME_DESC),
+            AGE,
+        ],
+        print_resourceslice,
+    ),
+    "resourceclaims": (
+        [
+            NAME,
+            col(
+                "State",
+                desc="A summary of the current state (allocated, pending, reserved, etc.).",
+            ),
+            AGE,
+        ],
+        print_resourceclaim,
+    ),
+    "resourceclaimtemplates": ([NAME, AGE], print_name_age),
+    "deviceclasses": ([NAME, AGE], print_name_age),
     "nodes": (
         [
             NAME,

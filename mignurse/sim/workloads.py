@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mignurse.sim import objects, scheduling
+from mignurse.sim import dra, objects, scheduling
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.scenario import PoolSpec
 from mignurse.sim.scheduling import Resources
@@ -83,6 +83,8 @@ class PodRecord:
     unschedulable: str | None = None  # the scheduler's last FailedScheduling message
     attempts: int = 0  # failed scheduling attempts (backoff)
     retry_at: float = 0.0
+    devices: dra.DeviceRequest | None = None  # what its ResourceClaim asks the DRA driver for
+    claim: str | None = None  # its ResourceClaim (made from the pod's template)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -382,10 +384,13 @@ class Workloads:
             created=created,
             requests=scheduling.pod_requests(rs.template),
             owner=rs,
+            devices=dra.request_for(wl.pool),
         )
         self.pods[pod.key] = pod
         rs.pods.append(pod)
         self._pending[pod] = None
+        if pod.devices is not None:
+            pod.claim = self.w.dra.create_claim(pod, pod.devices)
         self.w.tx.put("pods", self._pod_object(pod, None, None))
         if at is None:
             self._rs_event(rs, "SuccessfulCreate", f"Created pod: {name}")
@@ -428,6 +433,12 @@ class Workloads:
         )
         if spec.get("serviceAccountName"):
             obj["spec"]["serviceAccountName"] = spec["serviceAccountName"]
+        if spec.get("resourceClaims"):
+            obj["spec"]["resourceClaims"] = [dict(c) for c in spec["resourceClaims"]]
+        if pod.claim is not None:
+            obj["status"]["resourceClaimStatuses"] = [
+                {"name": dra.POD_CLAIM, "resourceClaimName": pod.claim}
+            ]
         return obj
 
     def register_daemon_pod(self, m: Machine, namespace: str, name: str, ds: str) -> PodRecord:
@@ -570,10 +581,14 @@ class Workloads:
         self._messages[id(pod.owner)] = (self.w.t, message)
         return message
 
-    def filter(self, pod: PodRecord, m: Machine, view: NodeView) -> tuple[list[str], bool] | None:
+    def filter(
+        self, pod: PodRecord, m: Machine, view: NodeView, *, claims: bool = True
+    ) -> tuple[list[str], bool] | None:
         """The default profile's filters in order (NodeUnschedulable, TaintToleration,
-        NodeAffinity, NodeResourcesFit, InterPodAffinity): None when the pod fits, else the
-        reasons and whether preemption could not help (UnschedulableAndUnresolvable)."""
+        NodeAffinity, NodeResourcesFit, InterPodAffinity, DynamicResources): None when the pod
+        fits, else the reasons and whether preemption could not help
+        (UnschedulableAndUnresolvable). `claims=False` leaves DRA out, as a Karpenter that
+        knows nothing of it simulates."""
         spec = pod.owner.template["spec"] if pod.owner else {}
         tolerations = list(spec.get("tolerations") or []) + list(objects.DEFAULT_TOLERATIONS)
         if view.unschedulable and scheduling.untolerated(
@@ -601,7 +616,17 @@ class Workloads:
             )
         if self._anti_affinity_conflict(pod, m):
             return (["node(s) didn't match pod anti-affinity rules"], False)
+        if claims and pod.devices is not None and not self._claim_fits(pod, m):
+            return ([dra.CANNOT_ALLOCATE], True)
         return None
+
+    def _claim_fits(self, pod: PodRecord, m: Machine) -> bool:
+        """DynamicResources Filter: a claim allocated already fits only its node; one not yet
+        allocated needs that many free matching devices in the node's ResourceSlice."""
+        assert pod.devices is not None
+        if pod.machine is not None:
+            return pod.machine is m
+        return self.w.dra.room(m, pod.devices) >= 1
 
     def _anti_affinity_conflict(self, pod: PodRecord, m: Machine) -> bool:
         spec = pod.owner.template["spec"] if pod.owner else {}
@@ -661,6 +686,8 @@ class Workloads:
         pod.unschedulable = None
         self._pending.pop(pod, None)
         m.pods.append(pod)
+        if pod.devices is not None:
+            self.w.dra.allocate(pod, m, pod.devices)
         started = at < self.w.t
         pod.ready = started and m.ready and m.kubelet_posting
         obj = self._pod_object(pod, m, at if started else None)
@@ -698,7 +725,13 @@ class Workloads:
         for wl in self.workloads.values():
             rs = wl.current
             probe = PodRecord(
-                wl.namespace, "", "", 0.0, scheduling.pod_requests(rs.template), owner=rs
+                wl.namespace,
+                "",
+                "",
+                0.0,
+                scheduling.pod_requests(rs.template),
+                owner=rs,
+                devices=dra.request_for(wl.pool),
             )
             anti = bool(
                 ((rs.template["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(
@@ -715,6 +748,8 @@ class Workloads:
                 if view is None or self.filter(probe, m, view) is not None:
                     continue
                 room = _room(probe.requests, view.allocatable, self.used(m))
+                if probe.devices is not None:
+                    room = min(room, self.w.dra.room(m, probe.devices))
                 if room:
                     slots.append([m, 1 if anti else room])
             while len(rs.pods) < rs.replicas and slots:
@@ -837,6 +872,7 @@ class Workloads:
         del self.pods[pod.key]
         self._pending.pop(pod, None)
         self.w.tx.delete("pods", pod.namespace, pod.name)
+        self.w.dra.pod_gone(pod)
         pod.deleting = True
         m = pod.machine
         if m is not None and pod in m.pods:

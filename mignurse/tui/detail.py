@@ -275,7 +275,12 @@ def _pods_part(pods: list[Pod] | str | None, now: datetime) -> Any:
     for column in ("NAMESPACE", "POD", "PHASE", "READY", "GPU", "OWNER", "AGE"):
         table.add_column(column, overflow="fold")
     for pod in pods:
-        gpu = " ".join(f"{n.removeprefix('nvidia.com/')}:{c}" for n, c in pod.gpu_requests.items())
+        gpu = " ".join(
+            [
+                *(f"{n.removeprefix('nvidia.com/')}:{c}" for n, c in pod.gpu_requests.items()),
+                *(f"claim {held}" for held in pod.gpu_claims),  # DRA: "claim c1: gpu-0-mig-…"
+            ]
+        )
         table.add_row(
             pod.namespace,
             pod.name,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterClient, ClusterError
+from mignurse.cluster.dra import load_dra
 from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState, Snapshot
@@ -68,6 +69,7 @@ class LiveSource:
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
         self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
+        self.dra_version = ""  # the resource.k8s.io version watched; "" none
         self.notices: list[str] = []
         self.watcher: ClusterWatcher | None = None
         self.history_path = history_path
@@ -102,6 +104,24 @@ class LiveSource:
             self.notices.append(KARPENTER_ABSENT_NOTICE)
         else:
             self.karpenter_settings = karpenter_settings(self.client, self.notices)
+        self._read_dra(first=True)
+
+    def _read_dra(self, *, first: bool = False) -> None:
+        """ResourceClaims and the DRA driver's nodes, read again with each assessment (the
+        ResourceSlices are watched); the first read says in one notice what RBAC refuses."""
+        if first:
+            dra = load_dra(self.client)
+            self.dra_version = dra.version if dra.slices_read else ""
+            if dra.notice:
+                self.notices.append(dra.notice)
+        elif self.dra_version:
+            try:
+                dra = load_dra(self.client)
+            except ClusterError:
+                return  # the last good reading stays
+        else:
+            return
+        self.state.set_dra_usage(dra.claims, dra.plugin_nodes)
 
     def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
         if not self._checked:
@@ -124,7 +144,11 @@ class LiveSource:
                 report=self.collect_reports.append,
             )
         self.watcher = ClusterWatcher(
-            self.client, self.state, karpenter=self.karpenter, on_status=on_status
+            self.client,
+            self.state,
+            karpenter=self.karpenter,
+            on_status=on_status,
+            dra_version=self.dra_version,
         ).start()
         threading.Thread(target=self._first_page, name="first-page", daemon=True).start()
 
@@ -172,6 +196,7 @@ class LiveSource:
             self.last_history = history  # the detail pane's timeline reads it too
         if self.karpenter:
             self.karpenter_settings = self._reread_karpenter() or self.karpenter_settings
+        self._read_dra()
         inp = DiagnosisInput(
             snapshot=self.state.snapshot(taken_at=now),
             now=now,
@@ -281,6 +306,8 @@ class BundleSource:
         self.state.replace("nodeclaims", list(snapshot.nodeclaims.values()))
         self.state.replace("nodepools", list(snapshot.nodepools.values()))
         self.state.replace("events", list(snapshot.events))
+        self.state.replace("resourceslices", list(snapshot.resource_slices))
+        self.state.set_dra_usage(snapshot.resource_claims, snapshot.dra_plugin_nodes)
         self.karpenter = snapshot.karpenter
         self.karpenter_settings = self.gathered.karpenter
         self.notices = list(self.gathered.notices)

@@ -231,3 +231,50 @@ def test_a_time_out_of_range_is_one_line_not_rule_warnings(tmp_path: Path) -> No
     for moment in ("0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"):
         err = one_line_error(diagnose(folder, "--now", moment))
         assert "--now" in err and "out of range" in err
+
+
+def test_dra_slices_and_claims_of_the_wrong_shapes_read_as_no_devices(tmp_path: Path) -> None:
+    """ResourceSlices and ResourceClaims hand-edited or damaged: read where they can be, no
+    traceback, and one slice of 20,000 devices is no slower than its size."""
+    files = snapshot_files()
+    many = [{"name": f"gpu-0-mig-0-{i}-1", "attributes": {"type": {"string": "mig"}}}
+            for i in range(20_000)]  # fmt: skip
+    files["cluster/resourceslices.json"] = kubectl_list(
+        [
+            {"spec": "not a mapping"},
+            {"spec": {"driver": "gpu.nvidia.com", "pool": [], "devices": {"a": 1}}},
+            {"spec": {"driver": "gpu.nvidia.com", "pool": {"name": NODE, "generation": "x"},
+                      "nodeName": NODE, "devices": [1, None, {"basic": "x"}, {"name": 5}]}},
+            {"spec": {"driver": "gpu.nvidia.com", "nodeName": NODE,
+                      "pool": {"name": NODE, "generation": 2, "resourceSliceCount": 1},
+                      "devices": many}},
+        ]
+    )  # fmt: skip
+    odd_result = {"driver": "gpu.nvidia.com", "device": ["x"]}
+    odd_selector = {"nodeSelectorTerms": [{"matchFields": 1}]}
+    files["cluster/resourceclaims.json"] = kubectl_list(
+        [
+            {"status": {"allocation": {"devices": {"results": "all"}}, "reservedFor": 3}},
+            {
+                "metadata": {"name": "c", "namespace": "x"},
+                "status": {
+                    "allocation": {
+                        "devices": {"results": [odd_result]},
+                        "nodeSelector": odd_selector,
+                    }
+                },
+            },
+        ]
+    )
+    files["cluster/pods.json"] = kubectl_list(
+        [{"metadata": {"name": "p"}, "spec": {"resourceClaims": "x"},
+          "status": {"resourceClaimStatuses": [7, {"resourceClaimName": None}]}}]
+    )  # fmt: skip
+    folder = write_folder(tmp_path / "snap", files)
+    result = diagnose(folder, "-o", "json")
+    assert result.returncode in (0, 1, 2), result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert json.loads(result.stdout)["kind"] == "Diagnosis"
+    gathered = load_offline(folder)
+    devices = gathered.snapshot.dra_devices[NODE]
+    assert devices.generation == 2 and devices.mig_counts() == {"unknown": 20_000}

@@ -194,6 +194,45 @@ def test_reading_every_scenario_as_on_eks(
     assert "FIELD: weight <integer>" in k.out("explain", "nodepool.spec.weight")
 
 
+def test_resource_slices_and_claims_read_as_on_eks_1_34(
+    kubectl_for: Callable[..., Kubectl],
+) -> None:
+    """`kubectl get resourceslices` prints kube-apiserver's columns (kubernetes v1.34
+    pkg/printers/internalversion/printers.go), `-o yaml` the driver's devices, and the claims
+    their state."""
+    k = kubectl_for("mig-dra-hook-notready")
+    assert "resource.k8s.io/v1" in k.out("api-versions").split()
+    table = k.out("get", "resourceslices")
+    assert header(table) == ["NAME", "NODE", "DRIVER", "POOL", "AGE"]
+    stored = {s["metadata"]["name"]: s for s in k.sim.objects("resourceslices")}
+    assert {r[0] for r in rows(table)} == set(stored) and len(stored) == 3
+    for name, node, driver, pool, age in rows(table):
+        assert (node, driver, pool) == (
+            stored[name]["spec"]["nodeName"],
+            "gpu.nvidia.com",
+            stored[name]["spec"]["nodeName"],
+        )
+        assert not age.startswith("<")
+    listed = yaml.safe_load(k.out("get", "resourceslices", "-o", "yaml"))
+    assert listed["kind"] == "List"
+    assert {i["apiVersion"] for i in listed["items"]} == {"resource.k8s.io/v1"}
+    names = sorted(len(i["spec"]["devices"]) for i in listed["items"])
+    assert names == [1, 5, 5]  # the NotReady node's plugin saw MIG off; 4 × 1g.24gb elsewhere
+    device = next(d for i in listed["items"] for d in i["spec"]["devices"] if d["name"] != "gpu-0")
+    assert device["attributes"]["profile"] == {"string": "1g.24gb"}
+    assert device["capacity"]["memory"] == {"value": "24186Mi"}
+    node = listed["items"][0]["spec"]["nodeName"]
+    one = k.out("get", "resourceslices", f"--field-selector=spec.nodeName={node}", "-o", "name")
+    assert one.split() == [
+        f"resourceslice.resource.k8s.io/{listed['items'][0]['metadata']['name']}"
+    ]
+    claims = k.out("get", "resourceclaims", "-n", "inference")
+    assert header(claims) == ["NAME", "STATE", "AGE"]
+    assert {r[1] for r in rows(claims)} == {"allocated,reserved"} and len(rows(claims)) == 8
+    classes = rows(k.out("get", "deviceclasses"))
+    assert [r[0] for r in classes] == ["gpu.nvidia.com", "mig.nvidia.com"]
+
+
 def test_not_ready_is_visible_in_the_status_column(kubectl_for: Callable[..., Kubectl]) -> None:
     k = kubectl_for("mig-hook-notready")
     statuses = {row[0]: row[1] for row in rows(k.out("get", "nodes"))}

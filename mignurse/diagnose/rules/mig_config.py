@@ -29,13 +29,13 @@ from mignurse.diagnose.rules.mig_hook import (
     paused_evidence,
     paused_operands,
 )
-from mignurse.gpu.profiles import describe_counts, mig_slices
+from mignurse.diagnose.supply import supply_of
+from mignurse.gpu.profiles import describe_counts
 from mignurse.model import (
     LABEL_MIG_CONFIG,
     LABEL_MIG_CONFIG_STATE,
     MIG_NOT_SUPPORTED,
     PROBE_OK,
-    RESOURCE_GPU,
     MigState,
     Node,
 )
@@ -44,14 +44,6 @@ from mignurse.model import (
 # reconfigure on a new node is done well inside this.
 STUCK_AFTER = timedelta(minutes=15)
 STUCK_STATES = ("pending", "rebooting")
-
-
-def _unusable(node: Node) -> bool:
-    """No GPU capacity for pods: no MIG slices where a MIG layout is asked for, no
-    `nvidia.com/gpu` under all-disabled."""
-    if node.mig_config == "all-disabled":
-        return node.gpu_allocatable.get(RESOURCE_GPU, 0) == 0
-    return not mig_slices(node)
 
 
 def _mig_summary(mig: MigState) -> Evidence:
@@ -110,7 +102,8 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
         return None
     paused = paused_operands(node)
     not_ready = node.ready_status != "Ready"
-    unusable = _unusable(node)
+    supply = supply_of(inp.snapshot, node)
+    unusable = supply.unusable(node)
     severity = CRITICAL if not_ready or unusable else WARNING
     after_hook = mig_hook_holds(inp, node.name)
 
@@ -126,15 +119,7 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
         label_evidence(node, LABEL_MIG_CONFIG_STATE),
         *paused_evidence(node),
     ]
-    slices = mig_slices(node)
-    gpus = node.gpu_allocatable.get(RESOURCE_GPU, 0)
-    found.append(
-        Evidence(
-            None,
-            "node",
-            f"allocatable MIG slices {describe_counts(slices)}, {RESOURCE_GPU} {gpus}",
-        )
-    )
+    found.append(supply.evidence(node))
     if node.ready is not None:
         found.append(condition_evidence(node.ready))
     if node.created is not None:

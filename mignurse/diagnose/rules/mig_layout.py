@@ -1,6 +1,9 @@
 """mig-layout-mismatch: the layout `nvidia.com/mig.config` asks for differs from (a) the MIG
-state the GPUs report (node evidence: NVML or nvidia-smi) or (b) the resources the device
-plugin advertises.
+state the GPUs report (node evidence: NVML or nvidia-smi), (b) the resources the device
+plugin advertises, or (c) the MIG devices the NVIDIA DRA driver publishes in the node's
+ResourceSlices (`gpu.nvidia.com`, one `type=mig` device per MIG device that exists:
+NVIDIA/k8s-dra-driver-gpu@v25.8.0 cmd/gpu-kubelet-plugin/nvlib.go getMigDevices). A DRA node
+advertises no `nvidia.com/*` resources, and that is normal there.
 
 The expected layout is the one NVIDIA's default mig-parted file gives that name on the
 node's GPU model (`mignurse.gpu.catalogue`, `mignurse.gpu.models`): the same name means 7×
@@ -33,6 +36,7 @@ from mignurse.diagnose.rules.mig_hook import (
     label_evidence,
     node_evidence_of,
 )
+from mignurse.diagnose.supply import SOURCE_SLICES, Supply, supply_of
 from mignurse.gpu.profiles import (
     MIG_INVALID,
     MODEL_UNKNOWN,
@@ -47,6 +51,7 @@ from mignurse.gpu.profiles import (
     strategy,
 )
 from mignurse.model import (
+    DRA_GPU_DRIVER,
     LABEL_GPU_PRODUCT,
     LABEL_MIG_CONFIG,
     LABEL_MIG_CONFIG_STATE,
@@ -187,6 +192,59 @@ def _compare_advertised(
     return [], False
 
 
+def _compare_published(
+    supply: Supply, layout: Layout | None, ident: GpuIdentity, config: str
+) -> tuple[list[str], bool]:
+    """Mismatches between the layout and the MIG devices the NVIDIA DRA driver publishes for
+    the node, and whether it publishes nothing usable where a layout is asked for."""
+    devices = supply.devices
+    if devices is None:
+        return [
+            f"publishes no {DRA_GPU_DRIVER} ResourceSlice although the DRA driver's kubelet "
+            "plugin runs there"
+        ], True
+    if not devices.complete or devices.dynamic:
+        return [], False  # a pool mid-update, or placements offered: no layout to compare
+    per_gpu = devices.per_gpu()
+    migs = devices.mig_counts()
+    if layout is None or layout.mig_enabled is None:
+        if not per_gpu:
+            return ["publishes no GPU and no MIG device"], True
+        return [], False
+    problems: list[str] = []
+    if ident.count is not None and len(per_gpu) != ident.count:
+        problems.append(f"publishes {len(per_gpu)} GPUs of {ident.count}")
+    if not layout.mig_enabled:
+        if migs:
+            problems.append(f"publishes MIG devices {describe_counts(migs)} under {config}")
+        return problems, False
+    if not migs:
+        return [
+            f"publishes no MIG devices although {config} asks for a MIG layout",
+            *problems,
+        ], True
+    if layout.devices is not None:
+        minors = {d.gpu_key: d.gpu_minor for d in (*devices.gpus, *devices.migs)}
+        by_counts: dict[str, list[int]] = {}
+        for key, counts in per_gpu.items():
+            if counts != dict(layout.devices):
+                minor = minors.get(key)
+                by_counts.setdefault(describe_counts(counts), []).append(
+                    minor if minor is not None else -1
+                )
+        for seen, indices in by_counts.items():
+            problems.append(
+                f"{_gpu_ranges(sorted(indices))}: publishes MIG devices {seen}, {config} asks "
+                f"{describe_counts(layout.devices)}"
+            )
+        return problems, False
+    asked = profiles_of_config(config)
+    if asked and set(migs) - asked:
+        only = ", ".join(sorted(asked))
+        problems.append(f"publishes MIG devices {describe_counts(migs)}, {config} asks only {only}")
+    return problems, False
+
+
 def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     config = node.mig_config
     evidence = node_evidence_of(inp, node.name)
@@ -203,12 +261,19 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
         problems.extend(gpu_problems)
         found.extend(gpu_evidence)
     young = node.created is not None and inp.now - node.created < ADVERTISE_GRACE
+    supply = supply_of(inp.snapshot, node)
     # A NotReady node's device plugin cannot register: its resources say nothing of MIG.
     if node.ready_status == "Ready" and not young:
-        advertised, zero = _compare_advertised(node, layout, ident, config)
-        problems.extend(advertised)
-        critical = zero
-        found.extend(Evidence(None, "node", p) for p in advertised)
+        if supply.dra:
+            published, critical = _compare_published(supply, layout, ident, config)
+            problems.extend(published)
+            found.extend(Evidence(None, SOURCE_SLICES, p) for p in published)
+        if not supply.dra or node.gpu_allocatable:
+            # the device plugin's resources, also where it runs beside the DRA driver
+            advertised, zero = _compare_advertised(node, layout, ident, config)
+            problems.extend(advertised)
+            critical = critical or zero
+            found.extend(Evidence(None, "node", p) for p in advertised)
     if not problems:
         return None
 
@@ -243,6 +308,8 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     found.extend(Evidence(None, "node", f"GPU identity doubt: {d}") for d in ident.doubts)
     allocatable = ", ".join(f"{k}={v}" for k, v in sorted(node.gpu_allocatable.items()))
     found.append(Evidence(None, "node", f"allocatable {allocatable or 'no GPU resources'}"))
+    if supply.dra:
+        found.append(supply.evidence(node))
     if evidence is not None:
         found.extend(evidence_problems(evidence))
     return Finding(

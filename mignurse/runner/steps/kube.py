@@ -33,10 +33,12 @@ from mignurse.cluster.client import (
     PODS,
     ClusterClient,
     ClusterError,
+    Forbidden,
     NotFound,
     TooManyRequests,
 )
-from mignurse.model import Node
+from mignurse.cluster.dra import node_claims
+from mignurse.model import Node, Pod, pod_claim_names, with_gpu_claims
 from mignurse.runner.step import (
     Action,
     Change,
@@ -340,8 +342,12 @@ def _pod_key(pod: dict[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _skip_reason(pod: dict[str, Any], gpu_only: bool) -> str | None:
-    """Why drain leaves this pod alone, or None when it is to be evicted."""
+def _skip_reason(
+    pod: dict[str, Any], gpu_only: bool, dra_users: frozenset[str] | None = frozenset()
+) -> str | None:
+    """Why drain leaves this pod alone, or None when it is to be evicted. `dra_users`: keys of
+    the pods whose ResourceClaims hold NVIDIA DRA devices of the node (None: the claims could
+    not be read, so every pod that uses a claim counts as a GPU pod)."""
     meta = pod.get("metadata") or {}
     if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
         return "mirror pod"
@@ -350,9 +356,24 @@ def _skip_reason(pod: dict[str, Any], gpu_only: bool) -> str | None:
         return "DaemonSet pod"
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return "finished"
-    if gpu_only and not gpu_resources(pod):
+    if gpu_only and not gpu_resources(pod) and not _dra_gpu_user(pod, dra_users):
         return "no GPU request"
     return None
+
+
+def _dra_gpu_user(pod: dict[str, Any], dra_users: frozenset[str] | None) -> bool:
+    if dra_users is None:
+        return bool(pod_claim_names(pod))
+    return _pod_key(pod) in dra_users
+
+
+def dra_gpu_users(client: ClusterClient, node: str, pods: list[dict[str, Any]]) -> frozenset[str]:
+    """Keys of the pods holding NVIDIA DRA devices of the node through ResourceClaims (they
+    request no nvidia.com/* resource, yet use its GPUs). ClusterError goes to the caller."""
+    if not any(pod_claim_names(p) for p in pods):
+        return frozenset()
+    users = with_gpu_claims((Pod.from_api(p) for p in pods), node_claims(client, node))
+    return frozenset(f"{p.namespace}/{p.name}" for p in users if p.gpu_claims)
 
 
 def gpu_resources(pod: dict[str, Any]) -> dict[str, str]:
@@ -374,8 +395,15 @@ def evictable_pods(
     """(pods to evict, {pod key: why skipped}) on one node, right now."""
     evict: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
-    for pod in _pods_on(client, node):
-        why = _skip_reason(pod, gpu_only)
+    pods = _pods_on(client, node)
+    dra_users: frozenset[str] | None = frozenset()
+    if gpu_only:
+        try:
+            dra_users = dra_gpu_users(client, node, pods)
+        except Forbidden:
+            dra_users = None  # claims unreadable: a pod with any claim may hold a GPU
+    for pod in pods:
+        why = _skip_reason(pod, gpu_only, dra_users)
         if why is None:
             evict.append(pod)
         else:

@@ -62,7 +62,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from mignurse.cluster.client import NODES, PODS, ClusterError, NotFound
+from mignurse.cluster.client import NODES, PODS, ClusterError, Forbidden, NotFound
+from mignurse.cluster.dra import NodeDra, node_dra
 from mignurse.evidence.nvml_json import parse_nvml_json
 from mignurse.evidence.nvsmi import merge_smi, parse_mig_lgi, parse_smi_list, parse_smi_xml
 from mignurse.gpu.models import GpuModel
@@ -76,6 +77,7 @@ from mignurse.gpu.profiles import (
     strategy,
 )
 from mignurse.model import (
+    DRA_GPU_DRIVER,
     LABEL_GPU_DEPLOY_PREFIX,
     LABEL_MIG_CONFIG,
     LABEL_MIG_CONFIG_STATE,
@@ -87,6 +89,7 @@ from mignurse.model import (
     RESOURCE_MIG_PREFIX,
     MigState,
     Node,
+    NodeDevices,
 )
 from mignurse.runner.step import (
     Action,
@@ -124,6 +127,10 @@ _SHELL_PREAMBLE = 'R="${MIGNURSE_ROOT:-}"\n'
 MIG_PARTED = ("env", "-u", "MIG_PARTED_HOOKS_FILE", "nvidia-mig-parted")
 DEVICE_PLUGIN_APP = "nvidia-device-plugin-daemonset"
 ALLOCATABLE_STEADY_SECONDS = 10.0  # kubelet's node status update period
+# The DRA driver (k8s-dra-driver-gpu@v25.8.0) enumerates MIG devices only when its kubelet plugin
+# starts (cmd/gpu-kubelet-plugin/device_state.go NewDeviceState): given this long to show the
+# new devices by itself, it is restarted.
+DRA_REPUBLISH_GRACE_SECONDS = 30.0
 AUDIT_OUTPUT_CHARS = 2000
 
 
@@ -906,7 +913,14 @@ class VerifyMigLayout(Action):
         capable = [g for g in state.gpus if g.mig_current != MIG_NOT_SUPPORTED]
         per_gpu = describe_counts(target.per_gpu) if target.layout.mig_enabled else "MIG off"
         ctx.log(f"{len(capable)} GPUs on {ctx.node} show {per_gpu} each ({state.source})")
-        return {"source": state.source, "gpus": len(capable), "perGpu": target.per_gpu}
+        # the MIG devices as made now: DRA slices listing others were published before
+        uuids = sorted(d.uuid for g in capable for d in g.devices if d.uuid)
+        return {
+            "source": state.source,
+            "gpus": len(capable),
+            "perGpu": target.per_gpu,
+            "migUuids": uuids,
+        }
 
 
 def allocatable_problem(raw: dict[str, Any], expected: dict[str, int]) -> str | None:
@@ -925,6 +939,38 @@ def allocatable_problem(raw: dict[str, Any], expected: dict[str, int]) -> str | 
     seen = describe_counts(mig_slices(node)) if node.mig_resources else ", ".join(wrong + extra)
     want = ", ".join(f"{r}={n}" for r, n in expected.items())
     return f"allocatable shows {seen or 'nothing'}; expected {want}"
+
+
+def published_problem(
+    devices: NodeDevices | None, target: MigTarget, gpus: int | None
+) -> str | None:
+    """Why the node's gpu.nvidia.com ResourceSlices do not publish the target layout on
+    every GPU, or None."""
+    if devices is None:
+        return f"no {DRA_GPU_DRIVER} ResourceSlice published for the node"
+    if not devices.complete:
+        return (
+            f"{devices.slices} of {devices.slices_expected} ResourceSlices of pool "
+            f"{devices.pool} generation {devices.generation} published"
+        )
+    if devices.dynamic:
+        return None  # DynamicMIG offers placements and makes MIG devices on allocation
+    want = target.per_gpu if target.layout.mig_enabled else {}
+    per_gpu = devices.per_gpu()
+    problems = []
+    if gpus is not None and len(per_gpu) != gpus:
+        problems.append(f"{len(per_gpu)} GPUs published, {gpus} expected")
+    minors = {d.gpu_key: d.gpu_minor for d in (*devices.gpus, *devices.migs)}
+    for key, counts in per_gpu.items():
+        if counts != want:
+            minor = minors.get(key)
+            problems.append(f"GPU {minor if minor is not None else key}: {describe_counts(counts)}")
+    if not problems:
+        return None
+    return (
+        "ResourceSlices publish " + "; ".join(problems) + f"; expected {describe_counts(want)}"
+        " per GPU"
+    )
 
 
 @action("resume-gpu-operands")
@@ -952,12 +998,24 @@ class ResumeGpuOperands(_LabelStep):
         plan = super().plan(ctx)
         target = resolve_target(ctx)
         expected = target.expected_resources()
-        plan.notes += [
+        plan.notes.append(
             "operand labels go back to what the pause step found; one already "
-            f"{PAUSED} before the run becomes true, as mig-manager does on success",
-            "then waits until allocatable shows "
-            + ", ".join(f"{r}={n}" for r, n in expected.items()),
-        ]
+            f"{PAUSED} before the run becomes true, as mig-manager does on success"
+        )
+        if _dra_of(ctx).on:
+            per_gpu = describe_counts(target.per_gpu) if target.layout.mig_enabled else "no MIG"
+            plan.notes += [
+                f"then waits until the node's {DRA_GPU_DRIVER} ResourceSlices publish {per_gpu} "
+                "on every GPU, from a DRA kubelet plugin started after the reconfigure",
+                f"if after {DRA_REPUBLISH_GRACE_SECONDS:.0f} s they still show the old devices, "
+                "the DRA kubelet plugin pod on the node is deleted: its DaemonSet starts a new "
+                "one, and the driver enumerates MIG devices only when it starts",
+            ]
+        else:
+            plan.notes.append(
+                "then waits until allocatable shows "
+                + ", ".join(f"{r}={n}" for r, n in expected.items())
+            )
         plan.nothing_to_do = False
         return plan
 
@@ -968,26 +1026,48 @@ class ResumeGpuOperands(_LabelStep):
         if gpus is None and verified is not None and isinstance(verified.get("gpus"), int):
             gpus = int(verified["gpus"])
         expected = target.expected_resources(gpus)
-        plugin = _labels(get_node(ctx)).get(LABEL_GPU_DEPLOY_PREFIX + "device-plugin") == "true"
+        first = get_node(ctx)
+        dra = _dra_of(ctx).on
+        # A DRA node's device plugin, if it runs beside the driver at all, shows in allocatable.
+        advertised = not dra or bool(Node.from_api(first).gpu_allocatable)
+        plugin = (
+            advertised and _labels(first).get(LABEL_GPU_DEPLOY_PREFIX + "device-plugin") == "true"
+        )
+        restarted = False
         started = time.monotonic()
         steady_since: datetime | None = None
         while True:
             raw = get_node(ctx)
-            problem = _not_serving(ctx, raw) or allocatable_problem(raw, expected)
+            problem = _not_serving(ctx, raw)
+            if problem is None and advertised:
+                problem = allocatable_problem(raw, expected)
             if problem is None and plugin:
                 problem = self._plugin_problem(ctx, written)
+            if problem is None and dra:
+                made = (_find_output(ctx, "migUuids") or {}).get("migUuids")
+                uuids = frozenset(made) if isinstance(made, list) else frozenset()
+                problem, restarted = self._published(ctx, target, gpus, uuids, written, restarted)
             now = ctx.client.server_now()
             if problem is not None:
                 steady_since = None
             elif steady_since is None:
                 steady_since = now
             elif (now - steady_since).total_seconds() >= ALLOCATABLE_STEADY_SECONDS:
-                ctx.log(
-                    f"{ctx.node} advertises "
-                    + ", ".join(f"{r}={n}" for r, n in expected.items())
-                    + f" (steady since {time.monotonic() - started:.0f} s into the wait)"
+                offered = (
+                    f"publishes {DRA_GPU_DRIVER} devices "
+                    + (describe_counts(target.per_gpu) if target.layout.mig_enabled else "no MIG")
+                    + " per GPU"
+                    if dra
+                    else "advertises " + ", ".join(f"{r}={n}" for r, n in expected.items())
                 )
-                return {"expected": expected}
+                ctx.log(
+                    f"{ctx.node} {offered} (steady since {time.monotonic() - started:.0f} s "
+                    "into the wait)"
+                )
+                kept: dict[str, Any] = {"expected": expected if advertised else {}}
+                if dra:
+                    kept["dra"] = {"gpus": gpus, "restartedPlugin": restarted}
+                return kept
             if ctx.time_left() <= 0:
                 down = not_ready(raw)
                 raise StepFailed(
@@ -996,6 +1076,63 @@ class ResumeGpuOperands(_LabelStep):
                     + (f"; it stays cordoned: {replace_hint(ctx.node)}" if down else "")
                 )
             ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))
+
+    @staticmethod
+    def _published(
+        ctx: StepContext,
+        target: MigTarget,
+        gpus: int | None,
+        uuids: frozenset[str],
+        written: datetime | None,
+        restarted: bool,
+    ) -> tuple[str | None, bool]:
+        """Why the DRA driver does not publish the layout yet (None: it does, and what it
+        publishes was read after the reconfigure), and whether its plugin pod was restarted.
+        After the reconfigure means: the MIG devices' UUIDs are those verify-mig-layout read
+        (`uuids`), or where either side names none, a plugin pod started since. One that
+        still shows the old devices once DRA_REPUBLISH_GRACE_SECONDS have passed is
+        restarted, once."""
+        try:
+            dra = node_dra(ctx.client, ctx.node)
+        except ClusterError as exc:
+            if not transient(exc):
+                raise StepFailed(f"cannot read the DRA devices of {ctx.node}: {exc}") from None
+            return f"cannot read the DRA devices of {ctx.node}: {exc}", restarted
+        since = written - timedelta(seconds=1) if written else None  # Date headers: 1 s
+        fresh = [p for p in dra.plugin_pods if p.phase == "Running"]
+        if since is not None:
+            fresh = [p for p in fresh if p.created is not None and p.created >= since]
+        problem = published_problem(dra.devices, target, gpus)
+        published = {d.uuid for d in dra.devices.migs if d.uuid} if dra.devices else set()
+        if problem is None and uuids and published:
+            if published != uuids:
+                problem = (
+                    f"ResourceSlices publish {len(published - uuids)} MIG device(s) the GPUs no "
+                    "longer have (published before the reconfigure)"
+                )
+        elif problem is None and dra.plugin_pods and not fresh:
+            problem = f"no DRA kubelet plugin started on {ctx.node} since the reconfigure"
+        if problem is None or restarted or since is None or not dra.plugin_pods:
+            return problem, restarted
+        waited = (ctx.client.server_now() - since).total_seconds()
+        if fresh or waited < DRA_REPUBLISH_GRACE_SECONDS:
+            return problem, restarted
+        for pod in dra.plugin_pods:
+            key = f"{pod.namespace}/{pod.name}"
+            ctx.intend(
+                f"delete pod {key} (the DRA kubelet plugin) so it enumerates the MIG devices"
+            )
+            try:
+                ctx.client.delete(PODS, pod.name, pod.namespace)
+            except NotFound:
+                pass
+            except ClusterError as exc:
+                raise StepFailed(
+                    f"cannot restart the DRA kubelet plugin {key}: {exc}", retryable=transient(exc)
+                ) from None
+            ctx.record("restarted-dra-plugin", pod=key)
+            ctx.log(f"deleted {key}: the DRA driver publishes MIG devices only when it starts")
+        return problem, True
 
     @staticmethod
     def _plugin_problem(ctx: StepContext, written: datetime | None) -> str | None:
@@ -1031,7 +1168,31 @@ class ResumeGpuOperands(_LabelStep):
         if down:
             return f"{down}; it stays cordoned: {replace_hint(ctx.node)}"
         expected = {str(k): int(v) for k, v in (applied.get("expected") or {}).items()}
-        return allocatable_problem(raw, expected) if expected else None
+        problem = allocatable_problem(raw, expected) if expected else None
+        dra = applied.get("dra")
+        if problem is None and isinstance(dra, dict):
+            gpus = dra.get("gpus")
+            target = resolve_target(ctx)
+            problem = published_problem(
+                node_dra(ctx.client, ctx.node).devices,
+                target,
+                gpus if isinstance(gpus, int) else None,
+            )
+        return problem
+
+
+def _dra_of(ctx: StepContext) -> NodeDra:
+    """The node's DRA side. RBAC that refuses it leaves the step as it was before DRA was
+    read (judged by allocatable), with a note; other failures fail the step."""
+    try:
+        return node_dra(ctx.client, ctx.node)
+    except Forbidden as exc:
+        ctx.log(f"note: DRA devices not read ({exc}); judging by allocatable")
+        return NodeDra()
+    except ClusterError as exc:
+        raise StepFailed(
+            f"cannot read the DRA devices of {ctx.node}: {exc}", retryable=transient(exc)
+        ) from None
 
 
 def _not_serving(ctx: StepContext, raw: dict[str, Any]) -> str | None:
