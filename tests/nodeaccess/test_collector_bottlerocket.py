@@ -18,7 +18,8 @@ from mignurse.nodeaccess.script import BOTTLEROCKET_ADMIN_DISABLED, collector_sc
 from mignurse.sim.nodes import NodeSandbox
 
 OS_RELEASE = (
-    'NAME=Bottlerocket\nID=bottlerocket\nPRETTY_NAME="Bottlerocket OS 1.51.0 (aws-k8s-1.34-nvidia)"\n'
+    "NAME=Bottlerocket\nID=bottlerocket\n"
+    'PRETTY_NAME="Bottlerocket OS 1.51.0 (aws-k8s-1.34-nvidia)"\n'
 )
 SETTINGS = {
     "settings": {

@@ -21,7 +21,7 @@ from .mighelpers import ready_mig_node
 
 Make = Callable[..., Cluster]
 APICLIENT = (
-    "apiclient set --json '{\"settings\":{\"kubelet-device-plugins\":{\"nvidia\":{"
+    'apiclient set --json \'{"settings":{"kubelet-device-plugins":{"nvidia":{'
     '"device-partitioning-strategy":"mig","mig":{"profile":{"rtxpro6000.96gb":"1g.24gb"}}}}}}\''
 )
 
@@ -82,7 +82,8 @@ def test_a_layout_bottlerocket_cannot_make_is_said_so(
     c = cluster_for("mig-1g24gb")
     node = ready_mig_node(c)
     bottlerocket(c, node, "Bottlerocket OS 1.51.0 (aws-k8s-1.34-nvidia)")
-    runner = Runner(book("reapply-mig-no-hooks", tmp_path), {"node": node, "config": "all-balanced"},
+    params = {"node": node, "config": "all-balanced"}
+    runner = Runner(book("reapply-mig-no-hooks", tmp_path), params,
                     client=c.client, shell_for=shells(c, tmp_path / "nodes"), yes=True)  # fmt: skip
 
     result = runner.run()
