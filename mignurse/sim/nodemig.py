@@ -727,6 +727,9 @@ def _export(node: Node, flags: dict[str, Any]) -> None:
 
 
 def mig_parted(node: Node, args: list[str]) -> int:
+    if args[:1] in (["--version"], ["-v"]):  # urfave/cli's flag: cmd/nvidia-mig-parted/main.go
+        print("nvidia-mig-parted version v0.15.0")
+        return 0
     record: dict[str, Any] = {
         "argv": args,
         "hooksFileEnv": os.environ.get("MIG_PARTED_HOOKS_FILE"),

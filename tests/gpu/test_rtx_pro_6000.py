@@ -3,6 +3,7 @@ checked against real-shaped `nvidia-smi -L`, `mig -lgip` and `mig -lgi` (tests/c
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from mignurse.gpu.models import (
 )
 from mignurse.gpu.profiles import config_names, expected_layout, identify_gpus, standard_layouts
 from mignurse.model import Node
+from mignurse.sim.nodes import NodeSandbox, SandboxShell
 
 CORPUS = Path(__file__).parents[1] / "corpus" / "nvidia-smi"
 RTX = model_named("RTX-PRO-6000-Server")
@@ -146,3 +148,37 @@ def test_lgip_with_crlf_and_a_na_memory_still_reads() -> None:
     text = corpus("mig-lgip-r580-rtx-pro-6000.txt").replace("23.62", "  N/A").replace("\n", "\r\n")
     rows = parse_mig_lgip(text).rows
     assert len(rows) == 11 and rows[0].memory_gib is None
+
+
+@pytest.mark.parametrize("config", ["all-1g.24gb-me", "all-2g.48gb.gfx", "all-balanced"])
+def test_the_simulator_makes_the_gpu_instances_with_the_real_ids(
+    tmp_path: Path, config: str
+) -> None:
+    facts = {"story": "healthy", "gpus": 1, "mig_mode": "Enabled",
+             "gpu_name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}  # fmt: skip
+    sandbox = NodeSandbox(tmp_path / "sb", node="n1", scenario_facts=facts)
+    layout = expected_layout(config, RTX)
+    assert layout is not None and layout.devices
+    devices = "".join(f'      "{p}": {n}\n' for p, n in layout.devices.items())
+    spec = tmp_path / "config.yaml"
+    spec.write_text(
+        f"version: v1\nmig-configs:\n  {config}:\n  - devices: all\n    mig-enabled: true\n"
+        f"    mig-devices:\n{devices}"
+    )
+    shell = SandboxShell(sandbox)
+    applied = shell.run(
+        f"env -u MIG_PARTED_HOOKS_FILE nvidia-mig-parted apply -f {spec} -c {config}\n",
+        timeout=30,
+        stdout=io.BytesIO(),
+    )
+    assert applied.rc == 0, applied.stderr_tail
+    out = io.BytesIO()
+    assert shell.run("nvidia-smi mig -lgi\n", timeout=30, stdout=out).rc == 0
+    rows = parse_mig_lgi(out.getvalue().decode()).rows
+    assert sorted(r.profile for r in rows) == sorted(
+        p for p, n in layout.devices.items() for _ in range(n)
+    )
+    for row in rows:
+        geometry = RTX.gi_profiles[row.profile]
+        assert row.profile_id == geometry.profile_id
+        assert row.placement_size == geometry.size and row.placement_start in geometry.starts

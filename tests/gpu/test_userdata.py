@@ -533,3 +533,19 @@ def test_a_device_filtered_config_that_skips_the_gpu_is_refused() -> None:
     # all-1g.35gb names the H200 SXM and GB300 only: on an H200 NVL mig-parted does nothing.
     with pytest.raises(UserDataError, match="no entry for H200-NVL"):
         build("all-1g.35gb", gpu_product="NVIDIA H200 NVL")
+
+
+def test_on_a_simulated_g7e_the_layout_is_applied_and_verified(tmp_path: Path) -> None:
+    """The script against the simulator's stateful nvidia-smi and nvidia-mig-parted: one RTX
+    PRO 6000 with MIG off, as a g7e.4xlarge boots."""
+    facts = {"story": "healthy", "gpus": 1, "mig_mode": "Disabled",
+             "gpu_name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}  # fmt: skip
+    sandbox = NodeSandbox(tmp_path / "node", node="ip-10-0-1-1", scenario_facts=facts)
+    run = run_script(sandbox, quick("all-1g.24gb", gpu_product="g7e.4xlarge"))
+    assert run.rc == 0, run.stdout
+    assert any(
+        "verified: nvidia-smi mig -lgi lists 4 x 1g.24gb (4 per GPU on 1 GPU(s))" in line
+        for line in run.console
+    ), run.console
+    (mig_parted_run,) = [r for r in sandbox.mig_parted_runs() if "apply" in r["argv"]]
+    assert mig_parted_run["hooksRun"] == []
