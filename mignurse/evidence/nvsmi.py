@@ -1,4 +1,5 @@
-"""nvidia-smi output from a node (`-q -x`, `-L`, `mig -lgi`, `mig -lci`) into the model's MigState.
+"""nvidia-smi output from a node (`-q -x`, `-L`, `mig -lgi`, `mig -lci`, `mig -lgip`) into the
+model's MigState.
 
 nvidia-smi's text is not a stable interface (domain.md §3.7), so every parser reads what it
 recognises, reports the rest as problems, and never raises.
@@ -153,7 +154,8 @@ _FAILED = re.compile(r"Failed to (?:display|get|list)\b.*", re.IGNORECASE)
 _BORDER = re.compile(r"\+[-=+]*\+|\|=*\|")
 _HEADER_WORDS = frozenset(
     {"GPU", "GPU instances:", "Compute instances:", "Name", "Profile", "Instance", "Placement",
-     "ID", "Start:Size", "instances:", "Compute"}
+     "ID", "Start:Size", "instances:", "Compute", "instance", "profiles:", "Instances",
+     "Free/Total", "Memory", "GiB", "P2P", "SM", "DEC", "ENC", "CE", "JPEG", "OFA"}
 )  # fmt: skip
 _NONE_FOUND = re.compile(r"No\b.*\bfound\b.*", re.IGNORECASE)
 
@@ -225,6 +227,49 @@ def parse_mig_lci(text: str) -> MigTable[ComputeInstanceRow]:
         )
     if text.strip() and not rows and not none_found:
         problems.add("no compute instance table found")
+    return MigTable(tuple(rows), none_found, problems.result(), error)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInstanceProfileRow:
+    gpu: int
+    profile: str  # "1g.24gb+me" (the table's Name without "MIG ")
+    profile_id: int
+    free: int
+    total: int  # the most instances of this profile the GPU holds
+    memory_gib: float | None = None
+
+
+# `-lgip` prints two lines per profile: GPU, Name, ID, Free/Total, Memory, P2P, SM, DEC, ENC,
+# then CE, JPEG, OFA under them (the second line is skipped, its numbers are engine counts).
+_LGIP_ROW = re.compile(
+    r"\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+(\d+(?:\.\d+)?|N/A)\s+\S+"
+    r"(?:\s+\S+){3}\s*\|"
+)
+_LGIP_ENGINES = re.compile(r"\|\s*\d+\s+\d+\s+\d+\s*\|")
+
+
+def parse_mig_lgip(text: str) -> MigTable[GpuInstanceProfileRow]:
+    """`nvidia-smi mig -lgip`: the GPU instance profiles each GPU offers, with their ids."""
+    problems = ProblemLog()
+    lines, none_found, error = _table_lines(text, problems, "-lgip")
+    rows: list[GpuInstanceProfileRow] = []
+    for number, line in lines:
+        if _LGIP_ENGINES.fullmatch(line):
+            continue
+        m = _LGIP_ROW.fullmatch(line)
+        if m is None:
+            problems.line(number, f"unrecognised table row: {clip(line)!r}")
+            continue
+        gpu, profile, profile_id, free, total, memory = m.groups()
+        rows.append(
+            GpuInstanceProfileRow(
+                int(gpu), profile, int(profile_id), int(free), int(total),
+                None if memory == "N/A" else float(memory),
+            )
+        )  # fmt: skip
+    if text.strip() and not rows and not none_found:
+        problems.add("no GPU instance profile table found")
     return MigTable(tuple(rows), none_found, problems.result(), error)
 
 

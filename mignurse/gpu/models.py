@@ -26,6 +26,9 @@ Sources (each table below says which it uses):
 - MIG-capable GPUs: docs.nvidia.com/datacenter/tesla/mig-user-guide/610/supported-gpus.html;
   minimum driver for MIG: .../mig-user-guide/620/deployment-considerations.html (None where
   that table has no row for the product).
+- GPU instance profile ids (`nvidia-smi mig -lgip` ID, NVML `GpuInstanceProfileInfo.id`, the
+  `<giProfileId>` of a DRA MIG device name): per product, where `-lgip` output was seen
+  (`GpuModel.gi_profiles`; see `_RTX_PRO_6000_GI`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,16 @@ NVIDIA_VENDOR = 0x10DE
 
 
 @dataclass(frozen=True)
+class GiProfile:
+    """A GPU instance profile's geometry on one product: the id `nvidia-smi mig -lgip` and
+    NVML report, and where `nvidia-smi mig -cgi` may place it on the GPU's slice grid."""
+
+    profile_id: int
+    size: int  # memory slices it takes (the Placement Size of `mig -lgi`)
+    starts: tuple[int, ...]  # the slices it may start at (the Placement Start of `mig -lgi`)
+
+
+@dataclass(frozen=True)
 class GpuModel:
     name: str  # mignurse's name for it: "H100-80GB"
     device_ids: tuple[int, ...] = ()  # PCI device ids (vendor 0x10DE): 0x2330
@@ -45,6 +58,8 @@ class GpuModel:
     profiles: Mapping[str, int] = field(default_factory=dict)  # MIG profile → most per GPU
     mig_min_driver: str | None = None  # "R525 (>= 525.85.12)"; None: not in the guide's table
     mig_capable: bool = True
+    gi_profiles: Mapping[str, GiProfile] = field(default_factory=dict)  # where -lgip was seen
+    slices: int | None = None  # memory slices on the GPU (4 or 8); None: not recorded
 
     @property
     def filter_ids(self) -> tuple[str, ...]:
@@ -81,6 +96,20 @@ _GB300 = {"1g.35gb": 7, "1g.35gb+me": 1, "1g.70gb": 4, "2g.70gb": 3, "3g.139gb":
 _RTX_PRO_6000 = {"1g.24gb": 4, "1g.24gb+me": 1, "1g.24gb+gfx": 4, "1g.24gb+me.all": 1,
                  "1g.24gb-me": 4, "2g.48gb": 2, "2g.48gb+gfx": 2, "2g.48gb+me.all": 1,
                  "2g.48gb-me": 2, "4g.96gb": 1, "4g.96gb+gfx": 1}  # fmt: skip
+# GI profile ids: GoogleCloudPlatform/container-engine-accelerators@ccdd14a
+# partition_gpu/partition_gpu.go (from `nvidia-smi mig -lgip` on the GPU, PR 564); 14, 21,
+# 47 and 65 also in bottlerocket-os/bottlerocket-kernel-kit PR 300's `-lgip`. Placements:
+# the 4-slice grid of the MIG user guide's RTX PRO 6000 and A30 diagrams, an Ng profile
+# starting at a multiple of N (inference for the one-instance variants: no -lgipp seen).
+_Q1, _Q2, _Q4 = (0, 1, 2, 3), (0, 2), (0,)
+_RTX_PRO_6000_GI = {
+    "1g.24gb": GiProfile(14, 1, _Q1), "1g.24gb+me": GiProfile(21, 1, _Q1),
+    "1g.24gb+gfx": GiProfile(47, 1, _Q1), "1g.24gb+me.all": GiProfile(65, 1, _Q1),
+    "1g.24gb-me": GiProfile(67, 1, _Q1), "2g.48gb": GiProfile(5, 2, _Q2),
+    "2g.48gb+gfx": GiProfile(35, 2, _Q2), "2g.48gb+me.all": GiProfile(64, 2, _Q2),
+    "2g.48gb-me": GiProfile(66, 2, _Q2), "4g.96gb": GiProfile(0, 4, _Q4),
+    "4g.96gb+gfx": GiProfile(32, 4, _Q4),
+}  # fmt: skip
 
 _R450 = "R450 (>= 450.80.02)"
 _R525 = "R525 (>= 525.85.12)"
@@ -118,7 +147,7 @@ MODELS: tuple[GpuModel, ...] = (
     GpuModel("GB300", (0x31C2,), ("NVIDIA GB300",), _GB300),
     GpuModel("RTX-PRO-6000-Server", (0x2BB5,),
              ("NVIDIA RTX PRO 6000 Blackwell Server Edition",), _RTX_PRO_6000,
-             "R575 (>= 575.51.03)"),
+             "R575 (>= 575.51.03)", gi_profiles=_RTX_PRO_6000_GI, slices=4),
     # MIG-capable (2 instances) per the guide, but NVIDIA's default config has no layout.
     GpuModel("RTX-PRO-4500-Server", (0x2C3A,),
              ("NVIDIA RTX PRO 4500 Blackwell Server Edition",), {}, "R575 (>= 575.64)"),
@@ -192,6 +221,8 @@ INSTANCE_TYPES: dict[str, InstanceGpus] = {
         "GB200", {"36xlarge": 4},
         "https://aws.amazon.com/blogs/containers/unlocking-next-generation-ai-performance-"
         "with-dynamic-resource-allocation-on-amazon-eks-and-amazon-ec2-p6e-gb200 (unverified)"),
+    # The same counts on https://aws.amazon.com/ec2/instance-types/g7e/ (one RTX PRO 6000
+    # Blackwell Server Edition, 96 GB, per GPU).
     "g7e": InstanceGpus("RTX-PRO-6000-Server", {"2xlarge": 1, "4xlarge": 1, "8xlarge": 1,
                         "12xlarge": 2, "24xlarge": 4, "48xlarge": 8}, _KA_DOCS),
     "g7": InstanceGpus("RTX-PRO-4500-Server", {"2xlarge": 1, "4xlarge": 1, "8xlarge": 2,

@@ -1,4 +1,6 @@
-"""AL2023 user data that applies a MIG layout before kubelet starts, with no hooks.
+"""User data that applies a MIG layout before kubelet starts: on AL2023 a shell script with
+no hooks (below), on Bottlerocket its own settings (`build_bottlerocket`, facts in
+`mignurse.gpu.bottlerocket`).
 
 The answer to mig-manager restarting kubelet mid-bootstrap on cgroup v2 (it stops kubelet
 when a host-driver node's MIG mode must change: NVIDIA/mig-parted@v0.15.0
@@ -25,10 +27,22 @@ Decisions:
   NVIDIA/mig-parted@v0.15.0 deployments/systemd/nvidia-mig-parted.sh) and `apply` also gets
   `-k` to a hooks file holding `hooks: {}`: nothing stops kubelet, kills containers or runs
   `systemctl daemon-reload`. The script itself never calls `systemctl`.
+- **Where nvidia-mig-parted comes from**, in this order, the console saying which: the one on
+  PATH (baked into the AMI); else the package named by `--mig-parted-package` (the
+  `nvidia-mig-manager` RPM of NVIDIA/mig-parted's releases, a path or an http(s) URL, as the
+  reported workaround installed 0.14.0), installed with `rpm -i --noscripts` because its
+  %posttrans runs `systemctl daemon-reload` and `systemctl enable nvidia-mig-manager.service`
+  (NVIDIA/mig-parted@v0.15.0 deployments/systemd/packages/rpm/SPECS/nvidia-mig-manager.spec;
+  rpm(8): --noscripts includes --noposttrans); else the binary at `--mig-parted-url`, fetched
+  with curl into /opt/mignurse/bin and checked against `--mig-parted-sha256` when given. Each
+  must answer `--version` (urfave/cli's flag: cmd/nvidia-mig-parted/main.go sets c.Version).
+  None usable: one console line naming what was tried, exit 4.
 - **Sequence** (mig-manager's, reconfigure.go above, minus what a boot without GPU clients
   does not need): `assert` (0 → already applied, done) → `-d apply` → `assert` (must pass) →
   `nvidia-smi -L` (creates the MIG capability device nodes, MIG user guide "Device Nodes and
-  Capabilities", and shows the devices).
+  Capabilities", and counts the GPUs) → `nvidia-smi mig -lgi` must list the layout's instances
+  on every GPU: a mig-parted too old for the GPU has been seen to report success and create
+  nothing (Project-HAMi/HAMi pull request 2135: v0.12.2 on RTX PRO 6000).
   Each mig-parted call is bounded by `timeout` (480 s, the host unit's TimeoutStartSec).
 - **Config files** go to /etc/mignurse/mig-parted/, never over the files of a host
   `nvidia-mig-manager` package (/etc/nvidia-mig-manager/).
@@ -42,14 +56,16 @@ Decisions:
 - **Logging**: every step goes to stdout (cloud-init-output.log), `/dev/console` (the
   serial console that `aws ec2 get-console-output` shows; AL2023 boots with
   console=ttyS0, an assumption for custom AMIs) and the journal (`logger -t
-  mignurse-userdata`). MIGNURSE_ROOT (a prefix for the files written) and MIGNURSE_CONSOLE
-  exist for the tests' sandbox; cloud-init sets neither.
+  mignurse-userdata`, else `systemd-cat -t mignurse-userdata`). MIGNURSE_ROOT (a prefix for
+  the files written) and MIGNURSE_CONSOLE exist for the tests' sandbox; cloud-init sets
+  neither.
 - **First boot only.** cloud-init runs user data once per instance, and Hopper/Blackwell
   lose MIG mode on reboot (MIG user guide, getting-started-with-mig): a rebooted node comes
   back with MIG off. Replace such a node rather than reboot it.
 
 Exit codes of the script: 0 applied (or already applied), 1 apply or the final assert
-failed, 3 no driver within the bound, 4 no `nvidia-mig-parted` on the node.
+failed, 3 no driver within the bound, 4 no usable `nvidia-mig-parted`, 5 `nvidia-smi mig -lgi`
+does not show the layout.
 """
 
 from __future__ import annotations
@@ -58,9 +74,16 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import yaml
 
+from mignurse.gpu.bottlerocket import (
+    BottlerocketError,
+    BottlerocketMig,
+    settings_for,
+    settings_toml,
+)
 from mignurse.gpu.catalogue import catalogue
 from mignurse.gpu.models import MODELS, GpuModel, resolve_gpu
 from mignurse.gpu.profiles import Layout, config_names, expected_layout
@@ -75,6 +98,8 @@ MIG_PARTED_TIMEOUT_S = 480
 CONFIG_DIR = "/etc/mignurse/mig-parted"
 CONFIG_FILE = f"{CONFIG_DIR}/config.yaml"
 HOOKS_FILE = f"{CONFIG_DIR}/hooks.yaml"
+BIN_DIR = "/opt/mignurse/bin"  # a fetched nvidia-mig-parted: off PATH, used by full path
+FETCH_TIMEOUT_S = 300
 EMPTY_HOOKS = "version: v1\nhooks: {}\n"
 CLUSTER_PLACEHOLDER = "CLUSTER-NAME"
 BOUNDARY = "MIGNURSE-USERDATA-BOUNDARY"
@@ -82,12 +107,44 @@ LOG_TAG = "mignurse-userdata"
 EXIT_APPLY_FAILED = 1
 EXIT_NO_DRIVER = 3
 EXIT_NO_MIG_PARTED = 4
+EXIT_NOT_VERIFIED = 5
 _K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")  # EKSAPI CreateCluster
 
 
 class UserDataError(ValueError):
     """A config name or product the tables do not know; str() is the one line to show."""
+
+
+@dataclass(frozen=True)
+class MigPartedSource:
+    """Where the node gets nvidia-mig-parted when the AMI has none: an RPM and a binary URL."""
+
+    package: str = ""  # nvidia-mig-manager RPM: an absolute path or an http(s) URL
+    url: str = ""  # the nvidia-mig-parted binary, http(s)
+    sha256: str = ""  # of the binary at `url`; "" = not checked
+
+    def check(self) -> None:
+        """UserDataError naming the first value the node could not use."""
+        for flag, value in (("--mig-parted-package", self.package), ("--mig-parted-url", self.url)):
+            if value and (not value.isascii() or any(c.isspace() or ord(c) < 32 for c in value)):
+                raise UserDataError(f"{flag} {value!r} must be ASCII without blanks")
+        if self.package and not (self.package.startswith("/") or _is_http(self.package)):
+            raise UserDataError(
+                f"--mig-parted-package {self.package!r} is neither an absolute path on the node "
+                "nor an http(s) URL"
+            )
+        if self.url and not _is_http(self.url):
+            raise UserDataError(f"--mig-parted-url {self.url!r} is not an http(s) URL")
+        if self.sha256 and not self.url:
+            raise UserDataError("--mig-parted-sha256 goes with --mig-parted-url")
+        if self.sha256 and not re.fullmatch(r"[0-9a-f]{64}", self.sha256):
+            raise UserDataError(f"--mig-parted-sha256 {self.sha256!r} is not 64 lowercase hex")
+
+
+def _is_http(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 @dataclass(frozen=True)
@@ -191,19 +248,28 @@ _SCRIPT = """\
 # mignurse userdata: apply MIG config @CONFIG@ (@LAYOUT@) before kubelet starts.
 # Checked for: @CHECKED@. Generated by: mignurse userdata --config @CONFIG@
 # Runs in cloud-final; nodeadm-run.service (which starts kubelet) is ordered after it.
+# Steps: wait for the driver -> nvidia-mig-parted (on PATH, else the package, else the URL)
+# -> config and an empty hooks file -> assert/apply/assert -> verify with nvidia-smi mig -lgi.
 # Never stops or restarts kubelet or containerd and never reloads systemd: no hooks run
-# (MIG_PARTED_HOOKS_FILE unset, and -k to a file with "hooks: {}").
-# Exit: 0 applied, 1 apply/assert failed, 3 no NVIDIA driver in @WAIT@ s, 4 no nvidia-mig-parted.
+# (MIG_PARTED_HOOKS_FILE unset, and -k to a file with "hooks: {}"), and a package is
+# installed with rpm --noscripts, so none of its scriptlets runs either.
+# Exit: 0 applied, 1 apply/assert failed, 3 no NVIDIA driver in @WAIT@ s, 4 no nvidia-mig-parted,
+# 5 nvidia-smi mig -lgi does not show the layout.
 set -u
 ROOT="${MIGNURSE_ROOT:-}"
 CONSOLE="${MIGNURSE_CONSOLE:-/dev/console}"
 CONFIG_NAME=@CONFIG_Q@
 CONFIG_FILE="$ROOT"@CONFIG_FILE_Q@
 HOOKS_FILE="$ROOT"@HOOKS_FILE_Q@
+BIN_DIR="$ROOT"@BIN_DIR_Q@
+MIG_PARTED_PACKAGE=@PACKAGE_Q@
+MIG_PARTED_URL=@URL_Q@
+MIG_PARTED_SHA256=@SHA256_Q@
 DRIVER_WAIT=@WAIT@
 DRIVER_POLL=@POLL@
 PROGRESS_EVERY=@PROGRESS@
 MIG_PARTED_TIMEOUT=@MP_TIMEOUT@
+FETCH_TIMEOUT=@FETCH_TIMEOUT@
 PATH="${PATH:+$PATH:}/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin"
 export PATH
 unset MIG_PARTED_HOOKS_FILE
@@ -212,7 +278,8 @@ log() {
   line="@TAG@: $(date -u +%Y-%m-%dT%H:%M:%SZ) $*"
   echo "$line"
   { echo "$line" >>"$CONSOLE"; } 2>/dev/null || true
-  logger -t @TAG@ -- "$*" 2>/dev/null || true
+  logger -t @TAG@ -- "$*" 2>/dev/null || { echo "$*" | systemd-cat -t @TAG@; } 2>/dev/null \\
+    || true
 }
 
 OUT=$(mktemp 2>/dev/null || echo "/tmp/@TAG@.$$")
@@ -228,8 +295,9 @@ run() {
   return $rc
 }
 
-mig_parted() {
-  run timeout "$MIG_PARTED_TIMEOUT" env -u MIG_PARTED_HOOKS_FILE nvidia-mig-parted "$@"
+not_applied() {
+  log "MIG config $CONFIG_NAME NOT applied; kubelet will start without it"
+  exit "$1"
 }
 
 log "start: MIG config $CONFIG_NAME (@LAYOUT@), no hooks, before kubelet"
@@ -250,8 +318,7 @@ while :; do
   waited=$((now - started))
   if [ "$waited" -ge "$DRIVER_WAIT" ]; then
     log "gave up: no NVIDIA driver after ${waited}s (bound ${DRIVER_WAIT}s): $last_error"
-    log "MIG config $CONFIG_NAME NOT applied; kubelet will start without it"
-    exit @EXIT_NO_DRIVER@
+    not_applied @EXIT_NO_DRIVER@
   fi
   if [ $((now - last_progress)) -ge "$PROGRESS_EVERY" ]; then
     log "still waiting for the NVIDIA driver: ${waited}s of ${DRIVER_WAIT}s"
@@ -262,13 +329,66 @@ done
 log "driver ready after $(( $(date +%s) - started ))s: $(grep -c '^GPU ' "$OUT") GPU(s)"
 while IFS= read -r out_line; do log "  $out_line"; done <"$OUT"
 
-if ! command -v nvidia-mig-parted >/dev/null 2>&1; then
-  log "gave up: nvidia-mig-parted is not on this node (PATH=$PATH); bake it into the AMI"
-  log "MIG config $CONFIG_NAME NOT applied; kubelet will start without it"
-  exit @EXIT_NO_MIG_PARTED@
+# 2. nvidia-mig-parted: the one on PATH, else the package, else the URL; each must run.
+usable() { "$1" --version >"$OUT" 2>&1; }
+said() { head -n 1 "$OUT" 2>/dev/null; }
+MIG_PARTED=
+tried="none on PATH"
+found=$(command -v nvidia-mig-parted 2>/dev/null)
+if [ -n "$found" ]; then
+  if usable "$found"; then
+    MIG_PARTED=$found
+    log "nvidia-mig-parted: preinstalled at $found ($(said))"
+  else
+    tried="$found does not run: $(said)"
+  fi
+fi
+if [ -z "$MIG_PARTED" ] && [ -n "$MIG_PARTED_PACKAGE" ]; then
+  log "nvidia-mig-parted: installing the package $MIG_PARTED_PACKAGE with rpm --noscripts"
+  if run timeout "$FETCH_TIMEOUT" rpm -i --noscripts --nodeps --replacepkgs \\
+      "$MIG_PARTED_PACKAGE"; then
+    found=$(command -v nvidia-mig-parted 2>/dev/null)
+    if [ -n "$found" ] && usable "$found"; then
+      MIG_PARTED=$found
+      log "nvidia-mig-parted: installed from the package $MIG_PARTED_PACKAGE at $found ($(said))"
+    else
+      tried="$tried; package $MIG_PARTED_PACKAGE: no runnable nvidia-mig-parted in it"
+    fi
+  else
+    tried="$tried; package $MIG_PARTED_PACKAGE: $(tail -n 1 "$OUT" 2>/dev/null)"
+  fi
+fi
+if [ -z "$MIG_PARTED" ] && [ -n "$MIG_PARTED_URL" ]; then
+  part="$BIN_DIR/nvidia-mig-parted.part"
+  log "nvidia-mig-parted: downloading $MIG_PARTED_URL"
+  if mkdir -p "$BIN_DIR" && run timeout "$FETCH_TIMEOUT" curl -fsSL --retry 3 -o "$part" \\
+      "$MIG_PARTED_URL"; then
+    sum=$(sha256sum "$part" 2>/dev/null | cut -d ' ' -f 1)
+    if [ -n "$MIG_PARTED_SHA256" ] && [ "$sum" != "$MIG_PARTED_SHA256" ]; then
+      tried="$tried; URL $MIG_PARTED_URL: sha256 $sum, want $MIG_PARTED_SHA256"
+      rm -f "$part"
+    elif chmod 0755 "$part" && mv -f "$part" "$BIN_DIR/nvidia-mig-parted" \\
+        && usable "$BIN_DIR/nvidia-mig-parted"; then
+      MIG_PARTED="$BIN_DIR/nvidia-mig-parted"
+      log "nvidia-mig-parted: downloaded from $MIG_PARTED_URL to $MIG_PARTED (sha256 $sum; $(said))"
+    else
+      tried="$tried; URL $MIG_PARTED_URL: the file does not run: $(said)"
+    fi
+  else
+    tried="$tried; URL $MIG_PARTED_URL: $(tail -n 1 "$OUT" 2>/dev/null)"
+    rm -f "$part"
+  fi
+fi
+if [ -z "$MIG_PARTED" ]; then
+  log "gave up: no usable nvidia-mig-parted (${tried}); bake it into the AMI or pass @HINT@"
+  not_applied @EXIT_NO_MIG_PARTED@
 fi
 
-# 2. The config and an empty hooks file.
+mig_parted() {
+  run timeout "$MIG_PARTED_TIMEOUT" env -u MIG_PARTED_HOOKS_FILE "$MIG_PARTED" "$@"
+}
+
+# 3. The config and an empty hooks file.
 mkdir -p "$(dirname "$CONFIG_FILE")"
 cat >"$CONFIG_FILE" <<'MIGNURSE_CONFIG_EOF'
 @CONFIG_YAML@MIGNURSE_CONFIG_EOF
@@ -276,14 +396,13 @@ cat >"$HOOKS_FILE" <<'MIGNURSE_HOOKS_EOF'
 @HOOKS_YAML@MIGNURSE_HOOKS_EOF
 log "wrote $CONFIG_FILE and $HOOKS_FILE (hooks: {})"
 
-# 3. assert -> apply -> assert, with no hooks.
+# 4. assert -> apply -> assert, with no hooks.
 if mig_parted assert -f "$CONFIG_FILE" -c "$CONFIG_NAME"; then
   log "MIG config $CONFIG_NAME already applied"
 else
   if ! mig_parted -d apply -f "$CONFIG_FILE" -c "$CONFIG_NAME" -k "$HOOKS_FILE"; then
     log "FAILED: nvidia-mig-parted apply (A100/A30 in a VM: the mode change may need a reboot)"
-    log "MIG config $CONFIG_NAME NOT applied; kubelet will start without it"
-    exit @EXIT_APPLY_FAILED@
+    not_applied @EXIT_APPLY_FAILED@
   fi
   if ! mig_parted assert -f "$CONFIG_FILE" -c "$CONFIG_NAME"; then
     log "FAILED: MIG config $CONFIG_NAME is not in place after apply"
@@ -291,16 +410,72 @@ else
   fi
 fi
 
-# 4. nvidia-smi on the host creates the new MIG capability device nodes.
+# 5. Verify with the driver: nvidia-smi -L creates the MIG capability device nodes and counts
+# the GPUs; nvidia-smi mig -lgi must list the layout's instances on every GPU.
 run nvidia-smi -L || true
-log "done: MIG config $CONFIG_NAME applied and asserted; kubelet starts after cloud-final"
+gpus=$(grep -c '^GPU ' "$OUT")
+bad=0
+[ "$gpus" -gt 0 ] || { log "FAILED: nvidia-smi -L lists no GPU after apply"; bad=1; }
+@VERIFY@
+if [ "$bad" -ne 0 ]; then
+  log "FAILED: MIG config $CONFIG_NAME asserted but the driver does not show it"
+  exit @EXIT_NOT_VERIFIED@
+fi
+log "done: MIG config $CONFIG_NAME applied and verified; kubelet starts after cloud-final"
 exit 0
 """
+
+# `mig -lgi` rows: "|   0  MIG 1g.24gb   14   3   0:1   |" (GPU, Name, Profile ID, ...).
+_VERIFY_DEVICES = """\
+# "No GPU instances found" exits non-zero on some drivers: the count below is what counts.
+run nvidia-smi mig -lgi || true
+count() {
+  awk -v p="$1" '$1 == "|" && $3 == "MIG" && (p == "" || $4 == p) { n++ } END { print n + 0 }' \\
+    "$OUT"
+}
+expect() {  # expect PROFILE PER_GPU ("" = every instance)
+  want=$(( $2 * gpus ))
+  got=$(count "$1")
+  what=${1:-instances}
+  if [ "$got" -eq "$want" ]; then
+    log "verified: nvidia-smi mig -lgi lists $got x $what ($2 per GPU on $gpus GPU(s))"
+  else
+    log "FAILED: nvidia-smi mig -lgi lists $got x $what, want $want ($2 per GPU)"
+    bad=1
+  fi
+}
+"""
+
+_VERIFY_MIG_OFF = """\
+run nvidia-smi --query-gpu=index,mig.mode.current --format=csv,noheader || true
+if grep -q 'Enabled' "$OUT"; then
+  log "FAILED: a GPU still has MIG mode Enabled"
+  bad=1
+else
+  log "verified: MIG mode is off on $gpus GPU(s)"
+fi
+"""
+
+
+def _verify_block(layout: MigLayout) -> str:
+    if not layout.mig_enabled:
+        return _VERIFY_MIG_OFF.rstrip("\n")
+    lines = [_VERIFY_DEVICES.rstrip("\n")]
+    lines += [f"expect {shlex.quote(p)} {n}" for p, n in layout.devices.items()]
+    lines.append(f"expect '' {sum(layout.devices.values())}")
+    return "\n".join(lines)
+
+
+def _hint(source: MigPartedSource) -> str:
+    if source.package or source.url:
+        return "another --mig-parted-package or --mig-parted-url"
+    return "--mig-parted-package or --mig-parted-url to mignurse userdata"
 
 
 def shell_script(
     layout: MigLayout,
     *,
+    source: MigPartedSource = MigPartedSource(),
     driver_wait_s: int = DEFAULT_DRIVER_WAIT_S,
     driver_poll_s: int = DRIVER_POLL_S,
     progress_every_s: int = PROGRESS_EVERY_S,
@@ -310,8 +485,14 @@ def shell_script(
         "@CONFIG_Q@": shlex.quote(layout.config),
         "@CONFIG_FILE_Q@": shlex.quote(CONFIG_FILE),
         "@HOOKS_FILE_Q@": shlex.quote(HOOKS_FILE),
+        "@BIN_DIR_Q@": shlex.quote(BIN_DIR),
+        "@PACKAGE_Q@": shlex.quote(source.package),
+        "@URL_Q@": shlex.quote(source.url),
+        "@SHA256_Q@": shlex.quote(source.sha256),
         "@CONFIG_YAML@": mig_parted_config(layout),
         "@HOOKS_YAML@": EMPTY_HOOKS,
+        "@VERIFY@": _verify_block(layout),
+        "@HINT@": _hint(source),
         "@CONFIG@": layout.config,
         "@LAYOUT@": _layout_words(layout),
         "@CHECKED@": ", ".join(layout.checked_for),
@@ -319,10 +500,12 @@ def shell_script(
         "@POLL@": str(driver_poll_s),
         "@PROGRESS@": str(progress_every_s),
         "@MP_TIMEOUT@": str(MIG_PARTED_TIMEOUT_S),
+        "@FETCH_TIMEOUT@": str(FETCH_TIMEOUT_S),
         "@TAG@": LOG_TAG,
         "@EXIT_NO_DRIVER@": str(EXIT_NO_DRIVER),
         "@EXIT_NO_MIG_PARTED@": str(EXIT_NO_MIG_PARTED),
         "@EXIT_APPLY_FAILED@": str(EXIT_APPLY_FAILED),
+        "@EXIT_NOT_VERIFIED@": str(EXIT_NOT_VERIFIED),
     }
     script = _SCRIPT
     for word, value in words.items():
@@ -353,6 +536,7 @@ def build(
     config: str,
     *,
     gpu_product: str | None = None,
+    source: MigPartedSource = MigPartedSource(),
     driver_wait_s: int = DEFAULT_DRIVER_WAIT_S,
     driver_poll_s: int = DRIVER_POLL_S,
     progress_every_s: int = PROGRESS_EVERY_S,
@@ -362,16 +546,46 @@ def build(
         raise UserDataError(
             f"--driver-wait {driver_wait_s} is out of range: 1 to {MAX_DRIVER_WAIT_S} seconds"
         )
+    source.check()
     model = resolve_product(gpu_product) if gpu_product is not None else None
     layout = resolve_layout(config, model)
     script = shell_script(
         layout,
+        source=source,
         driver_wait_s=driver_wait_s,
         driver_poll_s=driver_poll_s,
         progress_every_s=progress_every_s,
     )
     mime = mime_document(script, filename=f"mignurse-mig-{config}.sh")
     return UserData(layout, mig_parted_config(layout), script, mime)
+
+
+@dataclass(frozen=True)
+class BottlerocketUserData:
+    mig: BottlerocketMig
+    toml: str
+
+
+def build_bottlerocket(config: str, *, gpu_product: str | None) -> BottlerocketUserData:
+    """Bottlerocket's settings TOML for `config` on the GPU `gpu_product` names; UserDataError
+    (one line) for a GPU or config Bottlerocket's MIG manager cannot make."""
+    if gpu_product is None:
+        raise UserDataError(
+            "--os bottlerocket needs --gpu-product: Bottlerocket keys its MIG profile by GPU"
+        )
+    model = resolve_product(gpu_product)
+    if config not in catalogue().configs:
+        valid = ", ".join(config_names(model))
+        raise UserDataError(
+            f"unknown MIG config {config!r} for {model.name}: valid names are {valid}"
+        )
+    try:
+        mig = settings_for(config, model)
+    except BottlerocketError as exc:
+        raise UserDataError(str(exc)) from None
+    product = shlex.quote(gpu_product)
+    command = f"mignurse userdata --os bottlerocket --gpu-product {product} --config {config}"
+    return BottlerocketUserData(mig, settings_toml(mig, generated_by=command))
 
 
 def default_nodeclass_name(config: str) -> str:
@@ -383,6 +597,32 @@ def ec2nodeclass_yaml(user_data: UserData, *, name: str, cluster: str | None = N
     role and discovery tags hold CLUSTER_PLACEHOLDER to edit: not `${CLUSTER_NAME}` as in
     Karpenter's getting-started manifests, since a bare `envsubst` would also empty the
     script's own `$VARIABLES`."""
+    layout = user_data.layout
+    header = (
+        f"# EC2NodeClass for MIG config {layout.config} ({_layout_words(layout)}), "
+        "generated by mignurse userdata.\n"
+        "# {first_step} a NodePool at it. Keep the GPU operator's mig-manager off its\n"
+        '# nodes (NodePool label nvidia.com/gpu.deploy.mig-manager: "false"), or label\n'
+        f"# them nvidia.com/mig.config: {layout.config} so it finds the layout applied.\n"
+    )
+    return _nodeclass(header, "al2023@latest", user_data.mime, name=name, cluster=cluster)
+
+
+def bottlerocket_ec2nodeclass_yaml(
+    mig: BottlerocketMig, toml: str, *, name: str, cluster: str | None = None
+) -> str:
+    """The EC2NodeClass for Bottlerocket: its `userData` is the settings TOML, which Karpenter
+    merges with its own (aws/karpenter-provider-aws website concepts/nodeclasses.md)."""
+    header = (
+        f"# EC2NodeClass for MIG config {mig.config} ({mig.words()}), generated by mignurse\n"
+        f"# userdata, for Bottlerocket {mig.since} or later.\n"
+        "# {first_step} a NodePool of NVIDIA instances at it (Karpenter picks\n"
+        "# the -nvidia variant). No GPU operator mig-manager: Bottlerocket makes the layout.\n"
+    )
+    return _nodeclass(header, "bottlerocket@latest", toml, name=name, cluster=cluster)
+
+
+def _nodeclass(header: str, alias: str, user_data: str, *, name: str, cluster: str | None) -> str:
     if not _K8S_NAME.match(name):
         raise UserDataError(
             f"--name {name!r} is not a valid Kubernetes name (lowercase letters, digits, "
@@ -391,26 +631,20 @@ def ec2nodeclass_yaml(user_data: UserData, *, name: str, cluster: str | None = N
     if cluster is not None and not _EKS_CLUSTER_NAME.match(cluster):
         raise UserDataError(f"--cluster {cluster!r} is not a valid EKS cluster name")
     cluster_name = cluster or CLUSTER_PLACEHOLDER
-    body = "".join(f"    {line}\n" if line else "\n" for line in user_data.mime.splitlines())
-    layout = user_data.layout
+    body = "".join(f"    {line}\n" if line else "\n" for line in user_data.splitlines())
     first_step = (
         f"Replace {CLUSTER_PLACEHOLDER} (or pass --cluster), then point"
         if cluster is None
         else "Point"
     )
     return (
-        f"# EC2NodeClass for MIG config {layout.config} ({_layout_words(layout)}), "
-        "generated by mignurse userdata.\n"
-        f"# {first_step} a NodePool at it. Keep the GPU operator's mig-manager off its\n"
-        '# nodes (NodePool label nvidia.com/gpu.deploy.mig-manager: "false"), or label\n'
-        f"# them nvidia.com/mig.config: {layout.config} so it finds the layout applied.\n"
-        "apiVersion: karpenter.k8s.aws/v1\n"
+        header.replace("{first_step}", first_step) + "apiVersion: karpenter.k8s.aws/v1\n"
         "kind: EC2NodeClass\n"
         "metadata:\n"
         f"  name: {name}\n"
         "spec:\n"
         "  amiSelectorTerms:\n"
-        "    - alias: al2023@latest\n"
+        f"    - alias: {alias}\n"
         f'  role: "KarpenterNodeRole-{cluster_name}"\n'
         "  subnetSelectorTerms:\n"
         "    - tags:\n"

@@ -8,6 +8,23 @@ Every source runs under `timeout`, capped with `head -c`, and is recorded in `ma
 same script runs against a sandbox (mignurse.sim.nodes) in tests and the demo.
 The tar goes out through `gzip -1` where the node has gzip (journals shrink about twenty-fold,
 which matters over SSM's S3 hop and a VPN), plain otherwise; readers detect which.
+
+Bottlerocket has no shell on the host: SSM lands in the control container, SSH in the admin
+container (bottlerocket-os/bottlerocket README "Control container", "Admin container"). The
+script tells where it runs and reads the host accordingly, recording it as `host_access`:
+- a host container is one with `/.bottlerocket` (logdog's archive is under
+  `/.bottlerocket/support` "from host containers", README "Logs"); the admin container also
+  has the host's root at `/.bottlerocket/rootfs`, read with `sudo chroot /.bottlerocket/rootfs
+  <command>` as bottlerocket.dev documents for the journal (bottlerocket-project-website
+  content/en/faqitems/6_1-troubleshooting-bootstrap-container-logs.markdown);
+- from the control container the same runs through `apiclient exec -T admin` when the admin
+  container is enabled (options before the target: bottlerocket-core-kit sources/api/apiclient);
+  when it is not, every host source is recorded as skipped with that reason, and the
+  admin container is never enabled. `sheltie` takes no command (bottlerocket-admin-container
+  sheltie: `exec nsenter -t 1 -a .../bash`), so it is not used;
+- Bottlerocket has no cloud-init, nodeadm or nvidia-mig-parted: those are skipped with the
+  reason; its MIG comes from `apiclient get settings.kubelet-device-plugins`
+  (`bottlerocket-settings.json`) and the boot's `nvidia-migmanager` journal.
 """
 
 from __future__ import annotations
@@ -45,6 +62,9 @@ NODE_FILES = (
     "crictl-ps.txt",
     "systemctl-failed.txt",
     "nma.log",
+    "bottlerocket-settings.json",
+    "nvidia-migmanager.log",
+    "logdog.txt",
     "bottlerocket-logs.tar.gz",
 )
 
@@ -164,6 +184,23 @@ run() {
     "$_bytes" "$_trunc" "$_sha" >>"$T/sources"
 }
 
+# hrun <file> <timeout> <ok codes> <argv...>: a source read on the host: directly, or on
+# Bottlerocket through the admin container; skipped with the reason when it cannot be reached.
+hrun() {
+  _hf=$1; _ht=$2; _hok=$3; shift 3
+  if [ -n "$HOST_SKIP" ]; then
+    skip "$_hf" "$HOST_SKIP" "$@"
+    return 0
+  fi
+  case $BR in
+    admin) run "$_hf" "$_ht" "$_hok" $SUDO chroot "$R/.bottlerocket/rootfs" "$@" ;;
+    control)
+      run "$_hf" "$_ht" "$_hok" apiclient exec -T admin sudo -n chroot /.bottlerocket/rootfs "$@"
+      ;;
+    *) run "$_hf" "$_ht" "$_hok" "$@" ;;
+  esac
+}
+
 # A copied file is a source too (`cat` of the path), so it gets the same record and cap.
 copy() {  # copy <file> <path>
   if [ -e "$2" ]; then
@@ -181,7 +218,8 @@ finish() {
       "$FORMAT" "$STARTED" "$_finished"
     printf ' "root": "%s", "since": "%s", "until": %s, "max_bytes_per_source": %s,\n' \
       "$(jstr "$R")" "$(jstr "$SINCE")" "$UNTIL_JSON" "$MAX"
-    printf ' "os_id": "%s", "refused": %s,\n "sources": [\n' "$(jstr "$OS_ID")" "$REFUSED"
+    printf ' "os_id": "%s", "host_access": "%s", "refused": %s,\n "sources": [\n' \
+      "$(jstr "$OS_ID")" "$(jstr "$ACCESS")" "$REFUSED"
     sed '$!s/$/,/' "$T/sources"
     printf ' ]}\n'
   } >"$D/manifest.json"
@@ -207,6 +245,33 @@ REFUSED=null
 UNTIL_JSON=null
 [ -n "$UNTIL" ] && UNTIL_JSON="\"$(jstr "$UNTIL")\""
 
+# Where the host is: BR = host | admin | control on Bottlerocket ("" elsewhere); HR = the host's
+# root as seen from here ("" when its files are out of sight); HOST_SKIP = why host sources
+# cannot be read at all.
+BR= HR="$R" HOST_SKIP= ACCESS=
+SUDO=
+[ "$(id -u 2>/dev/null)" = 0 ] || SUDO="sudo -n"
+if [ -d "$R/.bottlerocket/rootfs" ]; then
+  BR=admin OS_ID=bottlerocket HR="$R/.bottlerocket/rootfs"
+  ACCESS="Bottlerocket admin container: sudo chroot /.bottlerocket/rootfs"
+elif [ -d "$R/.bottlerocket" ]; then
+  BR=control OS_ID=bottlerocket HR=
+  _admin=
+  if command -v apiclient >/dev/null 2>&1; then
+    _admin=$(apiclient get host-containers.admin.enabled </dev/null 2>/dev/null | tr -d ' \n')
+  fi
+  case $_admin in
+    *'"enabled":true'*)
+      ACCESS="Bottlerocket control container: apiclient exec admin, then as in the admin one" ;;
+    *)
+      HOST_SKIP="admin container disabled"
+      ACCESS="Bottlerocket control container; admin container disabled"
+      err "$BR_ADMIN_MSG" ;;
+  esac
+elif [ "$OS_ID" = bottlerocket ]; then
+  BR=host ACCESS="Bottlerocket host (root shell)"
+fi
+
 # Free space first: a full disk on a sick node must not get fuller because of us.
 _avail=$(df -Pk "$T" 2>/dev/null | awk 'NR == 2 { print $4 }')
 case $_avail in
@@ -225,70 +290,98 @@ set -- --since "$SINCE"
 [ -n "$UNTIL" ] && set -- "$@" --until "$UNTIL"
 J="journalctl --no-pager -o short-iso-precise --utc"
 # $J is split on purpose (fixed words); the window stays quoted in "$@".
-run kubelet.log "$JOURNAL_TO" 0 $J -u kubelet "$@"
-run containerd.log "$JOURNAL_TO" 0 $J -u containerd "$@"
-run nodeadm.log "$JOURNAL_TO" 0 $J -u nodeadm-config -u nodeadm-run -u nodeadm-boot-hook "$@"
-run kernel.log "$JOURNAL_TO" 0 $J -k -b 0 "$@"
-run kernel-previous-boot.log "$JOURNAL_TO" 0 $J -k -b -1 "$@"
+hrun kubelet.log "$JOURNAL_TO" 0 $J -u kubelet "$@"
+hrun containerd.log "$JOURNAL_TO" 0 $J -u containerd "$@"
+if [ -n "$BR" ]; then
+  skip nodeadm.log "Bottlerocket has no nodeadm" $J -u nodeadm-config -u nodeadm-run "$@"
+else
+  run nodeadm.log "$JOURNAL_TO" 0 $J -u nodeadm-config -u nodeadm-run -u nodeadm-boot-hook "$@"
+fi
+hrun kernel.log "$JOURNAL_TO" 0 $J -k -b 0 "$@"
+hrun kernel-previous-boot.log "$JOURNAL_TO" 0 $J -k -b -1 "$@"
 set --
 
-copy cloud-init.log "$R/var/log/cloud-init.log"
-copy cloud-init-output.log "$R/var/log/cloud-init-output.log"
-if command -v cloud-init >/dev/null 2>&1; then
-  # cloud-init status: 2 = done with recoverable errors (23.4+), still a readable answer.
-  run cloud-init-status.json "$SRC_TO" "0 1 2" cloud-init status --long --format json
-  # Before 22.4 (AL2023 ships 22.2.2) --format is unknown: usage on stderr, exit 2, no
-  # stdout. Keep the text form and cloud-init's own status files instead.
-  if ! grep -q '^[[:space:]]*{' "$D/cloud-init-status.json" 2>/dev/null; then
-    [ -s "$D/cloud-init-status.json" ] || rm -f "$D/cloud-init-status.json"
-    run cloud-init-status.txt "$SRC_TO" "0 1 2" cloud-init status --long
-    for _ci in status result; do
-      if [ -e "$R/run/cloud-init/$_ci.json" ]; then
-        copy "cloud-init-run-$_ci.json" "$R/run/cloud-init/$_ci.json"
-      else
-        copy "cloud-init-run-$_ci.json" "$R/var/lib/cloud/data/$_ci.json"
-      fi
-    done
-  fi
-else
+if [ -n "$BR" ]; then
   # Bottlerocket has no cloud-init (early-boot-config reads its user data).
-  skip cloud-init-status.json "cloud-init not on this node" cloud-init status --long --format json
+  _why="Bottlerocket has no cloud-init"
+  skip cloud-init.log "$_why" cat /var/log/cloud-init.log
+  skip cloud-init-output.log "$_why" cat /var/log/cloud-init-output.log
+  skip cloud-init-status.json "$_why" cloud-init status --long --format json
+else
+  copy cloud-init.log "$R/var/log/cloud-init.log"
+  copy cloud-init-output.log "$R/var/log/cloud-init-output.log"
+  if command -v cloud-init >/dev/null 2>&1; then
+    # cloud-init status: 2 = done with recoverable errors (23.4+), still a readable answer.
+    run cloud-init-status.json "$SRC_TO" "0 1 2" cloud-init status --long --format json
+    # Before 22.4 (AL2023 ships 22.2.2) --format is unknown: usage on stderr, exit 2, no
+    # stdout. Keep the text form and cloud-init's own status files instead.
+    if ! grep -q '^[[:space:]]*{' "$D/cloud-init-status.json" 2>/dev/null; then
+      [ -s "$D/cloud-init-status.json" ] || rm -f "$D/cloud-init-status.json"
+      run cloud-init-status.txt "$SRC_TO" "0 1 2" cloud-init status --long
+      for _ci in status result; do
+        if [ -e "$R/run/cloud-init/$_ci.json" ]; then
+          copy "cloud-init-run-$_ci.json" "$R/run/cloud-init/$_ci.json"
+        else
+          copy "cloud-init-run-$_ci.json" "$R/var/lib/cloud/data/$_ci.json"
+        fi
+      done
+    fi
+  else
+    skip cloud-init-status.json "cloud-init not on this node" cloud-init status --long --format json
+  fi
 fi
-copy os-release "$R/etc/os-release"
+if [ -n "$HR" ]; then
+  copy os-release "$HR/etc/os-release"
+else
+  hrun os-release "$SRC_TO" 0 cat /etc/os-release
+fi
 run cgroup-fs.txt "$SRC_TO" 0 stat -fc %T "$R/sys/fs/cgroup/"
 
-run nvidia-smi.xml "$SRC_TO" 0 nvidia-smi -q -x
-run nvidia-smi-L.txt "$SRC_TO" 0 nvidia-smi -L
+hrun nvidia-smi.xml "$SRC_TO" 0 nvidia-smi -q -x
+hrun nvidia-smi-L.txt "$SRC_TO" 0 nvidia-smi -L
 # mig -lgi/-lci exit non-zero with "No MIG devices found" on some drivers: keep the text.
-run mig-lgi.txt "$SRC_TO" "0 6" nvidia-smi mig -lgi
-run mig-lci.txt "$SRC_TO" "0 6" nvidia-smi mig -lci
-run mig-parted-export.yaml "$SRC_TO" 0 nvidia-mig-parted export
-run devices.txt "$SRC_TO" 0 ls -l "$R"/dev/nvidia* "$R/dev/nvidia-caps"
+hrun mig-lgi.txt "$SRC_TO" "0 6" nvidia-smi mig -lgi
+hrun mig-lci.txt "$SRC_TO" "0 6" nvidia-smi mig -lci
+if [ -n "$BR" ]; then
+  # Bottlerocket makes MIG from its settings with its own nvidia-migmanager, at boot.
+  skip mig-parted-export.yaml "Bottlerocket has no nvidia-mig-parted" nvidia-mig-parted export
+  run bottlerocket-settings.json "$SRC_TO" 0 apiclient get settings.kubelet-device-plugins
+  hrun nvidia-migmanager.log "$JOURNAL_TO" 0 $J -u nvidia-migmanager -b 0
+else
+  run mig-parted-export.yaml "$SRC_TO" 0 nvidia-mig-parted export
+fi
+if [ "$HR" = "$R" ]; then
+  run devices.txt "$SRC_TO" 0 ls -l "$R"/dev/nvidia* "$R/dev/nvidia-caps"
+else
+  hrun devices.txt "$SRC_TO" 0 ls -l /dev/nvidiactl /dev/nvidia-caps
+fi
 # NVML's own reading (stable across driver versions, unlike nvidia-smi's text) where
 # mignurse is installed on the node; exit 1 = no GPUs or no MIG, still an answer.
-if command -v mignurse >/dev/null 2>&1; then
+if [ -z "$BR" ] && command -v mignurse >/dev/null 2>&1; then
   run nvml.json "$SRC_TO" "0 1" mignurse probe -o json
 else
   skip nvml.json "mignurse not installed on the node" mignurse probe -o json
 fi
 
-if command -v crictl >/dev/null 2>&1; then
+if [ -z "$BR" ] && command -v crictl >/dev/null 2>&1; then
   run crictl-ps.txt "$SRC_TO" 0 crictl ps -a
 else
   skip crictl-ps.txt "crictl not on PATH" crictl ps -a
 fi
-run systemctl-failed.txt "$SRC_TO" 0 systemctl --failed --no-pager
+hrun systemctl-failed.txt "$SRC_TO" 0 systemctl --failed --no-pager
 
 # The node monitoring agent's container log: the newest file of each of its containers, the
 # last bytes of each within the cap (its latest lines matter most), each after `==> path <==`.
 _nma= _nma_n=0
-for _dir in "$R"/var/log/pods/kube-system_eks-node-monitoring-agent-*/*/; do
-  [ -d "$_dir" ] || continue
-  _newest=$(ls -t "$_dir" 2>/dev/null | grep '\.log$' | head -n 1)
-  [ -n "$_newest" ] || continue
-  _nma="$_nma $_dir$_newest"
-  _nma_n=$((_nma_n + 1))
-done
+if [ -n "$HR" ]; then
+  for _dir in "$HR"/var/log/pods/kube-system_eks-node-monitoring-agent-*/*/; do
+    [ -d "$_dir" ] || continue
+    _newest=$(ls -t "$_dir" 2>/dev/null | grep '\.log$' | head -n 1)
+    [ -n "$_newest" ] || continue
+    _nma="$_nma $_dir$_newest"
+    _nma_n=$((_nma_n + 1))
+  done
+fi
 if [ "$_nma_n" -gt 0 ]; then
   _each=$((MAX / _nma_n - 512))
   [ "$_each" -gt 0 ] || _each=1
@@ -297,31 +390,25 @@ if [ "$_nma_n" -gt 0 ]; then
   _tail='n=$1; shift; for f; do echo "==> $f <=="; if [ "$(wc -c <"$f")" -gt "$n" ]; '
   _tail="$_tail"'then tail -c "$n" "$f" | sed 1d; else cat "$f"; fi; done'
   run nma.log "$SRC_TO" 0 sh -c "$_tail" nma-log "$_each" $_nma
+elif [ -z "$HR" ]; then
+  skip nma.log "pod logs are not visible from the Bottlerocket control container" \
+    ls "/var/log/pods/kube-system_eks-node-monitoring-agent-*/"
 else
   skip nma.log "no eks-node-monitoring-agent pod log" \
-    ls "$R/var/log/pods/kube-system_eks-node-monitoring-agent-*/"
+    ls "$HR/var/log/pods/kube-system_eks-node-monitoring-agent-*/"
 fi
 
-if [ "$OS_ID" = bottlerocket ]; then
-  _admin=
-  if command -v apiclient >/dev/null 2>&1; then
-    _admin=$(apiclient get host-containers.admin.enabled </dev/null 2>/dev/null | tr -d ' \n')
+# Bottlerocket's own bundle: logdog writes /var/log/support/bottlerocket-logs.tar.gz, which
+# host containers see under /.bottlerocket/support (bottlerocket README "Logs").
+if [ -n "$BR" ]; then
+  hrun logdog.txt "$JOURNAL_TO" 0 logdog
+  if [ -n "$HOST_SKIP" ]; then
+    skip bottlerocket-logs.tar.gz "$HOST_SKIP" logdog
+  elif [ "$BR" = host ]; then
+    copy bottlerocket-logs.tar.gz "$R/var/log/support/bottlerocket-logs.tar.gz"
+  else
+    copy bottlerocket-logs.tar.gz "$R/.bottlerocket/support/bottlerocket-logs.tar.gz"
   fi
-  case $_admin in
-    *'"enabled":true'*)
-      run logdog.txt "$JOURNAL_TO" 0 apiclient exec -T admin sheltie logdog
-      if [ -e "$R/.bottlerocket/support/bottlerocket-logs.tar.gz" ]; then
-        copy bottlerocket-logs.tar.gz "$R/.bottlerocket/support/bottlerocket-logs.tar.gz"
-      else
-        copy bottlerocket-logs.tar.gz "$R/var/log/support/bottlerocket-logs.tar.gz"
-      fi
-      ;;
-    *)
-      err "$BR_ADMIN_MSG"
-      skip bottlerocket-logs.tar.gz "admin container disabled" \
-        apiclient exec -T admin sheltie logdog
-      ;;
-  esac
 fi
 
 finish

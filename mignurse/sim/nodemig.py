@@ -124,12 +124,8 @@ def plan_instances(
 
 
 # RTX PRO 6000 Blackwell, `nvidia-smi mig -lgip` on R580 (bottlerocket-kernel-kit#300,
-# GoogleCloudPlatform/container-engine-accelerators#564): GI profile IDs by profile, and
-# 23.62 GiB and 46 SMs per slice. 2g.48gb and 4g.96gb are not in those excerpts: 5 and 0 as on
-# the other 4-slice part (A30), their memory and SMs as slices × the 1-slice figures.
-RTX_PRO_6000_GI_IDS = {
-    "1g.24gb": 14, "1g.24gb+me": 21, "1g.24gb+gfx": 47, "1g.24gb+me.all": 65,
-}  # fmt: skip
+# GoogleCloudPlatform/container-engine-accelerators#564): 23.62 GiB and 46 SMs per slice (GI
+# profile ids and placements: `GpuModel.gi_profiles`).
 RTX_PRO_6000_SLICE_MIB = 24186
 RTX_PRO_6000_SLICE_SMS = 46
 
@@ -152,6 +148,9 @@ def _shape(profile: str, family: GpuModel | None) -> tuple[int, int, tuple[int, 
     m = _PROFILE.match(profile)
     if m is None or (family is not None and profile not in family.profiles):
         return None
+    known = family.gi_profiles.get(profile) if family is not None else None
+    if known is not None:
+        return known.profile_id, known.size, known.starts
     slices, memory, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
     grid = _grid(family)
     smallest_1g = min(
@@ -161,8 +160,6 @@ def _shape(profile: str, family: GpuModel | None) -> tuple[int, int, tuple[int, 
     if grid == 4:
         size = {1: 1, 2: 2, 4: 4}.get(slices, 0)
         ids = {1: 14, 2: 5, 4: 0}
-        if family is not None and family.name.startswith("RTX-PRO-6000"):
-            ids = {**ids, 1: RTX_PRO_6000_GI_IDS.get(profile, 14)}
         return (ids.get(slices, 0), size, tuple(range(0, 4, size))) if size else None
     if slices == 1 and memory > smallest_1g:  # the double-memory 1g (1g.20gb on H100)
         return 15, 2, (0, 2, 4, 6)
@@ -785,6 +782,9 @@ def _export(node: Node, flags: dict[str, Any]) -> None:
 
 
 def mig_parted(node: Node, args: list[str]) -> int:
+    if args[:1] in (["--version"], ["-v"]):  # urfave/cli's flag: cmd/nvidia-mig-parted/main.go
+        print("nvidia-mig-parted version v0.15.0")
+        return 0
     record: dict[str, Any] = {
         "argv": args,
         "hooksFileEnv": os.environ.get("MIG_PARTED_HOOKS_FILE"),

@@ -4,22 +4,27 @@ node sandbox whose stub `nvidia-smi` and `nvidia-mig-parted` log every call."""
 from __future__ import annotations
 
 import email
+import hashlib
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from mignurse.cli import main
 from mignurse.gpu.userdata import (
+    BIN_DIR,
     CONFIG_FILE,
     EXIT_APPLY_FAILED,
     EXIT_NO_DRIVER,
     EXIT_NO_MIG_PARTED,
+    EXIT_NOT_VERIFIED,
     HOOKS_FILE,
     LOG_TAG,
+    MigPartedSource,
     UserDataError,
     build,
     ec2nodeclass_yaml,
@@ -36,10 +41,23 @@ if [ ! -f "$D/driver-loads-after" ] || [ "$n" -le "$(cat "$D/driver-loads-after"
   echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2
   exit 9
 fi
-[ "$1" = -L ] || exit 2
-i=0; while [ $i -lt 8 ]; do echo "GPU $i: NVIDIA H100 NVL (UUID: GPU-0000000$i)"; i=$((i + 1)); done
+case "$1 ${2-}" in
+  "-L "*)
+    i=0
+    while [ $i -lt 8 ]; do echo "GPU $i: NVIDIA H100 NVL (UUID: GPU-0000000$i)"; i=$((i + 1)); done
+    ;;
+  "mig -lgi")
+    if [ -s "$D/lgi" ]; then cat "$D/lgi"; else echo "No GPU instances found."; exit 6; fi ;;
+  --query-gpu=*) i=0; while [ $i -lt 8 ]; do echo "$i, Disabled"; i=$((i + 1)); done ;;
+  *) exit 2 ;;
+esac
 """
+# A mig-parted that applies: what `nvidia-smi mig -lgi` lists afterwards is `$D/lgi-after-apply`
+# (absent: nothing, as a mig-parted too old for the GPU reports success and creates nothing).
 MIG_PARTED_STUB = """\
+case " $* " in
+  *" --version "*) echo "nvidia-mig-parted version 0.14.0"; exit 0 ;;
+esac
 echo "MIG_PARTED_HOOKS_FILE=${MIG_PARTED_HOOKS_FILE-<unset>}" >>"$D/mig-parted-env.log"
 case " $* " in
   *" assert "*)
@@ -51,10 +69,23 @@ case " $* " in
       echo 'level=fatal msg="Error applying MIG configuration: In use by another client"' >&2
       exit 1
     fi
+    cp "$D/lgi-after-apply" "$D/lgi" 2>/dev/null
     touch "$D/applied"; echo "MIG configuration applied successfully"; exit 0 ;;
 esac
 exit 1
 """
+RULE = "+" + "-" * 57 + "+"
+
+
+def lgi_table(profile: str, per_gpu: int, gpus: int = 8) -> str:
+    """`nvidia-smi mig -lgi` (R550+ layout) with `per_gpu` instances of `profile` per GPU."""
+    rows = [
+        f"|   {gpu}  MIG {profile:<17}{14:>3}{gpu * 10 + i + 3:>9}{i:>10}:1       |\n{RULE}"
+        for gpu in range(gpus)
+        for i in range(per_gpu)
+    ]
+    head = [RULE, "| GPU instances:".ljust(58) + "|", "|" + "=" * 57 + "|"]
+    return "\n".join(head + rows) + "\n"
 
 
 @dataclass
@@ -84,6 +115,7 @@ def make_sandbox(tmp_path: Path, *, driver_loads_after: int | None = 1) -> NodeS
     sandbox = NodeSandbox(tmp_path / "node", node="ip-10-0-1-1", scenario_facts={})
     sandbox.stub("nvidia-smi", NVIDIA_SMI_STUB)
     sandbox.stub("nvidia-mig-parted", MIG_PARTED_STUB)
+    (sandbox.data / "lgi-after-apply").write_text(lgi_table("1g.24gb", 4))
     # The journal: the message alone, one a line (not through stub(), which logs argv).
     logger = sandbox.bin / "logger"
     logger.write_text(
@@ -114,7 +146,7 @@ def run_script(sandbox: NodeSandbox, script: str, *, shell: str = "sh") -> Run:
     return Run(sandbox, done.returncode, done.stdout)
 
 
-def quick(config: str = "all-1g.24gb", **kwargs: str) -> str:
+def quick(config: str = "all-1g.24gb", **kwargs: Any) -> str:
     return build(config, driver_wait_s=2, driver_poll_s=1, progress_every_s=1, **kwargs).script
 
 
@@ -227,12 +259,15 @@ def test_script_waits_for_the_driver_then_asserts_applies_asserts_with_no_hooks(
     assert run.gpu_calls() == [
         StubCall("nvidia-smi", ("-L",)),  # driver not loaded yet
         StubCall("nvidia-smi", ("-L",)),
+        StubCall("nvidia-mig-parted", ("--version",)),  # the preinstalled one runs
         StubCall("nvidia-mig-parted", ("assert", *mig)),
         StubCall("nvidia-mig-parted", ("-d", "apply", *mig, "-k", str(hooks))),
         StubCall("nvidia-mig-parted", ("assert", *mig)),
         StubCall("nvidia-smi", ("-L",)),  # creates the MIG capability device nodes
+        StubCall("nvidia-smi", ("mig", "-lgi")),  # the layout as the driver has it
     ]
     assert run.hooks_env() == ["MIG_PARTED_HOOKS_FILE=<unset>"] * 3
+    # the hooks file holds no hook at all
     assert yaml.safe_load(hooks.read_text()) == {"version": "v1", "hooks": {}}
     assert yaml.safe_load(config.read_text())["mig-configs"]["all-1g.24gb"] == [
         {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.24gb": 4}}
@@ -240,9 +275,14 @@ def test_script_waits_for_the_driver_then_asserts_applies_asserts_with_no_hooks(
     log = sandbox.calls_log.read_text()
     assert "systemctl" not in log and "restart" not in log and "daemon-reload" not in log
 
-    # every step on the console and in the journal, in order
+    # every step on the console and in the journal, in order: wait -> mig-parted -> apply ->
+    # verify, all before the script ends (and kubelet starts, after cloud-final)
     console = "\n".join(run.console)
-    steps = ["start:", "waiting up to 2s", "driver ready", "wrote ", " apply ", "done:"]
+    steps = [
+        "start:", "waiting up to 2s", "driver ready", "nvidia-mig-parted: preinstalled at",
+        "wrote ", " apply ", "run: nvidia-smi mig -lgi",
+        "verified: nvidia-smi mig -lgi lists 32 x 1g.24gb (4 per GPU on 8 GPU(s))", "done:",
+    ]  # fmt: skip
     positions = [console.find(step) for step in steps]
     assert -1 not in positions and positions == sorted(positions), console
     assert all(line.startswith(f"{LOG_TAG}: ") for line in run.console)
@@ -253,10 +293,35 @@ def test_script_waits_for_the_driver_then_asserts_applies_asserts_with_no_hooks(
 def test_an_applied_layout_is_left_alone(tmp_path: Path) -> None:
     sandbox = make_sandbox(tmp_path, driver_loads_after=0)
     (sandbox.data / "applied").write_text("")
+    (sandbox.data / "lgi").write_text(lgi_table("1g.24gb", 4))
     run = run_script(sandbox, quick())
     assert run.rc == 0
-    assert [c.args[0] for c in run.gpu_calls() if c.command == "nvidia-mig-parted"] == ["assert"]
+    mig_parted = [c.args[0] for c in run.gpu_calls() if c.command == "nvidia-mig-parted"]
+    assert mig_parted == ["--version", "assert"]
     assert any("already applied" in line for line in run.console)
+
+
+def test_a_success_that_made_no_instances_fails_the_verification(tmp_path: Path) -> None:
+    # A mig-parted that does not know the GPU's profiles says "applied" and makes nothing.
+    sandbox = make_sandbox(tmp_path, driver_loads_after=0)
+    (sandbox.data / "lgi-after-apply").unlink()
+    run = run_script(sandbox, quick())
+    assert run.rc == EXIT_NOT_VERIFIED
+    assert any(
+        "FAILED: nvidia-smi mig -lgi lists 0 x 1g.24gb, want 32 (4 per GPU)" in line
+        for line in run.console
+    ), run.console
+    assert not any(line.split(" ", 2)[-1].startswith("done:") for line in run.console)
+
+
+def test_a_wrong_layout_fails_the_verification(tmp_path: Path) -> None:
+    sandbox = make_sandbox(tmp_path, driver_loads_after=0)
+    (sandbox.data / "lgi-after-apply").write_text(lgi_table("2g.48gb", 2))
+    run = run_script(sandbox, quick())
+    assert run.rc == EXIT_NOT_VERIFIED
+    failed = [line for line in run.console if "FAILED: nvidia-smi mig -lgi" in line]
+    assert len(failed) == 2  # no 1g.24gb, and 16 instances where 32 are wanted
+    assert "lists 16 x instances, want 32" in failed[1]
 
 
 def test_a_driver_that_never_appears_ends_the_wait_at_its_bound(tmp_path: Path) -> None:
@@ -276,19 +341,117 @@ def test_a_failed_apply_is_reported_and_not_asserted_again(tmp_path: Path) -> No
     run = run_script(sandbox, quick())
     assert run.rc == EXIT_APPLY_FAILED
     calls = [c.args[:2] for c in run.gpu_calls() if c.command == "nvidia-mig-parted"]
-    assert calls == [("assert", "-f"), ("-d", "apply")]
+    assert calls == [("--version",), ("assert", "-f"), ("-d", "apply")]
     assert any("In use by another client" in line for line in run.console)
     assert any("FAILED: nvidia-mig-parted apply" in line for line in run.console)
 
 
-def test_no_mig_parted_on_the_node_is_said_on_the_console(tmp_path: Path) -> None:
+def _no_mig_parted(tmp_path: Path) -> NodeSandbox:
     if shutil.which("nvidia-mig-parted", path="/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin"):
         pytest.skip("a real nvidia-mig-parted is installed here")
     sandbox = make_sandbox(tmp_path, driver_loads_after=0)
     (sandbox.bin / "nvidia-mig-parted").unlink()
+    return sandbox
+
+
+def test_no_mig_parted_and_no_source_is_one_console_line(tmp_path: Path) -> None:
+    sandbox = _no_mig_parted(tmp_path)
     run = run_script(sandbox, quick())
     assert run.rc == EXIT_NO_MIG_PARTED
-    assert any("nvidia-mig-parted is not on this node" in line for line in run.console)
+    gave_up = [line for line in run.console if "gave up" in line]
+    assert len(gave_up) == 1
+    assert "no usable nvidia-mig-parted (none on PATH)" in gave_up[0]
+    assert "pass --mig-parted-package or --mig-parted-url to mignurse userdata" in gave_up[0]
+    assert not (sandbox.fs / CONFIG_FILE.lstrip("/")).exists()
+
+
+# An rpm that installs the package's nvidia-mig-parted (the stub above) and logs its argv.
+def _rpm_stub(sandbox: NodeSandbox, *, works: bool) -> None:
+    if works:
+        body = f"cp {sandbox.root}/mig-parted-stub {sandbox.bin}/nvidia-mig-parted\n"
+    else:
+        body = 'echo "curl: (6) Could not resolve host: example.invalid" >&2; exit 1\n'
+    sandbox.stub("rpm", body)
+
+
+def _curl_stub(sandbox: NodeSandbox, *, works: bool) -> None:
+    if works:  # write the binary to the -o file
+        body = (
+            'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
+            f'cp {sandbox.root}/mig-parted-stub "$out"\n'
+        )
+    else:
+        body = 'echo "curl: (22) The requested URL returned error: 404" >&2; exit 22\n'
+    sandbox.stub("curl", body)
+
+
+def _keep_stub(sandbox: NodeSandbox) -> Path:
+    kept = sandbox.root / "mig-parted-stub"
+    path = sandbox.stub("nvidia-mig-parted", MIG_PARTED_STUB)
+    kept.write_bytes(path.read_bytes())
+    kept.chmod(0o755)
+    path.unlink()
+    return kept
+
+
+PACKAGE = "https://example.invalid/nvidia-mig-manager-0.14.0-1.x86_64.rpm"
+BINARY = "https://example.invalid/nvidia-mig-parted"
+
+
+def test_the_package_is_installed_without_its_scriptlets(tmp_path: Path) -> None:
+    sandbox = _no_mig_parted(tmp_path)
+    _keep_stub(sandbox)
+    _rpm_stub(sandbox, works=True)
+    run = run_script(sandbox, quick(source=MigPartedSource(package=PACKAGE)))
+    assert run.rc == 0, run.stdout
+    rpm = [c for c in run.gpu_calls() if c.command == "rpm"]
+    assert rpm == [StubCall("rpm", ("-i", "--noscripts", "--nodeps", "--replacepkgs", PACKAGE))]
+    assert any(f"installed from the package {PACKAGE} at" in line for line in run.console)
+    assert any(line.endswith("done: MIG config all-1g.24gb applied and verified; kubelet "
+                             "starts after cloud-final") for line in run.console)  # fmt: skip
+
+
+def test_the_url_is_fetched_checked_and_used_by_its_path(tmp_path: Path) -> None:
+    sandbox = _no_mig_parted(tmp_path)
+    kept = _keep_stub(sandbox)
+    _rpm_stub(sandbox, works=False)
+    _curl_stub(sandbox, works=True)
+    digest = hashlib.sha256(kept.read_bytes()).hexdigest()
+    source = MigPartedSource(package=PACKAGE, url=BINARY, sha256=digest)
+    run = run_script(sandbox, quick(source=source))
+    assert run.rc == 0, run.stdout
+    binary = sandbox.fs / BIN_DIR.lstrip("/") / "nvidia-mig-parted"
+    assert binary.exists()
+    assert any(f"downloaded from {BINARY} to {binary} (sha256 {digest};" in line
+               for line in run.console)  # fmt: skip
+    assert [c.command for c in run.gpu_calls()].count("nvidia-mig-parted") == 4
+
+
+def test_a_binary_with_the_wrong_sha256_is_not_run(tmp_path: Path) -> None:
+    sandbox = _no_mig_parted(tmp_path)
+    _keep_stub(sandbox)
+    _curl_stub(sandbox, works=True)
+    run = run_script(sandbox, quick(source=MigPartedSource(url=BINARY, sha256="0" * 64)))
+    assert run.rc == EXIT_NO_MIG_PARTED
+    assert not [c for c in run.gpu_calls() if c.command == "nvidia-mig-parted"]
+    gave_up = [line for line in run.console if "gave up" in line]
+    assert len(gave_up) == 1 and f"URL {BINARY}: sha256 " in gave_up[0]
+
+
+def test_nothing_reachable_says_what_was_tried_in_one_line(tmp_path: Path) -> None:
+    sandbox = _no_mig_parted(tmp_path)
+    _keep_stub(sandbox)
+    _rpm_stub(sandbox, works=False)
+    _curl_stub(sandbox, works=False)
+    run = run_script(sandbox, quick(source=MigPartedSource(package=PACKAGE, url=BINARY)))
+    assert run.rc == EXIT_NO_MIG_PARTED
+    gave_up = [line for line in run.console if "gave up" in line]
+    assert len(gave_up) == 1
+    assert (
+        f"(none on PATH; package {PACKAGE}: curl: (6) Could not resolve host: example.invalid; "
+        f"URL {BINARY}: curl: (22) The requested URL returned error: 404)"
+    ) in gave_up[0]
+    assert any("NOT applied" in line for line in run.journal)
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -370,3 +533,19 @@ def test_a_device_filtered_config_that_skips_the_gpu_is_refused() -> None:
     # all-1g.35gb names the H200 SXM and GB300 only: on an H200 NVL mig-parted does nothing.
     with pytest.raises(UserDataError, match="no entry for H200-NVL"):
         build("all-1g.35gb", gpu_product="NVIDIA H200 NVL")
+
+
+def test_on_a_simulated_g7e_the_layout_is_applied_and_verified(tmp_path: Path) -> None:
+    """The script against the simulator's stateful nvidia-smi and nvidia-mig-parted: one RTX
+    PRO 6000 with MIG off, as a g7e.4xlarge boots."""
+    facts = {"story": "healthy", "gpus": 1, "mig_mode": "Disabled",
+             "gpu_name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}  # fmt: skip
+    sandbox = NodeSandbox(tmp_path / "node", node="ip-10-0-1-1", scenario_facts=facts)
+    run = run_script(sandbox, quick("all-1g.24gb", gpu_product="g7e.4xlarge"))
+    assert run.rc == 0, run.stdout
+    assert any(
+        "verified: nvidia-smi mig -lgi lists 4 x 1g.24gb (4 per GPU on 1 GPU(s))" in line
+        for line in run.console
+    ), run.console
+    (mig_parted_run,) = [r for r in sandbox.mig_parted_runs() if "apply" in r["argv"]]
+    assert mig_parted_run["hooksRun"] == []

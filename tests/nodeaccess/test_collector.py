@@ -21,7 +21,7 @@ from mignurse.diagnose.sources import load_offline
 from mignurse.model import MIG_ENABLED, parse_time
 from mignurse.nodeaccess.base import CANCELLED, RunResult
 from mignurse.nodeaccess.local import LocalShell
-from mignurse.nodeaccess.script import BOTTLEROCKET_ADMIN_DISABLED, collector_script
+from mignurse.nodeaccess.script import collector_script
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import NodeSandbox
 
@@ -164,17 +164,6 @@ def test_too_little_free_space_refuses_with_a_manifest(tmp_path: Path) -> None:
     assert not sandbox.calls_log.exists()  # nothing was run
 
 
-def test_bottlerocket_without_admin_container_says_how_to_enable_it(tmp_path: Path) -> None:
-    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
-    (sandbox.fs / "etc/os-release").write_text("NAME=Bottlerocket\nID=bottlerocket\n")
-    sandbox.stub("apiclient", 'echo \'{"host-containers": {"admin": {"enabled": false}}}\'\n')
-    result, data = _collect(sandbox)
-    assert result.ok
-    node_dir = _untar(data, tmp_path / "out")
-    assert BOTTLEROCKET_ADMIN_DISABLED in (node_dir / "errors.txt").read_text()
-    assert not any(c.command == "apiclient" and "set" in c.args for c in sandbox.calls())
-
-
 def test_the_script_never_changes_the_node_or_reads_user_data() -> None:
     script = collector_script(until="2026-11-30 01:00:00")
     assert not FORBIDDEN.search(script)
@@ -312,17 +301,6 @@ def test_newer_cloud_init_json_is_kept_without_a_fallback(tmp_path: Path) -> Non
     assert json.loads((node_dir / "cloud-init-status.json").read_text())["status"] == "done"
     assert not (node_dir / "cloud-init-status.txt").exists()
     assert not (node_dir / "cloud-init-run-status.json").exists()
-
-
-def test_bottlerocket_has_no_cloud_init(tmp_path: Path) -> None:
-    sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
-    (sandbox.fs / "etc/os-release").write_text("NAME=Bottlerocket\nID=bottlerocket\n")
-    sandbox.stub("apiclient", 'echo \'{"host-containers": {"admin": {"enabled": false}}}\'\n')
-    result, data = _collect(sandbox)
-    assert result.ok
-    node_dir = _untar(data, tmp_path / "out")
-    assert "cloud-init-status.json: cloud-init exited 127" in (node_dir / "errors.txt").read_text()
-    assert not (node_dir / "cloud-init-status.txt").exists()
 
 
 def test_node_monitoring_agent_log_is_collected_newest_file_last_bytes(tmp_path: Path) -> None:

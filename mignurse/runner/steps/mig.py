@@ -50,6 +50,10 @@ Decisions:
   0 allocatable until the new one registers (kubernetes/kubernetes
   pkg/kubelet/cm/devicemanager: GetCapacity, endpointStopGracePeriod).
 - Each node command's exit status and output tail go to the audit log.
+- A Bottlerocket node (its osImage, else the update operator's label) is refused before anything
+  runs on it: Bottlerocket makes its MIG layout itself at boot, from its own settings, with its
+  own nvidia-migmanager (no mig-parted, no host shell); the refusal names those settings and the
+  `apiclient set` that writes them (`mignurse.gpu.bottlerocket`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,14 @@ from mignurse.cluster.client import NODES, PODS, ClusterError, Forbidden, NotFou
 from mignurse.cluster.dra import NodeDra, node_dra
 from mignurse.evidence.nvml_json import parse_nvml_json
 from mignurse.evidence.nvsmi import merge_smi, parse_mig_lgi, parse_smi_list, parse_smi_xml
+from mignurse.gpu.bottlerocket import (
+    BottlerocketError,
+    apiclient_command,
+    bottlerocket_os,
+    os_version,
+    settings_for,
+    version_tuple,
+)
 from mignurse.gpu.models import GpuModel
 from mignurse.gpu.profiles import (
     Layout,
@@ -165,6 +177,36 @@ def valid_configs(family: GpuModel) -> list[str]:
     """The config names mignurse can write for a GPU family."""
     names = ["all-disabled", "all-enabled", *standard_layouts(family)]
     return list(dict.fromkeys(names))
+
+
+def bottlerocket_refusal(node: Node, config: str) -> str | None:
+    """One line refusing a Bottlerocket node, naming the Bottlerocket way; None elsewhere."""
+    seen = bottlerocket_os(node)
+    if seen is None:
+        return None
+    head = (
+        f"node {node.name} runs {seen}: Bottlerocket makes its MIG layout itself at boot, from "
+        "settings.kubelet-device-plugins.nvidia (device-partitioning-strategy, mig.profile) "
+        "through its nvidia-migmanager, not nvidia-mig-parted, so this runbook leaves it alone"
+    )
+    model = identify_gpus(node).model
+    if not config or model is None:
+        return f"{head}; set those settings in the node's user data and replace it"
+    try:
+        mig = settings_for(config, model)
+    except BottlerocketError as exc:
+        return f"{head}; {exc}"
+    version = os_version(node)
+    too_old = (
+        f" (this node's {version} is older than {mig.since}: replace it)"
+        if version is not None and version_tuple(version) < version_tuple(mig.since)
+        else ""
+    )
+    return (
+        f"{head}; new nodes: `mignurse userdata --os bottlerocket --gpu-product {model.name} "
+        f"--config {config}` in the EC2NodeClass; this one: `{apiclient_command(mig)}` from its "
+        f"admin container, then reboot it{too_old}"
+    )
 
 
 def resolve_target(ctx: StepContext) -> MigTarget:
@@ -404,6 +446,11 @@ class MigPreflight(Action):
 
     def check(self, ctx: StepContext) -> str | None:
         try:
+            node = Node.from_api(get_node(ctx))
+            config = str(ctx.param("config") or "") or node.labels.get(LABEL_MIG_CONFIG, "")
+            refusal = bottlerocket_refusal(node, config)
+            if refusal:
+                return refusal
             target = resolve_target(ctx)
             down = not_ready(target.raw)
             if down:
@@ -440,6 +487,9 @@ class MigPreflight(Action):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         target = resolve_target(ctx)
+        refusal = bottlerocket_refusal(target.node, target.config)
+        if refusal:
+            raise StepFailed(refusal)
         active, enabled = _host_service(ctx)
         refusal = _host_refusal(active)
         if refusal:
