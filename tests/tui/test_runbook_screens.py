@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -461,8 +462,13 @@ async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
                 for key, state in states.items()
             )
 
-        async with clock_running(sim, step=2.0):
-            await until(waiting, 60)
+        # The clock moves only until the wait starts: frozen there, the replacement cannot
+        # arrive before Ctrl-C, however slow the machine.
+        deadline = time.monotonic() + 60
+        while not waiting():
+            assert time.monotonic() < deadline, "the run never reached wait-replacement"
+            sim.advance(1.0)
+            await asyncio.sleep(0.05)
         await pilot.press("ctrl+c")
         screen = await run_done(app)
         assert screen.results[0].status == "interrupted", screen.report
