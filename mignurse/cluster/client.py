@@ -70,7 +70,6 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
-DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 
@@ -397,9 +396,6 @@ class ClusterClient:
         return ApiError(
             f"the API server answered {status} to {verb} {what}: {message or 'no detail'}"
         )
-
-    def get_json(self, path: str, query: dict[str, str] | None = None) -> Any:
-        return json.loads(self._request("GET", path, query))
 
     # -- reading ----------------------------------------------------------------------
 

@@ -32,14 +32,6 @@ class Snapshot:
     karpenter: bool = False
     taken_at: datetime | None = None
 
-    def nodeclaim_for(self, node: Node) -> NodeClaim | None:
-        for claim in self.nodeclaims.values():
-            if claim.node_name == node.name or (
-                node.provider_id and claim.provider_id == node.provider_id
-            ):
-                return claim
-        return None
-
     def claims_by_node(self) -> dict[str, NodeClaim]:
         """NodeClaims keyed by the name of the Node they became, and by provider id."""
         index: dict[str, NodeClaim] = {}
@@ -77,11 +69,6 @@ class Snapshot:
             ),
             key=lambda c: (c.pool, c.name),
         )
-
-    def events_for(self, kind: str, name: str) -> list[Event]:
-        found = [e for e in self.events if e.involved_kind == kind and e.involved_name == name]
-        found.sort(key=lambda e: e.last_seen or e.first_seen or _EPOCH)
-        return found
 
 
 def _gpu_type(claim: NodeClaim) -> bool:

@@ -20,7 +20,6 @@ import ssl
 import sys
 import time
 from email.utils import formatdate
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
@@ -185,10 +184,9 @@ def _decode_continue(token: str) -> tuple[int, st.Key]:
     return rv, (ns, name)
 
 
-def _accept(header: str) -> tuple[str | None, str | None, bool]:
-    """(Table version, aggregated discovery version, plain JSON accepted) from Accept."""
+def _accept(header: str) -> tuple[str | None, str | None]:
+    """(Table version, aggregated discovery version) from Accept."""
     table = aggregated = None
-    plain = not header.strip()
     for clause in header.split(","):
         parts = [p.strip() for p in clause.split(";")]
         media = parts[0].lower()
@@ -199,9 +197,7 @@ def _accept(header: str) -> tuple[str | None, str | None, bool]:
             table = params.get("v")
         elif params.get("as") == "APIGroupDiscoveryList" and aggregated is None:
             aggregated = params.get("v")
-        elif "as" not in params:
-            plain = True
-    return table, aggregated, plain
+    return table, aggregated
 
 
 def _manager_from(user_agent: str) -> str:
@@ -306,9 +302,7 @@ class Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         self._path = split.path.rstrip("/") or "/"
         self._query = dict(parse_qsl(split.query, keep_blank_values=True))
-        self._table_version, self._aggregated, self._plain = _accept(
-            self.headers.get("Accept") or ""
-        )
+        self._table_version, self._aggregated = _accept(self.headers.get("Accept") or "")
         try:
             body = self._read_body() if self.command in ("POST", "PATCH", "PUT", "DELETE") else b""
             if self.sim.unavailable:
@@ -1344,7 +1338,3 @@ class Handler(BaseHTTPRequestHandler):
                 "code": 201,
             },
         )
-
-
-def http_status_phrase(code: int) -> str:
-    return HTTPStatus(code).phrase

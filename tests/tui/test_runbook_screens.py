@@ -279,7 +279,7 @@ async def test_high_harm_refuses_a_wrong_typed_word(
 async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gate(
     repair_loop: tuple[SimCluster, MigNurseApp],
 ) -> None:
-    """The done-when of issue 5 in the app: pause from the finding's node, no replacement
+    """The pause/resume promise in the app: pause from the finding's node, no replacement
     while paused, resume lists the nodes at risk and puts back the exact gate string."""
     sim, app = repair_loop
     prior = gate_string(sim)
@@ -456,7 +456,9 @@ async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
 
         def waiting() -> bool:  # past the NodeClaim delete: the node it would restore is going
             states = running.step_states()
-            return any(k.endswith("/wait-replacement") and v == "running" for k, v in states.items())
+            return any(
+                k.endswith("/wait-replacement") and v == "running" for k, v in states.items()
+            )
 
         async with clock_running(sim, step=2.0):
             await until(waiting, 60)
