@@ -97,10 +97,14 @@ class Provisioner:
             return
         # KC sorts by CPU then memory, largest first (scheduling/queue.go byCPUAndMemoryDescending).
         queue.sort(key=lambda p: (-p.requests.get("cpu", 0.0), -p.requests.get("memory", 0.0)))
+        # In flight, or initialized for pods the kube-scheduler has not bound yet: KC schedules
+        # pending pods onto existing nodes too, so a nominated node's room is not bought twice.
         inflight = [
             m
             for m in self._karpenter_machines()
-            if not m.deleting and not m.removed and not m.initialized
+            if not m.deleting
+            and not m.removed
+            and (not m.initialized or m.nominated_until > self.w.t)
         ]
         waiting: dict[Machine, list[PodRecord]] = {}
         for pod in workloads.pending():
