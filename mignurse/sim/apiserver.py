@@ -272,6 +272,7 @@ class Handler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         warnings: list[str] | None = None,
     ) -> None:
+        self._log(code)  # before answering: a client holding its answer finds it in the log
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -282,7 +283,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self._log(code)
 
     def _send_json(self, code: int, obj: Any, content_type: str = "application/json") -> None:
         self._send(code, json.dumps(obj, separators=(",", ":")).encode(), content_type)
@@ -794,12 +794,12 @@ class Handler(BaseHTTPRequestHandler):
                 oldest = store.watch_oldest(rtype.plural)
                 if last_rv < oldest - 1:
                     error = self._expired_frame(last_rv, oldest - 1)
+        self._log(200)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
-        self._log(200)
         self._headers_sent = False
         try:
             if error is not None:

@@ -393,8 +393,11 @@ class MigNurseApp(App[None]):
             self._refresh_ended()  # computed for a table that has since been cleared
             return
         if changes.diagnosis is not None or changes.diagnosis_error:
+            first = self._diagnosis is None
             self._diagnosis = changes.diagnosis or self._diagnosis
             self._diagnosis_error = changes.diagnosis_error
+            if first and self._diagnosis is not None:
+                self.refresh_bindings()  # the footer offers `f` from the first diagnosis on
         if changes.status:
             self._listed = changes.listed
             self._status = changes.status
@@ -683,7 +686,8 @@ class MigNurseApp(App[None]):
 
     @on(DataTable.RowHighlighted, f"#{FLEET}")
     def _pool_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._show_preview()
+        with contextlib.suppress(NoMatches):  # a highlight that lands while the app closes
+            self._show_preview()
 
     def open_pool(self, pool: str | None) -> None:
         """The pool's nodes (None: every pool's)."""
@@ -1114,9 +1118,10 @@ class MigNurseApp(App[None]):
     @on(DataTable.RowHighlighted, "#nodes")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         # The event's row may have moved since it was sent (a sort): follow the cursor.
-        name = self._highlighted_name()
-        if name is not None:
-            self._show_detail(name)
+        with contextlib.suppress(NoMatches):  # a highlight that lands while the app closes
+            name = self._highlighted_name()
+            if name is not None:
+                self._show_detail(name)
 
     def _sync_detail(self, changed: set[str]) -> None:
         """The pane always shows the highlighted node: after a sort, a removal or a change."""
