@@ -3,14 +3,14 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-SRC    := mignurse tests benchmarks scripts
+SRC    := mignurse tests benchmarks scripts whitelist.py
 
 .PHONY: demo test lint unit bench screenshots venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,lint]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,6 +27,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check $(SRC)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 unit: $(STAMP)
 	$(BIN)/pytest

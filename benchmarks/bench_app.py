@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_app.py
 
-Measures, against issue 6's targets:
+Measures, against its targets:
 - first paint: from start until the fleet view shows every pool (target < 2 s);
 - UI-thread time per applied refresh (`_apply_changes`, where the tables are updated)
   while a minute of simulated churn arrives every two seconds, on the fleet view, on one

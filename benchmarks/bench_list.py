@@ -14,7 +14,7 @@ API server runs in another process. The ways:
   k8s-default  CoreV1Api.list_node / list_event_for_all_namespaces: the kubernetes
                client's own per-object model deserialization, same page size
 
-Targets (issue 2): mignurse at least 5x faster than k8s-default, within 1.5x of floor,
+Targets: mignurse at least 5x faster than k8s-default, within 1.5x of floor,
 peak RSS under 500 MB.
 """
 

@@ -1,4 +1,4 @@
-"""The fleet view: one row per NodePool or node group, the app's landing screen (issue 6).
+"""The fleet view: one row per NodePool or node group, the app's landing screen.
 
 A row answers "which pool is on fire" at a glance: its GPU nodes, how many are Ready and
 NotReady, how many NodeClaims ended in the last hour and six hours (replacements, from the
@@ -104,7 +104,7 @@ SEVERITY_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
 
 
 def repair_state(kind: str, karpenter: KarpenterSettings | None, now: datetime) -> str:
-    """Who repairs this pool's nodes, in a few words (domain.md §2)."""
+    """Who repairs this pool's nodes, in a few words (docs/repair.md)."""
     if kind == "auto":
         return "always on (Auto Mode)"
     if kind == "nodegroup":

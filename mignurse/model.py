@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-# Labels and annotations we read (domain.md §1.1, §1.6, §3.1).
+# Labels and annotations we read (docs/repair.md "Who repairs a node", docs/mig.md "Node labels").
 LABEL_NODEPOOL = "karpenter.sh/nodepool"
 LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
 LABEL_NODEGROUP = "eks.amazonaws.com/nodegroup"
@@ -451,7 +451,6 @@ class NodePool:
     uid: str = ""
     created: datetime | None = None
     node_class: str = ""
-    template_labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     requirements: tuple[Mapping[str, Any], ...] = ()
     expire_after: str = ""
@@ -477,7 +476,6 @@ class NodePool:
             uid=str(meta.get("uid") or ""),
             created=parse_time(meta.get("creationTimestamp")),
             node_class=str((template_spec.get("nodeClassRef") or {}).get("name") or ""),
-            template_labels=_str_map((template.get("metadata") or {}).get("labels")),
             taints=tuple(Taint.from_api(t) for t in taints if isinstance(t, dict))
             if isinstance(taints, list)
             else (),
@@ -619,7 +617,6 @@ class Pod:
     phase: str = ""
     ready: bool = False
     owner_kind: str = ""  # ReplicaSet, DaemonSet, Job, StatefulSet, … ("" for a bare pod)
-    owner_name: str = ""
     created: datetime | None = None
     deleting: datetime | None = None
     restarts: int = 0
@@ -658,7 +655,6 @@ class Pod:
             phase=str(status.get("phase") or ""),
             ready=ready,
             owner_kind=str(owner.get("kind") or ""),
-            owner_name=str(owner.get("name") or ""),
             created=parse_time(meta.get("creationTimestamp")),
             deleting=parse_time(meta.get("deletionTimestamp")),
             restarts=sum(int(s.get("restartCount") or 0) for s in statuses),

@@ -70,7 +70,6 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 NODECLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim")
 NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
-DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
 
@@ -399,6 +398,7 @@ class ClusterClient:
         )
 
     def get_json(self, path: str, query: dict[str, str] | None = None) -> Any:
+        """A raw GET of an API path (discovery documents), parsed."""
         return json.loads(self._request("GET", path, query))
 
     # -- reading ----------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """mignurse's own memory of the cluster: node and NodeClaim lifecycles, condition flips, events.
 
-Kubernetes forgets fast: events expire about an hour after their last occurrence, and a
-repaired Node or NodeClaim vanishes as soon as its finalizers clear (domain.md §1.9). A
-Karpenter repair loop therefore outlives its own evidence. This module keeps a SQLite
-history, fed by `ClusterState` change notifications through `HistoryRecorder`, that the
-diagnosis rules read later: replacements per NodePool, node lifetimes, how each node ended
+Kubernetes forgets fast: events expire about an hour after their last occurrence, and a repaired
+Node or NodeClaim vanishes as soon as its finalizers clear (docs/repair.md "How long the evidence
+lives"). A Karpenter repair loop therefore outlives its own evidence. This module keeps a SQLite
+history, fed by `ClusterState` change notifications through `HistoryRecorder`, that the diagnosis
+rules read later: replacements per NodePool, node lifetimes, how each node ended
 (repair fingerprint vs consolidation vs spot), and per-node condition flips.
 
 Design points:
@@ -57,7 +57,8 @@ DEFAULT_MAX_BYTES = 256 * 2**20
 PLURAL_KIND = {"nodes": "Node", "nodeclaims": "NodeClaim", "nodepools": "NodePool"}
 CHANGES = frozenset({"LIST", "ADDED", "MODIFIED", "DELETED"})
 
-# The Node conditions that Karpenter repairs on (domain.md §1.2): the only ones whose flips
+# The Node conditions Karpenter repairs on (aws/karpenter-provider-aws v1.14.1
+# pkg/cloudprovider/cloudprovider.go RepairPolicies): the only ones whose flips
 # matter to the rules. MemoryPressure & co. flip with load and would only add noise.
 NODE_CONDITIONS = frozenset(
     {

@@ -57,25 +57,6 @@ class Snapshot:
             return GPU_SOURCE_DRA
         return GPU_SOURCE_DEVICE_PLUGIN
 
-    def gpu_claims_on(self, node: Node) -> list[ResourceClaim]:
-        """ResourceClaims holding NVIDIA DRA devices of this node (its pool, or bound to it)."""
-        devices = self.dra_devices.get(node.name)
-        pools = {node.name, devices.pool} if devices is not None else {node.name}
-        return [
-            c
-            for c in self.resource_claims
-            if c.devices_of()
-            and (c.node_name == node.name or any(d.pool in pools for d in c.devices_of()))
-        ]
-
-    def nodeclaim_for(self, node: Node) -> NodeClaim | None:
-        for claim in self.nodeclaims.values():
-            if claim.node_name == node.name or (
-                node.provider_id and claim.provider_id == node.provider_id
-            ):
-                return claim
-        return None
-
     def claims_by_node(self) -> dict[str, NodeClaim]:
         """NodeClaims keyed by the name of the Node they became, and by provider id."""
         index: dict[str, NodeClaim] = {}
@@ -115,11 +96,6 @@ class Snapshot:
             ),
             key=lambda c: (c.pool, c.name),
         )
-
-    def events_for(self, kind: str, name: str) -> list[Event]:
-        found = [e for e in self.events if e.involved_kind == kind and e.involved_name == name]
-        found.sort(key=lambda e: e.last_seen or e.first_seen or _EPOCH)
-        return found
 
 
 def _gpu_type(claim: NodeClaim) -> bool:

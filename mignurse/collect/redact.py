@@ -611,7 +611,6 @@ _NET = re.compile(
 )
 _KEEP_IP4 = frozenset({"0.0.0.0", "255.255.255.255", "169.254.169.254"})
 _KEEP_MAC = frozenset({"00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"})
-NETWORK_RULES = ("net-hostname", "net-mac", "net-ipv4", "net-ipv6")
 
 RULES: tuple[str, ...] = tuple(rule.name for rule in _RULE_LIST) + structured.RULES
 
@@ -699,7 +698,7 @@ class Redactor:
             self._left_out[path] = why
 
     def report(self) -> dict[str, dict[str, int]]:
-        """File → rule → count, only non-zero counts (rules in RULES and NETWORK_RULES)."""
+        """File → rule → count, only non-zero counts (rules in RULES and the net-* rules)."""
         return {f: dict(rules) for f, rules in self._report.items() if rules}
 
     def left_out(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
-        """0 no findings (or info only), 1 warnings, 2 critical (design.md)."""
+        """0 no findings (or info only), 1 warnings, 2 critical (README, `mignurse diagnose`)."""
         severities = {f.severity for f in self.findings}
         if CRITICAL in severities:
             return 2

@@ -1,4 +1,4 @@
-"""Facts of the field the rules share, each from domain.md (section in the comment).
+"""Facts of the field the rules share, each with its source (docs/repair.md has them in full).
 
 Pure functions over models: no I/O, no clock (`now` is always passed in).
 """
@@ -51,9 +51,10 @@ def parse_version(text: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in parts)
 
 
-REPAIR_GUARD_FRACTION = 0.2  # §1.5
+REPAIR_GUARD_FRACTION = 0.2  # kubernetes-sigs/karpenter node/health allowedUnhealthyPercent
 
-# AcceleratedHardwareReady reasons (§1.3): monitoring plumbing versus the GPU itself.
+# AcceleratedHardwareReady reasons (aws/eks-node-monitoring-agent pkg/reasons/reasons.yaml):
+# monitoring plumbing versus the GPU itself.
 MONITORING_REASONS = ("DCGMError", "DCGMDiagnosticFailure", "DCGMHealthCode", "DCGMFieldError")
 HARDWARE_REASONS = (
     "NvidiaDoubleBitError",
@@ -64,8 +65,8 @@ HARDWARE_REASONS = (
     "NvidiaPowerError",
     "NvidiaThermalError",
 )
-XID_REPLACE = frozenset({74, 79, 119, 120, 121, 140})  # MNG default action Replace (§1.3)
-XID_REBOOT = frozenset({13, 31, 48, 63, 64, 94, 95})  # MNG default action Reboot (§1.3)
+XID_REPLACE = frozenset({74, 79, 119, 120, 121, 140})  # MNG default Replace (EKS node-health)
+XID_REBOOT = frozenset({13, 31, 48, 63, 64, 94, 95})  # MNG default Reboot (EKS node-health)
 
 # What an Xid says about the GPU, from NVIDIA's Xid catalog ("Resolution Bucket (Immediate
 # Action)", docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) and the row
@@ -131,7 +132,7 @@ def classify_xid(xid: int) -> XidMeaning | None:
     return XID_MEANINGS.get(xid)
 
 
-# Karpenter event reasons that fingerprint a replacement's cause (§1.7).
+# Karpenter event reasons that fingerprint a replacement's cause (docs/repair.md).
 CONSOLIDATION_EVENTS = ("DisruptionTerminating",)
 # aws/karpenter-provider-aws pkg/controllers/interruption (controller.go, events/events.go):
 # EC2 notices that exist only when EC2 itself acts on the instance...
@@ -153,7 +154,6 @@ SAME_RECONCILE = timedelta(seconds=5)
 REGISTRATION_EVENTS = ("InsufficientCapacityError", "NodeClassNotReady", "UnregisteredTaintMissing")
 REPAIR_BLOCKED_EVENT = "NodeRepairBlocked"
 TRANSITION_PREFIX = "Status condition transitioned"  # Karpenter's per-transition events
-REGISTRATION_TIMEOUT = timedelta(minutes=15)  # §1.6
 
 
 def classify_ahr_reason(reason: str) -> str:
@@ -185,7 +185,7 @@ def repair_clock(
     node: Node, tolerations: Mapping[tuple[str, str], timedelta] = REPAIR_TOLERATIONS
 ) -> RepairClock | None:
     """The earliest Karpenter repair deadline among the node's matching conditions
-    (§1.4: type + status only, clock = lastTransitionTime + toleration)."""
+    (type + status only, clock = lastTransitionTime + toleration: docs/repair.md)."""
     best: RepairClock | None = None
     for cond in node.conditions:
         toleration = tolerations.get((cond.type, cond.status))
@@ -200,12 +200,12 @@ def repair_clock(
 def unhealthy_for_repair(
     node: Node, tolerations: Mapping[tuple[str, str], timedelta] = REPAIR_TOLERATIONS
 ) -> bool:
-    """Matches a repair policy now (the 20% guard counts these without waiting, §1.5)."""
+    """Matches a repair policy now (the 20% guard counts these without waiting)."""
     return any((c.type, c.status) in tolerations for c in node.conditions)
 
 
 def repair_allowance(pool_nodes: int) -> int:
-    """How many unhealthy nodes Karpenter may repair in a pool of this size (§1.5)."""
+    """How many unhealthy nodes Karpenter may repair in a pool of this size (docs/repair.md)."""
     return math.ceil(REPAIR_GUARD_FRACTION * pool_nodes)
 
 
@@ -215,7 +215,8 @@ def split_interruption_events(
     """The interruption-controller events about one NodeClaim (or its Node), as (causes,
     echoes). `TerminatingOnInterruption` is always a cause; an EC2 notice or state change is
     one only when it came no later than the deletion (same reconcile); after it, it is the
-    interruption queue's echo of a termination something else started (§1.9). With the
+    interruption queue's echo of a termination something else started (aws/karpenter-provider-aws
+    pkg/controllers/interruption/controller.go). With the
     deletion time unknown, only the EC2-only notices count as causes."""
     causes: list[Event] = []
     echoes: list[Event] = []
@@ -237,7 +238,7 @@ def split_interruption_events(
 def claim_cause(
     claim: NodeClaim | Lifecycle, events: list[Event], expire_after: timedelta | None = None
 ) -> str:
-    """Why a NodeClaim ended (§1.7, §1.9): repair, consolidation, drift, interruption,
+    """Why a NodeClaim ended (docs/repair.md): repair, consolidation, drift, interruption,
     registration, expiration, manual or unknown. `events` are those about it or its Node.
 
     The cause is what came first: the interruption queue echoes `InstanceTerminating` for
@@ -269,7 +270,7 @@ def claim_cause(
     )
     if not registered and (reasons & set(REGISTRATION_EVENTS) or deleting is not None):
         return "registration"
-    # Repair writes the annotation as "now" and deletes at once (§1.4); a TGP deletion
+    # Repair writes the annotation as "now" and deletes at once (docs/repair.md); a TGP deletion
     # writes deletion + TGP, minutes or hours later.
     if (
         deleting is not None

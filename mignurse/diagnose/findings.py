@@ -17,7 +17,8 @@ WARNING = "warning"
 INFO = "info"
 SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
-# The finding ids of design.md; rules may add more, never rename these.
+# The finding ids README's `mignurse diagnose` table promises; rules may add more, never
+# rename these.
 NODE_REPAIR_LOOP = "node-repair-loop"
 NODE_NOT_READY = "node-not-ready"
 REPLACEMENT_CHURN = "replacement-churn"
@@ -29,11 +30,10 @@ MIG_CONFIG_FAILED = "mig-config-failed"
 MIG_LAYOUT_MISMATCH = "mig-layout-mismatch"
 REPAIR_RISK = "repair-risk"
 
-# Runbook names (design.md): what a finding may point the engineer at.
+# Runbook names (README, Runbooks): what a finding may point the engineer at.
 RUNBOOK_CORDON_AND_COLLECT = "cordon-and-collect"
 RUNBOOK_REAPPLY_MIG = "reapply-mig-no-hooks"
 RUNBOOK_PAUSE_REPAIR = "pause-node-repair"
-RUNBOOK_RESUME_REPAIR = "resume-node-repair"
 RUNBOOK_REPLACE = "replace-instance"
 
 
@@ -76,7 +76,7 @@ def _evidence_order(evidence: Evidence) -> tuple[int, str]:
     return (1, format_time(evidence.time) or "") if evidence.time else (0, "")
 
 
-# Within a severity, causes before their consequences (design.md's order): the repair loop
+# Within a severity, causes before their consequences: the repair loop
 # before the hardware condition that feeds it, the kubelet restart before the failed state.
 ID_ORDER = {
     finding_id: rank

@@ -32,13 +32,12 @@ REPAIR_PAUSED_ANNOTATION = "mignurse.io/node-repair-paused"
 
 @dataclass(frozen=True)
 class KarpenterSettings:
-    """What the Karpenter controller Deployment says about repair (domain.md §2.1)."""
+    """What the Karpenter controller Deployment says about repair (docs/repair.md)."""
 
     node_repair: bool | None  # None: the Deployment could not be read
     feature_gates: str = ""
     version: str = ""  # the controller image tag, else the chart's app version label
     interruption_queue: str = ""  # INTERRUPTION_QUEUE: every instance shutdown is echoed
-    managed_by: str = ""  # "Helm", an Argo/Flux marker, or ""
     paused_by: str = ""  # from the pause-node-repair runbook's record, when repair is paused
     paused_at: str = ""
 
@@ -69,14 +68,6 @@ class KarpenterSettings:
         if parse_version(version) is None:
             # A digest-pinned or mirrored image: the chart still labels its app version.
             version = str(labels.get("app.kubernetes.io/version") or version)
-        managed = str(labels.get("app.kubernetes.io/managed-by") or "")
-        if (
-            "argocd.argoproj.io/tracking-id" in annotations
-            or "argocd.argoproj.io/instance" in labels
-        ):
-            managed = "Argo CD"
-        elif any(k.startswith("kustomize.toolkit.fluxcd.io/") for k in labels):
-            managed = "Flux"
         paused_by = paused_at = ""
         try:
             record = json.loads(str(annotations.get(REPAIR_PAUSED_ANNOTATION) or "null"))
@@ -89,7 +80,6 @@ class KarpenterSettings:
             feature_gates=gates,
             version=version,
             interruption_queue=queue,
-            managed_by=managed,
             paused_by=paused_by,
             paused_at=paused_at,
         )
@@ -113,7 +103,8 @@ def controller_container_index(containers: list[Any]) -> int | None:
 
 def gate_setting(feature_gates: str, gate: str = "NodeRepair") -> bool | None:
     """The value a `Name=bool,…` string gives one gate, the last token winning as in
-    cliflag.MapStringBool; None when the gate is absent (domain.md §2.1)."""
+    cliflag.MapStringBool; None when the gate is absent (kubernetes-sigs/karpenter
+    v1.14.1 pkg/operator/options/options.go)."""
     value: bool | None = None
     for token in feature_gates.split(","):
         name, _, raw = token.partition("=")
@@ -123,7 +114,7 @@ def gate_setting(feature_gates: str, gate: str = "NodeRepair") -> bool | None:
 
 
 def gate_value(feature_gates: str, gate: str) -> bool:
-    """A gate's value; absent means its default, false for NodeRepair (domain.md §2.1)."""
+    """A gate's value; absent means its default, false for NodeRepair (docs/repair.md)."""
     return bool(gate_setting(feature_gates, gate))
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import tarfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
@@ -823,15 +823,3 @@ def read_history(store: HistoryStore, context: str, now: datetime) -> History:
         transitions=tuple(store.transitions(context, kind="Node", since=since)),
         events=tuple(store.events(context, since=since)),
     )
-
-
-def iter_sources(gathered: Gathered) -> Iterator[str]:
-    """One line per input that was present, for `diagnose` to say what it looked at."""
-    snap = gathered.snapshot
-    yield f"{len(snap.nodes)} nodes, {len(snap.nodeclaims)} NodeClaims, {len(snap.events)} events"
-    if snap.dra_devices:
-        yield f"DRA: {len(snap.dra_devices)} node(s) publish gpu.nvidia.com ResourceSlices"
-    if gathered.history.lifecycles:
-        yield f"history: {len(gathered.history.lifecycles)} lifecycles"
-    if gathered.node_evidence:
-        yield f"node evidence for {len(gathered.node_evidence)} node(s)"

@@ -1,8 +1,8 @@
 """nvidia-smi output from a node (`-q -x`, `-L`, `mig -lgi`, `mig -lci`, `mig -lgip`) into the
 model's MigState.
 
-nvidia-smi's text is not a stable interface (domain.md §3.7), so every parser reads what it
-recognises, reports the rest as problems, and never raises.
+nvidia-smi's text is not a stable interface (the nvidia-smi(1) manual page), so every parser reads
+what it recognises, reports the rest as problems, and never raises.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ MISSING = "-"  # a value the source did not give
 ABSENT = "absent"  # a GPU or MIG device the source does not list at all
 
 # A compute instance smaller than its GPU instance is named "<C>c.<G>g.<M>gb" by -L and -lci
-# (domain.md §3.5); the probe names the GPU instance's profile, so that prefix is dropped.
+# (NVIDIA/mig-parted v0.15.0 pkg/types/mig_profile.go); the probe names the GPU instance's profile,
+# so that prefix is dropped.
 _CI_PREFIX = re.compile(r"^\d+c\.")
 
 RowT = TypeVar("RowT")

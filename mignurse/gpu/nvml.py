@@ -2,7 +2,7 @@
 
 Read-only by construction: only Get/Is calls, never a Set/Create/Destroy/Reset. Every
 failure ends as a `MigState` status with the NVML text in `detail`, never an exception
-(domain.md §3.7).
+(NVIDIA nvml-api group__nvmlMultiInstanceGPU; docs/mig.md "Reading MIG state").
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from mignurse.model import (
 SOURCE = "nvml"
 ENV_LIBRARY = "MIGNURSE_NVML_LIBRARY"  # absolute path of a libnvidia-ml.so to use instead
 
-# GPU instance profile enums (§3.7) and the name suffix each implies when the driver gives
-# no names (v1 profile info); None = a variant we cannot name from the enum alone.
+# GPU instance profile enums (nvidia-ml-py pynvml.py NVML_GPU_INSTANCE_PROFILE_*) and the name
+# suffix each implies when the driver gives no names (v1 profile info); None = a variant we cannot
+# name from the enum alone.
 _PROFILE_ENUMS: tuple[tuple[int, str | None], ...] = (
     (0x0, ""), (0x1, ""), (0x2, ""), (0x3, ""), (0x4, ""), (0x5, ""), (0x6, ""),
     (0x7, "+me"), (0x8, None), (0x9, ""), (0xA, None), (0xB, None), (0xC, None),

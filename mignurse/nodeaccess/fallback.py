@@ -10,8 +10,8 @@ from mignurse.nodeaccess.base import NodeShell, RunResult
 
 
 class FallbackShell:
-    """SSM first, SSH when SSM does not manage the instance (issue 4: SSM when managed,
-    else SSH). Only a refusal before anything ran falls back: a script that ran and failed
+    """SSM first, SSH when SSM does not manage the instance (README, "How nodes are
+    reached"). Only a refusal before anything ran falls back: a script that ran and failed
     is reported as it is, never run twice."""
 
     def __init__(self, primary: NodeShell, fallback: NodeShell, *, when: str) -> None:

@@ -1,7 +1,8 @@
 """The node-side collector: one POSIX `sh` script that reads a node and writes a tar of `node/`.
 
-The script only reads (domain.md §4.5, §4.6): it never restarts or reloads a unit, never
-touches MIG state, never reads user data, and never enables Bottlerocket's admin container.
+The script only reads (sources as eks-log-collector reads them: awslabs/amazon-eks-ami v20260724
+log-collector-script/linux/eks-log-collector.sh): it never restarts or reloads a unit, never touches
+MIG state, never reads user data, and never enables Bottlerocket's admin container.
 Every source runs under `timeout`, capped with `head -c`, and is recorded in `manifest.json`
 (argv, rc, timed_out, seconds, bytes, truncated, sha256); a failed source is one line in
 `errors.txt` and never stops the others. Paths are prefixed with `${MIGNURSE_ROOT:-}` so the
@@ -34,39 +35,6 @@ import shlex
 SOURCE_TIMEOUT = 60  # seconds per ordinary source
 JOURNAL_TIMEOUT = 120  # journals can be large and slow on a busy node
 FORMAT = 1  # manifest.json "format"
-
-# The files a collection may hold, in the order the script writes them (design.md layout).
-NODE_FILES = (
-    "manifest.json",
-    "errors.txt",
-    "kubelet.log",
-    "containerd.log",
-    "nodeadm.log",
-    "kernel.log",
-    "kernel-previous-boot.log",
-    "cloud-init.log",
-    "cloud-init-output.log",
-    "cloud-init-status.json",
-    "cloud-init-status.txt",
-    "cloud-init-run-status.json",
-    "cloud-init-run-result.json",
-    "os-release",
-    "cgroup-fs.txt",
-    "nvidia-smi.xml",
-    "nvidia-smi-L.txt",
-    "mig-lgi.txt",
-    "mig-lci.txt",
-    "mig-parted-export.yaml",
-    "devices.txt",
-    "nvml.json",
-    "crictl-ps.txt",
-    "systemctl-failed.txt",
-    "nma.log",
-    "bottlerocket-settings.json",
-    "nvidia-migmanager.log",
-    "logdog.txt",
-    "bottlerocket-logs.tar.gz",
-)
 
 BOTTLEROCKET_ADMIN_DISABLED = (
     "Bottlerocket admin container disabled: enable it with "

@@ -7,7 +7,7 @@ file, and uploads that file with `curl` as a browser-style POST under a presigne
 policy, so the node's role needs no S3 permission. The wrapper's own stdout is two short
 lines: `mignurse-key=<the object it wrote>` and `mignurse-rc=<N>` (the script's exit status).
 
-Fleet runs use SSM's own rate control, not a home-made fan-out (issue 4): one SendCommand
+Fleet runs use SSM's own rate control, not a home-made fan-out: one SendCommand
 per batch of at most 50 instances with `MaxConcurrency` (how many run at once) and
 `MaxErrors`. One POST policy serves the whole run: it allows any key under the run's
 prefix, and each node picks its own key (its name plus random bytes) and prints it, since
@@ -18,10 +18,10 @@ SSM from reaching the other 49. Progress is polled per command with `ListCommand
 each finished node's fields come from `GetCommandInvocation` (tolerating
 `InvocationDoesNotExist`), and its archive is streamed from S3 and deleted.
 
-`upload="output-bucket"` is the other way out (issue 4: "or, where configured, through the
-command's S3 output bucket"): SendCommand names `OutputS3BucketName`/`OutputS3KeyPrefix`, and the
-SSM agent itself uploads the wrapper's whole stdout there with the **instance role**, so the
-node role needs `s3:PutObject` on the bucket, and the node needs no curl (only `base64`, or
+`upload="output-bucket"` is the other way out, where a cluster has an output bucket: SendCommand
+names `OutputS3BucketName`/`OutputS3KeyPrefix`, and the SSM agent itself uploads the wrapper's whole
+stdout there with the **instance role**, so the node role needs `s3:PutObject` on the bucket, and
+the node needs no curl (only `base64`, or
 `openssl base64`). The wrapper runs the script into a temp file, prints `mignurse-rc=<N>` as
 its first line, then the file base64-encoded (SSM stores text, and the 24,000-character cap
 applies only to `StandardOutputContent`). mignurse reads the rc from that first line, finds the
@@ -242,7 +242,6 @@ class _Pending:
     command_id: str
     started: float
     deadline: float
-    sent_at: float
     execution_timeout: int
     output_prefix: str = ""  # output-bucket: the command's OutputS3KeyPrefix
     done: bool = False
@@ -388,7 +387,6 @@ class SSMFleet:
                     command.command_id,
                     started,
                     now + budget,
-                    now,
                     execution_timeout,
                     output_prefix=output.get("OutputS3KeyPrefix", ""),
                 )

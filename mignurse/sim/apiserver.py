@@ -20,7 +20,6 @@ import ssl
 import sys
 import time
 from email.utils import formatdate
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
@@ -305,6 +304,7 @@ class Handler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         warnings: list[str] | None = None,
     ) -> None:
+        self._log(code)  # before answering: a client holding its answer finds it in the log
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -315,7 +315,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
-        self._log(code)
 
     def _send_json(self, code: int, obj: Any, content_type: str = "application/json") -> None:
         self._send(code, json.dumps(obj, separators=(",", ":")).encode(), content_type)
@@ -335,9 +334,7 @@ class Handler(BaseHTTPRequestHandler):
         split = urlsplit(self.path)
         self._path = split.path.rstrip("/") or "/"
         self._query = dict(parse_qsl(split.query, keep_blank_values=True))
-        self._table_version, self._aggregated, self._plain = _accept(
-            self.headers.get("Accept") or ""
-        )
+        self._table_version, self._aggregated, _plain = _accept(self.headers.get("Accept") or "")
         self._convert: Any = None  # the served version's converter, set by _route
         try:
             body = self._read_body() if self.command in ("POST", "PATCH", "PUT", "DELETE") else b""
@@ -842,12 +839,12 @@ class Handler(BaseHTTPRequestHandler):
                 oldest = store.watch_oldest(rtype.plural)
                 if last_rv < oldest - 1:
                     error = self._expired_frame(last_rv, oldest - 1)
+        self._log(200)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
-        self._log(200)
         self._headers_sent = False
         try:
             if error is not None:
@@ -1386,7 +1383,3 @@ class Handler(BaseHTTPRequestHandler):
                 "code": 201,
             },
         )
-
-
-def http_status_phrase(code: int) -> str:
-    return HTTPStatus(code).phrase

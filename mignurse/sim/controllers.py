@@ -57,7 +57,6 @@ DISRUPTION_PASS = 5.0  # the disruption controller's next candidate pass (infere
 MNG_CORDON_DELAY = 60.0  # a failed check cordons the node about a minute later (inference)
 MNG_RETRY = 60.0  # a repair held by the threshold or parallelism is tried again (inference)
 MNG_REBOOT_DOWNTIME = 120.0  # RebootInstances until kubelet runs again (inference)
-MNG_ASG_LAUNCH = 5.0  # the Auto Scaling group launches the replacement instance (inference)
 KUBELET_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
 NODE_LIFECYCLE_LAG = 0.1  # the node lifecycle controller reacts to a Node update (informer)
 # GPU operator: nvidia.com/gpu.deploy.<key> is the nodeSelector (`=true`) of each operand
@@ -272,9 +271,6 @@ class World:
                     fn(*args)
             self.now = max(self.now, until)
             self.t = self.now
-
-    def next_action_at(self) -> float | None:
-        return self._queue[0][0] if self._queue else None
 
     def _uid(self) -> str:
         h = f"{self.rng.getrandbits(128):032x}"

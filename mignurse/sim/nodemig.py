@@ -1,5 +1,5 @@
 """The MIG state of a sandbox node, and the `nvidia-smi`, `nvidia-mig-parted`, `mignurse probe`
-and `lsof` stubs that read and change it (domain.md §3.4-3.10).
+and `lsof` stubs that read and change it (docs/mig.md).
 
 The sandbox's sh stubs log their argv and then run this file as a script; it keeps the GPUs'
 MIG modes and instances in `<sandbox>/state/mig.json` and the test knobs in
@@ -354,7 +354,7 @@ def _smi_list(node: Node) -> str:
 
 
 def _create_caps(node: Node) -> None:
-    """What nvidia-modeprobe does when nvidia-smi runs: a cap node per GI/CI (§3.4)."""
+    """What nvidia-modeprobe does when nvidia-smi runs: a cap node per GI/CI (docs/mig.md)."""
     caps = node.root / "fs" / "dev" / "nvidia-caps"
     caps.mkdir(parents=True, exist_ok=True)
     minors = {1, 2}  # mig/config, mig/monitor

@@ -6,8 +6,8 @@ holds stub `journalctl`, `nvidia-smi`, `nvidia-mig-parted`, `systemctl`, `cloud-
 `root/calls.log`, so a test can prove that collection never restarted or changed anything.
 
 Stories: `mig-hook` (AL2023, cgroup v2, kubelet stopped ~40 s after its first start and
-restarted, containerd loses its cgroups, 8 H100 with MIG on and no MIG devices: design.md's
-first incident), `dcgm-loop` and `healthy` (quiet journals, nvidia-smi fine).
+restarted, containerd loses its cgroups, 8 H100 with MIG on and no MIG devices: the incident of
+NVIDIA/mig-parted#368), `dcgm-loop` and `healthy` (quiet journals, nvidia-smi fine).
 
 MIG is state, not fixture text: `root/state/mig.json` holds every GPU's MIG mode and instances,
 and `nvidia-smi`, `nvidia-mig-parted`, `lsof` and (when installed) `mignurse probe` are served
@@ -15,7 +15,7 @@ by `mignurse/sim/nodemig.py` from it, so an `apply` changes what the next `asser
 `nvidia-smi -L` sees. The state and the knobs (`root/state/knobs.json`: Ampere reset refused,
 apply exits 1, GPU processes left, host nvidia-mig-manager.service, probe installed) are written
 only when missing or when a fact names them: `for_node` on the same folder keeps both. Like the
-packages' profile.d file (domain.md §3.5), the node's environment sets `MIG_PARTED_HOOKS_FILE`
+packages' profile.d file (docs/mig.md), the node's environment sets `MIG_PARTED_HOOKS_FILE`
 to shipped hooks that daemon-reload and stop kubelet, so a call that forgets `env -u` shows in
 the call log.
 """
@@ -154,7 +154,7 @@ class NodeSandbox:
         shipped = self.fs / "etc/nvidia-mig-manager"
         return {
             "MIGNURSE_ROOT": str(self.fs),
-            # /etc/profile.d/nvidia-mig-parted.sh of the mig-parted packages (domain.md §3.5)
+            # /etc/profile.d/nvidia-mig-parted.sh of the mig-parted packages
             "MIG_PARTED_CONFIG_FILE": str(shipped / "config.yaml"),
             "MIG_PARTED_HOOKS_FILE": str(shipped / "hooks.yaml"),
         }
@@ -495,7 +495,7 @@ class NodeSandbox:
         knobs_file = self.state_dir / "knobs.json"
         if not knobs_file.exists():
             defaults = dict(nodemig.KNOB_DEFAULTS)
-            # EC2 passes A100s through to the VM, which refuses the reset (domain.md §3.6 #3).
+            # A100s passed through to an EC2 VM refuse the reset (NVIDIA/gpu-operator#1606).
             defaults["modeChangeNeedsReboot"] = nodemig.architecture(self.gpu_name) == "Ampere"
             knobs_file.write_text(json.dumps(defaults, indent=1))
         if self._knob_facts:
@@ -504,7 +504,7 @@ class NodeSandbox:
         shipped = self.fs / "etc/nvidia-mig-manager"
         shipped.mkdir(parents=True, exist_ok=True)
         # The shipped hooks-default.yaml, cut to what matters here: apply-start daemon-reloads,
-        # pre-apply-mode stops kubelet, apply-exit starts it again (domain.md §3.5).
+        # pre-apply-mode stops kubelet, apply-exit starts it again.
         (shipped / "hooks.yaml").write_text(
             "version: v1\nhooks:\n"
             "  apply-start:\n  - command: systemctl\n    args: [daemon-reload]\n"
@@ -575,10 +575,6 @@ def _applied_layout(labels: dict[str, Any]) -> dict[str, int] | None:
         return None
     gpu = objects.instance_type(itype).gpu
     return dict(gpu.mig_layouts.get(config) or {}) or None if gpu is not None else None
-
-
-def _gpu_uuid(index: int) -> str:
-    return f"GPU-5f1c2c6e-0c1d-4b1e-9f7a-1e2d3c4b5a{index:02d}"
 
 
 def story_for(node_json: dict[str, Any]) -> str:

@@ -26,16 +26,6 @@ NMA_CONDITIONS = (
     "ContainerRuntimeReady",
 )
 KUBELET_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
-KNOWN_SOURCES = (
-    "kubelet",
-    "karpenter",
-    "eks-node-monitoring-agent",
-    "node-controller",
-    "default-scheduler",
-    "nvidia-mig-manager",
-    "gpu-operator",
-    "cloud-node-lifecycle-controller",
-)
 
 
 class ScenarioError(Exception):
@@ -396,10 +386,6 @@ class PoolSpec:
     def dra(self) -> bool:
         return self.gpu_scheduling == "dra"
 
-    @property
-    def is_gpu(self) -> bool:
-        return objects.instance_type(self.instance_type).gpu is not None
-
     def lifecycle_for(self, image: str) -> Lifecycle:
         for lc in self.lifecycles:
             if lc.image == image:
@@ -477,11 +463,6 @@ class Scenario:
             if p.name == name:
                 return p
         raise KeyError(name)
-
-
-def default_feature_gates(node_repair: bool, version: str = "1.14.1") -> str:
-    """What that release's chart renders into FEATURE_GATES (see karpenter_versions)."""
-    return chart_feature_gates(parse_version(version), node_repair)
 
 
 def gate_value(feature_gates: str, gate: str, default: bool = False) -> bool:

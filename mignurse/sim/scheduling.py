@@ -26,8 +26,6 @@ _SUFFIX = {
     "Gi": 1024.0**3,
     "Ti": 1024.0**4,
 }
-# kube-scheduler's NodeResourcesFit compares these; other names are extended resources.
-SCHEDULED = ("cpu", "memory", "pods")
 
 
 def parse_quantity(value: Any) -> float:

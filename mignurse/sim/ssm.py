@@ -8,7 +8,8 @@ operations mignurse uses, and runs `AWS-RunShellScript` for real: the joined `co
 `env` and `path_prefix`), killed at `executionTimeout`. A script can therefore upload its
 output itself (curl to a presigned S3 URL on moto's server), as a real node would.
 
-Faithful to the real service where it matters to a client (domain.md §4.1): the
+Faithful to the real service where it matters to a client (botocore
+data/ssm/2014-11-06/service-2.json; aws/amazon-ssm-agent iohandler.go for the output caps): the
 `InvocationDoesNotExist` window right after SendCommand, Pending → InProgress → terminal,
 output fields empty until finished, stdout capped at 24,000 chars and stderr at 8,000 with
 `--output truncated--`, ResponseCode -1 for a command that never started, ≤ 50 InstanceIds,

@@ -15,7 +15,7 @@ import json
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -764,10 +764,6 @@ class Store:
 
     # ------------------------------------------------------------------ history
 
-    @property
-    def oldest_rv(self) -> int:
-        return max(self._floors.values())
-
     def oldest_rv_of(self, plural: str) -> int:
         return self._floors[plural]
 
@@ -1021,7 +1017,3 @@ def json_patch(doc: Any, ops: Any) -> Any:
         else:
             raise PatchError(f"Unexpected kind: {kind}", 400)
     return doc
-
-
-def iter_items(raw_items: Iterable[bytes]) -> bytes:
-    return b",".join(raw_items)

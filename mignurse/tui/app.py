@@ -393,8 +393,11 @@ class MigNurseApp(App[None]):
             self._refresh_ended()  # computed for a table that has since been cleared
             return
         if changes.diagnosis is not None or changes.diagnosis_error:
+            first = self._diagnosis is None
             self._diagnosis = changes.diagnosis or self._diagnosis
             self._diagnosis_error = changes.diagnosis_error
+            if first and self._diagnosis is not None:
+                self.refresh_bindings()  # the footer offers `f` from the first diagnosis on
         if changes.status:
             self._listed = changes.listed
             self._status = changes.status
@@ -683,7 +686,8 @@ class MigNurseApp(App[None]):
 
     @on(DataTable.RowHighlighted, f"#{FLEET}")
     def _pool_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._show_preview()
+        with contextlib.suppress(NoMatches):  # a highlight that lands while the app closes
+            self._show_preview()
 
     def open_pool(self, pool: str | None) -> None:
         """The pool's nodes (None: every pool's)."""

@@ -1,6 +1,6 @@
 """Benign and failing replacements told apart by cause, with every rule running.
 
-Two hand-built incidents in kubectl's JSON shape (domain.md §1.6, §1.7): a drift rollout
+Two hand-built incidents in kubectl's JSON shape (docs/repair.md): a drift rollout
 after an EC2NodeClass AMI change, and a GPU NodePool whose instances launch but never
 register. Each runs through the API-server-only view and with a watcher's history, and
 must be named by its cause without any repair, hardware or NotReady alarm.
@@ -178,7 +178,7 @@ class Machine:
                 _cond("Ready", "True", "Ready", ready),
             ]
         else:
-            # §1.6: Registered stays Unknown until a Node with the providerID appears.
+            # Registered stays Unknown until a Node with the providerID appears.
             conditions += [
                 _cond(
                     "Registered",
@@ -255,7 +255,7 @@ class Machine:
             "kubernetes.io/arch": "amd64",
             "kubernetes.io/hostname": self.node,
         }
-        if self.gpus:  # GPU feature discovery's labels (§1.1)
+        if self.gpus:  # GPU feature discovery's labels
             labels |= {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-L40S"}
         meta: dict[str, Any] = {
             "name": self.node,
@@ -268,7 +268,7 @@ class Machine:
             meta["deletionTimestamp"] = _ts(self.deleting)
             taints.append({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"})
         gpu = self.resources()
-        nma = "Monitoring for the {} system is active"  # NMA's start values (§1.2)
+        nma = "Monitoring for the {} system is active"  # NMA's start values (main.go)
         conditions = [
             _cond("Ready", "True", "KubeletReady", ready, "kubelet is posting ready status"),
             _cond("MemoryPressure", "False", "KubeletHasSufficientMemory", ready),
@@ -277,7 +277,7 @@ class Machine:
             _cond("KernelReady", "True", "KernelIsReady", ready, nma.format("Kernel")),
             _cond("NetworkingReady", "True", "NetworkingIsReady", ready, nma.format("Networking")),
         ]
-        if self.gpus:  # NMA adds it only where it finds NVIDIA devices (§1.2)
+        if self.gpus:  # NMA adds it only where it finds NVIDIA devices
             conditions.append(
                 _cond(
                     "AcceleratedHardwareReady",
@@ -384,7 +384,7 @@ class Events:
 
 
 def _claim_lifecycle(m: Machine, gone: datetime | None, reason: str | None) -> Lifecycle:
-    """What `mignurse watch` recorded for a NodeClaim (domain.md §1.9)."""
+    """What `mignurse watch` recorded for a NodeClaim."""
     return Lifecycle(
         context=CONTEXT,
         kind="NodeClaim",
@@ -477,8 +477,8 @@ class Rollout:
 
 def _drift_rollout() -> Rollout:
     """The EC2NodeClass `gpu-al2023` moved its amiSelectorTerms to a newer AMI at T-48m.
-    Karpenter marks all six NodeClaims Drifted, then with a 10% budget (roundup(0.6) = 1,
-    §1.8) replaces one at a time: launch the replacement, wait for it to be Ready, delete the
+    Karpenter marks all six NodeClaims Drifted, then with a 10% budget (roundup(0.6) = 1)
+    replaces one at a time: launch the replacement, wait for it to be Ready, delete the
     old one with its terminationGracePeriod (1h). The last old node is still draining now."""
     events = Events()
     old: list[Machine] = []
@@ -502,7 +502,7 @@ def _drift_rollout() -> Rollout:
             node=f"ip-10-0-{20 + k}-{101 + k}.us-west-2.compute.internal",
             registered=born + timedelta(minutes=2),
             deleting=terminate,
-            termination_timestamp=terminate + timedelta(hours=1),  # §1.6: deletion + TGP
+            termination_timestamp=terminate + timedelta(hours=1),  # deletion + TGP
             drifted=_t(47),
             disruption_reason=launch,
         )
@@ -667,7 +667,7 @@ CUSTOM_AMI = "ami-06c9e2b7d1a4f8035"  # a team-built AL2023 GPU image (amiSelect
 
 def _failed_machines() -> list[Machine]:
     """Three NodeClaims launched ~18 minutes apart: each instance runs, its kubelet never
-    joins, and liveness deletes the claim 15 minutes after it was created (§1.6). A fourth
+    joins, and liveness deletes the claim 15 minutes after it was created. A fourth
     was created for the same pending pods ten minutes ago and is waiting now."""
     machines = []
     for k, (created, suffix) in enumerate(
@@ -738,7 +738,7 @@ def _registration_input(with_history: bool, warnings: bool) -> DiagnosisInput:
             "InstanceTerminating",
             m.deleting + timedelta(seconds=3),
         )
-    # Karpenter echoes the NodePool's own condition change (§1.2) after the second failure.
+    # Karpenter echoes the NodePool's own condition change after the second failure.
     unhealthy_since = failed[1].deleting
     assert unhealthy_since is not None
     events.transition(

@@ -9,7 +9,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_done_with_recoverable_errors_is_not_a_failure() -> None:
-    # cloud-init ≥ 23.4 exits 2 here; the node bootstrapped (domain.md §4.5).
+    # cloud-init ≥ 23.4 exits 2 here; the node bootstrapped (canonical/cloud-init 23.4
+    # cloudinit/cmd/status.py).
     status = parse_cloud_init_status((FIXTURES / "cloud-init-status-degraded.json").read_text())
     assert status.problems == ()
     assert (status.status, status.extended_status) == ("done", "degraded done")

@@ -133,29 +133,6 @@ def gzip_of_header(path: Path, name: str, size: int, kind: bytes = tarfile.REGTY
     return path
 
 
-def zeros_member(path: Path, name: str, size: int, extra: Iterable[tuple[str, bytes]] = ()) -> Path:
-    """A .tar.gz holding `size` zero bytes under `name` (gzip packs them a thousandfold)."""
-
-    class Zeros(io.RawIOBase):
-        def __init__(self) -> None:
-            self.left = size
-
-        def readable(self) -> bool:
-            return True
-
-        def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
-            n = min(len(buffer), self.left)
-            buffer[:n] = bytes(n)
-            self.left -= n
-            return n
-
-    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
-        for other, data in extra:
-            tar.addfile(member(other, data), io.BytesIO(data))
-        tar.addfile(member(name, size=size), io.BufferedReader(Zeros(), 1 << 20))
-    return path
-
-
 # -- YAML -----------------------------------------------------------------------------------
 
 

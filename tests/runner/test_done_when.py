@@ -1,4 +1,4 @@
-"""Issue 5's "Done when", as a user meets it: the real CLI in a subprocess against the
+"""What the runbooks promise, as a user meets it: the real CLI in a subprocess against the
 simulator, nodes reached through their sandboxes, whose call log proves what ran.
 
 1. `mignurse run reapply-mig-no-hooks --node N --param config=all-1g.24gb --yes` on the

@@ -151,7 +151,7 @@ def test_reapply_applies_the_layout_with_no_hook_and_no_restart(
     state = sandbox.mig_state()
     assert [len(g["instances"]) for g in state["gpus"]] == [7] * 8
     assert {i["profile"] for g in state["gpus"] for i in g["instances"]} == {"1g.10gb"}
-    # The exact mig-parted sequence (§3.6), then verify's assert; never a hooks file.
+    # The exact mig-parted sequence (docs/mig.md), then verify's assert; never a hooks file.
     root = str(sandbox.fs)
     cfg = ["-f", root + CONFIG_FILE, "-c", "all-1g.10gb"]
     hooks = ["-k", root + HOOKS_FILE]

@@ -38,6 +38,16 @@ def make_sim() -> Iterator[Callable[..., SimCluster]]:
         sim.stop()
 
 
+@pytest.fixture(scope="session")
+def scale_5000() -> Iterator[SimCluster]:
+    """The scale-5000 cluster, built once per test process (the suite's most expensive build)
+    and only ever read; its clock starts at the wall clock's now, so kubectl's AGE is sane.
+    Tests that use it carry `xdist_group("scale-5000")` so one worker builds it."""
+    sim = SimCluster(load_scenario("scale-5000"), speed=0, start=datetime.now(UTC)).start()
+    yield sim
+    sim.stop()
+
+
 @pytest.fixture
 def dcgm(make_sim: Callable[..., SimCluster]) -> SimCluster:
     return make_sim("dcgm-repair-loop")

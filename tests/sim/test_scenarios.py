@@ -112,8 +112,10 @@ def test_unknown_scenario_name() -> None:
 
 
 @pytest.mark.slow
-def test_scale_5000_builds_fast_with_the_promised_counts() -> None:
-    sim = SimCluster(load_scenario("scale-5000"), speed=0)
+@pytest.mark.timeout(600)
+@pytest.mark.xdist_group("scale-5000")
+def test_scale_5000_has_the_promised_counts(scale_5000: SimCluster) -> None:
+    sim = scale_5000
     nodes = sim.store.count("nodes")
     gpu = sum(
         1

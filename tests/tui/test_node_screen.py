@@ -22,7 +22,7 @@ POOL = TABLE_COLUMNS.index("POOL")
 AHR = TABLE_COLUMNS.index("AHR")
 
 
-async def until(condition: Callable[[], bool], timeout: float = 20.0) -> None:
+async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

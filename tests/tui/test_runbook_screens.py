@@ -280,7 +280,7 @@ async def test_high_harm_refuses_a_wrong_typed_word(
 async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gate(
     repair_loop: tuple[SimCluster, MigNurseApp],
 ) -> None:
-    """The done-when of issue 5 in the app: pause from the finding's node, no replacement
+    """The pause/resume promise in the app: pause from the finding's node, no replacement
     while paused, resume lists the nodes at risk and puts back the exact gate string."""
     sim, app = repair_loop
     prior = gate_string(sim)

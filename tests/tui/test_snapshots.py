@@ -39,7 +39,7 @@ def app(tmp_path: Path) -> Iterator[MigNurseApp]:
     sim.stop()
 
 
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "the screen never settled"
@@ -54,6 +54,28 @@ async def settled(pilot: Pilot[Any]) -> None:
     await until(lambda: app.diagnosis is not None)
     seen = app.refreshes
     await until(lambda: app.refreshes > seen)
+    await still(pilot)
+
+
+async def still(pilot: Pilot[Any], timeout: float = 60.0) -> None:
+    """Until the screen is the same twice in a row: the footer's keys and the tables' column
+    widths follow a refresh on later idle passes, which come late when the cores are busy."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        tables = list(pilot.app.query(DataTable))
+        for table in tables:
+            # Textual 8.2 can keep a header line rendered before its columns grew: repaint
+            table._clear_caches()
+            table.refresh()
+        await pilot.pause(0.3)
+        # DataTable measures new rows' columns on its next idle (Textual 8.2 internals)
+        pending = any(t._require_update_dimensions for t in tables)
+        shown = pilot.app.export_screenshot()
+        if shown == last and not pending:
+            return
+        assert time.monotonic() < deadline, "the screen never stopped changing"
+        last = shown
 
 
 async def broken_node(pilot: Pilot[Any]) -> None:
@@ -70,6 +92,7 @@ async def broken_node(pilot: Pilot[Any]) -> None:
     await pilot.press(*(["down"] * broken if broken else ["down", "up"]))
     # the detail with its pods
     await until(lambda: app.pods_of(str(keys[broken].value)) is not None)
+    await still(pilot)
 
 
 def test_fleet_view_puts_the_looping_pool_first(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mignurse.diagnose.engine import Rule
 
-# module → the finding id it raises (design.md)
+# module → the finding id it raises (README's finding table)
 MODULES = {
     "repair_loop": "node-repair-loop",
     "churn": "replacement-churn",

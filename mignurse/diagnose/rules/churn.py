@@ -1,7 +1,7 @@
 """`replacement-churn`: nodes of a pool replaced again and again for reasons other than repair.
 
 This module also holds what the Karpenter rules share: every ended NodeClaim the input can
-still prove (`replacements`), with why it ended (domain.md §1.7, §1.9). The API server
+still prove (`replacements`), with why it ended (docs/repair.md). The API server
 forgets fast (events after ~1 h, NodeClaims as soon as their finalizer clears), so three
 sources are merged, richest first: the local history's ended lifecycles, the snapshot's
 deleting NodeClaims, and NodeClaims that only their events still remember.
@@ -34,10 +34,10 @@ from mignurse.model import Condition, Event, Node, NodeClaim, format_time, parse
 
 # How far back replacements count: long enough for a slow loop, short enough to be "now".
 WINDOW = timedelta(hours=6)
-# Churn thresholds (design.md "severity by rate").
+# Churn thresholds: `replacement-churn`'s severity goes by rate (README's finding table).
 MIN_REPLACEMENTS = 2  # one replacement is ordinary life; two in the window is a pattern
 SHORT_LIFETIME = timedelta(minutes=30)  # a GPU node that lives less than this wastes its boot
-REPEATED_REGISTRATION_FAILURES = 2  # NodePool NodeRegistrationHealthy flips on repeats (§1.6)
+REPEATED_REGISTRATION_FAILURES = 2  # NodePool NodeRegistrationHealthy flips on repeats
 REPEATED_INTERRUPTIONS = 3
 HIGH_RATE_PER_HOUR = 4.0  # non-consolidation replacements per hour that deserve a look
 
@@ -271,7 +271,7 @@ def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
 def cause_events(events: Iterable[Event]) -> list[Event]:
     """Events that can tell a cause. Karpenter's transition echoes are left out: their
     reason is the condition type, and "InstanceTerminating" (a NodeClaim condition every
-    terminating claim reaches) would read as an EC2 interruption (§1.7)."""
+    terminating claim reaches) would read as an EC2 interruption."""
     return [e for e in events if not e.message.startswith(TRANSITION_PREFIX)]
 
 
@@ -450,7 +450,7 @@ def _from_snapshot(
 def unhealthy_condition(
     node: Node, tolerations: Mapping[tuple[str, str], timedelta] = REPAIR_TOLERATIONS
 ) -> Condition | None:
-    """The node's condition that matches a repair policy, earliest deadline first (§1.4);
+    """The node's condition that matches a repair policy, earliest deadline first;
     one without a transition time sorts last."""
     matching = [c for c in node.conditions if (c.type, c.status) in tolerations]
     if not matching:
@@ -490,7 +490,7 @@ def _from_events(
     known_nodes: set[str],
     expire: Mapping[str, timedelta | None],
 ) -> list[Replacement]:
-    """NodeClaims gone from the API that only their events remember (§1.9)."""
+    """NodeClaims gone from the API that only their events remember."""
     tolerations = inp.repair_tolerations
     claims = {
         e.involved_name
@@ -532,7 +532,7 @@ def _from_events(
         repair_mark = _repair_annotation(causes + node_causes)
         gone_after_deadline = False
         if ended is None and inp.snapshot.nodeclaims:
-            # Absent from a NodeClaim list after its repair deadline: repair took it (§1.9).
+            # Absent from a NodeClaim list after its repair deadline: repair took it.
             last = _last_unhealthy(own_transitions or node_transitions.get(node, ()), inp.now)
             toleration = tolerations.get((last.type, last.new)) if last is not None else None
             deadline = last.time + toleration if last and last.time and toleration else None
@@ -706,7 +706,7 @@ def _same_message(node_event: Event, claim_event: Event) -> bool:
 
 
 def _pool_of_claim(name: str, inp: DiagnosisInput) -> str:
-    """NodeClaims are named `<nodepool>-<random>` (§1.6); prefer a NodePool we know."""
+    """NodeClaims are named `<nodepool>-<random>`; prefer a NodePool we know."""
     known = [p for p in inp.snapshot.nodepools if name.startswith(p + "-")]
     if known:
         return max(known, key=len)
@@ -773,13 +773,13 @@ def _cause_from_events(
     repair_mark: datetime | None,
     tolerations: Mapping[tuple[str, str], timedelta],
 ) -> str:
-    """claim_cause's order, read from events alone (§1.7, §1.9): what came first wins."""
+    """claim_cause's order, read from events alone: what came first wins."""
     if TERMINATING_ON_INTERRUPTION in reasons:
         return "interruption"
     disruption = [e for e in events if e.reason in CONSOLIDATION_EVENTS]
     if disruption:
         return "drift" if any("Drift" in e.message for e in disruption) else "consolidation"
-    # Launched, never Registered: liveness deletes silently, no Warning needed (§1.6, §1.7).
+    # Launched, never Registered: liveness deletes silently, no Warning needed (Karpenter liveness).
     if registered is None and (reasons & set(REGISTRATION_EVENTS) or launched is not None):
         return "registration"
     if repair_mark is not None:

@@ -1,5 +1,5 @@
 """mig-config-failed: mig-manager's `nvidia.com/mig.config.state` is `failed`, or stuck in
-`pending`/`rebooting` far longer than a reconfigure takes (domain.md §3.1, §3.3).
+`pending`/`rebooting` far longer than a reconfigure takes (docs/mig.md).
 
 Label changes leave no event or history transition, so with a snapshot alone "too long" is
 measured from the node's creation: a reconfigure runs as soon as mig-manager starts there.
@@ -40,8 +40,8 @@ from mignurse.model import (
     Node,
 )
 
-# §3.3: each operand wait is ≤5 min and the mode phase sleeps 30 s, so a healthy
-# reconfigure on a new node is done well inside this.
+# Each operand wait is ≤5 min (NVIDIA/mig-parted v0.15.0 pkg/mig/reconfigure) and the mode phase
+# sleeps 30 s, so a healthy reconfigure on a new node is done well inside this.
 STUCK_AFTER = timedelta(minutes=15)
 STUCK_STATES = ("pending", "rebooting")
 

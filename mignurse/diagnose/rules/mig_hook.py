@@ -1,6 +1,6 @@
 """mig-hook-kubelet-restart: MIG reconfiguration stopped and restarted kubelet while a
-cgroup-v2 node was still bootstrapping, and containerd lost its cgroups (design.md, first
-incident; domain.md §3.3, §3.4, §4.5).
+cgroup-v2 node was still bootstrapping, and containerd lost its cgroups (NVIDIA/mig-parted#368,
+NVIDIA/gpu-operator#2415; docs/mig.md).
 
 It rests on node evidence only (a support bundle): the control plane alone cannot tell a
 kubelet restart from any other early NotReady; `notready_loop` names the suspicion then.
@@ -42,9 +42,9 @@ from mignurse.model import (
 )
 
 # mig-manager reconfigures as soon as its pod runs on a new node, so a stop this soon after
-# kubelet's first start is the bootstrap-time restart of §3.3 (the report: under a minute).
+# kubelet's first start is the bootstrap-time restart (the report: under a minute).
 RESTART_WINDOW = timedelta(minutes=10)
-PAUSED = "paused-for-mig-change"  # §3.1 deploy label value during a reconfigure
+PAUSED = "paused-for-mig-change"  # deploy label value during a reconfigure (docs/mig.md)
 MIG_STATES_IN_FLIGHT = ("pending", "rebooting", "failed")
 MAX_LINES = 4  # journal lines of one kind quoted as evidence; the rest are counted
 
@@ -146,7 +146,7 @@ def node_events(inp: DiagnosisInput, node: Node | str) -> list[Event]:
 
 
 def paused_operands(node: Node) -> list[str]:
-    """Operands whose deploy label says paused-for-mig-change (§3.1, §3.3 step 4)."""
+    """Operands whose deploy label says paused-for-mig-change (docs/mig.md)."""
     return sorted(k for k, v in node.gpu_deploy.items() if v == PAUSED)
 
 

@@ -1,5 +1,5 @@
 """notready-loop: a GPU node that went NotReady soon after its first Ready and stayed
-there, or that flaps between Ready and NotReady (design.md "Findings"; domain.md §1.2).
+there, or that flaps between Ready and NotReady (README's finding table; docs/repair.md).
 
 Ready history comes from the local history's transitions when present, else from the
 kubelet's NodeReady/NodeNotReady events and its "Starting kubelet." repeats, and always
@@ -47,8 +47,8 @@ SOON_AFTER_READY = timedelta(minutes=10)
 SOON_AFTER_CREATION = timedelta(minutes=15)
 # NotReady this long has outlived any kubelet restart or brief runtime hiccup.
 STUCK_AFTER = timedelta(minutes=5)
-# The MIG incident: Ready for under a minute (design.md); mig-manager's image pull on a new
-# node can push its reconfigure a little later, so allow two.
+# The MIG incident: Ready for under a minute (NVIDIA/gpu-operator#2415); mig-manager's image pull on
+# a new node can push its reconfigure a little later, so allow two.
 MIG_SUSPECT_READY = timedelta(minutes=2)
 # Flapping: at least this many NotReady episodes, or kubelet starts, within the window.
 FLAP_WINDOW = timedelta(hours=1)
@@ -65,7 +65,6 @@ class ReadyHistory:
     first_ready: datetime | None = None
     kubelet_starts: list[datetime] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
-    from_history: bool = False
 
 
 def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
@@ -77,7 +76,6 @@ def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
         if t.condition == "Ready" and (not node.uid or not t.uid or t.uid == node.uid)
     ]
     if transitions:
-        found.from_history = True
         for t in transitions:
             raw.append((t.time, t.status))
             found.evidence.append(transition_evidence(t))

@@ -1,4 +1,4 @@
-"""`repair-blocked`: Karpenter's 20% guard is holding repairs in a NodePool (domain.md §1.5).
+"""`repair-blocked`: Karpenter's 20% guard is holding repairs in a NodePool (docs/repair.md).
 
 Two proofs, merged per pool: `NodeRepairBlocked` Warning events (on the Node; the NodePool
 and cluster scopes word it differently across versions), and the arithmetic now: more
@@ -33,10 +33,10 @@ from mignurse.diagnose.rules.churn import (
 )
 from mignurse.model import Event, Node, format_time
 
-# Blocked repairs requeue every 5 min and the event dedupes for 15 min (§1.5): a guard still
-# holding refreshes its event well within an hour, the default event TTL (§1.9).
+# Blocked repairs requeue every 5 min and the event dedupes for 15 min (docs/repair.md): a guard
+# still holding refreshes its event well within an hour, the default event TTL.
 RECENT = timedelta(hours=1)
-CLUSTER_SCOPE = "in the cluster"  # standalone NodeClaims: all Nodes count (§1.5)
+CLUSTER_SCOPE = "in the cluster"  # standalone NodeClaims: all Nodes count
 
 
 @dataclass
@@ -93,7 +93,7 @@ def _karpenter_pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
 
 def _repair_on(inp: DiagnosisInput, nodes: list[Node]) -> bool:
     if any(n.pool_kind == "auto" for n in nodes):
-        return True  # Auto Mode: always on (§2.2)
+        return True  # Auto Mode: always on (docs/repair.md)
     return inp.karpenter is not None and inp.karpenter.node_repair is True
 
 

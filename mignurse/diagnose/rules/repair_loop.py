@@ -1,5 +1,5 @@
 """`node-repair-loop`: Karpenter replaces the nodes of one NodePool again and again for the
-same unhealthy condition (design.md, the DCGM incident; domain.md §1.4, §1.9).
+same unhealthy condition (the DCGM incident; docs/repair.md).
 
 Each replacement is proved by its fingerprint (termination-timestamp ≈ deletionTimestamp, no
 DisruptionReason) from the history, the snapshot's deleting NodeClaims, or, when both are
@@ -99,7 +99,7 @@ def _finding(
 ) -> Finding:
     pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == pool]
     auto_mode = any(n.pool_kind == "auto" for n in pool_nodes)
-    # Auto Mode repairs always (§2.2); elsewhere the loop itself proves the gate was on,
+    # Auto Mode repairs always (docs/repair.md); elsewhere the loop itself proves the gate was on,
     # so only an explicit NodeRepair=false says it stopped.
     repair_off = not auto_mode and inp.karpenter is not None and inp.karpenter.node_repair is False
     current = _current_nodes(pool_nodes, type_, status, reps)

@@ -1,4 +1,4 @@
-"""`repair-risk`: traps that have not fired yet (design.md; domain.md §1.5, §2.2, §3.3).
+"""`repair-risk`: traps that have not fired yet (docs/repair.md, docs/mig.md).
 
 Three distinct risks, each its own finding:
 - repair on for a GPU NodePool of five nodes or fewer: the 20% guard lets one unhealthy
@@ -32,7 +32,7 @@ from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.rules.churn import replacements
 from mignurse.model import LABEL_GPU_DEPLOY_PREFIX, LABEL_MIG_CONFIG, Node, format_time
 
-SMALL_POOL = 5  # ceil(20% × n) == 1 up to here (§1.5)
+SMALL_POOL = 5  # ceil(20% × n) == 1 up to here (docs/repair.md "The 20% guard")
 MIG_MANAGER_LABEL = LABEL_GPU_DEPLOY_PREFIX + "mig-manager"
 DCGM_REASON_PREFIX = "DCGM"
 
@@ -213,7 +213,7 @@ def _dcgm_images(inp: DiagnosisInput) -> list[Finding]:
 
 def _mig_manager_cgroup2(inp: DiagnosisInput) -> list[Finding]:
     """mig-manager stops kubelet when the driver is on the host and the MIG mode must
-    change (§3.3); on AL2023's cgroup v2 that left nodes NotReady for good."""
+    change (docs/mig.md); on AL2023's cgroup v2 that left nodes NotReady for good."""
     policy = inp.cluster_policy or {}
     spec: Mapping[str, Any] = policy.get("spec") or {} if isinstance(policy, Mapping) else {}
     if _enabled(spec, "migManager") is False:

@@ -1,6 +1,7 @@
 """Replacing a node's instance: `delete-nodeclaim`, `terminate-asg-instance`, `wait-replacement`.
 
-Decisions (domain.md §1.6, §4.4):
+Decisions (docs/repair.md "NodeClaim lifecycle"; EC2 TerminateInstances and Auto Scaling
+TerminateInstanceInAutoScalingGroup as boto3 documents them):
 - The node's owner chooses the way: a Karpenter (or Auto Mode) node is replaced by
   deleting its NodeClaim, which makes Karpenter drain what is left, terminate the
   instance and launch a new NodeClaim for the NodePool; a managed node group or any Auto

@@ -1,6 +1,6 @@
 """The steps of `reapply-mig-no-hooks`: re-partition a node's GPUs with nothing but
 `nvidia-mig-parted`, never through a hook, and never restarting kubelet or containerd
-(domain.md §3.3-3.6).
+(docs/mig.md, "Reapplying a layout without hooks").
 
 The sequence, step by step: `mig-preflight` (config name valid for the node's GPU, host
 `nvidia-mig-manager.service` not active), `mig-manager-off` (the operator's mig-manager leaves
@@ -11,26 +11,27 @@ the node: `nvidia.com/gpu.deploy.mig-manager=false`), `pause-gpu-operands` (depl
 nvidia-smi), `resume-gpu-operands` (labels back, state `success`, wait for allocatable).
 
 Decisions:
-- mignurse writes its own mig-parted config holding only the chosen layout, built from the
-  profile tables in `gpu/profiles.py`, to /var/lib/mignurse/mig/config.yaml, and an empty hooks
-  file beside it. Every mig-parted call runs as `env -u MIG_PARTED_HOOKS_FILE` (the packages'
-  profile.d exports it, §3.5); `apply` also gets `-k` to the empty hooks file (`assert` has no
-  such flag). Either alone means no hooks; both guard against a wrapper that sets one of them.
+- mignurse writes its own mig-parted config holding only the chosen layout, built from the profile
+  tables in `gpu/profiles.py`, to /var/lib/mignurse/mig/config.yaml, and an empty hooks file beside
+  it. Every mig-parted call runs as `env -u MIG_PARTED_HOOKS_FILE` (the packages' profile.d exports
+  it: docs/mig.md "The profile.d trap"); `apply` also gets `-k` to the empty hooks file (`assert`
+  has no such flag). Either alone means no hooks; both guard against a wrapper that sets one of
+  them.
 - The host `nvidia-mig-manager.service` is only asked about (`systemctl is-active`,
   `is-enabled`): active refuses the run with the command to disable it, since it re-applies its
   own selection; mignurse never starts, stops, enables or disables a unit, never runs
   `daemon-reload`, and never restarts kubelet or containerd.
 - The operator's mig-manager stays off after a successful run (mignurse stays the only writer;
-  turning it back on makes it reconcile the node again, possibly stopping kubelet, §3.3). Undo
-  turns it back on as it was.
-- Pausing mirrors mig-manager (§3.3 step 4): only operand labels that are `true` become
-  `paused-for-mig-change`; `false` stays `false`. Resuming puts back what pause found, except
-  that a label already `paused-for-mig-change` before the run (a stuck mig-manager left it,
-  §3.3 "Stuck states") becomes `true`, as mig-manager itself does on success (step 8); undo
+  turning it back on makes it reconcile the node again, possibly stopping kubelet: docs/mig.md).
+  Undo turns it back on as it was.
+- Pausing mirrors mig-manager (its reconfigure step 4, docs/mig.md): only operand labels that are
+  `true` become `paused-for-mig-change`; `false` stays `false`. Resuming puts back what pause found,
+  except that a label already `paused-for-mig-change` before the run (a stuck mig-manager left it,
+  NVIDIA/gpu-operator#2833) becomes `true`, as mig-manager itself does on success (step 8); undo
   puts back exactly what each step found.
 - An Ampere GPU whose mode change stays pending after `apply --mode-only` (the reset refused,
   as in a VM) stops the run with that reason: a reboot applies it (Ampere keeps the mode across
-  reboots, §3.8), then the runbook is run again.
+  reboots: docs/mig.md "Persistence across reboots"), then the runbook is run again.
 - GPU processes are waited for (pods just evicted take a moment to exit) until the step's
   timeout; then the step fails naming them. It is a failing step, not a precondition: before
   the drain there are GPU processes by design.
@@ -123,7 +124,8 @@ EMPTY_HOOKS = "version: v1\nhooks: {}\n"
 HOST_SERVICE = "nvidia-mig-manager.service"
 LABEL_MIG_MANAGER = LABEL_GPU_DEPLOY_PREFIX + "mig-manager"
 PAUSED = "paused-for-mig-change"
-# Operand deploy labels mig-manager pauses, and the pods it waits for (§3.1, §3.3 step 4).
+# Operand deploy labels mig-manager pauses, and the pods it waits for (NVIDIA/mig-parted
+# v0.15.0 pkg/mig/reconfigure/reconfigure.go).
 OPERAND_KEYS = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
 OPERAND_APPS = (
     "nvidia-device-plugin-daemonset",
@@ -164,7 +166,7 @@ class MigTarget:
         return dict(self.layout.devices or {})
 
     def expected_resources(self, gpus: int | None = None) -> dict[str, int]:
-        """What the device plugin should advertise for the layout (§3.10)."""
+        """What the device plugin should advertise for the layout (docs/mig.md)."""
         count = gpus if gpus is not None else (self.gpus or 0)
         if not self.layout.mig_enabled or self.strategy == "none":
             return {RESOURCE_GPU: count}
@@ -245,7 +247,7 @@ def resolve_target(ctx: StepContext) -> MigTarget:
 
 
 def migparted_config(config: str, layout: Layout) -> str:
-    """A mig-parted v1 config file holding one config (§3.5)."""
+    """A mig-parted v1 config file holding one config (NVIDIA/mig-parted v0.15.0 api/spec/v1)."""
     lines = ["version: v1", "mig-configs:", f"  {config}:", "  - devices: all"]
     if not layout.mig_enabled:
         lines.append("    mig-enabled: false")
@@ -730,7 +732,7 @@ def _migparted(*args: str) -> tuple[str, ...]:
 
 
 def _sequence(config: str) -> list[tuple[str, tuple[str, ...], str]]:
-    """(name, argv, why) of every mig-parted call, in order (§3.6)."""
+    """(name, argv, why) of every mig-parted call, in order (docs/mig.md, "Reapplying")."""
     f, c, k = ("-f", CONFIG_FILE), ("-c", config), ("-k", HOOKS_FILE)
     return [
         ("assert", _migparted("assert", *f, *c), "exit 0: already applied, nothing to do"),

@@ -1,11 +1,12 @@
 """Pausing and resuming node auto-repair: `pause-node-repair`, `resume-node-repair`.
 
-Facts from domain.md §1.4-1.6 and §2; the decisions they led to:
+Facts in docs/repair.md; the decisions they led to:
 
 - **Who repairs** is read from the node (`detect_backend`): Auto Mode (label
-  `eks.amazonaws.com/compute-type=auto`) has no pause at all, so check() refuses and names
-  the stopgaps of §2.3; a `karpenter.sh/nodepool` node is repaired by the karpenter
-  controller; an `eks.amazonaws.com/nodegroup` node by its managed node group.
+  `eks.amazonaws.com/compute-type=auto`) has no pause at all, so check() refuses and names the
+  stopgaps (docs/repair.md "Stopgaps that are not a pause"); a `karpenter.sh/nodepool` node is
+  repaired by the karpenter controller; an `eks.amazonaws.com/nodegroup` node by its managed node
+  group.
 - **Karpenter**: only the `NodeRepair` token of the controller's feature gates changes,
   wherever it is set (env `FEATURE_GATES`, a `--feature-gates` argument, or both), and
   every other token stays byte-identical: rewriting the whole string can flip other gates
@@ -27,7 +28,7 @@ Facts from domain.md §1.4-1.6 and §2; the decisions they led to:
   endpoint lacks it (moto), verify reads `describe_nodegroup` and says so.
 - **Resume** restores exactly the recorded prior value and removes the record. Its plan
   first lists the nodes Karpenter would replace at once (their matching condition is
-  older than its toleration, §2.1 "Resume hazard") and what the 20% guard (§1.5) does
+  older than its toleration: the resume hazard) and what the 20% guard does
   to that, so the typed acknowledgement covers it.
 - Every write is announced first (`ctx.intend`) with what undo needs (the Deployment, the
   edits and the record; the node group and its prior config), so a run killed just after
@@ -92,7 +93,8 @@ KARPENTER_NAMESPACES = ("kube-system", "karpenter")
 TAG_VALUE_MAX = 256
 POLL_SECONDS = 2.0
 
-# Conditions EKS node monitoring reports and managed node groups act on (§2.2).
+# Conditions EKS node monitoring reports and managed node groups act on (EKS API
+# NodeRepairConfigOverrides).
 MNG_CONDITIONS = (
     "AcceleratedHardwareReady",
     "KernelReady",
@@ -130,7 +132,7 @@ def detect_backend(
 ) -> Backend:
     """The repair backend of a node (its labels), or of the cluster when no node is given.
 
-    Auto Mode wins over a nodepool label: Auto Mode nodes carry both (domain.md §1.1)."""
+    Auto Mode wins over a nodepool label: Auto Mode nodes carry both (docs/repair.md)."""
     labels = node_labels or {}
     if labels.get(LABEL_COMPUTE_TYPE) == "auto":
         return Backend(
@@ -248,7 +250,8 @@ def gate_settings(deployment: Mapping[str, Any]) -> list[GateSetting]:
 
 def effective_repair(settings: list[GateSetting]) -> bool:
     """Whether the controller runs node repair: a flag replaces the env (the env is only
-    the flag's default); an absent gate is false in every version (domain.md §2.1)."""
+    the flag's default); an absent gate is false in every version (kubernetes-sigs/karpenter
+    pkg/operator/options/options.go, v1.1.0 and v1.14.1)."""
     flags = [s for s in settings if s.where.startswith("arg")]
     chosen = flags[-1:] or [s for s in settings if s.where.startswith("env")][-1:]
     if not chosen:
@@ -773,7 +776,7 @@ def override_config(
     prior: Mapping[str, Any], condition: str, reason: str, wait_mins: int
 ) -> dict[str, Any]:
     """`prior` plus a NoAction override for (condition, reason), replacing one for the same
-    pair; all four override fields are required by the API (domain.md §2.2)."""
+    pair; all four override fields are required by the API (EKS API NodeRepairConfigOverrides)."""
     config = json.loads(json.dumps(dict(prior)))
     overrides = [
         o
@@ -1100,7 +1103,7 @@ class PauseNodeRepair(Action):
             field = "nodeRepairConfig.enabled"
         notes.append(
             "managed node groups repair by reason and stop above their unhealthy thresholds "
-            "on their own (domain.md §2.2)"
+            "on their own (docs/repair.md)"
         )
         return StepPlan(
             changes=[
