@@ -181,7 +181,8 @@ def test_a_repaired_nodeclaim_keeps_its_fingerprint_after_it_vanishes(
     store.record(CTX, "nodeclaims", "ADDED", [claim(conditions=launched)], at(0.5))
     store.record(CTX, "nodes", "ADDED", [node(conditions=[READY, GPU_OK])], at(1))
     store.record(CTX, "nodes", "MODIFIED", [node(conditions=[READY, GPU_BAD])], at(2))
-    # Karpenter repair, 10 min later: annotation = now, then delete (domain.md §1.4).
+    # Karpenter repair, 10 min later: annotation = now, then delete (kubernetes-sigs/karpenter
+    # pkg/controllers/node/health/controller.go).
     repaired = claim(
         node_name="ip-10-0-57-99.us-west-2.compute.internal",
         conditions=launched,

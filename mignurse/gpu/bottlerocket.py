@@ -19,12 +19,14 @@ Sources for the keys and values:
 - The GPU keys and the profiles each accepts: mig_profile.rs above. A value the manager does
   not list for a known GPU falls back to the whole-GPU profile (serde `other`), so mignurse
   writes only the profiles of this table, by name.
-- First releases: MIG settings in Bottlerocket 1.34.0 (bottlerocket-os/bottlerocket pull
-  request 4418, after 4306 was reverted from 1.33.0 by 4405; bottlerocket issue 4483). B200
-  and the A100s' 1g.10gb/1g.20gb came with kernel-kit 2.5.0 (kernel-kit pull request 136),
-  first in Bottlerocket 1.40.0; RTX PRO 6000 (`rtxpro6000.96gb`) with kernel-kit 4.5.0 (pull
-  request 300; bottlerocket-settings-sdk pull request 105 admits the key), first in 1.51.0;
-  B300 at the latest with kernel-kit 4.6.0 (pull request 323), in 1.52.0. The kernel-kit of each
+- First releases: MIG settings in Bottlerocket 1.34.0 (bottlerocket-os/bottlerocket#4418,
+  after bottlerocket-os/bottlerocket#4306 was reverted from 1.33.0 by
+  bottlerocket-os/bottlerocket#4405; see bottlerocket-os/bottlerocket#4483). B200 and the
+  A100s' 1g.10gb/1g.20gb came with kernel-kit 2.5.0 (bottlerocket-os/bottlerocket-kernel-kit#136),
+  first in Bottlerocket 1.40.0; RTX PRO 6000 (`rtxpro6000.96gb`) with kernel-kit 4.5.0
+  (bottlerocket-os/bottlerocket-kernel-kit#300; bottlerocket-os/bottlerocket-settings-sdk#105
+  admits the key), first in 1.51.0; B300 at the latest with kernel-kit 4.6.0
+  (bottlerocket-os/bottlerocket-kernel-kit#323), in 1.52.0. The kernel-kit of each
   release: bottlerocket-project-website content/en/os/<v>.x/version-information/packages/<v>/
   kernel-kit-packages.markdown.
 - A Bottlerocket node: kubelet reports /etc/os-release PRETTY_NAME as `status.nodeInfo.osImage`,

@@ -97,8 +97,9 @@ _RTX_PRO_6000 = {"1g.24gb": 4, "1g.24gb+me": 1, "1g.24gb+gfx": 4, "1g.24gb+me.al
                  "1g.24gb-me": 4, "2g.48gb": 2, "2g.48gb+gfx": 2, "2g.48gb+me.all": 1,
                  "2g.48gb-me": 2, "4g.96gb": 1, "4g.96gb+gfx": 1}  # fmt: skip
 # GI profile ids: GoogleCloudPlatform/container-engine-accelerators@ccdd14a
-# partition_gpu/partition_gpu.go (from `nvidia-smi mig -lgip` on the GPU, PR 564); 14, 21,
-# 47 and 65 also in bottlerocket-os/bottlerocket-kernel-kit PR 300's `-lgip`. Placements:
+# partition_gpu/partition_gpu.go (from `nvidia-smi mig -lgip` on the GPU,
+# GoogleCloudPlatform/container-engine-accelerators#564); 14, 21, 47 and 65 also in the
+# `-lgip` of bottlerocket-os/bottlerocket-kernel-kit#300. Placements:
 # the 4-slice grid of the MIG user guide's RTX PRO 6000 and A30 diagrams, an Ng profile
 # starting at a multiple of N (inference for the one-instance variants: no -lgipp seen).
 _Q1, _Q2, _Q4 = (0, 1, 2, 3), (0, 2), (0,)

@@ -75,8 +75,8 @@ WIPING_DELAY = 30.0  # kubelet pkg/kubelet/cm/dra/plugin defaultWipingDelay
 _CUDA_BY_BRANCH = {"550": "12.4", "560": "12.6", "570": "12.8", "575": "12.9", "580": "13.0"}
 
 # MIG profiles as `nvidia-smi mig -lgip` lists them: memory (MiB), SMs, copy engines,
-# decoders, encoders, JPEG, OFA. RTX PRO 6000 Blackwell: R580 (GoogleCloudPlatform/
-# container-engine-accelerators pull request 564). A100-SXM4-40GB: NVIDIA MIG user guide,
+# decoders, encoders, JPEG, OFA. RTX PRO 6000 Blackwell: R580
+# (GoogleCloudPlatform/container-engine-accelerators#564). A100-SXM4-40GB: NVIDIA MIG user guide,
 # "A100 MIG profiles". Other profiles publish memory and SMs from the node sandbox's figures.
 _PROFILE_CAPACITY: dict[tuple[str, str], tuple[int, int, int, int, int, int, int]] = {
     ("RTX-PRO-6000-Server", "1g.24gb"): (24186, 46, 1, 1, 1, 1, 0),
