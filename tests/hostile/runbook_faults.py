@@ -374,6 +374,13 @@ def _undone(t: Trial, run_id: str, origin: dict[str, Any], before: dict[str, Any
         assert node is None or node["unschedulable"], t.out  # the safe state: cordoned
         _resumed(t, run_id, origin, before)  # and the way forward works
         return
+    if undo.returncode == 1 and "nothing on it to put back" in undo.stdout:
+        # The drained node went before the undo (Karpenter consolidates an empty node, or the
+        # deletion landed as the signal came): nothing to restore, and the engine says so.
+        assert t.book == "replace-instance", t.out
+        node = next((n for n in t.sim.objects("nodes") if n["metadata"]["name"] == t.node), None)
+        assert node is None or node["metadata"].get("deletionTimestamp"), t.out
+        return
     assert undo.returncode == 0, t.out
     assert undo.stdout.startswith(f"run {run_id}: undone"), t.out
     assert t.view() == before, t.out
