@@ -19,7 +19,7 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/mignurse demo --scenario $(or $(SCENARIO),dcgm-repair-loop) --speed $(or $(SPEED),10)
 
-## Lint, types, layer contracts, then the whole test suite.
+## Lint, types, layer contracts, dead code, then the whole test suite on every core.
 test: lint unit
 
 lint: $(STAMP)
@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/vulture
 
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadgroup
 
 ## Performance figures (not part of `make test`).
 bench: $(STAMP)

@@ -1,15 +1,45 @@
-"""Suite-wide settings. Tests reach nothing but 127.0.0.1."""
+"""Suite-wide settings. Tests reach nothing but 127.0.0.1, and write nothing outside their
+own temporary folders, so any number of them can run at once (pytest-xdist) in any order."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 # CI machines have two cores shared with the stand-in servers: judge correctness, not speed.
+# No example database: parallel workers would share one folder in the checkout.
 settings.register_profile(
-    "mignurse", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=80
+    "mignurse",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    max_examples=80,
+    database=None,
 )
 settings.load_profile("mignurse")
+
+# Settings a developer's shell may carry that would point a test at their own files.
+_OUTSIDE = ("KUBECONFIG", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
+_OURS = ("MIGNURSE_RUNBOOKS", "MIGNURSE_DEBUG", "MIGNURSE_NVML_LIBRARY")
+
+
+@pytest.fixture(autouse=True)
+def _own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own HOME and XDG folders: the history, audit log, run state, a
+    kubeconfig or ~/.ssh of the user (or of another test) is never read or written."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for name, sub in (
+        ("XDG_STATE_HOME", ".local/state"),
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_DATA_HOME", ".local/share"),
+    ):
+        monkeypatch.setenv(name, str(home / sub))
+    for name in _OUTSIDE + _OURS:
+        monkeypatch.delenv(name, raising=False)
+    return home
 
 
 @pytest.fixture

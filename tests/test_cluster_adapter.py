@@ -27,7 +27,7 @@ from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.scenario import scenario_path
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

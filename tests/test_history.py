@@ -181,8 +181,7 @@ def test_a_repaired_nodeclaim_keeps_its_fingerprint_after_it_vanishes(
     store.record(CTX, "nodeclaims", "ADDED", [claim(conditions=launched)], at(0.5))
     store.record(CTX, "nodes", "ADDED", [node(conditions=[READY, GPU_OK])], at(1))
     store.record(CTX, "nodes", "MODIFIED", [node(conditions=[READY, GPU_BAD])], at(2))
-    # Karpenter repair, 10 min later: annotation = now, then delete (kubernetes-sigs/karpenter
-    # pkg/controllers/node/health/controller.go).
+    # Karpenter repair, 10 min later: annotation = now, then delete (docs/repair.md).
     repaired = claim(
         node_name="ip-10-0-57-99.us-west-2.compute.internal",
         conditions=launched,
@@ -529,31 +528,43 @@ def test_kill_9_mid_write_leaves_a_usable_history(tmp_path: Path) -> None:
         assert store.events(CTX)[0].uid == "after-crash"
 
 
-class SlowStore(HistoryStore):
-    """A writer stuck on a slow disk."""
+class StuckStore(HistoryStore):
+    """A writer stuck on a dead disk until the test lets it go."""
 
-    delay = 0.2
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.stuck = threading.Event()  # set once the writer is inside a write
+        self.release = threading.Event()
 
     def record_batch(self, context: str, items: Any) -> None:
-        time.sleep(self.delay)
+        self.stuck.set()
+        self.release.wait(60)
         super().record_batch(context, items)
 
 
 def test_the_recorder_never_blocks_the_watch_threads(tmp_path: Path) -> None:
-    store = SlowStore(tmp_path / "h.sqlite3")
+    store = StuckStore(tmp_path / "h.sqlite3")
     recorder = HistoryRecorder(store, CTX, clock=lambda: at(1), max_queue=100).start()
     try:
-        slowest = 0.0
-        for i in range(1000):
-            began = time.perf_counter()
-            recorder.listener("events", "ADDED", [event(f"e-{i}")])
-            slowest = max(slowest, time.perf_counter() - began)
-        assert slowest < 0.05  # a queue append, never a wait on the writer
+        recorder.listener("events", "ADDED", [event("e-first")])
+        assert store.stuck.wait(30)
+        # A watch thread hands over 1,000 changes while the writer cannot write at all: a
+        # listener that waited on the writer would never finish before the release.
+        watch = threading.Thread(
+            target=lambda: [
+                recorder.listener("events", "ADDED", [event(f"e-{i}")]) for i in range(1000)
+            ]
+        )
+        watch.start()
+        watch.join(60)
+        assert not watch.is_alive()
         assert recorder.dropped >= 800  # drop-oldest kept the newest
+        store.release.set()
         assert recorder.flush(timeout=10)
         kept = {e.uid for e in store.events(CTX)}
         assert "e-999" in kept and len(kept) <= 200
     finally:
+        store.release.set()
         recorder.stop()
         store.close()
 

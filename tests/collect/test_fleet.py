@@ -45,7 +45,8 @@ nodePools:
       - {count: 50, age: 3d}
 """
 CONCURRENCY = 6
-NODE_TIMEOUT = 8.0  # the hung node's executionTimeout; healthy nodes take about 1 s
+NODE_TIMEOUT = 30.0  # the hung node's executionTimeout; a healthy node takes ~1 s, more when
+# both cores are busy (its collector runs the stand-ins as Python processes)
 
 
 def _kind(index: int) -> str:
@@ -178,7 +179,7 @@ def test_fifty_nodes_over_ssm_each_with_its_own_outcome(
             assert "ConnectionLost" in error
         else:  # hang
             assert not outcome["ok"] and outcome["timedOut"], (name, outcome)
-            assert "timed out after 8 s" in error
+            assert f"timed out after {NODE_TIMEOUT:g} s" in error
     slow = [o for n, o in outcomes.items() if fleet.kind[n] == "slow"]
     assert all(o["seconds"] >= 2.0 for o in slow)
 

@@ -47,7 +47,7 @@ def _keygen(path: Path) -> None:
     )
 
 
-def _wait_banner(port: int, proc: subprocess.Popen[bytes], log: Path, limit: float = 10.0) -> None:
+def _wait_banner(port: int, proc: subprocess.Popen[bytes], log: Path, limit: float = 30.0) -> None:
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -77,7 +77,35 @@ def running_sshd(tmp: Path) -> Iterator[Sshd]:
     authorized = tmp / "authorized_keys"
     authorized.write_text(Path(f"{client_key}.pub").read_text())
     authorized.chmod(0o600)
-    port = free_port()
+    # The port is free when chosen, but another test process may take it before sshd binds:
+    # sshd then exits at once, and another port is tried.
+    for attempt in range(5):
+        port = free_port()
+        proc, log = _start(tmp, port, host_key, authorized)
+        try:
+            _wait_banner(port, proc, log)
+            break
+        except RuntimeError:
+            exited = proc.poll() is not None
+            _stop(proc)
+            if attempt == 4 or not exited or "bind" not in log.read_text().lower():
+                raise
+    try:
+        yield Sshd(
+            host="127.0.0.1",
+            port=port,
+            user=_current_user(),
+            client_key=client_key,
+            host_key_pub=" ".join(Path(f"{host_key}.pub").read_text().split()[:2]),
+            tmp=tmp,
+        )
+    finally:
+        _stop(proc)
+
+
+def _start(
+    tmp: Path, port: int, host_key: Path, authorized: Path
+) -> tuple[subprocess.Popen[bytes], Path]:
     config = tmp / "sshd_config"
     config.write_text(
         "\n".join(
@@ -108,23 +136,16 @@ def running_sshd(tmp: Path) -> Iterator[Sshd]:
             stdout=log_f,
             stderr=subprocess.STDOUT,
         )
+    return proc, log
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
     try:
-        _wait_banner(port, proc, log)
-        yield Sshd(
-            host="127.0.0.1",
-            port=port,
-            user=_current_user(),
-            client_key=client_key,
-            host_key_pub=" ".join(Path(f"{host_key}.pub").read_text().split()[:2]),
-            tmp=tmp,
-        )
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def _current_user() -> str:

@@ -57,7 +57,7 @@ def start(c: Cluster, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for(predicate: Callable[[], bool], seconds: float = 30) -> None:
+def wait_for(predicate: Callable[[], bool], seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
         assert time.monotonic() < deadline, "timed out waiting"

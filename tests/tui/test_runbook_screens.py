@@ -19,7 +19,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, OptionList, Static
 
-from mignurse.cluster.client import ClusterClient
+from mignurse.cluster.client import NODEPOOLS, ClusterClient
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import NODES, LiveSource, MigNurseApp, make_app
 from mignurse.tui.screens.audit import AuditScreen
@@ -437,11 +437,17 @@ async def test_high_harm_prompt_is_on_screen_at_80x24_and_takes_the_short_name(
 
 
 async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
-    repair_loop: tuple[SimCluster, MigNurseApp],
+    repair_loop: tuple[SimCluster, MigNurseApp], tmp_path: Path
 ) -> None:
     """An interrupted replace-instance: the engine says undo cannot run (its node is being
     deleted), so `u` is not offered and the report says why."""
     sim, app = repair_loop
+    # The pool is at its node limit, so Karpenter launches the replacement only once the node
+    # is deleting (not for the pod the drain evicts): the run is still waiting for it at Ctrl-C.
+    live = [c for c in sim.objects("nodeclaims") if c["metadata"]["name"].startswith("gpu-inf")]
+    admin = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "admin")))
+    limit = {"spec": {"limits": {"nodes": str(len(live))}}}
+    admin.patch(NODEPOOLS, "gpu-inference", limit)
     async with app.run_test(size=(160, 45)) as pilot:
         name, _ = await finding_node(app)
         await highlight(app, name)
@@ -458,17 +464,21 @@ async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
         def waiting() -> bool:  # past the NodeClaim delete: the node it would restore is going
             states = running.step_states()
             return any(
-                key.endswith("/wait-replacement") and state == "running"
-                for key, state in states.items()
+                k.endswith("/wait-replacement") and v == "running" for k, v in states.items()
             )
 
-        # The clock moves only until the wait starts: frozen there, the replacement cannot
-        # arrive before Ctrl-C, however slow the machine.
+        def drained() -> bool:
+            states = running.step_states()
+            return any(k.endswith("/drain") and v == "verified" for k, v in states.items())
+
+        # The clock moves only until the drain is done: the replacement Karpenter launched for
+        # the evicted pod cannot come up, however slow the machine, before Ctrl-C lands.
         deadline = time.monotonic() + 60
-        while not waiting():
-            assert time.monotonic() < deadline, "the run never reached wait-replacement"
-            sim.advance(1.0)
+        while not drained():
+            assert time.monotonic() < deadline, "the drain never finished"
+            sim.advance(2.0)
             await asyncio.sleep(0.05)
+        await until(waiting, 60)
         await pilot.press("ctrl+c")
         screen = await run_done(app)
         assert screen.results[0].status == "interrupted", screen.report
