@@ -100,7 +100,7 @@ def test_an_unreachable_server_is_one_line(
     started = time.monotonic()
     with pytest.raises(Unreachable) as err:
         client.list(NODES, Node.from_api)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # given up on, not retried for minutes
     assert "connection refused" in str(err.value)
     assert "\n" not in str(err.value)
 

@@ -31,8 +31,11 @@ THIS = Path(__file__).resolve()
 
 # Each pattern is written so that this file does not match it.
 FORBIDDEN: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a notes file outside the repository", re.compile(r"\b(?:domain|design|style)\.md\b")),
-    ("a path outside the repository", re.compile(r"/work/" + r"shared\b")),
+    (
+        "a notes file outside the repository",
+        re.compile(r"\b(?:dom" r"ain|des" r"ign|sty" r"le)\.md\b"),
+    ),
+    ("a path outside the repository", re.compile(r"/work/" + r"sha" + r"red\b")),
     # RFC 1952 §2.2 names a public standard's section; any other § points at a private page.
     ("a bare section sign", re.compile(r"(?<!RFC \d{4} )(?<!RFC \d{3} )§")),
     (
@@ -103,9 +106,9 @@ def test_no_reference_leaves_the_repository() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "# Labels we read (domain.md §1.1).",
-        "Facts from design.md; the decisions they led to:",
-        "see /work/shared/notes",
+        "# Labels we read (" + "dom" + "ain.md §1.1).",
+        "Facts from " + "des" + "ign.md; the decisions they led to:",
+        "see /work/" + "sha" + "red/notes",
         "SMALL_POOL = 5  # ceil(20% × n) == 1 up to here (§1.5)",
         "Fleet runs use SSM's rate control (issue 4): one SendCommand",
         "Targets (issue #2): five times faster",

@@ -144,9 +144,11 @@ def test_a_source_over_the_cap_is_truncated_and_marked(tmp_path: Path) -> None:
 
 def test_a_slow_source_times_out_alone(tmp_path: Path) -> None:
     sandbox = NodeSandbox(tmp_path, node="n1", scenario_facts={"story": "healthy"})
-    sandbox.stub("crictl", "sleep 30\n")
+    finished = tmp_path / "crictl-finished"
+    sandbox.stub("crictl", f"sleep 30\ntouch {finished}\n")
     result, data = _collect(sandbox, collector_script(source_timeout=1))
-    assert result.ok and result.seconds < 15
+    assert result.ok
+    assert not finished.exists()  # killed at its timeout, not waited out
     node_dir = _untar(data, tmp_path / "out")
     crictl = {s["file"]: s for s in _manifest(node_dir)["sources"]}["crictl-ps.txt"]
     assert crictl["timed_out"] is True and crictl["rc"] == 124
@@ -190,8 +192,7 @@ def test_a_script_past_its_deadline_is_killed(tmp_path: Path) -> None:
     sink = io.BytesIO()
     result = runner.run("echo started\nsleep 30\necho never\n", timeout=1, stdout=sink)
     assert result.timed_out and result.rc is None and not result.ok
-    assert result.seconds < 10
-    assert sink.getvalue() == b"started\n"
+    assert sink.getvalue() == b"started\n"  # killed in its sleep: "never" was never printed
 
 
 def test_ctrl_c_stops_a_running_script_at_once(tmp_path: Path) -> None:
@@ -202,9 +203,9 @@ def test_ctrl_c_stops_a_running_script_at_once(tmp_path: Path) -> None:
     script = f"echo started\nsleep 30\ntouch {marker}\n"
     result = LocalShell("n1").run(script, timeout=60, stdout=sink, cancel=cancel)
     assert result.error == CANCELLED and result.rc is None and not result.timed_out
-    assert result.seconds < 5 and sink.getvalue() == b"started\n"
+    assert sink.getvalue() == b"started\n"
     time.sleep(0.2)
-    assert not marker.exists()
+    assert not marker.exists()  # the script was killed, not left to finish its sleep
 
 
 def test_large_output_streams_without_deadlock() -> None:
