@@ -17,21 +17,14 @@ from mignurse.runner.engine import RunError, Runner, possible_followups
 from mignurse.runner.render import runs_from_audit
 
 from .interrupthelpers import audit_of, book, resumed, writes_to
-from .test_interruptions import Make, When, _run_cli, drain_book, on
+from .test_interruptions import Make, When, _run_cli, ctrl_c_in_drain, drain_book, on
 
 
 def test_an_interrupted_step_is_reported_finished_not_left_running(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
-    node = c.nodes("gpu-infer")[0]
-    runner: Runner
-    stop = When(
-        on("output", "drain", "refused by their disruption budget"), lambda: runner.cancel()
-    )
-    runner = Runner(drain_book(tmp_path), {"node": node}, client=c.client, yes=True, listener=stop)
-
-    result = runner.run()
+    result, stop = ctrl_c_in_drain(c, drain_book(tmp_path))
 
     assert result.status == "interrupted"
     ended = [e for e in stop.events if e.kind == "step-finished" and e.step == "drain"]
@@ -42,14 +35,8 @@ def test_a_drain_stopped_by_ctrl_c_offers_both_and_says_what_each_does(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
-    node = c.nodes("gpu-infer")[0]
     drain = drain_book(tmp_path)
-    runner: Runner
-    stop = When(
-        on("output", "drain", "refused by their disruption budget"), lambda: runner.cancel()
-    )
-    runner = Runner(drain, {"node": node}, client=c.client, yes=True, listener=stop)
-    result = runner.run()
+    result, _ = ctrl_c_in_drain(c, drain)
     seen = len(c.sim.requests)
 
     followups = possible_followups(result.run_id, client=c.client, books={drain.name: drain})
@@ -144,14 +131,8 @@ def test_a_refused_undo_of_an_undone_run_is_audited_and_neither_is_offered(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
-    node = c.nodes("gpu-infer")[0]
     drain = drain_book(tmp_path)
-    runner: Runner
-    stop = When(
-        on("output", "drain", "refused by their disruption budget"), lambda: runner.cancel()
-    )
-    runner = Runner(drain, {"node": node}, client=c.client, yes=True, listener=stop)
-    result = runner.run()
+    result, _ = ctrl_c_in_drain(c, drain)
     assert resumed(result.run_id, c, [drain], tmp_path).undo().status == "undone"
 
     with pytest.raises(RunError, match="is already undone"):

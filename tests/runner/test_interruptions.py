@@ -26,7 +26,7 @@ from mignurse.runner import commands
 from mignurse.runner import lock as lockmod
 from mignurse.runner import state as st
 from mignurse.runner.audit import Audit, read_audit
-from mignurse.runner.engine import RunEvent, Runner
+from mignurse.runner.engine import RunEvent, Runner, RunResult
 from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.runner.render import runs_from_audit
 from mignurse.runner.schema import load_runbook
@@ -100,6 +100,17 @@ class When:
             self.then()
 
 
+def ctrl_c_in_drain(c: Cluster, drain: Any) -> tuple[RunResult, When]:
+    """Run `drain` on the first gpu-infer node, Ctrl-C when a PDB refuses an eviction."""
+    runner: Runner
+    stop = When(
+        on("output", "drain", "refused by their disruption budget"), lambda: runner.cancel()
+    )
+    runner = Runner(drain, {"node": c.nodes("gpu-infer")[0]}, client=c.client, yes=True,
+                    listener=stop)  # fmt: skip
+    return runner.run(), stop
+
+
 # -- Ctrl-C inside a step, then undo ------------------------------------------------------------
 
 
@@ -170,12 +181,7 @@ def test_undo_says_exactly_what_it_could_not_put_back(
     c = cluster_for()
     node = c.nodes("gpu-infer")[0]
     drain = drain_book(tmp_path)
-    runner: Runner
-    stop = When(
-        on("output", "drain", "refused by their disruption budget"), lambda: runner.cancel()
-    )
-    runner = Runner(drain, {"node": node}, client=c.client, yes=True, listener=stop)
-    result = runner.run()
+    result, _ = ctrl_c_in_drain(c, drain)
     assert result.status == "interrupted"
     # Someone else's run cordons the node meanwhile: its annotation now names that run.
     theirs = json.dumps({"holder": "bob@box", "run": "b0b0b0b0"})
@@ -679,13 +685,7 @@ def test_the_evictions_of_an_interrupted_drain_are_in_the_audit(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
-    node = c.nodes("gpu-infer")[0]
-    runner: Runner
-    stop = When(
-        on("output", "drain", "refused by their disruption budget"), lambda: runner.cancel()
-    )
-    runner = Runner(drain_book(tmp_path), {"node": node}, client=c.client, yes=True, listener=stop)
-    result = runner.run()
+    result, _ = ctrl_c_in_drain(c, drain_book(tmp_path))
     assert result.status == "interrupted"
 
     evicted = [e["pod"] for e in audit_of(result.run_id) if e["event"] == "evicted"]
