@@ -818,6 +818,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                     nodegroups=None
                     if transport == "sim"
                     else _nodegroup_reader(args, client.info.cluster),
+                    collected_at=now,  # the moment in the bundle's name
                 )
             except KeyboardInterrupt:
                 progress.close()
