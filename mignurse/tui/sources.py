@@ -236,6 +236,7 @@ class LiveSource:
                 since=journal_since_words(DEFAULT_SINCE),
                 redactor=Redactor(),
                 progress=progress,
+                collected_at=now,  # the moment in the file's name, on the cluster's clock
             )
         with contextlib.suppress(Exception):  # the bundle is written; reading it back is a bonus
             self._evidence.update(load_offline(out).node_evidence)
@@ -371,11 +372,14 @@ class BuildingSource:
         self.collect_reports: list[str] = []
         self.last_history = History()
         self.bundle_dir = Path.cwd()
+        self.failed = ""  # why the build failed, once it has
         self._started = time.monotonic()
 
     @property
     def waiting(self) -> str:
-        """What the status line says while the cluster is built."""
+        """What the status line says while the cluster is built (or why it never will be)."""
+        if self.failed:
+            return f"the {self.what} could not start: {self.failed}"
         return f"building the {self.what}: {time.monotonic() - self._started:.0f} s…"
 
     @property

@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, OptionList, Static
+from textual.widgets import DataTable, Input, OptionList, RichLog, Static
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.runner.engine import RunEvent, Runner
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import NODES, LiveSource, MigNurseApp, make_app
 from mignurse.tui.screens.audit import AuditScreen
@@ -279,7 +281,7 @@ async def test_high_harm_refuses_a_wrong_typed_word(
 async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gate(
     repair_loop: tuple[SimCluster, MigNurseApp],
 ) -> None:
-    """The done-when of issue 5 in the app: pause from the finding's node, no replacement
+    """Pause and resume in the app: pause from the finding's node, no replacement
     while paused, resume lists the nodes at risk and puts back the exact gate string."""
     sim, app = repair_loop
     prior = gate_string(sim)
@@ -308,6 +310,7 @@ async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gat
         assert {c["metadata"]["name"] for c in sim.objects("nodeclaims")} <= claims
 
         await until(lambda: app.screen is app.screen_stack[0])
+        await until(lambda: app.selection().repair_paused is True)  # judged again after the run
         await pilot.press("R")
         await until(lambda: isinstance(app.screen, RunbookPicker))
         app.screen.dismiss("resume-node-repair")
@@ -389,7 +392,7 @@ async def test_read_only_hides_runbooks_and_cordon(tmp_path: Path, state_home: P
             app.open_pool("gpu-inference")
             await until(lambda: bool(table_rows(app)))
             app.query_one("#nodes", DataTable).focus()
-            assert "A" in footer_keys(app)
+            assert "A" in app.screen.active_bindings  # listed in `?`, out of the footer
             shown = app.screen.active_bindings  # dimmed keys are in it too: these must not be
             assert "R" not in shown and "x" not in shown
             assert app.runbook_names() == []
@@ -433,14 +436,31 @@ async def test_high_harm_prompt_is_on_screen_at_80x24_and_takes_the_short_name(
         await until(lambda: isinstance(app.screen, RunScreen))
         # it ran: the node is cordoned first (the log names every step before they run)
         await until(lambda: node_obj(sim, name)["spec"].get("unschedulable") is True, timeout=30)
+        log = app.screen.query_one("#run-output", RichLog)  # it follows its newest line
+        await until(lambda: log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y)
 
 
 async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
-    repair_loop: tuple[SimCluster, MigNurseApp],
+    repair_loop: tuple[SimCluster, MigNurseApp], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An interrupted replace-instance: the engine says undo cannot run (its node is being
     deleted), so `u` is not offered and the report says why."""
     sim, app = repair_loop
+    listener = RunScreen._listener
+
+    def cancel_at_the_wait(screen: RunScreen, runner: Runner) -> Callable[[RunEvent], None]:
+        """Cancel as the wait for the replacement starts, as ctrl+c would (pressed from the
+        test, it races a replacement that Karpenter launched during the drain)."""
+        forward = listener(screen, runner)
+
+        def listen(event: RunEvent) -> None:
+            if event.kind == "step-started" and event.step == "wait-replacement":
+                runner.cancel()
+            forward(event)
+
+        return listen
+
+    monkeypatch.setattr(RunScreen, "_listener", cancel_at_the_wait)
     async with app.run_test(size=(160, 45)) as pilot:
         name, _ = await finding_node(app)
         await highlight(app, name)
@@ -451,19 +471,55 @@ async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
         await plan_ready(app)
         await pilot.press("enter")
         await confirm(app, pilot, name)
-        running = app.screen
-        assert isinstance(running, RunScreen)
-
-        def waiting() -> bool:  # past the NodeClaim delete: the node it would restore is going
-            states = running.step_states()
-            return any(k.endswith("/wait-replacement") and v == "running" for k, v in states.items())
-
         async with clock_running(sim, step=2.0):
-            await until(waiting, 60)
-        await pilot.press("ctrl+c")
-        screen = await run_done(app)
+            screen = await run_done(app, 60)
         assert screen.results[0].status == "interrupted", screen.report
         await until(lambda: bool(screen.followups))
         assert "u" not in footer_keys(app), screen.report
         assert "cannot undo:" in screen.report, screen.report
         assert "running" not in screen.step_states().values()
+
+
+async def test_a_pause_at_120_columns_reads_one_clock_and_says_how_it_is_reversed(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    """The harm line names the runbook that reverses a pause; back on the fleet, PAUSED
+    leaves KIND and the status line whole at 120 columns, and its time is the one the audit
+    log wrote (the demo's clock, not the laptop's)."""
+    from mignurse.runner.audit import read_audit
+    from mignurse.tui.app import FLEET
+
+    from .test_fleet_app import fleet_rows
+
+    sim, app = repair_loop
+    async with app.run_test(size=(120, 40)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        app.start_runbook("pause-node-repair")
+        await params_ready(app)
+        await pilot.press("enter")
+        await plan_ready(app)
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        harm = screen_text(app, "#confirm-harm")
+        assert "HIGH HARM · reversible: resume-node-repair puts it back" in harm, harm
+        assert "hard to reverse" not in harm and "cannot be undone" not in harm
+        await confirm(app, pilot, CLUSTER)
+        async with clock_running(sim):
+            screen = await run_done(app, timeout=60)
+        assert screen.results[0].status == "succeeded", screen.report
+        run_id = screen.results[0].run_id
+        await pilot.press("escape")
+        await until(lambda: app.screen is app.screen_stack[0])
+        await pilot.press("escape")
+        await until(lambda: app.view == FLEET)
+        app.action_refresh_now()
+        await until(lambda: fleet_rows(app)[0][4].startswith("PAUSED since"), timeout=30)
+        fleet = app.query_one(f"#{FLEET}", DataTable)
+        assert "KIND" in [str(c.value) for c in fleet.columns]
+        assert fleet.virtual_size.width <= fleet.size.width
+        status = static_text(app.query_one("#status", Static)).strip()
+        assert "Karpenter on" in status and "as of" in status and "…" not in status
+        since = fleet_rows(app)[0][4].removeprefix("PAUSED since ").removesuffix("Z")
+        stamps = [e["ts"][11:16] for e in read_audit() if e.get("run") == run_id]
+        assert stamps[0] <= since <= stamps[-1], (since, stamps)
