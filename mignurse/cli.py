@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -849,6 +850,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                     nodegroups=None
                     if transport == "sim"
                     else _nodegroup_reader(args, client.info.cluster),
+                    collected_at=now,  # the moment in the bundle's name
                 )
             except KeyboardInterrupt:
                 progress.close()
@@ -1129,28 +1131,50 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from mignurse.cluster.client import ClusterClient
     from mignurse.demo_folder import demo_folder
     from mignurse.sim import SimCluster, load_scenario
-    from mignurse.tui.app import LiveSource, make_app
+    from mignurse.tui.app import BuildingSource, LiveSource, make_app
 
     speed = _positive_speed(args.speed)
     scenario = load_scenario(args.scenario)
+    simulated = f"{scenario.name} ×{speed:g}"
     with demo_folder() as tmp:
-        sim = SimCluster(scenario, speed=speed).start()
-        try:
+        started: list[SimCluster] = []
+        closed = threading.Event()
+        guard = threading.Lock()
+
+        def build() -> LiveSource:
+            """In the app's build thread: scale-5000 takes seconds, shown as progress."""
+            sim = SimCluster(scenario, speed=speed).start()
+            with guard:
+                kept = not closed.is_set()
+                if kept:
+                    started.append(sim)
+            if not kept:  # the app quit while the cluster was built
+                sim.stop()
+                raise RuntimeError("the demo was closed")
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             client = ClusterClient.connect(kubeconfig=str(kubeconfig))
             # The demo keeps its history beside its kubeconfig, never in the user's own.
             source = LiveSource(
                 client,
-                simulated=f"{scenario.name} ×{speed:g}",
+                simulated=simulated,
                 clock=sim.now,
                 history_path=Path(tmp) / "history.sqlite3",
                 auto_collect=_auto_collect_dir(args),
             )
             source.check()
-            app = make_app(source, read_only=getattr(args, "read_only", False), light=args.light)
+            return source
+
+        building = BuildingSource(
+            build, what=f"simulated cluster {scenario.name}", simulated=simulated
+        )
+        app = make_app(building, read_only=getattr(args, "read_only", False), light=args.light)
+        try:
             _run_app(app)
         finally:
-            sim.stop()
+            with guard:
+                closed.set()
+            for sim in started:
+                sim.stop()
     return EXIT_OK
 
 

@@ -34,7 +34,8 @@ from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import LiveSource, MigNurseApp, make_app
+from mignurse.tui.screens.confirm import ConfirmScreen
 from mignurse.tui.screens.params import ParamsScreen
 from mignurse.tui.screens.picker import RunbookPicker
 from mignurse.tui.screens.plan import PlanScreen
@@ -42,7 +43,7 @@ from mignurse.tui.screens.plan import PlanScreen
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SCENARIO = "dcgm-repair-loop"
 START = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)  # a fixed sim start: ages and clocks never move
-WIDE, SMALL = (120, 36), (80, 24)
+WIDE, SMALL, TALL = (120, 36), (80, 24), (120, 48)
 INSTALL = (
     "PNG screenshots need rsvg-convert and the DejaVu Sans Mono font: "
     "sudo apt-get install librsvg2-bin fonts-dejavu-core "
@@ -52,7 +53,6 @@ FONT = "DejaVu Sans Mono"
 # Textual lays cells 0.61 em apart; DejaVu Sans Mono advances 1233/2048 em, and librsvg
 # ignores textLength, so the font is scaled until one glyph fills one cell exactly.
 FONT_SIZE_PX = 20 * 0.61 / (1233 / 2048)
-AHR = TABLE_COLUMNS.index("AHR")
 
 Step = Callable[[MigNurseApp, Pilot[None]], Awaitable[None]]
 
@@ -97,8 +97,9 @@ async def highlight_broken_node(app: MigNurseApp, pilot: Pilot[None]) -> str:
     keys; returns its name once its detail (pods included) is shown."""
     table = await open_worst_pool(app, pilot)
     keys = [row.key for row in table.ordered_rows]  # display order (sorted)
+    ahr = [str(c.value) for c in table.columns].index("AHR")  # 80 columns show fewer
     broken = next(
-        i for i, key in enumerate(keys) if str(table.get_row(key)[AHR]).startswith("False")
+        i for i, key in enumerate(keys) if str(table.get_row(key)[ahr]).startswith("False")
     )
     # a highlight event on the row, even when it is already the first (sorted: CRIT first)
     await pilot.press(*(["down"] * broken if broken else ["down", "up"]))
@@ -147,6 +148,22 @@ async def runbook_plan(app: MigNurseApp, pilot: Pilot[None]) -> None:
     await pilot.pause()
 
 
+async def high_harm_confirm(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    """The plan's enter: the typed confirmation pause-node-repair asks for, its prompt pinned
+    under the plan (in 80x24 too), with how the pause is reversed."""
+    await runbook_plan(app, pilot)
+    await pilot.press("enter")
+    await until(
+        lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted, "the prompt"
+    )
+    await pilot.pause(0.3)
+
+
+async def pool_nodes(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    """Enter on the looping pool: its nodes and the worst one's detail."""
+    await highlight_broken_node(app, pilot)
+
+
 @dataclass(frozen=True)
 class Shot:
     name: str  # screenshots/NAME.svg and .png; the README says what each shows
@@ -161,8 +178,10 @@ SHOTS = (
     Shot("fleet-light", fleet, light=True),
     Shot("node-timeline", node_timeline),
     Shot("collect", collect_progress),
+    Shot("nodes-80x24", pool_nodes, size=SMALL),
     Shot("runbook-plan", runbook_plan),
-    Shot("help", help_screen),
+    Shot("confirm-80x24", high_harm_confirm, size=SMALL),
+    Shot("help", help_screen, size=TALL),
 )
 
 

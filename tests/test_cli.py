@@ -311,6 +311,43 @@ def test_demo_takes_read_only_after_the_command(capsys: pytest.CaptureFixture[st
     assert "unrecognized arguments" not in err and "--speed 0 is out of range" in err
 
 
+def test_demo_builds_its_cluster_inside_the_app_and_stops_it_after(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The app starts at once on a cluster still being built (progress on its status line:
+    scale-5000 takes seconds); the build hands it a checked source; quitting stops it."""
+    import tempfile
+
+    import mignurse.cli as cli
+    from mignurse.cluster.client import NODES, ClusterClient, ClusterError
+    from mignurse.tui.app import BuildingSource, LiveSource
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the demo's folder, here
+    kept = tmp_path / "kubeconfig-kept"
+    seen: dict[str, str] = {}
+
+    def run_app(app: object) -> None:
+        source = getattr(app, "source", None)
+        assert isinstance(source, BuildingSource)
+        seen["waiting"] = source.waiting
+        built = source.build()  # what the app's build thread does
+        assert isinstance(built, LiveSource)
+        seen["context"] = built.context
+        (config,) = tmp_path.glob("mignurse-demo-*/kubeconfig")
+        kept.write_bytes(config.read_bytes())
+        built.stop()
+
+    monkeypatch.setattr(cli, "_run_app", run_app)
+
+    assert main(["demo", "--scenario", "healthy", "--speed", "1"]) == 0
+
+    assert seen["waiting"].startswith("building the simulated cluster healthy: ")
+    assert seen["context"] == load_scenario("healthy").context_name
+    assert not list(tmp_path.glob("mignurse-demo-*"))  # its folder went with it
+    with pytest.raises(ClusterError):  # and so did its API server
+        next(ClusterClient.connect(kubeconfig=str(kept)).list_pages(NODES, limit=1))
+
+
 # -- a closed pipe does not change the exit code ------------------------------------------------
 
 

@@ -46,3 +46,21 @@ def test_the_json_example_has_the_keys_diagnose_prints(capsys: pytest.CaptureFix
     assert set(documented["findings"][0]["evidence"][0]) == set(
         printed["findings"][0]["evidence"][0]
     )
+
+
+def test_the_key_table_lists_every_key_the_help_screen_lists() -> None:
+    """README's key table and `?` (tui/screens/help.py) name the same keys, each where it
+    works."""
+    from mignurse.tui.screens.help import KEYS
+
+    section = _section("### The terminal app")
+    table = section[section.index("| key | does | where |") :]
+    rows = re.findall(r"^\| (.+?) \| .+ \| (.+?) \|$", table, re.MULTILINE)
+    documented = {(keys.replace("`", ""), where.replace("`", "")) for keys, where in rows}
+
+    missing = [
+        (keys, place)
+        for keys, _what, place in KEYS
+        if not any(keys == k and place.split(",")[0] in w for k, w in documented)
+    ]
+    assert not missing, f"in `?` but not in README's key table: {missing}"

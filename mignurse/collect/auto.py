@@ -94,6 +94,7 @@ class AutoCollector:
             out=out,
             since=self.since,
             redactor=Redactor(),
+            collected_at=now,  # the moment in the file's name
         )
         outcome = manifest["nodes"].get(node.name, {})
         state = "ok" if outcome.get("ok") else (outcome.get("error") or "incomplete")

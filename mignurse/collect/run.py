@@ -230,11 +230,14 @@ def collect(
     node_timeout: float = NODE_TIMEOUT_SECONDS,
     progress: Callable[[str, str], None] = lambda node, state: None,
     nodegroups: NodeGroupReader | None = None,
+    collected_at: datetime | None = None,
 ) -> dict[str, Any]:
     """Write the bundle to `out`; returns its manifest. Without a client (`collect --local`
     on the node itself) the bundle holds the node's files only. `nodegroups` describes
-    managed node groups (their repair settings) when AWS is at hand."""
-    collected_at: datetime = client.server_now() if client else datetime.now(UTC)
+    managed node groups (their repair settings) when AWS is at hand. `collected_at`: the
+    moment the caller named the bundle after (else now, on the cluster's clock)."""
+    if collected_at is None:
+        collected_at = client.server_now() if client else datetime.now(UTC)
     context = client.info.context if client else "local"
     top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
     try:

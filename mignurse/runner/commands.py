@@ -399,7 +399,7 @@ def cmd_run(
     is_simulated: Callable[[str | None, str], bool],
 ) -> int:
     from mignurse.collect.transports import shell_factory
-    from mignurse.runner.render import Progress, TerminalConfirmer, print_report
+    from mignurse.runner.render import Progress, TerminalConfirmer, print_report, reversal_words
 
     if args.resume and args.undo:
         raise RunCommandError("--resume and --undo exclude each other")
@@ -454,6 +454,9 @@ def cmd_run(
             else:
                 params = resolve_params(book, given, find_node=_find_node(client))
                 runner = Runner(book, params, **common)
+            runner.confirmer = TerminalConfirmer(
+                reversal=reversal_words(runner.book, undo="mignurse run --undo RUN")
+            )
             mutating = runner.book.mutates and not args.dry_run
             if read_only and (mutating or args.undo):
                 raise RunCommandError(

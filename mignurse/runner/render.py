@@ -35,6 +35,26 @@ _MARK = {
 }
 
 
+# Runbooks whose effect one of the others reverses: the confirmation and the report say so.
+OPPOSITES = {
+    "cordon": "uncordon",
+    "uncordon": "cordon",
+    "pause-node-repair": "resume-node-repair",
+    "resume-node-repair": "pause-node-repair",
+}
+
+
+def reversal_words(book: Runbook, *, undo: str = "undo (u)") -> str:
+    """How the runbook's change is put back, for the confirmation ("" for no change)."""
+    opposite = OPPOSITES.get(book.name)
+    if opposite:
+        return f"reversible: {opposite} puts it back"
+    actions = [step.make() for step in book.steps]
+    if all(a.can_undo for a in actions if a.mutates):
+        return f"reversible: {undo} puts back what it changed"
+    return "cannot be undone" if book.harm >= Harm.HIGH else ""
+
+
 def _console(stream: IO[str]) -> Console:
     return Console(file=stream, highlight=False, soft_wrap=True)
 
@@ -103,13 +123,19 @@ class Progress:
 
 
 class TerminalConfirmer:
-    """Asks on the terminal: y/N, or the node/cluster name typed back for HIGH harm."""
+    """Asks on the terminal: y/N, or the node/cluster name typed back for HIGH harm, saying
+    how the change is reversed (`reversal`, from `reversal_words`)."""
 
     def __init__(
-        self, ask: Callable[[str], str] | None = None, stream: IO[str] | None = None
+        self,
+        ask: Callable[[str], str] | None = None,
+        stream: IO[str] | None = None,
+        *,
+        reversal: str = "",
     ) -> None:
         self.stream = stream or sys.stderr
         self.ask = ask or self._input
+        self.reversal = reversal
 
     def _input(self, prompt: str) -> str:
         print(prompt, end="", file=self.stream, flush=True)
@@ -121,7 +147,8 @@ class TerminalConfirmer:
     def confirm(self, level: Harm, plan_text: str, expected_word: str) -> bool:
         try:
             if level >= Harm.HIGH:
-                answer = self.ask(f"This is hard to reverse. Type {expected_word} to proceed: ")
+                how = f" ({self.reversal})" if self.reversal else ": hard to reverse"
+                answer = self.ask(f"HIGH HARM{how}. Type {expected_word} to proceed: ")
                 return answer == expected_word
             return self.ask("Proceed? [y/N] ").lower() in ("y", "yes")
         except (EOFError, KeyboardInterrupt):

@@ -18,6 +18,7 @@ build) reports back as a message too.
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
 from collections import deque
@@ -25,7 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from rich.cells import cell_len
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
@@ -51,7 +54,7 @@ from mignurse.fleetview import UNPOOLED, PoolRow
 from mignurse.model import Pod, format_time
 from mignurse.nodeview import NodeRow, short_name
 from mignurse.render import SEVERITY_STYLE, countdown
-from mignurse.tui.detail import evidence_detail, node_detail, sorted_findings
+from mignurse.tui.detail import clock_time, evidence_detail, node_detail, sorted_findings
 from mignurse.tui.filters import FilterError, RowFilter, parse
 from mignurse.tui.pages import describe_page, findings_page, journal_pages
 from mignurse.tui.palette import MigNurseCommands
@@ -64,7 +67,10 @@ from mignurse.tui.refresh import (
     RefreshRequest,
     RowChanges,
     StatusPart,
+    column_label,
+    fit_cell,
     fit_status,
+    fit_widths,
     table_columns,
 )
 from mignurse.tui.screens.help import HelpScreen
@@ -86,8 +92,12 @@ __all__ = [
 REFRESH_SECONDS = 0.5
 FINDINGS_SHOWN = 4
 PODS_MAX_AGE_SECONDS = 15.0  # the highlighted node's pods are fetched again after this
-ADD_CHUNK = 500  # new rows placed per frame: a 5,000-row fill paints as it goes
+ADD_CHUNK = 250  # new rows placed per frame: a 5,000-row fill paints as it goes
+NODES_SHARE = 0.55  # the node table's max-height in mignurse.tcss
 PREVIEW_ROWS = 40  # at most this many of the pool's nodes below the fleet
+PREVIEW_COLUMNS = ("!", "NAME", "STATUS", "AHR", "MIG", "CORDONED/TAINTS")
+PREVIEW_EVIDENCE = 8  # of the worst node's worst finding, below the fleet
+PANE_CHROME = 4  # the pane's padding and its scrollbar
 FILTER_DELAY = 0.15  # seconds of no typing before the filter applies
 FLEET, NODES = "fleet", "nodes-view"
 VIEW_IDS = {FLEET: "fleet-view", NODES: NODES}
@@ -173,10 +183,11 @@ class MigNurseApp(App[None]):
         Binding("l", "logs", "Logs"),
         Binding("d", "describe", "Describe"),
         Binding("f", "findings", "Findings"),
-        Binding("A", "audit", "Audit", key_display="A"),
-        Binding("p", "next_pool", "Next pool"),
-        Binding("a", "all_pools", "All pools"),
-        Binding("r", "refresh_now", "Refresh"),
+        # `?` lists these too: out of the footer, the others fit in 120 columns
+        Binding("A", "audit", "Audit", key_display="A", show=False),
+        Binding("p", "next_pool", "Next pool", show=False),
+        Binding("a", "all_pools", "All pools", show=False),
+        Binding("r", "refresh_now", "Refresh", show=False),
         Binding("j", "cursor('down')", "Down", show=False),
         Binding("k", "cursor('up')", "Up", show=False),
         Binding("g", "cursor('top')", "Top", show=False),
@@ -208,13 +219,16 @@ class MigNurseApp(App[None]):
         self.refreshes = 0  # applied refreshes; tests wait on it
         self._previous: Source | None = None  # the cluster a bundle was opened from
         self._epoch = 0
+        self._changed_at = 0.0  # monotonic: when a runbook run here last finished
         self._columns: tuple[str, ...] = TABLE_COLUMNS
+        self._widths: dict[str, int] = {}  # the node table's column widths, from the refresh
         # the refresh loop: one in flight; the next armed when it ends (applied or failed)
         self._in_flight = False
         self._again = False
         self._force = True
         self._timer: Timer | None = None
         self._filter_timer: Timer | None = None
+        self._build_ticker: Timer | None = None
         self._pending: deque[tuple[NodeRow, tuple[Any, ...]]] = deque()
         self._reset_state()
 
@@ -233,6 +247,8 @@ class MigNurseApp(App[None]):
         self._diagnosis: Diagnosis | None = None
         self._diagnosis_error = ""
         self._detail_for: str | None = None
+        self._placeholder = ""  # what the pane says while no node is highlighted
+        self._filled = False  # the node table holds the rows of its first refresh
         self._epoch += 1  # older computed changes are dropped
         self._force = True
 
@@ -268,7 +284,7 @@ class MigNurseApp(App[None]):
                 with VerticalScroll(id="detail-pane"):
                     yield Static("Highlight a node to see its conditions and events.", id="detail")
         yield Input(id="filter", placeholder="regex · !regex · -l key=value,key!=value,!key")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._titles()
@@ -276,9 +292,10 @@ class MigNurseApp(App[None]):
         self._show_fleet([], force=True)  # the columns
         self._columns = self._wanted_columns()
         table = self._node_table()
+        table.on_cursor_moved = self._cursor_moved
         if not table.columns:  # a resize before the mount may have added them
             for name in self._columns:
-                table.add_column(name, key=name)
+                table.add_column(column_label(name, self.size.width), key=name)
         self.query_one("#filter", Input).display = False
         self._show_status()
         self._show_bars()
@@ -306,6 +323,8 @@ class MigNurseApp(App[None]):
             return
         if self._wanted_columns() != self._columns:
             self._reset_table()
+        elif self.view == NODES:
+            self.request_refresh(force=True)  # the columns' widths follow the screen's
         self._show_status()
         self._show_fleet(self._fleet, force=True)
 
@@ -317,11 +336,14 @@ class MigNurseApp(App[None]):
             try:
                 source = building.build()
             except Exception as exc:  # noqa: BLE001 - one line in the app, not a traceback
+                building.failed = str(exc) or type(exc).__name__
                 self.post_message(Notice(f"the demo could not start: {exc}", severity="error"))
                 return
             self.post_message(SourceReady(source))
 
         threading.Thread(target=build, name="demo-build", daemon=True).start()
+        # the seconds spent building count up on the status line until the cluster is shown
+        self._build_ticker = self.set_interval(1.0, self._show_status)
 
     # -- watch status (from watch threads) ----------------------------------------------
 
@@ -352,6 +374,9 @@ class MigNurseApp(App[None]):
             columns=self._columns,
             nodes_view=self.view == NODES,
             force=self._force,
+            width=self.size.width,
+            visible_rows=self._visible_rows(),
+            widths=dict(self._widths),
         )
         self._force = False
         self._refresh_worker(self._refresher, request)
@@ -393,7 +418,9 @@ class MigNurseApp(App[None]):
             self._refresh_ended()  # computed for a table that has since been cleared
             return
         if changes.diagnosis is not None or changes.diagnosis_error:
-            first = self._diagnosis is None
+            first = self._diagnosis is None and changes.diagnosis is not None
+            if first and len(changes.gpu_names or ()) > ADD_CHUNK:
+                gc.freeze()  # a big cluster as first listed and judged: see _drain
             self._diagnosis = changes.diagnosis or self._diagnosis
             self._diagnosis_error = changes.diagnosis_error
             if first and self._diagnosis is not None:
@@ -429,17 +456,22 @@ class MigNurseApp(App[None]):
 
     def _apply_node_changes(self, changes: RowChanges) -> None:
         table = self._node_table()
+        if changes.widths is not None and changes.widths != self._widths:
+            self._widths = changes.widths  # measured over every row, new ones too
+            table.set_widths(changes.widths)
         for name in changes.removed:
             self._rows.pop(name, None)
         table.remove_rows(changes.removed)
+        if changes.removed:
+            self._sync_detail(set())  # another row may sit under the cursor now
         columns = set(self._columns)
         changed = set(changes.dirty)
         for row, cells in changes.changed:
             self._rows[row.name] = row
             changed.add(row.name)
             for column, cell in cells.items():
-                if column in columns:
-                    table.update_cell(row.name, column, cell, update_width=True)
+                if column in columns:  # widths come measured from the refresh
+                    table.update_cell(row.name, column, cell)
         self._pending = deque(changes.added)
         self._drain(changes, changed, first_fill=not self._rows)
 
@@ -457,6 +489,12 @@ class MigNurseApp(App[None]):
         if self._pending:
             self.call_after_refresh(self._drain, changes, changed, first_fill=first_fill)
             return
+        self._filled = True
+        if first_fill and len(self._rows) > ADD_CHUNK:
+            # What a big fill placed lives as long as the view: out of the cyclic collector's
+            # walk (a full pass over scale-5000's listed state took 0.3 s of CPU on whichever
+            # thread, this one included; 0 once frozen); garbage without cycles is freed as before.
+            gc.freeze()
         if changes.order is not None:
             highlighted = self._highlighted_name()
             table.order_by(changes.order)
@@ -524,7 +562,7 @@ class MigNurseApp(App[None]):
         status = self.query_one("#status", Static)
         parts = self._status or [StatusPart("connecting…", 0)]
         if isinstance(self.source, BuildingSource):
-            parts = [StatusPart(f"[b yellow]{self.source.waiting}[/]", 0)]
+            parts = [StatusPart(f"[b yellow]{escape(self.source.waiting)}[/]", 0)]
         status.update(fit_status(parts, max(self.size.width - 2, 20)))
 
     def _show_findings(self) -> None:
@@ -577,7 +615,12 @@ class MigNurseApp(App[None]):
     def _show_bars(self) -> None:
         """The line above each table: what it shows and its own filter."""
         fleet_filter, node_filter = self.filters[FLEET], self.filters[NODES]
-        fleet = Text.assemble(("Fleet", "bold"), f": {len(self._fleet)} pools with GPU nodes")
+        pools = len(self._fleet)
+        fleet = Text.assemble(
+            ("Fleet", "bold"), f": {pools} pool{'' if pools == 1 else 's'} with GPU nodes"
+        )
+        if not self._fleet and not self._listed:
+            fleet = Text.assemble(("Fleet", "bold"), ": waiting for the first list of nodes")
         if fleet_filter is not None:
             fleet.append(f" · filter /{fleet_filter.text} (esc clears)", style="bold yellow")
         pool = self.pool_filter
@@ -614,16 +657,32 @@ class MigNurseApp(App[None]):
                 style="bold yellow" if held.repair.startswith("PAUSED") else "",
             )
         table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-        for column in ("!", "NAME", "STATUS", "AHR", "MIG", "CORDONED/TAINTS"):
-            table.add_column(column, no_wrap=True)
-        for row in rows[:PREVIEW_ROWS]:
+        words = [
+            {
+                "!": BADGE_WORDS.get(row.badge, ""),
+                "NAME": short_name(row.name),
+                "STATUS": row.status,
+                "AHR": row.ahr,
+                "MIG": row.mig,
+                "CORDONED/TAINTS": row.taints,
+            }
+            for row in rows[:PREVIEW_ROWS]
+        ]
+        # as the node table: columns cut to fit, so AHR and the taints stay in view
+        labels = {c: column_label(c, self.size.width) for c in PREVIEW_COLUMNS}
+        content = {c: max((cell_len(w[c]) for w in words), default=0) for c in labels}
+        widths = fit_widths(content, labels, self.size.width - PANE_CHROME)
+        for column, label in labels.items():
+            table.add_column(label, no_wrap=True, min_width=widths[column])
+        for row, cells in zip(rows, words, strict=False):
+            cut = {c: fit_cell(text, widths[c], c) for c, text in cells.items()}
             table.add_row(
-                Text(BADGE_WORDS.get(row.badge, ""), style=SEVERITY_STYLE.get(row.badge, "")),
-                short_name(row.name),
-                Text(row.status, style=STATUS_STYLE.get(row.status_word, "")),
-                Text(row.ahr, style="bold red" if row.ahr_ok is False else ""),
-                row.mig,
-                row.taints,
+                Text(cut["!"], style=SEVERITY_STYLE.get(row.badge, "")),
+                cut["NAME"],
+                Text(cut["STATUS"], style=STATUS_STYLE.get(row.status_word, "")),
+                Text(cut["AHR"], style="bold red" if row.ahr_ok is False else ""),
+                cut["MIG"],
+                cut["CORDONED/TAINTS"],
             )
         parts: list[Any] = [title, table]
         if len(rows) > PREVIEW_ROWS:
@@ -640,6 +699,13 @@ class MigNurseApp(App[None]):
                         f" {finding.summary}",
                     )
                 )
+            if about:  # what the worst finding rests on, newest last (f shows it all)
+                now = self.source.now()
+                timed = sorted((e.time, e.source, e.text) for e in about[0].evidence if e.time)
+                if timed:
+                    parts.append(Text(f"\nEvidence of {about[0].id}, newest last", style="bold"))
+                for when, where, what in timed[-PREVIEW_EVIDENCE:]:
+                    parts.append(Text(f"{clock_time(when, now)}  {where:<10} {what}", style="dim"))
         preview.update(Group(*parts))
 
     # -- which keys show ------------------------------------------------------------------
@@ -669,6 +735,8 @@ class MigNurseApp(App[None]):
         self._show_bars()
         if view == FLEET:
             self._show_preview()
+        else:
+            self._sync_detail(set())  # the highlighted node's, or "loading …": never the last
         self.request_refresh(force=True)
 
     def _fleet_table(self) -> DataTable[Any]:
@@ -861,9 +929,13 @@ class MigNurseApp(App[None]):
         )
 
     def _repair_paused(self, nodes: list[Any]) -> bool | None:
-        """Whether Karpenter's node repair is off (None: unknown, or not Karpenter's pool)."""
+        """Whether Karpenter's node repair is off (None: unknown, or not Karpenter's pool).
+        Settings asked for before the last run finished are unknown: that run may have
+        paused or resumed repair, and the runbook's own plan reads the gate live."""
         settings = getattr(self.source, "karpenter_settings", None)
         if not self.source.karpenter or settings is None or settings.node_repair is None:
+            return None
+        if getattr(self.source, "karpenter_read_at", float("inf")) < self._changed_at:
             return None
         if any(node.pool_kind != "nodepool" for node in nodes):
             return None  # a node group's or Auto Mode's repair is not Karpenter's gate
@@ -949,6 +1021,9 @@ class MigNurseApp(App[None]):
 
     @on(SourceReady)
     def _source_ready(self, message: SourceReady) -> None:
+        if self._build_ticker is not None:
+            self._build_ticker.stop()
+            self._build_ticker = None
         if self._previous is not None:
             self._previous.stop()
             self._previous = None
@@ -1006,6 +1081,15 @@ class MigNurseApp(App[None]):
 
     # -- actions ----------------------------------------------------------------------
 
+    def _visible_rows(self) -> int:
+        """How many rows the node table shows before it scrolls (its share of the view,
+        less the header)."""
+        try:
+            view = self.query_one("#views").size.height  # laid out whichever view shows
+        except NoMatches:
+            return 0
+        return int(view * NODES_SHARE) - 1
+
     def _wanted_columns(self) -> tuple[str, ...]:
         return table_columns(self.size.width, one_pool=self.pool_filter is not None)
 
@@ -1018,18 +1102,19 @@ class MigNurseApp(App[None]):
         if columns != self._columns:
             self._columns = columns
             for name in columns:
-                table.add_column(name, key=name)
+                table.add_column(column_label(name, self.size.width), key=name)
+        self._widths = {}
         self._rows = {}
         self._order = ()
+        self._filled = False
         self._detail_for = None
+        self._sync_detail(set())  # "loading …" until the rows come
         self._show_bars()
         self.request_refresh(force=True)
 
     def _set_pool(self, pool: str | None) -> None:
         self.pool_filter = pool
         self._reset_table()
-        with contextlib.suppress(NoMatches):
-            self._detail().update(Text(f"loading {pool or 'every pool'}'s nodes…", style="dim"))
 
     def action_next_pool(self) -> None:
         if not self._pools:
@@ -1045,6 +1130,12 @@ class MigNurseApp(App[None]):
         if self.pool_filter is not None:
             self._set_pool(None)
             self._show_findings()
+
+    def cluster_changed(self) -> None:
+        """A runbook changed the cluster: judge it again now, and hold what was read before
+        as stale until then."""
+        self._changed_at = time.monotonic()
+        self.action_refresh_now()
 
     def action_refresh_now(self) -> None:
         self._refresher.diagnose_soon()
@@ -1115,6 +1206,11 @@ class MigNurseApp(App[None]):
     def _detail(self) -> Static:
         return self.query_one("#detail", Static)
 
+    def _cursor_moved(self) -> None:
+        """The node table's cursor moved: the pane follows in the same frame."""
+        if self.view == NODES:
+            self._sync_detail(set())
+
     @on(DataTable.RowHighlighted, "#nodes")
     def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         # The event's row may have moved since it was sent (a sort): follow the cursor. One
@@ -1123,7 +1219,7 @@ class MigNurseApp(App[None]):
             name = self._highlighted_name()
         except NoMatches:
             return
-        if name is not None:
+        if name is not None and name != self._detail_for:
             self._show_detail(name)
 
     def _sync_detail(self, changed: set[str]) -> None:
@@ -1132,12 +1228,17 @@ class MigNurseApp(App[None]):
             return
         name = self._highlighted_name()
         if name is None:
-            if self._detail_for is not None or not self._rows:
-                self._detail_for = None
-                filtered = self.filters[NODES] is not None
-                self._detail().update(
-                    Text("No node matches the filter." if filtered else "No GPU node here.")
-                )
+            self._detail_for = None
+            if not self._filled:
+                words = f"loading {self.pool_filter or 'every pool'}'s nodes…"
+            elif self.filters[NODES] is not None:
+                words = "No node matches the filter."
+            else:
+                words = "No GPU node here."
+            if words != self._placeholder:
+                self._placeholder = words
+                with contextlib.suppress(NoMatches):  # the app may be closing
+                    self._detail().update(Text(words, style="dim"))
             return
         if name != self._detail_for or name in changed:
             self._show_detail(name)
@@ -1148,6 +1249,7 @@ class MigNurseApp(App[None]):
         except NoMatches:
             return  # a highlight that arrives while the app closes: its widgets are gone
         self._detail_for = name
+        self._placeholder = ""
         node = self.source.state.node(name)
         if node is not None:
             pods = self._pods.get(name)

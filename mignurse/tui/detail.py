@@ -52,10 +52,11 @@ def node_detail(
 ) -> Group:
     """The detail pane: findings, conditions, labels, timeline, evidence, pods, runbooks.
     `full` (the `d` pager): every label and timeline entry."""
+    age = format_age((now - node.created).total_seconds()) if node.created else "?"
     title = Text.assemble(
         (node.name, "bold"),
         f"  {node.pool or 'no pool'} ({node.pool_kind or 'unmanaged'}) · {node.instance_type}"
-        f" · {node.instance_id or 'no instance id'}",
+        f" · {node.instance_id or 'no instance id'} · age {age}",
     )
     conditions = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
     for column in ("CONDITION", "STATUS", "FOR", "REASON", "MESSAGE"):

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rich.cells import cell_len
+from rich.markup import escape
 from rich.text import Text
 from textual.message import Message
 
@@ -40,6 +42,71 @@ TABLE_COLUMNS = ("M", "!", *COLUMNS)
 NARROW_COLUMNS = tuple(c for c in TABLE_COLUMNS if c not in NARROW_DROPS)
 BADGE_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
 BADGE_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
+
+
+# Under LABEL_WIDTH the widest header gives way to its content (cordoned is a taint too).
+NARROW_LABELS = {"CORDONED/TAINTS": "TAINTS"}
+LABEL_WIDTH = 120
+# When a row is wider than the screen, these columns are cut (with "…"), in this order and
+# no narrower than this, so that AHR and CORDONED/TAINTS are never behind a side scroll.
+SHRINK_ORDER = (
+    ("TYPE", 10),
+    ("MIG", 14),
+    ("GPU", 7),
+    ("POOL", 12),
+    ("MIG", 11),
+    ("AHR", 10),
+    ("CORDONED/TAINTS", 10),
+    ("TYPE", 6),
+    ("POOL", 8),
+    ("GPU", 5),
+    ("MIG", 8),
+    ("STATUS", 8),
+    ("AHR", 6),
+    ("CORDONED/TAINTS", 8),
+    ("NAME", 12),
+)
+CELL_PADDING = 2  # the table's padding: one cell each side of every column
+SCROLLBAR = 2  # kept free for the table's vertical scrollbar
+
+
+def column_label(column: str, width: int) -> str:
+    """The header the node table shows for `column` on a `width`-cell screen."""
+    return NARROW_LABELS.get(column, column) if width < LABEL_WIDTH else column
+
+
+def fit_widths(content: Mapping[str, int], labels: Mapping[str, str], room: int) -> dict[str, int]:
+    """Each column's width: its widest cell (or header), the columns of SHRINK_ORDER cut
+    in turn until the row fits in `room` cells."""
+    widths = {c: max(content.get(c, 0), cell_len(label)) for c, label in labels.items()}
+    total = sum(widths.values()) + CELL_PADDING * len(widths)
+    for column, narrowest in SHRINK_ORDER:
+        if total <= room:
+            break
+        if column not in widths:
+            continue
+        cut = min(widths[column] - max(narrowest, cell_len(labels[column])), total - room)
+        if cut > 0:
+            widths[column] -= cut
+            total -= cut
+    return widths
+
+
+def fit_cell(text: str, width: int, column: str) -> str:
+    """`text` cut to `width` cells with "…"; a MIG cell keeps its state word
+    ("all-1g.… failed"), a STATUS cell its word ("NotReady 18m" → "NotReady")."""
+    if cell_len(text) <= width:
+        return text
+    if column == "STATUS" and cell_len(text.split(" ", 1)[0]) <= width:
+        return text.split(" ", 1)[0]
+    if column == "MIG" and " " in text:
+        config, state = text.rsplit(" ", 1)
+        keep = width - cell_len(state) - 2
+        if keep >= 1:
+            return f"{config[:keep]}… {state}"
+        if cell_len(state) < width:
+            return f"…{state}"
+    return text[: max(width - 1, 0)] + "…"
 
 
 def table_columns(width: int, *, one_pool: bool = False) -> tuple[str, ...]:
@@ -74,6 +141,9 @@ class RefreshRequest:
     columns: tuple[str, ...]  # the node table's columns
     nodes_view: bool  # whether the node table is on screen (else it is left as it is)
     force: bool = False
+    width: int = 200  # the screen's width in cells
+    visible_rows: int = 0  # rows the node table shows without scrolling
+    widths: Mapping[str, int] = field(default_factory=dict)  # the node table's column widths
 
 
 @dataclass
@@ -91,6 +161,7 @@ class RowChanges:
     gpu_names: list[str] | None = None  # every GPU node (the palette offers these)
     status: list[StatusPart] = field(default_factory=list)
     dirty: set[str] = field(default_factory=set)
+    widths: dict[str, int] | None = None  # the node table's column widths (cells cut to fit)
     listed: bool = False  # every watch has listed once: counts and "all ready" are true
     diagnosis: Diagnosis | None = None  # set when the rules ran in this refresh
     diagnosis_error: str = ""
@@ -104,15 +175,32 @@ class Refreshed(Message):
         self.changes = changes
 
 
-def styled_cells(row: NodeRow, marks: frozenset[str], columns: tuple[str, ...]) -> tuple[Any, ...]:
-    """The row's cells for the node table's columns, coloured by meaning (and in words)."""
-    plain = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
+def styled_cells(
+    row: NodeRow,
+    marks: frozenset[str],
+    columns: tuple[str, ...],
+    widths: Mapping[str, int] | None = None,
+) -> tuple[Any, ...]:
+    """The row's cells for the node table's columns, coloured by meaning (and in words),
+    cut to `widths`."""
+    plain = fitted_cells(row, marks, widths)
     styled: dict[str, Any] = dict(plain)
     styled["!"] = Text(plain["!"], style=SEVERITY_STYLE.get(row.badge, ""))
-    styled["STATUS"] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
+    styled["STATUS"] = Text(plain["STATUS"], style=STATUS_STYLE.get(row.status_word, ""))
     if row.ahr_ok is False:
-        styled["AHR"] = Text(row.ahr, style="bold red")
+        styled["AHR"] = Text(plain["AHR"], style="bold red")
     return tuple(styled[c] for c in columns)
+
+
+def fitted_cells(
+    row: NodeRow, marks: frozenset[str], widths: Mapping[str, int] | None = None
+) -> dict[str, str]:
+    """The row's words by column, each cut to its column's width."""
+    plain = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
+    if widths:
+        for column, width in widths.items():
+            plain[column] = fit_cell(plain[column], width, column)
+    return plain
 
 
 def display_cells(row: NodeRow, marks: frozenset[str]) -> tuple[str, ...]:
@@ -224,22 +312,46 @@ class Refresher:
             ]
         marks, columns = request.marks, request.columns
         fresh = {r.name: r for r in shown}
+        scrollbar = len(shown) > request.visible_rows
+        widths = column_widths(shown, marks, columns, request.width, scrollbar=scrollbar)
+        changes.widths = widths
+        regrown = widths != request.widths  # a column got wider or narrower: cuts move
         for name, row in fresh.items():
             old = request.shown.get(name)
             if old is None:
-                changes.added.append((row, styled_cells(row, marks, columns)))
-            elif old != row:
-                before = dict(zip(TABLE_COLUMNS, display_cells(old, marks), strict=True))
-                after = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
-                cells = styled_cells(row, marks, columns)
-                moved = {
-                    c: cell for c, cell in zip(columns, cells, strict=True) if before[c] != after[c]
-                }
-                changes.changed.append((row, moved))  # the UI keeps the new row even so
+                changes.added.append((row, styled_cells(row, marks, columns, widths)))
+            elif old != row or regrown:
+                before = fitted_cells(old, marks, request.widths)
+                after = fitted_cells(row, marks, widths)
+                moved_columns = [c for c in columns if before[c] != after[c]]
+                if old == row and not moved_columns:
+                    continue
+                cells = dict(zip(columns, styled_cells(row, marks, columns, widths), strict=True))
+                # the UI keeps the new row even when no cell it shows has changed
+                changes.changed.append((row, {c: cells[c] for c in moved_columns}))
         changes.removed = [name for name in request.shown if name not in fresh]
         order = tuple(r.name for r in sorted(shown, key=sort_key))
         if order != request.order:
             changes.order = order
+
+
+def column_widths(
+    rows: list[NodeRow],
+    marks: frozenset[str],
+    columns: tuple[str, ...],
+    width: int,
+    *,
+    scrollbar: bool = True,
+) -> dict[str, int]:
+    """The node table's column widths for these rows on a `width`-cell screen (measured
+    here, off the UI thread; cells wider than their column are cut)."""
+    content = dict.fromkeys(columns, 0)
+    for row in rows:
+        cells = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
+        for column in columns:
+            content[column] = max(content[column], cell_len(cells[column]))
+    labels = {c: column_label(c, width) for c in columns}
+    return fit_widths(content, labels, width - (SCROLLBAR if scrollbar else 0))
 
 
 def _pool_filter(row_filter: RowFilter | None, snapshot: Snapshot) -> Callable[[str], bool] | None:
@@ -310,7 +422,7 @@ def status_parts(
         parts.append(StatusPart(f"[b yellow]STALE {since}[/]: {worst.error}", 0))
     waiting = getattr(source, "waiting", "")  # a simulated cluster still being built
     if waiting:
-        parts.append(StatusPart(f"[b yellow]{waiting}[/]", 0))
+        parts.append(StatusPart(f"[b yellow]{escape(waiting)}[/]", 0))
     elif not listed:
         # A partial list proves nothing is fine: say what is known, never "all ready".
         so_far = f"{len(nodes)} GPU nodes so far" if nodes else "no node yet"

@@ -14,13 +14,6 @@ from mignurse.diagnose.findings import Finding
 from mignurse.model import Node
 from mignurse.nodeview import resolve_node_name
 
-# Runbooks whose effect one of the others reverses: the confirmation and the report say so.
-OPPOSITES = {
-    "cordon": "uncordon",
-    "uncordon": "cordon",
-    "pause-node-repair": "resume-node-repair",
-    "resume-node-repair": "pause-node-repair",
-}
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 

@@ -69,6 +69,7 @@ class LiveSource:
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
         self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
+        self.karpenter_read_at = 0.0  # monotonic: when the settings held were asked for
         self.dra_version = ""  # the resource.k8s.io version watched; "" none
         self.notices: list[str] = []
         self.watcher: ClusterWatcher | None = None
@@ -103,6 +104,7 @@ class LiveSource:
         if not self.karpenter:
             self.notices.append(KARPENTER_ABSENT_NOTICE)
         else:
+            self.karpenter_read_at = time.monotonic()
             self.karpenter_settings = karpenter_settings(self.client, self.notices)
         self._read_dra(first=True)
 
@@ -195,7 +197,10 @@ class LiveSource:
             history = read_history(self.history, self.context, now)
             self.last_history = history  # the detail pane's timeline reads it too
         if self.karpenter:
-            self.karpenter_settings = self._reread_karpenter() or self.karpenter_settings
+            asked = time.monotonic()
+            settings = self._reread_karpenter()
+            if settings is not None:
+                self.karpenter_settings, self.karpenter_read_at = settings, asked
         self._read_dra()
         inp = DiagnosisInput(
             snapshot=self.state.snapshot(taken_at=now),
@@ -261,6 +266,7 @@ class LiveSource:
                 since=journal_since_words(DEFAULT_SINCE),
                 redactor=Redactor(),
                 progress=progress,
+                collected_at=now,  # the moment in the file's name, on the cluster's clock
             )
         with contextlib.suppress(Exception):  # the bundle is written; reading it back is a bonus
             self._evidence.update(load_offline(out).node_evidence)
@@ -398,11 +404,14 @@ class BuildingSource:
         self.collect_reports: list[str] = []
         self.last_history = History()
         self.bundle_dir = Path.cwd()
+        self.failed = ""  # why the build failed, once it has
         self._started = time.monotonic()
 
     @property
     def waiting(self) -> str:
-        """What the status line says while the cluster is built."""
+        """What the status line says while the cluster is built (or why it never will be)."""
+        if self.failed:
+            return f"the {self.what} could not start: {self.failed}"
         return f"building the {self.what}: {time.monotonic() - self._started:.0f} s…"
 
     @property

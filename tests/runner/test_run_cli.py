@@ -256,3 +256,43 @@ def test_resume_node_repair_tells_helm_users_to_set_node_repair_true(
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     said = resumed.stdout + resumed.stderr
     assert f"--set {setting}=true" in said and f"{setting}=false" not in said
+
+
+def test_the_pause_prompt_says_resume_reverses_it_and_replace_that_nothing_does(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    """At the typed confirmation on a terminal, the harm in words agrees with what follows
+    the run ("to reverse it, run resume-node-repair"), never "hard to reverse"."""
+    import pty
+
+    c = cluster_for("dcgm-repair-loop")
+    env = env_for(tmp_path / "state")
+    node = c.nodes("gpu-inference")[0]
+
+    def prompt(*args: str) -> subprocess.CompletedProcess[str]:
+        main_fd, terminal = pty.openpty()
+        try:
+            os.write(main_fd, b"no\n")  # a wrong answer: declined, nothing changes
+            return subprocess.run(
+                [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=terminal,
+            )
+        finally:
+            os.close(main_fd)
+            os.close(terminal)
+
+    paused = prompt("run", "pause-node-repair", "--node", node)
+    replaced = prompt("run", "replace-instance", "--node", node, "--param", "collect=false")
+
+    assert (
+        "HIGH HARM (reversible: resume-node-repair puts it back). Type ml-prod-usw2 to proceed: "
+        in paused.stderr
+    ), paused.stderr
+    assert "HIGH HARM (cannot be undone). Type " in replaced.stderr, replaced.stderr
+    assert "hard to reverse" not in paused.stderr + replaced.stderr
+    assert "declined" in paused.stdout, paused.stdout
+    assert not [r for r in c.sim.requests if r["method"] != "GET"]

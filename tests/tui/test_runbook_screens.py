@@ -16,8 +16,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, OptionList, Static
+from textual.widgets import DataTable, Input, OptionList, RichLog, Static
 
 from mignurse.cluster.client import NODEPOOLS, ClusterClient
 from mignurse.sim import SimCluster, load_scenario
@@ -278,12 +279,14 @@ async def test_high_harm_refuses_a_wrong_typed_word(
 
 
 async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gate(
-    repair_loop: tuple[SimCluster, MigNurseApp],
+    repair_loop: tuple[SimCluster, MigNurseApp], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The pause/resume promise in the app: pause from the finding's node, no replacement
     while paused, resume lists the nodes at risk and puts back the exact gate string."""
     sim, app = repair_loop
     prior = gate_string(sim)
+    source = app.source
+    assert isinstance(source, LiveSource)
     async with app.run_test(size=(160, 45)) as pilot:
         name, _ = await finding_node(app)
         await highlight(app, name)
@@ -294,10 +297,16 @@ async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gat
         await pilot.press("enter")  # the defaults, and the finding's node
         await plan_ready(app)
         assert "NodeRepair=true" in screen_text(app) and "NodeRepair=false" in screen_text(app)
-        await pilot.press("enter")
-        await confirm(app, pilot, CLUSTER)
-        async with clock_running(sim):
-            screen = await run_done(app, timeout=60)
+        # The app's next reads of the Deployment stall: what it read before the pause is all
+        # it holds. That is stale once the run is done, so resume is not refused on it.
+        with monkeypatch.context() as stalled:
+            stalled.setattr(source, "_reread_karpenter", lambda: None)
+            await pilot.press("enter")
+            await confirm(app, pilot, CLUSTER)
+            async with clock_running(sim):
+                screen = await run_done(app, timeout=60)
+            assert app.selection().repair_paused is None
+            assert app.selection().why_not("resume-node-repair") == ""
         assert screen.results[0].status == "succeeded", screen.report
         assert "pause: verified" in screen.report
         assert "run resume-node-repair" in screen.report
@@ -309,6 +318,7 @@ async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gat
         assert {c["metadata"]["name"] for c in sim.objects("nodeclaims")} <= claims
 
         await until(lambda: app.screen is app.screen_stack[0])
+        await until(lambda: app.selection().repair_paused is True)  # judged again after the run
         await pilot.press("R")
         await until(lambda: isinstance(app.screen, RunbookPicker))
         app.screen.dismiss("resume-node-repair")
@@ -332,7 +342,7 @@ async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gat
         audit = app.screen
         assert isinstance(audit, AuditScreen)
         rows = audit.rows()
-        assert [r[2] for r in rows[:2]] == ["resume-node-repair", "pause-node-repair"]
+        assert [r[2] for r in rows[:2]] == ["resume-node-repair", "pause-node-repair"], rows
         assert all(r[4] == "succeeded" and r[3] == CLUSTER for r in rows[:2])
         await pilot.press("enter")
         await until(lambda: isinstance(app.screen, RunStepsScreen))
@@ -390,7 +400,7 @@ async def test_read_only_hides_runbooks_and_cordon(tmp_path: Path, state_home: P
             app.open_pool("gpu-inference")
             await until(lambda: bool(table_rows(app)))
             app.query_one("#nodes", DataTable).focus()
-            assert "A" in footer_keys(app)
+            assert "A" in app.screen.active_bindings  # listed in `?`, out of the footer
             shown = app.screen.active_bindings  # dimmed keys are in it too: these must not be
             assert "R" not in shown and "x" not in shown
             assert app.runbook_names() == []
@@ -434,6 +444,8 @@ async def test_high_harm_prompt_is_on_screen_at_80x24_and_takes_the_short_name(
         await until(lambda: isinstance(app.screen, RunScreen))
         # it ran: the node is cordoned first (the log names every step before they run)
         await until(lambda: node_obj(sim, name)["spec"].get("unschedulable") is True, timeout=30)
+        log = app.screen.query_one("#run-output", RichLog)  # it follows its newest line
+        await until(lambda: log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y)
 
 
 async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
@@ -486,3 +498,48 @@ async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
         assert "u" not in footer_keys(app), screen.report
         assert "cannot undo:" in screen.report, screen.report
         assert "running" not in screen.step_states().values()
+
+
+async def test_a_pause_at_120_columns_reads_one_clock_and_says_how_it_is_reversed(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    """The harm line names the runbook that reverses a pause; back on the fleet, PAUSED
+    leaves KIND and the status line whole at 120 columns, and its time is the one the audit
+    log wrote (the demo's clock, not the laptop's)."""
+    from mignurse.runner.audit import read_audit
+    from mignurse.tui.app import FLEET
+
+    from .test_fleet_app import fleet_rows
+
+    sim, app = repair_loop
+    async with app.run_test(size=(120, 40)) as pilot:
+        name, _ = await finding_node(app)
+        await highlight(app, name)
+        app.start_runbook("pause-node-repair")
+        await params_ready(app)
+        await pilot.press("enter")
+        await plan_ready(app)
+        await pilot.press("enter")
+        await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+        harm = screen_text(app, "#confirm-harm")
+        assert "HIGH HARM · reversible: resume-node-repair puts it back" in harm, harm
+        assert "hard to reverse" not in harm and "cannot be undone" not in harm
+        await confirm(app, pilot, CLUSTER)
+        async with clock_running(sim):
+            screen = await run_done(app, timeout=60)
+        assert screen.results[0].status == "succeeded", screen.report
+        run_id = screen.results[0].run_id
+        await pilot.press("escape")
+        await until(lambda: app.screen is app.screen_stack[0])
+        await pilot.press("escape")
+        await until(lambda: app.view == FLEET)
+        app.action_refresh_now()
+        await until(lambda: fleet_rows(app)[0][4].startswith("PAUSED since"), timeout=30)
+        fleet = app.query_one(f"#{FLEET}", DataTable)
+        assert "KIND" in [str(c.value) for c in fleet.columns]
+        assert fleet.virtual_size.width <= fleet.size.width
+        status = static_text(app.query_one("#status", Static)).strip()
+        assert "Karpenter on" in status and "as of" in status and "…" not in status
+        since = fleet_rows(app)[0][4].removeprefix("PAUSED since ").removesuffix("Z")
+        stamps = [e["ts"][11:16] for e in read_audit() if e.get("run") == run_id]
+        assert stamps[0] <= since <= stamps[-1], (since, stamps)

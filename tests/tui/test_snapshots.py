@@ -21,16 +21,15 @@ from textual.widgets import DataTable
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import LiveSource, MigNurseApp, make_app
 
 START = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)  # a fixed sim start: ages and clocks never move
 WIDE, SMALL = (120, 36), (80, 24)
-AHR = TABLE_COLUMNS.index("AHR")
 SnapCompare = Callable[..., bool]
 
 
 @pytest.fixture
-def app(tmp_path: Path) -> Iterator[MigNurseApp]:
+def app(tmp_path: Path, state_home: Path) -> Iterator[MigNurseApp]:
     sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0, start=START).start()
     client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
     source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
@@ -87,12 +86,34 @@ async def broken_node(pilot: Pilot[Any]) -> None:
     table = app.query_one("#nodes", DataTable)
     await until(lambda: table.row_count > 0)
     keys = [row.key for row in table.ordered_rows]  # display order (sorted)
-    broken = next(i for i, k in enumerate(keys) if str(table.get_row(k)[AHR]).startswith("False"))
+    ahr = [str(c.value) for c in table.columns].index("AHR")  # 80 columns show fewer
+    broken = next(i for i, k in enumerate(keys) if str(table.get_row(k)[ahr]).startswith("False"))
     # a highlight event on the row, even when it is already the first (sorted: CRIT first)
     await pilot.press(*(["down"] * broken if broken else ["down", "up"]))
     # the detail with its pods
     await until(lambda: app.pods_of(str(keys[broken].value)) is not None)
     await still(pilot)
+
+
+async def high_harm_prompt(pilot: Pilot[Any]) -> None:
+    """`R` on the broken node, the first suggestion (pause-node-repair), its params and
+    plan as given, then enter: the typed confirmation, nothing changed yet."""
+    from mignurse.tui.screens.confirm import ConfirmScreen
+    from mignurse.tui.screens.params import ParamsScreen
+    from mignurse.tui.screens.picker import RunbookPicker
+    from mignurse.tui.screens.plan import PlanScreen
+
+    await broken_node(pilot)
+    app = pilot.app
+    await pilot.press("R")
+    await until(lambda: isinstance(app.screen, RunbookPicker))
+    await pilot.press("enter")
+    await until(lambda: isinstance(app.screen, ParamsScreen) and app.screen.is_mounted)
+    await pilot.press("enter")
+    await until(lambda: isinstance(app.screen, PlanScreen) and app.screen.ready)
+    await pilot.press("enter")
+    await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+    await pilot.pause(0.2)
 
 
 def test_fleet_view_puts_the_looping_pool_first(
@@ -113,3 +134,13 @@ def test_pool_nodes_with_the_broken_nodes_detail(
 
 def test_help_lists_every_key(app: MigNurseApp, snap_compare: SnapCompare) -> None:
     assert snap_compare(app, terminal_size=WIDE, run_before=settled, press=["question_mark"])
+
+
+def test_pool_nodes_fit_80x24_with_ahr_and_taints(
+    app: MigNurseApp, snap_compare: SnapCompare
+) -> None:
+    assert snap_compare(app, terminal_size=SMALL, run_before=broken_node)
+
+
+def test_high_harm_prompt_in_view_at_80x24(app: MigNurseApp, snap_compare: SnapCompare) -> None:
+    assert snap_compare(app, terminal_size=SMALL, run_before=high_harm_prompt)

@@ -63,6 +63,7 @@ class ConfirmScreen(ModalScreen[bool]):
     #confirm-word, #confirm-word:focus { height: 1; border: none; padding: 0 1; }
     #confirm-word:focus { background: $boost; }
     #confirm-error { color: $error; height: auto; }
+    #confirm-ask { height: auto; }
     """
 
     def __init__(
@@ -91,11 +92,12 @@ class ConfirmScreen(ModalScreen[bool]):
             with Vertical(id="confirm-prompt"):
                 yield Label(harm_words(self.level, self.reversal), id="confirm-harm")
                 if self.level >= Harm.HIGH:
-                    yield Label(
+                    yield Static(  # wraps: the whole line at 80 columns
                         Text.assemble(
                             "Type ", (self.shown_word, "bold"),
                             " and press enter to proceed; esc refuses; pgup/pgdn scroll the plan:",
-                        )
+                        ),
+                        id="confirm-ask",
                     )  # fmt: skip
                     yield Input(id="confirm-word", placeholder="type the name here")
                     yield Static("", id="confirm-error")

@@ -27,12 +27,12 @@ from mignurse.nodeview import short_name
 from mignurse.runner import state as st
 from mignurse.runner.engine import Followup, Plan, RunError, RunEvent, Runner, RunResult
 from mignurse.runner.lock import LockError
-from mignurse.runner.render import plan_markup
+from mignurse.runner.render import OPPOSITES, plan_markup, reversal_words
 from mignurse.runner.schema import RunbookError
 from mignurse.runner.step import Harm, StepFailed
 from mignurse.tui.desk import Desk
 from mignurse.tui.screens.confirm import ModalConfirmer
-from mignurse.tui.selection import OPPOSITES, Selection
+from mignurse.tui.selection import Selection
 
 RUNNER_ERRORS = (RunError, LockError, RunbookError, StepFailed, ClusterError)
 STATE_STYLE = {
@@ -58,16 +58,6 @@ OUTCOME_STYLE = {
     "refused": "bold red",
     "running": "cyan",
 }
-
-
-def reversal_words(book_name: str, harm: Harm, can_undo: bool) -> str:
-    """How the change is put back, for the confirmation's harm line."""
-    opposite = OPPOSITES.get(book_name)
-    if opposite:
-        return f"reversible: {opposite} puts it back"
-    if can_undo:
-        return "reversible: undo (u) puts back what it changed"
-    return "cannot be undone" if harm >= Harm.HIGH else ""
 
 
 class EngineEvent(Message):
@@ -235,10 +225,7 @@ class RunScreen(ModalScreen[None]):
     # the worker
 
     def _reversal(self) -> str:
-        book = (self._current or self.runners[0]).book
-        actions = [step.make() for step in book.steps]
-        can_undo = all(a.can_undo for a in actions if a.mutates)
-        return reversal_words(book.name, book.harm, can_undo)
+        return reversal_words((self._current or self.runners[0]).book)
 
     @work(thread=True, exclusive=True, group="runbook-run", exit_on_error=False)
     def _run(self) -> None:
@@ -342,6 +329,11 @@ class RunScreen(ModalScreen[None]):
         self._reconcile_rows()
         self._show_report()
         self.refresh_bindings()
+        # The cluster changed: the app judges it again now, not at its next 5 s diagnosis,
+        # and holds what it read before as stale until then.
+        changed = getattr(self.app, "cluster_changed", None)
+        if callable(changed):
+            changed()
 
     def _reconcile_rows(self) -> None:
         """Every step row as the run state has it: a step cut short never stays "running"."""
