@@ -172,7 +172,7 @@ def _loaded_runbooks(wanted: str | None = None) -> tuple[dict[str, Runbook], dic
 def _check_state_home() -> None:
     """Runs and the audit log live under $XDG_STATE_HOME: a wrong one is refused before a
     plan is shown or anything changes."""
-    from mignurse.runner.state import state_home
+    from mignurse.paths import state_home
     from mignurse.untrusted import folder_problem
 
     home = state_home()
