@@ -38,9 +38,13 @@ from typing import Any
 from textual.widgets import DataTable
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import ADD_CHUNK, FLEET, LiveSource, MigNurseApp, make_app
 from mignurse.tui.table import BatchTable
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 
 @dataclass
@@ -182,7 +186,7 @@ async def churn(sim: RemoteSim, seconds: int = 12) -> None:
 async def run(sim: RemoteSim, kubeconfig: Path) -> dict[str, float]:
     global phase
     client = ClusterClient.connect(kubeconfig=str(kubeconfig))
-    source = LiveSource(client, simulated="scale-5000")
+    source = LiveSource(client, simulated="scale-5000", access=SIM_ACCESS)
     source.check()
     app: Any = make_app(source)
     marks: dict[str, float] = {}

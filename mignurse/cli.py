@@ -66,6 +66,9 @@ def _app_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
                             "as soon as its repair clock starts"}),
         ("--light", {"action": "store_true", "help": "the app in a light theme, for light "
                      "terminal backgrounds (`:` theme changes it)"}),
+        ("--profile", {"help": "AWS profile for what the app does in AWS (runbooks' "
+                       "steps), as the aws CLI"}),
+        ("--region", {"help": "AWS region for what the app does in AWS, as the aws CLI"}),
     ]  # fmt: skip
     for flag, options in flags:
         if flag in parser._option_string_actions:
@@ -646,28 +649,19 @@ def _check_ssm_upload(args: argparse.Namespace) -> None:
         )
 
 
-def _ssm_clients(args: argparse.Namespace) -> tuple[Any, Any]:
-    """SSM and S3 clients as the aws CLI would build them (profile, region, and the
-    standard AWS_ENDPOINT_URL_* overrides), with adaptive retries against throttling."""
-    import boto3
-    import botocore.exceptions
-    from botocore.config import Config
+def _sim_sandbox_shells(client: Any, sandboxes: Path) -> Any:
+    """The simulator's transport, loaded only when a command reaches simulated nodes."""
+    from mignurse.sim.nodes import sandbox_shells
 
-    if not args.bucket:
-        raise UserError("--transport ssm needs --bucket BUCKET for the nodes' archives")
-    try:
-        session = boto3.Session(
-            profile_name=getattr(args, "profile", None), region_name=getattr(args, "region", None)
-        )
-    except botocore.exceptions.ProfileNotFound as exc:
-        raise UserError(f"{exc}: check --profile or ~/.aws/config") from None
-    if session.region_name is None:
-        raise UserError("no AWS region: pass --region or set AWS_REGION / AWS_DEFAULT_REGION")
-    retries = Config(retries={"mode": "adaptive", "max_attempts": 5})
-    # A local S3 stand-in (AWS_ENDPOINT_URL_S3) has no virtual-host DNS: path-style there.
-    s3_style = "path" if os.environ.get("AWS_ENDPOINT_URL_S3") else "auto"
-    s3_config = retries.merge(Config(s3={"addressing_style": s3_style}, signature_version="s3v4"))
-    return session.client("ssm", config=retries), session.client("s3", config=s3_config)
+    return sandbox_shells(client, sandboxes)
+
+
+def _access(args: argparse.Namespace) -> Any:
+    """How this command reaches nodes and AWS: its flags, and the simulator's sandboxes
+    for a simulated cluster (the faces inject them; the core never imports the simulator)."""
+    from mignurse.collect.access import Access
+
+    return Access.from_args(args, sandbox_shells=_sim_sandbox_shells)
 
 
 def _nodegroup_reader(
@@ -782,6 +776,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from mignurse.collect.run import collect, select_nodes
     from mignurse.collect.transports import shell_factory
 
+    access = _access(args)
     since = journal_since(args.since)
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
@@ -802,13 +797,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         if not nodes:
             print("No node matches: nothing to collect.", file=sys.stderr)
             return EXIT_OK
-        transport = args.transport
-        if transport == "auto":
-            if _is_simulated(args.kubeconfig, client.info.cluster):
-                transport = "sim"
-            else:
-                transport = "ssm" if args.bucket else "ssh"
-        ssm_clients = _ssm_clients(args) if transport == "ssm" else None
+        simulated = _is_simulated(args.kubeconfig, client.info.cluster)
+        transport = access.resolve(simulated=simulated)
         now = client.server_now()
         out = _bundle_path(
             args.output, f"mignurse-bundle-{client.info.context}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
@@ -818,13 +808,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:
             shell_for = shell_factory(
-                client,
-                transport=transport,
-                sandboxes=Path(sandboxes),
-                ssm_clients=ssm_clients,
-                bucket=args.bucket,
-                ssm_upload=args.ssm_upload,
-                accept_new_host_keys=args.accept_new_host_keys,
+                client, access, sandboxes=Path(sandboxes), simulated=simulated
             )
             progress = _CollectProgress(len(nodes))
             print(
@@ -944,18 +928,8 @@ def cmd_userdata(args: argparse.Namespace) -> int:
 def _shells_for(args: argparse.Namespace, client: Any, sandboxes: Path) -> Any:
     from mignurse.collect.transports import shell_factory
 
-    if _is_simulated(args.kubeconfig, client.info.cluster):
-        transport = "sim"
-    else:
-        transport = "ssm" if getattr(args, "bucket", None) else "ssh"
-    return shell_factory(
-        client,
-        transport=transport,
-        sandboxes=sandboxes,
-        ssm_clients=_ssm_clients(args) if transport == "ssm" else None,
-        bucket=getattr(args, "bucket", None),
-        ssm_upload=getattr(args, "ssm_upload", "presigned"),
-    )
+    simulated = _is_simulated(args.kubeconfig, client.info.cluster)
+    return shell_factory(client, _access(args), sandboxes=sandboxes, simulated=simulated)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -1047,10 +1021,12 @@ def cmd_app(args: argparse.Namespace) -> int:
     history_path = default_history_path()
     unusable = folder_problem(history_path.parent)
     client = _connect(args)
+    access = _access(args)
     source = LiveSource(
         client,
         history_path=None if unusable else history_path,
         auto_collect=_auto_collect_dir(args),
+        access=access,
     )
     if unusable:  # the app works without its history; it says why there is none
         source.notices.append(f"history not kept: XDG_STATE_HOME: {unusable}")
@@ -1061,6 +1037,7 @@ def cmd_app(args: argparse.Namespace) -> int:
         other = LiveSource(
             ClusterClient.connect(kubeconfig=args.kubeconfig, context=context),
             history_path=default_history_path(),
+            access=access,
         )
         other.check()
         return other
@@ -1160,6 +1137,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 clock=sim.now,
                 history_path=Path(tmp) / "history.sqlite3",
                 auto_collect=_auto_collect_dir(args),
+                access=_access(args),  # the simulator's sandboxes: `c` and runbooks use them
             )
             source.check()
             return source
@@ -1300,6 +1278,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:  # Ctrl-C while these load (a second or so on a cold disk) is a plain exit
         from mignurse.cluster.client import ClusterError
         from mignurse.cluster.history import HistoryError
+        from mignurse.collect.access import AccessError
         from mignurse.collect.run import CollectError
         from mignurse.diagnose.sources import SourceError
         from mignurse.sim import ScenarioError
@@ -1331,7 +1310,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if args.command in ("runbooks", "run", "runs", "unlock"):
             from mignurse.runner.commands import dispatch
 
-            return dispatch(args, _connect, _is_simulated)
+            return dispatch(args, _connect, _is_simulated, _access)
         return cmd_app(args)
     except (
         ClusterError,
@@ -1341,6 +1320,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         SourceError,
         CollectError,
         LimitError,
+        AccessError,
     ) as exc:
         if debug:
             raise

@@ -1,9 +1,14 @@
-"""Private files and folders: what mignurse writes (bundles, history, run state, audit log)
-names nodes, clusters and their failures, so only its owner may read it.
+"""Where mignurse keeps its files, and who may read them.
 
-Folders are 0700 and files 0600 whatever the umask, as the XDG Base Directory
-Specification asks of folders it creates (specifications.freedesktop.org/basedir-spec,
-"Referencing this specification").
+Where: the state folder is `$XDG_STATE_HOME/mignurse`, else `~/.local/state/mignurse` (a
+relative `$XDG_STATE_HOME` is ignored, as the spec says); it holds the history, run state
+(`runs/`, with what each run's lock names) and the audit log. Runbooks come from
+`$MIGNURSE_RUNBOOKS`, else the package's own. Nothing is created until it is written.
+
+Who: what mignurse writes (bundles, history, run state, audit log) names nodes, clusters and
+their failures, so only its owner may read it. Folders are 0700 and files 0600 whatever the
+umask, as the XDG Base Directory Specification asks of folders it creates
+(specifications.freedesktop.org/basedir-spec, "Referencing this specification").
 """
 
 from __future__ import annotations
@@ -11,10 +16,46 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 from pathlib import Path
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+HISTORY_FILENAME = "history.sqlite3"
+
+
+def state_home() -> Path:
+    """$XDG_STATE_HOME/mignurse, else ~/.local/state/mignurse. Nothing is created here."""
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    # The XDG spec says relative values are invalid and must be ignored.
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "state"
+    return base / "mignurse"
+
+
+def history_file(state_dir: Path | None = None) -> Path:
+    """The history database: in `state_dir` (`--state-dir`) when given, else the state home."""
+    return (state_dir or state_home()) / HISTORY_FILENAME
+
+
+def runs_dir() -> Path:
+    """One JSON file per run: what `--resume`, `--undo` and `mignurse runs` read."""
+    return state_home() / "runs"
+
+
+def audit_log() -> Path:
+    return state_home() / "audit.jsonl"
+
+
+def runbooks_dir() -> Path:
+    """$MIGNURSE_RUNBOOKS (a site's own runbooks), else `runbooks/` beside the package (a
+    checkout or editable install), else `<prefix>/share/mignurse/runbooks` (a wheel)."""
+    override = os.environ.get("MIGNURSE_RUNBOOKS")
+    if override:
+        return Path(override).expanduser()
+    beside = Path(__file__).resolve().parent.parent / "runbooks"
+    installed = Path(sys.prefix) / "share" / "mignurse" / "runbooks"
+    return beside if beside.is_dir() or not installed.is_dir() else installed
 
 
 def private_dir(path: Path, *, tighten: bool = False) -> Path:

@@ -33,12 +33,16 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import LiveSource, MigNurseApp, make_app
 from mignurse.tui.screens.confirm import ConfirmScreen
 from mignurse.tui.screens.params import ParamsScreen
 from mignurse.tui.screens.picker import RunbookPicker
 from mignurse.tui.screens.plan import PlanScreen
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SCENARIO = "dcgm-repair-loop"
@@ -190,7 +194,9 @@ def demo_app(tmp: Path, *, light: bool) -> Iterator[MigNurseApp]:
     sim = SimCluster(load_scenario(SCENARIO), speed=0, start=START).start()
     try:
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp / "kubeconfig")))
-        source = LiveSource(client, simulated=SCENARIO, clock=sim.now, bundle_dir=Path("."))
+        source = LiveSource(
+            client, simulated=SCENARIO, clock=sim.now, bundle_dir=Path("."), access=SIM_ACCESS
+        )
         source.check()
         yield make_app(source, light=light)
     finally:

@@ -61,3 +61,68 @@ def test_a_device_or_pipe_written_to_keeps_its_mode(tmp_path: Path) -> None:
     os.mkfifo(pipe, 0o644)
     os.close(open_private(pipe, os.O_RDWR))  # O_RDWR: a FIFO opens without a reader
     assert _mode(pipe) == 0o644
+
+
+def _write_everything() -> None:
+    """What a run and a watch leave behind: run state, an audit line, the history."""
+    from mignurse.cluster.history import HistoryStore, default_history_path
+    from mignurse.runner.audit import Audit
+    from mignurse.runner.state import RunState
+
+    RunState("0a1b2c3d", "cordon", {}, "ctx", "cluster", "node-1", "me@here").save()
+    Audit().write("started", "0a1b2c3d")
+    with HistoryStore(default_history_path()):
+        pass
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_state_audit_and_history_are_private_under_an_open_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse import paths
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    _write_everything()
+    home = paths.state_home()
+    assert home == tmp_path / "state" / "mignurse"
+    for folder in (tmp_path / "state", home, paths.runs_dir()):
+        assert _mode(folder) == 0o700, folder
+    written = [paths.audit_log(), paths.history_file(), *paths.runs_dir().glob("*.json")]
+    assert len(written) == 3
+    for file in (*written, home / "history.sqlite3.lock"):
+        assert _mode(file) == 0o600, file
+
+
+@pytest.mark.usefixtures("open_umask")
+def test_a_state_folder_left_0755_by_an_earlier_version_is_tightened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse import paths
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    home = paths.state_home()
+    (home / "runs").mkdir(parents=True, mode=0o755)
+    home.chmod(0o755)
+    paths.history_file().write_bytes(b"")
+    paths.history_file().chmod(0o644)
+    _write_everything()
+    assert _mode(home) == 0o700 and _mode(paths.runs_dir()) == 0o700
+    assert _mode(paths.history_file()) == 0o600
+
+
+def test_every_module_takes_its_state_paths_from_one_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative XDG_STATE_HOME is ignored (the spec calls it invalid) by runs, the audit
+    log and the history alike."""
+    from mignurse.cluster.history import default_history_path
+    from mignurse.runner.audit import audit_path
+    from mignurse.runner.state import RunState
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/state")
+    home = tmp_path / ".local" / "state" / "mignurse"
+    assert default_history_path() == home / "history.sqlite3"
+    assert audit_path() == home / "audit.jsonl"
+    run = RunState("0a1b2c3d", "cordon", {}, "ctx", "cluster", "node-1", "me@here")
+    assert run.path == home / "runs" / "0a1b2c3d.json"

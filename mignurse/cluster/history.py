@@ -44,12 +44,11 @@ from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
 from mignurse.model import Condition, Event
-from mignurse.paths import private_dir
+from mignurse.paths import history_file, open_private, private_dir, state_home
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-HISTORY_FILENAME = "history.sqlite3"
 
 DEFAULT_MAX_AGE = timedelta(days=14)
 DEFAULT_MAX_BYTES = 256 * 2**20
@@ -104,15 +103,11 @@ class WriterBusy(HistoryError):
 
 
 def default_state_dir() -> Path:
-    """$XDG_STATE_HOME/mignurse, else ~/.local/state/mignurse. Nothing is created here."""
-    xdg = os.environ.get("XDG_STATE_HOME", "")
-    # The XDG spec says relative values are invalid and must be ignored.
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "state"
-    return base / "mignurse"
+    return state_home()
 
 
 def default_history_path(state_dir: Path | None = None) -> Path:
-    return (state_dir or default_state_dir()) / HISTORY_FILENAME
+    return history_file(state_dir)
 
 
 # -- time -------------------------------------------------------------------------------
@@ -419,13 +414,14 @@ class HistoryStore:
         return self.path.with_name(self.path.name + ".lock")
 
     def _ensure_dir(self) -> None:
-        # History reveals cluster topology: keep it private to the user (XDG wants 0700).
-        private_dir(self.path.parent)
+        # History reveals cluster topology: keep it private to the user (XDG wants 0700);
+        # only mignurse's own state folder is tightened, never a --state-dir the user made.
+        private_dir(self.path.parent, tighten=self.path.parent == state_home())
 
     def _take_writer_lock(self) -> None:
         self._ensure_dir()
         try:
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             raise HistoryError(f"cannot create {self.lock_path}: {exc.strerror}") from None
         try:
@@ -459,10 +455,12 @@ class HistoryStore:
         return conn
 
     def _open_writer(self) -> None:
-        if not self.path.exists():
-            # Create it 0600 ourselves; SQLite gives -wal/-shm the same mode.
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            os.close(fd)
+        # Create it 0600 ourselves (or narrow an older wider one); SQLite gives -wal/-shm
+        # the same mode.
+        try:
+            os.close(open_private(self.path, os.O_RDWR | os.O_CREAT))
+        except OSError as exc:
+            raise HistoryError(f"cannot open history {self.path}: {exc.strerror}") from None
         conn = self._connect(self.path.resolve().as_uri())
         try:
             version = self._check_version(conn)

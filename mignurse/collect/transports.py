@@ -1,12 +1,11 @@
-"""Which way into each node: one choice for the command line and the app alike."""
+"""One shell per node, over the transport the user's `collect.access.Access` resolves to."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from mignurse.cluster.client import NODES, ClusterClient
+from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access, AccessError, ShellFor, aws_client
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
@@ -16,35 +15,34 @@ from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 
 def shell_factory(
     client: ClusterClient,
+    access: Access,
     *,
-    transport: str,
     sandboxes: Path,
-    ssm_clients: tuple[Any, Any] | None = None,
-    bucket: str | None = None,
-    ssm_upload: str = "presigned",
-    accept_new_host_keys: bool = False,
-) -> Callable[[Node], NodeShell]:
-    """`sim`: the simulator's sandboxes (built under `sandboxes` from each Node object);
-    `ssm`: SSM, falling back to SSH where SSM does not manage the instance; `ssh`: SSH to
-    the node's name (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM).
-    `ssm_upload`: how SSM output reaches `bucket` ("presigned" or "output-bucket", see
-    `SSMFleet`)."""
-
+    simulated: bool = False,
+) -> ShellFor:
+    """One shell per node, over the transport `access` resolves to: `sim`, the injected
+    sandboxes (built under `sandboxes`); `ssm`, SSM through `access.bucket`, falling back to
+    SSH where SSM does not manage the instance; `ssh`, SSH to the node's name
+    (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM)."""
+    transport = access.resolve(simulated=simulated)
+    if transport == "sim":
+        if access.sandbox_shells is None:
+            raise AccessError("--transport sim works only against mignurse's simulator")
+        return access.sandbox_shells(client, sandboxes)
     fleet = None
-    if transport == "ssm" and ssm_clients is not None and bucket:
+    if transport == "ssm":
+        if not access.bucket:
+            raise AccessError("--transport ssm needs --bucket BUCKET for the nodes' archives")
         # one fleet for every node: `collect` sends one command per 50 of them
         fleet = SSMFleet(
-            ssm_client=ssm_clients[0], s3_client=ssm_clients[1], bucket=bucket, upload=ssm_upload
+            ssm_client=aws_client(access, "ssm"),
+            s3_client=aws_client(access, "s3"),
+            bucket=access.bucket,
+            upload=access.ssm_upload,
         )
 
     def shell_for(node: Node) -> NodeShell:
-        if transport == "sim":
-            from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
-
-            raw = client.get(NODES, node.name)
-            sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story_for(raw))
-            return SandboxShell(sandbox)
-        ssh = SSHShell(node.name, node.name, accept_new_host_keys=accept_new_host_keys)
+        ssh = SSHShell(node.name, node.name, accept_new_host_keys=access.accept_new_host_keys)
         if fleet is not None and node.instance_id:
             ssm = SSMShell(node.name, node.instance_id, fleet=fleet)
             return FallbackShell(ssm, ssh, when="is not managed by SSM")

@@ -24,14 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mignurse.paths import open_private, private_dir
-from mignurse.runner.state import now_text, state_home
+from mignurse.paths import audit_log, open_private, private_dir
+from mignurse.runner.state import now_text
 
 AWS_LOOKUP_SECONDS = 3.0
 
 
 def audit_path() -> Path:
-    return state_home() / "audit.jsonl"
+    return audit_log()
 
 
 def local_holder() -> str:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.runner.engine import (
     Followup,
@@ -47,6 +47,9 @@ from mignurse.runner.schema import (
     resolve_params,
 )
 from mignurse.runner.step import Harm, StepFailed
+
+if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
+    from mignurse.collect.access import Access
 
 EXIT_USAGE = 2
 RUNS_SHOWN = 30
@@ -172,7 +175,7 @@ def _loaded_runbooks(wanted: str | None = None) -> tuple[dict[str, Runbook], dic
 def _check_state_home() -> None:
     """Runs and the audit log live under $XDG_STATE_HOME: a wrong one is refused before a
     plan is shown or anything changes."""
-    from mignurse.runner.state import state_home
+    from mignurse.paths import state_home
     from mignurse.untrusted import folder_problem
 
     home = state_home()
@@ -200,6 +203,7 @@ def _followups_now(
     saved: Any,
     connect: Callable[[argparse.Namespace], Any],
     is_simulated: Callable[[str | None, str], bool],
+    access: Access,
 ) -> dict[str, Followup] | str:
     """What can follow a saved run, read from its own context as `--resume`/`--undo` would
     read it; or one line saying why that cannot be told now."""
@@ -218,16 +222,14 @@ def _followups_now(
         with tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:
-            factory = shell_factory(
-                client, transport="sim" if simulated else "ssh", sandboxes=Path(sandboxes)
-            )
+            factory = shell_factory(client, access, sandboxes=Path(sandboxes), simulated=simulated)
             books, _problems = _loaded_runbooks()
             return possible_followups(
                 saved.run_id,
                 client=client,
                 books=books,
                 shell_for=node_shells(client, factory),
-                aws=_aws(argparse.Namespace(profile=None, region=None)),
+                aws=aws_for(access),
             )
     finally:
         client.close()
@@ -238,6 +240,7 @@ def cmd_runs(
     *,
     connect: Callable[[argparse.Namespace], Any],
     is_simulated: Callable[[str | None, str], bool],
+    access: Access,
 ) -> int:
     from mignurse.runner import state as st
     from mignurse.runner.audit import read_audit
@@ -255,7 +258,7 @@ def cmd_runs(
             raise RunCommandError(f"no run {args.run_id!r}: `mignurse runs` lists them")
         follow: dict[str, Followup] | str = {}
         if saved is not None:
-            follow = _followups_now(args, saved, connect, is_simulated)
+            follow = _followups_now(args, saved, connect, is_simulated, access)
         if args.output == "json":
             from dataclasses import asdict
 
@@ -329,27 +332,20 @@ def _find_node(client: Any) -> Callable[[str], str | None]:
     return find
 
 
-def _aws(args: argparse.Namespace) -> Callable[[str], Any]:
-    """`ctx.aws(service)`: boto3 clients as the aws CLI builds them (adaptive retries)."""
+def aws_for(access: Access) -> Callable[[str], Any]:
+    """`ctx.aws(service)`: boto3 clients from the session `access` resolves to (the user's
+    --profile and --region), made when a step first asks; a step fails in one line when
+    AWS cannot be reached as asked."""
     clients: dict[str, Any] = {}
 
     def make(service: str) -> Any:
-        if service in clients:
-            return clients[service]
-        import boto3
-        import botocore.exceptions
-        from botocore.config import Config
+        from mignurse.collect.access import AccessError, aws_client
 
-        try:
-            session = boto3.Session(profile_name=args.profile, region_name=args.region)
-        except botocore.exceptions.ProfileNotFound as exc:
-            raise StepFailed(f"{exc}: check --profile or ~/.aws/config") from None
-        if session.region_name is None:
-            raise StepFailed("no AWS region: pass --region or set AWS_REGION")
-        if session.get_credentials() is None:
-            raise StepFailed("no AWS credentials: configure a profile (aws sso login) or env")
-        config = Config(retries={"mode": "adaptive", "max_attempts": 5})
-        clients[service] = session.client(service, config=config)
+        if service not in clients:
+            try:
+                clients[service] = aws_client(access, service, need_credentials=True)
+            except AccessError as exc:
+                raise StepFailed(str(exc)) from None
         return clients[service]
 
     return make
@@ -397,7 +393,9 @@ def cmd_run(
     *,
     connect: Callable[[argparse.Namespace], Any],
     is_simulated: Callable[[str | None, str], bool],
+    access: Access,
 ) -> int:
+    from mignurse.collect.access import AccessError
     from mignurse.collect.transports import shell_factory
     from mignurse.runner.render import Progress, TerminalConfirmer, print_report, reversal_words
 
@@ -420,31 +418,16 @@ def cmd_run(
     read_only = bool(getattr(args, "read_only", False))
     client = connect(args)
     try:
-        transport = args.transport
-        if transport == "auto":
-            if is_simulated(getattr(args, "kubeconfig", None), client.info.cluster):
-                transport = "sim"
-            else:
-                transport = "ssm" if args.bucket else "ssh"
-        ssm_clients = None
-        if transport == "ssm":
-            aws = _aws(args)
-            if not args.bucket:
-                raise RunCommandError("--transport ssm needs --bucket BUCKET")
-            ssm_clients = (aws("ssm"), aws("s3"))
-        with _sandboxes(args, transport) as sandboxes:
-            factory = shell_factory(
-                client,
-                transport=transport,
-                sandboxes=sandboxes,
-                ssm_clients=ssm_clients,
-                bucket=args.bucket,
-                accept_new_host_keys=args.accept_new_host_keys,
-            )
+        simulated = is_simulated(getattr(args, "kubeconfig", None), client.info.cluster)
+        with _sandboxes(args) as sandboxes:
+            try:
+                factory = shell_factory(client, access, sandboxes=sandboxes, simulated=simulated)
+            except AccessError as exc:
+                raise RunCommandError(str(exc)) from None
             common: dict[str, Any] = {
                 "client": client,
                 "shell_for": node_shells(client, factory),
-                "aws": _aws(args),
+                "aws": aws_for(access),
                 "listener": Progress() if args.output == "text" else (lambda event: None),
                 "confirmer": TerminalConfirmer(),
                 "yes": args.yes,
@@ -481,7 +464,7 @@ def cmd_run(
 
 
 @contextmanager
-def _sandboxes(args: argparse.Namespace, transport: str) -> Iterator[Path]:
+def _sandboxes(args: argparse.Namespace) -> Iterator[Path]:
     if args.sandboxes:
         folder = Path(args.sandboxes)
         folder.mkdir(parents=True, exist_ok=True)
@@ -658,6 +641,7 @@ def dispatch(
     args: argparse.Namespace,
     connect: Callable[[argparse.Namespace], Any],
     is_simulated: Callable[[str | None, str], bool],
+    access_for: Callable[[argparse.Namespace], Access],
 ) -> int:
     """Run `runbooks`, `run`, `runs` or `unlock`; their user errors become one line and exit
     2."""
@@ -665,10 +649,12 @@ def dispatch(
         if args.command == "runbooks":
             return cmd_runbooks(args)
         if args.command == "runs":
-            return cmd_runs(args, connect=connect, is_simulated=is_simulated)
+            return cmd_runs(
+                args, connect=connect, is_simulated=is_simulated, access=access_for(args)
+            )
         if args.command == "unlock":
             return cmd_unlock(args, connect=connect)
-        return cmd_run(args, connect=connect, is_simulated=is_simulated)
+        return cmd_run(args, connect=connect, is_simulated=is_simulated, access=access_for(args))
     except _runner_errors() as exc:
         if os.environ.get("MIGNURSE_DEBUG") == "1" or getattr(args, "debug", False):
             raise

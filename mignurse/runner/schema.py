@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from mignurse.paths import runbooks_dir
 from mignurse.runner.step import Action, Harm
 from mignurse.runner.steps import load_actions
 from mignurse.untrusted import RUNBOOK_BYTES, LimitError, compose_yaml, read_regular_file
@@ -152,14 +152,7 @@ class Runbook:
 
 
 def default_folder() -> Path:
-    """$MIGNURSE_RUNBOOKS (a site's own runbooks), else `runbooks/` beside the package (a
-    checkout or editable install), else `<prefix>/share/mignurse/runbooks` (a wheel)."""
-    override = os.environ.get("MIGNURSE_RUNBOOKS")
-    if override:
-        return Path(override).expanduser()
-    beside = Path(__file__).resolve().parent.parent.parent / "runbooks"
-    installed = Path(sys.prefix) / "share" / "mignurse" / "runbooks"
-    return beside if beside.is_dir() or not installed.is_dir() else installed
+    return runbooks_dir()
 
 
 def load_runbooks(

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mignurse.paths import private_dir
+from mignurse.paths import private_dir, runs_dir
 
 # Step statuses. Done: verified, skipped (nothing to do). Undoable: applied, verified, and
 # interrupted (stopped mid-apply: its recorded prior values say what undo puts back).
@@ -46,15 +46,6 @@ SUCCEEDED = "succeeded"
 RUN_FAILED = "failed"
 INTERRUPTED = "interrupted"
 RUN_UNDONE = "undone"
-
-
-def state_home() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(base) / "mignurse"
-
-
-def runs_dir() -> Path:
-    return state_home() / "runs"
 
 
 def new_run_id() -> str:

@@ -25,12 +25,15 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from mignurse.gpu.models import by_product_name
+from mignurse.model import Node
+from mignurse.nodeaccess.base import NodeShell
 from mignurse.nodeaccess.local import LocalShell
 from mignurse.sim import nodemig, objects
 
@@ -601,3 +604,16 @@ class SandboxShell(LocalShell):
     def __init__(self, sandbox: NodeSandbox) -> None:
         super().__init__(sandbox.node, env=sandbox.env, path_prefix=sandbox.path_prefix)
         self.sandbox = sandbox
+
+
+def sandbox_shells(client: Any, sandboxes: Path) -> Callable[[Node], NodeShell]:
+    """The simulator's transport for `collect.transports.Access.sandbox_shells`: each node's
+    sandbox built under `sandboxes` from its Node object as the API server has it now."""
+    from mignurse.cluster.client import NODES
+
+    def shell_for(node: Node) -> NodeShell:
+        raw = client.get(NODES, node.name)
+        sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story_for(raw))
+        return SandboxShell(sandbox)
+
+    return shell_for

@@ -8,7 +8,6 @@ stamped with the simulated clock, the one the cluster's own records use.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import weakref
 from dataclasses import dataclass, field
@@ -56,23 +55,29 @@ class Desk:
         return client
 
     def _common(self) -> dict[str, Any]:
+        from mignurse.collect.access import AccessError
         from mignurse.collect.transports import shell_factory
-        from mignurse.runner.commands import _aws
+        from mignurse.runner.commands import aws_for
 
         client = self.client()
         if self._sandboxes is None:
             self._sandboxes = tempfile.TemporaryDirectory(
                 prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
             )
-        factory = shell_factory(
-            client,
-            transport="sim" if self.source.simulated else "ssh",
-            sandboxes=Path(self._sandboxes.name),
-        )
+        access = self.source.access  # the app's --profile and --region, as the CLI's
+        try:
+            factory = shell_factory(
+                client,
+                access,
+                sandboxes=Path(self._sandboxes.name),
+                simulated=bool(self.source.simulated),
+            )
+        except AccessError as exc:
+            raise RunError(str(exc)) from None
         return {
             "client": client,
             "shell_for": node_shells(client, factory),
-            "aws": _aws(argparse.Namespace(profile=None, region=None)),
+            "aws": aws_for(access),
         }
 
     def _audit(self) -> Audit:

@@ -24,6 +24,7 @@ from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState, Snapshot
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
+from mignurse.collect.access import Access
 from mignurse.collect.auto import AutoCollector
 from mignurse.collect.redact import Redactor
 from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
@@ -57,6 +58,7 @@ class LiveSource:
         history_path: Path | None = None,
         bundle_dir: Path | None = None,
         auto_collect: Path | None = None,
+        access: Access | None = None,
     ) -> None:
         self.client = client
         self.state = ClusterState()
@@ -75,6 +77,7 @@ class LiveSource:
         self.watcher: ClusterWatcher | None = None
         self.history_path = history_path
         self.bundle_dir = bundle_dir or Path.cwd()
+        self.access = access or Access()  # how `c`, auto-collect and runbooks reach nodes and AWS
         self.auto_collect = auto_collect  # a folder: collect nodes as their repair clock starts
         self._collector: AutoCollector | None = None
         self._sandboxes: tempfile.TemporaryDirectory[str] | None = None
@@ -139,8 +142,9 @@ class LiveSource:
                 out_dir=self.auto_collect,
                 shell_for=shell_factory(
                     self.client,
-                    transport="sim" if self.simulated else "ssh",
+                    self.access,
                     sandboxes=Path(self._sandboxes.name),
+                    simulated=bool(self.simulated),
                 ),
                 clock=self.now,
                 report=self.collect_reports.append,
@@ -253,9 +257,7 @@ class LiveSource:
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:
             shell_for = shell_factory(
-                self.client,
-                transport="sim" if self.simulated else "ssh",
-                sandboxes=Path(sandboxes),
+                self.client, self.access, sandboxes=Path(sandboxes), simulated=bool(self.simulated)
             )
             manifest = collect(
                 self.client,

@@ -13,9 +13,9 @@ from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher
 from mignurse.collect.auto import AutoCollector
-from mignurse.collect.transports import shell_factory
 from mignurse.diagnose.sources import load_offline
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 
 
 def test_the_dcgm_node_is_collected_once_before_its_repair(tmp_path: Path) -> None:
@@ -30,7 +30,7 @@ def test_the_dcgm_node_is_collected_once_before_its_repair(tmp_path: Path) -> No
             collector = AutoCollector(
                 client,
                 out_dir=tmp_path,
-                shell_for=shell_factory(client, transport="sim", sandboxes=tmp_path / "sb"),
+                shell_for=sandbox_shells(client, tmp_path / "sb"),
                 clock=sim.now,
                 report=lines.append,
             )

@@ -16,9 +16,9 @@ from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.load import load_snapshot
 from mignurse.collect.redact import Redactor
 from mignurse.collect.run import collect
-from mignurse.collect.transports import shell_factory
 from mignurse.diagnose.sources import load_offline
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 
 REPAIR = {
     "enabled": True,
@@ -87,7 +87,7 @@ def test_collect_saves_the_node_groups_repair_settings_and_diagnose_reads_them(
                 client,
                 snapshot,
                 nodes,
-                shell_for=shell_factory(client, transport="sim", sandboxes=sandboxes),
+                shell_for=sandbox_shells(client, sandboxes),
                 out=bundle,
                 since="1h",
                 redactor=Redactor(enabled=True),

@@ -20,14 +20,17 @@ import pytest
 
 from mignurse.cli import main
 from mignurse.cluster.client import NODES, ClusterClient
+from mignurse.collect.access import Access
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.sources import load_offline
 from mignurse.nodeaccess.local import LocalShell
 from mignurse.nodeaccess.script import collector_script
 from mignurse.nodeview import node_rows
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.sim.nodes import NodeSandbox, story_for
+from mignurse.sim.nodes import NodeSandbox, sandbox_shells, story_for
 from mignurse.tui.sources import LiveSource
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 LOUD = ("warning", "critical")
 
@@ -106,7 +109,11 @@ def test_the_dra_incident_live_is_named_and_collected_in_the_app_it_is_the_kubel
         node = failed_node(sim)["metadata"]["name"]
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
         source = LiveSource(
-            client, simulated="mig-dra-hook-notready ×0", clock=sim.now, bundle_dir=tmp_path
+            client,
+            simulated="mig-dra-hook-notready ×0",
+            clock=sim.now,
+            bundle_dir=tmp_path,
+            access=SIM_ACCESS,
         )
         try:
             source.check()

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, NAMESPACES, ClusterClient
-from mignurse.collect.transports import shell_factory
 from mignurse.runner.audit import read_audit
 from mignurse.runner.engine import Runner, node_shells
 from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.runner.schema import Runbook, default_folder, load_runbook
+from mignurse.sim.nodes import sandbox_shells
 
 from .enginehelpers import Cluster
 
@@ -34,7 +34,7 @@ def book(name: str, tmp_path: Path, **timeouts: str) -> Runbook:
 
 
 def shells(c: Cluster, sandboxes: Path) -> Callable[[str], Any]:
-    return node_shells(c.client, shell_factory(c.client, transport="sim", sandboxes=sandboxes))
+    return node_shells(c.client, sandbox_shells(c.client, sandboxes))
 
 
 def resumed(run_id: str, c: Cluster, books: list[Runbook], sandboxes: Path, **kw: Any) -> Runner:

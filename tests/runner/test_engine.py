@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from mignurse.cluster.client import NODES
-from mignurse.collect.transports import shell_factory
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit
 from mignurse.runner.engine import RunEvent, Runner, node_shells, possible_followups
 from mignurse.runner.lock import LOCK_ANNOTATION, TargetLock
 from mignurse.runner.schema import Runbook, load_runbook, load_runbooks
 from mignurse.runner.step import Harm
+from mignurse.sim.nodes import sandbox_shells
 
 from .enginehelpers import Cluster
 
@@ -93,7 +93,7 @@ def test_low_harm_asks_y_n_and_a_no_changes_nothing(cluster_for: Make, state_hom
     node = c.nodes("gpu-train")[0]
     book = load_runbooks()["cordon-and-collect"]
     no = Answer("n")
-    shells = node_shells(c.client, shell_factory(c.client, transport="sim", sandboxes=state_home))
+    shells = node_shells(c.client, sandbox_shells(c.client, state_home))
     result = Runner(book, {"node": node}, client=c.client, confirmer=no, shell_for=shells).run()
     assert result.status == "declined" and no.asked == [(Harm.LOW, "y")]
     assert writes(c) == [] and not unschedulable(c, node)
@@ -161,7 +161,7 @@ def test_a_second_run_on_a_locked_node_is_refused_with_the_holder(
     )
     assert other.acquire() is None
     book = load_runbooks()["cordon-and-collect"]
-    shells = node_shells(c.client, shell_factory(c.client, transport="sim", sandboxes=state_home))
+    shells = node_shells(c.client, sandbox_shells(c.client, state_home))
     result = Runner(book, {"node": node}, client=c.client, yes=True, shell_for=shells).run()
     assert result.status == "blocked" and result.exit_code == 1
     assert result.error.startswith(
@@ -183,7 +183,7 @@ def test_an_expired_lock_is_taken_over_and_said(
     stale = {"holder": "bob@old", "run": "dead", "runbook": "x", "expires": "2020-01-01T00:00:00Z"}
     c.client.patch(NODES, node, {"metadata": {"annotations": {LOCK_ANNOTATION: json.dumps(stale)}}})
     book = load_runbooks()["cordon-and-collect"]
-    shells = node_shells(c.client, shell_factory(c.client, transport="sim", sandboxes=state_home))
+    shells = node_shells(c.client, sandbox_shells(c.client, state_home))
     result = Runner(
         book,
         {"node": node, "since": "1h", "out": str(tmp_path / "b.tar.gz")},

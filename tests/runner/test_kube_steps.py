@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from mignurse.cluster.client import NODES
-from mignurse.collect.transports import shell_factory
 from mignurse.model import Node
 from mignurse.runner.step import ACTIONS, Action, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.kube import CORDONED_BY
+from mignurse.sim.nodes import sandbox_shells
 
 from .enginehelpers import Cluster
 
@@ -156,7 +156,7 @@ def test_collect_bundle_writes_the_nodes_bundle_over_the_sandbox(
 ) -> None:
     c = cluster_for()
     node = c.nodes("gpu-train")[0]
-    shells = shell_factory(c.client, transport="sim", sandboxes=tmp_path / "sandboxes")
+    shells = sandbox_shells(c.client, tmp_path / "sandboxes")
     out = tmp_path / "bundle.tar.gz"
     ctx = c.ctx(
         node,

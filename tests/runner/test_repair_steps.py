@@ -617,10 +617,10 @@ def _failing_or_any(cluster: Cluster) -> str:
 
 
 def _shells(cluster: Cluster, state_home: Path) -> Any:
-    from mignurse.collect.transports import shell_factory
     from mignurse.runner.engine import node_shells
+    from mignurse.sim.nodes import sandbox_shells
 
-    factory = shell_factory(cluster.client, transport="sim", sandboxes=state_home / "sandboxes")
+    factory = sandbox_shells(cluster.client, state_home / "sandboxes")
     return node_shells(cluster.client, factory)
 
 

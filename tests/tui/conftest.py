@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import LiveSource, MigNurseApp, make_app
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 
 @pytest.fixture
@@ -24,7 +28,7 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def repair_loop(tmp_path: Path, state_home: Path) -> Iterator[tuple[SimCluster, MigNurseApp]]:
     sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
     client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=SIM_ACCESS)
     source.check()
     yield sim, make_app(source)
     sim.stop()

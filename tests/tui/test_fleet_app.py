@@ -13,8 +13,10 @@ from pathlib import Path
 from textual.widgets import DataTable, Input, Static
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import (
     FLEET,
     NODES,
@@ -27,6 +29,8 @@ from mignurse.tui.app import (
 from mignurse.tui.screens.help import HelpScreen
 
 from .test_node_screen import static_text, table_rows, until
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 POOL = TABLE_COLUMNS.index("POOL")
 NAME = TABLE_COLUMNS.index("NAME")
@@ -202,6 +206,7 @@ async def test_palette_switches_context_and_opens_a_bundle_in_place(
                 ClusterClient.connect(kubeconfig=str(kubeconfig), context=context),
                 simulated="mig-hook-notready ×0",
                 clock=other.now,
+                access=SIM_ACCESS,
             )
             source.check()
             return source

@@ -15,8 +15,12 @@ from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 POOL = TABLE_COLUMNS.index("POOL")
 AHR = TABLE_COLUMNS.index("AHR")
@@ -116,7 +120,11 @@ async def test_auto_collect_bundles_the_node_under_a_repair_clock(tmp_path: Path
         bundles = tmp_path / "bundles"
         bundles.mkdir()
         source = LiveSource(
-            client, simulated="dcgm-repair-loop ×0", clock=sim.now, auto_collect=bundles
+            client,
+            simulated="dcgm-repair-loop ×0",
+            clock=sim.now,
+            auto_collect=bundles,
+            access=SIM_ACCESS,
         )
         source.check()
         app = make_app(source)

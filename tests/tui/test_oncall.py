@@ -18,7 +18,9 @@ from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui import refresh as refresh_module
 from mignurse.tui.app import FLEET, NODES, BuildingSource, LiveSource, MigNurseApp, make_app
 from mignurse.tui.screens.pager import PagerScreen
@@ -26,12 +28,14 @@ from mignurse.tui.screens.pager import PagerScreen
 from .test_fleet_app import fleet_rows
 from .test_node_screen import static_text, table_rows, until
 
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
+
 SIZES = [(80, 24), (120, 40)]
 
 
 def live_app(sim: SimCluster, tmp_path: Path, name: str) -> MigNurseApp:
     client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-    source = LiveSource(client, simulated=f"{name} ×0", clock=sim.now)
+    source = LiveSource(client, simulated=f"{name} ×0", clock=sim.now, access=SIM_ACCESS)
     source.check()
     return make_app(source)
 
@@ -333,7 +337,9 @@ async def test_the_demo_shows_progress_while_its_cluster_is_built_and_never_all_
         sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
         sims.append(sim)
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-        source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+        source = LiveSource(
+            client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=SIM_ACCESS
+        )
         source.check()
         return source
 

@@ -21,7 +21,9 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, OptionList, RichLog, Static
 
 from mignurse.cluster.client import NODEPOOLS, ClusterClient
+from mignurse.collect.access import Access
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import NODES, LiveSource, MigNurseApp, make_app
 from mignurse.tui.screens.audit import AuditScreen
 from mignurse.tui.screens.confirm import ConfirmScreen
@@ -34,6 +36,8 @@ from mignurse.tui.selection import Selection
 
 from .test_fleet_app import footer_keys
 from .test_node_screen import static_text, table_rows, until
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 CLUSTER = "ml-prod-usw2"  # the dcgm-repair-loop scenario's cluster: the typed word
 
@@ -392,7 +396,9 @@ async def test_read_only_hides_runbooks_and_cordon(tmp_path: Path, state_home: P
     sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
     try:
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-        source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+        source = LiveSource(
+            client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=SIM_ACCESS
+        )
         source.check()
         app = make_app(source, read_only=True)
         async with app.run_test(size=(160, 45)) as pilot:
@@ -543,3 +549,49 @@ async def test_a_pause_at_120_columns_reads_one_clock_and_says_how_it_is_reverse
         since = fleet_rows(app)[0][4].removeprefix("PAUSED since ").removesuffix("Z")
         stamps = [e["ts"][11:16] for e in read_audit() if e.get("run") == run_id]
         assert stamps[0] <= since <= stamps[-1], (since, stamps)
+
+
+def test_the_apps_runbooks_reach_aws_with_its_profile_and_region(
+    tmp_path: Path, state_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mignurse --profile P --region R`: a runbook the app starts builds its AWS clients
+    from that profile and region (moto answers for the region the request was signed in)."""
+    from moto.server import ThreadedMotoServer
+
+    from mignurse.cli import _access, build_parser
+    from mignurse.tui.desk import Job, desk_for
+
+    config = tmp_path / "aws-config"
+    config.write_text(
+        "[profile oncall]\nregion = us-east-2\n"
+        "aws_access_key_id = AKIAONCALLEXAMPLE\naws_secret_access_key = not-a-secret\n"
+    )
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")  # what a profile-less run would use
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
+    try:
+        host, port = server.get_host_and_port()
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+        args = build_parser().parse_args(["--profile", "oncall", "--region", "eu-central-1"])
+        source = LiveSource(
+            client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=_access(args)
+        )
+        source.check()
+        desk = desk_for(source)
+        node = next(n["metadata"]["name"] for n in sim.objects("nodes"))
+        runner = desk.runner(Job(desk.books()["replace-instance"], {"node": node}))
+        assert runner.aws is not None
+        ec2 = runner.aws("ec2")
+        assert ec2.meta.region_name == "eu-central-1"  # --region over the profile's own
+        assert ec2._request_signer._credentials.access_key == "AKIAONCALLEXAMPLE"
+        zones = ec2.describe_availability_zones()["AvailabilityZones"]
+        assert zones and {z["RegionName"] for z in zones} == {"eu-central-1"}
+    finally:
+        sim.stop()
+        server.stop()

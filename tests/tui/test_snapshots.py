@@ -20,8 +20,12 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.collect.access import Access
 from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import LiveSource, MigNurseApp, make_app
+
+SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
 START = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)  # a fixed sim start: ages and clocks never move
 WIDE, SMALL = (120, 36), (80, 24)
@@ -32,7 +36,7 @@ SnapCompare = Callable[..., bool]
 def app(tmp_path: Path, state_home: Path) -> Iterator[MigNurseApp]:
     sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0, start=START).start()
     client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now)
+    source = LiveSource(client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=SIM_ACCESS)
     source.check()
     yield make_app(source)
     sim.stop()

@@ -1,0 +1,97 @@
+"""Which way into each node, and which AWS account: one choice for the command line and the
+app alike.
+
+`Access` is what the user asked for (`--transport`, `--bucket`, `--ssm-upload`, `--profile`,
+`--region`, `--accept-new-host-keys`); `collect.transports.shell_factory` turns it into one
+shell per node and `aws_session` into the boto3 session every AWS client is made from. The
+simulator's sandboxes are not known here: the faces that run against a simulated cluster
+inject them (`Access.sandbox_shells`), so the product's core never imports the simulator.
+Light to import: boto3 and paramiko load only when a node or AWS is reached.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mignurse.cluster.client import ClusterClient
+    from mignurse.model import Node
+    from mignurse.nodeaccess.base import NodeShell
+
+ShellFor = Callable[["Node"], "NodeShell"]
+# The simulator's node sandboxes: (client, folder for the sandboxes) → one shell per node.
+SandboxShells = Callable[["ClusterClient", Path], ShellFor]
+
+
+class AccessError(Exception):
+    """The nodes or AWS cannot be reached as asked; one line for the user (exit 2)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Access:
+    """How nodes and AWS are reached, as the user asked."""
+
+    transport: str = "auto"
+    bucket: str | None = None
+    ssm_upload: str = "presigned"
+    profile: str | None = None
+    region: str | None = None
+    accept_new_host_keys: bool = False
+    sandbox_shells: SandboxShells | None = None  # the simulator's, injected by its faces
+
+    @classmethod
+    def from_args(cls, args: Any, *, sandbox_shells: SandboxShells | None = None) -> Access:
+        """From any command's parsed flags; a flag the command lacks keeps its default."""
+        return cls(
+            transport=getattr(args, "transport", None) or "auto",
+            bucket=getattr(args, "bucket", None) or None,
+            ssm_upload=getattr(args, "ssm_upload", None) or "presigned",
+            profile=getattr(args, "profile", None) or None,
+            region=getattr(args, "region", None) or None,
+            accept_new_host_keys=bool(getattr(args, "accept_new_host_keys", False)),
+            sandbox_shells=sandbox_shells,
+        )
+
+    def resolve(self, *, simulated: bool) -> str:
+        """`auto`: the sandboxes on a simulated cluster, SSM when a bucket is given, else SSH."""
+        if self.transport != "auto":
+            return self.transport
+        if simulated:
+            return "sim"
+        return "ssm" if self.bucket else "ssh"
+
+
+def aws_session(access: Access) -> Any:
+    """The boto3 session as the aws CLI would build it: `--profile`, `--region`, then the
+    standard environment and ~/.aws files (AWS_ENDPOINT_URL_* included)."""
+    import boto3
+    import botocore.exceptions
+
+    try:
+        session = boto3.Session(profile_name=access.profile, region_name=access.region)
+    except botocore.exceptions.ProfileNotFound as exc:
+        raise AccessError(f"{exc}: check --profile or ~/.aws/config") from None
+    if session.region_name is None:
+        raise AccessError("no AWS region: pass --region or set AWS_REGION / AWS_DEFAULT_REGION")
+    return session
+
+
+def aws_client(access: Access, service: str, *, need_credentials: bool = False) -> Any:
+    """One client of `session`, with adaptive retries against throttling."""
+    from botocore.config import Config
+
+    session = aws_session(access)
+    if need_credentials and session.get_credentials() is None:
+        raise AccessError("no AWS credentials: configure a profile (aws sso login) or env")
+    config = Config(retries={"mode": "adaptive", "max_attempts": 5})
+    if service == "s3":
+        # A local S3 stand-in (AWS_ENDPOINT_URL_S3) has no virtual-host DNS: path-style there.
+        style = "path" if os.environ.get("AWS_ENDPOINT_URL_S3") else "auto"
+        config = config.merge(Config(s3={"addressing_style": style}, signature_version="s3v4"))
+    return session.client(service, config=config)
