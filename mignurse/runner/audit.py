@@ -43,18 +43,27 @@ def local_holder() -> str:
 
 
 def aws_configured() -> bool:
+    """Credentials or a profile the user set up: without them the lookup would only probe the
+    instance metadata endpoint, so it is not made."""
     if os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE"):
         return True
     home = Path(os.path.expanduser("~/.aws"))
-    return (home / "credentials").exists() or (home / "config").exists()
+    files = [
+        Path(os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or home / "credentials"),
+        Path(os.environ.get("AWS_CONFIG_FILE") or home / "config"),
+    ]
+    return any(f.exists() for f in files)
 
 
 class AwsIdentity:
-    """The caller identity (sts), looked up once in the background; `arn` is "" until known."""
+    """The caller identity (sts), looked up once in the background; `arn` is "" until known.
+    `aws` makes clients from the run's own session (its --profile and --region), so the log
+    names who the run's AWS calls act as, not whoever the default credentials are."""
 
-    def __init__(self) -> None:
+    def __init__(self, aws: Callable[[str], Any] | None = None) -> None:
         self.arn = ""
         self.done = threading.Event()
+        self._aws = aws
         if not aws_configured():
             self.done.set()
             return
@@ -62,17 +71,20 @@ class AwsIdentity:
 
     def _lookup(self) -> None:
         try:
-            import boto3
-            from botocore.config import Config
+            if self._aws is not None:
+                sts = self._aws("sts")
+            else:
+                import boto3
+                from botocore.config import Config
 
-            sts = boto3.client(
-                "sts",
-                config=Config(
-                    connect_timeout=AWS_LOOKUP_SECONDS,
-                    read_timeout=AWS_LOOKUP_SECONDS,
-                    retries={"max_attempts": 1},
-                ),
-            )
+                sts = boto3.client(
+                    "sts",
+                    config=Config(
+                        connect_timeout=AWS_LOOKUP_SECONDS,
+                        read_timeout=AWS_LOOKUP_SECONDS,
+                        retries={"max_attempts": 1},
+                    ),
+                )
             self.arn = str(sts.get_caller_identity().get("Arn") or "")
         except Exception:  # noqa: BLE001 - best effort: no identity is a fine answer
             self.arn = ""

@@ -484,7 +484,7 @@ class Runner:
         resuming = any(s.status != st.PENDING or s.intents for s in self.state.steps)
         if resuming:
             self._check_resumable()
-        self._identity = AwsIdentity()
+        self._identity = AwsIdentity(self.aws)
         plan = self.plan()
         self._emit("plan", message=plan.text(), plan=plan)
         if self.cancel_event.is_set():
@@ -960,7 +960,7 @@ class Runner:
         if why:
             self._refused(why, undo=True)
             raise RunError(why)
-        self._identity = AwsIdentity()
+        self._identity = AwsIdentity(self.aws)
         items, barrier = self._undo_list()
         undoable = [i for i in items if i.action.can_undo]
         if barrier and not undoable:

@@ -102,3 +102,44 @@ def test_a_long_run_renews_its_lock_and_release_removes_it(
     assert not lost
     lock.release()
     assert held() is None
+
+
+def test_the_audit_names_the_caller_of_the_runs_own_profile(
+    cluster_for: Make,
+    state_home: Path,
+    sts: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`mignurse run --profile oncall`: the identity logged is the profile's, the one the
+    run's AWS calls act as, not the default credentials' (moto's STS answers per key)."""
+    import boto3
+
+    from mignurse.collect.access import Access
+    from mignurse.runner.commands import aws_for
+
+    iam = boto3.client("iam", endpoint_url=sts, region_name="us-east-1")
+    iam.create_user(UserName="oncall-engineer")
+    key = iam.create_access_key(UserName="oncall-engineer")["AccessKey"]
+    config = tmp_path / "aws-config"
+    config.write_text(
+        f"[profile oncall]\nregion = us-west-2\naws_access_key_id = {key['AccessKeyId']}\n"
+        f"aws_secret_access_key = {key['SecretAccessKey']}\n"
+    )
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)  # as the CLI: a profile over the environment
+    c = cluster_for("healthy")
+    book = load_runbook(default_folder() / "cordon.yaml")
+    runner = Runner(
+        book,
+        {"node": c.nodes()[0]},
+        client=c.client,
+        yes=True,
+        aws=aws_for(Access(profile="oncall")),
+    )
+    result = runner.run()
+    assert result.status == "succeeded", result.error
+    events = [e for e in read_audit() if e["run"] == result.run_id]
+    arns = {e.get("aws") for e in events} | {e["who"].get("aws") for e in events if "who" in e}
+    assert arns - {None} == {"arn:aws:iam::123456789012:user/oncall-engineer"}, events
