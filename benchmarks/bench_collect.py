@@ -92,7 +92,9 @@ def _serve(kind: str, arg: str) -> None:
         sys.stdin.read()
         s3.stop()
     elif kind == "ssm":
-        from mignurse.sim.ssm import InstanceSpec, SsmStandIn
+        # The local SSM endpoint is test support code, beside the tests that use it.
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from ssmstandin import InstanceSpec, SsmStandIn
 
         specs = {
             iid: InstanceSpec(**spec) for iid, spec in json.loads(Path(arg).read_text()).items()

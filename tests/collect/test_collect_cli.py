@@ -103,8 +103,9 @@ def test_collect_over_ssm_through_the_stand_ins(
     uploads its archive to moto's S3 through a presigned URL (or the stand-in's "agent"
     uploads the encoded stdout to the command's output bucket, on AWS_ENDPOINT_URL_S3),
     mignurse downloads it."""
+    from ssmstandin import InstanceSpec, SsmStandIn
+
     from mignurse.sim.nodes import NodeSandbox, story_for
-    from mignurse.sim.ssm import InstanceSpec, SsmStandIn
 
     with SimCluster(load_scenario("mig-hook-notready"), speed=0) as sim:
         broken = next(n for n in sim.objects("nodes") if story_for(n) == "mig-hook")

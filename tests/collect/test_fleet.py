@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ssmstandin import InstanceSpec, SsmStandIn
 
 from mignurse.cli import main
 from mignurse.cluster.client import NODES, ClusterClient
@@ -26,7 +27,6 @@ from mignurse.nodeaccess.fallback import FallbackShell
 from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import NodeSandbox, SandboxShell
-from mignurse.sim.ssm import InstanceSpec, SsmStandIn
 
 SCENARIO = """\
 name: fleet

@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 from hypothesis import given
 from hypothesis import strategies as st
 from moto.server import ThreadedMotoServer
+from ssmstandin import STDERR_MAX, STDOUT_MAX, TRUNCATED, InstanceSpec, SsmStandIn
 
 from mignurse.nodeaccess.base import RunResult
 from mignurse.nodeaccess.script import collector_script
@@ -35,7 +36,6 @@ from mignurse.nodeaccess.ssm import (
 )
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import NodeSandbox, story_for
-from mignurse.sim.ssm import STDERR_MAX, STDOUT_MAX, TRUNCATED, InstanceSpec, SsmStandIn
 
 REGION = "us-west-2"
 BUCKET = "mignurse-collect"

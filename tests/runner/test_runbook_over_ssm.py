@@ -14,6 +14,7 @@ import boto3
 import pytest
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
+from ssmstandin import InstanceSpec, SsmStandIn
 
 from mignurse.cluster.client import NODES
 from mignurse.model import LABEL_MIG_CONFIG_STATE, Node
@@ -22,7 +23,6 @@ from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 from mignurse.runner.engine import Runner
 from mignurse.runner.schema import default_folder, load_runbook
 from mignurse.sim.nodes import NodeSandbox, story_for
-from mignurse.sim.ssm import InstanceSpec, SsmStandIn
 
 from .enginehelpers import Cluster
 from .mighelpers import stuck_mig_node
