@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mignurse.diagnose.findings import CRITICAL, WARNING, Finding, sort_findings
+from mignurse.diagnose.findings import CRITICAL, WARNING, Finding, Rule, sort_findings
 from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.rules import RULES
 from mignurse.gcpause import paused_gc
-
-Rule = Callable[[DiagnosisInput], list[Finding]]
 
 
 @dataclass(frozen=True)
@@ -30,10 +29,8 @@ class Diagnosis:
 
 
 def all_rules() -> list[tuple[str, Rule]]:
-    """Every shipped rule, by the module that holds it."""
-    from mignurse.diagnose import rules
-
-    return rules.RULES
+    """Every shipped rule, in registration order (the order findings are raised in)."""
+    return RULES
 
 
 def diagnose(

@@ -6,11 +6,15 @@ finding ids and field names are never renamed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from mignurse.model import format_time
+
+if TYPE_CHECKING:
+    from mignurse.diagnose.inputs import DiagnosisInput
 
 CRITICAL = "critical"
 WARNING = "warning"
@@ -102,3 +106,7 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
         findings,
         key=lambda f: (SEVERITY_ORDER.get(f.severity, 9), ID_ORDER.get(f.id, 99), f.id, f.nodepool),
     )
+
+
+# A rule reads only its input (time is `inp.now`) and returns what it found.
+Rule: TypeAlias = "Callable[[DiagnosisInput], list[Finding]]"

@@ -1,9 +1,10 @@
 """Runbook files (`runbooks/NAME.yaml`): loading, validation, and resolving their params.
 
 Decisions:
-- The YAML is composed first (`yaml.compose`) so every error names the file and the line
-  of the offending value: `runbooks/x.yaml:12: steps[2].action: unknown action 'cordn'
-  (known: cordon, drain, …)`. Then it is built with the safe constructor (no tags).
+- The YAML is composed first (`compose_yaml`, which refuses hostile shapes), then built by
+  mignurse.yamlfile with the safe constructor (no tags) and the line of every value, so
+  every error names the file and the line of the offending value: `runbooks/x.yaml:12:
+  steps[2].action: unknown action 'cordn' (known: cordon, drain, …)`.
 - A runbook folder is untrusted input: a file is read only when it is a regular file under
   MIGNURSE_MAX_RUNBOOK_BYTES in UTF-8, and its YAML is refused when its aliases refer to
   themselves or expand past mignurse.untrusted's bounds (an alias bomb must not hang).
@@ -32,6 +33,7 @@ from mignurse.paths import runbooks_dir
 from mignurse.runner.step import Action, Harm
 from mignurse.runner.steps import load_actions
 from mignurse.untrusted import RUNBOOK_BYTES, LimitError, compose_yaml, read_regular_file
+from mignurse.yamlfile import LDict, LList, construct_lined
 
 PARAM_TYPES = ("node", "string", "int", "bool", "duration", "path", "choice")
 TARGETS = ("node", "cluster")
@@ -190,27 +192,30 @@ def _shown(path: Path) -> str:
 
 
 class _Doc:
-    """A composed YAML document: values plus the line of every path in it."""
+    """A YAML document's values plus the line of every path in it, for error messages."""
 
     def __init__(self, shown: str, root: yaml.Node) -> None:
         self.shown = shown
-        self.lines: dict[str, int] = {}
+        self.value = construct_lined(root, keep_keys=True)
+        self.lines: dict[str, int] = {"": root.start_mark.line + 1}
         self.scalars: dict[str, str] = {}  # as written: YAML 1.1 reads `off` as False
-        self._index(root, "")
-        self.value = yaml.SafeLoader("").construct_document(root)
+        self._paths(self.value, "")
 
-    def _index(self, node: yaml.Node, path: str) -> None:
-        self.lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.ScalarNode):
-            self.scalars[path] = str(node.value)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                sub = f"{path}.{key.value}" if path else str(key.value)
-                self.lines[sub + "#key"] = key.start_mark.line + 1
-                self._index(value, sub)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                self._index(item, f"{path}[{i}]")
+    def _paths(self, value: Any, path: str) -> None:
+        if isinstance(value, LDict):
+            for key, item in value.items():
+                sub = f"{path}.{key}" if path else str(key)
+                self.lines[sub + "#key"] = value.key_lines[key]
+                self._path(sub, value.value_lines[key], value.scalars.get(key), item)
+        elif isinstance(value, LList):
+            for i, item in enumerate(value):
+                self._path(f"{path}[{i}]", value.item_lines[i], value.scalars.get(i), item)
+
+    def _path(self, path: str, line: int, scalar: str | None, value: Any) -> None:
+        self.lines[path] = line
+        if scalar is not None:
+            self.scalars[path] = scalar
+        self._paths(value, path)
 
     def written(self, path: str, value: Any) -> Any:
         """A scalar as the file spells it, where YAML made it a bool or a number."""

@@ -365,7 +365,7 @@ class DraDriver:
         """The chart's DeviceClasses, installed with the driver before any node."""
         created = self.w.begin - 86400 * 30
         for name in DEVICE_CLASSES:
-            self.w.tx.put("deviceclasses", device_class(name, created, self.w._uid()))
+            self.w.tx.put("deviceclasses", device_class(name, created, self.w.uid()))
 
     # ------------------------------------------------------------------ node lifecycle
 
@@ -499,9 +499,9 @@ class DraDriver:
         prefix = f"{m.node}-{DRIVER}-"
         obj: JsonDict = {
             "metadata": {
-                "name": prefix + self.w._suffix(),
+                "name": prefix + self.w.suffix(),
                 "generateName": prefix,
-                "uid": self.w._uid(),
+                "uid": self.w.uid(),
                 "resourceVersion": "0",
                 "generation": 1,
                 "creationTimestamp": ts(self.w.t),
@@ -554,13 +554,13 @@ class DraDriver:
     def create_claim(self, pod: PodRecord, request: DeviceRequest) -> str:
         """The resourceclaim controller's claim for a new pod (pending until allocated)."""
         base = f"{pod.name}-{POD_CLAIM}"[:57]  # resourceclaim controller maxBaseLen
-        name = f"{base}-{self.w._suffix()}"
+        name = f"{base}-{self.w.suffix()}"
         obj: JsonDict = {
             "metadata": {
                 "name": name,
                 "generateName": f"{base}-",
                 "namespace": pod.namespace,
-                "uid": self.w._uid(),
+                "uid": self.w.uid(),
                 "resourceVersion": "0",
                 "creationTimestamp": ts(pod.created),
                 "annotations": {CLAIM_NAME_ANNOTATION: POD_CLAIM},

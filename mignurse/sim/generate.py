@@ -253,7 +253,7 @@ def build(world: World) -> None:
             if store.exists("namespaces", "", f"team-{team}"):
                 continue  # made with the pool's workload
             namespace = objects.build_namespace(
-                f"team-{team}", world._uid(), world.start - 86400 * 120
+                f"team-{team}", world.uid(), world.start - 86400 * 120
             )
             world.tx.put("namespaces", namespace)
         for i in range(total_events):
@@ -263,13 +263,13 @@ def build(world: World) -> None:
             if i % 4 == 0:
                 reason, etype, source, template = _NODE_EVENTS[i // 4 % len(_NODE_EVENTS)]
                 message = template.format(s=s, g=g, x=x)
-                ref = world._node_ref(m)
+                ref = world.node_ref(m)
                 host = m.node if source != "karpenter" else None
             else:
                 reason, etype, source, template = _POD_EVENTS[i % len(_POD_EVENTS)]
                 ns = f"team-{m.pool.name.split('-')[1]}"
-                pod = f"{m.pool.name}-{rng.randrange(16**6):06x}-{world._suffix()}"
-                uid = world._uid()
+                pod = f"{m.pool.name}-{rng.randrange(16**6):06x}-{world.suffix()}"
+                uid = world.uid()
                 message = template.format(
                     ns=ns, pod=pod, node=m.node, s=s, total=total, uid=uid, ip=m.ip
                 )

@@ -151,7 +151,7 @@ class Provisioner:
         for pod, m in nominations:
             self._nominate(pod, m)
         for claim in planned:
-            m = self.w.launch(claim.pool, self.w.t)
+            m = self.w.instances.launch(claim.pool, self.w.t)
             for pod in claim.pods:
                 pod.nominated = m
             m.nominated_until = self.w.t + NOMINATION_WINDOW
@@ -159,7 +159,7 @@ class Provisioner:
             obj = self.w.tx.get("pods", pod.namespace, pod.name)
             if obj is None:
                 continue
-            self.w._publish(
+            self.w.publish(
                 _pod_ref(obj),
                 "FailedScheduling",
                 f"Failed to schedule pod, {error}",
@@ -181,7 +181,7 @@ class Provisioner:
         if obj is None:
             return
         where = [f"nodeclaim/{m.nodeclaim}"] + ([f"node/{m.node}"] if m.registered else [])
-        self.w._publish(
+        self.w.publish(
             _pod_ref(obj),
             "Nominated",
             f"Pod should schedule on: {', '.join(where)}",
@@ -233,7 +233,7 @@ class Provisioner:
         if pool.name not in self._overheads:
             total: Resources = {}
             if pool.daemonsets:
-                for _ in self.w.daemonsets_for(pool):
+                for _ in self.w.pods.daemonsets_for(pool):
                     scheduling.add(total, DAEMON_REQUESTS)
             self._overheads[pool.name] = total
         return dict(self._overheads[pool.name])
@@ -369,7 +369,7 @@ class Provisioner:
         if self._polling or not any(self._consolidating(p) for p in self.w.scenario.pools):
             return
         self._polling = True
-        self.w.schedule(self.w._next_tick(DISRUPTION_POLL), self._disruption_pass)
+        self.w.schedule(self.w.next_tick(DISRUPTION_POLL), self._disruption_pass)
 
     @staticmethod
     def _consolidating(pool: PoolSpec) -> bool:
@@ -397,7 +397,7 @@ class Provisioner:
             for m in self.w.pool_machines[pool.name]
             if m.initialized and m.registered and not m.removed and m.instance_state == "running"
         ]
-        disrupting = sum(1 for m in counted if m.deleting or self.w._ready_status(m) != "True")
+        disrupting = sum(1 for m in counted if m.deleting or self.w.ready_status(m) != "True")
         allowed = math.inf
         for budget in pool.budgets:
             fields = dict(budget)
@@ -502,7 +502,7 @@ class Provisioner:
                 continue
             if reason == "Underutilized" and not self._fits_elsewhere(m):
                 continue
-            self.w.consolidate(m, reason)
+            self.w.karpenter.consolidate(m, reason)
 
 
 def _key_error(key: str, incoming: str, existing: str) -> str:

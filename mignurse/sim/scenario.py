@@ -15,6 +15,7 @@ import yaml
 
 from mignurse.sim import objects, resourceapi
 from mignurse.sim.karpenter_versions import chart_feature_gates, parse_version
+from mignurse.yamlfile import LDict, LList, load_lined
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
@@ -32,52 +33,6 @@ class ScenarioError(Exception):
     """One line: `<file>:<line>: <what is wrong>`."""
 
 
-# --------------------------------------------------------------------------- YAML with lines
-
-
-class _LDict(dict[str, Any]):
-    line: int = 0
-    key_lines: dict[str, int]
-
-
-class _LList(list[Any]):
-    line: int = 0
-    item_lines: list[int]
-
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _LDict:
-    loader.flatten_mapping(node)
-    result = _LDict()
-    result.line = node.start_mark.line + 1
-    result.key_lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, str):
-            key = str(key)
-        if key in result:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        result[key] = loader.construct_object(value_node, deep=True)
-        result.key_lines[key] = key_node.start_mark.line + 1
-    return result
-
-
-def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> _LList:
-    result = _LList(loader.construct_object(child, deep=True) for child in node.value)
-    result.line = node.start_mark.line + 1
-    result.item_lines = [child.start_mark.line + 1 for child in node.value]
-    return result
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-
-
 class _Ctx:
     """Where we are in the file, to build `<file>:<line>: …` errors."""
 
@@ -88,18 +43,18 @@ class _Ctx:
         return ScenarioError(f"{self.path}:{line}: {message}")
 
     def line_of(self, obj: Any, key: str | None = None) -> int:
-        if isinstance(obj, _LDict):
+        if isinstance(obj, LDict):
             if key is not None and key in obj.key_lines:
                 return obj.key_lines[key]
             return obj.line
-        if isinstance(obj, _LList):
+        if isinstance(obj, LList):
             return obj.line
         return 0
 
-    def mapping(self, obj: Any, where: str, line: int, allowed: set[str]) -> _LDict:
+    def mapping(self, obj: Any, where: str, line: int, allowed: set[str]) -> LDict:
         if not isinstance(obj, dict):
             raise self.fail(line, f"{where} must be a mapping, got {type(obj).__name__}")
-        assert isinstance(obj, _LDict)
+        assert isinstance(obj, LDict)
         for key in obj:
             if key not in allowed:
                 hint = _closest(key, allowed)
@@ -110,22 +65,22 @@ class _Ctx:
                 )
         return obj
 
-    def seq(self, obj: Any, where: str, line: int) -> _LList:
+    def seq(self, obj: Any, where: str, line: int) -> LList:
         if obj is None:
-            empty = _LList()
+            empty = LList()
             empty.line, empty.item_lines = line, []
             return empty
         if not isinstance(obj, list):
             raise self.fail(line, f"{where} must be a list, got {type(obj).__name__}")
-        assert isinstance(obj, _LList)
+        assert isinstance(obj, LList)
         return obj
 
-    def required(self, d: _LDict, key: str, where: str) -> Any:
+    def required(self, d: LDict, key: str, where: str) -> Any:
         if key not in d or d[key] is None:
             raise self.fail(d.line, f"{where} needs {key!r}")
         return d[key]
 
-    def string(self, d: _LDict, key: str, where: str, default: str | None = None) -> str:
+    def string(self, d: LDict, key: str, where: str, default: str | None = None) -> str:
         value = d.get(key, default)
         if value is None:
             raise self.fail(d.line, f"{where} needs {key!r}")
@@ -133,20 +88,20 @@ class _Ctx:
             raise self.fail(self.line_of(d, key), f"{where}.{key} must be a string")
         return str(value)
 
-    def integer(self, d: _LDict, key: str, where: str, default: int, minimum: int = 0) -> int:
+    def integer(self, d: LDict, key: str, where: str, default: int, minimum: int = 0) -> int:
         value = d.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise self.fail(self.line_of(d, key), f"{where}.{key} must be an integer >= {minimum}")
         return value
 
-    def boolean(self, d: _LDict, key: str, where: str, default: bool) -> bool:
+    def boolean(self, d: LDict, key: str, where: str, default: bool) -> bool:
         value = d.get(key, default)
         if not isinstance(value, bool):
             raise self.fail(self.line_of(d, key), f"{where}.{key} must be true or false")
         return value
 
     def duration(
-        self, d: _LDict, key: str, where: str, default: float | None, signed: bool = False
+        self, d: LDict, key: str, where: str, default: float | None, signed: bool = False
     ) -> float:
         value = d.get(key)
         if value is None:
@@ -161,7 +116,7 @@ class _Ctx:
             raise self.fail(self.line_of(d, key), f"{where}.{key} must not be negative")
         return seconds
 
-    def str_map(self, d: _LDict, key: str, where: str, nullable: bool = False) -> dict[str, Any]:
+    def str_map(self, d: LDict, key: str, where: str, nullable: bool = False) -> dict[str, Any]:
         value = d.get(key) or {}
         if not isinstance(value, dict):
             raise self.fail(self.line_of(d, key), f"{where}.{key} must be a mapping")
@@ -1008,7 +963,7 @@ def _parse_pool(ctx: _Ctx, raw: Any, where: str, line: int, kind: str, warmup: f
     )
 
 
-def _parse_limits(ctx: _Ctx, d: _LDict, where: str, kind: str) -> tuple[tuple[str, str], ...]:
+def _parse_limits(ctx: _Ctx, d: LDict, where: str, kind: str) -> tuple[tuple[str, str], ...]:
     """NodePool `spec.limits`: resource name → quantity (`nvidia.com/gpu: 16`, `cpu: 1000`)."""
     if kind != "nodepool":
         raise ctx.fail(ctx.line_of(d, "limits"), f"{where}: limits is for nodePools only")
@@ -1021,7 +976,7 @@ def _parse_limits(ctx: _Ctx, d: _LDict, where: str, kind: str) -> tuple[tuple[st
     return tuple(sorted(limits.items()))
 
 
-def _parse_ami_type(ctx: _Ctx, d: _LDict, where: str) -> str | None:
+def _parse_ami_type(ctx: _Ctx, d: LDict, where: str) -> str | None:
     if d.get("amiType") is None:
         return None
     ami_type = ctx.string(d, "amiType", where)
@@ -1110,8 +1065,8 @@ def _parse_workload(
     )
 
 
-def _empty(line: int) -> _LDict:
-    d = _LDict()
+def _empty(line: int) -> LDict:
+    d = LDict()
     d.line, d.key_lines = line, {}
     return d
 
@@ -1144,7 +1099,7 @@ def _parse_timeline(ctx: _Ctx, raw: Any, line: int, pools: set[str]) -> tuple[Ti
         step_keys = {k for k in d if k in _STEP}
         step = None
         if step_keys:
-            sub = _LDict({k: d[k] for k in step_keys})
+            sub = LDict({k: d[k] for k in step_keys})
             sub.line, sub.key_lines = item_line, {k: d.key_lines[k] for k in step_keys}
             step = _parse_step(ctx, sub, where, item_line, _STEP - {"after"})
         actions = [
@@ -1193,7 +1148,7 @@ def _parse_timeline(ctx: _Ctx, raw: Any, line: int, pools: set[str]) -> tuple[Ti
 def parse_scenario(text: str, source: str) -> Scenario:
     ctx = _Ctx(source)
     try:
-        raw = yaml.load(text, Loader=_Loader)
+        raw = load_lined(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0

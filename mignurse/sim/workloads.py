@@ -376,11 +376,11 @@ class Workloads:
     def _create_pod(self, rs: ReplicaSetState, *, at: float | None = None) -> PodRecord:
         created = self.w.t if at is None else at
         wl = rs.workload
-        name = f"{rs.name}-{self.w._suffix()}"
+        name = f"{rs.name}-{self.w.suffix()}"
         pod = PodRecord(
             namespace=wl.namespace,
             name=name,
-            uid=self.w._uid(),
+            uid=self.w.uid(),
             created=created,
             requests=scheduling.pod_requests(rs.template),
             owner=rs,
@@ -426,7 +426,7 @@ class Workloads:
             tolerations=tolerations,
             priority_class=spec.get("priorityClassName"),
             host_ip=m.ip if m else None,
-            pod_ip=self.w._pod_ip(m) if m else None,
+            pod_ip=self.w.pods.pod_ip(m) if m else None,
             running_since=running_since,
             node_selector=spec.get("nodeSelector"),
             affinity=spec.get("affinity"),
@@ -699,7 +699,7 @@ class Workloads:
             f"Successfully assigned {pod.namespace}/{pod.name} to {m.node}",
             component="default-scheduler",
         )
-        self.w.pod_event_on(m)
+        self.w.termination.pod_event_on(m)
         self.w.t = saved
         if not started:
             self.w.schedule(self.w.t + POD_STARTUP, self._containers_started, pod)
@@ -834,7 +834,7 @@ class Workloads:
             self.reconcile(pod.owner)
             self.write_status(pod.owner.workload)
         if first and pod.machine is not None:
-            self.w.pod_event_on(pod.machine)
+            self.w.termination.pod_event_on(pod.machine)
         if pod.namespace in self._pdb_namespaces:
             self.update_pdbs(pod.namespace)
 
@@ -885,7 +885,7 @@ class Workloads:
         self._disrupted.pop(pod.key, None)
         if pod.namespace in self._pdb_namespaces:
             self.update_pdbs(pod.namespace)
-        self.w.pod_gone(pod, m)
+        self.w.termination.pod_gone(pod, m)
         self.schedule_soon()
 
     def node_removed(self, m: Machine) -> None:
@@ -952,7 +952,7 @@ class Workloads:
         self.w.schedule(self.w.t, self._taint_eviction, m, key, self.w.t)
 
     def _taint_eviction(self, m: Machine, key: str, since: float) -> None:
-        node = self.w._node(m)
+        node = self.w.node(m)
         if node is None:
             return
         taint = next(
@@ -1287,6 +1287,6 @@ def _deleted_view(pod: JsonDict, at: float) -> JsonDict:
 
 
 def _parse(value: str) -> float:
-    from mignurse.sim.controllers import _parse_ts
+    from mignurse.sim.controllers.base import parse_ts
 
-    return _parse_ts(value)
+    return parse_ts(value)

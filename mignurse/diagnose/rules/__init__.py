@@ -2,32 +2,33 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+from mignurse.diagnose.findings import Rule
+from mignurse.diagnose.rules import (
+    churn,
+    hardware,
+    mig_config,
+    mig_hook,
+    mig_layout,
+    not_ready,
+    notready_loop,
+    repair_blocked,
+    repair_loop,
+    repair_risk,
+)
 
-if TYPE_CHECKING:
-    from mignurse.diagnose.engine import Rule
+# finding id → its rule, in the order the engine runs them (README's finding table)
+RULES: list[tuple[str, Rule]] = [
+    ("node-repair-loop", repair_loop.rule),
+    ("replacement-churn", churn.rule),
+    ("notready-loop", notready_loop.rule),
+    ("node-not-ready", not_ready.rule),
+    ("mig-hook-kubelet-restart", mig_hook.rule),
+    ("accelerated-hardware-not-ready", hardware.rule),
+    ("repair-blocked", repair_blocked.rule),
+    ("mig-config-failed", mig_config.rule),
+    ("mig-layout-mismatch", mig_layout.rule),
+    ("repair-risk", repair_risk.rule),
+]
 
-# module → the finding id it raises (README's finding table)
-MODULES = {
-    "repair_loop": "node-repair-loop",
-    "churn": "replacement-churn",
-    "notready_loop": "notready-loop",
-    "not_ready": "node-not-ready",
-    "mig_hook": "mig-hook-kubelet-restart",
-    "hardware": "accelerated-hardware-not-ready",
-    "repair_blocked": "repair-blocked",
-    "mig_config": "mig-config-failed",
-    "mig_layout": "mig-layout-mismatch",
-    "repair_risk": "repair-risk",
-}
-
-
-def _load() -> list[tuple[str, Rule]]:
-    return [
-        (finding_id, importlib.import_module(f"{__name__}.{module}").rule)
-        for module, finding_id in MODULES.items()
-    ]
-
-
-RULES: list[tuple[str, Rule]] = _load()
+# module → the finding id it raises
+MODULES = {rule.__module__.rsplit(".", 1)[1]: finding_id for finding_id, rule in RULES}

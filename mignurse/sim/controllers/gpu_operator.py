@@ -1,0 +1,100 @@
+"""The NVIDIA GPU operator's operands: deploy labels and the device plugin's advertising."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mignurse.sim import objects
+from mignurse.sim.controllers.base import (
+    ADVERTISE_DELAY,
+    LABEL_GPU_DEPLOY,
+    MIG_LABELS,
+    OPERAND_DAEMONSETS,
+    OPERAND_DELAY,
+    Machine,
+)
+from mignurse.sim.objects import JsonDict
+
+if TYPE_CHECKING:
+    from mignurse.sim.controllers.world import World
+
+
+class GpuOperator:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    # ------------------------------------------------------------------ GPU operator
+
+    def react(self, m: Machine, before: JsonDict, after: JsonDict) -> None:
+        old = before["metadata"].get("labels") or {}
+        new = after["metadata"].get("labels") or {}
+        # Like the DaemonSet controller, converge on the labels as they are now (a scenario
+        # may have paused a label and left its pod), for the operands whose label is set.
+        for key, ds in OPERAND_DAEMONSETS.items():
+            label = LABEL_GPU_DEPLOY + key
+            if label not in new:
+                continue
+            running = bool(self._operand_pods(m, ds))
+            if new[label] == "true" and not running:
+                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_start, m, ds, label)
+            elif new[label] != "true" and running:
+                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_stop, m, ds, label)
+        watched = (LABEL_GPU_DEPLOY + "device-plugin", *MIG_LABELS)
+        if any(old.get(key) != new.get(key) for key in watched):
+            self.w.schedule(self.w.t + ADVERTISE_DELAY, self._advertise_gpus, m)
+
+    def label(self, m: Machine, key: str) -> str | None:
+        node = self.w.node(m)
+        value = (node["metadata"].get("labels") or {}).get(key) if node is not None else None
+        return None if value is None else str(value)
+
+    def _operand_pods(self, m: Machine, ds: str) -> list[tuple[str, str]]:
+        return [entry for entry in m.daemon_pods if entry[1].rsplit("-", 1)[0] == ds]
+
+    def _operand_stop(self, m: Machine, ds: str, label: str) -> None:
+        if m.removed or self.label(m, label) == "true":
+            return
+        for entry in self._operand_pods(m, ds):
+            m.daemon_pods.remove(entry)
+            self.w.tx.delete("pods", *entry)
+
+    def _operand_start(self, m: Machine, ds: str, label: str) -> None:
+        if m.removed or self.label(m, label) != "true" or self._operand_pods(m, ds):
+            return
+        self.w.pods.create_daemon_pods(m, only=ds)
+
+    def _advertise_gpus(self, m: Machine) -> None:
+        """What the device plugin makes kubelet report: nothing allocatable while it is
+        paused; the layout of `nvidia.com/mig.config` once its state is `success`."""
+        node = self.w.node(m)
+        it = objects.instance_type(m.pool.instance_type)
+        if node is None or it.gpu is None or m.pool.dra:
+            return  # on a DRA node the driver publishes slices; nothing is advertised
+        labels = node["metadata"].get("labels") or {}
+        advertised = [
+            r for r in node["status"].get("allocatable", {}) if r.startswith("nvidia.com/")
+        ]
+        running = bool(self._operand_pods(m, OPERAND_DAEMONSETS["device-plugin"]))
+        if labels.get(LABEL_GPU_DEPLOY + "device-plugin") != "true" or not running:
+            allocatable = node["status"].setdefault("allocatable", {})
+            for resource in advertised:
+                allocatable[resource] = "0"
+            self.w.tx.put("nodes", node)
+            return
+        if labels.get("nvidia.com/mig.config.state") != "success":
+            return
+        strategy = labels.get("nvidia.com/mig.strategy") or m.pool.mig_strategy
+        try:
+            resources = objects.mig_resources(it, labels.get("nvidia.com/mig.config"), strategy)
+        except ValueError:
+            return  # a config the GPU has no layout for: the plugin keeps what it had
+        update: dict[str, str | None] = dict.fromkeys(advertised)
+        update.update({r: str(n) for r, n in resources.items()})
+        self.w.set_allocatable(m, update)
+        counts: dict[str, str | None] = {
+            k: None for k in labels if k.startswith("nvidia.com/mig-") and k.endswith(".count")
+        }
+        counts.update(
+            {f"{r}.count": str(n) for r, n in resources.items() if r.startswith("nvidia.com/mig-")}
+        )
+        self.w.set_labels(m, counts)

@@ -1,0 +1,165 @@
+"""EC2 instances and the pools' sizes: launch, shut down, scale."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mignurse.sim import objects
+from mignurse.sim.controllers.base import (
+    INSTANCE_SHUTDOWN,
+    NODE_MONITOR_PERIOD,
+    SQS_LAG,
+    ZONE_SUBNETS,
+    Machine,
+)
+from mignurse.sim.scenario import (
+    Lifecycle,
+    PoolSpec,
+)
+
+if TYPE_CHECKING:
+    from mignurse.sim.controllers.world import World
+
+
+class Instances:
+    def __init__(self, world: World) -> None:
+        self.w = world
+        self.pool_target: dict[str, int] = {p.name: p.nodes for p in world.scenario.pools}
+        self._reconcile_pending: set[str] = set()
+        self._used_ips: set[str] = set()
+
+    # ------------------------------------------------------------------ launch
+
+    def _allocate_ip(self, zone: str) -> str:
+        base = ZONE_SUBNETS.get(zone[-1], 0)
+        while True:
+            ip = f"10.0.{base + self.w.rng.randrange(32)}.{self.w.rng.randrange(4, 255)}"
+            if ip not in self._used_ips:
+                self._used_ips.add(ip)
+                return ip
+
+    def launch(
+        self,
+        pool: PoolSpec,
+        at: float,
+        *,
+        image: str | None = None,
+        os_name: str | None = None,
+        lifecycle: Lifecycle | None = None,
+        labels: dict[str, str] | None = None,
+        node_name: str | None = None,
+    ) -> Machine:
+        """Start an instance launched at `at`; phases already in the past run right away."""
+        image = image or pool.image
+        zone = pool.zones[len(self.w.pool_machines[pool.name]) % len(pool.zones)]
+        ip = self._allocate_ip(zone)
+        name = node_name or objects.node_name_for_ip(ip, self.w.scenario.region)
+        claim = f"{pool.name}-{self.w.suffix()}" if pool.kind == "nodepool" else None
+        m = Machine(
+            pool=pool,
+            nodeclaim=claim,
+            node=name,
+            claim_uid=self.w.uid(),
+            node_uid=self.w.uid(),
+            instance_id=f"i-0{self.w.rng.getrandbits(64):016x}",
+            ip=ip,
+            zone=zone,
+            image=image,
+            os_name=os_name or pool.os,
+            launched_at=at,
+            lifecycle=lifecycle or pool.lifecycle_for(image),
+            extra_labels=labels or {},
+        )
+        self.w.machines[name] = m
+        if claim:
+            self.w.claims[claim] = m
+        self.w.pool_machines[pool.name].append(m)
+        phases: list[tuple[float, Callable[..., None], tuple[Any, ...]]] = []
+        if claim:
+            phases.append((at, self.w.karpenter.create_claim, (m,)))
+            phases.append((at + pool.launch_after, self.w.karpenter.claim_launched, (m,)))
+        phases.append((at + pool.register_after, self.w.kubelet.register, (m,)))
+        for step in m.lifecycle.steps:
+            phases.append((at + step.after, self.w.kubelet.lifecycle_step, (m, step)))
+        saved = self.w.t
+        for when, fn, args in phases:
+            if when <= self.w.now:
+                self.w.t = when
+                fn(*args)
+            else:
+                self.w.schedule(when, fn, *args)
+        self.w.t = saved
+        backdated = at + pool.register_after < self.w.now
+        if backdated and m.registered and not m.removed and m.kubelet_posting:
+            self.w.kubelet.heartbeat_catch_up(m)
+        return m
+
+    # ------------------------------------------------------------------ EC2 and interruption
+
+    def terminate_instance(self, m: Machine) -> None:
+        """TerminateInstances (or EC2's own interruption): shutting-down, then terminated.
+        The OS stops kubelet and the agent as it shuts down (inference)."""
+        if m.instance_state != "running":
+            return
+        m.instance_state = "shutting-down"
+        if m.kubelet_posting and m.registered:
+            self.w.kubelet.stop(m)
+        m.nma_running = False
+        m.nma_token += 1
+        self._state_change(m, "shutting-down")
+        self.w.schedule(self.w.t + INSTANCE_SHUTDOWN, self._instance_terminated, m)
+
+    def _instance_terminated(self, m: Machine) -> None:
+        m.instance_state = "terminated"
+        self._state_change(m, "terminated")
+        if m.registered and not m.removed:
+            self.w.schedule(self.w.t + NODE_MONITOR_PERIOD, self.w.kubelet.cloud_node_lifecycle, m)
+
+    def _state_change(self, m: Machine, state: str) -> None:
+        """EventBridge forwards every EC2 state change to the interruption queue (KA
+        getting-started cloudformation.yaml InstanceStateChangeRule)."""
+        k = self.w.scenario.karpenter
+        if k is None or not k.interruption_queue or m.nodeclaim is None:
+            return
+        self.w.schedule(self.w.t + SQS_LAG, self.w.karpenter.interruption_message, m, state)
+
+    # ------------------------------------------------------------------ pools
+
+    def queue_reconcile(self, pool: str, at: float) -> None:
+        if pool in self._reconcile_pending:
+            return
+        self._reconcile_pending.add(pool)
+        self.w.schedule(at, self.reconcile_pool, pool)
+
+    def reconcile_pool(self, name: str) -> None:
+        """A node group's Auto Scaling group keeps its desired size; Karpenter pools get their
+        starting size here and follow their pods afterwards."""
+        self._reconcile_pending.discard(name)
+        pool = self.w.scenario.pool(name)
+        active = [m for m in self.w.pool_machines[name] if not m.deleting]
+        for _ in range(self.pool_target[name] - len(active)):
+            self.launch(pool, self.w.t)
+
+    def scale(self, pool: str, nodes: int) -> None:
+        spec = self.w.scenario.pool(pool)
+        wl = self.w.workloads.workloads.get(
+            (spec.workload.namespace, spec.workload.name) if spec.workload else ("", "")
+        )
+        if spec.kind == "nodepool" and wl is not None and spec.workload is not None:
+            # Karpenter follows the pods: scale the pool's Deployment, as an operator would.
+            self.w.workloads.scale_deployment(wl, nodes * spec.workload.pods_per_node)
+            return
+        if wl is not None and spec.workload is not None:
+            self.w.workloads.scale_deployment(wl, nodes * spec.workload.pods_per_node)
+        self.pool_target[pool] = nodes
+        active = [m for m in self.w.pool_machines[pool] if not m.deleting]
+        surplus = sorted(active, key=lambda x: x.launched_at, reverse=True)[
+            : max(0, len(active) - nodes)
+        ]
+        for m in surplus:
+            if m.nodeclaim:
+                self.w.karpenter.consolidate(m, "Empty")
+            else:
+                self.w.termination.terminate(m, cause="scale-down")
+        self.reconcile_pool(pool)

@@ -1,0 +1,406 @@
+"""Karpenter's NodePools and NodeClaims, consolidation and interruption, and its Deployment."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mignurse.sim import objects
+from mignurse.sim.controllers.base import (
+    SPOT_NOTICE,
+    SQS_LAG,
+    Machine,
+)
+from mignurse.sim.objects import JsonDict
+from mignurse.sim.scenario import (
+    PoolSpec,
+    format_duration,
+)
+
+if TYPE_CHECKING:
+    from mignurse.sim.controllers.world import World
+
+
+class Karpenter:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    def create_nodepool(self, pool: PoolSpec) -> None:
+        it = objects.instance_type(pool.instance_type)
+        uid = self.w.uid()
+        self.w.pool_uid[pool.name] = uid
+        requirements = [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [it.name]},
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [pool.capacity_type]},
+            {"key": "kubernetes.io/arch", "operator": "In", "values": [it.arch]},
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(pool.zones)},
+        ]
+        labels = dict(pool.labels)
+        if pool.mig_config:
+            labels["nvidia.com/mig.config"] = pool.mig_config
+        obj = objects.build_nodepool(
+            name=pool.name,
+            uid=uid,
+            created=self.w.begin - 86400 * 60,
+            nodeclass=pool.nodeclass,
+            labels=labels,
+            requirements=requirements,
+            taints=[t.to_api() for t in pool.taints],
+            expire_after=pool.expire_after,
+            termination_grace_period=format_duration(pool.termination_grace_period)
+            if pool.termination_grace_period
+            else None,
+            consolidation_policy=pool.consolidation_policy,
+            consolidate_after=pool.consolidate_after,
+            budgets=[dict(b) for b in pool.budgets],
+            limits=dict(pool.limits)
+            if pool.limits is not None
+            else {"nvidia.com/gpu": str(max(8, pool.nodes * it.gpu_count * 2))}
+            if it.gpu
+            else {"cpu": "1000"},
+            weight=None,
+        )
+        self.w.tx.put("nodepools", obj)
+
+    def update_nodepool_status(self, pool: PoolSpec) -> None:
+        if pool.kind != "nodepool":
+            return
+        obj = self.w.tx.get("nodepools", "", pool.name)
+        if obj is None:
+            return
+        it = objects.instance_type(pool.instance_type)
+        count = self.w.pool_nodes[pool.name]
+        resources = {
+            "cpu": str(it.cpu * count),
+            "memory": f"{it.memory_mib * 1024 * count}Ki",
+            "nodes": str(count),
+            "pods": str(it.max_pods * count),
+            "ephemeral-storage": f"{104845292 * count}Ki",
+        }
+        if it.gpu is not None and not pool.dra:
+            for res, per_node in objects.mig_resources(
+                it, pool.mig_config, pool.mig_strategy
+            ).items():
+                resources[res] = str(per_node * count)
+        if obj["status"].get("resources") != resources:
+            obj["status"]["resources"] = resources
+            self.w.tx.put("nodepools", obj)
+
+    def create_claim(self, m: Machine) -> None:
+        pool = m.pool
+        it = objects.instance_type(pool.instance_type)
+        requests = {"cpu": "2150m", "memory": "2130Mi", "pods": "8"}
+        if not pool.dra:  # a DRA pool's pods claim devices, they request no nvidia.com/*
+            gpu_res = objects.mig_resources(it, pool.mig_config, pool.mig_strategy)
+            requests.update({k: str(v) for k, v in gpu_res.items() if v})
+        assert m.nodeclaim is not None
+        obj = objects.build_nodeclaim(
+            name=m.nodeclaim,
+            uid=m.claim_uid,
+            created=self.w.t,
+            nodepool=pool.name,
+            nodepool_uid=self.w.pool_uid.get(pool.name, ""),
+            nodeclass=pool.nodeclass,
+            instance=it,
+            zone=m.zone,
+            capacity_type=pool.capacity_type,
+            taints=[t.to_api() for t in pool.taints],
+            expire_after=pool.expire_after,
+            termination_grace_period=format_duration(pool.termination_grace_period)
+            if pool.termination_grace_period
+            else None,
+            nodepool_hash=objects.stable_hex("np", pool.name),
+            requests=requests,
+        )
+        self.w.tx.put("nodeclaims", obj)
+
+    def claim(self, m: Machine) -> JsonDict | None:
+        return self.w.tx.get("nodeclaims", "", m.nodeclaim) if m.nodeclaim else None
+
+    def set_claim_condition(
+        self, m: Machine, ctype: str, status: str, reason: str, message: str = ""
+    ) -> None:
+        obj = self.claim(m)
+        if obj is None:
+            return
+        conds: list[JsonDict] = obj["status"].setdefault("conditions", [])
+        current = next((c for c in conds if c["type"] == ctype), None)
+        old_status = current["status"] if current else "Unknown"
+        if current and (current["status"], current["reason"], current["message"]) == (
+            status,
+            reason,
+            message,
+        ):
+            return
+        new = objects.nodeclaim_condition(ctype, status, reason, message, now=self.w.t)
+        if current is not None and current["status"] == status:
+            new["lastTransitionTime"] = current["lastTransitionTime"]
+        if current is None:
+            conds.append(new)
+        else:
+            conds[conds.index(current)] = new
+        conds.sort(key=lambda c: c["type"])
+        self.w.tx.put("nodeclaims", obj)
+        # operatorpkg status controller: an event only for a condition it saw before whose
+        # status changed (awslabs/operatorpkg status/controller.go, as pinned by KC's go.mod).
+        if current is not None and old_status != status:
+            self.w.karpenter_event(
+                self.w.claim_ref(m),
+                ctype,
+                self.w.transition_message(ctype, old_status, status, reason, message),
+            )
+
+    def claim_launched(self, m: Machine) -> None:
+        if m.deleting:
+            return
+        obj = self.claim(m)
+        if obj is None:
+            return
+        it = objects.instance_type(m.pool.instance_type)
+        spec_in = self.w.kubelet.node_input(m)
+        capacity, allocatable = objects.node_resources(spec_in)
+        obj["status"].update(
+            {
+                "providerID": f"aws:///{m.zone}/{m.instance_id}",
+                "imageID": m.image,
+                "capacity": capacity,
+                "allocatable": allocatable,
+            }
+        )
+        obj["metadata"]["labels"]["karpenter.k8s.aws/instance-hypervisor"] = "nitro"
+        obj["metadata"]["labels"]["karpenter.k8s.aws/instance-network-bandwidth"] = str(
+            it.network_bandwidth
+        )
+        self.w.tx.put("nodeclaims", obj)
+        m.launched = True
+        self.set_claim_condition(m, "Launched", "True", "Launched")
+        if self.w.provisioner.pending_pods():
+            self.w.provisioner.trigger()  # a NodeClaim event: the provisioner looks again
+
+    def consolidatable_check(self, m: Machine) -> None:
+        """KC nodeclaim/disruption consolidation.go: Consolidatable once consolidateAfter has
+        passed since the last pod event (or initialization), cleared before that."""
+        after = self.w.provisioner.consolidate_after(m.pool)
+        if after is None or not m.initialized or m.claim_gone:
+            return
+        since = m.last_pod_event if m.last_pod_event is not None else m.ready_at or self.w.t
+        due = since + after
+        m.consolidatable_token += 1
+        if self.w.t < due:
+            if m.consolidatable:
+                m.consolidatable = False
+                self._clear_claim_condition(m, "Consolidatable")
+            self.w.schedule(due, self._consolidatable_due, m, m.consolidatable_token)
+            return
+        if not m.consolidatable:
+            m.consolidatable = True
+            self.set_claim_condition(m, "Consolidatable", "True", "Consolidatable")
+
+    def _consolidatable_due(self, m: Machine, token: int) -> None:
+        if token == m.consolidatable_token:
+            self.consolidatable_check(m)
+
+    def _clear_claim_condition(self, m: Machine, ctype: str) -> None:
+        claim = self.claim(m)
+        if claim is None:
+            return
+        conds = claim["status"].get("conditions", [])
+        kept = [c for c in conds if c["type"] != ctype]
+        if len(kept) != len(conds):
+            claim["status"]["conditions"] = kept
+            self.w.tx.put("nodeclaims", claim)
+
+    def interruption_message(self, m: Machine, kind: str) -> None:
+        """Karpenter's interruption controller handles one message for this instance (KA
+        pkg/controllers/interruption controller.go at v1.4.0, utils.go at v1.14.1): events
+        for the message, then delete the NodeClaim unless it is already deleting."""
+        if m.claim_gone:
+            return  # no NodeClaim carries this instance ID any more
+        if kind == "spot":
+            reason, message = "SpotInterrupted", "Spot interruption warning was triggered"
+        elif kind in ("stopping", "stopped"):
+            reason, message = "InstanceStopping", "Instance is stopping"
+        else:  # shutting-down, terminated
+            reason, message = "InstanceTerminating", "Instance is terminating"
+        node = self.w.node(m)
+        self.w.publish(self.w.claim_ref(m), reason, message, "Warning", dedupe=(m.claim_uid,))
+        if node is not None:
+            self.w.publish(self.w.node_ref(m), reason, message, "Warning", dedupe=(m.node_uid,))
+        if m.deleting:
+            return  # deleteNodeClaim returns early: no TerminatingOnInterruption
+        self.w.termination.terminate(m, cause="interruption")
+        self.w.publish(
+            self.w.claim_ref(m),
+            "TerminatingOnInterruption",
+            "Interruption triggered termination for the NodeClaim",
+            "Warning",
+            dedupe=(m.claim_uid,),
+        )
+        if node is not None:
+            self.w.publish(
+                self.w.node_ref(m),
+                "TerminatingOnInterruption",
+                "Interruption triggered termination for the Node",
+                "Warning",
+                dedupe=(m.node_uid,),
+            )
+
+    def consolidate(self, m: Machine, reason: str) -> None:
+        if not m.alive or m.nodeclaim is None:
+            return
+        tr = self.w.traits
+        assert tr is not None
+        if tr.disruption_reason:
+            self.set_claim_condition(
+                m,
+                "DisruptionReason",
+                "True",
+                "DisruptionReason" if tr.disruption_reason_in_message else reason,
+                reason,
+            )
+        self.w.publish(
+            self.w.node_ref(m),
+            "DisruptionTerminating",
+            f"Disrupting Node: {reason}",
+            dedupe=(m.node_uid, reason),
+        )
+        self.w.publish(
+            self.w.claim_ref(m),
+            "DisruptionTerminating",
+            f"Disrupting NodeClaim: {reason}",
+            dedupe=(m.claim_uid, reason),
+        )
+        self.w.termination.terminate(m, cause="consolidation")
+
+    def spot_interrupt(self, m: Machine) -> None:
+        """EC2's two-minute warning; the instance is interrupted when it runs out."""
+        if not m.alive:
+            return
+        k = self.w.scenario.karpenter
+        if k is not None and k.interruption_queue and m.nodeclaim is not None:
+            self.w.schedule(self.w.t + SQS_LAG, self.interruption_message, m, "spot")
+        self.w.schedule(self.w.t + SPOT_NOTICE, self.w.instances.terminate_instance, m)
+
+    # ------------------------------------------------------------------ Karpenter Deployment
+
+    def _karpenter_template(self, gates: str) -> JsonDict:
+        k = self.w.scenario.karpenter
+        assert k is not None
+        endpoint_id = objects.stable_hex("ep", self.w.scenario.cluster_name, length=32).upper()
+        image = f"public.ecr.aws/karpenter/controller:{k.version}@sha256:" + objects.stable_hex(
+            "karpenter", k.version, length=64
+        )
+        env = [
+            {"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
+            {"name": "KARPENTER_SERVICE", "value": "karpenter"},
+            {"name": "WEBHOOK_PORT", "value": "8443"},
+            {"name": "WEBHOOK_METRICS_PORT", "value": "8001"},
+            {"name": "DISABLE_WEBHOOK", "value": "true"},
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "METRICS_PORT", "value": "8080"},
+            {"name": "HEALTH_PROBE_PORT", "value": "8081"},
+            {
+                "name": "SYSTEM_NAMESPACE",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
+            },
+            {
+                "name": "MEMORY_LIMIT",
+                "valueFrom": {
+                    "resourceFieldRef": {
+                        "containerName": "controller",
+                        "divisor": "0",
+                        "resource": "limits.memory",
+                    }
+                },
+            },
+            {"name": "FEATURE_GATES", "value": gates},
+            {"name": "BATCH_MAX_DURATION", "value": "10s"},
+            {"name": "BATCH_IDLE_DURATION", "value": "1s"},
+            {"name": "CLUSTER_NAME", "value": self.w.scenario.cluster_name},
+            {
+                "name": "CLUSTER_ENDPOINT",
+                "value": f"https://{endpoint_id}.gr7.{self.w.scenario.region}.eks.amazonaws.com",
+            },
+            {"name": "VM_MEMORY_OVERHEAD_PERCENT", "value": "0.075"},
+            {"name": "RESERVED_ENIS", "value": "0"},
+        ]
+        if k.interruption_queue:
+            # KA getting-started: settings.interruptionQueue=${CLUSTER_NAME}
+            env.insert(-1, {"name": "INTERRUPTION_QUEUE", "value": self.w.scenario.cluster_name})
+        ctr = objects.container(
+            "controller", image, {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}
+        )
+        ctr["env"] = env
+        labels = {"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+        # The chart's scheduling values (KA charts/karpenter/values.yaml at v1.4.0): never on
+        # a node Karpenter manages, one replica per host, spread over zones.
+        return {
+            "metadata": {"labels": labels, "annotations": {}},
+            "spec": {
+                "containers": [ctr],
+                "serviceAccountName": "karpenter",
+                "priorityClassName": "system-cluster-critical",
+                "dnsPolicy": "ClusterFirst",
+                "nodeSelector": {"kubernetes.io/os": "linux"},
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}
+                                    ]
+                                }
+                            ]
+                        }
+                    },
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": dict(labels)},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    },
+                },
+                "topologySpreadConstraints": [
+                    {
+                        "labelSelector": {"matchLabels": dict(labels)},
+                        "maxSkew": 1,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                    }
+                ],
+                "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+            },
+        }
+
+    def create_karpenter(self) -> None:
+        k = self.w.scenario.karpenter
+        assert k is not None
+        template = self._karpenter_template(k.feature_gates)
+        chart = f"karpenter-{k.version}"
+        deploy = objects.build_deployment(
+            name="karpenter",
+            namespace=k.namespace,
+            uid=self.w.uid(),
+            created=self.w.begin - 86400 * 30,
+            replicas=2,
+            labels={
+                "app.kubernetes.io/instance": "karpenter",
+                "app.kubernetes.io/managed-by": "Helm",
+                "app.kubernetes.io/name": "karpenter",
+                "app.kubernetes.io/version": k.version,
+                "helm.sh/chart": chart,
+            },
+            annotations={
+                "meta.helm.sh/release-name": "karpenter",
+                "meta.helm.sh/release-namespace": k.namespace,
+            },
+            selector={
+                "app.kubernetes.io/name": "karpenter",
+                "app.kubernetes.io/instance": "karpenter",
+            },
+            template=template,
+            max_unavailable=1,
+        )
+        self.w.karpenter_workload = self.w.workloads.create(deploy, None)

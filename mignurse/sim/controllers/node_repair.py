@@ -1,0 +1,146 @@
+"""Karpenter's node.health controller: node repair and its unhealthy-node guard."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from mignurse.sim import objects
+from mignurse.sim.controllers.base import (
+    REPAIR_BLOCKED_DEDUPE,
+    Machine,
+    parse_ts,
+)
+from mignurse.sim.objects import JsonDict, ts
+
+if TYPE_CHECKING:
+    from mignurse.sim.controllers.world import World
+
+
+class NodeRepair:
+    def __init__(self, world: World) -> None:
+        self.w = world
+        self.pool_unhealthy: dict[str, int] = {p.name: 0 for p in world.scenario.pools}
+
+    # ------------------------------------------------------------------ Karpenter node repair
+
+    def conditions_changed(self, m: Machine, node: JsonDict, transitioned: bool) -> None:
+        if m.pool.kind == "nodepool":
+            self.refresh_health(m, node)
+            tr = self.w.traits
+            # From KC v1.7.0 node.health only wakes for a condition status/transition change.
+            if transitioned or (tr is not None and tr.reconciles_on_every_node_update):
+                self.health_reconcile(m)
+        else:
+            self.w.mng.observe(m, node)
+
+    def node_written(self, m: Machine) -> None:
+        """Any other Node write: before KC v1.7.0 it reconciles node.health too."""
+        tr = self.w.traits
+        if m.pool.kind == "nodepool" and tr is not None and tr.reconciles_on_every_node_update:
+            self.health_reconcile(m)
+
+    def refresh_health(self, m: Machine, node: JsonDict) -> None:
+        """Which repair policies the node matches now (type + status), with their deadlines."""
+        policies = self.w.traits.repair_policies if self.w.traits else {}
+        unhealthy: dict[str, float] = {}
+        for c in node["status"].get("conditions", []):
+            toleration = policies.get((c["type"], c["status"]))
+            if toleration is not None:
+                unhealthy[c["type"]] = parse_ts(c["lastTransitionTime"]) + toleration
+        m.unhealthy_since = unhealthy
+        self.count_health(m)
+
+    def count_health(self, m: Machine) -> None:
+        counted = bool(m.unhealthy_since) and m.registered and not m.removed
+        if counted != m.counted_unhealthy:
+            m.counted_unhealthy = counted
+            self.pool_unhealthy[m.pool.name] += 1 if counted else -1
+
+    def _pool_over_guard(self, pool: str) -> bool:
+        """More unhealthy Nodes than ceil(20% of the NodePool's Nodes) (KC health/controller.go
+        allowedUnhealthyPercent, rounded up)."""
+        return self.pool_unhealthy[pool] > math.ceil(0.2 * self.w.pool_nodes[pool])
+
+    def health_reconcile(self, m: Machine) -> None:
+        """One reconcile of Karpenter's node.health controller for this Node, at the modelled
+        version (KC pkg/controllers/node/health/controller.go)."""
+        tr = self.w.traits
+        if (
+            tr is None
+            or not self.w.repair_enabled
+            or m.nodeclaim is None
+            or not m.registered
+            or m.removed
+            or m.claim_gone
+        ):
+            return
+        over = self._pool_over_guard(m.pool.name)
+        if tr.guard_before_toleration and over:
+            self._publish_repair_blocked(m)  # no requeue before v1.7.0
+            return
+        if not m.unhealthy_since:
+            return
+        deadline = min(m.unhealthy_since.values())
+        if deadline > self.w.t:
+            self._requeue_health(m, deadline)
+            return
+        if over:
+            self._publish_repair_blocked(m)
+            if tr.blocked_requeue is not None:
+                self._requeue_health(m, self.w.t + tr.blocked_requeue)
+            return
+        self._annotate_termination_time(m)
+        if not m.deleting:  # deleteNodeClaim returns early for a NodeClaim already deleting
+            self.w.termination.terminate(m, cause="repair")
+
+    def _requeue_health(self, m: Machine, at: float) -> None:
+        if m.repair_due is not None and self.w.t < m.repair_due <= at:
+            return  # an earlier requeue of the same key is already pending
+        m.repair_due = at
+        m.repair_token += 1
+        self.w.schedule(at, self._health_requeued, m, m.repair_token)
+
+    def _health_requeued(self, m: Machine, token: int) -> None:
+        if token != m.repair_token:
+            return
+        m.repair_due = None
+        self.health_reconcile(m)
+
+    def _annotate_termination_time(self, m: Machine) -> None:
+        claim = self.w.karpenter.claim(m)
+        if claim is None:
+            return
+        annotations = claim["metadata"].setdefault("annotations", {})
+        current = annotations.get(objects.TERMINATION_TIMESTAMP)
+        if current is not None and parse_ts(current) < self.w.t:
+            return  # an earlier termination time is kept
+        annotations[objects.TERMINATION_TIMESTAMP] = ts(self.w.t)
+        self.w.tx.put("nodeclaims", claim)
+
+    def _publish_repair_blocked(self, m: Machine) -> None:
+        """Three copies, all on the Node, deduplicated 15 min on the Node's, NodeClaim's and
+        NodePool's UID (KC health/events.go NodeRepairBlocked)."""
+        assert self.w.traits is not None
+        ref = self.w.node_ref(m)
+        message = self.w.traits.nodepool_blocked_message
+        for uid in (m.node_uid, m.claim_uid, self.w.pool_uid.get(m.pool.name, "")):
+            self.w.publish(
+                ref,
+                "NodeRepairBlocked",
+                message,
+                "Warning",
+                dedupe=(uid,),
+                timeout=REPAIR_BLOCKED_DEDUPE,
+            )
+
+    def set_repair_enabled(self, enabled: bool) -> None:
+        if enabled == self.w.repair_enabled:
+            return
+        self.w.repair_enabled = enabled
+        if enabled:
+            # A new controller lists every Node once: nodes already past their toleration are
+            # due at once (the resume hazard), bounded only by the guard.
+            for m in list(self.w.machines.values()):
+                if m.pool.kind == "nodepool":
+                    self.health_reconcile(m)

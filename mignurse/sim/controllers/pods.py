@@ -1,0 +1,279 @@
+"""The pods the cluster itself runs: DaemonSet pods on each node and the pools' Deployments."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mignurse.sim import dra, objects
+from mignurse.sim.controllers.base import (
+    LABEL_GPU_DEPLOY,
+    OPERAND_DAEMONSETS,
+    Machine,
+)
+from mignurse.sim.objects import JsonDict
+from mignurse.sim.scenario import (
+    PoolSpec,
+)
+
+if TYPE_CHECKING:
+    from mignurse.sim.controllers.world import World
+
+
+class Pods:
+    def __init__(self, world: World) -> None:
+        self.w = world
+
+    # ------------------------------------------------------------------ pods
+
+    def daemonsets_for(
+        self, pool: PoolSpec
+    ) -> list[tuple[str, str, str, dict[str, str], str, bool]]:
+        """(namespace, daemonset, container image, labels, priority class, hostNetwork) of
+        the DaemonSets that run on the pool's nodes."""
+        ecr = objects.ECR.format(region=self.w.scenario.region)
+        it = objects.instance_type(pool.instance_type)
+        sets = [
+            (
+                "kube-system",
+                "aws-node",
+                f"{ecr}/amazon-k8s-cni:v1.19.2-eksbuild.1",
+                {"k8s-app": "aws-node"},
+                True,
+            ),
+            (
+                "kube-system",
+                "kube-proxy",
+                f"{ecr}/eks/kube-proxy:v1.32.0-minimal-eksbuild.2",
+                {"k8s-app": "kube-proxy"},
+                True,
+            ),
+            (
+                "kube-system",
+                "ebs-csi-node",
+                f"{ecr}/eks/aws-ebs-csi-driver:v1.40.0",
+                {"app": "ebs-csi-node", "app.kubernetes.io/name": "aws-ebs-csi-driver"},
+                False,
+            ),
+        ]
+        if pool.node_monitoring_agent:
+            sets.append(
+                (
+                    "kube-system",
+                    "eks-node-monitoring-agent",
+                    f"{ecr}/eks/eks-node-monitoring-agent:v1.2.0-eksbuild.1",
+                    {
+                        "app.kubernetes.io/name": "eks-node-monitoring-agent",
+                        "app.kubernetes.io/instance": "eks-node-monitoring-agent",
+                    },
+                    True,
+                )
+            )
+        if it.gpu is not None:
+            if pool.dra:
+                # the operator with devicePlugin.enabled=false; the DRA driver's chart instead
+                sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, dict(dra.POD_LABELS), False))
+            else:
+                sets.append(
+                    (
+                        "gpu-operator",
+                        "nvidia-device-plugin-daemonset",
+                        "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                        {"app": "nvidia-device-plugin-daemonset"},
+                        False,
+                    )
+                )
+            sets += [
+                (
+                    "gpu-operator",
+                    "gpu-feature-discovery",
+                    "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                    {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
+                    False,
+                ),
+                (
+                    "gpu-operator",
+                    "nvidia-dcgm-exporter",
+                    "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
+                    {"app": "nvidia-dcgm-exporter"},
+                    False,
+                ),
+                (
+                    "gpu-operator",
+                    "nvidia-container-toolkit-daemonset",
+                    "nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04",
+                    {"app": "nvidia-container-toolkit-daemonset"},
+                    False,
+                ),
+                (
+                    "gpu-operator",
+                    "nvidia-operator-validator",
+                    "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.2",
+                    {"app": "nvidia-operator-validator"},
+                    False,
+                ),
+            ]
+            if it.gpu.mig_capable and pool.mig_config and pool.mig_applied_by == "mig-manager":
+                sets.append(
+                    (
+                        "gpu-operator",
+                        "nvidia-mig-manager",
+                        "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.10.0-ubuntu20.04",
+                        {"app": "nvidia-mig-manager"},
+                        True,
+                    )
+                )
+        out = []
+        for ns, ds, image, labels, host_net in sets:
+            prio = "system-node-critical"
+            out.append((ns, ds, image, labels, prio, host_net))
+        return out
+
+    def create_daemon_pods(self, m: Machine, only: str | None = None) -> None:
+        for ns, ds, image, labels, prio, host_net in self.daemonsets_for(m.pool):
+            if only is not None and ds != only:
+                continue
+            self._create_daemon_pod(m, ns, ds, image, labels, prio, host_net)
+
+    def _create_daemon_pod(
+        self,
+        m: Machine,
+        ns: str,
+        ds: str,
+        image: str,
+        labels: dict[str, str],
+        prio: str,
+        host_net: bool,
+    ) -> None:
+        name = f"{ds}-{self.w.suffix()}"
+        pod_labels = {
+            **labels,
+            "controller-revision-hash": objects.stable_hex("rev", ds, length=10),
+            "pod-template-generation": "1",
+        }
+        obj = objects.build_pod(
+            name=name,
+            namespace=ns,
+            uid=self.w.uid(),
+            created=self.w.t,
+            node_name=m.node,
+            labels=pod_labels,
+            owner={
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "name": ds,
+                "uid": objects.stable_uuid("ds", ns, ds),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            },
+            containers=[
+                objects.container(
+                    ds.removesuffix("-daemonset"), image, {"cpu": "25m", "memory": "64Mi"}
+                )
+            ],
+            tolerations=[{"operator": "Exists"}],
+            priority_class=prio,
+            host_ip=m.ip,
+            pod_ip=m.ip if host_net else self.pod_ip(m),
+            running_since=self.w.t + 2,
+            host_network=host_net,
+        )
+        self.w.tx.put("pods", obj)
+        m.daemon_pods.append((ns, name))
+        self.w.workloads.register_daemon_pod(m, ns, name, ds)
+        if ds == dra.DAEMONSET:
+            self.w.dra.plugin_pod_running(m)
+
+    def pod_ip(self, m: Machine) -> str:
+        a, b, c, _ = m.ip.split(".")
+        return f"{a}.{b}.{c}.{self.w.rng.randrange(4, 255)}"
+
+    def create_workload(self, pool: PoolSpec) -> None:
+        w = pool.workload
+        assert w is not None
+        template = self._workload_template(pool)
+        replicas = w.replicas if w.replicas is not None else pool.nodes * w.pods_per_node
+        deploy = objects.build_deployment(
+            name=w.name,
+            namespace=w.namespace,
+            uid=self.w.uid(),
+            created=self.w.begin - 86400 * 14,
+            replicas=replicas,
+            labels={"app": w.name, "app.kubernetes.io/name": w.name},
+            annotations={},
+            selector={"app": w.name},
+            template=template,
+        )
+        request = dra.request_for(pool)
+        if request is not None:
+            self.w.tx.put(
+                "resourceclaimtemplates",
+                dra.claim_template(
+                    dra.template_name(pool),
+                    w.namespace,
+                    self.w.uid(),
+                    self.w.begin - 86400 * 14,
+                    request,
+                ),
+            )
+        has_pdb = w.pdb_min_available is not None or w.pdb_max_unavailable is not None
+        self.w.workloads.create(deploy, pool, pdb=has_pdb)
+        if has_pdb:
+            pdb = objects.build_pdb(
+                name=w.name,
+                namespace=w.namespace,
+                uid=self.w.uid(),
+                created=self.w.begin - 86400 * 14,
+                selector={"app": w.name},
+                min_available=w.pdb_min_available,
+                max_unavailable=w.pdb_max_unavailable,
+            )
+            self.w.tx.put("poddisruptionbudgets", pdb)
+
+    def _workload_template(self, pool: PoolSpec) -> JsonDict:
+        w = pool.workload
+        assert w is not None
+        request = dra.request_for(pool)
+        limits = {w.resource: str(w.per_pod)} if w.resource and request is None else None
+        # 4 CPUs and 16 GiB each, less on a type where podsPerNode of those would not fit:
+        # at most three quarters of the CPUs and 70 % of the memory, shared by the pods.
+        it = objects.instance_type(pool.instance_type)
+        cpu_m = max(100, min(4000, int(it.cpu * 750 / w.pods_per_node) // 100 * 100))
+        memory_gi = max(1, min(16, int(it.memory_mib / 1024 * 0.7 / w.pods_per_node)))
+        cpu = f"{cpu_m // 1000}" if cpu_m % 1000 == 0 else f"{cpu_m}m"
+        requests = {"cpu": cpu, "memory": f"{memory_gi}Gi", **(limits or {})}
+        tolerations = [
+            {"key": t.key, "operator": "Exists", "effect": t.effect} for t in pool.taints
+        ]
+        ctr = objects.container(w.name, w.image, requests, limits)
+        spec: JsonDict = {
+            "containers": [ctr],
+            "nodeSelector": {
+                "karpenter.sh/nodepool"
+                if pool.kind == "nodepool"
+                else "eks.amazonaws.com/nodegroup": pool.name
+            },
+            "tolerations": tolerations,
+        }
+        if request is not None:
+            # kubernetes v1.34 core/v1 PodResourceClaim and ResourceClaim (container)
+            ctr["resources"]["claims"] = [{"name": dra.POD_CLAIM}]
+            spec["resourceClaims"] = [
+                {"name": dra.POD_CLAIM, "resourceClaimTemplateName": dra.template_name(pool)}
+            ]
+        return {
+            "metadata": {"labels": {"app": w.name, "app.kubernetes.io/name": w.name}},
+            "spec": spec,
+        }
+
+    def recreate_daemon_pod(self, m: Machine, ds: str) -> None:
+        if m.removed:
+            return
+        key = next((k for k, name in OPERAND_DAEMONSETS.items() if name == ds), None)
+        if key is not None and self.w.gpu_operator.label(m, LABEL_GPU_DEPLOY + key) not in (
+            None,
+            "true",
+        ):
+            return  # the operand's nodeSelector no longer matches this node
+        self.create_daemon_pods(m, only=ds)
+        if ds == "eks-node-monitoring-agent" and m.nma_running:
+            self.w.nma.start(m)
