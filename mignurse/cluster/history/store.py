@@ -558,18 +558,8 @@ class HistoryStore:
             "SELECT context, kind, name, uid, time, observed_at, condition, status, reason, "
             "message FROM transitions WHERE context = ? AND kind = ?"
         )
-        args: list[Any] = [context, kind]
-        if name is not None:
-            sql += " AND name = ?"
-            args.append(name)
-        if since is not None:
-            sql += " AND time >= ?"
-            args.append(epoch(since))
-        sql += " ORDER BY time, id"
-        with self._reading() as conn:
-            if conn is None:
-                return []
-            rows = conn.execute(sql, args).fetchall()
+        filters = {"name = ?": name, "time >= ?": epoch(since) if since is not None else None}
+        rows = self._select(sql, [context, kind], filters, order="time, id")
         return [
             Transition(r[0], r[1], r[2], r[3], from_epoch(r[4]), from_epoch(r[5]), *r[6:])
             for r in rows
@@ -590,22 +580,26 @@ class HistoryStore:
             "message, type, source, host, first_seen, last_seen, count, rv FROM events "
             "WHERE context = ?"
         )
-        args: list[Any] = [context]
-        if involved_kind is not None:
-            sql += " AND involved_kind = ?"
-            args.append(involved_kind)
-        if involved_name is not None:
-            sql += " AND involved_name = ?"
-            args.append(involved_name)
-        if since is not None:
-            sql += " AND t >= ?"
-            args.append(epoch(since))
-        sql += " ORDER BY t, id"
+        filters = {
+            "involved_kind = ?": involved_kind,
+            "involved_name = ?": involved_name,
+            "t >= ?": epoch(since) if since is not None else None,
+        }
+        rows = self._select(sql, [context], filters, order="t, id")
+        return [event_from_row(r) for r in rows]
+
+    def _select(
+        self, sql: str, args: list[Any], filters: dict[str, Any], *, order: str
+    ) -> list[Any]:
+        """`sql` narrowed by each filter whose value is not None, in `order`; [] with no file."""
+        for clause, value in filters.items():
+            if value is not None:
+                sql += f" AND {clause}"
+                args.append(value)
         with self._reading() as conn:
             if conn is None:
                 return []
-            rows = conn.execute(sql, args).fetchall()
-        return [event_from_row(r) for r in rows]
+            return conn.execute(f"{sql} ORDER BY {order}", args).fetchall()
 
     def contexts(self) -> list[str]:
         """The contexts this history holds anything about."""
