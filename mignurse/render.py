@@ -1,4 +1,5 @@
-"""Drawing tables on a terminal (rich) or as plain text when piped, like kubectl."""
+"""Drawing tables on a terminal (rich) or as plain text when piped, like kubectl; a runbook's
+plan as rich markup, for the command line and the app."""
 
 from __future__ import annotations
 
@@ -6,15 +7,20 @@ import shutil
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.timeline import TimelineEntry
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
+from mignurse.runner.step import Harm
+
+if TYPE_CHECKING:
+    from mignurse.runner.engine import Plan
 
 NO_WRAP = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU")
 
@@ -145,3 +151,29 @@ def print_timeline(
         )
     if not entries:
         out.write("  nothing recorded about it\n")
+
+
+def plan_markup(plan: Plan) -> str:
+    lines = [f"[bold]{escape(plan.book.name)}[/] on [bold]{escape(plan.target)}[/]: "]
+    lines[0] += escape(plan.book.title)
+    for i, step in enumerate(plan.steps, 1):
+        head = f"[bold]{i}. {escape(step.spec.id)}[/] {escape(step.action.title)}"
+        if step.status in ("verified", "skipped"):
+            lines.append(f"{head} [dim](already {step.status})[/]")
+            continue
+        if not step.action.mutates:
+            head += " [dim](read-only)[/]"
+        elif step.action.harm >= Harm.HIGH:
+            head += " [red](high harm)[/]"
+        lines.append(head)
+        if step.blocked:
+            lines.append(f"   [red]blocked:[/] {escape(step.blocked)}")
+            continue
+        if step.plan is None:
+            continue
+        if step.plan.nothing_to_do:
+            lines.append("   [dim]nothing to do[/]")
+        lines.extend(f"   change {escape(c.describe())}" for c in step.plan.changes)
+        lines.extend(f"   run {escape(c.describe())}" for c in step.plan.commands)
+        lines.extend(f"   [yellow]note:[/] {escape(n)}" for n in step.plan.notes)
+    return "\n".join(lines)

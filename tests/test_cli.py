@@ -318,7 +318,7 @@ def test_demo_builds_its_cluster_inside_the_app_and_stops_it_after(
     scale-5000 takes seconds); the build hands it a checked source; quitting stops it."""
     import tempfile
 
-    import mignurse.cli as cli
+    import mignurse.cli.app as cli
     from mignurse.cluster.client import NODES, ClusterClient, ClusterError
     from mignurse.tui.app import BuildingSource, LiveSource
 

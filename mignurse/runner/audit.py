@@ -19,13 +19,16 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.paths import audit_log, open_private, private_dir
 from mignurse.runner.state import now_text
+
+if TYPE_CHECKING:
+    from mignurse.runner.state import RunState
 
 AWS_LOOKUP_SECONDS = 3.0
 
@@ -134,3 +137,44 @@ def read_audit(path: Path | None = None) -> list[dict[str, Any]]:
         if isinstance(record, dict) and "event" in record:
             events.append(record)
     return events
+
+
+def runs_from_audit(
+    events: list[dict[str, Any]], states: Mapping[str, RunState] | None = None
+) -> list[dict[str, Any]]:
+    """One summary a run, newest last: when, run, runbook, target, who, outcome.
+
+    A run's outcome is what its last `finished` said; a refusal or a declined prompt counts
+    only for a run that never started (a refused `--resume` leaves the outcome as it was,
+    noted apart). A run still `running` in the log is checked against its run state: a dead
+    process shows as `killed`."""
+    runs: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event["event"] in ("unlock", "unlock-declined"):
+            continue  # about a lock, not a run of its own
+        run = runs.setdefault(
+            str(event.get("run")),
+            {"run": event.get("run"), "started": event.get("ts"), "outcome": "running"},
+        )
+        for key in ("runbook", "target", "context"):
+            if event.get(key) and not run.get(key):
+                run[key] = event[key]
+        who = event.get("who")
+        if isinstance(who, dict) and who.get("local"):
+            run["who"] = who["local"]
+        kind = event["event"]
+        if kind in ("started", "resumed", "undo-started"):
+            run["began"] = True
+        if kind in ("finished", "dry-run") or (
+            kind in ("declined", "refused") and not run.get("began")
+        ):
+            run["outcome"] = event.get("outcome") or kind
+        elif kind in ("declined", "refused"):
+            run["last"] = f"{kind} {'undo' if event.get('undo') else 'resume'}"
+        run["updated"] = event.get("ts")
+    for run in runs.values():
+        run.pop("began", None)
+        state = (states or {}).get(str(run["run"]))
+        if run["outcome"] == "running" and state is not None:
+            run["outcome"] = state.shown_status()
+    return list(runs.values())

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from mignurse.cluster.client import NODES, ClusterClient, ClusterError, NotFound
 from mignurse.model import Node
@@ -63,6 +63,9 @@ from mignurse.runner.step import (
     StepPlan,
     transient,
 )
+
+if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
+    from mignurse.collect.access import Access
 
 READ_RETRY_SECONDS = 30.0  # how long check, plan and verify ride out API server blips
 
@@ -235,6 +238,25 @@ def node_shells(
             return cache[name]
 
     return shell_for
+
+
+def aws_for(access: Access) -> Callable[[str], Any]:
+    """`ctx.aws(service)`: boto3 clients from the session `access` resolves to (the user's
+    --profile and --region), made when a step first asks; a step fails in one line when
+    AWS cannot be reached as asked."""
+    clients: dict[str, Any] = {}
+
+    def make(service: str) -> Any:
+        from mignurse.collect.access import AccessError, aws_client
+
+        if service not in clients:
+            try:
+                clients[service] = aws_client(access, service, need_credentials=True)
+            except AccessError as exc:
+                raise StepFailed(str(exc)) from None
+        return clients[service]
+
+    return make
 
 
 class Runner:

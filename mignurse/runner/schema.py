@@ -517,3 +517,23 @@ def resolve_params(
             value = full
         resolved[name] = value
     return resolved
+
+
+# Runbooks whose effect one of the others reverses: the confirmation and the report say so.
+OPPOSITES = {
+    "cordon": "uncordon",
+    "uncordon": "cordon",
+    "pause-node-repair": "resume-node-repair",
+    "resume-node-repair": "pause-node-repair",
+}
+
+
+def reversal_words(book: Runbook, *, undo: str = "undo (u)") -> str:
+    """How the runbook's change is put back, for the confirmation ("" for no change)."""
+    opposite = OPPOSITES.get(book.name)
+    if opposite:
+        return f"reversible: {opposite} puts it back"
+    actions = [step.make() for step in book.steps]
+    if all(a.can_undo for a in actions if a.mutates):
+        return f"reversible: {undo} puts back what it changed"
+    return "cannot be undone" if book.harm >= Harm.HIGH else ""

@@ -57,7 +57,7 @@ class Desk:
     def _common(self) -> dict[str, Any]:
         from mignurse.collect.access import AccessError
         from mignurse.collect.transports import shell_factory
-        from mignurse.runner.commands import aws_for
+        from mignurse.runner.engine import aws_for
 
         client = self.client()
         if self._sandboxes is None:

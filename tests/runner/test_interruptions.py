@@ -20,15 +20,14 @@ from typing import Any
 
 import pytest
 
+from mignurse.cli import run_runbook
 from mignurse.cluster.client import NODECLAIMS, NODES
 from mignurse.model import LABEL_MIG_CONFIG_STATE
-from mignurse.runner import commands
 from mignurse.runner import lock as lockmod
 from mignurse.runner import state as st
-from mignurse.runner.audit import Audit, read_audit
+from mignurse.runner.audit import Audit, read_audit, runs_from_audit
 from mignurse.runner.engine import RunEvent, Runner, RunResult
 from mignurse.runner.lock import LOCK_ANNOTATION
-from mignurse.runner.render import runs_from_audit
 from mignurse.runner.schema import load_runbook
 from mignurse.runner.step import Harm, StepPlan
 from mignurse.runner.steps.kube import CORDONED_BY
@@ -280,7 +279,7 @@ def test_the_first_ctrl_c_at_the_typed_name_prompt_answers_it(
     runner = Runner(book("replace-instance", tmp_path), {"node": node, "collect": False},
                     client=c.client, confirmer=prompt)  # fmt: skip
 
-    with commands._ctrl_c(runner):
+    with run_runbook._ctrl_c(runner):
         result = runner.run()
 
     assert not prompt.answered

@@ -558,7 +558,8 @@ def test_the_apps_runbooks_reach_aws_with_its_profile_and_region(
     from that profile and region (moto answers for the region the request was signed in)."""
     from moto.server import ThreadedMotoServer
 
-    from mignurse.cli import _access, build_parser
+    from mignurse.cli import build_parser
+    from mignurse.cli.common import access_for
     from mignurse.tui.desk import Job, desk_for
 
     config = tmp_path / "aws-config"
@@ -580,7 +581,7 @@ def test_the_apps_runbooks_reach_aws_with_its_profile_and_region(
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
         args = build_parser().parse_args(["--profile", "oncall", "--region", "eu-central-1"])
         source = LiveSource(
-            client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=_access(args)
+            client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=access_for(args)
         )
         source.check()
         desk = desk_for(source)

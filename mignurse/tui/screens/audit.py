@@ -13,8 +13,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from mignurse.nodeview import short_name
 from mignurse.runner import state as st
-from mignurse.runner.audit import read_audit
-from mignurse.runner.render import runs_from_audit
+from mignurse.runner.audit import read_audit, runs_from_audit
 from mignurse.tui.screens.run import OUTCOME_STYLE
 from mignurse.tui.screens.run_steps import RunStepsScreen
 

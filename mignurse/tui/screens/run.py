@@ -24,11 +24,11 @@ from textual.widgets import DataTable, Footer, RichLog, Static
 from mignurse.cluster.client import NODES, ClusterError
 from mignurse.model import Node
 from mignurse.nodeview import short_name
+from mignurse.render import plan_markup
 from mignurse.runner import state as st
 from mignurse.runner.engine import Followup, Plan, RunError, RunEvent, Runner, RunResult
 from mignurse.runner.lock import LockError
-from mignurse.runner.render import OPPOSITES, plan_markup, reversal_words
-from mignurse.runner.schema import RunbookError
+from mignurse.runner.schema import OPPOSITES, RunbookError, reversal_words
 from mignurse.runner.step import Harm, StepFailed
 from mignurse.tui.desk import Desk
 from mignurse.tui.screens.confirm import ModalConfirmer

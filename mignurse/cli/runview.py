@@ -1,4 +1,4 @@
-"""Terminal faces of the runbook engine: the plan, live progress, prompts, the run lists.
+"""Terminal faces of the runbook engine: live progress, prompts, the report, the run lists.
 
 Decisions:
 - On a terminal, rich styles the plan and the progress; piped, the same lines go out as
@@ -12,16 +12,16 @@ Decisions:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import IO, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mignurse.runner.engine import Plan, RunEvent, RunResult
+from mignurse.render import plan_markup
+from mignurse.runner.engine import RunEvent, RunResult
 from mignurse.runner.schema import Runbook
-from mignurse.runner.state import RunState
 from mignurse.runner.step import Harm
 
 _MARK = {
@@ -35,54 +35,8 @@ _MARK = {
 }
 
 
-# Runbooks whose effect one of the others reverses: the confirmation and the report say so.
-OPPOSITES = {
-    "cordon": "uncordon",
-    "uncordon": "cordon",
-    "pause-node-repair": "resume-node-repair",
-    "resume-node-repair": "pause-node-repair",
-}
-
-
-def reversal_words(book: Runbook, *, undo: str = "undo (u)") -> str:
-    """How the runbook's change is put back, for the confirmation ("" for no change)."""
-    opposite = OPPOSITES.get(book.name)
-    if opposite:
-        return f"reversible: {opposite} puts it back"
-    actions = [step.make() for step in book.steps]
-    if all(a.can_undo for a in actions if a.mutates):
-        return f"reversible: {undo} puts back what it changed"
-    return "cannot be undone" if book.harm >= Harm.HIGH else ""
-
-
 def _console(stream: IO[str]) -> Console:
     return Console(file=stream, highlight=False, soft_wrap=True)
-
-
-def plan_markup(plan: Plan) -> str:
-    lines = [f"[bold]{escape(plan.book.name)}[/] on [bold]{escape(plan.target)}[/]: "]
-    lines[0] += escape(plan.book.title)
-    for i, step in enumerate(plan.steps, 1):
-        head = f"[bold]{i}. {escape(step.spec.id)}[/] {escape(step.action.title)}"
-        if step.status in ("verified", "skipped"):
-            lines.append(f"{head} [dim](already {step.status})[/]")
-            continue
-        if not step.action.mutates:
-            head += " [dim](read-only)[/]"
-        elif step.action.harm >= Harm.HIGH:
-            head += " [red](high harm)[/]"
-        lines.append(head)
-        if step.blocked:
-            lines.append(f"   [red]blocked:[/] {escape(step.blocked)}")
-            continue
-        if step.plan is None:
-            continue
-        if step.plan.nothing_to_do:
-            lines.append("   [dim]nothing to do[/]")
-        lines.extend(f"   change {escape(c.describe())}" for c in step.plan.changes)
-        lines.extend(f"   run {escape(c.describe())}" for c in step.plan.commands)
-        lines.extend(f"   [yellow]note:[/] {escape(n)}" for n in step.plan.notes)
-    return "\n".join(lines)
 
 
 class Progress:
@@ -180,47 +134,6 @@ def print_runbooks(books: dict[str, Runbook], stream: IO[str] | None = None) -> 
         )
         table.add_row(book.name, book.target, book.harm.name.lower(), book.title, params)
     Console(file=out, highlight=False, width=200 if not out.isatty() else None).print(table)
-
-
-def runs_from_audit(
-    events: list[dict[str, Any]], states: Mapping[str, RunState] | None = None
-) -> list[dict[str, Any]]:
-    """One summary a run, newest last: when, run, runbook, target, who, outcome.
-
-    A run's outcome is what its last `finished` said; a refusal or a declined prompt counts
-    only for a run that never started (a refused `--resume` leaves the outcome as it was,
-    noted apart). A run still `running` in the log is checked against its run state: a dead
-    process shows as `killed`."""
-    runs: dict[str, dict[str, Any]] = {}
-    for event in events:
-        if event["event"] in ("unlock", "unlock-declined"):
-            continue  # about a lock, not a run of its own
-        run = runs.setdefault(
-            str(event.get("run")),
-            {"run": event.get("run"), "started": event.get("ts"), "outcome": "running"},
-        )
-        for key in ("runbook", "target", "context"):
-            if event.get(key) and not run.get(key):
-                run[key] = event[key]
-        who = event.get("who")
-        if isinstance(who, dict) and who.get("local"):
-            run["who"] = who["local"]
-        kind = event["event"]
-        if kind in ("started", "resumed", "undo-started"):
-            run["began"] = True
-        if kind in ("finished", "dry-run") or (
-            kind in ("declined", "refused") and not run.get("began")
-        ):
-            run["outcome"] = event.get("outcome") or kind
-        elif kind in ("declined", "refused"):
-            run["last"] = f"{kind} {'undo' if event.get('undo') else 'resume'}"
-        run["updated"] = event.get("ts")
-    for run in runs.values():
-        run.pop("began", None)
-        state = (states or {}).get(str(run["run"]))
-        if run["outcome"] == "running" and state is not None:
-            run["outcome"] = state.shown_status()
-    return list(runs.values())
 
 
 def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> None:

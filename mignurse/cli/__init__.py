@@ -1,0 +1,217 @@
+"""The `mignurse` command: argument parsing and the command-line faces, one module per
+command (or family of commands), each adding its own sub-parser.
+
+Every failure a user can cause or meet (bad flags, a wrong context, a dead API server,
+RBAC) ends as one line on stderr and a non-zero exit code, never a traceback; `--debug`
+shows the traceback for bug reports. That handling is here, in `_main`, for every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from mignurse import __version__
+from mignurse.cli import (
+    app,
+    collect,
+    diagnose,
+    nodes,
+    probe,
+    run_runbook,
+    runbooks,
+    runs,
+    sim,
+    unlock,
+    userdata,
+    watch,
+)
+from mignurse.cli.common import (
+    EXIT_INTERNAL,
+    EXIT_USAGE,
+    UserError,
+    app_options,
+    connection_options,
+    global_options,
+)
+
+# Each adds its sub-parsers in this order, the order `mignurse --help` lists them.
+_PARSERS: tuple[Callable[[Any], None], ...] = (
+    nodes.add_parser,
+    diagnose.add_parser,
+    watch.add_parser,
+    collect.add_parser,
+    probe.add_parser,
+    userdata.add_parser,
+    app.add_parsers,  # open, demo
+    sim.add_parser,
+    runbooks.add_parser,
+    run_runbook.add_parser,
+    runs.add_parser,
+    unlock.add_parser,
+)
+RUNBOOK_COMMANDS = ("runbooks", "run", "runs", "unlock")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mignurse",
+        description="On-call companion for GPU nodes on Amazon EKS that will not stay up. "
+        "Without a command: the terminal app on the current kube context.",
+    )
+    parser.add_argument("--version", action="version", version=f"mignurse {__version__}")
+    app_options(parser, top=True)
+    connection_options(parser, top=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in _PARSERS:
+        add(sub)
+    for command in sub.choices.values():
+        for parser_or_leaf in _with_sub_parsers(command):
+            global_options(parser_or_leaf)
+    return parser
+
+
+def _with_sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """The parser and those of its own sub-commands (`sim serve`, `sim list`)."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for leaf in action.choices.values():
+                yield from _with_sub_parsers(leaf)
+
+
+def _handlers(
+    parser: argparse.ArgumentParser,
+) -> dict[str | None, Callable[[argparse.Namespace], int]]:
+    return {
+        None: app.cmd_app,
+        "nodes": nodes.cmd_nodes,
+        "diagnose": diagnose.cmd_diagnose,
+        "collect": collect.cmd_collect,
+        "probe": probe.cmd_probe,
+        "watch": watch.cmd_watch,
+        "userdata": userdata.cmd_userdata,
+        "open": app.cmd_open,
+        "demo": app.cmd_demo,
+        "sim": lambda args: sim.cmd_sim(args, parser),
+        "runbooks": runbooks.cmd_runbooks,
+        "run": run_runbook.cmd_run,
+        "runs": runs.cmd_runs,
+        "unlock": unlock.cmd_unlock,
+    }
+
+
+# -- entry point ------------------------------------------------------------------------
+
+
+class _QuietPipe:
+    """stdout or stderr that a closed pipe (`| head`) silences instead of failing: the rest
+    of the output goes nowhere and the command ends with its own exit code, as kubectl's
+    does. The descriptor is pointed at /dev/null so the interpreter's last flush passes."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._closed = False
+
+    def write(self, text: str) -> int:
+        if not self._closed:
+            try:
+                return int(self._stream.write(text))
+            except BrokenPipeError:
+                self._silence()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._silence()
+
+    def _silence(self) -> None:
+        self._closed = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass  # not a real descriptor (a test's capture): nothing is flushed at exit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+APP_COMMANDS = (None, "open", "demo")  # the terminal app owns the terminal: left as it is
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command in APP_COMMANDS:
+        return _main(args, parser)
+    real = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _QuietPipe(sys.stdout), _QuietPipe(sys.stderr)
+    try:
+        return _main(args, parser)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = real
+
+
+def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
+    try:  # Ctrl-C while these load (a second or so on a cold disk) is a plain exit
+        from mignurse.cluster.client import ClusterError
+        from mignurse.cluster.history import HistoryError
+        from mignurse.collect.access import AccessError
+        from mignurse.collect.run import CollectError
+        from mignurse.diagnose.sources import SourceError
+        from mignurse.sim import ScenarioError
+        from mignurse.untrusted import LimitError
+
+        user_errors: tuple[type[Exception], ...] = (
+            ClusterError,
+            UserError,
+            ScenarioError,
+            HistoryError,
+            SourceError,
+            CollectError,
+            LimitError,
+            AccessError,
+        )
+        if args.command in RUNBOOK_COMMANDS:
+            user_errors += runbooks.user_errors()
+    except KeyboardInterrupt:
+        return 130
+
+    handler = _handlers(parser).get(args.command, app.cmd_app)
+    try:
+        return handler(args)
+    except user_errors as exc:
+        if debug:
+            raise
+        print(f"mignurse: error: {exc}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", EXIT_USAGE))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if debug:
+            raise
+        print(
+            f"mignurse: internal error: {type(exc).__name__}: {exc} (run again with --debug "
+            "for the traceback, and report it)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,210 @@
+"""The terminal app: on the current context (no command), on a bundle (`open`), on a
+simulated cluster (`demo`)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from mignurse.cli.common import EXIT_OK, UserError, access_for, connect, positive_speed
+
+DEMO_DEFAULT_SCENARIO = "dcgm-repair-loop"
+DEMO_DEFAULT_SPEED = 10.0
+
+
+def add_parsers(sub: Any) -> None:
+    opened = sub.add_parser(
+        "open",
+        help="the app on a support bundle, read-only, for post-mortems and vendor support",
+        description="Shows a bundle written by `mignurse collect` (or a folder of `kubectl get "
+        "-o json` dumps) in the terminal app, judged at the moment it was collected: the "
+        "fleet view, each node with its timeline and the evidence collected on it. Nothing "
+        "can be changed from it.",
+    )
+    opened.add_argument("bundle", metavar="BUNDLE", help="a .tar.gz bundle or a folder")
+    opened.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
+    )
+
+    demo = sub.add_parser(
+        "demo", help="the app on a built-in simulated cluster (no cluster or AWS account needed)"
+    )
+    demo.add_argument(
+        "--scenario",
+        default=DEMO_DEFAULT_SCENARIO,
+        help=f"scenario name or YAML file (default: {DEMO_DEFAULT_SCENARIO}; `mignurse sim list`)",
+    )
+    demo.add_argument(
+        "--speed",
+        type=float,
+        default=DEMO_DEFAULT_SPEED,
+        help=f"simulated seconds per real second (default: {DEMO_DEFAULT_SPEED:g})",
+    )
+    demo.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
+    )
+    demo.add_argument(
+        "--auto-collect",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="collect each simulated node into DIR as soon as its repair clock starts",
+    )
+
+
+def _auto_collect_dir(args: argparse.Namespace) -> Path | None:
+    value = getattr(args, "auto_collect", None)
+    if not value:
+        return None
+    folder = Path(value).expanduser()
+    if not folder.is_dir():
+        raise UserError(f"--auto-collect {folder}: no such folder")
+    return folder
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from kubernetes import config as k8s_config
+
+    from mignurse.cluster.client import ClusterClient
+    from mignurse.cluster.history import default_history_path
+    from mignurse.tui.app import LiveSource, make_app
+    from mignurse.untrusted import folder_problem
+
+    history_path = default_history_path()
+    unusable = folder_problem(history_path.parent)
+    client = connect(args)
+    access = access_for(args)
+    source = LiveSource(
+        client,
+        history_path=None if unusable else history_path,
+        auto_collect=_auto_collect_dir(args),
+        access=access,
+    )
+    if unusable:  # the app works without its history; it says why there is none
+        source.notices.append(f"history not kept: XDG_STATE_HOME: {unusable}")
+    source.check()  # a dead endpoint or RBAC refusal is one line here, not a broken screen
+
+    def connect_to(context: str) -> LiveSource:
+        """Another context of the same kubeconfig, from the palette (off the UI thread)."""
+        other = LiveSource(
+            ClusterClient.connect(kubeconfig=args.kubeconfig, context=context),
+            history_path=default_history_path(),
+            access=access,
+        )
+        other.check()
+        return other
+
+    def contexts() -> list[str]:
+        try:
+            found, _active = k8s_config.list_kube_config_contexts(config_file=args.kubeconfig)
+        except (k8s_config.ConfigException, OSError):
+            return []
+        return sorted(str(c.get("name")) for c in found or [] if c.get("name"))
+
+    app = make_app(
+        source,
+        read_only=args.read_only,
+        connect=connect_to,
+        contexts=contexts,
+        light=args.light,
+    )
+    _run_app(app)
+    return EXIT_OK
+
+
+def _run_app(app: Any) -> None:
+    """The app until it quits, or until SIGHUP (its terminal closed) or SIGTERM asks it to:
+    then it quits as from its own key, so that what it and its callers hold is cleaned up."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    signals = (signal.SIGHUP, signal.SIGTERM)
+
+    def ask_to_quit(signum: int) -> None:
+        app.exit()
+        # A second signal, or a quit that does not finish, ends the run here all the same.
+        for sig in signals:
+            loop.add_signal_handler(sig, _raise_exit, sig)
+        loop.call_later(10, _raise_exit, signum)
+
+    for sig in signals:
+        loop.add_signal_handler(sig, ask_to_quit, sig)
+    try:
+        app.run(loop=loop)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        loop.close()
+
+
+def _raise_exit(signum: int) -> None:
+    raise SystemExit(128 + signum)
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    from mignurse.diagnose.sources import SourceError
+    from mignurse.tui.app import BundleSource, make_app
+
+    path = Path(args.bundle)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or folder")
+    try:
+        source = BundleSource(path)
+    except (SourceError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    _run_app(make_app(source, light=args.light))
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from mignurse.cluster.client import ClusterClient
+    from mignurse.demo_folder import demo_folder
+    from mignurse.sim import SimCluster, load_scenario
+    from mignurse.tui.app import BuildingSource, LiveSource, make_app
+
+    speed = positive_speed(args.speed)
+    scenario = load_scenario(args.scenario)
+    simulated = f"{scenario.name} ×{speed:g}"
+    with demo_folder() as tmp:
+        started: list[SimCluster] = []
+        closed = threading.Event()
+        guard = threading.Lock()
+
+        def build() -> LiveSource:
+            """In the app's build thread: scale-5000 takes seconds, shown as progress."""
+            sim = SimCluster(scenario, speed=speed).start()
+            with guard:
+                kept = not closed.is_set()
+                if kept:
+                    started.append(sim)
+            if not kept:  # the app quit while the cluster was built
+                sim.stop()
+                raise RuntimeError("the demo was closed")
+            kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
+            client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+            # The demo keeps its history beside its kubeconfig, never in the user's own.
+            source = LiveSource(
+                client,
+                simulated=simulated,
+                clock=sim.now,
+                history_path=Path(tmp) / "history.sqlite3",
+                auto_collect=_auto_collect_dir(args),
+                access=access_for(args),  # the simulator's sandboxes: `c` and runbooks use them
+            )
+            source.check()
+            return source
+
+        building = BuildingSource(
+            build, what=f"simulated cluster {scenario.name}", simulated=simulated
+        )
+        app = make_app(building, read_only=getattr(args, "read_only", False), light=args.light)
+        try:
+            _run_app(app)
+        finally:
+            with guard:
+                closed.set()
+            for sim in started:
+                sim.stop()
+    return EXIT_OK

@@ -1,0 +1,184 @@
+"""What every command shares: the global flags, exit codes, the one-line `UserError`, and
+how a command reaches the cluster, its nodes and AWS."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+
+class UserError(Exception):
+    """A problem the user can fix; str() is the one line to show."""
+
+    exit_code = EXIT_USAGE
+
+
+def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # Sub-commands accept the same flags; SUPPRESS keeps them from resetting the top level's.
+    default = None if top else argparse.SUPPRESS
+    group = parser.add_argument_group("cluster connection (as kubectl)")
+    group.add_argument(
+        "--kubeconfig",
+        default=default,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    group.add_argument(
+        "--context", default=default, help="kubeconfig context (default: the current one)"
+    )
+    if "--debug" not in parser._option_string_actions:
+        parser.add_argument(
+            "--debug",
+            action="store_true",
+            default=False if top else argparse.SUPPRESS,
+            help="show tracebacks on errors",
+        )
+
+
+def app_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """The app's global flags; a sub-command accepts them too (ignored where they do not
+    apply), and SUPPRESS keeps an absent one from resetting the top level's."""
+    flags: list[tuple[str, dict[str, Any]]] = [
+        ("--read-only", {"action": "store_true",
+                         "help": "the app offers no action that changes the cluster"}),
+        ("--auto-collect", {"metavar": "DIR", "help": "the app collects each node into DIR "
+                            "as soon as its repair clock starts"}),
+        ("--light", {"action": "store_true", "help": "the app in a light theme, for light "
+                     "terminal backgrounds (`:` theme changes it)"}),
+        ("--profile", {"help": "AWS profile for what the app does in AWS (runbooks' "
+                       "steps), as the aws CLI"}),
+        ("--region", {"help": "AWS region for what the app does in AWS, as the aws CLI"}),
+    ]  # fmt: skip
+    for flag, options in flags:
+        if flag in parser._option_string_actions:
+            continue  # the sub-command has its own (watch --auto-collect)
+        if not top:
+            options = {**options, "default": argparse.SUPPRESS}
+        parser.add_argument(flag, **options)
+
+
+def global_options(parser: argparse.ArgumentParser) -> None:
+    """Every global flag on a sub-command's parser that it does not define itself."""
+    have = parser._option_string_actions
+    if "--kubeconfig" not in have:
+        connection_options(parser, top=False)  # --kubeconfig, --context, --debug
+    elif "--debug" not in have:
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                            help="show tracebacks on errors")  # fmt: skip
+    app_options(parser, top=False)
+
+
+def ssm_upload_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ssm-upload",
+        choices=("presigned", "output-bucket"),
+        default="presigned",
+        help="how SSM output reaches --bucket: presigned (default; the node POSTs it with curl, "
+        "its role needs no S3 permission) or output-bucket (the SSM agent uploads it; the node "
+        "role needs s3:PutObject on the bucket, the node needs no curl)",
+    )
+
+
+def positive_speed(speed: float) -> float:
+    if not speed > 0 or speed > 1000:
+        raise UserError(
+            f"--speed {speed:g} is out of range: give a number above 0 and at most 1000"
+        )
+    return speed
+
+
+def connect(args: argparse.Namespace) -> Any:
+    from mignurse.cluster.client import ClusterClient
+
+    return ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
+
+
+def check_state_folder(folder: Path, source: str) -> None:
+    from mignurse.untrusted import folder_problem
+
+    problem = folder_problem(folder)
+    if problem:
+        raise UserError(f"{source}: {problem}, so the history cannot be kept in {folder}")
+
+
+def seconds_option(flag: str, value: float) -> float:
+    """A positive, finite number of seconds (`nan` and `inf` parse as floats too)."""
+    if not math.isfinite(value) or value <= 0:
+        raise UserError(f"{flag} {value:g} is not a positive number of seconds")
+    return value
+
+
+def is_simulated(kubeconfig: str | None, cluster: str) -> bool:
+    """The simulator marks its kubeconfig's cluster with an extension (see mignurse.sim)."""
+    import yaml
+
+    from mignurse.cluster.client import KubeconfigError, check_kubeconfig
+    from mignurse.sim.simcluster import SIM_EXTENSION
+
+    paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+    for path in paths:
+        expanded = Path(path).expanduser()
+        try:
+            check_kubeconfig(str(expanded))  # bounded: no alias bomb, no /dev/zero
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            config = yaml.load(expanded.read_text(), Loader=loader) or {}
+        except (OSError, yaml.YAMLError, KubeconfigError):
+            continue
+        for entry in config.get("clusters") or ():
+            if isinstance(entry, dict) and entry.get("name") == cluster:
+                extensions = (entry.get("cluster") or {}).get("extensions") or ()
+                return any(
+                    isinstance(e, dict) and e.get("name") == SIM_EXTENSION for e in extensions
+                )
+    return False
+
+
+def check_ssm_upload(args: argparse.Namespace) -> None:
+    if getattr(args, "ssm_upload", "presigned") != "presigned" and not getattr(
+        args, "bucket", None
+    ):
+        raise UserError(
+            f"--ssm-upload {args.ssm_upload} needs --bucket BUCKET (SSM's output bucket)"
+        )
+
+
+def _sim_sandbox_shells(client: Any, sandboxes: Path) -> Any:
+    """The simulator's transport, loaded only when a command reaches simulated nodes."""
+    from mignurse.sim.nodes import sandbox_shells
+
+    return sandbox_shells(client, sandboxes)
+
+
+def access_for(args: argparse.Namespace) -> Any:
+    """How this command reaches nodes and AWS: its flags, and the simulator's sandboxes
+    for a simulated cluster (the faces inject them; the core never imports the simulator)."""
+    from mignurse.collect.access import Access
+
+    return Access.from_args(args, sandbox_shells=_sim_sandbox_shells)
+
+
+def nodegroup_reader(
+    args: argparse.Namespace, cluster_entry: str
+) -> Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]]:
+    """Describes managed node groups through EKS (their repair settings) with the aws CLI's
+    profile and region, the region defaulting to the one in an EKS context's ARN."""
+    from mignurse.aws.eks import cluster_from_context, describe_nodegroups, eks_client
+
+    name, arn_region = cluster_from_context(cluster_entry)
+
+    def read(groups: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+        eks, why = eks_client(
+            getattr(args, "profile", None), getattr(args, "region", None) or arn_region or None
+        )
+        if eks is None:
+            return [], [f"node groups {', '.join(groups)} not described: {why}"]
+        return describe_nodegroups(eks, name, groups)
+
+    return read

@@ -1,0 +1,183 @@
+"""`mignurse diagnose`: findings with evidence, live or from a snapshot or bundle."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from mignurse.cli.common import (
+    UserError,
+    connect,
+    connection_options,
+    is_simulated,
+    nodegroup_reader,
+)
+
+
+def add_parser(sub: Any) -> None:
+    diagnose = sub.add_parser(
+        "diagnose",
+        help="findings with evidence: live, or offline from a snapshot directory or bundle",
+        description="Exit code: 0 no findings, 1 warnings, 2 critical findings (or an error, "
+        "said on stderr).",
+    )
+    connection_options(diagnose, top=False)
+    diagnose.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR|BUNDLE.tar.gz",
+        help="diagnose a snapshot instead of the live cluster (a bundle from `collect`, or a "
+        "directory of `kubectl get … -o json` dumps)",
+    )
+    diagnose.add_argument(
+        "--now",
+        help="the moment to judge at, RFC 3339 (offline default: the bundle's collected_at, "
+        "else its newest timestamp)",
+    )
+    diagnose.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    diagnose.add_argument("--nodepool", help="only findings about this NodePool or node group")
+    diagnose.add_argument("--node", help="only findings that name this node, then its timeline")
+    diagnose.add_argument(
+        "--profile", help="AWS profile for managed node groups' repair settings (live only)"
+    )
+    diagnose.add_argument("--region", help="AWS region, as the aws CLI (live only)")
+    diagnose.add_argument(
+        "--state-dir", help="where `mignurse watch` keeps the history (live mode)"
+    )
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from mignurse.cluster.history import default_history_path
+    from mignurse.diagnose.engine import Diagnosis, diagnose
+    from mignurse.diagnose.sources import load_live, load_offline
+    from mignurse.diagnose.timeline import node_timeline
+    from mignurse.model import format_time, parse_time
+    from mignurse.render import print_findings, print_timeline
+
+    now = None
+    if args.now:
+        now = parse_time(args.now)
+        if now is None:
+            raise UserError(f"--now {args.now!r} is not an RFC 3339 time (2026-11-29T03:00:00Z)")
+        if not _judgeable(now):
+            raise UserError(f"--now {args.now} is out of range: give a time from 1970 to 8999")
+    if args.source:
+        gathered = load_offline(Path(args.source).expanduser())
+        now = now or gathered.judge_time()
+        if now is None:
+            raise UserError(f"{args.source} holds no timestamp to judge by: pass --now")
+        if not _judgeable(now):
+            raise UserError(
+                f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
+            )
+        context = gathered.context or Path(args.source).name
+    else:
+        client = connect(args)
+        try:
+            state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
+            gathered = load_live(
+                client,
+                history_path=default_history_path(state_dir),
+                nodegroups=None
+                if is_simulated(args.kubeconfig, client.info.cluster)
+                else nodegroup_reader(args, client.info.cluster),
+            )
+        finally:
+            client.close()
+        now = now or gathered.collected_at or client.server_now()
+        context = client.info.context
+    for notice in gathered.notices:
+        print(f"note: {notice}", file=sys.stderr)
+    inp = gathered.to_input(now)
+    everything = diagnose(inp)
+    node = _diagnosed_node(args.node, inp, context) if args.node else None
+    if args.nodepool:
+        _check_pool(args.nodepool, inp.snapshot, everything.findings, context)
+    result = Diagnosis(
+        [
+            f
+            for f in everything.findings
+            if (args.nodepool is None or f.nodepool == args.nodepool)
+            and (node is None or node in f.nodes)
+        ],
+        everything.rule_errors,
+    )
+    timeline = node_timeline(inp, node) if node else []
+    for error in result.rule_errors:
+        print(f"warning: a rule failed and was skipped: {error}", file=sys.stderr)
+    if args.output == "json":
+        document = {
+            "apiVersion": "mignurse/v1",
+            "kind": "Diagnosis",
+            "context": context,
+            "now": format_time(now),
+            **({"layout": gathered.layout} if args.source else {}),
+            "findings": [f.to_json() for f in result.findings],
+            # how each named node's GPUs reach pods: device-plugin or dra
+            "gpuSources": {
+                name: inp.snapshot.gpu_source(inp.snapshot.nodes[name])
+                for name in sorted({n for f in result.findings for n in f.nodes})
+                if name in inp.snapshot.nodes
+            },
+            "ruleErrors": result.rule_errors,
+        }
+        if node:
+            document["timeline"] = [entry.to_json() for entry in timeline]
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        if result.findings:
+            print_findings(result.findings, now)
+        else:
+            read = (
+                f" ({gathered.layout} bundle)"
+                if args.source and gathered.layout != "mignurse"
+                else ""
+            )
+            print(f"No findings in {context}{read} as of {format_time(now)}.")
+        if node:
+            print_timeline(node, timeline)
+    return result.exit_code
+
+
+def _diagnosed_node(typed: str, inp: Any, context: str) -> str:
+    """The node `--node` means, in full or as `nodes` prints it (without its domain)."""
+    from mignurse.nodeview import resolve_node_name
+
+    names = {*inp.snapshot.nodes, *inp.events_by_node, *inp.node_evidence}
+    full = resolve_node_name(typed, names)
+    if full is not None:
+        return full
+    several = sorted(n for n in names if n.split(".", 1)[0] == typed)
+    if several:
+        raise UserError(
+            f"{typed!r} is the short name of {len(several)} nodes in {context} "
+            f"({', '.join(several)}): give the full name"
+        )
+    raise UserError(f"no node {typed!r} in {context}: check the name (mignurse nodes)")
+
+
+def _check_pool(pool: str, snapshot: Any, findings: list[Any], context: str) -> None:
+    """Refuse a pool the cluster (or bundle) does not have, as `nodes` does."""
+    pools = {n.pool for n in snapshot.nodes.values() if n.pool}
+    pools |= set(snapshot.nodepools) | {f.nodepool for f in findings if f.nodepool}
+    if pool in pools:
+        return
+    known = sorted(
+        {n.pool for n in snapshot.gpu_nodes() if n.pool}
+        | {f.nodepool for f in findings if f.nodepool}
+    )
+    raise UserError(
+        f"no NodePool or node group named {pool!r} in {context!r}"
+        + (f": known GPU pools are {', '.join(known)}" if known else "")
+    )
+
+
+def _judgeable(moment: Any) -> bool:
+    """Rules add and subtract hours and days: a moment near datetime's ends overflows."""
+    from datetime import UTC, datetime
+
+    return bool(datetime(1970, 1, 1, tzinfo=UTC) <= moment < datetime(9000, 1, 1, tzinfo=UTC))

@@ -1,0 +1,116 @@
+"""`mignurse runbooks`, and what the runbook commands (`run`, `runs`, `unlock`) share: their
+usage error, the runbooks that load, the state folder check, node names, follow-ups."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mignurse.cli.common import EXIT_USAGE
+from mignurse.runner.engine import Followup
+from mignurse.runner.schema import Runbook, load_runbooks
+
+
+class RunCommandError(Exception):
+    """A usage problem of `run`/`runs`; str() is the one line to show."""
+
+    exit_code = EXIT_USAGE
+
+
+def add_parser(sub: Any) -> None:
+    runbooks = sub.add_parser(
+        "runbooks",
+        help="the runbooks `mignurse run` can run",
+        description="Exit code: 0 listed, 1 some runbook files are broken and left out (one "
+        "line each on stderr), 2 the runbook folder is missing.",
+    )
+    runbooks.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+
+def loaded_runbooks(wanted: str | None = None) -> tuple[dict[str, Runbook], dict[str, str]]:
+    """The runbooks that load, and one line for each file that does not: said on stderr,
+    except the `wanted` one's (the caller refuses with it)."""
+    problems: dict[str, str] = {}
+    books = load_runbooks(problems=problems)
+    for stem, line in problems.items():
+        if stem != wanted:
+            print(f"mignurse: warning: runbook skipped: {line}", file=sys.stderr)
+    return books, problems
+
+
+def check_state_home() -> None:
+    """Runs and the audit log live under $XDG_STATE_HOME: a wrong one is refused before a
+    plan is shown or anything changes."""
+    from mignurse.paths import state_home
+    from mignurse.untrusted import folder_problem
+
+    home = state_home()
+    problem = folder_problem(home)
+    if problem:
+        source = "XDG_STATE_HOME" if os.environ.get("XDG_STATE_HOME") else "the state folder"
+        raise RunCommandError(
+            f"{source}: {problem}, so runs and the audit log cannot be kept in {home}"
+        )
+
+
+def cmd_runbooks(args: argparse.Namespace) -> int:
+    from mignurse.cli.runview import print_runbooks
+
+    books, problems = loaded_runbooks()
+    if args.output == "json":
+        print(json.dumps([b.to_json() for b in books.values()], indent=2))
+    else:
+        print_runbooks(books)
+    return 1 if problems else 0
+
+
+def find_node(client: Any) -> Callable[[str], str | None]:
+    from mignurse.cluster.client import NODES, NotFound
+    from mignurse.nodeview import resolve_node_name
+
+    def find(name: str) -> str | None:
+        try:
+            client.get(NODES, name)
+            return name
+        except NotFound:
+            pass
+        names = (
+            str((node.get("metadata") or {}).get("name") or "")
+            for page, _version in client.list_pages(NODES)
+            for node in page
+        )
+        return resolve_node_name(name, names)
+
+    return find
+
+
+def followup_lines(run_id: str, followups: dict[str, Followup], said: str = "") -> list[str]:
+    """One line for each follow-up: its command and what it does, or why it is not offered.
+    A command already in `said` (a notice) is not repeated."""
+    lines = []
+    for kind, (possible, why) in followups.items():
+        command = f"mignurse run --{kind} {run_id}"
+        if possible and command not in said:
+            lines.append(f"next: `{command}` {why}")
+        elif not possible:
+            lines.append(f"{kind} is not offered: {why}")
+    return lines
+
+
+def followups_json(followups: dict[str, Followup]) -> dict[str, Any]:
+    return {k: {"possible": f.possible, "why": f.why} for k, f in followups.items()}
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """What the runbook commands raise for a user to fix: one line each, exit 2 unless the
+    error says otherwise."""
+    from mignurse.runner.engine import RunError
+    from mignurse.runner.lock import LockError
+    from mignurse.runner.schema import RunbookError
+    from mignurse.runner.step import StepFailed
+
+    return (RunbookError, RunCommandError, RunError, LockError, StepFailed)

@@ -1,0 +1,159 @@
+"""`mignurse runs`: past runbook runs from the audit log, or one run's steps and what can
+follow it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mignurse.cli.common import access_for, connect, connection_options, is_simulated
+from mignurse.cli.runbooks import (
+    RunCommandError,
+    check_state_home,
+    followup_lines,
+    followups_json,
+    loaded_runbooks,
+)
+from mignurse.runner.engine import Followup, aws_for, node_shells, possible_followups
+
+if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
+    from mignurse.collect.access import Access
+
+RUNS_SHOWN = 30
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: give 0 (all) or more")
+    return value
+
+
+def add_parser(sub: Any) -> None:
+    runs = sub.add_parser(
+        "runs",
+        help="past runbook runs (the audit log), or one run's steps and what can follow it",
+        description="With RUN_ID: the run's steps and audit events, then whether `--resume` "
+        "and `--undo` can run now (read from the run's context; the cluster is not changed).",
+    )
+    connection_options(runs, top=False)
+    runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    runs.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    runs.add_argument(
+        "--limit",
+        type=_count,
+        default=RUNS_SHOWN,
+        metavar="N",
+        help=f"the last N runs (default {RUNS_SHOWN}; 0 shows all)",
+    )
+
+
+def _followups_now(
+    args: argparse.Namespace,
+    saved: Any,
+    access: Access,
+) -> dict[str, Followup] | str:
+    """What can follow a saved run, read from its own context as `--resume`/`--undo` would
+    read it; or one line saying why that cannot be told now."""
+    from mignurse.cluster.client import ClusterError
+    from mignurse.collect.transports import shell_factory
+
+    if saved.status in ("succeeded", "undone"):
+        return {}
+    there = argparse.Namespace(**{**vars(args), "context": saved.context})
+    try:
+        client = connect(there)
+    except ClusterError as exc:
+        return f"cannot tell what can follow: context {saved.context!r}: {exc}"
+    try:
+        simulated = is_simulated(getattr(args, "kubeconfig", None), client.info.cluster)
+        with tempfile.TemporaryDirectory(
+            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+        ) as sandboxes:
+            factory = shell_factory(client, access, sandboxes=Path(sandboxes), simulated=simulated)
+            books, _problems = loaded_runbooks()
+            return possible_followups(
+                saved.run_id,
+                client=client,
+                books=books,
+                shell_for=node_shells(client, factory),
+                aws=aws_for(access),
+            )
+    finally:
+        client.close()
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from mignurse.cli.runview import print_runs
+    from mignurse.runner import state as st
+    from mignurse.runner.audit import read_audit, runs_from_audit
+
+    access = access_for(args)
+    check_state_home()
+    events = read_audit()
+    if args.run_id:
+        mine = [e for e in events if e.get("run") == args.run_id]
+        try:
+            saved: st.RunState | None = st.RunState.load(args.run_id)
+        except (FileNotFoundError, ValueError, TypeError):
+            saved = None
+        if not mine and saved is None:
+            raise RunCommandError(f"no run {args.run_id!r}: `mignurse runs` lists them")
+        follow: dict[str, Followup] | str = {}
+        if saved is not None:
+            follow = _followups_now(args, saved, access)
+        if args.output == "json":
+            from dataclasses import asdict
+
+            doc = {
+                "state": {**asdict(saved), "shown": saved.shown_status()} if saved else None,
+                "events": mine,
+                "followups": follow if isinstance(follow, str) else followups_json(follow),
+            }
+            print(json.dumps(doc, indent=2, default=str))
+            return 0
+        if saved is not None:
+            print(
+                f"run {saved.run_id}: {saved.runbook} on {saved.target} ({saved.context}) "
+                f"by {saved.holder}: {saved.shown_status()}"
+                + (f": {saved.error}" if saved.error else "")
+            )
+            for s in saved.steps:
+                detail = f": {s.error}" if s.error else ""
+                undo = f" ({s.undo})" if s.undo else ""
+                print(f"  {s.id} ({s.action}): {s.status}{detail}{undo}")
+        for event in mine:
+            extra = (
+                event.get("status")
+                or event.get("outcome")
+                or event.get("result")
+                or event.get("change")
+                or ""
+            )
+            step = f" {event['step']}" if event.get("step") else ""
+            print(f"  {event.get('ts', '')[:19]} {event['event']}{step} {extra}".rstrip())
+        if isinstance(follow, str):
+            print(follow)
+        else:
+            for line in followup_lines(args.run_id, follow):
+                print(line)
+        return 0
+    every = runs_from_audit(events, states={r.run_id: r for r in st.list_runs()})
+    runs = every[-args.limit :] if args.limit else every
+    if args.output == "json":
+        print(json.dumps(runs, indent=2, default=str))
+    else:
+        print_runs(runs)
+        if len(runs) < len(every):
+            print(
+                f"the last {len(runs)} of {len(every)} runs: --limit N shows more, --limit 0 all",
+                file=sys.stderr,
+            )
+    return 0

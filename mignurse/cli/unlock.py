@@ -1,0 +1,119 @@
+"""`mignurse unlock`: remove a runbook lock whose run is dead, after showing its holder.
+
+Decisions: a lock whose run is dead (SIGKILL, a lost laptop) is removed after showing its
+holder's liveness; a holder still running here, or renewing recently elsewhere, needs
+`--force`. It asks for the node (or cluster) name typed, and is audited.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from mignurse.cli.common import connect, connection_options
+from mignurse.cli.runbooks import RunCommandError, find_node
+from mignurse.runner.step import Harm
+
+
+def add_parser(sub: Any) -> None:
+    unlock = sub.add_parser(
+        "unlock",
+        help="remove a runbook lock whose run is dead (shows who holds it first)",
+        description="Exit code: 0 unlocked (or nothing to unlock), 1 declined or refused "
+        "(its holder looks alive: --force), 2 usage.",
+    )
+    connection_options(unlock, top=False)
+    unlock.add_argument("node", nargs="?", metavar="NODE", help="the locked node")
+    unlock.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the cluster lock of pause/resume-node-repair (on the kube-system Namespace)",
+    )
+    unlock.add_argument("--yes", action="store_true", help="no confirmation prompt")
+    unlock.add_argument("--force", action="store_true", help="even when its holder looks alive")
+
+
+def cmd_unlock(args: argparse.Namespace) -> int:
+    from mignurse.cli.runview import TerminalConfirmer
+    from mignurse.cluster.client import ClusterError, Conflict
+    from mignurse.runner.audit import Audit, local_holder
+    from mignurse.runner.lock import (
+        LOCK_ANNOTATION,
+        holder_alive,
+        liveness,
+        lock_resource,
+        read_lock,
+    )
+
+    if bool(args.node) == bool(args.cluster):
+        raise RunCommandError("name the locked node, or pass --cluster for the cluster lock")
+    if getattr(args, "read_only", False):
+        raise RunCommandError("--read-only: unlock changes the cluster")
+    client = connect(args)
+    try:
+        if args.node:
+            name = find_node(client)(args.node)
+            if name is None:
+                raise RunCommandError(f"no node {args.node!r} in context {client.info.context}")
+            target = "node"
+        else:
+            name = client.info.cluster or client.info.context
+            target = "cluster"
+        resource, obj_name, what = lock_resource(target, name)
+        current, version = read_lock(client, resource, obj_name)
+        if current is None:
+            print(f"{what} holds no mignurse lock")
+            return 0
+        now = client.server_now()
+        shown = (
+            f"{what} is locked by {current.get('holder', '?')} (run {current.get('run', '?')}, "
+            f"{current.get('runbook', '?')}; {liveness(current, now)}) until "
+            f"{str(current.get('expires') or '?')[11:16]}Z"
+        )
+        print(shown, file=sys.stderr)
+        alive = holder_alive(current, now)
+        if alive and not args.force:
+            print(
+                f"mignurse: error: its run looks alive ({liveness(current, now)}): stop it "
+                "first, or pass --force if you are sure it is not",
+                file=sys.stderr,
+            )
+            return 1
+        audit = Audit()
+        who = {"local": local_holder(), "kube": client.info.user}
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise RunCommandError(
+                    "stdin is not a terminal, so nobody can confirm: pass --yes to unlock"
+                )
+            if not TerminalConfirmer().confirm(Harm.HIGH, shown, name):
+                audit.write("unlock-declined", str(current.get("run") or ""), target=name, who=who)
+                print(f"{what}: declined, still locked")
+                return 1
+        try:
+            client.patch(
+                resource,
+                obj_name,
+                {"metadata": {"resourceVersion": version, "annotations": {LOCK_ANNOTATION: None}}},
+            )
+        except Conflict:
+            raise RunCommandError(
+                f"{what} changed while you were deciding: run `mignurse unlock` again"
+            ) from None
+        except ClusterError as exc:
+            raise RunCommandError(f"cannot unlock {what}: {exc}") from None
+        audit.write(
+            "unlock",
+            str(current.get("run") or ""),
+            target=name,
+            lock=current,
+            liveness=liveness(current, now),
+            forced=bool(args.force and alive),
+            confirmed="--yes" if args.yes else f"typed {name}",
+            who=who,
+        )
+        print(f"{what}: unlocked (the lock of run {current.get('run', '?')} is removed)")
+        return 0
+    finally:
+        client.close()
