@@ -54,6 +54,7 @@ from mignurse.fleetview import UNPOOLED, PoolRow
 from mignurse.model import Pod, format_time
 from mignurse.nodeview import NodeRow, short_name
 from mignurse.render import SEVERITY_STYLE, countdown
+from mignurse.session import BuildingSource, BundleSource, LiveSource
 from mignurse.tui.detail import clock_time, evidence_detail, node_detail, sorted_findings
 from mignurse.tui.filters import FilterError, RowFilter, parse
 from mignurse.tui.pages import describe_page, findings_page, journal_pages
@@ -76,7 +77,6 @@ from mignurse.tui.refresh import (
 from mignurse.tui.screens.help import HelpScreen
 from mignurse.tui.screens.pager import PagerScreen
 from mignurse.tui.selection import Selection
-from mignurse.tui.sources import BuildingSource, BundleSource, LiveSource
 from mignurse.tui.table import BatchTable
 
 __all__ = [

@@ -26,9 +26,9 @@ from mignurse.diagnose.sources import load_offline
 from mignurse.nodeaccess.local import LocalShell
 from mignurse.nodeaccess.script import collector_script
 from mignurse.nodeview import node_rows
+from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import NodeSandbox, sandbox_shells, story_for
-from mignurse.tui.sources import LiveSource
 
 SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 

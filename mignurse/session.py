@@ -1,5 +1,6 @@
-"""Where the app's data comes from: a live cluster (watches), an opened bundle, or a
-simulated cluster still being built (the demo).
+"""A session's data: a live cluster (watches, history recorder, auto-collect, diagnosis),
+an opened bundle, or a simulated cluster still being built (the demo). The app is its face
+today; nothing here imports a terminal library.
 
 All offer the same few things to the app: a `ClusterState`, a clock, `assess()` (the
 diagnosis and the fleet view's rows, called off the UI thread), the node's pods and
