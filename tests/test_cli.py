@@ -160,6 +160,12 @@ def test_bad_scenario_and_speed_are_one_line(
         == 2
     )
     assert capsys.readouterr().err.count("\n") == 1
+    # The global --kubeconfig is a cluster to read, never where sim serve writes.
+    kubeconfig = tmp_path / "mine"
+    assert main(["sim", "serve", "--scenario", "healthy", "--kubeconfig", str(kubeconfig)]) == 2
+    err = capsys.readouterr().err
+    assert "needs --kubeconfig-out PATH" in err and f": --kubeconfig-out {kubeconfig}" in err
+    assert err.count("\n") == 1 and not kubeconfig.exists()
     assert main(["demo", "--speed", "0"]) == 2
     assert "--speed 0 is out of range" in capsys.readouterr().err
 

@@ -23,9 +23,8 @@ def add_parser(sub: Any) -> None:
     )
     serve.add_argument(
         "--kubeconfig-out",
-        required=True,
         metavar="PATH",
-        help="where to write the kubeconfig for it",
+        help="where to write the kubeconfig for it (required)",
     )
     serve.add_argument(
         "--speed", type=float, default=1.0, help="simulated seconds per real second (default: 1)"
@@ -54,6 +53,15 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     speed = positive_speed(args.speed)
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} is not a port number (0 picks a free one)")
+    if not args.kubeconfig_out:
+        # --kubeconfig names a cluster to read; taken as the output, it could overwrite the
+        # user's own ~/.kube/config.
+        given = getattr(args, "kubeconfig", None)
+        hint = f": --kubeconfig-out {given}" if given else ""
+        raise UserError(
+            "sim serve needs --kubeconfig-out PATH, where it writes the simulated cluster's "
+            f"kubeconfig (--kubeconfig names a cluster to read){hint}"
+        )
     out = Path(args.kubeconfig_out)
     if not out.parent.exists():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
