@@ -250,7 +250,9 @@ def test_an_interrupted_fleet_collection_leaves_a_valid_partial_bundle(
     # the queued nodes were never started: Ctrl-C does not wait for the whole fleet
     stopped = ("not collected", CANCELLED)  # CANCELLED: SSM's CancelCommand reached it
     untouched = [o for o in manifest["nodes"].values() if o["error"] in stopped]
-    assert len(untouched) >= len(healthy) - 5 - 2
+    # (all but those done and the two in flight at concurrency 2; how many more ended while
+    # Ctrl-C was handled depends on the machine's speed, and is bounded above)
+    assert len(untouched) >= len(healthy) - len(done) - 2
     # one command for them all, cancelled at Ctrl-C so SSM starts no more of them
     assert sum(1 for op, _ in fleet.ssm.requests if op == "SendCommand") == 1
     assert "CancelCommand" in fleet.ssm.calls
