@@ -193,7 +193,7 @@ class HistoryStore:
         except OSError as exc:
             raise HistoryError(f"cannot open history {self.path}: {exc.strerror}") from None
         conn = self._connect(self.path.resolve().as_uri())
-        try:
+        with self._closed_if_unusable(conn):
             version = self._check_version(conn)
             if version == 0:
                 # auto_vacuum must be chosen before the first table exists.
@@ -210,13 +210,20 @@ class HistoryStore:
             # NORMAL under WAL: a killed process loses nothing committed; only a power cut
             # can lose the last transactions, never the file's consistency.
             conn.execute("PRAGMA synchronous = NORMAL")
+        self._write = conn
+
+    @contextlib.contextmanager
+    def _closed_if_unusable(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Set-up of a fresh connection: on any failure it is closed; a database error is
+        one line about the file."""
+        try:
+            yield
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise HistoryError(f"{self.path} is not a usable history database: {exc}") from None
         except BaseException:
             conn.close()
             raise
-        self._write = conn
 
     def _check_version(self, conn: sqlite3.Connection) -> int:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -241,17 +248,11 @@ class HistoryStore:
         if self._read is not None or not self.path.exists():
             return
         conn = self._connect(self.path.resolve().as_uri() + ("?mode=ro" if self.readonly else ""))
-        try:
+        with self._closed_if_unusable(conn):
             conn.execute("PRAGMA query_only = ON")
             if self._check_version(conn) == 0:
                 conn.close()  # the writer has not created the schema yet
                 return
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise HistoryError(f"{self.path} is not a usable history database: {exc}") from None
-        except BaseException:
-            conn.close()
-            raise
         self._read = conn
 
     def close(self) -> None:
