@@ -45,7 +45,7 @@ from mignurse.diagnose.findings import (
 )
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
-from mignurse.diagnose.rules.churn import condition_text, relative, short_time
+from mignurse.diagnose.wording import condition_text, relative, short_time
 from mignurse.evidence import AgentCondition, GpuHealthReport, agent_conditions, xid_errors
 from mignurse.evidence._common import clip
 from mignurse.model import Node, format_time

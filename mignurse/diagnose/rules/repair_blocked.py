@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.events import all_events, event_evidence
 from mignurse.diagnose.facts import (
     REPAIR_BLOCKED_EVENT,
     repair_allowance,
@@ -24,13 +25,8 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.rules.churn import (
-    all_events,
-    condition_text,
-    event_evidence,
-    short_time,
-    unhealthy_condition,
-)
+from mignurse.diagnose.replacements import unhealthy_condition
+from mignurse.diagnose.wording import condition_text, short_time
 from mignurse.model import Event, Node, format_time
 
 # Blocked repairs requeue every 5 min and the event dedupes for 15 min (docs/repair.md): a guard

@@ -3,7 +3,7 @@ same unhealthy condition (the DCGM incident; docs/repair.md).
 
 Each replacement is proved by its fingerprint (termination-timestamp ≈ deletionTimestamp, no
 DisruptionReason) from the history, the snapshot's deleting NodeClaims, or, when both are
-gone, from the NodeClaim's and Node's events alone (`churn.replacements`).
+gone, from the NodeClaim's and Node's events alone (`mignurse.diagnose.replacements`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,8 @@ from mignurse.diagnose.findings import (
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.mng_repairs import MngRepair, group_action, mng_repairs, unhealthy_now
 from mignurse.diagnose.outlook import repair_outlook
-from mignurse.diagnose.rules.churn import (
-    WINDOW,
-    Replacement,
-    condition_text,
-    human_duration,
-    replacements,
-    short_time,
-)
+from mignurse.diagnose.replacements import WINDOW, Replacement, replacements
+from mignurse.diagnose.wording import condition_text, human_duration, short_time
 from mignurse.model import Node, NodeClaim, format_time
 
 # Two repairs of the same condition in one pool within WINDOW: the second node inherited

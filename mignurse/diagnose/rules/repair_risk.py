@@ -29,7 +29,7 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.rules.churn import replacements
+from mignurse.diagnose.replacements import replacements
 from mignurse.model import LABEL_GPU_DEPLOY_PREFIX, LABEL_MIG_CONFIG, Node, format_time
 
 SMALL_POOL = 5  # ceil(20% × n) == 1 up to here (docs/repair.md "The 20% guard")
