@@ -2,7 +2,7 @@
 an opened bundle, or a simulated cluster still being built (the demo). The app is its face
 today; nothing here imports a terminal library.
 
-All offer the same few things to the app: a `ClusterState`, a clock, `assess()` (the
+All offer the same few things to the app (`Source`): a `ClusterState`, a clock, `assess()` (the
 diagnosis and the fleet view's rows, called off the UI thread), the node's pods and
 collected evidence, and collection. A bundle is read-only: `read_only_reason` says so and
 the app hides every key that would change something.
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterClient, ClusterError
 from mignurse.cluster.dra import load_dra
@@ -43,6 +43,38 @@ from mignurse.fleetview import PoolRow, fleet_rows
 from mignurse.model import Node, Pod
 
 FIRST_PAGE = 500  # nodes shown (counted "so far") while the whole list is still coming
+
+
+class Source(Protocol):
+    """What the app reads: `LiveSource` (a cluster), `BundleSource` (a bundle) or
+    `BuildingSource` (the demo's cluster, still being built)."""
+
+    state: ClusterState
+    simulated: str | None
+    karpenter: bool
+    collect_reports: list[str]
+    last_history: History
+    read_only_reason: str
+    bundle_dir: Path  # where `c` writes bundles
+
+    @property
+    def context(self) -> str: ...
+    @property
+    def cluster(self) -> str: ...
+    def now(self) -> Any: ...
+    def start(self, on_status: Callable[[ResourceStatus], None]) -> None: ...
+    def synced(self) -> bool: ...
+    def listed(self) -> bool: ...
+    def early_snapshot(self) -> Snapshot | None: ...
+    def assess(self) -> tuple[Diagnosis, list[PoolRow]]: ...
+    def evidence(self, name: str) -> NodeEvidence | None: ...
+    def evidence_only(self) -> list[NodeEvidence]: ...
+    def pods(self, name: str) -> list[Pod]: ...
+    def collect_nodes(
+        self, names: list[str], progress: Callable[[str, str], None]
+    ) -> tuple[Path, dict[str, Any]]: ...
+    def auto_tick(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 class LiveSource:

@@ -22,9 +22,11 @@ from textual.widgets import DataTable, Input, OptionList, RichLog, Static
 
 from mignurse.cluster.client import NODEPOOLS, ClusterClient
 from mignurse.collect.access import Access
+from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
-from mignurse.tui.app import NODES, LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import MigNurseApp, make_app
+from mignurse.tui.appstate import NODES
 from mignurse.tui.screens.audit import AuditScreen
 from mignurse.tui.screens.confirm import ConfirmScreen
 from mignurse.tui.screens.params import ParamsScreen
@@ -513,7 +515,7 @@ async def test_a_pause_at_120_columns_reads_one_clock_and_says_how_it_is_reverse
     leaves KIND and the status line whole at 120 columns, and its time is the one the audit
     log wrote (the demo's clock, not the laptop's)."""
     from mignurse.runner.audit import read_audit
-    from mignurse.tui.app import FLEET
+    from mignurse.tui.appstate import FLEET
 
     from .test_fleet_app import fleet_rows
 
