@@ -172,6 +172,8 @@ class AppState(App[None]):
     def _wanted_columns(self) -> tuple[str, ...]:
         return table_columns(self.size.width, one_pool=self.pool_filter is not None)
 
+    # -- what workers tell the operator ---------------------------------------------------
+
     @on(Notice)
     def _notice(self, message: Notice) -> None:
         self.notify(message.text, severity=message.severity, title=message.title, timeout=12)  # type: ignore[arg-type]
