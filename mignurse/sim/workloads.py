@@ -398,7 +398,7 @@ class Workloads:
         return pod
 
     def _pod_object(
-        self, pod: PodRecord, m: Machine | None, running_since: float | None
+        self, pod: PodRecord, machine: Machine | None, running_since: float | None
     ) -> JsonDict:
         rs = pod.owner
         assert rs is not None
@@ -412,7 +412,7 @@ class Workloads:
             namespace=pod.namespace,
             uid=pod.uid,
             created=pod.created,
-            node_name=m.node if m else None,
+            node_name=machine.node if machine else None,
             labels={**rs.template["metadata"]["labels"], "pod-template-hash": rs.pod_hash},
             owner={
                 "apiVersion": "apps/v1",
@@ -425,8 +425,8 @@ class Workloads:
             containers=spec["containers"],
             tolerations=tolerations,
             priority_class=spec.get("priorityClassName"),
-            host_ip=m.ip if m else None,
-            pod_ip=self.w.pods.pod_ip(m) if m else None,
+            host_ip=machine.ip if machine else None,
+            pod_ip=self.w.pods.pod_ip(machine) if machine else None,
             running_since=running_since,
             node_selector=spec.get("nodeSelector"),
             affinity=spec.get("affinity"),
@@ -441,7 +441,9 @@ class Workloads:
             ]
         return obj
 
-    def register_daemon_pod(self, m: Machine, namespace: str, name: str, ds: str) -> PodRecord:
+    def register_daemon_pod(
+        self, machine: Machine, namespace: str, name: str, ds: str
+    ) -> PodRecord:
         pod = PodRecord(
             namespace=namespace,
             name=name,
@@ -449,11 +451,11 @@ class Workloads:
             created=self.w.t,
             requests=dict(DAEMON_REQUESTS),
             daemonset=ds,
-            machine=m,
+            machine=machine,
             ready=True,
         )
         self.pods[pod.key] = pod
-        m.pods.append(pod)
+        machine.pods.append(pod)
         return pod
 
     # ------------------------------------------------------------------ kube-scheduler
@@ -518,23 +520,23 @@ class Workloads:
             return []
         return self._candidates_for(pod.owner)
 
-    def view(self, m: Machine) -> NodeView | None:
+    def view(self, machine: Machine) -> NodeView | None:
         """The Node as the schedulers see it now (a write in this transaction included)."""
-        if not m.registered or m.removed:
+        if not machine.registered or machine.removed:
             return None
-        cached = self._views.get(m.node)
+        cached = self._views.get(machine.node)
         if cached is not None:
             return cached
         tx = self.w.tx
-        key = ("nodes", "", m.node)
+        key = ("nodes", "", machine.node)
         if key in tx.dirty:
             obj = tx.work[key]  # written in this transaction: read as it is now, not cached
             return None if obj is None else NodeView.of(obj)
-        raw = self.w.store.get_raw("nodes", "", m.node)
+        raw = self.w.store.get_raw("nodes", "", machine.node)
         if raw is None:
             return None
         view = NodeView.of(json.loads(raw))
-        self._views[m.node] = view
+        self._views[machine.node] = view
         return view
 
     def forget(self, name: str) -> None:
@@ -544,13 +546,13 @@ class Workloads:
     def _find_node(self, pod: PodRecord) -> Machine | str:
         """The node the scheduler binds the pod to, or its FailedScheduling message."""
         best: tuple[tuple[Any, ...], Machine] | None = None
-        for m in self._candidates(pod):
-            view = self.view(m)
-            if view is None or self.filter(pod, m, view) is not None:
+        for machine in self._candidates(pod):
+            view = self.view(machine)
+            if view is None or self.filter(pod, machine, view) is not None:
                 continue
-            score = self._score(pod, m, view)
+            score = self._score(pod, machine, view)
             if best is None or score < best[0]:
-                best = (score, m)
+                best = (score, machine)
         if best is not None:
             return best[1]
         cached = self._messages.get(id(pod.owner))
@@ -562,17 +564,17 @@ class Workloads:
         unresolvable = nodes = 0
         candidates = set(self._candidates(pod))
         by_shape: dict[tuple[Any, ...], tuple[list[str], bool]] = {}
-        for m in list(self.w.machines.values()):
-            view = self.view(m)
+        for machine in list(self.w.machines.values()):
+            view = self.view(machine)
             if view is None:
                 continue
             nodes += 1
-            if m in candidates:
-                fail = self.filter(pod, m, view) or ([], False)
+            if machine in candidates:
+                fail = self.filter(pod, machine, view) or ([], False)
             else:
                 # A node of another pool fails on what it shares with its kind: once per shape.
                 fail = by_shape.get(view.shape) or by_shape.setdefault(
-                    view.shape, self.filter(pod, m, view) or ([], False)
+                    view.shape, self.filter(pod, machine, view) or ([], False)
                 )
             for reason in fail[0]:
                 reasons[reason] = reasons.get(reason, 0) + 1
@@ -582,7 +584,7 @@ class Workloads:
         return message
 
     def filter(
-        self, pod: PodRecord, m: Machine, view: NodeView, *, claims: bool = True
+        self, pod: PodRecord, machine: Machine, view: NodeView, *, claims: bool = True
     ) -> tuple[list[str], bool] | None:
         """The default profile's filters in order (NodeUnschedulable, TaintToleration,
         NodeAffinity, NodeResourcesFit, InterPodAffinity, DynamicResources): None when the pod
@@ -608,27 +610,27 @@ class Workloads:
             spec.get("affinity"), labels
         ):
             return (["node(s) didn't match Pod's node affinity/selector"], True)
-        short = scheduling.insufficient(pod.requests, view.allocatable, self.used(m))
+        short = scheduling.insufficient(pod.requests, view.allocatable, self.used(machine))
         if short:
             return (
                 [("Too many pods" if r == "pods" else f"Insufficient {r}") for r in short],
                 False,
             )
-        if self._anti_affinity_conflict(pod, m):
+        if self._anti_affinity_conflict(pod, machine):
             return (["node(s) didn't match pod anti-affinity rules"], False)
-        if claims and pod.devices is not None and not self._claim_fits(pod, m):
+        if claims and pod.devices is not None and not self._claim_fits(pod, machine):
             return ([dra.CANNOT_ALLOCATE], True)
         return None
 
-    def _claim_fits(self, pod: PodRecord, m: Machine) -> bool:
+    def _claim_fits(self, pod: PodRecord, machine: Machine) -> bool:
         """DynamicResources Filter: a claim allocated already fits only its node; one not yet
         allocated needs that many free matching devices in the node's ResourceSlice."""
         assert pod.devices is not None
         if pod.machine is not None:
-            return pod.machine is m
-        return self.w.dra.room(m, pod.devices) >= 1
+            return pod.machine is machine
+        return self.w.dra.room(machine, pod.devices) >= 1
 
-    def _anti_affinity_conflict(self, pod: PodRecord, m: Machine) -> bool:
+    def _anti_affinity_conflict(self, pod: PodRecord, machine: Machine) -> bool:
         spec = pod.owner.template["spec"] if pod.owner else {}
         terms = ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
@@ -642,26 +644,26 @@ class Workloads:
             and all(
                 other.owner.template["metadata"]["labels"].get(k) == v for k, v in selector.items()
             )
-            for other in m.pods
+            for other in machine.pods
         )
 
-    def used(self, m: Machine) -> Resources:
+    def used(self, machine: Machine) -> Resources:
         """What the pods bound to the node request (terminating ones included, as the
         scheduler's cache keeps them until they are gone)."""
         total: Resources = {}
-        for pod in m.pods:
+        for pod in machine.pods:
             scheduling.add(total, pod.requests)
         return total
 
-    def _score(self, pod: PodRecord, m: Machine, view: NodeView) -> tuple[Any, ...]:
+    def _score(self, pod: PodRecord, machine: Machine, view: NodeView) -> tuple[Any, ...]:
         """Lower is better: spread the owner's pods over nodes, then least allocated."""
-        same = sum(1 for p in m.pods if p.owner is not None and p.owner is pod.owner)
+        same = sum(1 for p in machine.pods if p.owner is not None and p.owner is pod.owner)
         allocatable = view.allocatable
-        used = self.used(m)
+        used = self.used(machine)
         fractions = [
             used.get(r, 0.0) / allocatable[r] for r in ("cpu", "memory") if allocatable.get(r)
         ]
-        return (same, round(sum(fractions), 6), m.node)
+        return (same, round(sum(fractions), 6), machine.node)
 
     def _mark_unschedulable(self, pod: PodRecord, message: str) -> None:
         obj = self.w.tx.get("pods", pod.namespace, pod.name)
@@ -678,28 +680,28 @@ class Workloads:
             component="default-scheduler",
         )
 
-    def bind(self, pod: PodRecord, m: Machine, at: float) -> None:
+    def bind(self, pod: PodRecord, machine: Machine, at: float) -> None:
         """Bind the pod; its containers run POD_STARTUP later (a pod placed before the
         scenario starts has been running since `at`)."""
-        pod.machine = m
+        pod.machine = machine
         pod.nominated = None
         pod.unschedulable = None
         self._pending.pop(pod, None)
-        m.pods.append(pod)
+        machine.pods.append(pod)
         if pod.devices is not None:
-            self.w.dra.allocate(pod, m, pod.devices)
+            self.w.dra.allocate(pod, machine, pod.devices)
         started = at < self.w.t
-        pod.ready = started and m.ready and m.kubelet_posting
-        obj = self._pod_object(pod, m, at if started else None)
+        pod.ready = started and machine.ready and machine.kubelet_posting
+        obj = self._pod_object(pod, machine, at if started else None)
         self.w.tx.put("pods", obj)
         saved, self.w.t = self.w.t, at
         self.w.emit(
             _pod_ref(obj),
             "Scheduled",
-            f"Successfully assigned {pod.namespace}/{pod.name} to {m.node}",
+            f"Successfully assigned {pod.namespace}/{pod.name} to {machine.node}",
             component="default-scheduler",
         )
-        self.w.termination.pod_event_on(m)
+        self.w.termination.pod_event_on(machine)
         self.w.t = saved
         if not started:
             self.w.schedule(self.w.t + POD_STARTUP, self._containers_started, pod)
@@ -707,12 +709,12 @@ class Workloads:
             self.write_status(pod.owner.workload)
 
     def _containers_started(self, pod: PodRecord) -> None:
-        m = pod.machine
-        if m is None or pod.deleting or self.pods.get(pod.key) is not pod:
+        machine = pod.machine
+        if machine is None or pod.deleting or self.pods.get(pod.key) is not pod:
             return
-        if not self.kubelet_alive(m):
+        if not self.kubelet_alive(machine):
             return  # the kubelet starts it when it is back (kubelet_back)
-        self.w.tx.put("pods", self._pod_object(pod, m, self.w.t))
+        self.w.tx.put("pods", self._pod_object(pod, machine, self.w.t))
         pod.ready = True
         if pod.owner is not None:
             self.write_status(pod.owner.workload)
@@ -740,25 +742,29 @@ class Workloads:
             )
             slots: list[list[Any]] = []
             candidates = sorted(
-                (m for m in self._candidates_for(rs) if m.ready and m.ready_at is not None),
-                key=lambda m: (m.ready_at or 0.0, m.node),
+                (
+                    machine
+                    for machine in self._candidates_for(rs)
+                    if machine.ready and machine.ready_at is not None
+                ),
+                key=lambda machine: (machine.ready_at or 0.0, machine.node),
             )
-            for m in candidates:
-                view = self.view(m)
-                if view is None or self.filter(probe, m, view) is not None:
+            for machine in candidates:
+                view = self.view(machine)
+                if view is None or self.filter(probe, machine, view) is not None:
                     continue
-                room = _room(probe.requests, view.allocatable, self.used(m))
+                room = _room(probe.requests, view.allocatable, self.used(machine))
                 if probe.devices is not None:
-                    room = min(room, self.w.dra.room(m, probe.devices))
+                    room = min(room, self.w.dra.room(machine, probe.devices))
                 if room:
-                    slots.append([m, 1 if anti else room])
+                    slots.append([machine, 1 if anti else room])
             while len(rs.pods) < rs.replicas and slots:
                 for slot in list(slots):
                     if len(rs.pods) >= rs.replicas:
                         break
-                    m = slot[0]
-                    since = max(m.ready_at or self.w.t, rs.created)
-                    self.bind(self._create_pod(rs, at=since), m, since)
+                    machine = slot[0]
+                    since = max(machine.ready_at or self.w.t, rs.created)
+                    self.bind(self._create_pod(rs, at=since), machine, since)
                     slot[1] -= 1
                     if not slot[1]:
                         slots.remove(slot)
@@ -775,8 +781,8 @@ class Workloads:
             spec = rs.template["spec"]
             tolerations = list(spec.get("tolerations") or [])
             pools = [p for p in self.w.scenario.pools if _pool_admits(p, spec, tolerations)]
-            machines = [m for p in pools for m in self.w.pool_machines.get(p.name, [])]
-        return [m for m in machines if m.registered and not m.removed]
+            machines = [machine for p in pools for machine in self.w.pool_machines.get(p.name, [])]
+        return [machine for machine in machines if machine.registered and not machine.removed]
 
     # ------------------------------------------------------------------ deletion
 
@@ -838,12 +844,17 @@ class Workloads:
         if pod.namespace in self._pdb_namespaces:
             self.update_pdbs(pod.namespace)
 
-    def kubelet_alive(self, m: Machine) -> bool:
-        return m.kubelet_posting and m.instance_state == "running" and m.ready and not m.removed
+    def kubelet_alive(self, machine: Machine) -> bool:
+        return (
+            machine.kubelet_posting
+            and machine.instance_state == "running"
+            and machine.ready
+            and not machine.removed
+        )
 
     def _kubelet_stops(self, pod: PodRecord) -> None:
-        m = pod.machine
-        if m is None or not self.kubelet_alive(m):
+        machine = pod.machine
+        if machine is None or not self.kubelet_alive(machine):
             pod.gone_at = None
             return
         gone = min(pod.deadline, self.w.t + POD_STOPPED)
@@ -853,15 +864,15 @@ class Workloads:
     def _kubelet_removes(self, pod: PodRecord, at: float) -> None:
         if pod.gone_at != at or self.pods.get(pod.key) is not pod:
             return
-        m = pod.machine
-        if m is None or not self.kubelet_alive(m):
+        machine = pod.machine
+        if machine is None or not self.kubelet_alive(machine):
             pod.gone_at = None
             return
         self._remove(pod)
 
-    def kubelet_back(self, m: Machine) -> None:
+    def kubelet_back(self, machine: Machine) -> None:
         """A kubelet that runs (and reports Ready) again finishes the deletions it missed."""
-        for pod in list(m.pods):
+        for pod in list(machine.pods):
             if pod.deleting and pod.gone_at is None:
                 self._kubelet_stops(pod)
 
@@ -874,9 +885,9 @@ class Workloads:
         self.w.tx.delete("pods", pod.namespace, pod.name)
         self.w.dra.pod_gone(pod)
         pod.deleting = True
-        m = pod.machine
-        if m is not None and pod in m.pods:
-            m.pods.remove(pod)
+        machine = pod.machine
+        if machine is not None and pod in machine.pods:
+            machine.pods.remove(pod)
         if pod.owner is not None:
             if pod in pod.owner.pods:
                 pod.owner.pods.remove(pod)
@@ -885,25 +896,25 @@ class Workloads:
         self._disrupted.pop(pod.key, None)
         if pod.namespace in self._pdb_namespaces:
             self.update_pdbs(pod.namespace)
-        self.w.termination.pod_gone(pod, m)
+        self.w.termination.pod_gone(pod, machine)
         self.schedule_soon()
 
-    def node_removed(self, m: Machine) -> None:
+    def node_removed(self, machine: Machine) -> None:
         """Pods bound to a deleted Node: pod GC force-deletes them after its quarantine."""
-        if m.pods:
-            self.w.schedule(self.w.t + POD_GC_QUARANTINE, self._pod_gc, m)
+        if machine.pods:
+            self.w.schedule(self.w.t + POD_GC_QUARANTINE, self._pod_gc, machine)
 
-    def _pod_gc(self, m: Machine) -> None:
-        for pod in list(m.pods):
+    def _pod_gc(self, machine: Machine) -> None:
+        for pod in list(machine.pods):
             pod.gone_at = None
             self.start_deletion(pod, 0)
 
     # ------------------------------------------------------------------ node lifecycle
 
-    def node_unknown(self, m: Machine) -> None:
+    def node_unknown(self, machine: Machine) -> None:
         """MarkPodsNotReady: Ready=False on the node's pods and a NodeNotReady Warning on each
         (k8s pkg/controller/util/node controller_utils.go)."""
-        for pod in list(m.pods):
+        for pod in list(machine.pods):
             if not pod.ready:
                 continue
             self.set_ready(pod, False)
@@ -934,8 +945,8 @@ class Workloads:
         if pod.owner is not None:
             self.write_status(pod.owner.workload)
 
-    def node_ready(self, m: Machine) -> None:
-        for pod in list(m.pods):
+    def node_ready(self, machine: Machine) -> None:
+        for pod in list(machine.pods):
             if pod.deleting or pod.daemonset is not None:
                 continue
             obj = self.w.tx.get("pods", pod.namespace, pod.name)
@@ -943,16 +954,16 @@ class Workloads:
                 self._containers_started(pod)
             else:
                 self.set_ready(pod, True)
-        self.kubelet_back(m)
+        self.kubelet_back(machine)
         self.schedule_soon()
 
-    def noexecute_tainted(self, m: Machine, key: str) -> None:
+    def noexecute_tainted(self, machine: Machine, key: str) -> None:
         """The taint eviction controller: pods that tolerate the taint for a while are deleted
         when that runs out (pkg/controller/tainteviction), Pod event TaintManagerEviction."""
-        self.w.schedule(self.w.t, self._taint_eviction, m, key, self.w.t)
+        self.w.schedule(self.w.t, self._taint_eviction, machine, key, self.w.t)
 
-    def _taint_eviction(self, m: Machine, key: str, since: float) -> None:
-        node = self.w.node(m)
+    def _taint_eviction(self, machine: Machine, key: str, since: float) -> None:
+        node = self.w.node(machine)
         if node is None:
             return
         taint = next(
@@ -966,7 +977,7 @@ class Workloads:
         if taint is None:
             return
         later: list[float] = []
-        for pod in list(m.pods):
+        for pod in list(machine.pods):
             if pod.deleting or pod.daemonset is not None or pod.owner is None:
                 continue
             tolerations = list(pod.owner.template["spec"].get("tolerations") or []) + list(
@@ -997,7 +1008,7 @@ class Workloads:
                 ),
             )
         if later:
-            self.w.schedule(min(later), self._taint_eviction, m, key, since)
+            self.w.schedule(min(later), self._taint_eviction, machine, key, since)
 
     # ------------------------------------------------------------------ Eviction API, PDBs
 
@@ -1066,10 +1077,10 @@ class Workloads:
             return None
         return pdb
 
-    def blocking_pdbs_on(self, m: Machine) -> JsonDict | None:
+    def blocking_pdbs_on(self, machine: Machine) -> JsonDict | None:
         """A PDB that allows no eviction of one of the node's pods (KC pdb.Limits
         CanEvictPods): such a node is no disruption candidate."""
-        for pod in m.pods:
+        for pod in machine.pods:
             if pod.reschedulable:
                 pdb = self.blocking_pdb(pod)
                 if pdb is not None:
