@@ -86,9 +86,10 @@ class Provisioner:
             for machine in self.w.pool_machines[pool.name]
         ]
 
-    def provision(self) -> None:
-        workloads = self.w.workloads
-        pods = [p for p in workloads.pending() if p.unschedulable and not p.deleting]
+    def _queue(self) -> list[PodRecord]:
+        """The pods to place: those kube-scheduler marked Unschedulable, and the reschedulable
+        pods of Karpenter's nodes being deleted, largest first."""
+        pods = [p for p in self.w.workloads.pending() if p.unschedulable and not p.deleting]
         deleting = [
             p
             for machine in self._karpenter_machines()
@@ -97,10 +98,12 @@ class Provisioner:
             if p.reschedulable and p.owner is not None
         ]
         queue = pods + deleting
-        if not queue:
-            return
         # KC sorts by CPU then memory, largest first (scheduling/queue.go byCPUAndMemoryDescending).
         queue.sort(key=lambda p: (-p.requests.get("cpu", 0.0), -p.requests.get("memory", 0.0)))
+        return queue
+
+    def _inflight(self) -> tuple[list[Machine], dict[Machine, Resources]]:
+        """Karpenter's nodes that can take pods, and what each has committed already."""
         # The scheduler simulates every node it knows, in flight or initialized (KC
         # pkg/controllers/provisioning/scheduling ExistingNode): a pod whose node became
         # Ready since kube-scheduler's last try goes there, not to a new NodeClaim.
@@ -112,10 +115,17 @@ class Provisioner:
             and (not machine.initialized or self._open(machine))
         ]
         waiting: dict[Machine, list[PodRecord]] = {}
-        for pod in workloads.pending():
+        for pod in self.w.workloads.pending():
             if pod.nominated is not None:
                 waiting.setdefault(pod.nominated, []).append(pod)
         used = {machine: self._committed(machine, waiting.get(machine, [])) for machine in inflight}
+        return inflight, used
+
+    def provision(self) -> None:
+        queue = self._queue()
+        if not queue:
+            return
+        inflight, used = self._inflight()
         planned: list[PlannedClaim] = []
         remaining = {pool.name: self._remaining(pool) for pool in self._pools()}
         nominations: list[tuple[PodRecord, Machine]] = []
@@ -150,6 +160,16 @@ class Provisioner:
                 errors[pod] = error
                 continue
             planned.append(claim)
+        self._carry_out(nominations, planned, errors)
+
+    def _carry_out(
+        self,
+        nominations: list[tuple[PodRecord, Machine]],
+        planned: list[PlannedClaim],
+        errors: dict[PodRecord, str],
+    ) -> None:
+        """Nominate pods to nodes in flight, launch the planned NodeClaims, and tell the pods
+        that fit nowhere why."""
         for pod, machine in nominations:
             self._nominate(pod, machine)
         for claim in planned:
