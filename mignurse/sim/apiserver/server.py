@@ -92,6 +92,8 @@ class SimServer(ThreadingHTTPServer):
 
 
 class Handler(ReadHandler, WriteHandler):
+    """One connection's requests: checks, then the route to a read, a write or a review."""
+
     def _dispatch(self) -> None:
         split = urlsplit(self.path)
         self._path = split.path.rstrip("/") or "/"
