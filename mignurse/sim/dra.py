@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from mignurse.gpu.models import by_product_name
 from mignurse.sim import nodemig, objects
 from mignurse.sim.objects import JsonDict, ts
-from mignurse.sim.scenario import PoolSpec
+from mignurse.sim.scenario_spec import PoolSpec
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers import Machine, World

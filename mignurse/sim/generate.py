@@ -13,13 +13,13 @@ from typing import Any
 
 from mignurse.sim import objects
 from mignurse.sim.controllers import World
-from mignurse.sim.scenario import (
+from mignurse.sim.scenario_fields import ScenarioError
+from mignurse.sim.scenario_spec import (
     ConditionSpec,
     ExistingNodes,
     Lifecycle,
     PoolSpec,
     Scenario,
-    ScenarioError,
     Step,
     TaintSpec,
     WorkloadSpec,

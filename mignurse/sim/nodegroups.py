@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mignurse.sim import objects
-from mignurse.sim.scenario import NMA_CONDITIONS, NodeRepairSpec, PoolSpec, Scenario
+from mignurse.sim.scenario_spec import NMA_CONDITIONS, NodeRepairSpec, PoolSpec, Scenario
 
 REPLACE = "Replace"
 REBOOT = "Reboot"

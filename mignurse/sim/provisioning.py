@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from mignurse.sim import objects, scheduling
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import PoolSpec, parse_duration
+from mignurse.sim.scenario_spec import PoolSpec, parse_duration
 from mignurse.sim.scheduling import Resources
 from mignurse.sim.workloads import DAEMON_REQUESTS, PodRecord
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.sim import dra, objects, scheduling
 from mignurse.sim.objects import JsonDict, ts
-from mignurse.sim.scenario import PoolSpec
+from mignurse.sim.scenario_spec import PoolSpec
 from mignurse.sim.scheduling import Resources
 
 if TYPE_CHECKING:

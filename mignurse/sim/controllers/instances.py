@@ -13,10 +13,7 @@ from mignurse.sim.controllers.base import (
     ZONE_SUBNETS,
     Machine,
 )
-from mignurse.sim.scenario import (
-    Lifecycle,
-    PoolSpec,
-)
+from mignurse.sim.scenario_spec import Lifecycle, PoolSpec
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.world import World

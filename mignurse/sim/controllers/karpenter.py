@@ -11,10 +11,7 @@ from mignurse.sim.controllers.base import (
     Machine,
 )
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import (
-    PoolSpec,
-    format_duration,
-)
+from mignurse.sim.scenario_spec import PoolSpec, format_duration
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.world import World

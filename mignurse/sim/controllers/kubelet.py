@@ -17,11 +17,7 @@ from mignurse.sim.controllers.base import (
     Machine,
 )
 from mignurse.sim.objects import micro_ts, ts
-from mignurse.sim.scenario import (
-    NMA_CONDITIONS,
-    ConditionSpec,
-    Step,
-)
+from mignurse.sim.scenario_spec import NMA_CONDITIONS, ConditionSpec, Step
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.world import World

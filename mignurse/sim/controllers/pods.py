@@ -11,9 +11,7 @@ from mignurse.sim.controllers.base import (
     Machine,
 )
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import (
-    PoolSpec,
-)
+from mignurse.sim.scenario_spec import PoolSpec
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.world import World

@@ -35,13 +35,7 @@ from mignurse.sim.controllers.termination import Termination
 from mignurse.sim.karpenter_versions import KarpenterTraits
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.provisioning import Provisioner
-from mignurse.sim.scenario import (
-    Lifecycle,
-    NodeRef,
-    Scenario,
-    TimelineItem,
-    gate_value,
-)
+from mignurse.sim.scenario_spec import Lifecycle, NodeRef, Scenario, TimelineItem, gate_value
 from mignurse.sim.store import Store
 from mignurse.sim.workloads import PodRecord, Workload, Workloads
 
