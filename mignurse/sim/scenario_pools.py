@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from mignurse.sim import objects
+from mignurse.sim import hardware, objects
 from mignurse.sim.scenario_fields import DNS_1123_NAME, ParseContext, empty_mapping
 from mignurse.sim.scenario_spec import (
     ExistingNodes,
@@ -233,12 +233,12 @@ def parse_pool(ctx: ParseContext, raw: Any, where: str, line: int, kind: str) ->
 
 def _parse_instance_type(
     ctx: ParseContext, d: LDict, where: str
-) -> tuple[str, objects.InstanceType]:
+) -> tuple[str, hardware.InstanceType]:
     itype = ctx.string(d, "instanceType", where)
     try:
-        return itype, objects.instance_type(itype)
+        return itype, hardware.instance_type(itype)
     except KeyError:
-        known = ", ".join(sorted(objects.INSTANCE_TYPES))
+        known = ", ".join(sorted(hardware.INSTANCE_TYPES))
         raise ctx.fail(
             ctx.line_of(d, "instanceType"), f"unknown instanceType {itype!r}; known: {known}"
         ) from None
@@ -247,9 +247,9 @@ def _parse_instance_type(
 def _parse_placement(ctx: ParseContext, d: LDict, where: str) -> tuple[str, str, tuple[str, ...]]:
     """The pool's OS, capacity type and zones."""
     os_name = ctx.string(d, "os", where, "al2023")
-    if os_name not in objects.OS_IMAGES:
+    if os_name not in hardware.OS_IMAGES:
         raise ctx.fail(
-            ctx.line_of(d, "os"), f"{where}.os must be one of {', '.join(objects.OS_IMAGES)}"
+            ctx.line_of(d, "os"), f"{where}.os must be one of {', '.join(hardware.OS_IMAGES)}"
         )
     capacity_type = ctx.string(d, "capacityType", where, "on-demand")
     if capacity_type not in ("on-demand", "spot", "reserved"):
@@ -273,7 +273,7 @@ class _Gpu(NamedTuple):
 
 
 def _parse_gpu(
-    ctx: ParseContext, d: LDict, where: str, itype: str, it: objects.InstanceType
+    ctx: ParseContext, d: LDict, where: str, itype: str, it: hardware.InstanceType
 ) -> _Gpu:
     mig = ctx.mapping(
         d.get("mig") or empty_mapping(ctx.line_of(d, "mig")),
@@ -315,7 +315,7 @@ def _parse_gpu(
 
 
 def _parse_pool_taints(
-    ctx: ParseContext, d: LDict, where: str, it: objects.InstanceType
+    ctx: ParseContext, d: LDict, where: str, it: hardware.InstanceType
 ) -> tuple[TaintSpec, ...]:
     """The pool's `taints`, or by default the GPU taint on a GPU instance type."""
     if "taints" in d:
@@ -370,10 +370,10 @@ def _parse_existing(ctx: ParseContext, d: LDict, where: str) -> tuple[ExistingNo
             {"count", "age", "image", "os", "labels", "steps", "names"},
         )
         ex_os = None if ex.get("os") is None else str(ex["os"])
-        if ex_os is not None and ex_os not in objects.OS_IMAGES:
+        if ex_os is not None and ex_os not in hardware.OS_IMAGES:
             raise ctx.fail(
                 ctx.line_of(ex, "os"),
-                f"{ex_where}.os must be one of {', '.join(objects.OS_IMAGES)}",
+                f"{ex_where}.os must be one of {', '.join(hardware.OS_IMAGES)}",
             )
         names = tuple(
             str(n) for n in ctx.seq(ex.get("names"), f"{ex_where}.names", ctx.line_of(ex, "names"))
@@ -505,7 +505,7 @@ def _parse_workload(
     where: str,
     line: int,
     pool: str,
-    it: objects.InstanceType,
+    it: hardware.InstanceType,
     mig_config: str | None,
     mig_strategy: str,
     dra: bool = False,
@@ -529,7 +529,7 @@ def _parse_workload(
         default_resource = "mig.nvidia.com" if layout else "gpu.nvidia.com"
         default_profile = sorted(layout)[0] if layout else None
     else:
-        res = objects.mig_resources(it, mig_config, mig_strategy)
+        res = hardware.mig_resources(it, mig_config, mig_strategy)
         default_resource = sorted(res)[0] if res else "nvidia.com/gpu"
     pdb = d.get("pdb")
     min_av: int | str | None = None

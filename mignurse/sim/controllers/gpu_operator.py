@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import hardware
 from mignurse.sim.controllers.base import (
     ADVERTISE_DELAY,
     LABEL_GPU_DEPLOY,
@@ -67,7 +67,7 @@ class GpuOperator:
         """What the device plugin makes kubelet report: nothing allocatable while it is
         paused; the layout of `nvidia.com/mig.config` once its state is `success`."""
         node = self.w.node(m)
-        it = objects.instance_type(m.pool.instance_type)
+        it = hardware.instance_type(m.pool.instance_type)
         if node is None or it.gpu is None or m.pool.dra:
             return  # on a DRA node the driver publishes slices; nothing is advertised
         labels = node["metadata"].get("labels") or {}
@@ -85,7 +85,7 @@ class GpuOperator:
             return
         strategy = labels.get("nvidia.com/mig.strategy") or m.pool.mig_strategy
         try:
-            resources = objects.mig_resources(it, labels.get("nvidia.com/mig.config"), strategy)
+            resources = hardware.mig_resources(it, labels.get("nvidia.com/mig.config"), strategy)
         except ValueError:
             return  # a config the GPU has no layout for: the plugin keeps what it had
         update: dict[str, str | None] = dict.fromkeys(advertised)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mignurse.sim import objects
+from mignurse.sim import node_objects
 from mignurse.sim.controllers.base import (
     INSTANCE_SHUTDOWN,
     NODE_MONITOR_PERIOD,
@@ -51,7 +51,7 @@ class Instances:
         image = image or pool.image
         zone = pool.zones[len(self.w.pool_machines[pool.name]) % len(pool.zones)]
         ip = self._allocate_ip(zone)
-        name = node_name or objects.node_name_for_ip(ip, self.w.scenario.region)
+        name = node_name or node_objects.node_name_for_ip(ip, self.w.scenario.region)
         claim = f"{pool.name}-{self.w.suffix()}" if pool.kind == "nodepool" else None
         m = Machine(
             pool=pool,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import hardware, karpenter_objects, node_objects, objects
 from mignurse.sim.controllers.base import (
     SPOT_NOTICE,
     SQS_LAG,
@@ -22,7 +22,7 @@ class Karpenter:
         self.w = world
 
     def create_nodepool(self, pool: PoolSpec) -> None:
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         uid = self.w.uid()
         self.w.pool_uid[pool.name] = uid
         requirements = [
@@ -34,7 +34,7 @@ class Karpenter:
         labels = dict(pool.labels)
         if pool.mig_config:
             labels["nvidia.com/mig.config"] = pool.mig_config
-        obj = objects.build_nodepool(
+        obj = karpenter_objects.build_nodepool(
             name=pool.name,
             uid=uid,
             created=self.w.begin - 86400 * 60,
@@ -64,7 +64,7 @@ class Karpenter:
         obj = self.w.tx.get("nodepools", "", pool.name)
         if obj is None:
             return
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         count = self.w.pool_nodes[pool.name]
         resources = {
             "cpu": str(it.cpu * count),
@@ -74,7 +74,7 @@ class Karpenter:
             "ephemeral-storage": f"{104845292 * count}Ki",
         }
         if it.gpu is not None and not pool.dra:
-            for res, per_node in objects.mig_resources(
+            for res, per_node in hardware.mig_resources(
                 it, pool.mig_config, pool.mig_strategy
             ).items():
                 resources[res] = str(per_node * count)
@@ -84,13 +84,13 @@ class Karpenter:
 
     def create_claim(self, m: Machine) -> None:
         pool = m.pool
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         requests = {"cpu": "2150m", "memory": "2130Mi", "pods": "8"}
         if not pool.dra:  # a DRA pool's pods claim devices, they request no nvidia.com/*
-            gpu_res = objects.mig_resources(it, pool.mig_config, pool.mig_strategy)
+            gpu_res = hardware.mig_resources(it, pool.mig_config, pool.mig_strategy)
             requests.update({k: str(v) for k, v in gpu_res.items() if v})
         assert m.nodeclaim is not None
-        obj = objects.build_nodeclaim(
+        obj = karpenter_objects.build_nodeclaim(
             name=m.nodeclaim,
             uid=m.claim_uid,
             created=self.w.t,
@@ -128,7 +128,7 @@ class Karpenter:
             message,
         ):
             return
-        new = objects.nodeclaim_condition(ctype, status, reason, message, now=self.w.t)
+        new = karpenter_objects.nodeclaim_condition(ctype, status, reason, message, now=self.w.t)
         if current is not None and current["status"] == status:
             new["lastTransitionTime"] = current["lastTransitionTime"]
         if current is None:
@@ -152,9 +152,9 @@ class Karpenter:
         obj = self.claim(m)
         if obj is None:
             return
-        it = objects.instance_type(m.pool.instance_type)
+        it = hardware.instance_type(m.pool.instance_type)
         spec_in = self.w.kubelet.node_input(m)
-        capacity, allocatable = objects.node_resources(spec_in)
+        capacity, allocatable = node_objects.node_resources(spec_in)
         obj["status"].update(
             {
                 "providerID": f"aws:///{m.zone}/{m.instance_id}",
@@ -282,47 +282,10 @@ class Karpenter:
     def _karpenter_template(self, gates: str) -> JsonDict:
         k = self.w.scenario.karpenter
         assert k is not None
-        endpoint_id = objects.stable_hex("ep", self.w.scenario.cluster_name, length=32).upper()
         image = f"public.ecr.aws/karpenter/controller:{k.version}@sha256:" + objects.stable_hex(
             "karpenter", k.version, length=64
         )
-        env = [
-            {"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
-            {"name": "KARPENTER_SERVICE", "value": "karpenter"},
-            {"name": "WEBHOOK_PORT", "value": "8443"},
-            {"name": "WEBHOOK_METRICS_PORT", "value": "8001"},
-            {"name": "DISABLE_WEBHOOK", "value": "true"},
-            {"name": "LOG_LEVEL", "value": "info"},
-            {"name": "METRICS_PORT", "value": "8080"},
-            {"name": "HEALTH_PROBE_PORT", "value": "8081"},
-            {
-                "name": "SYSTEM_NAMESPACE",
-                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
-            },
-            {
-                "name": "MEMORY_LIMIT",
-                "valueFrom": {
-                    "resourceFieldRef": {
-                        "containerName": "controller",
-                        "divisor": "0",
-                        "resource": "limits.memory",
-                    }
-                },
-            },
-            {"name": "FEATURE_GATES", "value": gates},
-            {"name": "BATCH_MAX_DURATION", "value": "10s"},
-            {"name": "BATCH_IDLE_DURATION", "value": "1s"},
-            {"name": "CLUSTER_NAME", "value": self.w.scenario.cluster_name},
-            {
-                "name": "CLUSTER_ENDPOINT",
-                "value": f"https://{endpoint_id}.gr7.{self.w.scenario.region}.eks.amazonaws.com",
-            },
-            {"name": "VM_MEMORY_OVERHEAD_PERCENT", "value": "0.075"},
-            {"name": "RESERVED_ENIS", "value": "0"},
-        ]
-        if k.interruption_queue:
-            # KA getting-started: settings.interruptionQueue=${CLUSTER_NAME}
-            env.insert(-1, {"name": "INTERRUPTION_QUEUE", "value": self.w.scenario.cluster_name})
+        env = self._karpenter_env(gates)
         ctr = objects.container(
             "controller", image, {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}
         )
@@ -370,6 +333,51 @@ class Karpenter:
                 "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
             },
         }
+
+    def _karpenter_env(self, gates: str) -> list[JsonDict]:
+        """The controller container's environment: its ports, feature gates, cluster and
+        interruption queue."""
+        k = self.w.scenario.karpenter
+        assert k is not None
+        endpoint_id = objects.stable_hex("ep", self.w.scenario.cluster_name, length=32).upper()
+        env: list[JsonDict] = [
+            {"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
+            {"name": "KARPENTER_SERVICE", "value": "karpenter"},
+            {"name": "WEBHOOK_PORT", "value": "8443"},
+            {"name": "WEBHOOK_METRICS_PORT", "value": "8001"},
+            {"name": "DISABLE_WEBHOOK", "value": "true"},
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "METRICS_PORT", "value": "8080"},
+            {"name": "HEALTH_PROBE_PORT", "value": "8081"},
+            {
+                "name": "SYSTEM_NAMESPACE",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
+            },
+            {
+                "name": "MEMORY_LIMIT",
+                "valueFrom": {
+                    "resourceFieldRef": {
+                        "containerName": "controller",
+                        "divisor": "0",
+                        "resource": "limits.memory",
+                    }
+                },
+            },
+            {"name": "FEATURE_GATES", "value": gates},
+            {"name": "BATCH_MAX_DURATION", "value": "10s"},
+            {"name": "BATCH_IDLE_DURATION", "value": "1s"},
+            {"name": "CLUSTER_NAME", "value": self.w.scenario.cluster_name},
+            {
+                "name": "CLUSTER_ENDPOINT",
+                "value": f"https://{endpoint_id}.gr7.{self.w.scenario.region}.eks.amazonaws.com",
+            },
+            {"name": "VM_MEMORY_OVERHEAD_PERCENT", "value": "0.075"},
+            {"name": "RESERVED_ENIS", "value": "0"},
+        ]
+        if k.interruption_queue:
+            # KA getting-started: settings.interruptionQueue=${CLUSTER_NAME}
+            env.insert(-1, {"name": "INTERRUPTION_QUEUE", "value": self.w.scenario.cluster_name})
+        return env
 
     def create_karpenter(self) -> None:
         k = self.w.scenario.karpenter

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import hardware, karpenter_objects, node_objects, objects
 from mignurse.sim.controllers.base import (
     KUBELET_CONDITIONS,
     KUBELET_STATUS_REPORT,
@@ -52,15 +52,15 @@ class Kubelet:
         if changed:
             self.w.tx.put("nodes", node)
 
-    def node_input(self, m: Machine) -> objects.NodeSpecInput:
+    def node_input(self, m: Machine) -> node_objects.NodeSpecInput:
         pool = m.pool
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         region = self.w.scenario.region
         region_id = ZONE_IDS.get(region, region.replace("-", "")[:4])
         zone_id = f"{region_id}-az{ord(m.zone[-1]) - ord('a') + 1}"
         labels = dict(pool.labels)
         labels.update(m.extra_labels)
-        return objects.NodeSpecInput(
+        return node_objects.NodeSpecInput(
             name=m.node,
             uid=m.node_uid,
             created=m.launched_at + pool.register_after,
@@ -71,7 +71,7 @@ class Kubelet:
             instance_id=m.instance_id,
             private_ip=m.ip,
             capacity_type=pool.capacity_type,
-            os=objects.os_image(m.os_name),
+            os=hardware.os_image(m.os_name),
             image_id=m.image,
             nodepool=pool.name if pool.kind == "nodepool" else None,
             nodegroup=pool.name if pool.kind == "nodegroup" else None,
@@ -83,19 +83,19 @@ class Kubelet:
             taints=tuple(t.to_api() for t in pool.taints),
             gpu_resources=m.lifecycle.gpu_resources,
             nodepool_hash=objects.stable_hex("np", pool.name),
-            driver_version=objects.os_image(m.os_name).nvidia_driver
-            or objects.DEFAULT_NVIDIA_DRIVER,
+            driver_version=hardware.os_image(m.os_name).nvidia_driver
+            or hardware.DEFAULT_NVIDIA_DRIVER,
             dra=pool.dra,
         )
 
     def register(self, m: Machine) -> None:
         if m.deleting:
             return
-        node = objects.build_node(self.node_input(m), ready=False)
+        node = node_objects.build_node(self.node_input(m), ready=False)
         if m.pool.kind == "nodepool":
             node["metadata"]["ownerReferences"] = [
                 {
-                    "apiVersion": objects.KARPENTER_API,
+                    "apiVersion": karpenter_objects.KARPENTER_API,
                     "kind": "NodeClaim",
                     "name": m.nodeclaim,
                     "uid": m.claim_uid,
@@ -214,7 +214,7 @@ class Kubelet:
         m.ready = True
         if m.ready_at is None:
             m.ready_at = self.w.t
-        if self.w.set_node_condition(m, "Ready", "True", *objects.READY_TRUE[1:]):
+        if self.w.set_node_condition(m, "Ready", "True", *node_objects.READY_TRUE[1:]):
             self.w.kubelet_event(m, "NodeReady", f"Node {m.node} status is now: NodeReady")
         self.w.remove_taint(m, "node.kubernetes.io/not-ready")
         self.w.remove_taint(m, "node.kubernetes.io/unreachable")
@@ -295,7 +295,7 @@ class Kubelet:
         if m.pool.dra:
             self.w.dra.kubelet_started(m)
         self._schedule_status_report(m)
-        for ctype, values in objects.KUBELET_HEALTHY.items():
+        for ctype, values in node_objects.KUBELET_HEALTHY.items():
             self.w.set_node_condition(m, ctype, *values)
         self.w.remove_taint(m, "node.kubernetes.io/unreachable")
         self._become_not_ready(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import hardware, node_objects
 from mignurse.sim.controllers.base import (
     DCGM_GRACE,
     NMA_HEARTBEAT,
@@ -21,7 +21,7 @@ class NodeMonitoringAgent:
         self.w = world
 
     def condition_types(self, m: Machine) -> list[str]:
-        it = objects.instance_type(m.pool.instance_type)
+        it = hardware.instance_type(m.pool.instance_type)
         types = ["KernelReady", "NetworkingReady", "StorageReady", "ContainerRuntimeReady"]
         if it.gpu is not None:
             types.insert(0, "AcceleratedHardwareReady")
@@ -34,7 +34,7 @@ class NodeMonitoringAgent:
         restarted = m.nma_running
         m.nma_running = True
         for ctype in self.condition_types(m):
-            reason, message = objects.NMA_HEALTHY[ctype]
+            reason, message = node_objects.NMA_HEALTHY[ctype]
             m.nma_memory[ctype] = ("True", reason, message)
             node = self.w.node(m)
             if node is not None and restarted:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import karpenter_objects
 from mignurse.sim.controllers.base import (
     REPAIR_BLOCKED_DEDUPE,
     Machine,
@@ -112,10 +112,10 @@ class NodeRepair:
         if claim is None:
             return
         annotations = claim["metadata"].setdefault("annotations", {})
-        current = annotations.get(objects.TERMINATION_TIMESTAMP)
+        current = annotations.get(karpenter_objects.TERMINATION_TIMESTAMP)
         if current is not None and parse_ts(current) < self.w.t:
             return  # an earlier termination time is kept
-        annotations[objects.TERMINATION_TIMESTAMP] = ts(self.w.t)
+        annotations[karpenter_objects.TERMINATION_TIMESTAMP] = ts(self.w.t)
         self.w.tx.put("nodeclaims", claim)
 
     def _publish_repair_blocked(self, m: Machine) -> None:

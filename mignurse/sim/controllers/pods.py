@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import dra, objects
+from mignurse.sim import dra, hardware, node_objects, objects
 from mignurse.sim.controllers.base import (
     LABEL_GPU_DEPLOY,
     OPERAND_DAEMONSETS,
@@ -28,98 +28,8 @@ class Pods:
     ) -> list[tuple[str, str, str, dict[str, str], str, bool]]:
         """(namespace, daemonset, container image, labels, priority class, hostNetwork) of
         the DaemonSets that run on the pool's nodes."""
-        ecr = objects.ECR.format(region=self.w.scenario.region)
-        it = objects.instance_type(pool.instance_type)
-        sets = [
-            (
-                "kube-system",
-                "aws-node",
-                f"{ecr}/amazon-k8s-cni:v1.19.2-eksbuild.1",
-                {"k8s-app": "aws-node"},
-                True,
-            ),
-            (
-                "kube-system",
-                "kube-proxy",
-                f"{ecr}/eks/kube-proxy:v1.32.0-minimal-eksbuild.2",
-                {"k8s-app": "kube-proxy"},
-                True,
-            ),
-            (
-                "kube-system",
-                "ebs-csi-node",
-                f"{ecr}/eks/aws-ebs-csi-driver:v1.40.0",
-                {"app": "ebs-csi-node", "app.kubernetes.io/name": "aws-ebs-csi-driver"},
-                False,
-            ),
-        ]
-        if pool.node_monitoring_agent:
-            sets.append(
-                (
-                    "kube-system",
-                    "eks-node-monitoring-agent",
-                    f"{ecr}/eks/eks-node-monitoring-agent:v1.2.0-eksbuild.1",
-                    {
-                        "app.kubernetes.io/name": "eks-node-monitoring-agent",
-                        "app.kubernetes.io/instance": "eks-node-monitoring-agent",
-                    },
-                    True,
-                )
-            )
-        if it.gpu is not None:
-            if pool.dra:
-                # the operator with devicePlugin.enabled=false; the DRA driver's chart instead
-                sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, dict(dra.POD_LABELS), False))
-            else:
-                sets.append(
-                    (
-                        "gpu-operator",
-                        "nvidia-device-plugin-daemonset",
-                        "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-                        {"app": "nvidia-device-plugin-daemonset"},
-                        False,
-                    )
-                )
-            sets += [
-                (
-                    "gpu-operator",
-                    "gpu-feature-discovery",
-                    "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-                    {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
-                    False,
-                ),
-                (
-                    "gpu-operator",
-                    "nvidia-dcgm-exporter",
-                    "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
-                    {"app": "nvidia-dcgm-exporter"},
-                    False,
-                ),
-                (
-                    "gpu-operator",
-                    "nvidia-container-toolkit-daemonset",
-                    "nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04",
-                    {"app": "nvidia-container-toolkit-daemonset"},
-                    False,
-                ),
-                (
-                    "gpu-operator",
-                    "nvidia-operator-validator",
-                    "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.2",
-                    {"app": "nvidia-operator-validator"},
-                    False,
-                ),
-            ]
-            if it.gpu.mig_capable and pool.mig_config and pool.mig_applied_by == "mig-manager":
-                sets.append(
-                    (
-                        "gpu-operator",
-                        "nvidia-mig-manager",
-                        "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.10.0-ubuntu20.04",
-                        {"app": "nvidia-mig-manager"},
-                        True,
-                    )
-                )
+        ecr = node_objects.ECR.format(region=self.w.scenario.region)
+        sets = _eks_daemonsets(ecr, pool) + _gpu_daemonsets(pool)
         out = []
         for ns, ds, image, labels, host_net in sets:
             prio = "system-node-critical"
@@ -234,7 +144,7 @@ class Pods:
         limits = {w.resource: str(w.per_pod)} if w.resource and request is None else None
         # 4 CPUs and 16 GiB each, less on a type where podsPerNode of those would not fit:
         # at most three quarters of the CPUs and 70 % of the memory, shared by the pods.
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         cpu_m = max(100, min(4000, int(it.cpu * 750 / w.pods_per_node) // 100 * 100))
         memory_gi = max(1, min(16, int(it.memory_mib / 1024 * 0.7 / w.pods_per_node)))
         cpu = f"{cpu_m // 1000}" if cpu_m % 1000 == 0 else f"{cpu_m}m"
@@ -275,3 +185,111 @@ class Pods:
         self.create_daemon_pods(m, only=ds)
         if ds == "eks-node-monitoring-agent" and m.nma_running:
             self.w.nma.start(m)
+
+
+_DaemonSet = tuple[str, str, str, dict[str, str], bool]
+
+
+def _eks_daemonsets(ecr: str, pool: PoolSpec) -> list[_DaemonSet]:
+    """The EKS add-ons on every node (VPC CNI, kube-proxy, EBS CSI) and the node monitoring
+    agent where the pool runs it: (namespace, daemonset, image, labels, hostNetwork)."""
+    sets: list[_DaemonSet] = [
+        (
+            "kube-system",
+            "aws-node",
+            f"{ecr}/amazon-k8s-cni:v1.19.2-eksbuild.1",
+            {"k8s-app": "aws-node"},
+            True,
+        ),
+        (
+            "kube-system",
+            "kube-proxy",
+            f"{ecr}/eks/kube-proxy:v1.32.0-minimal-eksbuild.2",
+            {"k8s-app": "kube-proxy"},
+            True,
+        ),
+        (
+            "kube-system",
+            "ebs-csi-node",
+            f"{ecr}/eks/aws-ebs-csi-driver:v1.40.0",
+            {"app": "ebs-csi-node", "app.kubernetes.io/name": "aws-ebs-csi-driver"},
+            False,
+        ),
+    ]
+    if pool.node_monitoring_agent:
+        sets.append(
+            (
+                "kube-system",
+                "eks-node-monitoring-agent",
+                f"{ecr}/eks/eks-node-monitoring-agent:v1.2.0-eksbuild.1",
+                {
+                    "app.kubernetes.io/name": "eks-node-monitoring-agent",
+                    "app.kubernetes.io/instance": "eks-node-monitoring-agent",
+                },
+                True,
+            )
+        )
+    return sets
+
+
+def _gpu_daemonsets(pool: PoolSpec) -> list[_DaemonSet]:
+    """The GPU Operator's operands on a GPU node (the NVIDIA DRA driver's plugin in place of
+    the device plugin on a DRA pool; mig-manager where it applies the MIG layout)."""
+    it = hardware.instance_type(pool.instance_type)
+    if it.gpu is None:
+        return []
+    sets: list[_DaemonSet] = []
+    if pool.dra:
+        # the operator with devicePlugin.enabled=false; the DRA driver's chart instead
+        sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, dict(dra.POD_LABELS), False))
+    else:
+        sets.append(
+            (
+                "gpu-operator",
+                "nvidia-device-plugin-daemonset",
+                "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                {"app": "nvidia-device-plugin-daemonset"},
+                False,
+            )
+        )
+    sets += [
+        (
+            "gpu-operator",
+            "gpu-feature-discovery",
+            "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+            {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
+            False,
+        ),
+        (
+            "gpu-operator",
+            "nvidia-dcgm-exporter",
+            "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
+            {"app": "nvidia-dcgm-exporter"},
+            False,
+        ),
+        (
+            "gpu-operator",
+            "nvidia-container-toolkit-daemonset",
+            "nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04",
+            {"app": "nvidia-container-toolkit-daemonset"},
+            False,
+        ),
+        (
+            "gpu-operator",
+            "nvidia-operator-validator",
+            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.2",
+            {"app": "nvidia-operator-validator"},
+            False,
+        ),
+    ]
+    if it.gpu.mig_capable and pool.mig_config and pool.mig_applied_by == "mig-manager":
+        sets.append(
+            (
+                "gpu-operator",
+                "nvidia-mig-manager",
+                "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.10.0-ubuntu20.04",
+                {"app": "nvidia-mig-manager"},
+                True,
+            )
+        )
+    return sets

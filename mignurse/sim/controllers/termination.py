@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from mignurse.sim import dra, objects
+from mignurse.sim import dra, karpenter_objects, objects
 from mignurse.sim.controllers.base import (
     DISRUPTION_PASS,
     EVICTION_RETRY,
@@ -53,9 +53,12 @@ class Termination:
             claim["metadata"]["deletionGracePeriodSeconds"] = 0
             annotations = claim["metadata"].setdefault("annotations", {})
             self.w.tx.put("nodeclaims", claim)
-            if pool.termination_grace_period and objects.TERMINATION_TIMESTAMP not in annotations:
+            if (
+                pool.termination_grace_period
+                and karpenter_objects.TERMINATION_TIMESTAMP not in annotations
+            ):
                 expires = ts(self.w.t + pool.termination_grace_period)
-                annotations[objects.TERMINATION_TIMESTAMP] = expires
+                annotations[karpenter_objects.TERMINATION_TIMESTAMP] = expires
                 self.w.publish(
                     self.w.claim_ref(m),
                     "TerminationGracePeriodExpiring",
@@ -100,7 +103,9 @@ class Termination:
             return
         claim = self.w.karpenter.claim(m)
         annotation = (
-            (claim["metadata"].get("annotations") or {}).get(objects.TERMINATION_TIMESTAMP)
+            (claim["metadata"].get("annotations") or {}).get(
+                karpenter_objects.TERMINATION_TIMESTAMP
+            )
             if claim is not None
             else None
         )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mignurse.sim import dra, nodegroups, objects
+from mignurse.sim import dra, hardware, karpenter_objects, node_objects, nodegroups, objects
 from mignurse.sim.controllers.base import (
     ALNUM,
     KARPENTER_DEDUPE,
@@ -229,7 +229,7 @@ class World:
             "kind": "NodeClaim",
             "name": m.nodeclaim,
             "uid": m.claim_uid,
-            "apiVersion": objects.KARPENTER_API,
+            "apiVersion": karpenter_objects.KARPENTER_API,
         }
 
     def kubelet_event(self, m: Machine, reason: str, message: str, etype: str = "Normal") -> None:
@@ -282,7 +282,7 @@ class World:
         self.t = self.begin
         with self.txn():
             namespaces = {"default", "kube-system", "kube-node-lease", "kube-public"}
-            if any(objects.instance_type(p.instance_type).gpu for p in self.scenario.pools):
+            if any(hardware.instance_type(p.instance_type).gpu for p in self.scenario.pools):
                 namespaces.add("gpu-operator")
             if self.dra.enabled():
                 namespaces.add(dra.NAMESPACE)
@@ -350,7 +350,9 @@ class World:
         heartbeat = ts(self.t)
         if current is not None and status == "Unknown" and ctype in KUBELET_CONDITIONS:
             heartbeat = current["lastHeartbeatTime"]  # the controller keeps the last heartbeat
-        new = objects.kubelet_condition(ctype, status, reason, message, now=self.t, since=self.t)
+        new = node_objects.kubelet_condition(
+            ctype, status, reason, message, now=self.t, since=self.t
+        )
         new["lastHeartbeatTime"] = heartbeat
         if current is not None and current["status"] == status:
             new["lastTransitionTime"] = current["lastTransitionTime"]
