@@ -36,15 +36,15 @@ class Pods:
             out.append((ns, ds, image, labels, prio, host_net))
         return out
 
-    def create_daemon_pods(self, m: Machine, only: str | None = None) -> None:
-        for ns, ds, image, labels, prio, host_net in self.daemonsets_for(m.pool):
+    def create_daemon_pods(self, machine: Machine, only: str | None = None) -> None:
+        for ns, ds, image, labels, prio, host_net in self.daemonsets_for(machine.pool):
             if only is not None and ds != only:
                 continue
-            self._create_daemon_pod(m, ns, ds, image, labels, prio, host_net)
+            self._create_daemon_pod(machine, ns, ds, image, labels, prio, host_net)
 
     def _create_daemon_pod(
         self,
-        m: Machine,
+        machine: Machine,
         ns: str,
         ds: str,
         image: str,
@@ -63,7 +63,7 @@ class Pods:
             namespace=ns,
             uid=self.w.uid(),
             created=self.w.t,
-            node_name=m.node,
+            node_name=machine.node,
             labels=pod_labels,
             owner={
                 "apiVersion": "apps/v1",
@@ -80,19 +80,19 @@ class Pods:
             ],
             tolerations=[{"operator": "Exists"}],
             priority_class=prio,
-            host_ip=m.ip,
-            pod_ip=m.ip if host_net else self.pod_ip(m),
+            host_ip=machine.ip,
+            pod_ip=machine.ip if host_net else self.pod_ip(machine),
             running_since=self.w.t + 2,
             host_network=host_net,
         )
         self.w.tx.put("pods", obj)
-        m.daemon_pods.append((ns, name))
-        self.w.workloads.register_daemon_pod(m, ns, name, ds)
+        machine.daemon_pods.append((ns, name))
+        self.w.workloads.register_daemon_pod(machine, ns, name, ds)
         if ds == dra.DAEMONSET:
-            self.w.dra.plugin_pod_running(m)
+            self.w.dra.plugin_pod_running(machine)
 
-    def pod_ip(self, m: Machine) -> str:
-        a, b, c, _ = m.ip.split(".")
+    def pod_ip(self, machine: Machine) -> str:
+        a, b, c, _ = machine.ip.split(".")
         return f"{a}.{b}.{c}.{self.w.rng.randrange(4, 255)}"
 
     def create_workload(self, pool: PoolSpec) -> None:
@@ -173,18 +173,18 @@ class Pods:
             "spec": spec,
         }
 
-    def recreate_daemon_pod(self, m: Machine, ds: str) -> None:
-        if m.removed:
+    def recreate_daemon_pod(self, machine: Machine, ds: str) -> None:
+        if machine.removed:
             return
         key = next((k for k, name in OPERAND_DAEMONSETS.items() if name == ds), None)
-        if key is not None and self.w.gpu_operator.label(m, LABEL_GPU_DEPLOY + key) not in (
+        if key is not None and self.w.gpu_operator.label(machine, LABEL_GPU_DEPLOY + key) not in (
             None,
             "true",
         ):
             return  # the operand's nodeSelector no longer matches this node
-        self.create_daemon_pods(m, only=ds)
-        if ds == "eks-node-monitoring-agent" and m.nma_running:
-            self.w.nma.start(m)
+        self.create_daemon_pods(machine, only=ds)
+        if ds == "eks-node-monitoring-agent" and machine.nma_running:
+            self.w.nma.start(machine)
 
 
 _DaemonSet = tuple[str, str, str, dict[str, str], bool]
