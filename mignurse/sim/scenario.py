@@ -1,7 +1,10 @@
-"""Scenario files: load, validate, and turn them into typed, immutable specs.
+"""Scenario files: find, load and parse them into a typed, immutable `Scenario`.
 
-A scenario is data only (YAML). Every validation error names the file and line, in one
-line, so a user editing a scenario sees exactly what to fix. See docs/scenarios.md.
+A scenario is data only (YAML). This module reads the top level (cluster, Karpenter, RBAC,
+generator) and the shipped scenarios; pools are read in `scenario_pools.py`, lifecycle steps
+and the timeline in `scenario_steps.py`, into the spec of `scenario_spec.py`. Every
+validation error names the file and line, in one line, so a user editing a scenario sees
+exactly what to fix. See docs/scenarios.md.
 """
 
 from __future__ import annotations

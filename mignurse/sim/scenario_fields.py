@@ -133,6 +133,7 @@ def _closest(word: str, options: set[str]) -> str | None:
 
 
 def empty_mapping(line: int) -> LDict:
+    """An empty mapping at `line`: what an optional section left out reads as."""
     d = LDict()
     d.line, d.key_lines = line, {}
     return d
