@@ -15,7 +15,7 @@ from mignurse.cluster.load import load_snapshot
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.sim.scenario import RbacDeny, Scenario
+from mignurse.sim.scenario_spec import RbacDeny, Scenario
 
 
 def healthy_twin(**changes: object) -> Scenario:

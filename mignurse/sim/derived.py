@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from mignurse.sim.objects import stable_uuid, ts
+from mignurse.sim.printers import parse_time
 from mignurse.sim.store import Store
-from mignurse.sim.tables import parse_time
 
 JsonDict = dict[str, Any]
 # The GPU operator's operand DaemonSets select nodes by nvidia.com/gpu.deploy.<operand>=true

@@ -117,6 +117,23 @@ def catalogue(karpenter: CrdSet | None, resource_versions: tuple[str, ...] = ())
     """What is served for a cluster with or without Karpenter, and with the `resource.k8s.io`
     versions its control plane turns on."""
     out: Catalogue = {}
+    _add_built_in(out)
+    _add_resource_api(out, resource_versions)
+    crd_type = RESOURCES["customresourcedefinitions"]
+    out[(crd_type.group, crd_type.version, crd_type.plural)] = Served(
+        crd_type,
+        _VERBS["customresourcedefinitions"],
+        "store",
+        (),
+        (Sub("status", crd_type.kind, crd_type.group, crd_type.version, ("get",)),),
+    )
+    if karpenter is not None:
+        _add_karpenter(out, karpenter)
+    return out
+
+
+def _add_built_in(out: Catalogue) -> None:
+    """The built-in kinds the store serves, those derived on read, and the reviews."""
     for plural, rtype in RESOURCES.items():
         if (
             plural in KARPENTER_PLURALS
@@ -140,6 +157,10 @@ def catalogue(karpenter: CrdSet | None, resource_versions: tuple[str, ...] = ())
             )
     for rtype in REVIEWS.values():
         out[(rtype.group, rtype.version, rtype.plural)] = Served(rtype, ("create",), "review")
+
+
+def _add_resource_api(out: Catalogue, resource_versions: tuple[str, ...]) -> None:
+    """`resource.k8s.io` at each version turned on, every one converted from the stored form."""
     for resource_version in resourceapi.ordered(resource_versions):
         for plural in resourceapi.PLURALS:
             stored = RESOURCES[plural]
@@ -166,45 +187,39 @@ def catalogue(karpenter: CrdSet | None, resource_versions: tuple[str, ...] = ())
                 subresources=status_subs,
                 convert=resourceapi.converter(plural, resource_version),
             )
-    crd_type = RESOURCES["customresourcedefinitions"]
-    out[(crd_type.group, crd_type.version, crd_type.plural)] = Served(
-        crd_type,
-        _VERBS["customresourcedefinitions"],
-        "store",
-        (),
-        (Sub("status", crd_type.kind, crd_type.group, crd_type.version, ("get",)),),
-    )
-    if karpenter is not None:
-        for plural in KARPENTER_PLURALS:
-            rtype = RESOURCES[plural]
-            names = karpenter.documents[plural]["spec"]["names"]
-            version = karpenter.version(plural)
-            rtype = ResourceType(
-                rtype.plural,
-                rtype.kind,
-                rtype.group,
-                rtype.version,
-                rtype.namespaced,
-                rtype.verbs,
-                tuple(names.get("shortNames") or ()),
-                rtype.fields,
-                rtype.subresources,
-                rtype.singular,
+
+
+def _add_karpenter(out: Catalogue, karpenter: CrdSet) -> None:
+    """Karpenter's kinds with the short names, categories and subresources its CRDs give."""
+    for plural in KARPENTER_PLURALS:
+        rtype = RESOURCES[plural]
+        names = karpenter.documents[plural]["spec"]["names"]
+        version = karpenter.version(plural)
+        rtype = ResourceType(
+            rtype.plural,
+            rtype.kind,
+            rtype.group,
+            rtype.version,
+            rtype.namespaced,
+            rtype.verbs,
+            tuple(names.get("shortNames") or ()),
+            rtype.fields,
+            rtype.subresources,
+            rtype.singular,
+        )
+        subs = [
+            Sub(
+                name,
+                rtype.kind if name == "status" else "Scale",
+                rtype.group if name == "status" else "autoscaling",
+                "v1",
+                _STATUS,
             )
-            subs = [
-                Sub(
-                    name,
-                    rtype.kind if name == "status" else "Scale",
-                    rtype.group if name == "status" else "autoscaling",
-                    "v1",
-                    _STATUS,
-                )
-                for name in (version.get("subresources") or {})
-            ]
-            out[(rtype.group, rtype.version, plural)] = Served(
-                rtype, _VERBS[plural], "store", tuple(names.get("categories") or ()), tuple(subs)
-            )
-    return out
+            for name in (version.get("subresources") or {})
+        ]
+        out[(rtype.group, rtype.version, plural)] = Served(
+            rtype, _VERBS[plural], "store", tuple(names.get("categories") or ()), tuple(subs)
+        )
 
 
 def group_versions(served: Catalogue) -> list[tuple[str, str]]:

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mignurse.gpu.models import by_product_name
-from mignurse.sim import nodemig, objects
+from mignurse.sim import hardware, nodemig
 from mignurse.sim.objects import JsonDict, ts
-from mignurse.sim.scenario import PoolSpec
+from mignurse.sim.scenario_spec import PoolSpec
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers import Machine, World
@@ -137,7 +137,7 @@ class GpuFacts:
     driver: str
 
     @classmethod
-    def of(cls, it: objects.InstanceType, driver: str) -> GpuFacts:
+    def of(cls, it: hardware.InstanceType, driver: str) -> GpuFacts:
         gpu = it.gpu
         assert gpu is not None
         model = by_product_name(gpu.product)
@@ -226,7 +226,7 @@ def mig_device(
 
 
 def enumerate_devices(
-    node: str, it: objects.InstanceType, driver: str, layout: dict[str, int] | None
+    node: str, it: hardware.InstanceType, driver: str, layout: dict[str, int] | None
 ) -> list[JsonDict]:
     """The devices the plugin finds on a node whose GPUs hold `layout` per GPU (None: MIG off
     or no MIG devices); the UUIDs and placements are the node sandbox's."""
@@ -399,7 +399,7 @@ class DraDriver:
             self.state(machine).gpu_layout = config
 
     def _layout(self, machine: Machine, config: str | None) -> dict[str, int] | None:
-        it = objects.instance_type(machine.pool.instance_type)
+        it = hardware.instance_type(machine.pool.instance_type)
         if it.gpu is None or not config or config == "all-disabled":
             return None
         return it.gpu.mig_layouts.get(config)
@@ -453,7 +453,7 @@ class DraDriver:
         st = self.nodes.get(machine)
         if st is None or st.token != token or machine.removed or not machine.registered:
             return
-        it = objects.instance_type(machine.pool.instance_type)
+        it = hardware.instance_type(machine.pool.instance_type)
         st.devices = enumerate_devices(
             machine.node, it, self._driver_version(machine), self._layout(machine, st.gpu_layout)
         )
@@ -467,7 +467,7 @@ class DraDriver:
         self._publish(machine)
 
     def _driver_version(self, machine: Machine) -> str:
-        return objects.os_image(machine.os_name).nvidia_driver or objects.DEFAULT_NVIDIA_DRIVER
+        return hardware.os_image(machine.os_name).nvidia_driver or hardware.DEFAULT_NVIDIA_DRIVER
 
     def _at(self, when: float, fn: Any, *args: Any) -> None:
         """Run now when `when` is already past (a backdated node), else at `when`."""

@@ -11,15 +11,15 @@ import dataclasses
 import random
 from typing import Any
 
-from mignurse.sim import objects
+from mignurse.sim import hardware, objects
 from mignurse.sim.controllers import World
-from mignurse.sim.scenario import (
+from mignurse.sim.scenario_fields import ScenarioError
+from mignurse.sim.scenario_spec import (
     ConditionSpec,
     ExistingNodes,
     Lifecycle,
     PoolSpec,
     Scenario,
-    ScenarioError,
     Step,
     TaintSpec,
     WorkloadSpec,
@@ -104,8 +104,8 @@ def _pool(
 def _workload(pool: str, itype: str, mig: str | None, nodes: int) -> WorkloadSpec:
     """One pod per node taking all of its GPUs (or MIG slices of one profile): Karpenter
     replaces what repair or a dead kubelet takes away, as it would for a real job."""
-    it = objects.instance_type(itype)
-    resources = objects.mig_resources(it, mig, "mixed")
+    it = hardware.instance_type(itype)
+    resources = hardware.mig_resources(it, mig, "mixed")
     resource = sorted(resources)[0]
     return WorkloadSpec(
         name=pool.removeprefix("gpu-"),

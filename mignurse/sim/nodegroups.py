@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from mignurse.sim import objects
-from mignurse.sim.scenario import NMA_CONDITIONS, NodeRepairSpec, PoolSpec, Scenario
+from mignurse.sim import hardware, objects
+from mignurse.sim.scenario_spec import NMA_CONDITIONS, NodeRepairSpec, PoolSpec, Scenario
 
 REPLACE = "Replace"
 REBOOT = "Reboot"
@@ -140,9 +140,9 @@ def account_id(scenario: Scenario) -> str:
 def ami_type(pool: PoolSpec) -> str:
     if pool.ami_type:
         return pool.ami_type
-    it = objects.instance_type(pool.instance_type)
+    it = hardware.instance_type(pool.instance_type)
     arch = "ARM_64" if it.arch == "arm64" else "x86_64"
-    if objects.os_image(pool.os).family == "bottlerocket":
+    if hardware.os_image(pool.os).family == "bottlerocket":
         return f"BOTTLEROCKET_{arch}" + ("_NVIDIA" if it.gpu else "")
     return f"AL2023_{arch}_" + ("NVIDIA" if it.gpu else "STANDARD")
 
@@ -179,7 +179,7 @@ def describe_nodegroup(scenario: Scenario, pool: PoolSpec, created: float) -> di
         raise ValueError(f"{pool.name} is a Karpenter NodePool, not a managed node group")
     account = account_id(scenario)
     group_id = objects.stable_uuid("nodegroup", scenario.cluster_name, pool.name)
-    it = objects.instance_type(pool.instance_type)
+    it = hardware.instance_type(pool.instance_type)
     subnets = [
         "subnet-0" + objects.stable_hex("subnet", scenario.cluster_name, zone, length=16)
         for zone in pool.zones

@@ -35,7 +35,7 @@ from mignurse.gpu.models import by_product_name
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.nodeaccess.local import LocalShell
-from mignurse.sim import nodemig, objects
+from mignurse.sim import hardware, nodemig
 
 STORIES = ("mig-hook", "dcgm-loop", "healthy")
 H100 = "NVIDIA H100 80GB HBM3"
@@ -574,9 +574,9 @@ def _applied_layout(labels: dict[str, Any]) -> dict[str, int] | None:
         and "nvidia.com/mig.config.state" not in labels
     )
     itype = str(labels.get("node.kubernetes.io/instance-type") or "")
-    if not config or not applied or itype not in objects.INSTANCE_TYPES:
+    if not config or not applied or itype not in hardware.INSTANCE_TYPES:
         return None
-    gpu = objects.instance_type(itype).gpu
+    gpu = hardware.instance_type(itype).gpu
     return dict(gpu.mig_layouts.get(config) or {}) or None if gpu is not None else None
 
 

@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects, scheduling
+from mignurse.sim import hardware, node_objects, objects, scheduling
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import PoolSpec, parse_duration
+from mignurse.sim.scenario_spec import PoolSpec, parse_duration
 from mignurse.sim.scheduling import Resources
 from mignurse.sim.workloads import DAEMON_REQUESTS, PodRecord
 
@@ -225,8 +225,8 @@ class Provisioner:
         return self._instances[pool.name]
 
     def _instance_resources(self, pool: PoolSpec) -> tuple[Resources, Resources]:
-        it = objects.instance_type(pool.instance_type)
-        probe = objects.NodeSpecInput(
+        it = hardware.instance_type(pool.instance_type)
+        probe = node_objects.NodeSpecInput(
             name="probe",
             uid="",
             created=0.0,
@@ -237,7 +237,7 @@ class Provisioner:
             instance_id="",
             private_ip="10.0.0.1",
             capacity_type=pool.capacity_type,
-            os=objects.os_image(pool.os),
+            os=hardware.os_image(pool.os),
             image_id=pool.image,
             nodepool=pool.name,
             nodegroup=None,
@@ -250,7 +250,7 @@ class Provisioner:
             gpu_resources=True,
             dra=pool.dra,
         )
-        capacity, allocatable = objects.node_resources(probe)
+        capacity, allocatable = node_objects.node_resources(probe)
         return scheduling.resources(capacity), scheduling.resources(allocatable)
 
     def daemon_overhead(self, pool: PoolSpec) -> Resources:
@@ -345,7 +345,7 @@ class Provisioner:
         return None, "; ".join(errors)
 
     def pool_labels(self, pool: PoolSpec) -> dict[str, str]:
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         labels = {
             NODE_POOL_KEY: pool.name,
             "node.kubernetes.io/instance-type": it.name,

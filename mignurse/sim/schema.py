@@ -158,22 +158,9 @@ def _validate(
         return
     if value is None and schema.get("nullable"):
         return
-    int_or_string = bool(schema.get("x-kubernetes-int-or-string"))
-    want = schema.get("type")
-    if int_or_string:
-        if _type_of(value) not in ("integer", "string"):
-            errors.append(
-                invalid(
-                    path,
-                    value,
-                    f'{path} in body must be of type integer,string: "{_type_of(value)}"',
-                )
-            )
-            return
-    elif want and not _matches_type(want, value):
-        errors.append(
-            invalid(path, value, f'{path} in body must be of type {want}: "{_type_of(value)}"')
-        )
+    wrong_type = _type_error(value, schema, path)
+    if wrong_type is not None:
+        errors.append(wrong_type)
         return
     before = len(errors)
     if "enum" in schema and value not in schema["enum"]:
@@ -186,113 +173,13 @@ def _validate(
             )
         )
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if "maximum" in schema:
-            mx = schema["maximum"]
-            if schema.get("exclusiveMaximum") and value >= mx:
-                errors.append(
-                    invalid(path, value, f"{path} in body should be less than {_value(mx)}")
-                )
-            elif value > mx:
-                errors.append(
-                    invalid(
-                        path, value, f"{path} in body should be less than or equal to {_value(mx)}"
-                    )
-                )
-        if "minimum" in schema:
-            mn = schema["minimum"]
-            if schema.get("exclusiveMinimum") and value <= mn:
-                errors.append(
-                    invalid(path, value, f"{path} in body should be greater than {_value(mn)}")
-                )
-            elif value < mn:
-                errors.append(
-                    invalid(
-                        path,
-                        value,
-                        f"{path} in body should be greater than or equal to {_value(mn)}",
-                    )
-                )
-        if isinstance(value, float) and not math.isfinite(value):
-            errors.append(invalid(path, value, f"{path} in body must be a finite number"))
+        _validate_number(value, schema, path, errors)
     if isinstance(value, str):
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(
-                FieldError(
-                    "FieldValueTooLong",
-                    path,
-                    f"Too long: may not be more than {schema['maxLength']} bytes",
-                )
-            )
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(
-                invalid(
-                    path,
-                    value,
-                    f"{path} in body should be at least {schema['minLength']} chars long",
-                )
-            )
-        if "pattern" in schema and not _regex(schema["pattern"]).search(value):
-            errors.append(
-                invalid(path, value, f"{path} in body should match '{schema['pattern']}'")
-            )
+        _validate_string(value, schema, path, errors)
     if isinstance(value, list):
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(
-                FieldError(
-                    "FieldValueTooMany",
-                    path,
-                    f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
-                )
-            )
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(
-                invalid(
-                    path, value, f"{path} in body should have at least {schema['minItems']} items"
-                )
-            )
-        items = schema.get("items")
-        if isinstance(items, dict):
-            old_items = old if isinstance(old, list) else []
-            for i, item in enumerate(value):
-                # list items are correlated with their old selves only by index for atomic lists
-                prev = old_items[i] if i < len(old_items) else None
-                _validate(item, items, prev, f"{path}[{i}]", has_old and i < len(old_items), errors)
+        _validate_list(value, schema, old, path, has_old, errors)
     if isinstance(value, dict):
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            errors.append(
-                FieldError(
-                    "FieldValueTooMany",
-                    path,
-                    f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
-                )
-            )
-        if "minProperties" in schema and len(value) < schema["minProperties"]:
-            errors.append(
-                invalid(
-                    path,
-                    value,
-                    f"{path} in body should have at least {schema['minProperties']} properties",
-                )
-            )
-        for key in schema.get("required") or ():
-            if key not in value:
-                errors.append(FieldError("FieldValueRequired", _join(path, key), "Required value"))
-        props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        old_map = old if isinstance(old, dict) else {}
-        for key, sub in value.items():
-            sub_schema = (
-                props.get(key) if key in props else extra if isinstance(extra, dict) else None
-            )
-            if isinstance(sub_schema, dict):
-                _validate(
-                    sub,
-                    sub_schema,
-                    old_map.get(key),
-                    _join(path, key),
-                    has_old and key in old_map,
-                    errors,
-                )
+        _validate_object(value, schema, old, path, has_old, errors)
     for choice in ("anyOf", "oneOf", "allOf"):
         for sub in schema.get(choice) or ():
             # the CRD schemas use these only for type unions already handled above
@@ -300,6 +187,141 @@ def _validate(
                 _validate(value, sub, old, path, has_old, errors)
     if len(errors) == before:
         _cel(value, schema, old, path, has_old, errors)
+
+
+def _type_error(value: Any, schema: JsonDict, path: str) -> FieldError | None:
+    """The value is not of the schema's type (`x-kubernetes-int-or-string`: integer or
+    string); nothing else is checked then."""
+    if schema.get("x-kubernetes-int-or-string"):
+        if _type_of(value) not in ("integer", "string"):
+            return invalid(
+                path, value, f'{path} in body must be of type integer,string: "{_type_of(value)}"'
+            )
+        return None
+    want = schema.get("type")
+    if want and not _matches_type(want, value):
+        return invalid(path, value, f'{path} in body must be of type {want}: "{_type_of(value)}"')
+    return None
+
+
+def _validate_number(value: float, schema: JsonDict, path: str, errors: list[FieldError]) -> None:
+    if "maximum" in schema:
+        mx = schema["maximum"]
+        if schema.get("exclusiveMaximum") and value >= mx:
+            errors.append(invalid(path, value, f"{path} in body should be less than {_value(mx)}"))
+        elif value > mx:
+            errors.append(
+                invalid(path, value, f"{path} in body should be less than or equal to {_value(mx)}")
+            )
+    if "minimum" in schema:
+        mn = schema["minimum"]
+        if schema.get("exclusiveMinimum") and value <= mn:
+            errors.append(
+                invalid(path, value, f"{path} in body should be greater than {_value(mn)}")
+            )
+        elif value < mn:
+            errors.append(
+                invalid(
+                    path,
+                    value,
+                    f"{path} in body should be greater than or equal to {_value(mn)}",
+                )
+            )
+    if isinstance(value, float) and not math.isfinite(value):
+        errors.append(invalid(path, value, f"{path} in body must be a finite number"))
+
+
+def _validate_string(value: str, schema: JsonDict, path: str, errors: list[FieldError]) -> None:
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        errors.append(
+            FieldError(
+                "FieldValueTooLong",
+                path,
+                f"Too long: may not be more than {schema['maxLength']} bytes",
+            )
+        )
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        errors.append(
+            invalid(
+                path,
+                value,
+                f"{path} in body should be at least {schema['minLength']} chars long",
+            )
+        )
+    if "pattern" in schema and not _regex(schema["pattern"]).search(value):
+        errors.append(invalid(path, value, f"{path} in body should match '{schema['pattern']}'"))
+
+
+def _validate_list(
+    value: list[Any],
+    schema: JsonDict,
+    old: Any,
+    path: str,
+    has_old: bool,
+    errors: list[FieldError],
+) -> None:
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errors.append(
+            FieldError(
+                "FieldValueTooMany",
+                path,
+                f"Too many: {len(value)}: must have at most {schema['maxItems']} items",
+            )
+        )
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        errors.append(
+            invalid(path, value, f"{path} in body should have at least {schema['minItems']} items")
+        )
+    items = schema.get("items")
+    if isinstance(items, dict):
+        old_items = old if isinstance(old, list) else []
+        for i, item in enumerate(value):
+            # list items are correlated with their old selves only by index for atomic lists
+            prev = old_items[i] if i < len(old_items) else None
+            _validate(item, items, prev, f"{path}[{i}]", has_old and i < len(old_items), errors)
+
+
+def _validate_object(
+    value: JsonDict,
+    schema: JsonDict,
+    old: Any,
+    path: str,
+    has_old: bool,
+    errors: list[FieldError],
+) -> None:
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        errors.append(
+            FieldError(
+                "FieldValueTooMany",
+                path,
+                f"Too many: {len(value)}: must have at most {schema['maxProperties']} items",
+            )
+        )
+    if "minProperties" in schema and len(value) < schema["minProperties"]:
+        errors.append(
+            invalid(
+                path,
+                value,
+                f"{path} in body should have at least {schema['minProperties']} properties",
+            )
+        )
+    for key in schema.get("required") or ():
+        if key not in value:
+            errors.append(FieldError("FieldValueRequired", _join(path, key), "Required value"))
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    old_map = old if isinstance(old, dict) else {}
+    for key, sub in value.items():
+        sub_schema = props.get(key) if key in props else extra if isinstance(extra, dict) else None
+        if isinstance(sub_schema, dict):
+            _validate(
+                sub,
+                sub_schema,
+                old_map.get(key),
+                _join(path, key),
+                has_old and key in old_map,
+                errors,
+            )
 
 
 def _cel(

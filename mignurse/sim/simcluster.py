@@ -27,7 +27,7 @@ from mignurse.sim.controllers import World
 from mignurse.sim.crds import CrdSet
 from mignurse.sim.objects import ts
 from mignurse.sim.resources import RESOURCES
-from mignurse.sim.scenario import Scenario
+from mignurse.sim.scenario_spec import Scenario
 from mignurse.sim.store import Store
 from mignurse.sim.tls import ServingCert, make_serving_cert
 

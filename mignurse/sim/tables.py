@@ -1,8 +1,8 @@
 """Server-side printing: the `meta.k8s.io/v1` Table form kubectl asks for.
 
 Built-in kinds print as kube-apiserver prints them (kubernetes v1.32
-pkg/printers/internalversion/printers.go: the column lists of AddHandlers and the print*
-functions); custom resources print their CRD's `additionalPrinterColumns`
+pkg/printers/internalversion/printers.go: the column lists of AddHandlers here, the print*
+functions in `printers.py`); custom resources print their CRD's `additionalPrinterColumns`
 (apiextensions-apiserver v0.32 pkg/registry/customresource/tableconvertor). The server
 computes every age itself, so ages follow the simulated clock.
 """
@@ -12,8 +12,26 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from typing import Any
+
+from mignurse.sim.printers import (
+    human_duration,
+    meta_of,
+    parse_time,
+    print_crd,
+    print_daemonset,
+    print_deployment,
+    print_event,
+    print_lease,
+    print_name_age,
+    print_namespace,
+    print_node,
+    print_pdb,
+    print_pod,
+    print_replicaset,
+    print_resourceclaim,
+    print_resourceslice,
+)
 
 JsonDict = dict[str, Any]
 Column = dict[str, Any]
@@ -43,444 +61,6 @@ def col(
 
 NAME = col("Name", fmt="name", desc=NAME_DESC)
 AGE = col("Age", desc=AGE_DESC)
-
-
-# --------------------------------------------------------------------------- time
-
-
-def parse_time(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def human_duration(seconds_float: float) -> str:
-    """apimachinery v0.32 pkg/util/duration HumanDuration."""
-    seconds = int(seconds_float)
-    if seconds < -1:
-        return "<invalid>"
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        s = seconds % 60
-        return f"{minutes}m" if s == 0 else f"{minutes}m{s}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = seconds // 3600
-    if hours < 8:
-        m = minutes % 60
-        return f"{hours}h" if m == 0 else f"{hours}h{m}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        h = hours % 24
-        return f"{hours // 24}d" if h == 0 else f"{hours // 24}d{h}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        dy = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if dy == 0 else f"{hours // 24 // 365}y{dy}d"
-    return f"{hours // 24 // 365}y"
-
-
-def since(text: Any, now: float) -> str:
-    """translateTimestampSince: `<unknown>` for a missing time."""
-    at = parse_time(text)
-    return "<unknown>" if at is None else human_duration(now - at)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _meta(obj: JsonDict) -> JsonDict:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _dict(value: Any) -> JsonDict:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def format_labels(labels: Any) -> str:
-    """labels.FormatLabels: sorted k=v pairs, `<none>` when empty."""
-    pairs = sorted(f"{k}={v}" for k, v in _dict(labels).items())
-    return ",".join(pairs) if pairs else "<none>"
-
-
-def format_label_selector(selector: Any) -> str:
-    """metav1.FormatLabelSelector."""
-    sel = _dict(selector)
-    if not sel:
-        return "<none>"
-    parts = [f"{k}={v}" for k, v in sorted(_dict(sel.get("matchLabels")).items())]
-    for expr in _list(sel.get("matchExpressions")):
-        e = _dict(expr)
-        op = str(e.get("operator", ""))
-        key = str(e.get("key", ""))
-        values = ",".join(sorted(str(v) for v in _list(e.get("values"))))
-        if op == "In":
-            parts.append(f"{key} in ({values})")
-        elif op == "NotIn":
-            parts.append(f"{key} notin ({values})")
-        elif op == "Exists":
-            parts.append(key)
-        elif op == "DoesNotExist":
-            parts.append(f"!{key}")
-    text = ",".join(parts)
-    return text if text else "<none>"
-
-
-def _containers(template: Any) -> tuple[str, str]:
-    containers = _list(_dict(_dict(template).get("spec")).get("containers"))
-    names = ",".join(str(_dict(c).get("name", "")) for c in containers)
-    images = ",".join(str(_dict(c).get("image", "")) for c in containers)
-    return names, images
-
-
-def _int_or_string(value: Any) -> str:
-    return "N/A" if value is None else str(value)
-
-
-# --------------------------------------------------------------------------- built-in printers
-
-
-def print_node(obj: JsonDict, now: float) -> list[Any]:
-    status = _dict(obj.get("status"))
-    ready = next(
-        (_dict(c) for c in _list(status.get("conditions")) if _dict(c).get("type") == "Ready"),
-        None,
-    )
-    words = []
-    if ready is not None:
-        words.append("Ready" if ready.get("status") == "True" else "NotReady")
-    if not words:
-        words.append("Unknown")
-    if _dict(obj.get("spec")).get("unschedulable"):
-        words.append("SchedulingDisabled")
-    roles = set()
-    for key, value in _dict(_meta(obj).get("labels")).items():
-        if key.startswith("node-role.kubernetes.io/") and key != "node-role.kubernetes.io/":
-            roles.add(key.removeprefix("node-role.kubernetes.io/"))
-        elif key == "kubernetes.io/role" and value:
-            roles.add(str(value))
-    info = _dict(status.get("nodeInfo"))
-    addresses = [_dict(a) for a in _list(status.get("addresses"))]
-    internal = next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
-    external = next((a.get("address") for a in addresses if a.get("type") == "ExternalIP"), None)
-    return [
-        _meta(obj).get("name", ""),
-        ",".join(words),
-        ",".join(sorted(roles)) or "<none>",
-        since(_meta(obj).get("creationTimestamp"), now),
-        info.get("kubeletVersion", ""),
-        internal or "<none>",
-        external or "<none>",
-        info.get("osImage") or "<unknown>",
-        info.get("kernelVersion") or "<unknown>",
-        info.get("containerRuntimeVersion") or "<unknown>",
-    ]
-
-
-def print_pod(obj: JsonDict, now: float) -> list[Any]:
-    spec = _dict(obj.get("spec"))
-    status = _dict(obj.get("status"))
-    meta = _meta(obj)
-    init_specs = {str(_dict(c).get("name")): _dict(c) for c in _list(spec.get("initContainers"))}
-
-    def restartable(name: str) -> bool:
-        return init_specs.get(name, {}).get("restartPolicy") == "Always"
-
-    total = len(_list(spec.get("containers"))) + sum(1 for n in init_specs if restartable(n))
-    ready_count = 0
-    restarts = 0
-    sidecar_restarts = 0
-    last_restart: float | None = None
-    sidecar_last: float | None = None
-    phase = str(status.get("phase") or "")
-    reason = str(status.get("reason") or phase)
-    for cond in _list(status.get("conditions")):
-        c = _dict(cond)
-        if c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated":
-            reason = "SchedulingGated"
-    initializing = False
-    init_statuses = [_dict(c) for c in _list(status.get("initContainerStatuses"))]
-    for i, cs in enumerate(init_statuses):
-        restarts += _int(cs.get("restartCount"))
-        finished = parse_time(_dict(_dict(cs.get("lastState")).get("terminated")).get("finishedAt"))
-        if finished is not None and (last_restart is None or finished > last_restart):
-            last_restart = finished
-        name = str(cs.get("name"))
-        if restartable(name):
-            sidecar_restarts += _int(cs.get("restartCount"))
-            if finished is not None and (sidecar_last is None or finished > sidecar_last):
-                sidecar_last = finished
-        state = _dict(cs.get("state"))
-        terminated = state.get("terminated")
-        waiting = state.get("waiting")
-        if isinstance(terminated, dict) and _int(terminated.get("exitCode")) == 0:
-            continue
-        if restartable(name) and cs.get("started"):
-            if cs.get("ready"):
-                ready_count += 1
-            continue
-        if isinstance(terminated, dict):
-            if terminated.get("reason"):
-                reason = "Init:" + str(terminated["reason"])
-            elif _int(terminated.get("signal")):
-                reason = f"Init:Signal:{_int(terminated.get('signal'))}"
-            else:
-                reason = f"Init:ExitCode:{_int(terminated.get('exitCode'))}"
-        elif (
-            isinstance(waiting, dict)
-            and waiting.get("reason")
-            and waiting.get("reason") != "PodInitializing"
-        ):
-            reason = "Init:" + str(waiting["reason"])
-        else:
-            reason = f"Init:{i}/{len(init_specs)}"
-        initializing = True
-        break
-    initialized = any(
-        _dict(c).get("type") == "Initialized" and _dict(c).get("status") == "True"
-        for c in _list(status.get("conditions"))
-    )
-    if not initializing or initialized:
-        restarts = sidecar_restarts
-        last_restart = sidecar_last
-        has_running = False
-        for cs in reversed([_dict(c) for c in _list(status.get("containerStatuses"))]):
-            restarts += _int(cs.get("restartCount"))
-            finished = parse_time(
-                _dict(_dict(cs.get("lastState")).get("terminated")).get("finishedAt")
-            )
-            if finished is not None and (last_restart is None or finished > last_restart):
-                last_restart = finished
-            state = _dict(cs.get("state"))
-            waiting = state.get("waiting")
-            terminated = state.get("terminated")
-            if isinstance(waiting, dict) and waiting.get("reason"):
-                reason = str(waiting["reason"])
-            elif isinstance(terminated, dict) and terminated.get("reason"):
-                reason = str(terminated["reason"])
-            elif isinstance(terminated, dict):
-                if _int(terminated.get("signal")):
-                    reason = f"Signal:{_int(terminated.get('signal'))}"
-                else:
-                    reason = f"ExitCode:{_int(terminated.get('exitCode'))}"
-            elif cs.get("ready") and isinstance(state.get("running"), dict):
-                has_running = True
-                ready_count += 1
-        if reason == "Completed" and has_running:
-            pod_ready = any(
-                _dict(c).get("type") == "Ready" and _dict(c).get("status") == "True"
-                for c in _list(status.get("conditions"))
-            )
-            reason = "Running" if pod_ready else "NotReady"
-    if meta.get("deletionTimestamp") and status.get("reason") == "NodeLost":
-        reason = "Unknown"
-    elif meta.get("deletionTimestamp") and phase not in ("Succeeded", "Failed"):
-        reason = "Terminating"
-    restarts_text = str(restarts)
-    if restarts and last_restart is not None:
-        restarts_text = f"{restarts} ({human_duration(now - last_restart)} ago)"
-    pod_ips = _list(status.get("podIPs"))
-    pod_ip = str(_dict(pod_ips[0]).get("ip") or "") if pod_ips else ""
-    gates = _list(spec.get("readinessGates"))
-    gates_text = "<none>"
-    if gates:
-        conds = {
-            _dict(c).get("type"): _dict(c).get("status") for c in _list(status.get("conditions"))
-        }
-        true = sum(1 for g in gates if conds.get(_dict(g).get("conditionType")) == "True")
-        gates_text = f"{true}/{len(gates)}"
-    return [
-        meta.get("name", ""),
-        f"{ready_count}/{total}",
-        reason,
-        restarts_text,
-        since(meta.get("creationTimestamp"), now),
-        pod_ip or "<none>",
-        spec.get("nodeName") or "<none>",
-        status.get("nominatedNodeName") or "<none>",
-        gates_text,
-    ]
-
-
-def _event_source(obj: JsonDict) -> str:
-    source = _dict(obj.get("source"))
-    component = source.get("component") or obj.get("reportingController") or ""
-    instance = source.get("host") or obj.get("reportingInstance") or ""
-    return f"{component}, {instance}" if instance else str(component)
-
-
-def print_event(obj: JsonDict, now: float) -> list[Any]:
-    first = since(obj.get("firstTimestamp"), now)
-    if parse_time(obj.get("firstTimestamp")) is None:
-        first = since(obj.get("eventTime"), now)
-    last = since(obj.get("lastTimestamp"), now)
-    if parse_time(obj.get("lastTimestamp")) is None:
-        last = first
-    count = _int(obj.get("count"))
-    series = obj.get("series")
-    if isinstance(series, dict):
-        last = since(series.get("lastObservedTime"), now)
-        count = _int(series.get("count"))
-    elif count == 0:
-        count = 1  # singleton events of the new API carry no count
-    involved = _dict(obj.get("involvedObject"))
-    kind = str(involved.get("kind", "")).lower()
-    target = f"{kind}/{involved['name']}" if involved.get("name") else kind
-    return [
-        last,
-        obj.get("type", ""),
-        obj.get("reason", ""),
-        target,
-        involved.get("fieldPath", ""),
-        _event_source(obj),
-        str(obj.get("message", "")).strip(),
-        first,
-        count,
-        _meta(obj).get("name", ""),
-    ]
-
-
-def print_namespace(obj: JsonDict, now: float) -> list[Any]:
-    return [
-        _meta(obj).get("name", ""),
-        _dict(obj.get("status")).get("phase", ""),
-        since(_meta(obj).get("creationTimestamp"), now),
-    ]
-
-
-def print_deployment(obj: JsonDict, now: float) -> list[Any]:
-    spec = _dict(obj.get("spec"))
-    status = _dict(obj.get("status"))
-    names, images = _containers(spec.get("template"))
-    replicas = spec.get("replicas", 1)
-    return [
-        _meta(obj).get("name", ""),
-        f"{_int(status.get('readyReplicas'))}/{_int(replicas)}",
-        _int(status.get("updatedReplicas")),
-        _int(status.get("availableReplicas")),
-        since(_meta(obj).get("creationTimestamp"), now),
-        names,
-        images,
-        format_label_selector(spec.get("selector")).replace("<none>", ""),
-    ]
-
-
-def print_replicaset(obj: JsonDict, now: float) -> list[Any]:
-    spec = _dict(obj.get("spec"))
-    status = _dict(obj.get("status"))
-    names, images = _containers(spec.get("template"))
-    return [
-        _meta(obj).get("name", ""),
-        _int(spec.get("replicas", 1)),
-        _int(status.get("replicas")),
-        _int(status.get("readyReplicas")),
-        since(_meta(obj).get("creationTimestamp"), now),
-        names,
-        images,
-        format_label_selector(spec.get("selector")),
-    ]
-
-
-def print_daemonset(obj: JsonDict, now: float) -> list[Any]:
-    spec = _dict(obj.get("spec"))
-    status = _dict(obj.get("status"))
-    template = _dict(spec.get("template"))
-    names, images = _containers(template)
-    return [
-        _meta(obj).get("name", ""),
-        _int(status.get("desiredNumberScheduled")),
-        _int(status.get("currentNumberScheduled")),
-        _int(status.get("numberReady")),
-        _int(status.get("updatedNumberScheduled")),
-        _int(status.get("numberAvailable")),
-        format_labels(_dict(template.get("spec")).get("nodeSelector")),
-        since(_meta(obj).get("creationTimestamp"), now),
-        names,
-        images,
-        format_label_selector(spec.get("selector")),
-    ]
-
-
-def print_pdb(obj: JsonDict, now: float) -> list[Any]:
-    spec = _dict(obj.get("spec"))
-    return [
-        _meta(obj).get("name", ""),
-        _int_or_string(spec.get("minAvailable")),
-        _int_or_string(spec.get("maxUnavailable")),
-        _int(_dict(obj.get("status")).get("disruptionsAllowed")),
-        since(_meta(obj).get("creationTimestamp"), now),
-    ]
-
-
-def print_lease(obj: JsonDict, now: float) -> list[Any]:
-    return [
-        _meta(obj).get("name", ""),
-        _dict(obj.get("spec")).get("holderIdentity") or "",
-        since(_meta(obj).get("creationTimestamp"), now),
-    ]
-
-
-def print_crd(obj: JsonDict, now: float) -> list[Any]:
-    # apiextensions registers no printer for CRDs: the default Name / Created At columns.
-    return [_meta(obj).get("name", ""), _meta(obj).get("creationTimestamp")]
-
-
-def print_resourceslice(obj: JsonDict, now: float) -> list[Any]:
-    spec = _dict(obj.get("spec"))
-    return [
-        _meta(obj).get("name", ""),
-        str(spec.get("nodeName") or ""),
-        str(spec.get("driver") or ""),
-        str(_dict(spec.get("pool")).get("name") or ""),
-        since(_meta(obj).get("creationTimestamp"), now),
-    ]
-
-
-def resource_claim_state(obj: JsonDict) -> str:
-    """printers.go resourceClaimState: deleted, pending | allocated, reserved."""
-    states = []
-    deleting = bool(_meta(obj).get("deletionTimestamp"))
-    if deleting:
-        states.append("deleted")
-    status = _dict(obj.get("status"))
-    if not status.get("allocation"):
-        if not deleting:
-            states.append("pending")
-    else:
-        states.append("allocated")
-        if _list(status.get("reservedFor")):
-            states.append("reserved")
-    return ",".join(states)
-
-
-def print_resourceclaim(obj: JsonDict, now: float) -> list[Any]:
-    return [
-        _meta(obj).get("name", ""),
-        resource_claim_state(obj),
-        since(_meta(obj).get("creationTimestamp"), now),
-    ]
-
-
-def print_name_age(obj: JsonDict, now: float) -> list[Any]:
-    return [_meta(obj).get("name", ""), since(_meta(obj).get("creationTimestamp"), now)]
 
 
 # kubernetes v1.34 staging/src/k8s.io/api/resource/v1/types.go (the SwaggerDoc of the fields
@@ -873,7 +453,7 @@ def crd_columns(printer_columns: Iterable[JsonDict]) -> tuple[list[Column], list
 
 
 def crd_row(defs: list[Column], paths: list[Any], obj: JsonDict, now: float) -> list[Any]:
-    cells: list[Any] = [_meta(obj).get("name", "")]
+    cells: list[Any] = [meta_of(obj).get("name", "")]
     for definition, steps in zip(defs[1:], paths, strict=True):
         found = eval_jsonpath(steps, obj) if steps is not None else []
         cells.append(_cell(definition["type"], found[0], now) if found else None)
@@ -884,7 +464,7 @@ def crd_row(defs: list[Column], paths: list[Any], obj: JsonDict, now: float) -> 
 
 
 def partial_metadata(obj: JsonDict) -> JsonDict:
-    meta = dict(_meta(obj))
+    meta = dict(meta_of(obj))
     meta.pop("managedFields", None)
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
 

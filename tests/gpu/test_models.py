@@ -29,7 +29,7 @@ from mignurse.gpu.profiles import (
     single_strategy_profile,
 )
 from mignurse.model import GpuMigState, MigState, Node
-from mignurse.sim.objects import INSTANCE_TYPES as SIM_INSTANCE_TYPES
+from mignurse.sim.hardware import INSTANCE_TYPES as SIM_INSTANCE_TYPES
 
 PRODUCT_NAMES = [(name, m.name) for m in MODELS for name in m.product_names]
 ALL_KEYS = [name for name, _ in PRODUCT_NAMES] + [gfd_name(name) for name, _ in PRODUCT_NAMES]

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from simhelpers import Http, kube
 
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.sim.objects import TERMINATION_TIMESTAMP
+from mignurse.sim.karpenter_objects import TERMINATION_TIMESTAMP
 from mignurse.sim.scenario import parse_scenario
 
 

@@ -17,8 +17,8 @@ from kubernetes import client
 from simhelpers import kube
 
 from mignurse.sim import ScenarioError, SimCluster, load_scenario
+from mignurse.sim.karpenter_objects import TERMINATION_TIMESTAMP
 from mignurse.sim.karpenter_versions import chart_feature_gates, parse_version
-from mignurse.sim.objects import TERMINATION_TIMESTAMP
 from mignurse.sim.scenario import parse_scenario
 
 ONE_NODE = """

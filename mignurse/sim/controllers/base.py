@@ -8,10 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import (
-    Lifecycle,
-    PoolSpec,
-)
+from mignurse.sim.scenario_spec import Lifecycle, PoolSpec
 from mignurse.sim.store import Store
 from mignurse.sim.workloads import PodRecord
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import hardware
 from mignurse.sim.controllers.base import (
     ADVERTISE_DELAY,
     LABEL_GPU_DEPLOY,
@@ -25,7 +25,7 @@ class GpuOperator:
 
     # ------------------------------------------------------------------ GPU operator
 
-    def react(self, m: Machine, before: JsonDict, after: JsonDict) -> None:
+    def react(self, machine: Machine, before: JsonDict, after: JsonDict) -> None:
         old = before["metadata"].get("labels") or {}
         new = after["metadata"].get("labels") or {}
         # Like the DaemonSet controller, converge on the labels as they are now (a scenario
@@ -34,47 +34,51 @@ class GpuOperator:
             label = LABEL_GPU_DEPLOY + key
             if label not in new:
                 continue
-            running = bool(self._operand_pods(m, ds))
+            running = bool(self._operand_pods(machine, ds))
             if new[label] == "true" and not running:
-                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_start, m, ds, label)
+                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_start, machine, ds, label)
             elif new[label] != "true" and running:
-                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_stop, m, ds, label)
+                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_stop, machine, ds, label)
         watched = (LABEL_GPU_DEPLOY + "device-plugin", *MIG_LABELS)
         if any(old.get(key) != new.get(key) for key in watched):
-            self.w.schedule(self.w.t + ADVERTISE_DELAY, self._advertise_gpus, m)
+            self.w.schedule(self.w.t + ADVERTISE_DELAY, self._advertise_gpus, machine)
 
-    def label(self, m: Machine, key: str) -> str | None:
-        node = self.w.node(m)
+    def label(self, machine: Machine, key: str) -> str | None:
+        node = self.w.node(machine)
         value = (node["metadata"].get("labels") or {}).get(key) if node is not None else None
         return None if value is None else str(value)
 
-    def _operand_pods(self, m: Machine, ds: str) -> list[tuple[str, str]]:
-        return [entry for entry in m.daemon_pods if entry[1].rsplit("-", 1)[0] == ds]
+    def _operand_pods(self, machine: Machine, ds: str) -> list[tuple[str, str]]:
+        return [entry for entry in machine.daemon_pods if entry[1].rsplit("-", 1)[0] == ds]
 
-    def _operand_stop(self, m: Machine, ds: str, label: str) -> None:
-        if m.removed or self.label(m, label) == "true":
+    def _operand_stop(self, machine: Machine, ds: str, label: str) -> None:
+        if machine.removed or self.label(machine, label) == "true":
             return
-        for entry in self._operand_pods(m, ds):
-            m.daemon_pods.remove(entry)
+        for entry in self._operand_pods(machine, ds):
+            machine.daemon_pods.remove(entry)
             self.w.tx.delete("pods", *entry)
 
-    def _operand_start(self, m: Machine, ds: str, label: str) -> None:
-        if m.removed or self.label(m, label) != "true" or self._operand_pods(m, ds):
+    def _operand_start(self, machine: Machine, ds: str, label: str) -> None:
+        if (
+            machine.removed
+            or self.label(machine, label) != "true"
+            or self._operand_pods(machine, ds)
+        ):
             return
-        self.w.pods.create_daemon_pods(m, only=ds)
+        self.w.pods.create_daemon_pods(machine, only=ds)
 
-    def _advertise_gpus(self, m: Machine) -> None:
+    def _advertise_gpus(self, machine: Machine) -> None:
         """What the device plugin makes kubelet report: nothing allocatable while it is
         paused; the layout of `nvidia.com/mig.config` once its state is `success`."""
-        node = self.w.node(m)
-        it = objects.instance_type(m.pool.instance_type)
-        if node is None or it.gpu is None or m.pool.dra:
+        node = self.w.node(machine)
+        it = hardware.instance_type(machine.pool.instance_type)
+        if node is None or it.gpu is None or machine.pool.dra:
             return  # on a DRA node the driver publishes slices; nothing is advertised
         labels = node["metadata"].get("labels") or {}
         advertised = [
             r for r in node["status"].get("allocatable", {}) if r.startswith("nvidia.com/")
         ]
-        running = bool(self._operand_pods(m, OPERAND_DAEMONSETS["device-plugin"]))
+        running = bool(self._operand_pods(machine, OPERAND_DAEMONSETS["device-plugin"]))
         if labels.get(LABEL_GPU_DEPLOY + "device-plugin") != "true" or not running:
             allocatable = node["status"].setdefault("allocatable", {})
             for resource in advertised:
@@ -83,18 +87,18 @@ class GpuOperator:
             return
         if labels.get("nvidia.com/mig.config.state") != "success":
             return
-        strategy = labels.get("nvidia.com/mig.strategy") or m.pool.mig_strategy
+        strategy = labels.get("nvidia.com/mig.strategy") or machine.pool.mig_strategy
         try:
-            resources = objects.mig_resources(it, labels.get("nvidia.com/mig.config"), strategy)
+            resources = hardware.mig_resources(it, labels.get("nvidia.com/mig.config"), strategy)
         except ValueError:
             return  # a config the GPU has no layout for: the plugin keeps what it had
         update: dict[str, str | None] = dict.fromkeys(advertised)
         update.update({r: str(n) for r, n in resources.items()})
-        self.w.set_allocatable(m, update)
+        self.w.set_allocatable(machine, update)
         counts: dict[str, str | None] = {
             k: None for k in labels if k.startswith("nvidia.com/mig-") and k.endswith(".count")
         }
         counts.update(
             {f"{r}.count": str(n) for r, n in resources.items() if r.startswith("nvidia.com/mig-")}
         )
-        self.w.set_labels(m, counts)
+        self.w.set_labels(machine, counts)

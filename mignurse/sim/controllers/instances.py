@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mignurse.sim import objects
+from mignurse.sim import node_objects
 from mignurse.sim.controllers.base import (
     INSTANCE_SHUTDOWN,
     NODE_MONITOR_PERIOD,
@@ -13,10 +13,7 @@ from mignurse.sim.controllers.base import (
     ZONE_SUBNETS,
     Machine,
 )
-from mignurse.sim.scenario import (
-    Lifecycle,
-    PoolSpec,
-)
+from mignurse.sim.scenario_spec import Lifecycle, PoolSpec
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.world import World
@@ -54,9 +51,9 @@ class Instances:
         image = image or pool.image
         zone = pool.zones[len(self.w.pool_machines[pool.name]) % len(pool.zones)]
         ip = self._allocate_ip(zone)
-        name = node_name or objects.node_name_for_ip(ip, self.w.scenario.region)
+        name = node_name or node_objects.node_name_for_ip(ip, self.w.scenario.region)
         claim = f"{pool.name}-{self.w.suffix()}" if pool.kind == "nodepool" else None
-        m = Machine(
+        machine = Machine(
             pool=pool,
             nodeclaim=claim,
             node=name,
@@ -71,17 +68,17 @@ class Instances:
             lifecycle=lifecycle or pool.lifecycle_for(image),
             extra_labels=labels or {},
         )
-        self.w.machines[name] = m
+        self.w.machines[name] = machine
         if claim:
-            self.w.claims[claim] = m
-        self.w.pool_machines[pool.name].append(m)
+            self.w.claims[claim] = machine
+        self.w.pool_machines[pool.name].append(machine)
         phases: list[tuple[float, Callable[..., None], tuple[Any, ...]]] = []
         if claim:
-            phases.append((at, self.w.karpenter.create_claim, (m,)))
-            phases.append((at + pool.launch_after, self.w.karpenter.claim_launched, (m,)))
-        phases.append((at + pool.register_after, self.w.kubelet.register, (m,)))
-        for step in m.lifecycle.steps:
-            phases.append((at + step.after, self.w.kubelet.lifecycle_step, (m, step)))
+            phases.append((at, self.w.karpenter.create_claim, (machine,)))
+            phases.append((at + pool.launch_after, self.w.karpenter.claim_launched, (machine,)))
+        phases.append((at + pool.register_after, self.w.kubelet.register, (machine,)))
+        for step in machine.lifecycle.steps:
+            phases.append((at + step.after, self.w.kubelet.lifecycle_step, (machine, step)))
         saved = self.w.t
         for when, fn, args in phases:
             if when <= self.w.now:
@@ -91,38 +88,40 @@ class Instances:
                 self.w.schedule(when, fn, *args)
         self.w.t = saved
         backdated = at + pool.register_after < self.w.now
-        if backdated and m.registered and not m.removed and m.kubelet_posting:
-            self.w.kubelet.heartbeat_catch_up(m)
-        return m
+        if backdated and machine.registered and not machine.removed and machine.kubelet_posting:
+            self.w.kubelet.heartbeat_catch_up(machine)
+        return machine
 
     # ------------------------------------------------------------------ EC2 and interruption
 
-    def terminate_instance(self, m: Machine) -> None:
+    def terminate_instance(self, machine: Machine) -> None:
         """TerminateInstances (or EC2's own interruption): shutting-down, then terminated.
         The OS stops kubelet and the agent as it shuts down (inference)."""
-        if m.instance_state != "running":
+        if machine.instance_state != "running":
             return
-        m.instance_state = "shutting-down"
-        if m.kubelet_posting and m.registered:
-            self.w.kubelet.stop(m)
-        m.nma_running = False
-        m.nma_token += 1
-        self._state_change(m, "shutting-down")
-        self.w.schedule(self.w.t + INSTANCE_SHUTDOWN, self._instance_terminated, m)
+        machine.instance_state = "shutting-down"
+        if machine.kubelet_posting and machine.registered:
+            self.w.kubelet.stop(machine)
+        machine.nma_running = False
+        machine.nma_token += 1
+        self._state_change(machine, "shutting-down")
+        self.w.schedule(self.w.t + INSTANCE_SHUTDOWN, self._instance_terminated, machine)
 
-    def _instance_terminated(self, m: Machine) -> None:
-        m.instance_state = "terminated"
-        self._state_change(m, "terminated")
-        if m.registered and not m.removed:
-            self.w.schedule(self.w.t + NODE_MONITOR_PERIOD, self.w.kubelet.cloud_node_lifecycle, m)
+    def _instance_terminated(self, machine: Machine) -> None:
+        machine.instance_state = "terminated"
+        self._state_change(machine, "terminated")
+        if machine.registered and not machine.removed:
+            self.w.schedule(
+                self.w.t + NODE_MONITOR_PERIOD, self.w.kubelet.cloud_node_lifecycle, machine
+            )
 
-    def _state_change(self, m: Machine, state: str) -> None:
+    def _state_change(self, machine: Machine, state: str) -> None:
         """EventBridge forwards every EC2 state change to the interruption queue (KA
         getting-started cloudformation.yaml InstanceStateChangeRule)."""
         k = self.w.scenario.karpenter
-        if k is None or not k.interruption_queue or m.nodeclaim is None:
+        if k is None or not k.interruption_queue or machine.nodeclaim is None:
             return
-        self.w.schedule(self.w.t + SQS_LAG, self.w.karpenter.interruption_message, m, state)
+        self.w.schedule(self.w.t + SQS_LAG, self.w.karpenter.interruption_message, machine, state)
 
     # ------------------------------------------------------------------ pools
 
@@ -137,7 +136,7 @@ class Instances:
         starting size here and follow their pods afterwards."""
         self._reconcile_pending.discard(name)
         pool = self.w.scenario.pool(name)
-        active = [m for m in self.w.pool_machines[name] if not m.deleting]
+        active = [machine for machine in self.w.pool_machines[name] if not machine.deleting]
         for _ in range(self.pool_target[name] - len(active)):
             self.launch(pool, self.w.t)
 
@@ -153,13 +152,13 @@ class Instances:
         if wl is not None and spec.workload is not None:
             self.w.workloads.scale_deployment(wl, nodes * spec.workload.pods_per_node)
         self.pool_target[pool] = nodes
-        active = [m for m in self.w.pool_machines[pool] if not m.deleting]
+        active = [machine for machine in self.w.pool_machines[pool] if not machine.deleting]
         surplus = sorted(active, key=lambda x: x.launched_at, reverse=True)[
             : max(0, len(active) - nodes)
         ]
-        for m in surplus:
-            if m.nodeclaim:
-                self.w.karpenter.consolidate(m, "Empty")
+        for machine in surplus:
+            if machine.nodeclaim:
+                self.w.karpenter.consolidate(machine, "Empty")
             else:
-                self.w.termination.terminate(m, cause="scale-down")
+                self.w.termination.terminate(machine, cause="scale-down")
         self.reconcile_pool(pool)

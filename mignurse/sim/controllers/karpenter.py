@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import hardware, karpenter_objects, node_objects, objects
 from mignurse.sim.controllers.base import (
     SPOT_NOTICE,
     SQS_LAG,
     Machine,
 )
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import (
-    PoolSpec,
-    format_duration,
-)
+from mignurse.sim.scenario_spec import PoolSpec, format_duration
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.world import World
@@ -25,7 +22,7 @@ class Karpenter:
         self.w = world
 
     def create_nodepool(self, pool: PoolSpec) -> None:
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         uid = self.w.uid()
         self.w.pool_uid[pool.name] = uid
         requirements = [
@@ -37,7 +34,7 @@ class Karpenter:
         labels = dict(pool.labels)
         if pool.mig_config:
             labels["nvidia.com/mig.config"] = pool.mig_config
-        obj = objects.build_nodepool(
+        obj = karpenter_objects.build_nodepool(
             name=pool.name,
             uid=uid,
             created=self.w.begin - 86400 * 60,
@@ -67,7 +64,7 @@ class Karpenter:
         obj = self.w.tx.get("nodepools", "", pool.name)
         if obj is None:
             return
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         count = self.w.pool_nodes[pool.name]
         resources = {
             "cpu": str(it.cpu * count),
@@ -77,7 +74,7 @@ class Karpenter:
             "ephemeral-storage": f"{104845292 * count}Ki",
         }
         if it.gpu is not None and not pool.dra:
-            for res, per_node in objects.mig_resources(
+            for res, per_node in hardware.mig_resources(
                 it, pool.mig_config, pool.mig_strategy
             ).items():
                 resources[res] = str(per_node * count)
@@ -85,23 +82,23 @@ class Karpenter:
             obj["status"]["resources"] = resources
             self.w.tx.put("nodepools", obj)
 
-    def create_claim(self, m: Machine) -> None:
-        pool = m.pool
-        it = objects.instance_type(pool.instance_type)
+    def create_claim(self, machine: Machine) -> None:
+        pool = machine.pool
+        it = hardware.instance_type(pool.instance_type)
         requests = {"cpu": "2150m", "memory": "2130Mi", "pods": "8"}
         if not pool.dra:  # a DRA pool's pods claim devices, they request no nvidia.com/*
-            gpu_res = objects.mig_resources(it, pool.mig_config, pool.mig_strategy)
+            gpu_res = hardware.mig_resources(it, pool.mig_config, pool.mig_strategy)
             requests.update({k: str(v) for k, v in gpu_res.items() if v})
-        assert m.nodeclaim is not None
-        obj = objects.build_nodeclaim(
-            name=m.nodeclaim,
-            uid=m.claim_uid,
+        assert machine.nodeclaim is not None
+        obj = karpenter_objects.build_nodeclaim(
+            name=machine.nodeclaim,
+            uid=machine.claim_uid,
             created=self.w.t,
             nodepool=pool.name,
             nodepool_uid=self.w.pool_uid.get(pool.name, ""),
             nodeclass=pool.nodeclass,
             instance=it,
-            zone=m.zone,
+            zone=machine.zone,
             capacity_type=pool.capacity_type,
             taints=[t.to_api() for t in pool.taints],
             expire_after=pool.expire_after,
@@ -113,13 +110,13 @@ class Karpenter:
         )
         self.w.tx.put("nodeclaims", obj)
 
-    def claim(self, m: Machine) -> JsonDict | None:
-        return self.w.tx.get("nodeclaims", "", m.nodeclaim) if m.nodeclaim else None
+    def claim(self, machine: Machine) -> JsonDict | None:
+        return self.w.tx.get("nodeclaims", "", machine.nodeclaim) if machine.nodeclaim else None
 
     def set_claim_condition(
-        self, m: Machine, ctype: str, status: str, reason: str, message: str = ""
+        self, machine: Machine, ctype: str, status: str, reason: str, message: str = ""
     ) -> None:
-        obj = self.claim(m)
+        obj = self.claim(machine)
         if obj is None:
             return
         conds: list[JsonDict] = obj["status"].setdefault("conditions", [])
@@ -131,7 +128,7 @@ class Karpenter:
             message,
         ):
             return
-        new = objects.nodeclaim_condition(ctype, status, reason, message, now=self.w.t)
+        new = karpenter_objects.nodeclaim_condition(ctype, status, reason, message, now=self.w.t)
         if current is not None and current["status"] == status:
             new["lastTransitionTime"] = current["lastTransitionTime"]
         if current is None:
@@ -144,24 +141,24 @@ class Karpenter:
         # status changed (awslabs/operatorpkg status/controller.go, as pinned by KC's go.mod).
         if current is not None and old_status != status:
             self.w.karpenter_event(
-                self.w.claim_ref(m),
+                self.w.claim_ref(machine),
                 ctype,
                 self.w.transition_message(ctype, old_status, status, reason, message),
             )
 
-    def claim_launched(self, m: Machine) -> None:
-        if m.deleting:
+    def claim_launched(self, machine: Machine) -> None:
+        if machine.deleting:
             return
-        obj = self.claim(m)
+        obj = self.claim(machine)
         if obj is None:
             return
-        it = objects.instance_type(m.pool.instance_type)
-        spec_in = self.w.kubelet.node_input(m)
-        capacity, allocatable = objects.node_resources(spec_in)
+        it = hardware.instance_type(machine.pool.instance_type)
+        spec_in = self.w.kubelet.node_input(machine)
+        capacity, allocatable = node_objects.node_resources(spec_in)
         obj["status"].update(
             {
-                "providerID": f"aws:///{m.zone}/{m.instance_id}",
-                "imageID": m.image,
+                "providerID": f"aws:///{machine.zone}/{machine.instance_id}",
+                "imageID": machine.image,
                 "capacity": capacity,
                 "allocatable": allocatable,
             }
@@ -171,36 +168,40 @@ class Karpenter:
             it.network_bandwidth
         )
         self.w.tx.put("nodeclaims", obj)
-        m.launched = True
-        self.set_claim_condition(m, "Launched", "True", "Launched")
+        machine.launched = True
+        self.set_claim_condition(machine, "Launched", "True", "Launched")
         if self.w.provisioner.pending_pods():
             self.w.provisioner.trigger()  # a NodeClaim event: the provisioner looks again
 
-    def consolidatable_check(self, m: Machine) -> None:
+    def consolidatable_check(self, machine: Machine) -> None:
         """KC nodeclaim/disruption consolidation.go: Consolidatable once consolidateAfter has
         passed since the last pod event (or initialization), cleared before that."""
-        after = self.w.provisioner.consolidate_after(m.pool)
-        if after is None or not m.initialized or m.claim_gone:
+        after = self.w.provisioner.consolidate_after(machine.pool)
+        if after is None or not machine.initialized or machine.claim_gone:
             return
-        since = m.last_pod_event if m.last_pod_event is not None else m.ready_at or self.w.t
+        since = (
+            machine.last_pod_event
+            if machine.last_pod_event is not None
+            else machine.ready_at or self.w.t
+        )
         due = since + after
-        m.consolidatable_token += 1
+        machine.consolidatable_token += 1
         if self.w.t < due:
-            if m.consolidatable:
-                m.consolidatable = False
-                self._clear_claim_condition(m, "Consolidatable")
-            self.w.schedule(due, self._consolidatable_due, m, m.consolidatable_token)
+            if machine.consolidatable:
+                machine.consolidatable = False
+                self._clear_claim_condition(machine, "Consolidatable")
+            self.w.schedule(due, self._consolidatable_due, machine, machine.consolidatable_token)
             return
-        if not m.consolidatable:
-            m.consolidatable = True
-            self.set_claim_condition(m, "Consolidatable", "True", "Consolidatable")
+        if not machine.consolidatable:
+            machine.consolidatable = True
+            self.set_claim_condition(machine, "Consolidatable", "True", "Consolidatable")
 
-    def _consolidatable_due(self, m: Machine, token: int) -> None:
-        if token == m.consolidatable_token:
-            self.consolidatable_check(m)
+    def _consolidatable_due(self, machine: Machine, token: int) -> None:
+        if token == machine.consolidatable_token:
+            self.consolidatable_check(machine)
 
-    def _clear_claim_condition(self, m: Machine, ctype: str) -> None:
-        claim = self.claim(m)
+    def _clear_claim_condition(self, machine: Machine, ctype: str) -> None:
+        claim = self.claim(machine)
         if claim is None:
             return
         conds = claim["status"].get("conditions", [])
@@ -209,11 +210,11 @@ class Karpenter:
             claim["status"]["conditions"] = kept
             self.w.tx.put("nodeclaims", claim)
 
-    def interruption_message(self, m: Machine, kind: str) -> None:
+    def interruption_message(self, machine: Machine, kind: str) -> None:
         """Karpenter's interruption controller handles one message for this instance (KA
         pkg/controllers/interruption controller.go at v1.4.0, utils.go at v1.14.1): events
         for the message, then delete the NodeClaim unless it is already deleting."""
-        if m.claim_gone:
+        if machine.claim_gone:
             return  # no NodeClaim carries this instance ID any more
         if kind == "spot":
             reason, message = "SpotInterrupted", "Spot interruption warning was triggered"
@@ -221,111 +222,78 @@ class Karpenter:
             reason, message = "InstanceStopping", "Instance is stopping"
         else:  # shutting-down, terminated
             reason, message = "InstanceTerminating", "Instance is terminating"
-        node = self.w.node(m)
-        self.w.publish(self.w.claim_ref(m), reason, message, "Warning", dedupe=(m.claim_uid,))
-        if node is not None:
-            self.w.publish(self.w.node_ref(m), reason, message, "Warning", dedupe=(m.node_uid,))
-        if m.deleting:
-            return  # deleteNodeClaim returns early: no TerminatingOnInterruption
-        self.w.termination.terminate(m, cause="interruption")
+        node = self.w.node(machine)
         self.w.publish(
-            self.w.claim_ref(m),
-            "TerminatingOnInterruption",
-            "Interruption triggered termination for the NodeClaim",
-            "Warning",
-            dedupe=(m.claim_uid,),
+            self.w.claim_ref(machine), reason, message, "Warning", dedupe=(machine.claim_uid,)
         )
         if node is not None:
             self.w.publish(
-                self.w.node_ref(m),
+                self.w.node_ref(machine), reason, message, "Warning", dedupe=(machine.node_uid,)
+            )
+        if machine.deleting:
+            return  # deleteNodeClaim returns early: no TerminatingOnInterruption
+        self.w.termination.terminate(machine, cause="interruption")
+        self.w.publish(
+            self.w.claim_ref(machine),
+            "TerminatingOnInterruption",
+            "Interruption triggered termination for the NodeClaim",
+            "Warning",
+            dedupe=(machine.claim_uid,),
+        )
+        if node is not None:
+            self.w.publish(
+                self.w.node_ref(machine),
                 "TerminatingOnInterruption",
                 "Interruption triggered termination for the Node",
                 "Warning",
-                dedupe=(m.node_uid,),
+                dedupe=(machine.node_uid,),
             )
 
-    def consolidate(self, m: Machine, reason: str) -> None:
-        if not m.alive or m.nodeclaim is None:
+    def consolidate(self, machine: Machine, reason: str) -> None:
+        if not machine.alive or machine.nodeclaim is None:
             return
         tr = self.w.traits
         assert tr is not None
         if tr.disruption_reason:
             self.set_claim_condition(
-                m,
+                machine,
                 "DisruptionReason",
                 "True",
                 "DisruptionReason" if tr.disruption_reason_in_message else reason,
                 reason,
             )
         self.w.publish(
-            self.w.node_ref(m),
+            self.w.node_ref(machine),
             "DisruptionTerminating",
             f"Disrupting Node: {reason}",
-            dedupe=(m.node_uid, reason),
+            dedupe=(machine.node_uid, reason),
         )
         self.w.publish(
-            self.w.claim_ref(m),
+            self.w.claim_ref(machine),
             "DisruptionTerminating",
             f"Disrupting NodeClaim: {reason}",
-            dedupe=(m.claim_uid, reason),
+            dedupe=(machine.claim_uid, reason),
         )
-        self.w.termination.terminate(m, cause="consolidation")
+        self.w.termination.terminate(machine, cause="consolidation")
 
-    def spot_interrupt(self, m: Machine) -> None:
+    def spot_interrupt(self, machine: Machine) -> None:
         """EC2's two-minute warning; the instance is interrupted when it runs out."""
-        if not m.alive:
+        if not machine.alive:
             return
         k = self.w.scenario.karpenter
-        if k is not None and k.interruption_queue and m.nodeclaim is not None:
-            self.w.schedule(self.w.t + SQS_LAG, self.interruption_message, m, "spot")
-        self.w.schedule(self.w.t + SPOT_NOTICE, self.w.instances.terminate_instance, m)
+        if k is not None and k.interruption_queue and machine.nodeclaim is not None:
+            self.w.schedule(self.w.t + SQS_LAG, self.interruption_message, machine, "spot")
+        self.w.schedule(self.w.t + SPOT_NOTICE, self.w.instances.terminate_instance, machine)
 
     # ------------------------------------------------------------------ Karpenter Deployment
 
     def _karpenter_template(self, gates: str) -> JsonDict:
         k = self.w.scenario.karpenter
         assert k is not None
-        endpoint_id = objects.stable_hex("ep", self.w.scenario.cluster_name, length=32).upper()
         image = f"public.ecr.aws/karpenter/controller:{k.version}@sha256:" + objects.stable_hex(
             "karpenter", k.version, length=64
         )
-        env = [
-            {"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
-            {"name": "KARPENTER_SERVICE", "value": "karpenter"},
-            {"name": "WEBHOOK_PORT", "value": "8443"},
-            {"name": "WEBHOOK_METRICS_PORT", "value": "8001"},
-            {"name": "DISABLE_WEBHOOK", "value": "true"},
-            {"name": "LOG_LEVEL", "value": "info"},
-            {"name": "METRICS_PORT", "value": "8080"},
-            {"name": "HEALTH_PROBE_PORT", "value": "8081"},
-            {
-                "name": "SYSTEM_NAMESPACE",
-                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
-            },
-            {
-                "name": "MEMORY_LIMIT",
-                "valueFrom": {
-                    "resourceFieldRef": {
-                        "containerName": "controller",
-                        "divisor": "0",
-                        "resource": "limits.memory",
-                    }
-                },
-            },
-            {"name": "FEATURE_GATES", "value": gates},
-            {"name": "BATCH_MAX_DURATION", "value": "10s"},
-            {"name": "BATCH_IDLE_DURATION", "value": "1s"},
-            {"name": "CLUSTER_NAME", "value": self.w.scenario.cluster_name},
-            {
-                "name": "CLUSTER_ENDPOINT",
-                "value": f"https://{endpoint_id}.gr7.{self.w.scenario.region}.eks.amazonaws.com",
-            },
-            {"name": "VM_MEMORY_OVERHEAD_PERCENT", "value": "0.075"},
-            {"name": "RESERVED_ENIS", "value": "0"},
-        ]
-        if k.interruption_queue:
-            # KA getting-started: settings.interruptionQueue=${CLUSTER_NAME}
-            env.insert(-1, {"name": "INTERRUPTION_QUEUE", "value": self.w.scenario.cluster_name})
+        env = self._karpenter_env(gates)
         ctr = objects.container(
             "controller", image, {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}
         )
@@ -373,6 +341,51 @@ class Karpenter:
                 "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
             },
         }
+
+    def _karpenter_env(self, gates: str) -> list[JsonDict]:
+        """The controller container's environment: its ports, feature gates, cluster and
+        interruption queue."""
+        k = self.w.scenario.karpenter
+        assert k is not None
+        endpoint_id = objects.stable_hex("ep", self.w.scenario.cluster_name, length=32).upper()
+        env: list[JsonDict] = [
+            {"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
+            {"name": "KARPENTER_SERVICE", "value": "karpenter"},
+            {"name": "WEBHOOK_PORT", "value": "8443"},
+            {"name": "WEBHOOK_METRICS_PORT", "value": "8001"},
+            {"name": "DISABLE_WEBHOOK", "value": "true"},
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "METRICS_PORT", "value": "8080"},
+            {"name": "HEALTH_PROBE_PORT", "value": "8081"},
+            {
+                "name": "SYSTEM_NAMESPACE",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
+            },
+            {
+                "name": "MEMORY_LIMIT",
+                "valueFrom": {
+                    "resourceFieldRef": {
+                        "containerName": "controller",
+                        "divisor": "0",
+                        "resource": "limits.memory",
+                    }
+                },
+            },
+            {"name": "FEATURE_GATES", "value": gates},
+            {"name": "BATCH_MAX_DURATION", "value": "10s"},
+            {"name": "BATCH_IDLE_DURATION", "value": "1s"},
+            {"name": "CLUSTER_NAME", "value": self.w.scenario.cluster_name},
+            {
+                "name": "CLUSTER_ENDPOINT",
+                "value": f"https://{endpoint_id}.gr7.{self.w.scenario.region}.eks.amazonaws.com",
+            },
+            {"name": "VM_MEMORY_OVERHEAD_PERCENT", "value": "0.075"},
+            {"name": "RESERVED_ENIS", "value": "0"},
+        ]
+        if k.interruption_queue:
+            # KA getting-started: settings.interruptionQueue=${CLUSTER_NAME}
+            env.insert(-1, {"name": "INTERRUPTION_QUEUE", "value": self.w.scenario.cluster_name})
+        return env
 
     def create_karpenter(self) -> None:
         k = self.w.scenario.karpenter

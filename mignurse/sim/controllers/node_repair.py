@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mignurse.sim import objects
+from mignurse.sim import karpenter_objects
 from mignurse.sim.controllers.base import (
     REPAIR_BLOCKED_DEDUPE,
     Machine,
@@ -24,23 +24,27 @@ class NodeRepair:
 
     # ------------------------------------------------------------------ Karpenter node repair
 
-    def conditions_changed(self, m: Machine, node: JsonDict, transitioned: bool) -> None:
-        if m.pool.kind == "nodepool":
-            self.refresh_health(m, node)
+    def conditions_changed(self, machine: Machine, node: JsonDict, transitioned: bool) -> None:
+        if machine.pool.kind == "nodepool":
+            self.refresh_health(machine, node)
             tr = self.w.traits
             # From KC v1.7.0 node.health only wakes for a condition status/transition change.
             if transitioned or (tr is not None and tr.reconciles_on_every_node_update):
-                self.health_reconcile(m)
+                self.health_reconcile(machine)
         else:
-            self.w.mng.observe(m, node)
+            self.w.mng.observe(machine, node)
 
-    def node_written(self, m: Machine) -> None:
+    def node_written(self, machine: Machine) -> None:
         """Any other Node write: before KC v1.7.0 it reconciles node.health too."""
         tr = self.w.traits
-        if m.pool.kind == "nodepool" and tr is not None and tr.reconciles_on_every_node_update:
-            self.health_reconcile(m)
+        if (
+            machine.pool.kind == "nodepool"
+            and tr is not None
+            and tr.reconciles_on_every_node_update
+        ):
+            self.health_reconcile(machine)
 
-    def refresh_health(self, m: Machine, node: JsonDict) -> None:
+    def refresh_health(self, machine: Machine, node: JsonDict) -> None:
         """Which repair policies the node matches now (type + status), with their deadlines."""
         policies = self.w.traits.repair_policies if self.w.traits else {}
         unhealthy: dict[str, float] = {}
@@ -48,83 +52,87 @@ class NodeRepair:
             toleration = policies.get((c["type"], c["status"]))
             if toleration is not None:
                 unhealthy[c["type"]] = parse_ts(c["lastTransitionTime"]) + toleration
-        m.unhealthy_since = unhealthy
-        self.count_health(m)
+        machine.unhealthy_since = unhealthy
+        self.count_health(machine)
 
-    def count_health(self, m: Machine) -> None:
-        counted = bool(m.unhealthy_since) and m.registered and not m.removed
-        if counted != m.counted_unhealthy:
-            m.counted_unhealthy = counted
-            self.pool_unhealthy[m.pool.name] += 1 if counted else -1
+    def count_health(self, machine: Machine) -> None:
+        counted = bool(machine.unhealthy_since) and machine.registered and not machine.removed
+        if counted != machine.counted_unhealthy:
+            machine.counted_unhealthy = counted
+            self.pool_unhealthy[machine.pool.name] += 1 if counted else -1
 
     def _pool_over_guard(self, pool: str) -> bool:
         """More unhealthy Nodes than ceil(20% of the NodePool's Nodes) (KC health/controller.go
         allowedUnhealthyPercent, rounded up)."""
         return self.pool_unhealthy[pool] > math.ceil(0.2 * self.w.pool_nodes[pool])
 
-    def health_reconcile(self, m: Machine) -> None:
+    def health_reconcile(self, machine: Machine) -> None:
         """One reconcile of Karpenter's node.health controller for this Node, at the modelled
         version (KC pkg/controllers/node/health/controller.go)."""
         tr = self.w.traits
         if (
             tr is None
             or not self.w.repair_enabled
-            or m.nodeclaim is None
-            or not m.registered
-            or m.removed
-            or m.claim_gone
+            or machine.nodeclaim is None
+            or not machine.registered
+            or machine.removed
+            or machine.claim_gone
         ):
             return
-        over = self._pool_over_guard(m.pool.name)
+        over = self._pool_over_guard(machine.pool.name)
         if tr.guard_before_toleration and over:
-            self._publish_repair_blocked(m)  # no requeue before v1.7.0
+            self._publish_repair_blocked(machine)  # no requeue before v1.7.0
             return
-        if not m.unhealthy_since:
+        if not machine.unhealthy_since:
             return
-        deadline = min(m.unhealthy_since.values())
+        deadline = min(machine.unhealthy_since.values())
         if deadline > self.w.t:
-            self._requeue_health(m, deadline)
+            self._requeue_health(machine, deadline)
             return
         if over:
-            self._publish_repair_blocked(m)
+            self._publish_repair_blocked(machine)
             if tr.blocked_requeue is not None:
-                self._requeue_health(m, self.w.t + tr.blocked_requeue)
+                self._requeue_health(machine, self.w.t + tr.blocked_requeue)
             return
-        self._annotate_termination_time(m)
-        if not m.deleting:  # deleteNodeClaim returns early for a NodeClaim already deleting
-            self.w.termination.terminate(m, cause="repair")
+        self._annotate_termination_time(machine)
+        if not machine.deleting:  # deleteNodeClaim returns early for a NodeClaim already deleting
+            self.w.termination.terminate(machine, cause="repair")
 
-    def _requeue_health(self, m: Machine, at: float) -> None:
-        if m.repair_due is not None and self.w.t < m.repair_due <= at:
+    def _requeue_health(self, machine: Machine, at: float) -> None:
+        if machine.repair_due is not None and self.w.t < machine.repair_due <= at:
             return  # an earlier requeue of the same key is already pending
-        m.repair_due = at
-        m.repair_token += 1
-        self.w.schedule(at, self._health_requeued, m, m.repair_token)
+        machine.repair_due = at
+        machine.repair_token += 1
+        self.w.schedule(at, self._health_requeued, machine, machine.repair_token)
 
-    def _health_requeued(self, m: Machine, token: int) -> None:
-        if token != m.repair_token:
+    def _health_requeued(self, machine: Machine, token: int) -> None:
+        if token != machine.repair_token:
             return
-        m.repair_due = None
-        self.health_reconcile(m)
+        machine.repair_due = None
+        self.health_reconcile(machine)
 
-    def _annotate_termination_time(self, m: Machine) -> None:
-        claim = self.w.karpenter.claim(m)
+    def _annotate_termination_time(self, machine: Machine) -> None:
+        claim = self.w.karpenter.claim(machine)
         if claim is None:
             return
         annotations = claim["metadata"].setdefault("annotations", {})
-        current = annotations.get(objects.TERMINATION_TIMESTAMP)
+        current = annotations.get(karpenter_objects.TERMINATION_TIMESTAMP)
         if current is not None and parse_ts(current) < self.w.t:
             return  # an earlier termination time is kept
-        annotations[objects.TERMINATION_TIMESTAMP] = ts(self.w.t)
+        annotations[karpenter_objects.TERMINATION_TIMESTAMP] = ts(self.w.t)
         self.w.tx.put("nodeclaims", claim)
 
-    def _publish_repair_blocked(self, m: Machine) -> None:
+    def _publish_repair_blocked(self, machine: Machine) -> None:
         """Three copies, all on the Node, deduplicated 15 min on the Node's, NodeClaim's and
         NodePool's UID (KC health/events.go NodeRepairBlocked)."""
         assert self.w.traits is not None
-        ref = self.w.node_ref(m)
+        ref = self.w.node_ref(machine)
         message = self.w.traits.nodepool_blocked_message
-        for uid in (m.node_uid, m.claim_uid, self.w.pool_uid.get(m.pool.name, "")):
+        for uid in (
+            machine.node_uid,
+            machine.claim_uid,
+            self.w.pool_uid.get(machine.pool.name, ""),
+        ):
             self.w.publish(
                 ref,
                 "NodeRepairBlocked",
@@ -141,6 +149,6 @@ class NodeRepair:
         if enabled:
             # A new controller lists every Node once: nodes already past their toleration are
             # due at once (the resume hazard), bounded only by the guard.
-            for m in list(self.w.machines.values()):
-                if m.pool.kind == "nodepool":
-                    self.health_reconcile(m)
+            for machine in list(self.w.machines.values()):
+                if machine.pool.kind == "nodepool":
+                    self.health_reconcile(machine)

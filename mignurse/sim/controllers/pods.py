@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import dra, objects
+from mignurse.sim import dra, hardware, node_objects, objects
 from mignurse.sim.controllers.base import (
     LABEL_GPU_DEPLOY,
     OPERAND_DAEMONSETS,
     Machine,
 )
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import (
-    PoolSpec,
-)
+from mignurse.sim.scenario_spec import PoolSpec
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.world import World
@@ -30,113 +28,23 @@ class Pods:
     ) -> list[tuple[str, str, str, dict[str, str], str, bool]]:
         """(namespace, daemonset, container image, labels, priority class, hostNetwork) of
         the DaemonSets that run on the pool's nodes."""
-        ecr = objects.ECR.format(region=self.w.scenario.region)
-        it = objects.instance_type(pool.instance_type)
-        sets = [
-            (
-                "kube-system",
-                "aws-node",
-                f"{ecr}/amazon-k8s-cni:v1.19.2-eksbuild.1",
-                {"k8s-app": "aws-node"},
-                True,
-            ),
-            (
-                "kube-system",
-                "kube-proxy",
-                f"{ecr}/eks/kube-proxy:v1.32.0-minimal-eksbuild.2",
-                {"k8s-app": "kube-proxy"},
-                True,
-            ),
-            (
-                "kube-system",
-                "ebs-csi-node",
-                f"{ecr}/eks/aws-ebs-csi-driver:v1.40.0",
-                {"app": "ebs-csi-node", "app.kubernetes.io/name": "aws-ebs-csi-driver"},
-                False,
-            ),
-        ]
-        if pool.node_monitoring_agent:
-            sets.append(
-                (
-                    "kube-system",
-                    "eks-node-monitoring-agent",
-                    f"{ecr}/eks/eks-node-monitoring-agent:v1.2.0-eksbuild.1",
-                    {
-                        "app.kubernetes.io/name": "eks-node-monitoring-agent",
-                        "app.kubernetes.io/instance": "eks-node-monitoring-agent",
-                    },
-                    True,
-                )
-            )
-        if it.gpu is not None:
-            if pool.dra:
-                # the operator with devicePlugin.enabled=false; the DRA driver's chart instead
-                sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, dict(dra.POD_LABELS), False))
-            else:
-                sets.append(
-                    (
-                        "gpu-operator",
-                        "nvidia-device-plugin-daemonset",
-                        "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-                        {"app": "nvidia-device-plugin-daemonset"},
-                        False,
-                    )
-                )
-            sets += [
-                (
-                    "gpu-operator",
-                    "gpu-feature-discovery",
-                    "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
-                    {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
-                    False,
-                ),
-                (
-                    "gpu-operator",
-                    "nvidia-dcgm-exporter",
-                    "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
-                    {"app": "nvidia-dcgm-exporter"},
-                    False,
-                ),
-                (
-                    "gpu-operator",
-                    "nvidia-container-toolkit-daemonset",
-                    "nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04",
-                    {"app": "nvidia-container-toolkit-daemonset"},
-                    False,
-                ),
-                (
-                    "gpu-operator",
-                    "nvidia-operator-validator",
-                    "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.2",
-                    {"app": "nvidia-operator-validator"},
-                    False,
-                ),
-            ]
-            if it.gpu.mig_capable and pool.mig_config and pool.mig_applied_by == "mig-manager":
-                sets.append(
-                    (
-                        "gpu-operator",
-                        "nvidia-mig-manager",
-                        "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.10.0-ubuntu20.04",
-                        {"app": "nvidia-mig-manager"},
-                        True,
-                    )
-                )
+        ecr = node_objects.ECR.format(region=self.w.scenario.region)
+        sets = _eks_daemonsets(ecr, pool) + _gpu_daemonsets(pool)
         out = []
         for ns, ds, image, labels, host_net in sets:
             prio = "system-node-critical"
             out.append((ns, ds, image, labels, prio, host_net))
         return out
 
-    def create_daemon_pods(self, m: Machine, only: str | None = None) -> None:
-        for ns, ds, image, labels, prio, host_net in self.daemonsets_for(m.pool):
+    def create_daemon_pods(self, machine: Machine, only: str | None = None) -> None:
+        for ns, ds, image, labels, prio, host_net in self.daemonsets_for(machine.pool):
             if only is not None and ds != only:
                 continue
-            self._create_daemon_pod(m, ns, ds, image, labels, prio, host_net)
+            self._create_daemon_pod(machine, ns, ds, image, labels, prio, host_net)
 
     def _create_daemon_pod(
         self,
-        m: Machine,
+        machine: Machine,
         ns: str,
         ds: str,
         image: str,
@@ -155,7 +63,7 @@ class Pods:
             namespace=ns,
             uid=self.w.uid(),
             created=self.w.t,
-            node_name=m.node,
+            node_name=machine.node,
             labels=pod_labels,
             owner={
                 "apiVersion": "apps/v1",
@@ -172,19 +80,19 @@ class Pods:
             ],
             tolerations=[{"operator": "Exists"}],
             priority_class=prio,
-            host_ip=m.ip,
-            pod_ip=m.ip if host_net else self.pod_ip(m),
+            host_ip=machine.ip,
+            pod_ip=machine.ip if host_net else self.pod_ip(machine),
             running_since=self.w.t + 2,
             host_network=host_net,
         )
         self.w.tx.put("pods", obj)
-        m.daemon_pods.append((ns, name))
-        self.w.workloads.register_daemon_pod(m, ns, name, ds)
+        machine.daemon_pods.append((ns, name))
+        self.w.workloads.register_daemon_pod(machine, ns, name, ds)
         if ds == dra.DAEMONSET:
-            self.w.dra.plugin_pod_running(m)
+            self.w.dra.plugin_pod_running(machine)
 
-    def pod_ip(self, m: Machine) -> str:
-        a, b, c, _ = m.ip.split(".")
+    def pod_ip(self, machine: Machine) -> str:
+        a, b, c, _ = machine.ip.split(".")
         return f"{a}.{b}.{c}.{self.w.rng.randrange(4, 255)}"
 
     def create_workload(self, pool: PoolSpec) -> None:
@@ -236,7 +144,7 @@ class Pods:
         limits = {w.resource: str(w.per_pod)} if w.resource and request is None else None
         # 4 CPUs and 16 GiB each, less on a type where podsPerNode of those would not fit:
         # at most three quarters of the CPUs and 70 % of the memory, shared by the pods.
-        it = objects.instance_type(pool.instance_type)
+        it = hardware.instance_type(pool.instance_type)
         cpu_m = max(100, min(4000, int(it.cpu * 750 / w.pods_per_node) // 100 * 100))
         memory_gi = max(1, min(16, int(it.memory_mib / 1024 * 0.7 / w.pods_per_node)))
         cpu = f"{cpu_m // 1000}" if cpu_m % 1000 == 0 else f"{cpu_m}m"
@@ -265,15 +173,123 @@ class Pods:
             "spec": spec,
         }
 
-    def recreate_daemon_pod(self, m: Machine, ds: str) -> None:
-        if m.removed:
+    def recreate_daemon_pod(self, machine: Machine, ds: str) -> None:
+        if machine.removed:
             return
         key = next((k for k, name in OPERAND_DAEMONSETS.items() if name == ds), None)
-        if key is not None and self.w.gpu_operator.label(m, LABEL_GPU_DEPLOY + key) not in (
+        if key is not None and self.w.gpu_operator.label(machine, LABEL_GPU_DEPLOY + key) not in (
             None,
             "true",
         ):
             return  # the operand's nodeSelector no longer matches this node
-        self.create_daemon_pods(m, only=ds)
-        if ds == "eks-node-monitoring-agent" and m.nma_running:
-            self.w.nma.start(m)
+        self.create_daemon_pods(machine, only=ds)
+        if ds == "eks-node-monitoring-agent" and machine.nma_running:
+            self.w.nma.start(machine)
+
+
+_DaemonSet = tuple[str, str, str, dict[str, str], bool]
+
+
+def _eks_daemonsets(ecr: str, pool: PoolSpec) -> list[_DaemonSet]:
+    """The EKS add-ons on every node (VPC CNI, kube-proxy, EBS CSI) and the node monitoring
+    agent where the pool runs it: (namespace, daemonset, image, labels, hostNetwork)."""
+    sets: list[_DaemonSet] = [
+        (
+            "kube-system",
+            "aws-node",
+            f"{ecr}/amazon-k8s-cni:v1.19.2-eksbuild.1",
+            {"k8s-app": "aws-node"},
+            True,
+        ),
+        (
+            "kube-system",
+            "kube-proxy",
+            f"{ecr}/eks/kube-proxy:v1.32.0-minimal-eksbuild.2",
+            {"k8s-app": "kube-proxy"},
+            True,
+        ),
+        (
+            "kube-system",
+            "ebs-csi-node",
+            f"{ecr}/eks/aws-ebs-csi-driver:v1.40.0",
+            {"app": "ebs-csi-node", "app.kubernetes.io/name": "aws-ebs-csi-driver"},
+            False,
+        ),
+    ]
+    if pool.node_monitoring_agent:
+        sets.append(
+            (
+                "kube-system",
+                "eks-node-monitoring-agent",
+                f"{ecr}/eks/eks-node-monitoring-agent:v1.2.0-eksbuild.1",
+                {
+                    "app.kubernetes.io/name": "eks-node-monitoring-agent",
+                    "app.kubernetes.io/instance": "eks-node-monitoring-agent",
+                },
+                True,
+            )
+        )
+    return sets
+
+
+def _gpu_daemonsets(pool: PoolSpec) -> list[_DaemonSet]:
+    """The GPU Operator's operands on a GPU node (the NVIDIA DRA driver's plugin in place of
+    the device plugin on a DRA pool; mig-manager where it applies the MIG layout)."""
+    it = hardware.instance_type(pool.instance_type)
+    if it.gpu is None:
+        return []
+    sets: list[_DaemonSet] = []
+    if pool.dra:
+        # the operator with devicePlugin.enabled=false; the DRA driver's chart instead
+        sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, dict(dra.POD_LABELS), False))
+    else:
+        sets.append(
+            (
+                "gpu-operator",
+                "nvidia-device-plugin-daemonset",
+                "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                {"app": "nvidia-device-plugin-daemonset"},
+                False,
+            )
+        )
+    sets += [
+        (
+            "gpu-operator",
+            "gpu-feature-discovery",
+            "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+            {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
+            False,
+        ),
+        (
+            "gpu-operator",
+            "nvidia-dcgm-exporter",
+            "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
+            {"app": "nvidia-dcgm-exporter"},
+            False,
+        ),
+        (
+            "gpu-operator",
+            "nvidia-container-toolkit-daemonset",
+            "nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04",
+            {"app": "nvidia-container-toolkit-daemonset"},
+            False,
+        ),
+        (
+            "gpu-operator",
+            "nvidia-operator-validator",
+            "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v24.9.2",
+            {"app": "nvidia-operator-validator"},
+            False,
+        ),
+    ]
+    if it.gpu.mig_capable and pool.mig_config and pool.mig_applied_by == "mig-manager":
+        sets.append(
+            (
+                "gpu-operator",
+                "nvidia-mig-manager",
+                "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.10.0-ubuntu20.04",
+                {"app": "nvidia-mig-manager"},
+                True,
+            )
+        )
+    return sets

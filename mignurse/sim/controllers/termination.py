@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from mignurse.sim import dra, objects
+from mignurse.sim import dra, karpenter_objects, objects
 from mignurse.sim.controllers.base import (
     DISRUPTION_PASS,
     EVICTION_RETRY,
@@ -29,131 +29,144 @@ class Termination:
 
     # ------------------------------------------------------------------ termination
 
-    def terminate(self, m: Machine, *, cause: str) -> None:
+    def terminate(self, machine: Machine, *, cause: str) -> None:
         """Karpenter: the NodeClaim is deleted and its finalizers run (KC nodeclaim/lifecycle,
         node/termination). Node groups: the Auto Scaling group terminates the instance."""
-        if m.deleting or m.removed:
+        if machine.deleting or machine.removed:
             return
-        m.deleting = True
-        m.repair_token += 1
-        pool = m.pool
-        if m.nodeclaim is None:
+        machine.deleting = True
+        machine.repair_token += 1
+        pool = machine.pool
+        if machine.nodeclaim is None:
             self.w.instances.queue_reconcile(pool.name, self.w.t + pool.replacement_delay)
-            self.w.instances.terminate_instance(m)
+            self.w.instances.terminate_instance(machine)
             return
         # The provisioner counts a deleting node's pods as pending (KC provisioner.go
         # deletingNodePods): their replacement capacity launches before the drain.
-        if any(p.reschedulable for p in m.pods):
+        if any(p.reschedulable for p in machine.pods):
             self.w.provisioner.trigger()
         tr = self.w.traits
         assert tr is not None
-        claim = self.w.karpenter.claim(m)
+        claim = self.w.karpenter.claim(machine)
         if claim is not None:
             claim["metadata"]["deletionTimestamp"] = ts(self.w.t)
             claim["metadata"]["deletionGracePeriodSeconds"] = 0
             annotations = claim["metadata"].setdefault("annotations", {})
             self.w.tx.put("nodeclaims", claim)
-            if pool.termination_grace_period and objects.TERMINATION_TIMESTAMP not in annotations:
+            if (
+                pool.termination_grace_period
+                and karpenter_objects.TERMINATION_TIMESTAMP not in annotations
+            ):
                 expires = ts(self.w.t + pool.termination_grace_period)
-                annotations[objects.TERMINATION_TIMESTAMP] = expires
+                annotations[karpenter_objects.TERMINATION_TIMESTAMP] = expires
                 self.w.publish(
-                    self.w.claim_ref(m),
+                    self.w.claim_ref(machine),
                     "TerminationGracePeriodExpiring",
                     f"All pods will be deleted by {expires}",
                     "Warning",
-                    dedupe=(m.nodeclaim,),
+                    dedupe=(machine.nodeclaim,),
                 )
-        node = self.w.node(m)
+        node = self.w.node(machine)
         if node is None:
-            self.w.schedule(self.w.t + 1, self._claim_finalize, m)
+            self.w.schedule(self.w.t + 1, self._claim_finalize, machine)
             return
         node["metadata"]["deletionTimestamp"] = ts(self.w.t)
         node["metadata"]["deletionGracePeriodSeconds"] = 0
         self.w.tx.put("nodes", node)
-        if m.initialized and tr.disruption_blocked_on_deleting:
-            self.w.schedule(self.w.t + DISRUPTION_PASS, self._disruption_blocked_deleting, m)
+        if machine.initialized and tr.disruption_blocked_on_deleting:
+            self.w.schedule(self.w.t + DISRUPTION_PASS, self._disruption_blocked_deleting, machine)
         # The lifecycle finalizer deletes the Node and node.termination picks it up at once.
-        self.queue_node_termination(m, self.w.t)
+        self.queue_node_termination(machine, self.w.t)
 
-    def _disruption_blocked_deleting(self, m: Machine) -> None:
+    def _disruption_blocked_deleting(self, machine: Machine) -> None:
         """The disruption controller's candidate pass skips a deleting node with an event on
         Node and NodeClaim (KC disruption/types.go NewCandidate, events.go Blocked)."""
-        if m.removed or m.claim_gone:
+        if machine.removed or machine.claim_gone:
             return
         message = "Node is deleting or marked for deletion"
-        self.w.publish(self.w.node_ref(m), "DisruptionBlocked", message, dedupe=(m.node_uid,))
-        self.w.publish(self.w.claim_ref(m), "DisruptionBlocked", message, dedupe=(m.claim_uid,))
+        self.w.publish(
+            self.w.node_ref(machine), "DisruptionBlocked", message, dedupe=(machine.node_uid,)
+        )
+        self.w.publish(
+            self.w.claim_ref(machine), "DisruptionBlocked", message, dedupe=(machine.claim_uid,)
+        )
 
-    def queue_node_termination(self, m: Machine, at: float) -> None:
-        m.drain_token += 1
-        self.w.schedule(at, self._node_termination, m, m.drain_token)
+    def queue_node_termination(self, machine: Machine, at: float) -> None:
+        machine.drain_token += 1
+        self.w.schedule(at, self._node_termination, machine, machine.drain_token)
 
-    def _node_termination(self, m: Machine, token: int) -> None:
+    def _node_termination(self, machine: Machine, token: int) -> None:
         """One pass of the node.termination finalizer (KC node/termination/controller.go)."""
-        if token != m.drain_token or m.removed:
+        if token != machine.drain_token or machine.removed:
             return
         tr = self.w.traits
         assert tr is not None
-        instance_gone = self.w.ready_status(m) != "True" and m.instance_state == "terminated"
+        instance_gone = (
+            self.w.ready_status(machine) != "True" and machine.instance_state == "terminated"
+        )
         if tr.drain_conditions and instance_gone:
-            self._finalize_node(m)  # from v1.6.0 this check comes before the drain
+            self._finalize_node(machine)  # from v1.6.0 this check comes before the drain
             return
-        claim = self.w.karpenter.claim(m)
+        claim = self.w.karpenter.claim(machine)
         annotation = (
-            (claim["metadata"].get("annotations") or {}).get(objects.TERMINATION_TIMESTAMP)
+            (claim["metadata"].get("annotations") or {}).get(
+                karpenter_objects.TERMINATION_TIMESTAMP
+            )
             if claim is not None
             else None
         )
-        ref = self.w.node_ref(m)
+        ref = self.w.node_ref(machine)
         if annotation is not None:
             self.w.publish(
                 ref,
                 "TerminationGracePeriodExpiring",
                 f"All pods will be deleted by {annotation}",
                 "Warning",
-                dedupe=(m.node,),
+                dedupe=(machine.node,),
             )
-        self.w.set_taint(m, "karpenter.sh/disrupted", "NoSchedule")
+        self.w.set_taint(machine, "karpenter.sh/disrupted", "NoSchedule")
         self.w.set_labels(
-            m, {"node.kubernetes.io/exclude-from-external-load-balancers": "karpenter"}
+            machine, {"node.kubernetes.io/exclude-from-external-load-balancers": "karpenter"}
         )
-        waiting = self._drain(m, annotation)
+        waiting = self._drain(machine, annotation)
         if waiting:
             self.w.publish(
                 ref,
                 "FailedDraining",
                 f"Failed to drain node, {waiting} pods are waiting to be evicted",
                 "Warning",
-                dedupe=(m.node,),
+                dedupe=(machine.node,),
             )
             if tr.drain_conditions:
                 self.w.karpenter.set_claim_condition(
-                    m, "Drained", "Unknown", "Draining", "Draining"
+                    machine, "Drained", "Unknown", "Draining", "Draining"
                 )
             elif instance_gone:
-                self._finalize_node(m)  # through v1.5.x: checked after a failed drain
+                self._finalize_node(machine)  # through v1.5.x: checked after a failed drain
                 return
-            self.queue_node_termination(m, self._next_drain_check(m))
+            self.queue_node_termination(machine, self._next_drain_check(machine))
             return
-        m.drain_token += 1
-        m.drained = True
+        machine.drain_token += 1
+        machine.drained = True
         if tr.drain_conditions:
-            self.w.karpenter.set_claim_condition(m, "Drained", "True", "Drained")
+            self.w.karpenter.set_claim_condition(machine, "Drained", "True", "Drained")
             # No VolumeAttachments in the simulator: nothing to wait for.
-            self.w.karpenter.set_claim_condition(m, "VolumesDetached", "True", "VolumesDetached")
-        self._await_instance(m)
+            self.w.karpenter.set_claim_condition(
+                machine, "VolumesDetached", "True", "VolumesDetached"
+            )
+        self._await_instance(machine)
 
-    def _drain(self, m: Machine, annotation: str | None) -> int:
+    def _drain(self, machine: Machine, annotation: str | None) -> int:
         """Delete pods past the termination time, evict the others; returns the pods still
         waiting (KC terminator.go Drain: DaemonSet pods tolerate the disrupted taint)."""
         waiting = sum(
             1
-            for p in m.pods
+            for p in machine.pods
             if p.daemonset is None
             and (not p.deleting or self.w.t - p.deadline <= STUCK_TERMINATING)
         )
         deadline = None if annotation is None else parse_ts(annotation)
-        for pod in [p for p in m.pods if p.reschedulable]:
+        for pod in [p for p in machine.pods if p.reschedulable]:
             obj = self.w.tx.get("pods", pod.namespace, pod.name)
             if obj is None:
                 continue
@@ -187,7 +200,7 @@ class Termination:
             self.w.publish(
                 {"kind": "Pod", "namespace": pod.namespace, "name": pod.name, "apiVersion": "v1"},
                 "Evicted",
-                self._evicted_message(m),
+                self._evicted_message(machine),
                 dedupe=(pod.name,),
             )
             self.w.workloads.evict(pod.namespace, pod.name, None)
@@ -211,12 +224,12 @@ class Termination:
             "do-not-disrupt annotation."
         )
 
-    def _evicted_message(self, m: Machine) -> str:
+    def _evicted_message(self, machine: Machine) -> str:
         tr = self.w.traits
         assert tr is not None
         if not tr.evicted_names_reason:
             return "Evicted pod"
-        claim = self.w.karpenter.claim(m)
+        claim = self.w.karpenter.claim(machine)
         cond = (
             next(
                 (
@@ -245,14 +258,14 @@ class Termination:
             "apiVersion": "v1",
         }
 
-    def _next_drain_check(self, m: Machine) -> float:
+    def _next_drain_check(self, machine: Machine) -> float:
         """node.termination requeues 1 s after a failed drain (KC termination/controller.go);
         simulated as its next pass that can see a change: a pod gone, one stuck too long,
         or the eviction queue's retry."""
-        if not any(p.daemonset is None for p in m.pods):
+        if not any(p.daemonset is None for p in machine.pods):
             return self.w.t + 1  # the pods it waited for are gone already
         times = [self.w.t + EVICTION_RETRY]
-        for pod in m.pods:
+        for pod in machine.pods:
             if not pod.deleting:
                 continue
             if pod.gone_at is not None:
@@ -261,111 +274,119 @@ class Termination:
                 times.append(pod.deadline + STUCK_TERMINATING + 1)
         return max(self.w.t + 1, min(times))
 
-    def pod_gone(self, pod: PodRecord, m: Machine | None) -> None:
+    def pod_gone(self, pod: PodRecord, machine: Machine | None) -> None:
         """A pod left the API: a drain waiting on it looks again; its DaemonSet makes a new
         one if the node still wants it."""
-        if m is None:
+        if machine is None:
             return
         if pod.daemonset == dra.DAEMONSET:
-            self.w.dra.plugin_pod_gone(m)
+            self.w.dra.plugin_pod_gone(machine)
         if (
             pod.daemonset is not None
-            and not m.removed
-            and (pod.namespace, pod.name) in m.daemon_pods
+            and not machine.removed
+            and (pod.namespace, pod.name) in machine.daemon_pods
         ):
-            m.daemon_pods.remove((pod.namespace, pod.name))
-            self.w.schedule(self.w.t + 2, self.w.pods.recreate_daemon_pod, m, pod.daemonset)
-        if m.deleting and not m.removed and not m.drained and m.nodeclaim is not None:
-            self.queue_node_termination(m, self.w.t)
+            machine.daemon_pods.remove((pod.namespace, pod.name))
+            self.w.schedule(self.w.t + 2, self.w.pods.recreate_daemon_pod, machine, pod.daemonset)
+        if (
+            machine.deleting
+            and not machine.removed
+            and not machine.drained
+            and machine.nodeclaim is not None
+        ):
+            self.queue_node_termination(machine, self.w.t)
 
-    def pod_event_on(self, m: Machine) -> None:
+    def pod_event_on(self, machine: Machine) -> None:
         """KC nodeclaim/podevents: a pod bound to or leaving a Karpenter node stamps
         status.lastPodEventTime (at most every 10 s), which restarts consolidateAfter."""
-        if m.nodeclaim is None or m.claim_gone:
+        if machine.nodeclaim is None or machine.claim_gone:
             return
-        if m.last_pod_event is not None and self.w.t - m.last_pod_event < POD_EVENT_DEDUPE:
+        if (
+            machine.last_pod_event is not None
+            and self.w.t - machine.last_pod_event < POD_EVENT_DEDUPE
+        ):
             return
-        m.last_pod_event = self.w.t
-        claim = self.w.karpenter.claim(m)
+        machine.last_pod_event = self.w.t
+        claim = self.w.karpenter.claim(machine)
         if claim is not None:
             claim["status"]["lastPodEventTime"] = ts(self.w.t)
             self.w.tx.put("nodeclaims", claim)
-        self.w.karpenter.consolidatable_check(m)
+        self.w.karpenter.consolidatable_check(machine)
 
-    def _await_instance(self, m: Machine) -> None:
+    def _await_instance(self, machine: Machine) -> None:
         """EnsureTerminated: TerminateInstances, InstanceTerminating, then poll every 5 s
         until the instance is gone; then the Node's finalizer goes."""
-        if m.removed:
+        if machine.removed:
             return
-        self.w.instances.terminate_instance(m)
+        self.w.instances.terminate_instance(machine)
         self.w.karpenter.set_claim_condition(
-            m, "InstanceTerminating", "True", "InstanceTerminating"
+            machine, "InstanceTerminating", "True", "InstanceTerminating"
         )
-        if m.instance_state != "terminated":
-            self.w.schedule(self.w.t + TERMINATION_POLL, self._await_instance, m)
+        if machine.instance_state != "terminated":
+            self.w.schedule(self.w.t + TERMINATION_POLL, self._await_instance, machine)
             return
-        self._finalize_node(m)
+        self._finalize_node(machine)
 
-    def _finalize_node(self, m: Machine) -> None:
-        self.remove_node(m)
-        if m.nodeclaim is not None:
-            self.w.schedule(self.w.t + 1, self._claim_finalize, m)
+    def _finalize_node(self, machine: Machine) -> None:
+        self.remove_node(machine)
+        if machine.nodeclaim is not None:
+            self.w.schedule(self.w.t + 1, self._claim_finalize, machine)
 
-    def _claim_finalize(self, m: Machine) -> None:
+    def _claim_finalize(self, machine: Machine) -> None:
         """The NodeClaim's finalizer once its Node is gone: EnsureTerminated, then removal
         (KC nodeclaim/lifecycle/controller.go finalize)."""
-        if m.claim_gone:
+        if machine.claim_gone:
             return
-        if m.instance_state == "running" and self.w.karpenter.claim(m) is not None:
-            launched = bool(self.w.karpenter.claim(m)["status"].get("providerID"))  # type: ignore[index]
+        if machine.instance_state == "running" and self.w.karpenter.claim(machine) is not None:
+            launched = bool(self.w.karpenter.claim(machine)["status"].get("providerID"))  # type: ignore[index]
             if not launched:
-                m.instance_state = "terminated"  # nothing was launched
-        if m.instance_state != "terminated":
-            self.w.instances.terminate_instance(m)
+                machine.instance_state = "terminated"  # nothing was launched
+        if machine.instance_state != "terminated":
+            self.w.instances.terminate_instance(machine)
             self.w.karpenter.set_claim_condition(
-                m, "InstanceTerminating", "True", "InstanceTerminating"
+                machine, "InstanceTerminating", "True", "InstanceTerminating"
             )
-            self.w.schedule(self.w.t + TERMINATION_POLL, self._claim_finalize, m)
+            self.w.schedule(self.w.t + TERMINATION_POLL, self._claim_finalize, machine)
             return
-        self._remove_claim(m)
+        self._remove_claim(machine)
 
-    def remove_node(self, m: Machine) -> None:
-        if m.removed:
+    def remove_node(self, machine: Machine) -> None:
+        if machine.removed:
             return
-        m.removed = True
-        if m.registered:
-            self.w.tx.delete("nodes", "", m.node)
+        machine.removed = True
+        if machine.registered:
+            self.w.tx.delete("nodes", "", machine.node)
             # The garbage collector follows the Lease's owner reference to the Node.
-            self.w.tx.delete("leases", "kube-node-lease", m.node)
-            m.lease_bucket = -1
-            m.report_token += 1
-            self.w.pool_nodes[m.pool.name] -= 1
-            self.w.repair.count_health(m)
-            self.w.schedule(self.w.t + NODE_MONITOR_PERIOD, self._removing_node_event, m)
-            self.w.workloads.node_removed(m)
-            if m.pool.dra:
-                self.w.dra.node_removed(m)  # the garbage collector follows the slice's owner
-        self.w.machines.pop(m.node, None)
-        if m.nodeclaim is None and m in self.w.pool_machines[m.pool.name]:
-            self.w.pool_machines[m.pool.name].remove(m)
-        self.w.karpenter.update_nodepool_status(m.pool)
+            self.w.tx.delete("leases", "kube-node-lease", machine.node)
+            machine.lease_bucket = -1
+            machine.report_token += 1
+            self.w.pool_nodes[machine.pool.name] -= 1
+            self.w.repair.count_health(machine)
+            self.w.schedule(self.w.t + NODE_MONITOR_PERIOD, self._removing_node_event, machine)
+            self.w.workloads.node_removed(machine)
+            if machine.pool.dra:
+                self.w.dra.node_removed(machine)  # the garbage collector follows the slice's owner
+        self.w.machines.pop(machine.node, None)
+        if machine.nodeclaim is None and machine in self.w.pool_machines[machine.pool.name]:
+            self.w.pool_machines[machine.pool.name].remove(machine)
+        self.w.karpenter.update_nodepool_status(machine.pool)
 
-    def _removing_node_event(self, m: Machine) -> None:
+    def _removing_node_event(self, machine: Machine) -> None:
         """The node lifecycle controller notices the deletion on its next pass
         (K8S pkg/controller/nodelifecycle RecordNodeEvent "RemovingNode")."""
         self.w.emit(
-            self.w.node_ref(m),
+            self.w.node_ref(machine),
             "RemovingNode",
-            f"Node {m.node} event: Removing Node {m.node} from Controller",
+            f"Node {machine.node} event: Removing Node {machine.node} from Controller",
             component="node-controller",
         )
 
-    def _remove_claim(self, m: Machine) -> None:
-        if m.nodeclaim is not None and not m.claim_gone:
-            self.w.tx.delete("nodeclaims", "", m.nodeclaim)
-            self.w.claims.pop(m.nodeclaim, None)
-        m.claim_gone = True
-        if m in self.w.pool_machines[m.pool.name]:
-            self.w.pool_machines[m.pool.name].remove(m)
-        if not m.removed:
-            self.remove_node(m)
+    def _remove_claim(self, machine: Machine) -> None:
+        if machine.nodeclaim is not None and not machine.claim_gone:
+            self.w.tx.delete("nodeclaims", "", machine.nodeclaim)
+            self.w.claims.pop(machine.nodeclaim, None)
+        machine.claim_gone = True
+        if machine in self.w.pool_machines[machine.pool.name]:
+            self.w.pool_machines[machine.pool.name].remove(machine)
+        if not machine.removed:
+            self.remove_node(machine)

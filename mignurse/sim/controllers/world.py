@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mignurse.sim import dra, nodegroups, objects
+from mignurse.sim import dra, hardware, karpenter_objects, node_objects, nodegroups, objects
 from mignurse.sim.controllers.base import (
     ALNUM,
     KARPENTER_DEDUPE,
@@ -35,13 +35,7 @@ from mignurse.sim.controllers.termination import Termination
 from mignurse.sim.karpenter_versions import KarpenterTraits
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.provisioning import Provisioner
-from mignurse.sim.scenario import (
-    Lifecycle,
-    NodeRef,
-    Scenario,
-    TimelineItem,
-    gate_value,
-)
+from mignurse.sim.scenario_spec import Lifecycle, NodeRef, Scenario, TimelineItem, gate_value
 from mignurse.sim.store import Store
 from mignurse.sim.workloads import PodRecord, Workload, Workloads
 
@@ -222,32 +216,34 @@ class World:
         del self._event_last[key]
         self.tx.delete("events", *key)
 
-    def node_ref(self, m: Machine) -> JsonDict:
-        return {"kind": "Node", "name": m.node, "uid": m.node_uid, "apiVersion": "v1"}
+    def node_ref(self, machine: Machine) -> JsonDict:
+        return {"kind": "Node", "name": machine.node, "uid": machine.node_uid, "apiVersion": "v1"}
 
-    def kubelet_ref(self, m: Machine) -> JsonDict:
+    def kubelet_ref(self, machine: Machine) -> JsonDict:
         # kubelet's nodeRef uses the node name as UID and carries no apiVersion.
-        return {"kind": "Node", "name": m.node, "uid": m.node}
+        return {"kind": "Node", "name": machine.node, "uid": machine.node}
 
-    def claim_ref(self, m: Machine) -> JsonDict:
-        assert m.nodeclaim is not None
+    def claim_ref(self, machine: Machine) -> JsonDict:
+        assert machine.nodeclaim is not None
         return {
             "kind": "NodeClaim",
-            "name": m.nodeclaim,
-            "uid": m.claim_uid,
-            "apiVersion": objects.KARPENTER_API,
+            "name": machine.nodeclaim,
+            "uid": machine.claim_uid,
+            "apiVersion": karpenter_objects.KARPENTER_API,
         }
 
-    def kubelet_event(self, m: Machine, reason: str, message: str, etype: str = "Normal") -> None:
+    def kubelet_event(
+        self, machine: Machine, reason: str, message: str, etype: str = "Normal"
+    ) -> None:
         # A restarted kubelet has a fresh recorder: its events are new objects, not count+1.
         self.emit(
-            self.kubelet_ref(m),
+            self.kubelet_ref(machine),
             reason,
             message,
             event_type=etype,
             component="kubelet",
-            host=m.node,
-            recorder=f"kubelet-{m.kubelet_token}",
+            host=machine.node,
+            recorder=f"kubelet-{machine.kubelet_token}",
         )
 
     def karpenter_event(
@@ -288,7 +284,7 @@ class World:
         self.t = self.begin
         with self.txn():
             namespaces = {"default", "kube-system", "kube-node-lease", "kube-public"}
-            if any(objects.instance_type(p.instance_type).gpu for p in self.scenario.pools):
+            if any(hardware.instance_type(p.instance_type).gpu for p in self.scenario.pools):
                 namespaces.add("gpu-operator")
             if self.dra.enabled():
                 namespaces.add(dra.NAMESPACE)
@@ -339,15 +335,15 @@ class World:
 
     # ------------------------------------------------------------------ node state
 
-    def node(self, m: Machine) -> JsonDict | None:
-        if not m.registered or m.removed:
+    def node(self, machine: Machine) -> JsonDict | None:
+        if not machine.registered or machine.removed:
             return None
-        return self.tx.get("nodes", "", m.node)
+        return self.tx.get("nodes", "", machine.node)
 
     def set_node_condition(
-        self, m: Machine, ctype: str, status: str, reason: str, message: str
+        self, machine: Machine, ctype: str, status: str, reason: str, message: str
     ) -> bool:
-        node = self.node(m)
+        node = self.node(machine)
         if node is None:
             return False
         conds: list[JsonDict] = node["status"].setdefault("conditions", [])
@@ -356,7 +352,9 @@ class World:
         heartbeat = ts(self.t)
         if current is not None and status == "Unknown" and ctype in KUBELET_CONDITIONS:
             heartbeat = current["lastHeartbeatTime"]  # the controller keeps the last heartbeat
-        new = objects.kubelet_condition(ctype, status, reason, message, now=self.t, since=self.t)
+        new = node_objects.kubelet_condition(
+            ctype, status, reason, message, now=self.t, since=self.t
+        )
         new["lastHeartbeatTime"] = heartbeat
         if current is not None and current["status"] == status:
             new["lastTransitionTime"] = current["lastTransitionTime"]
@@ -373,16 +371,16 @@ class World:
         # status.NewGenericObjectController[*corev1.Node] without a filter).
         if self.scenario.karpenter and current is not None and old_status != status:
             self.karpenter_event(
-                self.node_ref(m),
+                self.node_ref(machine),
                 ctype,
                 self.transition_message(ctype, old_status, status, reason, message),
             )
         transitioned = current is None or current["status"] != status
-        self.repair.conditions_changed(m, node, transitioned)
+        self.repair.conditions_changed(machine, node, transitioned)
         return True
 
-    def set_taint(self, m: Machine, key: str, effect: str, value: str | None = None) -> None:
-        node = self.node(m)
+    def set_taint(self, machine: Machine, key: str, effect: str, value: str | None = None) -> None:
+        node = self.node(machine)
         if node is None:
             return
         taints: list[JsonDict] = node["spec"].setdefault("taints", [])
@@ -395,12 +393,12 @@ class World:
             taint["timeAdded"] = ts(self.t)
         taints.append(taint)
         self.tx.put("nodes", node)
-        self.repair.node_written(m)
+        self.repair.node_written(machine)
         if effect == "NoExecute":
-            self.workloads.noexecute_tainted(m, key)
+            self.workloads.noexecute_tainted(machine, key)
 
-    def remove_taint(self, m: Machine, key: str) -> None:
-        node = self.node(m)
+    def remove_taint(self, machine: Machine, key: str) -> None:
+        node = self.node(machine)
         if node is None or not node["spec"].get("taints"):
             return
         kept = [t for t in node["spec"]["taints"] if t["key"] != key]
@@ -410,10 +408,10 @@ class World:
             else:
                 del node["spec"]["taints"]
             self.tx.put("nodes", node)
-            self.repair.node_written(m)
+            self.repair.node_written(machine)
 
-    def set_labels(self, m: Machine, labels: dict[str, str | None]) -> None:
-        node = self.node(m)
+    def set_labels(self, machine: Machine, labels: dict[str, str | None]) -> None:
+        node = self.node(machine)
         if node is None:
             return
         current = node["metadata"].setdefault("labels", {})
@@ -424,12 +422,12 @@ class World:
                 current[key] = value
         node["metadata"]["labels"] = dict(sorted(current.items()))
         self.tx.put("nodes", node)
-        self.repair.node_written(m)
-        if m.pool.dra:
-            self.dra.labels_changed(m, current)
+        self.repair.node_written(machine)
+        if machine.pool.dra:
+            self.dra.labels_changed(machine, current)
 
-    def set_allocatable(self, m: Machine, resources: dict[str, str | None]) -> None:
-        node = self.node(m)
+    def set_allocatable(self, machine: Machine, resources: dict[str, str | None]) -> None:
+        node = self.node(machine)
         if node is None:
             return
         for section in ("capacity", "allocatable"):
@@ -441,10 +439,10 @@ class World:
                     res[key] = value
             node["status"][section] = dict(sorted(res.items()))
         self.tx.put("nodes", node)
-        self.repair.node_written(m)
+        self.repair.node_written(machine)
 
-    def ready_status(self, m: Machine) -> str:
-        node = self.node(m)
+    def ready_status(self, machine: Machine) -> str:
+        node = self.node(machine)
         if node is None:
             return "Unknown"
         cond = next((c for c in node["status"].get("conditions", []) if c["type"] == "Ready"), None)
@@ -457,11 +455,15 @@ class World:
             return self.machines.get(ref.name)
         pool = ref.newest or ref.oldest
         assert pool is not None
-        candidates = [m for m in self.pool_machines.get(pool, []) if m.alive and m.registered]
+        candidates = [
+            machine
+            for machine in self.pool_machines.get(pool, [])
+            if machine.alive and machine.registered
+        ]
         if not candidates:
             return None
         pick = max if ref.newest else min
-        return pick(candidates, key=lambda m: m.launched_at)
+        return pick(candidates, key=lambda machine: machine.launched_at)
 
     def _timeline(self, item: TimelineItem) -> None:
         if item.action == "scale":
@@ -469,19 +471,19 @@ class World:
             self.instances.scale(item.argument, item.nodes)
             return
         assert item.node is not None
-        m = self.resolve(item.node)
-        if m is None:
+        machine = self.resolve(item.node)
+        if machine is None:
             return
         if item.step is not None:
-            self.kubelet.apply_step(m, item.step)
+            self.kubelet.apply_step(machine, item.step)
         elif item.action == "deleteNodeClaim":
-            self.termination.terminate(m, cause="manual")
+            self.termination.terminate(machine, cause="manual")
         elif item.action == "spotInterrupt":
-            self.karpenter.spot_interrupt(m)
+            self.karpenter.spot_interrupt(machine)
         elif item.action == "consolidate":
-            self.karpenter.consolidate(m, item.argument or "Underutilized")
+            self.karpenter.consolidate(machine, item.argument or "Underutilized")
         elif item.action == "cordon":
-            self.kubelet.cordon(m, True)
+            self.kubelet.cordon(machine, True)
 
     def deployment_patched(
         self, namespace: str, name: str, before: JsonDict, after: JsonDict
@@ -511,41 +513,41 @@ class World:
     # ------------------------------------------------------------------ API hooks
 
     def node_changed(self, name: str) -> None:
-        m = self.machines.get(name)
-        if m is None or m.removed:
+        machine = self.machines.get(name)
+        if machine is None or machine.removed:
             return
-        m.api_touched = True
+        machine.api_touched = True
         node = self.tx.get("nodes", "", name)
         if node is not None:
             # The store still holds the Node as it was: this API write is not flushed yet.
             before = self.store.get("nodes", "", name)
-            self.repair.conditions_changed(m, node, _conditions_moved(before, node))
+            self.repair.conditions_changed(machine, node, _conditions_moved(before, node))
             if before is not None:
-                self.gpu_operator.react(m, before, node)
+                self.gpu_operator.react(machine, before, node)
                 if bool(before["spec"].get("unschedulable")) != bool(
                     node["spec"].get("unschedulable")
                 ):
-                    self.kubelet.unschedulable_changed(m)
-            if m.pool.dra:
-                self.dra.labels_changed(m, node["metadata"].get("labels") or {})
+                    self.kubelet.unschedulable_changed(machine)
+            if machine.pool.dra:
+                self.dra.labels_changed(machine, node["metadata"].get("labels") or {})
 
     def node_deleted(self, name: str) -> bool:
         """True when the Node stays (finalizer) while Karpenter terminates it."""
-        m = self.machines.get(name)
-        if m is None:
+        machine = self.machines.get(name)
+        if machine is None:
             return False
-        if m.nodeclaim is not None:
-            self.termination.terminate(m, cause="manual")
+        if machine.nodeclaim is not None:
+            self.termination.terminate(machine, cause="manual")
             return True
-        m.deleting = True
-        self.termination.remove_node(m)  # its pods stay bound to the gone Node until pod GC
-        self.instances.queue_reconcile(m.pool.name, self.t + m.pool.replacement_delay)
+        machine.deleting = True
+        self.termination.remove_node(machine)  # its pods stay bound to the gone Node until pod GC
+        self.instances.queue_reconcile(machine.pool.name, self.t + machine.pool.replacement_delay)
         return False
 
     def nodeclaim_deleted(self, name: str) -> None:
-        m = self.claims.get(name)
-        if m is not None:
-            self.termination.terminate(m, cause="manual")
+        machine = self.claims.get(name)
+        if machine is not None:
+            self.termination.terminate(machine, cause="manual")
 
     def delete_pod(self, namespace: str, name: str, grace: int | None) -> JsonDict | None:
         """DELETE of a pod: the pod as the API returns it (deletionTimestamp set), or None

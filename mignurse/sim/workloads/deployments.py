@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.sim import dra, objects, scheduling
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import PoolSpec
+from mignurse.sim.scenario_spec import PoolSpec
 from mignurse.sim.workloads.base import WorkloadsBase
 from mignurse.sim.workloads.records import (
     DAEMON_REQUESTS,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.sim import dra, scheduling
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import PoolSpec
+from mignurse.sim.scenario_spec import PoolSpec
 from mignurse.sim.scheduling import Resources
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.sim import dra, objects, scheduling
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario import PoolSpec
+from mignurse.sim.scenario_spec import PoolSpec
 from mignurse.sim.scheduling import Resources
 from mignurse.sim.workloads.base import WorkloadsBase
 from mignurse.sim.workloads.records import NodeView, PodRecord, ReplicaSetState, pod_ref
