@@ -37,7 +37,7 @@ from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
 from mignurse.diagnose.sources import find_karpenter_deployment
 from mignurse.model import Node, format_time
-from mignurse.nodeaccess.base import NodeShell, RunResult
+from mignurse.nodeaccess.base import CommandResult, NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
 from mignurse.nodeaccess.script import collector_script
 from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
@@ -70,7 +70,7 @@ class CollectError(Exception):
 @dataclass
 class NodeOutcome:
     node: str
-    result: RunResult | None = None
+    result: CommandResult | None = None
     files: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -259,7 +259,7 @@ def collect(
         script = collector_script(since=since)
         runner = _NodeRuns(script, node_timeout, concurrency, progress)
 
-        def take(name: str, result: RunResult) -> None:
+        def take(name: str, result: CommandResult) -> None:
             outcome = outcomes[name]
             outcome.result = result
             with runner.spools[name] as spool:
@@ -339,7 +339,7 @@ class _NodeRuns:
         self.timeout = timeout
         self.concurrency = max(1, concurrency)
         self.progress = progress
-        self.results: queue.Queue[tuple[str, RunResult]] = queue.Queue()
+        self.results: queue.Queue[tuple[str, CommandResult]] = queue.Queue()
         self.spools: dict[str, Any] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.concurrency)
         self.cancel = threading.Event()
@@ -365,10 +365,10 @@ class _NodeRuns:
             thread.start()
             self.threads.append(thread)
 
-    def next_result(self) -> tuple[str, RunResult]:
+    def next_result(self) -> tuple[str, CommandResult]:
         return self.results.get()
 
-    def unread(self) -> list[tuple[str, RunResult]]:
+    def unread(self) -> list[tuple[str, CommandResult]]:
         """Results that arrived but were not taken (after `stop`)."""
         found = []
         while True:
@@ -395,7 +395,7 @@ class _NodeRuns:
                 self.script, timeout=self.timeout, stdout=self.spools[name], cancel=self.cancel
             )
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
-            result = RunResult(name, shell.transport, None, 0.0, error=f"internal error: {exc}")
+            result = CommandResult(name, shell.transport, None, 0.0, error=f"internal error: {exc}")
         self.results.put((name, result))
 
     def _fleet(
@@ -404,7 +404,7 @@ class _NodeRuns:
         targets: list[tuple[str, str]],
         fallbacks: dict[str, FallbackShell],
     ) -> None:
-        def done(result: RunResult) -> None:
+        def done(result: CommandResult) -> None:
             shell = fallbacks.get(result.node)
             if shell is not None and result.rc is None and shell.when in result.error:
                 self.futures.append(self.pool.submit(self._fallback, shell, result))
@@ -426,10 +426,13 @@ class _NodeRuns:
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
             for name, _ in targets:
                 self.results.put(
-                    (name, RunResult(name, fleet.transport, None, 0.0, error=f"internal: {exc}"))
+                    (
+                        name,
+                        CommandResult(name, fleet.transport, None, 0.0, error=f"internal: {exc}"),
+                    )
                 )
 
-    def _fallback(self, shell: FallbackShell, first: RunResult) -> None:
+    def _fallback(self, shell: FallbackShell, first: CommandResult) -> None:
         self.progress(shell.node, f"collecting over {shell.fallback.transport}")
         try:
             result = shell.then(
@@ -440,5 +443,5 @@ class _NodeRuns:
                 cancel=self.cancel,
             )
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
-            result = RunResult(shell.node, shell.fallback.transport, None, 0.0, error=str(exc))
+            result = CommandResult(shell.node, shell.fallback.transport, None, 0.0, error=str(exc))
         self.results.put((shell.node, result))

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import BinaryIO
 
-from mignurse.nodeaccess.base import CANCELLED, RunResult
+from mignurse.nodeaccess.base import CANCELLED, CommandResult
 
 CHUNK = 64 * 1024
 STDERR_TAIL = 8 * 1024
@@ -58,7 +58,7 @@ class LocalShell:
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -70,7 +70,7 @@ class LocalShell:
                 start_new_session=True,  # its own process group, so a timeout kills it all
             )
         except OSError as exc:
-            return RunResult(
+            return CommandResult(
                 self.node, self.transport, None, time.monotonic() - started, error=str(exc)
             )
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
@@ -130,7 +130,7 @@ class LocalShell:
         error = stop_error
         if timed_out and not error:
             error = f"timed out after {timeout:g} s"
-        return RunResult(
+        return CommandResult(
             node=self.node,
             transport=self.transport,
             rc=None if timed_out or stop_error else rc,

@@ -30,7 +30,7 @@ decodes it chunk by chunk into the sink, and deletes the stdout and stderr objec
 needs room for the output twice over and a third more (our temp file, then the agent's copy
 of the encoded stdout under its orchestration folder).
 
-Every failure becomes a `RunResult` with a one-line `error`; nothing here raises.
+Every failure becomes a `CommandResult` with a one-line `error`; nothing here raises.
 Clients are the caller's job: create both with
 `botocore.config.Config(retries={"mode": "adaptive", "max_attempts": 5})` so SSM throttling
 (`ThrottlingException`) is retried with client-side rate limiting rather than surfacing here.
@@ -58,7 +58,7 @@ from typing import Any, BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mignurse.nodeaccess.base import CANCELLED, RunResult
+from mignurse.nodeaccess.base import CANCELLED, CommandResult
 
 DOCUMENT = "AWS-RunShellScript"
 MAX_IDS_PER_CALL = 50  # SendCommand InstanceIds limit (and DescribeInstanceInformation's page)
@@ -304,7 +304,7 @@ class SSMFleet:
         *,
         timeout: float,
         sink_for: Callable[[str], BinaryIO],
-        done: Callable[[RunResult], None],
+        done: Callable[[CommandResult], None],
         cancel: threading.Event | None = None,
         max_concurrency: int | None = None,
     ) -> None:
@@ -325,7 +325,7 @@ class SSMFleet:
                     return
                 reported.add(node)
             rc = kw.pop("rc", None)
-            done(RunResult(node, self.transport, rc, time.monotonic() - started, **kw))
+            done(CommandResult(node, self.transport, rc, time.monotonic() - started, **kw))
 
         by_id = {iid: node for node, iid in targets}
         reasons = self._check_agents(list(by_id))
@@ -767,8 +767,8 @@ class SSMShell:
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
-        results: list[RunResult] = []
+    ) -> CommandResult:
+        results: list[CommandResult] = []
         self.fleet.run(
             [(self.node, self.instance_id)],
             script,
