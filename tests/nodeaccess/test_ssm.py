@@ -25,13 +25,11 @@ from ssmstandin import STDERR_MAX, STDOUT_MAX, TRUNCATED, InstanceSpec, SsmStand
 
 from mignurse.nodeaccess.base import CommandResult
 from mignurse.nodeaccess.script import collector_script
-from mignurse.nodeaccess.ssm import (
+from mignurse.nodeaccess.ssm import SSMFleet, SSMShell, batches
+from mignurse.nodeaccess.ssmwrapper import (
     Base64Stream,
-    SSMFleet,
-    SSMShell,
     WrapperOutput,
     agent_output_key,
-    batches,
     key_from_output_url,
 )
 from mignurse.sim import SimCluster, load_scenario
