@@ -236,24 +236,8 @@ def collect(
     on the node itself) the bundle holds the node's files only. `nodegroups` describes
     managed node groups (their repair settings) when AWS is at hand. `collected_at`: the
     moment the caller named the bundle after (else now, on the cluster's clock)."""
-    if collected_at is None:
-        collected_at = client.server_now() if client else datetime.now(UTC)
-    context = client.info.context if client else "local"
-    top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
-    try:
-        bundle = BundleWriter(out, top=top, redactor=redactor)
-    except OSError as exc:
-        raise CollectError(f"cannot write {out}: {exc.strerror or exc}") from None
+    bundle, manifest = _open_bundle(client, out, redactor, since, collected_at)
     outcomes = {node.name: NodeOutcome(node.name) for node in nodes}
-    manifest: dict[str, Any] = {
-        "tool": f"mignurse {__version__}",
-        "context": context,
-        "cluster": client.info.cluster if client else "",
-        "collected_at": format_time(collected_at),
-        "window": {"since": since},
-        "interrupted": False,
-        "problems": [],
-    }
     started = time.monotonic()
     try:
         script = collector_script(since=since)
@@ -273,11 +257,9 @@ def collect(
             # view is read meanwhile, and their results wait in a queue
             runner.start({node.name: shell_for(node) for node in nodes})
             if client is not None:
-                groups = sorted(
-                    {n.pool for n in snapshot.gpu_nodes() if n.pool_kind == "nodegroup"}
-                )
+                groups = {n.pool for n in snapshot.gpu_nodes() if n.pool_kind == "nodegroup"}
                 manifest["problems"] = write_cluster_part(
-                    bundle, client, nodes, snapshot.karpenter, (groups, nodegroups)
+                    bundle, client, nodes, snapshot.karpenter, (sorted(groups), nodegroups)
                 )
             for _ in nodes:
                 take(*runner.next_result())
@@ -303,6 +285,35 @@ def collect(
             manifest["nodes"] = {name: outcome.to_json() for name, outcome in outcomes.items()}
             bundle.close(manifest)
     return manifest
+
+
+def _open_bundle(
+    client: ClusterClient | None,
+    out: Path,
+    redactor: Redactor,
+    since: str,
+    collected_at: datetime | None,
+) -> tuple[BundleWriter, dict[str, Any]]:
+    """The bundle's writer, named after the cluster's context and the moment of collection,
+    and the manifest's opening fields."""
+    if collected_at is None:
+        collected_at = client.server_now() if client else datetime.now(UTC)
+    context = client.info.context if client else "local"
+    top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
+    try:
+        bundle = BundleWriter(out, top=top, redactor=redactor)
+    except OSError as exc:
+        raise CollectError(f"cannot write {out}: {exc.strerror or exc}") from None
+    manifest: dict[str, Any] = {
+        "tool": f"mignurse {__version__}",
+        "context": context,
+        "cluster": client.info.cluster if client else "",
+        "collected_at": format_time(collected_at),
+        "window": {"since": since},
+        "interrupted": False,
+        "problems": [],
+    }
+    return bundle, manifest
 
 
 def _packed(
