@@ -44,6 +44,9 @@ AT, LINE, TEXT = "at", "line", "text"  # where a rule's regex is tried: see reda
 
 @dataclass(frozen=True)
 class Rule:
+    """One text rule: its name in the redaction report, its regex, what a match becomes, and
+    where it is tried."""
+
     name: str
     regex: re.Pattern[str]
     edit: Callable[[re.Match[str]], Edit | None]

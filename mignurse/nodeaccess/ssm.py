@@ -212,7 +212,7 @@ class SSMFleet:
         live = self._send(online, by_id, commands, plan, finish)
         self._follow(live, sink_for, finish, cancel)
 
-    # -- phases: which agents answer, what is sent, following it ----------------------------
+    # -- steps: which agents answer, what is sent, following it, and the calls they make
 
     def _online(self, by_id: dict[str, str], finish: Callable[..., None]) -> list[str]:
         """The instances whose SSM agent is Online; every other one is finished with why not."""
@@ -302,8 +302,6 @@ class SSMFleet:
                         self._cancel(command.command_id, left)
                         for iid in left:
                             finish(command.members[iid].node, error=CANCELLED)
-
-    # -- steps -------------------------------------------------------------------------------
 
     def _presigned_commands(self, script: str, prefix: str, expires: int) -> list[str] | str:
         """The wrapper's lines under one presigned POST policy for keys under `prefix`, or why
