@@ -39,9 +39,12 @@ from textual.widgets import DataTable
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.access import Access
+from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
-from mignurse.tui.app import ADD_CHUNK, FLEET, LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import MigNurseApp, make_app
+from mignurse.tui.appstate import FLEET
+from mignurse.tui.refreshloop import ADD_CHUNK
 from mignurse.tui.table import BatchTable
 
 SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes

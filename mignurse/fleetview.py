@@ -19,7 +19,7 @@ from typing import Any
 from mignurse.diagnose.engine import Diagnosis
 from mignurse.diagnose.findings import CRITICAL, INFO, WARNING, Finding
 from mignurse.diagnose.inputs import DiagnosisInput, KarpenterSettings
-from mignurse.diagnose.rules.churn import replacements
+from mignurse.diagnose.replacements import replacements
 from mignurse.model import format_time
 from mignurse.nodeview import format_age
 

@@ -1,8 +1,9 @@
 """A session's data: a live cluster (watches, history recorder, auto-collect, diagnosis),
-an opened bundle, or a simulated cluster still being built (the demo). The app is its face
-today; nothing here imports a terminal library.
+an opened bundle, or a simulated cluster still being built (the demo). The app is its face,
+and `mignurse watch` shares its recording (`Recording`); nothing here imports a terminal
+library.
 
-All offer the same few things to the app: a `ClusterState`, a clock, `assess()` (the
+All offer the same few things to the app (`Source`): a `ClusterState`, a clock, `assess()` (the
 diagnosis and the fleet view's rows, called off the UI thread), the node's pods and
 collected evidence, and collection. A bundle is read-only: `read_only_reason` says so and
 the app hides every key that would change something.
@@ -17,11 +18,11 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterClient, ClusterError
 from mignurse.cluster.dra import load_dra
-from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
+from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore, run_recorder
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState, Snapshot
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
@@ -43,6 +44,128 @@ from mignurse.fleetview import PoolRow, fleet_rows
 from mignurse.model import Node, Pod
 
 FIRST_PAGE = 500  # nodes shown (counted "so far") while the whole list is still coming
+
+
+class Source(Protocol):
+    """What the app reads: `LiveSource` (a cluster), `BundleSource` (a bundle) or
+    `BuildingSource` (the demo's cluster, still being built)."""
+
+    state: ClusterState
+    simulated: str | None
+    karpenter: bool
+    collect_reports: list[str]
+    last_history: History
+    read_only_reason: str
+    bundle_dir: Path  # where `c` writes bundles
+
+    @property
+    def context(self) -> str: ...
+    @property
+    def cluster(self) -> str: ...
+    def now(self) -> Any: ...
+    def start(self, on_status: Callable[[ResourceStatus], None]) -> None: ...
+    def synced(self) -> bool: ...
+    def listed(self) -> bool: ...
+    def early_snapshot(self) -> Snapshot | None: ...
+    def assess(self) -> tuple[Diagnosis, list[PoolRow]]: ...
+    def evidence(self, name: str) -> NodeEvidence | None: ...
+    def evidence_only(self) -> list[NodeEvidence]: ...
+    def pods(self, name: str) -> list[Pod]: ...
+    def collect_nodes(
+        self, names: list[str], progress: Callable[[str, str], None]
+    ) -> tuple[Path, dict[str, Any]]: ...
+    def auto_tick(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class Recording:
+    """What a live session keeps as it watches a cluster: the history of its lifecycles,
+    condition flips and events, and auto-collect (each node collected as its repair clock
+    starts, before Karpenter deletes it).
+
+    `mignurse watch` runs it in its own thread until told to stop (`run`); the app records
+    in the background what its own watches see (`record`) for as long as it lives. `close`
+    ends what was opened: running collections finish their bundles, the recorder writes
+    what it holds, the history file closes.
+    """
+
+    def __init__(self, client: ClusterClient, *, clock: Callable[[], datetime]) -> None:
+        self.client = client
+        self.clock = clock  # the cluster's (or the demo's): recorded times meet the API's own
+        self.history: HistoryStore | None = None
+        self._recorder: HistoryRecorder | None = None
+        self._collector: AutoCollector | None = None
+        self._sandboxes: tempfile.TemporaryDirectory[str] | None = None
+
+    def open_history(self, path: Path, *, shared: bool = False) -> HistoryStore:
+        """The history file, as its one writer. `shared`: read-only while another process
+        (a running `mignurse watch`) writes it; else that is WriterBusy, naming the other."""
+        self.history = HistoryStore.open_writer(path) if shared else HistoryStore(path)
+        return self.history
+
+    def collect_into(
+        self, folder: Path, *, access: Access, simulated: bool, report: Callable[[str], None]
+    ) -> None:
+        """Auto-collect each node under a repair clock into `folder`: over the simulator's
+        sandboxes, SSM with a bucket, else SSH. `report` gets its lines."""
+        self._sandboxes = tempfile.TemporaryDirectory(
+            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
+        )
+        self._collector = AutoCollector(
+            self.client,
+            out_dir=folder,
+            shell_for=shell_factory(
+                self.client, access, sandboxes=Path(self._sandboxes.name), simulated=simulated
+            ),
+            clock=self.clock,
+            report=report,
+        )
+
+    def record(self, state: ClusterState) -> None:
+        """Record, on a writer thread, what `state` sees (watches kept elsewhere fill it);
+        nothing when the history is read-only (another process records it)."""
+        if self.history is None or self.history.readonly:
+            return
+        self._recorder = HistoryRecorder(self.history, self.client.info.context, clock=self.clock)
+        state.subscribe(self._recorder.listener)
+        self._recorder.start()
+
+    def tick(self, state: ClusterState) -> None:
+        """Auto-collect looks at the listed state: nodes whose repair clock started."""
+        if self._collector is not None:
+            self._collector.tick(state)
+
+    def run(
+        self,
+        *,
+        karpenter: bool,
+        stop: threading.Event,
+        on_progress: Callable[[str], None],
+        progress_every: float,
+    ) -> None:
+        """List, watch and record the cluster in this thread until `stop` is set, with
+        auto-collect when it is on (the history must be open: `open_history`)."""
+        assert self.history is not None
+        run_recorder(
+            self.client,
+            self.history,
+            context=self.client.info.context,
+            karpenter=karpenter,
+            stop=stop,
+            on_progress=on_progress,
+            progress_every=progress_every,
+            on_tick=self.tick if self._collector is not None else None,
+        )
+
+    def close(self) -> None:
+        if self._collector is not None:
+            self._collector.close()  # running collections finish their bundles
+        if self._sandboxes is not None:
+            self._sandboxes.cleanup()
+        if self._recorder is not None:
+            self._recorder.stop()
+        if self.history is not None:
+            self.history.close()
 
 
 class LiveSource:
@@ -80,11 +203,8 @@ class LiveSource:
         self.bundle_dir = bundle_dir or Path.cwd()
         self.access = access or Access()  # how `c`, auto-collect and runbooks reach nodes and AWS
         self.auto_collect = auto_collect  # a folder: collect nodes as their repair clock starts
-        self._collector: AutoCollector | None = None
-        self._sandboxes: tempfile.TemporaryDirectory[str] | None = None
+        self.recording = Recording(client, clock=self.now)  # the history, auto-collect
         self.collect_reports: list[str] = []  # the app shows and clears these
-        self.history: HistoryStore | None = None
-        self._recorder: HistoryRecorder | None = None
         self.last_history = History()
         self._checked = False
 
@@ -135,19 +255,10 @@ class LiveSource:
         if self.history_path is not None:
             self._open_history(self.history_path)
         if self.auto_collect is not None:
-            self._sandboxes = tempfile.TemporaryDirectory(
-                prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
-            )
-            self._collector = AutoCollector(
-                self.client,
-                out_dir=self.auto_collect,
-                shell_for=shell_factory(
-                    self.client,
-                    self.access,
-                    sandboxes=Path(self._sandboxes.name),
-                    simulated=bool(self.simulated),
-                ),
-                clock=self.now,
+            self.recording.collect_into(
+                self.auto_collect,
+                access=self.access,
+                simulated=bool(self.simulated),
                 report=self.collect_reports.append,
             )
         self.watcher = ClusterWatcher(
@@ -170,14 +281,11 @@ class LiveSource:
     def _open_history(self, path: Path) -> None:
         """Record what the app sees, unless `mignurse watch` already does (then only read)."""
         try:
-            self.history = HistoryStore.open_writer(path)
+            self.recording.open_history(path, shared=True)
         except HistoryError as exc:
             self.notices.append(f"history not used: {exc}")
             return
-        if not self.history.readonly:
-            self._recorder = HistoryRecorder(self.history, self.context, clock=self.now)
-            self.state.subscribe(self._recorder.listener)
-            self._recorder.start()
+        self.recording.record(self.state)
 
     def synced(self) -> bool:
         """Whether every watch has listed once (judging a half-listed cluster would
@@ -198,8 +306,8 @@ class LiveSource:
         thread). The Karpenter Deployment is read again: a pause shows up within seconds."""
         now = self.now()
         history = History()
-        if self.history is not None:
-            history = read_history(self.history, self.context, now)
+        if self.recording.history is not None:
+            history = read_history(self.recording.history, self.context, now)
             self.last_history = history  # the detail pane's timeline reads it too
         if self.karpenter:
             asked = time.monotonic()
@@ -277,20 +385,12 @@ class LiveSource:
 
     def auto_tick(self) -> None:
         """Called from the refresh worker once the state is listed."""
-        if self._collector is not None:
-            self._collector.tick(self.state)
+        self.recording.tick(self.state)
 
     def stop(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
-        if self._collector is not None:
-            self._collector.close()
-        if self._sandboxes is not None:
-            self._sandboxes.cleanup()
-        if self._recorder is not None:
-            self._recorder.stop()
-        if self.history is not None:
-            self.history.close()
+        self.recording.close()
         self.client.close()
 
 

@@ -34,9 +34,10 @@ from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.access import Access
+from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
-from mignurse.tui.app import LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import MigNurseApp, make_app
 from mignurse.tui.screens.confirm import ConfirmScreen
 from mignurse.tui.screens.params import ParamsScreen
 from mignurse.tui.screens.picker import RunbookPicker

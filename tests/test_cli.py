@@ -326,7 +326,7 @@ def test_demo_builds_its_cluster_inside_the_app_and_stops_it_after(
 
     import mignurse.cli.app as cli
     from mignurse.cluster.client import NODES, ClusterClient, ClusterError
-    from mignurse.tui.app import BuildingSource, LiveSource
+    from mignurse.session import BuildingSource, LiveSource
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the demo's folder, here
     kept = tmp_path / "kubeconfig-kept"

@@ -69,7 +69,8 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     from mignurse.cluster.client import ClusterClient
     from mignurse.cluster.history import default_history_path
-    from mignurse.tui.app import LiveSource, make_app
+    from mignurse.session import LiveSource
+    from mignurse.tui.app import make_app
     from mignurse.untrusted import folder_problem
 
     history_path = default_history_path()
@@ -145,7 +146,8 @@ def _raise_exit(signum: int) -> None:
 
 def cmd_open(args: argparse.Namespace) -> int:
     from mignurse.diagnose.sources import SourceError
-    from mignurse.tui.app import BundleSource, make_app
+    from mignurse.session import BundleSource
+    from mignurse.tui.app import make_app
 
     path = Path(args.bundle)
     if not path.exists():
@@ -161,8 +163,9 @@ def cmd_open(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from mignurse.cluster.client import ClusterClient
     from mignurse.demo_folder import demo_folder
+    from mignurse.session import BuildingSource, LiveSource
     from mignurse.sim import SimCluster, load_scenario
-    from mignurse.tui.app import BuildingSource, LiveSource, make_app
+    from mignurse.tui.app import make_app
 
     speed = positive_speed(args.speed)
     scenario = load_scenario(args.scenario)

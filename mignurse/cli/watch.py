@@ -1,11 +1,15 @@
-"""`mignurse watch`: record lifecycles and events into the history until Ctrl-C."""
+"""`mignurse watch`: record lifecycles and events into the history until Ctrl-C.
+
+What is recorded and auto-collected is the session's `Recording` (session.py), the same the
+app runs in the background; this module is its terminal face: the flags, the timestamped
+progress lines on stderr, Ctrl-C and SIGTERM.
+"""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -51,19 +55,13 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def _shells_for(args: argparse.Namespace, client: Any, sandboxes: Path) -> Any:
-    from mignurse.collect.transports import shell_factory
-
-    simulated = is_simulated(args.kubeconfig, client.info.cluster)
-    return shell_factory(client, access_for(args), sandboxes=sandboxes, simulated=simulated)
-
-
 def cmd_watch(args: argparse.Namespace) -> int:
     import threading
     from datetime import UTC, datetime
 
-    from mignurse.cluster.history import HistoryStore, default_history_path, run_recorder
+    from mignurse.cluster.history import default_history_path
     from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available
+    from mignurse.session import Recording
 
     seconds_option("--progress-every", args.progress_every)
     check_ssm_upload(args)
@@ -73,51 +71,37 @@ def cmd_watch(args: argparse.Namespace) -> int:
     karpenter = karpenter_available(client)
     if not karpenter:
         print(f"note: {KARPENTER_ABSENT_NOTICE}", file=sys.stderr)
-    store = HistoryStore(path)  # another recorder on the same file: WriterBusy, one line
-    stop = threading.Event()
-
-    def progress(line: str) -> None:
-        print(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {line}", file=sys.stderr, flush=True)
-
-    def request_stop(_signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    progress(f"recording context {client.info.context!r} into {path}; Ctrl-C to stop")
-    auto_collect = getattr(args, "auto_collect", None)
-    out_dir = Path(auto_collect).expanduser() if auto_collect else None
-    if out_dir is not None and not out_dir.is_dir():
-        raise UserError(f"--auto-collect {out_dir}: no such folder")
+    recording = Recording(client, clock=client.server_now)
     try:
-        with tempfile.TemporaryDirectory(
-            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
-        ) as sandboxes:
-            collector = None
-            if out_dir is not None:
-                from mignurse.collect.auto import AutoCollector
+        recording.open_history(path)  # another recorder on the same file: WriterBusy, one line
+        stop = threading.Event()
 
-                collector = AutoCollector(
-                    client,
-                    out_dir=out_dir,
-                    shell_for=_shells_for(args, client, Path(sandboxes)),
-                    clock=client.server_now,
-                    report=progress,
-                )
-                progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
-            run_recorder(
-                client,
-                store,
-                context=client.info.context,
-                karpenter=karpenter,
-                stop=stop,
-                on_progress=progress,
-                progress_every=args.progress_every,
-                on_tick=collector.tick if collector is not None else None,
+        def progress(line: str) -> None:
+            print(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {line}", file=sys.stderr, flush=True)
+
+        def request_stop(_signum: int, _frame: object) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+        progress(f"recording context {client.info.context!r} into {path}; Ctrl-C to stop")
+        auto_collect = getattr(args, "auto_collect", None)
+        out_dir = Path(auto_collect).expanduser() if auto_collect else None
+        if out_dir is not None and not out_dir.is_dir():
+            raise UserError(f"--auto-collect {out_dir}: no such folder")
+        if out_dir is not None:
+            simulated = is_simulated(args.kubeconfig, client.info.cluster)
+            recording.collect_into(
+                out_dir, access=access_for(args), simulated=simulated, report=progress
             )
-            if collector is not None:
-                collector.close()  # let running collections finish their bundles
+            progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
+        recording.run(
+            karpenter=karpenter,
+            stop=stop,
+            on_progress=progress,
+            progress_every=args.progress_every,
+        )
     finally:
-        store.close()
+        recording.close()  # running collections finish their bundles first
         client.close()
     return EXIT_OK

@@ -239,6 +239,34 @@ def _read_collector(
         (_moment(*header.groups()) if header else None, "the range journalctl's header gives"),
     )
 
+    _collector_journals(text, reference, dmesg, bundle)
+    _add_agent_log(reader, bundle)
+    _collector_files(reader, prefix, bundle)
+
+    instance_file = (text("system/instance-id.txt") or "").strip()
+    if _INSTANCE_ID.fullmatch(instance_file):
+        bundle.instance_id = instance_file
+    elif named is not None:
+        bundle.instance_id = named.group("iid")
+    if named is not None and named.group("execution"):
+        bundle.notices.append(
+            "named as AWSSupport-CollectEKSInstanceLogs uploads it (automation execution "
+            f"{named.group('execution')}): the eks-log-collector layout"
+        )
+    _name_node(bundle, names)
+    bundle.collected_at = _collected_at(bundle, archive_time, stamp, time_source)
+    return bundle
+
+
+def _collector_journals(
+    text: Callable[[str], str | None],
+    reference: datetime | None,
+    dmesg: JournalParse | None,
+    bundle: NodeBundle,
+) -> None:
+    """kubelet, containerd, nodeadm and kernel journals from the collector's files, with
+    /var/log/messages standing in for a unit whose own file is missing or empty."""
+
     def journal(name: str, unit: str) -> JournalParse | None:
         raw = text(name)
         return parse_journal(raw, f"journal:{unit}", reference) if raw is not None else None
@@ -275,9 +303,12 @@ def _read_collector(
         kernel = parse_journal(raw, "journal:kernel", reference)
     if kernel is not None:
         bundle.journals["kernel"] = kernel
-    _add_agent_log(reader, bundle)
 
-    mounts = text("storage/mounts.txt")
+
+def _collector_files(reader: BundleReader, prefix: str, bundle: NodeBundle) -> None:
+    """The node files read as a mignurse bundle's: the cgroup mounts, cloud-init's logs,
+    the decompressed nvidia-bug-report.log and the OS release it quotes."""
+    mounts = reader.text(prefix + "storage/mounts.txt")
     if mounts is not None:
         bundle.cgroup = parse_cgroup_mounts(mounts)
     for name in ("cloud-init.log", "cloud-init-output.log"):
@@ -290,20 +321,6 @@ def _read_collector(
         os_release = _os_release_from_report(report.decode("utf-8", "replace"))
         if os_release:
             bundle.node_files["os-release"] = os_release.encode()
-
-    instance_file = (text("system/instance-id.txt") or "").strip()
-    if _INSTANCE_ID.fullmatch(instance_file):
-        bundle.instance_id = instance_file
-    elif named is not None:
-        bundle.instance_id = named.group("iid")
-    if named is not None and named.group("execution"):
-        bundle.notices.append(
-            "named as AWSSupport-CollectEKSInstanceLogs uploads it (automation execution "
-            f"{named.group('execution')}): the eks-log-collector layout"
-        )
-    _name_node(bundle, names)
-    bundle.collected_at = _collected_at(bundle, archive_time, stamp, time_source)
-    return bundle
 
 
 def _name_stamp(named: re.Match[str] | None) -> datetime | None:

@@ -20,18 +20,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from mignurse.diagnose.events import Transition, all_events, event_evidence, parse_transition
 from mignurse.diagnose.facts import REPAIR_TOLERATIONS
 from mignurse.diagnose.findings import Evidence
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.mng import DEFAULT_WAIT, REPLACE, MngAction, NodeGroupRepair
-from mignurse.diagnose.rules.churn import (
-    WINDOW,
-    Transition,
-    all_events,
-    event_evidence,
-    human_duration,
-    parse_transition,
-)
+from mignurse.diagnose.replacements import WINDOW
+from mignurse.diagnose.wording import human_duration
 from mignurse.model import Event, Node, format_time
 
 # Events a Karpenter termination leaves on a Node: such a node was not MNG's.

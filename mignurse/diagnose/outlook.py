@@ -20,7 +20,8 @@ from mignurse.diagnose.facts import repair_allowance, unhealthy_for_repair
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.mng import DEFAULT_WAIT, NO_ACTION, default_action
 from mignurse.diagnose.mng_repairs import mng_repairs
-from mignurse.diagnose.rules.churn import human_duration, replacements
+from mignurse.diagnose.replacements import replacements
+from mignurse.diagnose.wording import human_duration
 from mignurse.model import Node, format_time
 
 

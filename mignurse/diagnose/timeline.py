@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from mignurse.diagnose.events import parse_transition
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.rules.churn import parse_transition
 from mignurse.evidence import xid_errors
 from mignurse.model import Event, NodeClaim, format_time
 

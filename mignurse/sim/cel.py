@@ -48,7 +48,10 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 @dataclass
-class Node:
+class CelExpr:
+    """One node of a compiled rule's expression tree: its kind, a value (a literal, a name,
+    an operator) and its operands."""
+
     kind: str
     value: Any = None
     args: tuple[Any, ...] = ()
@@ -72,20 +75,20 @@ class _Parser:
         self.i += 1
         return tok
 
-    def parse(self) -> Node:
+    def parse(self) -> CelExpr:
         node = self.cond()
         if self.peek()[0] != "end":
             raise CelError(f"Syntax error: unexpected {self.peek()[1]!r}")
         return node
 
-    def cond(self) -> Node:
+    def cond(self) -> CelExpr:
         node = self.binary(0)
         if self.peek()[1] == "?":
             self.take("?")
             yes = self.cond()
             self.take(":")
             no = self.cond()
-            return Node("cond", None, (node, yes, no))
+            return CelExpr("cond", None, (node, yes, no))
         return node
 
     LEVELS = (
@@ -96,24 +99,24 @@ class _Parser:
         ("*", "/", "%"),
     )
 
-    def binary(self, level: int) -> Node:
+    def binary(self, level: int) -> CelExpr:
         if level == len(self.LEVELS):
             return self.unary()
         node = self.binary(level + 1)
         while self.peek()[1] in self.LEVELS[level] and self.peek()[0] in ("op", "ident"):
             op = self.take()[1]
-            node = Node("bin", op, (node, self.binary(level + 1)))
+            node = CelExpr("bin", op, (node, self.binary(level + 1)))
         return node
 
-    def unary(self) -> Node:
+    def unary(self) -> CelExpr:
         if self.peek()[1] in ("!", "-") and self.peek()[0] == "op":
             op = self.take()[1]
-            return Node("not" if op == "!" else "neg", None, (self.unary(),))
+            return CelExpr("not" if op == "!" else "neg", None, (self.unary(),))
         return self.member()
 
-    def args(self) -> list[Node]:
+    def args(self) -> list[CelExpr]:
         self.take("(")
-        out: list[Node] = []
+        out: list[CelExpr] = []
         while self.peek()[1] != ")":
             out.append(self.cond())
             if self.peek()[1] == ",":
@@ -121,7 +124,7 @@ class _Parser:
         self.take(")")
         return out
 
-    def member(self) -> Node:
+    def member(self) -> CelExpr:
         node = self.primary()
         while True:
             tok = self.peek()
@@ -135,30 +138,30 @@ class _Parser:
                         self.take(",")
                         body = self.cond()
                         self.take(")")
-                        node = Node("macro", name, (node, var, body))
+                        node = CelExpr("macro", name, (node, var, body))
                     else:
-                        node = Node("method", name, (node, *self.args()))
+                        node = CelExpr("method", name, (node, *self.args()))
                 else:
-                    node = Node("field", name, (node,))
+                    node = CelExpr("field", name, (node,))
             elif tok[1] == "[":
                 self.take("[")
                 index = self.cond()
                 self.take("]")
-                node = Node("index", None, (node, index))
+                node = CelExpr("index", None, (node, index))
             else:
                 return node
 
-    def primary(self) -> Node:
+    def primary(self) -> CelExpr:
         kind, value = self.take()
         if kind == "num":
-            return Node("lit", float(value) if "." in value else int(value))
+            return CelExpr("lit", float(value) if "." in value else int(value))
         if kind == "str":
-            return Node("lit", bytes(value[1:-1], "utf-8").decode("unicode_escape"))
+            return CelExpr("lit", bytes(value[1:-1], "utf-8").decode("unicode_escape"))
         if kind == "ident":
             if value in ("true", "false"):
-                return Node("lit", value == "true")
+                return CelExpr("lit", value == "true")
             if value == "null":
-                return Node("lit", None)
+                return CelExpr("lit", None)
             if self.peek()[1] == "(":
                 if value == "has":
                     self.take("(")
@@ -166,9 +169,9 @@ class _Parser:
                     self.take(")")
                     if target.kind != "field":
                         raise CelError("invalid argument to has() macro")
-                    return Node("has", target.value, target.args)
-                return Node("call", value, tuple(self.args()))
-            return Node("var", value)
+                    return CelExpr("has", target.value, target.args)
+                return CelExpr("call", value, tuple(self.args()))
+            return CelExpr("var", value)
         if value == "(":
             node = self.cond()
             self.take(")")
@@ -180,11 +183,11 @@ class _Parser:
                 if self.peek()[1] == ",":
                     self.take(",")
             self.take("]")
-            return Node("list", None, tuple(items))
+            return CelExpr("list", None, tuple(items))
         raise CelError(f"Syntax error: unexpected {value!r}")
 
 
-def compile_rule(text: str) -> Node:
+def compile_rule(text: str) -> CelExpr:
     return _Parser(text).parse()
 
 
@@ -242,7 +245,87 @@ def _compare(op: str, a: Any, b: Any) -> bool:
     return bool(a >= b)
 
 
-def evaluate(node: Node, env: dict[str, Any]) -> Any:
+def _index(target: Any, index: Any) -> Any:
+    if isinstance(target, list) and isinstance(index, int) and not isinstance(index, bool):
+        if 0 <= index < len(target):
+            return target[index]
+        raise CelError(f"index out of bounds: {index}")
+    if isinstance(target, dict) and index in target:
+        return target[index]
+    raise CelError(f"no such key: {index}")
+
+
+def _logic(node: CelExpr, env: dict[str, Any]) -> bool:
+    """`&&` and `||` with CEL's commutative logic: an error on one side is absorbed by a
+    decisive other side."""
+    op = node.value
+    try:
+        left: Any = evaluate(node.args[0], env)
+    except CelError as exc:
+        left = exc
+    if (op == "&&" and left is False) or (op == "||" and left is True):
+        return bool(left)
+    right = evaluate(node.args[1], env)
+    if isinstance(left, CelError):
+        if (op == "&&" and right is False) or (op == "||" and right is True):
+            return bool(right)
+        raise left
+    return bool(left and right) if op == "&&" else bool(left or right)
+
+
+def _binary(op: str, a: Any, b: Any) -> Any:
+    if op in ("==", "!=", "<", "<=", ">", ">=", "in"):
+        return _compare(op, a, b)
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if b == 0:
+            raise CelError("division by zero")
+        return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+    if op == "%":
+        return a % b
+    raise CelError("unsupported expression bin")
+
+
+def _call(name: str, args: list[Any]) -> Any:
+    if name == "size" and len(args) == 1:
+        return _size(args[0])
+    if name == "int" and len(args) == 1:
+        try:
+            return int(args[0])
+        except (TypeError, ValueError):
+            raise CelError(f"cannot convert {args[0]!r} to int") from None
+    if name == "string" and len(args) == 1:
+        return str(args[0])
+    raise CelError(f"undeclared reference to '{name}'")
+
+
+def _macro(node: CelExpr, env: dict[str, Any]) -> Any:
+    target = evaluate(node.args[0], env)
+    var, body = node.args[1], node.args[2]
+    items = list(target) if isinstance(target, dict | list) else None
+    if items is None:
+        raise CelError(f"no such overload: {node.value}")
+
+    def test(item: Any) -> Any:
+        return evaluate(body, {**env, var: item})
+
+    if node.value == "all":
+        return all(test(x) is True for x in items)
+    if node.value == "exists":
+        return any(test(x) is True for x in items)
+    if node.value == "exists_one":
+        return sum(1 for x in items if test(x) is True) == 1
+    if node.value == "filter":
+        return [x for x in items if test(x) is True]
+    return [test(x) for x in items]
+
+
+def evaluate(node: CelExpr, env: dict[str, Any]) -> Any:
     k = node.kind
     if k == "lit":
         return node.value
@@ -254,24 +337,14 @@ def evaluate(node: Node, env: dict[str, Any]) -> Any:
         return [evaluate(a, env) for a in node.args]
     if k == "field":
         target = evaluate(node.args[0], env)
-        if isinstance(target, dict):
-            if node.value not in target:
-                raise CelError(f"no such key: {node.value}")
+        if isinstance(target, dict) and node.value in target:
             return target[node.value]
         raise CelError(f"no such key: {node.value}")
     if k == "has":
         target = evaluate(node.args[0], env)
         return isinstance(target, dict) and node.value in target
     if k == "index":
-        target = evaluate(node.args[0], env)
-        index = evaluate(node.args[1], env)
-        if isinstance(target, list) and isinstance(index, int) and not isinstance(index, bool):
-            if 0 <= index < len(target):
-                return target[index]
-            raise CelError(f"index out of bounds: {index}")
-        if isinstance(target, dict) and index in target:
-            return target[index]
-        raise CelError(f"no such key: {index}")
+        return _index(evaluate(node.args[0], env), evaluate(node.args[1], env))
     if k == "not":
         value = evaluate(node.args[0], env)
         if not isinstance(value, bool):
@@ -282,70 +355,15 @@ def evaluate(node: Node, env: dict[str, Any]) -> Any:
     if k == "cond":
         test = evaluate(node.args[0], env)
         return evaluate(node.args[1] if test else node.args[2], env)
+    if k == "bin" and node.value in ("&&", "||"):
+        return _logic(node, env)
     if k == "bin":
-        op = node.value
-        if op in ("&&", "||"):
-            # CEL's commutative logic: an error on one side is absorbed by a decisive other side
-            try:
-                left: Any = evaluate(node.args[0], env)
-            except CelError as exc:
-                left = exc
-            if (op == "&&" and left is False) or (op == "||" and left is True):
-                return left
-            right = evaluate(node.args[1], env)
-            if isinstance(left, CelError):
-                if (op == "&&" and right is False) or (op == "||" and right is True):
-                    return right
-                raise left
-            return bool(left and right) if op == "&&" else bool(left or right)
-        a = evaluate(node.args[0], env)
-        b = evaluate(node.args[1], env)
-        if op in ("==", "!=", "<", "<=", ">", ">=", "in"):
-            return _compare(op, a, b)
-        if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op == "/":
-            if b == 0:
-                raise CelError("division by zero")
-            return a // b if isinstance(a, int) and isinstance(b, int) else a / b
-        if op == "%":
-            return a % b
+        return _binary(node.value, evaluate(node.args[0], env), evaluate(node.args[1], env))
     if k == "call":
-        args = [evaluate(a, env) for a in node.args]
-        if node.value == "size" and len(args) == 1:
-            return _size(args[0])
-        if node.value == "int" and len(args) == 1:
-            try:
-                return int(args[0])
-            except (TypeError, ValueError):
-                raise CelError(f"cannot convert {args[0]!r} to int") from None
-        if node.value == "string" and len(args) == 1:
-            return str(args[0])
-        raise CelError(f"undeclared reference to '{node.value}'")
+        return _call(node.value, [evaluate(a, env) for a in node.args])
     if k == "method":
         target = evaluate(node.args[0], env)
         return _method(node.value, target, [evaluate(a, env) for a in node.args[1:]])
     if k == "macro":
-        target = evaluate(node.args[0], env)
-        var, body = node.args[1], node.args[2]
-        items = list(target) if isinstance(target, dict | list) else None
-        if items is None:
-            raise CelError(f"no such overload: {node.value}")
-
-        def test(item: Any) -> Any:
-            return evaluate(body, {**env, var: item})
-
-        if node.value == "all":
-            return all(test(x) is True for x in items)
-        if node.value == "exists":
-            return any(test(x) is True for x in items)
-        if node.value == "exists_one":
-            return sum(1 for x in items if test(x) is True) == 1
-        if node.value == "filter":
-            return [x for x in items if test(x) is True]
-        return [test(x) for x in items]
+        return _macro(node, env)
     raise CelError(f"unsupported expression {k}")

@@ -15,7 +15,7 @@ from typing import Any
 
 from mignurse.sim import resourceapi
 from mignurse.sim.crds import CrdSet
-from mignurse.sim.store import RESOURCES, ResourceType
+from mignurse.sim.resources import RESOURCES, ResourceType
 
 JsonDict = dict[str, Any]
 AGGREGATED_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"

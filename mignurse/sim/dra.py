@@ -353,10 +353,10 @@ class DraDriver:
     def enabled(self) -> bool:
         return any(p.dra for p in self.w.scenario.pools)
 
-    def state(self, m: Machine) -> NodeDra:
-        found = self.nodes.get(m)
+    def state(self, machine: Machine) -> NodeDra:
+        found = self.nodes.get(machine)
         if found is None:
-            found = self.nodes[m] = NodeDra()
+            found = self.nodes[machine] = NodeDra()
         return found
 
     # ------------------------------------------------------------------ cluster objects
@@ -369,105 +369,105 @@ class DraDriver:
 
     # ------------------------------------------------------------------ node lifecycle
 
-    def registered(self, m: Machine, labels: dict[str, str]) -> None:
+    def registered(self, machine: Machine, labels: dict[str, str]) -> None:
         """A node boots: user data applies MIG before kubelet starts; a node whose labels say
         mig-manager applied its layout long ago holds it."""
-        st = self.state(m)
-        config = labels.get("nvidia.com/mig.config") or m.pool.mig_config
-        if m.pool.mig_applied_by == "userdata" or (
+        st = self.state(machine)
+        config = labels.get("nvidia.com/mig.config") or machine.pool.mig_config
+        if machine.pool.mig_applied_by == "userdata" or (
             labels.get("nvidia.com/mig.config.state") == "success"
         ):
-            st.gpu_layout = config if self._layout(m, config) else None
+            st.gpu_layout = config if self._layout(machine, config) else None
         else:
             st.gpu_layout = None
 
-    def rebooted(self, m: Machine) -> None:
+    def rebooted(self, machine: Machine) -> None:
         """MIG devices do not survive a reboot (Ampere keeps the mode, not the instances;
         Hopper and Blackwell lose both: NVIDIA MIG user guide); user data applies again."""
-        st = self.state(m)
-        self._plugin_stops(m, wipe=False)
-        applied = m.pool.mig_config if m.pool.mig_applied_by == "userdata" else None
-        st.gpu_layout = applied if self._layout(m, applied) else None
+        st = self.state(machine)
+        self._plugin_stops(machine, wipe=False)
+        applied = machine.pool.mig_config if machine.pool.mig_applied_by == "userdata" else None
+        st.gpu_layout = applied if self._layout(machine, applied) else None
 
-    def labels_changed(self, m: Machine, labels: dict[str, str]) -> None:
+    def labels_changed(self, machine: Machine, labels: dict[str, str]) -> None:
         """`mig.config.state=success` is written once the GPUs hold `mig.config`'s layout
         (mig-manager, or a reapply that finished)."""
         if labels.get("nvidia.com/mig.config.state") != "success":
             return
         config = labels.get("nvidia.com/mig.config")
-        if self._layout(m, config):
-            self.state(m).gpu_layout = config
+        if self._layout(machine, config):
+            self.state(machine).gpu_layout = config
 
-    def _layout(self, m: Machine, config: str | None) -> dict[str, int] | None:
-        it = objects.instance_type(m.pool.instance_type)
+    def _layout(self, machine: Machine, config: str | None) -> dict[str, int] | None:
+        it = objects.instance_type(machine.pool.instance_type)
         if it.gpu is None or not config or config == "all-disabled":
             return None
         return it.gpu.mig_layouts.get(config)
 
-    def plugin_pod_running(self, m: Machine) -> None:
+    def plugin_pod_running(self, machine: Machine) -> None:
         """The plugin's pod starts on a node whose pod network is up (a Ready node)."""
-        st = self.state(m)
-        if st.running or not m.ready:
+        st = self.state(machine)
+        if st.running or not machine.ready:
             return
         st.token += 1
-        self._at(self.w.t + PLUGIN_STARTUP, self._start, m, st.token)
+        self._at(self.w.t + PLUGIN_STARTUP, self._start, machine, st.token)
 
-    def node_ready(self, m: Machine) -> None:
-        if any(ds == DAEMONSET for ds in self._daemon_sets(m)):
-            self.plugin_pod_running(m)
+    def node_ready(self, machine: Machine) -> None:
+        if any(ds == DAEMONSET for ds in self._daemon_sets(machine)):
+            self.plugin_pod_running(machine)
 
-    def plugin_pod_gone(self, m: Machine) -> None:
-        self._plugin_stops(m, wipe=True)
+    def plugin_pod_gone(self, machine: Machine) -> None:
+        self._plugin_stops(machine, wipe=True)
 
-    def kubelet_started(self, m: Machine) -> None:
+    def kubelet_started(self, machine: Machine) -> None:
         """kubelet startup wipes the node's slices; a plugin still running registers again and
         its controller publishes what it enumerated when it started."""
-        self._delete_slices(m)
-        st = self.state(m)
+        self._delete_slices(machine)
+        st = self.state(machine)
         if st.running:
             st.token += 1
-            self._at(self.w.t + REREGISTER, self._republish, m, st.token)
+            self._at(self.w.t + REREGISTER, self._republish, machine, st.token)
 
-    def node_removed(self, m: Machine) -> None:
-        self._delete_slices(m)
-        self.nodes.pop(m, None)
+    def node_removed(self, machine: Machine) -> None:
+        self._delete_slices(machine)
+        self.nodes.pop(machine, None)
 
-    def _daemon_sets(self, m: Machine) -> list[str]:
-        return [name.rsplit("-", 1)[0] for _, name in m.daemon_pods]
+    def _daemon_sets(self, machine: Machine) -> list[str]:
+        return [name.rsplit("-", 1)[0] for _, name in machine.daemon_pods]
 
-    def _plugin_stops(self, m: Machine, *, wipe: bool) -> None:
-        st = self.state(m)
+    def _plugin_stops(self, machine: Machine, *, wipe: bool) -> None:
+        st = self.state(machine)
         was_running = st.running
         st.running = False
         st.token += 1
-        if wipe and was_running and m.kubelet_posting and not m.removed:
-            self.w.schedule(self.w.t + WIPING_DELAY, self._wipe, m, st.token)
+        if wipe and was_running and machine.kubelet_posting and not machine.removed:
+            self.w.schedule(self.w.t + WIPING_DELAY, self._wipe, machine, st.token)
 
-    def _wipe(self, m: Machine, token: int) -> None:
-        st = self.nodes.get(m)
-        if st is None or st.token != token or st.running or not m.kubelet_posting:
+    def _wipe(self, machine: Machine, token: int) -> None:
+        st = self.nodes.get(machine)
+        if st is None or st.token != token or st.running or not machine.kubelet_posting:
             return
-        self._delete_slices(m)
+        self._delete_slices(machine)
 
-    def _start(self, m: Machine, token: int) -> None:
-        st = self.nodes.get(m)
-        if st is None or st.token != token or m.removed or not m.registered:
+    def _start(self, machine: Machine, token: int) -> None:
+        st = self.nodes.get(machine)
+        if st is None or st.token != token or machine.removed or not machine.registered:
             return
-        it = objects.instance_type(m.pool.instance_type)
+        it = objects.instance_type(machine.pool.instance_type)
         st.devices = enumerate_devices(
-            m.node, it, self._driver_version(m), self._layout(m, st.gpu_layout)
+            machine.node, it, self._driver_version(machine), self._layout(machine, st.gpu_layout)
         )
         st.running = True
-        self._publish(m)
+        self._publish(machine)
 
-    def _republish(self, m: Machine, token: int) -> None:
-        st = self.nodes.get(m)
-        if st is None or st.token != token or not st.running or m.removed:
+    def _republish(self, machine: Machine, token: int) -> None:
+        st = self.nodes.get(machine)
+        if st is None or st.token != token or not st.running or machine.removed:
             return
-        self._publish(m)
+        self._publish(machine)
 
-    def _driver_version(self, m: Machine) -> str:
-        return objects.os_image(m.os_name).nvidia_driver or objects.DEFAULT_NVIDIA_DRIVER
+    def _driver_version(self, machine: Machine) -> str:
+        return objects.os_image(machine.os_name).nvidia_driver or objects.DEFAULT_NVIDIA_DRIVER
 
     def _at(self, when: float, fn: Any, *args: Any) -> None:
         """Run now when `when` is already past (a backdated node), else at `when`."""
@@ -480,15 +480,15 @@ class DraDriver:
 
     # ------------------------------------------------------------------ slices
 
-    def _current(self, m: Machine) -> JsonDict | None:
-        st = self.nodes.get(m)
+    def _current(self, machine: Machine) -> JsonDict | None:
+        st = self.nodes.get(machine)
         if st is None or st.slice_name is None:
             return None
         return self.w.tx.get("resourceslices", "", st.slice_name)
 
-    def _publish(self, m: Machine) -> None:
-        st = self.state(m)
-        current = self._current(m)
+    def _publish(self, machine: Machine) -> None:
+        st = self.state(machine)
+        current = self._current(machine)
         if current is not None:
             if current["spec"].get("devices") == st.devices:
                 return
@@ -496,7 +496,7 @@ class DraDriver:
             current["metadata"]["generation"] = int(current["metadata"].get("generation", 1)) + 1
             self.w.tx.put("resourceslices", current)
             return
-        prefix = f"{m.node}-{DRIVER}-"
+        prefix = f"{machine.node}-{DRIVER}-"
         obj: JsonDict = {
             "metadata": {
                 "name": prefix + self.w.suffix(),
@@ -509,47 +509,47 @@ class DraDriver:
                     {
                         "apiVersion": "v1",
                         "kind": "Node",
-                        "name": m.node,
-                        "uid": m.node_uid,
+                        "name": machine.node,
+                        "uid": machine.node_uid,
                         "controller": True,
                     }
                 ],
             },
             "spec": {
                 "driver": DRIVER,
-                "nodeName": m.node,
-                "pool": {"name": m.node, "generation": 1, "resourceSliceCount": 1},
+                "nodeName": machine.node,
+                "pool": {"name": machine.node, "generation": 1, "resourceSliceCount": 1},
                 "devices": [dict(d) for d in st.devices],
             },
         }
         self.w.tx.put("resourceslices", obj)
         st.slice_name = obj["metadata"]["name"]
 
-    def _delete_slices(self, m: Machine) -> None:
-        st = self.nodes.get(m)
+    def _delete_slices(self, machine: Machine) -> None:
+        st = self.nodes.get(machine)
         if st is not None and st.slice_name is not None:
-            if self._current(m) is not None:
+            if self._current(machine) is not None:
                 self.w.tx.delete("resourceslices", "", st.slice_name)
             st.slice_name = None
 
-    def published(self, m: Machine) -> list[JsonDict]:
+    def published(self, machine: Machine) -> list[JsonDict]:
         """The devices the node's slice offers now (what the scheduler sees)."""
-        current = self._current(m)
+        current = self._current(machine)
         devices = (current or {}).get("spec", {}).get("devices") if current else None
         return list(devices or [])
 
     # ------------------------------------------------------------------ claims
 
-    def free(self, m: Machine, request: DeviceRequest) -> list[str]:
-        held = self.state(m).held
+    def free(self, machine: Machine, request: DeviceRequest) -> list[str]:
+        held = self.state(machine).held
         return [
             str(d["name"])
-            for d in self.published(m)
+            for d in self.published(machine)
             if request.matches(d) and str(d["name"]) not in held
         ]
 
-    def room(self, m: Machine, request: DeviceRequest) -> int:
-        return len(self.free(m, request)) // max(1, request.count)
+    def room(self, machine: Machine, request: DeviceRequest) -> int:
+        return len(self.free(machine, request)) // max(1, request.count)
 
     def create_claim(self, pod: PodRecord, request: DeviceRequest) -> str:
         """The resourceclaim controller's claim for a new pod (pending until allocated)."""
@@ -581,25 +581,25 @@ class DraDriver:
         self.w.tx.put("resourceclaims", obj)
         return name
 
-    def allocate(self, pod: PodRecord, m: Machine, request: DeviceRequest) -> None:
+    def allocate(self, pod: PodRecord, machine: Machine, request: DeviceRequest) -> None:
         """The scheduler's allocation at binding: the first free matching devices."""
         claim_name = pod.claim
         if claim_name is None:
             return
-        chosen = self.free(m, request)[: request.count]
+        chosen = self.free(machine, request)[: request.count]
         obj = self.w.tx.get("resourceclaims", pod.namespace, claim_name)
         if obj is None or len(chosen) < request.count:
             return
-        st = self.state(m)
+        st = self.state(machine)
         for device in chosen:
             st.held[device] = (pod.namespace, claim_name)
-        self._claims[(pod.namespace, claim_name)] = m
+        self._claims[(pod.namespace, claim_name)] = machine
         obj["metadata"]["finalizers"] = [DELETE_PROTECTION]
         obj["status"] = {
             "allocation": {
                 "devices": {
                     "results": [
-                        {"request": POD_CLAIM, "driver": DRIVER, "pool": m.node, "device": d}
+                        {"request": POD_CLAIM, "driver": DRIVER, "pool": machine.node, "device": d}
                         for d in chosen
                     ]
                 },
@@ -607,7 +607,7 @@ class DraDriver:
                     "nodeSelectorTerms": [
                         {
                             "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [m.node]}
+                                {"key": "metadata.name", "operator": "In", "values": [machine.node]}
                             ]
                         }
                     ]
@@ -622,9 +622,9 @@ class DraDriver:
         if pod.claim is None:
             return
         key = (pod.namespace, pod.claim)
-        m = self._claims.pop(key, None)
-        if m is not None and m in self.nodes:
-            held = self.nodes[m].held
+        machine = self._claims.pop(key, None)
+        if machine is not None and machine in self.nodes:
+            held = self.nodes[machine].held
             for device in [d for d, owner in held.items() if owner == key]:
                 del held[device]
         self.w.tx.delete("resourceclaims", pod.namespace, pod.claim)

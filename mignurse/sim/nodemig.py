@@ -19,6 +19,11 @@ Decisions:
 - Placement is first fit, biggest profile first, on the 8-slice grid (4 on A30/RTX PRO 6000),
   moving earlier instances when a later one finds no room.
 - Every run appends what it saw to `state/mig-parted.jsonl` (argv, the hooks env, hooks run).
+
+Why one module of this size: every stub call runs this file as a script, and it imports
+nothing of `mignurse.sim` (importing that package loads the whole simulator: scenarios, API
+server, controllers), so the device model and the tools that read and change it stay in
+this one file rather than in sibling modules of the package.
 """
 
 from __future__ import annotations
@@ -244,7 +249,10 @@ def _sm_count(inst: dict[str, Any], gpu_name: str) -> int:
 # -- the sandbox --------------------------------------------------------------------------------
 
 
-class Node:
+class GpuNodeState:
+    """One sandbox node's GPUs as the stubs see them: the MIG state in `state/mig.json` and
+    the test knobs in `state/knobs.json`."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.state_file = root / "state" / "mig.json"
@@ -270,7 +278,7 @@ class Node:
 # -- nvidia-smi ---------------------------------------------------------------------------------
 
 
-def _smi_xml(node: Node) -> str:
+def _smi_xml(node: GpuNodeState) -> str:
     parts = []
     stamp = datetime.now(UTC).strftime("%a %b %d %H:%M:%S %Y")
     for gpu in node.gpus:
@@ -341,7 +349,7 @@ def _smi_xml(node: Node) -> str:
     )
 
 
-def _smi_list(node: Node) -> str:
+def _smi_list(node: GpuNodeState) -> str:
     lines = []
     for gpu in node.gpus:
         lines.append(f"GPU {gpu['index']}: {gpu['name']} (UUID: {gpu['uuid']})")
@@ -353,7 +361,7 @@ def _smi_list(node: Node) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _create_caps(node: Node) -> None:
+def _create_caps(node: GpuNodeState) -> None:
     """What nvidia-modeprobe does when nvidia-smi runs: a cap node per GI/CI (docs/mig.md)."""
     caps = node.root / "fs" / "dev" / "nvidia-caps"
     caps.mkdir(parents=True, exist_ok=True)
@@ -366,7 +374,7 @@ def _create_caps(node: Node) -> None:
         (caps / f"nvidia-cap{minor}").touch()
 
 
-def _mig_table(node: Node, compute: bool) -> tuple[str, int]:
+def _mig_table(node: GpuNodeState, compute: bool) -> tuple[str, int]:
     enabled = [g for g in node.gpus if g["current"] == "Enabled"]
     if not enabled:
         return "No MIG-enabled devices found.\n", 6
@@ -421,7 +429,7 @@ def _csv(rows: list[list[str]], header: list[str], fmt: str) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def nvidia_smi(node: Node, args: list[str]) -> int:
+def nvidia_smi(node: GpuNodeState, args: list[str]) -> int:
     joined = " ".join(args)
     if joined == "-q -x":
         sys.stdout.write(_smi_xml(node))
@@ -466,7 +474,7 @@ def nvidia_smi(node: Node, args: list[str]) -> int:
     return 2
 
 
-def _reset(node: Node) -> int:
+def _reset(node: GpuNodeState) -> int:
     """`nvidia-smi -r`: a pending mode change takes effect, unless the reset is refused."""
     if node.processes():
         pids = ", ".join(str(p.get("pid")) for p in node.processes())
@@ -613,7 +621,7 @@ def _load_config(flags: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _selected(
-    node: Node, items: list[dict[str, Any]]
+    node: GpuNodeState, items: list[dict[str, Any]]
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(GPU, config item) for every GPU an item's `devices` names (device filters: all match)."""
     chosen = []
@@ -639,7 +647,7 @@ def _config_ok(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> bool:
 
 
 class Hooks:
-    def __init__(self, path: str, debug: bool, env: dict[str, str], node: Node) -> None:
+    def __init__(self, path: str, debug: bool, env: dict[str, str], node: GpuNodeState) -> None:
         self.spec: dict[str, Any] = {}
         self.debug = debug
         self.env = env
@@ -667,7 +675,7 @@ class Hooks:
                 raise Fatal(f"error running {name} hook: exit status {done.returncode}")
 
 
-def _apply(node: Node, flags: dict[str, Any], debug: bool) -> None:
+def _apply(node: GpuNodeState, flags: dict[str, Any], debug: bool) -> None:
     items = _load_config(flags)
     pairs = _selected(node, items)
     mig_env = {k: v for k, v in os.environ.items() if k.startswith("MIG_PARTED_")}
@@ -687,7 +695,7 @@ def _apply(node: Node, flags: dict[str, Any], debug: bool) -> None:
         hooks.run("apply-exit")
 
 
-def _apply_mode(node: Node, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+def _apply_mode(node: GpuNodeState, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
                 flags: dict[str, Any], debug: bool) -> None:  # fmt: skip
     if node.knobs.get("applyFails") == "mode":
         raise Fatal(
@@ -722,7 +730,7 @@ def _apply_mode(node: Node, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
                     f"exit status {done.returncode}")  # fmt: skip
 
 
-def _apply_devices(node: Node, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+def _apply_devices(node: GpuNodeState, pairs: list[tuple[dict[str, Any], dict[str, Any]]],
                    debug: bool) -> None:  # fmt: skip
     prefix = "error applying MIG configuration with hooks: "
     for gpu, item in pairs:
@@ -757,7 +765,7 @@ def _apply_devices(node: Node, pairs: list[tuple[dict[str, Any], dict[str, Any]]
     node.save()
 
 
-def _export(node: Node, flags: dict[str, Any]) -> None:
+def _export(node: GpuNodeState, flags: dict[str, Any]) -> None:
     import yaml
 
     items: list[dict[str, Any]] = []
@@ -781,7 +789,7 @@ def _export(node: Node, flags: dict[str, Any]) -> None:
         sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
 
 
-def mig_parted(node: Node, args: list[str]) -> int:
+def mig_parted(node: GpuNodeState, args: list[str]) -> int:
     if args[:1] in (["--version"], ["-v"]):  # urfave/cli's flag: cmd/nvidia-mig-parted/main.go
         print("nvidia-mig-parted version v0.15.0")
         return 0
@@ -824,7 +832,7 @@ def mig_parted(node: Node, args: list[str]) -> int:
 # -- mignurse probe, lsof -----------------------------------------------------------------------
 
 
-def probe(node: Node, args: list[str]) -> int:
+def probe(node: GpuNodeState, args: list[str]) -> int:
     from mignurse.model import GpuMigState, MigDevice, MigState
 
     if args[:1] != ["probe"] or "json" not in args:
@@ -859,7 +867,7 @@ def probe(node: Node, args: list[str]) -> int:
     return 0
 
 
-def lsof(node: Node, args: list[str]) -> int:
+def lsof(node: GpuNodeState, args: list[str]) -> int:
     """`lsof -t FILES…`: the pids of the knob's GPU processes when a GPU device is named."""
     pids = [str(p.get("pid")) for p in node.processes()]
     if pids and any("/dev/nvidia" in a for a in args):
@@ -871,7 +879,7 @@ def lsof(node: Node, args: list[str]) -> int:
 def main(argv: list[str]) -> int:
     root = Path(os.environ["MIGSIM_ROOT"])
     tool, args = argv[0], argv[1:]
-    node = Node(root)
+    node = GpuNodeState(root)
     handlers = {"nvidia-smi": nvidia_smi, "nvidia-mig-parted": mig_parted, "mignurse": probe,
                 "lsof": lsof}  # fmt: skip
     return handlers[tool](node, args)

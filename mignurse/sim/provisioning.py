@@ -80,40 +80,52 @@ class Provisioner:
 
     def _karpenter_machines(self) -> list[Machine]:
         return [
-            m
+            machine
             for pool in self.w.scenario.pools
             if pool.kind == "nodepool"
-            for m in self.w.pool_machines[pool.name]
+            for machine in self.w.pool_machines[pool.name]
         ]
 
-    def provision(self) -> None:
-        workloads = self.w.workloads
-        pods = [p for p in workloads.pending() if p.unschedulable and not p.deleting]
+    def _queue(self) -> list[PodRecord]:
+        """The pods to place: those kube-scheduler marked Unschedulable, and the reschedulable
+        pods of Karpenter's nodes being deleted, largest first."""
+        pods = [p for p in self.w.workloads.pending() if p.unschedulable and not p.deleting]
         deleting = [
             p
-            for m in self._karpenter_machines()
-            if m.deleting and not m.removed
-            for p in m.pods
+            for machine in self._karpenter_machines()
+            if machine.deleting and not machine.removed
+            for p in machine.pods
             if p.reschedulable and p.owner is not None
         ]
         queue = pods + deleting
-        if not queue:
-            return
         # KC sorts by CPU then memory, largest first (scheduling/queue.go byCPUAndMemoryDescending).
         queue.sort(key=lambda p: (-p.requests.get("cpu", 0.0), -p.requests.get("memory", 0.0)))
+        return queue
+
+    def _inflight(self) -> tuple[list[Machine], dict[Machine, Resources]]:
+        """Karpenter's nodes that can take pods, and what each has committed already."""
         # The scheduler simulates every node it knows, in flight or initialized (KC
         # pkg/controllers/provisioning/scheduling ExistingNode): a pod whose node became
         # Ready since kube-scheduler's last try goes there, not to a new NodeClaim.
         inflight = [
-            m
-            for m in self._karpenter_machines()
-            if not m.deleting and not m.removed and (not m.initialized or self._open(m))
+            machine
+            for machine in self._karpenter_machines()
+            if not machine.deleting
+            and not machine.removed
+            and (not machine.initialized or self._open(machine))
         ]
         waiting: dict[Machine, list[PodRecord]] = {}
-        for pod in workloads.pending():
+        for pod in self.w.workloads.pending():
             if pod.nominated is not None:
                 waiting.setdefault(pod.nominated, []).append(pod)
-        used = {m: self._committed(m, waiting.get(m, [])) for m in inflight}
+        used = {machine: self._committed(machine, waiting.get(machine, [])) for machine in inflight}
+        return inflight, used
+
+    def provision(self) -> None:
+        queue = self._queue()
+        if not queue:
+            return
+        inflight, used = self._inflight()
         planned: list[PlannedClaim] = []
         remaining = {pool.name: self._remaining(pool) for pool in self._pools()}
         nominations: list[tuple[PodRecord, Machine]] = []
@@ -148,13 +160,23 @@ class Provisioner:
                 errors[pod] = error
                 continue
             planned.append(claim)
-        for pod, m in nominations:
-            self._nominate(pod, m)
+        self._carry_out(nominations, planned, errors)
+
+    def _carry_out(
+        self,
+        nominations: list[tuple[PodRecord, Machine]],
+        planned: list[PlannedClaim],
+        errors: dict[PodRecord, str],
+    ) -> None:
+        """Nominate pods to nodes in flight, launch the planned NodeClaims, and tell the pods
+        that fit nowhere why."""
+        for pod, machine in nominations:
+            self._nominate(pod, machine)
         for claim in planned:
-            m = self.w.instances.launch(claim.pool, self.w.t)
+            machine = self.w.instances.launch(claim.pool, self.w.t)
             for pod in claim.pods:
-                pod.nominated = m
-            m.nominated_until = self.w.t + NOMINATION_WINDOW
+                pod.nominated = machine
+            machine.nominated_until = self.w.t + NOMINATION_WINDOW
         for pod, error in errors.items():
             obj = self.w.tx.get("pods", pod.namespace, pod.name)
             if obj is None:
@@ -174,13 +196,15 @@ class Provisioner:
     def pending_pods(self) -> bool:
         return any(p.unschedulable for p in self.w.workloads.pending())
 
-    def _nominate(self, pod: PodRecord, m: Machine) -> None:
-        pod.nominated = m
-        m.nominated_until = self.w.t + NOMINATION_WINDOW
+    def _nominate(self, pod: PodRecord, machine: Machine) -> None:
+        pod.nominated = machine
+        machine.nominated_until = self.w.t + NOMINATION_WINDOW
         obj = self.w.tx.get("pods", pod.namespace, pod.name)
         if obj is None:
             return
-        where = [f"nodeclaim/{m.nodeclaim}"] + ([f"node/{m.node}"] if m.registered else [])
+        where = [f"nodeclaim/{machine.nodeclaim}"] + (
+            [f"node/{machine.node}"] if machine.registered else []
+        )
         self.w.publish(
             _pod_ref(obj),
             "Nominated",
@@ -238,33 +262,33 @@ class Provisioner:
             self._overheads[pool.name] = total
         return dict(self._overheads[pool.name])
 
-    def _open(self, m: Machine) -> bool:
+    def _open(self, machine: Machine) -> bool:
         """An initialized node that takes new pods: not cordoned, no taint beyond its pool's."""
-        view = self.w.workloads.view(m)
+        view = self.w.workloads.view(machine)
         if view is None or view.unschedulable:
             return False
-        own = {t.key for t in m.pool.taints}
+        own = {t.key for t in machine.pool.taints}
         return all(t.get("key") in own for t in view.taints)
 
-    def _committed(self, m: Machine, nominated: list[PodRecord]) -> Resources:
+    def _committed(self, machine: Machine, nominated: list[PodRecord]) -> Resources:
         """What is already promised on an in-flight NodeClaim: its pods and nominations."""
-        total = self.daemon_overhead(m.pool) if not m.registered else {}
-        for pod in [*m.pods, *nominated]:
+        total = self.daemon_overhead(machine.pool) if not machine.registered else {}
+        for pod in [*machine.pods, *nominated]:
             scheduling.add(total, pod.requests)
         return total
 
     def _fit_inflight(
         self, pod: PodRecord, inflight: list[Machine], used: dict[Machine, Resources]
     ) -> Machine | None:
-        for m in inflight:
-            if self._pool_error(pod, m.pool) is not None:
+        for machine in inflight:
+            if self._pool_error(pod, machine.pool) is not None:
                 continue
-            view = self.w.workloads.view(m)
+            view = self.w.workloads.view(machine)
             allocatable = (
-                view.allocatable if view is not None else self.instance_resources(m.pool)[1]
+                view.allocatable if view is not None else self.instance_resources(machine.pool)[1]
             )
-            if scheduling.fits(pod.requests, allocatable, used[m]):
-                return m
+            if scheduling.fits(pod.requests, allocatable, used[machine]):
+                return machine
         return None
 
     def _fits_planned(self, pod: PodRecord, claim: PlannedClaim) -> bool:
@@ -282,8 +306,8 @@ class Provisioner:
         capacity, _ = self.instance_resources(pool)
         count = sum(
             1
-            for m in self.w.pool_machines[pool.name]
-            if m.launched and not (m.deleting or m.removed)
+            for machine in self.w.pool_machines[pool.name]
+            if machine.launched and not (machine.deleting or machine.removed)
         )
         held = {**capacity, "nodes": 1.0}
         return {name: limit - held.get(name, 0.0) * count for name, limit in limits.items()}
@@ -393,11 +417,16 @@ class Provisioner:
         """BuildDisruptionBudgetMapping: each matching budget's ceil(nodes × %) (or count),
         the smallest, minus the pool's nodes that are NotReady or deleting."""
         counted = [
-            m
-            for m in self.w.pool_machines[pool.name]
-            if m.initialized and m.registered and not m.removed and m.instance_state == "running"
+            machine
+            for machine in self.w.pool_machines[pool.name]
+            if machine.initialized
+            and machine.registered
+            and not machine.removed
+            and machine.instance_state == "running"
         ]
-        disrupting = sum(1 for m in counted if m.deleting or self.w.ready_status(m) != "True")
+        disrupting = sum(
+            1 for machine in counted if machine.deleting or self.w.ready_status(machine) != "True"
+        )
         allowed = math.inf
         for budget in pool.budgets:
             fields = dict(budget)
@@ -414,24 +443,28 @@ class Provisioner:
             return len(counted)
         return max(0, int(allowed) - disrupting)
 
-    def candidate(self, m: Machine) -> bool:
+    def candidate(self, machine: Machine) -> bool:
         """NewCandidate and the consolidation filter: initialized, not deleting, not
         nominated, not already in a command, NodeClaim Consolidatable."""
         return (
-            m.registered
-            and m.initialized
-            and m.alive
-            and m.nodeclaim is not None
-            and m.consolidatable
-            and m.nominated_until <= self.w.t
-            and m not in self._commands
-            and self.w.workloads.blocking_pdbs_on(m) is None
+            machine.registered
+            and machine.initialized
+            and machine.alive
+            and machine.nodeclaim is not None
+            and machine.consolidatable
+            and machine.nominated_until <= self.w.t
+            and machine not in self._commands
+            and self.w.workloads.blocking_pdbs_on(machine) is None
         )
 
     def _consolidate_pool(self, pool: PoolSpec) -> None:
-        machines = sorted(self.w.pool_machines[pool.name], key=lambda m: (m.launched_at, m.node))
+        machines = sorted(
+            self.w.pool_machines[pool.name], key=lambda machine: (machine.launched_at, machine.node)
+        )
         empty = [
-            m for m in machines if self.candidate(m) and not any(p.reschedulable for p in m.pods)
+            machine
+            for machine in machines
+            if self.candidate(machine) and not any(p.reschedulable for p in machine.pods)
         ]
         if empty:
             allowed = self._allowed(pool, "Empty")
@@ -445,12 +478,16 @@ class Provisioner:
         if allowed <= 0:
             return
         busy = sorted(
-            (m for m in machines if self.candidate(m)),
-            key=lambda m: (sum(1 for p in m.pods if p.reschedulable), m.launched_at, m.node),
+            (machine for machine in machines if self.candidate(machine)),
+            key=lambda machine: (
+                sum(1 for p in machine.pods if p.reschedulable),
+                machine.launched_at,
+                machine.node,
+            ),
         )
-        for m in busy:
-            if self._fits_elsewhere(m):
-                self._command([m], "Underutilized")
+        for machine in busy:
+            if self._fits_elsewhere(machine):
+                self._command([machine], "Underutilized")
                 return
 
     def _fits_elsewhere(self, candidate: Machine) -> bool:
@@ -464,22 +501,26 @@ class Provisioner:
             return False  # its simulation fails those pods as it does for provisioning
         workloads = self.w.workloads
         others = [
-            m
-            for m in self.w.machines.values()
-            if m is not candidate and m.alive and m.registered and m.initialized and m.ready
+            machine
+            for machine in self.w.machines.values()
+            if machine is not candidate
+            and machine.alive
+            and machine.registered
+            and machine.initialized
+            and machine.ready
         ]
-        extra: dict[Machine, Resources] = {m: {} for m in others}
+        extra: dict[Machine, Resources] = {machine: {} for machine in others}
         for pod in pods:
             placed = False
-            for m in others:
-                view = workloads.view(m)
-                if view is None or workloads.filter(pod, m, view, claims=False) is not None:
+            for machine in others:
+                view = workloads.view(machine)
+                if view is None or workloads.filter(pod, machine, view, claims=False) is not None:
                     continue
                 allocatable = view.allocatable
-                used = workloads.used(m)
-                scheduling.add(used, extra[m])
+                used = workloads.used(machine)
+                scheduling.add(used, extra[machine])
                 if scheduling.fits(pod.requests, allocatable, used):
-                    scheduling.add(extra[m], pod.requests)
+                    scheduling.add(extra[machine], pod.requests)
                     placed = True
                     break
             if not placed:
@@ -493,16 +534,16 @@ class Provisioner:
     def _validate(self, machines: list[Machine], reason: str) -> None:
         """Validation after consolidationTTL: still candidates, still empty (or still fitting
         elsewhere); otherwise the command is abandoned for this pass."""
-        for m in machines:
-            self._commands.discard(m)
-        for m in machines:
-            if not self.candidate(m):
+        for machine in machines:
+            self._commands.discard(machine)
+        for machine in machines:
+            if not self.candidate(machine):
                 continue
-            if reason == "Empty" and any(p.reschedulable for p in m.pods):
+            if reason == "Empty" and any(p.reschedulable for p in machine.pods):
                 continue
-            if reason == "Underutilized" and not self._fits_elsewhere(m):
+            if reason == "Underutilized" and not self._fits_elsewhere(machine):
                 continue
-            self.w.karpenter.consolidate(m, reason)
+            self.w.karpenter.consolidate(machine, reason)
 
 
 def _key_error(key: str, incoming: str, existing: str) -> str:

@@ -1226,7 +1226,7 @@ def parse_scenario(text: str, source: str) -> Scenario:
     )
     deny = []
     deny_seq = ctx.seq(rbac.get("deny"), "rbac.deny", ctx.line_of(rbac, "deny"))
-    from mignurse.sim.store import RESOURCES
+    from mignurse.sim.resources import RESOURCES
 
     for i, rule_raw in enumerate(deny_seq):
         rule = ctx.mapping(

@@ -83,7 +83,7 @@ def _regex(pattern: str) -> re.Pattern[str]:
 
 
 @lru_cache(maxsize=1024)
-def _rule(text: str) -> cel.Node:
+def _rule(text: str) -> cel.CelExpr:
     return cel.compile_rule(text)
 
 

@@ -26,8 +26,9 @@ from mignurse.sim.apiserver import SimServer
 from mignurse.sim.controllers import World
 from mignurse.sim.crds import CrdSet
 from mignurse.sim.objects import ts
+from mignurse.sim.resources import RESOURCES
 from mignurse.sim.scenario import Scenario
-from mignurse.sim.store import RESOURCES, Store
+from mignurse.sim.store import Store
 from mignurse.sim.tls import ServingCert, make_serving_cert
 
 TICK_SECONDS = 0.05

@@ -19,7 +19,7 @@ from textual.app import App
 
 from mignurse.runner.engine import Runner
 from mignurse.runner.schema import Runbook, RunbookError, resolve_params
-from mignurse.tui.desk import Desk, Job, desk_for
+from mignurse.tui.launcher import RunbookLauncher, RunRequest, launcher_for
 from mignurse.tui.screens.params import ParamsScreen
 from mignurse.tui.screens.picker import RunbookPicker
 from mignurse.tui.screens.plan import PlanScreen
@@ -29,7 +29,9 @@ from mignurse.tui.selection import Selection
 CORDON = "cordon"  # the `x` key's runbook
 
 
-def _books_or_say(app: App[Any], selection: Selection, desk: Desk) -> dict[str, Runbook] | None:
+def _books_or_say(
+    app: App[Any], selection: Selection, launcher: RunbookLauncher
+) -> dict[str, Runbook] | None:
     """The runbooks, or None after telling why there are none to run (read-only, or the
     runbook folder does not load)."""
     if selection.read_only_reason:
@@ -39,7 +41,7 @@ def _books_or_say(app: App[Any], selection: Selection, desk: Desk) -> dict[str, 
         )
         return None
     try:
-        return desk.books()
+        return launcher.books()
     except RunbookError as exc:
         app.notify(str(exc), severity="error", timeout=10)
         return None
@@ -50,7 +52,7 @@ def runbook_names(source: Any, selection: Selection) -> list[str]:
     if selection.read_only_reason:
         return []
     try:
-        books = desk_for(source).books()
+        books = launcher_for(source).books()
     except RunbookError:
         return []
     offered, _hidden = applicable(books, selection)
@@ -78,8 +80,8 @@ def applicable(
 
 def open_picker(app: App[Any], source: Any, selection: Selection) -> None:
     """`R`: the runbooks that can apply to the marked or highlighted nodes."""
-    desk = desk_for(source)
-    books = _books_or_say(app, selection, desk)
+    launcher = launcher_for(source)
+    books = _books_or_say(app, selection, launcher)
     if books is None:
         return
     offered, hidden = applicable(books, selection)
@@ -90,15 +92,15 @@ def open_picker(app: App[Any], source: Any, selection: Selection) -> None:
             start_runbook(app, source, selection, name)
 
     app.push_screen(
-        RunbookPicker(offered, suggested, selection.where, cluster=desk.cluster, hidden=hidden),
+        RunbookPicker(offered, suggested, selection.where, cluster=launcher.cluster, hidden=hidden),
         chosen,
     )
 
 
 def start_runbook(app: App[Any], source: Any, selection: Selection, name: str) -> None:
     """Params (where the runbook needs more than the node), then the plan screen."""
-    desk = desk_for(source)
-    books = _books_or_say(app, selection, desk)
+    launcher = launcher_for(source)
+    books = _books_or_say(app, selection, launcher)
     if books is None:
         return
     book = books.get(name)
@@ -121,10 +123,10 @@ def start_runbook(app: App[Any], source: Any, selection: Selection, name: str) -
         if resolved is None:
             return
         if book.target == "node":
-            jobs = [Job(book, {**resolved, "node": n}) for n in targets]
+            requests = [RunRequest(book, {**resolved, "node": n}) for n in targets]
         else:
-            jobs = [Job(book, resolved)]
-        app.push_screen(PlanScreen(desk, jobs), _then_run(app, desk, selection))
+            requests = [RunRequest(book, resolved)]
+        app.push_screen(PlanScreen(launcher, requests), _then_run(app, launcher, selection))
 
     def validate(given: dict[str, str]) -> dict[str, Any]:
         return resolve_params(book, {**given, **fixed}, find_node=selection.node_name)
@@ -139,19 +141,19 @@ def start_runbook(app: App[Any], source: Any, selection: Selection, name: str) -
 
 
 def _then_run(
-    app: App[Any], desk: Desk, selection: Selection
+    app: App[Any], launcher: RunbookLauncher, selection: Selection
 ) -> Callable[[list[Runner] | None], None]:
     def run(runners: list[Runner] | None) -> None:
         if runners:
-            app.push_screen(RunScreen(desk, runners, selection=selection))
+            app.push_screen(RunScreen(launcher, runners, selection=selection))
 
     return run
 
 
 def cordon_nodes(app: App[Any], source: Any, selection: Selection) -> None:
     """`x`: cordon the marked nodes, else the highlighted one (plan in the y/N prompt)."""
-    desk = desk_for(source)
-    books = _books_or_say(app, selection, desk)
+    launcher = launcher_for(source)
+    books = _books_or_say(app, selection, launcher)
     if books is None:
         return
     book = books.get(CORDON)
@@ -166,8 +168,8 @@ def cordon_nodes(app: App[Any], source: Any, selection: Selection) -> None:
         app.notify(f"{selection.where}: {why}.", timeout=4)
         return
     try:
-        runners = [desk.runner(Job(book, {"node": n})) for n in selection.nodes]
+        runners = [launcher.runner(RunRequest(book, {"node": n})) for n in selection.nodes]
     except RUNNER_ERRORS as exc:
         app.notify(str(exc), severity="error", timeout=8)
         return
-    app.push_screen(RunScreen(desk, runners, selection=selection))
+    app.push_screen(RunScreen(launcher, runners, selection=selection))

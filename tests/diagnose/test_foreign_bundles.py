@@ -29,7 +29,8 @@ from mignurse.diagnose.foreign_bundles import (
 )
 from mignurse.diagnose.sources import load_offline
 from mignurse.evidence.system import parse_cgroup_mounts
-from mignurse.tui.app import BundleSource, make_app
+from mignurse.session import BundleSource
+from mignurse.tui.app import make_app
 
 BUNDLES = Path(__file__).parent.parent / "corpus" / "bundles"
 MIG = BUNDLES / "eks-log-collector" / "mig-manager-al2023"

@@ -16,8 +16,7 @@ from typing import Any, BinaryIO
 
 import pytest
 
-from mignurse.diagnose import sources
-from mignurse.diagnose.sources import is_read, load_offline
+from mignurse.diagnose.sources import files, is_read, load_offline
 
 from .inputs import (
     NODE,
@@ -65,7 +64,7 @@ def test_a_tarball_is_decompressed_once_not_once_per_file(
     def counting_open(path: Path) -> BinaryIO:
         return Counting(io.FileIO(path, "rb"))
 
-    monkeypatch.setattr(sources, "_open_archive", counting_open)
+    monkeypatch.setattr(files, "_open_archive", counting_open)
     gathered = load_offline(bundle)
     assert len(gathered.node_evidence) == 60
     assert all(e.cgroup is not None for e in gathered.node_evidence.values())
@@ -76,14 +75,14 @@ def test_what_the_single_pass_keeps_covers_every_file_a_reader_asks_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asked: set[str] = set()
-    real = sources._Files.data
+    real = files.BundleFiles.data
 
-    def recording(self: sources._Files, name: str) -> bytes | None:
+    def recording(self: files.BundleFiles, name: str) -> bytes | None:
         if name not in self._extra:
             asked.add((self.top + name) if self.top else name)
         return real(self, name)
 
-    monkeypatch.setattr(sources._Files, "data", recording)
+    monkeypatch.setattr(files.BundleFiles, "data", recording)
     folders = [
         *sorted(p.parent for p in (CORPUS / "incidents").rglob("nodes.json")),
         *sorted(p for p in (CORPUS / "bundles").glob("*/*") if p.is_dir()),

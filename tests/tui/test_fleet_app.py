@@ -15,17 +15,12 @@ from textual.widgets import DataTable, Input, Static
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.access import Access
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
+from mignurse.session import BundleSource, LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
-from mignurse.tui.app import (
-    FLEET,
-    NODES,
-    TABLE_COLUMNS,
-    BundleSource,
-    LiveSource,
-    MigNurseApp,
-    make_app,
-)
+from mignurse.tui.app import MigNurseApp, make_app
+from mignurse.tui.appstate import FLEET, NODES
+from mignurse.tui.refresh import TABLE_COLUMNS
 from mignurse.tui.screens.help import HelpScreen
 
 from .test_node_screen import static_text, table_rows, until

@@ -16,9 +16,11 @@ from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.access import Access
+from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
-from mignurse.tui.app import TABLE_COLUMNS, LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import MigNurseApp, make_app
+from mignurse.tui.refresh import TABLE_COLUMNS
 
 SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 

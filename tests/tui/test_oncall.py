@@ -19,10 +19,12 @@ from textual.widgets import DataTable, Static
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.access import Access
+from mignurse.session import BuildingSource, LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui import refresh as refresh_module
-from mignurse.tui.app import FLEET, NODES, BuildingSource, LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import MigNurseApp, make_app
+from mignurse.tui.appstate import FLEET, NODES
 from mignurse.tui.screens.pager import PagerScreen
 
 from .test_fleet_app import fleet_rows
@@ -257,7 +259,7 @@ async def test_esc_from_a_bundle_goes_back_to_the_cluster_it_was_opened_from(
 async def test_l_opens_the_journal_at_the_cited_line_and_f_lists_every_finding(
     mig_bundle: Path,
 ) -> None:
-    from mignurse.tui.app import BundleSource
+    from mignurse.session import BundleSource
 
     app = make_app(BundleSource(mig_bundle))
     async with app.run_test(size=(80, 24)) as pilot:

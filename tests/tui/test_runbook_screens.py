@@ -22,9 +22,11 @@ from textual.widgets import DataTable, Input, OptionList, RichLog, Static
 
 from mignurse.cluster.client import NODEPOOLS, ClusterClient
 from mignurse.collect.access import Access
+from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
-from mignurse.tui.app import NODES, LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import MigNurseApp, make_app
+from mignurse.tui.appstate import NODES
 from mignurse.tui.screens.audit import AuditScreen
 from mignurse.tui.screens.confirm import ConfirmScreen
 from mignurse.tui.screens.params import ParamsScreen
@@ -513,7 +515,7 @@ async def test_a_pause_at_120_columns_reads_one_clock_and_says_how_it_is_reverse
     leaves KIND and the status line whole at 120 columns, and its time is the one the audit
     log wrote (the demo's clock, not the laptop's)."""
     from mignurse.runner.audit import read_audit
-    from mignurse.tui.app import FLEET
+    from mignurse.tui.appstate import FLEET
 
     from .test_fleet_app import fleet_rows
 
@@ -560,7 +562,7 @@ def test_the_apps_runbooks_reach_aws_with_its_profile_and_region(
 
     from mignurse.cli import build_parser
     from mignurse.cli.common import access_for
-    from mignurse.tui.desk import Job, desk_for
+    from mignurse.tui.launcher import RunRequest, launcher_for
 
     config = tmp_path / "aws-config"
     config.write_text(
@@ -584,9 +586,9 @@ def test_the_apps_runbooks_reach_aws_with_its_profile_and_region(
             client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=access_for(args)
         )
         source.check()
-        desk = desk_for(source)
+        desk = launcher_for(source)
         node = next(n["metadata"]["name"] for n in sim.objects("nodes"))
-        runner = desk.runner(Job(desk.books()["replace-instance"], {"node": node}))
+        runner = desk.runner(RunRequest(desk.books()["replace-instance"], {"node": node}))
         assert runner.aws is not None
         ec2 = runner.aws("ec2")
         assert ec2.meta.region_name == "eu-central-1"  # --region over the profile's own

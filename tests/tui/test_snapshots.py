@@ -21,9 +21,10 @@ from textual.widgets import DataTable
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.access import Access
+from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import sandbox_shells
-from mignurse.tui.app import LiveSource, MigNurseApp, make_app
+from mignurse.tui.app import MigNurseApp, make_app
 
 SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 

@@ -45,7 +45,7 @@ from mignurse.diagnose.findings import (
 )
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
-from mignurse.diagnose.rules.churn import condition_text, relative, short_time
+from mignurse.diagnose.wording import condition_text, relative, short_time
 from mignurse.evidence import AgentCondition, GpuHealthReport, agent_conditions, xid_errors
 from mignurse.evidence._common import clip
 from mignurse.model import Node, format_time
@@ -111,6 +111,19 @@ def _condition_kind(reason: str) -> str:
     return classify_ahr_reason(reason)
 
 
+@dataclass
+class _PoolNodes:
+    """What a pool's nodes with AcceleratedHardwareReady=False show: each condition with the
+    node's fate and its own files' signs, the repair deadlines, the condition reasons, the
+    repair outlooks."""
+
+    evidence: list[Evidence] = field(default_factory=list)
+    deadlines: list[datetime] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    fates: list[RepairOutlook] = field(default_factory=list)
+    own: list[_Sign] = field(default_factory=list)  # the signs in the nodes' own files
+
+
 def _finding(
     inp: DiagnosisInput,
     pool: str,
@@ -119,56 +132,13 @@ def _finding(
     nodes: list[Node],
     signs: dict[str, _NodeSigns],
 ) -> Finding:
-    evidence: list[Evidence] = []
-    deadlines: list[datetime] = []
-    reasons: list[str] = []
-    fates: list[RepairOutlook] = []
-    own: list[_Sign] = []
-    for node in nodes:
-        cond = node.condition(AHR)
-        if cond is None:
-            continue
-        reasons.append(cond.reason)
-        outlook = repair_outlook(inp, node, AHR)
-        deadline = outlook.deadline
-        if deadline is not None:
-            deadlines.append(deadline)
-            fate = f"{outlook.fate(inp.now)} ({relative(deadline, inp.now)})"
-        else:
-            fate = outlook.fate(inp.now)
-        fates.append(outlook)
-        xid = xid_of(cond.reason) if cond.reason.startswith("NvidiaXID") else None
-        xid_note = f" (XID {xid})" if xid is not None else ""
-        evidence.append(
-            Evidence(
-                cond.last_transition,
-                "condition",
-                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
-                + f"{xid_note} since {format_time(cond.last_transition)}; {fate}",
-            )
-        )
-        node_signs = signs.get(node.name)
-        if node_signs is not None:
-            own.extend(node_signs.signs)
-            evidence.extend(node_signs.all_evidence())
-
-    reason_list = ", ".join(sorted(set(r for r in reasons if r))) or "no reason given"
+    seen = _pool_nodes(inp, nodes, signs)
+    reason_list = ", ".join(sorted(set(r for r in seen.reasons if r))) or "no reason given"
     count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
     where = _where(pool, pool_kind)
-    deadline = min(deadlines) if deadlines else None
+    deadline = min(seen.deadlines) if seen.deadlines else None
     plumbing = kind in ("monitoring", APPLICATION)  # repair replaces a GPU that may be fine
-    if kind == "monitoring":
-        what = "GPU monitoring plumbing (DCGM), not the GPU: replacing the node will not help"
-    elif kind == APPLICATION:
-        what = (
-            "usually the application's own fault, not the GPU (NVIDIA: restart the "
-            "application): replacing the node will not help; node monitoring agent "
-            f"{_agent_versions_for(reasons)}"
-        )
-    elif kind == "hardware":
-        what = "a GPU hardware fault: replace the instance"
-    else:
-        what = "an unrecognised reason: check the message"
+    what = _what_it_is(kind, seen.reasons)
     summary = f"{where}: {count} AcceleratedHardwareReady=False ({reason_list}), {what}"
     if deadline is not None:
         summary += f"; repair fires {short_time(deadline)}"  # faces count down to `deadline`
@@ -176,9 +146,9 @@ def _finding(
             summary += "; pause repair"
         elif plumbing:
             summary += "; Auto Mode repair cannot be paused: fix the image"
-    elif fates:
-        summary += f"; {fates[0].who}"
-    broken = _labels(s for s in own if s.kind == REPLACE)
+    elif seen.fates:
+        summary += f"; {seen.fates[0].who}"
+    broken = _labels(s for s in seen.own if s.kind == REPLACE)
     if broken and kind != "hardware":
         summary += f"; the node's own files show a GPU hardware fault too: {broken}"
 
@@ -201,10 +171,57 @@ def _finding(
         nodepool=pool,
         nodes=tuple(n.name for n in nodes),
         summary=summary,
-        evidence=tuple(evidence),
+        evidence=tuple(seen.evidence),
         runbooks=runbooks,
         deadline=deadline,
     )
+
+
+def _pool_nodes(inp: DiagnosisInput, nodes: list[Node], signs: dict[str, _NodeSigns]) -> _PoolNodes:
+    seen = _PoolNodes()
+    for node in nodes:
+        cond = node.condition(AHR)
+        if cond is None:
+            continue
+        seen.reasons.append(cond.reason)
+        outlook = repair_outlook(inp, node, AHR)
+        deadline = outlook.deadline
+        if deadline is not None:
+            seen.deadlines.append(deadline)
+            fate = f"{outlook.fate(inp.now)} ({relative(deadline, inp.now)})"
+        else:
+            fate = outlook.fate(inp.now)
+        seen.fates.append(outlook)
+        xid = xid_of(cond.reason) if cond.reason.startswith("NvidiaXID") else None
+        xid_note = f" (XID {xid})" if xid is not None else ""
+        seen.evidence.append(
+            Evidence(
+                cond.last_transition,
+                "condition",
+                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
+                + f"{xid_note} since {format_time(cond.last_transition)}; {fate}",
+            )
+        )
+        node_signs = signs.get(node.name)
+        if node_signs is not None:
+            seen.own.extend(node_signs.signs)
+            seen.evidence.extend(node_signs.all_evidence())
+    return seen
+
+
+def _what_it_is(kind: str, reasons: list[str]) -> str:
+    """The summary's verdict on the condition: monitoring, the application, the GPU, or unknown."""
+    if kind == "monitoring":
+        return "GPU monitoring plumbing (DCGM), not the GPU: replacing the node will not help"
+    if kind == APPLICATION:
+        return (
+            "usually the application's own fault, not the GPU (NVIDIA: restart the "
+            "application): replacing the node will not help; node monitoring agent "
+            f"{_agent_versions_for(reasons)}"
+        )
+    if kind == "hardware":
+        return "a GPU hardware fault: replace the instance"
+    return "an unrecognised reason: check the message"
 
 
 def _agent_versions_for(reasons: list[str]) -> str:

@@ -30,6 +30,7 @@ from mignurse.evidence.journal import (
     UNIT_STARTING,
     UNIT_STOPPED,
     UNIT_STOPPING,
+    UnitAction,
 )
 from mignurse.model import (
     LABEL_GPU_DEPLOY_PREFIX,
@@ -241,30 +242,10 @@ def mig_hook_match(inp: DiagnosisInput, name: str) -> MigHookMatch | None:
     if evidence.cgroup is None or evidence.cgroup.version != 2:
         return None
     entries = _boot_entries(kubelet)
-    actions = systemd_unit_actions(entries, "kubelet.service")
-    first = next((a for a in actions if a.action == UNIT_STARTED), None) or next(
-        (a for a in actions if a.action == UNIT_STARTING), None
-    )
-    if first is None:
-        return None
-    stop = next(
-        (
-            a
-            for a in actions
-            if a.time > first.time
-            and a.action in (UNIT_STOPPING, UNIT_STOPPED)
-            and a.time - first.time <= RESTART_WINDOW
-        ),
-        None,
-    )
-    if stop is None:
-        return None
-    restart = next(
-        (a for a in actions if a.time > stop.time and a.action in (UNIT_STARTING, UNIT_STARTED)),
-        None,
-    )
+    restart = _early_restart(entries)
     if restart is None:
         return None
+    first, stop, again = restart
 
     containerd = usable_journal(evidence, "containerd")
     containerd_entries = list(containerd.entries) if containerd is not None else []
@@ -278,7 +259,7 @@ def mig_hook_match(inp: DiagnosisInput, name: str) -> MigHookMatch | None:
     kubelet_failures = [
         e
         for e in entries
-        if e.time >= restart.time
+        if e.time >= again.time
         and e.ident == "kubelet"
         and (
             (_KUBELET_ERROR.match(e.message) and _KUBELET_FAILURE.search(e.message))
@@ -300,15 +281,7 @@ def mig_hook_match(inp: DiagnosisInput, name: str) -> MigHookMatch | None:
     if not (node is not None and node.mig_config) and not mig_manager_lines:
         return None  # a kubelet restart with nothing tying it to MIG is someone else's
 
-    found: list[Evidence] = [
-        Evidence(None, "node:cgroup-fs", f"/sys/fs/cgroup is {evidence.cgroup.fs_type} (cgroup v2)")
-    ]
-    if evidence.os_release is not None and evidence.os_release.pretty_name:
-        found.append(Evidence(None, "node:os-release", evidence.os_release.pretty_name))
-    for action in (first, stop, restart):
-        entry = _find(entries, action.time)
-        if entry is not None:
-            found.append(journal_evidence(entry))
+    found = _node_side(evidence.cgroup.fs_type, evidence, entries, restart)
     quoted = {id(e) for e in early_pods[:MAX_LINES]}
     found.extend(journal_evidence(e) for e in early_pods[:MAX_LINES])
     found.extend(journal_evidence(e) for e in mig_manager_lines[:1] if id(e) not in quoted)
@@ -325,7 +298,57 @@ def mig_hook_match(inp: DiagnosisInput, name: str) -> MigHookMatch | None:
     if node is not None:
         found.extend(_cluster_evidence(inp, node))
     found.extend(evidence_problems(evidence))
-    return MigHookMatch(name, first.time, stop.time, restart.time, tuple(found))
+    return MigHookMatch(name, first.time, stop.time, again.time, tuple(found))
+
+
+def _early_restart(
+    entries: list[JournalEntry],
+) -> tuple[UnitAction, UnitAction, UnitAction] | None:
+    """kubelet's first start, a stop within RESTART_WINDOW of it, and the start after that
+    stop; None unless all three are in the journal."""
+    actions = systemd_unit_actions(entries, "kubelet.service")
+    first = next((a for a in actions if a.action == UNIT_STARTED), None) or next(
+        (a for a in actions if a.action == UNIT_STARTING), None
+    )
+    if first is None:
+        return None
+    stop = next(
+        (
+            a
+            for a in actions
+            if a.time > first.time
+            and a.action in (UNIT_STOPPING, UNIT_STOPPED)
+            and a.time - first.time <= RESTART_WINDOW
+        ),
+        None,
+    )
+    if stop is None:
+        return None
+    again = next(
+        (a for a in actions if a.time > stop.time and a.action in (UNIT_STARTING, UNIT_STARTED)),
+        None,
+    )
+    if again is None:
+        return None
+    return first, stop, again
+
+
+def _node_side(
+    cgroup_fs: str,
+    evidence: NodeEvidence,
+    entries: list[JournalEntry],
+    restart: tuple[UnitAction, UnitAction, UnitAction],
+) -> list[Evidence]:
+    """The cgroup v2 file system, the OS, and systemd's lines for the start, stop and
+    restart of kubelet."""
+    found = [Evidence(None, "node:cgroup-fs", f"/sys/fs/cgroup is {cgroup_fs} (cgroup v2)")]
+    if evidence.os_release is not None and evidence.os_release.pretty_name:
+        found.append(Evidence(None, "node:os-release", evidence.os_release.pretty_name))
+    for action in restart:
+        entry = _find(entries, action.time)
+        if entry is not None:
+            found.append(journal_evidence(entry))
+    return found
 
 
 def mig_hook_holds(inp: DiagnosisInput, name: str) -> bool:

@@ -277,22 +277,44 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     if not problems:
         return None
 
-    if layout is None:
-        asks = f"{config} (expected layout unknown: not a standard config name)"
-    elif layout.devices is None:
-        asks = f"{config} (expected layout unknown: {layout.note})"
-    else:
-        per_gpu = describe_counts(layout.devices) if layout.mig_enabled else "MIG disabled"
-        asks = f"{config} ({per_gpu} per GPU)"
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-    summary = f"{node.name}: {LABEL_MIG_CONFIG}={asks} but {problems[0]}{more}"
-
-    found.extend(
-        [
-            label_evidence(node, LABEL_MIG_CONFIG),
-            label_evidence(node, LABEL_MIG_CONFIG_STATE),
-        ]
+    summary = f"{node.name}: {LABEL_MIG_CONFIG}={_asks(config, layout)} but {problems[0]}{more}"
+    found.extend(_node_gpus(node, ident, supply))
+    if evidence is not None:
+        found.extend(evidence_problems(evidence))
+    return Finding(
+        id=MIG_LAYOUT_MISMATCH,
+        severity=CRITICAL if critical else WARNING,
+        nodepool=node.pool,
+        nodes=(node.name,),
+        summary=summary,
+        evidence=tuple(found),
+        # Reapplying needs the layout; without it, collect the evidence first.
+        runbooks=(
+            (RUNBOOK_REAPPLY_MIG, RUNBOOK_CORDON_AND_COLLECT)
+            if layout is not None and layout.devices is not None
+            else (RUNBOOK_CORDON_AND_COLLECT,)
+        ),
     )
+
+
+def _asks(config: str, layout: Layout | None) -> str:
+    """The config label as the summary quotes it, with the layout it means when known."""
+    if layout is None:
+        return f"{config} (expected layout unknown: not a standard config name)"
+    if layout.devices is None:
+        return f"{config} (expected layout unknown: {layout.note})"
+    per_gpu = describe_counts(layout.devices) if layout.mig_enabled else "MIG disabled"
+    return f"{config} ({per_gpu} per GPU)"
+
+
+def _node_gpus(node: Node, ident: GpuIdentity, supply: Supply) -> list[Evidence]:
+    """The node's MIG and GPU labels, its GPUs as identified, what it can allocate, and
+    what its DRA driver publishes."""
+    found = [
+        label_evidence(node, LABEL_MIG_CONFIG),
+        label_evidence(node, LABEL_MIG_CONFIG_STATE),
+    ]
     for key in (LABEL_MIG_STRATEGY, LABEL_GPU_PRODUCT):
         if key in node.labels:
             found.append(label_evidence(node, key))
@@ -310,22 +332,7 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     found.append(Evidence(None, "node", f"allocatable {allocatable or 'no GPU resources'}"))
     if supply.dra:
         found.append(supply.evidence(node))
-    if evidence is not None:
-        found.extend(evidence_problems(evidence))
-    return Finding(
-        id=MIG_LAYOUT_MISMATCH,
-        severity=CRITICAL if critical else WARNING,
-        nodepool=node.pool,
-        nodes=(node.name,),
-        summary=summary,
-        evidence=tuple(found),
-        # Reapplying needs the layout; without it, collect the evidence first.
-        runbooks=(
-            (RUNBOOK_REAPPLY_MIG, RUNBOOK_CORDON_AND_COLLECT)
-            if layout is not None and layout.devices is not None
-            else (RUNBOOK_CORDON_AND_COLLECT,)
-        ),
-    )
+    return found
 
 
 def rule(inp: DiagnosisInput) -> list[Finding]:

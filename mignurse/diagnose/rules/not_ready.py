@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.events import event_evidence
 from mignurse.diagnose.findings import (
     CRITICAL,
     NODE_NOT_READY,
@@ -30,13 +31,8 @@ from mignurse.diagnose.findings import (
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.outlook import repair_outlook
 from mignurse.diagnose.rules import notready_loop
-from mignurse.diagnose.rules.churn import (
-    condition_text,
-    event_evidence,
-    human_duration,
-    short_time,
-)
 from mignurse.diagnose.rules.mig_hook import mig_hook_holds, node_events
+from mignurse.diagnose.wording import condition_text, human_duration, short_time
 from mignurse.model import Node, format_time
 
 # Shorter than this is a kubelet restart or a network blip the node recovers from.

@@ -21,7 +21,7 @@ from mignurse.diagnose.findings import (
     Evidence,
     Finding,
 )
-from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.diagnose.rules.mig_hook import (
     MIG_STATES_IN_FLIGHT,
     condition_evidence,
@@ -140,24 +140,8 @@ def node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     down_since = ready.last_transition if not_ready_now else None
     down_for = now - down_since if down_since is not None else None
 
-    # Early failure: NotReady soon after first Ready (or joining) and not recovered since.
-    early = False
-    ready_for: timedelta | None = None
-    if not_ready_now and down_since is not None and down_for is not None:
-        if history.first_ready is not None and history.first_ready <= down_since:
-            ready_for = down_since - history.first_ready
-            early = ready_for <= SOON_AFTER_READY
-        elif history.first_ready is None and node.created is not None:
-            # Never seen Ready: only once it has been down long enough not to be booting.
-            early = down_since - node.created <= SOON_AFTER_CREATION and down_for > STUCK_AFTER
-
-    window_start = now - FLAP_WINDOW
-    downs = sum(
-        1
-        for (_, before), (when, after) in zip(history.changes, history.changes[1:], strict=False)
-        if before == "True" and after != "True" and when >= window_start
-    )
-    starts = sum(1 for when in history.kubelet_starts if when >= window_start)
+    early, ready_for = _early_failure(history, node, down_since, down_for)
+    downs, starts = _flaps(history, now)
     flapping = downs >= FLAP_MIN_DOWNS or starts >= FLAP_MIN_KUBELET_STARTS
     if not early and not flapping:
         return None
@@ -193,18 +177,7 @@ def node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
             f"last {human(FLAP_WINDOW)}; {now_part}"
         )
 
-    found = list(history.evidence)
-    if node.mig_config:
-        found.append(label_evidence(node, LABEL_MIG_CONFIG))
-        if node.mig_config_state:
-            found.append(label_evidence(node, LABEL_MIG_CONFIG_STATE))
-        found.extend(paused_evidence(node))
-    if node.created is not None:
-        found.append(Evidence(node.created, "node", f"Node {name} created"))
-    if evidence is not None:
-        found.extend(evidence_problems(evidence))
-        if not has_logs:
-            found.append(Evidence(None, "journal:kubelet", "no readable kubelet journal"))
+    found = _finding_evidence(history, node, evidence, has_logs)
     return Finding(
         id=NOTREADY_LOOP,
         severity=severity,
@@ -215,6 +188,55 @@ def node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
         runbooks=(RUNBOOK_CORDON_AND_COLLECT, RUNBOOK_REPLACE),
         deadline=ready_repair_deadline(inp, node) if not_ready_now else None,
     )
+
+
+def _early_failure(
+    history: ReadyHistory,
+    node: Node,
+    down_since: datetime | None,
+    down_for: timedelta | None,
+) -> tuple[bool, timedelta | None]:
+    """Early failure: NotReady soon after first Ready (or joining) and not recovered since;
+    and how long the node was Ready first, when known."""
+    if down_since is None or down_for is None:
+        return False, None
+    if history.first_ready is not None and history.first_ready <= down_since:
+        ready_for = down_since - history.first_ready
+        return ready_for <= SOON_AFTER_READY, ready_for
+    if history.first_ready is None and node.created is not None:
+        # Never seen Ready: only once it has been down long enough not to be booting.
+        return down_since - node.created <= SOON_AFTER_CREATION and down_for > STUCK_AFTER, None
+    return False, None
+
+
+def _flaps(history: ReadyHistory, now: datetime) -> tuple[int, int]:
+    """NotReady episodes and kubelet starts within FLAP_WINDOW."""
+    window_start = now - FLAP_WINDOW
+    downs = sum(
+        1
+        for (_, before), (when, after) in zip(history.changes, history.changes[1:], strict=False)
+        if before == "True" and after != "True" and when >= window_start
+    )
+    starts = sum(1 for when in history.kubelet_starts if when >= window_start)
+    return downs, starts
+
+
+def _finding_evidence(
+    history: ReadyHistory, node: Node, evidence: NodeEvidence | None, has_logs: bool
+) -> list[Evidence]:
+    found = list(history.evidence)
+    if node.mig_config:
+        found.append(label_evidence(node, LABEL_MIG_CONFIG))
+        if node.mig_config_state:
+            found.append(label_evidence(node, LABEL_MIG_CONFIG_STATE))
+        found.extend(paused_evidence(node))
+    if node.created is not None:
+        found.append(Evidence(node.created, "node", f"Node {node.name} created"))
+    if evidence is not None:
+        found.extend(evidence_problems(evidence))
+        if not has_logs:
+            found.append(Evidence(None, "journal:kubelet", "no readable kubelet journal"))
+    return found
 
 
 def rule(inp: DiagnosisInput) -> list[Finding]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.events import all_events, event_evidence
 from mignurse.diagnose.facts import (
     REPAIR_BLOCKED_EVENT,
     repair_allowance,
@@ -24,13 +25,8 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.rules.churn import (
-    all_events,
-    condition_text,
-    event_evidence,
-    short_time,
-    unhealthy_condition,
-)
+from mignurse.diagnose.replacements import unhealthy_condition
+from mignurse.diagnose.wording import condition_text, short_time
 from mignurse.model import Event, Node, format_time
 
 # Blocked repairs requeue every 5 min and the event dedupes for 15 min (docs/repair.md): a guard
@@ -107,34 +103,8 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
     if not entry.events and not held_now:
         return None
 
-    evidence = [event_evidence(e) for e in entry.events]
-    overdue: list[datetime] = []
-    for node in unhealthy:
-        cond = unhealthy_condition(node, tolerations)
-        if cond is None:
-            continue
-        deadline = (
-            cond.last_transition + tolerations[(cond.type, cond.status)]
-            if cond.last_transition
-            else None
-        )
-        if deadline is not None and deadline <= inp.now:
-            overdue.append(deadline)
-        state = (
-            f"repair due since {format_time(deadline)}, held by the guard"
-            if deadline is not None and deadline <= inp.now
-            else f"repair due {format_time(deadline)}"
-            if deadline is not None
-            else "no transition time"
-        )
-        evidence.append(
-            Evidence(
-                cond.last_transition,
-                "condition",
-                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
-                + f" since {format_time(cond.last_transition)}; {state}",
-            )
-        )
+    conditions, overdue = _held_conditions(inp, unhealthy)
+    evidence = [event_evidence(e) for e in entry.events] + conditions
     if entry.nodes:
         evidence.append(
             Evidence(
@@ -145,28 +115,7 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
                 f"{allowance}",
             )
         )
-
-    where = "cluster-wide (standalone NodeClaims)" if entry.cluster_scope else f"NodePool {pool}"
-    if not pool and not entry.cluster_scope:
-        where = "a NodePool no longer visible"
-    summary = f"{where}: Karpenter repair held by the 20% guard"
-    if entry.nodes:
-        summary += (
-            f", {len(unhealthy)} of {len(entry.nodes)} nodes unhealthy, at most {allowance} "
-            "may be repaired"
-        )
-    if entry.events:
-        count = sum(e.count for e in entry.events)
-        first = min((e.first_seen for e in entry.events if e.first_seen), default=None)
-        last = max((e.last_seen for e in entry.events if e.last_seen), default=None)
-        summary += f"; {REPAIR_BLOCKED_EVENT} x{count}" + (
-            f" {short_time(first)}–{short_time(last)}" if first and last else ""
-        )
-    if overdue:
-        summary += (
-            f"; {len(overdue)} past their repair deadline: when the count drops, they are "
-            "replaced at once"
-        )
+    summary = _summary(pool, entry, len(unhealthy), allowance, len(overdue))
     # Through v1.5 the pool's health is checked before the node's own: every node of the
     # pool Karpenter reconciles gets the event, healthy ones too; from v1.6 only nodes past
     # their toleration (kubernetes-sigs/karpenter pkg/controllers/node/health/controller.go
@@ -203,3 +152,65 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
         evidence=tuple(evidence),
         runbooks=(RUNBOOK_CORDON_AND_COLLECT, RUNBOOK_REPLACE),
     )
+
+
+def _held_conditions(
+    inp: DiagnosisInput, unhealthy: list[Node]
+) -> tuple[list[Evidence], list[datetime]]:
+    """Each unhealthy node's repair-matching condition with when its repair is due, and the
+    deadlines already past (repairs the guard holds back)."""
+    tolerations = inp.repair_tolerations
+    evidence: list[Evidence] = []
+    overdue: list[datetime] = []
+    for node in unhealthy:
+        cond = unhealthy_condition(node, tolerations)
+        if cond is None:
+            continue
+        deadline = (
+            cond.last_transition + tolerations[(cond.type, cond.status)]
+            if cond.last_transition
+            else None
+        )
+        if deadline is not None and deadline <= inp.now:
+            overdue.append(deadline)
+        state = (
+            f"repair due since {format_time(deadline)}, held by the guard"
+            if deadline is not None and deadline <= inp.now
+            else f"repair due {format_time(deadline)}"
+            if deadline is not None
+            else "no transition time"
+        )
+        evidence.append(
+            Evidence(
+                cond.last_transition,
+                "condition",
+                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
+                + f" since {format_time(cond.last_transition)}; {state}",
+            )
+        )
+    return evidence, overdue
+
+
+def _summary(pool: str, entry: _Pool, unhealthy: int, allowance: int, overdue: int) -> str:
+    where = "cluster-wide (standalone NodeClaims)" if entry.cluster_scope else f"NodePool {pool}"
+    if not pool and not entry.cluster_scope:
+        where = "a NodePool no longer visible"
+    summary = f"{where}: Karpenter repair held by the 20% guard"
+    if entry.nodes:
+        summary += (
+            f", {unhealthy} of {len(entry.nodes)} nodes unhealthy, at most {allowance} "
+            "may be repaired"
+        )
+    if entry.events:
+        count = sum(e.count for e in entry.events)
+        first = min((e.first_seen for e in entry.events if e.first_seen), default=None)
+        last = max((e.last_seen for e in entry.events if e.last_seen), default=None)
+        summary += f"; {REPAIR_BLOCKED_EVENT} x{count}" + (
+            f" {short_time(first)}–{short_time(last)}" if first and last else ""
+        )
+    if overdue:
+        summary += (
+            f"; {overdue} past their repair deadline: when the count drops, they are "
+            "replaced at once"
+        )
+    return summary

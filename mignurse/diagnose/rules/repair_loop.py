@@ -3,7 +3,7 @@ same unhealthy condition (the DCGM incident; docs/repair.md).
 
 Each replacement is proved by its fingerprint (termination-timestamp ≈ deletionTimestamp, no
 DisruptionReason) from the history, the snapshot's deleting NodeClaims, or, when both are
-gone, from the NodeClaim's and Node's events alone (`churn.replacements`).
+gone, from the NodeClaim's and Node's events alone (`mignurse.diagnose.replacements`).
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.mng_repairs import MngRepair, group_action, mng_repairs, unhealthy_now
-from mignurse.diagnose.outlook import repair_outlook
-from mignurse.diagnose.rules.churn import (
-    WINDOW,
-    Replacement,
-    condition_text,
-    human_duration,
-    replacements,
-    short_time,
+from mignurse.diagnose.mng_repairs import (
+    MngAction,
+    MngRepair,
+    group_action,
+    mng_repairs,
+    unhealthy_now,
 )
+from mignurse.diagnose.outlook import repair_outlook
+from mignurse.diagnose.replacements import WINDOW, Replacement, replacements
+from mignurse.diagnose.wording import condition_text, human_duration, short_time
 from mignurse.model import Node, NodeClaim, format_time
 
 # Two repairs of the same condition in one pool within WINDOW: the second node inherited
@@ -104,9 +104,65 @@ def _finding(
     repair_off = not auto_mode and inp.karpenter is not None and inp.karpenter.node_repair is False
     current = _current_nodes(pool_nodes, type_, status, reps)
 
+    conditions, deadlines = _current_conditions(inp, current, type_, repair_off)
+    evidence = _without_requotes([e for rep in reps for e in rep.evidence] + conditions)
+    reason = _dominant_reason(reps, current, type_)
+    images = {r.image_id for r in reps if r.image_id}
+    if len(images) == 1:
+        evidence.append(
+            Evidence(None, "nodeclaim", f"every repaired NodeClaim ran image {images.pop()}")
+        )
+    condition = f"{type_}={status}" if type_ else "an unrecorded condition"
+    if twin is not None:
+        rep = reps[0]
+        summary = (
+            f"NodePool {pool or '(none)'}: {rep.node or rep.claim} was replaced by Karpenter "
+            f"repair for {condition}{f' ({reason})' if reason else ''} "
+            f"{human_duration(rep.lifetime or timedelta(0))} after launch, and NodeClaim "
+            f"{twin.name}, built the same way, replaces it: a loop (earlier rounds may have "
+            f"left no evidence)"
+        )
+        evidence.append(
+            Evidence(
+                twin.created,
+                "nodeclaim",
+                f"NodeClaim {twin.name} created {format_time(twin.created)} in {pool}, "
+                f"{twin.instance_type or '?'}, image {twin.image_id or 'not yet launched'}: "
+                "the replacement of the repaired node",
+            )
+        )
+    else:
+        summary = _loop_summary(pool, condition, reason, reps)
+    summary += _whats_next(inp, current, deadlines, repair_off)
+    if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
+        summary += "; monitoring plumbing, not the GPU: new nodes fail the same way"
+    if auto_mode:
+        summary += "; Auto Mode repair cannot be paused"
+
+    runbooks = (
+        (RUNBOOK_CORDON_AND_COLLECT,)
+        if auto_mode
+        else (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT)
+    )
+    nodes = tuple(dict.fromkeys([n.name for n in current] + [r.node for r in reps if r.node]))
+    return Finding(
+        id=NODE_REPAIR_LOOP,
+        severity=WARNING if repair_off else CRITICAL,
+        nodepool=pool,
+        nodes=nodes,
+        summary=summary,
+        evidence=tuple(dict.fromkeys(evidence)),
+        runbooks=runbooks,
+        deadline=min(deadlines)[0] if deadlines else None,
+    )
+
+
+def _current_conditions(
+    inp: DiagnosisInput, current: list[Node], type_: str, repair_off: bool
+) -> tuple[list[Evidence], list[tuple[datetime, str]]]:
+    """The looping condition on each node that has it now, with that node's fate, and the
+    repair deadlines still ahead (deadline, node)."""
     evidence: list[Evidence] = []
-    for rep in reps:
-        evidence.extend(rep.evidence)
     deadlines = []
     for node in current:
         cond = node.condition(type_)
@@ -130,8 +186,12 @@ def _finding(
                 + f" since {format_time(cond.last_transition)}; {when}",
             )
         )
-    # A repaired node's condition quoted again with its fate is one line, not two.
-    evidence = [
+    return evidence, deadlines
+
+
+def _without_requotes(evidence: list[Evidence]) -> list[Evidence]:
+    """A repaired node's condition quoted again with its fate is one line, not two."""
+    return [
         e
         for e in evidence
         if not any(
@@ -140,80 +200,46 @@ def _finding(
         )
     ]
 
+
+def _dominant_reason(reps: list[Replacement], current: list[Node], type_: str) -> str:
+    """The condition reason most often seen, on the repaired nodes and the current ones."""
     reasons = Counter(r.unhealthy[2] for r in reps if r.unhealthy and r.unhealthy[2])
     for node in current:
         cond = node.condition(type_)
         if cond is not None and cond.reason:
             reasons[cond.reason] += 1
-    reason = reasons.most_common(1)[0][0] if reasons else ""
-    images = {r.image_id for r in reps if r.image_id}
-    if len(images) == 1:
-        evidence.append(
-            Evidence(None, "nodeclaim", f"every repaired NodeClaim ran image {images.pop()}")
-        )
+    return reasons.most_common(1)[0][0] if reasons else ""
 
+
+def _loop_summary(pool: str, condition: str, reason: str, reps: list[Replacement]) -> str:
     lifetimes = [lt.total_seconds() for r in reps if (lt := r.lifetime) is not None]
     median = timedelta(seconds=statistics.median(lifetimes)) if lifetimes else None
     first = min((r.ended for r in reps if r.ended), default=None)
-    condition = f"{type_}={status}" if type_ else "an unrecorded condition"
-    if twin is not None:
-        rep = reps[0]
-        summary = (
-            f"NodePool {pool or '(none)'}: {rep.node or rep.claim} was replaced by Karpenter "
-            f"repair for {condition}{f' ({reason})' if reason else ''} "
-            f"{human_duration(rep.lifetime or timedelta(0))} after launch, and NodeClaim "
-            f"{twin.name}, built the same way, replaces it: a loop (earlier rounds may have "
-            f"left no evidence)"
-        )
-        evidence.append(
-            Evidence(
-                twin.created,
-                "nodeclaim",
-                f"NodeClaim {twin.name} created {format_time(twin.created)} in {pool}, "
-                f"{twin.instance_type or '?'}, image {twin.image_id or 'not yet launched'}: "
-                "the replacement of the repaired node",
-            )
-        )
-    else:
-        summary = (
-            f"NodePool {pool or '(none)'}: {len(reps)} nodes replaced by Karpenter repair for "
-            f"{condition}{f' ({reason})' if reason else ''}"
-            + (f" since {short_time(first)}" if first else "")
-            + (f", median lifetime {human_duration(median)}" if median is not None else "")
-        )
-    deadline = min(deadlines)[0] if deadlines else None
+    return (
+        f"NodePool {pool or '(none)'}: {len(reps)} nodes replaced by Karpenter repair for "
+        f"{condition}{f' ({reason})' if reason else ''}"
+        + (f" since {short_time(first)}" if first else "")
+        + (f", median lifetime {human_duration(median)}" if median is not None else "")
+    )
+
+
+def _whats_next(
+    inp: DiagnosisInput,
+    current: list[Node],
+    deadlines: list[tuple[datetime, str]],
+    repair_off: bool,
+) -> str:
+    """The summary's tail: the next repair, or why none is coming."""
     if deadlines:
         next_at, next_node = min(deadlines)
-        summary += f"; next repair: {next_node} at {short_time(next_at)}"  # faces count down to it
-    elif repair_off:
-        summary += "; NodeRepair is off now, so the loop has stopped"
-    elif any(n.deleting for n in current):
-        summary += "; a node is being replaced now"
-    elif not inp.snapshot.nodes:
-        summary += "; the nodes' conditions are not in this snapshot"
-    else:
-        summary += "; no node is unhealthy right now"
-    if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
-        summary += "; monitoring plumbing, not the GPU: new nodes fail the same way"
-    if auto_mode:
-        summary += "; Auto Mode repair cannot be paused"
-
-    runbooks = (
-        (RUNBOOK_CORDON_AND_COLLECT,)
-        if auto_mode
-        else (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT)
-    )
-    nodes = tuple(dict.fromkeys([n.name for n in current] + [r.node for r in reps if r.node]))
-    return Finding(
-        id=NODE_REPAIR_LOOP,
-        severity=WARNING if repair_off else CRITICAL,
-        nodepool=pool,
-        nodes=nodes,
-        summary=summary,
-        evidence=tuple(dict.fromkeys(evidence)),
-        runbooks=runbooks,
-        deadline=deadline,
-    )
+        return f"; next repair: {next_node} at {short_time(next_at)}"  # faces count down to it
+    if repair_off:
+        return "; NodeRepair is off now, so the loop has stopped"
+    if any(n.deleting for n in current):
+        return "; a node is being replaced now"
+    if not inp.snapshot.nodes:
+        return "; the nodes' conditions are not in this snapshot"
+    return "; no node is unhealthy right now"
 
 
 def _current_nodes(
@@ -281,24 +307,8 @@ def _mng_finding(
                 else f"node group {group} has no nodeRepairConfig (repair off)",
             )
         )
-    deadlines: list[tuple[datetime, str]] = []
-    for node in sorted(current, key=lambda n: n.name):
-        cond = node.condition(type_)
-        if cond is None:
-            continue
-        outlook = repair_outlook(inp, node, type_)
-        if outlook.deadline is not None:
-            deadlines.append((outlook.deadline, node.name))
-        cordon = "cordoned" if node.unschedulable else "not cordoned"
-        fate = outlook.fate(inp.now)
-        evidence.append(
-            Evidence(
-                cond.last_transition,
-                "condition",
-                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
-                + f" since {format_time(cond.last_transition)}; {cordon}; {fate}",
-            )
-        )
+    conditions, deadlines = _mng_conditions(inp, current, type_)
+    evidence.extend(conditions)
     lifetimes = [lt.total_seconds() for r in repairs if (lt := r.lifetime) is not None]
     median = timedelta(seconds=statistics.median(lifetimes)) if lifetimes else None
     where = f"Node group {group}" if group else "A managed node group"
@@ -309,15 +319,7 @@ def _mng_finding(
         f"{short_time(min(r.ended for r in repairs))}"
         + (f", median lifetime {human_duration(median)}" if median is not None else "")
     )
-    if action is not None:
-        summary += f"; {action.source}"
-    elif classify_ahr_reason(reason) == "monitoring":
-        summary += (
-            "; the default for DCGM reasons is no action, so the node group must carry an "
-            "override to Replace (nodeRepairConfig not in this snapshot)"
-        )
-    else:
-        summary += "; nodeRepairConfig not in this snapshot"
+    summary += _mng_action_words(action, reason)
     if deadlines:
         next_at, next_node = min(deadlines)
         summary += f"; next repair: {next_node} at {short_time(next_at)}"
@@ -342,3 +344,42 @@ def _mng_finding(
         runbooks=(RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
         deadline=min(deadlines)[0] if deadlines else None,
     )
+
+
+def _mng_conditions(
+    inp: DiagnosisInput, current: list[Node], type_: str
+) -> tuple[list[Evidence], list[tuple[datetime, str]]]:
+    """The condition on each node that has it now, cordoned or not, with its fate; and the
+    repair deadlines still ahead (deadline, node)."""
+    evidence: list[Evidence] = []
+    deadlines: list[tuple[datetime, str]] = []
+    for node in sorted(current, key=lambda n: n.name):
+        cond = node.condition(type_)
+        if cond is None:
+            continue
+        outlook = repair_outlook(inp, node, type_)
+        if outlook.deadline is not None:
+            deadlines.append((outlook.deadline, node.name))
+        cordon = "cordoned" if node.unschedulable else "not cordoned"
+        fate = outlook.fate(inp.now)
+        evidence.append(
+            Evidence(
+                cond.last_transition,
+                "condition",
+                condition_text(node.name, cond.type, cond.status, cond.reason, cond.message)
+                + f" since {format_time(cond.last_transition)}; {cordon}; {fate}",
+            )
+        )
+    return evidence, deadlines
+
+
+def _mng_action_words(action: MngAction | None, reason: str) -> str:
+    """What the node group's repair config does for this condition, as the summary says it."""
+    if action is not None:
+        return f"; {action.source}"
+    if classify_ahr_reason(reason) == "monitoring":
+        return (
+            "; the default for DCGM reasons is no action, so the node group must carry an "
+            "override to Replace (nodeRepairConfig not in this snapshot)"
+        )
+    return "; nodeRepairConfig not in this snapshot"

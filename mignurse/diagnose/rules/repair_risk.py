@@ -29,8 +29,8 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.rules.churn import replacements
-from mignurse.model import LABEL_GPU_DEPLOY_PREFIX, LABEL_MIG_CONFIG, Node, format_time
+from mignurse.diagnose.replacements import replacements
+from mignurse.model import LABEL_GPU_DEPLOY_PREFIX, LABEL_MIG_CONFIG, Node, NodeClaim, format_time
 
 SMALL_POOL = 5  # ceil(20% × n) == 1 up to here (docs/repair.md "The 20% guard")
 MIG_MANAGER_LABEL = LABEL_GPU_DEPLOY_PREFIX + "mig-manager"
@@ -120,6 +120,47 @@ def _small_pools(inp: DiagnosisInput) -> list[Finding]:
 def _dcgm_images(inp: DiagnosisInput) -> list[Finding]:
     """Images on which a node already hit DCGMError, and the healthy nodes still on them."""
     claims = inp.snapshot.claims_by_node()
+    bad_images, failing_now = _dcgm_failures(inp, claims)
+    # An image lacks DCGM when its nodes fail as a rule, not by exception: one bad node
+    # among hundreds healthy on the same image is that node's problem.
+    healthy_on: dict[str, int] = {}
+    for node in inp.snapshot.nodes.values():
+        claim = claims.get(node.name) or claims.get(node.provider_id)
+        cond = node.condition(AHR)
+        if claim is not None and cond is not None and cond.status == "True":
+            healthy_on[claim.image_id] = healthy_on.get(claim.image_id, 0) + 1
+    bad_images = {
+        image: proof
+        for image, proof in bad_images.items()
+        if len(proof) >= healthy_on.get(image, 0)
+    }
+    if not bad_images:
+        return []
+
+    findings = []
+    for pool, nodes in sorted(_pools(inp).items()):
+        on, setting = _repair_on(inp, nodes)
+        if not on:
+            continue
+        at_risk: dict[str, list[Node]] = {}
+        for node in nodes:
+            claim = claims.get(node.name) or claims.get(node.provider_id)
+            if claim is None or claim.image_id not in bad_images or node.name in failing_now:
+                continue
+            at_risk.setdefault(claim.image_id, []).append(node)
+        for image, risky in sorted(at_risk.items()):
+            proof = bad_images[image]
+            findings.append(
+                _image_finding(pool, image, risky, setting, proof, healthy_on.get(image, 0))
+            )
+    return findings
+
+
+def _dcgm_failures(
+    inp: DiagnosisInput, claims: Mapping[str, NodeClaim]
+) -> tuple[dict[str, list[Evidence]], set[str]]:
+    """Image → the DCGMError seen on it (nodes failing now, NodeClaims repaired for it), and
+    the nodes failing now."""
     bad_images: dict[str, list[Evidence]] = {}
     failing_now: set[str] = set()
     for node in inp.snapshot.nodes.values():
@@ -149,66 +190,39 @@ def _dcgm_images(inp: DiagnosisInput) -> list[Finding]:
                     f"{rep.unhealthy[1]} {rep.unhealthy[2]}",
                 )
             )
-    # An image lacks DCGM when its nodes fail as a rule, not by exception: one bad node
-    # among hundreds healthy on the same image is that node's problem.
-    healthy_on: dict[str, int] = {}
-    for node in inp.snapshot.nodes.values():
-        claim = claims.get(node.name) or claims.get(node.provider_id)
-        cond = node.condition(AHR)
-        if claim is not None and cond is not None and cond.status == "True":
-            healthy_on[claim.image_id] = healthy_on.get(claim.image_id, 0) + 1
-    bad_images = {
-        image: proof
-        for image, proof in bad_images.items()
-        if len(proof) >= healthy_on.get(image, 0)
-    }
-    if not bad_images:
-        return []
+    return bad_images, failing_now
 
-    findings = []
-    for pool, nodes in sorted(_pools(inp).items()):
-        on, setting = _repair_on(inp, nodes)
-        if not on:
-            continue
-        at_risk: dict[str, list[Node]] = {}
-        for node in nodes:
-            claim = claims.get(node.name) or claims.get(node.provider_id)
-            if claim is None or claim.image_id not in bad_images or node.name in failing_now:
-                continue
-            at_risk.setdefault(claim.image_id, []).append(node)
-        for image, risky in sorted(at_risk.items()):
-            names = sorted(n.name for n in risky)
-            evidence = [
-                Evidence(None, "settings", setting),
-                Evidence(
-                    None,
-                    "nodeclaim",
-                    f"image {image}: {len(bad_images[image])} DCGMError node(s) seen, "
-                    f"{healthy_on.get(image, 0)} with AcceleratedHardwareReady=True now",
-                ),
-                *bad_images[image][:5],
-            ]
-            evidence += [
-                Evidence(None, "nodeclaim", f"Node {name} runs image {image}") for name in names
-            ]
-            findings.append(
-                Finding(
-                    id=REPAIR_RISK,
-                    severity=WARNING,
-                    nodepool=pool,
-                    nodes=tuple(names),
-                    summary=(
-                        f"NodePool {pool}: {len(names)} node(s) run image {image}, on which "
-                        "another node already hit DCGMError; when their node monitoring agent "
-                        "reports the same, repair replaces them 10 min later"
-                    ),
-                    evidence=tuple(evidence),
-                    runbooks=()
-                    if any(n.pool_kind == "auto" for n in risky)
-                    else (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
-                )
-            )
-    return findings
+
+def _image_finding(
+    pool: str, image: str, risky: list[Node], setting: str, proof: list[Evidence], healthy: int
+) -> Finding:
+    names = sorted(n.name for n in risky)
+    evidence = [
+        Evidence(None, "settings", setting),
+        Evidence(
+            None,
+            "nodeclaim",
+            f"image {image}: {len(proof)} DCGMError node(s) seen, "
+            f"{healthy} with AcceleratedHardwareReady=True now",
+        ),
+        *proof[:5],
+    ]
+    evidence += [Evidence(None, "nodeclaim", f"Node {name} runs image {image}") for name in names]
+    return Finding(
+        id=REPAIR_RISK,
+        severity=WARNING,
+        nodepool=pool,
+        nodes=tuple(names),
+        summary=(
+            f"NodePool {pool}: {len(names)} node(s) run image {image}, on which "
+            "another node already hit DCGMError; when their node monitoring agent "
+            "reports the same, repair replaces them 10 min later"
+        ),
+        evidence=tuple(evidence),
+        runbooks=()
+        if any(n.pool_kind == "auto" for n in risky)
+        else (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
+    )
 
 
 def _mig_manager_cgroup2(inp: DiagnosisInput) -> list[Finding]:

@@ -20,7 +20,7 @@ from mignurse.nodeview import short_name
 from mignurse.render import plan_markup
 from mignurse.runner.engine import Plan, Runner
 from mignurse.runner.step import Harm
-from mignurse.tui.desk import Desk, Job
+from mignurse.tui.launcher import RunbookLauncher, RunRequest
 from mignurse.tui.screens.run import RUNNER_ERRORS
 
 
@@ -57,18 +57,18 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
     #plan-verdict { padding: 0 1; height: auto; }
     """
 
-    def __init__(self, desk: Desk, jobs: list[Job]) -> None:
+    def __init__(self, launcher: RunbookLauncher, requests: list[RunRequest]) -> None:
         super().__init__()
-        self.desk = desk
-        self.jobs = jobs
+        self.launcher = launcher
+        self.requests = requests
         self.runners: list[Runner] = []
         self.plans: list[Plan] = []
         self.error = ""
         self.ready = False
 
     def compose(self) -> ComposeResult:
-        book = self.jobs[0].book
-        targets = [j.target for j in self.jobs]
+        book = self.requests[0].book
+        targets = [r.target for r in self.requests]
         on = ", ".join(short_name(t) for t in targets) if book.target == "node" else "the cluster"
         yield Static(
             Text.assemble(("Plan ", "bold"), (book.name, "bold"), f" on {on}: {book.title}"),
@@ -88,8 +88,8 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
         plans: list[Plan] = []
         error = ""
         try:
-            for job in self.jobs:
-                runner = self.desk.runner(job)
+            for request in self.requests:
+                runner = self.launcher.runner(request)
                 runners.append(runner)
                 plans.append(runner.plan())
         except RUNNER_ERRORS as exc:
@@ -118,7 +118,7 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
             )
         else:
             harm = max((p.harm for p in plans), default=Harm.NONE)
-            words = confirm_words(harm, [j.target for j in self.jobs], self.desk.cluster)
+            words = confirm_words(harm, [r.target for r in self.requests], self.launcher.cluster)
             verdict.update(
                 Text.assemble(
                     ("enter", "bold"), f" runs it ({harm.name.lower()} harm: {words}) · ",

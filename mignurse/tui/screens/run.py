@@ -30,7 +30,7 @@ from mignurse.runner.engine import Followup, Plan, RunError, RunEvent, Runner, R
 from mignurse.runner.lock import LockError
 from mignurse.runner.schema import OPPOSITES, RunbookError, reversal_words
 from mignurse.runner.step import Harm, StepFailed
-from mignurse.tui.desk import Desk
+from mignurse.tui.launcher import RunbookLauncher
 from mignurse.tui.screens.confirm import ModalConfirmer
 from mignurse.tui.selection import Selection
 
@@ -107,17 +107,17 @@ class RunScreen(ModalScreen[None]):
 
     def __init__(
         self,
-        desk: Desk,
+        launcher: RunbookLauncher,
         runners: list[Runner],
         *,
         undo: bool = False,
         selection: Selection | None = None,
     ) -> None:
         super().__init__()
-        self.desk = desk
+        self.launcher = launcher
         self.runners = runners
         self.undoing = undo
-        self.selection = selection or Selection(cluster=desk.cluster)
+        self.selection = selection or Selection(cluster=launcher.cluster)
         self.results: list[RunResult] = []
         self.errors: list[str] = []
         self.running = True
@@ -288,7 +288,9 @@ class RunScreen(ModalScreen[None]):
         stopped = self._last(st.INTERRUPTED, st.RUN_FAILED)
         self.post_message(RunFinished(lines, stopped))
         if stopped is not None:
-            self.post_message(FollowupsChecked(stopped.run_id, self.desk.followups(stopped.run_id)))
+            self.post_message(
+                FollowupsChecked(stopped.run_id, self.launcher.followups(stopped.run_id))
+            )
 
     def _report_lines(self, declined: bool) -> list[str]:
         """The report (built in the worker: the node's state is read from the cluster)."""
@@ -440,13 +442,13 @@ class RunScreen(ModalScreen[None]):
         if result is None or self.running or not self.can("undo" if undo else "resume"):
             return
         try:
-            runner = self.desk.from_state(result.run_id)
+            runner = self.launcher.from_state(result.run_id)
         except RUNNER_ERRORS as exc:
             self.notify(str(exc), severity="error", timeout=8)
             return
         app = self.app
         self.dismiss(None)
-        app.push_screen(RunScreen(self.desk, [runner], undo=undo, selection=self.selection))
+        app.push_screen(RunScreen(self.launcher, [runner], undo=undo, selection=self.selection))
 
     def action_resume(self) -> None:
         self._again(undo=False)

@@ -1,8 +1,9 @@
-"""The runbook engine wired to what the app shows: one `Desk` per source (a cluster).
+"""The runbook engine wired to what the app shows: one `RunbookLauncher` per source (a
+cluster), which builds a `Runner` for each `RunRequest`.
 
 It loads the runbooks, builds `Runner`s on the source's client, and reaches nodes as
 `LiveSource` does (the simulator's sandboxes in the demo, else SSH; the sandboxes live as
-long as the desk, so a node keeps its state between runs). In the demo the audit log is
+long as the launcher, so a node keeps its state between runs). In the demo the audit log is
 stamped with the simulated clock, the one the cluster's own records use.
 """
 
@@ -21,7 +22,7 @@ from mignurse.runner.schema import Runbook, load_runbooks
 
 
 @dataclass(frozen=True)
-class Job:
+class RunRequest:
     """One run to start: a runbook and its resolved params (node included)."""
 
     book: Runbook
@@ -32,7 +33,10 @@ class Job:
         return str(self.params.get("node") or "") if self.book.target == "node" else "cluster"
 
 
-class Desk:
+class RunbookLauncher:
+    """Starts runbook runs on one source's cluster: its runbooks, and the client, node shells,
+    AWS clients and audit log every run it builds shares."""
+
     def __init__(self, source: Any) -> None:
         self.source = source  # a LiveSource or a BundleSource (which has no client)
         self._books: dict[str, Runbook] | None = None
@@ -83,8 +87,8 @@ class Desk:
     def _audit(self) -> Audit:
         return Audit(clock=self.source.now) if self.source.simulated else Audit()
 
-    def runner(self, job: Job) -> Runner:
-        return Runner(job.book, dict(job.params), audit=self._audit(), **self._common())
+    def runner(self, request: RunRequest) -> Runner:
+        return Runner(request.book, dict(request.params), audit=self._audit(), **self._common())
 
     def from_state(self, run_id: str) -> Runner:
         return Runner.from_state(run_id, books=self.books(), audit=self._audit(), **self._common())
@@ -99,11 +103,11 @@ class Desk:
         return possible_followups(run_id, books=self.books(), **common)
 
 
-_DESKS: weakref.WeakKeyDictionary[Any, Desk] = weakref.WeakKeyDictionary()
+_LAUNCHERS: weakref.WeakKeyDictionary[Any, RunbookLauncher] = weakref.WeakKeyDictionary()
 
 
-def desk_for(source: Any) -> Desk:
-    desk = _DESKS.get(source)
-    if desk is None:
-        desk = _DESKS[source] = Desk(source)
-    return desk
+def launcher_for(source: Any) -> RunbookLauncher:
+    launcher = _LAUNCHERS.get(source)
+    if launcher is None:
+        launcher = _LAUNCHERS[source] = RunbookLauncher(source)
+    return launcher

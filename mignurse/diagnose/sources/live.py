@@ -1,0 +1,118 @@
+"""A live cluster read into a `Gathered`: the snapshot, the Karpenter Deployment's settings,
+the managed node groups' repair settings, and the local history of lifecycles and condition
+flips (read-only: a running `mignurse watch` keeps writing it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, Forbidden, NotFound
+from mignurse.cluster.history import HistoryError, HistoryStore
+from mignurse.cluster.load import load_snapshot
+from mignurse.diagnose.inputs import History, KarpenterSettings, controller_container_index
+from mignurse.diagnose.mng import parse_nodegroups
+from mignurse.diagnose.sources.gathered import Gathered
+
+HISTORY_WINDOW = timedelta(hours=6)
+KARPENTER_LOCATIONS = (("kube-system", "karpenter"), ("karpenter", "karpenter"))
+
+
+def load_live(
+    client: ClusterClient,
+    *,
+    history_path: Path | None,
+    nodegroups: Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]] | None = None,
+) -> Gathered:
+    """Nodes, NodeClaims, NodePools, events, the Karpenter Deployment, the repair settings
+    of GPU managed node groups (through `nodegroups`, the EKS API, when given), and the
+    local history when there is one (read-only: a running `mignurse watch` keeps writing)."""
+    loaded = load_snapshot(client, with_events=True)
+    gathered = Gathered(
+        snapshot=loaded.snapshot,
+        collected_at=loaded.snapshot.taken_at,
+        context=client.info.context,
+        notices=list(loaded.notices),
+    )
+    if loaded.snapshot.karpenter:
+        gathered.karpenter = karpenter_settings(client, gathered.notices)
+    groups = sorted(
+        {n.pool for n in loaded.snapshot.gpu_nodes() if n.pool_kind == "nodegroup" and n.pool}
+    )
+    if groups and nodegroups is not None:
+        documents, unread = nodegroups(groups)
+        gathered.nodegroups, problems = parse_nodegroups({"nodegroups": documents})
+        gathered.notices.extend(unread + problems)
+    if history_path is not None and history_path.exists():
+        gathered.history = _read_history_file(
+            history_path, client.info.context, loaded.snapshot.taken_at, gathered.notices
+        )
+    return gathered
+
+
+def find_karpenter_deployment(client: ClusterClient, namespace: str = "") -> dict[str, Any] | None:
+    """The Karpenter controller Deployment: by the chart's name label (any release name, any
+    namespace), else `karpenter` in kube-system or karpenter. RBAC that refuses the list
+    falls back to the two reads; other failures raise ClusterError."""
+    try:
+        for items, _version in client.list_pages(
+            DEPLOYMENTS,
+            namespace=namespace or None,
+            label_selector="app.kubernetes.io/name=karpenter",
+        ):
+            for item in items:
+                pod = ((item.get("spec") or {}).get("template") or {}).get("spec") or {}
+                if controller_container_index(pod.get("containers") or []) is not None:
+                    return dict(item)
+    except (NotFound, Forbidden):
+        pass
+    for ns, name in KARPENTER_LOCATIONS:
+        if namespace and ns != namespace:
+            continue
+        try:
+            return client.get(DEPLOYMENTS, name, ns)
+        except NotFound:
+            continue
+    return None
+
+
+def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:
+    try:
+        deployment = find_karpenter_deployment(client)
+    except ClusterError as exc:
+        notices.append(f"cannot read the Karpenter Deployment: {exc}")
+        return None
+    if deployment is None:
+        notices.append("no Karpenter Deployment found: whether repair is on is unknown")
+        return None
+    return KarpenterSettings.from_deployment(deployment)
+
+
+def _read_history_file(
+    path: Path, context: str, now: datetime | None, notices: list[str]
+) -> History:
+    try:
+        store = HistoryStore(path, readonly=True)
+    except HistoryError as exc:
+        notices.append(f"history not used: {exc}")
+        return History()
+    try:
+        return read_history(store, context, now or datetime.now().astimezone())
+    finally:
+        store.close()
+
+
+def read_history(store: HistoryStore, context: str, now: datetime) -> History:
+    """The last HISTORY_WINDOW of one context: what the rules compare against."""
+    since = now - HISTORY_WINDOW
+    return History(
+        lifecycles=tuple(
+            store.lifecycles(context, kind="NodeClaim", since=since)
+            + store.lifecycles(context, kind="Node", since=since)
+        ),
+        transitions=tuple(store.transitions(context, kind="Node", since=since)),
+        events=tuple(store.events(context, since=since)),
+    )

@@ -1,0 +1,43 @@
+"""How evidence words a node condition and a span or moment of time, alike in every rule."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from mignurse.model import format_time
+
+
+def condition_text(node: str, type_: str, status: str, reason: str, message: str) -> str:
+    detail = f" {reason}" if reason else ""
+    said = f' "{message}"' if message else ""
+    return f"Node {node}: {type_}={status}{detail}{said}"
+
+
+def human_duration(delta: timedelta) -> str:
+    """12m 5s, 1h 3m, 2d 4h: what an engineer reads at a glance."""
+    seconds = int(abs(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s" if secs and minutes < 10 else f"{minutes}m"
+    return f"{secs}s"
+
+
+def relative(when: datetime, now: datetime) -> str:
+    """ "in 3m" / "4m ago" beside a time."""
+    delta = when - now
+    return (
+        f"in {human_duration(delta)}"
+        if delta.total_seconds() >= 0
+        else (f"{human_duration(delta)} ago")
+    )
+
+
+def short_time(when: datetime | None) -> str:
+    text = format_time(when)
+    return text[11:] if text else "?"  # HH:MM:SSZ: the date is rarely in doubt on call

@@ -1,0 +1,410 @@
+"""How the API server writes: PATCH in its four forms (merge, strategic, JSON patch,
+server-side apply with field managers), PUT with resourceVersion preconditions, the
+status subresource's rules, custom resources pruned, defaulted and validated by their CRD
+schema, DELETE with grace periods, and the Eviction API with PodDisruptionBudgets.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from mignurse.sim import apply as ssa
+from mignurse.sim import patches, schema
+from mignurse.sim.apiserver.base import HandlerBase
+from mignurse.sim.apiserver.errors import ApiError, conflict, invalid, not_found
+from mignurse.sim.discovery import Served
+from mignurse.sim.objects import JsonDict, ts
+from mignurse.sim.resources import RESOURCES, ResourceType
+
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/json-patch+json": "json",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+cbor": "apply-cbor",
+}
+# Built-in kinds that keep a metadata.generation (their strategies bump it on spec changes).
+GENERATION_KINDS = {"deployments", "poddisruptionbudgets", "replicasets", "daemonsets"}
+CUSTOM = ("nodeclaims", "nodepools", "ec2nodeclasses")
+
+
+def _manager_from(user_agent: str) -> str:
+    """The default field manager: the User-Agent up to its first '/' (apiserver handlers)."""
+    return (user_agent.split("/", 1)[0] or "unknown")[:128]
+
+
+class WriteHandler(HandlerBase):
+    def _shapes(self, rtype: ResourceType) -> ssa.Shapes:
+        custom = (
+            self.sim.crds.schema(rtype.plural) if self.sim.crds and rtype.plural in CUSTOM else None
+        )
+        return ssa.Shapes(custom, patches.MERGE_KEYS, patches.PRIMITIVE_MERGE_LISTS)
+
+    def _manager(self) -> str:
+        return self._query.get("fieldManager") or _manager_from(
+            self.headers.get("User-Agent") or ""
+        )
+
+    def _decode_body(self, rtype: ResourceType, body: bytes, yaml_ok: bool) -> Any:
+        try:
+            return yaml.safe_load(body) if yaml_ok else json.loads(body or b"null")
+        except (ValueError, yaml.YAMLError) as exc:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a '
+                f"{rtype.kind}: {exc}",
+            ) from None
+
+    def _patch(
+        self, served: Served, namespace: str, name: str, sub: str | None, body: bytes
+    ) -> None:
+        rtype = served.rtype
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        kind = PATCH_TYPES.get(content_type)
+        custom = rtype.plural in CUSTOM
+        if kind is None or kind == "apply-cbor" or (kind == "strategic" and custom):
+            accepted = (
+                "application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml"
+            )
+            if not custom:
+                accepted += ", application/strategic-merge-patch+json"
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - "
+                f"accepted media types include: {accepted}",
+            )
+        if kind == "apply":
+            self._apply(served, namespace, name, sub, body)
+            return
+        try:
+            patch = json.loads(body or b"null")
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", f"error decoding patch: {exc}") from None
+
+        def compute(current: JsonDict) -> JsonDict:
+            try:
+                if kind == "merge":
+                    patched = patches.merge_patch(current, patch)
+                elif kind == "strategic":
+                    patched = patches.strategic_merge_patch(current, patch)
+                else:
+                    patched = patches.json_patch(current, patch)
+            except patches.PatchError as exc:
+                reason = "Invalid" if exc.code == 422 else "BadRequest"
+                raise ApiError(exc.code, reason, str(exc)) from None
+            if not isinstance(patched, dict):
+                raise ApiError(422, "Invalid", "the patch does not produce an object")
+            return patched
+
+        self._modify(served, namespace, name, sub, compute)
+
+    def _update(
+        self, served: Served, namespace: str, name: str, sub: str | None, body: bytes
+    ) -> None:
+        rtype = served.rtype
+        new = self._decode_body(rtype, body, yaml_ok=False)
+        if not isinstance(new, dict):
+            raise ApiError(400, "BadRequest", "the body of the request must be an object")
+        if new.get("kind") not in (None, rtype.kind):
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+                f'the kind "{new.get("kind")}" does not match "{rtype.kind}"',
+            )
+        meta: JsonDict = new["metadata"] if isinstance(new.get("metadata"), dict) else {}
+        if meta.get("name") != name:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the name of the object ({meta.get('name')}) does not match the name on the "
+                f"URL ({name})",
+            )
+        if rtype.plural in CUSTOM and not meta.get("resourceVersion"):
+            # customresource strategy: AllowUnconditionalUpdate is false
+            raise invalid(
+                rtype,
+                name,
+                [schema.invalid("metadata.resourceVersion", 0, "must be specified for an update")],
+            )
+        self._modify(served, namespace, name, sub, lambda current: new, operation="Update")
+
+    def _apply(
+        self, served: Served, namespace: str, name: str, sub: str | None, body: bytes
+    ) -> None:
+        rtype = served.rtype
+        config = self._decode_body(rtype, body, yaml_ok=True)
+        if not isinstance(config, dict):
+            raise ApiError(
+                400, "BadRequest", "error decoding YAML: the apply configuration is not an object"
+            )
+        manager = self._query.get("fieldManager")
+        if not manager:
+            raise ApiError(
+                422,
+                "Invalid",
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                "required for apply patch",
+            )
+        if config.get("kind") != rtype.kind or config.get("apiVersion") != rtype.api_version:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the API version in the data ({config.get('apiVersion')}) does not match the "
+                f"expected API version ({rtype.api_version})",
+            )
+        cmeta: JsonDict = config["metadata"] if isinstance(config.get("metadata"), dict) else {}
+        if cmeta.get("name") != name:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the name of the object ({cmeta.get('name')}) does not match the name on the "
+                f"URL ({name})",
+            )
+        force = self._query.get("force") in ("true", "1")
+        shapes = self._shapes(rtype)
+        status_separate = "status" in rtype.subresources
+
+        def compute(current: JsonDict) -> JsonDict:
+            try:
+                return ssa.server_side_apply(
+                    current,
+                    config,
+                    manager=manager,
+                    force=force,
+                    api_version=rtype.api_version,
+                    now=ts(self.sim.world.now),
+                    shapes=shapes,
+                    status_separate=status_separate,
+                )
+            except ssa.ApplyConflict as exc:
+                raise ApiError(409, "Conflict", exc.message, {"causes": exc.causes()}) from None
+
+        self._modify(served, namespace, name, sub, compute, operation="Apply")
+
+    def _custom_checks(
+        self, rtype: ResourceType, name: str, current: JsonDict, new: JsonDict
+    ) -> list[str]:
+        """Prune, default and validate a custom resource; returns unknown-field warnings."""
+        crds = self.sim.crds
+        if crds is None or rtype.plural not in CUSTOM:
+            return []
+        structural = crds.schema(rtype.plural)
+        unknown: list[str] = []
+        pruned = schema.prune(new, structural, "", unknown)
+        mode = self._query.get("fieldValidation", "Warn") or "Warn"
+        if unknown and mode == "Strict":
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+                f"strict decoding error: {listed}",
+            )
+        new.clear()
+        new.update(pruned)
+        schema.apply_defaults(new, structural)
+        errors = schema.validate(
+            {k: v for k, v in new.items() if k != "metadata"},
+            {
+                **structural,
+                "properties": {
+                    k: v for k, v in (structural.get("properties") or {}).items() if k != "metadata"
+                },
+            },
+            {k: v for k, v in current.items() if k != "metadata"},
+            has_old=True,
+        )
+        if errors:
+            raise invalid(rtype, name, errors)
+        return [] if mode == "Ignore" else [f'unknown field "{u}"' for u in unknown]
+
+    def _modify(
+        self,
+        served: Served,
+        namespace: str,
+        name: str,
+        sub: str | None,
+        compute: Any,
+        operation: str = "Patch",
+    ) -> None:
+        rtype = served.rtype
+        sim = self.sim
+        key_ns = namespace if rtype.namespaced else ""
+        warnings: list[str] = []
+        with sim.world.api_txn() as tx:
+            stored = tx.get(rtype.plural, key_ns, name)
+            if stored is None:
+                raise not_found(rtype, name)
+            current: JsonDict = json.loads(json.dumps(stored))  # writes must not alias the store
+            patched = compute(json.loads(json.dumps(current)))
+            patched.pop("kind", None)
+            patched.pop("apiVersion", None)
+            patched.setdefault("metadata", {})
+            if not isinstance(patched["metadata"], dict):
+                raise ApiError(422, "Invalid", "metadata must be an object")
+            want_rv = patched["metadata"].get("resourceVersion")
+            if want_rv and want_rv != current["metadata"].get("resourceVersion"):
+                raise conflict(rtype, name)
+            patched = self._apply_subresource_rules(rtype, current, patched, sub)
+            warnings = self._custom_checks(rtype, name, current, patched)
+            if operation != "Apply":
+                ssa.record_update(
+                    current,
+                    patched,
+                    manager=self._manager(),
+                    api_version=rtype.api_version,
+                    now=ts(sim.world.now),
+                    shapes=self._shapes(rtype),
+                    status_separate="status" in rtype.subresources,
+                    subresource=sub or "",
+                )
+            if patched == current:
+                self._send(200, self._with_kind(rtype, current), warnings=warnings)
+                return
+            before = current
+            spec_changed = {
+                k: v for k, v in patched.items() if k not in ("metadata", "status")
+            } != {k: v for k, v in before.items() if k not in ("metadata", "status")}
+            if spec_changed and (rtype.plural in CUSTOM or rtype.plural in GENERATION_KINDS):
+                patched["metadata"]["generation"] = int(before["metadata"].get("generation", 1)) + 1
+            template_changed = (patched.get("spec") or {}).get("template") != (
+                before.get("spec") or {}
+            ).get("template")
+            if rtype.plural == "deployments" and template_changed:
+                ann = patched["metadata"].setdefault("annotations", {})
+                ann["deployment.kubernetes.io/revision"] = str(
+                    int(ann.get("deployment.kubernetes.io/revision", "1")) + 1
+                )
+            tx.put(rtype.plural, patched)
+            if rtype.plural == "nodes":
+                sim.world.node_changed(name)
+            elif rtype.plural == "deployments":
+                sim.world.deployment_patched(namespace, name, before, patched)
+        result = sim.store.get_raw(rtype.plural, key_ns, name)
+        assert result is not None
+        self._send(200, b"{" + rtype.kind_header() + result[1:], warnings=warnings)
+
+    @staticmethod
+    def _apply_subresource_rules(
+        rtype: ResourceType, current: JsonDict, patched: JsonDict, sub: str | None
+    ) -> JsonDict:
+        """Main resource ignores status; /status changes only status (real strategy rules)."""
+        for immutable in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+            if immutable in current["metadata"]:
+                patched.setdefault("metadata", {})[immutable] = current["metadata"][immutable]
+        for server_owned in ("generation",):
+            if server_owned in current["metadata"]:
+                patched["metadata"][server_owned] = current["metadata"][server_owned]
+        patched["metadata"]["resourceVersion"] = current["metadata"].get("resourceVersion")
+        if "status" not in rtype.subresources:
+            return patched
+        if sub == "status":
+            result = json.loads(json.dumps(current))
+            result["status"] = patched.get("status", {})
+            return result
+        if "status" in current:
+            patched["status"] = current["status"]
+        else:
+            patched.pop("status", None)
+        return patched
+
+    @staticmethod
+    def _with_kind(rtype: ResourceType, obj: JsonDict) -> bytes:
+        return json.dumps(
+            {"kind": rtype.kind, "apiVersion": rtype.api_version, **obj}, separators=(",", ":")
+        ).encode()
+
+    def _delete(self, rtype: ResourceType, namespace: str, name: str, body: bytes = b"") -> None:
+        sim = self.sim
+        key_ns = namespace if rtype.namespaced else ""
+        if rtype.plural not in ("nodes", "nodeclaims", "pods"):
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
+        with sim.world.api_txn() as tx:
+            current = tx.get(rtype.plural, key_ns, name)
+            if current is None:
+                raise not_found(rtype, name)
+            if rtype.plural == "nodeclaims":
+                sim.world.nodeclaim_deleted(name)
+                result = tx.get(rtype.plural, key_ns, name) or current
+            elif rtype.plural == "nodes":
+                stays = sim.world.node_deleted(name)
+                result = (tx.get(rtype.plural, key_ns, name) if stays else None) or current
+                if result.get("metadata", {}).get("deletionTimestamp") is None:
+                    result["metadata"]["deletionTimestamp"] = ts(sim.world.now)
+            else:
+                deleted = sim.world.delete_pod(namespace, name, self._grace_period(body))
+                if deleted is None:
+                    raise not_found(rtype, name)
+                result = deleted
+        self._send(200, self._with_kind(rtype, result))
+
+    def _grace_period(self, body: bytes) -> int | None:
+        """DeleteOptions.gracePeriodSeconds from the query or the body (None: the pod's own)."""
+        text = self._query.get("gracePeriodSeconds")
+        if text is None and body:
+            try:
+                options = json.loads(body)
+            except ValueError:
+                raise ApiError(400, "BadRequest", "error decoding DeleteOptions") from None
+            value = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+            text = None if value is None else str(value)
+        if text is None:
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            raise ApiError(400, "BadRequest", f'invalid gracePeriodSeconds "{text}"') from None
+
+    def _evict(self, namespace: str, name: str, body: bytes) -> None:
+        sim = self.sim
+        rtype = RESOURCES["pods"]
+        try:
+            eviction = json.loads(body or b"{}")
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", f"error decoding eviction: {exc}") from None
+        if not isinstance(eviction, dict) or eviction.get("kind", "Eviction") != "Eviction":
+            raise ApiError(400, "BadRequest", "the body must be a policy/v1 Eviction")
+        body_name = (eviction.get("metadata") or {}).get("name")
+        if body_name and body_name != name:
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        with sim.world.api_txn() as tx:
+            pod = tx.get("pods", namespace, name)
+            if pod is None:
+                raise not_found(rtype, name)
+            options = eviction.get("deleteOptions") or {}
+            grace = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+            pdb = sim.world.evict_pod(namespace, name, None if grace is None else int(grace))
+            if pdb is not None:
+                pdb_status = pdb.get("status", {})
+                cause = (
+                    f"The disruption budget {pdb['metadata']['name']} needs "
+                    f"{pdb_status.get('desiredHealthy', 0)} healthy pods and has "
+                    f"{pdb_status.get('currentHealthy', 0)} currently"
+                )
+                raise ApiError(
+                    429,
+                    "TooManyRequests",
+                    "Cannot evict pod as it would violate the pod's disruption budget.",
+                    {"causes": [{"reason": "DisruptionBudget", "message": cause}]},
+                )
+        self._send_json(
+            201,
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            },
+        )

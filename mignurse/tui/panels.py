@@ -1,0 +1,267 @@
+"""What the app's panels say: the status line, the findings panel, the bar above each
+table, the fleet table and, below it, the highlighted pool's nodes.
+
+`Panels` draws them from what the app holds (`AppState`): the refresh loop calls it after
+each refresh, and again when the view, a filter or the screen's width changes. The node
+table and the detail pane beside it are placed by refreshloop.py and detailpane.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from rich.cells import cell_len
+from rich.console import Group
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.css.query import NoMatches
+from textual.widgets import DataTable, Static
+
+from mignurse.diagnose.findings import Finding
+from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
+from mignurse.fleetview import PoolRow
+from mignurse.nodeview import short_name
+from mignurse.render import SEVERITY_STYLE, countdown
+from mignurse.session import BuildingSource
+from mignurse.tui.appstate import FLEET, NODES, AppState
+from mignurse.tui.detail import clock_time, sorted_findings
+from mignurse.tui.refresh import (
+    BADGE_WORDS,
+    STATUS_STYLE,
+    TABLE_COLUMNS,
+    StatusPart,
+    column_label,
+    fit_cell,
+    fit_status,
+    fit_widths,
+)
+
+FINDINGS_SHOWN = 4
+PREVIEW_ROWS = 40  # at most this many of the pool's nodes below the fleet
+PREVIEW_COLUMNS = ("!", "NAME", "STATUS", "AHR", "MIG", "CORDONED/TAINTS")
+PREVIEW_EVIDENCE = 8  # of the worst node's worst finding, below the fleet
+PANE_CHROME = 4  # the pane's padding and its scrollbar
+_WORST, _NOTREADY, _REPAIR = (FLEET_COLUMNS.index(c) for c in ("WORST", "NOTREADY", "REPAIR"))
+FLEET_DROPS = ("READY", "LIFETIME", "REPL 6H", "KIND")  # dropped first to last when too wide
+
+
+class Panels(AppState):
+    """The status line, the findings panel, the bars, the fleet table and its preview."""
+
+    def _show_status(self) -> None:
+        status = self.query_one("#status", Static)
+        parts = self._status or [StatusPart("connecting…", 0)]
+        if isinstance(self.source, BuildingSource):
+            parts = [StatusPart(f"[b yellow]{escape(self.source.waiting)}[/]", 0)]
+        status.update(fit_status(parts, max(self.size.width - 2, 20)))
+
+    def _show_findings(self) -> None:
+        """The findings panel: worst first, the nearest deadline first within a severity,
+        a live countdown to each."""
+        panel = self.query_one("#findings", Static)
+        if self._diagnosis_error:
+            panel.update(Text(self._diagnosis_error, style="yellow"))
+            return
+        if self._diagnosis is None:
+            waiting = "Diagnosing…" if self._listed else "Listing the cluster: findings follow."
+            panel.update(Text(waiting, style="dim"))
+            return
+        findings = self.shown_findings()
+        if not findings:
+            panel.update(Text("No findings.", style="green"))
+            return
+        now = self.source.now()
+        # One line per finding: the countdown goes first so no long summary can push it off.
+        width = max(self.size.width - 2, 40)
+        lines = Text()
+        for finding in findings[:FINDINGS_SHOWN]:
+            line = Text()
+            line.append(
+                f"{finding.severity.upper():<8}", style=SEVERITY_STYLE.get(finding.severity, "")
+            )
+            if finding.deadline:
+                line.append(f" deadline {countdown(finding.deadline, now)}", style="bold")
+            line.append(f" {finding.id}", style="bold")
+            line.append(f" {finding.summary}")  # summaries name their pool
+            line.truncate(width, overflow="ellipsis")
+            if lines:
+                lines.append("\n")
+            lines.append_text(line)
+        if len(findings) > FINDINGS_SHOWN:
+            lines.append(
+                f"\n… {len(findings) - FINDINGS_SHOWN} more: f shows every finding", style="dim"
+            )
+        panel.update(lines)
+
+    def shown_findings(self) -> list[Finding]:
+        """The findings the panel lists, in its order (the pool's own in a pool's view)."""
+        if self._diagnosis is None:
+            return []
+        findings = self._diagnosis.findings
+        if self.view == NODES and self.pool_filter:
+            findings = [f for f in findings if f.nodepool in ("", self.pool_filter)]
+        return sorted_findings(findings)
+
+    def _show_bars(self) -> None:
+        """The line above each table: what it shows and its own filter."""
+        fleet_filter, node_filter = self.filters[FLEET], self.filters[NODES]
+        pools = len(self._fleet)
+        fleet = Text.assemble(
+            ("Fleet", "bold"), f": {pools} pool{'' if pools == 1 else 's'} with GPU nodes"
+        )
+        if not self._fleet and not self._listed:
+            fleet = Text.assemble(("Fleet", "bold"), ": waiting for the first list of nodes")
+        if fleet_filter is not None:
+            fleet.append(f" · filter /{fleet_filter.text} (esc clears)", style="bold yellow")
+        pool = self.pool_filter
+        nodes = Text.assemble(
+            ("Pool " if pool else "", "bold"),
+            (pool or "All pools", "bold"),
+            f": {len(self._rows) + len(self._pending)} nodes",
+        )
+        if node_filter is not None:
+            nodes.append(f" · filter /{node_filter.text} (esc clears)", style="bold yellow")
+        if self._columns != TABLE_COLUMNS:
+            nodes.append(" · TYPE, AGE in d", style="dim")
+        with contextlib.suppress(NoMatches):
+            self.query_one("#fleet-bar", Static).update(fleet)
+            self.query_one("#nodes-bar", Static).update(nodes)
+
+    def _show_preview(self) -> None:
+        """Below the fleet: the highlighted pool's nodes, worst first, and what is wrong
+        with the worst of them (a small fleet leaves room for it)."""
+        pool = self._highlighted_pool() or (self._fleet[0].pool if self._fleet else None)
+        preview = self.query_one("#fleet-preview", Static)
+        if pool is None:
+            preview.update(Text("No pool with GPU nodes yet.", style="dim"))
+            return
+        rows = self._pool_rows.get(pool, [])
+        nodes = [r for r in rows if r.status_word != "Launching"]
+        title = Text.assemble(
+            ("Nodes of ", "bold"), (pool, "bold"), f" ({len(nodes)}), worst first: enter opens them"
+        )
+        held = next((r for r in self._fleet if r.pool == pool), None)
+        if held is not None and held.repair not in ("", "…"):
+            title.append(
+                f" · repair {held.repair}",
+                style="bold yellow" if held.repair.startswith("PAUSED") else "",
+            )
+        table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
+        words = [
+            {
+                "!": BADGE_WORDS.get(row.badge, ""),
+                "NAME": short_name(row.name),
+                "STATUS": row.status,
+                "AHR": row.ahr,
+                "MIG": row.mig,
+                "CORDONED/TAINTS": row.taints,
+            }
+            for row in rows[:PREVIEW_ROWS]
+        ]
+        # as the node table: columns cut to fit, so AHR and the taints stay in view
+        labels = {c: column_label(c, self.size.width) for c in PREVIEW_COLUMNS}
+        content = {c: max((cell_len(w[c]) for w in words), default=0) for c in labels}
+        widths = fit_widths(content, labels, self.size.width - PANE_CHROME)
+        for column, label in labels.items():
+            table.add_column(label, no_wrap=True, min_width=widths[column])
+        for row, cells in zip(rows, words, strict=False):
+            cut = {c: fit_cell(text, widths[c], c) for c, text in cells.items()}
+            table.add_row(
+                Text(cut["!"], style=SEVERITY_STYLE.get(row.badge, "")),
+                cut["NAME"],
+                Text(cut["STATUS"], style=STATUS_STYLE.get(row.status_word, "")),
+                Text(cut["AHR"], style="bold red" if row.ahr_ok is False else ""),
+                cut["MIG"],
+                cut["CORDONED/TAINTS"],
+            )
+        parts: list[Any] = [title, table]
+        if len(rows) > PREVIEW_ROWS:
+            parts.append(Text(f"… {len(rows) - PREVIEW_ROWS} more (enter)", style="dim"))
+        worst = rows[0] if rows and rows[0].badge else None
+        if worst is not None and self._diagnosis is not None:
+            about = sorted_findings([f for f in self._diagnosis.findings if worst.name in f.nodes])
+            parts.append(Text.assemble("\n", ("Worst node ", "bold"), (worst.name, "bold")))
+            for finding in about:
+                parts.append(
+                    Text.assemble(
+                        (finding.severity.upper(), SEVERITY_STYLE.get(finding.severity, "")),
+                        (f" {finding.id}", "bold"),
+                        f" {finding.summary}",
+                    )
+                )
+            if about:  # what the worst finding rests on, newest last (f shows it all)
+                now = self.source.now()
+                timed = sorted((e.time, e.source, e.text) for e in about[0].evidence if e.time)
+                if timed:
+                    parts.append(Text(f"\nEvidence of {about[0].id}, newest last", style="bold"))
+                for when, where, what in timed[-PREVIEW_EVIDENCE:]:
+                    parts.append(Text(f"{clock_time(when, now)}  {where:<10} {what}", style="dim"))
+        preview.update(Group(*parts))
+
+    @on(DataTable.RowHighlighted, f"#{FLEET}")
+    def _pool_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        with contextlib.suppress(NoMatches):  # a highlight that lands while the app closes
+            self._show_preview()
+
+    # -- the fleet table ---------------------------------------------------------------
+
+    def _show_fleet(self, rows: list[PoolRow], *, force: bool = False) -> None:
+        if rows == self._fleet and not force:
+            return
+        table = self._fleet_table()
+        highlighted = self._highlighted_pool()
+        self._fleet = rows
+        cells_by_row = [self._fleet_cells(row) for row in rows]
+        shown = self._fleet_columns(cells_by_row)
+        if tuple(key.value for key in table.columns) != shown:
+            table.clear(columns=True)
+            for name in shown:
+                table.add_column(name, key=name)
+        else:
+            table.clear()
+        keep = [FLEET_COLUMNS.index(name) for name in shown]
+        for row, cells in zip(rows, cells_by_row, strict=True):
+            table.add_row(*(cells[i] for i in keep), key=row.pool)
+        # Rows shown before the first diagnosis are not ranked yet: following the pool the
+        # cursor sat on then would land on whichever came first by name, not the worst.
+        ranked = self._diagnosis is not None or bool(self._diagnosis_error)
+        follow = self._fleet_ranked and highlighted is not None
+        if follow and any(r.pool == highlighted for r in rows):
+            table.move_cursor(row=table.get_row_index(str(highlighted)), animate=False)
+        self._fleet_ranked = ranked
+
+    @staticmethod
+    def _fleet_cells(row: PoolRow) -> list[Any]:
+        cells: list[Any] = list(row.cells())
+        if row.worst is not None:
+            cells[_WORST] = Text(cells[_WORST], style=SEVERITY_STYLE.get(row.worst.severity, ""))
+        if row.not_ready:
+            cells[_NOTREADY] = Text(cells[_NOTREADY], style="bold red")
+        if row.repair.startswith("PAUSED"):
+            cells[_REPAIR] = Text(_short_repair(row.repair), style="bold yellow")
+        return cells
+
+    def _fleet_columns(self, cells_by_row: list[list[Any]]) -> tuple[str, ...]:
+        """Columns by content: the least needed go when the fleet is wider than the screen
+        (READY is NODES less NOTREADY), so REPAIR and KIND stay in view."""
+        widths = {
+            name: max([len(name), *(Text(str(c[i])).cell_len for c in cells_by_row)]) + 2
+            for i, name in enumerate(FLEET_COLUMNS)
+        }
+        room = self.size.width - 2
+        shown = list(FLEET_COLUMNS)
+        for name in FLEET_DROPS:
+            if sum(widths[c] for c in shown) <= room:
+                break
+            shown.remove(name)
+        return tuple(shown)
+
+
+def _short_repair(repair: str) -> str:
+    """ "PAUSED by alice since 03:02Z" → "PAUSED since 03:02Z" (who is in the preview)."""
+    if " since " in repair:
+        return "PAUSED since " + repair.split(" since ", 1)[1]
+    return repair
