@@ -52,7 +52,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from mignurse.nodeaccess.ssm import agent_output_key
+from mignurse.nodeaccess.ssmwrapper import agent_output_key
 
 STDOUT_MAX = 24_000
 STDERR_MAX = 8_000

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import (
     EXIT_OK,
@@ -20,6 +22,12 @@ from mignurse.cli.common import (
     seconds_option,
     ssm_upload_option,
 )
+
+if TYPE_CHECKING:
+    from mignurse.cluster.client import ClusterClient
+    from mignurse.cluster.snapshot import Snapshot
+    from mignurse.model import Node
+    from mignurse.nodeaccess.base import NodeShell
 
 _SINCE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SINCE_DAYS = 365
@@ -186,8 +194,7 @@ def _bundle_path(output: str | None, name: str) -> Path:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from mignurse.cluster.load import load_snapshot
-    from mignurse.collect.redact import Redactor
-    from mignurse.collect.run import collect, select_nodes
+    from mignurse.collect.run import select_nodes
     from mignurse.collect.transports import shell_factory
 
     access = access_for(args)
@@ -224,44 +231,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
             shell_for = shell_factory(
                 client, access, sandboxes=Path(sandboxes), simulated=simulated
             )
-            progress = _CollectProgress(len(nodes))
-            print(
-                f"collecting {len(nodes)} node(s) over {transport} into {out} "
-                f"(journals since {since}, {args.concurrency} at once)",
-                file=sys.stderr,
-                flush=True,
+            manifest = _collect_with_progress(
+                args, client, loaded.snapshot, nodes, shell_for, out, since, transport, now
             )
-            try:
-                manifest = collect(
-                    client,
-                    loaded.snapshot,
-                    nodes,
-                    shell_for=shell_for,
-                    out=out,
-                    since=since,
-                    redactor=Redactor(
-                        enabled=not args.no_redact, obfuscate_network=args.obfuscate_network
-                    ),
-                    concurrency=args.concurrency,
-                    node_timeout=args.timeout,
-                    progress=progress,
-                    nodegroups=None
-                    if transport == "sim"
-                    else nodegroup_reader(args, client.info.cluster),
-                    collected_at=now,  # the moment in the bundle's name
-                )
-            except KeyboardInterrupt:
-                progress.close()
-                print(
-                    f"interrupted: {out} is a valid partial bundle ({progress.ok}/{len(nodes)} "
-                    f"nodes collected); read it with: mignurse diagnose --from {out}",
-                    file=sys.stderr,
-                )
-                return 130
-            finally:
-                progress.close()
     finally:
         client.close()
+    if manifest is None:
+        return 130
     failed = {name: n for name, n in manifest["nodes"].items() if not n["ok"]}
     size = out.stat().st_size / 2**20
     print(
@@ -271,3 +247,53 @@ def cmd_collect(args: argparse.Namespace) -> int:
     for name, node in failed.items():
         print(f"  not collected: {name}: {node['error'] or '; '.join(node['problems'])}")
     return 1 if failed else EXIT_OK
+
+
+def _collect_with_progress(
+    args: argparse.Namespace,
+    client: ClusterClient,
+    snapshot: Snapshot,
+    nodes: list[Node],
+    shell_for: Callable[[Node], NodeShell],
+    out: Path,
+    since: str,
+    transport: str,
+    collected_at: datetime,
+) -> dict[str, Any] | None:
+    """The bundle's manifest, collected with per-node progress on stderr; None when Ctrl-C
+    stopped it (stderr then says the partial bundle is valid)."""
+    from mignurse.collect.redact import Redactor
+    from mignurse.collect.run import collect
+
+    progress = _CollectProgress(len(nodes))
+    print(
+        f"collecting {len(nodes)} node(s) over {transport} into {out} "
+        f"(journals since {since}, {args.concurrency} at once)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        return collect(
+            client,
+            snapshot,
+            nodes,
+            shell_for=shell_for,
+            out=out,
+            since=since,
+            redactor=Redactor(enabled=not args.no_redact, obfuscate_network=args.obfuscate_network),
+            concurrency=args.concurrency,
+            node_timeout=args.timeout,
+            progress=progress,
+            nodegroups=None if transport == "sim" else nodegroup_reader(args, client.info.cluster),
+            collected_at=collected_at,  # the moment in the bundle's name
+        )
+    except KeyboardInterrupt:
+        progress.close()
+        print(
+            f"interrupted: {out} is a valid partial bundle ({progress.ok}/{len(nodes)} "
+            f"nodes collected); read it with: mignurse diagnose --from {out}",
+            file=sys.stderr,
+        )
+        return None
+    finally:
+        progress.close()

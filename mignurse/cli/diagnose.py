@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import (
     UserError,
@@ -15,6 +16,11 @@ from mignurse.cli.common import (
     is_simulated,
     nodegroup_reader,
 )
+
+if TYPE_CHECKING:
+    from mignurse.diagnose.engine import Diagnosis
+    from mignurse.diagnose.inputs import DiagnosisInput
+    from mignurse.diagnose.sources import Gathered
 
 
 def add_parser(sub: Any) -> None:
@@ -50,45 +56,12 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
-    from mignurse.cluster.history import default_history_path
     from mignurse.diagnose.engine import Diagnosis, diagnose
-    from mignurse.diagnose.sources import load_live, load_offline
     from mignurse.diagnose.timeline import node_timeline
-    from mignurse.model import format_time, parse_time
+    from mignurse.model import format_time
     from mignurse.render import print_findings, print_timeline
 
-    now = None
-    if args.now:
-        now = parse_time(args.now)
-        if now is None:
-            raise UserError(f"--now {args.now!r} is not an RFC 3339 time (2026-11-29T03:00:00Z)")
-        if not _judgeable(now):
-            raise UserError(f"--now {args.now} is out of range: give a time from 1970 to 8999")
-    if args.source:
-        gathered = load_offline(Path(args.source).expanduser())
-        now = now or gathered.judge_time()
-        if now is None:
-            raise UserError(f"{args.source} holds no timestamp to judge by: pass --now")
-        if not _judgeable(now):
-            raise UserError(
-                f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
-            )
-        context = gathered.context or Path(args.source).name
-    else:
-        client = connect(args)
-        try:
-            state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
-            gathered = load_live(
-                client,
-                history_path=default_history_path(state_dir),
-                nodegroups=None
-                if is_simulated(args.kubeconfig, client.info.cluster)
-                else nodegroup_reader(args, client.info.cluster),
-            )
-        finally:
-            client.close()
-        now = now or gathered.collected_at or client.server_now()
-        context = client.info.context
+    gathered, now, context = _gather(args, _now_flag(args.now))
     for notice in gathered.notices:
         print(f"note: {notice}", file=sys.stderr)
     inp = gathered.to_input(now)
@@ -109,21 +82,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     for error in result.rule_errors:
         print(f"warning: a rule failed and was skipped: {error}", file=sys.stderr)
     if args.output == "json":
-        document = {
-            "apiVersion": "mignurse/v1",
-            "kind": "Diagnosis",
-            "context": context,
-            "now": format_time(now),
-            **({"layout": gathered.layout} if args.source else {}),
-            "findings": [f.to_json() for f in result.findings],
-            # how each named node's GPUs reach pods: device-plugin or dra
-            "gpuSources": {
-                name: inp.snapshot.gpu_source(inp.snapshot.nodes[name])
-                for name in sorted({n for f in result.findings for n in f.nodes})
-                if name in inp.snapshot.nodes
-            },
-            "ruleErrors": result.rule_errors,
-        }
+        document = _json_document(args, context, now, gathered, inp, result)
         if node:
             document["timeline"] = [entry.to_json() for entry in timeline]
         json.dump(document, sys.stdout, indent=2)
@@ -141,6 +100,79 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if node:
             print_timeline(node, timeline)
     return result.exit_code
+
+
+def _now_flag(text: str | None) -> datetime | None:
+    """`--now`, checked: an RFC 3339 time the rules can judge at, or None when not given."""
+    from mignurse.model import parse_time
+
+    if not text:
+        return None
+    now = parse_time(text)
+    if now is None:
+        raise UserError(f"--now {text!r} is not an RFC 3339 time (2026-11-29T03:00:00Z)")
+    if not _judgeable(now):
+        raise UserError(f"--now {text} is out of range: give a time from 1970 to 8999")
+    return now
+
+
+def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, datetime, str]:
+    """What to diagnose (a bundle or dump folder with `--from`, else the live cluster), the
+    moment to judge at (`now`, else the source's own), and the context's name."""
+    from mignurse.cluster.history import default_history_path
+    from mignurse.diagnose.sources import load_live, load_offline
+
+    if args.source:
+        gathered = load_offline(Path(args.source).expanduser())
+        now = now or gathered.judge_time()
+        if now is None:
+            raise UserError(f"{args.source} holds no timestamp to judge by: pass --now")
+        if not _judgeable(now):
+            raise UserError(
+                f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
+            )
+        return gathered, now, gathered.context or Path(args.source).name
+    client = connect(args)
+    try:
+        state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
+        gathered = load_live(
+            client,
+            history_path=default_history_path(state_dir),
+            nodegroups=None
+            if is_simulated(args.kubeconfig, client.info.cluster)
+            else nodegroup_reader(args, client.info.cluster),
+        )
+    finally:
+        client.close()
+    return gathered, now or gathered.collected_at or client.server_now(), client.info.context
+
+
+def _json_document(
+    args: argparse.Namespace,
+    context: str,
+    now: datetime,
+    gathered: Gathered,
+    inp: DiagnosisInput,
+    result: Diagnosis,
+) -> dict[str, Any]:
+    """The findings as `-o json` writes them (the caller adds the node's timeline)."""
+    from mignurse.model import format_time
+
+    return {
+        "apiVersion": "mignurse/v1",
+        "kind": "Diagnosis",
+        "context": context,
+        "now": format_time(now),
+        **({"layout": gathered.layout} if args.source else {}),
+        "findings": [f.to_json() for f in result.findings],
+        # how each named node's GPUs reach pods: device-plugin or dra
+        "gpuSources": {
+            name: inp.snapshot.gpu_source(inp.snapshot.nodes[name])
+            for name in sorted({n for f in result.findings for n in f.nodes})
+            if name in inp.snapshot.nodes
+        },
+        "ruleErrors": result.rule_errors,
+    }
 
 
 def _diagnosed_node(typed: str, inp: Any, context: str) -> str:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import connect, connection_options
 from mignurse.cli.runbooks import RunCommandError, find_node
 from mignurse.runner.step import Harm
+
+if TYPE_CHECKING:
+    from mignurse.cluster.client import ClusterClient, Resource
 
 
 def add_parser(sub: Any) -> None:
@@ -36,15 +39,8 @@ def add_parser(sub: Any) -> None:
 
 def cmd_unlock(args: argparse.Namespace) -> int:
     from mignurse.cli.runview import TerminalConfirmer
-    from mignurse.cluster.client import ClusterError, Conflict
     from mignurse.runner.audit import Audit, local_holder
-    from mignurse.runner.lock import (
-        LOCK_ANNOTATION,
-        holder_alive,
-        liveness,
-        lock_resource,
-        read_lock,
-    )
+    from mignurse.runner.lock import holder_alive, liveness, lock_resource, read_lock
 
     if bool(args.node) == bool(args.cluster):
         raise RunCommandError("name the locked node, or pass --cluster for the cluster lock")
@@ -52,14 +48,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         raise RunCommandError("--read-only: unlock changes the cluster")
     client = connect(args)
     try:
-        if args.node:
-            name = find_node(client)(args.node)
-            if name is None:
-                raise RunCommandError(f"no node {args.node!r} in context {client.info.context}")
-            target = "node"
-        else:
-            name = client.info.cluster or client.info.context
-            target = "cluster"
+        target, name = _locked(args, client)
         resource, obj_name, what = lock_resource(target, name)
         current, version = read_lock(client, resource, obj_name)
         if current is None:
@@ -91,18 +80,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
                 audit.write("unlock-declined", str(current.get("run") or ""), target=name, who=who)
                 print(f"{what}: declined, still locked")
                 return 1
-        try:
-            client.patch(
-                resource,
-                obj_name,
-                {"metadata": {"resourceVersion": version, "annotations": {LOCK_ANNOTATION: None}}},
-            )
-        except Conflict:
-            raise RunCommandError(
-                f"{what} changed while you were deciding: run `mignurse unlock` again"
-            ) from None
-        except ClusterError as exc:
-            raise RunCommandError(f"cannot unlock {what}: {exc}") from None
+        _remove_lock(client, resource, obj_name, version, what)
         audit.write(
             "unlock",
             str(current.get("run") or ""),
@@ -117,3 +95,34 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         return 0
     finally:
         client.close()
+
+
+def _locked(args: argparse.Namespace, client: ClusterClient) -> tuple[str, str]:
+    """Which lock is meant: ("node", the node's full name) or ("cluster", its name)."""
+    if args.node:
+        name = find_node(client)(args.node)
+        if name is None:
+            raise RunCommandError(f"no node {args.node!r} in context {client.info.context}")
+        return "node", name
+    return "cluster", client.info.cluster or client.info.context
+
+
+def _remove_lock(
+    client: ClusterClient, resource: Resource, obj_name: str, version: str, what: str
+) -> None:
+    """Drop the lock annotation, only if the object is still the version that was shown."""
+    from mignurse.cluster.client import ClusterError, Conflict
+    from mignurse.runner.lock import LOCK_ANNOTATION
+
+    try:
+        client.patch(
+            resource,
+            obj_name,
+            {"metadata": {"resourceVersion": version, "annotations": {LOCK_ANNOTATION: None}}},
+        )
+    except Conflict:
+        raise RunCommandError(
+            f"{what} changed while you were deciding: run `mignurse unlock` again"
+        ) from None
+    except ClusterError as exc:
+        raise RunCommandError(f"cannot unlock {what}: {exc}") from None

@@ -1,35 +1,17 @@
-"""Mask secrets (and optionally network identities) in files bound for a support bundle.
+"""Mask secrets (and optionally network identities) in files bound for a support bundle: the
+walker that applies the rules, and the `Redactor` that keeps one bundle's counts and stand-ins.
 
 A JSON document is first masked by its structure (`structured`: Kubernetes env, args, Secret
-data, secret-named keys, last-applied annotations), then every file by the text rules here.
-Each text rule is a compiled regex plus a function that turns one match into one edit (span
-and replacement) or declines it. Every rule has literal trigger words; only where one occurs
-is the rule tried, so unrelated text costs one search per trigger.
+data, secret-named keys, last-applied annotations), then every file by the text rules of
+`secretrules`. Every rule has literal trigger words; only where one occurs is the rule tried,
+so unrelated text costs one search per trigger (found by grep for large texts).
 
 Linear time, whatever the input: every quantifier in a rule is bounded, a rule is tried at a
 trigger (or once per line holding one) and never again inside an edit it made, and PEM
 blocks are paired in one pass over their BEGIN/END lines. A file still gets a time limit
 (`MASK_SECONDS_PER_FILE`); past it `MaskTimeout` is raised and the caller leaves it out.
 
-Decisions:
-- PEM: blocks whose label is on a public allow-list (CERTIFICATE, PUBLIC KEY, CRL, CSR, PGP
-  public key/signature, parameters) are kept, since certificates are public and help debugging;
-  every other block (every ``PRIVATE KEY`` and ``ENCRYPTED`` one, and unknown labels) is masked.
-  The same decision applies to base64-wrapped PEM (``LS0tLS1CRUdJTi…``) as found in kubeconfigs.
-  A private key whose END line is missing (truncated log) has its whole base64 lines masked,
-  and the first line that is not base64 (the next log line) is kept.
-- Token formats keep their public prefix (``AKIA``, ``ghp_``, ``hf_``, ``sk-proj-``, ``hvs.``,
-  ``AIza``, ``xoxb-``): it says what kind of credential was there.
-- Values already containing ``***REDACTED***`` are left alone and not counted, which makes
-  ``redact(redact(x)) == redact(x)``.
-- ``secret-env`` keeps booleans/null, absolute paths and names ending in
-  name/ref/file/path/dir/id/type/config/hash/… (``secretName``, ``tokenFile``,
-  ``--image-credential-provider-config``): they are not secrets and are often the diagnosis.
-- ``secret-env`` keeps unquoted numbers (``max_tokens=4096``, ``"prompt_tokens": 512``, the
-  manifest's own ``"bearer-token": 2``): inference logs are full of token counts, and a number
-  written without quotes is a count far more often than a password. A quoted one is masked.
-- AWS account ids, ARNs, instance ids, GPU/MIG UUIDs and image digests are not masked: they
-  are not credentials and are needed for the diagnosis.
+Decisions (the rules' own are in `secretrules`):
 - NUL bytes (a log after an unclean shutdown) are text like any other; archives are opened by
   `archives`, never skipped.
 - Network obfuscation maps hosts consistently per ``Redactor``; stand-ins it issued are
@@ -39,8 +21,6 @@ Decisions:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
 import ipaddress
 import itertools
@@ -54,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mignurse.collect import structured
-from mignurse.collect.secretnames import MARKER, is_secret_name
+from mignurse.collect.secretnames import MARKER
+from mignurse.collect.secretrules import LINE, TEXT, TEXT_RULES, Edit, Rule
 
 if TYPE_CHECKING:
     from mignurse.collect import archives
@@ -62,8 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["MARKER", "RULES", "MaskTimeout", "Masked", "Redactor", "mask_secrets"]
 
 MASK_SECONDS_PER_FILE = 60.0  # one file's masking; linear rules take ~1 s for the 64 MiB cap
-
-_Edit = tuple[int, int, str]
 
 
 class MaskTimeout(Exception):
@@ -89,515 +68,6 @@ class _Clock:
             raise MaskTimeout(f"masking took over {MASK_SECONDS_PER_FILE:g} s")
 
 
-AT, LINE, TEXT = "at", "line", "text"  # where a rule's regex is tried: see _edits
-
-
-@dataclass(frozen=True)
-class _Rule:
-    name: str
-    regex: re.Pattern[str]
-    edit: Callable[[re.Match[str]], _Edit | None]
-    # (lower-case substring, how many characters before it a match may start): every match
-    # starts within that reach of one of them. Rules share substrings (token, secret, auth),
-    # and each is searched once per text, so fewer and shared substrings mean fewer passes.
-    triggers: tuple[tuple[str, int], ...]
-    # AT: a match starts at a trigger; LINE: searched once in each line holding a trigger;
-    # TEXT: searched through the whole text once (literal-prefixed rules)
-    scope: str = AT
-
-
-def _val_group(m: re.Match[str]) -> _Edit | None:
-    for group in ("val", "val2", "val3"):
-        if group in m.re.groupindex and m[group] is not None:
-            if not m[group] or MARKER in m[group]:
-                return None
-            return m.start(group), m.end(group), MARKER
-    return None
-
-
-# --- PEM -------------------------------------------------------------------------------------
-
-_PUBLIC_PEM = re.compile(
-    r"(?:X509 |TRUSTED |NEW )?CERTIFICATE(?: REQUEST)?|X509 CRL|(?:RSA |SSH2 )?PUBLIC KEY"
-    r"|PGP PUBLIC KEY BLOCK|PGP SIGNATURE|(?:DH|EC|DSA) PARAMETERS"
-)
-_NL = r"(?:\r?\n|\\r\\n|\\n)"  # real newline, or the two characters \n inside JSON strings
-_PEM_MARKER = re.compile(r"-----(BEGIN|END) ([A-Z0-9 ]{1,64})-----")
-# the base64 (and RFC 1421 header) lines after a BEGIN whose END is missing: whole lines only
-_PEM_TAIL = re.compile(
-    rf"(?:(?:{_NL})?[ \t]{{0,16}}(?:Proc-Type:[^\n\\]{{0,256}}|DEK-Info:[^\n\\]{{0,256}}"
-    rf"|[A-Za-z0-9+/=]{{1,8192}})[ \t]{{0,16}}(?={_NL}|[\"',}}\]]|\Z))+"
-)
-PEM_MAX_BODY = 64 * 1024  # a 16384-bit RSA key is ~12 KiB; farther apart they are unrelated
-
-
-def _pem_edits(text: str, clock: _Clock) -> Iterator[_Edit]:
-    """Pair each BEGIN with the marker after it, once: linear however many BEGINs lack an END."""
-    markers = list(_PEM_MARKER.finditer(text))
-    pos = 0
-    i = 0
-    while i < len(markers):
-        begin = markers[i]
-        i += 1
-        if i % 1024 == 0:
-            clock.check()
-        if begin[1] != "BEGIN" or begin.start() < pos:
-            continue
-        label = begin[2]
-        after = markers[i] if i < len(markers) else None
-        paired = (
-            after is not None
-            and after[1] == "END"
-            and after[2] == label
-            and after.start() - begin.end() <= PEM_MAX_BODY
-        )
-        if _PUBLIC_PEM.fullmatch(label):
-            i += paired
-            continue
-        if paired and after is not None:
-            i += 1
-            body = text[begin.end() : after.start()]
-            if body.replace("\\n", "").strip() in ("", MARKER):
-                continue
-            nl = "\\n" if "\\n" in body and "\n" not in body else "\n"
-            new = f"-----BEGIN {label}-----{nl}{MARKER}{nl}-----END {label}-----"
-            yield begin.start(), after.end(), new
-            pos = after.end()
-            continue
-        tail = _PEM_TAIL.match(text, begin.end())
-        if tail is None or not tail[0].strip() or tail[0].strip(" \t\r\n\\n") == MARKER:
-            continue
-        nl = "\\n" if tail[0].lstrip(" \t").startswith("\\n") else "\n"
-        yield begin.start(), tail.end(), f"-----BEGIN {label}-----{nl}{MARKER}"
-        pos = tail.end()
-
-
-_PEM_B64 = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")
-_PEM_LABEL = re.compile(r"-----BEGIN ([A-Z0-9 ]{1,64})-----")
-
-
-def _pem_base64(m: re.Match[str]) -> _Edit | None:
-    head = m[0][:96]
-    try:
-        decoded = base64.b64decode(head[: len(head) // 4 * 4]).decode("ascii", "replace")
-    except (binascii.Error, ValueError):
-        decoded = ""
-    label = _PEM_LABEL.match(decoded)
-    if label and _PUBLIC_PEM.fullmatch(label[1]):
-        return None
-    return m.start(), m.end(), MARKER
-
-
-# --- AWS (docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-authentication-methods.html,
-# docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html, …/sigv4-HTTPPOSTForms.html)
-
-_AWS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
-
-
-def _keep_prefix(length: int) -> Callable[[re.Match[str]], _Edit | None]:
-    def edit(m: re.Match[str]) -> _Edit | None:
-        return m.start() + length, m.end(), MARKER
-
-    return edit
-
-
-_KV_SEP = r"(?:\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?|[ \t]{1,16})"
-_AWS_SECRET = re.compile(
-    rf"(?i:aws_secret_access_key|secret_?access_?key){_KV_SEP}"
-    r"(?P<val>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
-)
-_AWS_SESSION = re.compile(
-    rf"(?i:aws_session_token|aws_security_token|session_?token|x-amz-security-token){_KV_SEP}"
-    r"(?P<val>[A-Za-z0-9/+=%]{16,8192})"
-)
-# presigned URLs and POST policy form fields: the signature and the credential scope
-_AMZ_SIGNED = re.compile(
-    r"(?i:x-amz-(?:signature|credential))(?:=|\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?)"
-    r"(?P<val>[^&\s\"'\\<>]{1,2048})"
-    r"|(?i:\bsignature=)(?P<val2>[0-9a-f]{64})\b"
-)
-
-
-# --- tokens ----------------------------------------------------------------------------------
-
-_BEARER = re.compile(
-    r"(?i:\bbearer)(?:[ \t]{1,16}|\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?)"
-    r"(?P<val>[A-Za-z0-9\-._~+/]{16,8192}=*)"
-    r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?(?i:basic|token)[ \t]{1,16}"
-    r"(?P<val2>[A-Za-z0-9\-._~+/]{4,8192}=*)"
-    r"|(?P<val3>\beyJ[A-Za-z0-9_-]{8,8192}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{0,8192})"
-)
-
-# kubeadm bootstrap tokens: [a-z0-9]{6}.[a-z0-9]{16}, the id kept (kubernetes.io/docs/reference/
-# access-authn-authz/bootstrap-tokens/); searched on lines that say token or bootstrap
-_BOOTSTRAP = re.compile(r"(?<![A-Za-z0-9._-])[a-z0-9]{6}\.(?P<val>[a-z0-9]{16})(?![A-Za-z0-9._-])")
-
-_URL_CRED = re.compile(
-    r"://(?P<user>[^\s:/@\"'<>\\]{0,256}):(?P<val>[^\s/\"'<>\\]{1,1024})@(?=[\w\[])"
-    r"|://(?P<val2>[A-Za-z0-9_.~-]{20,512})@(?=[\w\[])"
-    r"|(?<=\s)(?:-u|--user)[ \t=]{1,16}[^\s:\"'-][^\s:\"']{0,256}:(?P<val3>[^\s\"']{1,1024})"
-)
-
-
-def _url_cred(m: re.Match[str]) -> _Edit | None:
-    if m["val3"] is not None:
-        window = m.string[max(0, m.start() - 512) : m.start()]
-        # -u user:pass means credentials only for HTTP clients (docker -u means uid:gid)
-        if not _HTTP_CLIENT.search(window, window.rfind("\n") + 1):
-            return None
-    return _val_group(m)
-
-
-_HTTP_CLIENT = re.compile(r"\b(?:curl|wget)\b")
-
-
-_DOCKER_AUTH = re.compile(
-    r"(?:\\?\"(?:auth|\.dockerconfigjson|\.dockercfg|identitytoken)\\?\"|\bauth)[ \t]{0,16}[:=]"
-    r"[ \t]{0,16}\\?\"(?P<val>[A-Za-z0-9+/=_.-]{1,65536})\\?\""
-    r"|(?<![\w.])\.docker(?:configjson|cfg)[ \t]{0,16}:[ \t]{0,16}[\"']?"
-    r"(?P<val2>[A-Za-z0-9+/=]{8,65536})"
-)
-
-# GitHub: ghp_ (personal), gho_ (OAuth), ghu_ (user-to-server), ghs_ (server-to-server), ghr_
-# (refresh), up to 255 characters; github_pat_ (fine-grained)
-# (github.blog/changelog/2021-03-31-authentication-token-format-updates-are-generally-available)
-_GITHUB = re.compile(r"\b(?P<p>gh[pousr]_|github_pat_)[A-Za-z0-9_]{22,251}\b")
-# Slack: xoxb- (bot), xoxp- (user), xoxa-/xoxr-/xoxe- (app, refresh), xapp- (app-level)
-# (docs.slack.dev/authentication/tokens); incoming webhooks hooks.slack.com/services/T…/B…/…
-# (api.slack.com/messaging/webhooks): the path is the credential
-_SLACK = re.compile(
-    r"\b(?P<p>xox[abposre]-|xapp-)[A-Za-z0-9-]{10,256}"
-    r"|hooks\.slack\.com/(?:services|workflows|triggers)/(?P<val>[A-Za-z0-9/_-]{8,256})"
-)
-# Hugging Face user access tokens hf_… (huggingface.co/docs/hub/security-tokens)
-_HUGGING_FACE = re.compile(r"\b(?P<p>hf_)[A-Za-z0-9]{30,64}\b")
-# OpenAI keys: project sk-proj-, service account sk-svcacct-, admin sk-admin-, legacy sk-
-# (platform.openai.com/docs/api-reference/authentication); a capital and a digit in the rest
-# tell a key from a lower-case Kubernetes name such as sk-prod-cluster
-_SK_KEY = re.compile(
-    r"\b(?P<p>sk-(?:proj-|svcacct-|admin-|ant-(?:api\d\d-|admin\d\d-)?)?)"
-    r"(?=[A-Za-z0-9_-]{0,255}[A-Z])(?=[A-Za-z0-9_-]{0,255}\d)(?P<rest>[A-Za-z0-9_-]{20,256})"
-)
-# HashiCorp Vault tokens since 1.10: hvs. (service), hvb. (batch), hvr. (recovery)
-# (developer.hashicorp.com/vault/docs/concepts/tokens#token-prefixes)
-_VAULT = re.compile(r"\b(?P<p>hv[sbr]\.)[A-Za-z0-9_-]{20,512}")
-# Google API keys: AIza and 35 more characters (cloud.google.com/docs/authentication/api-keys)
-_GOOGLE = re.compile(r"\b(?P<p>AIza)[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")
-# NVIDIA API keys (build.nvidia.com, NGC personal keys): nvapi-…
-# (docs.nvidia.com/nemo/retriever/latest/extraction/api-keys/)
-_NVAPI = re.compile(r"\b(?P<p>nvapi-)[A-Za-z0-9_-]{20,256}")
-
-
-def _token_prefix_kept(m: re.Match[str]) -> _Edit | None:
-    if "val" in m.re.groupindex and m["val"] is not None:
-        return _val_group(m)
-    return m.end("p"), m.end(), MARKER
-
-
-# docker/podman/nerdctl/helm/oras … login -p X | --password X (docs.docker.com/reference/cli/
-# docker/login/: "Using --password via the CLI is insecure"); found on lines saying login
-_LOGIN_PASSWORD = re.compile(
-    r"\blogin\b[^\n]{0,512}?[ \t](?:-p|--password)(?:[ \t]{1,16}|=)"
-    r"(?:\"(?P<val>[^\"\n]{1,512})\"|'(?P<val2>[^'\n]{1,512})'|(?P<val3>[^\s\"';|&]{1,512}))"
-)
-
-# cloud-init: `echo 'root:pw' | chpasswd` on a shell line, the chpasswd `list` (a block of
-# user:password lines, or - user:password items), and the console's "Set the following
-# 'random' passwords" (canonical/cloud-init@24.4 cloudinit/config/cc_set_passwords.py,
-# cloudinit/config/schemas/schema-cloud-config-v1.json cc_set_passwords)
-_CHPASSWD_PAIR = re.compile(
-    r"(?:(?<=\\n)|(?<![\w./:-]))(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31}):"
-    r"(?P<val>[^\s'\"|:;&<>/$\\][^\s'\"|:;&<>\\]{0,255})(?![\w:])"
-)
-_CHPASSWD_BLOCK = re.compile(
-    r"(?:chpasswd:[ \t]{0,16}(?:\r?\n[ \t]{1,64}(?:expire:[^\n]{0,64}|users:[^\n]{0,64}))?"
-    r"\r?\n[ \t]{1,64}list:[ \t]{0,16}(?:[|>][-+]?[ \t]{0,16})?"
-    r"|Set the following 'random' passwords[ \t]{0,16})"
-    r"(?P<body>(?:(?:\r?\n){1,2}[ \t]{0,64}(?:-[ \t]{1,16})?[\"']?[A-Za-z_][A-Za-z0-9_.-]{0,31}:"
-    r"[^\s\"']{1,256}[\"']?[ \t]{0,16}){1,256})"
-)
-_NOT_A_PASSWORD = frozenset({"R", "RANDOM"})  # cloud-init makes one up
-
-
-def _chpasswd_line(m: re.Match[str]) -> _Edit | None:
-    if m["val"] in _NOT_A_PASSWORD or MARKER in m["val"]:
-        return None
-    return m.start("val"), m.end("val"), MARKER
-
-
-def _chpasswd_block(m: re.Match[str]) -> _Edit | None:
-    body = m["body"]
-    masked = _CHPASSWD_ITEM.sub(
-        lambda item: (
-            item[0]
-            if item["val"] in _NOT_A_PASSWORD or MARKER in item["val"]
-            else item["head"] + MARKER
-        ),
-        body,
-    )
-    return None if masked == body else (m.start("body"), m.end("body"), masked)
-
-
-_CHPASSWD_ITEM = re.compile(
-    r"(?P<head>\n[ \t]{0,64}(?:-[ \t]{1,16})?[\"']?[A-Za-z_][A-Za-z0-9_.-]{0,31}:)"
-    r"(?P<val>[^\s\"']{1,256})"
-)
-
-
-# ~/.netrc: machine HOST login USER password PASSWORD, on one line or several
-# (www.gnu.org/software/inetutils/manual/html_node/The-_002enetrc-file.html)
-_NETRC = re.compile(r"(?<!\S)password[ \t]{1,16}(?P<val>[^\s\"'\\]{1,512})")
-
-# --- Kubernetes Secret objects written as text ----------------------------------------------
-# A Secret's data and stringData values are secret whatever their keys are called
-# (kubernetes.io/docs/concepts/configuration/secret/). A JSON document is walked by
-# `structured`; these find them in a JSON line of a log and in YAML.
-_SECRET_DATA_JSON = re.compile(
-    r'\\?"(?:data|stringData)\\?"\s{0,16}:\s{0,16}\{(?P<body>[^{}]{0,4194304})\}'
-)
-_JSON_PAIR_VALUE = re.compile(
-    r'(?P<key>\\?"[^"\\\n]{0,256}\\?"\s{0,16}:\s{0,16}\\?")'
-    r'(?P<val>(?:[^"\\\n]|\\[^"\n]){1,65536})(?=\\?")'
-)
-# searched on lines that say "kind":"Secret" (in any of the ways a JSON writer spaces it)
-_SECRET_KIND_TRIGGERS = ('"kind":"secret"', '"kind": "secret"', '\\"kind\\":\\"secret\\"')
-
-
-def _secret_data_json(m: re.Match[str]) -> _Edit | None:
-    body = m["body"]
-    masked = _JSON_PAIR_VALUE.sub(
-        lambda pair: pair[0] if MARKER in pair["val"] else pair["key"] + MARKER, body
-    )
-    return None if masked == body else (m.start("body"), m.end("body"), masked)
-
-
-_SECRET_KIND_YAML = re.compile(
-    r"(?m)^(?P<indent>[ \t]*(?:-[ \t]+)?)kind:[ \t]*[\"']?Secret[\"']?[ \t]*\r?$"
-)
-_YAML_DATA = re.compile(r"(?m)^(?P<indent>[ \t]*(?:-[ \t]+)?)(?:data|stringData):[ \t]*\r?$")
-_YAML_ITEM = re.compile(r"(?P<head>[ \t]*[^\s:#][^:\n]{0,256}:)(?P<sep>[ \t]*)(?P<val>[^\n]*)")
-_YAML_DOCUMENT = re.compile(r"(?m)^---")
-_YAML_WINDOW = 256 * 1024  # farther from its kind: Secret, a data: is another object's
-
-
-def _secret_yaml_edits(text: str, clock: _Clock) -> Iterator[_Edit]:
-    """The values under data:/stringData: of every YAML document that says kind: Secret at
-    the same indentation, within `_YAML_WINDOW`. One pass over the data: lines; each line
-    of a masked block is looked at once."""
-    kinds: dict[int, list[int]] = {}  # indentation → positions of its kind: Secret lines
-    for kind in _SECRET_KIND_YAML.finditer(text):
-        kinds.setdefault(len(kind["indent"]), []).append(kind.start())
-    if not kinds:
-        return
-    documents = [m.start() for m in _YAML_DOCUMENT.finditer(text)]
-    pos = 0
-    for n, data in enumerate(_YAML_DATA.finditer(text)):
-        if n % 256 == 0:
-            clock.check()
-        column = len(data["indent"])
-        if data.start() < pos or column not in kinds:
-            continue
-        if not _near_in_document(kinds[column], documents, data.start()):
-            continue
-        at = data.end() + 1
-        block: int | None = None  # the indentation of a block scalar being masked
-        while at < len(text):
-            end = text.find("\n", at)
-            end = len(text) if end == -1 else end
-            line = text[at:end]
-            depth = len(line) - len(line.lstrip(" \t"))
-            if line.strip() and depth <= column:
-                break
-            if block is not None and (depth > block or not line.strip()):
-                if line.strip() and MARKER not in line:
-                    yield at + depth, at + len(line.rstrip()), MARKER
-            elif line.strip():
-                block = None
-                item = _YAML_ITEM.fullmatch(line.rstrip("\r"))
-                if item is not None:
-                    value = item["val"].strip()
-                    if value[:1] in ("|", ">"):
-                        block = depth
-                    elif value and MARKER not in value:
-                        yield at + item.start("val"), at + len(line.rstrip()), MARKER
-            at = end + 1
-        pos = at
-
-
-def _near_in_document(kinds: list[int], documents: list[int], at: int) -> bool:
-    """Whether a kind: Secret line lies within the window of `at`, with no --- between."""
-    i = bisect.bisect(kinds, at)
-    for kind in kinds[max(0, i - 1) : i + 1]:
-        if abs(kind - at) <= _YAML_WINDOW:
-            lo, hi = min(kind, at), max(kind, at)
-            if bisect.bisect(documents, lo) == bisect.bisect(documents, hi):
-                return True
-    return False
-
-
-# --- secret-env ------------------------------------------------------------------------------
-
-# where a secret-env match can start; "api" alone would stop at every kubelet `source="api"`
-_KEYWORDS = (
-    "pass",
-    "pwd",
-    "secret",
-    "token",
-    "api_key",
-    "api-key",
-    "apikey",
-    "private",
-    "cred",
-    "_key",
-    "-key",
-)
-_SECRET_ENV = re.compile(
-    r"(?P<kw>(?i:pass|pwd|secret|token|api[_-]?key|private[_-]?key|cred|[_-]key))"
-    r"(?P<rest>[\w.-]{0,64})"
-    r"(?P<q>\\?[\"']?)"
-    r"(?P<sep>[ \t]{0,16}[=:][ \t]{0,16}|\s{0,64},\s{0,64}\\?\"value\\?\"\s{0,16}:\s{0,16}"
-    r"|[ \t]{0,16}\r?\n[ \t]{0,64}value:[ \t]{0,16}|[ \t]{1,16})"
-    r"(?=(?P<val>\\\"(?:[^\"\\\n]|\\[^\"\n]){0,4096}\\\"|\"(?:[^\"\\\n]|\\.){0,4096}\""
-    r"|'[^'\n]{0,4096}'|(?:[^\s\"'\\]|\\[^nrt\"\s]){1,4096}))"
-)
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]*)*")
-_NOT_SECRET_VALUE = frozenset({"true", "false", "null", "none", "nil", "yes", "no"})
-_K8S_ENV_JSON = re.compile(r"\\?\"name\\?\"\s{0,64}:\s{0,64}$")
-_K8S_ENV_YAML = re.compile(r"(?:^|\n)[ \t]{0,64}(?:-[ \t]{1,16})?name:[ \t]{0,16}$")
-_LINE_START = re.compile(r"[ \t]{0,64}(?:-[ \t]{1,16}|export[ \t]{1,16})?")
-
-
-def _name_start(text: str, end: int) -> int:
-    i = end
-    floor = max(0, end - 128)  # names are short; a longer run of word characters is no name
-    while i > floor and (text[i - 1].isalnum() or text[i - 1] in "_.-"):
-        i -= 1
-    if i < end and text[i - 1 : i] == "\\":  # \npassword in a JSON string: n is the escape's
-        i += 1
-    return i
-
-
-def _at_line_start(text: str, start: int) -> bool:
-    """Whether only indentation, a YAML list dash or `export` comes before `start` on its
-    line; a line may also start after the two characters \\n (YAML inside a JSON string)."""
-    floor = max(0, start - 128)
-    newline = text.rfind("\n", floor, start)
-    escaped = text.rfind("\\n", floor, start)
-    line_start = max(newline + 1, escaped + 2 if escaped != -1 else 0)
-    if newline == -1 and escaped == -1 and start > 128:
-        return False  # no indentation is that deep
-    return _LINE_START.fullmatch(text, line_start, start) is not None
-
-
-def _secret_env(m: re.Match[str]) -> _Edit | None:
-    text = m.string
-    start = _name_start(text, m.start())
-    name = text[start : m.end("rest")]
-    if not is_secret_name(name):
-        return None
-    q, sep, val = m["q"], m["sep"], m["val"]
-    before = text[max(0, start - 80) : start]
-    quoted_value = val.startswith(('"', "'", '\\"'))
-    if "value" in sep:  # Kubernetes env entry: name and value are separate fields
-        pattern = _K8S_ENV_JSON if '"value' in sep else _K8S_ENV_YAML
-        if not pattern.search(before[: len(before) - len(q)] if q else before):
-            return None
-    elif q:  # quoted key: "name": "value" or 'name' = value
-        if not before.endswith(q) or not sep.strip():
-            return None
-        # "key": bare-word is YAML at the start of a line, else prose (volume "creds" : secret)
-        if sep.strip() == ":" and not quoted_value and not _at_line_start(text, start - len(q)):
-            return None
-    elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, or Go-struct Name:value
-        if not _at_line_start(text, start):
-            flow = before.rstrip(" \t")[-1:] in ("{", ",")
-            if not flow and (sep != ":" or (before and before[-1] not in "{ ,(")):
-                return None
-    elif not sep.strip() and (not name.startswith("-") or val.startswith("-")):
-        return None  # a bare "password value" is prose unless it is a --flag
-    vs, ve = m.start("val"), m.end("val")
-    for quote in ('\\"', '"', "'"):
-        if val.startswith(quote) and val.endswith(quote) and len(val) >= 2 * len(quote):
-            vs, ve = vs + len(quote), ve - len(quote)
-            break
-    else:
-        while ve > vs and text[ve - 1] in ",;)}]":  # trailing punctuation belongs to the line
-            ve -= 1
-        if text[vs : vs + 1] in ("{", "[", "|", ">"):  # nested object or YAML block follows
-            return None
-        if _NUMBER.fullmatch(text, vs, ve):  # max_tokens=4096, "bearer-token": 2: counts
-            return None
-    inner = text[vs:ve]
-    if not inner or MARKER in inner or inner.lower() in _NOT_SECRET_VALUE:
-        return None
-    if _PATH.fullmatch(inner):  # --image-credential-provider-config=/etc/eks/…: a path
-        return None
-    return vs, ve, MARKER
-
-
-_RULE_LIST: tuple[_Rule, ...] = (
-    # pem-block is paired by _pem_edits, not by this regex (which only names its triggers)
-    _Rule("pem-block", _PEM_MARKER, lambda m: None, (("-----begin ", 0),), TEXT),
-    _Rule("pem-base64", _PEM_B64, _pem_base64, (("ls0tls1crudjti", 0),), TEXT),
-    _Rule("aws-access-key-id", _AWS_KEY_ID, _keep_prefix(4), (("akia", 0), ("asia", 0))),
-    # aws_secret_access_key starts 4 before "secret"
-    _Rule("aws-secret-access-key", _AWS_SECRET, _val_group, (("secret", 4),)),
-    # aws_session_token, aws_security_token, x-amz-security-token
-    _Rule("aws-session-token", _AWS_SESSION, _val_group, (("session", 4), ("security", 6))),
-    _Rule("aws-signature", _AMZ_SIGNED, _val_group, (("x-amz-", 0), ("signature=", 0))),
-    _Rule("bearer-token", _BEARER, _val_group, (("bearer", 0), ("auth", 0), ("eyj", 0))),
-    _Rule("bootstrap-token", _BOOTSTRAP, _val_group, (("token", 0), ("bootstrap", 0)), LINE),
-    # --user holds -u one character in
-    _Rule("url-credentials", _URL_CRED, _url_cred, (("://", 0), ("-u", 1))),
-    # a quote (maybe escaped) comes first: \"auth\", ".dockerconfigjson", "identitytoken"
-    _Rule(
-        "docker-auth",
-        _DOCKER_AUTH,
-        _val_group,
-        (("auth", 2), ("dockerconfigjson", 3), ("dockercfg", 3), ("identitytoken", 2)),
-    ),
-    _Rule(
-        "github-token",
-        _GITHUB,
-        _token_prefix_kept,
-        (("ghp_", 0), ("gho_", 0), ("ghu_", 0), ("ghs_", 0), ("ghr_", 0), ("github_pat_", 0)),
-    ),
-    _Rule(
-        "slack-token", _SLACK, _token_prefix_kept, (("xox", 0), ("xapp-", 0), ("hooks.slack", 0))
-    ),
-    _Rule("huggingface-token", _HUGGING_FACE, _token_prefix_kept, (("hf_", 0),)),
-    _Rule("openai-key", _SK_KEY, _token_prefix_kept, (("sk-", 0),)),
-    _Rule("vault-token", _VAULT, _token_prefix_kept, (("hvs.", 0), ("hvb.", 0), ("hvr.", 0))),
-    _Rule("google-api-key", _GOOGLE, _token_prefix_kept, (("aiza", 0),)),
-    _Rule("nvidia-api-key", _NVAPI, _token_prefix_kept, (("nvapi-", 0),)),
-    _Rule("registry-login", _LOGIN_PASSWORD, _val_group, (("login", 0),), LINE),
-    _Rule(
-        "chpasswd",
-        _CHPASSWD_PAIR,
-        _chpasswd_line,
-        (("chpasswd", 0), ("set the following 'random' passwords", 0)),
-        LINE,
-    ),
-    _Rule(
-        "chpasswd-list",
-        _CHPASSWD_BLOCK,
-        _chpasswd_block,
-        (("chpasswd:", 0), ("set the following 'random' passwords", 0)),
-    ),
-    _Rule("netrc-password", _NETRC, _val_group, (("machine", 0),), LINE),
-    # the YAML half is paired by _secret_yaml_edits (its regex only names the triggers)
-    _Rule("k8s-secret-yaml", _SECRET_KIND_YAML, lambda m: None, (("kind:", 0),), TEXT),
-    _Rule(
-        "k8s-secret-json",
-        _SECRET_DATA_JSON,
-        _secret_data_json,
-        tuple((t, 0) for t in _SECRET_KIND_TRIGGERS),
-        LINE,
-    ),
-    _Rule("secret-env", _SECRET_ENV, _secret_env, tuple((k, 0) for k in _KEYWORDS)),
-)
-
 # --- network obfuscation ---------------------------------------------------------------------
 
 _OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
@@ -612,7 +82,7 @@ _NET = re.compile(
 _KEEP_IP4 = frozenset({"0.0.0.0", "255.255.255.255", "169.254.169.254"})
 _KEEP_MAC = frozenset({"00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"})
 
-RULES: tuple[str, ...] = tuple(rule.name for rule in _RULE_LIST) + structured.RULES
+RULES: tuple[str, ...] = tuple(rule.name for rule in TEXT_RULES) + structured.RULES
 
 TextMask = Callable[[str, bytes], tuple[bytes, dict[str, int]]]
 
@@ -717,7 +187,7 @@ class Redactor:
     def _obfuscate(self, text: str) -> tuple[str, dict[str, int]]:
         counts: dict[str, int] = {}
 
-        def edits() -> Iterator[_Edit]:
+        def edits() -> Iterator[Edit]:
             for m in _NET.finditer(text):
                 kind = next((k for k in ("host", "mac", "ip4", "ip6") if m[k] is not None), None)
                 if kind is None:
@@ -804,7 +274,7 @@ def mask_secrets(
     # token is masked): go round again until nothing changes, so masking twice changes nothing.
     for again in range(PASSES):
         changed_now = False
-        for rule in _RULE_LIST:
+        for rule in TEXT_RULES:
             clock.check()
             text, n = _apply_rule(scan, rule, clock)
             if n:
@@ -847,7 +317,7 @@ PASSES = 3
 # trigger holds a newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
-TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in _RULE_LIST for t, _ in r.triggers))
+TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in TEXT_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves
@@ -938,21 +408,18 @@ class _Scan:
         return found
 
 
-def _apply_rule(scan: _Scan, rule: _Rule, clock: _Clock) -> tuple[str, int]:
+def _apply_rule(scan: _Scan, rule: Rule, clock: _Clock) -> tuple[str, int]:
     """Try one rule only where its triggers occur, so unrelated text costs one find per trigger."""
     if not any(scan.positions(t) for t, _ in rule.triggers):
         return scan.text, 0
     return _apply(scan.text, _edits(scan, rule, clock))
 
 
-def _edits(scan: _Scan, rule: _Rule, clock: _Clock) -> Iterator[_Edit]:
+def _edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
     """The rule's edits in order, none overlapping; never tried again inside an edit it made."""
     text = scan.text
-    if rule.name == "pem-block":
-        yield from _pem_edits(text, clock)
-        return
-    if rule.name == "k8s-secret-yaml":
-        yield from _secret_yaml_edits(text, clock)
+    if rule.paired is not None:
+        yield from rule.paired(text, clock.check)
         return
     pos = 0
     if rule.scope == TEXT:
@@ -1002,7 +469,7 @@ def _edits(scan: _Scan, rule: _Rule, clock: _Clock) -> Iterator[_Edit]:
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _apply(text: str, edits: Iterable[_Edit]) -> tuple[str, int]:
+def _apply(text: str, edits: Iterable[Edit]) -> tuple[str, int]:
     """Apply each edit in order, skipping any that overlaps the one before; return the new
     text and the count."""
     parts: list[str] = []

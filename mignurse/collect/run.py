@@ -37,7 +37,7 @@ from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
 from mignurse.diagnose.sources import find_karpenter_deployment
 from mignurse.model import Node, format_time
-from mignurse.nodeaccess.base import NodeShell, RunResult
+from mignurse.nodeaccess.base import CommandResult, NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
 from mignurse.nodeaccess.script import collector_script
 from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
@@ -70,7 +70,7 @@ class CollectError(Exception):
 @dataclass
 class NodeOutcome:
     node: str
-    result: RunResult | None = None
+    result: CommandResult | None = None
     files: int = 0
     problems: list[str] = field(default_factory=list)
 
@@ -236,30 +236,14 @@ def collect(
     on the node itself) the bundle holds the node's files only. `nodegroups` describes
     managed node groups (their repair settings) when AWS is at hand. `collected_at`: the
     moment the caller named the bundle after (else now, on the cluster's clock)."""
-    if collected_at is None:
-        collected_at = client.server_now() if client else datetime.now(UTC)
-    context = client.info.context if client else "local"
-    top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
-    try:
-        bundle = BundleWriter(out, top=top, redactor=redactor)
-    except OSError as exc:
-        raise CollectError(f"cannot write {out}: {exc.strerror or exc}") from None
+    bundle, manifest = _open_bundle(client, out, redactor, since, collected_at)
     outcomes = {node.name: NodeOutcome(node.name) for node in nodes}
-    manifest: dict[str, Any] = {
-        "tool": f"mignurse {__version__}",
-        "context": context,
-        "cluster": client.info.cluster if client else "",
-        "collected_at": format_time(collected_at),
-        "window": {"since": since},
-        "interrupted": False,
-        "problems": [],
-    }
     started = time.monotonic()
     try:
         script = collector_script(since=since)
         runner = _NodeRuns(script, node_timeout, concurrency, progress)
 
-        def take(name: str, result: RunResult) -> None:
+        def take(name: str, result: CommandResult) -> None:
             outcome = outcomes[name]
             outcome.result = result
             with runner.spools[name] as spool:
@@ -273,11 +257,9 @@ def collect(
             # view is read meanwhile, and their results wait in a queue
             runner.start({node.name: shell_for(node) for node in nodes})
             if client is not None:
-                groups = sorted(
-                    {n.pool for n in snapshot.gpu_nodes() if n.pool_kind == "nodegroup"}
-                )
+                groups = {n.pool for n in snapshot.gpu_nodes() if n.pool_kind == "nodegroup"}
                 manifest["problems"] = write_cluster_part(
-                    bundle, client, nodes, snapshot.karpenter, (groups, nodegroups)
+                    bundle, client, nodes, snapshot.karpenter, (sorted(groups), nodegroups)
                 )
             for _ in nodes:
                 take(*runner.next_result())
@@ -303,6 +285,35 @@ def collect(
             manifest["nodes"] = {name: outcome.to_json() for name, outcome in outcomes.items()}
             bundle.close(manifest)
     return manifest
+
+
+def _open_bundle(
+    client: ClusterClient | None,
+    out: Path,
+    redactor: Redactor,
+    since: str,
+    collected_at: datetime | None,
+) -> tuple[BundleWriter, dict[str, Any]]:
+    """The bundle's writer, named after the cluster's context and the moment of collection,
+    and the manifest's opening fields."""
+    if collected_at is None:
+        collected_at = client.server_now() if client else datetime.now(UTC)
+    context = client.info.context if client else "local"
+    top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
+    try:
+        bundle = BundleWriter(out, top=top, redactor=redactor)
+    except OSError as exc:
+        raise CollectError(f"cannot write {out}: {exc.strerror or exc}") from None
+    manifest: dict[str, Any] = {
+        "tool": f"mignurse {__version__}",
+        "context": context,
+        "cluster": client.info.cluster if client else "",
+        "collected_at": format_time(collected_at),
+        "window": {"since": since},
+        "interrupted": False,
+        "problems": [],
+    }
+    return bundle, manifest
 
 
 def _packed(
@@ -339,7 +350,7 @@ class _NodeRuns:
         self.timeout = timeout
         self.concurrency = max(1, concurrency)
         self.progress = progress
-        self.results: queue.Queue[tuple[str, RunResult]] = queue.Queue()
+        self.results: queue.Queue[tuple[str, CommandResult]] = queue.Queue()
         self.spools: dict[str, Any] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.concurrency)
         self.cancel = threading.Event()
@@ -365,10 +376,10 @@ class _NodeRuns:
             thread.start()
             self.threads.append(thread)
 
-    def next_result(self) -> tuple[str, RunResult]:
+    def next_result(self) -> tuple[str, CommandResult]:
         return self.results.get()
 
-    def unread(self) -> list[tuple[str, RunResult]]:
+    def unread(self) -> list[tuple[str, CommandResult]]:
         """Results that arrived but were not taken (after `stop`)."""
         found = []
         while True:
@@ -395,7 +406,7 @@ class _NodeRuns:
                 self.script, timeout=self.timeout, stdout=self.spools[name], cancel=self.cancel
             )
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
-            result = RunResult(name, shell.transport, None, 0.0, error=f"internal error: {exc}")
+            result = CommandResult(name, shell.transport, None, 0.0, error=f"internal error: {exc}")
         self.results.put((name, result))
 
     def _fleet(
@@ -404,7 +415,7 @@ class _NodeRuns:
         targets: list[tuple[str, str]],
         fallbacks: dict[str, FallbackShell],
     ) -> None:
-        def done(result: RunResult) -> None:
+        def done(result: CommandResult) -> None:
             shell = fallbacks.get(result.node)
             if shell is not None and result.rc is None and shell.when in result.error:
                 self.futures.append(self.pool.submit(self._fallback, shell, result))
@@ -426,10 +437,13 @@ class _NodeRuns:
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
             for name, _ in targets:
                 self.results.put(
-                    (name, RunResult(name, fleet.transport, None, 0.0, error=f"internal: {exc}"))
+                    (
+                        name,
+                        CommandResult(name, fleet.transport, None, 0.0, error=f"internal: {exc}"),
+                    )
                 )
 
-    def _fallback(self, shell: FallbackShell, first: RunResult) -> None:
+    def _fallback(self, shell: FallbackShell, first: CommandResult) -> None:
         self.progress(shell.node, f"collecting over {shell.fallback.transport}")
         try:
             result = shell.then(
@@ -440,5 +454,5 @@ class _NodeRuns:
                 cancel=self.cancel,
             )
         except Exception as exc:  # noqa: BLE001 - the reader waits for every node
-            result = RunResult(shell.node, shell.fallback.transport, None, 0.0, error=str(exc))
+            result = CommandResult(shell.node, shell.fallback.transport, None, 0.0, error=str(exc))
         self.results.put((shell.node, result))

@@ -59,34 +59,49 @@ class _Pending:
     parts: list[str] = field(default_factory=list)
 
 
+class _Joiner:
+    """The entries read so far, and per stream the pieces of a line the runtime split, until
+    its last piece arrives; `ident` is the container the lines now belong to."""
+
+    def __init__(self, source: str, ident: str) -> None:
+        self.source = source
+        self.ident = ident
+        self.entries: list[JournalEntry] = []
+        self._pending: dict[str, _Pending] = {}
+
+    def add(self, stream: str, when: datetime, number: int, content: str, partial: bool) -> None:
+        piece = self._pending.get(stream)
+        if piece is None:
+            piece = self._pending[stream] = _Pending(when, number, self.ident)
+        piece.parts.append(content)
+        if not partial:
+            self._emit(stream, piece)
+
+    def flush(self, problems: ProblemLog) -> None:
+        """Every line still waiting for a piece becomes an entry as it is, noted."""
+        for stream, piece in list(self._pending.items()):
+            problems.line(piece.line, "partial line never completed")
+            self._emit(stream, piece)
+
+    def _emit(self, stream: str, piece: _Pending) -> None:
+        self.entries.append(
+            JournalEntry(
+                piece.time, "", piece.ident, None, "".join(piece.parts), 0, piece.line, self.source
+            )
+        )
+        self._pending.pop(stream, None)
+
+
 def parse_container_log(text: str, source: str, container: str = "") -> JournalParse:
     """Every line the container wrote, partial pieces joined, with its file line number.
 
     `container` names the container when the text carries no `==> path <==` header.
     """
     problems = ProblemLog()
-    entries: list[JournalEntry] = []
-    pending: dict[str, _Pending] = {}
-    ident = container
+    joined = _Joiner(source, container)
     lines = split_lines(text)
     formats: set[str] = set()
     decoder = json.JSONDecoder()
-
-    def emit(stream: str, piece: _Pending) -> None:
-        entries.append(
-            JournalEntry(
-                piece.time, "", piece.ident, None, "".join(piece.parts), 0, piece.line, source
-            )
-        )
-        pending.pop(stream, None)
-
-    def add(stream: str, when: datetime, number: int, content: str, partial: bool) -> None:
-        piece = pending.get(stream)
-        if piece is None:
-            piece = pending[stream] = _Pending(when, number, ident)
-        piece.parts.append(content)
-        if not partial:
-            emit(stream, piece)
 
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -100,36 +115,24 @@ def parse_container_log(text: str, source: str, container: str = "") -> JournalP
                 problems.line(number, f"bad timestamp {stamp!r}")
                 continue
             formats.add(FORMAT_CRI)
-            add(stream, when, number, content or "", tags.split(":")[0] == "P")
+            joined.add(stream, when, number, content or "", tags.split(":")[0] == "P")
             continue
         if line.lstrip().startswith("{"):
             doc = _docker_line(decoder, line)
             if isinstance(doc, dict) and isinstance(doc.get("log"), str):
-                stamp, stream = doc.get("time"), doc.get("stream")
-                try:
-                    when = _time(stamp if isinstance(stamp, str) else "")
-                except ValueError:
-                    problems.line(number, f"bad or missing time {clip(str(stamp))!r}")
-                    continue
-                formats.add(FORMAT_DOCKER_JSON)
-                body: str = doc["log"]
-                stream_name = stream if isinstance(stream, str) else ""
-                add(stream_name, when, number, body.removesuffix("\n"), not body.endswith("\n"))
+                if _add_docker(doc, number, joined, problems):
+                    formats.add(FORMAT_DOCKER_JSON)
                 continue
         header = _HEADER.fullmatch(line.strip())
         if header is not None:
-            for stream, piece in list(pending.items()):
-                problems.line(piece.line, "partial line never completed")
-                emit(stream, piece)
-            ident = container_of(header.group(1)) or container
+            joined.flush(problems)
+            joined.ident = container_of(header.group(1)) or container
             continue
         problems.line(number, f"not a container log line: {clip(line)!r}")
 
-    for stream, piece in list(pending.items()):
-        # A file cut by the collector's size bound can end inside a split line.
-        problems.line(piece.line, "partial line never completed")
-        emit(stream, piece)
-    entries.sort(key=lambda e: e.line)
+    # A file cut by the collector's size bound can end inside a split line.
+    joined.flush(problems)
+    entries = sorted(joined.entries, key=lambda e: e.line)
     if not text.strip():
         problems.add("empty container log")
     elif not entries:
@@ -142,6 +145,20 @@ def parse_container_log(text: str, source: str, container: str = "") -> JournalP
         lines=len(lines),
         format="+".join(sorted(formats)),
     )
+
+
+def _add_docker(doc: dict[str, object], number: int, joined: _Joiner, problems: ProblemLog) -> bool:
+    """One json-file line into `joined`; False, noted, when its time is bad or missing."""
+    stamp, stream = doc.get("time"), doc.get("stream")
+    try:
+        when = _time(stamp if isinstance(stamp, str) else "")
+    except ValueError:
+        problems.line(number, f"bad or missing time {clip(str(stamp))!r}")
+        return False
+    body = str(doc["log"])
+    stream_name = stream if isinstance(stream, str) else ""
+    joined.add(stream_name, when, number, body.removesuffix("\n"), not body.endswith("\n"))
+    return True
 
 
 def _docker_line(decoder: json.JSONDecoder, line: str) -> object:

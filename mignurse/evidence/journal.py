@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
@@ -305,6 +305,28 @@ def parse_journal(text: str, source: str, reference: datetime | None = None) -> 
     )
 
 
+class _Boots:
+    """The boots a journal shows, in order, and the one its entries belong to now. A new boot
+    begins (a marker line, a new `_BOOT_ID`) only once the current one has an entry; before
+    that, the current one just learns its id."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = [""]
+        self.index = 0
+        self.seen = False  # the current boot has an entry
+
+    def begin(self, boot_id: str) -> None:
+        if self.seen:
+            self.index += 1
+            self.ids.append(boot_id)
+            self.seen = False
+        else:
+            self.ids[self.index] = boot_id
+
+    def result(self) -> tuple[str, ...]:
+        return tuple(self.ids[: self.index + 1])
+
+
 def _parse_text(
     lines: list[str],
     source: str,
@@ -312,12 +334,13 @@ def _parse_text(
     to_time: Callable[[str, str | None], datetime],
     problems: ProblemLog,
 ) -> JournalParse:
+    """Entries of a text format, one regex match per line: indented lines continue the entry
+    before them, `-- … --` lines mark boots, and a line with a time but no `host ident:` is
+    kept with what it has (`_stamp_only_entry`)."""
     entries: list[JournalEntry] = []
     append = entries.append
     continuations: dict[int, list[str]] = {}
-    boots: list[str] = [""]
-    boot = 0
-    seen_in_boot = False
+    boots = _Boots()
     no_entries = False
     attach_to: int | None = None  # the entry a continuation line belongs to, if any
     match_entry = fmt.entry.fullmatch
@@ -344,12 +367,12 @@ def _parse_text(
                     intern(ident, ident) or default_ident,
                     int(pid) if pid else None,
                     message or "",
-                    boot,
+                    boots.index,
                     number,
                     source,
                 )
             )
-            seen_in_boot = True
+            boots.seen = True
             continue
         if not line.strip():
             continue
@@ -363,52 +386,69 @@ def _parse_text(
         attach_to = None
         marker = _MARKER.fullmatch(line.strip())
         if marker is not None:
-            words = marker.group(1)
-            boot_id = _BOOT_MARKER.fullmatch(words)
-            if boot_id is not None or words == "Reboot":
-                # systemd 219 prints "-- Reboot --"; systemd ≥ 247 "-- Boot <id> --".
-                new_id = boot_id.group(1) if boot_id is not None else ""
-                if seen_in_boot:
-                    boot += 1
-                    boots.append(new_id)
-                    seen_in_boot = False
-                else:
-                    boots[boot] = new_id
-            elif words == "No entries":
-                no_entries = True
-            # Other markers ("-- Journal begins at … --") carry nothing a rule needs.
+            no_entries = _marker(marker.group(1), boots) or no_entries
             continue
-        partial = fmt.stamp_only.fullmatch(line) if fmt.stamp_only is not None else None
-        if partial is not None:
-            stamp, extra, rest = partial.groups()
-            try:
-                when = to_time(stamp, extra)
-            except (ValueError, OverflowError):
-                problems.line(number, f"bad timestamp {stamp!r}")
-                continue
+        entry = _stamp_only_entry(fmt, line, number, source, boots.index, to_time, problems)
+        if entry is not None:
             attach_to = len(entries)
-            bare = _NO_HOST.fullmatch(rest)
-            if bare is not None:
-                ident, pid, message = bare.groups()
-                append(JournalEntry(when, "", ident, int(pid) if pid else None, message, boot,
-                                    number, source))  # fmt: skip
-            else:
-                problems.line(number, "no host and identifier after the timestamp")
-                append(JournalEntry(when, "", "", None, rest, boot, number, source))
-            seen_in_boot = True
-            continue
-        problems.line(number, f"no timestamp: {clip(line)!r}")
+            append(entry)
+            boots.seen = True
 
-    for index, extra_lines in continuations.items():
-        entry = entries[index]
-        entries[index] = replace(entry, message="\n".join([entry.message, *extra_lines]))
+    _join_continuations(entries, continuations)
     return JournalParse(
         source=source,
         entries=tuple(entries),
-        boots=tuple(boots[: boot + 1]),
+        boots=boots.result(),
         no_entries=no_entries,
         lines=len(lines),
     )
+
+
+def _marker(words: str, boots: _Boots) -> bool:
+    """A `-- words --` line: a boot begins, or (True) journalctl says it has no entries."""
+    boot_id = _BOOT_MARKER.fullmatch(words)
+    if boot_id is not None or words == "Reboot":
+        # systemd 219 prints "-- Reboot --"; systemd ≥ 247 "-- Boot <id> --".
+        boots.begin(boot_id.group(1) if boot_id is not None else "")
+        return False
+    # Other markers ("-- Journal begins at … --") carry nothing a rule needs.
+    return words == "No entries"
+
+
+def _stamp_only_entry(
+    fmt: _TextFormat,
+    line: str,
+    number: int,
+    source: str,
+    boot: int,
+    to_time: Callable[[str, str | None], datetime],
+    problems: ProblemLog,
+) -> JournalEntry | None:
+    """A line with the format's time but not its `host ident[pid]: ` (`ident: message`, or
+    text alone), as an entry with what it has; None, with the problem noted, without a time."""
+    partial = fmt.stamp_only.fullmatch(line) if fmt.stamp_only is not None else None
+    if partial is None:
+        problems.line(number, f"no timestamp: {clip(line)!r}")
+        return None
+    stamp, extra, rest = partial.groups()
+    try:
+        when = to_time(stamp, extra)
+    except (ValueError, OverflowError):
+        problems.line(number, f"bad timestamp {stamp!r}")
+        return None
+    bare = _NO_HOST.fullmatch(rest)
+    if bare is None:
+        problems.line(number, "no host and identifier after the timestamp")
+        return JournalEntry(when, "", "", None, rest, boot, number, source)
+    ident, pid, message = bare.groups()
+    return JournalEntry(when, "", ident, int(pid) if pid else None, message, boot, number, source)
+
+
+def _join_continuations(entries: list[JournalEntry], continuations: dict[int, list[str]]) -> None:
+    """Append each entry's continuation lines to its message, one per line."""
+    for index, extra_lines in continuations.items():
+        entry = entries[index]
+        entries[index] = replace(entry, message="\n".join([entry.message, *extra_lines]))
 
 
 # -- journalctl -o json / json-pretty / json-sse / json-seq -----------------------------------
@@ -459,49 +499,65 @@ def _json_pid(doc: dict[str, Any]) -> int | None:
     return None
 
 
+class _JsonObjects:
+    """The JSON values of journalctl's json formats (one per line, or pretty-printed over
+    several, behind `data: ` or RS), each with the line it starts on. What is not one is noted
+    in `problems`, and journalctl's "-- No entries --" in `no_entries`."""
+
+    def __init__(self, text: str, problems: ProblemLog) -> None:
+        self.text = text
+        self.problems = problems
+        self.no_entries = False
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        text, problems = self.text, self.problems
+        decoder = json.JSONDecoder()
+        pos, end_of_text, number = 0, len(text), 1
+        while pos < end_of_text:
+            char = text[pos]
+            if char in " \t\r\x1e\ufeff":
+                pos += 1
+                continue
+            if char == "\n":
+                number += 1
+                pos += 1
+                continue
+            if text.startswith("data: ", pos):  # json-sse
+                pos += 6
+                continue
+            eol = text.find("\n", pos)
+            eol = end_of_text if eol < 0 else eol
+            if char != "{":
+                line = text[pos:eol].strip()
+                marker = _MARKER.fullmatch(line)
+                if marker is not None and marker.group(1) == "No entries":
+                    self.no_entries = True
+                elif marker is None:
+                    problems.line(number, f"not a JSON object: {clip(line)!r}")
+                pos = eol
+                continue
+            try:
+                doc, end = decoder.raw_decode(text, pos)
+            except (ValueError, RecursionError) as exc:
+                problems.line(number, f"invalid JSON: {clip(str(exc))}")
+                pos = eol
+                continue
+            start_line = number
+            number += text.count("\n", pos, end)
+            pos = end
+            yield start_line, doc
+
+
 def _parse_json(text: str, source: str, line_count: int) -> JournalParse:
+    """Entries of journalctl's JSON formats: one per object with a time; `_BOOT_ID` marks
+    the boots."""
     problems = ProblemLog()
     entries: list[JournalEntry] = []
-    boots: list[str] = [""]
-    boot = 0
-    seen_in_boot = False
-    no_entries = False
-    decoder = json.JSONDecoder()
+    boots = _Boots()
     names: dict[str, str] = {}
     intern = names.setdefault
-    pos, end_of_text, number = 0, len(text), 1
-    while pos < end_of_text:
-        char = text[pos]
-        if char in " \t\r\x1e\ufeff":
-            pos += 1
-            continue
-        if char == "\n":
-            number += 1
-            pos += 1
-            continue
-        if text.startswith("data: ", pos):  # json-sse
-            pos += 6
-            continue
-        eol = text.find("\n", pos)
-        eol = end_of_text if eol < 0 else eol
-        if char != "{":
-            line = text[pos:eol].strip()
-            marker = _MARKER.fullmatch(line)
-            if marker is not None and marker.group(1) == "No entries":
-                no_entries = True
-            elif marker is None:
-                problems.line(number, f"not a JSON object: {clip(line)!r}")
-            pos = eol
-            continue
-        try:
-            doc, end = decoder.raw_decode(text, pos)
-        except (ValueError, RecursionError) as exc:
-            problems.line(number, f"invalid JSON: {clip(str(exc))}")
-            pos = eol
-            continue
-        start_line = number
-        number += text.count("\n", pos, end)
-        pos = end
+    objects = _JsonObjects(text, problems)
+    for start_line, doc in objects:
         if not isinstance(doc, dict):
             problems.line(start_line, "JSON value is not an object")
             continue
@@ -510,12 +566,8 @@ def _parse_json(text: str, source: str, line_count: int) -> JournalParse:
             problems.line(start_line, "no __REALTIME_TIMESTAMP")
             continue
         boot_id = _json_text(doc.get("_BOOT_ID")) or ""
-        if boot_id and boot_id != boots[boot]:
-            if seen_in_boot:
-                boot += 1
-                boots.append(boot_id)
-            else:
-                boots[boot] = boot_id
+        if boot_id and boot_id != boots.ids[boots.index]:
+            boots.begin(boot_id)
         host = _json_text(doc.get("_HOSTNAME")) or ""
         ident = (
             _json_text(doc.get("SYSLOG_IDENTIFIER")) or _json_text(doc.get("_COMM")) or "unknown"
@@ -536,22 +588,22 @@ def _parse_json(text: str, source: str, line_count: int) -> JournalParse:
                 intern(ident, ident),
                 _json_pid(doc),
                 message,
-                boot,
+                boots.index,
                 start_line,
                 source,
             )
         )
-        seen_in_boot = True
+        boots.seen = True
     if not text.strip():
         problems.add("empty journal output")
-    elif not entries and not no_entries:
+    elif not entries and not objects.no_entries:
         problems.add("no journal entries could be read")
     return JournalParse(
         source=source,
         entries=tuple(entries),
         problems=problems.result(),
-        boots=tuple(boots[: boot + 1]),
-        no_entries=no_entries,
+        boots=boots.result(),
+        no_entries=objects.no_entries,
         lines=line_count,
         format=FORMAT_JSON,
     )

@@ -14,7 +14,7 @@ from typing import BinaryIO, Protocol
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class CommandResult:
     node: str
     transport: str  # "ssm" | "ssh" | "local" | "sim"
     rc: int | None  # the script's exit status; None when it never finished
@@ -42,7 +42,7 @@ class NodeShell(Protocol):
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         """Run `script` with `sh` on the node; copy its stdout into `stdout` as it arrives;
         stop it (and report timed_out) after `timeout` seconds, or as soon as `cancel` is
         set (Ctrl-C: error CANCELLED)."""

@@ -6,7 +6,7 @@ import threading
 from dataclasses import replace
 from typing import BinaryIO
 
-from mignurse.nodeaccess.base import NodeShell, RunResult
+from mignurse.nodeaccess.base import CommandResult, NodeShell
 
 
 class FallbackShell:
@@ -28,19 +28,19 @@ class FallbackShell:
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         first = self.primary.run(script, timeout=timeout, stdout=stdout, cancel=cancel)
         return self.then(first, script, timeout=timeout, stdout=stdout, cancel=cancel)
 
     def then(
         self,
-        first: RunResult,
+        first: CommandResult,
         script: str,
         *,
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         """What `run` returns once the primary answered `first` (a fleet run asks the
         primary for many nodes at once, then each node's fallback on its own)."""
         if first.rc is not None or first.bytes_out or self.when not in first.error:

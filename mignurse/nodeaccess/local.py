@@ -15,9 +15,10 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from mignurse.nodeaccess.base import CANCELLED, RunResult
+from mignurse.nodeaccess.base import CANCELLED, CommandResult
 
 CHUNK = 64 * 1024
 STDERR_TAIL = 8 * 1024
@@ -58,7 +59,7 @@ class LocalShell:
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -70,56 +71,16 @@ class LocalShell:
                 start_new_session=True,  # its own process group, so a timeout kills it all
             )
         except OSError as exc:
-            return RunResult(
+            return CommandResult(
                 self.node, self.transport, None, time.monotonic() - started, error=str(exc)
             )
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         writer = threading.Thread(target=_feed, args=(proc.stdin, script.encode()), daemon=True)
         writer.start()
 
-        bytes_out = 0
-        tail = bytearray()
-        timed_out = False
-        stop_error = ""  # why we stopped it early: the sink failed, or Ctrl-C
-        deadline = started + timeout
-        kill_at: float | None = None
-        selector = selectors.DefaultSelector()
-        selector.register(proc.stdout, selectors.EVENT_READ, "out")
-        selector.register(proc.stderr, selectors.EVENT_READ, "err")
         try:
-            while selector.get_map():
-                now = time.monotonic()
-                if not timed_out and now >= deadline:
-                    timed_out = True
-                    _signal(proc, signal.SIGTERM)
-                    kill_at = now + KILL_GRACE
-                if kill_at is None and cancel is not None and cancel.is_set():
-                    stop_error = CANCELLED
-                    _signal(proc, signal.SIGTERM)
-                    kill_at = now + KILL_GRACE
-                if kill_at is not None and now >= kill_at:
-                    _signal(proc, signal.SIGKILL)
-                    break  # a grandchild in another group may hold the pipes: stop reading
-                wait = (kill_at if kill_at is not None else deadline) - now
-                for key, _ in selector.select(timeout=max(min(wait, 0.2), 0.01)):
-                    data = os.read(key.fd, CHUNK)
-                    if not data:
-                        selector.unregister(key.fileobj)
-                        continue
-                    if key.data == "err":
-                        tail.extend(data)
-                        del tail[:-STDERR_TAIL]
-                    elif not stop_error:
-                        try:
-                            stdout.write(data)
-                            bytes_out += len(data)
-                        except OSError as exc:
-                            # the sink failed (disk full): stop the script, keep the reason
-                            stop_error = f"cannot write the output: {exc}"
-                            _signal(proc, signal.SIGTERM)
-                            kill_at = time.monotonic() + KILL_GRACE
+            got = _pump(proc, stdout, started + timeout, cancel)
         finally:
-            selector.close()
             rc = _reap(proc)
             proc.stdout.close()
             proc.stderr.close()
@@ -127,19 +88,81 @@ class LocalShell:
         with contextlib.suppress(OSError, ValueError):
             stdout.flush()
         seconds = time.monotonic() - started
-        error = stop_error
-        if timed_out and not error:
+        error = got.stop_error
+        if got.timed_out and not error:
             error = f"timed out after {timeout:g} s"
-        return RunResult(
+        return CommandResult(
             node=self.node,
             transport=self.transport,
-            rc=None if timed_out or stop_error else rc,
+            rc=None if got.timed_out or got.stop_error else rc,
             seconds=seconds,
-            bytes_out=bytes_out,
-            timed_out=timed_out,
+            bytes_out=got.bytes_out,
+            timed_out=got.timed_out,
             error=error,
-            stderr_tail=bytes(tail).decode("utf-8", "replace"),
+            stderr_tail=bytes(got.tail).decode("utf-8", "replace"),
         )
+
+
+@dataclass
+class _Pumped:
+    """What the read loop saw of one process."""
+
+    bytes_out: int = 0
+    tail: bytearray = field(default_factory=bytearray)  # the last STDERR_TAIL bytes of stderr
+    timed_out: bool = False
+    stop_error: str = ""  # why we stopped it early: the sink failed, or Ctrl-C
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    stdout: BinaryIO,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> _Pumped:
+    """Copy the process's stdout into `stdout` and keep stderr's tail, through one selector
+    loop, until both pipes close. Past `deadline`, on `cancel`, or when the sink fails, SIGTERM
+    its process group, and SIGKILL it `KILL_GRACE` later."""
+    assert proc.stdout is not None and proc.stderr is not None
+    got = _Pumped()
+    kill_at: float | None = None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ, "out")
+    selector.register(proc.stderr, selectors.EVENT_READ, "err")
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if not got.timed_out and now >= deadline:
+                got.timed_out = True
+                _signal(proc, signal.SIGTERM)
+                kill_at = now + KILL_GRACE
+            if kill_at is None and cancel is not None and cancel.is_set():
+                got.stop_error = CANCELLED
+                _signal(proc, signal.SIGTERM)
+                kill_at = now + KILL_GRACE
+            if kill_at is not None and now >= kill_at:
+                _signal(proc, signal.SIGKILL)
+                break  # a grandchild in another group may hold the pipes: stop reading
+            wait = (kill_at if kill_at is not None else deadline) - now
+            for key, _ in selector.select(timeout=max(min(wait, 0.2), 0.01)):
+                data = os.read(key.fd, CHUNK)
+                if not data:
+                    selector.unregister(key.fileobj)
+                    continue
+                if key.data == "err":
+                    got.tail.extend(data)
+                    del got.tail[:-STDERR_TAIL]
+                elif not got.stop_error:
+                    try:
+                        stdout.write(data)
+                        got.bytes_out += len(data)
+                    except OSError as exc:
+                        # the sink failed (disk full): stop the script, keep the reason
+                        got.stop_error = f"cannot write the output: {exc}"
+                        _signal(proc, signal.SIGTERM)
+                        kill_at = time.monotonic() + KILL_GRACE
+    finally:
+        selector.close()
+    return got
 
 
 def _feed(pipe: BinaryIO, data: bytes) -> None:

@@ -3,7 +3,7 @@
 The script goes to `sh -s` on standard input, so no quoting of it ever reaches a remote
 shell. Standard output and standard error are drained together under one deadline: paramiko's
 `recv_exit_status()` has no timeout and deadlocks once either stream's ~2 MiB window fills.
-Every failure becomes a `RunResult` with a one-line `error`; nothing here raises.
+Every failure becomes a `CommandResult` with a one-line `error`; nothing here raises.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import paramiko
 
-from mignurse.nodeaccess.base import CANCELLED, RunResult
+from mignurse.nodeaccess.base import CANCELLED, CommandResult
 
 STDERR_TAIL_BYTES = 8 * 1024
 _READ_CHUNK = 64 * 1024
@@ -227,7 +227,7 @@ class SSHShell:
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         start = time.monotonic()
         deadline = start + timeout
         state = _RunState()
@@ -269,7 +269,7 @@ class SSHShell:
                 sock.close()  # a ProxyCommand child outlives a connect() that failed early
         if state.timed_out and not state.error:
             state.error = f"timed out after {timeout:g}s on {target_desc}"
-        return RunResult(
+        return CommandResult(
             node=self.node,
             transport=self.transport,
             rc=None if (state.timed_out or state.error) else state.rc,

@@ -30,7 +30,7 @@ decodes it chunk by chunk into the sink, and deletes the stdout and stderr objec
 needs room for the output twice over and a third more (our temp file, then the agent's copy
 of the encoded stdout under its orchestration folder).
 
-Every failure becomes a `RunResult` with a one-line `error`; nothing here raises.
+Every failure becomes a `CommandResult` with a one-line `error`; nothing here raises.
 Clients are the caller's job: create both with
 `botocore.config.Config(retries={"mode": "adaptive", "max_attempts": 5})` so SSM throttling
 (`ThrottlingException`) is retried with client-side rate limiting rather than surfacing here.
@@ -38,18 +38,11 @@ Clients are the caller's job: create both with
 
 from __future__ import annotations
 
-import base64
-import binascii
 import concurrent.futures
 import contextlib
 import math
-import posixpath
-import re
-import secrets
-import shlex
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -58,27 +51,28 @@ from typing import Any, BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mignurse.nodeaccess.base import CANCELLED, RunResult
+from mignurse.nodeaccess.base import CANCELLED, CommandResult
+from mignurse.nodeaccess.ssmwrapper import (
+    KEY_LINE,
+    NO_ENCODER_RC,
+    RC_LINE,
+    UPLOAD_FAILED_RC,
+    WrapperOutput,
+    agent_output_key,
+    key_from_output_url,
+    output_bucket_script,
+    wrapper_script,
+)
 
 DOCUMENT = "AWS-RunShellScript"
 MAX_IDS_PER_CALL = 50  # SendCommand InstanceIds limit (and DescribeInstanceInformation's page)
 CHUNK = 64 * 1024
-UPLOAD_FAILED_RC = 86  # the wrapper's exit status when curl (or base64) could not hand it over
-NO_ENCODER_RC = 87  # output-bucket: neither base64 nor openssl on the node
 UPLOADS = ("presigned", "output-bucket")  # how the node's output reaches S3
-# Where the agent puts an AWS-RunShellScript invocation's output under OutputS3KeyPrefix:
-# path.Join(prefix, CommandId, InstanceId) (aws/amazon-ssm-agent agent/runcommand/utils.go),
-# then the plugin name and the step id "0.aws:runShellScript" with colons removed
-# (agent/framework/runpluginutil/runpluginutil.go `output.Init(pluginName, stepName)`,
-# agent/fileutil BuildS3Path), then stdout / stderr; an empty stream makes no object.
-PLUGIN_OUTPUT_DIR = "awsrunShellScript/0.awsrunShellScript"
 OUTPUT_GRACE = 2.0  # seconds a missing output object is waited for after the final status
 MAX_UPLOAD_BYTES = 5 * 2**30  # one POST, like one PUT, takes at most 5 GB
 BACKOFF = 1.5
 MIN_EXECUTION_TIMEOUT = 5  # the agent clamps executionTimeout up to this
 DOWNLOADERS = 4  # archives fetched from S3 at once while polling goes on
-_RC_LINE = re.compile(r"^mignurse-rc=(\d+)\s*$", re.MULTILINE)
-_KEY_LINE = re.compile(r"^mignurse-key=(\S+)\s*$", re.MULTILINE)
 _TERMINAL = {"Success", "Failed", "TimedOut", "Cancelled"}
 _NOT_MANAGED = "is not managed by SSM"
 
@@ -91,150 +85,6 @@ def batches(ids: Sequence[str], size: int = MAX_IDS_PER_CALL) -> Iterator[list[s
         yield list(ids[start : start + size])
 
 
-def _save_and_run(script: str, *, checks: str = "") -> str:
-    """sh that saves `script` in a temp folder with a quoted heredoc, runs `checks`, then runs
-    the script with its stdout into "$d/out" and its exit status in `rc`."""
-    marker = "MIGNURSE_EOF_" + secrets.token_hex(8)
-    if marker in script:  # astronomically unlikely; a clash would end the heredoc early
-        raise ValueError("heredoc marker clash; try again")
-    body = script if script.endswith("\n") else script + "\n"
-    return (
-        'd=$(mktemp -d "${TMPDIR:-/tmp}/mignurse.XXXXXX") || '
-        "{ echo 'mignurse: mktemp failed' >&2; exit 85; }\n"
-        "trap 'rm -rf \"$d\"' EXIT\n"
-        "trap 'exit 143' TERM INT\n"  # so the EXIT trap cleans up when SSM kills us
-        f"{checks}"
-        f"cat >\"$d/script.sh\" <<'{marker}'\n"
-        f"{body}"
-        f"{marker}\n"
-        'sh "$d/script.sh" </dev/null >"$d/out"\n'
-        "rc=$?\n"
-    )
-
-
-def wrapper_script(script: str, post_url: str, fields: dict[str, str], prefix: str) -> str:
-    """The sh text SSM runs: save `script`, run it into a file, POST the file, print its rc.
-
-    `fields` are the presigned POST form fields except `key`, which the node makes from its
-    own name (one command carries the same text to every instance) under `prefix`."""
-    form = " ".join(
-        f"--form-string {shlex.quote(f'{name}={value}')}"
-        for name, value in fields.items()
-        if name != "key"
-    )
-    return _save_and_run(script) + (
-        "host=$(uname -n | tr -c 'A-Za-z0-9.\\n-' _ | tr -d '\\n')\n"
-        "rand=$(od -An -N6 -tx1 /dev/urandom | tr -d ' \\n')\n"
-        f'key={shlex.quote(prefix)}"${{host:-node}}-$rand.out"\n'
-        f'if ! curl --fail --silent --show-error --form-string "key=$key" {form} '
-        f'-F "file=@$d/out" {shlex.quote(post_url)} >/dev/null; then\n'
-        '  echo "mignurse: uploading the output to S3 failed (script rc $rc)" >&2\n'
-        f"  exit {UPLOAD_FAILED_RC}\n"
-        "fi\n"
-        'echo "mignurse-key=$key"\n'
-        'echo "mignurse-rc=$rc"\n'
-    )
-
-
-def output_bucket_script(script: str) -> str:
-    """The sh text SSM runs when the agent uploads stdout to the command's output bucket:
-    `mignurse-rc=<N>` first, then the script's stdout base64-encoded (the agent stores text).
-    The encoder is found before the script runs, so a node without one fails at once."""
-    checks = (
-        "if command -v base64 >/dev/null 2>&1; then encode=base64\n"
-        "elif command -v openssl >/dev/null 2>&1; then encode='openssl base64'\n"
-        "else\n"
-        "  echo 'mignurse: neither base64 nor openssl is on the node to encode the output "
-        "for the SSM output bucket' >&2\n"
-        f"  exit {NO_ENCODER_RC}\n"
-        "fi\n"
-    )
-    return _save_and_run(script, checks=checks) + (
-        'echo "mignurse-rc=$rc"\n'
-        'if ! $encode <"$d/out"; then\n'  # unquoted on purpose: "openssl base64" is two words
-        '  echo "mignurse: base64-encoding the output failed (script rc $rc)" >&2\n'
-        f"  exit {UPLOAD_FAILED_RC}\n"
-        "fi\n"
-    )
-
-
-def agent_output_key(prefix: str, command_id: str, instance_id: str, stream: str) -> str:
-    """The key the SSM agent writes an AWS-RunShellScript stream ("stdout" or "stderr") to,
-    joined and cleaned like Go's path.Join (no doubled or trailing slashes)."""
-    parts = [prefix, command_id, instance_id, PLUGIN_OUTPUT_DIR, stream]
-    joined = posixpath.normpath("/".join(part for part in parts if part))
-    return "/" + joined.lstrip("/") if joined.startswith("/") else joined
-
-
-def key_from_output_url(url: str, bucket: str) -> str:
-    """The object key in a `StandardOutputUrl`/`StandardErrorUrl`, path-style
-    (`https://s3.REGION.amazonaws.com/BUCKET/KEY`) or virtual-hosted
-    (`https://BUCKET.s3.REGION.amazonaws.com/KEY`); "" when empty or another bucket's."""
-    if not url:
-        return ""
-    parsed = urllib.parse.urlsplit(url)
-    host = (parsed.hostname or "").lower()
-    path = urllib.parse.unquote(parsed.path).lstrip("/")
-    if host.startswith(bucket.lower() + "."):
-        return path
-    if path.startswith(bucket + "/"):
-        return path[len(bucket) + 1 :]
-    return ""
-
-
-class Base64Stream:
-    """Decodes base64 text that arrives in chunks of any size: line breaks and other
-    whitespace are dropped, and an incomplete 4-character group is carried to the next
-    chunk, so no more than 3 characters are ever held back."""
-
-    _WHITESPACE = b" \t\r\n\v\f"
-
-    def __init__(self) -> None:
-        self._carry = b""
-
-    def feed(self, chunk: bytes) -> bytes:
-        data = self._carry + chunk.translate(None, self._WHITESPACE)
-        whole = len(data) - len(data) % 4
-        self._carry = data[whole:]
-        try:
-            return base64.b64decode(data[:whole], validate=True)
-        except binascii.Error as exc:
-            raise ValueError(f"not base64: {exc}") from None
-
-    def close(self) -> None:
-        if self._carry:
-            raise ValueError(f"base64 ends mid-group ({len(self._carry)} characters left over)")
-
-
-class WrapperOutput:
-    """The output-bucket wrapper's stdout, fed in chunks: `first_line` (the rc line, as text)
-    once its line break has arrived, and the decoded bytes of the base64 after it."""
-
-    MAX_FIRST_LINE = 4096
-
-    def __init__(self) -> None:
-        self.first_line: str | None = None
-        self._head = b""
-        self._decoder = Base64Stream()
-
-    def feed(self, chunk: bytes) -> bytes:
-        if self.first_line is None:
-            self._head += chunk
-            cut = self._head.find(b"\n")
-            if cut < 0:
-                if len(self._head) > self.MAX_FIRST_LINE:
-                    raise ValueError(f"no line break in the first {self.MAX_FIRST_LINE} bytes")
-                return b""
-            self.first_line = self._head[:cut].decode("utf-8", "replace")
-            chunk, self._head = self._head[cut + 1 :], b""
-        return self._decoder.feed(chunk)
-
-    def close(self) -> None:
-        if self.first_line is None:
-            raise ValueError("it ends before the first line does")
-        self._decoder.close()
-
-
 @dataclass
 class _Pending:
     node: str
@@ -245,6 +95,19 @@ class _Pending:
     execution_timeout: int
     output_prefix: str = ""  # output-bucket: the command's OutputS3KeyPrefix
     done: bool = False
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One fleet run's settings, the same for every batch: when it started, the agent's
+    executionTimeout, SendCommand's MaxConcurrency, how long a node may take in all (delivery
+    and every wave), and the S3 prefix its outputs go under."""
+
+    started: float
+    execution_timeout: int
+    concurrency: int
+    budget: int
+    prefix: str
 
 
 @dataclass
@@ -304,7 +167,7 @@ class SSMFleet:
         *,
         timeout: float,
         sink_for: Callable[[str], BinaryIO],
-        done: Callable[[RunResult], None],
+        done: Callable[[CommandResult], None],
         cancel: threading.Event | None = None,
         max_concurrency: int | None = None,
     ) -> None:
@@ -314,7 +177,6 @@ class SSMFleet:
         (the caller may fall back to SSH). `cancel` stops polling and cancels what runs;
         `max_concurrency` overrides the fleet's MaxConcurrency for this run."""
         cancel = cancel or threading.Event()
-        concurrency = max(1, max_concurrency or self.max_concurrency)
         started = time.monotonic()
         reported: set[str] = set()
         lock = threading.Lock()
@@ -325,41 +187,66 @@ class SSMFleet:
                     return
                 reported.add(node)
             rc = kw.pop("rc", None)
-            done(RunResult(node, self.transport, rc, time.monotonic() - started, **kw))
+            done(CommandResult(node, self.transport, rc, time.monotonic() - started, **kw))
 
         by_id = {iid: node for node, iid in targets}
+        online = self._online(by_id, finish)
+        if not online:
+            return
+        concurrency = max(1, max_concurrency or self.max_concurrency)
+        execution_timeout = max(MIN_EXECUTION_TIMEOUT, math.ceil(timeout))
+        # later waves start when earlier ones end: the deadline grows with them
+        waves = math.ceil(min(len(online), MAX_IDS_PER_CALL) / concurrency)
+        plan = _Plan(
+            started=started,
+            execution_timeout=execution_timeout,
+            concurrency=concurrency,
+            budget=self.delivery_timeout + execution_timeout * waves + 30,
+            prefix=f"{self.key_prefix}{uuid.uuid4().hex}",
+        )
+        commands = self._commands(script, plan, len(online))
+        if isinstance(commands, str):
+            for iid in online:
+                finish(by_id[iid], error=commands)
+            return
+        live = self._send(online, by_id, commands, plan, finish)
+        self._follow(live, sink_for, finish, cancel)
+
+    # -- steps: which agents answer, what is sent, following it, and the calls they make
+
+    def _online(self, by_id: dict[str, str], finish: Callable[..., None]) -> list[str]:
+        """The instances whose SSM agent is Online; every other one is finished with why not."""
         reasons = self._check_agents(list(by_id))
         online = [iid for iid in by_id if not reasons.get(iid)]
         for iid, why in reasons.items():
             if why:
                 finish(by_id[iid], error=why)
-        if not online:
-            return
+        return online
 
-        execution_timeout = max(MIN_EXECUTION_TIMEOUT, math.ceil(timeout))
-        # later waves start when earlier ones end: the deadline grows with them
-        waves = math.ceil(min(len(online), MAX_IDS_PER_CALL) / concurrency)
-        budget = self.delivery_timeout + execution_timeout * waves + 30
-        run_prefix = f"{self.key_prefix}{uuid.uuid4().hex}"
+    def _commands(self, script: str, plan: _Plan, nodes: int) -> list[str] | str:
+        """The wrapper's lines for this run's way out, or why it cannot be built."""
+        if self.upload == "output-bucket":
+            try:
+                return output_bucket_script(script).split("\n")
+            except ValueError as exc:
+                return f"cannot build the SSM command: {exc}"
+        # the policy must outlive delivery, every wave and the uploads; S3: ≤ 7 days
+        expires = min(604_800, plan.budget * math.ceil(nodes / MAX_IDS_PER_CALL) + 600)
+        return self._presigned_commands(script, plan.prefix + "/", expires)
+
+    def _send(
+        self,
+        online: list[str],
+        by_id: dict[str, str],
+        commands: list[str],
+        plan: _Plan,
+        finish: Callable[..., None],
+    ) -> list[_Command]:
+        """One SendCommand per batch of ≤ 50 instances; the commands SSM took, each with the
+        nodes it runs on. A batch SSM refuses finishes its nodes with why."""
         output: dict[str, str] = {}  # SendCommand's output-bucket arguments
         if self.upload == "output-bucket":
-            output = {"OutputS3BucketName": self.bucket, "OutputS3KeyPrefix": run_prefix}
-            try:
-                commands = output_bucket_script(script).split("\n")
-            except ValueError as exc:
-                for iid in online:
-                    finish(by_id[iid], error=f"cannot build the SSM command: {exc}")
-                return
-        else:
-            # the policy must outlive delivery, every wave and the uploads; S3: ≤ 7 days
-            expires = min(604_800, budget * math.ceil(len(online) / MAX_IDS_PER_CALL) + 600)
-            presigned = self._presigned_commands(script, run_prefix + "/", expires)
-            if isinstance(presigned, str):
-                for iid in online:
-                    finish(by_id[iid], error=presigned)
-                return
-            commands = presigned
-
+            output = {"OutputS3BucketName": self.bucket, "OutputS3KeyPrefix": plan.prefix}
         live: list[_Command] = []
         for batch in batches(online):
             try:
@@ -367,9 +254,12 @@ class SSMFleet:
                     InstanceIds=batch,
                     DocumentName=DOCUMENT,
                     Comment=f"mignurse collect ({len(batch)} nodes)",
-                    Parameters={"commands": commands, "executionTimeout": [str(execution_timeout)]},
+                    Parameters={
+                        "commands": commands,
+                        "executionTimeout": [str(plan.execution_timeout)],
+                    },
                     TimeoutSeconds=self.delivery_timeout,
-                    MaxConcurrency=str(concurrency),
+                    MaxConcurrency=str(plan.concurrency),
                     MaxErrors=self.max_errors,
                     **output,
                 )
@@ -385,13 +275,23 @@ class SSMFleet:
                     by_id[iid],
                     iid,
                     command.command_id,
-                    started,
-                    now + budget,
-                    execution_timeout,
+                    plan.started,
+                    now + plan.budget,
+                    plan.execution_timeout,
                     output_prefix=output.get("OutputS3KeyPrefix", ""),
                 )
             live.append(command)
+        return live
 
+    def _follow(
+        self,
+        live: list[_Command],
+        sink_for: Callable[[str], BinaryIO],
+        finish: Callable[..., None],
+        cancel: threading.Event,
+    ) -> None:
+        """Poll until every node is finished, fetching outputs in `DOWNLOADERS` threads; on
+        the way out (`cancel`, or an error) cancel what still runs."""
         with concurrent.futures.ThreadPoolExecutor(DOWNLOADERS) as fetchers:
             try:
                 self._poll(live, sink_for, finish, fetchers, cancel)
@@ -401,9 +301,7 @@ class SSMFleet:
                     if left:
                         self._cancel(command.command_id, left)
                         for iid in left:
-                            finish(by_id[iid], error=CANCELLED)
-
-    # -- steps -------------------------------------------------------------------------------
+                            finish(command.members[iid].node, error=CANCELLED)
 
     def _presigned_commands(self, script: str, prefix: str, expires: int) -> list[str] | str:
         """The wrapper's lines under one presigned POST policy for keys under `prefix`, or why
@@ -580,7 +478,7 @@ class SSMFleet:
             # whatever ran may have left objects, a timed-out or failed run included
             leftovers = [self._output_key(p, invocation, s) for s in ("stdout", "stderr")]
         else:
-            keys = _KEY_LINE.findall(stdout_text)
+            keys = KEY_LINE.findall(stdout_text)
             leftovers = keys[-1:]
         if status == "Success":
             if self.upload == "output-bucket":
@@ -621,11 +519,11 @@ class SSMFleet:
     ) -> tuple[int | None, int, str]:
         """Presigned: (rc, bytes, error) for the object the wrapper says it POSTed."""
         iid = p.instance_id
-        keys = _KEY_LINE.findall(stdout_text)
+        keys = KEY_LINE.findall(stdout_text)
         key = keys[-1] if keys else ""
         if not key.startswith(self.key_prefix):
             return None, 0, f"the wrapper on {iid} named no upload under {self.key_prefix}"
-        match = _RC_LINE.findall(stdout_text)
+        match = RC_LINE.findall(stdout_text)
         rc = int(match[-1]) if match else None
         copied, error = self._download(iid, key, sink_for(p.node))
         if not error and rc is None:
@@ -642,7 +540,7 @@ class SSMFleet:
         """Output bucket: (rc, bytes, error), the rc from the first line SSM returns inline,
         the bytes decoded from the stdout object the agent uploaded."""
         iid = p.instance_id
-        first = _RC_LINE.match(stdout_text.split("\n", 1)[0])
+        first = RC_LINE.match(stdout_text.split("\n", 1)[0])
         if first is None:
             return None, 0, f"the wrapper on {iid} printed no exit status first"
         key = self._output_key(p, invocation, "stdout")
@@ -694,7 +592,7 @@ class SSMFleet:
                 wrapper.close()
             except ValueError as exc:
                 return copied, self._not_wrapper_output(iid, key, str(exc))
-            if not _RC_LINE.match(wrapper.first_line or ""):
+            if not RC_LINE.match(wrapper.first_line or ""):
                 return copied, self._not_wrapper_output(iid, key, "no mignurse-rc line first")
         try:
             sink.flush()
@@ -767,8 +665,8 @@ class SSMShell:
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
-        results: list[RunResult] = []
+    ) -> CommandResult:
+        results: list[CommandResult] = []
         self.fleet.run(
             [(self.node, self.instance_id)],
             script,

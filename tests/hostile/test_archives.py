@@ -25,7 +25,7 @@ from mignurse.collect.bundle import PackedNode, pack_node_archive
 from mignurse.collect.redact import MARKER, Redactor
 from mignurse.collect.run import collect
 from mignurse.model import Node
-from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.base import CommandResult
 
 from .archives import (
     MiB,
@@ -177,9 +177,9 @@ class _Sends:
         timeout: float,
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         stdout.write(self.archive)
-        return RunResult(self.node, "local", 0, 0.1, bytes_out=len(self.archive))
+        return CommandResult(self.node, "local", 0, 0.1, bytes_out=len(self.archive))
 
 
 def test_a_bomb_from_one_node_leaves_a_valid_private_bundle_and_says_why(

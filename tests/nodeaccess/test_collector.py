@@ -19,7 +19,7 @@ import pytest
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.sources import load_offline
 from mignurse.model import MIG_ENABLED, parse_time
-from mignurse.nodeaccess.base import CANCELLED, RunResult
+from mignurse.nodeaccess.base import CANCELLED, CommandResult
 from mignurse.nodeaccess.local import LocalShell
 from mignurse.nodeaccess.script import collector_script
 from mignurse.sim import SimCluster, load_scenario
@@ -43,7 +43,7 @@ def _failed_gpu_node(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _collect(
     sandbox: NodeSandbox, script: str | None = None, timeout: float = 20, shell: str = "sh"
-) -> tuple[RunResult, bytes]:
+) -> tuple[CommandResult, bytes]:
     runner = LocalShell(sandbox.node, env=sandbox.env, path_prefix=sandbox.path_prefix, shell=shell)
     sink = io.BytesIO()
     result = runner.run(script or collector_script(), timeout=timeout, stdout=sink)

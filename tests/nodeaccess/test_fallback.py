@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import threading
 
-from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.base import CommandResult
 from mignurse.nodeaccess.fallback import FallbackShell
 from mignurse.nodeaccess.local import LocalShell
 
@@ -24,9 +24,9 @@ class Refusing:
         timeout: float,
         stdout: io.BytesIO,  # type: ignore[override]
         cancel: threading.Event | None = None,
-    ) -> RunResult:
+    ) -> CommandResult:
         self.calls += 1
-        return RunResult("n1", "ssm", self.rc, 0.1, error=self.error)
+        return CommandResult("n1", "ssm", self.rc, 0.1, error=self.error)
 
 
 def test_not_managed_falls_back() -> None:

@@ -23,15 +23,13 @@ from hypothesis import strategies as st
 from moto.server import ThreadedMotoServer
 from ssmstandin import STDERR_MAX, STDOUT_MAX, TRUNCATED, InstanceSpec, SsmStandIn
 
-from mignurse.nodeaccess.base import RunResult
+from mignurse.nodeaccess.base import CommandResult
 from mignurse.nodeaccess.script import collector_script
-from mignurse.nodeaccess.ssm import (
+from mignurse.nodeaccess.ssm import SSMFleet, SSMShell, batches
+from mignurse.nodeaccess.ssmwrapper import (
     Base64Stream,
-    SSMFleet,
-    SSMShell,
     WrapperOutput,
     agent_output_key,
-    batches,
     key_from_output_url,
 )
 from mignurse.sim import SimCluster, load_scenario
@@ -258,7 +256,7 @@ def test_a_fleet_is_one_command_with_ssms_own_concurrency_bound(
     ids["i-0fleetlost"] = InstanceSpec(online=False)
     standin.instances.update(ids)
     sinks = {f"node-{iid}": io.BytesIO() for iid in ids}
-    results: dict[str, RunResult] = {}
+    results: dict[str, CommandResult] = {}
     sends_before = standin.calls.count("SendCommand")
     _fleet(standin, s3_endpoint, max_concurrency=2).run(
         [(f"node-{iid}", iid) for iid in ids],
@@ -285,7 +283,7 @@ def test_a_fleet_is_one_command_with_ssms_own_concurrency_bound(
 def test_more_than_50_nodes_go_out_in_batches_of_50(s3_endpoint: str) -> None:
     ids = [f"i-{n:017x}" for n in range(55)]
     with SsmStandIn({iid: InstanceSpec() for iid in ids}, race=0.2) as server:
-        results: list[RunResult] = []
+        results: list[CommandResult] = []
         sinks = {iid: io.BytesIO() for iid in ids}
         _fleet(server, s3_endpoint, max_concurrency=25).run(
             [(iid, iid) for iid in ids],
@@ -476,7 +474,7 @@ def test_output_bucket_that_does_not_exist_is_one_line_per_node(
         poll=FAST_POLL,
         upload="output-bucket",
     )
-    results: dict[str, RunResult] = {}
+    results: dict[str, CommandResult] = {}
     fleet.run(
         [(iid, iid) for iid in ids],
         "echo hi",
@@ -549,7 +547,7 @@ def test_a_three_node_fleet_collects_through_the_output_bucket(
         standin.instances[iid] = InstanceSpec(env=sandbox.env, path_prefix=sandbox.path_prefix)
         targets.append((name, iid))
     sinks = {name: io.BytesIO() for name, _ in targets}
-    results: dict[str, RunResult] = {}
+    results: dict[str, CommandResult] = {}
     before = len(standin.requests)
     _fleet(standin, s3_endpoint, upload="output-bucket", max_concurrency=3).run(
         targets,

@@ -138,6 +138,71 @@ def merge_row(
     conditions = model.conditions
     if kind == "Node":
         conditions = tuple(c for c in conditions if c.type in NODE_CONDITIONS)
+    now_conds = _record_flips(context, kind, model, conditions, old, t, transitions)
+    disruption, drifted, termination = _disruption(kind, model, conditions, old)
+    deleting = _first(old, "deleting_since", epoch(getattr(model, "deleting", None)))
+    last_unhealthy = _last_unhealthy(kind, conditions, old, deleting, t)
+    deleted_at, deleted_seen = _deletion(change, old, t)
+    row: dict[str, Any] = {
+        "context": context,
+        "kind": kind,
+        "key": key,
+        "name": model.name,
+        "uid": model.uid,
+        "pool": _keep(old, "pool", model.name if kind == "NodePool" else model.pool),
+        "instance_type": _keep(old, "instance_type", getattr(model, "instance_type", "")),
+        "instance_id": _keep(old, "instance_id", getattr(model, "instance_id", "")),
+        "provider_id": _keep(old, "provider_id", getattr(model, "provider_id", "")),
+        "image_id": _keep(old, "image_id", getattr(model, "image_id", "")),
+        "node_name": _keep(old, "node_name", getattr(model, "node_name", "")),
+        "nodeclaim": old["nodeclaim"] if old else "",
+        "capacity_type": _keep(old, "capacity_type", getattr(model, "capacity_type", "")),
+        "zone": _keep(old, "zone", getattr(model, "zone", "")),
+        "created": _keep(old, "created", epoch(model.created)),
+        "first_seen": old["first_seen"] if old else t,
+        "first_ready": _first_ready(conditions, old, t),
+        "last_seen": t,
+        "deleting_since": deleting,
+        "termination_ts": _first(old, "termination_ts", termination),
+        "disruption_reason": disruption,
+        "drifted": int(drifted),
+        "deleted_at": deleted_at,
+        "deleted_seen": deleted_seen,
+        "lu_type": last_unhealthy[0],
+        "lu_status": last_unhealthy[1],
+        "lu_reason": last_unhealthy[2],
+        "conds": json.dumps(now_conds, separators=(",", ":"), sort_keys=True),
+    }
+    if old is not None and change != "DELETED" and t - old["last_seen"] < LAST_SEEN_STEP:
+        row["last_seen"] = old["last_seen"]  # throttled: see LAST_SEEN_STEP
+    return row
+
+
+def _keep(old: dict[str, Any] | None, column: str, value: Any) -> Any:
+    """The new value when there is one, else what we had (fields never blank out)."""
+    if value:
+        return value
+    return old[column] if old else value
+
+
+def _first(old: dict[str, Any] | None, column: str, value: Any) -> Any:
+    """The first value ever seen (Karpenter, too, keeps an earlier termination time)."""
+    if old and old[column] is not None:
+        return old[column]
+    return value
+
+
+def _record_flips(
+    context: str,
+    kind: str,
+    model: Any,
+    conditions: tuple[Condition, ...],
+    old: dict[str, Any] | None,
+    t: float,
+    transitions: list[tuple[Any, ...]],
+) -> dict[str, list[str]]:
+    """Append a transition for each condition whose status or reason differs from the last
+    state recorded; return the state now ({type: [status, reason]})."""
     before: dict[str, list[str]] = json.loads(old["conds"]) if old else {}
     now_conds = {c.type: [c.status, c.reason] for c in conditions}
     for cond in conditions:
@@ -149,24 +214,25 @@ def merge_row(
                     cond.type, cond.status, cond.reason, cond.message,
                 )
             )  # fmt: skip
+    return now_conds
 
-    def keep(column: str, value: Any) -> Any:
-        """The new value when there is one, else what we had (fields never blank out)."""
-        if value:
-            return value
-        return old[column] if old else value
 
-    def first(column: str, value: Any) -> Any:
-        """The first value ever seen (Karpenter, too, keeps an earlier termination time)."""
-        if old and old[column] is not None:
-            return old[column]
-        return value
-
-    first_ready = old["first_ready"] if old else None
+def _first_ready(
+    conditions: tuple[Condition, ...], old: dict[str, Any] | None, t: float
+) -> float | None:
+    """When it first became Ready: kept once known."""
+    first_ready: float | None = old["first_ready"] if old else None
     ready = next((c for c in conditions if c.type == "Ready"), None)
     if first_ready is None and ready is not None and _healthy(ready):
         first_ready = epoch(ready.last_transition) or t
+    return first_ready
 
+
+def _disruption(
+    kind: str, model: Any, conditions: tuple[Condition, ...], old: dict[str, Any] | None
+) -> tuple[str | None, bool, float | None]:
+    """A NodeClaim's (disruption reason, drifted ever, termination timestamp); the reason and
+    drift stick once seen. Other kinds keep what they had (nothing)."""
     disruption = old["disruption_reason"] if old else None
     drifted = bool(old["drifted"]) if old else False
     termination = None
@@ -177,67 +243,49 @@ def merge_row(
             disruption = reason.reason or reason.message or "True"
         drift = next((c for c in conditions if c.type == "Drifted"), None)
         drifted = drifted or (drift is not None and _healthy(drift))
+    return disruption, drifted, termination
 
-    lu = (old["lu_type"], old["lu_status"], old["lu_reason"]) if old else (None, None, None)
+
+def _last_unhealthy(
+    kind: str,
+    conditions: tuple[Condition, ...],
+    old: dict[str, Any] | None,
+    deleting: float | None,
+    t: float,
+) -> tuple[str | None, str | None, str | None]:
+    """A Node's last unhealthy condition (type, status, reason) before its deletion: the
+    `lu_*` columns. What was recorded stays unless a newer one is seen."""
+    last = (old["lu_type"], old["lu_status"], old["lu_reason"]) if old else (None, None, None)
     # Only what happened before deletion explains it: once a node is being deleted its
     # kubelet goes away and Ready=Unknown would bury the condition that got it repaired.
-    deleting = first("deleting_since", epoch(getattr(model, "deleting", None)))
-    if kind == "Node" and not (old and old["deleted_at"] is not None):
-        unhealthy = []
-        for c in conditions:
-            if _healthy(c):
-                continue
-            since = epoch(c.last_transition)
-            if deleting is None or (since is not None and since <= deleting):
-                unhealthy.append((since or t, c.type != "Ready", c))
-        if unhealthy:
-            # The most recent flip is the newest news; on a tie the specific NMA
-            # condition says more than Ready.
-            worst = max(unhealthy, key=lambda item: item[:2])[2]
-            lu = (worst.type, worst.status, worst.reason)
+    if kind != "Node" or (old and old["deleted_at"] is not None):
+        return last
+    unhealthy = []
+    for c in conditions:
+        if _healthy(c):
+            continue
+        since = epoch(c.last_transition)
+        if deleting is None or (since is not None and since <= deleting):
+            unhealthy.append((since or t, c.type != "Ready", c))
+    if unhealthy:
+        # The most recent flip is the newest news; on a tie the specific NMA
+        # condition says more than Ready.
+        worst = max(unhealthy, key=lambda item: item[:2])[2]
+        last = (worst.type, worst.status, worst.reason)
+    return last
 
+
+def _deletion(change: str, old: dict[str, Any] | None, t: float) -> tuple[float | None, str | None]:
+    """(deleted_at, deleted_seen): set by the first DELETED event, cleared when it is seen
+    alive again (a relist raced the deletion: the store mirrors what is seen)."""
     deleted_at = old["deleted_at"] if old else None
     deleted_seen = old["deleted_seen"] if old else None
     if change == "DELETED":
         if deleted_at is None:
             deleted_at, deleted_seen = t, "watch"
     elif deleted_at is not None:
-        # Seen alive again (a relist raced the deletion): the store mirrors what is seen.
         deleted_at = deleted_seen = None
-
-    row: dict[str, Any] = {
-        "context": context,
-        "kind": kind,
-        "key": key,
-        "name": model.name,
-        "uid": model.uid,
-        "pool": keep("pool", model.name if kind == "NodePool" else model.pool),
-        "instance_type": keep("instance_type", getattr(model, "instance_type", "")),
-        "instance_id": keep("instance_id", getattr(model, "instance_id", "")),
-        "provider_id": keep("provider_id", getattr(model, "provider_id", "")),
-        "image_id": keep("image_id", getattr(model, "image_id", "")),
-        "node_name": keep("node_name", getattr(model, "node_name", "")),
-        "nodeclaim": old["nodeclaim"] if old else "",
-        "capacity_type": keep("capacity_type", getattr(model, "capacity_type", "")),
-        "zone": keep("zone", getattr(model, "zone", "")),
-        "created": keep("created", epoch(model.created)),
-        "first_seen": old["first_seen"] if old else t,
-        "first_ready": first_ready,
-        "last_seen": t,
-        "deleting_since": deleting,
-        "termination_ts": first("termination_ts", termination),
-        "disruption_reason": disruption,
-        "drifted": int(drifted),
-        "deleted_at": deleted_at,
-        "deleted_seen": deleted_seen,
-        "lu_type": lu[0],
-        "lu_status": lu[1],
-        "lu_reason": lu[2],
-        "conds": json.dumps(now_conds, separators=(",", ":"), sort_keys=True),
-    }
-    if old is not None and change != "DELETED" and t - old["last_seen"] < LAST_SEEN_STEP:
-        row["last_seen"] = old["last_seen"]  # throttled: see LAST_SEEN_STEP
-    return row
+    return deleted_at, deleted_seen
 
 
 def link_nodes(
@@ -257,11 +305,11 @@ def link_nodes(
             find_claims.append((context, provider, rev, context, row["key"]))
         if provider and (old is None or not old["provider_id"]):
             fill_node_name.append((row["name"], rev, context, provider))
-        lu = (row["lu_type"], row["lu_status"], row["lu_reason"])
-        if lu[0] is not None and (
-            old is None or lu != (old["lu_type"], old["lu_status"], old["lu_reason"])
+        last_unhealthy = (row["lu_type"], row["lu_status"], row["lu_reason"])
+        if last_unhealthy[0] is not None and (
+            old is None or last_unhealthy != (old["lu_type"], old["lu_status"], old["lu_reason"])
         ):
-            unhealthy.append((*lu, rev, context, provider, row["name"]))
+            unhealthy.append((*last_unhealthy, rev, context, provider, row["name"]))
     cur.executemany(
         "UPDATE lifecycles SET nodeclaim = COALESCE((SELECT c.name FROM lifecycles c "
         "WHERE c.context = ? AND c.kind = 'NodeClaim' AND c.provider_id = ? "

@@ -14,6 +14,7 @@ IN_CHUNK = 500
 
 # -- schema ------------------------------------------------------------------------------
 
+# The store runs it statement by statement, split on ";": no semicolon inside a comment.
 SCHEMA = """
 CREATE TABLE lifecycles (
     id INTEGER PRIMARY KEY,
@@ -36,13 +37,13 @@ CREATE TABLE lifecycles (
     first_ready REAL,
     last_seen REAL NOT NULL,
     deleting_since REAL,
-    termination_ts REAL,
+    termination_ts REAL,            -- karpenter.sh/nodeclaim-termination-timestamp
     disruption_reason TEXT,
     drifted INTEGER NOT NULL,
     deleted_at REAL,
     deleted_seen TEXT,
-    lu_type TEXT,
-    lu_status TEXT,
+    lu_type TEXT,                   -- lu_*: the last unhealthy condition before deletion
+    lu_status TEXT,                 -- (Lifecycle.last_unhealthy), a NodeClaim's from its Node
     lu_reason TEXT,
     conds TEXT NOT NULL,           -- JSON {type: [status, reason]}: the last state recorded
     rev INTEGER NOT NULL           -- the write that last changed the row (readers' cache key)
