@@ -15,22 +15,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mignurse.cluster.client import DEPLOYMENTS
+from mignurse.diagnose.inputs import gate_setting
 from mignurse.model import Condition, Node
 from mignurse.runner.step import StepFailed, StepPlan
-from mignurse.runner.steps.repair import (
+from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
+from mignurse.runner.steps.repair.backend import detect_backend
+from mignurse.runner.steps.repair.deployment import (
     ANNOTATION_PAUSED,
     HELM_SETTING,
-    NODE_REPAIR,
-    PauseNodeRepair,
-    ResumeNodeRepair,
-    detect_backend,
-    gate_setting,
-    joined_tag,
     management_notes,
-    resume_risk,
-    set_gate,
-    split_tag,
 )
+from mignurse.runner.steps.repair.gates import NODE_REPAIR, set_gate
+from mignurse.runner.steps.repair.hazard import resume_risk
+from mignurse.runner.steps.repair.nodegroup import joined_tag, split_tag
 from mignurse.sim import load_scenario
 from mignurse.sim.scenario import parse_scenario
 
