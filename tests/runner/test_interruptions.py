@@ -31,7 +31,8 @@ from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.runner.schema import load_runbook
 from mignurse.runner.step import Harm, StepPlan
 from mignurse.runner.steps.kube import CORDONED_BY
-from mignurse.runner.steps.mig import PauseGpuOperands, ResumeGpuOperands
+from mignurse.runner.steps.mig.labels import PauseGpuOperands
+from mignurse.runner.steps.mig.resume import ResumeGpuOperands
 from mignurse.sim.nodes import NodeSandbox, story_for
 
 from .enginehelpers import Cluster
