@@ -614,7 +614,7 @@ def _failing_or_any(cluster: Cluster) -> str:
 
 
 def _shells(cluster: Cluster, state_home: Path) -> Any:
-    from mignurse.runner.engine import node_shells
+    from mignurse.runner.wiring import node_shells
     from mignurse.sim.nodes import sandbox_shells
 
     factory = sandbox_shells(cluster.client, state_home / "sandboxes")
@@ -624,7 +624,8 @@ def _shells(cluster: Cluster, state_home: Path) -> Any:
 def test_replace_instance_runbook_end_to_end_on_a_karpenter_node(
     cluster_for: Callable[..., Cluster], state_home: Path, tmp_path: Path
 ) -> None:
-    from mignurse.runner.engine import RunEvent, Runner
+    from mignurse.runner.engine import Runner
+    from mignurse.runner.outcome import RunEvent
 
     cluster = cluster_for("healthy", speed=30)
     node = sorted(
