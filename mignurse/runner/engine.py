@@ -293,6 +293,8 @@ class Runner(RunUndo):
         stop = f", then stops at step {barrier.split(':', 1)[0]}" if barrier else ""
         return Followup(True, f"undoes {', '.join(undoable)} (newest first){stop}")
 
+    # -- the steps, one by one ----------------------------------------------------------
+
     def _run_steps(self, plan: Plan) -> RunResult:
         current = ""
         try:
