@@ -20,7 +20,7 @@ from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
 from mignurse.runner.step import Harm
 
 if TYPE_CHECKING:
-    from mignurse.runner.engine import Plan
+    from mignurse.runner.plan import Plan
 
 NO_WRAP = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU")
 

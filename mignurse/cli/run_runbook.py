@@ -35,16 +35,11 @@ from mignurse.cli.runbooks import (
     followups_json,
     loaded_runbooks,
 )
-from mignurse.runner.engine import (
-    Followup,
-    Runner,
-    RunResult,
-    aws_for,
-    node_shells,
-    possible_followups,
-)
+from mignurse.runner.engine import Runner, possible_followups
+from mignurse.runner.outcome import Followup, RunResult
 from mignurse.runner.schema import Runbook, RunbookError, parse_assignments, resolve_params
 from mignurse.runner.step import Harm
+from mignurse.runner.wiring import aws_for, node_shells
 
 
 def add_parser(sub: Any) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mignurse.cli.common import EXIT_USAGE
-from mignurse.runner.engine import Followup
+from mignurse.runner.outcome import Followup
 from mignurse.runner.schema import Runbook, load_runbooks
 
 
@@ -108,8 +108,8 @@ def followups_json(followups: dict[str, Followup]) -> dict[str, Any]:
 def user_errors() -> tuple[type[Exception], ...]:
     """What the runbook commands raise for a user to fix: one line each, exit 2 unless the
     error says otherwise."""
-    from mignurse.runner.engine import RunError
     from mignurse.runner.lock import LockError
+    from mignurse.runner.outcome import RunError
     from mignurse.runner.schema import RunbookError
     from mignurse.runner.step import StepFailed
 

@@ -18,7 +18,9 @@ from mignurse.cli.runbooks import (
     followups_json,
     loaded_runbooks,
 )
-from mignurse.runner.engine import Followup, aws_for, node_shells, possible_followups
+from mignurse.runner.engine import possible_followups
+from mignurse.runner.outcome import Followup
+from mignurse.runner.wiring import aws_for, node_shells
 
 if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
     from mignurse.collect.access import Access

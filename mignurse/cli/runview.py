@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mignurse.render import plan_markup
-from mignurse.runner.engine import RunEvent, RunResult
+from mignurse.runner.outcome import RunEvent, RunResult
 from mignurse.runner.schema import Runbook
 from mignurse.runner.step import Harm
 

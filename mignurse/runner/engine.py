@@ -29,30 +29,28 @@ Decisions:
   one; a lock that cannot be released is reported with the command that clears it.
 - No printing here: everything goes to the listener as `RunEvent`s, and the audit log
   and run state are written after every phase.
+
+Where it lives: here the `Runner` (plan, confirm, run and resume, what can follow a stopped
+run), built on `undo.py` (walking a run back) and `core.py` (the state and plumbing one run
+carries); `plan.py` and `outcome.py` hold what a run shows and says to a face, `wiring.py`
+how it reaches nodes and AWS.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any
 
-from mignurse.cluster.client import NODES, ClusterClient, ClusterError, NotFound
-from mignurse.model import Node
+from mignurse.cluster.client import ClusterClient, ClusterError
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.runner import state as st
-from mignurse.runner.audit import (
-    AWS_LOOKUP_SECONDS,
-    Audit,
-    AwsIdentity,
-    local_holder,
-    read_audit,
-)
-from mignurse.runner.lock import DEFAULT_TTL, LockError, TargetLock
-from mignurse.runner.schema import Runbook, StepSpec, load_runbooks
+from mignurse.runner.audit import AwsIdentity, read_audit
+from mignurse.runner.core import one_line
+from mignurse.runner.lock import LockError
+from mignurse.runner.outcome import Followup, RunError, RunResult
+from mignurse.runner.plan import Plan, PlannedStep
+from mignurse.runner.schema import Runbook
 from mignurse.runner.step import (
     Action,
     Cancelled,
@@ -63,138 +61,7 @@ from mignurse.runner.step import (
     StepPlan,
     transient,
 )
-
-if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
-    from mignurse.collect.access import Access
-
-READ_RETRY_SECONDS = 30.0  # how long check, plan and verify ride out API server blips
-
-
-class RunError(Exception):
-    """The run cannot start or continue; str() is the one line to show."""
-
-    exit_code = 2
-
-
-@dataclass
-class RunEvent:
-    """What the engine tells its listener. kinds: plan, notice, step-started, output,
-    step-finished, undo-started, undo-finished, finished."""
-
-    kind: str
-    step: str = ""
-    message: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-Listener = Callable[[RunEvent], None]
-
-
-class Confirmer(Protocol):
-    def confirm(self, level: Harm, plan_text: str, expected_word: str) -> bool:
-        """LOW: a yes/no; HIGH: the operator must type `expected_word`."""
-        ...
-
-
-@dataclass
-class PlannedStep:
-    spec: StepSpec
-    action: Action
-    plan: StepPlan | None = None
-    blocked: str = ""  # the failed check or plan, one line
-    status: str = st.PENDING  # for a resume: steps already done are shown as such
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.spec.id,
-            "action": self.spec.action,
-            "title": self.action.title,
-            "mutates": self.action.mutates,
-            "harm": self.action.harm.name.lower(),
-            "canUndo": self.action.can_undo,
-            "status": self.status,
-            "blocked": self.blocked or None,
-            "plan": self.plan.to_json() if self.plan else None,
-        }
-
-
-@dataclass
-class Plan:
-    book: Runbook
-    target: str
-    steps: list[PlannedStep]
-    harm: Harm
-
-    @property
-    def blocked(self) -> list[PlannedStep]:
-        return [s for s in self.steps if s.blocked]
-
-    def text(self) -> str:
-        """The plan as plain text (the confirmation prompt and piped output show it)."""
-        lines = [f"{self.book.name} on {self.target}: {self.book.title}"]
-        for i, step in enumerate(self.steps, 1):
-            head = f"{i}. {step.spec.id} ({step.action.title})"
-            if step.status in st.DONE:
-                lines.append(f"{head}: already {step.status}")
-                continue
-            if not step.action.mutates:
-                head += " [read-only]"
-            lines.append(head)
-            if step.blocked:
-                lines.append(f"   BLOCKED: {step.blocked}")
-                continue
-            plan = step.plan or StepPlan()
-            if plan.nothing_to_do:
-                lines.append("   nothing to do")
-            lines.extend(f"   change {c.describe()}" for c in plan.changes)
-            lines.extend(f"   run {c.describe()}" for c in plan.commands)
-            lines.extend(f"   note: {n}" for n in plan.notes)
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "runbook": self.book.name,
-            "target": self.target,
-            "harm": self.harm.name.lower(),
-            "steps": [s.to_json() for s in self.steps],
-        }
-
-
-@dataclass
-class RunResult:
-    run_id: str
-    status: str  # dry-run | declined | blocked | succeeded | failed | interrupted | undone
-    plan: Plan | None
-    steps: list[st.StepState] = field(default_factory=list)
-    error: str = ""
-    notices: list[str] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        return {"dry-run": 0, "succeeded": 0, "declined": 1, "interrupted": 130}.get(self.status, 1)
-
-    def report_lines(self) -> list[str]:
-        """One line a step: where the node stands after the run."""
-        lines = []
-        for s in self.steps:
-            line = f"{s.id}: {s.status}"
-            said = (s.applied or {}).get("summary") or (s.applied or {}).get("bundle")
-            if said and s.status in st.DONE:
-                line += f": {said}"
-            if s.error and s.error != s.status:
-                line += f": {s.error}"
-            if s.undo:
-                line += f" ({s.undo})"
-            lines.append(line)
-        return lines
-
-
-class Followup(NamedTuple):
-    """Whether `--resume` or `--undo` of a stopped run can run now. `why` is one line: why
-    not, or, when it can, what it would do. Unpacks as `(possible, why)`."""
-
-    possible: bool
-    why: str
+from mignurse.runner.undo import RunUndo, barrier_refusal, kept_notice
 
 
 def possible_followups(
@@ -219,220 +86,9 @@ def possible_followups(
     return runner.followups()
 
 
-def node_shells(
-    client: ClusterClient, factory: Callable[[Node], NodeShell]
-) -> Callable[[str], NodeShell]:
-    """`ctx.shell_for(name)` from a `collect.transports.shell_factory`: one shell per node
-    for the whole run (a simulated node's sandbox keeps its state between steps)."""
-    cache: dict[str, NodeShell] = {}
-    guard = threading.Lock()
-
-    def shell_for(name: str) -> NodeShell:
-        with guard:
-            if name not in cache:
-                try:
-                    raw = client.get(NODES, name)
-                except ClusterError as exc:
-                    raise StepFailed(f"cannot reach node {name}: {exc}") from None
-                cache[name] = factory(Node.from_api(raw))
-            return cache[name]
-
-    return shell_for
-
-
-def aws_for(access: Access) -> Callable[[str], Any]:
-    """`ctx.aws(service)`: boto3 clients from the session `access` resolves to (the user's
-    --profile and --region), made when a step first asks; a step fails in one line when
-    AWS cannot be reached as asked."""
-    clients: dict[str, Any] = {}
-
-    def make(service: str) -> Any:
-        from mignurse.collect.access import AccessError, aws_client
-
-        if service not in clients:
-            try:
-                clients[service] = aws_client(access, service, need_credentials=True)
-            except AccessError as exc:
-                raise StepFailed(str(exc)) from None
-        return clients[service]
-
-    return make
-
-
-class Runner:
+class Runner(RunUndo):
     """Runs one runbook on one target. Build it with `Runner(book, params, …)` for a new
     run, or `Runner.from_state(run_id, …)` to resume or undo one."""
-
-    def __init__(
-        self,
-        book: Runbook,
-        params: dict[str, Any],
-        *,
-        client: ClusterClient,
-        shell_for: Callable[[str], NodeShell] | None = None,
-        aws: Callable[[str], Any] | None = None,
-        listener: Listener | None = None,
-        confirmer: Confirmer | None = None,
-        yes: bool = False,
-        holder: str | None = None,
-        audit: Audit | None = None,
-        lock_ttl: float = DEFAULT_TTL,
-        state: st.RunState | None = None,
-    ) -> None:
-        self.book = book
-        defaults = {n: p.default for n, p in book.params.items() if p.default is not None}
-        self.params = {**defaults, **params}
-        self.client = client
-        self.shell_for = shell_for
-        self.aws = aws
-        self.listener = listener or (lambda event: None)
-        self.confirmer = confirmer
-        self.yes = yes
-        self.holder = holder or local_holder()
-        self.audit = audit or Audit()
-        self.lock_ttl = lock_ttl
-        self.cancel_event = threading.Event()
-        self.prompting = False  # a confirmation is on screen: Ctrl-C answers it at once
-        self.finishing = False  # recording the end and releasing the lock: let it finish
-        self.confirmation = ""  # how the run was confirmed, for the audit
-        self._lock_held: TargetLock | None = None
-        self.target = str(params.get("node", "")) if book.target == "node" else self._cluster_name()
-        self.state = state or st.RunState(
-            run_id=st.new_run_id(),
-            runbook=book.name,
-            params=self.params,
-            context=client.info.context,
-            cluster=client.info.cluster,
-            target=self.target,
-            holder=self.holder,
-            steps=[st.StepState(s.id, s.action) for s in book.steps],
-        )
-        self.outputs: dict[str, dict[str, Any]] = {
-            s.id: s.applied for s in self.state.steps if s.applied and s.status in st.DONE
-        }
-        self._identity: AwsIdentity | None = None
-        self._identity_logged = False
-
-    @classmethod
-    def from_state(
-        cls,
-        run_id: str,
-        *,
-        client: ClusterClient,
-        books: dict[str, Runbook] | None = None,
-        **kwargs: Any,
-    ) -> Runner:
-        try:
-            saved = st.RunState.load(run_id)
-        except FileNotFoundError:
-            raise RunError(f"no run {run_id!r}: `mignurse runs` lists them") from None
-        except (ValueError, TypeError) as exc:
-            raise RunError(f"the state of run {run_id} is unreadable: {exc}") from None
-        books = books if books is not None else load_runbooks()
-        book = books.get(saved.runbook)
-        if book is None:
-            raise RunError(f"run {run_id} used runbook {saved.runbook!r}, which is gone")
-        if saved.context != client.info.context:
-            raise RunError(
-                f"run {run_id} ran against context {saved.context!r}, not "
-                f"{client.info.context!r}: pass --context {saved.context}"
-            )
-        if [s.id for s in saved.steps] != [s.id for s in book.steps]:
-            raise RunError(f"runbook {book.name} changed since run {run_id}: its steps differ")
-        return cls(book, saved.params, client=client, state=saved, **kwargs)
-
-    # -- plumbing ---------------------------------------------------------------------
-
-    @property
-    def run_id(self) -> str:
-        return self.state.run_id
-
-    def cancel(self) -> None:
-        """Ctrl-C or the app's cancel: nothing new is applied; a wait stops at once."""
-        self.cancel_event.set()
-
-    def _stop_if_cancelled(self) -> None:
-        if self.cancel_event.is_set():
-            raise Cancelled("cancelled")
-
-    def _cluster_name(self) -> str:
-        return self.client.info.cluster or self.client.info.context
-
-    def _emit(self, kind: str, step: str = "", message: str = "", **data: Any) -> None:
-        self.listener(RunEvent(kind, step, message, data))
-
-    def _ctx(self, spec: StepSpec, phase: str = "apply") -> StepContext:
-        step_state = self.state.step(spec.id)
-        planned = step_state.planned
-        return StepContext(
-            client=self.client,
-            params=self.params,
-            with_args=dict(spec.with_args),
-            shell_for=self.shell_for,
-            aws=self.aws,
-            outputs=self.outputs,
-            log=lambda line: self._emit("output", spec.id, line),
-            cancel=self.cancel_event,
-            timeout=self.book.step_timeout(spec, self.params),
-            started=time.monotonic(),
-            run_id=self.run_id,
-            holder=self.holder,
-            # undo's own writes must not add to what the step recorded as prior
-            prior=step_state.prior if phase == "apply" else dict(step_state.prior),
-            saved_plan=StepPlan.from_json(planned) if planned else None,
-            guard=self._guard,
-            journal=self._journal(step_state, phase),
-        )
-
-    def _guard(self) -> None:
-        if self._lock_held is not None:
-            self._lock_held.confirm()
-
-    def _journal(
-        self, step_state: st.StepState, phase: str
-    ) -> Callable[[str, dict[str, Any]], None]:
-        def write(event: str, fields: dict[str, Any]) -> None:
-            if event != "intent":
-                self._audit(event, step=step_state.id, **fields)
-            elif phase == "apply":
-                step_state.intents += 1
-                self.state.save()  # the prior values are on disk before the change is sent
-                self._audit("intent", step=step_state.id, **fields)
-            else:
-                self._audit("undo-intent", step=step_state.id, change=fields.get("change"))
-
-        return write
-
-    def _audit(self, event: str, **fields: Any) -> None:
-        identity = self._identity
-        if event == "finished" and identity is not None:
-            identity.done.wait(AWS_LOOKUP_SECONDS)  # a fast run still records its AWS caller
-        if identity is not None and identity.done.is_set() and not self._identity_logged:
-            self._identity_logged = True
-            if identity.arn:
-                self.audit.write("identity", self.run_id, aws=identity.arn)
-        self.audit.write(event, self.run_id, **fields)
-
-    def _who(self) -> dict[str, Any]:
-        identity = self._identity
-        arn = identity.arn if identity is not None and identity.done.is_set() else ""
-        if arn:
-            self._identity_logged = True
-        return {"local": self.holder, "kube": self.client.info.user, "aws": arn or None}
-
-    def _read(self, ctx: StepContext, step: str, call: Callable[[], Any]) -> Any:
-        """Call a read-only phase, riding out failures that pass on their own."""
-        delay, waited = 0.5, 0.0
-        while True:
-            try:
-                return call()
-            except (StepFailed, ClusterError) as exc:
-                if not transient(exc) or waited >= READ_RETRY_SECONDS or ctx.time_left() <= delay:
-                    raise
-                self._emit("output", step, f"retrying after: {_one_line(exc)}")
-                ctx.sleep(delay)
-                waited += delay
-                delay = min(delay * 2, 8.0)
 
     # -- planning ---------------------------------------------------------------------
 
@@ -453,7 +109,7 @@ class Runner:
                     continue
                 item.plan = self._read(ctx, spec.id, lambda: item.action.plan(ctx))  # noqa: B023
             except (StepFailed, ClusterError) as exc:
-                item.blocked = _one_line(exc)
+                item.blocked = one_line(exc)
             except Cancelled:
                 item.blocked = "interrupted while planning"
         harm = max(
@@ -474,31 +130,6 @@ class Runner:
         word = self.target if plan.harm >= Harm.HIGH else "y"
         return self._ask(plan.harm, plan.text(), word)
 
-    def _ask(self, harm: Harm, text: str, word: str) -> bool:
-        assert self.confirmer is not None
-        self.prompting = True
-        try:
-            answer = self.confirmer.confirm(harm, text, word)
-        except KeyboardInterrupt:
-            answer = False
-        finally:
-            self.prompting = False
-        if answer and not self.cancel_event.is_set():
-            self.confirmation = f"typed {word}" if harm >= Harm.HIGH else "answered y"
-            return True
-        return False
-
-    def _declined(self, plan: Plan | None) -> RunResult:
-        why = (
-            "interrupted before the first change: nothing changed"
-            if self.cancel_event.is_set()
-            else ""
-        )
-        self._audit(
-            "declined", runbook=self.book.name, target=self.target, who=self._who(), reason=why
-        )
-        return RunResult(self.run_id, "declined", plan, self.state.steps, error=why)
-
     # -- running ----------------------------------------------------------------------
 
     def run(self, *, dry_run: bool = False) -> RunResult:
@@ -512,40 +143,12 @@ class Runner:
         if self.cancel_event.is_set():
             return self._declined(plan)  # Ctrl-C while planning: nothing changed
         if plan.blocked:
-            first = plan.blocked[0]
-            why = f"step {first.spec.id} cannot run: {first.blocked}"
-            self._audit(
-                "refused",
-                runbook=self.book.name,
-                target=self.target,
-                reason=why,
-                params=self.params,
-                resume=resuming,
-                who=self._who(),
-            )
-            return self._finish_result("blocked", plan, error=why)
+            return self._blocked(plan, resuming)
         if dry_run:
-            self._audit(
-                "dry-run",
-                runbook=self.book.name,
-                target=self.target,
-                context=self.client.info.context,
-                params=self.params,
-                who=self._who(),
-                plan=plan.to_json(),
-            )
-            return RunResult(self.run_id, "dry-run", plan, self.state.steps)
+            return self._dry_run(plan)
         if not self._confirm(plan) or self.cancel_event.is_set():
             return self._declined(plan)
-        for item in plan.steps:
-            step_state = self.state.step(item.spec.id)
-            if item.plan is not None and step_state.planned is None:
-                step_state.planned = item.plan.to_json()
-        previous = self.state.status
-        self.state.status = st.RUNNING
-        self.state.pid = os.getpid()
-        self.state.host = st.this_host()
-        self.state.save()  # before the lock: a lock always names a run that has a state
+        previous = self._mark_running(plan)
         lock = self._lock()
         notices: list[str] = []
         try:
@@ -555,20 +158,7 @@ class Runner:
                     notices.append(notice)
                     self._emit("notice", message=notice)
         except LockError as exc:
-            self._audit(
-                "refused",
-                runbook=self.book.name,
-                target=self.target,
-                reason=str(exc),
-                resume=resuming,
-                who=self._who(),
-            )
-            if resuming:
-                self.state.status = previous
-                self.state.save()
-            else:
-                self.state.delete()  # never started: nothing to resume or undo
-            return RunResult(self.run_id, "blocked", plan, self.state.steps, error=str(exc))
+            return self._lock_refused(plan, exc, resuming=resuming, previous=previous)
         if lock is not None and lock.held:
             lock.start_renewing(
                 lambda: self._emit("notice", message=lock.lost or "the lock was lost")
@@ -597,26 +187,72 @@ class Runner:
         result.notices = notices + result.notices
         return result
 
-    def _lock_left(self, result: RunResult, left: str | None) -> None:
-        if left:
-            result.notices.append(left)
-            self._audit("lock-left", target=self.target, detail=left)
+    def _blocked(self, plan: Plan, resuming: bool) -> RunResult:
+        """A step's check or plan failed: the run stops before anything changes."""
+        first = plan.blocked[0]
+        why = f"step {first.spec.id} cannot run: {first.blocked}"
+        self._audit(
+            "refused",
+            runbook=self.book.name,
+            target=self.target,
+            reason=why,
+            params=self.params,
+            resume=resuming,
+            who=self._who(),
+        )
+        return self._finish_result("blocked", plan, error=why)
+
+    def _dry_run(self, plan: Plan) -> RunResult:
+        self._audit(
+            "dry-run",
+            runbook=self.book.name,
+            target=self.target,
+            context=self.client.info.context,
+            params=self.params,
+            who=self._who(),
+            plan=plan.to_json(),
+        )
+        return RunResult(self.run_id, "dry-run", plan, self.state.steps)
+
+    def _mark_running(self, plan: Plan) -> str:
+        """Keep each step's confirmed plan and save the run as running, before the lock is
+        taken (a lock always names a run that has a state); returns the status it had."""
+        for item in plan.steps:
+            step_state = self.state.step(item.spec.id)
+            if item.plan is not None and step_state.planned is None:
+                step_state.planned = item.plan.to_json()
+        previous = self.state.status
+        self.state.status = st.RUNNING
+        self.state.pid = os.getpid()
+        self.state.host = st.this_host()
+        self.state.save()
+        return previous
+
+    def _lock_refused(
+        self, plan: Plan, exc: LockError, *, resuming: bool, previous: str
+    ) -> RunResult:
+        """Another run holds the target: a resumed run keeps its status, a new one never
+        started and leaves nothing to resume or undo."""
+        self._audit(
+            "refused",
+            runbook=self.book.name,
+            target=self.target,
+            reason=str(exc),
+            resume=resuming,
+            who=self._who(),
+        )
+        if resuming:
+            self.state.status = previous
+            self.state.save()
+        else:
+            self.state.delete()
+        return RunResult(self.run_id, "blocked", plan, self.state.steps, error=str(exc))
 
     def _check_resumable(self) -> None:
         why = self._state_refusal(undo=False)
         if why:
             self._refused(why, resume=True)
             raise RunError(why)
-
-    def _refused(self, why: str, **fields: Any) -> None:
-        self._audit(
-            "refused",
-            runbook=self.book.name,
-            target=self.target,
-            reason=why,
-            **fields,
-            who=self._who(),
-        )
 
     # -- what can follow a stopped run ------------------------------------------------
 
@@ -645,7 +281,7 @@ class Runner:
         items, barrier = self._undo_list()
         undoable = [i.spec.id for i in items if i.action.can_undo]
         if barrier and not undoable:
-            return Followup(False, _barrier_refusal(barrier, self._kept(barrier)))
+            return Followup(False, barrier_refusal(barrier, self._kept(barrier)))
         why = self._target_gone()
         if why:
             return Followup(False, why)
@@ -657,55 +293,7 @@ class Runner:
         stop = f", then stops at step {barrier.split(':', 1)[0]}" if barrier else ""
         return Followup(True, f"undoes {', '.join(undoable)} (newest first){stop}")
 
-    def _state_refusal(self, *, undo: bool) -> str:
-        """Why the run's status alone rules out a resume (or an undo), or ""."""
-        status = self.state.status
-        if status == st.RUNNING and self.state.alive():
-            return f"run {self.run_id} is still running (pid {self.state.pid} on {self.state.host})"
-        if undo and status == st.RUN_UNDONE:
-            return f"run {self.run_id} is already undone"
-        if undo and status == st.SUCCEEDED:
-            return (
-                f"run {self.run_id} succeeded; undo is for failed or interrupted runs "
-                "(run the opposite runbook instead)"
-            )
-        if status == st.SUCCEEDED:
-            return f"run {self.run_id} already succeeded: nothing to resume"
-        if status == st.RUN_UNDONE:
-            return f"run {self.run_id} was undone: start a new run instead"
-        return ""
-
-    def _lock_refusal(self) -> str:
-        """The live lock of another run on the target (who holds it), or ""."""
-        lock = self._lock()
-        return lock.refusal() if lock is not None else ""
-
-    def _target_gone(self) -> str:
-        """For undo: why the node has nothing left to put back (gone or being deleted), or ""."""
-        if self.book.target != "node" or not self.target:
-            return ""
-        try:
-            raw = self.client.get(NODES, self.target)
-        except NotFound:
-            return f"node {self.target} no longer exists: there is nothing on it to put back"
-        except ClusterError as exc:
-            return f"cannot read node {self.target} to undo on it: {_one_line(exc)}"
-        if (raw.get("metadata") or {}).get("deletionTimestamp"):
-            return f"node {self.target} is being deleted: there is nothing on it to put back"
-        return ""
-
-    def _lock(self) -> TargetLock | None:
-        if not self.book.mutates:
-            return None
-        return TargetLock(
-            self.client,
-            target=self.book.target,
-            name=self.target,
-            holder=self.holder,
-            run_id=self.run_id,
-            runbook=self.book.name,
-            ttl=self.lock_ttl,
-        )
+    # -- the steps, one by one ----------------------------------------------------------
 
     def _run_steps(self, plan: Plan) -> RunResult:
         current = ""
@@ -807,7 +395,7 @@ class Runner:
             except (StepFailed, ClusterError) as exc:
                 if not transient(exc) or attempt == attempts or ctx.time_left() <= 0:
                     raise
-                self._emit("output", step_state.id, f"retrying after: {_one_line(exc)}")
+                self._emit("output", step_state.id, f"retrying after: {one_line(exc)}")
                 ctx.sleep(min(2.0 * attempt, max(0.0, ctx.time_left())))
         raise StepFailed("no attempt left")  # pragma: no cover - the loop returns or raises
 
@@ -854,8 +442,8 @@ class Runner:
             except LockLost as exc:
                 problems, barrier = [str(exc)], ""
             if barrier:
-                problems.append(_barrier_refusal(barrier, self._kept(barrier)))
-                notices.append(_kept_notice(self.run_id, barrier))
+                problems.append(barrier_refusal(barrier, self._kept(barrier)))
+                notices.append(kept_notice(self.run_id, barrier))
             if problems:
                 self.state.error += "; undo incomplete: " + "; ".join(problems)
             else:
@@ -900,208 +488,3 @@ class Runner:
             f"`mignurse run --undo {self.run_id}` or `mignurse run --resume {self.run_id}`"
         )
         return result
-
-    def _report(self) -> list[str]:
-        return RunResult(self.run_id, self.state.status, None, self.state.steps).report_lines()
-
-    def _finish_result(self, status: str, plan: Plan | None, error: str = "") -> RunResult:
-        result = RunResult(self.run_id, status, plan, self.state.steps, error=error)
-        self._emit("finished", message=status, result=result)
-        return result
-
-    # -- undo -------------------------------------------------------------------------
-
-    def _undo_list(self) -> tuple[list[UndoItem], str]:
-        """The steps to undo, newest first, and the barrier ("step: why") before which
-        undo stops, or "". Read-only."""
-        items: list[UndoItem] = []
-        for spec in reversed(self.book.steps):
-            step_state = self.state.step(spec.id)
-            if not step_state.touched or step_state.status in (st.UNDONE, st.NOT_UNDOABLE):
-                continue
-            action = spec.make()
-            if not action.mutates:
-                continue
-            record = {**(step_state.applied or {}), **step_state.prior}
-            step_plan = StepPlan.from_json(step_state.plan or step_state.planned or {})
-            if not action.can_undo:
-                ctx = self._ctx(spec, phase="undo")
-                try:
-                    barrier = self._read(
-                        ctx,
-                        spec.id,
-                        lambda: action.undo_barrier(ctx, step_plan, record),  # noqa: B023
-                    )
-                except (StepFailed, ClusterError) as exc:
-                    barrier = f"cannot tell what it left behind ({_one_line(exc)})"
-                if barrier:
-                    return items, f"{spec.id}: {barrier}"
-            items.append(UndoItem(spec, action, step_state, record, step_plan))
-        return items, ""
-
-    def _undo_items(self, items: list[UndoItem]) -> list[str]:
-        """Undo each item; returns what could not be restored, one line each."""
-        problems: list[str] = []
-        for item in items:
-            self._stop_if_cancelled()
-            spec, action, step_state = item.spec, item.action, item.step
-            self._emit("undo-started", spec.id, f"undo {action.title.lower()}")
-            if not action.can_undo:
-                step_state.undo = "cannot be undone"
-                if step_state.status != st.FAILED:
-                    step_state.status = st.NOT_UNDOABLE
-                self.state.save()
-                self._emit("undo-finished", spec.id, step_state.undo, status=step_state.status)
-                self._audit("undo", step=spec.id, result=step_state.undo)
-                continue
-            ctx = self._ctx(spec, phase="undo")
-            try:
-                action.undo(ctx, item.plan, item.record)
-                left = self._read(ctx, spec.id, lambda: action.undone(ctx, item.plan, item.record))  # noqa: B023
-            except (StepFailed, ClusterError) as exc:
-                left = None
-                step_state.status = st.UNDO_FAILED
-                step_state.undo = f"undo failed: {_one_line(exc)}"
-                problems.append(f"{spec.id}: {_one_line(exc)}")
-            else:
-                if left:
-                    step_state.status = st.UNDO_FAILED
-                    step_state.undo = f"not restored: {_one_line(left)}"
-                    problems.append(f"{spec.id}: {_one_line(left)}")
-                else:
-                    step_state.status = st.UNDONE
-                    step_state.undo = "undone"
-            self.state.save()
-            self._audit("undo", step=spec.id, result=step_state.undo, status=step_state.status)
-            self._emit("undo-finished", spec.id, step_state.undo, status=step_state.status)
-        return problems
-
-    def undo(self) -> RunResult:
-        """`--undo RUN_ID`: undo what a failed or interrupted run changed."""
-        why = self._state_refusal(undo=True)
-        if why:
-            self._refused(why, undo=True)
-            raise RunError(why)
-        self._identity = AwsIdentity(self.aws)
-        items, barrier = self._undo_list()
-        undoable = [i for i in items if i.action.can_undo]
-        if barrier and not undoable:
-            why = _barrier_refusal(barrier, self._kept(barrier))
-            self._refused(why, undo=True)
-            result = self._finish_result("blocked", None, error=why)
-            result.notices.append(_kept_notice(self.run_id, barrier))
-            return result
-        why = self._target_gone() if undoable else ""
-        if why:
-            self._refused(why, undo=True)
-            return self._finish_result("blocked", None, error=why)
-        harm = max((i.action.harm for i in undoable), default=Harm.NONE)
-        lines = [f"undo run {self.run_id} ({self.book.name} on {self.target}), newest first:"]
-        for item in items:
-            verb = "undo" if item.action.can_undo else "keep (cannot be undone)"
-            lines.append(f"  {verb} {item.action.title.lower()}")
-        if barrier:
-            lines.append(f"  stop at {barrier}: the steps before it stay as they are")
-        text = "\n".join(lines)
-        self._emit("notice", message=text)
-        if harm > Harm.NONE and not self.yes:
-            if self.confirmer is None:
-                raise RunError("undo changes the cluster: confirm it, or pass --yes")
-            word = self.target if harm >= Harm.HIGH else "y"
-            if not self._ask(harm, text, word):
-                return self._declined(None)
-        elif self.yes:
-            self.confirmation = self.confirmation or "--yes"
-        lock = self._lock()
-        if lock is not None:
-            try:
-                lock.acquire()
-            except LockError as exc:
-                self._refused(str(exc), undo=True)
-                return self._finish_result("blocked", None, error=str(exc))
-        self._lock_held = lock
-        try:
-            self.state.pid = os.getpid()
-            self.state.host = st.this_host()
-            self._audit(
-                "undo-started",
-                runbook=self.book.name,
-                target=self.target,
-                who=self._who(),
-                confirmed=self.confirmation,
-            )
-            result = self._undo_run(items, barrier)
-        finally:
-            self.finishing = True
-            self._lock_held = None
-            left = lock.release() if lock is not None else None
-        self._lock_left(result, left)
-        return result
-
-    def _undo_run(self, items: list[UndoItem], barrier: str) -> RunResult:
-        try:
-            problems = self._undo_items(items)
-        except (Cancelled, KeyboardInterrupt, LockLost) as exc:
-            self.finishing = True
-            why = str(exc) if isinstance(exc, LockLost) else "stopped by Ctrl-C"
-            self.state.save()  # the run keeps its status; the steps say what was undone
-            self._audit("finished", outcome="undo-interrupted", error=why, report=self._report())
-            result = self._finish_result(
-                st.INTERRUPTED, None, error=f"undo {why}: nothing more was changed"
-            )
-            result.notices.append(f"`mignurse run --undo {self.run_id}` undoes the rest")
-            return result
-        self.finishing = True
-        if barrier:
-            problems.append(_barrier_refusal(barrier, self._kept(barrier)))
-        self.state.status = st.RUN_FAILED if problems else st.RUN_UNDONE
-        error = "undo incomplete: " + "; ".join(problems) if problems else ""
-        if problems:
-            self.state.error = error
-        self.state.save()
-        self._audit("finished", outcome=self.state.status, error=error, report=self._report())
-        result = self._finish_result(self.state.status, None, error=error)
-        if barrier:
-            result.notices.append(_kept_notice(self.run_id, barrier))
-        return result
-
-    def _kept(self, barrier: str) -> list[str]:
-        """The steps that stay as they are: the barrier's and every touched one before it."""
-        stop = barrier.split(":", 1)[0]
-        kept: list[str] = []
-        for spec in self.book.steps:
-            step_state = self.state.step(spec.id)
-            if step_state.touched and spec.make().mutates:
-                kept.append(spec.id)
-            if spec.id == stop:
-                break
-        return kept
-
-
-@dataclass
-class UndoItem:
-    spec: StepSpec
-    action: Action
-    step: st.StepState
-    record: dict[str, Any]
-    plan: StepPlan
-
-
-def _barrier_refusal(barrier: str, kept: list[str]) -> str:
-    step, _, why = barrier.partition(": ")
-    return (
-        f"cannot be undone past step {step}: {why}; the steps before it "
-        f"({', '.join(kept)}) stay as they are, the safe state"
-    )
-
-
-def _kept_notice(run_id: str, barrier: str) -> str:
-    step = barrier.split(":", 1)[0]
-    return (
-        f"undo stops at step {step}; `mignurse run --resume {run_id}` continues the run from "
-        "where it stopped"
-    )
-
-
-def _one_line(exc: object) -> str:
-    return " ".join(str(exc).split())

@@ -17,8 +17,10 @@ from typing import Any
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.runner.audit import Audit
-from mignurse.runner.engine import Followup, RunError, Runner, node_shells, possible_followups
+from mignurse.runner.engine import Runner, possible_followups
+from mignurse.runner.outcome import Followup, RunError
 from mignurse.runner.schema import Runbook, load_runbooks
+from mignurse.runner.wiring import node_shells
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class RunbookLauncher:
     def _common(self) -> dict[str, Any]:
         from mignurse.collect.access import AccessError
         from mignurse.collect.transports import shell_factory
-        from mignurse.runner.engine import aws_for
+        from mignurse.runner.wiring import aws_for
 
         client = self.client()
         if self._sandboxes is None:

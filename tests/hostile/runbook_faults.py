@@ -39,7 +39,7 @@ from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.runner.schema import default_folder, load_runbook
 from mignurse.runner.state import RunState
 from mignurse.runner.steps.kube import CORDONED_BY
-from mignurse.runner.steps.mig import HOOKS_FILE
+from mignurse.runner.steps.mig.nodecmd import HOOKS_FILE
 from mignurse.sim import SimCluster, load_scenario
 
 START = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)

@@ -11,9 +11,10 @@ from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, NAMESPACES, ClusterClient
 from mignurse.runner.audit import read_audit
-from mignurse.runner.engine import Runner, node_shells
+from mignurse.runner.engine import Runner
 from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.runner.schema import Runbook, default_folder, load_runbook
+from mignurse.runner.wiring import node_shells
 from mignurse.sim.nodes import sandbox_shells
 
 from .enginehelpers import Cluster

@@ -116,7 +116,7 @@ def test_the_audit_names_the_caller_of_the_runs_own_profile(
     import boto3
 
     from mignurse.collect.access import Access
-    from mignurse.runner.engine import aws_for
+    from mignurse.runner.wiring import aws_for
 
     iam = boto3.client("iam", endpoint_url=sts, region_name="us-east-1")
     iam.create_user(UserName="oncall-engineer")

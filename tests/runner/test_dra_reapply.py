@@ -16,7 +16,8 @@ from drashapes import resource_slice
 from mignurse.gpu.models import by_instance_type
 from mignurse.gpu.profiles import expected_layout
 from mignurse.model import LABEL_MIG_CONFIG_STATE, Node, ResourceSlice, dra_devices_by_node
-from mignurse.runner.steps.mig import MigTarget, published_problem
+from mignurse.runner.steps.mig.resume import published_problem
+from mignurse.runner.steps.mig.target import MigTarget
 
 from .enginehelpers import Cluster
 from .mighelpers import incident_node, ready_mig_node, stuck_mig_node

@@ -12,10 +12,12 @@ from typing import Any
 from mignurse.cluster.client import NODES
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit
-from mignurse.runner.engine import RunEvent, Runner, node_shells, possible_followups
+from mignurse.runner.engine import Runner, possible_followups
 from mignurse.runner.lock import LOCK_ANNOTATION, TargetLock
+from mignurse.runner.outcome import RunEvent
 from mignurse.runner.schema import Runbook, load_runbook, load_runbooks
 from mignurse.runner.step import Harm
+from mignurse.runner.wiring import node_shells
 from mignurse.sim.nodes import sandbox_shells
 
 from .enginehelpers import Cluster

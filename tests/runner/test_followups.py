@@ -13,7 +13,8 @@ import pytest
 from mignurse.cluster.client import NODES
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit, runs_from_audit
-from mignurse.runner.engine import RunError, Runner, possible_followups
+from mignurse.runner.engine import Runner, possible_followups
+from mignurse.runner.outcome import RunError
 
 from .interrupthelpers import audit_of, book, resumed, writes_to
 from .test_interruptions import Make, When, _run_cli, ctrl_c_in_drain, drain_book, on

@@ -26,12 +26,14 @@ from mignurse.model import LABEL_MIG_CONFIG_STATE
 from mignurse.runner import lock as lockmod
 from mignurse.runner import state as st
 from mignurse.runner.audit import Audit, read_audit, runs_from_audit
-from mignurse.runner.engine import RunEvent, Runner, RunResult
+from mignurse.runner.engine import Runner
 from mignurse.runner.lock import LOCK_ANNOTATION
+from mignurse.runner.outcome import RunEvent, RunResult
 from mignurse.runner.schema import load_runbook
 from mignurse.runner.step import Harm, StepPlan
 from mignurse.runner.steps.kube import CORDONED_BY
-from mignurse.runner.steps.mig import PauseGpuOperands, ResumeGpuOperands
+from mignurse.runner.steps.mig.labels import PauseGpuOperands
+from mignurse.runner.steps.mig.resume import ResumeGpuOperands
 from mignurse.sim.nodes import NodeSandbox, story_for
 
 from .enginehelpers import Cluster

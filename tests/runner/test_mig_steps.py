@@ -18,9 +18,10 @@ import pytest
 
 from mignurse.model import LABEL_MIG_CONFIG_STATE
 from mignurse.runner import state as st
-from mignurse.runner.engine import RunEvent, Runner
+from mignurse.runner.engine import Runner
+from mignurse.runner.outcome import RunEvent
 from mignurse.runner.step import ACTIONS, Action, StepContext, StepFailed, StepPlan
-from mignurse.runner.steps.mig import CONFIG_FILE, HOOKS_FILE
+from mignurse.runner.steps.mig.nodecmd import CONFIG_FILE, HOOKS_FILE
 from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
 
 from .enginehelpers import Cluster

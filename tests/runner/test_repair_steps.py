@@ -15,22 +15,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mignurse.cluster.client import DEPLOYMENTS
+from mignurse.diagnose.inputs import gate_setting
 from mignurse.model import Condition, Node
 from mignurse.runner.step import StepFailed, StepPlan
-from mignurse.runner.steps.repair import (
+from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
+from mignurse.runner.steps.repair.backend import detect_backend
+from mignurse.runner.steps.repair.deployment import (
     ANNOTATION_PAUSED,
     HELM_SETTING,
-    NODE_REPAIR,
-    PauseNodeRepair,
-    ResumeNodeRepair,
-    detect_backend,
-    gate_setting,
-    joined_tag,
     management_notes,
-    resume_risk,
-    set_gate,
-    split_tag,
 )
+from mignurse.runner.steps.repair.gates import NODE_REPAIR, set_gate
+from mignurse.runner.steps.repair.hazard import resume_risk
+from mignurse.runner.steps.repair.nodegroup import joined_tag, split_tag
 from mignurse.sim import load_scenario
 from mignurse.sim.scenario import parse_scenario
 
@@ -617,7 +614,7 @@ def _failing_or_any(cluster: Cluster) -> str:
 
 
 def _shells(cluster: Cluster, state_home: Path) -> Any:
-    from mignurse.runner.engine import node_shells
+    from mignurse.runner.wiring import node_shells
     from mignurse.sim.nodes import sandbox_shells
 
     factory = sandbox_shells(cluster.client, state_home / "sandboxes")
@@ -627,7 +624,8 @@ def _shells(cluster: Cluster, state_home: Path) -> Any:
 def test_replace_instance_runbook_end_to_end_on_a_karpenter_node(
     cluster_for: Callable[..., Cluster], state_home: Path, tmp_path: Path
 ) -> None:
-    from mignurse.runner.engine import RunEvent, Runner
+    from mignurse.runner.engine import Runner
+    from mignurse.runner.outcome import RunEvent
 
     cluster = cluster_for("healthy", speed=30)
     node = sorted(

@@ -38,8 +38,8 @@ from mignurse.runner.step import (
     action,
     transient,
 )
+from mignurse.runner.steps.awserror import aws_step_failed
 from mignurse.runner.steps.kube import get_node, node_check
-from mignurse.runner.steps.repair import aws_step_failed
 
 POLL_SECONDS = 5.0
 GONE_STATES = ("shutting-down", "terminated")

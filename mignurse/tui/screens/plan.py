@@ -18,7 +18,8 @@ from textual.widgets import Footer, Static
 
 from mignurse.nodeview import short_name
 from mignurse.render import plan_markup
-from mignurse.runner.engine import Plan, Runner
+from mignurse.runner.engine import Runner
+from mignurse.runner.plan import Plan
 from mignurse.runner.step import Harm
 from mignurse.tui.launcher import RunbookLauncher, RunRequest
 from mignurse.tui.screens.run import RUNNER_ERRORS

@@ -26,8 +26,10 @@ from mignurse.model import Node
 from mignurse.nodeview import short_name
 from mignurse.render import plan_markup
 from mignurse.runner import state as st
-from mignurse.runner.engine import Followup, Plan, RunError, RunEvent, Runner, RunResult
+from mignurse.runner.engine import Runner
 from mignurse.runner.lock import LockError
+from mignurse.runner.outcome import Followup, RunError, RunEvent, RunResult
+from mignurse.runner.plan import Plan
 from mignurse.runner.schema import OPPOSITES, RunbookError, reversal_words
 from mignurse.runner.step import Harm, StepFailed
 from mignurse.tui.launcher import RunbookLauncher

@@ -1,0 +1,83 @@
+"""A runbook's plan as the operator sees it before anything changes: each step with its check
+and plan (`PlannedStep`), the whole with the harm that sets the confirmation (`Plan`, as
+text for the prompt and piped output, and as JSON), and the `Confirmer` protocol through
+which the terminal and the app's modal answer that confirmation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mignurse.runner import state as st
+from mignurse.runner.schema import Runbook, StepSpec
+from mignurse.runner.step import Action, Harm, StepPlan
+
+
+class Confirmer(Protocol):
+    def confirm(self, level: Harm, plan_text: str, expected_word: str) -> bool:
+        """LOW: a yes/no; HIGH: the operator must type `expected_word`."""
+        ...
+
+
+@dataclass
+class PlannedStep:
+    spec: StepSpec
+    action: Action
+    plan: StepPlan | None = None
+    blocked: str = ""  # the failed check or plan, one line
+    status: str = st.PENDING  # for a resume: steps already done are shown as such
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.spec.id,
+            "action": self.spec.action,
+            "title": self.action.title,
+            "mutates": self.action.mutates,
+            "harm": self.action.harm.name.lower(),
+            "canUndo": self.action.can_undo,
+            "status": self.status,
+            "blocked": self.blocked or None,
+            "plan": self.plan.to_json() if self.plan else None,
+        }
+
+
+@dataclass
+class Plan:
+    book: Runbook
+    target: str
+    steps: list[PlannedStep]
+    harm: Harm
+
+    @property
+    def blocked(self) -> list[PlannedStep]:
+        return [s for s in self.steps if s.blocked]
+
+    def text(self) -> str:
+        """The plan as plain text (the confirmation prompt and piped output show it)."""
+        lines = [f"{self.book.name} on {self.target}: {self.book.title}"]
+        for i, step in enumerate(self.steps, 1):
+            head = f"{i}. {step.spec.id} ({step.action.title})"
+            if step.status in st.DONE:
+                lines.append(f"{head}: already {step.status}")
+                continue
+            if not step.action.mutates:
+                head += " [read-only]"
+            lines.append(head)
+            if step.blocked:
+                lines.append(f"   BLOCKED: {step.blocked}")
+                continue
+            plan = step.plan or StepPlan()
+            if plan.nothing_to_do:
+                lines.append("   nothing to do")
+            lines.extend(f"   change {c.describe()}" for c in plan.changes)
+            lines.extend(f"   run {c.describe()}" for c in plan.commands)
+            lines.extend(f"   note: {n}" for n in plan.notes)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runbook": self.book.name,
+            "target": self.target,
+            "harm": self.harm.name.lower(),
+            "steps": [s.to_json() for s in self.steps],
+        }

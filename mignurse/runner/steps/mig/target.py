@@ -1,0 +1,151 @@
+"""What a MIG run is about: the node, the config it is to have (`--param config` or its
+`nvidia.com/mig.config` label), that config's per-GPU layout for the node's GPU family
+(`gpu/profiles.py`) and MIG strategy (`MigTarget`, `resolve_target`); the refusal of a
+Bottlerocket node, which makes its layout itself; and the mig-parted config file holding
+only the chosen layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mignurse.gpu.bottlerocket import (
+    BottlerocketError,
+    apiclient_command,
+    bottlerocket_os,
+    os_version,
+    settings_for,
+    version_tuple,
+)
+from mignurse.gpu.models import GpuModel
+from mignurse.gpu.profiles import (
+    Layout,
+    describe_counts,
+    expected_layout,
+    identify_gpus,
+    standard_layouts,
+    strategy,
+)
+from mignurse.model import (
+    LABEL_MIG_CONFIG,
+    RESOURCE_GPU,
+    RESOURCE_MIG_PREFIX,
+    Node,
+)
+from mignurse.runner.step import (
+    StepContext,
+    StepFailed,
+)
+from mignurse.runner.steps.kube import get_node
+
+
+@dataclass(frozen=True)
+class MigTarget:
+    node: Node
+    raw: dict[str, Any]
+    config: str
+    family: GpuModel
+    gpus: int | None
+    layout: Layout
+    strategy: str
+
+    @property
+    def per_gpu(self) -> dict[str, int]:
+        return dict(self.layout.devices or {})
+
+    def expected_resources(self, gpus: int | None = None) -> dict[str, int]:
+        """What the device plugin should advertise for the layout (docs/mig.md)."""
+        count = gpus if gpus is not None else (self.gpus or 0)
+        if not self.layout.mig_enabled or self.strategy == "none":
+            return {RESOURCE_GPU: count}
+        if self.strategy == "single":
+            return {RESOURCE_GPU: sum(self.per_gpu.values()) * count}
+        return {f"{RESOURCE_MIG_PREFIX}{p}": n * count for p, n in self.per_gpu.items()}
+
+
+def valid_configs(family: GpuModel) -> list[str]:
+    """The config names mignurse can write for a GPU family."""
+    names = ["all-disabled", "all-enabled", *standard_layouts(family)]
+    return list(dict.fromkeys(names))
+
+
+def bottlerocket_refusal(node: Node, config: str) -> str | None:
+    """One line refusing a Bottlerocket node, naming the Bottlerocket way; None elsewhere."""
+    seen = bottlerocket_os(node)
+    if seen is None:
+        return None
+    head = (
+        f"node {node.name} runs {seen}: Bottlerocket makes its MIG layout itself at boot, from "
+        "settings.kubelet-device-plugins.nvidia (device-partitioning-strategy, mig.profile) "
+        "through its nvidia-migmanager, not nvidia-mig-parted, so this runbook leaves it alone"
+    )
+    model = identify_gpus(node).model
+    if not config or model is None:
+        return f"{head}; set those settings in the node's user data and replace it"
+    try:
+        mig = settings_for(config, model)
+    except BottlerocketError as exc:
+        return f"{head}; {exc}"
+    version = os_version(node)
+    too_old = (
+        f" (this node's {version} is older than {mig.since}: replace it)"
+        if version is not None and version_tuple(version) < version_tuple(mig.since)
+        else ""
+    )
+    return (
+        f"{head}; new nodes: `mignurse userdata --os bottlerocket --gpu-product {model.name} "
+        f"--config {config}` in the EC2NodeClass; this one: `{apiclient_command(mig)}` from its "
+        f"admin container, then reboot it{too_old}"
+    )
+
+
+def resolve_target(ctx: StepContext) -> MigTarget:
+    """The node, the config to apply and its per-GPU layout; StepFailed (one line) if unusable."""
+    raw = get_node(ctx)
+    node = Node.from_api(raw)
+    config = str(ctx.param("config") or "") or node.labels.get(LABEL_MIG_CONFIG, "")
+    if not config:
+        raise StepFailed(
+            f"node {node.name} has no {LABEL_MIG_CONFIG} label: pass --param config=NAME"
+        )
+    identity = identify_gpus(node)
+    if identity.model is None:
+        raise StepFailed(
+            f"cannot tell which GPU node {node.name} has ({identity.model_from}): "
+            "MIG layouts are per GPU model"
+        )
+    family = identity.model
+    valid = valid_configs(family)
+    if config not in valid:
+        raise StepFailed(
+            f"unknown MIG config {config!r} for {family.name}: use one of {', '.join(valid)}"
+        )
+    layout = expected_layout(config, family)
+    if layout is None or layout.devices is None or layout.mig_enabled is None:
+        note = layout.note if layout is not None else "not a standard layout"
+        raise StepFailed(f"cannot build MIG config {config!r} for {family.name}: {note}")
+    mode = strategy(node) or "mixed"
+    if mode == "single" and layout.mig_enabled and len(layout.devices) != 1:
+        raise StepFailed(
+            f"{config} mixes profiles ({describe_counts(layout.devices)}) but node {node.name} "
+            "uses the single MIG strategy: the device plugin would advertise it as INVALID; "
+            "choose an all-<profile> config"
+        )
+    return MigTarget(node, raw, config, family, identity.count, layout, mode)
+
+
+def migparted_config(config: str, layout: Layout) -> str:
+    """A mig-parted v1 config file holding one config (NVIDIA/mig-parted v0.15.0 api/spec/v1)."""
+    lines = ["version: v1", "mig-configs:", f"  {config}:", "  - devices: all"]
+    if not layout.mig_enabled:
+        lines.append("    mig-enabled: false")
+    else:
+        lines.append("    mig-enabled: true")
+        devices = layout.devices or {}
+        if not devices:
+            lines.append("    mig-devices: {}")
+        else:
+            lines.append("    mig-devices:")
+            lines += [f'      "{profile}": {count}' for profile, count in devices.items()]
+    return "\n".join(lines) + "\n"
