@@ -49,7 +49,7 @@ from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.scenario_spec import PoolSpec
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers import Machine, World
+    from mignurse.sim.controllers import ControlLoops, Machine
     from mignurse.sim.workloads import PodRecord
 
 DRIVER = "gpu.nvidia.com"
@@ -343,15 +343,15 @@ class NodeDra:
 
 
 class DraDriver:
-    """The NVIDIA DRA driver, the kubelet's slice wiping and claim allocation in one World."""
+    """The NVIDIA DRA driver, the kubelet's slice wiping and claim allocation."""
 
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
         self.nodes: dict[Machine, NodeDra] = {}
         self._claims: dict[tuple[str, str], Machine] = {}  # allocated claim → its node
 
     def enabled(self) -> bool:
-        return any(p.dra for p in self.w.scenario.pools)
+        return any(p.dra for p in self.loops.scenario.pools)
 
     def state(self, machine: Machine) -> NodeDra:
         found = self.nodes.get(machine)
@@ -363,9 +363,9 @@ class DraDriver:
 
     def bootstrap(self) -> None:
         """The chart's DeviceClasses, installed with the driver before any node."""
-        created = self.w.begin - 86400 * 30
+        created = self.loops.begin - 86400 * 30
         for name in DEVICE_CLASSES:
-            self.w.tx.put("deviceclasses", device_class(name, created, self.w.uid()))
+            self.loops.tx.put("deviceclasses", device_class(name, created, self.loops.uid()))
 
     # ------------------------------------------------------------------ node lifecycle
 
@@ -410,7 +410,7 @@ class DraDriver:
         if st.running or not machine.ready:
             return
         st.token += 1
-        self._at(self.w.t + PLUGIN_STARTUP, self._start, machine, st.token)
+        self._at(self.loops.t + PLUGIN_STARTUP, self._start, machine, st.token)
 
     def node_ready(self, machine: Machine) -> None:
         if any(ds == DAEMONSET for ds in self._daemon_sets(machine)):
@@ -426,7 +426,7 @@ class DraDriver:
         st = self.state(machine)
         if st.running:
             st.token += 1
-            self._at(self.w.t + REREGISTER, self._republish, machine, st.token)
+            self._at(self.loops.t + REREGISTER, self._republish, machine, st.token)
 
     def node_removed(self, machine: Machine) -> None:
         self._delete_slices(machine)
@@ -441,7 +441,7 @@ class DraDriver:
         st.running = False
         st.token += 1
         if wipe and was_running and machine.kubelet_posting and not machine.removed:
-            self.w.schedule(self.w.t + WIPING_DELAY, self._wipe, machine, st.token)
+            self.loops.schedule(self.loops.t + WIPING_DELAY, self._wipe, machine, st.token)
 
     def _wipe(self, machine: Machine, token: int) -> None:
         st = self.nodes.get(machine)
@@ -471,12 +471,12 @@ class DraDriver:
 
     def _at(self, when: float, fn: Any, *args: Any) -> None:
         """Run now when `when` is already past (a backdated node), else at `when`."""
-        if when <= self.w.now:
-            saved, self.w.t = self.w.t, when
+        if when <= self.loops.now:
+            saved, self.loops.t = self.loops.t, when
             fn(*args)
-            self.w.t = saved
+            self.loops.t = saved
         else:
-            self.w.schedule(when, fn, *args)
+            self.loops.schedule(when, fn, *args)
 
     # ------------------------------------------------------------------ slices
 
@@ -484,7 +484,7 @@ class DraDriver:
         st = self.nodes.get(machine)
         if st is None or st.slice_name is None:
             return None
-        return self.w.tx.get("resourceslices", "", st.slice_name)
+        return self.loops.tx.get("resourceslices", "", st.slice_name)
 
     def _publish(self, machine: Machine) -> None:
         st = self.state(machine)
@@ -494,17 +494,17 @@ class DraDriver:
                 return
             current["spec"]["devices"] = [dict(d) for d in st.devices]
             current["metadata"]["generation"] = int(current["metadata"].get("generation", 1)) + 1
-            self.w.tx.put("resourceslices", current)
+            self.loops.tx.put("resourceslices", current)
             return
         prefix = f"{machine.node}-{DRIVER}-"
         obj: JsonDict = {
             "metadata": {
-                "name": prefix + self.w.suffix(),
+                "name": prefix + self.loops.suffix(),
                 "generateName": prefix,
-                "uid": self.w.uid(),
+                "uid": self.loops.uid(),
                 "resourceVersion": "0",
                 "generation": 1,
-                "creationTimestamp": ts(self.w.t),
+                "creationTimestamp": ts(self.loops.t),
                 "ownerReferences": [
                     {
                         "apiVersion": "v1",
@@ -522,14 +522,14 @@ class DraDriver:
                 "devices": [dict(d) for d in st.devices],
             },
         }
-        self.w.tx.put("resourceslices", obj)
+        self.loops.tx.put("resourceslices", obj)
         st.slice_name = obj["metadata"]["name"]
 
     def _delete_slices(self, machine: Machine) -> None:
         st = self.nodes.get(machine)
         if st is not None and st.slice_name is not None:
             if self._current(machine) is not None:
-                self.w.tx.delete("resourceslices", "", st.slice_name)
+                self.loops.tx.delete("resourceslices", "", st.slice_name)
             st.slice_name = None
 
     def published(self, machine: Machine) -> list[JsonDict]:
@@ -554,13 +554,13 @@ class DraDriver:
     def create_claim(self, pod: PodRecord, request: DeviceRequest) -> str:
         """The resourceclaim controller's claim for a new pod (pending until allocated)."""
         base = f"{pod.name}-{POD_CLAIM}"[:57]  # resourceclaim controller maxBaseLen
-        name = f"{base}-{self.w.suffix()}"
+        name = f"{base}-{self.loops.suffix()}"
         obj: JsonDict = {
             "metadata": {
                 "name": name,
                 "generateName": f"{base}-",
                 "namespace": pod.namespace,
-                "uid": self.w.uid(),
+                "uid": self.loops.uid(),
                 "resourceVersion": "0",
                 "creationTimestamp": ts(pod.created),
                 "annotations": {CLAIM_NAME_ANNOTATION: POD_CLAIM},
@@ -578,7 +578,7 @@ class DraDriver:
             "spec": request.claim_spec(),
             "status": {},
         }
-        self.w.tx.put("resourceclaims", obj)
+        self.loops.tx.put("resourceclaims", obj)
         return name
 
     def allocate(self, pod: PodRecord, machine: Machine, request: DeviceRequest) -> None:
@@ -587,7 +587,7 @@ class DraDriver:
         if claim_name is None:
             return
         chosen = self.free(machine, request)[: request.count]
-        obj = self.w.tx.get("resourceclaims", pod.namespace, claim_name)
+        obj = self.loops.tx.get("resourceclaims", pod.namespace, claim_name)
         if obj is None or len(chosen) < request.count:
             return
         st = self.state(machine)
@@ -615,7 +615,7 @@ class DraDriver:
             },
             "reservedFor": [{"resource": "pods", "name": pod.name, "uid": pod.uid}],
         }
-        self.w.tx.put("resourceclaims", obj)
+        self.loops.tx.put("resourceclaims", obj)
 
     def pod_gone(self, pod: PodRecord) -> None:
         """The pod left the API: its claim is released and deleted (resourceclaim controller)."""
@@ -627,4 +627,4 @@ class DraDriver:
             held = self.nodes[machine].held
             for device in [d for d, owner in held.items() if owner == key]:
                 del held[device]
-        self.w.tx.delete("resourceclaims", pod.namespace, pod.claim)
+        self.loops.tx.delete("resourceclaims", pod.namespace, pod.claim)

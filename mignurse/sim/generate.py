@@ -12,12 +12,12 @@ import random
 from typing import Any
 
 from mignurse.sim import hardware, objects
-from mignurse.sim.controllers import World
+from mignurse.sim.controllers import ControlLoops
 from mignurse.sim.scenario_fields import ScenarioError
 from mignurse.sim.scenario_spec import (
     ConditionSpec,
     ExistingNodes,
-    Lifecycle,
+    LifecycleScript,
     PoolSpec,
     Scenario,
     Step,
@@ -96,7 +96,7 @@ def _pool(
         nodeclass="gpu" if gpu else "default",
         daemonsets=False,
         existing=existing,
-        lifecycles=(Lifecycle(None, (READY,)),),
+        lifecycles=(LifecycleScript(None, (READY,)),),
         workload=_workload(name, itype, mig, nodes) if gpu else None,
     )
 
@@ -237,47 +237,47 @@ _NODE_EVENTS = (
 )
 
 
-def build(world: World) -> None:
+def build(loops: ControlLoops) -> None:
     """Create the whole cluster at once; then the event backlog of the last hour."""
-    store = world.store
+    store = loops.store
     store.recording = False
-    world.bootstrap()
-    world.run_until(world.start)
-    rng = random.Random(world.scenario.seed + 1)
-    total_events = int(world.scenario.extras.get("events", DEFAULTS["events"]))
-    machines = [m for m in world.machines.values() if m.registered]
+    loops.bootstrap()
+    loops.run_until(loops.start)
+    rng = random.Random(loops.scenario.seed + 1)
+    total_events = int(loops.scenario.extras.get("events", DEFAULTS["events"]))
+    machines = [m for m in loops.machines.values() if m.registered]
     total = len(machines)
-    ttl = world.scenario.event_ttl
-    with world.txn():
+    ttl = loops.scenario.event_ttl
+    with loops.txn():
         for team in sorted({m.pool.name.split("-")[1] for m in machines}):
             if store.exists("namespaces", "", f"team-{team}"):
                 continue  # made with the pool's workload
             namespace = objects.build_namespace(
-                f"team-{team}", world.uid(), world.start - 86400 * 120
+                f"team-{team}", loops.uid(), loops.start - 86400 * 120
             )
-            world.tx.put("namespaces", namespace)
+            loops.tx.put("namespaces", namespace)
         for i in range(total_events):
             m = machines[rng.randrange(total)]
-            world.t = world.start - rng.uniform(0, ttl * 0.95)
+            loops.t = loops.start - rng.uniform(0, ttl * 0.95)
             s, g, x = rng.randrange(2, 99), rng.randrange(8), rng.choice((13, 31, 43, 45, 63))
             if i % 4 == 0:
                 reason, etype, source, template = _NODE_EVENTS[i // 4 % len(_NODE_EVENTS)]
                 message = template.format(s=s, g=g, x=x)
-                ref = world.node_ref(m)
+                ref = loops.node_ref(m)
                 host = m.node if source != "karpenter" else None
             else:
                 reason, etype, source, template = _POD_EVENTS[i % len(_POD_EVENTS)]
                 ns = f"team-{m.pool.name.split('-')[1]}"
-                pod = f"{m.pool.name}-{rng.randrange(16**6):06x}-{world.suffix()}"
-                uid = world.uid()
+                pod = f"{m.pool.name}-{rng.randrange(16**6):06x}-{loops.suffix()}"
+                uid = loops.uid()
                 message = template.format(
                     ns=ns, pod=pod, node=m.node, s=s, total=total, uid=uid, ip=m.ip
                 )
                 ref = {"kind": "Pod", "namespace": ns, "name": pod, "uid": uid, "apiVersion": "v1"}
                 host = m.node if source == "kubelet" else None
-            world.emit(ref, reason, message, event_type=etype, component=source, host=host)
+            loops.emit(ref, reason, message, event_type=etype, component=source, host=host)
             if i % 5000 == 4999:
-                world.tx.flush()  # bounded peak memory: write out what is built so far
-        world.t = world.now
+                loops.tx.flush()  # bounded peak memory: write out what is built so far
+        loops.t = loops.now
     store.recording = True
     store.compact()

@@ -24,7 +24,7 @@ from mignurse.sim.scheduling import Resources
 from mignurse.sim.workloads import DAEMON_REQUESTS, PodRecord
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers import Machine, World
+    from mignurse.sim.controllers import ControlLoops, Machine
 
 BATCH_IDLE = 1.0  # chart env BATCH_IDLE_DURATION
 BATCH_MAX = 10.0  # chart env BATCH_MAX_DURATION
@@ -48,10 +48,10 @@ class PlannedClaim:
 
 
 class Provisioner:
-    """Karpenter's provisioning and consolidation for one World."""
+    """Karpenter's provisioning and consolidation in the control loops."""
 
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
         self._batch_start: float | None = None
         self._batch_token = 0
         self._polling = False
@@ -63,14 +63,14 @@ class Provisioner:
 
     def trigger(self) -> None:
         """A pod event: open a batch or extend it (idle 1 s, at most 10 s)."""
-        if self.w.scenario.karpenter is None:
+        if self.loops.scenario.karpenter is None:
             return
-        now = self.w.t
+        now = self.loops.t
         if self._batch_start is None:
             self._batch_start = now
         due = min(self._batch_start + BATCH_MAX, now + BATCH_IDLE)
         self._batch_token += 1
-        self.w.schedule(due, self._batch_ends, self._batch_token)
+        self.loops.schedule(due, self._batch_ends, self._batch_token)
 
     def _batch_ends(self, token: int) -> None:
         if token != self._batch_token:
@@ -81,15 +81,15 @@ class Provisioner:
     def _karpenter_machines(self) -> list[Machine]:
         return [
             machine
-            for pool in self.w.scenario.pools
+            for pool in self.loops.scenario.pools
             if pool.kind == "nodepool"
-            for machine in self.w.pool_machines[pool.name]
+            for machine in self.loops.pool_machines[pool.name]
         ]
 
     def _queue(self) -> list[PodRecord]:
         """The pods to place: those kube-scheduler marked Unschedulable, and the reschedulable
         pods of Karpenter's nodes being deleted, largest first."""
-        pods = [p for p in self.w.workloads.pending() if p.unschedulable and not p.deleting]
+        pods = [p for p in self.loops.workloads.pending() if p.unschedulable and not p.deleting]
         deleting = [
             p
             for machine in self._karpenter_machines()
@@ -115,7 +115,7 @@ class Provisioner:
             and (not machine.initialized or self._open(machine))
         ]
         waiting: dict[Machine, list[PodRecord]] = {}
-        for pod in self.w.workloads.pending():
+        for pod in self.loops.workloads.pending():
             if pod.nominated is not None:
                 waiting.setdefault(pod.nominated, []).append(pod)
         used = {machine: self._committed(machine, waiting.get(machine, [])) for machine in inflight}
@@ -173,15 +173,15 @@ class Provisioner:
         for pod, machine in nominations:
             self._nominate(pod, machine)
         for claim in planned:
-            machine = self.w.instances.launch(claim.pool, self.w.t)
+            machine = self.loops.instances.launch(claim.pool, self.loops.t)
             for pod in claim.pods:
                 pod.nominated = machine
-            machine.nominated_until = self.w.t + NOMINATION_WINDOW
+            machine.nominated_until = self.loops.t + NOMINATION_WINDOW
         for pod, error in errors.items():
-            obj = self.w.tx.get("pods", pod.namespace, pod.name)
+            obj = self.loops.tx.get("pods", pod.namespace, pod.name)
             if obj is None:
                 continue
-            self.w.publish(
+            self.loops.publish(
                 _pod_ref(obj),
                 "FailedScheduling",
                 f"Failed to schedule pod, {error}",
@@ -191,21 +191,21 @@ class Provisioner:
             )
 
     def _ignores_dra(self) -> bool:
-        return self.w.traits is not None and self.w.traits.ignores_dra_requests
+        return self.loops.traits is not None and self.loops.traits.ignores_dra_requests
 
     def pending_pods(self) -> bool:
-        return any(p.unschedulable for p in self.w.workloads.pending())
+        return any(p.unschedulable for p in self.loops.workloads.pending())
 
     def _nominate(self, pod: PodRecord, machine: Machine) -> None:
         pod.nominated = machine
-        machine.nominated_until = self.w.t + NOMINATION_WINDOW
-        obj = self.w.tx.get("pods", pod.namespace, pod.name)
+        machine.nominated_until = self.loops.t + NOMINATION_WINDOW
+        obj = self.loops.tx.get("pods", pod.namespace, pod.name)
         if obj is None:
             return
         where = [f"nodeclaim/{machine.nodeclaim}"] + (
             [f"node/{machine.node}"] if machine.registered else []
         )
-        self.w.publish(
+        self.loops.publish(
             _pod_ref(obj),
             "Nominated",
             f"Pod should schedule on: {', '.join(where)}",
@@ -215,7 +215,7 @@ class Provisioner:
     def _pools(self) -> list[PoolSpec]:
         """NodePools in the order Karpenter tries them: weight (none here), then name."""
         return sorted(
-            (p for p in self.w.scenario.pools if p.kind == "nodepool"), key=lambda p: p.name
+            (p for p in self.loops.scenario.pools if p.kind == "nodepool"), key=lambda p: p.name
         )
 
     def instance_resources(self, pool: PoolSpec) -> tuple[Resources, Resources]:
@@ -230,7 +230,7 @@ class Provisioner:
             name="probe",
             uid="",
             created=0.0,
-            region=self.w.scenario.region,
+            region=self.loops.scenario.region,
             zone=pool.zones[0],
             zone_id="",
             instance=it,
@@ -242,7 +242,7 @@ class Provisioner:
             nodepool=pool.name,
             nodegroup=None,
             nodeclass=pool.nodeclass,
-            cluster_name=self.w.scenario.cluster_name,
+            cluster_name=self.loops.scenario.cluster_name,
             extra_labels={},
             mig_config=pool.mig_config,
             mig_strategy=pool.mig_strategy,
@@ -257,14 +257,14 @@ class Provisioner:
         if pool.name not in self._overheads:
             total: Resources = {}
             if pool.daemonsets:
-                for _ in self.w.pods.daemonsets_for(pool):
+                for _ in self.loops.pods.daemonsets_for(pool):
                     scheduling.add(total, DAEMON_REQUESTS)
             self._overheads[pool.name] = total
         return dict(self._overheads[pool.name])
 
     def _open(self, machine: Machine) -> bool:
         """An initialized node that takes new pods: not cordoned, no taint beyond its pool's."""
-        view = self.w.workloads.view(machine)
+        view = self.loops.workloads.view(machine)
         if view is None or view.unschedulable:
             return False
         own = {t.key for t in machine.pool.taints}
@@ -283,7 +283,7 @@ class Provisioner:
         for machine in inflight:
             if self._pool_error(pod, machine.pool) is not None:
                 continue
-            view = self.w.workloads.view(machine)
+            view = self.loops.workloads.view(machine)
             allocatable = (
                 view.allocatable if view is not None else self.instance_resources(machine.pool)[1]
             )
@@ -299,14 +299,14 @@ class Provisioner:
     def _remaining(self, pool: PoolSpec) -> Resources | None:
         """spec.limits minus what the pool's nodes (not marked for deletion) hold (KC
         state/cluster.go nodePoolResources), or None without limits."""
-        nodepool = self.w.tx.get("nodepools", "", pool.name)
+        nodepool = self.loops.tx.get("nodepools", "", pool.name)
         limits = scheduling.resources(((nodepool or {}).get("spec") or {}).get("limits"))
         if not limits:
             return None
         capacity, _ = self.instance_resources(pool)
         count = sum(
             1
-            for machine in self.w.pool_machines[pool.name]
+            for machine in self.loops.pool_machines[pool.name]
             if machine.launched and not (machine.deleting or machine.removed)
         )
         held = {**capacity, "nodes": 1.0}
@@ -390,10 +390,10 @@ class Provisioner:
     # ------------------------------------------------------------------ consolidation
 
     def start_polling(self) -> None:
-        if self._polling or not any(self._consolidating(p) for p in self.w.scenario.pools):
+        if self._polling or not any(self._consolidating(p) for p in self.loops.scenario.pools):
             return
         self._polling = True
-        self.w.schedule(self.w.next_tick(DISRUPTION_POLL), self._disruption_pass)
+        self.loops.schedule(self.loops.next_tick(DISRUPTION_POLL), self._disruption_pass)
 
     @staticmethod
     def _consolidating(pool: PoolSpec) -> bool:
@@ -408,24 +408,26 @@ class Provisioner:
         # One command at a time: the controller waits out a command's validation before it
         # looks for the next (KC disruption/emptiness.go, consolidation.go: clock.After).
         if not self._commands:
-            for pool in self.w.scenario.pools:
+            for pool in self.loops.scenario.pools:
                 if self._consolidating(pool) and not self._commands:
                     self._consolidate_pool(pool)
-        self.w.schedule(self.w.t + DISRUPTION_POLL, self._disruption_pass)
+        self.loops.schedule(self.loops.t + DISRUPTION_POLL, self._disruption_pass)
 
     def _allowed(self, pool: PoolSpec, reason: str) -> int:
         """BuildDisruptionBudgetMapping: each matching budget's ceil(nodes × %) (or count),
         the smallest, minus the pool's nodes that are NotReady or deleting."""
         counted = [
             machine
-            for machine in self.w.pool_machines[pool.name]
+            for machine in self.loops.pool_machines[pool.name]
             if machine.initialized
             and machine.registered
             and not machine.removed
             and machine.instance_state == "running"
         ]
         disrupting = sum(
-            1 for machine in counted if machine.deleting or self.w.ready_status(machine) != "True"
+            1
+            for machine in counted
+            if machine.deleting or self.loops.ready_status(machine) != "True"
         )
         allowed = math.inf
         for budget in pool.budgets:
@@ -452,14 +454,15 @@ class Provisioner:
             and machine.alive
             and machine.nodeclaim is not None
             and machine.consolidatable
-            and machine.nominated_until <= self.w.t
+            and machine.nominated_until <= self.loops.t
             and machine not in self._commands
-            and self.w.workloads.blocking_pdbs_on(machine) is None
+            and self.loops.workloads.blocking_pdbs_on(machine) is None
         )
 
     def _consolidate_pool(self, pool: PoolSpec) -> None:
         machines = sorted(
-            self.w.pool_machines[pool.name], key=lambda machine: (machine.launched_at, machine.node)
+            self.loops.pool_machines[pool.name],
+            key=lambda machine: (machine.launched_at, machine.node),
         )
         empty = [
             machine
@@ -499,10 +502,10 @@ class Provisioner:
         ignores_dra = self._ignores_dra()
         if ignores_dra and any(p.devices is not None for p in pods):
             return False  # its simulation fails those pods as it does for provisioning
-        workloads = self.w.workloads
+        workloads = self.loops.workloads
         others = [
             machine
-            for machine in self.w.machines.values()
+            for machine in self.loops.machines.values()
             if machine is not candidate
             and machine.alive
             and machine.registered
@@ -529,7 +532,7 @@ class Provisioner:
 
     def _command(self, machines: list[Machine], reason: str) -> None:
         self._commands.update(machines)
-        self.w.schedule(self.w.t + CONSOLIDATION_TTL, self._validate, machines, reason)
+        self.loops.schedule(self.loops.t + CONSOLIDATION_TTL, self._validate, machines, reason)
 
     def _validate(self, machines: list[Machine], reason: str) -> None:
         """Validation after consolidationTTL: still candidates, still empty (or still fitting
@@ -543,7 +546,7 @@ class Provisioner:
                 continue
             if reason == "Underutilized" and not self._fits_elsewhere(machine):
                 continue
-            self.w.karpenter.consolidate(machine, reason)
+            self.loops.karpenter.consolidate(machine, reason)
 
 
 def _key_error(key: str, incoming: str, existing: str) -> str:

@@ -16,7 +16,7 @@ from mignurse.sim import hardware, objects
 from mignurse.sim.scenario_fields import DNS_1123_NAME, ParseContext, empty_mapping
 from mignurse.sim.scenario_spec import (
     ExistingNodes,
-    Lifecycle,
+    LifecycleScript,
     NodeRepairSpec,
     PoolSpec,
     RepairOverride,
@@ -328,12 +328,12 @@ def _parse_pool_taints(
     return ()
 
 
-def _parse_lifecycles(ctx: ParseContext, d: LDict, where: str) -> tuple[Lifecycle, ...]:
+def _parse_lifecycles(ctx: ParseContext, d: LDict, where: str) -> tuple[LifecycleScript, ...]:
     """`lifecycle` (every image) then `lifecycles` (one per image), in the file's order."""
-    lifecycles: list[Lifecycle] = []
+    lifecycles: list[LifecycleScript] = []
     if "lifecycle" in d:
         lifecycles.append(
-            Lifecycle(
+            LifecycleScript(
                 None,
                 parse_steps(ctx, d["lifecycle"], f"{where}.lifecycle", ctx.line_of(d, "lifecycle")),
             )
@@ -343,7 +343,7 @@ def _parse_lifecycles(ctx: ParseContext, d: LDict, where: str) -> tuple[Lifecycl
         lc_where = f"{where}.lifecycles[{i}]"
         lc = ctx.mapping(lc_raw, lc_where, lcs.item_lines[i], {"image", "steps", "gpuResources"})
         lifecycles.append(
-            Lifecycle(
+            LifecycleScript(
                 None if lc.get("image") is None else str(lc["image"]),
                 parse_steps(
                     ctx,
@@ -441,7 +441,7 @@ def _parse_budgets(
 
 
 def _check_steps_after_registration(
-    ctx: ParseContext, lifecycles: tuple[Lifecycle, ...], register_after: float, where: str
+    ctx: ParseContext, lifecycles: tuple[LifecycleScript, ...], register_after: float, where: str
 ) -> None:
     for parsed in lifecycles:
         for step in parsed.steps:

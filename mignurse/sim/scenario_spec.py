@@ -103,7 +103,10 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Lifecycle:
+class LifecycleScript:
+    """How a node booted from `image` comes up: its scripted steps (Ready or not after so
+    long, conditions, labels, taints, a kubelet restart), as the scenario writes them."""
+
     image: str | None
     steps: tuple[Step, ...]
     gpu_resources: bool = True
@@ -207,7 +210,7 @@ class PoolSpec:
     nodeclass: str
     daemonsets: bool
     existing: tuple[ExistingNodes, ...]
-    lifecycles: tuple[Lifecycle, ...]
+    lifecycles: tuple[LifecycleScript, ...]
     workload: WorkloadSpec | None
     line: int = 0
     node_repair: NodeRepairSpec | None = None  # managed node groups only
@@ -221,7 +224,7 @@ class PoolSpec:
     def dra(self) -> bool:
         return self.gpu_scheduling == "dra"
 
-    def lifecycle_for(self, image: str) -> Lifecycle:
+    def lifecycle_for(self, image: str) -> LifecycleScript:
         for lc in self.lifecycles:
             if lc.image == image:
                 return lc
@@ -231,7 +234,7 @@ class PoolSpec:
         return DEFAULT_LIFECYCLE
 
 
-DEFAULT_LIFECYCLE = Lifecycle(image=None, steps=(Step(after=50.0, ready=True),))
+DEFAULT_LIFECYCLE = LifecycleScript(image=None, steps=(Step(after=50.0, ready=True),))
 
 
 @dataclass(frozen=True)

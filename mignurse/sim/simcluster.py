@@ -23,7 +23,7 @@ import yaml
 
 from mignurse.sim import crds
 from mignurse.sim.apiserver import SimServer
-from mignurse.sim.controllers import World
+from mignurse.sim.controllers import ControlLoops
 from mignurse.sim.crds import CrdSet
 from mignurse.sim.objects import ts
 from mignurse.sim.resources import RESOURCES
@@ -79,8 +79,8 @@ class SimCluster:
         if start.tzinfo is None:
             raise ValueError("start must be timezone-aware")
         self.store = Store()
-        self.world = World(scenario, self.store, start.timestamp())
-        self.store.clock = lambda: self.world.now
+        self.loops = ControlLoops(scenario, self.store, start.timestamp())
+        self.store.clock = lambda: self.loops.now
         self.crds: CrdSet | None = (
             crds.for_version(scenario.karpenter.version) if scenario.karpenter else None
         )
@@ -95,10 +95,10 @@ class SimCluster:
         if scenario.generate is not None:
             from mignurse.sim import generate
 
-            generate.build(self.world)
+            generate.build(self.loops)
         else:
-            self.world.bootstrap()
-            self.world.run_until(self.world.start)
+            self.loops.bootstrap()
+            self.loops.run_until(self.loops.start)
         if self.crds is not None:
             self._install_karpenter_crds(self.crds)
 
@@ -108,7 +108,7 @@ class SimCluster:
             nodepools = self.store.all("nodepools")
             first = min(
                 (np["metadata"]["creationTimestamp"] for np in nodepools),
-                default=ts(self.world.now),
+                default=ts(self.loops.now),
             )
             for plural in crds.PLURALS:
                 crd = crd_set.served_object(plural, first, "0")
@@ -183,14 +183,14 @@ class SimCluster:
     # ------------------------------------------------------------------ clock
 
     def now(self) -> datetime:
-        return datetime.fromtimestamp(self.world.now, tz=UTC)
+        return datetime.fromtimestamp(self.loops.now, tz=UTC)
 
     def advance(self, seconds: float) -> None:
         """Run the controllers `seconds` of sim time forward (deterministic for speed=0)."""
         if seconds < 0:
             raise ValueError("the sim clock only moves forward")
         with self.store.lock:
-            self.world.run_until(self.world.now + seconds)
+            self.loops.run_until(self.loops.now + seconds)
 
     @contextlib.contextmanager
     def outage(self) -> Iterator[None]:

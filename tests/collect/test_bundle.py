@@ -216,7 +216,7 @@ def test_no_redact_still_packs_in_workers_and_keeps_every_byte(tmp_path: Path) -
 
 @pytest.mark.parametrize("redact", [True, False])
 def test_a_bundle_is_readable_by_its_owner_only(tmp_path: Path, redact: bool) -> None:
-    """Under the usual 022 umask, and over an old world-readable file of the same name."""
+    """Under the usual 022 umask, and over an old loops-readable file of the same name."""
     path = tmp_path / "b.tar.gz"
     path.write_bytes(b"old")
     path.chmod(0o644)

@@ -230,7 +230,7 @@ def test_pause_stops_the_dcgm_loop_and_resume_restores_the_exact_string(
         (prior, prior.replace("NodeRepair=true", "NodeRepair=false"))
     ]
     assert any("managed by Helm" in n and f"{HELM_SETTING}=false" in n for n in plan.notes)
-    assert sim.world.repair_enabled is False
+    assert sim.loops.repair_enabled is False
     record = json.loads(_deploy(cluster)["metadata"]["annotations"][ANNOTATION_PAUSED])
     assert record["by"] == "alice@laptop" and record["run"] == "run-1"
     assert record["settings"][0]["prior"] == prior
@@ -254,7 +254,7 @@ def test_pause_stops_the_dcgm_loop_and_resume_restores_the_exact_string(
     deploy = _deploy(cluster)
     assert _env_gates(deploy) == prior
     assert ANNOTATION_PAUSED not in deploy["metadata"].get("annotations", {})
-    assert sim.world.repair_enabled is True
+    assert sim.loops.repair_enabled is True
     sim.advance(60)  # the new leader repairs what is past its toleration at once
     assert stuck[0] not in _failing(cluster, "gpu-inference")
 
@@ -299,13 +299,13 @@ def test_flag_and_env_both_change_and_odd_spacing_survives(
     ]
     ctr = _controller(_deploy(cluster))
     assert ctr["args"] == ["--feature-gates=NodeRepair=false,NodeOverlay=false"]
-    assert cluster.sim.world.repair_enabled is False
+    assert cluster.sim.loops.repair_enabled is False
 
     run_phases(ResumeNodeRepair(), sim_ctx(cluster.sim, cluster.client, run_id="r2", timeout=60))
     deploy = _deploy(cluster)
     assert _controller(deploy)["args"] == [flag]
     assert _env_gates(deploy) == odd
-    assert cluster.sim.world.repair_enabled is True
+    assert cluster.sim.loops.repair_enabled is True
 
 
 def test_api_500_changes_nothing_and_a_retry_succeeds(cluster_for: Callable[..., Cluster]) -> None:
@@ -325,7 +325,7 @@ def test_api_500_changes_nothing_and_a_retry_succeeds(cluster_for: Callable[...,
     cluster.sim.clear_faults()
     applied = step.apply(ctx, plan)  # the engine's retry
     assert step.verify(ctx, plan, applied) is None
-    assert cluster.sim.world.repair_enabled is False
+    assert cluster.sim.loops.repair_enabled is False
 
 
 def test_lost_answer_is_settled_by_reading_back_and_undo_restores(
@@ -349,7 +349,7 @@ def test_lost_answer_is_settled_by_reading_back_and_undo_restores(
     assert _env_gates(deploy) == prior
     assert ANNOTATION_PAUSED not in deploy["metadata"].get("annotations", {})
     cluster.sim.advance(60)
-    assert cluster.sim.world.repair_enabled is True
+    assert cluster.sim.loops.repair_enabled is True
 
 
 def test_an_edit_between_plan_and_apply_is_not_overwritten(
@@ -542,7 +542,7 @@ def test_runbooks_pause_stops_the_loop_and_resume_lists_the_nodes_at_risk(
     ((plan_text, word),) = typed.shown
     assert word == "ml-prod-usw2"  # the typed acknowledgement names the cluster
     assert f"{HELM_SETTING}=false" in plan_text
-    assert cluster.sim.world.repair_enabled is False
+    assert cluster.sim.loops.repair_enabled is False
 
     claims = {c["metadata"]["name"] for c in cluster.sim.objects("nodeclaims")}
     cluster.sim.advance(30 * 60)

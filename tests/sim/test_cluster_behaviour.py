@@ -533,7 +533,7 @@ def test_rolling_out_karpenter_leaves_a_revision_history(
     scaled = [e["message"] for e in events(sim, reason="ScalingReplicaSet")]
     assert f"Scaled up replica set {karpenter[1].metadata.name} from 0 to 1" in scaled
     assert f"Scaled down replica set {karpenter[0].metadata.name} from 2 to 1" in scaled
-    assert sim.world.repair_enabled
+    assert sim.loops.repair_enabled
 
 
 # --------------------------------------------------------------------------- node lifecycle events

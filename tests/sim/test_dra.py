@@ -81,7 +81,7 @@ def stamp(text: str) -> float:
 
 def at(sim: SimCluster, seconds: float) -> None:
     """Move the clock to `seconds` after the scenario's start."""
-    sim.advance(max(0.0, sim.world.start + seconds - sim.world.now))
+    sim.advance(max(0.0, sim.loops.start + seconds - sim.loops.now))
 
 
 # --------------------------------------------------------------------------- discovery

@@ -197,4 +197,4 @@ def test_rollout_history_lists_the_revisions_of_a_feature_gate_change(
     history = kubectl.out("rollout", "history", "deployment/karpenter", "-n", "kube-system")
     revisions = [line.split()[0] for line in history.splitlines()[2:] if line.strip()]
     assert revisions == ["1", "2"]
-    assert kubectl.sim.world.repair_enabled
+    assert kubectl.sim.loops.repair_enabled

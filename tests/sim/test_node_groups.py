@@ -225,7 +225,7 @@ def test_describe_nodegroup_documents_have_the_eks_shape(
 ) -> None:
     sim = make_sim("mng-dcgm-repair-loop")
     docs = {
-        d["nodegroup"]["nodegroupName"]: d["nodegroup"] for d in sim.world.nodegroup_documents()
+        d["nodegroup"]["nodegroupName"]: d["nodegroup"] for d in sim.loops.nodegroup_documents()
     }
     assert set(docs) == {"ng-gpu-inference", "ng-system"}
     gpu = docs["ng-gpu-inference"]
@@ -278,7 +278,7 @@ def test_the_documents_seed_moto(make_sim: Callable[..., SimCluster], moto_eks: 
     sim = make_sim("mng-dcgm-repair-loop")
     doc = next(
         d["nodegroup"]
-        for d in sim.world.nodegroup_documents()
+        for d in sim.loops.nodegroup_documents()
         if d["nodegroup"]["nodegroupName"] == GROUP
     )
     moto_eks.create_cluster(

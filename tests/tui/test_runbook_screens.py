@@ -281,7 +281,7 @@ async def test_high_harm_refuses_a_wrong_typed_word(
         await pilot.press("escape")  # esc refuses
         screen = await run_done(app)
         assert "declined" in screen.report
-    assert gate_string(sim) == before and sim.world.repair_enabled is True
+    assert gate_string(sim) == before and sim.loops.repair_enabled is True
 
 
 async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gate(
@@ -316,7 +316,7 @@ async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gat
         assert screen.results[0].status == "succeeded", screen.report
         assert "pause: verified" in screen.report
         assert "run resume-node-repair" in screen.report
-        assert sim.world.repair_enabled is False
+        assert sim.loops.repair_enabled is False
         await pilot.press("escape")
 
         claims = {c["metadata"]["name"] for c in sim.objects("nodeclaims")}

@@ -91,7 +91,7 @@ class ReadHandler(HandlerBase):
         self, rtype: ResourceType, objs: list[JsonDict], list_meta: JsonDict, headers: bool = True
     ) -> JsonDict:
         columns, printer = self._printer(rtype)
-        now = self.sim.world.now
+        now = self.sim.loops.now
         include = self._query.get("includeObject", "Metadata") or "Metadata"
         if include not in ("Object", "Metadata", "None"):
             raise ApiError(400, "BadRequest", f'unrecognized includeObject value: "{include}"')

@@ -179,7 +179,7 @@ class WriteHandler(HandlerBase):
                     manager=manager,
                     force=force,
                     api_version=rtype.api_version,
-                    now=ts(self.sim.world.now),
+                    now=ts(self.sim.loops.now),
                     shapes=shapes,
                     status_separate=status_separate,
                 )
@@ -238,7 +238,7 @@ class WriteHandler(HandlerBase):
         sim = self.sim
         key_ns = namespace if rtype.namespaced else ""
         warnings: list[str] = []
-        with sim.world.api_txn() as tx:
+        with sim.loops.api_txn() as tx:
             stored = tx.get(rtype.plural, key_ns, name)
             if stored is None:
                 raise not_found(rtype, name)
@@ -260,7 +260,7 @@ class WriteHandler(HandlerBase):
                     patched,
                     manager=self._manager(),
                     api_version=rtype.api_version,
-                    now=ts(sim.world.now),
+                    now=ts(sim.loops.now),
                     shapes=self._shapes(rtype),
                     status_separate="status" in rtype.subresources,
                     subresource=sub or "",
@@ -284,9 +284,9 @@ class WriteHandler(HandlerBase):
                 )
             tx.put(rtype.plural, patched)
             if rtype.plural == "nodes":
-                sim.world.node_changed(name)
+                sim.loops.node_changed(name)
             elif rtype.plural == "deployments":
-                sim.world.deployment_patched(namespace, name, before, patched)
+                sim.loops.deployment_patched(namespace, name, before, patched)
         result = sim.store.get_raw(rtype.plural, key_ns, name)
         assert result is not None
         self._send(200, b"{" + rtype.kind_header() + result[1:], warnings=warnings)
@@ -330,20 +330,20 @@ class WriteHandler(HandlerBase):
                 "MethodNotAllowed",
                 "the server does not allow this method on the requested resource",
             )
-        with sim.world.api_txn() as tx:
+        with sim.loops.api_txn() as tx:
             current = tx.get(rtype.plural, key_ns, name)
             if current is None:
                 raise not_found(rtype, name)
             if rtype.plural == "nodeclaims":
-                sim.world.nodeclaim_deleted(name)
+                sim.loops.nodeclaim_deleted(name)
                 result = tx.get(rtype.plural, key_ns, name) or current
             elif rtype.plural == "nodes":
-                stays = sim.world.node_deleted(name)
+                stays = sim.loops.node_deleted(name)
                 result = (tx.get(rtype.plural, key_ns, name) if stays else None) or current
                 if result.get("metadata", {}).get("deletionTimestamp") is None:
-                    result["metadata"]["deletionTimestamp"] = ts(sim.world.now)
+                    result["metadata"]["deletionTimestamp"] = ts(sim.loops.now)
             else:
-                deleted = sim.world.delete_pod(namespace, name, self._grace_period(body))
+                deleted = sim.loops.delete_pod(namespace, name, self._grace_period(body))
                 if deleted is None:
                     raise not_found(rtype, name)
                 result = deleted
@@ -378,13 +378,13 @@ class WriteHandler(HandlerBase):
         body_name = (eviction.get("metadata") or {}).get("name")
         if body_name and body_name != name:
             raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
-        with sim.world.api_txn() as tx:
+        with sim.loops.api_txn() as tx:
             pod = tx.get("pods", namespace, name)
             if pod is None:
                 raise not_found(rtype, name)
             options = eviction.get("deleteOptions") or {}
             grace = options.get("gracePeriodSeconds") if isinstance(options, dict) else None
-            pdb = sim.world.evict_pod(namespace, name, None if grace is None else int(grace))
+            pdb = sim.loops.evict_pod(namespace, name, None if grace is None else int(grace))
             if pdb is not None:
                 pdb_status = pdb.get("status", {})
                 cause = (

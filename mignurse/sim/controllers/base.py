@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario_spec import Lifecycle, PoolSpec
+from mignurse.sim.scenario_spec import LifecycleScript, PoolSpec
 from mignurse.sim.store import Store
 from mignurse.sim.workloads import PodRecord
 
@@ -71,7 +71,7 @@ class Machine:
     image: str
     os_name: str
     launched_at: float
-    lifecycle: Lifecycle
+    lifecycle: LifecycleScript
     extra_labels: dict[str, str]
     registered: bool = False
     ready: bool = False

@@ -16,12 +16,12 @@ from mignurse.sim.controllers.base import (
 from mignurse.sim.objects import JsonDict
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers.world import World
+    from mignurse.sim.controllers.loops import ControlLoops
 
 
 class GpuOperator:
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
 
     # ------------------------------------------------------------------ GPU operator
 
@@ -36,15 +36,19 @@ class GpuOperator:
                 continue
             running = bool(self._operand_pods(machine, ds))
             if new[label] == "true" and not running:
-                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_start, machine, ds, label)
+                self.loops.schedule(
+                    self.loops.t + OPERAND_DELAY, self._operand_start, machine, ds, label
+                )
             elif new[label] != "true" and running:
-                self.w.schedule(self.w.t + OPERAND_DELAY, self._operand_stop, machine, ds, label)
+                self.loops.schedule(
+                    self.loops.t + OPERAND_DELAY, self._operand_stop, machine, ds, label
+                )
         watched = (LABEL_GPU_DEPLOY + "device-plugin", *MIG_LABELS)
         if any(old.get(key) != new.get(key) for key in watched):
-            self.w.schedule(self.w.t + ADVERTISE_DELAY, self._advertise_gpus, machine)
+            self.loops.schedule(self.loops.t + ADVERTISE_DELAY, self._advertise_gpus, machine)
 
     def label(self, machine: Machine, key: str) -> str | None:
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         value = (node["metadata"].get("labels") or {}).get(key) if node is not None else None
         return None if value is None else str(value)
 
@@ -56,7 +60,7 @@ class GpuOperator:
             return
         for entry in self._operand_pods(machine, ds):
             machine.daemon_pods.remove(entry)
-            self.w.tx.delete("pods", *entry)
+            self.loops.tx.delete("pods", *entry)
 
     def _operand_start(self, machine: Machine, ds: str, label: str) -> None:
         if (
@@ -65,12 +69,12 @@ class GpuOperator:
             or self._operand_pods(machine, ds)
         ):
             return
-        self.w.pods.create_daemon_pods(machine, only=ds)
+        self.loops.pods.create_daemon_pods(machine, only=ds)
 
     def _advertise_gpus(self, machine: Machine) -> None:
         """What the device plugin makes kubelet report: nothing allocatable while it is
         paused; the layout of `nvidia.com/mig.config` once its state is `success`."""
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         it = hardware.instance_type(machine.pool.instance_type)
         if node is None or it.gpu is None or machine.pool.dra:
             return  # on a DRA node the driver publishes slices; nothing is advertised
@@ -83,7 +87,7 @@ class GpuOperator:
             allocatable = node["status"].setdefault("allocatable", {})
             for resource in advertised:
                 allocatable[resource] = "0"
-            self.w.tx.put("nodes", node)
+            self.loops.tx.put("nodes", node)
             return
         if labels.get("nvidia.com/mig.config.state") != "success":
             return
@@ -94,11 +98,11 @@ class GpuOperator:
             return  # a config the GPU has no layout for: the plugin keeps what it had
         update: dict[str, str | None] = dict.fromkeys(advertised)
         update.update({r: str(n) for r, n in resources.items()})
-        self.w.set_allocatable(machine, update)
+        self.loops.set_allocatable(machine, update)
         counts: dict[str, str | None] = {
             k: None for k in labels if k.startswith("nvidia.com/mig-") and k.endswith(".count")
         }
         counts.update(
             {f"{r}.count": str(n) for r, n in resources.items() if r.startswith("nvidia.com/mig-")}
         )
-        self.w.set_labels(machine, counts)
+        self.loops.set_labels(machine, counts)

@@ -14,17 +14,17 @@ from mignurse.sim.objects import JsonDict
 from mignurse.sim.scenario_spec import PoolSpec, format_duration
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers.world import World
+    from mignurse.sim.controllers.loops import ControlLoops
 
 
 class Karpenter:
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
 
     def create_nodepool(self, pool: PoolSpec) -> None:
         it = hardware.instance_type(pool.instance_type)
-        uid = self.w.uid()
-        self.w.pool_uid[pool.name] = uid
+        uid = self.loops.uid()
+        self.loops.pool_uid[pool.name] = uid
         requirements = [
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [it.name]},
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [pool.capacity_type]},
@@ -37,7 +37,7 @@ class Karpenter:
         obj = karpenter_objects.build_nodepool(
             name=pool.name,
             uid=uid,
-            created=self.w.begin - 86400 * 60,
+            created=self.loops.begin - 86400 * 60,
             nodeclass=pool.nodeclass,
             labels=labels,
             requirements=requirements,
@@ -56,16 +56,16 @@ class Karpenter:
             else {"cpu": "1000"},
             weight=None,
         )
-        self.w.tx.put("nodepools", obj)
+        self.loops.tx.put("nodepools", obj)
 
     def update_nodepool_status(self, pool: PoolSpec) -> None:
         if pool.kind != "nodepool":
             return
-        obj = self.w.tx.get("nodepools", "", pool.name)
+        obj = self.loops.tx.get("nodepools", "", pool.name)
         if obj is None:
             return
         it = hardware.instance_type(pool.instance_type)
-        count = self.w.pool_nodes[pool.name]
+        count = self.loops.pool_nodes[pool.name]
         resources = {
             "cpu": str(it.cpu * count),
             "memory": f"{it.memory_mib * 1024 * count}Ki",
@@ -80,7 +80,7 @@ class Karpenter:
                 resources[res] = str(per_node * count)
         if obj["status"].get("resources") != resources:
             obj["status"]["resources"] = resources
-            self.w.tx.put("nodepools", obj)
+            self.loops.tx.put("nodepools", obj)
 
     def create_claim(self, machine: Machine) -> None:
         pool = machine.pool
@@ -93,9 +93,9 @@ class Karpenter:
         obj = karpenter_objects.build_nodeclaim(
             name=machine.nodeclaim,
             uid=machine.claim_uid,
-            created=self.w.t,
+            created=self.loops.t,
             nodepool=pool.name,
-            nodepool_uid=self.w.pool_uid.get(pool.name, ""),
+            nodepool_uid=self.loops.pool_uid.get(pool.name, ""),
             nodeclass=pool.nodeclass,
             instance=it,
             zone=machine.zone,
@@ -108,10 +108,10 @@ class Karpenter:
             nodepool_hash=objects.stable_hex("np", pool.name),
             requests=requests,
         )
-        self.w.tx.put("nodeclaims", obj)
+        self.loops.tx.put("nodeclaims", obj)
 
     def claim(self, machine: Machine) -> JsonDict | None:
-        return self.w.tx.get("nodeclaims", "", machine.nodeclaim) if machine.nodeclaim else None
+        return self.loops.tx.get("nodeclaims", "", machine.nodeclaim) if machine.nodeclaim else None
 
     def set_claim_condition(
         self, machine: Machine, ctype: str, status: str, reason: str, message: str = ""
@@ -128,7 +128,9 @@ class Karpenter:
             message,
         ):
             return
-        new = karpenter_objects.nodeclaim_condition(ctype, status, reason, message, now=self.w.t)
+        new = karpenter_objects.nodeclaim_condition(
+            ctype, status, reason, message, now=self.loops.t
+        )
         if current is not None and current["status"] == status:
             new["lastTransitionTime"] = current["lastTransitionTime"]
         if current is None:
@@ -136,14 +138,14 @@ class Karpenter:
         else:
             conds[conds.index(current)] = new
         conds.sort(key=lambda c: c["type"])
-        self.w.tx.put("nodeclaims", obj)
+        self.loops.tx.put("nodeclaims", obj)
         # operatorpkg status controller: an event only for a condition it saw before whose
         # status changed (awslabs/operatorpkg status/controller.go, as pinned by KC's go.mod).
         if current is not None and old_status != status:
-            self.w.karpenter_event(
-                self.w.claim_ref(machine),
+            self.loops.karpenter_event(
+                self.loops.claim_ref(machine),
                 ctype,
-                self.w.transition_message(ctype, old_status, status, reason, message),
+                self.loops.transition_message(ctype, old_status, status, reason, message),
             )
 
     def claim_launched(self, machine: Machine) -> None:
@@ -153,7 +155,7 @@ class Karpenter:
         if obj is None:
             return
         it = hardware.instance_type(machine.pool.instance_type)
-        spec_in = self.w.kubelet.node_input(machine)
+        spec_in = self.loops.kubelet.node_input(machine)
         capacity, allocatable = node_objects.node_resources(spec_in)
         obj["status"].update(
             {
@@ -167,30 +169,32 @@ class Karpenter:
         obj["metadata"]["labels"]["karpenter.k8s.aws/instance-network-bandwidth"] = str(
             it.network_bandwidth
         )
-        self.w.tx.put("nodeclaims", obj)
+        self.loops.tx.put("nodeclaims", obj)
         machine.launched = True
         self.set_claim_condition(machine, "Launched", "True", "Launched")
-        if self.w.provisioner.pending_pods():
-            self.w.provisioner.trigger()  # a NodeClaim event: the provisioner looks again
+        if self.loops.provisioner.pending_pods():
+            self.loops.provisioner.trigger()  # a NodeClaim event: the provisioner looks again
 
     def consolidatable_check(self, machine: Machine) -> None:
         """KC nodeclaim/disruption consolidation.go: Consolidatable once consolidateAfter has
         passed since the last pod event (or initialization), cleared before that."""
-        after = self.w.provisioner.consolidate_after(machine.pool)
+        after = self.loops.provisioner.consolidate_after(machine.pool)
         if after is None or not machine.initialized or machine.claim_gone:
             return
         since = (
             machine.last_pod_event
             if machine.last_pod_event is not None
-            else machine.ready_at or self.w.t
+            else machine.ready_at or self.loops.t
         )
         due = since + after
         machine.consolidatable_token += 1
-        if self.w.t < due:
+        if self.loops.t < due:
             if machine.consolidatable:
                 machine.consolidatable = False
                 self._clear_claim_condition(machine, "Consolidatable")
-            self.w.schedule(due, self._consolidatable_due, machine, machine.consolidatable_token)
+            self.loops.schedule(
+                due, self._consolidatable_due, machine, machine.consolidatable_token
+            )
             return
         if not machine.consolidatable:
             machine.consolidatable = True
@@ -208,7 +212,7 @@ class Karpenter:
         kept = [c for c in conds if c["type"] != ctype]
         if len(kept) != len(conds):
             claim["status"]["conditions"] = kept
-            self.w.tx.put("nodeclaims", claim)
+            self.loops.tx.put("nodeclaims", claim)
 
     def interruption_message(self, machine: Machine, kind: str) -> None:
         """Karpenter's interruption controller handles one message for this instance (KA
@@ -222,27 +226,27 @@ class Karpenter:
             reason, message = "InstanceStopping", "Instance is stopping"
         else:  # shutting-down, terminated
             reason, message = "InstanceTerminating", "Instance is terminating"
-        node = self.w.node(machine)
-        self.w.publish(
-            self.w.claim_ref(machine), reason, message, "Warning", dedupe=(machine.claim_uid,)
+        node = self.loops.node(machine)
+        self.loops.publish(
+            self.loops.claim_ref(machine), reason, message, "Warning", dedupe=(machine.claim_uid,)
         )
         if node is not None:
-            self.w.publish(
-                self.w.node_ref(machine), reason, message, "Warning", dedupe=(machine.node_uid,)
+            self.loops.publish(
+                self.loops.node_ref(machine), reason, message, "Warning", dedupe=(machine.node_uid,)
             )
         if machine.deleting:
             return  # deleteNodeClaim returns early: no TerminatingOnInterruption
-        self.w.termination.terminate(machine, cause="interruption")
-        self.w.publish(
-            self.w.claim_ref(machine),
+        self.loops.termination.terminate(machine, cause="interruption")
+        self.loops.publish(
+            self.loops.claim_ref(machine),
             "TerminatingOnInterruption",
             "Interruption triggered termination for the NodeClaim",
             "Warning",
             dedupe=(machine.claim_uid,),
         )
         if node is not None:
-            self.w.publish(
-                self.w.node_ref(machine),
+            self.loops.publish(
+                self.loops.node_ref(machine),
                 "TerminatingOnInterruption",
                 "Interruption triggered termination for the Node",
                 "Warning",
@@ -252,7 +256,7 @@ class Karpenter:
     def consolidate(self, machine: Machine, reason: str) -> None:
         if not machine.alive or machine.nodeclaim is None:
             return
-        tr = self.w.traits
+        tr = self.loops.traits
         assert tr is not None
         if tr.disruption_reason:
             self.set_claim_condition(
@@ -262,33 +266,35 @@ class Karpenter:
                 "DisruptionReason" if tr.disruption_reason_in_message else reason,
                 reason,
             )
-        self.w.publish(
-            self.w.node_ref(machine),
+        self.loops.publish(
+            self.loops.node_ref(machine),
             "DisruptionTerminating",
             f"Disrupting Node: {reason}",
             dedupe=(machine.node_uid, reason),
         )
-        self.w.publish(
-            self.w.claim_ref(machine),
+        self.loops.publish(
+            self.loops.claim_ref(machine),
             "DisruptionTerminating",
             f"Disrupting NodeClaim: {reason}",
             dedupe=(machine.claim_uid, reason),
         )
-        self.w.termination.terminate(machine, cause="consolidation")
+        self.loops.termination.terminate(machine, cause="consolidation")
 
     def spot_interrupt(self, machine: Machine) -> None:
         """EC2's two-minute warning; the instance is interrupted when it runs out."""
         if not machine.alive:
             return
-        k = self.w.scenario.karpenter
+        k = self.loops.scenario.karpenter
         if k is not None and k.interruption_queue and machine.nodeclaim is not None:
-            self.w.schedule(self.w.t + SQS_LAG, self.interruption_message, machine, "spot")
-        self.w.schedule(self.w.t + SPOT_NOTICE, self.w.instances.terminate_instance, machine)
+            self.loops.schedule(self.loops.t + SQS_LAG, self.interruption_message, machine, "spot")
+        self.loops.schedule(
+            self.loops.t + SPOT_NOTICE, self.loops.instances.terminate_instance, machine
+        )
 
     # ------------------------------------------------------------------ Karpenter Deployment
 
     def _karpenter_template(self, gates: str) -> JsonDict:
-        k = self.w.scenario.karpenter
+        k = self.loops.scenario.karpenter
         assert k is not None
         image = f"public.ecr.aws/karpenter/controller:{k.version}@sha256:" + objects.stable_hex(
             "karpenter", k.version, length=64
@@ -345,9 +351,9 @@ class Karpenter:
     def _karpenter_env(self, gates: str) -> list[JsonDict]:
         """The controller container's environment: its ports, feature gates, cluster and
         interruption queue."""
-        k = self.w.scenario.karpenter
+        k = self.loops.scenario.karpenter
         assert k is not None
-        endpoint_id = objects.stable_hex("ep", self.w.scenario.cluster_name, length=32).upper()
+        endpoint_id = objects.stable_hex("ep", self.loops.scenario.cluster_name, length=32).upper()
         env: list[JsonDict] = [
             {"name": "KUBERNETES_MIN_VERSION", "value": "1.19.0-0"},
             {"name": "KARPENTER_SERVICE", "value": "karpenter"},
@@ -374,29 +380,31 @@ class Karpenter:
             {"name": "FEATURE_GATES", "value": gates},
             {"name": "BATCH_MAX_DURATION", "value": "10s"},
             {"name": "BATCH_IDLE_DURATION", "value": "1s"},
-            {"name": "CLUSTER_NAME", "value": self.w.scenario.cluster_name},
+            {"name": "CLUSTER_NAME", "value": self.loops.scenario.cluster_name},
             {
                 "name": "CLUSTER_ENDPOINT",
-                "value": f"https://{endpoint_id}.gr7.{self.w.scenario.region}.eks.amazonaws.com",
+                "value": f"https://{endpoint_id}.gr7.{self.loops.scenario.region}.eks.amazonaws.com",
             },
             {"name": "VM_MEMORY_OVERHEAD_PERCENT", "value": "0.075"},
             {"name": "RESERVED_ENIS", "value": "0"},
         ]
         if k.interruption_queue:
             # KA getting-started: settings.interruptionQueue=${CLUSTER_NAME}
-            env.insert(-1, {"name": "INTERRUPTION_QUEUE", "value": self.w.scenario.cluster_name})
+            env.insert(
+                -1, {"name": "INTERRUPTION_QUEUE", "value": self.loops.scenario.cluster_name}
+            )
         return env
 
     def create_karpenter(self) -> None:
-        k = self.w.scenario.karpenter
+        k = self.loops.scenario.karpenter
         assert k is not None
         template = self._karpenter_template(k.feature_gates)
         chart = f"karpenter-{k.version}"
         deploy = objects.build_deployment(
             name="karpenter",
             namespace=k.namespace,
-            uid=self.w.uid(),
-            created=self.w.begin - 86400 * 30,
+            uid=self.loops.uid(),
+            created=self.loops.begin - 86400 * 30,
             replicas=2,
             labels={
                 "app.kubernetes.io/instance": "karpenter",
@@ -416,4 +424,4 @@ class Karpenter:
             template=template,
             max_unavailable=1,
         )
-        self.w.karpenter_workload = self.w.workloads.create(deploy, None)
+        self.loops.karpenter_workload = self.loops.workloads.create(deploy, None)

@@ -20,12 +20,12 @@ from mignurse.sim.objects import micro_ts, ts
 from mignurse.sim.scenario_spec import NMA_CONDITIONS, ConditionSpec, Step
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers.world import World
+    from mignurse.sim.controllers.loops import ControlLoops
 
 
 class Kubelet:
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
         self._lease_members: dict[int, dict[Machine, None]] = {}
         self._lease_ticking: set[int] = set()
 
@@ -33,10 +33,10 @@ class Kubelet:
         """A node launched before now has kept reporting: its conditions carry the heartbeat
         of its last status report."""
         registered = machine.launched_at + machine.pool.register_after
-        last = registered + math.floor((self.w.now - registered) / KUBELET_STATUS_REPORT + 1e-9) * (
-            KUBELET_STATUS_REPORT
-        )
-        node = self.w.node(machine)
+        last = registered + math.floor(
+            (self.loops.now - registered) / KUBELET_STATUS_REPORT + 1e-9
+        ) * (KUBELET_STATUS_REPORT)
+        node = self.loops.node(machine)
         if node is None:
             return
         beat = ts(last)
@@ -50,12 +50,12 @@ class Kubelet:
                 cond["lastHeartbeatTime"] = beat
                 changed = True
         if changed:
-            self.w.tx.put("nodes", node)
+            self.loops.tx.put("nodes", node)
 
     def node_input(self, machine: Machine) -> node_objects.NodeSpecInput:
         pool = machine.pool
         it = hardware.instance_type(pool.instance_type)
-        region = self.w.scenario.region
+        region = self.loops.scenario.region
         region_id = ZONE_IDS.get(region, region.replace("-", "")[:4])
         zone_id = f"{region_id}-az{ord(machine.zone[-1]) - ord('a') + 1}"
         labels = dict(pool.labels)
@@ -76,7 +76,7 @@ class Kubelet:
             nodepool=pool.name if pool.kind == "nodepool" else None,
             nodegroup=pool.name if pool.kind == "nodegroup" else None,
             nodeclass=pool.nodeclass,
-            cluster_name=self.w.scenario.cluster_name,
+            cluster_name=self.loops.scenario.cluster_name,
             extra_labels=labels,
             mig_config=pool.mig_config,
             mig_strategy=pool.mig_strategy,
@@ -102,46 +102,48 @@ class Kubelet:
                     "blockOwnerDeletion": True,
                 }
             ]
-        self.w.tx.put("nodes", node)
+        self.loops.tx.put("nodes", node)
         machine.registered = True
         if machine.pool.dra:
-            self.w.dra.registered(machine, node["metadata"]["labels"])
+            self.loops.dra.registered(machine, node["metadata"]["labels"])
         self.startup_events(machine)
-        self.w.emit(
-            self.w.node_ref(machine),
+        self.loops.emit(
+            self.loops.node_ref(machine),
             "RegisteredNode",
             f"Node {machine.node} event: Registered Node {machine.node} in Controller",
             component="node-controller",
         )
-        claim = self.w.karpenter.claim(machine)
+        claim = self.loops.karpenter.claim(machine)
         if claim is not None:
             claim["status"]["nodeName"] = machine.node
-            self.w.tx.put("nodeclaims", claim)
-            self.w.karpenter.set_claim_condition(machine, "Registered", "True", "Registered")
+            self.loops.tx.put("nodeclaims", claim)
+            self.loops.karpenter.set_claim_condition(machine, "Registered", "True", "Registered")
         if machine.pool.daemonsets:
-            self.w.pods.create_daemon_pods(machine)
-        self.w.pool_nodes[machine.pool.name] += 1
-        self.w.karpenter.update_nodepool_status(machine.pool)
+            self.loops.pods.create_daemon_pods(machine)
+        self.loops.pool_nodes[machine.pool.name] += 1
+        self.loops.karpenter.update_nodepool_status(machine.pool)
         self._start_lease(machine)
         self._schedule_status_report(machine)
-        if self.w.workloads.pending():
+        if self.loops.workloads.pending():
             # A new Node: the scheduler retries its unschedulable pods, Karpenter looks again.
-            self.w.workloads.schedule_soon()
-            self.w.provisioner.trigger()
+            self.loops.workloads.schedule_soon()
+            self.loops.provisioner.trigger()
         if machine.pool.kind == "nodepool":
-            self.w.repair.refresh_health(
+            self.loops.repair.refresh_health(
                 machine, node
             )  # a new Node is NotReady: it counts for the guard
-            self.w.repair.health_reconcile(machine)  # the Node's create event
+            self.loops.repair.health_reconcile(machine)  # the Node's create event
 
     def startup_events(self, machine: Machine) -> None:
-        self.w.kubelet_event(machine, "Starting", "Starting kubelet.")
-        self.w.kubelet_event(
+        self.loops.kubelet_event(machine, "Starting", "Starting kubelet.")
+        self.loops.kubelet_event(
             machine, "InvalidDiskCapacity", "invalid capacity 0 on image filesystem", "Warning"
         )
         for reason in ("NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"):
-            self.w.kubelet_event(machine, reason, f"Node {machine.node} status is now: {reason}")
-        self.w.kubelet_event(
+            self.loops.kubelet_event(
+                machine, reason, f"Node {machine.node} status is now: {reason}"
+            )
+        self.loops.kubelet_event(
             machine, "NodeAllocatableEnforced", "Updated Node Allocatable limit across pods"
         )
 
@@ -170,21 +172,23 @@ class Kubelet:
         for cond in step.conditions:
             self._apply_condition(machine, cond, from_image)
         if step.labels:
-            self.w.set_labels(machine, dict(step.labels))
+            self.loops.set_labels(machine, dict(step.labels))
         for taint in step.taints:
-            self.w.set_taint(machine, taint.key, taint.effect, taint.value)
+            self.loops.set_taint(machine, taint.key, taint.effect, taint.value)
         for key in step.remove_taints:
-            self.w.remove_taint(machine, key)
+            self.loops.remove_taint(machine, key)
         if step.allocatable:
-            self.w.set_allocatable(machine, dict(step.allocatable))
+            self.loops.set_allocatable(machine, dict(step.allocatable))
         if step.nma_restart:
-            self.w.nma.start(machine)
+            self.loops.nma.start(machine)
         for ev in step.events:
             ref = (
-                self.w.kubelet_ref(machine) if ev.source == "kubelet" else self.w.node_ref(machine)
+                self.loops.kubelet_ref(machine)
+                if ev.source == "kubelet"
+                else self.loops.node_ref(machine)
             )
             host = machine.node if ev.source in ("kubelet", "eks-node-monitoring-agent") else None
-            self.w.emit(
+            self.loops.emit(
                 ref, ev.reason, ev.message, event_type=ev.type, component=ev.source, host=host
             )
 
@@ -197,7 +201,7 @@ class Kubelet:
             elif cond.status == "False":
                 self._become_not_ready(machine, cond.reason or "KubeletNotReady", cond.message)
             else:
-                self.w.set_node_condition(
+                self.loops.set_node_condition(
                     machine,
                     "Ready",
                     "Unknown",
@@ -215,42 +219,44 @@ class Kubelet:
             else:
                 machine.nma_faults.pop(cond.type, None)
                 machine.image_faults.discard(cond.type)
-        self.w.set_node_condition(machine, cond.type, cond.status, cond.reason, cond.message)
+        self.loops.set_node_condition(machine, cond.type, cond.status, cond.reason, cond.message)
 
     def become_ready(self, machine: Machine) -> None:
         first = not machine.initialized
         machine.ready = True
         if machine.ready_at is None:
-            machine.ready_at = self.w.t
-        if self.w.set_node_condition(machine, "Ready", "True", *node_objects.READY_TRUE[1:]):
-            self.w.kubelet_event(
+            machine.ready_at = self.loops.t
+        if self.loops.set_node_condition(machine, "Ready", "True", *node_objects.READY_TRUE[1:]):
+            self.loops.kubelet_event(
                 machine, "NodeReady", f"Node {machine.node} status is now: NodeReady"
             )
-        self.w.remove_taint(machine, "node.kubernetes.io/not-ready")
-        self.w.remove_taint(machine, "node.kubernetes.io/unreachable")
+        self.loops.remove_taint(machine, "node.kubernetes.io/not-ready")
+        self.loops.remove_taint(machine, "node.kubernetes.io/unreachable")
         if machine.pool.dra:
-            self.w.dra.node_ready(machine)
+            self.loops.dra.node_ready(machine)
         if first:
             machine.initialized = True
             if machine.pool.kind == "nodepool":
-                self.w.set_labels(machine, {"karpenter.sh/initialized": "true"})
-                self.w.karpenter.set_claim_condition(machine, "Initialized", "True", "Initialized")
-                self.w.karpenter.set_claim_condition(machine, "Ready", "True", "Ready")
+                self.loops.set_labels(machine, {"karpenter.sh/initialized": "true"})
+                self.loops.karpenter.set_claim_condition(
+                    machine, "Initialized", "True", "Initialized"
+                )
+                self.loops.karpenter.set_claim_condition(machine, "Ready", "True", "Ready")
             if machine.pool.node_monitoring_agent:
-                self.w.nma.start(machine)
-            self.w.karpenter.consolidatable_check(machine)
-        self.w.workloads.node_ready(machine)
-        if self.w.scenario.karpenter is not None and machine.nodeclaim is not None:
-            self.w.provisioner.trigger()
+                self.loops.nma.start(machine)
+            self.loops.karpenter.consolidatable_check(machine)
+        self.loops.workloads.node_ready(machine)
+        if self.loops.scenario.karpenter is not None and machine.nodeclaim is not None:
+            self.loops.provisioner.trigger()
 
     def _become_not_ready(self, machine: Machine, reason: str, message: str) -> None:
         machine.ready = False
-        if self.w.set_node_condition(machine, "Ready", "False", reason, message):
-            self.w.kubelet_event(
+        if self.loops.set_node_condition(machine, "Ready", "False", reason, message):
+            self.loops.kubelet_event(
                 machine, "NodeNotReady", f"Node {machine.node} status is now: NodeNotReady"
             )
-        self.w.set_taint(machine, "node.kubernetes.io/not-ready", "NoSchedule")
-        self.w.set_taint(machine, "node.kubernetes.io/not-ready", "NoExecute")
+        self.loops.set_taint(machine, "node.kubernetes.io/not-ready", "NoSchedule")
+        self.loops.set_taint(machine, "node.kubernetes.io/not-ready", "NoExecute")
 
     def restart(self, machine: Machine) -> None:
         machine.kubelet_posting = True
@@ -258,7 +264,7 @@ class Kubelet:
         self._renew_lease_now(machine)
         self.startup_events(machine)
         if machine.pool.dra:
-            self.w.dra.kubelet_started(machine)
+            self.loops.dra.kubelet_started(machine)
         if machine.ready:
             self._become_not_ready(
                 machine,
@@ -274,15 +280,15 @@ class Kubelet:
             # The Lease keeps the renewal before the stop; the node lifecycle controller goes
             # by it (or the Node's heartbeat) and marks the node after the grace period.
             last = (
-                self._last_renewal(machine.lease_bucket, self.w.t)
+                self._last_renewal(machine.lease_bucket, self.loops.t)
                 if machine.lease_bucket >= 0
-                else self.w.t
+                else self.loops.t
             )
             machine.lease_bucket = -1
             self._write_lease(machine, last)
-            due = last + self.w.node_monitor_grace
-            self.w.schedule(
-                max(self.w.t, due), self._node_monitor_grace, machine, machine.kubelet_token
+            due = last + self.loops.node_monitor_grace
+            self.loops.schedule(
+                max(self.loops.t, due), self._node_monitor_grace, machine, machine.kubelet_token
             )
         for pod in machine.pods:
             if pod.deleting:
@@ -293,7 +299,7 @@ class Kubelet:
             return
         changed = False
         for ctype in KUBELET_CONDITIONS:
-            changed |= self.w.set_node_condition(
+            changed |= self.loops.set_node_condition(
                 machine,
                 ctype,
                 "Unknown",
@@ -301,27 +307,27 @@ class Kubelet:
                 "Kubelet stopped posting node status.",
             )
         machine.ready = False
-        self.w.set_taint(machine, "node.kubernetes.io/unreachable", "NoSchedule")
-        self.w.set_taint(machine, "node.kubernetes.io/unreachable", "NoExecute")
+        self.loops.set_taint(machine, "node.kubernetes.io/unreachable", "NoSchedule")
+        self.loops.set_taint(machine, "node.kubernetes.io/unreachable", "NoExecute")
         if changed:
-            self.w.emit(
-                self.w.node_ref(machine),
+            self.loops.emit(
+                self.loops.node_ref(machine),
                 "NodeNotReady",
                 f"Node {machine.node} status is now: NodeNotReady",
                 component="node-controller",
             )
-            self.w.workloads.node_unknown(machine)
+            self.loops.workloads.node_unknown(machine)
 
     def start(self, machine: Machine) -> None:
         machine.kubelet_posting = True
         machine.kubelet_token += 1
         self._renew_lease_now(machine)
         if machine.pool.dra:
-            self.w.dra.kubelet_started(machine)
+            self.loops.dra.kubelet_started(machine)
         self._schedule_status_report(machine)
         for ctype, values in node_objects.KUBELET_HEALTHY.items():
-            self.w.set_node_condition(machine, ctype, *values)
-        self.w.remove_taint(machine, "node.kubernetes.io/unreachable")
+            self.loops.set_node_condition(machine, ctype, *values)
+        self.loops.remove_taint(machine, "node.kubernetes.io/unreachable")
         self._become_not_ready(
             machine, "KubeletNotReady", "PLEG is not healthy: pleg has yet to be successful"
         )
@@ -340,7 +346,7 @@ class Kubelet:
         )
         bucket = int(registered % LEASE_RENEW)
         self._join_lease_bucket(machine, bucket)
-        self._write_lease(machine, min(self.w.now, self._last_renewal(bucket, self.w.now)))
+        self._write_lease(machine, min(self.loops.now, self._last_renewal(bucket, self.loops.now)))
 
     def _last_renewal(self, bucket: int, at: float) -> float:
         """The last renewal at or before `at` of a kubelet renewing at second `bucket` of
@@ -353,14 +359,14 @@ class Kubelet:
         machine.lease["spec"]["renewTime"] = micro_ts(
             max(renewed, machine.launched_at + machine.pool.register_after)
         )
-        self.w.tx.put("leases", machine.lease)
+        self.loops.tx.put("leases", machine.lease)
 
     def _renew_lease_now(self, machine: Machine) -> None:
         """A kubelet that (re)starts renews at once, then every 10 s from then on."""
         if machine.lease is None or machine.removed:
             return
-        self._write_lease(machine, self.w.t)
-        self._join_lease_bucket(machine, int(self.w.t % LEASE_RENEW))
+        self._write_lease(machine, self.loops.t)
+        self._join_lease_bucket(machine, int(self.loops.t % LEASE_RENEW))
 
     def _join_lease_bucket(self, machine: Machine, bucket: int) -> None:
         # Renewals of all kubelets due in the same second run as one action (cheap at scale).
@@ -368,8 +374,8 @@ class Kubelet:
         self._lease_members.setdefault(bucket, {})[machine] = None
         if bucket not in self._lease_ticking:
             self._lease_ticking.add(bucket)
-            due = self._last_renewal(bucket, max(self.w.t, self.w.now)) + LEASE_RENEW
-            self.w.schedule(due, self._lease_tick, bucket)
+            due = self._last_renewal(bucket, max(self.loops.t, self.loops.now)) + LEASE_RENEW
+            self.loops.schedule(due, self._lease_tick, bucket)
 
     def _lease_tick(self, bucket: int) -> None:
         members = self._lease_members.get(bucket, {})
@@ -382,12 +388,12 @@ class Kubelet:
         if not live:
             self._lease_ticking.discard(bucket)
             return
-        renewed = micro_ts(self.w.t)
+        renewed = micro_ts(self.loops.t)
         for machine in live:
             assert machine.lease is not None
             machine.lease["spec"]["renewTime"] = renewed
-            self.w.tx.put("leases", machine.lease)
-        self.w.schedule(self.w.t + LEASE_RENEW, self._lease_tick, bucket)
+            self.loops.tx.put("leases", machine.lease)
+        self.loops.schedule(self.loops.t + LEASE_RENEW, self._lease_tick, bucket)
 
     def _schedule_status_report(self, machine: Machine) -> None:
         """nodeStatusReportFrequency: the kubelet writes its Node at least every 5 minutes
@@ -395,10 +401,10 @@ class Kubelet:
         registered = machine.launched_at + machine.pool.register_after
         # The next report after now (a backdated node skips the ones already past).
         periods = math.floor(
-            (max(self.w.t, self.w.now) - registered) / KUBELET_STATUS_REPORT + 1e-9
+            (max(self.loops.t, self.loops.now) - registered) / KUBELET_STATUS_REPORT + 1e-9
         )
         machine.report_token += 1
-        self.w.schedule(
+        self.loops.schedule(
             registered + (periods + 1) * KUBELET_STATUS_REPORT,
             self._status_report,
             machine,
@@ -408,14 +414,14 @@ class Kubelet:
     def _status_report(self, machine: Machine, token: int) -> None:
         if token != machine.report_token or machine.removed or not machine.kubelet_posting:
             return
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if node is not None:
-            beat = ts(self.w.t)
+            beat = ts(self.loops.t)
             for cond in node["status"].get("conditions", []):
                 if cond["type"] in KUBELET_CONDITIONS and cond["status"] != "Unknown":
                     cond["lastHeartbeatTime"] = beat
-            self.w.tx.put("nodes", node)
-            self.w.repair.node_written(machine)
+            self.loops.tx.put("nodes", node)
+            self.loops.repair.node_written(machine)
         self._schedule_status_report(machine)
 
     def cloud_node_lifecycle(self, machine: Machine) -> None:
@@ -423,35 +429,37 @@ class Kubelet:
         (k8s.io/cloud-provider controllers/nodelifecycle, every --node-monitor-period)."""
         if machine.removed:
             return
-        if self.w.ready_status(machine) == "True":
-            self.w.schedule(self.w.t + NODE_MONITOR_PERIOD, self.cloud_node_lifecycle, machine)
+        if self.loops.ready_status(machine) == "True":
+            self.loops.schedule(
+                self.loops.t + NODE_MONITOR_PERIOD, self.cloud_node_lifecycle, machine
+            )
             return
-        self.w.emit(
+        self.loops.emit(
             {"kind": "Node", "name": machine.node, "uid": machine.node_uid},
             "DeletingNode",
             f"Deleting node {machine.node} because it does not exist in the cloud provider",
             component="cloud-node-lifecycle-controller",
         )
         if machine.nodeclaim is None:
-            self.w.termination.remove_node(machine)
+            self.loops.termination.remove_node(machine)
         elif not machine.deleting:
-            self.w.termination.terminate(
+            self.loops.termination.terminate(
                 machine, cause="instance-gone"
             )  # the Node's finalizer is Karpenter's
         elif not machine.drained:
-            self.w.termination.queue_node_termination(machine, self.w.t + 1)
+            self.loops.termination.queue_node_termination(machine, self.loops.t + 1)
 
     # ------------------------------------------------------------------ cordon
 
     def cordon(self, machine: Machine, unschedulable: bool) -> None:
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if node is None or bool(node["spec"].get("unschedulable")) == unschedulable:
             return
         if unschedulable:
             node["spec"]["unschedulable"] = True
         else:
             node["spec"].pop("unschedulable", None)
-        self.w.tx.put("nodes", node)
+        self.loops.tx.put("nodes", node)
         self.unschedulable_changed(machine)
 
     def unschedulable_changed(self, machine: Machine) -> None:
@@ -459,23 +467,23 @@ class Kubelet:
         spec.unschedulable with the node.kubernetes.io/unschedulable:NoSchedule taint
         (pkg/controller/nodelifecycle doNoScheduleTaintingPass); the kubelet reports
         NodeNotSchedulable / NodeSchedulable at its next status sync."""
-        self.w.schedule(self.w.t + NODE_LIFECYCLE_LAG, self._unschedulable_taint, machine)
-        self.w.schedule(self.w.t + KUBELET_STATUS_SYNC, self.kubelet_sees_cordon, machine)
+        self.loops.schedule(self.loops.t + NODE_LIFECYCLE_LAG, self._unschedulable_taint, machine)
+        self.loops.schedule(self.loops.t + KUBELET_STATUS_SYNC, self.kubelet_sees_cordon, machine)
 
     def _unschedulable_taint(self, machine: Machine) -> None:
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if node is None:
             return
         if node["spec"].get("unschedulable"):
-            self.w.set_taint(machine, "node.kubernetes.io/unschedulable", "NoSchedule")
+            self.loops.set_taint(machine, "node.kubernetes.io/unschedulable", "NoSchedule")
         else:
-            self.w.remove_taint(machine, "node.kubernetes.io/unschedulable")
-            self.w.workloads.schedule_soon()
+            self.loops.remove_taint(machine, "node.kubernetes.io/unschedulable")
+            self.loops.workloads.schedule_soon()
 
     def kubelet_sees_cordon(self, machine: Machine) -> None:
         """kubelet records NodeNotSchedulable / NodeSchedulable when spec.unschedulable
         differs from what it last saw (K8S pkg/kubelet/kubelet_node_status.go)."""
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if node is None or not machine.kubelet_posting:
             return
         unschedulable = bool(node["spec"].get("unschedulable"))
@@ -483,4 +491,4 @@ class Kubelet:
             return
         machine.kubelet_sees_unschedulable = unschedulable
         reason = "NodeNotSchedulable" if unschedulable else "NodeSchedulable"
-        self.w.kubelet_event(machine, reason, f"Node {machine.node} status is now: {reason}")
+        self.loops.kubelet_event(machine, reason, f"Node {machine.node} status is now: {reason}")

@@ -15,12 +15,12 @@ from mignurse.sim.controllers.base import (
 from mignurse.sim.objects import JsonDict
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers.world import World
+    from mignurse.sim.controllers.loops import ControlLoops
 
 
 class ManagedNodeGroups:
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
 
     # ------------------------------------------------------------------ managed node group repair
 
@@ -39,19 +39,22 @@ class ManagedNodeGroups:
         if check is None:
             return
         # Only a check with an action cordons; NoAction leaves the node alone (inference).
-        self.w.schedule(
-            max(self.w.t, check.since + MNG_CORDON_DELAY), self.cordon, machine, machine.mng_token
+        self.loops.schedule(
+            max(self.loops.t, check.since + MNG_CORDON_DELAY),
+            self.cordon,
+            machine,
+            machine.mng_token,
         )
-        self.w.schedule(max(self.w.t, check.due), self.repair, machine, machine.mng_token)
+        self.loops.schedule(max(self.loops.t, check.due), self.repair, machine, machine.mng_token)
 
     def cordon(self, machine: Machine, token: int) -> None:
         if token != machine.mng_token or not machine.alive:
             return
         machine.mng_cordoned = True
-        self.w.kubelet.cordon(machine, True)
+        self.loops.kubelet.cordon(machine, True)
 
     def unhealthy(self, machine: Machine) -> bool:
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         return node is not None and any(
             nodegroups.failing(c["type"], c["status"]) for c in node["status"].get("conditions", [])
         )
@@ -60,14 +63,14 @@ class ManagedNodeGroups:
         if token != machine.mng_token or not machine.alive:
             return
         config = machine.pool.node_repair
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if config is None or node is None:
             return
         check = nodegroups.next_repair(config, node["status"].get("conditions", []))
-        if check is None or check.due > self.w.t:
+        if check is None or check.due > self.loops.t:
             return
         group = [
-            x for x in self.w.pool_machines[machine.pool.name] if x.registered and not x.removed
+            x for x in self.loops.pool_machines[machine.pool.name] if x.registered and not x.removed
         ]
         unhealthy = sum(1 for x in group if self.unhealthy(x))
         limit = nodegroups.parallel_limit(config, unhealthy)
@@ -75,11 +78,11 @@ class ManagedNodeGroups:
         if nodegroups.halted(config, len(group), unhealthy) or (
             limit is not None and running >= limit
         ):
-            self.w.schedule(self.w.t + MNG_RETRY, self.repair, machine, token)
+            self.loops.schedule(self.loops.t + MNG_RETRY, self.repair, machine, token)
             return
         machine.mng_repairing = check.action
         if check.action == nodegroups.REPLACE:
-            self.w.termination.terminate(
+            self.loops.termination.terminate(
                 machine, cause="repair"
             )  # the Auto Scaling group launches a new instance
         else:
@@ -87,13 +90,13 @@ class ManagedNodeGroups:
 
     def _reboot(self, machine: Machine) -> None:
         """RebootInstances: kubelet and the agent go away until the instance is back."""
-        self.w.kubelet.stop(machine)
+        self.loops.kubelet.stop(machine)
         machine.nma_running = False
         machine.nma_token += 1
-        self.w.schedule(self.w.t + MNG_REBOOT_DOWNTIME, self._boot, machine)
+        self.loops.schedule(self.loops.t + MNG_REBOOT_DOWNTIME, self._boot, machine)
 
     def _boot(self, machine: Machine) -> None:
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if node is None:
             return
         machine.boot += 1
@@ -103,33 +106,35 @@ class ManagedNodeGroups:
         }
         boot_id = objects.stable_uuid("boot", machine.instance_id, machine.boot)
         node["status"]["nodeInfo"]["bootID"] = boot_id
-        self.w.tx.put("nodes", node)
+        self.loops.tx.put("nodes", node)
         machine.kubelet_sees_unschedulable = False
         if machine.pool.dra:
-            self.w.dra.rebooted(machine)
-        self.w.kubelet.start(machine)
-        self.w.kubelet.startup_events(machine)
-        self.w.kubelet_event(
+            self.loops.dra.rebooted(machine)
+        self.loops.kubelet.start(machine)
+        self.loops.kubelet.startup_events(machine)
+        self.loops.kubelet_event(
             machine,
             "Rebooted",
             f"Node {machine.node} has been rebooted, boot id: {boot_id}",
             "Warning",
         )
-        self.w.schedule(self.w.t + KUBELET_STATUS_SYNC, self.w.kubelet.kubelet_sees_cordon, machine)
-        self.w.schedule(self.w.t + KUBELET_STATUS_SYNC, self._rebooted_ready, machine)
+        self.loops.schedule(
+            self.loops.t + KUBELET_STATUS_SYNC, self.loops.kubelet.kubelet_sees_cordon, machine
+        )
+        self.loops.schedule(self.loops.t + KUBELET_STATUS_SYNC, self._rebooted_ready, machine)
 
     def _rebooted_ready(self, machine: Machine) -> None:
         if machine.removed:
             return
-        self.w.kubelet.become_ready(machine)
+        self.loops.kubelet.become_ready(machine)
         if machine.pool.node_monitoring_agent:
-            self.w.nma.start(machine)
+            self.loops.nma.start(machine)
         if machine.mng_cordoned:
             # Repair hands a rebooted node back once it is Ready again (inference).
             machine.mng_cordoned = False
-            self.w.kubelet.cordon(machine, False)
+            self.loops.kubelet.cordon(machine, False)
         machine.mng_repairing = None
         machine.mng_check = None
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if node is not None:
             self.observe(machine, node)

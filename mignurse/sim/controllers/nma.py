@@ -13,12 +13,12 @@ from mignurse.sim.controllers.base import (
 from mignurse.sim.objects import ts
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers.world import World
+    from mignurse.sim.controllers.loops import ControlLoops
 
 
 class NodeMonitoringAgent:
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
 
     def condition_types(self, machine: Machine) -> list[str]:
         it = hardware.instance_type(machine.pool.instance_type)
@@ -36,25 +36,27 @@ class NodeMonitoringAgent:
         for ctype in self.condition_types(machine):
             reason, message = node_objects.NMA_HEALTHY[ctype]
             machine.nma_memory[ctype] = ("True", reason, message)
-            node = self.w.node(machine)
+            node = self.loops.node(machine)
             if node is not None and restarted:
                 # A restart re-posts True even when it already was, with a new transition time.
                 for c in node["status"].get("conditions", []):
                     if c["type"] == ctype and c["status"] == "True":
-                        c["lastTransitionTime"] = ts(self.w.t)
-                self.w.tx.put("nodes", node)
-            self.w.set_node_condition(machine, ctype, "True", reason, message)
+                        c["lastTransitionTime"] = ts(self.loops.t)
+                self.loops.tx.put("nodes", node)
+            self.loops.set_node_condition(machine, ctype, "True", reason, message)
         for ctype, fault in machine.nma_faults.items():
             # A persistent fault is found again once the agent's DCGM grace period is over.
-            self.w.schedule(self.w.t + DCGM_GRACE, self.refault, machine, ctype, fault)
+            self.loops.schedule(self.loops.t + DCGM_GRACE, self.refault, machine, ctype, fault)
         machine.nma_token += 1
-        self.w.schedule(self.w.next_tick(NMA_HEARTBEAT), self.heartbeat, machine, machine.nma_token)
+        self.loops.schedule(
+            self.loops.next_tick(NMA_HEARTBEAT), self.heartbeat, machine, machine.nma_token
+        )
 
     def refault(self, machine: Machine, ctype: str, fault: tuple[str, str, str]) -> None:
         if machine.removed or not machine.nma_running or machine.nma_faults.get(ctype) != fault:
             return
         machine.nma_memory[ctype] = fault
-        self.w.set_node_condition(machine, ctype, *fault)
+        self.loops.set_node_condition(machine, ctype, *fault)
 
     def heartbeat(self, machine: Machine, token: int) -> None:
         if machine.removed or token != machine.nma_token:
@@ -62,5 +64,5 @@ class NodeMonitoringAgent:
         if machine.api_touched:
             machine.api_touched = False
             for ctype, value in machine.nma_memory.items():
-                self.w.set_node_condition(machine, ctype, *value)
-        self.w.schedule(self.w.next_tick(NMA_HEARTBEAT), self.heartbeat, machine, token)
+                self.loops.set_node_condition(machine, ctype, *value)
+        self.loops.schedule(self.loops.next_tick(NMA_HEARTBEAT), self.heartbeat, machine, token)

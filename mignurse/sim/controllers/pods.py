@@ -14,12 +14,12 @@ from mignurse.sim.objects import JsonDict
 from mignurse.sim.scenario_spec import PoolSpec
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers.world import World
+    from mignurse.sim.controllers.loops import ControlLoops
 
 
 class Pods:
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
 
     # ------------------------------------------------------------------ pods
 
@@ -28,7 +28,7 @@ class Pods:
     ) -> list[tuple[str, str, str, dict[str, str], str, bool]]:
         """(namespace, daemonset, container image, labels, priority class, hostNetwork) of
         the DaemonSets that run on the pool's nodes."""
-        ecr = node_objects.ECR.format(region=self.w.scenario.region)
+        ecr = node_objects.ECR.format(region=self.loops.scenario.region)
         sets = _eks_daemonsets(ecr, pool) + _gpu_daemonsets(pool)
         out = []
         for ns, ds, image, labels, host_net in sets:
@@ -52,7 +52,7 @@ class Pods:
         prio: str,
         host_net: bool,
     ) -> None:
-        name = f"{ds}-{self.w.suffix()}"
+        name = f"{ds}-{self.loops.suffix()}"
         pod_labels = {
             **labels,
             "controller-revision-hash": objects.stable_hex("rev", ds, length=10),
@@ -61,8 +61,8 @@ class Pods:
         obj = objects.build_pod(
             name=name,
             namespace=ns,
-            uid=self.w.uid(),
-            created=self.w.t,
+            uid=self.loops.uid(),
+            created=self.loops.t,
             node_name=machine.node,
             labels=pod_labels,
             owner={
@@ -82,18 +82,18 @@ class Pods:
             priority_class=prio,
             host_ip=machine.ip,
             pod_ip=machine.ip if host_net else self.pod_ip(machine),
-            running_since=self.w.t + 2,
+            running_since=self.loops.t + 2,
             host_network=host_net,
         )
-        self.w.tx.put("pods", obj)
+        self.loops.tx.put("pods", obj)
         machine.daemon_pods.append((ns, name))
-        self.w.workloads.register_daemon_pod(machine, ns, name, ds)
+        self.loops.workloads.register_daemon_pod(machine, ns, name, ds)
         if ds == dra.DAEMONSET:
-            self.w.dra.plugin_pod_running(machine)
+            self.loops.dra.plugin_pod_running(machine)
 
     def pod_ip(self, machine: Machine) -> str:
         a, b, c, _ = machine.ip.split(".")
-        return f"{a}.{b}.{c}.{self.w.rng.randrange(4, 255)}"
+        return f"{a}.{b}.{c}.{self.loops.rng.randrange(4, 255)}"
 
     def create_workload(self, pool: PoolSpec) -> None:
         w = pool.workload
@@ -103,8 +103,8 @@ class Pods:
         deploy = objects.build_deployment(
             name=w.name,
             namespace=w.namespace,
-            uid=self.w.uid(),
-            created=self.w.begin - 86400 * 14,
+            uid=self.loops.uid(),
+            created=self.loops.begin - 86400 * 14,
             replicas=replicas,
             labels={"app": w.name, "app.kubernetes.io/name": w.name},
             annotations={},
@@ -113,29 +113,29 @@ class Pods:
         )
         request = dra.request_for(pool)
         if request is not None:
-            self.w.tx.put(
+            self.loops.tx.put(
                 "resourceclaimtemplates",
                 dra.claim_template(
                     dra.template_name(pool),
                     w.namespace,
-                    self.w.uid(),
-                    self.w.begin - 86400 * 14,
+                    self.loops.uid(),
+                    self.loops.begin - 86400 * 14,
                     request,
                 ),
             )
         has_pdb = w.pdb_min_available is not None or w.pdb_max_unavailable is not None
-        self.w.workloads.create(deploy, pool, pdb=has_pdb)
+        self.loops.workloads.create(deploy, pool, pdb=has_pdb)
         if has_pdb:
             pdb = objects.build_pdb(
                 name=w.name,
                 namespace=w.namespace,
-                uid=self.w.uid(),
-                created=self.w.begin - 86400 * 14,
+                uid=self.loops.uid(),
+                created=self.loops.begin - 86400 * 14,
                 selector={"app": w.name},
                 min_available=w.pdb_min_available,
                 max_unavailable=w.pdb_max_unavailable,
             )
-            self.w.tx.put("poddisruptionbudgets", pdb)
+            self.loops.tx.put("poddisruptionbudgets", pdb)
 
     def _workload_template(self, pool: PoolSpec) -> JsonDict:
         w = pool.workload
@@ -177,14 +177,16 @@ class Pods:
         if machine.removed:
             return
         key = next((k for k, name in OPERAND_DAEMONSETS.items() if name == ds), None)
-        if key is not None and self.w.gpu_operator.label(machine, LABEL_GPU_DEPLOY + key) not in (
+        if key is not None and self.loops.gpu_operator.label(
+            machine, LABEL_GPU_DEPLOY + key
+        ) not in (
             None,
             "true",
         ):
             return  # the operand's nodeSelector no longer matches this node
         self.create_daemon_pods(machine, only=ds)
         if ds == "eks-node-monitoring-agent" and machine.nma_running:
-            self.w.nma.start(machine)
+            self.loops.nma.start(machine)
 
 
 _DaemonSet = tuple[str, str, str, dict[str, str], bool]

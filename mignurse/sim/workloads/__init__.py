@@ -4,7 +4,7 @@ the node lifecycle controller does to the pods of a node that stops reporting (`
 and the Eviction API with PodDisruptionBudgets (`disruption`), over the records they share
 (`records`, `base`).
 
-The `Workloads` object belongs to one `World` and runs inside its transactions and clock.
+The `Workloads` object belongs to one `ControlLoops` and runs inside its transactions and clock.
 """
 
 from mignurse.sim.workloads.deletion import PodDeletion

@@ -1,6 +1,6 @@
-"""What the pod controllers share: the state of one `World`'s pods and Deployments, and
+"""What the pod controllers share: the state of one `ControlLoops`'s pods and Deployments, and
 the calls each controller makes on another (they run as one object, `Workloads`, inside the
-world's transactions and clock, as kube-controller-manager's loops share one informer cache).
+loops's transactions and clock, as kube-controller-manager's loops share one informer cache).
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from mignurse.sim.objects import JsonDict
 from mignurse.sim.workloads.records import NodeView, PodRecord, ReplicaSetState, Workload
 
 if TYPE_CHECKING:
-    from mignurse.sim.controllers import Machine, World
+    from mignurse.sim.controllers import ControlLoops, Machine
 
 
 class WorkloadsBase:
-    def __init__(self, world: World) -> None:
-        self.w = world
+    def __init__(self, loops: ControlLoops) -> None:
+        self.loops = loops
         self.pods: dict[tuple[str, str], PodRecord] = {}
         self.workloads: dict[tuple[str, str], Workload] = {}
         self._scheduling_queued = False

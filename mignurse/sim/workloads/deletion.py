@@ -21,7 +21,7 @@ POD_GC_QUARANTINE = 40.0  # pod GC deletes pods of a deleted Node after this (pk
 
 class PodDeletion(WorkloadsBase):
     def grace_of(self, pod: PodRecord) -> int:
-        obj = self.w.tx.get("pods", pod.namespace, pod.name)
+        obj = self.loops.tx.get("pods", pod.namespace, pod.name)
         if obj is None:
             return POD_TERMINATION_GRACE
         return int(obj["spec"].get("terminationGracePeriodSeconds", POD_TERMINATION_GRACE))
@@ -32,11 +32,11 @@ class PodDeletion(WorkloadsBase):
         or a pod not bound to a node, removes it at once (k8s pkg/registry/core/pod
         strategy.go CheckGracefulDelete, registry/rest/delete.go BeforeDelete)."""
         pod = self.pods.get((namespace, name))
-        obj = self.w.tx.get("pods", namespace, name)
+        obj = self.loops.tx.get("pods", namespace, name)
         if pod is None or obj is None:
             return None
         self.start_deletion(pod, self.grace_of(pod) if grace is None else grace)
-        return self.w.tx.get("pods", namespace, name) or _deleted_view(obj, self.w.t)
+        return self.loops.tx.get("pods", namespace, name) or _deleted_view(obj, self.loops.t)
 
     def start_deletion(
         self, pod: PodRecord, grace: int, *, condition: tuple[str, str] | None = None
@@ -47,10 +47,10 @@ class PodDeletion(WorkloadsBase):
             grace = 1  # a negative grace period is read as 1 s (registry/rest BeforeDelete)
         if pod.machine is None:
             grace = 0  # never scheduled: nothing to stop
-        now = self.w.t
+        now = self.loops.t
         if pod.deleting and grace >= pod.grace:
             return  # only a shorter grace period is taken (registry/rest BeforeDelete)
-        obj = self.w.tx.get("pods", pod.namespace, pod.name)
+        obj = self.loops.tx.get("pods", pod.namespace, pod.name)
         if obj is None:
             return
         first = not pod.deleting
@@ -67,14 +67,14 @@ class PodDeletion(WorkloadsBase):
             meta = obj["metadata"]
             meta["deletionTimestamp"] = ts(pod.deadline)
             meta["deletionGracePeriodSeconds"] = grace
-            self.w.tx.put("pods", obj)
+            self.loops.tx.put("pods", obj)
             self._kubelet_stops(pod)
         if first and pod.owner is not None and pod in pod.owner.pods:
             pod.owner.pods.remove(pod)
             self.reconcile(pod.owner)
             self.write_status(pod.owner.workload)
         if first and pod.machine is not None:
-            self.w.termination.pod_event_on(pod.machine)
+            self.loops.termination.pod_event_on(pod.machine)
         if pod.namespace in self._pdb_namespaces:
             self.update_pdbs(pod.namespace)
 
@@ -91,9 +91,9 @@ class PodDeletion(WorkloadsBase):
         if machine is None or not self.kubelet_alive(machine):
             pod.gone_at = None
             return
-        gone = min(pod.deadline, self.w.t + POD_STOPPED)
+        gone = min(pod.deadline, self.loops.t + POD_STOPPED)
         pod.gone_at = gone
-        self.w.schedule(gone, self._kubelet_removes, pod, gone)
+        self.loops.schedule(gone, self._kubelet_removes, pod, gone)
 
     def _kubelet_removes(self, pod: PodRecord, at: float) -> None:
         if pod.gone_at != at or self.pods.get(pod.key) is not pod:
@@ -116,8 +116,8 @@ class PodDeletion(WorkloadsBase):
             return
         del self.pods[pod.key]
         self._pending.pop(pod, None)
-        self.w.tx.delete("pods", pod.namespace, pod.name)
-        self.w.dra.pod_gone(pod)
+        self.loops.tx.delete("pods", pod.namespace, pod.name)
+        self.loops.dra.pod_gone(pod)
         pod.deleting = True
         machine = pod.machine
         if machine is not None and pod in machine.pods:
@@ -130,13 +130,13 @@ class PodDeletion(WorkloadsBase):
         self._disrupted.pop(pod.key, None)
         if pod.namespace in self._pdb_namespaces:
             self.update_pdbs(pod.namespace)
-        self.w.termination.pod_gone(pod, machine)
+        self.loops.termination.pod_gone(pod, machine)
         self.schedule_soon()
 
     def node_removed(self, machine: Machine) -> None:
         """Pods bound to a deleted Node: pod GC force-deletes them after its quarantine."""
         if machine.pods:
-            self.w.schedule(self.w.t + POD_GC_QUARANTINE, self._pod_gc, machine)
+            self.loops.schedule(self.loops.t + POD_GC_QUARANTINE, self._pod_gc, machine)
 
     def _pod_gc(self, machine: Machine) -> None:
         for pod in list(machine.pods):
@@ -152,9 +152,9 @@ class PodDeletion(WorkloadsBase):
             if not pod.ready:
                 continue
             self.set_ready(pod, False)
-            obj = self.w.tx.get("pods", pod.namespace, pod.name)
+            obj = self.loops.tx.get("pods", pod.namespace, pod.name)
             if obj is not None:
-                self.w.emit(
+                self.loops.emit(
                     pod_ref(obj),
                     "NodeNotReady",
                     "Node is not ready",
@@ -166,7 +166,7 @@ class PodDeletion(WorkloadsBase):
         if pod.ready == ready:
             return
         pod.ready = ready
-        obj = self.w.tx.get("pods", pod.namespace, pod.name)
+        obj = self.loops.tx.get("pods", pod.namespace, pod.name)
         if obj is None:
             return
         for cond in obj["status"].get("conditions", []):
@@ -174,8 +174,8 @@ class PodDeletion(WorkloadsBase):
                 "True" if ready else "False"
             ):
                 cond["status"] = "True" if ready else "False"
-                cond["lastTransitionTime"] = ts(self.w.t)
-        self.w.tx.put("pods", obj)
+                cond["lastTransitionTime"] = ts(self.loops.t)
+        self.loops.tx.put("pods", obj)
         if pod.owner is not None:
             self.write_status(pod.owner.workload)
 
@@ -183,7 +183,7 @@ class PodDeletion(WorkloadsBase):
         for pod in list(machine.pods):
             if pod.deleting or pod.daemonset is not None:
                 continue
-            obj = self.w.tx.get("pods", pod.namespace, pod.name)
+            obj = self.loops.tx.get("pods", pod.namespace, pod.name)
             if obj is not None and obj["status"].get("phase") == "Pending":
                 self._containers_started(pod)
             else:
@@ -194,10 +194,10 @@ class PodDeletion(WorkloadsBase):
     def noexecute_tainted(self, machine: Machine, key: str) -> None:
         """The taint eviction controller: pods that tolerate the taint for a while are deleted
         when that runs out (pkg/controller/tainteviction), Pod event TaintManagerEviction."""
-        self.w.schedule(self.w.t, self._taint_eviction, machine, key, self.w.t)
+        self.loops.schedule(self.loops.t, self._taint_eviction, machine, key, self.loops.t)
 
     def _taint_eviction(self, machine: Machine, key: str, since: float) -> None:
-        node = self.w.node(machine)
+        node = self.loops.node(machine)
         if node is None:
             return
         taint = next(
@@ -221,13 +221,13 @@ class PodDeletion(WorkloadsBase):
             if seconds is None:
                 continue
             due = since + seconds
-            if due > self.w.t + 1e-6:
+            if due > self.loops.t + 1e-6:
                 later.append(due)
                 continue
-            obj = self.w.tx.get("pods", pod.namespace, pod.name)
+            obj = self.loops.tx.get("pods", pod.namespace, pod.name)
             if obj is None:
                 continue
-            self.w.emit(
+            self.loops.emit(
                 {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "namespace": pod.namespace},
                 "TaintManagerEviction",
                 f"Marking for deletion Pod {pod.namespace}/{pod.name}",
@@ -242,7 +242,7 @@ class PodDeletion(WorkloadsBase):
                 ),
             )
         if later:
-            self.w.schedule(min(later), self._taint_eviction, machine, key, since)
+            self.loops.schedule(min(later), self._taint_eviction, machine, key, since)
 
 
 def _disruption_target(pod: JsonDict, condition: tuple[str, str], at: float) -> None:

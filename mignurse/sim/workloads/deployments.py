@@ -35,7 +35,7 @@ class DeploymentControllers(WorkloadsBase):
         *,
         pdb: bool = False,
     ) -> Workload:
-        """Register a Deployment the world built and give it its first ReplicaSet."""
+        """Register a Deployment the loops built and give it its first ReplicaSet."""
         meta = deploy["metadata"]
         replicas = int(deploy["spec"]["replicas"])
         wl = Workload(
@@ -52,7 +52,7 @@ class DeploymentControllers(WorkloadsBase):
             self._pdb_namespaces.add(wl.namespace)
         self._new_replicaset(wl, deploy, revision=1, created=_parse(meta["creationTimestamp"]))
         wl.current.replicas = replicas
-        self.w.tx.put("deployments", deploy)
+        self.loops.tx.put("deployments", deploy)
         self._write_replicaset(wl.current)
         return wl
 
@@ -75,7 +75,7 @@ class DeploymentControllers(WorkloadsBase):
         return rs
 
     def _deployment(self, wl: Workload) -> JsonDict | None:
-        return self.w.tx.get("deployments", wl.namespace, wl.name)
+        return self.loops.tx.get("deployments", wl.namespace, wl.name)
 
     def _write_replicaset(self, rs: ReplicaSetState) -> None:
         deploy = self._deployment(rs.workload)
@@ -95,12 +95,12 @@ class DeploymentControllers(WorkloadsBase):
             desired=rs.workload.replicas,
             max_surge=rs.workload.max_surge,
         )
-        current = self.w.tx.get("replicasets", rs.workload.namespace, rs.name)
+        current = self.loops.tx.get("replicasets", rs.workload.namespace, rs.name)
         if current is not None:
             obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             if current == obj:
                 return
-        self.w.tx.put("replicasets", obj)
+        self.loops.tx.put("replicasets", obj)
 
     def scale_deployment(self, wl: Workload, replicas: int) -> None:
         """`kubectl scale`: the Deployment's replicas, then its current ReplicaSet's."""
@@ -110,7 +110,7 @@ class DeploymentControllers(WorkloadsBase):
         before = json.loads(json.dumps(deploy))
         deploy["spec"]["replicas"] = replicas
         deploy["metadata"]["generation"] = int(deploy["metadata"].get("generation", 1)) + 1
-        self.w.tx.put("deployments", deploy)
+        self.loops.tx.put("deployments", deploy)
         self.deployment_patched(wl.namespace, wl.name, before, deploy)
 
     def write_status(self, wl: Workload) -> None:
@@ -126,7 +126,7 @@ class DeploymentControllers(WorkloadsBase):
         progressing = next(
             (c for c in status.get("conditions", []) if c["type"] == "Progressing"), None
         )
-        since = _parse(progressing["lastTransitionTime"]) if progressing else self.w.begin
+        since = _parse(progressing["lastTransitionTime"]) if progressing else self.loops.begin
         new = objects.deployment_status(
             generation=int(deploy["metadata"].get("generation", 1)),
             replicas=replicas,
@@ -135,8 +135,8 @@ class DeploymentControllers(WorkloadsBase):
             available=ready,
             rs_name=current.name,
             progressing_since=since,
-            available_since=self.w.t,
-            now=self.w.t,
+            available_since=self.loops.t,
+            now=self.loops.t,
         )
         new["replicas"] = replicas
         new["unavailableReplicas"] = max(0, wl.replicas - ready)
@@ -151,7 +151,7 @@ class DeploymentControllers(WorkloadsBase):
                 new_available["lastTransitionTime"] = available["lastTransitionTime"]
                 new_available["lastUpdateTime"] = available["lastUpdateTime"]
             deploy["status"] = new
-            self.w.tx.put("deployments", deploy)
+            self.loops.tx.put("deployments", deploy)
         for rs in wl.sets:
             self._write_replicaset(rs)
         if wl.namespace in self._pdb_namespaces:
@@ -177,7 +177,7 @@ class DeploymentControllers(WorkloadsBase):
             )
         )
         old = wl.current
-        rs = self._new_replicaset(wl, after, revision=revision, created=self.w.t)
+        rs = self._new_replicaset(wl, after, revision=revision, created=self.loops.t)
         wl.rolling = int(after["metadata"].get("generation", 1))
         self._write_replicaset(rs)
         progress = after.setdefault("status", {})
@@ -203,9 +203,9 @@ class DeploymentControllers(WorkloadsBase):
         self.write_status(wl)
         if new.replicas >= wl.replicas and ready_new >= wl.replicas and old_left == 0:
             wl.rolling = 0
-            self.w.rollout_done(wl)
+            self.loops.rollout_done(wl)
             return
-        self.w.schedule(self.w.t + ROLLOUT_CHECK, self._rollout_step, wl, generation, old)
+        self.loops.schedule(self.loops.t + ROLLOUT_CHECK, self._rollout_step, wl, generation, old)
 
     def _scale(self, rs: ReplicaSetState, replicas: int) -> None:
         before = rs.replicas
@@ -217,11 +217,11 @@ class DeploymentControllers(WorkloadsBase):
         deploy = self._deployment(wl)
         if deploy is not None:
             verb = "up" if replicas > before else "down"
-            if self.w.scaling_message_has_from:
+            if self.loops.scaling_message_has_from:
                 message = f"Scaled {verb} replica set {rs.name} from {before} to {replicas}"
             else:
                 message = f"Scaled {verb} replica set {rs.name} to {replicas}"
-            self.w.emit(
+            self.loops.emit(
                 object_ref(deploy, "Deployment", "apps/v1"),
                 "ScalingReplicaSet",
                 message,
@@ -255,16 +255,16 @@ class DeploymentControllers(WorkloadsBase):
             "uid": rs.uid,
             "apiVersion": "apps/v1",
         }
-        self.w.emit(ref, reason, message, component="replicaset-controller")
+        self.loops.emit(ref, reason, message, component="replicaset-controller")
 
     def _create_pod(self, rs: ReplicaSetState, *, at: float | None = None) -> PodRecord:
-        created = self.w.t if at is None else at
+        created = self.loops.t if at is None else at
         wl = rs.workload
-        name = f"{rs.name}-{self.w.suffix()}"
+        name = f"{rs.name}-{self.loops.suffix()}"
         pod = PodRecord(
             namespace=wl.namespace,
             name=name,
-            uid=self.w.uid(),
+            uid=self.loops.uid(),
             created=created,
             requests=scheduling.pod_requests(rs.template),
             owner=rs,
@@ -274,8 +274,8 @@ class DeploymentControllers(WorkloadsBase):
         rs.pods.append(pod)
         self._pending[pod] = None
         if pod.devices is not None:
-            pod.claim = self.w.dra.create_claim(pod, pod.devices)
-        self.w.tx.put("pods", self._pod_object(pod, None, None))
+            pod.claim = self.loops.dra.create_claim(pod, pod.devices)
+        self.loops.tx.put("pods", self._pod_object(pod, None, None))
         if at is None:
             self._rs_event(rs, "SuccessfulCreate", f"Created pod: {name}")
             self.schedule_soon()
@@ -310,7 +310,7 @@ class DeploymentControllers(WorkloadsBase):
             tolerations=tolerations,
             priority_class=spec.get("priorityClassName"),
             host_ip=machine.ip if machine else None,
-            pod_ip=self.w.pods.pod_ip(machine) if machine else None,
+            pod_ip=self.loops.pods.pod_ip(machine) if machine else None,
             running_since=running_since,
             node_selector=spec.get("nodeSelector"),
             affinity=spec.get("affinity"),
@@ -332,7 +332,7 @@ class DeploymentControllers(WorkloadsBase):
             namespace=namespace,
             name=name,
             uid="",
-            created=self.w.t,
+            created=self.loops.t,
             requests=dict(DAEMON_REQUESTS),
             daemonset=ds,
             machine=machine,

@@ -25,7 +25,7 @@ class DisruptionBudgets(WorkloadsBase):
         its PDB; otherwise disruptionsAllowed is decremented and the pod recorded in
         status.disruptedPods before the delete)."""
         pod = self.pods.get((namespace, name))
-        obj = self.w.tx.get("pods", namespace, name)
+        obj = self.loops.tx.get("pods", namespace, name)
         if pod is None or obj is None:
             return None
         ignores_pdb = pod.deleting or obj["status"].get("phase") in (
@@ -41,12 +41,14 @@ class DisruptionBudgets(WorkloadsBase):
                     return pdb
                 status["disruptionsAllowed"] = int(status["disruptionsAllowed"]) - 1
                 disrupted = dict(status.get("disruptedPods") or {})
-                disrupted[name] = ts(self.w.t)
+                disrupted[name] = ts(self.loops.t)
                 status["disruptedPods"] = disrupted
                 pdb["status"] = status
-                self.w.tx.put("poddisruptionbudgets", pdb)
-                self._disrupted[pod.key] = self.w.t
-                self.w.schedule(self.w.t + PDB_DELETION_TIMEOUT, self._disruption_expired, pod.key)
+                self.loops.tx.put("poddisruptionbudgets", pdb)
+                self._disrupted[pod.key] = self.loops.t
+                self.loops.schedule(
+                    self.loops.t + PDB_DELETION_TIMEOUT, self._disruption_expired, pod.key
+                )
         self.start_deletion(
             pod,
             self.grace_of(pod) if grace is None else grace,
@@ -56,17 +58,17 @@ class DisruptionBudgets(WorkloadsBase):
 
     def _disruption_expired(self, key: tuple[str, str]) -> None:
         at = self._disrupted.get(key)
-        if at is not None and self.w.t - at >= PDB_DELETION_TIMEOUT - 1e-6:
+        if at is not None and self.loops.t - at >= PDB_DELETION_TIMEOUT - 1e-6:
             del self._disrupted[key]
             self.update_pdbs(key[0])
 
     def pdb_for(self, pod: JsonDict) -> JsonDict | None:
         ns = pod["metadata"]["namespace"]
         labels = pod["metadata"].get("labels", {})
-        for key in self.w.store.keys("poddisruptionbudgets"):
+        for key in self.loops.store.keys("poddisruptionbudgets"):
             if key[0] != ns:
                 continue
-            pdb = self.w.tx.get("poddisruptionbudgets", *key)
+            pdb = self.loops.tx.get("poddisruptionbudgets", *key)
             if pdb is None:
                 continue
             selector = pdb["spec"]["selector"].get("matchLabels", {})
@@ -76,7 +78,7 @@ class DisruptionBudgets(WorkloadsBase):
 
     def blocking_pdb(self, pod: PodRecord) -> JsonDict | None:
         """The PDB an eviction of this pod would hit now, if any."""
-        obj = self.w.tx.get("pods", pod.namespace, pod.name)
+        obj = self.loops.tx.get("pods", pod.namespace, pod.name)
         if obj is None or pod.deleting or obj["status"].get("phase") != "Running":
             return None
         pdb = self.pdb_for(obj)
@@ -97,8 +99,8 @@ class DisruptionBudgets(WorkloadsBase):
     def update_pdbs(self, namespace: str) -> None:
         """The disruption controller's status for each PDB of the namespace
         (k8s pkg/controller/disruption disruption.go getExpectedPodCount, countHealthyPods)."""
-        for key in [k for k in self.w.store.keys("poddisruptionbudgets") if k[0] == namespace]:
-            pdb = self.w.tx.get("poddisruptionbudgets", *key)
+        for key in [k for k in self.loops.store.keys("poddisruptionbudgets") if k[0] == namespace]:
+            pdb = self.loops.tx.get("poddisruptionbudgets", *key)
             if pdb is None:
                 continue
             selector = pdb["spec"]["selector"]["matchLabels"]
@@ -139,7 +141,7 @@ class DisruptionBudgets(WorkloadsBase):
             since = (
                 old_cond["lastTransitionTime"]
                 if old_cond is not None and old_cond["status"] == status
-                else ts(self.w.t)
+                else ts(self.loops.t)
             )
             new: JsonDict = {
                 "observedGeneration": 1,
@@ -162,4 +164,4 @@ class DisruptionBudgets(WorkloadsBase):
                 new["disruptedPods"] = disrupted
             if new != old:
                 pdb["status"] = new
-                self.w.tx.put("poddisruptionbudgets", pdb)
+                self.loops.tx.put("poddisruptionbudgets", pdb)

@@ -29,12 +29,12 @@ class KubeScheduler(WorkloadsBase):
     def schedule_soon(self) -> None:
         if not self._scheduling_queued:
             self._scheduling_queued = True
-            self.w.schedule(self.w.t, self._scheduler_pass)
+            self.loops.schedule(self.loops.t, self._scheduler_pass)
 
     def pending(self) -> list[PodRecord]:
         """Unbound, not deleting ReplicaSet pods, in the scheduling queue's order (priority,
         then creation)."""
-        found = [p for p in self._pending if p.created <= self.w.t]
+        found = [p for p in self._pending if p.created <= self.loops.t]
         return sorted(found, key=lambda p: (-self._priority(p), p.created, p.name))
 
     @staticmethod
@@ -44,17 +44,17 @@ class KubeScheduler(WorkloadsBase):
 
     def _scheduler_pass(self) -> None:
         self._scheduling_queued = False
-        later = [p.created for p in self._pending if p.created > self.w.t]
+        later = [p.created for p in self._pending if p.created > self.loops.t]
         if later:
             # A pass queued by a backdated event: pods created since need one of their own.
             self._scheduling_queued = True
-            self.w.schedule(min(later), self._scheduler_pass)
+            self.loops.schedule(min(later), self._scheduler_pass)
         unschedulable: list[PodRecord] = []
         backing_off: list[float] = []
         for pod in self.pending():
             if pod.machine is not None or pod.deleting:
                 continue
-            if pod.retry_at > self.w.t:
+            if pod.retry_at > self.loops.t:
                 backing_off.append(pod.retry_at)
                 continue
             verdict = self._find_node(pod)
@@ -62,20 +62,20 @@ class KubeScheduler(WorkloadsBase):
                 # kube-scheduler's per-pod backoff: 1 s doubling to 10 s; left alone, an
                 # unschedulable pod is tried again after 5 minutes.
                 pod.attempts += 1
-                pod.retry_at = self.w.t + min(MAX_BACKOFF, 2.0 ** (pod.attempts - 1))
+                pod.retry_at = self.loops.t + min(MAX_BACKOFF, 2.0 ** (pod.attempts - 1))
                 self._mark_unschedulable(pod, verdict)
                 unschedulable.append(pod)
-                self.w.schedule(self.w.t + UNSCHEDULABLE_RETRY, self.schedule_soon)
+                self.loops.schedule(self.loops.t + UNSCHEDULABLE_RETRY, self.schedule_soon)
             else:
-                self.bind(pod, verdict, self.w.t)
+                self.bind(pod, verdict, self.loops.t)
         if backing_off and min(backing_off) < self._retry_pass:
             self._retry_pass = min(backing_off)
-            self.w.schedule(self._retry_pass, self._retry)
+            self.loops.schedule(self._retry_pass, self._retry)
         if unschedulable:
-            self.w.pods_unschedulable(unschedulable)
+            self.loops.pods_unschedulable(unschedulable)
 
     def _retry(self) -> None:
-        if self._retry_pass <= self.w.t:
+        if self._retry_pass <= self.loops.t:
             self._retry_pass = math.inf
         self.schedule_soon()
 
@@ -93,12 +93,12 @@ class KubeScheduler(WorkloadsBase):
         cached = self._views.get(machine.node)
         if cached is not None:
             return cached
-        tx = self.w.tx
+        tx = self.loops.tx
         key = ("nodes", "", machine.node)
         if key in tx.dirty:
             obj = tx.work[key]  # written in this transaction: read as it is now, not cached
             return None if obj is None else NodeView.of(obj)
-        raw = self.w.store.get_raw("nodes", "", machine.node)
+        raw = self.loops.store.get_raw("nodes", "", machine.node)
         if raw is None:
             return None
         view = NodeView.of(json.loads(raw))
@@ -122,7 +122,7 @@ class KubeScheduler(WorkloadsBase):
         if best is not None:
             return best[1]
         cached = self._messages.get(id(pod.owner))
-        if cached is not None and self.w.t - cached[0] < MAX_BACKOFF:
+        if cached is not None and self.loops.t - cached[0] < MAX_BACKOFF:
             # Pods of one ReplicaSet fail alike: the reasons are counted again at most once
             # per backoff period (a count up to 10 s old, a cost that stays flat at scale).
             return cached[1]
@@ -130,7 +130,7 @@ class KubeScheduler(WorkloadsBase):
         unresolvable = nodes = 0
         candidates = set(self._candidates(pod))
         by_shape: dict[tuple[Any, ...], tuple[list[str], bool]] = {}
-        for machine in list(self.w.machines.values()):
+        for machine in list(self.loops.machines.values()):
             view = self.view(machine)
             if view is None:
                 continue
@@ -146,7 +146,7 @@ class KubeScheduler(WorkloadsBase):
                 reasons[reason] = reasons.get(reason, 0) + 1
             unresolvable += 1 if fail[1] else 0
         message = NO_NODES if nodes == 0 else _fit_error(nodes, reasons, unresolvable)
-        self._messages[id(pod.owner)] = (self.w.t, message)
+        self._messages[id(pod.owner)] = (self.loops.t, message)
         return message
 
     def filter(
@@ -194,7 +194,7 @@ class KubeScheduler(WorkloadsBase):
         assert pod.devices is not None
         if pod.machine is not None:
             return pod.machine is machine
-        return self.w.dra.room(machine, pod.devices) >= 1
+        return self.loops.dra.room(machine, pod.devices) >= 1
 
     def _anti_affinity_conflict(self, pod: PodRecord, machine: Machine) -> bool:
         spec = pod.owner.template["spec"] if pod.owner else {}
@@ -232,13 +232,13 @@ class KubeScheduler(WorkloadsBase):
         return (same, round(sum(fractions), 6), machine.node)
 
     def _mark_unschedulable(self, pod: PodRecord, message: str) -> None:
-        obj = self.w.tx.get("pods", pod.namespace, pod.name)
+        obj = self.loops.tx.get("pods", pod.namespace, pod.name)
         if obj is None:
             return
-        if objects.pod_unschedulable(obj, message, self.w.t):
-            self.w.tx.put("pods", obj)
+        if objects.pod_unschedulable(obj, message, self.loops.t):
+            self.loops.tx.put("pods", obj)
         pod.unschedulable = message
-        self.w.emit(
+        self.loops.emit(
             pod_ref(obj),
             "FailedScheduling",
             message,
@@ -255,22 +255,22 @@ class KubeScheduler(WorkloadsBase):
         self._pending.pop(pod, None)
         machine.pods.append(pod)
         if pod.devices is not None:
-            self.w.dra.allocate(pod, machine, pod.devices)
-        started = at < self.w.t
+            self.loops.dra.allocate(pod, machine, pod.devices)
+        started = at < self.loops.t
         pod.ready = started and machine.ready and machine.kubelet_posting
         obj = self._pod_object(pod, machine, at if started else None)
-        self.w.tx.put("pods", obj)
-        saved, self.w.t = self.w.t, at
-        self.w.emit(
+        self.loops.tx.put("pods", obj)
+        saved, self.loops.t = self.loops.t, at
+        self.loops.emit(
             pod_ref(obj),
             "Scheduled",
             f"Successfully assigned {pod.namespace}/{pod.name} to {machine.node}",
             component="default-scheduler",
         )
-        self.w.termination.pod_event_on(machine)
-        self.w.t = saved
+        self.loops.termination.pod_event_on(machine)
+        self.loops.t = saved
         if not started:
-            self.w.schedule(self.w.t + POD_STARTUP, self._containers_started, pod)
+            self.loops.schedule(self.loops.t + POD_STARTUP, self._containers_started, pod)
         if pod.owner is not None and not self._bootstrapping:
             self.write_status(pod.owner.workload)
 
@@ -280,7 +280,7 @@ class KubeScheduler(WorkloadsBase):
             return
         if not self.kubelet_alive(machine):
             return  # the kubelet starts it when it is back (kubelet_back)
-        self.w.tx.put("pods", self._pod_object(pod, machine, self.w.t))
+        self.loops.tx.put("pods", self._pod_object(pod, machine, self.loops.t))
         pod.ready = True
         if pod.owner is not None:
             self.write_status(pod.owner.workload)
@@ -321,7 +321,7 @@ class KubeScheduler(WorkloadsBase):
                     continue
                 room = _room(probe.requests, view.allocatable, self.used(machine))
                 if probe.devices is not None:
-                    room = min(room, self.w.dra.room(machine, probe.devices))
+                    room = min(room, self.loops.dra.room(machine, probe.devices))
                 if room:
                     slots.append([machine, 1 if anti else room])
             while len(rs.pods) < rs.replicas and slots:
@@ -329,7 +329,7 @@ class KubeScheduler(WorkloadsBase):
                     if len(rs.pods) >= rs.replicas:
                         break
                     machine = slot[0]
-                    since = max(machine.ready_at or self.w.t, rs.created)
+                    since = max(machine.ready_at or self.loops.t, rs.created)
                     self.bind(self._create_pod(rs, at=since), machine, since)
                     slot[1] -= 1
                     if not slot[1]:
@@ -342,12 +342,14 @@ class KubeScheduler(WorkloadsBase):
     def _candidates_for(self, rs: ReplicaSetState) -> list[Machine]:
         pool = rs.workload.pool
         if pool is not None:
-            machines = list(self.w.pool_machines.get(pool.name, []))
+            machines = list(self.loops.pool_machines.get(pool.name, []))
         else:
             spec = rs.template["spec"]
             tolerations = list(spec.get("tolerations") or [])
-            pools = [p for p in self.w.scenario.pools if _pool_admits(p, spec, tolerations)]
-            machines = [machine for p in pools for machine in self.w.pool_machines.get(p.name, [])]
+            pools = [p for p in self.loops.scenario.pools if _pool_admits(p, spec, tolerations)]
+            machines = [
+                machine for p in pools for machine in self.loops.pool_machines.get(p.name, [])
+            ]
         return [machine for machine in machines if machine.registered and not machine.removed]
 
 

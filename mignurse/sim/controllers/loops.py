@@ -35,12 +35,12 @@ from mignurse.sim.controllers.termination import Termination
 from mignurse.sim.karpenter_versions import KarpenterTraits
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.provisioning import Provisioner
-from mignurse.sim.scenario_spec import Lifecycle, NodeRef, Scenario, TimelineItem, gate_value
+from mignurse.sim.scenario_spec import LifecycleScript, NodeRef, Scenario, TimelineItem, gate_value
 from mignurse.sim.store import Store
 from mignurse.sim.workloads import PodRecord, Workload, Workloads
 
 
-class World:
+class ControlLoops:
     """The controllers of one simulated cluster, and the clock, queue, transaction and event
     recorder they share."""
 
@@ -91,7 +91,7 @@ class World:
 
     @property
     def tx(self) -> Txn:
-        assert self._tx is not None, "controller code must run inside World.txn()"
+        assert self._tx is not None, "controller code must run inside ControlLoops.txn()"
         return self._tx
 
     @contextmanager
@@ -313,7 +313,7 @@ class World:
                         image = ex.image or pool.image
                         lc = pool.lifecycle_for(image)
                         if ex.steps is not None:
-                            lc = Lifecycle(image, ex.steps, lc.gpu_resources)
+                            lc = LifecycleScript(image, ex.steps, lc.gpu_resources)
                         self.instances.launch(
                             pool,
                             launched,
