@@ -190,7 +190,8 @@ def test_runs_under_dash(tmp_path: Path) -> None:
 def test_a_script_past_its_deadline_is_killed(tmp_path: Path) -> None:
     runner = LocalShell("n1")
     sink = io.BytesIO()
-    result = runner.run("echo started\nsleep 30\necho never\n", timeout=1, stdout=sink)
+    # 3 s: the shell must start and print under a busy machine; the sleep is ten times that
+    result = runner.run("echo started\nsleep 30\necho never\n", timeout=3, stdout=sink)
     assert result.timed_out and result.rc is None and not result.ok
     assert sink.getvalue() == b"started\n"  # killed in its sleep: "never" was never printed
 

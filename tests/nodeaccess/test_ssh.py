@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,10 +130,23 @@ def test_timeout_stops_the_remote_script(sshd: Sshd, tmp_path: Path) -> None:
         pytest.fail(f"remote `{marker}` still running after the timeout")
 
 
+class _CancelOnStart(io.BytesIO):
+    """A sink that presses Ctrl-C (sets `cancel`) once the script has said it started."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        super().__init__()
+        self.cancel = cancel
+
+    def write(self, data: Any) -> int:
+        written = super().write(data)
+        if b"started\n" in self.getvalue():
+            self.cancel.set()
+        return written
+
+
 def test_ctrl_c_hangs_up_on_the_remote_script(sshd: Sshd, tmp_path: Path) -> None:
     cancel = threading.Event()
-    threading.Timer(1.0, cancel.set).start()
-    out = io.BytesIO()
+    out = _CancelOnStart(cancel)  # Ctrl-C once the remote script runs, however slow the login
     t0 = time.monotonic()
     r = _shell(sshd, tmp_path).run(
         "echo started\nsleep 90\necho never\n", timeout=120, stdout=out, cancel=cancel

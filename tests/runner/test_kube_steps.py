@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import tarfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -143,12 +145,22 @@ def test_drain_blocked_by_a_pdb_names_the_pod_and_its_budget(cluster_for: Make) 
     with pytest.raises(StepFailed) as failed:
         step.apply(ctx, plan)
     message = str(failed.value)
-    assert message.startswith(f"drain of {node} timed out after 0 s: 1 pod(s) left: inference/")
+    # 1 left; 2 where the evicted pod was still terminating at the deadline (a busy machine)
+    assert re.match(
+        rf"drain of {re.escape(node)} timed out after 0 s: [12] pod\(s\) left: inference/", message
+    )
     assert "PDB inference/llm-inference (allows 0 disruption(s) now)" in message
     assert "\n" not in message
     assert step.verify(ctx, plan, {}) is not None
-    # the first pod went (the budget allowed one), the second is still there
-    assert sum(p["metadata"]["namespace"] == "inference" for p in c.pods_on(node)) == 1
+    # the first pod goes (the budget allowed one), the second stays: nothing evicts it now
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and inference_pods(c, node) != 1:
+        time.sleep(0.1)
+    assert inference_pods(c, node) == 1
+
+
+def inference_pods(c: Cluster, node: str) -> int:
+    return sum(p["metadata"]["namespace"] == "inference" for p in c.pods_on(node))
 
 
 def test_collect_bundle_writes_the_nodes_bundle_over_the_sandbox(
