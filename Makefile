@@ -19,7 +19,8 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/mignurse demo --scenario $(or $(SCENARIO),dcgm-repair-loop) --speed $(or $(SPEED),10)
 
-## Lint, types, layer contracts, dead code, then the whole test suite on every core.
+## Lint, types, layer contracts, dead code, then the whole test suite on every core
+## (WORKERS=n to choose the number of pytest workers).
 test: lint unit
 
 lint: $(STAMP)
@@ -29,8 +30,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/vulture
 
+# Two workers per core: most tests wait on a simulated cluster, a subprocess or a stand-in
+# server rather than compute, so a worker per core leaves the cores half idle.
+WORKERS ?= $(shell $(PYTHON) -c "import os; print(2 * len(os.sched_getaffinity(0)))")
+
 unit: $(STAMP)
-	$(BIN)/pytest -n auto --dist loadgroup
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup
 
 ## Performance figures (not part of `make test`).
 bench: $(STAMP)
