@@ -586,9 +586,9 @@ def test_the_apps_runbooks_reach_aws_with_its_profile_and_region(
             client, simulated="dcgm-repair-loop ×0", clock=sim.now, access=access_for(args)
         )
         source.check()
-        desk = launcher_for(source)
+        launcher = launcher_for(source)
         node = next(n["metadata"]["name"] for n in sim.objects("nodes"))
-        runner = desk.runner(RunRequest(desk.books()["replace-instance"], {"node": node}))
+        runner = launcher.runner(RunRequest(launcher.books()["replace-instance"], {"node": node}))
         assert runner.aws is not None
         ec2 = runner.aws("ec2")
         assert ec2.meta.region_name == "eu-central-1"  # --region over the profile's own
