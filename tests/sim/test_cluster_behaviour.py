@@ -366,14 +366,15 @@ def test_kubelets_renew_their_leases_and_report_status(make_sim: Callable[..., S
     owner = lease.metadata.owner_references[0]
     assert (owner.kind, owner.name, owner.uid) == ("Node", NODES[0], nodes[NODES[0]].metadata.uid)
     renewed = lease.spec.renew_time
-    # renewed within the lease's duration (kubelet renews every 10 s; a busy machine may
-    # run the simulated kubelet late, but a lease older than 40 s would mean NotReady)
+    # Simulated time only (make_sim's manual clock moves on sim.advance, never by itself):
+    # renewed within the lease's duration, or the node would be NotReady.
     assert 0 <= (sim.now() - renewed).total_seconds() < lease.spec.lease_duration_seconds
     sim.advance(10)
     again = coord.read_namespaced_lease(NODES[0], "kube-node-lease").spec.renew_time
     assert (again - renewed).total_seconds() == 10
     beat = {c.type: c.last_heartbeat_time for c in nodes[NODES[0]].status.conditions}["Ready"]
-    sim.advance(300)  # nodeStatusReportFrequency: a Node write at least every 5 minutes
+    # nodeStatusReportFrequency: a Node write at least every 5 minutes (simulated time)
+    sim.advance(300)
     later = {c.type: c.last_heartbeat_time for c in v1.read_node(NODES[0]).status.conditions}
     assert 0 < (later["Ready"] - beat).total_seconds() <= 310
 
