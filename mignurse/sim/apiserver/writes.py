@@ -36,6 +36,19 @@ def _manager_from(user_agent: str) -> str:
     return (user_agent.split("/", 1)[0] or "unknown")[:128]
 
 
+def _metadata_named(obj: JsonDict, name: str) -> JsonDict:
+    """The body's metadata, whose name must be the one on the URL (400, as kube-apiserver)."""
+    meta: JsonDict = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    if meta.get("name") != name:
+        raise ApiError(
+            400,
+            "BadRequest",
+            f"the name of the object ({meta.get('name')}) does not match the name on the "
+            f"URL ({name})",
+        )
+    return meta
+
+
 class WriteHandler(HandlerBase):
     def _shapes(self, rtype: ResourceType) -> ssa.Shapes:
         custom = (
@@ -118,14 +131,7 @@ class WriteHandler(HandlerBase):
                 f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
                 f'the kind "{new.get("kind")}" does not match "{rtype.kind}"',
             )
-        meta: JsonDict = new["metadata"] if isinstance(new.get("metadata"), dict) else {}
-        if meta.get("name") != name:
-            raise ApiError(
-                400,
-                "BadRequest",
-                f"the name of the object ({meta.get('name')}) does not match the name on the "
-                f"URL ({name})",
-            )
+        meta = _metadata_named(new, name)
         if rtype.plural in CUSTOM and not meta.get("resourceVersion"):
             # customresource strategy: AllowUnconditionalUpdate is false
             raise invalid(
@@ -159,14 +165,7 @@ class WriteHandler(HandlerBase):
                 f"the API version in the data ({config.get('apiVersion')}) does not match the "
                 f"expected API version ({rtype.api_version})",
             )
-        cmeta: JsonDict = config["metadata"] if isinstance(config.get("metadata"), dict) else {}
-        if cmeta.get("name") != name:
-            raise ApiError(
-                400,
-                "BadRequest",
-                f"the name of the object ({cmeta.get('name')}) does not match the name on the "
-                f"URL ({name})",
-            )
+        _metadata_named(config, name)  # the name on the URL
         force = self._query.get("force") in ("true", "1")
         shapes = self._shapes(rtype)
         status_separate = "status" in rtype.subresources
