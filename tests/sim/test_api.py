@@ -753,3 +753,24 @@ def test_crds_are_the_published_ones_of_the_scenarios_release(dcgm: SimCluster) 
     status, _, doc = _get(dcgm, "/openapi/v3/apis/karpenter.sh/v1")
     patch = doc["paths"]["/apis/karpenter.sh/v1/nodepools/{name}"]["patch"]
     assert "fieldValidation" in {p["name"] for p in patch["parameters"]}
+
+
+def test_a_body_named_otherwise_than_its_url_is_400(dcgm: SimCluster) -> None:
+    """kube-apiserver refuses a PUT or a server-side apply whose metadata.name is not the
+    name on the URL (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go, v1.32)."""
+    v1 = client.CoreV1Api(kube(dcgm))
+    node = v1.list_node(label_selector=GPU_POOL).items[0]
+    name = node.metadata.name
+    node.metadata.name = "someone-else"
+    with pytest.raises(ApiException) as err:
+        v1.replace_node(name, node)
+    assert err.value.status == 400
+    assert "does not match the name on the URL" in json.loads(err.value.body)["message"]
+    body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "someone-else"}}
+    with pytest.raises(ApiException) as err:
+        v1.patch_node(
+            name, body, field_manager="test", _content_type="application/apply-patch+yaml"
+        )
+    assert err.value.status == 400
+    assert "does not match the name on the URL" in json.loads(err.value.body)["message"]
+    assert v1.read_node(name).metadata.name == name  # nothing written
