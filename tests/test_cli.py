@@ -137,6 +137,35 @@ def test_unreachable_server_is_one_line_exit_2(
     assert err.count("\n") == 1
 
 
+def test_a_command_starts_without_the_simulator_or_the_collector(tmp_path: Path) -> None:
+    """Every `mignurse` call pays for its imports: `nodes` loads neither the simulator nor the
+    collector, and its error is still the one line (the user errors are looked up among the
+    modules the command loaded)."""
+    probe = (
+        "import sys\n"
+        "from mignurse.cli import main\n"
+        f"code = main(['--kubeconfig', {str(tmp_path / 'none')!r}, 'nodes'])\n"
+        "print(code, 'mignurse.sim' in sys.modules, 'mignurse.collect.run' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.split() == ["2", "False", "False"], done.stderr
+    assert done.stderr.startswith("mignurse: error: kubeconfig ") and done.stderr.count("\n") == 1
+
+
+def test_every_user_error_named_for_the_one_line_exists() -> None:
+    import importlib
+
+    from mignurse import cli
+
+    for module, name in cli._USER_ERRORS + cli._RUNBOOK_ERRORS:
+        error = getattr(importlib.import_module(module), name)
+        assert issubclass(error, Exception), (module, name)
+    assert len(cli.user_errors("run")) == len(cli._USER_ERRORS + cli._RUNBOOK_ERRORS)
+    assert len(cli.user_errors("nodes")) == len(cli._USER_ERRORS)
+
+
 def test_rbac_refusal_is_one_line_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,7 +32,6 @@ from mignurse.cli import (
 from mignurse.cli.common import (
     EXIT_INTERNAL,
     EXIT_USAGE,
-    UserError,
     app_options,
     connection_options,
     global_options,
@@ -162,45 +161,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout, sys.stderr = real
 
 
+# The errors a user can fix, each where it is defined, shown as one line (exit 2 unless the
+# error says otherwise). A command can only raise those of the modules it loaded, so they are
+# looked up once one is raised rather than imported up front: importing the simulator and the
+# collector for every command cost half a second of start-up.
+_USER_ERRORS = (
+    ("mignurse.cluster.client", "ClusterError"),
+    ("mignurse.cli.common", "UserError"),
+    ("mignurse.sim", "ScenarioError"),
+    ("mignurse.cluster.history", "HistoryError"),
+    ("mignurse.diagnose.sources", "SourceError"),
+    ("mignurse.collect.run", "CollectError"),
+    ("mignurse.untrusted", "LimitError"),
+    ("mignurse.collect.access", "AccessError"),
+)
+_RUNBOOK_ERRORS = (
+    ("mignurse.runner.schema", "RunbookError"),
+    ("mignurse.cli.runbooks", "RunCommandError"),
+    ("mignurse.runner.outcome", "RunError"),
+    ("mignurse.runner.lock", "LockError"),
+    ("mignurse.runner.step", "StepFailed"),
+)
+
+
+def user_errors(command: str | None) -> tuple[type[Exception], ...]:
+    """The user-error classes among the modules loaded so far (the runner's only for the
+    runbook commands)."""
+    wanted = _USER_ERRORS + (_RUNBOOK_ERRORS if command in RUNBOOK_COMMANDS else ())
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in wanted)
+    return tuple(error for error in loaded if isinstance(error, type))
+
+
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
-    try:  # Ctrl-C while these load (a second or so on a cold disk) is a plain exit
-        from mignurse.cluster.client import ClusterError
-        from mignurse.cluster.history import HistoryError
-        from mignurse.collect.access import AccessError
-        from mignurse.collect.run import CollectError
-        from mignurse.diagnose.sources import SourceError
-        from mignurse.sim import ScenarioError
-        from mignurse.untrusted import LimitError
-
-        user_errors: tuple[type[Exception], ...] = (
-            ClusterError,
-            UserError,
-            ScenarioError,
-            HistoryError,
-            SourceError,
-            CollectError,
-            LimitError,
-            AccessError,
-        )
-        if args.command in RUNBOOK_COMMANDS:
-            user_errors += runbooks.user_errors()
-    except KeyboardInterrupt:
-        return 130
-
     handler = _handlers(parser).get(args.command, app.cmd_app)
     try:
         return handler(args)
-    except user_errors as exc:
-        if debug:
-            raise
-        print(f"mignurse: error: {exc}", file=sys.stderr)
-        return int(getattr(exc, "exit_code", EXIT_USAGE))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
         if debug:
             raise
+        if isinstance(exc, user_errors(args.command)):
+            print(f"mignurse: error: {exc}", file=sys.stderr)
+            return int(getattr(exc, "exit_code", EXIT_USAGE))
         print(
             f"mignurse: internal error: {type(exc).__name__}: {exc} (run again with --debug "
             "for the traceback, and report it)",

@@ -116,11 +116,11 @@ def seconds_option(flag: str, value: float) -> float:
 
 
 def is_simulated(kubeconfig: str | None, cluster: str) -> bool:
-    """The simulator marks its kubeconfig's cluster with an extension (see mignurse.sim)."""
+    """The simulator marks its kubeconfig's cluster with an extension (`SIM_EXTENSION`)."""
     import yaml
 
+    from mignurse.cluster import SIM_EXTENSION
     from mignurse.cluster.client import KubeconfigError, check_kubeconfig
-    from mignurse.sim.simcluster import SIM_EXTENSION
 
     paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
     for path in paths:

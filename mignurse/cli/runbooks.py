@@ -103,14 +103,3 @@ def followup_lines(run_id: str, followups: dict[str, Followup], said: str = "") 
 
 def followups_json(followups: dict[str, Followup]) -> dict[str, Any]:
     return {k: {"possible": f.possible, "why": f.why} for k, f in followups.items()}
-
-
-def user_errors() -> tuple[type[Exception], ...]:
-    """What the runbook commands raise for a user to fix: one line each, exit 2 unless the
-    error says otherwise."""
-    from mignurse.runner.lock import LockError
-    from mignurse.runner.outcome import RunError
-    from mignurse.runner.schema import RunbookError
-    from mignurse.runner.step import StepFailed
-
-    return (RunbookError, RunCommandError, RunError, LockError, StepFailed)

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from mignurse.cluster import SIM_EXTENSION
 from mignurse.sim import crds
 from mignurse.sim.apiserver import SimServer
 from mignurse.sim.controllers import ControlLoops
@@ -32,7 +33,6 @@ from mignurse.sim.store import Store
 from mignurse.sim.tls import ServingCert, make_serving_cert
 
 TICK_SECONDS = 0.05
-SIM_EXTENSION = "mignurse.sim"
 REQUEST_LOG_SIZE = 10000
 KUBECTL_AGE_HOURS = 24.0
 
