@@ -40,13 +40,14 @@ class Expired(Exception):
 
 
 class Entry:
-    __slots__ = ("fields", "labels", "raw", "rv")
+    __slots__ = ("decoded", "fields", "labels", "raw", "rv")
 
     def __init__(self, raw: bytes, labels: dict[str, str], fields: Fields, rv: int):
         self.raw = raw
         self.labels = labels
         self.fields = fields
         self.rv = rv
+        self.decoded: JsonDict | None = None  # `Store.peek`'s shared copy of this version
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,18 @@ class Store:
         with self.lock:
             entry = self._data[plural].get((namespace, name))
             return json.loads(entry.raw) if entry else None
+
+    def peek(self, plural: str, namespace: str, name: str) -> JsonDict | None:
+        """The object as `get` returns it, but decoded once per version and shared: the caller
+        must not change it. For the controllers' hot reads (a Node's Ready condition, a Pod's
+        phase, a PDB's budget), which `get` would decode again on every pass."""
+        with self.lock:
+            entry = self._data[plural].get((namespace, name))
+            if entry is None:
+                return None
+            if entry.decoded is None:
+                entry.decoded = json.loads(entry.raw)
+            return entry.decoded
 
     def get_raw(self, plural: str, namespace: str, name: str) -> bytes | None:
         with self.lock:

@@ -133,6 +133,14 @@ class Txn:
             self.work[key] = self.store.get(plural, namespace, name)
         return self.work[key]
 
+    def peek(self, plural: str, namespace: str, name: str) -> JsonDict | None:
+        """`get` for a caller that only reads: this transaction's copy if it has one, else the
+        store's shared decoded copy (never to be changed)."""
+        key = (plural, namespace, name)
+        if key in self.work:
+            return self.work[key]
+        return self.store.peek(plural, namespace, name)
+
     def put(self, plural: str, obj: JsonDict) -> None:
         key = (plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         self.work[key] = obj

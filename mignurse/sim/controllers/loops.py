@@ -442,7 +442,9 @@ class ControlLoops:
         self.repair.node_written(machine)
 
     def ready_status(self, machine: Machine) -> str:
-        node = self.node(machine)
+        if not machine.registered or machine.removed:
+            return "Unknown"
+        node = self.tx.peek("nodes", "", machine.node)
         if node is None:
             return "Unknown"
         cond = next((c for c in node["status"].get("conditions", []) if c["type"] == "Ready"), None)

@@ -62,26 +62,32 @@ class DisruptionBudgets(WorkloadsBase):
             del self._disrupted[key]
             self.update_pdbs(key[0])
 
-    def pdb_for(self, pod: JsonDict) -> JsonDict | None:
+    def _pdb_key(self, pod: JsonDict) -> tuple[str, str] | None:
         ns = pod["metadata"]["namespace"]
         labels = pod["metadata"].get("labels", {})
         for key in self.loops.store.keys("poddisruptionbudgets"):
             if key[0] != ns:
                 continue
-            pdb = self.loops.tx.get("poddisruptionbudgets", *key)
+            pdb = self.loops.tx.peek("poddisruptionbudgets", *key)
             if pdb is None:
                 continue
             selector = pdb["spec"]["selector"].get("matchLabels", {})
             if scheduling.selector_matches(selector, labels):
-                return pdb
+                return key
         return None
+
+    def pdb_for(self, pod: JsonDict) -> JsonDict | None:
+        """The pod's PDB, this transaction's copy (to change and put)."""
+        key = self._pdb_key(pod)
+        return None if key is None else self.loops.tx.get("poddisruptionbudgets", *key)
 
     def blocking_pdb(self, pod: PodRecord) -> JsonDict | None:
         """The PDB an eviction of this pod would hit now, if any."""
-        obj = self.loops.tx.get("pods", pod.namespace, pod.name)
+        obj = self.loops.tx.peek("pods", pod.namespace, pod.name)
         if obj is None or pod.deleting or obj["status"].get("phase") != "Running":
             return None
-        pdb = self.pdb_for(obj)
+        key = self._pdb_key(obj)
+        pdb = None if key is None else self.loops.tx.peek("poddisruptionbudgets", *key)
         if pdb is None or int((pdb.get("status") or {}).get("disruptionsAllowed", 0)) > 0:
             return None
         return pdb
