@@ -69,3 +69,6 @@ _.jpg
 
 # textual.widgets.DataTable: Column.content_width is read by the table's own layout.
 _.content_width
+
+# PEP 562: the interpreter calls a module's __getattr__ for a name it does not define.
+__getattr__

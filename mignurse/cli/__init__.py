@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 _USER_ERRORS = (
     ("mignurse.cluster.client", "ClusterError"),
     ("mignurse.cli.common", "UserError"),
-    ("mignurse.sim", "ScenarioError"),
+    ("mignurse.sim.scenario_fields", "ScenarioError"),
     ("mignurse.cluster.history", "HistoryError"),
     ("mignurse.diagnose.sources", "SourceError"),
     ("mignurse.collect.run", "CollectError"),
