@@ -7,6 +7,7 @@ a refresh that fails and refreshing that goes on, and the demo's cluster built i
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -328,6 +329,11 @@ async def test_a_refresh_that_raises_is_shown_and_refreshing_goes_on(
 # -- 21: the demo's cluster is built in view ------------------------------------------------------
 
 
+def _building_seconds(status: str) -> int:
+    found = re.search(r"building the simulated cluster slow: (\d+) s", status)
+    return int(found.group(1)) if found else -1
+
+
 async def test_the_demo_shows_progress_while_its_cluster_is_built_and_never_all_ready_early(
     tmp_path: Path, state_home: Path
 ) -> None:
@@ -356,7 +362,8 @@ async def test_the_demo_shows_progress_while_its_cluster_is_built_and_never_all_
                 seen.append(static_text(status) + static_text(findings))
 
             on_every_frame(app, check)
-            await until(lambda: "building the simulated cluster slow: 2 s" in static_text(status))
+            # The count rises while it builds; a busy machine may skip a second of it.
+            await until(lambda: _building_seconds(static_text(status)) >= 2)
             assert "No findings" not in static_text(findings)
             assert "no pool" in static_text(app.query_one("#fleet-preview", Static)).lower()
             release.set()
