@@ -5,7 +5,6 @@ binding, and the pods already running when a scenario starts (`bootstrap`).
 
 from __future__ import annotations
 
-import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -98,10 +97,10 @@ class KubeScheduler(WorkloadsBase):
         if key in tx.dirty:
             obj = tx.work[key]  # written in this transaction: read as it is now, not cached
             return None if obj is None else NodeView.of(obj)
-        raw = self.loops.store.get_raw("nodes", "", machine.node)
-        if raw is None:
+        node = self.loops.store.peek("nodes", "", machine.node)
+        if node is None:
             return None
-        view = NodeView.of(json.loads(raw))
+        view = NodeView.of(node)
         self._views[machine.node] = view
         return view
 
