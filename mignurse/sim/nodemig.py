@@ -1,7 +1,7 @@
 """The MIG state of a sandbox node, and the `nvidia-smi`, `nvidia-mig-parted`, `mignurse probe`
 and `lsof` stubs that read and change it (docs/mig.md).
 
-The sandbox's sh stubs log their argv and then run this file as a script; it keeps the GPUs'
+The sandbox's sh stubs log their argv and then run this module's `main`; it keeps the GPUs'
 MIG modes and instances in `<sandbox>/state/mig.json` and the test knobs in
 `<sandbox>/state/knobs.json`, so `nvidia-mig-parted apply` really changes what `assert`,
 `export`, `nvidia-smi -q -x/-L/mig -lgi/-lci` and the probe see next, and a rebuilt sandbox
@@ -20,9 +20,9 @@ Decisions:
   moving earlier instances when a later one finds no room.
 - Every run appends what it saw to `state/mig-parted.jsonl` (argv, the hooks env, hooks run).
 
-Why one module of this size: every stub call runs this file as a script, and it imports
-nothing of `mignurse.sim` (importing that package loads the whole simulator: scenarios, API
-server, controllers), so the device model and the tools that read and change it stay in
+Why one module of this size: every stub call starts Python on this module, and it imports
+nothing else of `mignurse.sim` (the scenarios, API server and controllers would be most of
+its start-up), so the device model and the tools that read and change it stay in
 this one file rather than in sibling modules of the package.
 """
 
