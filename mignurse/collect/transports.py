@@ -9,8 +9,6 @@ from mignurse.collect.access import Access, AccessError, ShellFor, aws_client
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
-from mignurse.nodeaccess.ssh import SSHShell
-from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
 
 
 def shell_factory(
@@ -29,6 +27,11 @@ def shell_factory(
         if access.sandbox_shells is None:
             raise AccessError("--transport sim works only against mignurse's simulator")
         return access.sandbox_shells(client, sandboxes)
+    # Loaded only for real nodes: paramiko and botocore are a third of a second of start-up
+    # that a run against the simulator's sandboxes never uses.
+    from mignurse.nodeaccess.ssh import SSHShell
+    from mignurse.nodeaccess.ssm import SSMFleet, SSMShell
+
     fleet = None
     if transport == "ssm":
         if not access.bucket:
