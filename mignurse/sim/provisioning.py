@@ -14,6 +14,7 @@ validated 15 s later before it runs.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,12 @@ class Provisioner:
         self._commands: set[Machine] = set()  # candidates of commands waiting to validate
         self._instances: dict[str, tuple[Resources, Resources]] = {}
         self._overheads: dict[str, Resources] = {}
+        # _fits_elsewhere's answers, kept while everything it reads is the same objects; inside
+        # one disruption pass nothing changes, so the inputs are compared once per pass
+        self._fit_inputs_seen: list[object] = []
+        self._fit_answers: dict[Machine, bool] = {}
+        self._in_pass = False  # inside _disruption_pass
+        self._in_pass_checked = False  # ... and the inputs were compared in it
 
     # ------------------------------------------------------------------ provisioning
 
@@ -408,9 +415,13 @@ class Provisioner:
         # One command at a time: the controller waits out a command's validation before it
         # looks for the next (KC disruption/emptiness.go, consolidation.go: clock.After).
         if not self._commands:
-            for pool in self.loops.scenario.pools:
-                if self._consolidating(pool) and not self._commands:
-                    self._consolidate_pool(pool)
+            self._in_pass = True
+            try:
+                for pool in self.loops.scenario.pools:
+                    if self._consolidating(pool) and not self._commands:
+                        self._consolidate_pool(pool)
+            finally:
+                self._in_pass = self._in_pass_checked = False
         self.loops.schedule(self.loops.t + DISRUPTION_POLL, self._disruption_pass)
 
     def _allowed(self, pool: PoolSpec, reason: str) -> int:
@@ -493,7 +504,44 @@ class Provisioner:
                 self._command([machine], "Underutilized")
                 return
 
+    def _fit_inputs(self) -> list[object]:
+        """Everything `_fits_elsewhere` reads, flattened: every machine with its flags, its Node
+        as the scheduler sees it (a view is replaced when the Node is written), and its pods
+        with whether each could move. The list keeps these objects alive, so comparing two
+        such lists item by item with `is` cannot be fooled by a reused id."""
+        workloads = self.loops.workloads
+        inputs: list[object] = [self._ignores_dra()]
+        for machine in self.loops.machines.values():
+            inputs += (
+                machine,
+                machine.alive,
+                machine.registered,
+                machine.initialized,
+                machine.ready,
+                workloads.view(machine),
+            )
+            for pod in machine.pods:
+                inputs += (pod, pod.reschedulable)
+            inputs.append(_END_OF_MACHINE)
+        return inputs
+
     def _fits_elsewhere(self, candidate: Machine) -> bool:
+        """`_fits_now`, answered again only when something it reads changed: on a calm
+        cluster the disruption pass asks the same question every 10 s of simulated time, and
+        the scheduler filters behind each answer were most of a build."""
+        if not self._in_pass_checked:
+            inputs = self._fit_inputs()
+            seen = self._fit_inputs_seen
+            if len(inputs) != len(seen) or not all(map(operator.is_, inputs, seen)):
+                self._fit_inputs_seen = inputs
+                self._fit_answers = {}
+            self._in_pass_checked = self._in_pass
+        answer = self._fit_answers.get(candidate)
+        if answer is None:
+            answer = self._fit_answers[candidate] = self._fits_now(candidate)
+        return answer
+
+    def _fits_now(self, candidate: Machine) -> bool:
         """Single-node consolidation, delete only: every reschedulable pod of the candidate
         fits on another initialized, Ready node (no replacement is launched)."""
         pods = [p for p in candidate.pods if p.reschedulable]
@@ -547,6 +595,9 @@ class Provisioner:
             if reason == "Underutilized" and not self._fits_elsewhere(machine):
                 continue
             self.loops.karpenter.consolidate(machine, reason)
+
+
+_END_OF_MACHINE = object()  # closes one machine's run in Provisioner._fit_inputs
 
 
 def _key_error(key: str, incoming: str, existing: str) -> str:
