@@ -7,10 +7,14 @@ SRC    := mignurse tests benchmarks scripts whitelist.py
 
 .PHONY: demo test lint unit bench screenshots venv clean
 
+# uv fetches and installs the ~110 packages in parallel: a minute faster than pip on a fresh
+# machine. Where uv cannot be installed or cannot install, pip does the same install.
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test,lint]'
+	($(PIP) uv && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,lint]') \
+	  || ($(PIP) --upgrade pip && $(PIP) -e '.[test,lint]')
 	touch $(STAMP)
 
 venv: $(STAMP)
