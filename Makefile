@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SRC    := mignurse tests benchmarks scripts whitelist.py
 
-.PHONY: demo test lint unit bench screenshots venv clean
+.PHONY: demo test lint style checks unit bench screenshots venv clean
 
 # uv fetches and installs the ~110 packages in parallel: a minute faster than pip on a fresh
 # machine. Where uv cannot be installed or cannot install, pip does the same install.
@@ -23,13 +23,23 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/mignurse demo --scenario $(or $(SCENARIO),dcgm-repair-loop) --speed $(or $(SPEED),10)
 
-## Lint, types, layer contracts, dead code, then the whole test suite on every core
-## (WORKERS=n to choose the number of pytest workers).
-test: lint unit
+## Lint, types, layer contracts, dead code and the whole test suite on every core
+## (WORKERS=n to choose the number of pytest workers). The type, layer and dead-code checks
+## keep one core busy for a minute: they run beside the tests, and print when the tests end.
+test: style
+	@echo "types, layer contracts and dead code: checked beside the tests, reported after them"
+	@$(MAKE) --no-print-directory checks > $(VENV)/checks.log 2>&1 & checks=$$!; \
+	  $(MAKE) --no-print-directory unit; tests=$$?; \
+	  wait $$checks; checked=$$?; cat $(VENV)/checks.log; \
+	  test $$tests -eq 0 -a $$checked -eq 0
 
-lint: $(STAMP)
+lint: style checks
+
+style: $(STAMP)
 	$(BIN)/ruff check $(SRC)
 	$(BIN)/ruff format --check $(SRC)
+
+checks: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture
