@@ -31,8 +31,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import uuid as uuidlib
 from datetime import UTC, datetime
@@ -662,6 +660,9 @@ class Hooks:
             self.spec = loaded.get("hooks") or {}
 
     def run(self, name: str) -> None:
+        import shutil  # here: most stub calls never run a hook (each import is start-up)
+        import subprocess
+
         for hook in self.spec.get(name) or []:
             self.ran.append(name)
             command = shutil.which(str(hook.get("command", ""))) or str(hook.get("command", ""))
@@ -723,6 +724,8 @@ def _apply_mode(node: GpuNodeState, pairs: list[tuple[dict[str, Any], dict[str, 
     if debug:
         _log("debug", "At least one mode change pending")
         _log("debug", "Resetting all GPUs...")
+    import subprocess
+
     done = subprocess.run(["nvidia-smi", "-r"], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         _log("error", "\n" + done.stdout + done.stderr)
