@@ -154,6 +154,32 @@ def test_a_command_starts_without_the_simulator_or_the_collector(tmp_path: Path)
     assert done.stderr.startswith("mignurse: error: kubeconfig ") and done.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["userdata", "--help"], ["probe", "--help"], ["run", "--no-such-flag"]],
+    ids=" ".join,
+)
+def test_commands_that_need_no_cluster_start_without_its_client(args: list[str]) -> None:
+    """The kubernetes client, paramiko and botocore are most of a start-up: help, usage errors
+    and the commands that talk to no cluster never load them."""
+    probe = (
+        "import sys\n"
+        "from mignurse.cli import main\n"
+        "try:\n"
+        f"    code = main({args!r})\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "loaded = [m for m in ('kubernetes', 'paramiko', 'botocore') if m in sys.modules]\n"
+        "print(code, loaded, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    code, loaded = done.stderr.splitlines()[-1].split(" ", 1)
+    assert loaded == "[]", done.stderr
+    assert code in ("0", "2"), done.stderr
+
+
 def test_every_user_error_named_for_the_one_line_exists() -> None:
     import importlib
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import access_for, connect, connection_options, is_simulated
 from mignurse.cli.runbooks import (
@@ -35,11 +35,12 @@ from mignurse.cli.runbooks import (
     followups_json,
     loaded_runbooks,
 )
-from mignurse.runner.engine import Runner, possible_followups
 from mignurse.runner.outcome import Followup, RunResult
 from mignurse.runner.schema import Runbook, RunbookError, parse_assignments, resolve_params
 from mignurse.runner.step import Harm
-from mignurse.runner.wiring import aws_for, node_shells
+
+if TYPE_CHECKING:
+    from mignurse.runner.engine import Runner
 
 
 def add_parser(sub: Any) -> None:
@@ -126,10 +127,14 @@ def _ctrl_c(runner: Runner) -> Iterator[None]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # Here, not at the top: the engine brings the kubernetes client, a third of a second of
+    # start-up that `mignurse --help` and the commands that need no cluster never use.
     from mignurse.cli.runview import Progress, TerminalConfirmer, print_report
     from mignurse.collect.access import AccessError
     from mignurse.collect.transports import shell_factory
+    from mignurse.runner.engine import Runner
     from mignurse.runner.schema import reversal_words
+    from mignurse.runner.wiring import aws_for, node_shells
 
     access = access_for(args)
     if args.resume and args.undo:
@@ -215,6 +220,7 @@ def _followups_after(
     """What can follow a run that stopped short (its state kept), as `--resume`/`--undo`
     would judge it now; {} when nothing can (succeeded, undone, never started)."""
     from mignurse.runner import state as st
+    from mignurse.runner.engine import possible_followups
 
     try:
         saved = st.RunState.load(result.run_id)

@@ -18,9 +18,7 @@ from mignurse.cli.runbooks import (
     followups_json,
     loaded_runbooks,
 )
-from mignurse.runner.engine import possible_followups
 from mignurse.runner.outcome import Followup
-from mignurse.runner.wiring import aws_for, node_shells
 
 if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
     from mignurse.collect.access import Access
@@ -66,6 +64,8 @@ def _followups_now(
     read it; or one line saying why that cannot be told now."""
     from mignurse.cluster.client import ClusterError
     from mignurse.collect.transports import shell_factory
+    from mignurse.runner.engine import possible_followups
+    from mignurse.runner.wiring import aws_for, node_shells
 
     if saved.status in ("succeeded", "undone"):
         return {}
