@@ -475,10 +475,9 @@ class Provisioner:
             self.loops.pool_machines[pool.name],
             key=lambda machine: (machine.launched_at, machine.node),
         )
+        candidates = [machine for machine in machines if self.candidate(machine)]
         empty = [
-            machine
-            for machine in machines
-            if self.candidate(machine) and not any(p.reschedulable for p in machine.pods)
+            machine for machine in candidates if not any(p.reschedulable for p in machine.pods)
         ]
         if empty:
             allowed = self._allowed(pool, "Empty")
@@ -492,7 +491,7 @@ class Provisioner:
         if allowed <= 0:
             return
         busy = sorted(
-            (machine for machine in machines if self.candidate(machine)),
+            candidates,
             key=lambda machine: (
                 sum(1 for p in machine.pods if p.reschedulable),
                 machine.launched_at,
