@@ -1,5 +1,6 @@
 """Hostile and broken inputs, generated (no committed blobs), and the real `mignurse` entry
-point run on them as a user runs it: exit code and stderr are what the tests judge."""
+point run on them as a user runs it, in a process of its own (forked with the CLI imported:
+tests/cliserver.py): exit code and stderr are what the tests judge."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+
+import cliserver
 
 MiB = 2**20
 GiB = 2**30
@@ -28,14 +30,7 @@ def mignurse(
         if not k.startswith(("AWS_", "KUBE", "MIGNURSE_", "XDG_STATE_HOME"))
     }
     clean.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "mignurse", *args],
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    return cliserver.run(list(args), env=clean, cwd=os.getcwd(), timeout=timeout)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], code: int = 2) -> str:

@@ -1,7 +1,9 @@
-"""Interrupting `mignurse run` for real: a subprocess running a shipped runbook against an
+"""Interrupting `mignurse run` for real: a process running a shipped runbook against an
 in-process simulator, a signal sent the moment its progress shows a step starting, then
 `--resume` or `--undo` in a new process, and the end state read from the cluster, the node
-sandboxes, the run state and the audit log.
+sandboxes, the run state and the audit log. The processes are forked from an interpreter that
+has imported the CLI already (tests/cliserver.py): a hundred trials would otherwise spend
+most of their CPU importing it again.
 
 What every trial must end in (a known state), whatever the moment the signal landed:
 - SIGINT, SIGTERM, SIGHUP (once or twice): exit 130 and `interrupted`, the lock released;
@@ -23,7 +25,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import cliserver
 
 from mignurse.cluster.client import DEPLOYMENTS, NAMESPACES, NODES, ClusterClient
 from mignurse.model import LABEL_MIG_CONFIG_STATE
@@ -174,16 +177,14 @@ class Trial:
         return env
 
     def argv(self, *args: str) -> list[str]:
+        """What follows `python -m mignurse`."""
         return [
-            sys.executable, "-m", "mignurse", "--kubeconfig", str(self.kubeconfig), "run",
+            "--kubeconfig", str(self.kubeconfig), "run",
             *args, "--yes", "--sandboxes", str(self.sandboxes),
         ]  # fmt: skip
 
     def mignurse(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            self.argv(*args), env=self.env(), capture_output=True, text=True, timeout=240,
-            stdin=subprocess.DEVNULL, cwd=self.tmp,
-        )  # fmt: skip
+        done = cliserver.run(self.argv(*args), env=self.env(), cwd=str(self.tmp), timeout=240)
         self.out.say(f"$ mignurse run {' '.join(args)} → {done.returncode}")
         self.out.log += (done.stdout + done.stderr).splitlines()
         return done
@@ -196,11 +197,11 @@ class Trial:
 
     def interrupted_run(self) -> tuple[int, str]:
         """Run the runbook and send the signal as the step starts; (exit code, stdout)."""
-        proc = subprocess.Popen(
+        proc = cliserver.Child(
             self.argv(self.book, "--node", self.node, *self.start_params()),
-            env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            stdin=subprocess.DEVNULL, cwd=self.tmp,  # a bundle without `out` lands here
-        )  # fmt: skip
+            env=self.env(),
+            cwd=str(self.tmp),  # a bundle without `out` lands here
+        )
         fired = threading.Event()
 
         def watch() -> None:

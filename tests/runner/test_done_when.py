@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cliserver
 import pytest
 import yaml
 
@@ -64,14 +64,8 @@ def _env(state: Path) -> dict[str, str]:
 def _mignurse(
     c: Cluster, state: Path, *args: str, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
-        env=_env(state),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    argv = ["--kubeconfig", str(c.kubeconfig), *args]
+    return cliserver.run(argv, env=_env(state), cwd=os.getcwd(), timeout=timeout)
 
 
 def _calls(sandboxes: Path) -> list[str]:

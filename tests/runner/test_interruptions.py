@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cliserver
 import pytest
 
 from mignurse.cli import run_runbook
@@ -426,10 +427,8 @@ def _run_cli(c: Cluster, state_home: Path, *args: str) -> subprocess.CompletedPr
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KUBE"))}
     env["XDG_STATE_HOME"] = str(state_home)
     env["HOME"] = str(state_home)
-    return subprocess.run(
-        [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
-        env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    argv = ["--kubeconfig", str(c.kubeconfig), *args]
+    return cliserver.run(argv, env=env, cwd=os.getcwd(), timeout=60)
 
 
 def _dead_pid() -> int:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cliserver
+
 from mignurse.cluster.client import PODS
 from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.sim.nodes import NodeSandbox
@@ -32,18 +34,10 @@ def env_for(state: Path, runbooks: Path | None = None) -> dict[str, str]:
     return env
 
 
-def mignurse(
-    c: Cluster, env: dict[str, str], *args: str, **kw: Any
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        **kw,
-    )
+def mignurse(c: Cluster, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m mignurse --kubeconfig … ARGS`, forked with the CLI imported (cliserver)."""
+    argv = ["--kubeconfig", str(c.kubeconfig), *args]
+    return cliserver.run(argv, env=env, cwd=os.getcwd(), timeout=60)
 
 
 def start(c: Cluster, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
