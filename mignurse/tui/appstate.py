@@ -143,7 +143,11 @@ class AppState(App[None]):
         (self._node_table() if self.view == NODES else self._fleet_table()).focus()
 
     def _highlighted_name(self) -> str | None:
-        return _highlighted_key(self._node_table())
+        try:
+            table = self._node_table()
+        except NoMatches:  # a worker's answer that lands while the app is closing
+            return None
+        return _highlighted_key(table)
 
     def highlighted_node(self) -> str | None:
         """The node under the cursor of the node view (None in the fleet view)."""
