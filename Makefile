@@ -8,12 +8,15 @@ SRC    := mignurse tests benchmarks scripts whitelist.py
 .PHONY: demo test lint style checks unit bench screenshots venv clean
 
 # uv fetches and installs the ~110 packages in parallel: a minute faster than pip on a fresh
-# machine. Where uv cannot be installed or cannot install, pip does the same install.
+# machine. Where uv cannot be installed or cannot install, pip does the same install. Both
+# write the dependencies' bytecode, so no command compiles them again (a machine that sets
+# PYTHONDONTWRITEBYTECODE would otherwise compile them on every start).
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	($(PIP) uv && $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[test,lint]') \
+	($(PIP) uv && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	  -e '.[test,lint]') \
 	  || ($(PIP) --upgrade pip && $(PIP) -e '.[test,lint]')
 	touch $(STAMP)
 
@@ -51,15 +54,9 @@ WORKERS ?= $(shell $(PYTHON) -c "import os; print(2 * len(os.sched_getaffinity(0
 # The tests start the CLI, the node stand-ins and the workers as new Python processes by the
 # hundred: byte-compile the package once and let each process keep what it compiles (an
 # environment that sets PYTHONDONTWRITEBYTECODE would make every one of them compile again).
-unit: $(VENV)/.bytecode-stamp
+unit: $(STAMP)
 	$(BIN)/python -m compileall -q mignurse
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist loadgroup
-
-# uv installs no bytecode: left alone, every test worker would compile the same dependencies
-# at once (17 s of CPU each). One collection after each install compiles what they import.
-$(VENV)/.bytecode-stamp: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest --collect-only -q > /dev/null 2>&1 || true
-	touch $@
 
 ## Performance figures (not part of `make test`).
 bench: $(STAMP)
