@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ import pytest
 
 from mignurse.diagnose.sources import SourceError, load_offline
 from mignurse.sim import SimCluster, load_scenario
+
+START = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 
 KINDS = {
     "nodes": ("v1", "Node"),
@@ -39,7 +42,8 @@ def write_dumps(sim: SimCluster, root: Path, *, flat: bool = False) -> Path:
 
 @pytest.fixture(scope="module")
 def repair_loop() -> SimCluster:
-    return SimCluster(load_scenario("dcgm-repair-loop"), speed=0)
+    # A fixed start on the manual clock: the timestamps it writes are whole seconds of it.
+    return SimCluster(load_scenario("dcgm-repair-loop"), speed=0, start=START)
 
 
 def test_bundle_layout_directory(repair_loop: SimCluster, tmp_path: Path) -> None:
@@ -50,7 +54,9 @@ def test_bundle_layout_directory(repair_loop: SimCluster, tmp_path: Path) -> Non
     # Without a manifest, "now" is the newest timestamp: at most a heartbeat period behind.
     newest = gathered.newest_time()
     assert newest is not None
-    assert 0 <= (repair_loop.now() - newest).total_seconds() < 15 * 60
+    assert (
+        repair_loop.now() - newest
+    ).total_seconds() == 162  # within a heartbeat period; exact on the manual clock
 
 
 def test_a_flat_directory_of_kubectl_dumps(repair_loop: SimCluster, tmp_path: Path) -> None:
