@@ -60,6 +60,7 @@ _.hourly_usd
 # pytest: module marks and hooks it reads by name; fixtures requested only for their effect.
 _.pytestmark
 _.pytest_configure
+_.pytest_collection_modifyitems
 _.fake_aws
 
 # tests/gpu: the profile table mirrors fake_nvml.c's H100_PROFILES column for column.

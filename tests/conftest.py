@@ -19,6 +19,26 @@ settings.register_profile(
 )
 settings.load_profile("mignurse")
 
+# Files whose tests take seconds each (fleet collections, the app driven through Textual's
+# pilot, runbooks run end to end). pytest-xdist hands tests to the workers in collection order
+# (groups first), so these start the run and short tests end it: the workers finish together
+# instead of one finishing a long test while the others wait.
+RUN_FIRST = (
+    "tests/collect/test_fleet.py",
+    "tests/tui/",
+    "tests/collect/test_nodegroups.py",
+    "tests/runner/",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return next((i for i, p in enumerate(RUN_FIRST) if path.startswith(p)), len(RUN_FIRST))
+
+    items.sort(key=rank)  # stable: each file's tests stay together and in order
+
+
 # Settings a developer's shell may carry that would point a test at their own files.
 _OUTSIDE = ("KUBECONFIG", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE")
 _OURS = ("MIGNURSE_RUNBOOKS", "MIGNURSE_DEBUG", "MIGNURSE_NVML_LIBRARY")

@@ -10,9 +10,11 @@ scenarios (over a second of start-up for every `mignurse run` against the simula
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not `typing`'s: the GPU stand-ins import this package on every call
 if TYPE_CHECKING:
+    from typing import Any
+
     from mignurse.sim.scenario import list_scenarios, load_scenario
     from mignurse.sim.scenario_fields import ScenarioError
     from mignurse.sim.scenario_spec import Scenario

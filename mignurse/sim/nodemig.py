@@ -35,12 +35,17 @@ import sys
 import uuid as uuidlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+# Every stub call starts Python on this module: `typing` and the GPU model table (dataclasses)
+# would be half its start-up, and only placing new instances needs the table.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from mignurse.gpu.models import GpuModel
 
 if __name__ == "__main__":  # run as a script by the stubs: make `mignurse` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from mignurse.gpu.models import GpuModel, by_product_name
 
 DRIVER = "570.172.08"
 BUS_IDS = ("53", "64", "75", "86", "97", "A8", "B9", "CA")  # p5.48xlarge, nvidia-smi order
@@ -138,6 +143,8 @@ def _is_rtx_pro_6000(name: str) -> bool:
 
 
 def _family(gpu: dict[str, Any]) -> GpuModel | None:
+    from mignurse.gpu.models import by_product_name
+
     model = by_product_name(str(gpu["name"]))
     return model if model is not None and model.profiles else None
 
