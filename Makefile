@@ -8,14 +8,14 @@ SRC    := mignurse tests benchmarks scripts whitelist.py
 .PHONY: demo test lint style checks unit bench screenshots venv clean
 
 # uv fetches and installs the ~110 packages in parallel: a minute faster than pip on a fresh
-# machine. Where uv cannot be installed or cannot install, pip does the same install. Both
-# write the dependencies' bytecode, so no command compiles them again (a machine that sets
-# PYTHONDONTWRITEBYTECODE would otherwise compile them on every start).
+# machine. Where uv cannot be installed or cannot install, pip does the same install. uv does
+# not byte-compile them all (45 CPU-s): each module is compiled when it is first imported, and
+# the commands below let Python keep that bytecode even where PYTHONDONTWRITEBYTECODE is set.
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	($(PIP) uv && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	($(PIP) uv && $(BIN)/uv pip install --quiet --python $(BIN)/python \
 	  -e '.[test,lint]') \
 	  || ($(PIP) --upgrade pip && $(PIP) -e '.[test,lint]')
 	touch $(STAMP)
@@ -24,7 +24,7 @@ venv: $(STAMP)
 
 ## The app on the built-in simulated cluster (SCENARIO=name SPEED=x to change it).
 demo: $(STAMP)
-	$(BIN)/mignurse demo --scenario $(or $(SCENARIO),dcgm-repair-loop) --speed $(or $(SPEED),10)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/mignurse demo --scenario $(or $(SCENARIO),dcgm-repair-loop) --speed $(or $(SPEED),10)
 
 ## Lint, types, layer contracts, dead code and the whole test suite on every core
 ## (WORKERS=n to choose the number of pytest workers). The type, layer and dead-code checks
@@ -52,10 +52,14 @@ checks: $(STAMP)
 WORKERS ?= $(shell $(PYTHON) -c "import os; print(2 * len(os.sched_getaffinity(0)))")
 
 # The tests start the CLI, the node stand-ins and the workers as new Python processes by the
-# hundred: byte-compile the package once and let each process keep what it compiles (an
+# hundred: byte-compile the package once, and let each process keep what it compiles (an
 # environment that sets PYTHONDONTWRITEBYTECODE would make every one of them compile again).
+# One collection first compiles the dependencies the tests import and pytest's rewritten test
+# modules, so the workers do not all compile the same files at once; its errors, if any, are
+# the test run's own and reported there.
 unit: $(STAMP)
 	$(BIN)/python -m compileall -q mignurse
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest --collect-only -q --snapshot-warn-unused > /dev/null || true
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist loadgroup
 
 ## Performance figures (not part of `make test`).
