@@ -189,17 +189,22 @@ def _the_server() -> _Server:
 class Child:
     """A started command, as much of `subprocess.Popen` as the tests use."""
 
-    def __init__(self, argv: list[str], *, env: dict[str, str], cwd: str) -> None:
+    def __init__(
+        self, argv: list[str], *, env: dict[str, str], cwd: str, stdout: int | None = None
+    ) -> None:
         """`argv` is what follows `python -m mignurse`. stdin is /dev/null; stdout and stderr
-        are pipes, read as text from `stdout` and `stderr`."""
-        out_r, out_w = os.pipe()
+        are pipes, read as text from `stdout` and `stderr`, unless `stdout` gives the file
+        descriptor the command writes to instead (then `stdout` reads as empty)."""
+        out_r, out_w = os.pipe() if stdout is None else (os.open(os.devnull, os.O_RDONLY), -1)
         err_r, err_w = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
         try:
-            self.pid = _the_server().spawn(argv, env, cwd, [null, out_w, err_w])
+            given = [null, out_w if stdout is None else stdout, err_w]
+            self.pid = _the_server().spawn(argv, env, cwd, given)
         finally:
             for fd in (null, out_w, err_w):
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
         self.stdout = io.TextIOWrapper(_reader(out_r), encoding="utf-8")
         self.stderr = io.TextIOWrapper(_reader(err_r), encoding="utf-8")
         self.returncode: int | None = None
@@ -222,11 +227,11 @@ def _reader(fd: int) -> BinaryIO:
 
 
 def run(
-    argv: list[str], *, env: dict[str, str], cwd: str, timeout: float
+    argv: list[str], *, env: dict[str, str], cwd: str, timeout: float, stdout: int | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`subprocess.run([python, -m, mignurse, *argv], capture_output=True, text=True,
-    stdin=DEVNULL, timeout=...)` on a forked child."""
-    child = Child(argv, env=env, cwd=cwd)
+    stdin=DEVNULL, timeout=...)` on a forked child; `stdout=fd` as subprocess's `stdout=fd`."""
+    child = Child(argv, env=env, cwd=cwd, stdout=stdout)
     collected: dict[str, str] = {}
 
     def drain(name: str, stream: io.TextIOWrapper) -> None:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import cliserver
 import pytest
 import yaml
 
@@ -416,24 +417,19 @@ def _exit_code(
     kubeconfig: Path, env: dict[str, str], args: list[str], *, closed: bool
 ) -> tuple[int, str]:
     """The command's exit code and stderr, its stdout a terminal-less file or a pipe whose
-    reader is already gone (as after `| head` has read what it wanted)."""
+    reader is already gone (as after `| head` has read what it wanted). The command is forked
+    with the CLI already imported (tests/cliserver.py): what is judged here is how it ends,
+    flushing into the closed pipe as the interpreter exits, not how it starts."""
     read, write = os.pipe()
-    if closed:
-        os.close(read)
+    os.close(read)
+    if not closed:
+        os.close(write)
+        write = os.open(os.devnull, os.O_WRONLY)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), *args],
-            stdout=write if closed else subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            text=True,
-            timeout=120,
-        )
+        argv = ["--kubeconfig", str(kubeconfig), *args]
+        done = cliserver.run(argv, env=env, cwd=os.getcwd(), timeout=120, stdout=write)
     finally:
         os.close(write)
-        if not closed:
-            os.close(read)
     return done.returncode, done.stderr
 
 
