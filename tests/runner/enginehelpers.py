@@ -12,7 +12,7 @@ import pytest
 from mignurse.cluster.client import NODES, ClusterClient
 from mignurse.runner.step import StepContext
 from mignurse.runner.steps import load_actions
-from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim import Scenario, SimCluster, load_scenario
 
 START = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 
@@ -54,13 +54,15 @@ class Cluster:
 
 @pytest.fixture
 def cluster_for(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
-    """Start a scenario on a manual clock (speed 0) at START; stopped after the test."""
+    """Start a scenario (by name, or one a test changed) on a manual clock (speed 0) at START;
+    stopped after the test."""
     made: list[Cluster] = []
 
-    def factory(scenario: str = "healthy", **kwargs: Any) -> Cluster:
+    def factory(scenario: str | Scenario = "healthy", **kwargs: Any) -> Cluster:
         kwargs.setdefault("speed", 0)
         kwargs.setdefault("start", START)
-        sim = SimCluster(load_scenario(scenario), **kwargs).start()
+        spec = load_scenario(scenario) if isinstance(scenario, str) else scenario
+        sim = SimCluster(spec, **kwargs).start()
         kubeconfig = sim.write_kubeconfig(tmp_path / f"kubeconfig-{len(made)}")
         made.append(Cluster(sim, kubeconfig))
         return made[-1]

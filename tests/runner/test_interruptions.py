@@ -7,6 +7,7 @@ with real signals and real processes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -35,6 +36,7 @@ from mignurse.runner.step import Harm, StepPlan
 from mignurse.runner.steps.kube import CORDONED_BY
 from mignurse.runner.steps.mig.labels import PauseGpuOperands
 from mignurse.runner.steps.mig.resume import ResumeGpuOperands
+from mignurse.sim import load_scenario
 from mignurse.sim.nodes import NodeSandbox, story_for
 
 from .enginehelpers import Cluster
@@ -524,7 +526,15 @@ def test_resume_node_repair_killed_after_its_patch_resumes_to_the_end(
 def test_replace_instance_past_the_nodeclaim_delete_is_not_undone_and_resumes_to_the_end(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
-    c = cluster_for("healthy", speed=30)
+    # The run must be what deletes the NodeClaim: with the pool's consolidateAfter (1m, two
+    # seconds at speed 30) Karpenter may consolidate the drained node first on a busy machine,
+    # and the undo then finds no node rather than the barrier (the fault trials cover that).
+    healthy = load_scenario("healthy")
+    pools = tuple(
+        dataclasses.replace(p, consolidate_after="Never") if p.name == "gpu-train" else p
+        for p in healthy.pools
+    )
+    c = cluster_for(dataclasses.replace(healthy, pools=pools), speed=30)
     node = c.nodes("gpu-train")[0]
     replace = book("replace-instance", tmp_path)
     runner: Runner
