@@ -195,16 +195,16 @@ class Child:
         """`argv` is what follows `python -m mignurse`. stdin is /dev/null; stdout and stderr
         are pipes, read as text from `stdout` and `stderr`, unless `stdout` gives the file
         descriptor the command writes to instead (then `stdout` reads as empty)."""
-        out_r, out_w = os.pipe() if stdout is None else (os.open(os.devnull, os.O_RDONLY), -1)
+        out_r, out_w = (
+            os.pipe() if stdout is None else (os.open(os.devnull, os.O_RDONLY), os.dup(stdout))
+        )
         err_r, err_w = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
         try:
-            given = [null, out_w if stdout is None else stdout, err_w]
-            self.pid = _the_server().spawn(argv, env, cwd, given)
+            self.pid = _the_server().spawn(argv, env, cwd, [null, out_w, err_w])
         finally:
             for fd in (null, out_w, err_w):
-                if fd >= 0:
-                    os.close(fd)
+                os.close(fd)
         self.stdout = io.TextIOWrapper(_reader(out_r), encoding="utf-8")
         self.stderr = io.TextIOWrapper(_reader(err_r), encoding="utf-8")
         self.returncode: int | None = None

@@ -420,10 +420,10 @@ def _exit_code(
     reader is already gone (as after `| head` has read what it wanted). The command is forked
     with the CLI already imported (tests/cliserver.py): what is judged here is how it ends,
     flushing into the closed pipe as the interpreter exits, not how it starts."""
-    read, write = os.pipe()
-    os.close(read)
-    if not closed:
-        os.close(write)
+    if closed:
+        read, write = os.pipe()
+        os.close(read)
+    else:
         write = os.open(os.devnull, os.O_WRONLY)
     try:
         argv = ["--kubeconfig", str(kubeconfig), *args]
