@@ -1,0 +1,792 @@
+"""Mutation testing over mignurse/runner/: plant one plausible bug at a time and see whether the
+runner's tests notice.
+
+    make mutants                                  # or, with the venv built:
+    nice -n 10 .venv/bin/python scripts/mutants.py [--module lock.py] [--jobs 2]
+    .venv/bin/python scripts/mutants.py --list    # the mutants, without running anything
+    .venv/bin/python scripts/mutants.py --again   # only the last run's survivors and timeouts
+
+The mutations are the slips a reviewer misses: a comparison flipped (`==` / `!=`, `in` /
+`not in`, `is` / `is not`) or its boundary moved (`<` / `<=`), a `not` dropped, `and` / `or`
+swapped, one condition of an `if` dropped, an integer moved by one, `True` / `False` swapped
+(defaults and keyword arguments included), `+` / `-` swapped, a call statement deleted (a
+`ctx.intend`, a `save()`, a patch), and an early exit deleted (a `return`, `raise`,
+`continue` or `break` under an `if`: a UID or resourceVersion check that no longer stops
+anything). Strings, f-strings, docstrings, annotations and log lines are left alone.
+
+How a mutant is judged. First, once, the runner's tests (tests/runner/, the runbook fault
+checks of tests/hostile/) run under coverage.py with one context per test: that maps each
+line of runner/ to the tests that execute it, and each module to the tests that reach it (a
+line that runs at import, a constant or a default, is judged by those). Each mutant is then
+written into a copy of the checkout (.venv/mutants/wN; `--jobs` copies, one mutant each at
+a time) and only its tests run there, fastest first, with `-x` and a per-mutant timeout: a
+failure kills it; all passing, it survived; over the time limit, it timed out. Processes the
+tests start (`python -m mignurse`) import the same copy, so they carry the mutant too.
+
+Mutants that cannot change behaviour (equivalent) are listed with the reason in
+scripts/mutants-equivalent.txt, by file, function and mutation (not by line, so they hold
+when code moves); listed ones are not run and not counted. The report gives killed /
+survived / timed out per module, the kill rate over the mutants judged, and each survivor as
+file:line, function, mutation. Results are kept in .venv/mutants/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import compileall
+import contextlib
+import json
+import os
+import py_compile
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "mignurse/runner"
+TESTS = ["tests/runner", "tests/hostile/runbook_faults_test.py"]
+WORK = ROOT / ".venv" / "mutants"
+EQUIVALENT = ROOT / "scripts" / "mutants-equivalent.txt"
+CANNOT_PATCH = 99  # the test runner's answer for a mutant it cannot put in place
+PLUGIN = "mutants_plugin"  # scripts/mutants_plugin.py: one coverage context per test
+
+# Calls whose deletion changes only what is printed: never mutated away.
+QUIET_CALLS = {"log", "debug", "info", "warning", "print"}
+
+# `value or dict()`-style defaults: their `or` is not a decision, and is not swapped.
+DEFAULTS = {"dict", "list", "tuple", "set", "str", "frozenset"}
+
+COMPARE_SWAP: dict[type[ast.cmpop], str] = {
+    ast.Lt: "<=",
+    ast.LtE: "<",
+    ast.Gt: ">=",
+    ast.GtE: ">",
+    ast.Eq: "!=",
+    ast.NotEq: "==",
+    ast.In: "not in",
+    ast.NotIn: "in",
+    ast.Is: "is not",
+    ast.IsNot: "is",
+}
+COMPARE_TEXT: dict[type[ast.cmpop], str] = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    path: str  # relative to the checkout
+    line: int
+    function: str  # qualified name of the enclosing def/class, "<module>" at the top
+    kind: str  # "compare", "not", "boolop", "drop-condition", "number", "bool", ...
+    before: str  # the source replaced (one line, shortened)
+    after: str
+    start: int  # character offsets of the replaced text in the file
+    end: int
+    text: str  # what replaces it (as many lines as it replaces: later lines keep their numbers)
+    outer: str = ""  # co_qualname of the outermost function holding it ("" at import time)
+    outer_line: int = 0  # that function's co_firstlineno (its first decorator's line)
+
+    @property
+    def key(self) -> str:
+        """How the exclusion file names it: file, function and mutation, not the line."""
+        return f"{self.path} | {self.function} | `{self.before}` -> `{self.after}`"
+
+    @property
+    def module(self) -> str:
+        return self.path.removeprefix(PACKAGE + "/")
+
+    def describe(self) -> str:
+        return f"{self.path}:{self.line} {self.function}: `{self.before}` -> `{self.after}`"
+
+
+def _short(text: str, limit: int = 70) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+class _Finder(ast.NodeVisitor):
+    """Every mutant of one module, in source order."""
+
+    def __init__(self, path: str, source: str) -> None:
+        self.path = path
+        self.source = source
+        lines = source.splitlines(keepends=True)
+        # ast's columns are UTF-8 byte offsets: map (line, byte column) to a str offset
+        self._line_starts: list[int] = [0]
+        for line in lines:
+            self._line_starts.append(self._line_starts[-1] + len(line))
+        self._lines = lines
+        self.found: list[Mutant] = []
+        self._scope: list[str] = []
+        self._outer: tuple[str, int] | None = None  # set inside a function's body
+        self._tests: set[int] = set()  # id() of expressions used as a condition
+
+    # -- positions
+
+    def _offset(self, line: int, byte_col: int) -> int:
+        text = self._lines[line - 1].encode()[:byte_col].decode()
+        return self._line_starts[line - 1] + len(text)
+
+    def _span(self, node: ast.AST) -> tuple[int, int]:
+        start = self._offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
+        end = self._offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+        return start, end
+
+    def _src(self, node: ast.AST) -> str:
+        start, end = self._span(node)
+        return self.source[start:end]
+
+    def _add(self, node: ast.AST, kind: str, text: str, after: str | None = None) -> None:
+        start, end = self._span(node)
+        missing = self.source[start:end].count("\n") - text.count("\n")
+        if missing > 0:
+            text = text[:-1] + "\n" * missing + ")" if text.endswith(")") else text + "\n" * missing
+        outer, outer_line = self._outer or ("", 0)
+        self.found.append(
+            Mutant(
+                path=self.path,
+                line=node.lineno,  # type: ignore[attr-defined]
+                function=".".join(self._scope) or "<module>",
+                kind=kind,
+                before=_short(self.source[start:end]),
+                after=_short(after if after is not None else text),
+                start=start,
+                end=end,
+                text=text,
+                outer=outer,
+                outer_line=outer_line,
+            )
+        )
+
+    # -- scopes and what is never mutated
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self._scope.append(node.name)
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        if not isinstance(node, ast.ClassDef):
+            self._arguments(node.args)
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]  # the docstring
+        entered = self._outer is None and not isinstance(node, ast.ClassDef)
+        if entered:
+            first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+            self._outer = (".".join(self._scope), first)
+        self._body(body)
+        if entered:
+            self._outer = None
+        self._scope.pop()
+
+    visit_FunctionDef = _scoped
+    visit_AsyncFunctionDef = _scoped
+    visit_ClassDef = _scoped
+
+    def _arguments(self, args: ast.arguments) -> None:
+        for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
+            self.visit(default)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        return  # messages
+
+    def visit_If(self, node: ast.If) -> None:
+        if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            return
+        self._tests.add(id(node.test))
+        self.visit(node.test)
+        self._body(node.body)
+        self._body(node.orelse)
+
+    def visit_While(self, node: ast.While) -> None:
+        self._tests.add(id(node.test))
+        self.visit(node.test)
+        self._body(node.body)
+        self._body(node.orelse)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self._tests.add(id(node.test))
+        self.generic_visit(node)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        return  # a developer's check, not behaviour
+
+    def visit_Module(self, node: ast.Module) -> None:
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            body = body[1:]
+        self._body(body)
+
+    # -- statements: deleting a call, deleting an early exit
+
+    def _body(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.visit(stmt)
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        call = node.value
+        if isinstance(call, ast.Call) and _call_name(call) not in QUIET_CALLS:
+            self._add(node, "delete-call", "pass")
+        self.visit(call)
+
+    def _exit(self, node: ast.Return | ast.Raise | ast.Continue | ast.Break) -> None:
+        if self._under_if(node):
+            self._add(node, "delete-exit", "pass")
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self._exit(node)
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        self._exit(node)  # the exception's own arguments are messages: left alone
+
+    def visit_Continue(self, node: ast.Continue) -> None:
+        self._exit(node)
+
+    def visit_Break(self, node: ast.Break) -> None:
+        self._exit(node)
+
+    def _under_if(self, node: ast.stmt) -> bool:
+        return node.lineno in self._if_body_lines
+
+    @property
+    def _if_body_lines(self) -> set[int]:
+        if not hasattr(self, "_if_lines"):
+            lines: set[int] = set()
+            for each in ast.walk(ast.parse(self.source)):
+                if isinstance(each, ast.If):
+                    for stmt in [*each.body, *each.orelse]:
+                        if isinstance(stmt, ast.Return | ast.Raise | ast.Continue | ast.Break):
+                            lines.add(stmt.lineno)
+            self._if_lines = lines
+        return self._if_lines
+
+    # -- expressions
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        parts = [self._src(node.left)]
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            parts += [COMPARE_TEXT[type(op)], self._src(right)]
+        for i, op in enumerate(node.ops):
+            swapped = list(parts)
+            swapped[1 + 2 * i] = COMPARE_SWAP[type(op)]
+            self._add(node, "compare", "(" + " ".join(swapped) + ")", " ".join(swapped))
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, ast.Not):
+            operand = self._src(node.operand)
+            self._add(node, "drop-not", f"({operand})", operand)
+            if id(node) in self._tests:
+                self._tests.add(id(node.operand))
+        self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        values = [self._src(v) for v in node.values]
+        other = " or " if isinstance(node.op, ast.And) else " and "
+        swapped = other.join(f"({v})" for v in values)
+        last = node.values[-1]
+        defaulting = isinstance(node.op, ast.Or) and (
+            isinstance(last, ast.Constant | ast.Dict | ast.List | ast.Tuple | ast.JoinedStr)
+            or (isinstance(last, ast.Call) and _call_name(last) in DEFAULTS)
+        )
+        if not defaulting:  # `x or {}` / `x or ""`: a default, not a decision
+            self._add(node, "boolop", f"({swapped})", other.join(values))
+        if id(node) in self._tests:  # a condition: each part may be forgotten
+            for i in range(len(values)):
+                kept = values[:i] + values[i + 1 :]
+                joined = (" and " if isinstance(node.op, ast.And) else " or ").join(
+                    f"({v})" for v in kept
+                )
+                self._add(node, "drop-condition", f"({joined})", f"without `{values[i]}`")
+            for value in node.values:
+                self._tests.add(id(value))
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        strings = (ast.JoinedStr,)
+        sides = (node.left, node.right)
+        textual = any(
+            isinstance(s, strings) or (isinstance(s, ast.Constant) and isinstance(s.value, str))
+            for s in sides
+        )
+        if isinstance(node.op, ast.Add | ast.Sub) and not textual:
+            op = " - " if isinstance(node.op, ast.Add) else " + "
+            text = f"({self._src(node.left)}){op}({self._src(node.right)})"
+            self._add(node, "arith", f"({text})", text)
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, bool):
+            self._add(node, "bool", str(not value))
+        elif isinstance(value, int):
+            self._add(node, "number", str(value + 1))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if _call_name(node) in QUIET_CALLS:
+            return
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        self.generic_visit(node)
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return ""
+
+
+def find_mutants(path: Path) -> list[Mutant]:
+    source = path.read_text()
+    finder = _Finder(str(path.relative_to(ROOT)), source)
+    finder.visit(ast.parse(source))
+    return sorted(finder.found, key=lambda m: (m.start, m.kind, m.after))
+
+
+def all_mutants(modules: list[str]) -> list[Mutant]:
+    found: list[Mutant] = []
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        rel = str(path.relative_to(ROOT / PACKAGE))
+        if modules and not any(rel == m or rel.startswith(m.rstrip("/") + "/") for m in modules):
+            continue
+        for mutant in find_mutants(path):
+            mutated = mutant_source(mutant)
+            try:
+                ast.parse(mutated)
+            except SyntaxError:
+                continue
+            found.append(mutant)
+    return found
+
+
+def mutant_source(mutant: Mutant) -> str:
+    source = (ROOT / mutant.path).read_text()
+    return source[: mutant.start] + mutant.text + source[mutant.end :]
+
+
+def read_equivalent() -> dict[str, str]:
+    """The exclusion file: `KEY || why it cannot change behaviour`, one a line."""
+    listed: dict[str, str] = {}
+    if not EQUIVALENT.exists():
+        return listed
+    for line in EQUIVALENT.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, why = line.partition(" || ")
+        if not sep or not why.strip():
+            raise SystemExit(f"{EQUIVALENT.name}: a line without ` || reason`: {line}")
+        listed[key.strip()] = why.strip()
+    return listed
+
+
+# -- the coverage map ---------------------------------------------------------------------
+
+
+def _checkout_files() -> Iterator[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    for name in out.splitlines():
+        if name.startswith(("screenshots/", "benchmarks/")) or not (ROOT / name).is_file():
+            continue
+        yield name
+
+
+def make_copy(dest: Path) -> None:
+    """A copy of the checkout the mutants are written into; bytecode checked by source hash,
+    so a mutated file is never run from the original's .pyc, nor the original from the
+    mutant's."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    for name in _checkout_files():
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target)
+    compileall.compile_dir(
+        str(dest / "mignurse"),
+        quiet=1,
+        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+    )
+
+
+def _env(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), str(ROOT / "scripts")])
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["MUTANTS_DURATIONS"] = str(copy / ".mutant-outcome.json")
+    return env
+
+
+def build_map(jobs: int) -> dict[str, object]:
+    """Run the runner's tests once under coverage, a context per test: which tests execute
+    which line of runner/, and how long each test takes."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    files = sorted(
+        str(p.relative_to(ROOT))
+        for t in TESTS
+        for p in ([ROOT / t] if t.endswith(".py") else sorted((ROOT / t).glob("test_*.py")))
+    )
+    # split the files between the jobs, longest-named first is as good as any: the slow
+    # files are spread by round robin
+    shares = [files[i::jobs] for i in range(jobs)]
+    procs = []
+    for i, share in enumerate(shares):
+        copy = WORK / f"cover{i}"
+        make_copy(copy)
+        rc = WORK / f"coveragerc{i}"
+        rc.write_text(
+            f"[run]\nsource = {copy / PACKAGE}\ndata_file = {WORK / f'coverage{i}'}\n"
+            "branch = false\n"
+        )
+        log = open(WORK / f"cover{i}.log", "w")  # noqa: SIM115 (closed after the wait)
+        env = _env(copy)
+        env["MUTANTS_DURATIONS"] = str(WORK / f"durations{i}.json")
+        cmd = [
+            sys.executable,
+            "-m",
+            "coverage",
+            "run",
+            f"--rcfile={rc}",
+            "-m",
+            "pytest",
+            "-p",
+            PLUGIN,
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *share,
+        ]
+        procs.append((subprocess.Popen(cmd, cwd=copy, env=env, stdout=log, stderr=log), log))
+    for proc, log in procs:
+        proc.wait()
+        log.close()
+    lines: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    durations: dict[str, float] = {}
+    failed: list[str] = []
+    import coverage
+
+    for i in range(jobs):
+        durations.update(json.loads((WORK / f"durations{i}.json").read_text())["durations"])
+        failed += json.loads((WORK / f"durations{i}.json").read_text())["failed"]
+        data = coverage.CoverageData(basename=str(WORK / f"coverage{i}"))
+        data.read()
+        copy = WORK / f"cover{i}"
+        for measured in data.measured_files():
+            rel = str(Path(measured).relative_to(copy))
+            for line, contexts in (data.contexts_by_lineno(measured) or {}).items():
+                for context in contexts:
+                    lines[rel][line].add(context)
+    if failed:
+        print(f"warning: {len(failed)} test(s) fail without any mutant: {', '.join(failed)}")
+    mapping = {
+        "lines": {f: {str(n): sorted(c) for n, c in ls.items()} for f, ls in lines.items()},
+        "durations": durations,
+        "failed": failed,
+    }
+    (WORK / "map.json").write_text(json.dumps(mapping))
+    return mapping
+
+
+# -- running the mutants ------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    key: str
+    describe: str
+    module: str
+    status: str  # killed | survived | timeout | no-tests
+    tests: int
+    seconds: float
+    killer: str = ""
+
+
+def tests_for(mutant: Mutant, mapping: dict[str, object]) -> list[str]:
+    lines: dict[str, dict[str, list[str]]] = mapping["lines"]  # type: ignore[assignment]
+    durations: dict[str, float] = mapping["durations"]  # type: ignore[assignment]
+    failed = set(mapping["failed"])  # type: ignore[arg-type]
+    in_file = lines.get(mutant.path, {})
+    chosen = {t for t in in_file.get(str(mutant.line), []) if t}
+    if not chosen:
+        # a line run at import (a constant, a default, a decorator): every test of the module
+        chosen = (
+            {t for ts in in_file.values() for t in ts if t}
+            if mutant.line in {int(n) for n, ts in in_file.items() if "" in ts}
+            else set()
+        )
+    chosen -= failed
+    return sorted(chosen, key=lambda t: (durations.get(t, 60.0), t))
+
+
+class Worker:
+    """A copy of the checkout and its test runner (scripts/mutants_server.py); one mutant at
+    a time."""
+
+    def __init__(self, copy: Path) -> None:
+        make_copy(copy)
+        self.copy = copy
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "scripts" / "mutants_server.py")],
+            cwd=copy,
+            env=_env(copy),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline()
+        if not ready:
+            raise SystemExit(f"the test runner in {copy} did not start")
+
+    def ask(self, request: dict[str, object]) -> dict[str, object]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        answer: dict[str, object] = json.loads(self.proc.stdout.readline())
+        return answer
+
+    def fresh(self, args: list[str], timeout: float) -> dict[str, object]:
+        """The tests in a new interpreter (a mutant the runner cannot put in place)."""
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *args],
+            cwd=self.copy,
+            env=_env(self.copy),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            return {"rc": proc.wait(timeout=timeout)}
+        except subprocess.TimeoutExpired:
+            return {"rc": None, "timeout": True}
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+class Workers:
+    def __init__(self, jobs: int) -> None:
+        self.free = [Worker(WORK / f"w{i}") for i in range(jobs)]
+        self.all = list(self.free)
+        self.lock = threading.Lock()
+
+    def take(self) -> Worker:
+        with self.lock:
+            return self.free.pop()
+
+    def give(self, worker: Worker) -> None:
+        with self.lock:
+            self.free.append(worker)
+
+    def close(self) -> None:
+        for worker in self.all:
+            worker.close()
+
+
+def run_mutant(
+    mutant: Mutant, tests: list[str], workers: Workers, durations: dict[str, float], cap: float
+) -> Result:
+    def result(status: str, seconds: float = 0.0, killer: str = "") -> Result:
+        return Result(
+            mutant.key, mutant.describe(), mutant.module, status, len(tests), seconds, killer
+        )
+
+    if not tests:
+        return result("no-tests")
+    chosen: list[str] = []
+    spent = 0.0
+    for test in tests:  # fastest first, up to `cap` seconds of their usual time
+        if chosen and spent + durations.get(test, 30.0) > cap:
+            break
+        chosen.append(test)
+        spent += durations.get(test, 30.0)
+    worker = workers.take()
+    target = worker.copy / mutant.path
+    original = target.read_text()
+    started = time.monotonic()
+    budget = 30.0 + 3 * spent
+    per_test = max(60, int(3 * max(durations.get(t, 30.0) for t in chosen)) + 30)
+    outcome = worker.copy / ".mutant-outcome.json"
+    args = ["-x", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, "-o", f"timeout={per_test}"]
+    try:
+        target.write_text(mutant_source(mutant))
+        outcome.unlink(missing_ok=True)
+        request = {
+            "path": str(target),
+            "outer": mutant.outer,
+            "outer_line": mutant.outer_line,
+            "args": [*args, *chosen],
+            "timeout": budget,
+        }
+        answer = worker.ask(request) if mutant.outer else {"rc": CANNOT_PATCH}
+        if answer.get("rc") == CANNOT_PATCH:
+            answer = worker.fresh([*args, *chosen], budget + 10)
+        seconds = time.monotonic() - started
+        if answer.get("timeout"):
+            return result("timeout", seconds)
+        killer = ""
+        if outcome.exists():
+            failed = json.loads(outcome.read_text())["failed"]
+            killer = failed[0] if failed else ""
+        rc = answer["rc"]
+        if rc == 0:
+            return result("survived" if len(chosen) == len(tests) else "survived-capped", seconds)
+        if rc == 5:
+            return result("no-tests", seconds)  # the tests were not found: never a kill
+        return result("killed", seconds, killer or f"pytest exit {rc}")
+    finally:
+        target.write_text(original)
+        workers.give(worker)
+
+
+def report(results: list[Result], excluded: int, out: Path | None) -> None:
+    per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in results:
+        per[r.module][r.status] += 1
+    lines = [
+        f"{'module':<28} {'killed':>6} {'survived':>8} {'capped':>6} {'timeout':>7} {'no test':>7}"
+    ]
+    for module in sorted(per):
+        c = per[module]
+        lines.append(
+            f"{module:<28} {c['killed']:>6} {c['survived']:>8} {c['survived-capped']:>6} "
+            f"{c['timeout']:>7} {c['no-tests']:>7}"
+        )
+    total = len(results)
+    killed = sum(1 for r in results if r.status in ("killed", "timeout"))
+    rate = 100.0 * killed / total if total else 0.0
+    lines.append(
+        f"\n{total} mutants judged ({excluded} listed as equivalent, not run): {killed} killed "
+        f"(timeouts included), kill rate {rate:.1f} %"
+    )
+    survivors = sorted(
+        (r for r in results if r.status not in ("killed", "timeout")), key=lambda r: r.describe
+    )
+    notes = {
+        "no-tests": " [no test reaches it]",
+        "survived-capped": " [its slower tests were not run: --cap]",
+    }
+    if survivors:
+        lines.append("\nsurvivors (file:line function: mutation):")
+        lines += [f"  {r.describe}{notes.get(r.status, '')}" for r in survivors]
+    timeouts = [r for r in results if r.status == "timeout"]
+    if timeouts:
+        lines.append("\ntimed out (counted as killed):")
+        lines += [f"  {r.describe}" for r in timeouts]
+    text = "\n".join(lines)
+    print(text)
+    if out is not None:
+        out.write_text(text + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--module", action="append", default=[], help="lock.py, steps/repair/")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument("--again", action="store_true", help="rerun last survivors only")
+    parser.add_argument("--remap", action="store_true", help="rebuild the coverage map")
+    parser.add_argument("--report", type=Path, help="also write the report to this file")
+    parser.add_argument(
+        "--cap",
+        type=float,
+        default=60.0,
+        help="seconds of a mutant's tests (by their usual time, fastest first) to run at most",
+    )
+    args = parser.parse_args()
+
+    mutants = all_mutants(args.module)
+    equivalent = read_equivalent()
+    unknown = sorted(set(equivalent) - {m.key for m in all_mutants([])})
+    for key in unknown:
+        print(f"note: {EQUIVALENT.name} lists a mutant that no longer exists: {key}")
+    judged = [m for m in mutants if m.key not in equivalent]
+    excluded = len(mutants) - len(judged)
+    if args.list:
+        for m in judged:
+            print(m.describe())
+        print(f"{len(judged)} mutants ({excluded} listed as equivalent)")
+        return 0
+
+    map_file = WORK / "map.json"
+    if args.remap or not map_file.exists():
+        print("mapping the runner's tests to runner/ lines (one coverage run)…", flush=True)
+        mapping = build_map(args.jobs)
+    else:
+        mapping = json.loads(map_file.read_text())
+    results_file = WORK / "results.json"
+    previous: dict[str, dict[str, object]] = {}
+    if results_file.exists():
+        previous = {r["key"]: r for r in json.loads(results_file.read_text())}
+    if args.again:
+        judged = [m for m in judged if previous.get(m.key, {}).get("status") != "killed"]
+    durations: dict[str, float] = mapping["durations"]  # type: ignore[assignment]
+    workers = Workers(args.jobs)
+    results: dict[str, Result] = {
+        k: Result(**v)
+        for k, v in previous.items()  # type: ignore[arg-type]
+    }
+    done = 0
+    lock = threading.Lock()
+
+    def one(mutant: Mutant) -> None:
+        nonlocal done
+        result = run_mutant(mutant, tests_for(mutant, mapping), workers, durations, args.cap)
+        with lock:
+            done += 1
+            results[mutant.key] = result
+            print(f"[{done}/{len(judged)}] {result.status:<8} {mutant.describe()}", flush=True)
+            if done % 10 == 0:
+                results_file.write_text(json.dumps([asdict(r) for r in results.values()]))
+
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(one, judged))
+    finally:
+        workers.close()
+    results_file.write_text(json.dumps([asdict(r) for r in results.values()]))
+    current = {m.key for m in mutants if m.key not in equivalent}
+    report([r for k, r in results.items() if k in current], excluded, args.report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
