@@ -1,0 +1,112 @@
+"""delete-nodeclaim against a NodeClaim recreated under the same name between the plan and the
+delete (mignurse/runner/steps/instance.py): the plan confirmed was for one instance, the
+object now named so is another one, and deleting it would terminate a machine nobody agreed
+to lose. The step compares the UID it planned with the UID it finds."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mignurse.cluster.client import NODECLAIMS
+from mignurse.runner.step import StepFailed, StepPlan
+from mignurse.runner.steps.instance import DeleteNodeClaim
+
+from .enginehelpers import Cluster
+from .repairhelpers import sim_ctx
+
+
+def _train_node_and_claim(cluster: Cluster) -> tuple[str, dict[str, Any]]:
+    node = sorted(
+        n["metadata"]["name"]
+        for n in cluster.sim.objects("nodes")
+        if n["metadata"]["labels"].get("karpenter.sh/nodepool") == "gpu-train"
+    )[0]
+    (claim,) = [c for c in cluster.sim.objects("nodeclaims") if c["status"].get("nodeName") == node]
+    return node, claim
+
+
+def _recreate(cluster: Cluster, claim: dict[str, Any]) -> dict[str, Any]:
+    """The NodeClaim is deleted and gone, and a new one is created under its name (a
+    colleague's manifest applied again, a GitOps sync)."""
+    name = claim["metadata"]["name"]
+    cluster.client.delete(NODECLAIMS, name)
+    cluster.sim.advance(300)  # Karpenter's finalizer goes once the instance is terminated
+    assert name not in {c["metadata"]["name"] for c in cluster.sim.objects("nodeclaims")}
+    body = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": name,
+            "uid": str(uuid.uuid4()),
+            "labels": copy.deepcopy(claim["metadata"].get("labels") or {}),
+        },
+        "spec": copy.deepcopy(claim["spec"]),
+    }
+    # the simulator serves NodeClaims read/patch/delete only: the newcomer goes in its store
+    with cluster.sim.store.lock:
+        created = cluster.sim.store.create("nodeclaims", body)
+    return created
+
+
+def test_a_nodeclaim_recreated_under_the_planned_name_is_not_deleted(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    step = DeleteNodeClaim()
+    ctx = sim_ctx(cluster.sim, cluster.client, node)
+    plan = StepPlan.from_json(step.plan(ctx).to_json())  # kept in the run state
+    assert plan.data["uid"] == claim["metadata"]["uid"]
+
+    newcomer = _recreate(cluster, claim)
+    before = len(cluster.sim.requests)
+
+    with pytest.raises(StepFailed, match=r"was replaced by another object since the plan") as e:
+        step.apply(ctx, plan)
+
+    assert str(e.value) == (
+        f"nodeclaim/{claim['metadata']['name']} was replaced by another object since the plan"
+    )
+    now = cluster.client.get(NODECLAIMS, claim["metadata"]["name"])
+    assert now["metadata"]["uid"] == newcomer["metadata"]["uid"]
+    assert not now["metadata"].get("deletionTimestamp")
+    assert not [r for r in cluster.sim.requests[before:] if r["method"] == "DELETE"]
+    assert not ctx.prior  # nothing was announced (ctx.intend) either
+
+
+def test_after_its_nodeclaim_was_replaced_undo_stops_at_the_delete(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    """A resumed undo finds a NodeClaim of the same name: not the one this run deleted,
+    whose instance is gone, so the steps before it stay as they are."""
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    step = DeleteNodeClaim()
+    ctx = sim_ctx(cluster.sim, cluster.client, node)
+    applied = {"nodeclaim": claim["metadata"]["name"], "uid": claim["metadata"]["uid"]}
+
+    _recreate(cluster, claim)
+
+    assert step.undo_barrier(ctx, StepPlan(), applied) == (
+        f"nodeclaim/{claim['metadata']['name']} was replaced (its instance was terminated)"
+    )
+
+
+def test_a_delete_that_never_landed_is_no_barrier_to_undo(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    applied = {"nodeclaim": claim["metadata"]["name"], "uid": claim["metadata"]["uid"]}
+    ctx = sim_ctx(cluster.sim, cluster.client, node)
+
+    assert DeleteNodeClaim().undo_barrier(ctx, StepPlan(), applied) is None
+    cluster.client.delete(NODECLAIMS, claim["metadata"]["name"])
+    assert DeleteNodeClaim().undo_barrier(ctx, StepPlan(), applied) == (
+        f"nodeclaim/{claim['metadata']['name']} is deleting (Karpenter is terminating its instance)"
+    )
