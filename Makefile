@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SRC    := mignurse tests benchmarks scripts whitelist.py
 
-.PHONY: demo test lint style checks unit bench screenshots venv clean
+.PHONY: demo test lint style checks unit bench screenshots venv clean mutants
 
 # uv fetches and installs the ~110 packages in parallel: a minute faster than pip on a fresh
 # machine. Where uv cannot be installed or cannot install, pip does the same install. uv does
@@ -61,6 +61,12 @@ unit: $(STAMP)
 	$(BIN)/python -m compileall -q mignurse
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest --collect-only -q --snapshot-warn-unused > /dev/null || true
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist loadgroup
+
+## Mutation testing of mignurse/runner/ (not part of `make test`; MUTANTS="--module lock.py"
+## to narrow it, MUTANTS=--again for the last survivors). coverage.py maps lines to tests.
+mutants: $(STAMP)
+	$(BIN)/python -c "import coverage" 2>/dev/null || $(PIP) "coverage>=7.6"
+	nice -n 10 $(BIN)/python scripts/mutants.py $(MUTANTS)
 
 ## Performance figures (not part of `make test`).
 bench: $(STAMP)

@@ -177,6 +177,13 @@ class _Finder(ast.NodeVisitor):
             )
         )
 
+    def visit(self, node: ast.AST) -> None:
+        handler = getattr(self, "on_" + type(node).__name__, None)
+        if handler is None:
+            self.generic_visit(node)
+        else:
+            handler(node)
+
     # -- scopes and what is never mutated
 
     def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
@@ -197,22 +204,22 @@ class _Finder(ast.NodeVisitor):
             self._outer = None
         self._scope.pop()
 
-    visit_FunctionDef = _scoped
-    visit_AsyncFunctionDef = _scoped
-    visit_ClassDef = _scoped
+    on_FunctionDef = _scoped
+    on_AsyncFunctionDef = _scoped
+    on_ClassDef = _scoped
 
     def _arguments(self, args: ast.arguments) -> None:
         for default in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
             self.visit(default)
 
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+    def on_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
 
-    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+    def on_JoinedStr(self, node: ast.JoinedStr) -> None:
         return  # messages
 
-    def visit_If(self, node: ast.If) -> None:
+    def on_If(self, node: ast.If) -> None:
         if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
             return
         self._tests.add(id(node.test))
@@ -220,20 +227,20 @@ class _Finder(ast.NodeVisitor):
         self._body(node.body)
         self._body(node.orelse)
 
-    def visit_While(self, node: ast.While) -> None:
+    def on_While(self, node: ast.While) -> None:
         self._tests.add(id(node.test))
         self.visit(node.test)
         self._body(node.body)
         self._body(node.orelse)
 
-    def visit_IfExp(self, node: ast.IfExp) -> None:
+    def on_IfExp(self, node: ast.IfExp) -> None:
         self._tests.add(id(node.test))
         self.generic_visit(node)
 
-    def visit_Assert(self, node: ast.Assert) -> None:
+    def on_Assert(self, node: ast.Assert) -> None:
         return  # a developer's check, not behaviour
 
-    def visit_Module(self, node: ast.Module) -> None:
+    def on_Module(self, node: ast.Module) -> None:
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             body = body[1:]
@@ -245,7 +252,7 @@ class _Finder(ast.NodeVisitor):
         for stmt in body:
             self.visit(stmt)
 
-    def visit_Expr(self, node: ast.Expr) -> None:
+    def on_Expr(self, node: ast.Expr) -> None:
         call = node.value
         if isinstance(call, ast.Call) and _call_name(call) not in QUIET_CALLS:
             self._add(node, "delete-call", "pass")
@@ -255,18 +262,18 @@ class _Finder(ast.NodeVisitor):
         if self._under_if(node):
             self._add(node, "delete-exit", "pass")
 
-    def visit_Return(self, node: ast.Return) -> None:
+    def on_Return(self, node: ast.Return) -> None:
         self._exit(node)
         if node.value is not None:
             self.visit(node.value)
 
-    def visit_Raise(self, node: ast.Raise) -> None:
+    def on_Raise(self, node: ast.Raise) -> None:
         self._exit(node)  # the exception's own arguments are messages: left alone
 
-    def visit_Continue(self, node: ast.Continue) -> None:
+    def on_Continue(self, node: ast.Continue) -> None:
         self._exit(node)
 
-    def visit_Break(self, node: ast.Break) -> None:
+    def on_Break(self, node: ast.Break) -> None:
         self._exit(node)
 
     def _under_if(self, node: ast.stmt) -> bool:
@@ -286,7 +293,7 @@ class _Finder(ast.NodeVisitor):
 
     # -- expressions
 
-    def visit_Compare(self, node: ast.Compare) -> None:
+    def on_Compare(self, node: ast.Compare) -> None:
         parts = [self._src(node.left)]
         for op, right in zip(node.ops, node.comparators, strict=True):
             parts += [COMPARE_TEXT[type(op)], self._src(right)]
@@ -296,7 +303,7 @@ class _Finder(ast.NodeVisitor):
             self._add(node, "compare", "(" + " ".join(swapped) + ")", " ".join(swapped))
         self.generic_visit(node)
 
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+    def on_UnaryOp(self, node: ast.UnaryOp) -> None:
         if isinstance(node.op, ast.Not):
             operand = self._src(node.operand)
             self._add(node, "drop-not", f"({operand})", operand)
@@ -304,7 +311,7 @@ class _Finder(ast.NodeVisitor):
                 self._tests.add(id(node.operand))
         self.generic_visit(node)
 
-    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+    def on_BoolOp(self, node: ast.BoolOp) -> None:
         values = [self._src(v) for v in node.values]
         other = " or " if isinstance(node.op, ast.And) else " and "
         swapped = other.join(f"({v})" for v in values)
@@ -326,7 +333,7 @@ class _Finder(ast.NodeVisitor):
                 self._tests.add(id(value))
         self.generic_visit(node)
 
-    def visit_BinOp(self, node: ast.BinOp) -> None:
+    def on_BinOp(self, node: ast.BinOp) -> None:
         strings = (ast.JoinedStr,)
         sides = (node.left, node.right)
         textual = any(
@@ -339,19 +346,16 @@ class _Finder(ast.NodeVisitor):
             self._add(node, "arith", f"({text})", text)
         self.generic_visit(node)
 
-    def visit_Constant(self, node: ast.Constant) -> None:
+    def on_Constant(self, node: ast.Constant) -> None:
         value = node.value
         if isinstance(value, bool):
             self._add(node, "bool", str(not value))
         elif isinstance(value, int):
             self._add(node, "number", str(value + 1))
 
-    def visit_Call(self, node: ast.Call) -> None:
+    def on_Call(self, node: ast.Call) -> None:
         if _call_name(node) in QUIET_CALLS:
             return
-        self.generic_visit(node)
-
-    def visit_Subscript(self, node: ast.Subscript) -> None:
         self.generic_visit(node)
 
 
@@ -724,11 +728,13 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--again", action="store_true", help="rerun last survivors only")
     parser.add_argument("--remap", action="store_true", help="rebuild the coverage map")
-    parser.add_argument("--report", type=Path, help="also write the report to this file")
+    parser.add_argument(
+        "--report", type=Path, default=WORK / "report.txt", help="where the report is also written"
+    )
     parser.add_argument(
         "--cap",
         type=float,
-        default=60.0,
+        default=20.0,
         help="seconds of a mutant's tests (by their usual time, fastest first) to run at most",
     )
     args = parser.parse_args()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+__all__ = ["pytest_runtest_logreport", "pytest_runtest_setup", "pytest_sessionfinish"]  # hooks
+
 _durations: dict[str, float] = {}
 _failed: list[str] = []
 
