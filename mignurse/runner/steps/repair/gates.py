@@ -111,9 +111,12 @@ def gate_settings(deployment: Mapping[str, Any]) -> list[GateSetting]:
 
 
 def effective_repair(settings: list[GateSetting]) -> bool:
-    """Whether the controller runs node repair: a flag replaces the env (the env is only
-    the flag's default); an absent gate is false in every version (kubernetes-sigs/karpenter
-    pkg/operator/options/options.go, v1.1.0 and v1.14.1)."""
+    """Whether the controller runs node repair. The last `--feature-gates` flag replaces the
+    env whole (the env is only the flag's default: `fs.StringVar(..., "feature-gates",
+    env.WithDefaultString("FEATURE_GATES", ...))`), and a gate absent from the string that
+    wins is false (`DefaultFeatureGates`): kubernetes-sigs/karpenter
+    pkg/operator/options/options.go, v1.1.0, v1.6.0, v1.8.0 and v1.14.1. The chart
+    (aws/karpenter-provider-aws charts/karpenter/templates/deployment.yaml) sets only the env."""
     flags = [s for s in settings if s.where.startswith("arg")]
     chosen = flags[-1:] or [s for s in settings if s.where.startswith("env")][-1:]
     if not chosen:
