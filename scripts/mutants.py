@@ -36,6 +36,7 @@ import argparse
 import ast
 import compileall
 import contextlib
+import hashlib
 import json
 import os
 import py_compile
@@ -48,7 +49,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,11 @@ WORK = ROOT / ".venv" / "mutants"
 EQUIVALENT = ROOT / "scripts" / "mutants-equivalent.txt"
 CANNOT_PATCH = 99  # the test runner's answer for a mutant it cannot put in place
 PLUGIN = "mutants_plugin"  # scripts/mutants_plugin.py: one coverage context per test
+
+# Judged first (a run cut short has judged these): the lock, the steps that change clusters,
+# then the engine.
+FIRST = ("lock.py", "steps/repair/", "steps/instance.py", "steps/kube.py", "undo.py",
+         "state.py", "core.py", "engine.py", "audit.py", "step.py")  # fmt: skip
 
 # Calls whose deletion changes only what is printed: never mutated away.
 QUIET_CALLS = {"log", "debug", "info", "warning", "print"}
@@ -104,11 +110,13 @@ class Mutant:
     text: str  # what replaces it (as many lines as it replaces: later lines keep their numbers)
     outer: str = ""  # co_qualname of the outermost function holding it ("" at import time)
     outer_line: int = 0  # that function's co_firstlineno (its first decorator's line)
+    occurrence: int = 1  # the same mutation of the same text earlier in the same function
 
     @property
     def key(self) -> str:
         """How the exclusion file names it: file, function and mutation, not the line."""
-        return f"{self.path} | {self.function} | `{self.before}` -> `{self.after}`"
+        again = f" #{self.occurrence}" if self.occurrence > 1 else ""
+        return f"{self.path} | {self.function} | `{self.before}` -> `{self.after}`{again}"
 
     @property
     def module(self) -> str:
@@ -372,7 +380,12 @@ def find_mutants(path: Path) -> list[Mutant]:
     source = path.read_text()
     finder = _Finder(str(path.relative_to(ROOT)), source)
     finder.visit(ast.parse(source))
-    return sorted(finder.found, key=lambda m: (m.start, m.kind, m.after))
+    seen: dict[str, int] = defaultdict(int)
+    numbered = []
+    for mutant in sorted(finder.found, key=lambda m: (m.start, m.kind, m.after)):
+        seen[mutant.key] += 1
+        numbered.append(replace(mutant, occurrence=seen[mutant.key]))
+    return numbered
 
 
 def all_mutants(modules: list[str]) -> list[Mutant]:
@@ -535,6 +548,11 @@ class Result:
     tests: int
     seconds: float
     killer: str = ""
+    source: str = ""  # sha256 of the module the mutant was judged in
+
+
+def module_hash(path: str) -> str:
+    return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
 
 
 def tests_for(mutant: Mutant, mapping: dict[str, object]) -> list[str]:
@@ -551,7 +569,13 @@ def tests_for(mutant: Mutant, mapping: dict[str, object]) -> list[str]:
             else set()
         )
     chosen -= failed
-    return sorted(chosen, key=lambda t: (durations.get(t, 60.0), t))
+    # Tests about this module first: those that run many of its lines for little time (a
+    # lock test before a runbook that takes the lock on its way), then the rest by time.
+    reach: dict[str, int] = defaultdict(int)
+    for tests in in_file.values():
+        for test in tests:
+            reach[test] += 1
+    return sorted(chosen, key=lambda t: (durations.get(t, 60.0) / (1 + reach[t]), t))
 
 
 class Worker:
@@ -630,7 +654,14 @@ def run_mutant(
 ) -> Result:
     def result(status: str, seconds: float = 0.0, killer: str = "") -> Result:
         return Result(
-            mutant.key, mutant.describe(), mutant.module, status, len(tests), seconds, killer
+            mutant.key,
+            mutant.describe(),
+            mutant.module,
+            status,
+            len(tests),
+            seconds,
+            killer,
+            module_hash(mutant.path),
         )
 
     if not tests:
@@ -734,7 +765,7 @@ def main() -> int:
     parser.add_argument(
         "--cap",
         type=float,
-        default=20.0,
+        default=8.0,
         help="seconds of a mutant's tests (by their usual time, fastest first) to run at most",
     )
     args = parser.parse_args()
@@ -745,6 +776,13 @@ def main() -> int:
     for key in unknown:
         print(f"note: {EQUIVALENT.name} lists a mutant that no longer exists: {key}")
     judged = [m for m in mutants if m.key not in equivalent]
+    judged.sort(
+        key=lambda m: (
+            next((i for i, p in enumerate(FIRST) if m.module.startswith(p)), len(FIRST)),
+            m.path,
+            m.start,
+        )
+    )
     excluded = len(mutants) - len(judged)
     if args.list:
         for m in judged:
@@ -763,7 +801,13 @@ def main() -> int:
     if results_file.exists():
         previous = {r["key"]: r for r in json.loads(results_file.read_text())}
     if args.again:
-        judged = [m for m in judged if previous.get(m.key, {}).get("status") != "killed"]
+        # judged again: what was not killed, and every mutant of a module that changed since
+        judged = [
+            m
+            for m in judged
+            if previous.get(m.key, {}).get("status") != "killed"
+            or previous[m.key].get("source") != module_hash(m.path)
+        ]
     durations: dict[str, float] = mapping["durations"]  # type: ignore[assignment]
     workers = Workers(args.jobs)
     results: dict[str, Result] = {

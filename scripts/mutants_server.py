@@ -115,7 +115,8 @@ def main() -> None:
             _child(request, log)
         deadline = time.monotonic() + float(request["timeout"])
         answer: dict[str, object] = {"rc": None, "timeout": True}
-        while time.monotonic() < deadline:
+        parent = os.getppid()
+        while time.monotonic() < deadline and os.getppid() == parent:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 answer = {"rc": os.waitstatus_to_exitcode(status)}
@@ -125,6 +126,8 @@ def main() -> None:
             os.killpg(pid, signal.SIGKILL)  # the child if it ran over, what it left behind
         if "timeout" in answer:
             os.waitpid(pid, 0)
+        if os.getppid() != parent:
+            return  # scripts/mutants.py was stopped: so is the mutant's run
         print(json.dumps(answer), flush=True)
 
 

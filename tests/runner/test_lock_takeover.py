@@ -102,6 +102,10 @@ def test_a_renewal_after_a_takeover_never_overwrites_the_new_holder(cluster: Clu
     assert (on_node(cluster, node) or {}).get("run") == "r-bob"
     assert not alice.held
     assert alice.lost == f"lock lost: node {node} is now locked by bob@box (run r-bob, cordon)"
+    with pytest.raises(LockLost) as lost:
+        alice.confirm()  # the next change stops, naming who holds the node now
+    assert str(lost.value) == alice.lost
+    assert alice.renew() is False  # and later renewals do not look again
 
 
 def test_before_its_next_change_a_run_whose_lock_was_taken_over_stops_naming_the_new_holder(
@@ -359,6 +363,116 @@ def test_a_node_deleted_under_a_running_lock_is_lost(cluster: Cluster) -> None:
 
     with pytest.raises(LockLost, match=f"lock lost: node {node} no longer exists"):
         alice.confirm()
+    assert not alice.held
+
+
+def test_a_lock_cleared_by_unlock_is_not_brought_back_by_a_renewal(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice")
+    alice.acquire()
+    cluster.client.patch(NODES, node, {"metadata": {"annotations": {LOCK_ANNOTATION: None}}})
+
+    assert alice.renew() is False
+    assert on_node(cluster, node) is None
+    assert alice.lost == f"lock lost: node {node} is no longer locked by run r-alice"
+
+
+def test_a_renewal_during_an_api_blip_keeps_the_lock_until_it_expires(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice")
+    alice.acquire()
+    cluster.sim.fail("GET", f"/nodes/{node}$", code=503)
+
+    assert alice.renew() is True
+    assert alice.held
+
+
+class Contended:
+    """Another writer changes the node between every read and patch of this run: each patch
+    meets a newer resourceVersion (409)."""
+
+    def __init__(self, real: ClusterClient) -> None:
+        self._real = real
+        self.patches = 0
+        self.churning = True
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._real, name)
+        if name != "patch":
+            return target
+
+        def patch(resource: Any, name: str, body: Any, **kwargs: Any) -> Any:
+            if self.churning:
+                self.patches += 1
+                churn = {"metadata": {"labels": {"churn": str(self.patches)}}}
+                self._real.patch(resource, name, churn)
+            return target(resource, name, body, **kwargs)
+
+        return patch
+
+
+def test_a_node_that_keeps_changing_under_the_run_is_refused_after_five_tries(
+    cluster: Cluster,
+) -> None:
+    node = cluster.nodes()[0]
+    contended = Contended(cluster.client)
+
+    with pytest.raises(LockError, match=f"^cannot lock node {node}: it keeps changing under us"):
+        lock_for(contended, node, "r-alice").acquire()
+    assert contended.patches == 5
+    assert on_node(cluster, node) is None
+
+
+def test_a_release_on_a_node_that_keeps_changing_says_how_to_clear_the_lock(
+    cluster: Cluster,
+) -> None:
+    node = cluster.nodes()[0]
+    contended = Contended(cluster.client)
+    alice = lock_for(contended, node, "r-alice", ttl=300)
+    contended.churning = False  # taking it went through
+    alice.acquire()
+    contended.churning = True
+
+    said = alice.release()
+
+    assert contended.patches == 5
+    assert said == (
+        f"the lock on node {node} could not be released (it kept changing): it expires by "
+        f"12:05Z, or `mignurse unlock {node}` clears it now"
+    )
+
+
+def test_the_lock_gives_up_once_the_api_server_stays_down_past_the_blip_window(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse.runner import lock
+
+    monkeypatch.setattr(lock, "BLIP_SECONDS", 2.5)
+    node = cluster.nodes()[0]
+    before = len(cluster.sim.requests)
+    cluster.sim.fail("PATCH", f"/nodes/{node}$", code=503, times=None)
+
+    with pytest.raises(LockError, match=f"^cannot lock node {node}: .*503"):
+        lock_for(cluster.client, node, "r-alice").acquire()
+    patches = [r for r in cluster.sim.requests[before:] if r["method"] == "PATCH"]
+    assert 2 <= len(patches) <= 4  # one a second for the window, not a tight loop
+
+
+def test_a_released_lock_stops_its_renewals(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    lost: list[bool] = []
+    alice = lock_for(cluster.client, node, "r-alice", ttl=3)
+    alice.acquire()
+    alice.start_renewing(on_lost=lambda: lost.append(True))
+    renewer = alice._renewer
+    assert renewer is not None and renewer.is_alive()
+
+    assert alice.release() is None
+
+    assert not renewer.is_alive()
+    assert not lost  # a renewal after the release would have found the lock gone
+    assert alice.renew() is False
+    assert on_node(cluster, node) is None
 
 
 # -- releasing it -------------------------------------------------------------------------------
@@ -456,6 +570,27 @@ def test_a_holder_here_is_judged_by_its_process_and_an_old_lock_by_nothing() -> 
     assert liveness({"holder": "carol"}, START) == (
         "its process is unknown (an older mignurse), renewal time unknown"
     )
+
+
+@pytest.mark.parametrize(
+    "lock",
+    [
+        {"host": "bobs-laptop", "pid": "4242"},  # a pid that is not a number
+        {"pid": 4242},  # no host
+        {"host": "bobs-laptop"},  # no pid
+    ],
+)
+def test_a_lock_without_a_usable_pid_and_host_has_an_unknown_process(lock: dict[str, Any]) -> None:
+    renewed = {**lock, "renewed": stamp(START)}
+    assert liveness(renewed, START) == (
+        "its process is unknown (an older mignurse), last renewed 0 s ago"
+    )
+
+
+def test_a_pid_that_is_not_a_number_on_this_machine_is_judged_by_its_renewal() -> None:
+    here = socket.gethostname()
+    stale = {"host": here, "pid": "1", "renewed": stamp(START - timedelta(hours=1))}
+    assert holder_alive(stale, START) is False
 
 
 @pytest.mark.parametrize(
