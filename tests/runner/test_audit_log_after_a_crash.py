@@ -1,0 +1,213 @@
+"""The audit log after a crash and between concurrent runs (mignurse/runner/audit.py): a torn
+last line is skipped, not fatal; two runs writing at once never interleave within a line;
+`mignurse runs` tells each run's outcome from the log, a refused resume apart."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import socket
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mignurse.runner.audit import (
+    Audit,
+    AwsIdentity,
+    aws_configured,
+    local_holder,
+    read_audit,
+    runs_from_audit,
+)
+from mignurse.runner.state import RunState, StepState
+
+
+def test_a_line_torn_by_a_kill_and_foreign_lines_are_skipped(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    audit = Audit(log)
+    audit.write("started", "r1", runbook="cordon")
+    with log.open("ab") as handle:
+        handle.write(b'["not", "an", "event"]\n{"no": "event key"}\n')
+    audit.write("finished", "r1", outcome="succeeded")
+    with log.open("ab") as handle:
+        handle.write(b'{"ts":"2026-11-20T12:00:00Z","event":"step-star')  # SIGKILL here
+
+    events = read_audit(log)
+
+    assert [(e["event"], e["run"]) for e in events] == [("started", "r1"), ("finished", "r1")]
+    assert events[0]["runbook"] == "cordon" and events[1]["outcome"] == "succeeded"
+
+
+def test_no_log_yet_is_no_event(tmp_path: Path) -> None:
+    assert read_audit(tmp_path / "audit.jsonl") == []
+
+
+def test_two_runs_writing_at_once_never_share_a_line(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+
+    def run(run_id: str) -> None:
+        audit = Audit(log)
+        for i in range(100):
+            audit.write("step-finished", run_id, step=f"s{i}", output="x" * 2000)
+
+    threads = [threading.Thread(target=run, args=(f"r{n}",)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    lines = log.read_bytes().splitlines()
+    assert len(lines) == 400
+    events = read_audit(log)
+    assert len(events) == 400
+    for n in range(4):
+        assert [e["step"] for e in events if e["run"] == f"r{n}"] == [f"s{i}" for i in range(100)]
+
+
+def test_the_log_is_private_to_the_user(tmp_path: Path) -> None:
+    log = tmp_path / "state" / "audit.jsonl"
+    Audit(log).write("started", "r1")
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert log.parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_demos_log_carries_its_simulated_time(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    sim_now = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC) + timedelta(microseconds=5)
+    Audit(log, clock=lambda: sim_now).write("started", "r1")
+    assert read_audit(log)[0]["ts"] == "2026-11-20T12:00:00.000005Z"
+
+
+# -- `mignurse runs`: one line a run ------------------------------------------------------------
+
+
+def ev(event: str, run: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": f"2026-11-20T12:00:0{len(fields)}Z", "event": event, "run": run, **fields}
+
+
+def test_each_run_is_summed_up_by_its_last_finish() -> None:
+    events = [
+        ev(
+            "started",
+            "r1",
+            runbook="cordon",
+            target="n1",
+            context="prod",
+            who={"local": "alice@lap"},
+        ),
+        ev("step-finished", "r1", runbook="other", target="n2"),
+        ev("finished", "r1", outcome="failed"),
+        ev("undo-started", "r1"),
+        ev("finished", "r1", outcome="undone"),
+    ]
+    (run,) = runs_from_audit(events)
+    assert run["outcome"] == "undone"
+    assert (run["runbook"], run["target"], run["context"], run["who"]) == (
+        "cordon",
+        "n1",
+        "prod",
+        "alice@lap",
+    )
+    assert run["started"] == events[0]["ts"] and run["updated"] == events[-1]["ts"]
+    assert "began" not in run
+
+
+def test_a_refused_resume_is_noted_apart_and_keeps_the_runs_outcome() -> None:
+    events = [
+        ev("started", "r1"),
+        ev("finished", "r1", outcome="interrupted"),
+        ev("refused", "r1"),
+        ev("declined", "r1", undo=True),
+    ]
+    (run,) = runs_from_audit(events)
+    assert run["outcome"] == "interrupted"
+    assert run["last"] == "declined undo"
+    (run,) = runs_from_audit(events[:3])
+    assert run["last"] == "refused resume"
+
+
+def test_a_run_refused_or_declined_before_it_began_ends_so() -> None:
+    runs = runs_from_audit([ev("refused", "r1"), ev("declined", "r2"), ev("dry-run", "r3")])
+    assert [(r["run"], r["outcome"]) for r in runs] == [
+        ("r1", "refused"),
+        ("r2", "declined"),
+        ("r3", "dry-run"),
+    ]
+
+
+def test_unlock_events_are_not_runs() -> None:
+    runs = runs_from_audit([ev("unlock", "r9"), ev("unlock-declined", "r9"), ev("started", "r1")])
+    assert [r["run"] for r in runs] == ["r1"]
+
+
+def test_a_run_still_running_in_the_log_is_judged_by_its_state(tmp_path: Path) -> None:
+    def state(run_id: str, pid: int, host: str) -> RunState:
+        return RunState(
+            run_id=run_id, runbook="cordon", params={}, context="c", cluster="k", target="n",
+            holder="h", steps=[StepState(id="s", action="cordon")], pid=pid, host=host,
+        )  # fmt: skip
+
+    gone = 2**22 + 12345  # above the kernel's default pid_max: no such process
+    states = {"r1": state("r1", gone, socket.gethostname()), "r2": state("r2", 1, "bobs-laptop")}
+    runs = runs_from_audit([ev("started", "r1"), ev("started", "r2"), ev("started", "r3")], states)
+    assert [r["outcome"] for r in runs] == ["killed", "running on bobs-laptop", "running"]
+
+
+# -- who ----------------------------------------------------------------------------------------
+
+
+def test_the_local_holder_is_user_at_short_host() -> None:
+    assert local_holder() == f"{getpass.getuser()}@{socket.gethostname().split('.')[0]}"
+
+
+@pytest.mark.parametrize(
+    ("env", "files", "configured"),
+    [
+        ({}, [], False),
+        ({"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE"}, [], True),
+        ({"AWS_PROFILE": "oncall"}, [], True),
+        ({}, [".aws/credentials"], True),
+        ({}, [".aws/config"], True),
+        ({"AWS_SHARED_CREDENTIALS_FILE": "elsewhere/creds"}, ["elsewhere/creds"], True),
+        ({"AWS_CONFIG_FILE": "elsewhere/config"}, ["elsewhere/config"], True),
+        ({"AWS_CONFIG_FILE": "elsewhere/config"}, [".aws/credentials"], True),
+        ({"AWS_CONFIG_FILE": "elsewhere/config"}, [], False),
+    ],
+)
+def test_the_aws_identity_is_looked_up_only_when_aws_is_set_up(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], files: list[str], configured: bool
+) -> None:
+    home = Path(os.environ["HOME"])
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_PROFILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_CONFIG_FILE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(home / value) if "/" in value else value)
+    for name in files:
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text("[default]\n")
+
+    assert aws_configured() is configured
+    identity = AwsIdentity(aws=_unreachable_sts)
+    assert identity.done.wait(10)
+    assert identity.arn == ""
+
+
+def _unreachable_sts(service: str) -> Any:
+    raise ConnectionError(f"{service}: connect timeout on endpoint URL")
+
+
+def test_an_audit_line_is_one_json_object(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    Audit(log).write("step-finished", "r1", output="a\nb", when=datetime(2026, 1, 1, tzinfo=UTC))
+    (line,) = log.read_bytes().splitlines()
+    record = json.loads(line)
+    assert record["output"] == "a\nb" and record["when"] == "2026-01-01 00:00:00+00:00"
