@@ -15,6 +15,7 @@ from mignurse.cluster.client import DEPLOYMENTS, ApiError
 from mignurse.runner.step import StepFailed
 from mignurse.runner.steps.repair.deployment import (
     gate_patch,
+    management_notes,
     pause_record,
     pods_pending,
     rollout_pending,
@@ -120,6 +121,27 @@ def test_a_rollout_is_complete_only_when_every_replica_is_new_and_available(
     assert rollout_pending(deploy(2, status), generation=7) == pending
 
 
+@pytest.mark.parametrize(
+    ("status", "pending"),
+    [
+        (
+            {"observedGeneration": 7, "replicas": 2, "availableReplicas": 2},
+            "0 of 2 replicas updated",
+        ),
+        (
+            {"observedGeneration": 7, "replicas": 2, "updatedReplicas": 2},
+            "0 of 2 replicas available",
+        ),
+        ({"observedGeneration": 7, "updatedReplicas": 2, "availableReplicas": 2}, None),
+    ],
+)
+def test_a_count_the_api_server_left_out_is_zero(
+    status: dict[str, int], pending: str | None
+) -> None:
+    """Deployment status counts are `omitempty`: a zero is absent, never "all done"."""
+    assert rollout_pending(deploy(2, status), generation=7) == pending
+
+
 def test_a_deployment_without_replicas_wants_one_and_an_empty_status_is_not_done() -> None:
     assert rollout_pending(deploy(None), generation=1) == (
         "the controller has not seen generation 1 yet (at 0)"
@@ -166,6 +188,73 @@ def test_a_forbidden_read_of_the_deployment_fails_the_verify_at_once(
 
     with pytest.raises(StepFailed, match="cannot read deployment/kube-system/karpenter: "):
         verify_rollout(ctx, "kube-system", "karpenter", 1, want_repair=False)
+
+
+# -- who else owns the Deployment -------------------------------------------------------------
+
+
+def owned(labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    meta = {"name": "karpenter", "namespace": "karpenter", "labels": labels}
+    return {"metadata": {**meta, "annotations": annotations}}
+
+
+def test_a_helm_label_alone_names_the_default_release_in_the_deployments_namespace() -> None:
+    (note,) = management_notes(owned({"app.kubernetes.io/managed-by": "Helm"}, {}), False)
+    assert note == (
+        "deployment/karpenter/karpenter is managed by Helm (release karpenter in karpenter): "
+        "the next `helm upgrade` re-renders FEATURE_GATES; set "
+        "settings.featureGates.nodeRepair=false in the release values (helm upgrade karpenter "
+        "<chart> -n karpenter --reuse-values --set settings.featureGates.nodeRepair=false)"
+    )
+
+
+def test_a_helm_release_annotation_alone_names_its_release_and_namespace() -> None:
+    annotations = {
+        "meta.helm.sh/release-name": "karpenter-prod",
+        "meta.helm.sh/release-namespace": "kube-system",
+    }
+    (note,) = management_notes(owned({}, annotations), True)
+    assert "managed by Helm (release karpenter-prod in kube-system)" in note
+    assert note.endswith(
+        "(helm upgrade karpenter-prod <chart> -n kube-system --reuse-values --set "
+        "settings.featureGates.nodeRepair=true)"
+    )
+
+
+def test_an_unmanaged_deployment_has_no_warning() -> None:
+    assert management_notes(owned({"app.kubernetes.io/managed-by": "kustomize"}, {}), False) == []
+
+
+def test_argo_cd_and_flux_are_named_with_the_value_to_set() -> None:
+    argo = management_notes(owned({"argocd.argoproj.io/instance": "karpenter-app"}, {}), False)
+    assert argo == [
+        "deployment/karpenter/karpenter is managed by Argo CD (karpenter-app): a sync (or "
+        "self-heal) reverts this change; set settings.featureGates.nodeRepair=false in the "
+        "Application's Helm values"
+    ]
+    tracked = management_notes(owned({}, {"argocd.argoproj.io/tracking-id": "app:apps/x"}), True)
+    assert tracked[0].startswith(
+        "deployment/karpenter/karpenter is managed by Argo CD (app:apps/x)"
+    )
+    flux = management_notes(
+        owned(
+            {
+                "helm.toolkit.fluxcd.io/namespace": "flux-system",
+                "helm.toolkit.fluxcd.io/name": "karpenter",
+            },
+            {},
+        ),
+        False,
+    )
+    assert flux == [
+        "deployment/karpenter/karpenter is managed by Flux (flux-system/karpenter): its next "
+        "reconcile reverts this change; set settings.featureGates.nodeRepair=false in the "
+        "HelmRelease values"
+    ]
+    bare = management_notes(owned({}, {"kustomize.toolkit.fluxcd.io/checksum": "abc"}), False)
+    assert bare[0].startswith(
+        "deployment/karpenter/karpenter is managed by Flux (kustomize.toolkit.fluxcd.io/checksum)"
+    )
 
 
 # -- the JSON patch and the record --------------------------------------------------------------
