@@ -142,6 +142,10 @@ def test_a_count_the_api_server_left_out_is_zero(
     assert rollout_pending(deploy(2, status), generation=7) == pending
 
 
+def test_a_controller_scaled_to_zero_has_nothing_left_to_roll_out() -> None:
+    assert rollout_pending(deploy(0, {"observedGeneration": 7}), generation=7) is None
+
+
 def test_a_deployment_without_replicas_wants_one_and_an_empty_status_is_not_done() -> None:
     assert rollout_pending(deploy(None), generation=1) == (
         "the controller has not seen generation 1 yet (at 0)"
@@ -176,6 +180,24 @@ def test_the_pause_is_verified_only_once_both_controller_pods_restarted_with_rep
     impatient = sim_ctx(cluster.sim, cluster.client, timeout=2)
     assert "still run with NodeRepair off" in (
         verify_rollout(impatient, "kube-system", "karpenter", generation, want_repair=True) or ""
+    )
+
+
+def test_a_rollout_that_never_finishes_says_the_old_leader_can_still_repair(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("dcgm-repair-loop")
+    seen = int(
+        cluster.client.get(DEPLOYMENTS, "karpenter", "kube-system")["metadata"]["generation"]
+    )
+    ctx = sim_ctx(cluster.sim, cluster.client, timeout=1)
+
+    said = verify_rollout(ctx, "kube-system", "karpenter", seen + 5, want_repair=False)
+
+    assert said == (
+        "the rollout of deployment/kube-system/karpenter not done after 1 s: the controller "
+        f"has not seen generation {seen + 5} yet (at {seen}) (until it finishes the old leader "
+        "can still repair)"
     )
 
 

@@ -128,6 +128,34 @@ def test_undoing_a_pause_puts_repair_back_and_says_so(cluster_for: Make) -> None
     assert ANNOTATION_PAUSED not in (karpenter_deployment(c)["metadata"].get("annotations") or {})
 
 
+def test_a_pause_applied_again_after_its_patch_landed_sends_nothing(cluster_for: Make) -> None:
+    """apply runs again (a retry after a lost answer, a resume): the Deployment already
+    carries this run's record and paused gates, so nothing is patched twice."""
+    c = cluster_for("dcgm-repair-loop")
+    pause = PauseNodeRepair()
+    ctx = sim_ctx(c.sim, c.client, timeout=60)
+    plan, applied = run_phases(pause, ctx)
+    before = len(c.sim.requests)
+
+    again = pause.apply(ctx, plan)
+
+    assert again["edits"] == applied["edits"] and again["record"] == applied["record"]
+    assert not [r for r in c.sim.requests[before:] if r["method"] == "PATCH"]
+
+
+def test_a_resume_applied_again_after_its_patch_landed_sends_nothing(cluster_for: Make) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    resume = ResumeNodeRepair()
+    ctx = sim_ctx(c.sim, c.client, run_id="run-2", timeout=60)
+    plan, _applied = run_phases(resume, ctx)
+    before = len(c.sim.requests)
+
+    resume.apply(ctx, plan)
+
+    assert not [r for r in c.sim.requests[before:] if r["method"] == "PATCH"]
+
+
 # -- waiting -------------------------------------------------------------------------------------
 
 
