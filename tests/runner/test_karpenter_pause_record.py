@@ -1,0 +1,209 @@
+"""The pause record on the karpenter Deployment (mignurse/runner/steps/repair/karpenter.py):
+a run resumed after its own patch landed goes on from the record, a record left over from an
+earlier pause is replaced, a gate string changed after the pause is restored to the recorded
+value and said, and a place the record names that is gone is restored by hand."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mignurse.cluster.client import DEPLOYMENTS
+from mignurse.runner.step import StepFailed, StepPlan
+from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
+from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
+
+from .enginehelpers import Cluster
+from .repairhelpers import run_phases, sim_ctx
+
+Make = Callable[..., Cluster]
+
+
+def deployment(c: Cluster) -> dict[str, Any]:
+    return c.client.get(DEPLOYMENTS, "karpenter", "kube-system")
+
+
+def record_of(c: Cluster) -> dict[str, Any] | None:
+    raw = (deployment(c)["metadata"].get("annotations") or {}).get(ANNOTATION_PAUSED)
+    return json.loads(raw) if raw else None
+
+
+def set_env(c: Cluster, env: list[dict[str, Any]]) -> None:
+    c.client.patch(
+        DEPLOYMENTS,
+        "karpenter",
+        {"spec": {"template": {"spec": {"containers": [{"name": "controller", "env": env}]}}}},
+        namespace="kube-system",
+        patch_type="strategic",
+    )
+
+
+def gates_env(c: Cluster) -> str:
+    (ctr,) = [
+        x
+        for x in deployment(c)["spec"]["template"]["spec"]["containers"]
+        if x["name"] == "controller"
+    ]
+    return str(next(e["value"] for e in ctr["env"] if e["name"] == "FEATURE_GATES"))
+
+
+def test_a_pause_resumed_after_its_own_patch_landed_waits_for_the_rollout(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    first = sim_ctx(c.sim, c.client, timeout=60)
+    step = PauseNodeRepair()
+    plan = StepPlan.from_json(step.plan(first).to_json())
+    applied = step.apply(first, plan)  # then the process was killed before verify
+
+    resumed = sim_ctx(c.sim, c.client, timeout=60, prior=dict(first.prior))
+    again = step.plan(resumed)
+
+    assert not again.nothing_to_do
+    assert again.notes[0].startswith("paused by this run before it stopped (paused by alice@laptop")
+    assert again.data["edits"] == applied["edits"]
+    before = len(c.sim.requests)
+    after = step.apply(resumed, StepPlan.from_json(again.to_json()))
+    assert not [r for r in c.sim.requests[before:] if r["method"] == "PATCH"]
+    assert step.verify(resumed, again, after) is None
+    assert c.sim.loops.repair_enabled is False
+
+
+def test_another_runs_pause_is_already_off_and_named(cluster_for: Make) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+
+    plan = PauseNodeRepair().plan(sim_ctx(c.sim, c.client, run_id="run-9"))
+
+    assert plan.nothing_to_do
+    assert plan.notes[0].startswith("repair is already off: paused by alice@laptop since ")
+    assert plan.notes[0].endswith("(run run-1)")
+
+
+def test_a_pause_record_left_from_an_earlier_pause_is_replaced(cluster_for: Make) -> None:
+    """A helm upgrade put NodeRepair=true back but kept the annotation."""
+    c = cluster_for("dcgm-repair-loop")
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    set_env(
+        c,
+        [
+            {
+                "name": "FEATURE_GATES",
+                "value": gates_env(c).replace("NodeRepair=false", "NodeRepair=true"),
+            }
+        ],
+    )
+    c.sim.advance(60)
+    assert c.sim.loops.repair_enabled is True
+
+    ctx = sim_ctx(c.sim, c.client, run_id="run-2", timeout=60)
+    plan, _applied = run_phases(PauseNodeRepair(), ctx)
+
+    assert any(
+        "carries an earlier pause record (paused by alice@laptop" in n
+        and "though repair is on again (a helm upgrade or sync?); it is replaced" in n
+        for n in plan.notes
+    )
+    assert (record_of(c) or {}).get("run") == "run-2"
+    assert c.sim.loops.repair_enabled is False
+
+
+def test_a_gate_string_changed_after_the_pause_is_restored_to_the_recorded_one(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    prior = gates_env(c)
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    paused = gates_env(c)
+    meddled = paused + ",SpotToSpotConsolidation=true"
+    set_env(c, [{"name": "FEATURE_GATES", "value": meddled}])
+
+    ctx = sim_ctx(c.sim, c.client, run_id="run-2", timeout=60)
+    plan, _applied = run_phases(ResumeNodeRepair(), ctx)
+
+    assert (
+        f"env FEATURE_GATES was changed after the pause ({paused!r} → {meddled!r}); it is "
+        "restored to the recorded value anyway"
+    ) in plan.notes
+    assert [(ch.old, ch.new) for ch in plan.changes if "FEATURE_GATES" in ch.field] == [
+        (meddled, prior)
+    ]
+    assert gates_env(c) == prior
+    assert record_of(c) is None
+
+
+def test_a_resume_whose_gates_are_already_back_only_drops_the_record(cluster_for: Make) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    prior = gates_env(c)
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    set_env(c, [{"name": "FEATURE_GATES", "value": prior}])  # put back by hand
+
+    plan, _applied = run_phases(
+        ResumeNodeRepair(), sim_ctx(c.sim, c.client, run_id="r2", timeout=60)
+    )
+
+    assert [ch.field for ch in plan.changes] == [f"annotation {ANNOTATION_PAUSED}"]
+    assert record_of(c) is None and gates_env(c) == prior
+
+
+def test_a_gate_setting_that_is_gone_since_the_pause_is_left_to_restore_by_hand(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    prior = gates_env(c)
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    current = deployment(c)
+    (index,) = [
+        i
+        for i, x in enumerate(current["spec"]["template"]["spec"]["containers"])
+        if x["name"] == "controller"
+    ]
+    ctr = current["spec"]["template"]["spec"]["containers"][index]
+    (env_index,) = [i for i, e in enumerate(ctr["env"]) if e["name"] == "FEATURE_GATES"]
+    c.client.patch(
+        DEPLOYMENTS,
+        "karpenter",
+        [{"op": "remove", "path": f"/spec/template/spec/containers/{index}/env/{env_index}"}],
+        namespace="kube-system",
+        patch_type="json",
+    )
+    resume = ResumeNodeRepair()
+    ctx = sim_ctx(c.sim, c.client, run_id="r2", timeout=60)
+    plan = StepPlan.from_json(resume.plan(ctx).to_json())
+
+    with pytest.raises(StepFailed) as failed:
+        resume.apply(ctx, plan)
+    assert str(failed.value) == (
+        "env FEATURE_GATES of container controller is no longer set once in the Deployment; "
+        f"restore it by hand to {prior!r}"
+    )
+
+
+def test_two_feature_gates_envs_in_one_container_are_refused(cluster_for: Make) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    current = deployment(c)
+    (index,) = [
+        i
+        for i, x in enumerate(current["spec"]["template"]["spec"]["containers"])
+        if x["name"] == "controller"
+    ]
+    c.client.patch(
+        DEPLOYMENTS,
+        "karpenter",
+        [
+            {
+                "op": "add",
+                "path": f"/spec/template/spec/containers/{index}/env/-",
+                "value": {"name": "FEATURE_GATES", "value": "NodeRepair=false"},
+            }
+        ],
+        namespace="kube-system",
+        patch_type="json",
+    )
+
+    assert PauseNodeRepair().check(sim_ctx(c.sim, c.client)) == (
+        "deployment/kube-system/karpenter sets FEATURE_GATES twice in one place; fix it by hand"
+    )
