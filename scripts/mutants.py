@@ -65,6 +65,30 @@ PLUGIN = "mutants_plugin"  # scripts/mutants_plugin.py: one coverage context per
 FIRST = ("lock.py", "steps/repair/", "steps/instance.py", "steps/kube.py", "undo.py",
          "state.py", "core.py", "engine.py", "audit.py", "step.py")  # fmt: skip
 
+# Each module's own tests, named after the incidents they stand for: every one of them that
+# reaches a mutated line runs, whatever --cap says.
+OWN_TESTS: dict[str, list[str]] = {
+    "lock.py": ["tests/runner/test_lock_takeover.py"],
+    "state.py": ["tests/runner/test_run_state_after_a_crash.py"],
+    "audit.py": ["tests/runner/test_audit_log_after_a_crash.py"],
+    "steps/kube.py": ["tests/runner/test_cordon_ownership.py", "tests/runner/test_kube_steps.py"],
+    "steps/instance.py": [
+        "tests/runner/test_nodeclaim_recreated.py",
+        "tests/runner/test_instance_steps.py",
+    ],
+    "steps/repair/__init__.py": ["tests/runner/test_repair_who_repairs.py"],
+    "steps/repair/backend.py": ["tests/runner/test_repair_who_repairs.py"],
+    "steps/repair/gates.py": ["tests/runner/test_repair_flag_over_env.py"],
+    "steps/repair/deployment.py": ["tests/runner/test_repair_rollout.py"],
+    "steps/repair/hazard.py": ["tests/runner/test_resume_hazard.py"],
+    "steps/repair/karpenter.py": [
+        "tests/runner/test_karpenter_pause_record.py",
+        "tests/runner/test_repair_flag_over_env.py",
+    ],
+    "steps/repair/nodegroup.py": ["tests/runner/test_repair_steps.py"],
+    "schema.py": ["tests/runner/test_schema.py"],
+}
+
 # Calls whose deletion changes only what is printed: never mutated away.
 QUIET_CALLS = {"log", "debug", "info", "warning", "print"}
 
@@ -666,9 +690,14 @@ def run_mutant(
 
     if not tests:
         return result("no-tests")
-    chosen: list[str] = []
-    spent = 0.0
-    for test in tests:  # fastest first, up to `cap` seconds of their usual time
+    # The module's own test files always run (first); other tests that reach the line
+    # follow, most relevant first, up to `cap` seconds of their usual time.
+    own = tuple(OWN_TESTS.get(mutant.module, ()))
+    chosen = [t for t in tests if own and t.startswith(own)]
+    spent = sum(durations.get(t, 30.0) for t in chosen)
+    for test in tests:
+        if test in chosen:
+            continue
         if chosen and spent + durations.get(test, 30.0) > cap:
             break
         chosen.append(test)
@@ -677,7 +706,7 @@ def run_mutant(
     target = worker.copy / mutant.path
     original = target.read_text()
     started = time.monotonic()
-    budget = 30.0 + 3 * spent
+    budget = 15.0 + 2 * spent  # a mutant that loops forever (a retry without its limit)
     per_test = max(60, int(3 * max(durations.get(t, 30.0) for t in chosen)) + 30)
     outcome = worker.copy / ".mutant-outcome.json"
     args = ["-x", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, "-o", f"timeout={per_test}"]
@@ -765,7 +794,7 @@ def main() -> int:
     parser.add_argument(
         "--cap",
         type=float,
-        default=8.0,
+        default=6.0,
         help="seconds of a mutant's tests (by their usual time, fastest first) to run at most",
     )
     args = parser.parse_args()

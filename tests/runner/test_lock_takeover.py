@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -473,6 +474,122 @@ def test_a_released_lock_stops_its_renewals(cluster: Cluster) -> None:
     assert not lost  # a renewal after the release would have found the lock gone
     assert alice.renew() is False
     assert on_node(cluster, node) is None
+
+
+def test_a_renewing_run_hears_at_once_that_its_lock_was_taken(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    lost = threading.Event()
+    alice = lock_for(cluster.client, node, "r-alice", ttl=3)  # renewed every second
+    alice.acquire()
+    alice.start_renewing(on_lost=lost.set)
+    write_lock(
+        cluster,
+        node,
+        {"holder": "bob@box", "run": "r-bob", "runbook": "x", "expires": "2099-01-01T00:00:00Z"},
+    )
+
+    assert lost.wait(30), "the renewal never noticed"
+    assert not alice.held
+    renewer = alice._renewer
+    assert renewer is not None
+    renewer.join(5)
+    assert not renewer.is_alive()  # it stops renewing a lock that is not its own
+    assert (on_node(cluster, node) or {}).get("run") == "r-bob"
+
+
+def test_a_lock_lost_while_renewing_can_be_released_from_the_renewal_thread(
+    cluster: Cluster,
+) -> None:
+    """The engine's on_lost cancels the run, whose release may run on the renewer."""
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice", ttl=3)
+    alice.acquire()
+    released: list[str | None] = []
+    done = threading.Event()
+
+    def on_lost() -> None:
+        released.append(alice.release())
+        done.set()
+
+    alice.start_renewing(on_lost=on_lost)
+    cluster.client.patch(NODES, node, {"metadata": {"annotations": {LOCK_ANNOTATION: None}}})
+
+    assert done.wait(30)
+    assert released == [None]
+
+
+def test_a_lock_taken_again_after_its_release_is_renewed_again(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice", ttl=3)
+    alice.acquire()
+    alice.start_renewing()
+    alice.release()
+    alice.acquire()  # the same run: an undo after the run, a resume
+    first = (on_node(cluster, node) or {})["expires"]
+
+    alice.start_renewing()
+    cluster.sim.advance(5)  # the API server's clock moves: a renewal writes a later expiry
+    deadline = time.monotonic() + 30
+    while (on_node(cluster, node) or {}).get("expires") == first:
+        assert time.monotonic() < deadline, "never renewed after it was taken again"
+        time.sleep(0.1)
+    alice.release()
+
+
+def test_a_renewal_that_keeps_meeting_other_writes_keeps_the_lock(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    contended = Contended(cluster.client)
+    contended.churning = False
+    alice = lock_for(contended, node, "r-alice")
+    alice.acquire()
+    contended.churning = True
+
+    assert alice.renew() is True  # still ours until it expires
+    assert contended.patches == 5
+    assert alice.held
+
+
+def test_a_cluster_without_its_lock_namespace_is_refused(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse.runner import lock
+
+    monkeypatch.setattr(lock, "CLUSTER_LOCK_NAMESPACE", "karpenter-gone")
+    with pytest.raises(LockError, match=r"^cannot lock cluster prod: it does not exist$"):
+        TargetLock(
+            cluster.client, target="cluster", name="prod", holder="a", run_id="r", runbook="x"
+        ).acquire()
+
+
+class DeletedAfterRefusal:
+    """The node is deleted right after the API server refused the release's patch."""
+
+    def __init__(self, real: ClusterClient, node: str) -> None:
+        self._real = real
+        self._node = node
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._real, name)
+        if name != "patch":
+            return target
+
+        def patch(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return target(*args, **kwargs)
+            except Exception:
+                self._real.delete(NODES, self._node)
+                raise
+
+        return patch
+
+
+def test_a_release_refused_for_a_node_deleted_since_is_not_reported(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    alice = lock_for(DeletedAfterRefusal(cluster.client, node), node, "r-alice")
+    alice.acquire()
+    cluster.sim.fail("PATCH", f"/nodes/{node}$", code=403, times=1)
+
+    assert alice.release() is None  # the node and its lock are gone: nothing to clear
 
 
 # -- releasing it -------------------------------------------------------------------------------
