@@ -609,6 +609,29 @@ def test_a_release_whose_answer_was_lost_is_settled_by_reading_the_node_back(
     assert on_node(cluster, node) is None
 
 
+def test_a_blip_while_releasing_is_ridden_out(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice")
+    alice.acquire()
+    cluster.sim.fail("PATCH", f"/nodes/{node}$", code=503, times=2)
+
+    assert alice.release() is None
+    assert on_node(cluster, node) is None
+
+
+def test_a_forbidden_release_is_not_tried_again(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice", ttl=600)
+    alice.acquire()
+    cluster.sim.fail("PATCH", f"/nodes/{node}$", code=403, times=None)
+    before = len(cluster.sim.requests)
+
+    said = alice.release() or ""
+
+    assert said.startswith(f"the lock on node {node} could not be released (RBAC refused")
+    assert len([r for r in cluster.sim.requests[before:] if r["method"] == "PATCH"]) == 1
+
+
 def test_a_lock_that_cannot_be_released_is_reported_with_its_expiry_and_the_unlock_command(
     cluster: Cluster,
 ) -> None:
