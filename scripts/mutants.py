@@ -76,7 +76,10 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_nodeclaim_recreated.py",
         "tests/runner/test_instance_steps.py",
     ],
-    "steps/repair/__init__.py": ["tests/runner/test_repair_who_repairs.py"],
+    "steps/repair/__init__.py": [
+        "tests/runner/test_repair_who_repairs.py",
+        "tests/runner/test_nodegroup_repair_undo.py",
+    ],
     "steps/repair/backend.py": ["tests/runner/test_repair_who_repairs.py"],
     "steps/repair/gates.py": ["tests/runner/test_repair_flag_over_env.py"],
     "steps/repair/deployment.py": ["tests/runner/test_repair_rollout.py"],
@@ -85,7 +88,10 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_karpenter_pause_record.py",
         "tests/runner/test_repair_flag_over_env.py",
     ],
-    "steps/repair/nodegroup.py": ["tests/runner/test_repair_steps.py"],
+    "steps/repair/nodegroup.py": [
+        "tests/runner/test_nodegroup_repair_undo.py",
+        "tests/runner/test_repair_steps.py",
+    ],
     "schema.py": ["tests/runner/test_schema.py"],
 }
 

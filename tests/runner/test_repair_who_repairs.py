@@ -178,8 +178,15 @@ def test_a_wait_that_is_done_returns_at_once_and_ctrl_c_stops_it() -> None:
     ctx = StepContext(client=None, params={}, timeout=60)  # type: ignore[arg-type]
     assert wait_until(ctx, lambda: None, "x") is None
     ctx.cancel.set()
+    probed: list[int] = []
+
+    def probe() -> str:
+        probed.append(1)
+        return "not yet"
+
     with pytest.raises(Cancelled):
-        wait_until(ctx, lambda: "not yet", "x")
+        wait_until(ctx, probe, "x")
+    assert probed == []  # after Ctrl-C not even one more read of the cluster
 
 
 def test_a_wait_past_its_deadline_still_looks_once() -> None:
