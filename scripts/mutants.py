@@ -82,7 +82,10 @@ OWN_TESTS: dict[str, list[str]] = {
     ],
     "steps/repair/backend.py": ["tests/runner/test_repair_who_repairs.py"],
     "steps/repair/gates.py": ["tests/runner/test_repair_flag_over_env.py"],
-    "steps/repair/deployment.py": ["tests/runner/test_repair_rollout.py"],
+    "steps/repair/deployment.py": [
+        "tests/runner/test_repair_rollout.py",
+        "tests/runner/test_karpenter_pause_record.py",
+    ],
     "steps/repair/hazard.py": ["tests/runner/test_resume_hazard.py"],
     "steps/repair/karpenter.py": [
         "tests/runner/test_karpenter_pause_record.py",

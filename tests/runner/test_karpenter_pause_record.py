@@ -207,3 +207,47 @@ def test_two_feature_gates_envs_in_one_container_are_refused(cluster_for: Make) 
     assert PauseNodeRepair().check(sim_ctx(c.sim, c.client)) == (
         "deployment/kube-system/karpenter sets FEATURE_GATES twice in one place; fix it by hand"
     )
+
+
+class EditsFirst:
+    """A colleague's edit of the gates lands between the pause's read and its patch."""
+
+    def __init__(self, c: Cluster, theirs: str) -> None:
+        self._c = c
+        self._theirs = theirs
+        self.raced = False
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._c.client, name)
+        if name != "patch":
+            return target
+
+        def patch(resource: Any, obj: str, body: Any, **kwargs: Any) -> Any:
+            if kwargs.get("patch_type") == "json" and not self.raced:
+                self.raced = True
+                set_env(self._c, [{"name": "FEATURE_GATES", "value": self._theirs}])
+            return target(resource, obj, body, **kwargs)
+
+        return patch
+
+
+def test_a_gate_edited_between_the_read_and_the_patch_fails_its_test_and_changes_nothing(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    theirs = "NodeRepair=true,ReservedCapacity=false"
+    racing = EditsFirst(c, theirs)
+    ctx = sim_ctx(c.sim, racing, timeout=60)
+    step = PauseNodeRepair()
+    plan = StepPlan.from_json(step.plan(ctx).to_json())
+
+    with pytest.raises(StepFailed) as failed:
+        step.apply(ctx, plan)
+
+    assert racing.raced
+    assert str(failed.value) == (
+        "deployment/kube-system/karpenter changed since the plan (its feature gates are not "
+        "what the plan showed); nothing was changed: plan again"
+    )
+    assert not failed.value.retryable
+    assert gates_env(c) == theirs and record_of(c) is None
