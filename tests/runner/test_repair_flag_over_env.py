@@ -204,6 +204,29 @@ def test_a_deployment_without_a_controller_container_is_refused() -> None:
         gate_settings(deployment({"name": "proxy", "image": "envoy"}))
 
 
+def test_an_empty_feature_gates_env_is_read_as_empty_not_refused() -> None:
+    """The API server leaves out an empty `value`: `{"name": "FEATURE_GATES"}` is "", not a
+    reference to a ConfigMap."""
+    ctr = controller()
+    ctr["env"] = [{"name": "FEATURE_GATES"}]
+    (found,) = gate_settings(deployment(ctr))
+    assert (found.where, found.gates) == ("env FEATURE_GATES", "")
+    assert effective_repair([found]) is False
+
+
+def test_with_feature_gates_set_twice_in_the_env_the_last_one_is_in_force() -> None:
+    """kubelet sets a container's env in order, a later entry replacing an earlier one of the
+    same name (kubernetes/kubernetes pkg/kubelet/kubelet_pods.go, makeEnvironmentVariables)."""
+    ctr = controller()
+    ctr["env"] = [
+        {"name": "FEATURE_GATES", "value": CHART_OFF},
+        {"name": "FEATURE_GATES", "value": CHART_ON},
+    ]
+    assert effective_repair(gate_settings(deployment(ctr))) is True
+    ctr["env"].reverse()
+    assert effective_repair(gate_settings(deployment(ctr))) is False
+
+
 def test_a_bare_gate_name_gets_a_value_and_keeps_its_spacing() -> None:
     assert (
         set_gate("A=true, NodeRepair ,B=false", "NodeRepair", False)
