@@ -841,11 +841,11 @@ def main() -> int:
     if results_file.exists():
         previous = {r["key"]: r for r in json.loads(results_file.read_text())}
     if args.again:
-        # judged again: what was not killed, and every mutant of a module that changed since
+        # judged again: what survived, and every mutant of a module that changed since
         judged = [
             m
             for m in judged
-            if previous.get(m.key, {}).get("status") != "killed"
+            if previous.get(m.key, {}).get("status") not in ("killed", "timeout")
             or previous[m.key].get("source") != module_hash(m.path)
         ]
     durations: dict[str, float] = mapping["durations"]  # type: ignore[assignment]
