@@ -71,7 +71,11 @@ OWN_TESTS: dict[str, list[str]] = {
     "lock.py": ["tests/runner/test_lock_takeover.py"],
     "state.py": ["tests/runner/test_run_state_after_a_crash.py"],
     "audit.py": ["tests/runner/test_audit_log_after_a_crash.py"],
-    "steps/kube.py": ["tests/runner/test_cordon_ownership.py", "tests/runner/test_kube_steps.py"],
+    "steps/kube.py": [
+        "tests/runner/test_cordon_ownership.py",
+        "tests/runner/test_drain_leaves_alone.py",
+        "tests/runner/test_kube_steps.py",
+    ],
     "steps/instance.py": [
         "tests/runner/test_nodeclaim_recreated.py",
         "tests/runner/test_instance_steps.py",
