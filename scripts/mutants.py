@@ -78,6 +78,7 @@ OWN_TESTS: dict[str, list[str]] = {
     ],
     "steps/instance.py": [
         "tests/runner/test_nodeclaim_recreated.py",
+        "tests/runner/test_asg_instance_gone.py",
         "tests/runner/test_instance_steps.py",
     ],
     "steps/repair/__init__.py": [
