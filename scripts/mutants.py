@@ -101,6 +101,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_repair_steps.py",
     ],
     "schema.py": ["tests/runner/test_schema.py"],
+    "step.py": ["tests/runner/test_step_contract.py"],
 }
 
 # Calls whose deletion changes only what is printed: never mutated away.
