@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import DEPLOYMENTS
+from mignurse.cluster.client import DEPLOYMENTS, ApiError
 from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
@@ -251,3 +251,46 @@ def test_a_gate_edited_between_the_read_and_the_patch_fails_its_test_and_changes
     )
     assert not failed.value.retryable
     assert gates_env(c) == theirs and record_of(c) is None
+
+
+class WebhookDown:
+    """An admission webhook that cannot be called fails every patch of the Deployment."""
+
+    def __init__(self, c: Cluster) -> None:
+        self._c = c
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._c.client, name)
+        if name != "patch":
+            return target
+
+        def patch(resource: Any, obj: str, body: Any, **kwargs: Any) -> Any:
+            if resource is DEPLOYMENTS:
+                raise ApiError(
+                    "the API server answered 500 to patch deployments.apps: Internal error "
+                    'occurred: failed calling webhook "validate.kyverno.svc-fail": context '
+                    "deadline exceeded"
+                )
+            return target(resource, obj, body, **kwargs)
+
+        return patch
+
+
+def test_a_webhook_that_fails_the_patch_is_named_not_taken_for_a_changed_deployment(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    ctx = sim_ctx(c.sim, WebhookDown(c), timeout=60)
+    step = PauseNodeRepair()
+    plan = StepPlan.from_json(step.plan(ctx).to_json())
+
+    with pytest.raises(StepFailed) as failed:
+        step.apply(ctx, plan)
+
+    assert str(failed.value) == (
+        "patch of deployment/kube-system/karpenter failed; nothing was changed: the API server "
+        "answered 500 to patch deployments.apps: Internal error occurred: failed calling "
+        'webhook "validate.kyverno.svc-fail": context deadline exceeded'
+    )
+    assert failed.value.retryable
+    assert record_of(c) is None
