@@ -54,7 +54,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "mignurse/runner"
-TESTS = ["tests/runner", "tests/hostile/runbook_faults_test.py"]
+TESTS = [
+    "tests/runner",
+    "tests/hostile/runbook_faults_test.py",
+    "tests/hostile/test_inputs_runbooks.py",
+]
 WORK = ROOT / ".venv" / "mutants"
 EQUIVALENT = ROOT / "scripts" / "mutants-equivalent.txt"
 CANNOT_PATCH = 99  # the test runner's answer for a mutant it cannot put in place
@@ -100,7 +104,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_nodegroup_repair_undo.py",
         "tests/runner/test_repair_steps.py",
     ],
-    "schema.py": ["tests/runner/test_schema.py"],
+    "schema.py": ["tests/runner/test_schema.py", "tests/hostile/test_inputs_runbooks.py"],
     "step.py": ["tests/runner/test_step_contract.py"],
     "undo.py": ["tests/runner/test_undo_left_incomplete.py"],
     "core.py": ["tests/runner/test_resume_refusals.py"],
@@ -516,8 +520,7 @@ def build_map(jobs: int) -> dict[str, object]:
         for t in TESTS
         for p in ([ROOT / t] if t.endswith(".py") else sorted((ROOT / t).glob("test_*.py")))
     )
-    # split the files between the jobs, longest-named first is as good as any: the slow
-    # files are spread by round robin
+    # the files are dealt to the jobs in turn
     shares = [files[i::jobs] for i in range(jobs)]
     procs = []
     for i, share in enumerate(shares):
