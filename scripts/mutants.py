@@ -108,6 +108,7 @@ OWN_TESTS: dict[str, list[str]] = {
     "step.py": ["tests/runner/test_step_contract.py"],
     "undo.py": ["tests/runner/test_undo_left_incomplete.py"],
     "core.py": ["tests/runner/test_resume_refusals.py"],
+    "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
 }
 
 # Calls whose deletion changes only what is printed: never mutated away.

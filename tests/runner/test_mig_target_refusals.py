@@ -1,0 +1,126 @@
+"""What a MIG run is about, and when it refuses to start (mignurse/runner/steps/mig/target.py):
+a node without a config, an unknown config for its GPU, a mixed config under the single
+strategy; what the device plugin should advertise for the layout under each strategy; and
+the mig-parted file holding only the chosen layout (NVIDIA/mig-parted v0.15.0 api/spec/v1)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mignurse.cluster.client import NODES
+from mignurse.gpu.profiles import Layout
+from mignurse.model import LABEL_MIG_CONFIG
+from mignurse.runner.step import StepFailed
+from mignurse.runner.steps.mig.target import MigTarget, migparted_config, resolve_target
+
+from .enginehelpers import Cluster
+from .mighelpers import ready_mig_node
+
+Make = Callable[..., Cluster]
+STRATEGY = "nvidia.com/mig.strategy"
+
+
+def target(layout: Layout, strategy: str, gpus: int | None = 8) -> MigTarget:
+    return MigTarget(
+        node=None,  # type: ignore[arg-type]
+        raw={},
+        config="x",
+        family=None,  # type: ignore[arg-type]
+        gpus=gpus,
+        layout=layout,
+        strategy=strategy,
+    )
+
+
+@pytest.mark.parametrize(
+    ("layout", "strategy", "gpus", "resources"),
+    [
+        (Layout(True, {"1g.10gb": 7}), "single", 8, {"nvidia.com/gpu": 56}),
+        (Layout(True, {"3g.40gb": 1, "1g.10gb": 4}), "mixed", 8,
+         {"nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-1g.10gb": 32}),
+        (Layout(True, {"1g.10gb": 7}), "none", 8, {"nvidia.com/gpu": 8}),
+        (Layout(False, {}), "mixed", 4, {"nvidia.com/gpu": 4}),
+        (Layout(True, {"7g.80gb": 1}), "mixed", None, {"nvidia.com/mig-7g.80gb": 0}),
+    ],
+)  # fmt: skip
+def test_the_device_plugin_should_advertise_the_layout_per_strategy(
+    layout: Layout, strategy: str, gpus: int | None, resources: dict[str, int]
+) -> None:
+    assert target(layout, strategy, gpus).expected_resources() == resources
+
+
+def test_the_resources_expected_of_fewer_gpus_than_the_node_has() -> None:
+    mixed = target(Layout(True, {"1g.10gb": 7}), "mixed", 8)
+    assert mixed.expected_resources(gpus=2) == {"nvidia.com/mig-1g.10gb": 14}
+    assert mixed.expected_resources(gpus=0) == {"nvidia.com/mig-1g.10gb": 0}
+
+
+def test_the_mig_parted_file_holds_only_the_chosen_layout() -> None:
+    assert migparted_config("all-balanced", Layout(True, {"3g.40gb": 1, "1g.10gb": 2})) == (
+        "version: v1\n"
+        "mig-configs:\n"
+        "  all-balanced:\n"
+        "  - devices: all\n"
+        "    mig-enabled: true\n"
+        "    mig-devices:\n"
+        '      "3g.40gb": 1\n'
+        '      "1g.10gb": 2\n'
+    )
+    assert migparted_config("all-disabled", Layout(False, {})) == (
+        "version: v1\nmig-configs:\n  all-disabled:\n  - devices: all\n    mig-enabled: false\n"
+    )
+    assert migparted_config("all-enabled", Layout(True, {})).endswith(
+        "    mig-enabled: true\n    mig-devices: {}\n"
+    )
+
+
+def labelled(c: Cluster, labels: dict[str, Any]) -> str:
+    node = ready_mig_node(c)
+    c.client.patch(NODES, node, {"metadata": {"labels": labels}})
+    return node
+
+
+def test_a_node_without_a_mig_config_is_asked_for_one(cluster_for: Make) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = labelled(c, {LABEL_MIG_CONFIG: None})
+    with pytest.raises(StepFailed) as refused:
+        resolve_target(c.ctx(node))
+    assert str(refused.value) == (
+        f"node {node} has no {LABEL_MIG_CONFIG} label: pass --param config=NAME"
+    )
+
+
+def test_an_unknown_config_names_the_ones_that_fit_the_gpu(cluster_for: Make) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    with pytest.raises(StepFailed) as refused:
+        resolve_target(c.ctx(node, params={"config": "all-1g.5gb-typo"}))
+    said = str(refused.value)
+    assert said.startswith("unknown MIG config 'all-1g.5gb-typo' for ")
+    assert ": use one of all-disabled, all-enabled, " in said
+
+
+def test_the_param_wins_over_the_nodes_label(cluster_for: Make) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = labelled(c, {LABEL_MIG_CONFIG: "all-enabled"})
+    assert resolve_target(c.ctx(node, params={"config": "all-disabled"})).config == "all-disabled"
+    assert resolve_target(c.ctx(node)).config == "all-enabled"
+
+
+def test_a_mixed_config_is_refused_under_the_single_strategy(cluster_for: Make) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = labelled(c, {STRATEGY: "single"})
+    mixed = next(name for name in ("all-balanced",) if name)
+    with pytest.raises(StepFailed) as refused:
+        resolve_target(c.ctx(node, params={"config": mixed}))
+    said = str(refused.value)
+    assert said.startswith(f"{mixed} mixes profiles (")
+    assert said.endswith(
+        f"but node {node} uses the single MIG strategy: the device plugin would advertise it "
+        "as INVALID; choose an all-<profile> config"
+    )
+    single = resolve_target(c.ctx(node, params={"config": "all-disabled"}))
+    assert single.strategy == "single"
