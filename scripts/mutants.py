@@ -104,7 +104,11 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_nodegroup_repair_undo.py",
         "tests/runner/test_repair_steps.py",
     ],
-    "schema.py": ["tests/runner/test_schema.py", "tests/hostile/test_inputs_runbooks.py"],
+    "schema.py": [
+        "tests/runner/test_runbook_params.py",
+        "tests/runner/test_schema.py",
+        "tests/hostile/test_inputs_runbooks.py",
+    ],
     "step.py": ["tests/runner/test_step_contract.py"],
     "undo.py": ["tests/runner/test_undo_left_incomplete.py"],
     "core.py": ["tests/runner/test_resume_refusals.py"],
