@@ -821,7 +821,7 @@ def main() -> int:
     parser.add_argument(
         "--cap",
         type=float,
-        default=6.0,
+        default=4.0,
         help="seconds of a mutant's tests (by their usual time, fastest first) to run at most",
     )
     args = parser.parse_args()
