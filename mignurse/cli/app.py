@@ -65,6 +65,24 @@ def _auto_collect_dir(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
+    _run_app(live_app(args))
+    return EXIT_OK
+
+
+def simulated_label(kubeconfig: str | None, cluster: str) -> str | None:
+    """What the status line calls a cluster `mignurse sim serve` serves (None: a real one).
+    The command line asks the same question of the same kubeconfig (`is_simulated`), so
+    the app reaches its nodes through the simulator's sandboxes as `mignurse collect` does."""
+    from mignurse.collect.access import simulated_scenario
+
+    scenario = simulated_scenario(kubeconfig, cluster)
+    if scenario is None:
+        return None
+    return f"{scenario} (sim serve)" if scenario else "sim serve"
+
+
+def live_app(args: argparse.Namespace) -> Any:
+    """The app on the current (or `--context`) cluster, built as `mignurse` builds it."""
     from kubernetes import config as k8s_config
 
     from mignurse.cluster.client import ClusterClient
@@ -79,6 +97,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     access = access_for(args)
     source = LiveSource(
         client,
+        simulated=simulated_label(args.kubeconfig, client.info.cluster),
         history_path=None if unusable else history_path,
         auto_collect=_auto_collect_dir(args),
         access=access,
@@ -89,8 +108,10 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     def connect_to(context: str) -> LiveSource:
         """Another context of the same kubeconfig, from the palette (off the UI thread)."""
+        other_client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=context)
         other = LiveSource(
-            ClusterClient.connect(kubeconfig=args.kubeconfig, context=context),
+            other_client,
+            simulated=simulated_label(args.kubeconfig, other_client.info.cluster),
             history_path=default_history_path(),
             access=access,
         )
@@ -104,15 +125,13 @@ def cmd_app(args: argparse.Namespace) -> int:
             return []
         return sorted(str(c.get("name")) for c in found or [] if c.get("name"))
 
-    app = make_app(
+    return make_app(
         source,
         read_only=args.read_only,
         connect=connect_to,
         contexts=contexts,
         light=args.light,
     )
-    _run_app(app)
-    return EXIT_OK
 
 
 def _run_app(app: Any) -> None:
