@@ -201,11 +201,18 @@ class MigNurseApp(Navigation, SourceSwitching):
 
         return runbooks.runbook_names(self.source, self.selection())
 
+    def targets(self) -> list[str]:
+        """What `c`, `x` and `R` act on: the marked nodes the cluster still has, else the
+        highlighted one (a mark of a node gone since is never all there is)."""
+        state = self.source.state
+        marked = [n for n in sorted(self.marks) if state.node(n) is not None]
+        return marked or [n for n in [self.highlighted_node()] if n and state.node(n) is not None]
+
     def selection(self) -> Selection:
         """The marked nodes, else the highlighted one, with what the app knows about them:
         what the runbook screens read."""
         state = self.source.state
-        names = sorted(self.marks) if self.marks else [n for n in [self.highlighted_node()] if n]
+        names = self.targets()
         objects = {n: node for n in names if (node := state.node(n)) is not None}
         findings = self._diagnosis.findings if self._diagnosis else []
         return Selection(
@@ -312,8 +319,7 @@ class MigNurseApp(Navigation, SourceSwitching):
 
     def action_collect(self) -> None:
         """Collect the marked nodes (else the highlighted one) into one bundle, now."""
-        names = sorted(self.marks) or [n for n in [self._highlighted_name()] if n]
-        names = [n for n in names if self.source.state.node(n) is not None]
+        names = self.targets()
         if not names:
             self.notify("Highlight or mark (space) a node to collect it.", timeout=4)
             return
