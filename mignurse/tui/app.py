@@ -35,6 +35,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.events import Resize
 from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, Static
 
+from mignurse.fleetview import RepairState
 from mignurse.nodeview import short_name
 from mignurse.session import BuildingSource, Source
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS, Notice
@@ -222,14 +223,15 @@ class MigNurseApp(Navigation, SourceSwitching):
             or ("--read-only" if self.user_read_only else ""),
             findings=tuple(sorted_findings(findings)),
             node_objects=objects,
-            repair_paused=self._repair_paused(list(objects.values())),
+            repair=self._repair_state(list(objects.values())),
             gpu_nodes=tuple(self._gpu_names or state.node_names()),
         )
 
-    def _repair_paused(self, nodes: list[Any]) -> bool | None:
-        """Whether Karpenter's node repair is off (None: unknown, or not Karpenter's pool).
-        Settings asked for before the last run finished are unknown: that run may have
-        paused or resumed repair, and the runbook's own plan reads the gate live."""
+    def _repair_state(self, nodes: list[Any]) -> RepairState | None:
+        """Karpenter's node repair for these nodes, as the fleet's REPAIR column reads it
+        (None: unknown, or not Karpenter's pool). Settings asked for before the last run
+        finished are unknown: that run may have paused or resumed repair, and the runbook's
+        own plan reads the gate live."""
         settings = getattr(self.source, "karpenter_settings", None)
         if not self.source.karpenter or settings is None or settings.node_repair is None:
             return None
@@ -237,7 +239,7 @@ class MigNurseApp(Navigation, SourceSwitching):
             return None
         if any(node.pool_kind != "nodepool" for node in nodes):
             return None  # a node group's or Auto Mode's repair is not Karpenter's gate
-        return not settings.node_repair
+        return RepairState.of_pool("nodepool", settings)
 
     def start_runbook(self, name: str) -> None:
         from mignurse.tui import runbooks

@@ -144,9 +144,9 @@ class Panels(AppState):
             ("Nodes of ", "bold"), (pool, "bold"), f" ({len(nodes)}), worst first: enter opens them"
         )
         held = next((r for r in self._fleet if r.pool == pool), None)
-        if held is not None and held.repair not in ("", "…"):
+        if held is not None and held.repair_words:
             title.append(
-                f" · repair {held.repair}",
+                f" · {held.repair_words}",
                 style="bold yellow" if held.repair.startswith("PAUSED") else "",
             )
         table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")

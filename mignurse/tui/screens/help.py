@@ -54,7 +54,8 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("c", "collect the marked nodes, else the highlighted one, into one bundle", "nodes"),
     (
         "R",
-        "runbooks that can apply to the marked or highlighted nodes (suggested first)",
+        "every runbook, always in one order: those the marked or highlighted nodes' findings "
+        "suggest are labelled, those that cannot run there say why (j/k move)",
         f"nodes, {CHANGES}",
     ),
     ("x", "cordon the marked nodes, else the highlighted one (y/N)", f"nodes, {CHANGES}"),
