@@ -9,15 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual.containers import VerticalScroll
 from textual.widgets import DataTable, OptionList, Static
 
 from mignurse.cluster.client import ClusterClient
+from mignurse.runner.audit import Audit
 from mignurse.runner.schema import resolve_params
 from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import MigNurseApp, make_app
 from mignurse.tui.launcher import RunRequest, launcher_for
+from mignurse.tui.screens.audit import AuditScreen
 from mignurse.tui.screens.confirm import ConfirmScreen
+from mignurse.tui.screens.help import HelpScreen
 from mignurse.tui.screens.picker import RunbookPicker
 
 from .conftest import SIM_ACCESS
@@ -196,3 +200,38 @@ async def test_a_runbook_whose_check_refuses_is_not_possible_and_never_suggested
         await pilot.press("enter")
         await until(lambda: not isinstance(app.screen, RunbookPicker))
         assert "reapply-mig-no-hooks" not in type(app.screen).__name__
+
+
+@sizes
+async def test_j_and_k_move_in_the_audit_log_and_the_help_as_in_the_tables(
+    repair_loop: tuple[SimCluster, MigNurseApp], size: tuple[int, int]
+) -> None:
+    _sim, app = repair_loop
+    audit = Audit()
+    for run in ("aaaa0001", "aaaa0002", "aaaa0003"):
+        audit.write("started", run, runbook="cordon", target="ip-10-0-1-1", context="sim")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("A")
+        await until(lambda: isinstance(app.screen, AuditScreen))
+        table = app.screen.query_one(DataTable)
+        assert table.row_count == 3 and table.cursor_row == 0
+        await pilot.press("j", "j")
+        assert table.cursor_row == 2
+        await pilot.press("k")
+        assert table.cursor_row == 1
+        await pilot.press("g")
+        assert table.cursor_row == 0
+        await pilot.press("G")
+        assert table.cursor_row == 2
+        await pilot.press("escape")
+        await until(lambda: app.screen is app.screen_stack[0])
+
+        await pilot.press("question_mark")
+        await until(lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        pane = app.screen.query_one(VerticalScroll)
+        assert pane.max_scroll_y > 0  # more keys than lines on this screen
+        await pilot.press("j", "j")
+        assert pane.scroll_y == 2
+        await pilot.press("G")
+        assert pane.scroll_y == pane.max_scroll_y

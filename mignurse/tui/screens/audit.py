@@ -16,6 +16,7 @@ from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit, runs_from_audit
 from mignurse.tui.screens.run import OUTCOME_STYLE
 from mignurse.tui.screens.run_steps import RunStepsScreen
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 
 AUDIT_RUNS_SHOWN = 200
 TITLE_AUDIT = Text.assemble(
@@ -31,7 +32,10 @@ def past_runs() -> list[dict[str, Any]]:
 
 
 class AuditScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss_none", "Back"),
+        *VIM_BINDINGS,
+    ]
     DEFAULT_CSS = """
     AuditScreen { background: $background; }
     #audit-title { padding: 0 1; background: $boost; }
@@ -77,6 +81,9 @@ class AuditScreen(ModalScreen[None]):
     def _selected(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
             self.app.push_screen(RunStepsScreen(str(event.row_key.value)))
+
+    def action_vim(self, how: str) -> None:
+        move_focused(self.focused, how)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)

@@ -27,6 +27,7 @@ from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mignurse.runner.schema import Runbook
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 
 SUMMARY_CHARS = 90  # the picker's one-line description
 
@@ -104,10 +105,7 @@ class Checked(Message):
 class RunbookPicker(ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss_none", "Back"),
-        Binding("j", "move('down')", "Down", show=False),
-        Binding("k", "move('up')", "Up", show=False),
-        Binding("g", "move('top')", "Top", show=False),
-        Binding("G", "move('bottom')", "Bottom", show=False, key_display="G"),
+        *VIM_BINDINGS,
     ]
     DEFAULT_CSS = """
     RunbookPicker { align: center middle; }
@@ -201,15 +199,9 @@ class RunbookPicker(ModalScreen[str | None]):
             options = self.query_one(OptionList)
             options.highlighted = options.get_option_index(best)
 
-    def action_move(self, where: str) -> None:
+    def action_vim(self, how: str) -> None:
         """j/k/g/G, as on the app's tables."""
-        options = self.query_one(RunbookList)
-        {
-            "down": options.action_cursor_down,
-            "up": options.action_cursor_up,
-            "top": options.action_first,
-            "bottom": options.action_last,
-        }[where]()
+        move_focused(self.query_one(RunbookList), how)
 
     # -- the checks, off the UI thread
 

@@ -23,6 +23,7 @@ from mignurse.runner.plan import Plan
 from mignurse.runner.step import Harm
 from mignurse.tui.launcher import RunbookLauncher, RunRequest
 from mignurse.tui.screens.run import RUNNER_ERRORS
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 
 
 def confirm_words(harm: Harm, targets: Sequence[str], cluster: str) -> str:
@@ -50,6 +51,7 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss_none", "Back"),
         Binding("enter", "run", "Run…"),
+        *VIM_BINDINGS,
     ]
     DEFAULT_CSS = """
     PlanScreen { background: $background; }
@@ -138,6 +140,9 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
     def action_run(self) -> None:
         if self.can_run:
             self.dismiss(self.runners)
+
+    def action_vim(self, how: str) -> None:
+        move_focused(self.focused, how)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
