@@ -4,8 +4,10 @@ simulated cluster (`demo`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +182,20 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    with demo_session(args) as app:
+        _run_app(app)
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def demo_session(args: argparse.Namespace) -> Iterator[Any]:
+    """The demo's app, for as long as the block runs: a simulated cluster built in the app's
+    build thread, and a temporary folder that holds its kubeconfig and all of its state (the
+    history, and the audit log and run state of the runbooks run from it: `paths.demo_state`),
+    removed at the end with the cluster stopped."""
     from mignurse.cluster.client import ClusterClient
     from mignurse.demo_folder import demo_folder
+    from mignurse.paths import demo_state, history_file
     from mignurse.session import BuildingSource, LiveSource
     from mignurse.sim import SimCluster, load_scenario
     from mignurse.tui.app import make_app
@@ -189,7 +203,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     speed = positive_speed(args.speed)
     scenario = load_scenario(args.scenario)
     simulated = f"{scenario.name} ×{speed:g}"
-    with demo_folder() as tmp:
+    with demo_folder() as tmp, demo_state(Path(tmp)):
         started: list[SimCluster] = []
         closed = threading.Event()
         guard = threading.Lock()
@@ -206,12 +220,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 raise RuntimeError("the demo was closed")
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             client = ClusterClient.connect(kubeconfig=str(kubeconfig))
-            # The demo keeps its history beside its kubeconfig, never in the user's own.
             source = LiveSource(
                 client,
                 simulated=simulated,
                 clock=sim.now,
-                history_path=Path(tmp) / "history.sqlite3",
+                history_path=history_file(),  # the demo's own, never the user's
                 auto_collect=_auto_collect_dir(args),
                 access=access_for(args),  # the simulator's sandboxes: `c` and runbooks use them
             )
@@ -223,10 +236,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         app = make_app(building, read_only=getattr(args, "read_only", False), light=args.light)
         try:
-            _run_app(app)
+            yield app
         finally:
             with guard:
                 closed.set()
             for sim in started:
                 sim.stop()
-    return EXIT_OK
