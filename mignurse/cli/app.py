@@ -166,6 +166,12 @@ def _raise_exit(signum: int) -> None:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
+    _run_app(bundle_app(args))
+    return EXIT_OK
+
+
+def bundle_app(args: argparse.Namespace) -> Any:
+    """The app on a bundle (or a folder of dumps), read-only, as `mignurse open` builds it."""
     from mignurse.diagnose.sources import SourceError
     from mignurse.session import BundleSource
     from mignurse.tui.app import make_app
@@ -177,8 +183,7 @@ def cmd_open(args: argparse.Namespace) -> int:
         source = BundleSource(path)
     except (SourceError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    _run_app(make_app(source, light=args.light))
-    return EXIT_OK
+    return make_app(source, light=args.light)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, S
 
 from mignurse.fleetview import RepairState
 from mignurse.nodeview import short_name
+from mignurse.render import as_of_words
 from mignurse.session import BuildingSource, Source
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS, Notice
 from mignurse.tui.detail import sorted_findings
@@ -267,9 +268,11 @@ class MigNurseApp(Navigation, SourceSwitching):
         if self._diagnosis is None:
             return
         title = f"Every finding in {self.source.context}, worst first"
-        self.push_screen(
-            PagerScreen([findings_page(self._diagnosis.findings, self.source.now(), title=title)])
-        )
+        now = self.source.now()
+        if self.judged_at:
+            title += f", {as_of_words(now, 'bundle, when collected')}"
+        page = findings_page(self._diagnosis.findings, now, title=title, as_of=self.judged_at)
+        self.push_screen(PagerScreen([page]))
 
     def action_describe(self) -> None:
         name = self.highlighted_node()

@@ -445,8 +445,10 @@ def status_parts(
     if source.simulated:
         parts.append(StatusPart(f"[b reverse] SIMULATED [/] {source.simulated}", 3))
     if source.read_only_reason:
-        when = f"{now.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-        parts.append(StatusPart(f"[b reverse] BUNDLE [/] collected {when}", 1))
+        # Never dropped: every time on screen (ages, deadlines) reads as of this moment.
+        parts.append(
+            StatusPart(f"[b reverse] BUNDLE [/] as of {now.astimezone(UTC):%Y-%m-%d %H:%MZ}", 0)
+        )
     parts.append(StatusPart("Karpenter on" if source.karpenter else "no Karpenter", 2))
     if not source.read_only_reason:
         parts.append(StatusPart(f"as of {now.astimezone(UTC):%H:%M:%S} UTC", 2))

@@ -164,8 +164,9 @@ async def test_the_plans_word_off_by_configuration_and_paused_by_mignurse_apart(
         plan = launcher.runner(RunRequest(book, resolve_params(book, {"node": node}))).plan()
         step = plan.steps[0]
         notes[name] = step.blocked or " ".join(step.plan.notes if step.plan else [])
-    assert "nothing to pause: node repair is off by configuration, not paused by mignurse" in (
-        notes["pause-node-repair"]
+    assert (
+        "nothing to pause: node repair is off by configuration, not paused by mignurse"
+        in (notes["pause-node-repair"])
     )
     assert notes["resume-node-repair"].startswith(
         "node repair is off by configuration, not paused by mignurse:"
