@@ -112,4 +112,4 @@ def findings_page(
         lines.append(Text(""))
     if not lines:
         lines.append(Text("No findings.", style="green"))
-    return Page(title=title, lines=lines, marks=marks, note="findings (n/N)")
+    return Page(title=title, lines=lines, marks=marks, note="findings (n/N)", wrap=True)

@@ -27,6 +27,7 @@ from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from mignurse.runner.schema import Runbook
+from mignurse.tui.screens.fit import fit_to_screen
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 
 SUMMARY_CHARS = 90  # the picker's one-line description
@@ -113,7 +114,7 @@ class RunbookPicker(ModalScreen[str | None]):
         width: 100%; max-width: 110; height: auto; max-height: 100%;
         border: thick $primary; background: $surface; padding: 0 1;
     }
-    RunbookPicker OptionList { height: auto; max-height: 1fr; }
+    RunbookPicker OptionList { height: auto; }
     #picker-repair { color: $text-muted; }
     #picker-keys { dock: bottom; height: 1; color: $text-muted; }
     """
@@ -181,9 +182,19 @@ class RunbookPicker(ModalScreen[str | None]):
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
         options.focus()
+        self.call_after_refresh(self._fit)
         self._highlight_best()
         if self.check is not None and any(e.checking for e in self.entries.values()):
             self._check([n for n, e in self.entries.items() if e.checking])
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        """The list scrolls; the title and the keys line stay on screen."""
+        options = self.query_one(RunbookList)
+        fit_to_screen(options, self.size.height)
+        options.scroll_to_highlight()
 
     # -- the cursor
 
