@@ -90,12 +90,14 @@ def countdown(deadline: datetime | None, now: datetime) -> str:
     return f"passed {_clock(-seconds)} ago"
 
 
-def deadline_words(deadline: datetime, now: datetime, *, as_of: str = "") -> str:
+def deadline_words(
+    deadline: datetime, now: datetime, *, as_of: str = "", short: bool = False
+) -> str:
     """A finding's repair deadline in words. Live: a countdown from `now` ("deadline in
     3m12s"). With `as_of` (what `now` is: "collection" for a bundle, "--now"), `now` is the
     moment the evidence was judged at, not the present: a moment, never a countdown that
     looks live ("repair would have fired at 13:27:34Z, 3m15s after collection", "repair was
-    due at 13:10:00Z, 14m09s before collection")."""
+    due at 13:10:00Z, 14m09s before collection"); `short`: the moment alone, for one line."""
     if not as_of:
         return f"deadline {countdown(deadline, now)}"
     utc = deadline.astimezone(UTC)
@@ -103,8 +105,10 @@ def deadline_words(deadline: datetime, now: datetime, *, as_of: str = "") -> str
     at = f"{utc:%H:%M:%S}Z" if same_day else f"{utc:%Y-%m-%d %H:%M:%S}Z"
     seconds = int((deadline - now).total_seconds())
     if seconds >= 0:
-        return f"repair would have fired at {at}, {_clock(seconds)} after {as_of}"
-    return f"repair was due at {at}, {_clock(-seconds)} before {as_of}"
+        words = f"repair would have fired at {at}"
+        return words if short else f"{words}, {_clock(seconds)} after {as_of}"
+    words = f"repair was due at {at}"
+    return words if short else f"{words}, {_clock(-seconds)} before {as_of}"
 
 
 def as_of_words(now: datetime, what: str) -> str:

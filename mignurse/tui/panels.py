@@ -83,7 +83,7 @@ class Panels(AppState):
                 f"{finding.severity.upper():<8}", style=SEVERITY_STYLE.get(finding.severity, "")
             )
             if finding.deadline:
-                words = deadline_words(finding.deadline, now, as_of=self.judged_at)
+                words = deadline_words(finding.deadline, now, as_of=self.judged_at, short=True)
                 line.append(f" {words}", style="bold")
             line.append(f" {finding.id}", style="bold")
             line.append(f" {finding.summary}")  # summaries name their pool
