@@ -30,6 +30,7 @@ from mignurse.tui.appstate import FLEET, NODES, AppState
 from mignurse.tui.detail import clock_time, sorted_findings
 from mignurse.tui.refresh import (
     BADGE_WORDS,
+    NARROW_WIDTH,
     STATUS_STYLE,
     TABLE_COLUMNS,
     StatusPart,
@@ -151,11 +152,13 @@ class Panels(AppState):
             ("Nodes of ", "bold"), (pool, "bold"), f" ({len(nodes)}), worst first: enter opens them"
         )
         held = next((r for r in self._fleet if r.pool == pool), None)
+        repair: Text | None = None
         if held is not None and held.repair_words:
-            title.append(
-                f" · {held.repair_words}",
-                style="bold yellow" if held.repair.startswith("PAUSED") else "",
-            )
+            style = "bold yellow" if held.repair.startswith("PAUSED") else ""
+            if self.size.width >= NARROW_WIDTH:  # in words: "off by configuration, not …"
+                repair = Text(held.repair_words, style=style or "dim")
+            else:  # the REPAIR column's words ("repair off (config)") on the title's line
+                title.append(f" · repair {held.repair}", style=style)
         table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
         words = [
             {
@@ -184,7 +187,7 @@ class Panels(AppState):
                 cut["MIG"],
                 cut["CORDONED/TAINTS"],
             )
-        parts: list[Any] = [title, table]
+        parts: list[Any] = [title, *([repair] if repair is not None else []), table]
         if len(rows) > PREVIEW_ROWS:
             parts.append(Text(f"… {len(rows) - PREVIEW_ROWS} more (enter)", style="dim"))
         worst = rows[0] if rows and rows[0].badge else None
