@@ -17,6 +17,7 @@ import cliserver
 import pytest
 
 from mignurse.cluster.client import PODS
+from mignurse.runner import state as st
 from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.sim.nodes import NodeSandbox
 
@@ -323,3 +324,33 @@ def test_a_double_ctrl_c_still_prints_the_run_and_what_can_follow(
     run_id = state_of(state)["run_id"]
     assert out.startswith(f"run {run_id}: interrupted"), out
     assert f"`mignurse run --resume {run_id}`" in out, out
+
+
+def test_a_node_an_unfinished_run_replaced_is_named_with_the_run_that_finishes(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    state = tmp_path / "state"
+    env = env_for(state)
+    gone = "ip-10-0-99-9.us-west-2.compute.internal"
+    os.environ["XDG_STATE_HOME"] = str(state)
+    try:
+        run = st.RunState(
+            run_id="5eed5eed", runbook="replace-instance", params={"node": gone},
+            context=c.client.info.context, cluster=c.client.info.cluster, target=gone,
+            holder="alice@laptop", status=st.INTERRUPTED,
+            steps=[st.StepState("cordon", "cordon", status="verified",
+                                applied={"wasUnschedulable": False})],
+        )  # fmt: skip
+        run.save()
+    finally:
+        os.environ.pop("XDG_STATE_HOME")
+
+    done = mignurse(c, env, "run", "replace-instance", "--node", gone, "--yes")
+
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"mignurse: error: node {gone} no longer exists; run 5eed5eed (replace-instance, "
+        "interrupted) acted on it and did not finish: `mignurse run --resume 5eed5eed` "
+        "continues it (`mignurse runs 5eed5eed` shows what it did)\n"
+    )
