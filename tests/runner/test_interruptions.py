@@ -622,7 +622,7 @@ def test_allocatable_is_trusted_only_from_a_new_device_plugin_and_held_steady(
 
     def ctx() -> SimContext:
         return SimContext(client=c.client, params={"node": node}, run_id="r1", holder="t@x",
-                          sim=c.sim, outputs=outputs, timeout=120)  # fmt: skip
+                          sim=c.sim, outputs=outputs, timeout=300)  # fmt: skip
 
     pause = PauseGpuOperands()
     plan = StepPlan.from_json(pause.plan(ctx()).to_json())

@@ -269,10 +269,10 @@ class RunScreen(ModalScreen[None]):
             except RUNNER_ERRORS as exc:
                 self.errors.append(f"{short_name(runner.target)}: {exc}")
                 return False
-        blocked = [(p, s) for p in plans for s in p.blocked]
+        blocked = [(p, p.blocked_line()) for p in plans if p.blocked_line()]
         if blocked:
-            plan, step = blocked[0]
-            self.errors.append(f"{short_name(plan.target)}: step {step.spec.id}: {step.blocked}")
+            plan, why = blocked[0]
+            self.errors.append(f"{short_name(plan.target)}: {why}")
             return False
         harm = max((p.harm for p in plans), default=Harm.NONE)
         how = "not needed (no change)"
