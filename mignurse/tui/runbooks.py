@@ -82,10 +82,10 @@ def _given(book: Runbook, selection: Selection) -> tuple[dict[str, Any], dict[st
 
 
 def refusal(launcher: RunbookLauncher, selection: Selection, book: Runbook) -> str | None:
-    """Why `book` would be refused on the selection as the cluster stands: the first check
-    its read-only plan blocks on, on any selected node ("" when none does). None when that
-    cannot be told before its params are asked. Reads the cluster and the nodes: call it off
-    the UI thread."""
+    """Why `book` would be refused on the selection as the cluster stands: why its read-only
+    plan cannot start on a selected node, as the plan screen says it ("" when it can). None
+    when that cannot be told before its params are asked. Reads the cluster and the nodes:
+    call it off the UI thread."""
     fixed, hints = _given(book, selection)
     try:
         params = resolve_params(book, {**hints, **fixed}, find_node=selection.node_name)
@@ -100,9 +100,9 @@ def refusal(launcher: RunbookLauncher, selection: Selection, book: Runbook) -> s
             plan = launcher.runner(request).plan()
         except RUNNER_ERRORS as exc:
             return str(exc)
-        for step in plan.blocked:
-            where = f"{short_name(request.target)}: " if len(requests) > 1 else ""
-            return f"{where}step {step.spec.id}: {step.blocked}"
+        why = plan.blocked_line()  # what the plan screen would refuse it for
+        if why:
+            return f"{short_name(request.target)}: {why}" if len(requests) > 1 else why
     return ""
 
 

@@ -195,7 +195,7 @@ async def test_a_runbook_whose_check_refuses_is_not_possible_and_never_suggested
         text, disabled = shown["reapply-mig-no-hooks"]
         assert disabled
         assert text.startswith("not possible reapply-mig-no-hooks"), text
-        assert "step preflight: node " in text and "is NotReady" in text
+        assert "step preflight cannot run: node " in text and "is NotReady" in text
         assert "replace-instance" in text  # the way out it names
         assert "suggested" not in text
         assert highlighted(app) != "reapply-mig-no-hooks"
