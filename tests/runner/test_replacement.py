@@ -4,7 +4,6 @@ and the pool as the run that caused the replacement found it, kept across a kill
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,9 +19,8 @@ from mignurse.runner.steps.forecast import moving_pods, pending_for
 from mignurse.runner.steps.instance import DeleteNodeClaim, WaitReplacement
 from mignurse.runner.steps.kube import Cordon, Drain
 from mignurse.runner.steps.settle import Settle, serving_problem
-from mignurse.sim import load_scenario
 
-from .enginehelpers import Cluster
+from .enginehelpers import Cluster, never_consolidated
 from .interrupthelpers import book, resumed
 from .repairhelpers import sim_ctx
 from .test_interruptions import When, on
@@ -330,12 +328,7 @@ def test_a_replacement_that_launched_during_the_drain_is_found_by_the_resumed_ru
     # Karpenter launches the node for the evicted pods while the drain runs: by the time the
     # NodeClaim is deleted, the replacement may be Ready already. A run stopped then, and its
     # resume, must still know it is new: the pool is the one this run found before its drain.
-    healthy = load_scenario("healthy")
-    pools = tuple(
-        dataclasses.replace(p, consolidate_after="Never") if p.name == "gpu-infer" else p
-        for p in healthy.pools
-    )
-    c = cluster_for(dataclasses.replace(healthy, pools=pools), speed=30)
+    c = cluster_for(never_consolidated("healthy", "gpu-infer"), speed=30)
     node = c.nodes("gpu-infer")[0]
     before = set(c.nodes("gpu-infer"))
     replace = book("replace-instance", tmp_path)
