@@ -406,3 +406,20 @@ def test_a_node_deleted_by_karpenter_mid_drain_is_one_consistent_account(
     assert standing == f"now: node {node} no longer exists" or (
         standing.startswith(f"now: node {node} is ") and ", being deleted since " in standing
     ), result.notices
+
+
+def test_a_pool_whose_image_lacks_dcgm_is_told_its_replacement_fails_the_same_way(
+    cluster_for: Make,
+) -> None:
+    # dcgm-repair-loop: the image has no libdcgm, so the agent sets AcceleratedHardwareReady
+    # False (DCGMError) on every node of gpu-inference and Karpenter repairs them in a loop.
+    c = cluster_for("dcgm-repair-loop", speed=0)
+    c.sim.advance(15 * 60)  # the loop under way: nodes flagged, some already replaced
+    node = c.nodes("gpu-inference")[0]
+
+    plan = WaitReplacement().plan(sim_ctx(c.sim, c.client, node))
+
+    fates = [n for n in plan.notes if n.startswith("the replacement will fail ")]
+    assert any(": accelerated-hardware-not-ready: the new node runs the same image and "
+               "monitoring, so its AcceleratedHardwareReady goes False the same way (" in n
+               for n in fates), plan.notes  # fmt: skip
