@@ -474,11 +474,9 @@ class Runner(RunUndo):
         with what is there, as a resume does. Returns what apply returned and the plan it
         applied."""
         action = item.action
-        attempts, conflicts = 1 + max(0, action.retries), 0
-        attempt = 0
+        retried = conflicts = 0
         while True:
-            attempt += 1
-            step_state.attempts = attempt
+            step_state.attempts += 1
             self.state.save()
             try:
                 return action.apply(ctx, step_plan), step_plan
@@ -493,10 +491,11 @@ class Runner(RunUndo):
                     if step_plan.nothing_to_do:  # someone else made the change meanwhile
                         return dict(step_plan.data), step_plan
                     continue
-                if not transient(exc) or attempt >= attempts or ctx.time_left() <= 0:
+                if not transient(exc) or retried >= action.retries or ctx.time_left() <= 0:
                     raise
+                retried += 1
                 self._emit("output", step_state.id, f"retrying after: {one_line(exc)}")
-                ctx.sleep(min(2.0 * attempt, max(0.0, ctx.time_left())))
+                ctx.sleep(min(2.0 * retried, max(0.0, ctx.time_left())))
 
     def _replan(self, item: PlannedStep, ctx: StepContext, step_state: st.StepState) -> StepPlan:
         """The step's precondition checked and its plan made again from a fresh read."""

@@ -4,7 +4,6 @@ and the pool as the run that caused the replacement found it, kept across a kill
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,9 +19,8 @@ from mignurse.runner.steps.forecast import moving_pods, pending_for
 from mignurse.runner.steps.instance import DeleteNodeClaim, WaitReplacement
 from mignurse.runner.steps.kube import Cordon, Drain
 from mignurse.runner.steps.settle import Settle, serving_problem
-from mignurse.sim import load_scenario
 
-from .enginehelpers import Cluster
+from .enginehelpers import Cluster, never_consolidated
 from .interrupthelpers import book, resumed
 from .repairhelpers import sim_ctx
 from .test_interruptions import When, on
@@ -330,12 +328,7 @@ def test_a_replacement_that_launched_during_the_drain_is_found_by_the_resumed_ru
     # Karpenter launches the node for the evicted pods while the drain runs: by the time the
     # NodeClaim is deleted, the replacement may be Ready already. A run stopped then, and its
     # resume, must still know it is new: the pool is the one this run found before its drain.
-    healthy = load_scenario("healthy")
-    pools = tuple(
-        dataclasses.replace(p, consolidate_after="Never") if p.name == "gpu-infer" else p
-        for p in healthy.pools
-    )
-    c = cluster_for(dataclasses.replace(healthy, pools=pools), speed=30)
+    c = cluster_for(never_consolidated("healthy", "gpu-infer"), speed=30)
     node = c.nodes("gpu-infer")[0]
     before = set(c.nodes("gpu-infer"))
     replace = book("replace-instance", tmp_path)
@@ -413,3 +406,20 @@ def test_a_node_deleted_by_karpenter_mid_drain_is_one_consistent_account(
     assert standing == f"now: node {node} no longer exists" or (
         standing.startswith(f"now: node {node} is ") and ", being deleted since " in standing
     ), result.notices
+
+
+def test_a_pool_whose_image_lacks_dcgm_is_told_its_replacement_fails_the_same_way(
+    cluster_for: Make,
+) -> None:
+    # dcgm-repair-loop: the image has no libdcgm, so the agent sets AcceleratedHardwareReady
+    # False (DCGMError) on every node of gpu-inference and Karpenter repairs them in a loop.
+    c = cluster_for("dcgm-repair-loop", speed=0)
+    c.sim.advance(15 * 60)  # the loop under way: nodes flagged, some already replaced
+    node = c.nodes("gpu-inference")[0]
+
+    plan = WaitReplacement().plan(sim_ctx(c.sim, c.client, node))
+
+    fates = [n for n in plan.notes if n.startswith("the replacement will fail ")]
+    assert any(": accelerated-hardware-not-ready: the new node runs the same image and "
+               "monitoring, so its AcceleratedHardwareReady goes False the same way (" in n
+               for n in fates), plan.notes  # fmt: skip

@@ -17,7 +17,8 @@ from mignurse.cluster.client import NODES, ClusterClient, Conflict
 from mignurse.runner import state as st
 from mignurse.runner.engine import Runner, possible_followups
 from mignurse.runner.lock import LOCK_ANNOTATION
-from mignurse.runner.outcome import RunError
+from mignurse.runner.outcome import RunError, RunResult
+from mignurse.runner.schema import Runbook
 
 from .enginehelpers import Cluster
 from .interrupthelpers import DEPLOY, book, dead_pid, lock_on, node_view, resumed, shells
@@ -133,13 +134,20 @@ def _put_lock(c: Cluster, node: str, run_id: str, pid: int) -> None:
     c.client.patch(NODES, node, {"metadata": {"annotations": {LOCK_ANNOTATION: value}}})
 
 
-def test_a_run_killed_after_its_last_step_is_finished_by_its_resume(
-    cluster_for: Make, state_home: Path, tmp_path: Path
-) -> None:
+def _cordoned(cluster_for: Make, tmp_path: Path) -> tuple[Cluster, str, Runbook, RunResult]:
+    """A gpu-train node cordoned by a run of the cordon runbook that succeeded."""
     c = cluster_for()
     node = c.nodes("gpu-train")[0]
     cordon = book("cordon", tmp_path)
     done = Runner(cordon, {"node": node}, client=c.client, yes=True).run()
+    assert done.status == "succeeded", (done.error, done.report_lines())
+    return c, node, cordon, done
+
+
+def test_a_run_killed_after_its_last_step_is_finished_by_its_resume(
+    cluster_for: Make, state_home: Path, tmp_path: Path
+) -> None:
+    c, node, cordon, done = _cordoned(cluster_for, tmp_path)
     # Killed between its last step's verify and recording the end: every step is verified, the
     # run still says running, its process is gone, its lock is left.
     saved = st.RunState.load(done.run_id)
@@ -158,11 +166,7 @@ def test_a_run_killed_after_its_last_step_is_finished_by_its_resume(
 def test_resume_of_a_finished_run_whose_lock_was_left_releases_it_and_says_so(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
-    c = cluster_for()
-    node = c.nodes("gpu-train")[0]
-    cordon = book("cordon", tmp_path)
-    done = Runner(cordon, {"node": node}, client=c.client, yes=True).run()
-    assert done.status == "succeeded"
+    c, node, cordon, done = _cordoned(cluster_for, tmp_path)
     # As a process killed between recording its end and releasing its lock leaves it.
     _put_lock(c, node, done.run_id, dead_pid())
     follow = possible_followups(done.run_id, client=c.client)

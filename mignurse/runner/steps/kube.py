@@ -133,6 +133,18 @@ def _annotation(node: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+def _cordoned_by_words(node: dict[str, Any]) -> str:
+    """ " (by run 1a2b of alice@laptop: mignurse reapply-mig-no-hooks)", or " (not by mignurse)"."""
+    try:
+        marker = json.loads(_annotation(node) or "")
+    except ValueError:
+        marker = None
+    if not isinstance(marker, dict):
+        return " (not by mignurse)"
+    why = f": {marker['reason']}" if marker.get("reason") else ""
+    return f" (by run {marker.get('run') or '?'} of {marker.get('holder') or '?'}{why})"
+
+
 def cordon_run(node: dict[str, Any]) -> str:
     """The run named by the node's cordoned-by annotation ("" when none or unreadable)."""
     try:
@@ -163,7 +175,10 @@ class Cordon(Action):
             )
         if _unschedulable(node):
             return StepPlan(
-                notes=[f"node {ctx.node} is already cordoned: left as it is, and undo keeps it"],
+                notes=[
+                    f"node {ctx.node} is already cordoned{_cordoned_by_words(node)}: left as it "
+                    "is, and undo keeps it"
+                ],
                 nothing_to_do=True,
                 data={"wasUnschedulable": True},
             )
