@@ -249,8 +249,17 @@ def test_uncordon_of_a_schedulable_node_changes_nothing_and_has_nothing_to_undo(
 
 def test_a_step_on_a_node_that_does_not_exist_is_refused_in_one_line(cluster_for: Make) -> None:
     c = cluster_for()
-    for name in ("cordon", "uncordon", "drain"):
-        assert ACTIONS[name]().check(c.ctx("ip-10-9-9-9.ec2.internal")) == (
-            "node ip-10-9-9-9.ec2.internal does not exist (any more)"
-        )
+    gone = "ip-10-9-9-9.ec2.internal"
+    for name in ("cordon", "uncordon"):
+        assert ACTIONS[name]().check(c.ctx(gone)) == f"node {gone} does not exist (any more)"
     assert ACTIONS["cordon"]().check(c.ctx("")) == "no node given: pass --node NAME"
+
+
+def test_a_drain_of_a_node_deleted_outside_the_run_has_nothing_to_evict(cluster_for: Make) -> None:
+    c = cluster_for()
+    gone = "ip-10-9-9-9.ec2.internal"
+    drain = ACTIONS["drain"]()
+    assert drain.check(c.ctx(gone)) is None
+    plan = drain.plan(c.ctx(gone))
+    assert plan.nothing_to_do
+    assert plan.notes == [f"node {gone} is gone (deleted outside this run): its pods went with it"]

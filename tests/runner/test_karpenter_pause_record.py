@@ -79,8 +79,10 @@ def test_another_runs_pause_is_already_off_and_named(cluster_for: Make) -> None:
     plan = PauseNodeRepair().plan(sim_ctx(c.sim, c.client, run_id="run-9"))
 
     assert plan.nothing_to_do
-    assert plan.notes[0].startswith("repair is already off: paused by alice@laptop since ")
-    assert plan.notes[0].endswith("(run run-1)")
+    assert plan.notes[0].startswith(
+        "nothing to pause: node repair is paused by mignurse (paused by alice@laptop since "
+    )
+    assert plan.notes[0].endswith(", run run-1) in deployment/kube-system/karpenter")
 
 
 def test_a_pause_record_left_from_an_earlier_pause_is_replaced(cluster_for: Make) -> None:

@@ -308,8 +308,8 @@ def test_pause_says_already_off_when_the_flag_turns_off_what_the_env_turns_on(
     plan = step.plan(ctx)
 
     assert plan.nothing_to_do
-    assert (
-        plan.notes[0]
-        == "repair is already off in deployment/kube-system/karpenter (NodeRepair is not true)"
+    assert plan.notes[0] == (
+        "nothing to pause: node repair is off by configuration, not paused by mignurse in "
+        "deployment/kube-system/karpenter (NodeRepair is not true)"
     )
     assert not plan.changes

@@ -79,7 +79,7 @@ def test_ctrl_c_during_an_undo_stops_it_and_says_how_to_undo_the_rest(
 
     assert result.status == "interrupted"
     assert result.error == "undo stopped by Ctrl-C: nothing more was changed"
-    assert result.notices[-1] == f"`mignurse run --undo {run_id}` undoes the rest"
+    assert f"`mignurse run --undo {run_id}` undoes the rest" in result.notices
     assert unschedulable(c, node)
     assert st.RunState.load(run_id).status == "interrupted"  # it can still be undone
 
