@@ -113,6 +113,9 @@ OWN_TESTS: dict[str, list[str]] = {
     "undo.py": ["tests/runner/test_undo_left_incomplete.py"],
     "core.py": ["tests/runner/test_resume_refusals.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
+    "leftovers.py": ["tests/runner/test_leftovers.py"],
+    "steps/settle.py": ["tests/runner/test_replacement.py"],
+    "steps/forecast.py": ["tests/runner/test_replacement.py"],
 }
 
 # Calls whose deletion changes only what is printed: never mutated away.
