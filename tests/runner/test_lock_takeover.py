@@ -592,6 +592,71 @@ def test_a_release_refused_for_a_node_deleted_since_is_not_reported(cluster: Clu
     assert alice.release() is None  # the node and its lock are gone: nothing to clear
 
 
+# -- a lock left behind by this run's killed process -------------------------------------------
+
+
+def test_a_lock_left_by_this_runs_killed_process_is_seen_and_cleared(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    lock_for(cluster.client, node, "r-alice").acquire()  # then SIGKILL: never released
+    resumed = lock_for(cluster.client, node, "r-alice")
+
+    assert resumed.left_by_this_run()
+    assert resumed.clear_left()
+    assert on_node(cluster, node) is None
+    assert not resumed.left_by_this_run()
+    assert resumed.clear_left() is False  # nothing left to clear
+
+
+def test_a_lock_this_run_holds_now_is_not_a_leftover(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice")
+    alice.acquire()
+    assert not alice.left_by_this_run()
+
+
+def test_another_runs_lock_is_never_cleared_as_a_leftover(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    lock_for(cluster.client, node, "r-bob", holder="bob@box").acquire()
+    alice = lock_for(cluster.client, node, "r-alice")
+
+    assert not alice.left_by_this_run()
+    assert alice.clear_left() is False
+    assert (on_node(cluster, node) or {}).get("run") == "r-bob"
+
+
+def test_a_leftover_on_a_node_that_is_gone_or_unreadable_is_none(cluster: Cluster) -> None:
+    gone = lock_for(cluster.client, "ip-10-9-9-9.ec2.internal", "r-alice")
+    assert not gone.left_by_this_run()
+    assert gone.clear_left() is False
+    node = cluster.nodes()[0]
+    lock_for(cluster.client, node, "r-alice").acquire()
+    cluster.sim.fail("GET", f"/nodes/{node}$", code=503)
+    assert not lock_for(cluster.client, node, "r-alice").left_by_this_run()
+
+
+def test_clearing_a_leftover_on_a_node_that_keeps_changing_gives_up_after_five_tries(
+    cluster: Cluster,
+) -> None:
+    node = cluster.nodes()[0]
+    lock_for(cluster.client, node, "r-alice").acquire()
+    contended = Contended(cluster.client)
+
+    assert lock_for(contended, node, "r-alice").clear_left() is False
+    assert contended.patches == 5
+    assert (on_node(cluster, node) or {}).get("run") == "r-alice"
+
+
+def test_clearing_a_leftover_rides_out_one_concurrent_write(cluster: Cluster) -> None:
+    node = cluster.nodes()[0]
+    lock_for(cluster.client, node, "r-alice").acquire()
+    racing = Racing(cluster.client, lambda: cluster.client.patch(
+        NODES, node, {"metadata": {"labels": {"team": "ml"}}}
+    ))  # fmt: skip
+
+    assert lock_for(racing, node, "r-alice").clear_left() is True
+    assert racing.raced and on_node(cluster, node) is None
+
+
 # -- releasing it -------------------------------------------------------------------------------
 
 
