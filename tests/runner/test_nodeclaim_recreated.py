@@ -110,3 +110,75 @@ def test_a_delete_that_never_landed_is_no_barrier_to_undo(
     assert DeleteNodeClaim().undo_barrier(ctx, StepPlan(), applied) == (
         f"nodeclaim/{claim['metadata']['name']} is deleting (Karpenter is terminating its instance)"
     )
+
+
+# -- the node went before the step ran ------------------------------------------------------------
+
+
+def test_a_node_gone_before_the_step_whose_nodeclaim_was_recreated_is_left_alone(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    step = DeleteNodeClaim()
+    saved = StepPlan.from_json(step.plan(sim_ctx(cluster.sim, cluster.client, node)).to_json())
+    newcomer = _recreate(cluster, claim)  # Karpenter deleted the node with the old claim
+    name = claim["metadata"]["name"]
+    assert node not in {n["metadata"]["name"] for n in cluster.sim.objects("nodes")}
+    ctx = sim_ctx(cluster.sim, cluster.client, node, saved_plan=saved)
+
+    assert step.check(ctx) is None
+    plan = step.plan(ctx)
+
+    assert plan.nothing_to_do
+    assert plan.notes == [
+        f"node {node} was deleted outside this run and nodeclaim/{name} was replaced by another "
+        "object: its instance was terminated without this step"
+    ]
+    kept = cluster.client.get(NODECLAIMS, name)
+    assert kept["metadata"]["uid"] == newcomer["metadata"]["uid"]
+    assert not kept["metadata"].get("deletionTimestamp")
+
+
+def test_a_node_gone_before_the_step_with_its_nodeclaim_gone_too_is_said_so(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    step = DeleteNodeClaim()
+    saved = StepPlan.from_json(step.plan(sim_ctx(cluster.sim, cluster.client, node)).to_json())
+    name = claim["metadata"]["name"]
+    cluster.client.delete(NODECLAIMS, name)
+    cluster.sim.advance(300)  # Karpenter terminates the instance, and the node goes with it
+    assert node not in {n["metadata"]["name"] for n in cluster.sim.objects("nodes")}
+
+    plan = step.plan(sim_ctx(cluster.sim, cluster.client, node, saved_plan=saved))
+
+    assert plan.nothing_to_do
+    assert plan.notes == [
+        f"node {node} was deleted outside this run and nodeclaim/{name} is gone: its instance "
+        "was terminated without this step"
+    ]
+
+
+def test_a_node_gone_before_the_step_with_its_nodeclaim_still_there_deletes_it_as_planned(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    step = DeleteNodeClaim()
+    saved = StepPlan.from_json(step.plan(sim_ctx(cluster.sim, cluster.client, node)).to_json())
+    name = claim["metadata"]["name"]
+    with cluster.sim.store.lock:
+        cluster.sim.store.delete("nodes", "", node)  # the Node object only
+
+    ctx = sim_ctx(cluster.sim, cluster.client, node, saved_plan=saved)
+    plan = step.plan(ctx)
+
+    assert not plan.nothing_to_do
+    assert plan.notes == [
+        f"node {node} is gone but nodeclaim/{name} is not: deleting it as planned"
+    ]
+    assert plan.data["uid"] == claim["metadata"]["uid"]
+    step.apply(ctx, plan)
+    assert cluster.client.get(NODECLAIMS, name)["metadata"].get("deletionTimestamp")
