@@ -114,7 +114,7 @@ OWN_TESTS: dict[str, list[str]] = {
     "core.py": ["tests/runner/test_resume_refusals.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
     "leftovers.py": ["tests/runner/test_leftovers.py"],
-    "steps/settle.py": ["tests/runner/test_replacement.py"],
+    "steps/settle.py": ["tests/runner/test_settle_window.py", "tests/runner/test_replacement.py"],
     "steps/forecast.py": ["tests/runner/test_replacement.py"],
 }
 
