@@ -684,6 +684,25 @@ def test_a_blip_while_releasing_is_ridden_out(cluster: Cluster) -> None:
     assert on_node(cluster, node) is None
 
 
+def test_a_release_during_a_long_outage_tries_once_a_second_then_says_how_to_clear_it(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse.runner import lock
+
+    monkeypatch.setattr(lock, "BLIP_SECONDS", 2.5)
+    node = cluster.nodes()[0]
+    alice = lock_for(cluster.client, node, "r-alice")
+    alice.acquire()
+    cluster.sim.fail("PATCH", f"/nodes/{node}$", code=503, times=None)
+    before = len(cluster.sim.requests)
+
+    said = alice.release() or ""
+
+    assert said.startswith(f"the lock on node {node} could not be released (the API server")
+    patches = [r for r in cluster.sim.requests[before:] if r["method"] == "PATCH"]
+    assert 2 <= len(patches) <= 4  # one a second for the window, not a tight loop
+
+
 def test_a_forbidden_release_is_not_tried_again(cluster: Cluster) -> None:
     node = cluster.nodes()[0]
     alice = lock_for(cluster.client, node, "r-alice", ttl=600)
