@@ -296,3 +296,73 @@ def test_a_webhook_that_fails_the_patch_is_named_not_taken_for_a_changed_deploym
     )
     assert failed.value.retryable
     assert record_of(c) is None
+
+
+def test_a_pause_says_what_it_changes_and_warns_that_helm_puts_it_back(cluster_for: Make) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    logs: list[str] = []
+    ctx = sim_ctx(c.sim, c.client, timeout=60, log=logs.append)
+
+    plan, _applied = run_phases(PauseNodeRepair(), ctx)
+
+    assert [ch.field for ch in plan.changes] == [
+        "env FEATURE_GATES of container controller token NodeRepair",
+        f"annotation {ANNOTATION_PAUSED}",
+    ]
+    helm = [n for n in plan.notes if "is managed by Helm" in n]
+    assert len(helm) == 1 and "--set settings.featureGates.nodeRepair=false)" in helm[0]
+    assert (
+        "the controller reads its gates only at start: the pause holds once the rollout has "
+        "replaced every controller pod; until then the old leader can still repair"
+    ) in plan.notes
+    assert f"warning: {helm[0]}" in logs
+
+
+def test_a_resumed_run_whose_pause_a_helm_upgrade_reverted_pauses_again(cluster_for: Make) -> None:
+    """The run's own record is still there but the gates say true again: the record does
+    not make it "already paused"."""
+    c = cluster_for("dcgm-repair-loop")
+    first = sim_ctx(c.sim, c.client, timeout=60)
+    run_phases(PauseNodeRepair(), first)
+    set_env(
+        c,
+        [
+            {
+                "name": "FEATURE_GATES",
+                "value": gates_env(c).replace("NodeRepair=false", "NodeRepair=true"),
+            }
+        ],
+    )
+    c.sim.advance(60)
+    assert c.sim.loops.repair_enabled is True
+
+    resumed = sim_ctx(c.sim, c.client, timeout=60)  # the same run id: run-1
+    plan, _applied = run_phases(PauseNodeRepair(), resumed)
+
+    assert not any(n.startswith("paused by this run before it stopped") for n in plan.notes)
+    assert "NodeRepair=false" in gates_env(c)
+    assert c.sim.loops.repair_enabled is False
+
+
+def test_without_a_karpenter_deployment_where_it_was_looked_for_pause_and_resume_say_where(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    node = next(
+        n["metadata"]["name"]
+        for n in c.sim.objects("nodes")
+        if n["metadata"]["labels"].get("karpenter.sh/nodepool")
+    )
+    ctx = sim_ctx(c.sim, c.client, node, params={"namespace": "platform"})
+
+    refused = PauseNodeRepair().check(ctx) or ""
+    assert refused.startswith("the node is labelled karpenter.sh/nodepool=")
+    assert refused.endswith(
+        ", but no karpenter Deployment was found in kube-system or karpenter: pass --param "
+        "namespace=NS"
+    )
+    plan = PauseNodeRepair().plan(ctx)
+    assert plan.nothing_to_do and plan.notes[0].startswith("the node is labelled")
+    assert ResumeNodeRepair().check(ctx) == (
+        "no karpenter Deployment was found: pass --param namespace=NS"
+    )
