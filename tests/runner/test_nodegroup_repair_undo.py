@@ -9,6 +9,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.nodegroup import joined_tag
 
@@ -103,3 +106,134 @@ def test_undoing_a_node_group_pause_puts_back_the_prior_config(
     assert repair_config(aws, eks_cluster) == PRIOR
     assert record(aws, eks_cluster) is None
     assert pause.undone(ctx, plan, applied) is None
+
+
+# -- a pause that already happened, or cannot -------------------------------------------------
+
+
+def test_a_mode_that_is_neither_off_nor_override_is_refused(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws,
+                  params={"cluster": eks_cluster, "mode": "disable"})  # fmt: skip
+    with pytest.raises(StepFailed, match=r"^mode 'disable' is not off or override$"):
+        PauseNodeRepair().plan(ctx)
+
+
+def test_a_node_group_whose_repair_is_off_has_nothing_to_pause(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    aws("eks").update_nodegroup_config(
+        clusterName=eks_cluster, nodegroupName="ng-gpu-l4", nodeRepairConfig={"enabled": False}
+    )
+    ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": eks_cluster})
+
+    plan = PauseNodeRepair().plan(ctx)
+
+    assert plan.nothing_to_do
+    assert plan.notes[0].startswith("nothing to pause: ")
+    assert plan.notes[0].endswith(" for node group ng-gpu-l4")
+
+
+def test_a_pause_resumed_after_its_update_landed_goes_on_from_its_record(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    node = l4_node(c)
+    params = {"cluster": eks_cluster}
+    first = sim_ctx(c.sim, c.client, node, aws=aws, params=params, timeout=30)
+    pause = PauseNodeRepair()
+    plan = StepPlan.from_json(pause.plan(first).to_json())
+    pause.apply(first, plan)  # then killed before verify
+    assert first.prior["prior"] == PRIOR and first.prior["backend"] == "nodegroup"
+
+    resumed = sim_ctx(c.sim, c.client, node, aws=aws, params=params, timeout=30,
+                      prior=dict(first.prior))  # fmt: skip
+    again = pause.plan(resumed)
+
+    assert not again.nothing_to_do
+    assert again.notes[0] == "node group ng-gpu-l4 was paused by this run before it stopped"
+    assert again.data["prior"] == PRIOR  # from the record, not the disabled config now
+    applied = pause.apply(resumed, StepPlan.from_json(again.to_json()))
+    assert pause.verify(resumed, again, applied) is None
+    other = sim_ctx(c.sim, c.client, node, aws=aws, params=params, run_id="run-9")
+    assert pause.plan(other).nothing_to_do  # another run: already off, not its pause
+
+
+def test_a_config_changed_since_the_plan_is_not_overwritten(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": eks_cluster})
+    pause = PauseNodeRepair()
+    plan = StepPlan.from_json(pause.plan(ctx).to_json())
+    theirs = {"enabled": True, "maxUnhealthyNodeThresholdCount": 5}
+    aws("eks").update_nodegroup_config(
+        clusterName=eks_cluster, nodegroupName="ng-gpu-l4", nodeRepairConfig=theirs
+    )
+
+    with pytest.raises(StepFailed) as failed:
+        pause.apply(ctx, plan)
+
+    assert str(failed.value).startswith(
+        "node group ng-gpu-l4's nodeRepairConfig changed since the plan ("
+    )
+    assert str(failed.value).endswith("); nothing was changed: plan again")
+    assert repair_config(aws, eks_cluster) == theirs and record(aws, eks_cluster) is None
+
+
+def test_the_pause_plan_names_the_change_and_how_node_groups_repair(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    plan = PauseNodeRepair().plan(
+        sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": eks_cluster})
+    )
+    first = plan.changes[0]
+    assert (first.target, first.old, first.new) == (
+        f"nodegroup/{eks_cluster}/ng-gpu-l4",
+        True,
+        False,
+    )
+    assert (
+        "managed node groups repair by reason and stop above their unhealthy thresholds on "
+        "their own (docs/repair.md)"
+    ) in plan.notes
+
+
+def test_a_resume_resumed_after_its_restore_landed_goes_on_from_what_it_recorded(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    node = l4_node(c)
+    params = {"cluster": eks_cluster}
+    run_phases(
+        PauseNodeRepair(), sim_ctx(c.sim, c.client, node, aws=aws, params=params, timeout=30)
+    )
+    resume = ResumeNodeRepair()
+    first = sim_ctx(c.sim, c.client, node, aws=aws, params=params, run_id="r2", timeout=30)
+    plan = StepPlan.from_json(resume.plan(first).to_json())
+    resume.apply(first, plan)  # then killed before verify
+    assert record(aws, eks_cluster) is None
+
+    resumed = sim_ctx(c.sim, c.client, node, aws=aws, params=params, run_id="r2", timeout=30,
+                      prior=dict(first.prior))  # fmt: skip
+    assert resume.check(resumed) is None
+    again = resume.plan(resumed)
+
+    assert again.notes == ["node group ng-gpu-l4 was restored by this run before it stopped"]
+    assert "labels" not in again.data and again.data["backend"] == "nodegroup"
+    applied = resume.apply(resumed, StepPlan.from_json(again.to_json()))
+    assert resume.verify(resumed, again, applied) is None
+    assert repair_config(aws, eks_cluster) == PRIOR
+    fresh = sim_ctx(c.sim, c.client, node, aws=aws, params=params, run_id="r3")
+    with pytest.raises(StepFailed, match="repair was not paused by mignurse"):
+        resume.plan(fresh)
