@@ -175,6 +175,7 @@ def test_a_gate_setting_that_is_gone_since_the_pause_is_left_to_restore_by_hand(
     resume = ResumeNodeRepair()
     ctx = sim_ctx(c.sim, c.client, run_id="r2", timeout=60)
     plan = StepPlan.from_json(resume.plan(ctx).to_json())
+    assert not [n for n in plan.notes if "was changed after the pause" in n]  # gone, not changed
 
     with pytest.raises(StepFailed) as failed:
         resume.apply(ctx, plan)
@@ -366,3 +367,55 @@ def test_without_a_karpenter_deployment_where_it_was_looked_for_pause_and_resume
     assert ResumeNodeRepair().check(ctx) == (
         "no karpenter Deployment was found: pass --param namespace=NS"
     )
+
+
+def test_a_resume_resumed_after_its_restore_landed_goes_on_from_what_it_recorded(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    prior = gates_env(c)
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    resume = ResumeNodeRepair()
+    first = sim_ctx(c.sim, c.client, run_id="run-2", timeout=60)
+    plan = StepPlan.from_json(resume.plan(first).to_json())
+    resume.apply(first, plan)  # then killed before verify: the record is gone
+    assert record_of(c) is None
+    assert "at_risk" not in first.prior and first.prior["record"]["run"] == "run-1"
+
+    resumed = sim_ctx(c.sim, c.client, run_id="run-2", timeout=60, prior=dict(first.prior))
+    assert resume.check(resumed) is None
+    again = resume.plan(resumed)
+
+    assert again.notes[0].startswith(
+        "restored by this run before it stopped (paused by alice@laptop"
+    )
+    assert again.notes[0].endswith("; waits for the rollout")
+    before = len(c.sim.requests)
+    applied = resume.apply(resumed, StepPlan.from_json(again.to_json()))
+    assert not [r for r in c.sim.requests[before:] if r["method"] == "PATCH"]
+    assert resume.verify(resumed, again, applied) is None
+    assert gates_env(c) == prior and c.sim.loops.repair_enabled is True
+    fresh = sim_ctx(c.sim, c.client, run_id="run-3", timeout=60)
+    assert "was not paused by mignurse" in (resume.check(fresh) or "")
+
+
+def test_undoing_a_resume_twice_pauses_once(cluster_for: Make) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    resume = ResumeNodeRepair()
+    ctx = sim_ctx(c.sim, c.client, run_id="run-2", timeout=60)
+    plan, applied = run_phases(resume, ctx)
+    resume.undo(ctx, plan, applied)
+    before = len(c.sim.requests)
+
+    resume.undo(ctx, plan, applied)  # an undo run again after a crash
+
+    assert not [r for r in c.sim.requests[before:] if r["method"] == "PATCH"]
+    assert record_of(c) is not None and "NodeRepair=false" in gates_env(c)
+
+
+def test_a_plain_resume_says_no_gate_changed_after_the_pause(cluster_for: Make) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    run_phases(PauseNodeRepair(), sim_ctx(c.sim, c.client, timeout=60))
+    plan = ResumeNodeRepair().plan(sim_ctx(c.sim, c.client, run_id="run-2", timeout=60))
+    assert not [n for n in plan.notes if "was changed after the pause" in n]
