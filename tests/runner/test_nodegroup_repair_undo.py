@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mignurse.cluster.client import NODES
 from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.nodegroup import joined_tag
@@ -237,3 +238,126 @@ def test_a_resume_resumed_after_its_restore_landed_goes_on_from_what_it_recorded
     fresh = sim_ctx(c.sim, c.client, node, aws=aws, params=params, run_id="r3")
     with pytest.raises(StepFailed, match="repair was not paused by mignurse"):
         resume.plan(fresh)
+
+
+# -- override mode, and what a resume puts at risk ----------------------------------------------
+
+
+def set_condition(c: Cluster, node: str, kind: str, status: str, reason: str) -> None:
+    raw = c.node(node)
+    conditions = [x for x in raw["status"].get("conditions") or () if x.get("type") != kind]
+    conditions.append({"type": kind, "status": status, "reason": reason, "message": "",
+                       "lastTransitionTime": "2026-11-20T11:00:00Z"})  # fmt: skip
+    c.client.patch(NODES, node, {"status": {"conditions": conditions}}, subresource="status")
+
+
+def test_override_mode_adds_no_action_for_the_condition_the_node_shows(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    node = l4_node(c)
+    set_condition(c, node, "AcceleratedHardwareReady", "False", "DCGMError")
+    ctx = sim_ctx(c.sim, c.client, node, aws=aws, timeout=30,
+                  params={"cluster": eks_cluster, "mode": "override"})  # fmt: skip
+
+    plan, _applied = run_phases(PauseNodeRepair(), ctx)
+
+    assert plan.changes[0].field == "nodeRepairConfig override AcceleratedHardwareReady/DCGMError"
+    config = repair_config(aws, eks_cluster)
+    assert config["enabled"] is True  # repair stays on for every other reason
+    assert config["nodeRepairConfigOverrides"] == [
+        {
+            "nodeMonitoringCondition": "AcceleratedHardwareReady",
+            "nodeUnhealthyReason": "DCGMError",
+            "minRepairWaitTimeMins": 10,
+            "repairAction": "NoAction",
+        }
+    ]
+
+
+def test_override_mode_without_a_condition_at_hand_asks_for_one(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    for params in ({}, {"condition": "KernelReady"}, {"reason": "DCGMError"}):
+        ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws,
+                      params={"cluster": eks_cluster, "mode": "override", **params})  # fmt: skip
+        with pytest.raises(StepFailed) as refused:
+            PauseNodeRepair().plan(ctx)
+        assert str(refused.value) == (
+            "mode=override needs the condition and reason at hand: pass --param "
+            "condition=AcceleratedHardwareReady --param reason=DCGMError"
+        )
+
+
+def test_a_named_condition_and_reason_win_over_what_the_node_shows(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    node = l4_node(c)
+    set_condition(c, node, "AcceleratedHardwareReady", "False", "DCGMError")
+    ctx = sim_ctx(c.sim, c.client, node, aws=aws, params={
+        "cluster": eks_cluster, "mode": "override", "condition": "KernelReady",
+        "reason": "KernelBug"})  # fmt: skip
+    plan = PauseNodeRepair().plan(ctx)
+    assert plan.changes[0].field == "nodeRepairConfig override KernelReady/KernelBug"
+
+
+def test_the_resume_plan_names_the_nodes_the_group_may_repair_once_on(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    node = l4_node(c)
+    params = {"cluster": eks_cluster}
+    run_phases(
+        PauseNodeRepair(), sim_ctx(c.sim, c.client, node, aws=aws, params=params, timeout=30)
+    )
+    ctx = sim_ctx(c.sim, c.client, node, aws=aws, params=params, run_id="r2")
+    quiet = ResumeNodeRepair().plan(ctx)
+    assert "nodes the node group may repair once it is on (by its own reason rules): none" in (
+        quiet.notes
+    )
+    set_condition(c, node, "AcceleratedHardwareReady", "False", "DCGMError")
+    set_condition(c, node, "KernelReady", "True", "KernelIsReady")
+
+    plan = ResumeNodeRepair().plan(ctx)
+
+    assert (
+        "nodes the node group may repair once it is on (by its own reason rules): "
+        f"{node} (AcceleratedHardwareReady=DCGMError)"
+    ) in plan.notes
+
+
+def test_without_aws_access_a_node_group_is_not_paused(cluster_for: Make) -> None:
+    c = cluster_for("healthy")
+    with pytest.raises(StepFailed) as refused:
+        PauseNodeRepair().plan(sim_ctx(c.sim, c.client, l4_node(c)))
+    assert str(refused.value) == (
+        "no AWS access configured: managed node groups are paused through the EKS API "
+        "(set AWS_PROFILE or credentials)"
+    )
+
+
+def test_an_undone_pause_that_left_its_record_says_so(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": eks_cluster},
+                  timeout=30)  # fmt: skip
+    pause = PauseNodeRepair()
+    plan, applied = run_phases(pause, ctx)
+    aws("eks").update_nodegroup_config(
+        clusterName=eks_cluster, nodegroupName="ng-gpu-l4", nodeRepairConfig=PRIOR
+    )  # the config is back, but not by the undo: the record stays
+
+    assert pause.undone(ctx, plan, applied) == (
+        "node group ng-gpu-l4: the pause record of this run is still there"
+    )
+    other = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": eks_cluster},
+                    run_id="run-9")  # fmt: skip
+    assert pause.undone(other, plan, applied) is None  # another run's record is not this one's
