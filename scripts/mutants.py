@@ -519,15 +519,17 @@ def _env(copy: Path) -> dict[str, str]:
     return env
 
 
-def build_map(jobs: int) -> dict[str, object]:
+def build_map(jobs: int, only: list[str] | None = None) -> dict[str, object]:
     """Run the runner's tests once under coverage, a context per test: which tests execute
-    which line of runner/, and how long each test takes."""
+    which line of runner/, and how long each test takes. `only`: these test files again,
+    their part of the existing map replaced (a test file written or changed since)."""
     WORK.mkdir(parents=True, exist_ok=True)
-    files = sorted(
+    files = only or sorted(
         str(p.relative_to(ROOT))
         for t in TESTS
         for p in ([ROOT / t] if t.endswith(".py") else sorted((ROOT / t).glob("test_*.py")))
     )
+    jobs = min(jobs, len(files))
     # the files are dealt to the jobs in turn
     shares = [files[i::jobs] for i in range(jobs)]
     procs = []
@@ -579,6 +581,18 @@ def build_map(jobs: int) -> dict[str, object]:
                     lines[rel][line].add(context)
     if failed:
         print(f"warning: {len(failed)} test(s) fail without any mutant: {', '.join(failed)}")
+    if only and (WORK / "map.json").exists():
+        old = json.loads((WORK / "map.json").read_text())
+        again = tuple(only)
+
+        def kept(tests: list[str]) -> set[str]:
+            return {t for t in tests if not t.startswith(again)}
+
+        for path, by_line in old["lines"].items():
+            for number, tests in by_line.items():
+                lines[path][int(number)] |= kept(tests)
+        durations = {**{t: d for t, d in old["durations"].items() if t in kept([t])}, **durations}
+        failed = sorted(kept(old["failed"]) | set(failed))
     mapping = {
         "lines": {f: {str(n): sorted(c) for n, c in ls.items()} for f, ls in lines.items()},
         "durations": durations,
@@ -819,6 +833,12 @@ def main() -> int:
     parser.add_argument("--again", action="store_true", help="rerun last survivors only")
     parser.add_argument("--remap", action="store_true", help="rebuild the coverage map")
     parser.add_argument(
+        "--remap-file",
+        action="append",
+        default=[],
+        help="map this test file again (written or changed since the map), the rest kept",
+    )
+    parser.add_argument(
         "--report", type=Path, default=WORK / "report.txt", help="where the report is also written"
     )
     parser.add_argument(
@@ -853,6 +873,8 @@ def main() -> int:
     if args.remap or not map_file.exists():
         print("mapping the runner's tests to runner/ lines (one coverage run)…", flush=True)
         mapping = build_map(args.jobs)
+    elif args.remap_file:
+        mapping = build_map(args.jobs, args.remap_file)
     else:
         mapping = json.loads(map_file.read_text())
     results_file = WORK / "results.json"
