@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import NODECLAIMS
+from mignurse.cluster.client import NODECLAIMS, NODES
+from mignurse.model import Node
 from mignurse.runner.step import StepFailed, StepPlan
-from mignurse.runner.steps.instance import DeleteNodeClaim
+from mignurse.runner.steps.instance import DeleteNodeClaim, find_nodeclaim
 
 from .enginehelpers import Cluster
 from .repairhelpers import sim_ctx
@@ -182,3 +183,38 @@ def test_a_node_gone_before_the_step_with_its_nodeclaim_still_there_deletes_it_a
     assert plan.data["uid"] == claim["metadata"]["uid"]
     step.apply(ctx, plan)
     assert cluster.client.get(NODECLAIMS, name)["metadata"].get("deletionTimestamp")
+
+
+# -- which NodeClaim is the node's ---------------------------------------------------------------
+
+
+def _claim_status(cluster: Cluster, claim: dict[str, Any], **status: Any) -> None:
+    changed = copy.deepcopy(claim)
+    changed["status"].update(status)
+    with cluster.sim.store.lock:
+        cluster.sim.store.put("nodeclaims", changed)
+
+
+def test_a_nodeclaim_not_yet_naming_its_node_is_found_by_its_instance(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    _claim_status(cluster, claim, nodeName="")
+    ctx = sim_ctx(cluster.sim, cluster.client, node)
+
+    found = find_nodeclaim(ctx, Node.from_api(cluster.client.get(NODES, node)))
+
+    assert found is not None and found["metadata"]["uid"] == claim["metadata"]["uid"]
+
+
+def test_a_node_without_an_instance_id_is_not_matched_to_a_launching_nodeclaim(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    _claim_status(cluster, claim, nodeName="", providerID="")
+    cluster.client.patch(NODES, node, {"spec": {"providerID": None}})
+    ctx = sim_ctx(cluster.sim, cluster.client, node)
+
+    assert find_nodeclaim(ctx, Node.from_api(cluster.client.get(NODES, node))) is None
