@@ -88,6 +88,7 @@ OWN_TESTS: dict[str, list[str]] = {
     "steps/repair/__init__.py": [
         "tests/runner/test_repair_who_repairs.py",
         "tests/runner/test_nodegroup_repair_undo.py",
+        "tests/runner/test_step_retries.py",
     ],
     "steps/repair/backend.py": ["tests/runner/test_repair_who_repairs.py"],
     "steps/repair/gates.py": ["tests/runner/test_repair_flag_over_env.py"],

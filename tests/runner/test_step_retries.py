@@ -73,3 +73,28 @@ def test_a_pause_of_karpenter_repair_is_tried_twice_on_a_5xx(
     assert sent(c, "PATCH", "/deployments/karpenter") == 2
     assert RunState.load(result.run_id).step("pause-node-repair").attempts == 2
     assert c.sim.loops.repair_enabled is True
+
+
+def test_a_resume_whose_rollout_cannot_be_verified_is_undone_to_paused(
+    cluster_for: Make, state_home: Path, tmp_path: Path
+) -> None:
+    """resume-node-repair is undoable: a failed resume pauses repair again with its record."""
+    c = cluster_for("dcgm-repair-loop", speed=5)  # the rollouts need the cluster's clock
+    pause = load_runbook(book(tmp_path, "just-pause", "cluster", "pause-node-repair"))
+    assert Runner(pause, {}, client=c.client, yes=True).run().status == "succeeded"
+    path = book(tmp_path, "just-resume", "cluster", "resume-node-repair")
+    path.write_text(path.read_text().replace("undo: never", "undo: on-failure"))
+    resume = load_runbook(path)
+
+    def pods_unreadable(event: RunEvent) -> None:
+        if event.kind == "output" and "feature gates restored, rolling out" in event.message:
+            c.sim.fail("GET", r"/namespaces/kube-system/pods$", code=403, times=None)
+        elif event.kind == "undo-started":
+            c.sim.clear_faults()
+
+    result = Runner(resume, {}, client=c.client, yes=True, listener=pods_unreadable).run()
+
+    assert result.status == "undone", result.error
+    assert [s.status for s in result.steps] == ["undone"]
+    c.sim.advance(120)
+    assert c.sim.loops.repair_enabled is False
