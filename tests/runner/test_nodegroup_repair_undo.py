@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import NODES
-from mignurse.runner.step import StepFailed, StepPlan
+from mignurse.cluster.client import DEPLOYMENTS, NODES
+from mignurse.runner.step import LockLost, StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.nodegroup import joined_tag
 
@@ -361,3 +361,106 @@ def test_an_undone_pause_that_left_its_record_says_so(
     other = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": eks_cluster},
                     run_id="run-9")  # fmt: skip
     assert pause.undone(other, plan, applied) is None  # another run's record is not this one's
+
+
+# -- every write announced first: a lost lock stops the next one --------------------------------
+
+
+class LoseLockAt:
+    """The run's lock is found taken over at the n-th change this step announces."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.calls == self.n:
+            raise LockLost("lock lost: cluster prod is now locked by bob@box (run b0b, x)")
+
+
+def test_a_lock_lost_after_the_record_is_written_leaves_the_config_alone(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    guard = LoseLockAt(2)
+    ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": eks_cluster},
+                  guard=guard)  # fmt: skip
+    pause = PauseNodeRepair()
+    plan = StepPlan.from_json(pause.plan(ctx).to_json())
+
+    with pytest.raises(LockLost):
+        pause.apply(ctx, plan)
+
+    assert guard.calls == 2
+    assert repair_config(aws, eks_cluster) == PRIOR  # the update was never sent
+
+
+@pytest.mark.parametrize("lost_at", [1, 2])
+def test_undoing_a_pause_announces_each_write_before_it(
+    cluster_for: Make, aws: Callable[[str], Any], lost_at: int
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    params = {"cluster": eks_cluster}
+    pause = PauseNodeRepair()
+    plan, applied = run_phases(pause, sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params=params,
+                                              timeout=30))  # fmt: skip
+    guard = LoseLockAt(lost_at)
+    ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params=params, guard=guard)
+
+    with pytest.raises(LockLost):
+        pause.undo(ctx, plan, applied)
+
+    assert record(aws, eks_cluster) is not None  # the record goes last, after both checks
+    if lost_at == 1:
+        assert repair_config(aws, eks_cluster)["enabled"] is False
+
+
+@pytest.mark.parametrize("lost_at", [1, 2])
+def test_undoing_a_resume_announces_each_write_before_it(
+    cluster_for: Make, aws: Callable[[str], Any], lost_at: int
+) -> None:
+    c = cluster_for("healthy")
+    eks_cluster = node_group(aws)
+    params = {"cluster": eks_cluster}
+    node = l4_node(c)
+    run_phases(
+        PauseNodeRepair(), sim_ctx(c.sim, c.client, node, aws=aws, params=params, timeout=30)
+    )
+    resume = ResumeNodeRepair()
+    plan, applied = run_phases(resume, sim_ctx(c.sim, c.client, node, aws=aws, params=params,
+                                               run_id="r2", timeout=30))  # fmt: skip
+    guard = LoseLockAt(lost_at)
+    ctx = sim_ctx(c.sim, c.client, node, aws=aws, params=params, run_id="r2", guard=guard)
+
+    with pytest.raises(LockLost):
+        resume.undo(ctx, plan, applied)
+
+    assert repair_config(aws, eks_cluster) == PRIOR  # not paused again under the other run
+    assert (record(aws, eks_cluster) is None) is (lost_at == 1)
+
+
+def test_the_eks_cluster_is_read_from_karpenters_cluster_name(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    deploy = c.client.get(DEPLOYMENTS, "karpenter", "kube-system")
+    (ctr,) = [
+        x for x in deploy["spec"]["template"]["spec"]["containers"] if x["name"] == "controller"
+    ]
+    named = next(e["value"] for e in ctr["env"] if e["name"] == "CLUSTER_NAME")
+    eks = aws("eks")
+    if named not in eks.list_clusters()["clusters"]:
+        eks.create_cluster(name=named, roleArn="arn:aws:iam::123456789012:role/eks",
+                           resourcesVpcConfig={"subnetIds": ["subnet-1"]})  # fmt: skip
+        eks.create_nodegroup(clusterName=named, nodegroupName="ng-gpu-l4",
+                             nodeRole="arn:aws:iam::123456789012:role/node",
+                             subnets=["subnet-1"])  # fmt: skip
+    eks.update_nodegroup_config(
+        clusterName=named, nodegroupName="ng-gpu-l4", nodeRepairConfig={"enabled": True}
+    )
+    plan = PauseNodeRepair().plan(sim_ctx(c.sim, c.client, l4_node(c), aws=aws))
+    assert plan.data["cluster"] == named
+    assert plan.changes[0].target == f"nodegroup/{named}/ng-gpu-l4"
