@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from mignurse.cluster.client import NODES
-from mignurse.runner.step import StepPlan
+from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.instance import TerminateAsgInstance
 
 from .enginehelpers import Cluster
@@ -138,3 +140,29 @@ def test_a_resumed_terminate_after_its_node_is_gone_goes_on(
     assert plan.data["instance"] == victim
     fresh = sim_ctx(c.sim, c.client, node, aws=aws, timeout=30)
     assert step.check(fresh) == f"node {node} does not exist (any more)"
+
+
+def test_an_instance_still_running_is_not_verified_as_terminating(
+    cluster_for: Make, aws: Callable[[str], Any]
+) -> None:
+    c = cluster_for("healthy")
+    _group, victim = group_of(aws, desired=1)
+    node = node_on(c, victim)
+    step = TerminateAsgInstance()
+    ctx = sim_ctx(c.sim, c.client, node, aws=aws, timeout=30)
+    plan = StepPlan.from_json(step.plan(ctx).to_json())
+
+    assert step.verify(ctx, plan, {"instance": victim, "group": plan.data["group"]}) == (
+        f"instance {victim} is running, not terminating"
+    )
+
+
+def test_a_node_group_node_without_aws_access_is_not_planned(cluster_for: Make) -> None:
+    c = cluster_for("healthy")
+    node = node_on(c, "i-0123456789abcdef0")
+    with pytest.raises(StepFailed) as refused:
+        TerminateAsgInstance().plan(sim_ctx(c.sim, c.client, node))
+    assert str(refused.value) == (
+        f"no AWS access configured: {node} is replaced through EC2 Auto Scaling "
+        "(set AWS_PROFILE or credentials)"
+    )

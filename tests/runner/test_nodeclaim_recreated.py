@@ -218,3 +218,59 @@ def test_a_node_without_an_instance_id_is_not_matched_to_a_launching_nodeclaim(
     ctx = sim_ctx(cluster.sim, cluster.client, node)
 
     assert find_nodeclaim(ctx, Node.from_api(cluster.client.get(NODES, node))) is None
+
+
+# -- a delete already under way, or already done ---------------------------------------------------
+
+
+def test_a_resumed_delete_after_its_node_went_names_its_own_delete(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    step = DeleteNodeClaim()
+    first = sim_ctx(cluster.sim, cluster.client, node)
+    step.apply(first, StepPlan.from_json(step.plan(first).to_json()))  # then killed
+    cluster.sim.advance(300)
+    assert node not in {n["metadata"]["name"] for n in cluster.sim.objects("nodes")}
+
+    resumed = sim_ctx(cluster.sim, cluster.client, node, prior=dict(first.prior))
+    assert step.check(resumed) is None
+    plan = step.plan(resumed)
+    name = claim["metadata"]["name"]
+    assert plan.notes == [f"node {node} is gone: nodeclaim/{name} was deleted by this run"]
+    assert step.apply(resumed, plan)["gone"] is True  # nothing left to delete
+    fresh = sim_ctx(cluster.sim, cluster.client, node)
+    with pytest.raises(StepFailed, match=r"does not exist \(any more\)$"):
+        step.plan(fresh)
+
+
+def test_a_nodeclaim_already_deleting_is_not_deleted_again(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, claim = _train_node_and_claim(cluster)
+    name = claim["metadata"]["name"]
+    step = DeleteNodeClaim()
+    saved = StepPlan.from_json(step.plan(sim_ctx(cluster.sim, cluster.client, node)).to_json())
+    cluster.client.delete(NODECLAIMS, name)  # Karpenter's own repair got there first
+
+    plan = step.plan(sim_ctx(cluster.sim, cluster.client, node))
+    assert plan.nothing_to_do
+    assert plan.notes[0].startswith(f"nodeclaim/{name} is already deleting since ")
+    with cluster.sim.store.lock:
+        cluster.sim.store.delete("nodes", "", node)  # the Node object goes first
+    gone = step.plan(sim_ctx(cluster.sim, cluster.client, node, saved_plan=saved))
+    assert gone.nothing_to_do
+    assert gone.notes[0].startswith(
+        f"node {node} was deleted outside this run; nodeclaim/{name} is deleting since "
+    )
+
+
+def test_an_undo_barrier_without_a_recorded_delete_is_none(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    cluster = cluster_for("healthy")
+    node, _claim = _train_node_and_claim(cluster)
+    ctx = sim_ctx(cluster.sim, cluster.client, node)
+    assert DeleteNodeClaim().undo_barrier(ctx, StepPlan(), {}) is None
