@@ -263,3 +263,36 @@ def test_a_drain_of_a_node_deleted_outside_the_run_has_nothing_to_evict(cluster_
     plan = drain.plan(c.ctx(gone))
     assert plan.nothing_to_do
     assert plan.notes == [f"node {gone} is gone (deleted outside this run): its pods went with it"]
+
+
+def test_a_node_cordoned_by_someone_else_between_plan_and_apply_stays_theirs(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    ctx = c.ctx(node)
+    step = ACTIONS["cordon"]()
+    plan = step.plan(ctx)  # schedulable when the plan was shown
+    theirs = json.dumps({"holder": "bob@box", "run": "b0b"})
+    c.client.patch(
+        NODES,
+        node,
+        {"metadata": {"annotations": {CORDONED_BY: theirs}}, "spec": {"unschedulable": True}},
+    )
+
+    applied = step.apply(ctx, plan)
+
+    assert applied == {"wasUnschedulable": True}
+    assert cordoned_by(c, node) == {"holder": "bob@box", "run": "b0b"}  # not claimed as ours
+    step.undo(ctx, plan, applied)
+    assert unschedulable(c, node)
+
+
+def test_a_cordon_lifted_before_verify_fails_the_step(cluster_for: Make) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    ctx = c.ctx(node)
+    step = ACTIONS["cordon"]()
+    plan, applied = cordon(c, ctx)
+    c.client.patch(NODES, node, {"spec": {"unschedulable": None}})
+    assert step.verify(ctx, plan, applied) == f"node {node} is still schedulable"
