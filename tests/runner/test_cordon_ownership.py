@@ -9,8 +9,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from mignurse.cluster.client import NODES
-from mignurse.runner.step import ACTIONS, StepContext, StepPlan
+from mignurse.runner.step import ACTIONS, LockLost, StepContext, StepPlan
 from mignurse.runner.steps.kube import CORDONED_BY, cordon_run
 
 from .enginehelpers import Cluster
@@ -296,3 +298,70 @@ def test_a_cordon_lifted_before_verify_fails_the_step(cluster_for: Make) -> None
     plan, applied = cordon(c, ctx)
     c.client.patch(NODES, node, {"spec": {"unschedulable": None}})
     assert step.verify(ctx, plan, applied) == f"node {node} is still schedulable"
+
+
+def test_undo_of_an_uncordon_leaves_a_node_cordoned_again_since_as_it_is(cluster_for: Make) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    cordon(c, c.ctx(node))
+    ctx = c.ctx(node)
+    step = ACTIONS["uncordon"]()
+    plan = step.plan(ctx)
+    applied = step.apply(ctx, plan)
+    theirs = json.dumps({"holder": "bob@box", "run": "b0b"})
+    c.client.patch(
+        NODES,
+        node,
+        {"metadata": {"annotations": {CORDONED_BY: theirs}}, "spec": {"unschedulable": True}},
+    )
+
+    step.undo(ctx, plan, applied)
+
+    assert cordoned_by(c, node) == {"holder": "bob@box", "run": "b0b"}
+
+
+def test_undo_of_a_kept_uncordon_never_cordons_a_node_someone_lifted_since(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    c.client.patch(NODES, node, {"spec": {"unschedulable": True}})  # cordoned before the run
+    ctx = c.ctx(node, with_args={"only_ours": True})
+    step = ACTIONS["uncordon"]()
+    plan = step.plan(ctx)
+    applied = step.apply(ctx, plan)
+    assert applied["kept"]
+    c.client.patch(NODES, node, {"spec": {"unschedulable": None}})  # its owner lifted it
+
+    step.undo(ctx, plan, applied)
+
+    assert not unschedulable(c, node)
+
+
+def test_undo_of_an_uncordon_after_the_lock_is_lost_changes_nothing(cluster_for: Make) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    cordon(c, c.ctx(node))
+    ctx = c.ctx(node)
+    step = ACTIONS["uncordon"]()
+    plan = step.plan(ctx)
+    applied = step.apply(ctx, plan)
+
+    def lost() -> None:
+        raise LockLost("lock lost: node is now locked by bob@box (run b0b, x)")
+
+    with pytest.raises(LockLost):
+        step.undo(c.ctx(node, guard=lost), plan, applied)
+    assert not unschedulable(c, node)
+
+
+def test_an_uncordon_undone_before_verify_fails_the_step(cluster_for: Make) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    cordon(c, c.ctx(node))
+    ctx = c.ctx(node)
+    step = ACTIONS["uncordon"]()
+    plan = step.plan(ctx)
+    applied = step.apply(ctx, plan)
+    c.client.patch(NODES, node, {"spec": {"unschedulable": True}})
+    assert step.verify(ctx, plan, applied) == f"node {node} is still cordoned"
