@@ -199,3 +199,39 @@ def test_undo_looks_at_a_step_that_may_have_changed_something(
 ) -> None:
     step = StepState(id="s", action="cordon", status=status, applied=applied, intents=intents)
     assert step.touched is touched
+
+
+def test_a_fresh_step_has_changed_nothing() -> None:
+    step = StepState(id="cordon", action="cordon")
+    assert (step.status, step.attempts, step.intents, step.touched) == (PENDING, 0, 0, False)
+
+
+def test_a_state_without_a_host_is_judged_on_this_machine(ended_pid: int) -> None:
+    """A state written before runs recorded their host."""
+    state = a_run(pid=ended_pid, host="")
+    assert not state.alive()
+    assert state.shown_status() == "killed"
+
+
+def test_init_is_a_live_process() -> None:
+    assert process_alive(1) is True
+
+
+def test_the_runs_folder_is_made_private_when_a_state_is_saved(state_home: Path) -> None:
+    runs = runs_dir()
+    runs.mkdir(parents=True)
+    runs.chmod(0o755)
+    state = a_run()
+    state.save()
+    assert runs.stat().st_mode & 0o777 == 0o700
+    assert state.path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_deleted_state_is_gone_and_deleting_it_again_is_fine(state_home: Path) -> None:
+    state = a_run()
+    state.save()
+    state.delete()
+    assert not state.path.exists()
+    state.delete()
+    with pytest.raises(FileNotFoundError):
+        RunState.load(state.run_id)
