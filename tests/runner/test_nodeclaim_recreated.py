@@ -183,6 +183,8 @@ def test_a_node_gone_before_the_step_with_its_nodeclaim_still_there_deletes_it_a
     assert plan.data["uid"] == claim["metadata"]["uid"]
     step.apply(ctx, plan)
     assert cluster.client.get(NODECLAIMS, name)["metadata"].get("deletionTimestamp")
+    # recorded before the delete was sent: a resume after a kill knows which claim it was
+    assert ctx.prior == {"nodeclaim": name, "uid": claim["metadata"]["uid"]}
 
 
 # -- which NodeClaim is the node's ---------------------------------------------------------------
