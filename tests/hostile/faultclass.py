@@ -2,8 +2,8 @@
 target showed when it was read back after that command. One of four classes:
 
 - `known-good`: every claim is true, and the target stands where it should (as before the
-  run, or as a clean run leaves it, with no lock left) without running anything mignurse
-  printed;
+  run, or as a clean run leaves it, nothing of the run left on it, no lock) without running
+  anything mignurse printed, and stays there;
 - `instruction-works`: the same, reached by running commands mignurse printed
   (`mignurse run --resume ID`, `--undo ID`, `mignurse unlock NODE`, another `mignurse run`);
 - `manual-repair`: no claim is false, but the target is left where no printed command takes
@@ -224,7 +224,12 @@ def judge(chain: Sequence[tuple[Said, Found]]) -> Verdict:
         return Verdict(CONTRADICTION, tuple(problems))
     last_said, last = chain[-1]
     if last.good:
-        followed = [f"`mignurse {s.text}`" for s, _ in chain if s.followed]
+        # Good from which command on (and ever since): a printed command run before then
+        # is what got it there.
+        since = len(chain) - 1
+        while since > 0 and chain[since - 1][1].good:
+            since -= 1
+        followed = [f"`mignurse {s.text}`" for s, _ in chain[: since + 1] if s.followed]
         if followed:
             return Verdict(INSTRUCTION_WORKS, (f"followed {', '.join(followed)}",))
         return Verdict(KNOWN_GOOD)

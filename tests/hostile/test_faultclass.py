@@ -17,7 +17,6 @@ from .faultclass import (
 NODE = "ip-10-0-12-186.us-west-2.compute.internal"
 REPLACE = ("run", "replace-instance", "--node", NODE)
 AS_DONE = Found(off_before=("node gone",))
-AS_BEFORE = Found(off_done=("node schedulable",))
 HALFWAY = Found(off_before=("node cordoned",), off_done=("node not replaced",))
 
 SUCCEEDED = """run 0635bf4e: succeeded
@@ -76,6 +75,13 @@ def test_following_the_printed_resume_to_the_end_is_instruction_works() -> None:
 
     assert verdict.cls == INSTRUCTION_WORKS
     assert verdict.why == ("followed `mignurse run --resume 0635bf4e`",)
+
+
+def test_a_report_true_and_good_from_the_start_stays_known_good_whatever_follows() -> None:
+    nothing_yet = Found(off_done=("node not replaced",))
+    resumed = said(SUCCEEDED, 0, "run", "--resume", "0635bf4e", followed=True)
+
+    assert judge([(said(INTERRUPTED, 130), nothing_yet), (resumed, AS_DONE)]).cls == KNOWN_GOOD
 
 
 def test_a_killed_run_the_operator_resumes_on_their_own_is_known_good() -> None:
