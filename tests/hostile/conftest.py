@@ -10,6 +10,8 @@ import pytest
 
 from .faulttable import RESULTS, TABLE, read_records, report
 
+__all__ = ["pytest_sessionstart", "pytest_terminal_summary"]  # hooks pytest calls by name
+
 
 def _controller_of_a_slow_run(config: pytest.Config) -> bool:
     slow = "slow" in str(config.getoption("markexpr") or "")
