@@ -408,8 +408,6 @@ def _boto(service: str) -> Any:
 
 def _dead_pid() -> int:
     """The pid of a process that has ended (and been reaped)."""
-    done = subprocess.run(["true"], check=True)
-    del done
     proc = subprocess.Popen(["true"])
     proc.wait()
     return proc.pid
@@ -718,7 +716,7 @@ class Trial:
         if self.case.aws == "eks":
             eks = _boto("eks")
             group = eks.describe_nodegroup(
-                clusterName=self.eks_cluster, nodegroupName=self.params_group()
+                clusterName=self.eks_cluster, nodegroupName=self._group()
             )["nodegroup"]
             tags = eks.describe_cluster(name=self.eks_cluster)["cluster"].get("tags") or {}
             found["nodegroup"] = {
@@ -727,7 +725,7 @@ class Trial:
             }
         return found
 
-    def params_group(self) -> str:
+    def _group(self) -> str:
         return self.pool or "ng-gpu-l4"
 
     def lock(self) -> str:
@@ -1065,8 +1063,7 @@ class Trial:
         for _hop in range(MAX_HOPS):
             if chain[-1][1].good:
                 return
-            offered = _latest_instructions(chain)
-            choice = _pick(offered, then, tried)
+            choice = _pick(_offered(chain, tried), then)
             if choice is None:
                 return
             tried[choice.command] = tried.get(choice.command, 0) + 1
@@ -1101,12 +1098,16 @@ class Fire:
 
 
 def _send(pid: int, name: str) -> None:
-    if name == "SIGINT×2":
-        os.kill(pid, signal.SIGINT)
-        time.sleep(0.2)
-        os.kill(pid, signal.SIGINT)
-        return
-    os.kill(pid, getattr(signal, name))
+    """The signal; a process that ended meanwhile (after its last line) gets none."""
+    try:
+        if name == "SIGINT×2":
+            os.kill(pid, signal.SIGINT)
+            time.sleep(0.2)
+            os.kill(pid, signal.SIGINT)
+            return
+        os.kill(pid, getattr(signal, name))
+    except ProcessLookupError:
+        pass
 
 
 def _run_id(said: Said) -> str:
@@ -1114,21 +1115,23 @@ def _run_id(said: Said) -> str:
     return header["run"] if header else ""
 
 
-def _latest_instructions(chain: list[tuple[Said, Found]]) -> list[Instruction]:
-    """The commands printed by the latest command that printed any."""
-    for said, _found in reversed(chain):
-        found = instructions(said)
-        if found:
-            return found
+def _offered(chain: list[tuple[Said, Found]], tried: dict[str, int]) -> list[Instruction]:
+    """What the operator may run next: the commands the last report printed (each run at most
+    twice), or, when it printed none, those of the latest report that did and not run yet."""
+    latest = instructions(chain[-1][0])
+    if latest:
+        return [i for i in latest if tried.get(i.command, 0) < 2]
+    for said, _found in reversed(chain[:-1]):
+        earlier = instructions(said)
+        if earlier:
+            return [i for i in earlier if i.command not in tried]
     return []
 
 
-def _pick(offered: list[Instruction], then: str, tried: dict[str, int]) -> Instruction | None:
-    """The operator's choice among printed commands: the kind of their move first, each
-    command at most twice."""
-    fresh = [i for i in offered if tried.get(i.command, 0) < 2]
-    preferred = [i for i in fresh if i.kind == then]
-    return (preferred or fresh or [None])[0]
+def _pick(offered: list[Instruction], then: str) -> Instruction | None:
+    """The operator's choice among printed commands: the kind of their move first."""
+    preferred = [i for i in offered if i.kind == then]
+    return (preferred or offered or [None])[0]
 
 
 class _quiet:
