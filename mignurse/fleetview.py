@@ -3,8 +3,9 @@
 A row answers "which pool is on fire" at a glance: its GPU nodes, how many are Ready and
 NotReady, how many NodeClaims ended in the last hour and six hours (replacements, from the
 same merge of history, snapshot and events the churn rules use), the median lifetime of those
-replaced nodes (a loop shows as minutes), whether repair is on, off or paused (and by whom,
-from the pause-node-repair runbook's record), and the worst finding about the pool.
+replaced nodes (a loop shows as minutes), whether repair is on, off by configuration or
+paused by mignurse (and by whom and which run, from the pause-node-repair runbook's record:
+`RepairState`, the one reading of it), and the worst finding about the pool.
 
 Pure: built from a DiagnosisInput and its Diagnosis, off the UI thread; the app renders it.
 """
@@ -12,6 +13,7 @@ Pure: built from a DiagnosisInput and its Diagnosis, off the UI thread; the app 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,8 +40,9 @@ class PoolRow:
     replaced_1h: int
     replaced_6h: int
     median_lifetime: timedelta | None  # of the nodes replaced in the last 6 h
-    repair: str  # on | off | PAUSED by … since … | unknown | always on (Auto Mode)
+    repair: str  # on | off (config) | PAUSED by … since … | unknown | always on (Auto Mode)
     worst: Finding | None
+    repair_words: str = ""  # the repair state as a clause: RepairState.sentence()
 
     @property
     def rank(self) -> int:
@@ -103,22 +106,98 @@ COLUMNS = (
 SEVERITY_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
 
 
+@dataclass(frozen=True)
+class RepairState:
+    """Whether node repair may replace a pool's nodes, and why, as one reading: the fleet's
+    REPAIR column, the runbook picker and the pause and resume plans all word it from here,
+    so "paused by mignurse" (a run recorded the prior setting: resume puts it back) is never
+    confused with "off by configuration" (nothing to resume) (docs/repair.md)."""
+
+    state: str  # ON | OFF | PAUSED | UNKNOWN | AUTO | NODEGROUP | NONE
+    by: str = ""  # PAUSED: who ran the pause, when, and the run (its record)
+    at: str = ""
+    run: str = ""
+
+    @classmethod
+    def read(cls, enabled: bool | None, record: Mapping[str, Any] | None) -> RepairState:
+        """From what the repairer's setting says (Karpenter's effective `NodeRepair` gate, a
+        node group's nodeRepairConfig; None: unread) and the pause-node-repair runbook's
+        record beside it, if any. A record beside repair that is on again (a helm upgrade
+        undid the pause) is no pause."""
+        if enabled is None:
+            return cls(UNKNOWN)
+        if enabled:
+            return cls(ON)
+        if record:
+            return cls(
+                PAUSED,
+                by=str(record.get("by") or "?"),
+                at=str(record.get("at") or ""),
+                run=str(record.get("run") or ""),
+            )
+        return cls(OFF)
+
+    @classmethod
+    def of_pool(cls, kind: str, karpenter: KarpenterSettings | None) -> RepairState:
+        """Who repairs a pool of this kind, and whether Karpenter's repair runs."""
+        if kind == "auto":
+            return cls(AUTO)
+        if kind == "nodegroup":
+            return cls(NODEGROUP)  # nodeRepairConfig lives in EKS, not in the cluster
+        if kind != "nodepool":
+            return cls(NONE)
+        if karpenter is None:
+            return cls(UNKNOWN)
+        record = (
+            {"by": karpenter.paused_by, "at": karpenter.paused_at, "run": karpenter.paused_run}
+            if karpenter.paused_by
+            else None
+        )
+        return cls.read(karpenter.node_repair, record)
+
+    def cell(self, now: datetime) -> str:
+        """The fleet's REPAIR column: a few words."""
+        if self.state == PAUSED:
+            since = self.at
+            if since.startswith(f"{now:%Y-%m-%d}T"):
+                since = since[11:16] + "Z"  # today: the time is enough
+            return f"PAUSED by {self.by.split('@', 1)[0]} since {since or '?'}"
+        return CELL_WORDS[self.state]
+
+    def sentence(self) -> str:
+        """One clause for the picker and the plans: "node repair is …"."""
+        if self.state == PAUSED:
+            run = f", run {self.run}" if self.run else ""
+            return (
+                f"node repair is paused by mignurse (paused by {self.by} since "
+                f"{self.at or '?'}{run})"
+            )
+        return SENTENCES[self.state]
+
+
+ON, OFF, PAUSED, UNKNOWN = "on", "off", "paused", "unknown"
+AUTO, NODEGROUP, NONE = "auto", "nodegroup", "none"
+CELL_WORDS = {
+    ON: "on",
+    OFF: "off (config)",
+    UNKNOWN: "unknown",
+    AUTO: "always on (Auto Mode)",
+    NODEGROUP: "node group (ask EKS)",
+    NONE: "none",
+}
+SENTENCES = {
+    ON: "node repair is on",
+    OFF: "node repair is off by configuration, not paused by mignurse",
+    UNKNOWN: "node repair's state is unknown (the Karpenter Deployment was not read)",
+    AUTO: "EKS Auto Mode repairs its nodes itself: always on",
+    NODEGROUP: "the managed node group's repair is set in EKS (nodeRepairConfig)",
+    NONE: "no repairer is known for these nodes",
+}
+
+
 def repair_state(kind: str, karpenter: KarpenterSettings | None, now: datetime) -> str:
     """Who repairs this pool's nodes, in a few words (docs/repair.md)."""
-    if kind == "auto":
-        return "always on (Auto Mode)"
-    if kind == "nodegroup":
-        return "node group (ask EKS)"  # nodeRepairConfig lives in EKS, not in the cluster
-    if kind != "nodepool":
-        return "none"
-    if karpenter is None or karpenter.node_repair is None:
-        return "unknown"
-    if karpenter.paused_by:
-        since = karpenter.paused_at
-        if since.startswith(f"{now:%Y-%m-%d}T"):
-            since = since[11:16] + "Z"  # today: the time is enough
-        return f"PAUSED by {karpenter.paused_by.split('@', 1)[0]} since {since or '?'}"
-    return "on" if karpenter.node_repair else "off"
+    return RepairState.of_pool(kind, karpenter).cell(now)
 
 
 def fleet_rows(inp: DiagnosisInput, diagnosis: Diagnosis) -> list[PoolRow]:
@@ -175,6 +254,7 @@ def fleet_rows(inp: DiagnosisInput, diagnosis: Diagnosis) -> list[PoolRow]:
     rows = []
     for pool, (nodes, ready, not_ready) in counts.items():
         kind = kinds.get(pool, "")
+        repair = RepairState.of_pool(kind, inp.karpenter)
         lives = lifetimes.get(pool)
         rows.append(
             PoolRow(
@@ -186,8 +266,9 @@ def fleet_rows(inp: DiagnosisInput, diagnosis: Diagnosis) -> list[PoolRow]:
                 replaced_1h=replaced.get(pool, [0, 0])[0],
                 replaced_6h=replaced.get(pool, [0, 0])[1],
                 median_lifetime=timedelta(seconds=statistics.median(lives)) if lives else None,
-                repair=repair_state(kind, inp.karpenter, inp.now),
+                repair=repair.cell(inp.now),
                 worst=worst.get(pool),
+                repair_words=repair.sentence(),
             )
         )
     rows.sort(key=lambda r: (r.rank, -r.not_ready, -r.replaced_6h, r.pool))

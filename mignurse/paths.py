@@ -5,6 +5,11 @@ relative `$XDG_STATE_HOME` is ignored, as the spec says); it holds the history, 
 (`runs/`, with what each run's lock names) and the audit log. Runbooks come from
 `$MIGNURSE_RUNBOOKS`, else the package's own. Nothing is created until it is written.
 
+The demo keeps all of that apart (`demo_state`): its runs act on a simulated cluster, on the
+simulator's clock, under a production-like cluster name, so they live in the demo's own
+temporary folder, gone when it ends, never in the audit log, the run list or the history
+of the clusters the user is on call for.
+
 Who: what mignurse writes (bundles, history, run state, audit log) names nodes, clusters and
 their failures, so only its owner may read it. Folders are 0700 and files 0600 whatever the
 umask, as the XDG Base Directory Specification asks of folders it creates
@@ -17,20 +22,44 @@ import contextlib
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 HISTORY_FILENAME = "history.sqlite3"
+DEMO_STATE = "state"  # the demo's state folder, inside the demo's own temporary folder
+
+_demo_home: Path | None = None  # set while the demo runs (demo_state)
 
 
 def state_home() -> Path:
-    """$XDG_STATE_HOME/mignurse, else ~/.local/state/mignurse. Nothing is created here."""
+    """$XDG_STATE_HOME/mignurse, else ~/.local/state/mignurse; while the demo runs, its own
+    (`demo_state`). Nothing is created here."""
+    if _demo_home is not None:
+        return _demo_home
     xdg = os.environ.get("XDG_STATE_HOME", "")
     # The XDG spec says relative values are invalid and must be ignored.
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "state"
     return base / "mignurse"
+
+
+@contextlib.contextmanager
+def demo_state(folder: Path) -> Iterator[Path]:
+    """For as long as the demo runs, every file of state (audit log, run state, history) is
+    kept under `folder` (the demo's temporary folder), apart from the user's own."""
+    global _demo_home
+    previous, _demo_home = _demo_home, folder / DEMO_STATE
+    try:
+        yield _demo_home
+    finally:
+        _demo_home = previous
+
+
+def in_demo() -> bool:
+    """Whether the state is the demo's (`mignurse runs` and the audit view say so)."""
+    return _demo_home is not None
 
 
 def history_file(state_dir: Path | None = None) -> Path:

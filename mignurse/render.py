@@ -90,6 +90,32 @@ def countdown(deadline: datetime | None, now: datetime) -> str:
     return f"passed {_clock(-seconds)} ago"
 
 
+def deadline_words(
+    deadline: datetime, now: datetime, *, as_of: str = "", short: bool = False
+) -> str:
+    """A finding's repair deadline in words. Live: a countdown from `now` ("deadline in
+    3m12s"). With `as_of` (what `now` is: "collection" for a bundle, "--now"), `now` is the
+    moment the evidence was judged at, not the present: a moment, never a countdown that
+    looks live ("repair would have fired at 13:27:34Z, 3m15s after collection", "repair was
+    due at 13:10:00Z, 14m09s before collection"); `short`: the moment alone, for one line."""
+    if not as_of:
+        return f"deadline {countdown(deadline, now)}"
+    utc = deadline.astimezone(UTC)
+    same_day = utc.date() == now.astimezone(UTC).date()
+    at = f"{utc:%H:%M:%S}Z" if same_day else f"{utc:%Y-%m-%d %H:%M:%S}Z"
+    seconds = int((deadline - now).total_seconds())
+    if seconds >= 0:
+        words = f"repair would have fired at {at}"
+        return words if short else f"{words}, {_clock(seconds)} after {as_of}"
+    words = f"repair was due at {at}"
+    return words if short else f"{words}, {_clock(-seconds)} before {as_of}"
+
+
+def as_of_words(now: datetime, what: str) -> str:
+    """When a bundle's (or `--now`'s) times are read: "as of 2026-12-05 13:20:05Z (bundle)"."""
+    return f"as of {now.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z ({what})"
+
+
 def _clock(seconds: int) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
@@ -99,10 +125,16 @@ def _clock(seconds: int) -> str:
 
 
 def print_findings(
-    findings: Sequence[Finding], now: datetime, *, out: TextIO | None = None, evidence: int = 8
+    findings: Sequence[Finding],
+    now: datetime,
+    *,
+    out: TextIO | None = None,
+    evidence: int = 8,
+    as_of: str = "",
 ) -> None:
     """Findings as blocks: severity, id, pool, nodes, deadline; the summary; the newest
-    evidence lines; the runbooks that fit. Plain text when piped."""
+    evidence lines; the runbooks that fit. Plain text when piped. `as_of`: what `now` is
+    when it is not the present ("collection": a bundle's), so deadlines are moments."""
     out = out or sys.stdout
     tty = out.isatty()
     console = Console(
@@ -120,7 +152,8 @@ def print_findings(
         if finding.nodes:  # a pool-level finding (a setting at risk) names no node
             head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
         if finding.deadline:
-            head.append(f"  deadline {countdown(finding.deadline, now)}", style="bold")
+            words = deadline_words(finding.deadline, now, as_of=as_of)
+            head.append(f"  {words}", style="bold")
         console.print(head)
         console.print(Text("  " + finding.summary))
         # Timeless evidence (settings, labels) first, then the newest timed lines.

@@ -26,7 +26,7 @@ from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState, Snapshot
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
-from mignurse.collect.access import Access
+from mignurse.collect.access import Access, ShellFor
 from mignurse.collect.auto import AutoCollector
 from mignurse.collect.redact import Redactor
 from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
@@ -186,7 +186,10 @@ class LiveSource:
     ) -> None:
         self.client = client
         self.state = ClusterState()
+        # A simulated cluster (the demo's, or one `mignurse sim serve` serves): its nodes are
+        # reached through the simulator's sandboxes, as the command line reaches them.
         self.simulated = simulated
+        self.simulated_clock = clock is not None  # the demo's: its run records use it too
         if clock is not None:
             client.use_clock(clock)  # one clock: bundles, runbook records and the screen agree
         self._clock = clock or client.server_now
@@ -365,9 +368,7 @@ class LiveSource:
         with tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:
-            shell_for = shell_factory(
-                self.client, self.access, sandboxes=Path(sandboxes), simulated=bool(self.simulated)
-            )
+            shell_for = self.shells(Path(sandboxes))
             manifest = collect(
                 self.client,
                 self.state.snapshot(taken_at=now),
@@ -382,6 +383,15 @@ class LiveSource:
         with contextlib.suppress(Exception):  # the bundle is written; reading it back is a bonus
             self._evidence.update(load_offline(out).node_evidence)
         return out, manifest
+
+    def shells(self, sandboxes: Path) -> ShellFor:
+        """One shell per node, over the transport `mignurse collect` would take to this
+        cluster (`--transport auto`: the simulator's sandboxes, built under `sandboxes`, on a
+        simulated cluster): `c`, `l` and every runbook step that runs on a node use it.
+        AccessError: the nodes cannot be reached as asked."""
+        return shell_factory(
+            self.client, self.access, sandboxes=sandboxes, simulated=bool(self.simulated)
+        )
 
     def auto_tick(self) -> None:
         """Called from the refresh worker once the state is listed."""

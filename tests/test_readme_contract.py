@@ -64,3 +64,161 @@ def test_the_key_table_lists_every_key_the_help_screen_lists() -> None:
         if not any(keys == k and place.split(",")[0] in w for k, w in documented)
     ]
     assert not missing, f"in `?` but not in README's key table: {missing}"
+
+
+# -- the README's scenario examples, run on the simulator ------------------------------------
+#
+# Every command the README shows against a shipped scenario runs here, as a reader would type
+# it: a block that starts `mignurse sim serve --scenario S --kubeconfig-out K` serves S (on a
+# manual clock), its `--kubeconfig K` and `export KUBECONFIG=K` point at it, and each command
+# must end as shown (exit 0; a `mignurse: error` line is exit 2; `diagnose` by its worst
+# finding) and print every line shown beneath it: the same words, digits, run ids and
+# user@host aside, a node's short name matching its full one. The scenario table's commands
+# run on their scenario too, `N` standing for the node its worst finding names.
+
+SERVE = re.compile(r"mignurse sim serve --scenario (\S+) --kubeconfig-out (\S+)")
+TERMINAL_ONLY = ("names without their .compute.internal domain",)  # a TTY's footer
+
+
+def _blocks() -> list[str]:
+    text = README.read_text()
+    return re.findall(r"^```(?:console|sh)\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def _examples() -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """(scenario, [(command, lines shown beneath it)]) from each `sim serve` in a block to
+    the block's end or its next `sim serve`."""
+    found: list[tuple[str, list[tuple[str, list[str]]]]] = []
+    for block in _blocks():
+        steps: list[tuple[str, list[str]]] | None = None
+        for line in block.splitlines():
+            command = line[2:] if line.startswith("$ ") else ""
+            if not command and re.match(r"(mignurse|export|kubectl) ", line):
+                command = line  # a sh block: commands only
+            serve = SERVE.search(command)
+            if serve:
+                steps = []
+                found.append((serve.group(1), steps))
+            if steps is None:
+                continue  # a block that serves no scenario: not an example of one
+            if command:
+                steps.append((command.split("  #")[0].strip(), []))
+            elif steps:
+                steps[-1][1].append(line)
+    return [
+        (scenario, [step for step in steps if not step[0].startswith("kubectl")])
+        for scenario, steps in found
+    ]
+
+
+def _words(line: str) -> list[str]:
+    """A line's words as compared: digits, run ids and user@host made alike, a node's domain
+    dropped, anything cut short with "…" left out."""
+    words = []
+    for word in line.replace(".compute.internal", "").split():
+        word = re.sub(r"\.[a-z]{2}-[a-z]+-\d$", "", word)  # ip-10-0-1-2.us-west-2
+        if "…" in word:
+            continue
+        if re.fullmatch(r"[0-9a-f]{8}:?", word) and re.search(r"\d", word):
+            word = "RUN"
+        word = re.sub(r"\S+@\S+", "WHO@HOST", word)
+        words.append(re.sub(r"\d", "9", word))
+    return words
+
+
+def _shows(shown: str, printed: list[str]) -> bool:
+    want = _words(shown)
+    return not want or any(all(w in _words(line) for w in want) for line in printed)
+
+
+def _expected_exit(command: list[str], shown: list[str]) -> int:
+    if shown and shown[0].startswith("mignurse: error"):
+        return 2
+    if "diagnose" in command:
+        severities = {line.split()[0] for line in shown if line.strip()}
+        return 2 if "CRITICAL" in severities else 1 if "WARNING" in severities else 0
+    return 0
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """`mignurse ARGV` as typed; the app's commands are built, not run (no terminal here)."""
+    from mignurse.cli import build_parser
+    from mignurse.cli.app import bundle_app
+
+    capsys.readouterr()
+    if argv[:1] == ["open"]:
+        bundle_app(build_parser().parse_args(argv))
+        return 0, []
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, (out.out + out.err).splitlines()
+
+
+@pytest.mark.parametrize(
+    "scenario, steps",
+    _examples(),
+    ids=[f"{s}-{i}" for i, (s, _steps) in enumerate(_examples())],
+)
+def test_the_readme_scenario_examples_run_as_shown(
+    scenario: str,
+    steps: list[tuple[str, list[str]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import shlex
+
+    from mignurse.sim import SimCluster, load_scenario
+
+    monkeypatch.chdir(tmp_path)
+    with SimCluster(load_scenario(scenario), speed=0) as sim:
+        kubeconfigs: dict[str, str] = {}
+        for command, shown in steps:
+            serve = SERVE.search(command)
+            if serve:
+                path = tmp_path / Path(serve.group(2)).name
+                kubeconfigs[serve.group(2)] = str(sim.write_kubeconfig(path))
+                continue
+            for given, path in kubeconfigs.items():
+                command = command.replace(given, path)
+            if command.startswith("export KUBECONFIG="):
+                monkeypatch.setenv("KUBECONFIG", command.split("=", 1)[1])
+                continue
+            argv = [w for w in shlex.split(command.replace("< /dev/null", ""))[1:] if w != "&"]
+            code, printed = _run(argv, capsys)
+            shown = [line for line in shown if line.strip() and not line.startswith(TERMINAL_ONLY)]
+            assert code == _expected_exit(argv, shown), (command, printed)
+            missing = [line for line in shown if not _shows(line, printed)]
+            assert not missing, f"`{command}` printed:\n" + "\n".join(printed)
+
+
+def _scenario_rows() -> list[tuple[str, str]]:
+    section = README.read_text().split("| scenario | what it shows |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| (.+) \|$", section, re.MULTILINE)
+    return [
+        (name, command)
+        for name, text in rows
+        for command in re.findall(r"`(mignurse [^`]+)`", text)
+    ]
+
+
+@pytest.mark.parametrize("scenario, command", _scenario_rows())
+def test_the_scenario_tables_commands_work_on_their_scenario(
+    scenario: str,
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import shlex
+
+    from mignurse.sim import SimCluster, load_scenario
+
+    monkeypatch.chdir(tmp_path)
+    with SimCluster(load_scenario(scenario), speed=0) as sim:
+        monkeypatch.setenv("KUBECONFIG", str(sim.write_kubeconfig(tmp_path / "kc")))
+        code, printed = _run(["diagnose", "-o", "json"], capsys)
+        worst = json.loads("\n".join(printed))["findings"][0]["nodes"][0]
+        argv = [worst if w == "N" else w for w in shlex.split(command)[1:]]
+        code, printed = _run(argv, capsys)
+        assert code == 0, (command, printed)

@@ -4,8 +4,10 @@ simulated cluster (`demo`)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,24 @@ def _auto_collect_dir(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
+    _run_app(live_app(args))
+    return EXIT_OK
+
+
+def simulated_label(kubeconfig: str | None, cluster: str) -> str | None:
+    """What the status line calls a cluster `mignurse sim serve` serves (None: a real one).
+    The command line asks the same question of the same kubeconfig (`is_simulated`), so
+    the app reaches its nodes through the simulator's sandboxes as `mignurse collect` does."""
+    from mignurse.collect.access import simulated_scenario
+
+    scenario = simulated_scenario(kubeconfig, cluster)
+    if scenario is None:
+        return None
+    return f"{scenario} (sim serve)" if scenario else "sim serve"
+
+
+def live_app(args: argparse.Namespace) -> Any:
+    """The app on the current (or `--context`) cluster, built as `mignurse` builds it."""
     from kubernetes import config as k8s_config
 
     from mignurse.cluster.client import ClusterClient
@@ -79,6 +99,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     access = access_for(args)
     source = LiveSource(
         client,
+        simulated=simulated_label(args.kubeconfig, client.info.cluster),
         history_path=None if unusable else history_path,
         auto_collect=_auto_collect_dir(args),
         access=access,
@@ -89,8 +110,10 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     def connect_to(context: str) -> LiveSource:
         """Another context of the same kubeconfig, from the palette (off the UI thread)."""
+        other_client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=context)
         other = LiveSource(
-            ClusterClient.connect(kubeconfig=args.kubeconfig, context=context),
+            other_client,
+            simulated=simulated_label(args.kubeconfig, other_client.info.cluster),
             history_path=default_history_path(),
             access=access,
         )
@@ -104,15 +127,13 @@ def cmd_app(args: argparse.Namespace) -> int:
             return []
         return sorted(str(c.get("name")) for c in found or [] if c.get("name"))
 
-    app = make_app(
+    return make_app(
         source,
         read_only=args.read_only,
         connect=connect_to,
         contexts=contexts,
         light=args.light,
     )
-    _run_app(app)
-    return EXIT_OK
 
 
 def _run_app(app: Any) -> None:
@@ -145,6 +166,12 @@ def _raise_exit(signum: int) -> None:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
+    _run_app(bundle_app(args))
+    return EXIT_OK
+
+
+def bundle_app(args: argparse.Namespace) -> Any:
+    """The app on a bundle (or a folder of dumps), read-only, as `mignurse open` builds it."""
     from mignurse.diagnose.sources import SourceError
     from mignurse.session import BundleSource
     from mignurse.tui.app import make_app
@@ -156,13 +183,24 @@ def cmd_open(args: argparse.Namespace) -> int:
         source = BundleSource(path)
     except (SourceError, ValueError) as exc:
         raise UserError(str(exc)) from None
-    _run_app(make_app(source, light=args.light))
-    return EXIT_OK
+    return make_app(source, light=args.light)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    with demo_session(args) as app:
+        _run_app(app)
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def demo_session(args: argparse.Namespace) -> Iterator[Any]:
+    """The demo's app, for as long as the block runs: a simulated cluster built in the app's
+    build thread, and a temporary folder that holds its kubeconfig and all of its state (the
+    history, and the audit log and run state of the runbooks run from it: `paths.demo_state`),
+    removed at the end with the cluster stopped."""
     from mignurse.cluster.client import ClusterClient
     from mignurse.demo_folder import demo_folder
+    from mignurse.paths import demo_state, history_file
     from mignurse.session import BuildingSource, LiveSource
     from mignurse.sim import SimCluster, load_scenario
     from mignurse.tui.app import make_app
@@ -170,7 +208,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     speed = positive_speed(args.speed)
     scenario = load_scenario(args.scenario)
     simulated = f"{scenario.name} ×{speed:g}"
-    with demo_folder() as tmp:
+    with demo_folder() as tmp, demo_state(Path(tmp)):
         started: list[SimCluster] = []
         closed = threading.Event()
         guard = threading.Lock()
@@ -187,12 +225,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 raise RuntimeError("the demo was closed")
             kubeconfig = sim.write_kubeconfig(Path(tmp) / "kubeconfig")
             client = ClusterClient.connect(kubeconfig=str(kubeconfig))
-            # The demo keeps its history beside its kubeconfig, never in the user's own.
             source = LiveSource(
                 client,
                 simulated=simulated,
                 clock=sim.now,
-                history_path=Path(tmp) / "history.sqlite3",
+                history_path=history_file(),  # the demo's own, never the user's
                 auto_collect=_auto_collect_dir(args),
                 access=access_for(args),  # the simulator's sandboxes: `c` and runbooks use them
             )
@@ -204,10 +241,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
         app = make_app(building, read_only=getattr(args, "read_only", False), light=args.light)
         try:
-            _run_app(app)
+            yield app
         finally:
             with guard:
                 closed.set()
             for sim in started:
                 sim.stop()
-    return EXIT_OK

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,28 +115,10 @@ def seconds_option(flag: str, value: float) -> float:
 
 
 def is_simulated(kubeconfig: str | None, cluster: str) -> bool:
-    """The simulator marks its kubeconfig's cluster with an extension (`SIM_EXTENSION`)."""
-    import yaml
+    """Whether `cluster` is the simulator's: the app asks the same (`simulated_scenario`)."""
+    from mignurse.collect.access import simulated_scenario
 
-    from mignurse.cluster import SIM_EXTENSION
-    from mignurse.cluster.client import KubeconfigError, check_kubeconfig
-
-    paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
-    for path in paths:
-        expanded = Path(path).expanduser()
-        try:
-            check_kubeconfig(str(expanded))  # bounded: no alias bomb, no /dev/zero
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            config = yaml.load(expanded.read_text(), Loader=loader) or {}
-        except (OSError, yaml.YAMLError, KubeconfigError):
-            continue
-        for entry in config.get("clusters") or ():
-            if isinstance(entry, dict) and entry.get("name") == cluster:
-                extensions = (entry.get("cluster") or {}).get("extensions") or ()
-                return any(
-                    isinstance(e, dict) and e.get("name") == SIM_EXTENSION for e in extensions
-                )
-    return False
+    return simulated_scenario(kubeconfig, cluster) is not None
 
 
 def check_ssm_upload(args: argparse.Namespace) -> None:

@@ -59,9 +59,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.diagnose.engine import Diagnosis, diagnose
     from mignurse.diagnose.timeline import node_timeline
     from mignurse.model import format_time
-    from mignurse.render import print_findings, print_timeline
+    from mignurse.render import as_of_words, print_findings, print_timeline
 
-    gathered, now, context = _gather(args, _now_flag(args.now))
+    given = _now_flag(args.now)
+    gathered, now, context = _gather(args, given)
     for notice in gathered.notices:
         print(f"note: {notice}", file=sys.stderr)
     inp = gathered.to_input(now)
@@ -88,8 +89,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
+        # A bundle is judged at its collection time: its deadlines are moments then, not a
+        # countdown from now, and the first line says so.
+        as_of = "--now" if given else "collection" if args.source else ""
+        if as_of and result.findings:
+            print(as_of_words(now, _judged_at(args, given, gathered)))
         if result.findings:
-            print_findings(result.findings, now)
+            print_findings(result.findings, now, as_of=as_of)
         else:
             read = (
                 f" ({gathered.layout} bundle)"
@@ -100,6 +106,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if node:
             print_timeline(node, timeline)
     return result.exit_code
+
+
+def _judged_at(args: argparse.Namespace, given: datetime | None, gathered: Gathered) -> str:
+    """What the moment judged at is, for the "as of" line."""
+    if given is not None:
+        return "--now"
+    name = Path(args.source).name
+    return f"bundle {name}, when collected" if gathered.collected_at else f"{name}, newest time"
 
 
 def _now_flag(text: str | None) -> datetime | None:

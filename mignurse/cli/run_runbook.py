@@ -97,21 +97,40 @@ def _say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+class _Signals:
+    """What the stop signals have asked so far, and whether the run is over and its report is
+    being made (then only a second signal cuts the reading of what can follow short)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.reporting = 0  # signals since the report began; 0 while the run goes on
+        self.in_report = False
+
+
 @contextmanager
-def _ctrl_c(runner: Runner) -> Iterator[None]:
+def _ctrl_c(runner: Runner) -> Iterator[_Signals]:
     """First Ctrl-C (SIGTERM, SIGHUP): nothing new is applied and the run stops; a second
-    stops at once; at the confirmation prompt the first answers it."""
-    asked = {"n": 0}
+    stops at once; at the confirmation prompt the first answers it. While the run records its
+    end and releases its lock, and while its report is made, they wait for that (the report
+    always says the run id and what can follow); a second one during the report skips reading
+    what can follow."""
+    signals = _Signals()
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
-        asked["n"] += 1
+        signals.asked += 1
         runner.cancel()
         if runner.prompting:
             raise KeyboardInterrupt
+        if signals.in_report:
+            signals.reporting += 1
+            if signals.reporting > 1:
+                raise KeyboardInterrupt
+            _say("\nfinishing the report (Ctrl-C again to skip what can follow)…")
+            return
         if runner.finishing:
             _say("\nfinishing: recording the run and releasing its lock…")
             return
-        if asked["n"] > 1:
+        if signals.asked > 1:
             raise KeyboardInterrupt
         _say(
             "\nstopping: nothing new is applied; the current step stops at its next check "
@@ -120,7 +139,7 @@ def _ctrl_c(runner: Runner) -> Iterator[None]:
 
     previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
-        yield
+        yield signals
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -190,12 +209,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                     "stdin is not a terminal, so nobody can confirm: pass --yes to run "
                     f"{runner.book.name} without a prompt"
                 )
-            with _ctrl_c(runner):
+            with _ctrl_c(runner) as signals:
                 result = runner.undo() if args.undo else runner.run(dry_run=args.dry_run)
-            followups = _followups_after(result, books, common)
+                signals.in_report = True
+                try:
+                    followups = _followups_after(result, books, common)
+                except KeyboardInterrupt:
+                    followups = _unchecked(result.run_id)
+                _print_result(args, result, print_report, followups)
     finally:
         client.close()
-    _print_result(args, result, print_report, followups)
     if args.undo and result.status == "undone":
         return 0  # the undo asked for is done
     return result.exit_code
@@ -230,6 +253,12 @@ def _followups_after(
         return {}
     wiring = {k: common[k] for k in ("client", "shell_for", "aws")}
     return possible_followups(result.run_id, books=books, **wiring)
+
+
+def _unchecked(run_id: str) -> dict[str, Followup]:
+    """What can follow, when reading it was cut short: both commands, said as unchecked."""
+    why = "(not checked: the report was cut short; `mignurse runs` shows the run)"
+    return {"resume": Followup(True, why), "undo": Followup(True, why)} if run_id else {}
 
 
 def _print_result(

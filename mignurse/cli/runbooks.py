@@ -83,9 +83,27 @@ def find_node(client: Any) -> Callable[[str], str | None]:
             for page, _version in client.list_pages(NODES)
             for node in page
         )
-        return resolve_node_name(name, names)
+        found = resolve_node_name(name, names)
+        if found is None:
+            _replaced_by_a_run(client, name)
+        return found
 
     return find
+
+
+def _replaced_by_a_run(client: Any, name: str) -> None:
+    """A node that is gone because an unfinished run of this context replaced it: say which,
+    and the command that finishes that run (rather than "no such node")."""
+    from mignurse.runner.leftovers import unfinished_runs
+
+    runs = unfinished_runs(client.info.context, name)
+    if runs:
+        run = runs[-1]
+        raise RunCommandError(
+            f"node {name} no longer exists; run {run.run_id} ({run.runbook}, "
+            f"{run.shown_status()}) acted on it and did not finish: `mignurse run --resume "
+            f"{run.run_id}` continues it (`mignurse runs {run.run_id}` shows what it did)"
+        )
 
 
 def followup_lines(run_id: str, followups: dict[str, Followup], said: str = "") -> list[str]:

@@ -139,13 +139,14 @@ def print_runbooks(books: dict[str, Runbook], stream: IO[str] | None = None) -> 
 def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> None:
     out = stream or sys.stdout
     table = Table(box=None, pad_edge=False, show_edge=False)
-    for column in ("STARTED", "RUN", "RUNBOOK", "TARGET", "WHO", "OUTCOME"):
+    for column in ("STARTED", "RUN", "RUNBOOK", "CONTEXT", "TARGET", "WHO", "OUTCOME"):
         table.add_column(column, overflow="fold")
     for run in runs:
         table.add_row(
             str(run.get("started", ""))[:19].replace("T", " "),
             str(run.get("run", "")),
             str(run.get("runbook", "")),
+            str(run.get("context", "")),  # the kube context it ran against
             str(run.get("target", "")),
             str(run.get("who", "")),
             str(run.get("outcome", "")) + (f" (then {run['last']})" if run.get("last") else ""),

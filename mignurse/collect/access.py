@@ -6,6 +6,9 @@ app alike.
 shell per node and `aws_session` into the boto3 session every AWS client is made from. The
 simulator's sandboxes are not known here: the faces that run against a simulated cluster
 inject them (`Access.sandbox_shells`), so the product's core never imports the simulator.
+Whether a cluster is the simulator's is decided here too, once for every face
+(`simulated_scenario`): the command line and the app ask the same question of the same
+kubeconfig, so they reach the same nodes the same way.
 Light to import: boto3 and paramiko load only when a node or AWS is reached.
 """
 
@@ -65,6 +68,36 @@ class Access:
         if simulated:
             return "sim"
         return "ssm" if self.bucket else "ssh"
+
+
+def simulated_scenario(kubeconfig: str | None, cluster: str) -> str | None:
+    """The scenario named by the simulator's mark on `cluster` in the kubeconfig (`--kubeconfig`,
+    else $KUBECONFIG, else ~/.kube/config): `mignurse sim serve` and the demo write it as an
+    extension of the cluster entry (`SIM_EXTENSION`). "" for a mark without a name; None for
+    any other cluster, or a kubeconfig that cannot be read (then nothing is simulated)."""
+    import yaml
+
+    from mignurse.cluster import SIM_EXTENSION
+    from mignurse.cluster.client import KubeconfigError, check_kubeconfig
+
+    paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
+    for path in paths:
+        expanded = Path(path).expanduser()
+        try:
+            check_kubeconfig(str(expanded))  # bounded: no alias bomb, no /dev/zero
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            config = yaml.load(expanded.read_text(), Loader=loader) or {}
+        except (OSError, yaml.YAMLError, KubeconfigError):
+            continue
+        for entry in config.get("clusters") or ():
+            if not (isinstance(entry, dict) and entry.get("name") == cluster):
+                continue
+            for extension in (entry.get("cluster") or {}).get("extensions") or ():
+                if isinstance(extension, dict) and extension.get("name") == SIM_EXTENSION:
+                    named = extension.get("extension")
+                    return str(named.get("scenario") or "") if isinstance(named, dict) else ""
+            return None
+    return None
 
 
 def aws_session(access: Access) -> Any:

@@ -40,6 +40,7 @@ class KarpenterSettings:
     interruption_queue: str = ""  # INTERRUPTION_QUEUE: every instance shutdown is echoed
     paused_by: str = ""  # from the pause-node-repair runbook's record, when repair is paused
     paused_at: str = ""
+    paused_run: str = ""  # the run that paused it (`mignurse runs RUN_ID`)
 
     @classmethod
     def from_deployment(cls, raw: Mapping[str, Any]) -> KarpenterSettings:
@@ -68,13 +69,14 @@ class KarpenterSettings:
         if parse_version(version) is None:
             # A digest-pinned or mirrored image: the chart still labels its app version.
             version = str(labels.get("app.kubernetes.io/version") or version)
-        paused_by = paused_at = ""
+        paused_by = paused_at = paused_run = ""
         try:
             record = json.loads(str(annotations.get(REPAIR_PAUSED_ANNOTATION) or "null"))
         except ValueError:
             record = None
         if isinstance(record, dict):
             paused_by, paused_at = str(record.get("by") or "?"), str(record.get("at") or "")
+            paused_run = str(record.get("run") or "")
         return cls(
             node_repair=gate_value(gates, "NodeRepair"),
             feature_gates=gates,
@@ -82,6 +84,7 @@ class KarpenterSettings:
             interruption_queue=queue,
             paused_by=paused_by,
             paused_at=paused_at,
+            paused_run=paused_run,
         )
 
     @property

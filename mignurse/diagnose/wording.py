@@ -28,16 +28,6 @@ def human_duration(delta: timedelta) -> str:
     return f"{secs}s"
 
 
-def relative(when: datetime, now: datetime) -> str:
-    """ "in 3m" / "4m ago" beside a time."""
-    delta = when - now
-    return (
-        f"in {human_duration(delta)}"
-        if delta.total_seconds() >= 0
-        else (f"{human_duration(delta)} ago")
-    )
-
-
 def short_time(when: datetime | None) -> str:
     text = format_time(when)
     return text[11:] if text else "?"  # HH:MM:SSZ: the date is rarely in doubt on call

@@ -18,6 +18,7 @@ import getpass
 import json
 import os
 import socket
+import stat
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -104,6 +105,28 @@ class Audit:
         self.path = path or audit_path()
         self.clock = clock  # the demo's simulated clock, so the log agrees with its cluster
 
+    def problem(self) -> str:
+        """Why the log cannot be appended to (one line), or "": a path that exists as anything
+        but a regular file (a FIFO would block the run, a symlink would write elsewhere)."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            return f"the audit log {self.path} cannot be read: {exc.strerror}"
+        if stat.S_ISREG(info.st_mode):
+            return ""
+        kind = (
+            "a symbolic link" if stat.S_ISLNK(info.st_mode)
+            else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+            else "a folder" if stat.S_ISDIR(info.st_mode)
+            else "a device or socket"
+        )  # fmt: skip
+        return (
+            f"the audit log {self.path} is {kind}, not a regular file: move it away (every run "
+            "is recorded there before it changes anything)"
+        )
+
     def write(self, event: str, run_id: str, **fields: Any) -> None:
         ts = (
             self.clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # as now_text()
@@ -113,8 +136,12 @@ class Audit:
         record = {"ts": ts, "event": event, "run": run_id, **fields}
         line = json.dumps(record, separators=(",", ":"), default=str).encode() + b"\n"
         private_dir(self.path.parent, tighten=True)
-        fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        # Never through a planted link, never blocked on a FIFO: both fail here instead.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = open_private(self.path, flags)
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"the audit log {self.path} is not a regular file")
             os.write(fd, line)
             os.fsync(fd)
         finally:

@@ -12,14 +12,17 @@ from collections.abc import Callable
 from typing import Any, Self
 
 from mignurse.cluster.client import NODES, ClusterClient, ClusterError, NotFound
+from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.runner import state as st
 from mignurse.runner.audit import AWS_LOOKUP_SECONDS, Audit, AwsIdentity, local_holder
-from mignurse.runner.lock import DEFAULT_TTL, TargetLock
+from mignurse.runner.lock import DEFAULT_TTL, LOCK_ANNOTATION, TargetLock
 from mignurse.runner.outcome import Listener, RunError, RunEvent, RunResult
 from mignurse.runner.plan import Confirmer, Plan
 from mignurse.runner.schema import Runbook, StepSpec, load_runbooks
 from mignurse.runner.step import Cancelled, Harm, StepContext, StepFailed, StepPlan, transient
+from mignurse.runner.steps.kube import cordon_run
+from mignurse.runner.steps.repair.deployment import karpenter_pause_record
 
 READ_RETRY_SECONDS = 30.0  # how long check, plan and verify ride out API server blips
 
@@ -294,6 +297,37 @@ class RunCore:
             self._audit("lock-left", target=self.target, detail=left)
 
     # -- the end -------------------------------------------------------------------
+
+    def standing(self) -> str:
+        """Where the target stands now, read back from the cluster: one line for the report,
+        so what it says of the target is what the cluster shows, not what the steps meant."""
+        if self.book.target != "node":
+            record = karpenter_pause_record(self.client)
+            if not record:
+                return ""
+            who = "this run" if record.get("run") == self.run_id else f"run {record.get('run')}"
+            return f"now: node repair is paused by {who} since {record.get('at') or '?'}"
+        try:
+            raw = self.client.get(NODES, self.target)
+        except NotFound:
+            return f"now: node {self.target} no longer exists"
+        except ClusterError as exc:
+            return f"now: node {self.target} cannot be read ({one_line(exc)})"
+        node = Node.from_api(raw)
+        parts = [node.ready_status]
+        if node.deleting is not None:
+            parts.append(f"being deleted since {node.deleting:%H:%M:%SZ}")
+        if node.unschedulable:
+            owner = cordon_run(raw)
+            by = " by this run" if owner == self.run_id else f" by run {owner}" if owner else ""
+            parts.append(f"cordoned{by}")
+        else:
+            parts.append("schedulable")
+        lock = (raw.get("metadata") or {}).get("annotations", {}).get(LOCK_ANNOTATION)
+        if lock:
+            holder = "this run" if f'"run":"{self.run_id}"' in str(lock) else "another run"
+            parts.append(f"locked by {holder}")
+        return f"now: node {self.target} is " + ", ".join(parts)
 
     def _report(self) -> list[str]:
         return RunResult(self.run_id, self.state.status, None, self.state.steps).report_lines()

@@ -12,7 +12,10 @@ Decisions:
   is the one recorded.
 - A failure that may pass on its own (the API server unreachable, a 5xx, a 429) is read
   again with backoff in check, plan and verify for up to READ_RETRY_SECONDS; apply is run
-  again only where the step allows (`Action.retries`). A 401, 403, 404 or 409 fails at once.
+  again only where the step allows (`Action.retries`). A 409 on a write (another writer
+  changed the object between the step's read and its write) is small: the step is checked
+  and planned again from a fresh read and applied again, CONFLICT_TRIES times at most. A 401,
+  403 or 404 fails at once.
 - Before every change a step makes (`ctx.intend`): Ctrl-C and a lost lock stop it, and the
   change and the prior values undo needs are written to the run state and the audit log
   first. So a run killed just after a write still knows what to put back, and a run that
@@ -42,17 +45,17 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from mignurse.cluster.client import ClusterClient, ClusterError
+from mignurse.cluster.client import ClusterClient, ClusterError, Conflict
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.runner import state as st
 from mignurse.runner.audit import AwsIdentity, read_audit
 from mignurse.runner.core import one_line
+from mignurse.runner.leftovers import Leftover, find_leftovers
 from mignurse.runner.lock import LockError
 from mignurse.runner.outcome import Followup, RunError, RunResult
 from mignurse.runner.plan import Plan, PlannedStep
 from mignurse.runner.schema import Runbook
 from mignurse.runner.step import (
-    Action,
     Cancelled,
     Harm,
     LockLost,
@@ -61,7 +64,9 @@ from mignurse.runner.step import (
     StepPlan,
     transient,
 )
-from mignurse.runner.undo import RunUndo, barrier_refusal, kept_notice
+from mignurse.runner.undo import RunUndo, barrier_refusal
+
+CONFLICT_TRIES = 3  # fresh reads after a 409 before a step's write is given up
 
 
 def possible_followups(
@@ -116,7 +121,47 @@ class Runner(RunUndo):
             (p.action.harm for p in planned if p.action.mutates and p.status not in st.DONE),
             default=Harm.NONE,
         )
-        return Plan(self.book, self.target, planned, harm)
+        plan = Plan(self.book, self.target, planned, harm)
+        if self.book.mutates and not self.resuming:
+            self._judge_leftovers(plan)
+        return plan
+
+    @property
+    def resuming(self) -> bool:
+        """Whether this run already did something (a resume), rather than starting afresh."""
+        return any(s.status != st.PENDING or s.intents for s in self.state.steps)
+
+    def leftovers(self) -> list[Leftover]:
+        """Other runs on this target that did not end cleanly, with what the cluster still
+        shows of them and the commands that settle them (reads the cluster)."""
+        return find_leftovers(
+            self.client,
+            node_target=self.book.target == "node",
+            target=self.target,
+            exclude=self.run_id,
+            followups=lambda run_id: possible_followups(
+                run_id, client=self.client, shell_for=self.shell_for, aws=self.aws
+            ),
+        )
+
+    def _judge_leftovers(self, plan: Plan) -> None:
+        """A new run does not start over another run's unfinished changes of the same
+        runbook, nor beside a run still alive, nor against another run's live lock; leftovers
+        of other runbooks are shown in the plan."""
+        try:
+            found = self.leftovers()
+        except ClusterError as exc:
+            plan.refusal = f"cannot tell what other runs left on {self.target}: {one_line(exc)}"
+            return
+        plan.leftovers = [item.describe() for item in found]
+        holding = [i for i in found if i.alive or i.runbook == self.book.name]
+        if holding:
+            first = holding[0]
+            plan.refusal = first.describe() + ("; then run this again" if not first.alive else "")
+            return
+        locked = self._lock_refusal()
+        if locked:
+            plan.refusal = locked
 
     def _confirm(self, plan: Plan) -> bool:
         if plan.harm == Harm.NONE:
@@ -134,15 +179,21 @@ class Runner(RunUndo):
 
     def run(self, *, dry_run: bool = False) -> RunResult:
         """Plan, show, confirm, then apply every step (a fresh run or a resume)."""
-        resuming = any(s.status != st.PENDING or s.intents for s in self.state.steps)
+        unusable = self.audit.problem()
+        if unusable and self.book.mutates and not dry_run:
+            raise RunError(unusable)  # and not audited: the log is what is broken
+        resuming = self.resuming
         if resuming:
+            released = self._release_left_lock()
+            if released is not None:
+                return released
             self._check_resumable()
         self._identity = AwsIdentity(self.aws)
         plan = self.plan()
         self._emit("plan", message=plan.text(), plan=plan)
         if self.cancel_event.is_set():
             return self._declined(plan)  # Ctrl-C while planning: nothing changed
-        if plan.blocked:
+        if plan.blocked_line():
             return self._blocked(plan, resuming)
         if dry_run:
             return self._dry_run(plan)
@@ -185,12 +236,25 @@ class Runner(RunUndo):
             left = lock.release() if lock is not None else None
         self._lock_left(result, left)
         result.notices = notices + result.notices
+        return self._ended(result, leftovers=bool(plan.leftovers))
+
+    def _ended(self, result: RunResult, *, leftovers: bool) -> RunResult:
+        """The report's last words: where the target stands, and what other runs still left
+        on it (when the plan showed some), both read back now."""
+        standing = self.standing()
+        if standing:
+            result.notices.append(standing)
+        if leftovers:
+            try:
+                still = self.leftovers()
+            except ClusterError:
+                still = []
+            result.notices += [f"still left by another run: {x.describe()}" for x in still]
         return result
 
     def _blocked(self, plan: Plan, resuming: bool) -> RunResult:
         """A step's check or plan failed: the run stops before anything changes."""
-        first = plan.blocked[0]
-        why = f"step {first.spec.id} cannot run: {first.blocked}"
+        why = plan.blocked_line()
         self._audit(
             "refused",
             runbook=self.book.name,
@@ -248,6 +312,16 @@ class Runner(RunUndo):
             self.state.delete()
         return RunResult(self.run_id, "blocked", plan, self.state.steps, error=str(exc))
 
+    def _release_left_lock(self) -> RunResult | None:
+        """`--resume` of a run that ended (succeeded or undone) but whose process died before
+        releasing its lock: release it, and say so; None when there is nothing of the kind."""
+        lock = self._lock()
+        if self.state.status not in st.ENDED or lock is None or not lock.clear_left():
+            return None
+        notice = f"released the lock its process left on {lock.what}"
+        self._audit("lock-released", target=self.target, who=self._who(), detail=notice)
+        return RunResult(self.run_id, self.state.status, None, self.state.steps, notices=[notice])
+
     def _check_resumable(self) -> None:
         why = self._state_refusal(undo=False)
         if why:
@@ -261,14 +335,22 @@ class Runner(RunUndo):
         return {"resume": self._resume_followup(), "undo": self._undo_followup()}
 
     def _resume_followup(self) -> Followup:
+        lock = self._lock()
+        if self.state.status in st.ENDED and lock is not None and lock.left_by_this_run():
+            return Followup(
+                True,
+                f"releases the lock its process left on {lock.what} (the run itself "
+                f"{self.state.status})",
+            )
         why = self._state_refusal(undo=False) or self._lock_refusal()
         if why:
             return Followup(False, why)
         plan = self.plan()
-        if plan.blocked:
-            first = plan.blocked[0]
-            return Followup(False, f"step {first.spec.id} cannot run: {first.blocked}")
+        if plan.blocked_line():
+            return Followup(False, plan.blocked_line())
         left = [s.spec.id for s in plan.steps if s.status not in st.DONE]
+        if not left and self.state.status == st.RUNNING:
+            return Followup(True, "records the end of the run: every step is done")
         if not left:
             return Followup(False, f"run {self.run_id} has no step left to run")
         return Followup(True, f"continues from step {left[0]} ({len(left)} of "
@@ -362,7 +444,7 @@ class Runner(RunUndo):
                 self._step_done(step_state, "nothing to do")
                 return
             ctx.check_cancel()
-            applied = self._apply(action, ctx, step_plan, step_state)
+            applied, step_plan = self._apply(item, ctx, step_plan, step_state)
             step_state.applied = applied
             step_state.status = st.APPLIED
             self.outputs[spec.id] = applied
@@ -384,20 +466,46 @@ class Runner(RunUndo):
             raise
 
     def _apply(
-        self, action: Action, ctx: StepContext, step_plan: StepPlan, step_state: st.StepState
-    ) -> dict[str, Any]:
-        attempts = 1 + max(0, action.retries)
-        for attempt in range(1, attempts + 1):
-            step_state.attempts = attempt
+        self, item: PlannedStep, ctx: StepContext, step_plan: StepPlan, step_state: st.StepState
+    ) -> tuple[dict[str, Any], StepPlan]:
+        """Apply, trying again where the step allows (`retries`) after a failure that may pass
+        on its own; after a 409 (the object changed under the step) the step is checked and
+        planned afresh first, then applied again, whatever its `retries`: its apply reconciles
+        with what is there, as a resume does. Returns what apply returned and the plan it
+        applied."""
+        action = item.action
+        retried = conflicts = 0
+        while True:
+            step_state.attempts += 1
             self.state.save()
             try:
-                return action.apply(ctx, step_plan)
+                return action.apply(ctx, step_plan), step_plan
             except (StepFailed, ClusterError) as exc:
-                if not transient(exc) or attempt == attempts or ctx.time_left() <= 0:
+                conflict = isinstance(exc, Conflict) or (
+                    isinstance(exc, StepFailed) and exc.conflict
+                )
+                if conflict and conflicts < CONFLICT_TRIES and ctx.time_left() > 0:
+                    conflicts += 1
+                    self._emit("output", step_state.id, f"read again after: {one_line(exc)}")
+                    step_plan = self._replan(item, ctx, step_state)
+                    if step_plan.nothing_to_do:  # someone else made the change meanwhile
+                        return dict(step_plan.data), step_plan
+                    continue
+                if not transient(exc) or retried >= action.retries or ctx.time_left() <= 0:
                     raise
+                retried += 1
                 self._emit("output", step_state.id, f"retrying after: {one_line(exc)}")
-                ctx.sleep(min(2.0 * attempt, max(0.0, ctx.time_left())))
-        raise StepFailed("no attempt left")  # pragma: no cover - the loop returns or raises
+                ctx.sleep(min(2.0 * retried, max(0.0, ctx.time_left())))
+
+    def _replan(self, item: PlannedStep, ctx: StepContext, step_state: st.StepState) -> StepPlan:
+        """The step's precondition checked and its plan made again from a fresh read."""
+        action, step = item.action, item.spec.id
+        reason = self._read(ctx, step, lambda: action.check(ctx))
+        if reason:
+            raise StepFailed(f"precondition: {reason}")
+        fresh: StepPlan = self._read(ctx, step, lambda: action.plan(ctx))
+        step_state.plan = fresh.to_json()
+        return fresh
 
     def _step_done(self, step_state: st.StepState, message: str) -> None:
         self._record_step(step_state)
@@ -432,7 +540,6 @@ class Runner(RunUndo):
         self.state.status = st.RUN_FAILED
         self.state.error = f"step {failed.id} failed: {failed.error}"
         self.state.save()
-        notices: list[str] = []
         if self.book.undo == "on-failure":
             try:
                 items, barrier = self._undo_list()
@@ -443,7 +550,6 @@ class Runner(RunUndo):
                 problems, barrier = [str(exc)], ""
             if barrier:
                 problems.append(barrier_refusal(barrier, self._kept(barrier)))
-                notices.append(kept_notice(self.run_id, barrier))
             if problems:
                 self.state.error += "; undo incomplete: " + "; ".join(problems)
             else:
@@ -453,9 +559,7 @@ class Runner(RunUndo):
         self._audit(
             "finished", outcome=self.state.status, error=self.state.error, report=self._report()
         )
-        result = self._finish_result(self.state.status, plan, error=self.state.error)
-        result.notices += notices
-        return result
+        return self._finish_result(self.state.status, plan, error=self.state.error)
 
     def _interrupted(self, plan: Plan | None, step_id: str) -> RunResult:
         self.finishing = True

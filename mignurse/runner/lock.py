@@ -243,6 +243,31 @@ class TargetLock:
             return ""
         return self.held_by(current)
 
+    def left_by_this_run(self) -> bool:
+        """Read-only: whether the target still carries this run's lock though the run holds
+        nothing (its process ended before releasing it)."""
+        try:
+            current, _version = self._read()
+        except ClusterError:
+            return False
+        return current is not None and current.get("run") == self.run_id and not self.held
+
+    def clear_left(self) -> bool:
+        """Remove this run's lock that its ended process left; False when there is none (or
+        another run's is there now)."""
+        for _ in range(_TRIES):
+            try:
+                current, version = self._read()
+                if not current or current.get("run") != self.run_id:
+                    return False
+                self._patch(version, None)
+                return True
+            except Conflict:
+                continue
+            except NotFound:
+                return False
+        return False
+
     def held_by(self, current: dict[str, Any]) -> str:
         now = self.client.server_now()
         return (

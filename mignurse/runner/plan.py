@@ -5,7 +5,7 @@ which the terminal and the app's modal answer that confirmation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mignurse.runner import state as st
@@ -47,14 +47,27 @@ class Plan:
     target: str
     steps: list[PlannedStep]
     harm: Harm
+    refusal: str = ""  # why the run as a whole cannot start (another run's leftovers, a lock)
+    leftovers: list[str] = field(default_factory=list)  # other runs' leftovers, one line each
 
     @property
     def blocked(self) -> list[PlannedStep]:
         return [s for s in self.steps if s.blocked]
 
+    def blocked_line(self) -> str:
+        """Why the run cannot start, in one line ("" when it can)."""
+        if self.refusal:
+            return self.refusal
+        first = next(iter(self.blocked), None)
+        return f"step {first.spec.id} cannot run: {first.blocked}" if first else ""
+
     def text(self) -> str:
         """The plan as plain text (the confirmation prompt and piped output show it)."""
         lines = [f"{self.book.name} on {self.target}: {self.book.title}"]
+        if self.refusal:
+            lines.append(f"BLOCKED: {self.refusal}")
+        elif self.leftovers:
+            lines.extend(f"left by another run: {line}" for line in self.leftovers)
         for i, step in enumerate(self.steps, 1):
             head = f"{i}. {step.spec.id} ({step.action.title})"
             if step.status in st.DONE:
@@ -79,5 +92,7 @@ class Plan:
             "runbook": self.book.name,
             "target": self.target,
             "harm": self.harm.name.lower(),
+            "refusal": self.refusal or None,
+            "leftovers": list(self.leftovers),
             "steps": [s.to_json() for s in self.steps],
         }

@@ -46,6 +46,7 @@ SUCCEEDED = "succeeded"
 RUN_FAILED = "failed"
 INTERRUPTED = "interrupted"
 RUN_UNDONE = "undone"
+ENDED = (SUCCEEDED, RUN_UNDONE)  # nothing is left to resume or undo
 
 
 def new_run_id() -> str:

@@ -54,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
@@ -68,11 +69,24 @@ class Harm(enum.IntEnum):
 
 
 class StepFailed(Exception):
-    """A step could not do its work; str() is the one line to show."""
+    """A step could not do its work; str() is the one line to show. `conflict`: the API server
+    answered 409, the object changed under the step (the engine reads afresh and tries
+    again)."""
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, conflict: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.conflict = conflict
+
+
+def write_failed(what: str, exc: BaseException) -> StepFailed:
+    """The StepFailed for a write the API server refused: retryable when it may pass on its
+    own, a conflict on a 409."""
+    from mignurse.cluster.client import Conflict
+
+    return StepFailed(
+        f"{what}: {exc}", retryable=transient(exc), conflict=isinstance(exc, Conflict)
+    )
 
 
 class Cancelled(Exception):
@@ -173,6 +187,28 @@ class StepPlan:
 
 
 @dataclass
+class ClusterPace:
+    """How fast the API server's clock runs against this machine's: 1 on a real cluster,
+    faster on a simulated one. A wait measured in cluster time sleeps accordingly, so a node
+    Ready for 20 s of cluster time does not fall between two reads."""
+
+    first: tuple[float, datetime] | None = None
+    rate: float = 1.0
+
+    def note(self, at: datetime) -> None:
+        now = time.monotonic()
+        if self.first is None:
+            self.first = (now, at)
+            return
+        real = now - self.first[0]
+        if real >= 1.0:
+            self.rate = max(1.0, (at - self.first[1]).total_seconds() / real)
+
+    def real_seconds(self, cluster_seconds: float) -> float:
+        return cluster_seconds / self.rate
+
+
+@dataclass
 class StepContext:
     """Everything a step may use. Built by the engine; steps never build clients themselves.
 
@@ -200,6 +236,7 @@ class StepContext:
     saved_plan: StepPlan | None = None
     guard: Callable[[], None] = lambda: None  # raises LockLost when the lock is gone
     journal: Callable[[str, dict[str, Any]], None] = lambda event, fields: None
+    pace: ClusterPace = field(default_factory=ClusterPace)
 
     @property
     def node(self) -> str:
@@ -220,6 +257,13 @@ class StepContext:
         """Sleep, waking at once for Ctrl-C/cancel; raises Cancelled."""
         if self.cancel.wait(max(0.0, seconds)):
             raise Cancelled("cancelled")
+
+    def sleep_cluster(self, seconds: float, longest: float) -> None:
+        """Sleep about `seconds` of the API server's clock, at most `longest` real seconds and
+        never past the step's deadline; wakes at once for Ctrl-C (raises Cancelled)."""
+        self.pace.note(self.client.server_now())
+        real = min(longest, max(0.2, self.pace.real_seconds(seconds)))
+        self.sleep(min(real, max(0.1, self.time_left())))
 
     def intend(self, change: str, prior: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Call right before each change to the cluster or a node (one line: what changes).

@@ -89,6 +89,9 @@ class RunUndo(RunCore):
 
     def undo(self) -> RunResult:
         """`--undo RUN_ID`: undo what a failed or interrupted run changed."""
+        unusable = self.audit.problem()
+        if unusable:
+            raise RunError(unusable)  # and not audited: the log is what is broken
         why = self._state_refusal(undo=True)
         if why:
             self._refused(why, undo=True)
@@ -99,9 +102,7 @@ class RunUndo(RunCore):
         if barrier and not undoable:
             why = barrier_refusal(barrier, self._kept(barrier))
             self._refused(why, undo=True)
-            result = self._finish_result("blocked", None, error=why)
-            result.notices.append(kept_notice(self.run_id, barrier))
-            return result
+            return self._finish_result("blocked", None, error=why)
         why = self._target_gone() if undoable else ""
         if why:
             self._refused(why, undo=True)
@@ -147,6 +148,9 @@ class RunUndo(RunCore):
             self._lock_held = None
             left = lock.release() if lock is not None else None
         self._lock_left(result, left)
+        standing = self.standing()
+        if standing:
+            result.notices.append(standing)
         return result
 
     def _undo_run(self, items: list[UndoItem], barrier: str) -> RunResult:
@@ -172,8 +176,6 @@ class RunUndo(RunCore):
         self.state.save()
         self._audit("finished", outcome=self.state.status, error=error, report=self._report())
         result = self._finish_result(self.state.status, None, error=error)
-        if barrier:
-            result.notices.append(kept_notice(self.run_id, barrier))
         return result
 
     def _kept(self, barrier: str) -> list[str]:
@@ -203,12 +205,4 @@ def barrier_refusal(barrier: str, kept: list[str]) -> str:
     return (
         f"cannot be undone past step {step}: {why}; the steps before it "
         f"({', '.join(kept)}) stay as they are, the safe state"
-    )
-
-
-def kept_notice(run_id: str, barrier: str) -> str:
-    step = barrier.split(":", 1)[0]
-    return (
-        f"undo stops at step {step}; `mignurse run --resume {run_id}` continues the run from "
-        "where it stopped"
     )

@@ -18,10 +18,11 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mignurse.sim import hardware, node_objects, objects, scheduling
+from mignurse.model import scheduling
+from mignurse.model.scheduling import Resources
+from mignurse.sim import hardware, node_objects, objects
 from mignurse.sim.objects import JsonDict
 from mignurse.sim.scenario_spec import PoolSpec, parse_duration
-from mignurse.sim.scheduling import Resources
 from mignurse.sim.workloads import DAEMON_REQUESTS, PodRecord
 
 if TYPE_CHECKING:

@@ -35,7 +35,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.events import Resize
 from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, Static
 
+from mignurse.fleetview import RepairState
 from mignurse.nodeview import short_name
+from mignurse.render import as_of_words
 from mignurse.session import BuildingSource, Source
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS, Notice
 from mignurse.tui.detail import sorted_findings
@@ -201,11 +203,18 @@ class MigNurseApp(Navigation, SourceSwitching):
 
         return runbooks.runbook_names(self.source, self.selection())
 
+    def targets(self) -> list[str]:
+        """What `c`, `x` and `R` act on: the marked nodes the cluster still has, else the
+        highlighted one (a mark of a node gone since is never all there is)."""
+        state = self.source.state
+        marked = [n for n in sorted(self.marks) if state.node(n) is not None]
+        return marked or [n for n in [self.highlighted_node()] if n and state.node(n) is not None]
+
     def selection(self) -> Selection:
         """The marked nodes, else the highlighted one, with what the app knows about them:
         what the runbook screens read."""
         state = self.source.state
-        names = sorted(self.marks) if self.marks else [n for n in [self.highlighted_node()] if n]
+        names = self.targets()
         objects = {n: node for n in names if (node := state.node(n)) is not None}
         findings = self._diagnosis.findings if self._diagnosis else []
         return Selection(
@@ -215,14 +224,15 @@ class MigNurseApp(Navigation, SourceSwitching):
             or ("--read-only" if self.user_read_only else ""),
             findings=tuple(sorted_findings(findings)),
             node_objects=objects,
-            repair_paused=self._repair_paused(list(objects.values())),
+            repair=self._repair_state(list(objects.values())),
             gpu_nodes=tuple(self._gpu_names or state.node_names()),
         )
 
-    def _repair_paused(self, nodes: list[Any]) -> bool | None:
-        """Whether Karpenter's node repair is off (None: unknown, or not Karpenter's pool).
-        Settings asked for before the last run finished are unknown: that run may have
-        paused or resumed repair, and the runbook's own plan reads the gate live."""
+    def _repair_state(self, nodes: list[Any]) -> RepairState | None:
+        """Karpenter's node repair for these nodes, as the fleet's REPAIR column reads it
+        (None: unknown, or not Karpenter's pool). Settings asked for before the last run
+        finished are unknown: that run may have paused or resumed repair, and the runbook's
+        own plan reads the gate live."""
         settings = getattr(self.source, "karpenter_settings", None)
         if not self.source.karpenter or settings is None or settings.node_repair is None:
             return None
@@ -230,7 +240,7 @@ class MigNurseApp(Navigation, SourceSwitching):
             return None
         if any(node.pool_kind != "nodepool" for node in nodes):
             return None  # a node group's or Auto Mode's repair is not Karpenter's gate
-        return not settings.node_repair
+        return RepairState.of_pool("nodepool", settings)
 
     def start_runbook(self, name: str) -> None:
         from mignurse.tui import runbooks
@@ -258,9 +268,11 @@ class MigNurseApp(Navigation, SourceSwitching):
         if self._diagnosis is None:
             return
         title = f"Every finding in {self.source.context}, worst first"
-        self.push_screen(
-            PagerScreen([findings_page(self._diagnosis.findings, self.source.now(), title=title)])
-        )
+        now = self.source.now()
+        if self.judged_at:
+            title += f", {as_of_words(now, 'bundle, when collected')}"
+        page = findings_page(self._diagnosis.findings, now, title=title, as_of=self.judged_at)
+        self.push_screen(PagerScreen([page]))
 
     def action_describe(self) -> None:
         name = self.highlighted_node()
@@ -312,8 +324,7 @@ class MigNurseApp(Navigation, SourceSwitching):
 
     def action_collect(self) -> None:
         """Collect the marked nodes (else the highlighted one) into one bundle, now."""
-        names = sorted(self.marks) or [n for n in [self._highlighted_name()] if n]
-        names = [n for n in names if self.source.state.node(n) is not None]
+        names = self.targets()
         if not names:
             self.notify("Highlight or mark (space) a node to collect it.", timeout=4)
             return

@@ -1,10 +1,11 @@
 """The runbook engine wired to what the app shows: one `RunbookLauncher` per source (a
 cluster), which builds a `Runner` for each `RunRequest`.
 
-It loads the runbooks, builds `Runner`s on the source's client, and reaches nodes as
-`LiveSource` does (the simulator's sandboxes in the demo, else SSH; the sandboxes live as
-long as the launcher, so a node keeps its state between runs). In the demo the audit log is
-stamped with the simulated clock, the one the cluster's own records use.
+It loads the runbooks, builds `Runner`s on the source's client, and reaches nodes through
+`LiveSource.shells`, the transport `c` and `mignurse run` take to the same cluster (the
+simulator's sandboxes on a simulated cluster; they live as long as the launcher, so a node
+keeps its state between runs). In the demo the audit log is stamped with the simulated
+clock, the one the cluster's own records use.
 """
 
 from __future__ import annotations
@@ -62,7 +63,6 @@ class RunbookLauncher:
 
     def _common(self) -> dict[str, Any]:
         from mignurse.collect.access import AccessError
-        from mignurse.collect.transports import shell_factory
         from mignurse.runner.wiring import aws_for
 
         client = self.client()
@@ -72,12 +72,7 @@ class RunbookLauncher:
             )
         access = self.source.access  # the app's --profile and --region, as the CLI's
         try:
-            factory = shell_factory(
-                client,
-                access,
-                sandboxes=Path(self._sandboxes.name),
-                simulated=bool(self.source.simulated),
-            )
+            factory = self.source.shells(Path(self._sandboxes.name))
         except AccessError as exc:
             raise RunError(str(exc)) from None
         return {
@@ -87,7 +82,8 @@ class RunbookLauncher:
         }
 
     def _audit(self) -> Audit:
-        return Audit(clock=self.source.now) if self.source.simulated else Audit()
+        demo = getattr(self.source, "simulated_clock", False)
+        return Audit(clock=self.source.now) if demo else Audit()
 
     def runner(self, request: RunRequest) -> Runner:
         return Runner(request.book, dict(request.params), audit=self._audit(), **self._common())

@@ -11,7 +11,6 @@ import contextlib
 
 from rich.text import Text
 from textual import on
-from textual.containers import ScrollableContainer
 from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input, Static
 
@@ -19,6 +18,7 @@ from mignurse.fleetview import UNPOOLED
 from mignurse.tui.appstate import FLEET, NODES
 from mignurse.tui.filters import FilterError, RowFilter, parse
 from mignurse.tui.refreshloop import RefreshLoop
+from mignurse.tui.screens.vimkeys import move_focused
 
 FILTER_DELAY = 0.15  # seconds of no typing before the filter applies
 
@@ -83,21 +83,7 @@ class Navigation(RefreshLoop):
 
     def action_cursor(self, how: str) -> None:
         """j/k/g/G on whatever has the focus: a table's cursor, or a pane's scroll."""
-        focused = self.focused
-        if isinstance(focused, DataTable):
-            if how == "down":
-                focused.action_cursor_down()
-            elif how == "up":
-                focused.action_cursor_up()
-            elif focused.row_count:
-                focused.move_cursor(row=0 if how == "top" else focused.row_count - 1)
-        elif isinstance(focused, ScrollableContainer):
-            {
-                "down": focused.scroll_down,
-                "up": focused.scroll_up,
-                "top": focused.scroll_home,
-                "bottom": focused.scroll_end,
-            }[how](animate=False)
+        move_focused(self.focused, how)
 
     def action_pane(self, direction: int) -> None:
         """ctrl+d / ctrl+u: the pane below the table, half a page, the cursor left alone."""

@@ -14,7 +14,7 @@ from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.inputs import NodeEvidence
 from mignurse.evidence.journal import JournalParse
 from mignurse.nodeview import short_name
-from mignurse.render import SEVERITY_STYLE, countdown
+from mignurse.render import SEVERITY_STYLE, deadline_words
 from mignurse.tui.detail import cited_lines, sorted_findings
 from mignurse.tui.screens.pager import Page
 
@@ -80,9 +80,12 @@ def describe_page(name: str, renderable: Any, width: int) -> Page:
     return Page(title=f"Node {name}", lines=renderable_lines(renderable, width))
 
 
-def findings_page(findings: Sequence[Finding], now: datetime, *, title: str) -> Page:
+def findings_page(
+    findings: Sequence[Finding], now: datetime, *, title: str, as_of: str = ""
+) -> Page:
     """Every finding as `mignurse diagnose` prints it, with all of its evidence; n jumps
-    from one finding to the next."""
+    from one finding to the next. `as_of`: what `now` is when not the present (a bundle's
+    "collection"), so deadlines read as moments then."""
     lines: list[Text] = []
     marks: list[int] = []
     for finding in sorted_findings(findings):
@@ -94,7 +97,7 @@ def findings_page(findings: Sequence[Finding], now: datetime, *, title: str) -> 
         if finding.nodes:
             head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
         if finding.deadline:
-            head.append(f"  deadline {countdown(finding.deadline, now)}", style="bold")
+            head.append(f"  {deadline_words(finding.deadline, now, as_of=as_of)}", style="bold")
         lines.append(head)
         lines.append(Text(f"  {finding.summary}"))
         if finding.nodes:
@@ -109,4 +112,4 @@ def findings_page(findings: Sequence[Finding], now: datetime, *, title: str) -> 
         lines.append(Text(""))
     if not lines:
         lines.append(Text("No findings.", style="green"))
-    return Page(title=title, lines=lines, marks=marks, note="findings (n/N)")
+    return Page(title=title, lines=lines, marks=marks, note="findings (n/N)", wrap=True)

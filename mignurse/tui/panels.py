@@ -24,12 +24,13 @@ from mignurse.diagnose.findings import Finding
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.fleetview import PoolRow
 from mignurse.nodeview import short_name
-from mignurse.render import SEVERITY_STYLE, countdown
+from mignurse.render import SEVERITY_STYLE, deadline_words
 from mignurse.session import BuildingSource
 from mignurse.tui.appstate import FLEET, NODES, AppState
 from mignurse.tui.detail import clock_time, sorted_findings
 from mignurse.tui.refresh import (
     BADGE_WORDS,
+    NARROW_WIDTH,
     STATUS_STYLE,
     TABLE_COLUMNS,
     StatusPart,
@@ -60,7 +61,7 @@ class Panels(AppState):
 
     def _show_findings(self) -> None:
         """The findings panel: worst first, the nearest deadline first within a severity,
-        a live countdown to each."""
+        a live countdown to each (in a bundle, the moment repair would have fired)."""
         panel = self.query_one("#findings", Static)
         if self._diagnosis_error:
             panel.update(Text(self._diagnosis_error, style="yellow"))
@@ -83,7 +84,8 @@ class Panels(AppState):
                 f"{finding.severity.upper():<8}", style=SEVERITY_STYLE.get(finding.severity, "")
             )
             if finding.deadline:
-                line.append(f" deadline {countdown(finding.deadline, now)}", style="bold")
+                words = deadline_words(finding.deadline, now, as_of=self.judged_at, short=True)
+                line.append(f" {words}", style="bold")
             line.append(f" {finding.id}", style="bold")
             line.append(f" {finding.summary}")  # summaries name their pool
             line.truncate(width, overflow="ellipsis")
@@ -95,6 +97,12 @@ class Panels(AppState):
                 f"\n… {len(findings) - FINDINGS_SHOWN} more: f shows every finding", style="dim"
             )
         panel.update(lines)
+
+    @property
+    def judged_at(self) -> str:
+        """What the source's now is when it is not the present ("collection": a bundle is
+        judged at its collection time, so a deadline is a moment, not a live countdown)."""
+        return "collection" if self.source.read_only_reason else ""
 
     def shown_findings(self) -> list[Finding]:
         """The findings the panel lists, in its order (the pool's own in a pool's view)."""
@@ -144,11 +152,13 @@ class Panels(AppState):
             ("Nodes of ", "bold"), (pool, "bold"), f" ({len(nodes)}), worst first: enter opens them"
         )
         held = next((r for r in self._fleet if r.pool == pool), None)
-        if held is not None and held.repair not in ("", "…"):
-            title.append(
-                f" · repair {held.repair}",
-                style="bold yellow" if held.repair.startswith("PAUSED") else "",
-            )
+        repair: Text | None = None
+        if held is not None and held.repair_words:
+            style = "bold yellow" if held.repair.startswith("PAUSED") else ""
+            if self.size.width >= NARROW_WIDTH:  # in words: "off by configuration, not …"
+                repair = Text(held.repair_words, style=style or "dim")
+            else:  # the REPAIR column's words ("repair off (config)") on the title's line
+                title.append(f" · repair {held.repair}", style=style)
         table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
         words = [
             {
@@ -177,7 +187,7 @@ class Panels(AppState):
                 cut["MIG"],
                 cut["CORDONED/TAINTS"],
             )
-        parts: list[Any] = [title, table]
+        parts: list[Any] = [title, *([repair] if repair is not None else []), table]
         if len(rows) > PREVIEW_ROWS:
             parts.append(Text(f"… {len(rows) - PREVIEW_ROWS} more (enter)", style="dim"))
         worst = rows[0] if rows and rows[0].badge else None

@@ -165,6 +165,7 @@ class RowChanges:
     listed: bool = False  # every watch has listed once: counts and "all ready" are true
     diagnosis: Diagnosis | None = None  # set when the rules ran in this refresh
     diagnosis_error: str = ""
+    gone_marks: list[str] = field(default_factory=list)  # marked nodes the cluster no longer has
 
 
 class Refreshed(Message):
@@ -291,9 +292,10 @@ class Refresher:
         for row in sorted(rows, key=sort_key):
             by_pool.setdefault(row.pool or UNPOOLED, []).append(row)
         changes.pool_rows = by_pool
-        changes.status = status_parts(
-            rows, source, self.statuses, now, len(request.marks), listed=listed
-        )
+        if listed:  # a partial list proves nothing gone
+            changes.gone_marks = sorted(m for m in request.marks if m not in snapshot.nodes)
+        marked = len(request.marks) - len(changes.gone_marks)
+        changes.status = status_parts(rows, source, self.statuses, now, marked, listed=listed)
         if request.nodes_view:
             self._node_table(request, rows, snapshot, changes)
         return changes
@@ -443,8 +445,10 @@ def status_parts(
     if source.simulated:
         parts.append(StatusPart(f"[b reverse] SIMULATED [/] {source.simulated}", 3))
     if source.read_only_reason:
-        when = f"{now.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-        parts.append(StatusPart(f"[b reverse] BUNDLE [/] collected {when}", 1))
+        # Never dropped: every time on screen (ages, deadlines) reads as of this moment.
+        parts.append(
+            StatusPart(f"[b reverse] BUNDLE [/] as of {now.astimezone(UTC):%Y-%m-%d %H:%MZ}", 0)
+        )
     parts.append(StatusPart("Karpenter on" if source.karpenter else "no Karpenter", 2))
     if not source.read_only_reason:
         parts.append(StatusPart(f"as of {now.astimezone(UTC):%H:%M:%S} UTC", 2))

@@ -20,6 +20,7 @@ from textual.widgets import ContentSwitcher
 from textual.worker import Worker, WorkerState
 
 from mignurse.cluster.watcher import ResourceStatus
+from mignurse.nodeview import short_name
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS
 from mignurse.tui.detailpane import DetailPane
 from mignurse.tui.panels import Panels
@@ -122,6 +123,8 @@ class RefreshLoop(Panels, DetailPane):
             self._pools = changes.pools
         if changes.pool_rows is not None:
             self._pool_rows = changes.pool_rows
+        if changes.gone_marks:
+            self._drop_marks(changes.gone_marks)
         if changes.fleet is not None:
             self._show_fleet(changes.fleet)
         while self.source.collect_reports:
@@ -134,6 +137,22 @@ class RefreshLoop(Panels, DetailPane):
             self._apply_node_changes(changes)
         else:
             self._applied()
+
+    def _drop_marks(self, gone: list[str]) -> None:
+        """Marks of nodes the cluster no longer has (repair replaced them, or someone deleted
+        them) go, said once each: a key acts only on nodes that exist."""
+        dropped = sorted(self.marks & set(gone))
+        if not dropped:
+            return
+        self.marks = self.marks - set(dropped)
+        names = ", ".join(short_name(n) for n in dropped)
+        self.notify(
+            f"Mark dropped: {names} {'is' if len(dropped) == 1 else 'are'} gone from the "
+            "cluster (replaced or deleted).",
+            severity="warning",
+            timeout=10,
+        )
+        self.refresh_bindings()
 
     def _applied(self, dirty: set[str] | None = None) -> None:
         self.refreshes += 1

@@ -1,6 +1,7 @@
-"""Runbooks in the app, as a flow over the screens in `tui/screens/`: pick one (suggested
-first, only those that can apply), fill its params, read the plan, confirm at the level of
-its harm, watch it run, read the report.
+"""Runbooks in the app, as a flow over the screens in `tui/screens/`: pick one (every
+runbook in a fixed order; those that cannot run here, by what the app knows or by their own
+read-only checks, shown with the reason; the findings' suggestions labelled), fill its
+params, read the plan, confirm at the level of its harm, watch it run, read the report.
 
 Every entry point takes the `Selection` the app built when the key was pressed (the marked
 nodes, else the highlighted one; the findings; the repairer's state), never the app's own
@@ -17,6 +18,7 @@ from typing import Any
 
 from textual.app import App
 
+from mignurse.nodeview import short_name
 from mignurse.runner.engine import Runner
 from mignurse.runner.schema import Runbook, RunbookError, resolve_params
 from mignurse.tui.launcher import RunbookLauncher, RunRequest, launcher_for
@@ -55,44 +57,79 @@ def runbook_names(source: Any, selection: Selection) -> list[str]:
         books = launcher_for(source).books()
     except RunbookError:
         return []
-    offered, _hidden = applicable(books, selection)
-    return sorted(b.name for b in offered)
+    return [book.name for book, why in every_runbook(books, selection) if not why]
 
 
-def applicable(
-    books: dict[str, Runbook], selection: Selection
-) -> tuple[list[Runbook], list[tuple[str, str]]]:
-    """The runbooks to offer for the selection, suggested first, and those left out with
-    why (a node runbook with no node, an uncordon of a schedulable node, …)."""
-    suggested = [n for n in selection.suggested_runbooks() if n in books]
-    ordered = [books[n] for n in suggested] + [b for n, b in books.items() if n not in suggested]
-    offered: list[Runbook] = []
-    hidden: list[tuple[str, str]] = []
-    for book in ordered:
+def every_runbook(books: dict[str, Runbook], selection: Selection) -> list[tuple[Runbook, str]]:
+    """Every runbook, by name (the picker's order never changes), with why it has nothing
+    to do on the selection ("" when it may apply): a node runbook with no node, an uncordon
+    of a schedulable node, a resume where repair was not paused by mignurse, …"""
+    entries = []
+    for name in sorted(books):
+        book = books[name]
         why = "no node selected" if book.target == "node" and not selection.nodes else ""
-        why = why or selection.why_not(book.name)
+        entries.append((book, why or selection.why_not(name)))
+    return entries
+
+
+def _given(book: Runbook, selection: Selection) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fixed, hints): the params the selection sets (a node runbook's node) and the ones it
+    only proposes (a cluster runbook's node, which tells which repairer)."""
+    targets = list(selection.nodes)
+    fixed = {"node": targets[0]} if book.target == "node" and targets else {}
+    hints = {"node": targets[0]} if book.target == "cluster" and targets else {}
+    return fixed, hints
+
+
+def refusal(launcher: RunbookLauncher, selection: Selection, book: Runbook) -> str | None:
+    """Why `book` would be refused on the selection as the cluster stands: why its read-only
+    plan cannot start on a selected node, as the plan screen says it ("" when it can). None
+    when that cannot be told before its params are asked. Reads the cluster and the nodes:
+    call it off the UI thread."""
+    fixed, hints = _given(book, selection)
+    try:
+        params = resolve_params(book, {**hints, **fixed}, find_node=selection.node_name)
+    except RunbookError:
+        return None
+    if book.target == "node":
+        requests = [RunRequest(book, {**params, "node": n}) for n in selection.nodes]
+    else:
+        requests = [RunRequest(book, params)]
+    for request in requests:
+        try:
+            plan = launcher.runner(request).plan()
+        except RUNNER_ERRORS as exc:
+            return str(exc)
+        why = plan.blocked_line()  # what the plan screen would refuse it for
         if why:
-            hidden.append((book.name, why))
-        else:
-            offered.append(book)
-    return offered, hidden
+            return f"{short_name(request.target)}: {why}" if len(requests) > 1 else why
+    return ""
 
 
 def open_picker(app: App[Any], source: Any, selection: Selection) -> None:
-    """`R`: the runbooks that can apply to the marked or highlighted nodes."""
+    """`R`: every runbook, those that can apply to the marked or highlighted nodes first
+    checked (off the UI thread) and the others said why not."""
     launcher = launcher_for(source)
     books = _books_or_say(app, selection, launcher)
     if books is None:
         return
-    offered, hidden = applicable(books, selection)
-    suggested = set(selection.suggested_runbooks())
 
     def chosen(name: str | None) -> None:
         if name:
             start_runbook(app, source, selection, name)
 
+    def check(name: str) -> str | None:
+        return refusal(launcher, selection, books[name])
+
     app.push_screen(
-        RunbookPicker(offered, suggested, selection.where, cluster=launcher.cluster, hidden=hidden),
+        RunbookPicker(
+            every_runbook(books, selection),
+            [n for n in selection.suggested_runbooks() if n in books],
+            selection.where,
+            cluster=launcher.cluster,
+            repair=selection.repair.sentence() if selection.repair is not None else "",
+            check=check,
+        ),
         chosen,
     )
 
@@ -115,8 +152,7 @@ def start_runbook(app: App[Any], source: Any, selection: Selection, name: str) -
     if why:
         app.notify(f"{name}: nothing to do on {selection.where}: {why}.", timeout=6)
         return
-    fixed = {"node": targets[0]} if book.target == "node" else {}
-    hints = {"node": targets[0]} if book.target == "cluster" and targets else {}
+    fixed, hints = _given(book, selection)
     asked = [p for p in book.params.values() if p.name not in fixed]
 
     def with_params(resolved: dict[str, Any] | None) -> None:

@@ -2,7 +2,8 @@
 and the runbook screens read it, never the app's own fields.
 
 It also answers which runbooks can apply to it (an uncordon needs a cordoned node, a
-resume needs a paused repairer), so a picker never offers a runbook that has nothing to do.
+resume needs repair paused by mignurse, not merely off), so a picker never offers a runbook
+that has nothing to do.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mignurse.diagnose.findings import Finding
+from mignurse.fleetview import OFF, ON, PAUSED, RepairState
 from mignurse.model import Node
 from mignurse.nodeview import resolve_node_name
 
@@ -26,7 +28,7 @@ class Selection:
     read_only_reason: str = ""  # "" when runbooks may change the cluster
     findings: tuple[Finding, ...] = ()  # the latest diagnosis, worst first
     node_objects: Mapping[str, Node] = field(default_factory=dict)  # the selected nodes
-    repair_paused: bool | None = None  # Karpenter's NodeRepair gate off; None: unknown
+    repair: RepairState | None = None  # Karpenter's repair for these nodes; None: unknown
     gpu_nodes: tuple[str, ...] = ()  # every GPU node: short names are resolved against them
 
     @property
@@ -55,10 +57,11 @@ class Selection:
             return "already cordoned"
         if runbook == "uncordon" and nodes and not any(n.unschedulable for n in nodes):
             return "not cordoned"
-        if runbook == "resume-node-repair" and self.repair_paused is False:
-            return "node repair is not paused"
-        if runbook == "pause-node-repair" and self.repair_paused is True:
-            return "node repair is already paused"
+        repair = self.repair
+        if runbook == "resume-node-repair" and repair is not None and repair.state in (ON, OFF):
+            return f"{repair.sentence()}: no pause of mignurse's to resume"
+        if runbook == "pause-node-repair" and repair is not None and repair.state in (OFF, PAUSED):
+            return f"nothing to pause: {repair.sentence()}"
         if (
             runbook == "reapply-mig-no-hooks"
             and nodes

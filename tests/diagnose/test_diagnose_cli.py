@@ -71,7 +71,9 @@ def test_a_healthy_cluster_raises_nothing_critical(
     assert not [f for f in document["findings"] if f["severity"] == "critical"]
 
 
-def test_the_table_shows_the_countdown_and_runbooks(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_table_shows_the_deadline_as_of_now_and_runbooks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code = main(
         [
             "diagnose",
@@ -84,7 +86,10 @@ def test_the_table_shows_the_countdown_and_runbooks(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert code == 2
     assert "CRITICAL  node-repair-loop  gpu-inference" in out
-    assert "deadline in 3m10s" in out
+    # judged at --now, not the present: a moment, not a countdown that reads as live
+    assert out.startswith("as of 2026-11-29 02:55:00Z (--now)\n")
+    assert "repair would have fired at 02:58:10Z, 3m10s after --now" in out
+    assert "deadline in" not in out
     assert "runbooks: " in out and "pause-node-repair" in out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +51,18 @@ class Cluster:
         return StepContext(
             client=self.client, params=params, run_id="t1", holder="tester@box", **kw
         )
+
+
+def never_consolidated(name: str, pool: str) -> Scenario:
+    """A shipped scenario whose pool Karpenter never consolidates (consolidateAfter: Never):
+    a drained node then goes only when the run deletes its NodeClaim, not by Karpenter's own
+    consolidation on a busy machine."""
+    scenario = load_scenario(name)
+    pools = tuple(
+        dataclasses.replace(p, consolidate_after="Never") if p.name == pool else p
+        for p in scenario.pools
+    )
+    return dataclasses.replace(scenario, pools=pools)
 
 
 @pytest.fixture

@@ -5,6 +5,9 @@ request, and readers of the cluster's and the audit's state."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -159,3 +162,12 @@ def writes_to(c: Cluster, path_part: str, since: int = 0) -> list[dict[str, Any]
         for r in c.sim.requests[since:]
         if r["method"] in ("PATCH", "POST", "DELETE", "PUT") and path_part in r["path"]
     ]
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (a run killed on this host leaves one)."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    pid = int(done.stdout)
+    assert pid != os.getpid()
+    return pid

@@ -22,11 +22,23 @@ class SimContext(StepContext):
 
     sim: SimCluster | None = None
 
+    def __post_init__(self) -> None:
+        assert self.sim is not None
+        self._sim_started = self.sim.now()
+
+    def time_left(self) -> float:
+        """The step's budget on the simulator's clock, which its waits move."""
+        assert self.sim is not None
+        return self.timeout - (self.sim.now() - self._sim_started).total_seconds()
+
     def sleep(self, seconds: float) -> None:
         self.check_cancel()
         assert self.sim is not None
         self.sim.advance(max(0.0, seconds))
         super().sleep(0.002)
+
+    def sleep_cluster(self, seconds: float, longest: float) -> None:
+        self.sleep(min(seconds, longest))  # the simulator's clock is the only one here
 
 
 def sim_ctx(sim: SimCluster, client: Any, node: str = "", **kw: Any) -> SimContext:

@@ -257,7 +257,10 @@ def test_ctrl_c_stops_without_undo_and_undo_by_run_id_restores(
     runner = Runner(book, {"node": node}, client=c.client, yes=True, listener=listener)
     result = runner.run()
     assert result.status == "interrupted" and result.exit_code == 130
-    assert result.notices[-1] == "nothing was undone"
+    assert result.notices[-2:] == [
+        "nothing was undone",
+        f"now: node {node} is Ready, cordoned by this run",  # read back, not assumed
+    ]
     followups = possible_followups(result.run_id, client=c.client, books={book.name: book})
     assert followups["resume"] == (True, "continues from step drain (1 of 2 steps left)")
     assert followups["undo"] == (True, "undoes cordon (newest first)")

@@ -66,7 +66,10 @@ def test_karpenter_node_is_replaced_through_its_nodeclaim(
     assert replacement not in plans[4].data["before"]
     labels = cluster.client.get(NODES, replacement)["metadata"]["labels"]
     assert labels["karpenter.sh/nodepool"] == "gpu-train"
-    assert any(f"replacement {replacement} is Ready in NodePool gpu-train" in line for line in logs)
+    said = [line for line in logs if line.startswith(f"replacement {replacement} stayed Ready")]
+    assert said and "with its GPUs advertised: served for " in said[0], logs
+    held = int(said[0].split("served for ", 1)[1].split(" s of cluster time", 1)[0])
+    assert 120 <= held < 130, said  # the settle window, read every 5 s of cluster time
     cluster.sim.advance(120)  # Karpenter's finalizers clear once the instance is gone
     assert claim not in {c["metadata"]["name"] for c in cluster.sim.objects("nodeclaims")}
     assert node not in {n["metadata"]["name"] for n in cluster.sim.objects("nodes")}
@@ -99,13 +102,22 @@ def test_nodeclaim_delete_500_leaves_it_alone_and_a_lost_answer_is_settled(
 def test_no_replacement_in_time_is_one_clear_line(cluster_for: Callable[..., Cluster]) -> None:
     cluster = cluster_for("healthy")
     node = _pool_node(cluster, "gpu-train")
-    step = WaitReplacement()
-    ctx = sim_ctx(cluster.sim, cluster.client, node, timeout=0.3)
-    plan = step.plan(ctx)
-    with pytest.raises(StepFailed) as failed:
-        step.apply(ctx, plan)
+
+    def ctx(timeout: float = 30) -> Any:
+        return sim_ctx(cluster.sim, cluster.client, node, timeout=timeout)
+
+    steps = [Cordon(), Drain(), DeleteNodeClaim(), WaitReplacement()]
+    plans = [StepPlan.from_json(s.plan(ctx()).to_json()) for s in steps]
+    for step, plan in zip(steps[:-1], plans[:-1], strict=True):
+        step.apply(ctx(), plan)
+    with pytest.raises(StepFailed) as failed:  # 10 s: the launched node has not joined yet
+        steps[-1].apply(ctx(timeout=10), plans[-1])
     message = str(failed.value)
-    assert "no replacement node became Ready in NodePool gpu-train within 0 s" in message
+    assert message.startswith("NodeClaim(s) gpu-train-"), message
+    assert message.endswith(
+        f" launched but no node joined in NodePool gpu-train within 10 s; the old node {node} "
+        "was already replaced or terminated"
+    ), message
     assert "\n" not in message
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import cliserver
+import pytest
 
 from mignurse.cluster.client import PODS
+from mignurse.runner import state as st
 from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.sim.nodes import NodeSandbox
 
@@ -145,6 +147,7 @@ def test_cordon_and_collect_end_to_end_over_the_sandbox(cluster_for: Make, tmp_p
         "  cordon: verified",
         f"  collect: verified: {bundle}",
         f"  report: verified: {node}: cordoned, Ready=True; bundle {bundle}",
+        f"now: node {node} is Ready, cordoned by this run",  # read back after the run
     ]
     assert bundle.is_file()
     assert c.node(node)["spec"]["unschedulable"] is True
@@ -199,7 +202,11 @@ def test_resume_after_sigkill_continues_from_the_unfinished_step(
     resumed = mignurse(c, env, "run", "--resume", saved["run_id"], "--yes")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "1. cordon (Cordon the node): already verified" in resumed.stderr
-    assert resumed.stdout.splitlines()[1:] == ["  cordon: verified", "  drain: verified"]
+    assert resumed.stdout.splitlines()[1:] == [
+        "  cordon: verified",
+        "  drain: verified",
+        f"now: node {node} is Ready, cordoned by this run",
+    ]
     assert LOCK_ANNOTATION not in c.node(node)["metadata"].get("annotations", {})
     records = [json.loads(x) for x in (state / "mignurse" / "audit.jsonl").read_text().splitlines()]
     events = [r["event"] for r in records if r["event"] not in ("intent", "evicted")]
@@ -290,3 +297,60 @@ def test_the_pause_prompt_says_resume_reverses_it_and_replace_that_nothing_does(
     assert "hard to reverse" not in paused.stderr + replaced.stderr
     assert "declined" in paused.stdout, paused.stdout
     assert not [r for r in c.sim.requests if r["method"] != "GET"]
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.05, 0.3])
+def test_a_double_ctrl_c_still_prints_the_run_and_what_can_follow(
+    cluster_for: Make, tmp_path: Path, gap: float
+) -> None:
+    # The second Ctrl-C lands while the run stops, while it records its end, or while its
+    # report reads what can follow: whichever, the report names the run and the next command.
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]
+    state = tmp_path / "state"
+    env = env_for(state, drain_runbooks(tmp_path))
+    argv = ["--kubeconfig", str(c.kubeconfig), "run", "cordon-and-drain", "--node", node, "--yes"]
+    proc = cliserver.Child(argv, env=env, cwd=str(tmp_path))
+    wait_for(
+        lambda: any(r["path"].endswith("/eviction") and r["status"] == 429 for r in c.sim.requests)
+    )
+    os.kill(proc.pid, signal.SIGINT)
+    time.sleep(gap)
+    os.kill(proc.pid, signal.SIGINT)
+    out = proc.stdout.read()
+    proc.wait(timeout=30)
+
+    assert proc.returncode == 130, out + proc.stderr.read()
+    run_id = state_of(state)["run_id"]
+    assert out.startswith(f"run {run_id}: interrupted"), out
+    assert f"`mignurse run --resume {run_id}`" in out, out
+
+
+def test_a_node_an_unfinished_run_replaced_is_named_with_the_run_that_finishes(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    state = tmp_path / "state"
+    env = env_for(state)
+    gone = "ip-10-0-99-9.us-west-2.compute.internal"
+    os.environ["XDG_STATE_HOME"] = str(state)
+    try:
+        run = st.RunState(
+            run_id="5eed5eed", runbook="replace-instance", params={"node": gone},
+            context=c.client.info.context, cluster=c.client.info.cluster, target=gone,
+            holder="alice@laptop", status=st.INTERRUPTED,
+            steps=[st.StepState("cordon", "cordon", status="verified",
+                                applied={"wasUnschedulable": False})],
+        )  # fmt: skip
+        run.save()
+    finally:
+        os.environ.pop("XDG_STATE_HOME")
+
+    done = mignurse(c, env, "run", "replace-instance", "--node", gone, "--yes")
+
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"mignurse: error: node {gone} no longer exists; run 5eed5eed (replace-instance, "
+        "interrupted) acted on it and did not finish: `mignurse run --resume 5eed5eed` "
+        "continues it (`mignurse runs 5eed5eed` shows what it did)\n"
+    )

@@ -134,7 +134,7 @@ async def plan_ready(app: MigNurseApp) -> PlanScreen:
     return screen
 
 
-async def test_picker_lists_the_suggested_runbooks_first(
+async def test_picker_labels_the_suggested_runbooks_and_says_why_the_others_cannot_run(
     repair_loop: tuple[SimCluster, MigNurseApp],
 ) -> None:
     _sim, app = repair_loop
@@ -144,19 +144,21 @@ async def test_picker_lists_the_suggested_runbooks_first(
         await highlight(app, name)
         assert "R" in footer_keys(app) and "x" in footer_keys(app)
         await pilot.press("R")
-        await until(lambda: isinstance(app.screen, RunbookPicker))
+        await until(lambda: isinstance(app.screen, RunbookPicker) and not app.screen.checking)
         options = app.screen.query_one(OptionList)
-        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-        assert ids[: len(suggested)] == suggested
-        assert {"cordon", "replace-instance"} <= set(ids)
+        shown = [options.get_option_at_index(i) for i in range(options.option_count)]
+        prompts = {str(o.id): (str(o.prompt), o.disabled) for o in shown}
+        assert [o.id for o in shown] == sorted(prompts)  # every runbook, always this order
+        assert options.highlighted_option is not None
+        assert options.highlighted_option.id == "pause-node-repair"  # the most urgent
+        for runbook in suggested:
+            assert prompts[runbook][0].startswith(f"suggested {runbook}"), prompts[runbook]
+        assert "Pause node auto-repair" in prompts["pause-node-repair"][0]
+        assert not prompts["cordon"][0].startswith("suggested") and not prompts["cordon"][1]
         # nothing to undo on a schedulable node, nothing to resume while repair is on
-        assert not {"uncordon", "resume-node-repair"} & set(ids)
-        hidden = screen_text(app, "#picker-hidden")
-        assert "uncordon (not cordoned)" in hidden
-        assert "resume-node-repair (node repair is not paused)" in hidden
-        first = str(options.get_option_at_index(0).prompt)
-        assert first.startswith("suggested pause-node-repair") and "Pause node auto-repair" in first
-        assert "suggested" not in str(options.get_option_at_index(len(suggested)).prompt)
+        assert prompts["uncordon"][1] and "not cordoned" in prompts["uncordon"][0]
+        resume = prompts["resume-node-repair"]
+        assert resume[1] and "node repair is on: no pause of mignurse's to resume" in resume[0]
         await pilot.press("escape")
         await until(lambda: not isinstance(app.screen, RunbookPicker))
 
@@ -311,7 +313,7 @@ async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gat
             await confirm(app, pilot, CLUSTER)
             async with clock_running(sim):
                 screen = await run_done(app, timeout=60)
-            assert app.selection().repair_paused is None
+            assert app.selection().repair is None
             assert app.selection().why_not("resume-node-repair") == ""
         assert screen.results[0].status == "succeeded", screen.report
         assert "pause: verified" in screen.report
@@ -324,7 +326,7 @@ async def test_pause_from_the_finding_stops_the_loop_and_resume_restores_the_gat
         assert {c["metadata"]["name"] for c in sim.objects("nodeclaims")} <= claims
 
         await until(lambda: app.screen is app.screen_stack[0])
-        await until(lambda: app.selection().repair_paused is True)  # judged again after the run
+        await until(lambda: getattr(app.selection().repair, "state", None) == "paused")
         await pilot.press("R")
         await until(lambda: isinstance(app.screen, RunbookPicker))
         app.screen.dismiss("resume-node-repair")

@@ -45,7 +45,7 @@ from mignurse.diagnose.findings import (
 )
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
-from mignurse.diagnose.wording import condition_text, relative, short_time
+from mignurse.diagnose.wording import condition_text, short_time
 from mignurse.evidence import AgentCondition, GpuHealthReport, agent_conditions, xid_errors
 from mignurse.evidence._common import clip
 from mignurse.model import Node, format_time
@@ -188,9 +188,9 @@ def _pool_nodes(inp: DiagnosisInput, nodes: list[Node], signs: dict[str, _NodeSi
         deadline = outlook.deadline
         if deadline is not None:
             seen.deadlines.append(deadline)
-            fate = f"{outlook.fate(inp.now)} ({relative(deadline, inp.now)})"
-        else:
-            fate = outlook.fate(inp.now)
+        # The time only: the faces count down to the finding's deadline, and in a bundle a
+        # distance from the collection read later looks like a live countdown.
+        fate = outlook.fate(inp.now)
         seen.fates.append(outlook)
         xid = xid_of(cond.reason) if cond.reason.startswith("NvidiaXID") else None
         xid_note = f" (XID {xid})" if xid is not None else ""

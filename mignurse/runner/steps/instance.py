@@ -24,9 +24,11 @@ TerminateInstanceInAutoScalingGroup as boto3 documents them):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from mignurse.cluster.client import NODECLAIMS, NODES, ClusterError, NotFound
+from mignurse.cluster.client import NODECLAIMS, NODES, PODS, ClusterError, NotFound
+from mignurse.cluster.dra import node_dra
 from mignurse.model import LABEL_NODEGROUP, LABEL_NODEPOOL, Node
 from mignurse.runner.step import (
     Action,
@@ -39,9 +41,24 @@ from mignurse.runner.step import (
     transient,
 )
 from mignurse.runner.steps.awserror import aws_step_failed
-from mignurse.runner.steps.kube import get_node, node_check
+from mignurse.runner.steps.forecast import (
+    forecast_group,
+    forecast_karpenter,
+    pending_for,
+    recurring_causes,
+    shape_of,
+)
+from mignurse.runner.steps.kube import get_node, node_check, node_gone
+from mignurse.runner.steps.settle import (
+    READS_PER_WINDOW,
+    Settle,
+    gpus_advertised,
+    serving_problem,
+    settle_seconds,
+)
 
 POLL_SECONDS = 5.0
+SHOWN_NODES = 2  # new nodes whose story a failed wait tells
 GONE_STATES = ("shutting-down", "terminated")
 
 
@@ -57,6 +74,10 @@ def _node_or_gone(ctx: StepContext) -> Node | None:
         return None
     except ClusterError as exc:
         raise StepFailed(str(exc), retryable=transient(exc)) from None
+
+
+def _cluster_now(ctx: StepContext) -> str:
+    return f"{ctx.client.server_now():%Y-%m-%dT%H:%M:%SZ}"
 
 
 def _karpenter_owned(node: Node) -> bool:
@@ -98,6 +119,9 @@ class DeleteNodeClaim(Action):
     def check(self, ctx: StepContext) -> str | None:
         if ctx.prior.get("nodeclaim"):
             return None  # deleted by this run before it stopped: its node may be gone
+        saved = ctx.saved_plan
+        if saved is not None and saved.data.get("nodeclaim") and node_gone(ctx):
+            return None  # deleted by someone else since the plan: the plan says so
         return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
@@ -108,6 +132,9 @@ class DeleteNodeClaim(Action):
                 notes=[f"node {ctx.node} is gone: nodeclaim/{name} was deleted by this run"],
                 data={"nodeclaim": name, "uid": ctx.prior.get("uid", "")},
             )
+        saved = ctx.saved_plan
+        if node is None and saved is not None and saved.data.get("nodeclaim"):
+            return self._gone_before(ctx, saved.data)
         if node is None:
             raise StepFailed(f"node {ctx.node} does not exist (any more)")
         claim = find_nodeclaim(ctx, node)
@@ -130,11 +157,53 @@ class DeleteNodeClaim(Action):
         return StepPlan(
             changes=[Change(f"nodeclaim/{name}", "metadata.deletionTimestamp", None, "now")],
             notes=[
-                f"Karpenter drains what is left on {node.name}, terminates instance "
-                f"{node.instance_id or '?'} and NodePool {pool} launches a replacement",
+                f"Karpenter drains what is left on {node.name} and terminates instance "
+                f"{node.instance_id or '?'}; NodePool {pool} launches a new node only for pods "
+                "that need one (wait-replacement says whether any will)",
                 "this cannot be undone: the instance and its local disks are gone",
             ],
             data={"nodeclaim": name, "uid": meta.get("uid", ""), "pool": pool},
+        )
+
+    @staticmethod
+    def _gone_before(ctx: StepContext, planned: dict[str, Any]) -> StepPlan:
+        """The node went before this step deleted its NodeClaim (Karpenter's repair or
+        consolidation, or another operator): what is left of the claim decides."""
+        name, uid = str(planned["nodeclaim"]), str(planned.get("uid") or "")
+        try:
+            claim = ctx.client.get(NODECLAIMS, name)
+        except NotFound:
+            claim = None
+        except ClusterError as exc:
+            raise StepFailed(
+                f"cannot read nodeclaim/{name}: {exc}", retryable=transient(exc)
+            ) from None
+        meta = (claim or {}).get("metadata") or {}
+        if claim is None or (uid and meta.get("uid") != uid):
+            words = "is gone" if claim is None else "was replaced by another object"
+            said = (
+                f"node {ctx.node} was deleted outside this run and nodeclaim/{name} {words}: "
+                "its instance was terminated without this step"
+            )
+            return StepPlan(
+                notes=[said],
+                nothing_to_do=True,
+                data={"nodeclaim": name, "uid": uid, "goneBefore": True, "summary": said},
+            )
+        if meta.get("deletionTimestamp"):
+            said = (
+                f"node {ctx.node} was deleted outside this run; nodeclaim/{name} is deleting "
+                f"since {meta['deletionTimestamp']}"
+            )
+            return StepPlan(
+                notes=[said],
+                nothing_to_do=True,
+                data={"nodeclaim": name, "uid": uid, "goneBefore": True, "summary": said},
+            )
+        return StepPlan(
+            changes=[Change(f"nodeclaim/{name}", "metadata.deletionTimestamp", None, "now")],
+            notes=[f"node {ctx.node} is gone but nodeclaim/{name} is not: deleting it as planned"],
+            data={"nodeclaim": name, "uid": uid},
         )
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
@@ -142,7 +211,7 @@ class DeleteNodeClaim(Action):
         try:
             current = ctx.client.get(NODECLAIMS, name)
         except NotFound:
-            return {"nodeclaim": name, "gone": True}
+            return {"nodeclaim": name, "uid": uid, "node": ctx.node, "gone": True}
         except ClusterError as exc:
             raise StepFailed(f"cannot read nodeclaim/{name}: {exc}", retryable=True) from None
         if uid and current["metadata"].get("uid") != uid:
@@ -160,7 +229,7 @@ class DeleteNodeClaim(Action):
                     ) from None
                 ctx.log(f"the delete's answer was lost ({exc}); read back: it is deleting")
         ctx.log(f"nodeclaim/{name} deleting: Karpenter terminates its instance")
-        return {"nodeclaim": name, "gone": False}
+        return {"nodeclaim": name, "uid": uid, "node": ctx.node, "at": _cluster_now(ctx)}
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
         name = applied["nodeclaim"]
@@ -389,14 +458,60 @@ def _selector(node: Node) -> tuple[str, str]:
     return "", ""
 
 
-_POOL_AT_RUN_START: dict[str, list[str]] = {}  # run id → the pool's nodes when it was planned
+def _pool_claims(ctx: StepContext, pool: str) -> dict[str, str]:
+    """{NodeClaim name: its node name ("" while launching)} of a NodePool."""
+    found: dict[str, str] = {}
+    for page, _version in ctx.client.list_pages(
+        NODECLAIMS, label_selector=f"{LABEL_NODEPOOL}={pool}"
+    ):
+        for claim in page:
+            name = str((claim.get("metadata") or {}).get("name") or "")
+            found[name] = str((claim.get("status") or {}).get("nodeName") or "")
+    return found
+
+
+def _gpu_check(expects: str, ctx: StepContext) -> Callable[[Node], str | None] | None:
+    """How a new node shows its GPUs, judged like the node it replaces: advertised in
+    allocatable (device plugin), or published in ResourceSlices (DRA driver)."""
+    if expects == "allocatable":
+        return gpus_advertised
+    if expects == "dra":
+
+        def published(node: Node) -> str | None:
+            try:
+                devices = node_dra(ctx.client, node.name).devices
+            except ClusterError as exc:
+                return f"its DRA devices cannot be read ({exc})"
+            return None if devices is not None else "no GPUs published in ResourceSlices yet"
+
+        return published
+    return None
+
+
+def _expects(ctx: StepContext, node: Node, pool: list[Node]) -> str:
+    """How the pool's nodes show their GPUs: "allocatable" (a device plugin), "dra" (the
+    DRA driver's ResourceSlices) or "" (no GPUs to expect). Judged on the replaced node and
+    its Ready neighbours, since a broken node may show none."""
+    for each in [node, *(n for n in pool if n.ready_status == "Ready")]:
+        if any(
+            count > 0 for count in (*each.gpu_capacity.values(), *each.gpu_allocatable.values())
+        ):
+            return "allocatable"
+    for each in [node, *(n for n in pool if n.ready_status == "Ready")][:3]:
+        try:
+            if node_dra(ctx.client, each.name).devices is not None:
+                return "dra"
+        except ClusterError:
+            continue
+    return ""
 
 
 @action("wait-replacement")
 class WaitReplacement(Action):
-    """Wait until a new node is Ready in the replaced node's pool, and name it."""
+    """Wait until a new node in the replaced node's pool has stayed serving for the settle
+    window, and name it; or say that no replacement is expected, and why."""
 
-    title = "Wait for a replacement node to be Ready in the same pool"
+    title = "Wait for a replacement node that stays Ready in the same pool"
     mutates = False
     harm = Harm.NONE
     can_undo = False
@@ -407,11 +522,15 @@ class WaitReplacement(Action):
 
     def plan(self, ctx: StepContext) -> StepPlan:
         saved = ctx.saved_plan
-        if saved is not None and saved.data.get("selector"):
-            # The pool as it was when the run was confirmed: a re-plan after the deletion
-            # could count the replacement among the old nodes, or find the node gone.
-            return StepPlan(notes=list(saved.notes), data=dict(saved.data))
-        node = _node(ctx)
+        if saved is not None and (saved.data.get("selector") or saved.nothing_to_do):
+            # The pool as it was when the run was confirmed, before its drain: a re-plan after
+            # the deletion would count the replacement among the old nodes, or find the node
+            # gone. A resumed run keeps it too (the run state holds it).
+            return StepPlan(
+                notes=list(saved.notes), data=dict(saved.data), nothing_to_do=saved.nothing_to_do
+            )
+        raw = get_node(ctx)
+        node = Node.from_api(raw)
         selector, words = _selector(node)
         if not selector:
             return StepPlan(
@@ -419,63 +538,201 @@ class WaitReplacement(Action):
                 nothing_to_do=True,
             )
         try:
-            now = sorted(
-                n.name for n in ctx.client.list(NODES, Node.from_api, label_selector=selector).items
+            pool = ctx.client.list(NODES, Node.from_api, label_selector=selector).items
+            before = sorted(n.name for n in pool)
+            claims = _pool_claims(ctx, node.pool) if _karpenter_owned(node) else {}
+            forecast = (
+                forecast_karpenter(ctx.client, raw, node.pool)
+                if _karpenter_owned(node)
+                else forecast_group(node.pool)
             )
         except ClusterError as exc:
             raise StepFailed(
-                f"cannot list the nodes of {words}: {exc}", retryable=transient(exc)
+                f"cannot read the nodes of {words}: {exc}", retryable=transient(exc)
             ) from None
-        # The pool as the run found it before its drain: Karpenter launches the node for the
-        # evicted pods during the drain, and that node is the replacement.
-        before = _POOL_AT_RUN_START.setdefault(ctx.run_id, now) if ctx.run_id else now
+        recurs = recurring_causes(ctx.client, node.name, node.pool)
+        settle = settle_seconds(ctx)
+        expects = _expects(ctx, node, pool)
+        shown = {"allocatable": " with its GPUs advertised", "dra": " with its GPUs published"}
         return StepPlan(
-            notes=[f"waits up to {ctx.timeout:.0f} s for a new Ready node in {words}"],
-            data={"selector": selector, "pool": words, "before": before, "replaced": node.name},
+            notes=[
+                forecast.why,
+                *forecast.notes,
+                *recurs,
+                f"a new node in {words} counts once it has stayed Ready{shown.get(expects, '')} "
+                f"for {_span(settle)} of cluster time; the wait gives up after "
+                f"{_span(ctx.timeout)}",
+            ],
+            data={
+                "selector": selector,
+                "pool": words,
+                "karpenter": _karpenter_owned(node),
+                "before": before,
+                "claimsBefore": sorted(claims),
+                "replaced": node.name,
+                "shape": shape_of(raw),
+                "forecast": forecast.to_json(),
+                "recurs": recurs,
+                "settle": settle,
+                "expects": expects,
+            },
         )
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
-        selector, words = plan.data["selector"], plan.data["pool"]
-        before = set(plan.data["before"])
-        seen = ""
+        data = plan.data
+        selector, words = data["selector"], data["pool"]
+        before, claims_before = set(data["before"]), set(data.get("claimsBefore") or ())
+        window = float(data.get("settle", settle_seconds(ctx)))
+        gpus = _gpu_check(str(data.get("expects") or ""), ctx)
+        seen: dict[str, Settle] = {}
+        quiet = 0  # reads in a row that found nothing coming
         while True:
             ctx.check_cancel()
             try:
-                nodes = ctx.client.list(NODES, Node.from_api, label_selector=selector).items
+                nodes = [raw for page, _v in ctx.client.list_pages(NODES, label_selector=selector)
+                         for raw in page]  # fmt: skip
+                claims = _pool_claims(ctx, _pool_name(selector)) if data.get("karpenter") else {}
             except ClusterError as exc:
                 if not transient(exc):
                     raise StepFailed(f"cannot list the nodes of {words}: {exc}") from None
-                nodes = []
-                seen = f"cannot list nodes: {exc}"
-            new = [n for n in nodes if n.name not in before and n.deleting is None]
-            ready = sorted((n for n in new if n.ready_status == "Ready"), key=lambda n: n.name)
-            if ready:
-                chosen = ready[0]
-                ctx.log(f"replacement {chosen.name} is Ready in {words}")
-                return {
-                    "replacement": chosen.name,
-                    "instance": chosen.instance_id,
-                    "pool": words,
-                    "selector": selector,
-                }
-            state = (", ".join(f"{n.name} {n.ready_status}" for n in new) or "no new node yet") + (
-                f"; {seen}" if seen else ""
+                ctx.log(f"waiting for a replacement in {words}: cannot list nodes: {exc}")
+                ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))
+                continue
+            now = ctx.client.server_now()
+            ours = {name for name, node in claims.items() if name in claims_before and node}
+            present = set()
+            for raw in nodes:
+                name = str((raw.get("metadata") or {}).get("name") or "")
+                if name in before or name in {claims[c] for c in ours}:
+                    continue
+                present.add(name)
+                seen.setdefault(name, Settle(window)).observe(now, serving_problem(raw, gpus))
+            for name, settle in seen.items():
+                if name not in present:
+                    settle.observe(now, "gone")
+            done = sorted(name for name, settle in seen.items() if settle.settled)
+            if done:
+                return self._found(ctx, data, done[0], seen[done[0]], nodes)
+            launching = sorted(
+                c for c, node in claims.items() if c not in claims_before and not node
             )
+            if data.get("karpenter") and not seen and not launching:
+                waiting = self._pending(ctx, data)
+                quiet = 0 if waiting else quiet + 1
+                if quiet >= 2:
+                    why = _none_expected(data)
+                    ctx.log(why)
+                    return {"replacement": None, "pool": words, "summary": why}
             if ctx.time_left() <= 0:
-                raise StepFailed(
-                    f"no replacement node became Ready in {words} within "
-                    f"{ctx.timeout:.0f} s ({state}); the old node "
-                    f"{plan.data['replaced']} was already replaced or terminated"
-                )
-            ctx.log(f"waiting for a replacement in {words}: {state}")
-            ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))
+                raise StepFailed(self._gave_up(ctx, data, seen, launching))
+            ctx.log(f"waiting for a replacement in {words}: {_progress(seen, launching, window)}")
+            ctx.sleep_cluster(window / READS_PER_WINDOW, POLL_SECONDS)
+
+    @staticmethod
+    def _pending(ctx: StepContext, data: dict[str, Any]) -> list[str]:
+        """Pending pods a node like the replaced one would take (Karpenter launches for them)."""
+        try:
+            pods = [p for page, _v in ctx.client.list_pages(PODS, field_selector="spec.nodeName=")
+                    for p in page]  # fmt: skip
+        except ClusterError as exc:
+            if not transient(exc):
+                raise StepFailed(f"cannot list pending pods: {exc}") from None
+            return [f"(unknown: {exc})"]
+        return pending_for(pods, data.get("shape") or {})
+
+    @staticmethod
+    def _found(
+        ctx: StepContext,
+        data: dict[str, Any],
+        name: str,
+        settle: Settle,
+        nodes: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        raw = next(n for n in nodes if (n.get("metadata") or {}).get("name") == name)
+        node = Node.from_api(raw)
+        what = {"allocatable": "Ready with its GPUs advertised", "dra": "Ready with its GPUs "
+                "published"}.get(str(data.get("expects") or ""), "Ready")  # fmt: skip
+        summary = f"replacement {name} stayed {what}: {settle.served_for()}"
+        ctx.log(summary)
+        return {
+            "replacement": name,
+            "instance": node.instance_id,
+            "pool": data["pool"],
+            "selector": data["selector"],
+            "summary": summary,
+        }
+
+    @staticmethod
+    def _gave_up(
+        ctx: StepContext, data: dict[str, Any], seen: dict[str, Settle], launching: list[str]
+    ) -> str:
+        if seen:
+            # The newest first: the one that came for this run's pods, then any relaunched.
+            order = sorted(seen.items(), key=lambda kv: kv[1].episodes[0].first, reverse=True)
+            stories = "; ".join(f"{name}: {s.story()}" for name, s in order[:SHOWN_NODES])
+            if len(order) > SHOWN_NODES:
+                stories += f"; and {len(order) - SHOWN_NODES} more new node(s)"
+            window = _span(float(data.get("settle", 0)))
+            what = f"no replacement stayed serving for {window}: {stories}"
+        elif launching:
+            what = f"NodeClaim(s) {', '.join(launching)} launched but no node joined"
+        else:
+            what = "no new node joined"
+        recurs = [str(r) for r in data.get("recurs") or []]
+        said = ""
+        if recurs:  # "the replacement may fail …: notready-loop: why (summary)"
+            fate, finding = recurs[0].split(": ", 2)[:2]
+            said = f"; as the plan said, {fate} ({finding})"
+        return (
+            f"{what} in {data['pool']} within {_span(ctx.timeout)}; the old node "
+            f"{data['replaced']} was already replaced or terminated{said}"
+        )
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
-        name = applied["replacement"]
+        name = applied.get("replacement")
+        if not name:
+            return None  # none was expected, and none was needed
         try:
-            node = Node.from_api(ctx.client.get(NODES, name))
+            raw: dict[str, Any] | None = ctx.client.get(NODES, name)
+        except NotFound:
+            raw = None
         except ClusterError as exc:
             return f"replacement {name} cannot be read: {exc}"
-        return (
-            None if node.ready_status == "Ready" else f"replacement {name} is {node.ready_status}"
-        )
+        problem = serving_problem(raw, _gpu_check(str(plan.data.get("expects") or ""), ctx))
+        return None if problem is None else f"replacement {name} is {problem}"
+
+
+def _pool_name(selector: str) -> str:
+    return selector.split("=", 1)[1]
+
+
+def _none_expected(data: dict[str, Any]) -> str:
+    said = str((data.get("forecast") or {}).get("why") or "")
+    if said.startswith("none expected"):
+        return said
+    return (
+        f"none needed any more: no new node, no NodeClaim launching and no pending pod for "
+        f"{data['pool']} (the evicted pods were scheduled elsewhere)"
+    )
+
+
+def _progress(seen: dict[str, Settle], launching: list[str], window: float) -> str:
+    parts = []
+    for name, settle in sorted(seen.items()):
+        last = settle.episodes[-1]
+        if last.problem is None:
+            held = (last.last - last.first).total_seconds()
+            parts.append(f"{name} serving for {held:.0f} of {window:.0f} s")
+        else:
+            parts.append(f"{name} {last.problem}")
+    if launching:
+        parts.append(f"launching: {', '.join(launching)}")
+    return "; ".join(parts) or "no new node yet"
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes}m{rest:02d}s"

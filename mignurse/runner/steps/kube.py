@@ -48,6 +48,7 @@ from mignurse.runner.step import (
     StepPlan,
     action,
     transient,
+    write_failed,
 )
 
 CORDONED_BY = "mignurse.io/cordoned-by"
@@ -77,7 +78,23 @@ def _patch_node(ctx: StepContext, body: dict[str, Any]) -> dict[str, Any]:
     except NotFound:
         raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
     except ClusterError as exc:
-        raise StepFailed(f"cannot patch node {ctx.node}: {exc}", retryable=transient(exc)) from None
+        raise write_failed(f"cannot patch node {ctx.node}", exc) from None
+
+
+def node_gone(ctx: StepContext) -> bool:
+    """Whether the step's node no longer exists (Karpenter, repair or someone else deleted it).
+    A failure to read is raised, as get_node raises it."""
+    try:
+        ctx.client.get(NODES, ctx.node)
+    except NotFound:
+        return True
+    except ClusterError as exc:
+        raise StepFailed(str(exc), retryable=transient(exc)) from None
+    return False
+
+
+def _gone_words(ctx: StepContext) -> str:
+    return f"node {ctx.node} is gone (deleted outside this run): its pods went with it"
 
 
 def node_check(ctx: StepContext) -> str | None:
@@ -116,6 +133,18 @@ def _annotation(node: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+def _cordoned_by_words(node: dict[str, Any]) -> str:
+    """ " (by run 1a2b of alice@laptop: mignurse reapply-mig-no-hooks)", or " (not by mignurse)"."""
+    try:
+        marker = json.loads(_annotation(node) or "")
+    except ValueError:
+        marker = None
+    if not isinstance(marker, dict):
+        return " (not by mignurse)"
+    why = f": {marker['reason']}" if marker.get("reason") else ""
+    return f" (by run {marker.get('run') or '?'} of {marker.get('holder') or '?'}{why})"
+
+
 def cordon_run(node: dict[str, Any]) -> str:
     """The run named by the node's cordoned-by annotation ("" when none or unreadable)."""
     try:
@@ -146,7 +175,10 @@ class Cordon(Action):
             )
         if _unschedulable(node):
             return StepPlan(
-                notes=[f"node {ctx.node} is already cordoned: left as it is, and undo keeps it"],
+                notes=[
+                    f"node {ctx.node} is already cordoned{_cordoned_by_words(node)}: left as it "
+                    "is, and undo keeps it"
+                ],
                 nothing_to_do=True,
                 data={"wasUnschedulable": True},
             )
@@ -449,9 +481,12 @@ class Drain(Action):
     timeout = 600.0
 
     def check(self, ctx: StepContext) -> str | None:
-        return node_check(ctx)
+        return None if node_gone(ctx) else node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
+        if node_gone(ctx):
+            said = _gone_words(ctx)
+            return StepPlan(notes=[said], nothing_to_do=True, data={"gone": True, "summary": said})
         gpu_only = bool(ctx.param("gpu_only", False))
         try:
             pods, skipped = evictable_pods(ctx.client, ctx.node, gpu_only)
@@ -484,6 +519,10 @@ class Drain(Action):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         gpu_only = bool(plan.data.get("gpuOnly", ctx.param("gpu_only", False)))
+        if node_gone(ctx):
+            said = _gone_words(ctx)
+            ctx.log(said)
+            return {"evicted": [], "gone": True, "summary": said}
         if not _unschedulable(get_node(ctx)):
             raise StepFailed(
                 f"node {ctx.node} is schedulable: cordon it first (evicted pods would come back)"
@@ -563,6 +602,8 @@ class Drain(Action):
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
         gpu_only = bool(plan.data.get("gpuOnly", False))
+        if node_gone(ctx):
+            return None  # the node and its pods are gone: nothing is left to evict
         try:
             pods, _skipped = evictable_pods(ctx.client, ctx.node, gpu_only)
         except ClusterError as exc:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from mignurse.sim import dra, objects, scheduling
+from mignurse.model import scheduling
+from mignurse.sim import dra, objects
 from mignurse.sim.objects import JsonDict
 from mignurse.sim.scenario_spec import PoolSpec
 from mignurse.sim.workloads.base import WorkloadsBase

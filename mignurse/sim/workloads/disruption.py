@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mignurse.sim import scheduling
+from mignurse.model import scheduling
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.workloads.base import WorkloadsBase
 from mignurse.sim.workloads.records import PodRecord, scaled

@@ -10,10 +10,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mignurse.sim import dra, scheduling
+from mignurse.model import scheduling
+from mignurse.model.scheduling import Resources
+from mignurse.sim import dra
 from mignurse.sim.objects import JsonDict
 from mignurse.sim.scenario_spec import PoolSpec
-from mignurse.sim.scheduling import Resources
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers import Machine

@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from mignurse.sim import dra, objects, scheduling
+from mignurse.model import scheduling
+from mignurse.model.scheduling import Resources
+from mignurse.sim import dra, objects
 from mignurse.sim.objects import JsonDict
 from mignurse.sim.scenario_spec import PoolSpec
-from mignurse.sim.scheduling import Resources
 from mignurse.sim.workloads.base import WorkloadsBase
 from mignurse.sim.workloads.records import NodeView, PodRecord, ReplicaSetState, pod_ref
 
@@ -171,9 +172,9 @@ class KubeScheduler(WorkloadsBase):
                 True,
             )
         labels = view.labels
-        if not scheduling.selector_matches(spec.get("nodeSelector"), labels) or not _affinity_ok(
-            spec.get("affinity"), labels
-        ):
+        if not scheduling.selector_matches(
+            spec.get("nodeSelector"), labels
+        ) or not scheduling.node_affinity_matches(spec.get("affinity"), labels):
             return (["node(s) didn't match Pod's node affinity/selector"], True)
         short = scheduling.insufficient(pod.requests, view.allocatable, self.used(machine))
         if short:
@@ -379,35 +380,9 @@ def _pool_admits(pool: PoolSpec, spec: JsonDict, tolerations: list[JsonDict]) ->
             [e for e in term.get("matchExpressions") or [] if e.get("key") == pool_key]
             for term in required.get("nodeSelectorTerms") or []
         ]
-        if not any(all(_expression_ok(e, fixed) for e in term) for term in terms):
+        if not any(all(scheduling.expression_matches(e, fixed) for e in t) for t in terms):
             return False
     return not scheduling.untolerated(tolerations, [t.to_api() for t in pool.taints])
-
-
-def _affinity_ok(affinity: JsonDict | None, labels: dict[str, str]) -> bool:
-    """requiredDuringSchedulingIgnoredDuringExecution node affinity: any term matches."""
-    required = ((affinity or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if not required:
-        return True
-    for term in required.get("nodeSelectorTerms") or []:
-        if all(_expression_ok(e, labels) for e in term.get("matchExpressions") or []):
-            return True
-    return False
-
-
-def _expression_ok(expr: JsonDict, labels: dict[str, str]) -> bool:
-    key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
-    if op == "In":
-        return labels.get(key) in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    return False
 
 
 def _fit_error(nodes: int, reasons: dict[str, int], unresolvable: int) -> str:

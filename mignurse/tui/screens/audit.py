@@ -12,10 +12,12 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Static
 
 from mignurse.nodeview import short_name
+from mignurse.paths import in_demo
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit, runs_from_audit
 from mignurse.tui.screens.run import OUTCOME_STYLE
 from mignurse.tui.screens.run_steps import RunStepsScreen
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 
 AUDIT_RUNS_SHOWN = 200
 TITLE_AUDIT = Text.assemble(
@@ -31,7 +33,10 @@ def past_runs() -> list[dict[str, Any]]:
 
 
 class AuditScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss_none", "Back"),
+        *VIM_BINDINGS,
+    ]
     DEFAULT_CSS = """
     AuditScreen { background: $background; }
     #audit-title { padding: 0 1; background: $boost; }
@@ -49,7 +54,7 @@ class AuditScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#audit-runs", DataTable)
-        for column in ("WHEN (UTC)", "WHO", "RUNBOOK", "TARGET", "OUTCOME", "RUN"):
+        for column in ("WHEN (UTC)", "WHO", "RUNBOOK", "TARGET", "OUTCOME", "RUN", "CONTEXT"):
             table.add_column(column, key=column)
         self.runs = past_runs()
         for run in self.runs:
@@ -61,12 +66,17 @@ class AuditScreen(ModalScreen[None]):
                 short_name(str(run.get("target") or "")),
                 Text(outcome, style=OUTCOME_STYLE.get(outcome, "")),
                 str(run.get("run") or ""),
+                str(run.get("context") or ""),
                 key=str(run.get("run")),
             )
+        heading = TITLE_AUDIT
         if not self.runs:
-            self.query_one("#audit-title", Static).update(
-                Text("Audit log: no runbook has run yet (R starts one)", style="bold")
+            heading = Text("Audit log: no runbook has run yet (R starts one)", style="bold")
+        if in_demo():
+            heading = Text.assemble(
+                heading, ("\nthe demo's own log, apart from yours: gone when the demo ends", "dim")
             )
+        self.query_one("#audit-title", Static).update(heading)
         table.focus()
 
     def rows(self) -> list[tuple[str, ...]]:
@@ -77,6 +87,9 @@ class AuditScreen(ModalScreen[None]):
     def _selected(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
             self.app.push_screen(RunStepsScreen(str(event.row_key.value)))
+
+    def action_vim(self, how: str) -> None:
+        move_focused(self.focused, how)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)

@@ -14,6 +14,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
+
 CHANGES = "not read-only"  # keys that change the cluster: hidden when read-only
 
 # (keys, what it does, where); " / " separates keys that do the same or opposite things.
@@ -54,7 +56,8 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("c", "collect the marked nodes, else the highlighted one, into one bundle", "nodes"),
     (
         "R",
-        "runbooks that can apply to the marked or highlighted nodes (suggested first)",
+        "every runbook, always in one order: those the marked or highlighted nodes' findings "
+        "suggest are labelled, those that cannot run there say why (j/k move)",
         f"nodes, {CHANGES}",
     ),
     ("x", "cordon the marked nodes, else the highlighted one (y/N)", f"nodes, {CHANGES}"),
@@ -85,6 +88,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape", "dismiss", "Close"),
         Binding("q", "dismiss", "Close", show=False),
         Binding("question_mark", "dismiss", "Close", show=False),
+        *VIM_BINDINGS,
     ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
@@ -107,7 +111,7 @@ class HelpScreen(ModalScreen[None]):
             if self.read_only and CHANGES in where:
                 continue
             table.add_row(key, what, where)
-        title = "mignurse keys (j/k or pgdn scroll this)" + (
+        title = "mignurse keys (j/k, g/G or pgdn scroll this)" + (
             "; read-only: keys that change the cluster are hidden" if self.read_only else ""
         )
         with VerticalScroll():
@@ -118,11 +122,8 @@ class HelpScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.query_one(VerticalScroll).focus()
 
-    def key_j(self) -> None:
-        self.query_one(VerticalScroll).scroll_down(animate=False)
-
-    def key_k(self) -> None:
-        self.query_one(VerticalScroll).scroll_up(animate=False)
-
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
+
+    def action_vim(self, how: str) -> None:
+        move_focused(self.focused, how)

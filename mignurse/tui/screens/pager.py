@@ -9,11 +9,13 @@ previous and next page (another journal), esc or q back.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -37,6 +39,32 @@ class Page:
     lines: Sequence[Text]
     marks: Sequence[int] = field(default_factory=tuple)  # line indices, ascending
     note: str = ""  # what the marks are ("lines the findings cite")
+    wrap: bool = False  # prose (the findings): lines wrap to the screen, the rest indented
+
+
+def wrapped(line: Text, width: int) -> list[Text]:
+    """`line` as screen rows of at most `width` cells, cut at spaces where it can be;
+    the rows after the first are indented two cells past the line's own indent."""
+    plain = line.plain
+    if cell_len(plain) <= width or width < 8:
+        return [line]
+    indent = min(len(plain) - len(plain.lstrip(" ")) + 2, width // 2)
+    cuts: list[int] = []
+    start, room = 0, width
+    while cell_len(plain[start:]) > room:
+        cut = start + room
+        space = plain.rfind(" ", start + 1, cut + 1)
+        if space > start:
+            cut = space + 1
+        cuts.append(cut)
+        start, room = cut, width - indent
+    first, *rest = line.divide(cuts)
+    first.rstrip()
+    rows = [first]
+    for part in rest:
+        part.rstrip()
+        rows.append(Text(" " * indent) + part)
+    return rows
 
 
 class LinesView(ScrollView, can_focus=True):
@@ -48,19 +76,68 @@ class LinesView(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.lines: Sequence[Text] = ()
-        self.marked: set[int] = set()
-        self.current: int | None = None  # the line n/N landed on
+        self.lines: Sequence[Text] = ()  # the rows on screen (a page's lines, wrapped or not)
+        self.marked: set[int] = set()  # rows
+        self.current: int | None = None  # the row n/N landed on
         self._strips: dict[int, Strip] = {}
+        self._source: Sequence[Text] = ()  # the page's own lines
+        self._wrap = False
+        self._first_rows: list[int] = []  # each line's first row
+        self._laid_for = 0  # the width the rows were wrapped for
 
-    def show(self, lines: Sequence[Text], marked: Sequence[int] = ()) -> None:
-        self.lines = lines
-        self.marked = set(marked)
+    def show(
+        self, lines: Sequence[Text], marked: Sequence[int] = (), *, wrap: bool = False
+    ) -> None:
+        """A page's lines (`marked`: line indices), wrapped to the view's width with `wrap`."""
+        self._source = lines
+        self._wrap = wrap
+        self._layout()
+        self.marked = {self.row_of(i) for i in marked}
         self.current = None
-        self._strips = {}
-        width = max((line.cell_len for line in lines[:RENDERED_KEPT]), default=0)
-        self.virtual_size = Size(width + 1, len(lines))
         self.scroll_to(0, 0, animate=False)
+        self.refresh()
+
+    def row_of(self, index: int) -> int:
+        """The first row of the page's line `index`."""
+        return self._first_rows[index] if index < len(self._first_rows) else index
+
+    def line_at(self, row: int) -> int:
+        """The page's line that `row` shows (part of)."""
+        if not self._first_rows:
+            return row
+        return max(bisect.bisect_right(self._first_rows, row) - 1, 0)
+
+    def _layout(self) -> None:
+        width = self.scrollable_content_region.width or self.app.size.width
+        if self._wrap:
+            rows: list[Text] = []
+            self._first_rows = []
+            for line in self._source:
+                self._first_rows.append(len(rows))
+                rows.extend(wrapped(line, max(width - 1, 1)))
+            self.lines = rows
+        else:
+            self.lines = self._source
+            self._first_rows = []
+        self._laid_for = width
+        self._strips = {}
+        widest = max((line.cell_len for line in self.lines[:RENDERED_KEPT]), default=0)
+        self.virtual_size = Size(
+            min(widest, width - 1) + 1 if self._wrap else widest + 1, len(self.lines)
+        )
+
+    def on_resize(self) -> None:
+        """Wrapped rows follow the width; the line at the top and the marks stay."""
+        width = self.scrollable_content_region.width
+        if not self._wrap or width == self._laid_for:
+            return
+        top = self.line_at(int(self.scroll_offset.y))
+        marked = {self.line_at(row) for row in self.marked}
+        current = self.line_at(self.current) if self.current is not None else None
+        self._layout()
+        self.marked = {self.row_of(i) for i in marked}
+        self.current = self.row_of(current) if current is not None else None
+        self.scroll_to(0, self.row_of(top), animate=False)
         self.refresh()
 
     def goto(self, index: int) -> None:
@@ -141,16 +218,18 @@ class PagerScreen(ModalScreen[None]):
         return self.query_one(LinesView)
 
     def _marks(self) -> list[int]:
-        return self.found if self.search is not None else list(self.page.marks)
+        """The rows n/N jump between: the search's matches, else the page's marked lines."""
+        lines = self.found if self.search is not None else list(self.page.marks)
+        return [self.view.row_of(i) for i in lines]
 
     def _show(self) -> None:
         page = self.page
         self.search = None
         self.found = []
-        self.view.show(page.lines, page.marks)
+        self.view.show(page.lines, page.marks, wrap=page.wrap)
         self._title()
         if self.at_mark and page.marks:
-            self.view.goto(page.marks[0])
+            self.view.goto(self.view.row_of(page.marks[0]))
         self.refresh_bindings()
 
     def _title(self) -> None:
@@ -245,7 +324,7 @@ class PagerScreen(ModalScreen[None]):
                 return
             self.search = pattern
             self.found = [i for i, line in enumerate(self.page.lines) if pattern.search(line.plain)]
-            self.view.marked = set(self.found)
+            self.view.marked = set(self._marks())
             self.view._strips = {}
             self.view.refresh()
             if self.found:

@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from mignurse.runner.schema import ParamSpec, Runbook, RunbookError
+from mignurse.tui.screens.fit import fit_to_screen
 
 
 def shown_default(param: ParamSpec, hint: Any) -> str:
@@ -34,12 +35,13 @@ class ParamsScreen(ModalScreen[dict[str, Any] | None]):
         width: 100%; max-width: 110; height: auto; max-height: 100%;
         border: thick $primary; background: $surface; padding: 0 1;
     }
-    ParamsScreen VerticalScroll { height: auto; max-height: 1fr; }
+    ParamsScreen VerticalScroll { height: auto; }
     ParamsScreen Input, ParamsScreen Input:focus {
         height: 1; border: none; padding: 0 1; margin-bottom: 1;
     }
     ParamsScreen Input:focus { background: $boost; }
-    #param-error { color: $error; height: auto; }
+    #param-error { color: $error; height: auto; dock: bottom; margin-bottom: 1; }
+    #param-keys { dock: bottom; height: 1; }
     """
 
     def __init__(
@@ -59,8 +61,11 @@ class ParamsScreen(ModalScreen[dict[str, Any] | None]):
         with Vertical():
             yield Label(Text(f"{self.book.name}: {self.book.title}", style="bold"))
             yield from self._fields()
+            # Docked: the keys and an error stay in view however many params scroll above.
             yield Static("", id="param-error")
-            yield Label(Text("enter: plan · tab: next field · esc: back", style="dim"))
+            yield Label(
+                Text("enter: plan · tab: next field · esc: back", style="dim"), id="param-keys"
+            )
 
     def _fields(self) -> ComposeResult:
         with VerticalScroll():
@@ -83,6 +88,14 @@ class ParamsScreen(ModalScreen[dict[str, Any] | None]):
         inputs = list(self.query(Input))
         if inputs:
             inputs[0].focus()
+        self.call_after_refresh(self._fit)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        """The params scroll; the title, the error and the keys line stay on screen."""
+        fit_to_screen(self.query_one(VerticalScroll), self.size.height)
 
     def given(self) -> dict[str, str]:
         values = {}

@@ -23,6 +23,7 @@ from mignurse.runner.plan import Plan
 from mignurse.runner.step import Harm
 from mignurse.tui.launcher import RunbookLauncher, RunRequest
 from mignurse.tui.screens.run import RUNNER_ERRORS
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 
 
 def confirm_words(harm: Harm, targets: Sequence[str], cluster: str) -> str:
@@ -50,6 +51,7 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss_none", "Back"),
         Binding("enter", "run", "Run…"),
+        *VIM_BINDINGS,
     ]
     DEFAULT_CSS = """
     PlanScreen { background: $background; }
@@ -105,14 +107,14 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
         text = "\n\n".join(plan_markup(p) for p in plans)
         self.query_one("#plan-text", Static).update(text or "")
         verdict = self.query_one("#plan-verdict", Static)
-        blocked = [(p, s) for p in plans for s in p.blocked]
+        blocked = [(p, p.blocked_line()) for p in plans if p.blocked_line()]
         if error:
             verdict.update(Text(f"Cannot plan: {error}", style="bold red"))
         elif blocked:
-            plan, step = blocked[0]
+            plan, why = blocked[0]
             verdict.update(
                 Text(
-                    f"BLOCKED: {short_name(plan.target)} step {step.spec.id}: {step.blocked}. "
+                    f"BLOCKED: {short_name(plan.target)}: {why}. "
                     "Nothing will change; esc goes back.",
                     style="bold red",
                 )
@@ -133,11 +135,14 @@ class PlanScreen(ModalScreen[list[Runner] | None]):
 
     @property
     def can_run(self) -> bool:
-        return self.ready and not self.error and not any(p.blocked for p in self.plans)
+        return self.ready and not self.error and not any(p.blocked_line() for p in self.plans)
 
     def action_run(self) -> None:
         if self.can_run:
             self.dismiss(self.runners)
+
+    def action_vim(self, how: str) -> None:
+        move_focused(self.focused, how)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)

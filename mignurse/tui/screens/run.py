@@ -34,6 +34,7 @@ from mignurse.runner.schema import OPPOSITES, RunbookError, reversal_words
 from mignurse.runner.step import Harm, StepFailed
 from mignurse.tui.launcher import RunbookLauncher
 from mignurse.tui.screens.confirm import ModalConfirmer
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 from mignurse.tui.selection import Selection
 
 RUNNER_ERRORS = (RunError, LockError, RunbookError, StepFailed, ClusterError)
@@ -98,6 +99,7 @@ class RunScreen(ModalScreen[None]):
         Binding("r", "resume", "Resume"),
         Binding("u", "undo", "Undo"),
         Binding("escape", "close", "Close"),
+        *VIM_BINDINGS,
     ]
     DEFAULT_CSS = """
     RunScreen { background: $background; }
@@ -267,10 +269,10 @@ class RunScreen(ModalScreen[None]):
             except RUNNER_ERRORS as exc:
                 self.errors.append(f"{short_name(runner.target)}: {exc}")
                 return False
-        blocked = [(p, s) for p in plans for s in p.blocked]
+        blocked = [(p, p.blocked_line()) for p in plans if p.blocked_line()]
         if blocked:
-            plan, step = blocked[0]
-            self.errors.append(f"{short_name(plan.target)}: step {step.spec.id}: {step.blocked}")
+            plan, why = blocked[0]
+            self.errors.append(f"{short_name(plan.target)}: {why}")
             return False
         harm = max((p.harm for p in plans), default=Harm.NONE)
         how = "not needed (no change)"
@@ -432,6 +434,9 @@ class RunScreen(ModalScreen[None]):
             self.cancelled = True
             if self._current is not None:
                 self._current.cancel()
+
+    def action_vim(self, how: str) -> None:
+        move_focused(self.focused, how)
 
     def action_close(self) -> None:
         if self.running:

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static
 
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit
+from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 
 
 def run_story(run_id: str) -> str:
@@ -49,7 +50,10 @@ def run_story(run_id: str) -> str:
 
 
 class RunStepsScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss_none", "Back"),
+        *VIM_BINDINGS,
+    ]
     DEFAULT_CSS = """
     RunStepsScreen { background: $background; }
     RunStepsScreen > VerticalScroll { height: 1fr; padding: 0 1; }
@@ -63,6 +67,9 @@ class RunStepsScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(Text(run_story(self.run_id)), id="run-story")
         yield Footer()
+
+    def action_vim(self, how: str) -> None:
+        move_focused(self.focused, how)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)

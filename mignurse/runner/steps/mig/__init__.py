@@ -52,7 +52,8 @@ Decisions:
   paused and mig.config.state pending, rather than marked `success` and uncordoned over GPUs
   that match no layout; `--resume` finishes the layout.
 - The allocatable wait trusts only what a device plugin started after the labels were restored
-  reported, held steady for ALLOCATABLE_STEADY_SECONDS of the API server's clock: the Node keeps
+  reported, held with the node Ready for the runbook's settle window of the API server's clock
+  (runner/steps/settle.py; kubelet's node status update period is 10 s): the Node keeps
   the old layout until kubelet's next status update, and a stopped plugin's resources then go to
   0 allocatable until the new one registers (kubernetes/kubernetes
   pkg/kubelet/cm/devicemanager: GetCapacity, endpointStopGracePeriod).

@@ -24,6 +24,7 @@ from mignurse.runner.step import (
     StepPlan,
     action,
     transient,
+    write_failed,
 )
 from mignurse.runner.steps.kube import get_node
 from mignurse.runner.steps.mig.nodecmd import POLL_SECONDS
@@ -64,7 +65,7 @@ def set_labels(
     except NotFound:
         raise StepFailed(f"node {ctx.node} does not exist (any more)") from None
     except ClusterError as exc:
-        raise StepFailed(f"cannot label node {ctx.node}: {exc}", retryable=transient(exc)) from None
+        raise write_failed(f"cannot label node {ctx.node}", exc) from None
     ctx.log(f"labelled {ctx.node}: {words}")
     return {k: recorded.get(k, prior[k]) for k in labels}
 

@@ -7,7 +7,6 @@ publish the layout on every GPU from a kubelet plugin started after the reconfig
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,9 +42,14 @@ from mignurse.runner.steps.mig.labels import (
 )
 from mignurse.runner.steps.mig.nodecmd import POLL_SECONDS
 from mignurse.runner.steps.mig.target import MigTarget, resolve_target
+from mignurse.runner.steps.settle import (
+    READS_PER_WINDOW,
+    Settle,
+    serving_problem,
+    settle_seconds,
+)
 
 DEVICE_PLUGIN_APP = "nvidia-device-plugin-daemonset"
-ALLOCATABLE_STEADY_SECONDS = 10.0  # kubelet's node status update period
 # The DRA driver (k8s-dra-driver-gpu@v25.8.0) enumerates MIG devices only when its kubelet plugin
 # starts (cmd/gpu-kubelet-plugin/device_state.go NewDeviceState): given this long to show the
 # new devices by itself, it is restarted.
@@ -164,8 +168,8 @@ class ResumeGpuOperands(LabelStep):
             and node_labels(first).get(LABEL_GPU_DEPLOY_PREFIX + "device-plugin") == "true"
         )
         restarted = False
-        started = time.monotonic()
-        steady_since: datetime | None = None
+        window = settle_seconds(ctx)
+        held = Settle(window)
         while True:
             raw = get_node(ctx)
             problem = _not_serving(ctx, raw)
@@ -177,12 +181,7 @@ class ResumeGpuOperands(LabelStep):
                 made = (earlier_output(ctx, "migUuids") or {}).get("migUuids")
                 uuids = frozenset(made) if isinstance(made, list) else frozenset()
                 problem, restarted = self._published(ctx, target, gpus, uuids, written, restarted)
-            now = ctx.client.server_now()
-            if problem is not None:
-                steady_since = None
-            elif steady_since is None:
-                steady_since = now
-            elif (now - steady_since).total_seconds() >= ALLOCATABLE_STEADY_SECONDS:
+            if held.observe(ctx.client.server_now(), problem):
                 offered = (
                     f"publishes {DRA_GPU_DRIVER} devices "
                     + (describe_counts(target.per_gpu) if target.layout.mig_enabled else "no MIG")
@@ -190,11 +189,12 @@ class ResumeGpuOperands(LabelStep):
                     if dra
                     else "advertises " + ", ".join(f"{r}={n}" for r, n in expected.items())
                 )
-                ctx.log(
-                    f"{ctx.node} {offered} (steady since {time.monotonic() - started:.0f} s "
-                    "into the wait)"
-                )
-                kept: dict[str, Any] = {"expected": expected if advertised else {}}
+                summary = f"{ctx.node} stayed Ready and {offered}: {held.served_for()}"
+                ctx.log(summary)
+                kept: dict[str, Any] = {
+                    "expected": expected if advertised else {},
+                    "summary": summary,
+                }
                 if dra:
                     kept["dra"] = {"gpus": gpus, "restartedPlugin": restarted}
                 return kept
@@ -202,10 +202,11 @@ class ResumeGpuOperands(LabelStep):
                 down = not_ready(raw)
                 raise StepFailed(
                     f"after {ctx.timeout:g} s "
-                    + (problem or "allocatable did not hold steady")
+                    + (problem or f"the node did not serve for {window:g} s of cluster time")
+                    + f" (seen: {held.story()})"
                     + (f"; it stays cordoned: {replace_hint(ctx.node)}" if down else "")
                 )
-            ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))
+            ctx.sleep_cluster(window / READS_PER_WINDOW, POLL_SECONDS)
 
     @staticmethod
     def _published(
@@ -326,6 +327,10 @@ def _dra_of(ctx: StepContext) -> NodeDra:
 
 
 def _not_serving(ctx: StepContext, raw: dict[str, Any]) -> str | None:
-    """Why the node cannot run pods on its new layout (not Ready), or None."""
+    """Why the node cannot run pods on its new layout (not Ready, its GPUs reported unhealthy),
+    or None."""
     down = not_ready(raw)
-    return f"node {ctx.node} is {down}" if down else None
+    if down:
+        return f"node {ctx.node} is {down}"
+    problem = serving_problem(raw)
+    return f"node {ctx.node}: {problem}" if problem else None

@@ -130,6 +130,16 @@ def pause_record(deployment: Mapping[str, Any]) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and isinstance(record.get("settings"), list) else None
 
 
+def karpenter_pause_record(client: ClusterClient) -> dict[str, Any] | None:
+    """The pause record on the Karpenter Deployment, read now; None when there is none, or no
+    Deployment, or it cannot be read."""
+    try:
+        deploy = find_karpenter_deployment(client)
+    except ClusterError:
+        return None
+    return pause_record(deploy) if deploy is not None else None
+
+
 def describe_record(record: Mapping[str, Any]) -> str:
     """ "paused by alice@laptop since 2026-11-20T03:02:00Z (run 3f2a)"."""
     run = f" (run {record['run']})" if record.get("run") else ""
@@ -230,7 +240,9 @@ def patch_deployment(
     try:
         return ctx.client.patch(DEPLOYMENTS, name, ops, namespace=namespace, patch_type="json")
     except Conflict as exc:
-        raise StepFailed(f"deployment/{namespace}/{name} changed since the plan: {exc}") from None
+        raise StepFailed(
+            f"deployment/{namespace}/{name} changed since the plan: {exc}", conflict=True
+        ) from None
     except ClusterError as exc:
         failure = exc
     # The request may have landed with its answer lost: the object says which.

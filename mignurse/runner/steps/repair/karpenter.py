@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterError
+from mignurse.fleetview import RepairState
 from mignurse.model import Node, format_time
 from mignurse.runner.step import Change, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.repair.backend import Found, cluster_failed, paused_by
@@ -88,10 +89,9 @@ class KarpenterRepair:
                 },
             )
         if not effective_repair(settings):
-            if record:
-                notes.insert(0, f"repair is already off: {describe_record(record)}")
-            else:
-                notes.insert(0, f"repair is already off in {ref} (NodeRepair is not true)")
+            state = RepairState.read(False, record)
+            why = " (NodeRepair is not true)" if not record else ""
+            notes.insert(0, f"nothing to pause: {state.sentence()} in {ref}{why}")
             return StepPlan(notes=notes, nothing_to_do=True, data={"backend": "karpenter"})
         if record:
             notes.append(
@@ -203,9 +203,10 @@ class KarpenterRepair:
         if deploy is None:
             return "no karpenter Deployment was found: pass --param namespace=NS"
         if pause_record(deploy) is None and not ctx.prior.get("record"):
+            state = RepairState.read(effective_repair(gate_settings(deploy)), None)
             return (
-                f"{deploy_ref(deploy)} has no {ANNOTATION_PAUSED} record: repair was not "
-                "paused by mignurse, so there is no prior value to restore"
+                f"{state.sentence()}: {deploy_ref(deploy)} has no {ANNOTATION_PAUSED} record "
+                "(repair was not paused by mignurse), so there is no prior value to restore"
             )
         return None
 

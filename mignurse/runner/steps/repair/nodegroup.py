@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mignurse.cluster.client import NODES, ClusterError
+from mignurse.fleetview import RepairState
 from mignurse.model import LABEL_NODEGROUP, Node, format_time
 from mignurse.runner.step import Change, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.awserror import aws_step_failed
@@ -76,8 +77,9 @@ class NodegroupRepair:
                 },
             )
         if not prior.get("enabled"):
+            state = RepairState.read(False, nodegroup_record(eks, cluster, group))
             return StepPlan(
-                notes=[f"repair is already off for node group {group}", *notes],
+                notes=[f"nothing to pause: {state.sentence()} for node group {group}", *notes],
                 nothing_to_do=True,
                 data={"backend": "nodegroup"},
             )
@@ -179,10 +181,11 @@ class NodegroupRepair:
                 data=data,
             )
         if record is None:
+            state = RepairState.read(bool(_repair_config(nodegroup).get("enabled")), None)
             raise StepFailed(
-                f"node group {group} has no {TAG_PAUSED}/{group}.* tag record on cluster "
-                f"{cluster}: repair was not paused by mignurse, so there is no prior value "
-                "to restore"
+                f"{state.sentence()}: node group {group} has no {TAG_PAUSED}/{group}.* tag "
+                f"record on cluster {cluster} (repair was not paused by mignurse), so there is "
+                "no prior value to restore"
             )
         current = _repair_config(nodegroup)
         ref = f"nodegroup/{cluster}/{group}"

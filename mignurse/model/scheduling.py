@@ -1,7 +1,8 @@
-"""What the simulated schedulers decide with: quantities, taints, selectors, resource fit.
+"""What a scheduler decides with: quantities, taints, selectors, resource fit.
 
-Pure functions over API-shaped dicts, shared by the kube-scheduler stand-in (placing pods on
-nodes) and the Karpenter provisioner (placing pods on NodeClaims it may launch).
+Pure functions over API-shaped dicts, shared by the simulator's kube-scheduler stand-in
+(placing pods on nodes) and Karpenter provisioner (placing pods on NodeClaims it may launch),
+and by the runbooks' forecast of whether evicted pods need a new node.
 """
 
 from __future__ import annotations
@@ -127,6 +128,40 @@ def toleration_seconds(
 
 def selector_matches(selector: Mapping[str, str] | None, labels: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in (selector or {}).items())
+
+
+def node_affinity_matches(affinity: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """requiredDuringSchedulingIgnoredDuringExecution node affinity: any term matches, a term
+    when all its expressions do (k8s.io/component-helpers scheduling/corev1/nodeaffinity,
+    kubernetes v1.34.0)."""
+    required = ((affinity or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not required:
+        return True
+    for term in required.get("nodeSelectorTerms") or []:
+        if all(expression_matches(e, labels) for e in term.get("matchExpressions") or []):
+            return True
+    return False
+
+
+def expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, op, values = expr.get("key", ""), expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return labels.get(key) in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and len(values) == 1:
+        try:
+            have, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
 
 
 def pretty_taint(taint: Mapping[str, Any]) -> str:
