@@ -18,17 +18,8 @@ import pytest
 
 from mignurse.runner.schema import default_folder
 
-from .fault_trials import (
-    CASES,
-    SIGNALS,
-    THENS,
-    Fault,
-    Outcome,
-    TrialSpec,
-    matrix,
-    points,
-    run_trial,
-)
+from .fault_trials import Outcome, run_trial
+from .faultcases import CASES, SIGNALS, THENS, Fault, TrialSpec, matrix, points
 from .faulttable import PASSING, RESULTS
 
 DEFAULT = [
