@@ -137,6 +137,40 @@ def test_a_budget_the_real_server_refuses_is_refused_in_its_words(
     assert "create" in RESOURCES["poddisruptionbudgets"].verbs
 
 
+def test_a_created_nodepool_takes_the_pods_that_select_it_up_to_its_limits(
+    kubectl_for: Callable[..., Kubectl],
+) -> None:
+    k = kubectl_for("healthy")
+    k.run(
+        "create",
+        "-f",
+        "-",
+        stdin=LIMITED_NODEPOOL.replace(
+            "spec:\n  limits", "spec:\n  disruption: {consolidateAfter: 1m}\n  limits"
+        ),
+    )
+    k.sim.advance(1)
+
+    k.run(
+        "patch", "deployment", "trainer", "-n", "training", "-p",
+        '{"spec":{"template":{"spec":{"nodeSelector":{"karpenter.sh/nodepool":"gpu-overflow"}}}}}',
+    )  # fmt: skip
+    k.sim.advance(600)
+
+    overflow = k.json("get", "nodes", "-l", "karpenter.sh/nodepool=gpu-overflow")["items"]
+    assert len(overflow) == 1  # 8 GPUs of limit: one p5.48xlarge
+    pods = k.json("get", "pods", "-n", "training")["items"]
+    on_it = [p for p in pods if p["spec"].get("nodeName") == overflow[0]["metadata"]["name"]]
+    assert len(on_it) == 1
+    pending = [p for p in pods if p["status"].get("phase") == "Pending"]
+    assert pending
+    said = [e["message"] for e in k.sim.objects("events") if e.get("reason") == "FailedScheduling"]
+    assert any('all available instance types exceed limits for nodepool "gpu-overflow"' in m
+               for m in said)  # fmt: skip
+    used = k.json("get", "nodepool", "gpu-overflow")["status"]["resources"]
+    assert (used["nodes"], used["nvidia.com/gpu"]) == ("1", "8")
+
+
 def test_a_created_nodepool_is_readied_and_joins_karpenters_pools(
     kubectl_for: Callable[..., Kubectl],
 ) -> None:
