@@ -595,14 +595,14 @@ class Trial:
         if isinstance(view["node"], dict):
             off.append(f"node {self.node} is still there, not being replaced")
         settled = self._pool_nodes()
-        named = re.findall(r"replacement (\S+) is Ready in", said.stderr)
+        named = re.findall(r"replacement (\S+) (?:is Ready in|stayed )", said.stderr)
         if named:
             name = named[-1]
             if settled.get(name) != "Ready":
                 off.append(
                     f"replacement {name} is {settled.get(name, 'gone')} {SETTLE:.0f} s later"
                 )
-        elif not re.search(r"none expected|no replacement is expected", said.stdout):
+        elif not re.search(r"none expected|none needed|no replacement is expected", said.stdout):
             ready = [n for n, s in settled.items() if s == "Ready" and n not in self.pool_before]
             if not ready:
                 off.append(f"no replacement is Ready in {self.pool_label}={self.pool}")

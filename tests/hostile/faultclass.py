@@ -37,8 +37,11 @@ _STEP_LINE = re.compile(r"^  (?P<step>[a-z0-9][a-z0-9-]*): (?P<status>[a-z-]+)\b
 _COMMAND = re.compile(r"`(mignurse (?:run|unlock)\b[^`]*)`(?P<rest>[^\n]*)")
 _PLACEHOLDER = re.compile(r"^[A-Z][A-Z_]*$")  # RUN, RUN_ID, NODE: words, not a command to run
 _NOTHING_CHANGED = re.compile(r"\bnothing (?:was )?changed\b|\bchanged nothing\b")
+# "no replacement came" in its forms (a node Ready now does not contradict "no replacement
+# stayed serving for 2m": that one may be Ready between two NotReady spells)
 _NO_REPLACEMENT = re.compile(
     r"no replacement node became Ready|no replacement (?:came|comes|is expected)|none expected"
+    r"|no new node joined"
 )
 _NOT_OFFERED = re.compile(r"^(?P<kind>resume|undo) is not offered:", re.MULTILINE)
 EXIT_FOR = {"succeeded": (0,), "interrupted": (130,), "failed": (1,), "blocked": (1,),
