@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 SRC    := mignurse tests benchmarks scripts whitelist.py
 
-.PHONY: demo test lint style checks unit bench screenshots venv clean mutants
+.PHONY: demo test lint style checks unit faults bench screenshots venv clean mutants
 
 # uv fetches and installs the ~110 packages in parallel: a minute faster than pip on a fresh
 # machine. Where uv cannot be installed or cannot install, pip does the same install. uv does
@@ -67,6 +67,14 @@ unit: $(STAMP)
 mutants: $(STAMP)
 	$(BIN)/python -c "import coverage" 2>/dev/null || $(PIP) "coverage>=7.6"
 	nice -n 10 $(BIN)/python scripts/mutants.py $(MUTANTS)
+
+## The runbook fault trials, the whole matrix (300 trials, about half an hour on two cores;
+## not part of `make test`): every trial must end known-good or instruction-works. Prints the
+## table of runbook × fault → trials per class and writes it, with the failing trials' logs,
+## to build/fault-trials.md (tests/hostile/faulttable.py prints it again).
+faults: $(STAMP)  # FAULT_WORKERS=n to choose the number of workers (2)
+	PYTHONDONTWRITEBYTECODE= nice -n 10 $(BIN)/pytest -m slow -n $(or $(FAULT_WORKERS),2) \
+	  -p no:cacheprovider -q tests/hostile/fault_trials_test.py
 
 ## Performance figures (not part of `make test`).
 bench: $(STAMP)

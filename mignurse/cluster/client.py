@@ -151,9 +151,12 @@ class ContextInfo:
     user: str
 
 
-def _verb_for(method: str, query: dict[str, str]) -> str:
+def _verb_for(method: str, query: dict[str, str], named: bool = False) -> str:
+    """The RBAC verb of a request: a GET of one object is `get`, of a collection `list`."""
     if method == "GET":
-        return "watch" if query.get("watch") in ("true", "1") else "list"
+        if query.get("watch") in ("true", "1"):
+            return "watch"
+        return "get" if named else "list"
     return {"PATCH": "patch", "DELETE": "delete", "POST": "create", "PUT": "update"}.get(
         method, method.lower()
     )
@@ -351,7 +354,8 @@ class ClusterClient:
                 return raw
             return raw.data
         data = raw.data
-        raise self._error(raw.status, data, method, query, resource)
+        named = resource is not None and not path.rstrip("/").endswith("/" + resource.plural)
+        raise self._error(raw.status, data, method, query, resource, named)
 
     def _unreachable(self, why: str) -> str:
         return (
@@ -366,10 +370,11 @@ class ClusterClient:
         method: str,
         query: dict[str, str],
         resource: Resource | None,
+        named: bool = False,
     ) -> ClusterError:
         message = _status_message(body)
         what = resource.qualified if resource else "that resource"
-        verb = _verb_for(method, query)
+        verb = _verb_for(method, query, named)
         if status == 401:
             return Unauthorized(
                 f"the API server refused the credentials of context {self.info.context!r} "

@@ -56,7 +56,9 @@ class Leftover:
         head = f"run {self.run_id} ({self.runbook}, {self.status}{where})"
         if self.alive:
             return f"{head} is still running: wait for it, or stop it where it runs"
-        left = "; ".join(self.marks) or "changes its state records"
+        left = "; ".join(self.marks) or (
+            "no mark of it shows on the cluster now, but its state records changes not undone"
+        )
         return f"{head} left: {left}; " + self.commands()
 
     def commands(self) -> str:

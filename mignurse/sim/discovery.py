@@ -58,11 +58,11 @@ _VERBS: dict[str, tuple[str, ...]] = {
     "events": ("get", "list", "patch", "update", "watch"),
     "namespaces": ("get", "list", "patch", "update", "watch"),
     "deployments": ("get", "list", "patch", "update", "watch"),
-    "poddisruptionbudgets": ("get", "list", "watch"),
+    "poddisruptionbudgets": ("create", "delete", "get", "list", "patch", "update", "watch"),
     "replicasets": ("get", "list", "watch"),
     "leases": ("get", "list", "watch"),
     "nodeclaims": ("delete", "get", "list", "patch", "update", "watch"),
-    "nodepools": ("get", "list", "patch", "update", "watch"),
+    "nodepools": ("create", "get", "list", "patch", "update", "watch"),
     "ec2nodeclasses": ("get", "list", "patch", "update", "watch"),
     "customresourcedefinitions": ("get", "list", "watch"),
 }

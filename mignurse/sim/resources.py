@@ -135,7 +135,7 @@ RESOURCES: dict[str, ResourceType] = {
             "policy",
             "v1",
             True,
-            _READ,
+            ("create", *_RW),
             ("pdb",),
             (),
             ("status",),

@@ -12,7 +12,7 @@ import secrets
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,6 +46,19 @@ class Fault:
     code: int
     times: int | None
     hits: int = 0
+    retry_after: int | None = None  # seconds, for the Retry-After header of a 429 or 503
+
+
+@dataclass
+class Race:
+    """Another client's write that lands just before a matching request (see SimCluster.race)."""
+
+    method: str
+    path: re.Pattern[str]
+    write: Callable[[SimCluster], object]
+    times: int | None
+    conflict: bool
+    hits: int = 0
 
 
 class SimCluster:
@@ -75,6 +88,8 @@ class SimCluster:
         self.bookmark_interval = 60.0
         self.unavailable = False  # see outage()
         self._faults: list[Fault] = []  # see fail()
+        self._races: list[Race] = []  # see race()
+        self.restarts = 0  # see restart()
         start = start or datetime.now(UTC)
         if start.tzinfo is None:
             raise ValueError("start must be timezone-aware")
@@ -203,18 +218,48 @@ class SimCluster:
         finally:
             self.unavailable = False
 
-    def fail(self, method: str, path: str, *, code: int = 500, times: int | None = 1) -> Fault:
+    def fail(
+        self,
+        method: str,
+        path: str,
+        *,
+        code: int = 500,
+        times: int | None = 1,
+        retry_after: int | None = None,
+    ) -> Fault:
         """Answer the next `times` requests (None: all) whose method matches and whose path
-        matches the regular expression `path` (searched) with `code` and an InternalError
-        Status: a fault in the middle of a run, for the runbook engine's tests."""
-        fault = Fault(method.upper(), re.compile(path), code, times)
+        matches the regular expression `path` (searched) with `code` and the Status the real
+        server sends for it (500 InternalError, 503 ServiceUnavailable, 429 TooManyRequests as
+        API Priority and Fairness rejects a request, with `Retry-After: retry_after`, else 1):
+        a fault in the middle of a run, for the runbook engine's tests."""
+        fault = Fault(method.upper(), re.compile(path), code, times, retry_after=retry_after)
         with self.store.lock:
             self._faults.append(fault)
         return fault
 
+    def race(
+        self,
+        method: str,
+        path: str,
+        write: Callable[[SimCluster], object],
+        *,
+        times: int | None = 1,
+        conflict: bool = True,
+    ) -> Race:
+        """Another client writes (`write(sim)`) just before the next `times` requests whose
+        method and path match are served: the request meets the object as the other write left
+        it. With `conflict`, the request is then answered 409 Conflict as one that carried the
+        resourceVersion it had read is (the object has been modified): the concurrent writer
+        between a step's read and its write."""
+        race = Race(method.upper(), re.compile(path), write, times, conflict)
+        with self.store.lock:
+            self._races.append(race)
+        return race
+
     def clear_faults(self) -> None:
         with self.store.lock:
             self._faults.clear()
+            self._races.clear()
 
     def _fault_for(self, method: str, path: str) -> Fault | None:
         with self.store.lock:
@@ -227,6 +272,52 @@ class SimCluster:
                     fault.hits += 1
                     return fault
         return None
+
+    def _race_for(self, method: str, path: str) -> Race | None:
+        """The race that matches this request (its write already made), or None."""
+        with self.store.lock:
+            race = next(
+                (r for r in self._races if r.method in (method, "*") and r.path.search(path)),
+                None,
+            )
+            if race is None:
+                return None
+            if race.times is not None:
+                race.times -= 1
+                if race.times <= 0:
+                    self._races.remove(race)
+            race.hits += 1
+        race.write(self)  # outside the lock: the other client's write takes it itself
+        return race
+
+    def restart(self, down: float = 2.0) -> None:
+        """An API server restart: every connection is dropped (open watches end without a
+        closing frame, requests in flight get no answer), new connections are refused for
+        `down` wall seconds, then the server listens again on the same port with the same
+        certificate, token and objects, as a control-plane instance does when it comes back."""
+        server = self._server
+        if server is None:
+            raise RuntimeError("the simulator is not started; call start()")
+        port = server.server_address[1]
+        server.stopping = True
+        self.store.wake_watchers()
+        server.shutdown()
+        server.server_close()
+        server.drop_connections()
+        for thread in self._threads[:1]:
+            thread.join(timeout=5)
+        self.restarts += 1
+        if self._stop.wait(max(0.0, down)):
+            return  # stopped meanwhile
+        self._server = SimServer(self, port, self.tls.server_context())
+        serving = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name=f"sim-api-{self.scenario.name}-{self.restarts}",
+            daemon=True,
+        )
+        serving.start()
+        self._threads[0] = serving
 
     def compact(self) -> None:
         """Drop all watch history, like an etcd compaction."""

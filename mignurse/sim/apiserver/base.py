@@ -48,10 +48,13 @@ class HandlerBase(BaseHTTPRequestHandler):
         body: bytes,
         content_type: str = "application/json",
         warnings: list[str] | None = None,
+        retry_after: int | None = None,
     ) -> None:
         self._log(code)  # before answering: a client holding its answer finds it in the log
         self.send_response(code)
         self.send_header("Content-Type", content_type)
+        if retry_after is not None:
+            self.send_header("Retry-After", str(retry_after))
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Audit-Id", self.sim._audit_id())
@@ -65,8 +68,9 @@ class HandlerBase(BaseHTTPRequestHandler):
         self._send(code, json.dumps(obj, separators=(",", ":")).encode(), content_type)
 
     def _send_error(self, err: ApiError) -> None:
-        self._send_json(
-            err.code, status_body(err.code, err.reason, err.message, err.details, err.list_meta)
+        body = status_body(err.code, err.reason, err.message, err.details, err.list_meta)
+        self._send(
+            err.code, json.dumps(body, separators=(",", ":")).encode(), retry_after=err.retry_after
         )
 
     def _read_body(self) -> bytes:

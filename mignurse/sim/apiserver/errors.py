@@ -30,6 +30,7 @@ class ApiError(Exception):
         message: str,
         details: JsonDict | None = None,
         list_meta: JsonDict | None = None,
+        retry_after: int | None = None,
     ):
         super().__init__(message)
         self.code = code
@@ -37,6 +38,15 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.list_meta = list_meta
+        self.retry_after = retry_after  # the Retry-After header, in seconds
+
+
+def already_exists(rtype: ResourceType, name: str) -> ApiError:
+    """errors.NewAlreadyExists: `poddisruptionbudgets.policy "x" already exists`."""
+    details: JsonDict = {"name": name, "kind": rtype.plural}
+    if rtype.group:
+        details["group"] = rtype.group
+    return ApiError(409, "AlreadyExists", f'{rtype.qualified} "{name}" already exists', details)
 
 
 def status_body(

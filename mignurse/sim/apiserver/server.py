@@ -12,15 +12,16 @@ import json
 import socket
 import ssl
 import sys
+import threading
 from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from mignurse.sim import discovery, protobuf, tables
+from mignurse.sim.apiserver.creates import CreateHandler
 from mignurse.sim.apiserver.documents import document, server_version
-from mignurse.sim.apiserver.errors import NOT_FOUND, ApiError, not_allowed
+from mignurse.sim.apiserver.errors import NOT_FOUND, ApiError, conflict, not_allowed
 from mignurse.sim.apiserver.reads import ReadHandler
-from mignurse.sim.apiserver.writes import WriteHandler
 from mignurse.sim.objects import JsonDict
 from mignurse.sim.resources import ResourceType
 
@@ -58,6 +59,8 @@ class SimServer(ThreadingHTTPServer):
         self.sim = sim
         self.stopping = False
         self.tls = tls
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
         self.served = discovery.catalogue(sim.crds, sim.scenario.resource_api_versions)
         self.by_path = {(s.group, s.rtype.version, s.plural): s for s in self.served.values()}
         self.version = server_version(sim.scenario.kubernetes_version)
@@ -83,15 +86,56 @@ class SimServer(ThreadingHTTPServer):
         except (ssl.SSLError, OSError):
             return
         conn.settimeout(None)
+        with self._connections_lock:
+            self._connections.add(conn)
         try:
             super().finish_request(conn, client_address)
         finally:
+            with self._connections_lock:
+                self._connections.discard(conn)
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
             conn.close()
 
+    def drop_connections(self) -> None:
+        """Cut every open connection, as a restarting API server's do: a request in flight
+        gets no answer and a watch ends without a closing frame."""
+        with self._connections_lock:
+            open_now = list(self._connections)
+        for conn in open_now:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
 
-class Handler(ReadHandler, WriteHandler):
+
+def injected(code: int, retry_after: int | None) -> ApiError:
+    """The Status of an injected failure, worded as kube-apiserver words that code: 429 as API
+    Priority and Fairness rejects a request (k8s.io/apiserver v0.32
+    pkg/endpoints/handlers/responsewriters/errors.go and pkg/server/filters/priority-and-fairness.go
+    tooManyRequests: Retry-After and details.retryAfterSeconds), 503 and 504 as the timeout
+    and availability filters do, anything else as an internal error."""
+    if code == 429:
+        seconds = retry_after or 1
+        return ApiError(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+            {"retryAfterSeconds": seconds},
+            retry_after=seconds,
+        )
+    if code == 503:
+        return ApiError(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+            {"retryAfterSeconds": retry_after} if retry_after else None,
+            retry_after=retry_after,
+        )
+    if code == 504:
+        return ApiError(504, "Timeout", "the server was unable to return a response in time")
+    return ApiError(code, "InternalError", "Internal error occurred: injected fault")
+
+
+class Handler(ReadHandler, CreateHandler):
     """One connection's requests: checks, then the route to a read, a write or a review."""
 
     def _dispatch(self) -> None:
@@ -113,9 +157,10 @@ class Handler(ReadHandler, WriteHandler):
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             fault = self.sim._fault_for(self.command, self._path)
             if fault is not None:
-                raise ApiError(
-                    fault.code, "InternalError", "Internal error occurred: injected fault"
-                )
+                raise injected(fault.code, fault.retry_after)
+            race = self.sim._race_for(self.command, self._path)
+            if race is not None and race.conflict:
+                raise self._conflict_after_race()
             content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             if body and content_type == protobuf.MEDIA_TYPE:
                 try:
@@ -207,8 +252,23 @@ class Handler(ReadHandler, WriteHandler):
             self._delete(rtype, namespace or "", name or "", body)
         elif verb == "create" and sub == "eviction":
             self._evict(namespace or "", name or "", body)
+        elif verb == "create" and name is None:
+            self._create(served, namespace, body)
         else:
             raise not_allowed(rtype)
+
+    def _conflict_after_race(self) -> ApiError:
+        """409 for the object on this request's path, after another client's write."""
+        parts = [p for p in self._path.split("/") if p]
+        group, version, rest = (
+            ("", parts[1], parts[2:]) if parts[:1] == ["api"] else (parts[1], parts[2], parts[3:])
+        )
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            rest = rest[2:]
+        served = self.server.by_path.get((group, version, rest[0] if rest else ""))
+        if served is None or len(rest) < 2:
+            return ApiError(409, "Conflict", "the object has been modified")
+        return conflict(served.rtype, rest[1])
 
     def _verb(self, name: str | None, sub: str | None) -> str:
         method = self.command

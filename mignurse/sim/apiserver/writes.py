@@ -286,6 +286,8 @@ class WriteHandler(HandlerBase):
                 sim.loops.node_changed(name)
             elif rtype.plural == "deployments":
                 sim.loops.deployment_patched(namespace, name, before, patched)
+            elif rtype.plural == "poddisruptionbudgets" and sub != "status":
+                sim.loops.pdbs_changed(namespace)
         result = sim.store.get_raw(rtype.plural, key_ns, name)
         assert result is not None
         self._send(200, b"{" + rtype.kind_header() + result[1:], warnings=warnings)
@@ -323,7 +325,7 @@ class WriteHandler(HandlerBase):
     def _delete(self, rtype: ResourceType, namespace: str, name: str, body: bytes = b"") -> None:
         sim = self.sim
         key_ns = namespace if rtype.namespaced else ""
-        if rtype.plural not in ("nodes", "nodeclaims", "pods"):
+        if rtype.plural not in ("nodes", "nodeclaims", "pods", "poddisruptionbudgets"):
             raise ApiError(
                 405,
                 "MethodNotAllowed",
@@ -333,7 +335,13 @@ class WriteHandler(HandlerBase):
             current = tx.get(rtype.plural, key_ns, name)
             if current is None:
                 raise not_found(rtype, name)
-            if rtype.plural == "nodeclaims":
+            if rtype.plural == "poddisruptionbudgets":
+                # No finalizers: gone at once (generic registry Delete), and the disruption
+                # controller forgets it.
+                tx.delete(rtype.plural, key_ns, name)
+                sim.loops.pdbs_changed(namespace)
+                result = current
+            elif rtype.plural == "nodeclaims":
                 sim.loops.nodeclaim_deleted(name)
                 result = tx.get(rtype.plural, key_ns, name) or current
             elif rtype.plural == "nodes":

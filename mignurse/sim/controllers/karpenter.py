@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import yaml
+
 from mignurse.sim import hardware, karpenter_objects, node_objects, objects
 from mignurse.sim.controllers.base import (
     SPOT_NOTICE,
@@ -57,6 +59,58 @@ class Karpenter:
             weight=None,
         )
         self.loops.tx.put("nodepools", obj)
+
+    def adopt_nodepool(self, name: str) -> None:
+        """A NodePool a client created, as Karpenter's nodepool controllers take it up (KC
+        v1.4.0 pkg/controllers/nodepool): `hash` sets karpenter.sh/nodepool-hash and its
+        version, `validation` ValidationSucceeded, `readiness` NodeClassReady (False
+        `NodeClassNotFound` "NodeClass not found on cluster" without its EC2NodeClass),
+        `registrationhealth` NodeRegistrationHealthy Unknown until a node registers, and Ready
+        is both of the first two (pkg/apis/v1/nodepool_status.go StatusConditions). The
+        provisioner launches for it when its requirements pin an instance type the simulator
+        models (`node.kubernetes.io/instance-type In [...]`, the first one): the simulator's
+        pools have one instance type each."""
+        obj = self.loops.tx.get("nodepools", "", name)
+        if obj is None or name in self.loops.pool_uid:
+            return
+        meta = obj["metadata"]
+        annotations = meta.setdefault("annotations", {})
+        annotations.setdefault("karpenter.sh/nodepool-hash", objects.stable_hex("np", name))
+        annotations.setdefault("karpenter.sh/nodepool-hash-version", "v3")
+        template = (obj.get("spec") or {}).get("template") or {}
+        nodeclass = str(((template.get("spec") or {}).get("nodeClassRef") or {}).get("name", ""))
+        class_found = self.loops.tx.peek("ec2nodeclasses", "", nodeclass) is not None
+        now, generation = self.loops.t, int(meta.get("generation") or 1)
+
+        def condition(ctype: str, status: str, reason: str, message: str) -> JsonDict:
+            return karpenter_objects.nodeclaim_condition(
+                ctype, status, reason, message, now, generation
+            )
+
+        obj["status"] = {
+            "conditions": [
+                condition("ValidationSucceeded", "True", "ValidationSucceeded", ""),
+                condition("NodeClassReady", "True", "NodeClassReady", "")
+                if class_found
+                else condition(
+                    "NodeClassReady", "False", "NodeClassNotFound", "NodeClass not found on cluster"
+                ),
+                condition(
+                    "NodeRegistrationHealthy",
+                    "Unknown",
+                    "AwaitingReconciliation",
+                    "object is awaiting reconciliation",
+                ),
+                condition("Ready", "True", "Ready", "")
+                if class_found
+                else condition("Ready", "False", "NodeClassNotReady", "NodeClassReady=False"),
+            ],
+            "resources": {"cpu": "0", "memory": "0", "nodes": "0", "pods": "0"},
+        }
+        self.loops.tx.put("nodepools", obj)
+        pool = pool_from_nodepool(obj, self.loops.scenario.region)
+        if pool is not None and class_found:
+            self.loops.add_pool(pool, str(meta.get("uid", "")))
 
     def update_nodepool_status(self, pool: PoolSpec) -> None:
         if pool.kind != "nodepool":
@@ -425,3 +479,55 @@ class Karpenter:
             max_unavailable=1,
         )
         self.loops.karpenter_workload = self.loops.workloads.create(deploy, None)
+
+
+def pool_from_nodepool(obj: JsonDict, region: str) -> PoolSpec | None:
+    """The pool a created NodePool describes, read as a scenario pool would be, or None when
+    its requirements name no instance type the simulator models."""
+    from mignurse.sim.scenario_fields import ParseContext, ScenarioError
+    from mignurse.sim.scenario_pools import parse_pool
+    from mignurse.yamlfile import load_lined
+
+    spec = obj.get("spec") or {}
+    template = spec.get("template") or {}
+    tspec = template.get("spec") or {}
+    wanted: dict[str, list[str]] = {}
+    for req in tspec.get("requirements") or []:
+        if req.get("operator") == "In" and req.get("values"):
+            wanted[str(req.get("key"))] = [str(v) for v in req["values"]]
+    known = hardware.INSTANCE_TYPES
+    types = [t for t in wanted.get("node.kubernetes.io/instance-type", []) if t in known]
+    if not types:
+        return None
+    disruption = spec.get("disruption") or {}
+    pool: JsonDict = {
+        "name": obj["metadata"]["name"],
+        "instanceType": types[0],
+        "capacityType": (wanted.get("karpenter.sh/capacity-type") or ["on-demand"])[0],
+        "zones": wanted.get("topology.kubernetes.io/zone") or [f"{region}a"],
+        "nodes": 0,
+        "taints": [
+            f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t['effect']}"
+            for t in tspec.get("taints") or []
+        ],
+        "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+        "nodeClass": str((tspec.get("nodeClassRef") or {}).get("name") or "default"),
+        "expireAfter": str(tspec.get("expireAfter") or "720h"),
+        "consolidation": {
+            "policy": disruption.get("consolidationPolicy") or "WhenEmptyOrUnderutilized",
+            "after": str(disruption.get("consolidateAfter") or "0s"),
+        },
+        "budgets": [
+            {k: v for k, v in b.items() if k in ("nodes", "reasons", "schedule", "duration")}
+            for b in disruption.get("budgets") or [{"nodes": "10%"}]
+        ],
+    }
+    if spec.get("limits"):
+        pool["limits"] = {str(k): str(v) for k, v in spec["limits"].items()}
+    text = yaml.safe_dump(pool)
+    try:
+        return parse_pool(
+            ParseContext(f"nodepool/{pool['name']}"), load_lined(text), "nodePools", 1, "nodepool"
+        )
+    except ScenarioError:
+        return None

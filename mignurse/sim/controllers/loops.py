@@ -7,6 +7,7 @@ store lock; each action runs in a `Txn` so several edits to one object make one 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -35,7 +36,14 @@ from mignurse.sim.controllers.termination import Termination
 from mignurse.sim.karpenter_versions import KarpenterTraits
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.provisioning import Provisioner
-from mignurse.sim.scenario_spec import LifecycleScript, NodeRef, Scenario, TimelineItem, gate_value
+from mignurse.sim.scenario_spec import (
+    LifecycleScript,
+    NodeRef,
+    PoolSpec,
+    Scenario,
+    TimelineItem,
+    gate_value,
+)
 from mignurse.sim.store import Store
 from mignurse.sim.workloads import PodRecord, Workload, Workloads
 
@@ -559,6 +567,33 @@ class ControlLoops:
     def evict_pod(self, namespace: str, name: str, grace: int | None) -> JsonDict | None:
         """POST pods/eviction: the PodDisruptionBudget that refuses it, or None."""
         return self.workloads.evict(namespace, name, grace)
+
+    def created(self, plural: str, namespace: str, name: str) -> None:
+        """An object a client created: its controller takes it up on its next pass (the
+        disruption controller a PodDisruptionBudget, Karpenter a NodePool)."""
+        if plural == "poddisruptionbudgets":
+            self.pdbs_changed(namespace)
+        elif plural == "nodepools":
+            self.schedule(self.now, self.karpenter.adopt_nodepool, name)
+
+    def add_pool(self, pool: PoolSpec, uid: str) -> None:
+        """A pool that joins while the cluster runs (a NodePool a client created): every
+        controller that keeps per-pool counts learns it, and the provisioner may launch for it."""
+        if any(p.name == pool.name for p in self.scenario.pools):
+            return
+        self.scenario = dataclasses.replace(self.scenario, pools=(*self.scenario.pools, pool))
+        self.pool_machines[pool.name] = []
+        self.pool_nodes[pool.name] = 0
+        self.pool_uid[pool.name] = uid
+        self.instances.pool_target[pool.name] = pool.nodes
+        self.repair.pool_unhealthy[pool.name] = 0
+        self.provisioner.start_polling()
+        self.provisioner.trigger()  # pods pending for want of such a pool may fit it now
+
+    def pdbs_changed(self, namespace: str) -> None:
+        """A PodDisruptionBudget was created, changed or deleted: the disruption controller
+        computes the namespace's budgets again on its next pass."""
+        self.schedule(self.now, self.workloads.update_pdbs, namespace)
 
 
 def _feature_gates(template: JsonDict) -> str:

@@ -18,6 +18,29 @@ if TYPE_CHECKING:
 PDB_DELETION_TIMEOUT = 120.0  # disruption controller DeletionTimeout for status.disruptedPods
 
 
+def pdb_selects(selector: JsonDict | None, labels: dict[str, str]) -> bool:
+    """Whether a PDB's label selector selects these labels: a null selector selects no pod,
+    an empty one every pod of the namespace (policy/v1 PodDisruptionBudgetSpec.selector);
+    matchExpressions as metav1.LabelSelectorAsSelector reads them."""
+    if selector is None:
+        return False
+    if not scheduling.selector_matches(selector.get("matchLabels") or {}, labels):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, values = expr.get("key", ""), expr.get("values") or []
+        operator = expr.get("operator")
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
 class DisruptionBudgets(WorkloadsBase):
     def evict(self, namespace: str, name: str, grace: int | None) -> JsonDict | None:
         """POST pods/eviction: the PDB that refuses it, or None when the pod is being deleted
@@ -71,8 +94,7 @@ class DisruptionBudgets(WorkloadsBase):
             pdb = self.loops.tx.peek("poddisruptionbudgets", *key)
             if pdb is None:
                 continue
-            selector = pdb["spec"]["selector"].get("matchLabels", {})
-            if scheduling.selector_matches(selector, labels):
+            if pdb_selects(pdb["spec"].get("selector"), labels):
                 return key
         return None
 
@@ -109,20 +131,20 @@ class DisruptionBudgets(WorkloadsBase):
             pdb = self.loops.tx.get("poddisruptionbudgets", *key)
             if pdb is None:
                 continue
-            selector = pdb["spec"]["selector"]["matchLabels"]
+            selector = pdb["spec"].get("selector")
             matched = [
                 p
                 for p in self.pods.values()
                 if p.namespace == namespace
                 and p.owner is not None
-                and scheduling.selector_matches(selector, p.owner.template["metadata"]["labels"])
+                and pdb_selects(selector, p.owner.template["metadata"]["labels"])
             ]
             spec = pdb["spec"]
             scale = sum(
                 rs.replicas
                 for wl in self.workloads.values()
                 if wl.namespace == namespace
-                and scheduling.selector_matches(selector, wl.current.template["metadata"]["labels"])
+                and pdb_selects(selector, wl.current.template["metadata"]["labels"])
                 for rs in wl.sets
             )
             if "maxUnavailable" in spec:
@@ -149,8 +171,9 @@ class DisruptionBudgets(WorkloadsBase):
                 if old_cond is not None and old_cond["status"] == status
                 else ts(self.loops.t)
             )
+            generation = int(pdb["metadata"].get("generation") or 1)
             new: JsonDict = {
-                "observedGeneration": 1,
+                "observedGeneration": generation,
                 "currentHealthy": healthy,
                 "desiredHealthy": desired,
                 "disruptionsAllowed": allowed,
@@ -161,7 +184,7 @@ class DisruptionBudgets(WorkloadsBase):
                         "status": status,
                         "reason": "SufficientPods" if allowed else "InsufficientPods",
                         "message": "",
-                        "observedGeneration": 1,
+                        "observedGeneration": generation,
                         "lastTransitionTime": since,
                     }
                 ],

@@ -341,7 +341,9 @@ class KubeScheduler(WorkloadsBase):
 
     def _candidates_for(self, rs: ReplicaSetState) -> list[Machine]:
         pool = rs.workload.pool
-        if pool is not None:
+        selector = rs.template["spec"].get("nodeSelector") or {}
+        named = selector.get("karpenter.sh/nodepool") or selector.get("eks.amazonaws.com/nodegroup")
+        if pool is not None and named in (None, pool.name):
             machines = list(self.loops.pool_machines.get(pool.name, []))
         else:
             spec = rs.template["spec"]
