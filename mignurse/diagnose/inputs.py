@@ -104,6 +104,9 @@ def controller_container_index(containers: list[Any]) -> int | None:
     return None
 
 
+PARSEBOOL_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
 def gate_setting(feature_gates: str, gate: str = "NodeRepair") -> bool | None:
     """The value a `Name=bool,…` string gives one gate, the last token winning as in
     cliflag.MapStringBool; None when the gate is absent (kubernetes-sigs/karpenter
@@ -112,7 +115,10 @@ def gate_setting(feature_gates: str, gate: str = "NodeRepair") -> bool | None:
     for token in feature_gates.split(","):
         name, _, raw = token.partition("=")
         if name.strip() == gate:
-            value = raw.strip().lower() == "true"
+            # strconv.ParseBool, as MapStringBool.Set parses each value (k8s.io/component-base
+            # cli/flag/map_string_bool.go): "1", "t", "TRUE" are true too. Any other spelling
+            # stops Karpenter at start, so nothing repairs.
+            value = raw.strip() in PARSEBOOL_TRUE
     return value
 
 

@@ -87,6 +87,28 @@ def test_without_a_flag_the_env_decides_and_without_either_repair_is_off() -> No
 
 
 @pytest.mark.parametrize(
+    ("value", "runs"),
+    [
+        ("1", True),
+        ("t", True),
+        ("T", True),
+        ("TRUE", True),
+        ("True", True),
+        ("true", True),
+        ("0", False),
+        ("f", False),
+        ("FALSE", False),
+        ("tRuE", False),
+    ],
+)
+def test_node_repair_is_on_for_every_spelling_go_parses_as_true(value: str, runs: bool) -> None:
+    # Karpenter parses each gate with strconv.ParseBool (cliflag.MapStringBool.Set,
+    # k8s.io/component-base cli/flag/map_string_bool.go): NodeRepair=1 repairs. A spelling it
+    # cannot parse ("tRuE") stops Karpenter at start, and nothing repairs.
+    assert repair_runs(env=f"ReservedCapacity=true,NodeRepair={value}") is runs
+
+
+@pytest.mark.parametrize(
     ("argv", "runs"),
     [
         (["--feature-gates", "NodeRepair=true"], True),  # the value as the next argument
