@@ -523,9 +523,29 @@ class ClusterClient:
         result: dict[str, Any] = json.loads(data) if data else {}
         return result
 
-    def delete(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
-        """DELETE one object; returns what the server sent (the object or a Status)."""
-        data = self._request("DELETE", resource.path(namespace, name), resource=resource)
+    def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+    ) -> dict[str, Any]:
+        """DELETE one object; returns what the server sent (the object or a Status). With
+        `uid`, the server deletes only the object of that UID (DeleteOptions.preconditions):
+        one recreated under the same name since it was read is a Conflict, left alone."""
+        body = (
+            {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+            if uid
+            else None
+        )
+        data = self._request(
+            "DELETE",
+            resource.path(namespace, name),
+            resource=resource,
+            body=body,
+            content_type="application/json" if body else None,
+        )
         result: dict[str, Any] = json.loads(data) if data else {}
         return result
 

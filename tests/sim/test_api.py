@@ -774,3 +774,30 @@ def test_a_body_named_otherwise_than_its_url_is_400(dcgm: SimCluster) -> None:
     assert err.value.status == 400
     assert "does not match the name on the URL" in json.loads(err.value.body)["message"]
     assert v1.read_node(name).metadata.name == name  # nothing written
+
+
+def test_a_delete_whose_uid_precondition_fails_is_a_409_and_deletes_nothing(
+    dcgm: SimCluster, tmp_path: Path
+) -> None:
+    # k8s.io/apiserver v0.34.0: Preconditions.Check, a Conflict from the generic store's Delete.
+    from mignurse.cluster.client import NODECLAIMS, ClusterClient, Conflict
+
+    claim = dcgm.objects("nodeclaims")[0]
+    name, uid = claim["metadata"]["name"], claim["metadata"]["uid"]
+    mine = ClusterClient.connect(str(dcgm.write_kubeconfig(tmp_path / "kubeconfig")))
+    try:
+        with pytest.raises(Conflict) as refused:
+            mine.delete(NODECLAIMS, name, uid="0b5e1e7e-0000-4000-8000-000000000000")
+        assert str(refused.value) == (
+            f'Operation cannot be fulfilled on nodeclaims.karpenter.sh "{name}": Precondition '
+            "failed: UID in precondition: 0b5e1e7e-0000-4000-8000-000000000000, UID in object "
+            f"meta: {uid}"
+        )
+        assert not mine.get(NODECLAIMS, name)["metadata"].get("deletionTimestamp")
+
+        mine.delete(NODECLAIMS, name, uid=uid)  # the right one: deleted
+
+        gone = [c for c in dcgm.objects("nodeclaims") if c["metadata"]["name"] == name]
+        assert not gone or gone[0]["metadata"].get("deletionTimestamp")
+    finally:
+        mine.close()

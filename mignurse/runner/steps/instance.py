@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mignurse.cluster.client import NODECLAIMS, NODES, PODS, ClusterError, NotFound
+from mignurse.cluster.client import NODECLAIMS, NODES, PODS, ClusterError, Conflict, NotFound
 from mignurse.cluster.dra import node_dra
 from mignurse.model import LABEL_NODEGROUP, LABEL_NODEPOOL, Node
 from mignurse.runner.step import (
@@ -219,9 +219,15 @@ class DeleteNodeClaim(Action):
         if not current["metadata"].get("deletionTimestamp"):
             ctx.intend(f"delete nodeclaim/{name}", {"nodeclaim": name, "uid": uid})
             try:
-                ctx.client.delete(NODECLAIMS, name)
+                # The UID as a precondition: a claim recreated under this name between the read
+                # above and this delete is refused by the API server (409), not deleted.
+                ctx.client.delete(NODECLAIMS, name, uid=uid or None)
             except NotFound:
                 pass
+            except Conflict:
+                raise StepFailed(
+                    f"nodeclaim/{name} was replaced by another object since the plan"
+                ) from None
             except ClusterError as exc:
                 if self.verify(ctx, plan, {"nodeclaim": name}) is not None:
                     raise StepFailed(

@@ -335,6 +335,7 @@ class WriteHandler(HandlerBase):
             current = tx.get(rtype.plural, key_ns, name)
             if current is None:
                 raise not_found(rtype, name)
+            self._check_preconditions(rtype, name, current, body)
             if rtype.plural == "poddisruptionbudgets":
                 # No finalizers: gone at once (generic registry Delete), and the disruption
                 # controller forgets it.
@@ -355,6 +356,31 @@ class WriteHandler(HandlerBase):
                     raise not_found(rtype, name)
                 result = deleted
         self._send(200, self._with_kind(rtype, result))
+
+    @staticmethod
+    def _check_preconditions(
+        rtype: ResourceType, name: str, current: JsonDict, body: bytes
+    ) -> None:
+        """DeleteOptions.preconditions (uid, resourceVersion): a mismatch is a 409 and deletes
+        nothing (k8s.io/apiserver v0.34.0 pkg/storage/interfaces.go Preconditions.Check, turned
+        into a Conflict by pkg/registry/generic/registry/store.go Delete)."""
+        try:
+            options = json.loads(body) if body else {}
+        except ValueError:
+            raise ApiError(400, "BadRequest", "error decoding DeleteOptions") from None
+        wanted = (options.get("preconditions") or {}) if isinstance(options, dict) else {}
+        meta = current.get("metadata") or {}
+        for field, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            if wanted.get(field) is not None and wanted[field] != meta.get(field):
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {rtype.qualified} "{name}": Precondition '
+                    f"failed: {label} in precondition: {wanted[field]}, {label} in object meta: "
+                    f"{meta.get(field)}",
+                    {"name": name, "kind": rtype.plural,
+                     **({"group": rtype.group} if rtype.group else {})},
+                )  # fmt: skip
 
     def _grace_period(self, body: bytes) -> int | None:
         """DeleteOptions.gracePeriodSeconds from the query or the body (None: the pod's own)."""
