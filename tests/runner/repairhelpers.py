@@ -128,3 +128,25 @@ def aws(moto_endpoint: str, fake_aws: None) -> Callable[[str], Any]:
 def unique(prefix: str) -> str:
     """moto's state outlives a test inside one server: fresh names keep tests apart."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def eks_node_group(
+    aws: Callable[[str], Any], repair: dict[str, Any], group: str = "ng-gpu-l4"
+) -> str:
+    """An EKS cluster (a unique name) in moto's server with one managed node group whose
+    nodeRepairConfig is `repair`; returns the cluster's name."""
+    eks = aws("eks")
+    cluster = unique("ml-prod")
+    eks.create_cluster(
+        name=cluster,
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+    )
+    eks.create_nodegroup(
+        clusterName=cluster,
+        nodegroupName=group,
+        nodeRole="arn:aws:iam::123456789012:role/node",
+        subnets=["subnet-1"],
+    )
+    eks.update_nodegroup_config(clusterName=cluster, nodegroupName=group, nodeRepairConfig=repair)
+    return cluster

@@ -17,7 +17,7 @@ from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.nodegroup import joined_tag
 
 from .enginehelpers import Cluster
-from .repairhelpers import aws, moto_endpoint, run_phases, sim_ctx, unique
+from .repairhelpers import aws, eks_node_group, moto_endpoint, run_phases, sim_ctx
 
 __all__ = ["aws", "moto_endpoint"]  # fixtures used by name below
 
@@ -26,23 +26,7 @@ PRIOR = {"enabled": True, "maxUnhealthyNodeThresholdCount": 2}
 
 
 def node_group(aws: Callable[[str], Any]) -> str:
-    eks = aws("eks")
-    cluster = unique("ml-prod")
-    eks.create_cluster(
-        name=cluster,
-        roleArn="arn:aws:iam::123456789012:role/eks",
-        resourcesVpcConfig={"subnetIds": ["subnet-1"]},
-    )
-    eks.create_nodegroup(
-        clusterName=cluster,
-        nodegroupName="ng-gpu-l4",
-        nodeRole="arn:aws:iam::123456789012:role/node",
-        subnets=["subnet-1"],
-    )
-    eks.update_nodegroup_config(
-        clusterName=cluster, nodegroupName="ng-gpu-l4", nodeRepairConfig=PRIOR
-    )
-    return cluster
+    return eks_node_group(aws, PRIOR)
 
 
 def repair_config(aws: Callable[[str], Any], cluster: str) -> dict[str, Any]:

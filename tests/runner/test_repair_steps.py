@@ -35,10 +35,10 @@ from .enginehelpers import Cluster
 from .repairhelpers import (
     LosingClient,
     aws,
+    eks_node_group,
     moto_endpoint,
     run_phases,
     sim_ctx,
-    unique,
 )
 
 __all__ = ["aws", "moto_endpoint"]  # fixtures used by name below
@@ -419,23 +419,7 @@ def test_scenario_edit_helper_keeps_known_scenarios_valid() -> None:
 
 
 def _nodegroup(aws: Callable[[str], Any], repair: dict[str, Any]) -> tuple[str, str]:
-    eks = aws("eks")
-    cluster = unique("ml-prod")
-    eks.create_cluster(
-        name=cluster,
-        roleArn="arn:aws:iam::123456789012:role/eks",
-        resourcesVpcConfig={"subnetIds": ["subnet-1"]},
-    )
-    eks.create_nodegroup(
-        clusterName=cluster,
-        nodegroupName="ng-gpu-l4",
-        nodeRole="arn:aws:iam::123456789012:role/node",
-        subnets=["subnet-1"],
-    )
-    eks.update_nodegroup_config(
-        clusterName=cluster, nodegroupName="ng-gpu-l4", nodeRepairConfig=repair
-    )
-    return cluster, "ng-gpu-l4"
+    return eks_node_group(aws, repair), "ng-gpu-l4"
 
 
 def _l4_node(cluster: Cluster) -> str:
