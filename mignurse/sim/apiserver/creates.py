@@ -61,16 +61,7 @@ class CreateHandler(WriteHandler):
         rtype = served.rtype
         if rtype.plural not in CREATABLE:
             raise not_allowed(rtype)
-        obj = self._decode_body(rtype, body, yaml_ok=False)
-        if not isinstance(obj, dict):
-            raise ApiError(400, "BadRequest", "the body of the request must be an object")
-        if obj.get("kind") not in (None, rtype.kind):
-            raise ApiError(
-                400,
-                "BadRequest",
-                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
-                f'the kind "{obj.get("kind")}" does not match "{rtype.kind}"',
-            )
+        obj = self._decoded_object(rtype, body)
         if obj.get("apiVersion") not in (None, rtype.api_version):
             raise ApiError(
                 400,

@@ -117,20 +117,25 @@ class WriteHandler(HandlerBase):
 
         self._modify(served, namespace, name, sub, compute)
 
-    def _update(
-        self, served: Served, namespace: str, name: str, sub: str | None, body: bytes
-    ) -> None:
-        rtype = served.rtype
-        new = self._decode_body(rtype, body, yaml_ok=False)
-        if not isinstance(new, dict):
+    def _decoded_object(self, rtype: ResourceType, body: bytes) -> JsonDict:
+        """A create's or an update's body: a JSON object of the resource's kind (or none)."""
+        obj = self._decode_body(rtype, body, yaml_ok=False)
+        if not isinstance(obj, dict):
             raise ApiError(400, "BadRequest", "the body of the request must be an object")
-        if new.get("kind") not in (None, rtype.kind):
+        if obj.get("kind") not in (None, rtype.kind):
             raise ApiError(
                 400,
                 "BadRequest",
                 f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
-                f'the kind "{new.get("kind")}" does not match "{rtype.kind}"',
+                f'the kind "{obj.get("kind")}" does not match "{rtype.kind}"',
             )
+        return obj
+
+    def _update(
+        self, served: Served, namespace: str, name: str, sub: str | None, body: bytes
+    ) -> None:
+        rtype = served.rtype
+        new = self._decoded_object(rtype, body)
         meta = _metadata_named(new, name)
         if rtype.plural in CUSTOM and not meta.get("resourceVersion"):
             # customresource strategy: AllowUnconditionalUpdate is false
