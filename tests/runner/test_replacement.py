@@ -213,8 +213,12 @@ class _Listing:
     def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
         self.items = {"nodes": nodes, "pods": pods}
 
-    def list_pages(self, resource: Any, **_kw: Any) -> Any:
-        yield list(self.items[resource.plural]), "1"
+    def list_pages(self, resource: Any, field_selector: str = "", **_kw: Any) -> Any:
+        items = self.items[resource.plural]
+        if field_selector.startswith("spec.nodeName="):  # what the API server filters
+            bound = field_selector.split("=", 1)[1]
+            items = [i for i in items if (i.get("spec") or {}).get("nodeName", "") == bound]
+        yield list(items), "1"
 
     def get(self, resource: Any, name: str, *_a: Any) -> Any:
         from mignurse.cluster.client import NotFound
@@ -244,15 +248,18 @@ def _gpu_pod(name: str, node: str, gpus: int) -> dict[str, Any]:
     return _pod(name, spec={"nodeName": node, "containers": [ctr]}, status={"phase": "Running"})
 
 
+@pytest.mark.parametrize("reads", [100, 0])  # the candidates' pods read node by node, or all
 @pytest.mark.parametrize(
     ("free", "comes"),
     [(2, False), (1, True)],  # room for the evicted pod exactly, and one GPU short
 )
 def test_an_evicted_pod_needs_a_new_node_only_when_no_other_node_has_room(
-    free: int, comes: bool
+    free: int, comes: bool, reads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from mignurse.runner.steps import forecast as forecasting
     from mignurse.runner.steps.forecast import forecast_karpenter
 
+    monkeypatch.setattr(forecasting, "CANDIDATE_READS", reads)
     nodes = [_gpu_node("old", 4), _gpu_node("other", 4)]
     pods = [_gpu_pod("moving", "old", 2), _gpu_pod("staying", "other", 4 - free)]
     forecast = forecast_karpenter(_Listing(nodes, pods), nodes[0], "gpu")  # type: ignore[arg-type]

@@ -207,32 +207,56 @@ def _listed(keys: list[str], words: Mapping[str, str] | None = None) -> str:
     return ", ".join(shown) + more
 
 
+CANDIDATE_READS = 100  # nodes whose pods are read one node at a time; past it, all pods once
+
+
+def _pods(client: ClusterClient, field_selector: str) -> list[dict[str, Any]]:
+    return [p for page, _v in client.list_pages(PODS, field_selector=field_selector) for p in page]
+
+
+def _hosts_for(
+    client: ClusterClient, moving: list[dict[str, Any]], leaving: str
+) -> dict[str, _Host]:
+    """The nodes that stay and could take one of `moving` (selectors, taints, allocatable
+    before what runs there), with what their pods request already. A GPU pod's candidates are
+    the few nodes with that GPU resource, so their pods are read node by node; a cluster where
+    more could take them has all its pods read once instead."""
+    hosts: dict[str, _Host] = {}
+    for page, _version in client.list_pages(NODES):
+        for node in page:
+            host = _staying(node, leaving)
+            if host is not None and any(_could_take(host, pod) for pod in moving):
+                hosts[host.name] = host
+    if len(hosts) <= CANDIDATE_READS:
+        for host in hosts.values():
+            for pod in _pods(client, f"spec.nodeName={host.name}"):
+                if not _finished(pod):
+                    fit.add(host.used, fit.pod_requests(pod))
+        return hosts
+    for page, _version in client.list_pages(PODS):
+        for pod in page:
+            bound = str(_spec(pod).get("nodeName") or "")
+            if bound in hosts and not _finished(pod):
+                fit.add(hosts[bound].used, fit.pod_requests(pod))
+    return hosts
+
+
+def _could_take(host: _Host, pod: Mapping[str, Any]) -> bool:
+    return _admits(host, pod) and fit.fits(fit.pod_requests(pod), host.allocatable, {})
+
+
 def forecast_karpenter(client: ClusterClient, raw: dict[str, Any], pool: str) -> Forecast:
     """Whether deleting this Karpenter node's NodeClaim, after its pods were evicted, makes
     Karpenter launch a node. Reads the cluster; ClusterError goes to the caller."""
     name = str((raw.get("metadata") or {}).get("name") or "")
-    hosts: dict[str, _Host] = {}
-    for page, _version in client.list_pages(NODES):
-        for node in page:
-            host = _staying(node, name)
-            if host is not None:
-                hosts[host.name] = host
-    on_node: list[dict[str, Any]] = []
-    pending: list[dict[str, Any]] = []
-    for page, _version in client.list_pages(PODS):
-        for pod in page:
-            bound = str(_spec(pod).get("nodeName") or "")
-            if bound == name:
-                on_node.append(pod)
-            elif not bound:
-                pending.append(pod)
-            elif bound in hosts and not _finished(pod):
-                fit.add(hosts[bound].used, fit.pod_requests(pod))
+    on_node = _pods(client, f"spec.nodeName={name}")
+    pending = _pods(client, "spec.nodeName=")  # not bound to any node
     moving, others = moving_pods(on_node)
     daemon: fit.Resources = {}
     for pod in on_node:
         if _owner_kind(pod) == "DaemonSet" and not _finished(pod):
             fit.add(daemon, fit.pod_requests(pod))
+    hosts = _hosts_for(client, moving, name) if moving else {}
     # Largest GPU requests first, as a bin packer would: a fair chance for every pod to fit.
     order = sorted(moving, key=lambda p: -_gpus_requested(p))
     needing: list[dict[str, Any]] = []
