@@ -26,11 +26,13 @@ def load_live(
     *,
     history_path: Path | None,
     nodegroups: Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]] | None = None,
+    event_kinds: tuple[str, ...] = (),
 ) -> Gathered:
     """Nodes, NodeClaims, NodePools, events, the Karpenter Deployment, the repair settings
     of GPU managed node groups (through `nodegroups`, the EKS API, when given), and the
-    local history when there is one (read-only: a running `mignurse watch` keeps writing)."""
-    loaded = load_snapshot(client, with_events=True)
+    local history when there is one (read-only: a running `mignurse watch` keeps writing).
+    `event_kinds` limits the events to those about objects of these kinds."""
+    loaded = load_snapshot(client, with_events=True, event_kinds=event_kinds)
     gathered = Gathered(
         snapshot=loaded.snapshot,
         collected_at=loaded.snapshot.taken_at,

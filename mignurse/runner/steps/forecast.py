@@ -366,7 +366,9 @@ def recurring_causes(client: ClusterClient, node: str, pool: str) -> list[str]:
 
     rules = [(name, rule) for name, rule in all_rules() if name in RECURRING]
     try:
-        gathered = load_live(client, history_path=history_file())
+        # The findings that recur read the nodes' and NodeClaims' events only: the pods'
+        # events, most of a busy cluster's, are left on the server.
+        gathered = load_live(client, history_path=history_file(), event_kinds=("Node", "NodeClaim"))
     except ClusterError as exc:
         return [f"whether the cause recurs on the new node is unknown: {exc}"]
     found = diagnose(gathered.to_input(client.server_now()), rules=rules).findings
