@@ -115,8 +115,15 @@ OWN_TESTS: dict[str, list[str]] = {
     "core.py": ["tests/runner/test_resume_refusals.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
     "leftovers.py": ["tests/runner/test_leftovers.py"],
-    "steps/settle.py": ["tests/runner/test_settle_window.py", "tests/runner/test_replacement.py"],
+    "steps/settle.py": [
+        "tests/runner/test_settle_window.py",
+        "tests/runner/test_settle_reads.py",
+        "tests/runner/test_replacement.py",
+    ],
     "steps/forecast.py": ["tests/runner/test_replacement.py"],
+    "steps/awserror.py": ["tests/runner/test_aws_refusals.py"],
+    "steps/__init__.py": ["tests/runner/test_actions_of_a_fresh_process.py"],
+    "steps/collect.py": ["tests/runner/test_collect_bundle_step.py"],
 }
 
 # Calls whose deletion changes only what is printed: never mutated away.
