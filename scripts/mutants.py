@@ -111,7 +111,10 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/hostile/test_inputs_runbooks.py",
     ],
     "step.py": ["tests/runner/test_step_contract.py"],
-    "undo.py": ["tests/runner/test_undo_left_incomplete.py"],
+    "undo.py": [
+        "tests/runner/test_undo_left_incomplete.py",
+        "tests/runner/test_undo_walks_back.py",
+    ],
     "core.py": ["tests/runner/test_resume_refusals.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
     "leftovers.py": ["tests/runner/test_leftovers.py"],
