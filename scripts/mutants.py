@@ -116,6 +116,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_undo_walks_back.py",
     ],
     "core.py": ["tests/runner/test_resume_refusals.py"],
+    "engine.py": ["tests/runner/test_run_records_each_step.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
     "leftovers.py": ["tests/runner/test_leftovers.py"],
     "steps/settle.py": [
