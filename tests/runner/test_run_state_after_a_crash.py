@@ -115,6 +115,7 @@ def test_a_run_id_that_is_not_a_plain_name_is_never_read(state_home: Path, run_i
     (runs_dir() / "old").mkdir()
     (runs_dir().parent / "passwd.json").write_text("{}")  # beside the runs folder
     a_run(".3f2a0001").save()  # a temporary file's name: never a run of its own
+    a_run("").save()  # `.json`, hidden: `--resume ""` must not find it
     with pytest.raises(FileNotFoundError):
         RunState.load(run_id)
 
@@ -215,6 +216,37 @@ def test_a_state_without_a_host_is_judged_on_this_machine(ended_pid: int) -> Non
 
 def test_init_is_a_live_process() -> None:
     assert process_alive(1) is True
+
+
+def test_another_users_run_is_alive_though_it_cannot_be_signalled(
+    live_pid: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a user who is not root meets a run started by a colleague on a shared box: the
+    kernel refuses the signal (EPERM) because the process is there."""
+
+    def not_yours(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "kill", not_yours)
+        assert process_alive(live_pid) is True
+        assert a_run(pid=live_pid).shown_status() == RUNNING
+
+
+def test_a_live_run_is_alive_where_proc_cannot_be_read(
+    live_pid: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a readable /proc (macOS, a hardened container) the signal alone decides."""
+    read_text = Path.read_text
+
+    def no_proc(path: Path, *args: object, **kwargs: object) -> str:
+        if str(path).startswith("/proc/"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "read_text", no_proc)
+        assert process_alive(live_pid) is True
 
 
 def test_the_runs_folder_is_made_private_when_a_state_is_saved(state_home: Path) -> None:
