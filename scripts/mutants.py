@@ -110,13 +110,27 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_schema.py",
         "tests/hostile/test_inputs_runbooks.py",
     ],
-    "step.py": ["tests/runner/test_step_contract.py"],
+    "step.py": [
+        "tests/runner/test_step_contract.py",
+        "tests/runner/test_what_a_run_reports.py",
+    ],
     "undo.py": [
         "tests/runner/test_undo_left_incomplete.py",
         "tests/runner/test_undo_walks_back.py",
+        "tests/runner/test_undo_records_as_it_goes.py",
     ],
-    "core.py": ["tests/runner/test_resume_refusals.py"],
-    "engine.py": ["tests/runner/test_run_records_each_step.py"],
+    "core.py": [
+        "tests/runner/test_resume_refusals.py",
+        "tests/runner/test_run_from_plan_to_end.py",
+    ],
+    "engine.py": [
+        "tests/runner/test_run_records_each_step.py",
+        "tests/runner/test_run_from_plan_to_end.py",
+        "tests/runner/test_undo_records_as_it_goes.py",
+    ],
+    "outcome.py": ["tests/runner/test_what_a_run_reports.py"],
+    "plan.py": ["tests/runner/test_what_a_run_reports.py"],
+    "wiring.py": ["tests/runner/test_how_a_run_reaches_nodes_and_aws.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
     "leftovers.py": ["tests/runner/test_leftovers.py"],
     "steps/settle.py": [

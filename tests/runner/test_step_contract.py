@@ -192,3 +192,17 @@ def test_an_action_name_is_registered_once() -> None:
         @action("cordon")
         class Again(Action):
             pass
+
+
+def test_a_steps_failure_is_its_one_line_and_is_tried_again_only_when_it_says_so() -> None:
+    plain = StepFailed("cannot patch node n1: the API server answered 422")
+    assert str(plain) == "cannot patch node n1: the API server answered 422"
+    assert (plain.retryable, plain.conflict, transient(plain)) == (False, False, False)
+    blip = StepFailed("cannot list the pods of n1", retryable=True)
+    assert (blip.retryable, blip.conflict, transient(blip)) == (True, False, True)
+
+
+def test_a_prior_recorded_as_a_plain_value_stays_when_a_mapping_comes_later() -> None:
+    prior: dict[str, Any] = {"labels": None}
+    merge_first(prior, {"labels": {"a": "true"}})
+    assert prior == {"labels": None}

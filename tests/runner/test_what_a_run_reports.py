@@ -159,3 +159,18 @@ def test_another_runs_leftovers_are_shown_and_a_refusal_stops_the_whole_run(
     assert shown.text().splitlines()[1] == f"left by another run: {left}"
     assert refused.blocked_line() == "another run holds the node"
     assert refused.text().splitlines()[1] == "BLOCKED: another run holds the node"
+
+
+def test_the_plans_json_names_each_steps_harm_and_the_runs() -> None:
+    book = shipped("replace-instance")
+    steps = planned(book, cordon={"plan": CORDON}, collect={"plan": COLLECT})
+
+    shown = Plan(book, NODE, steps, Harm.HIGH).to_json()
+
+    assert shown["harm"] == "high"
+    assert [(s["id"], s["harm"], s["mutates"]) for s in shown["steps"]][:3] == [
+        ("collect", "none", False),
+        ("cordon", "low", True),
+        ("drain", "high", True),
+    ]
+    assert shown["steps"][1]["plan"]["changes"][0]["field"] == "spec.unschedulable"
