@@ -14,7 +14,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -268,9 +268,9 @@ def test_a_hung_identity_lookup_never_keeps_mignurse_from_exiting(tmp_path: Path
 class FailingSts(http.server.BaseHTTPRequestHandler):
     """A local STS endpoint that answers every call with a 500, counting them."""
 
-    calls: list[str] = []
+    calls: ClassVar[list[str]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         self.calls.append(self.path)
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(500)
