@@ -70,6 +70,11 @@ def test_each_step_an_undo_walks_back_is_on_disk_before_the_next(
     ]
     assert finishing == [True]  # a second Ctrl-C now waits for the end to be recorded
     assert not unschedulable(c, node)
+    # the uncordon is announced as undo's, and adds nothing to what the cordon recorded
+    announced = [(e["event"], e["step"]) for e in audit_of(run_id) if "intent" in e["event"]]
+    assert announced == [("undo-intent", "cordon")]
+    saved = st.RunState.load(run_id).step("cordon")
+    assert (saved.intents, saved.prior) == (1, {})
 
 
 def test_ctrl_c_during_an_undo_stops_it_before_the_next_step_even_one_with_nothing_to_change(
