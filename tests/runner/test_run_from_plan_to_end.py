@@ -970,3 +970,25 @@ def test_a_stopped_run_on_a_node_another_run_holds_waits_for_it(
     assert resume[0] is False and resume[1].startswith(held)
     assert undo[0] is False and undo[1].startswith(held)
     assert undo[1] == resume[1]
+
+
+def test_a_drain_out_of_time_has_recorded_its_eviction_and_the_cordon_is_undone(
+    cluster_for: Make, state_home: Path, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]  # its trainer pod takes longer than a second to go
+    runner, _watch = run_of(drain_book(tmp_path, timeout="1s"), c, node, yes=True)
+
+    result = runner.run()
+
+    assert result.status == "undone"
+    assert result.error.startswith(f"step drain failed: drain of {node} timed out after 1 s")
+    events = audit_of(runner.run_id)
+    (evicted,) = [e for e in events if e["event"] == "evicted"]
+    assert (evicted["step"], evicted["pod"].split("/")[0]) == ("drain", "training")
+    assert [(e["event"], e.get("step")) for e in events if "intent" in e["event"]] == [
+        ("intent", "cordon"),
+        ("intent", "drain"),
+        ("undo-intent", "cordon"),
+    ]
+    assert not unschedulable(c, node)

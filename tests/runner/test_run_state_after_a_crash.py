@@ -267,3 +267,14 @@ def test_a_deleted_state_is_gone_and_deleting_it_again_is_fine(state_home: Path)
     state.delete()
     with pytest.raises(FileNotFoundError):
         RunState.load(state.run_id)
+
+
+def test_looking_whether_a_run_is_alive_sends_it_nothing() -> None:
+    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert process_alive(run.pid) is True
+        with pytest.raises(subprocess.TimeoutExpired):
+            run.wait(timeout=0.5)  # still running: no SIGHUP or other signal reached it
+    finally:
+        run.kill()
+        run.wait()
