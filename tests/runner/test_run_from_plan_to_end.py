@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from mignurse.cluster.client import NODES, ClusterClient
+from mignurse.runner import core as core_module
 from mignurse.runner import lock as lock_module
 from mignurse.runner import state as st
 from mignurse.runner.audit import Audit, local_holder
 from mignurse.runner.engine import Runner, possible_followups
 from mignurse.runner.lock import LOCK_ANNOTATION, TargetLock
 from mignurse.runner.outcome import RunError, RunEvent
-from mignurse.runner.schema import Runbook
+from mignurse.runner.schema import Runbook, default_folder, load_runbook
 from mignurse.runner.step import Harm
 
 from .enginehelpers import Cluster
@@ -162,6 +163,78 @@ def test_a_drain_asks_for_the_node_name_and_any_other_answer_declines(
     assert not unschedulable(c, node) and not has_state(runner.run_id)
     assert [e["event"] for e in audit_of(runner.run_id)] == ["declined"]
 
+    typed, watch = run_of(drain_book(tmp_path), c, node, confirmer=Answer(node))
+    on_step(typed, watch, "cordon", typed.cancel)  # stopped at once: only its start matters
+    assert typed.run().status == "interrupted"
+    assert audit_of(typed.run_id)[0]["confirmed"] == f"typed {node}"
+
+
+def test_an_undo_answered_yes_after_ctrl_c_at_its_prompt_changes_nothing(
+    cluster_for: Make, state_home: Path, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]
+    book = cordon_and_look(tmp_path)
+    done_cordon = step("cordon", "cordon", st.VERIFIED, {"wasUnschedulable": False})
+    run_id = stopped_run(book, c, node, [done_cordon, step("report", "report-node")])
+    cordon_as(c, node, run_id)
+    undo: Runner
+
+    class YesButCtrlC:
+        def confirm(self, level: Harm, plan_text: str, expected_word: str) -> bool:
+            undo.cancel()  # Ctrl-C while the prompt was open, then "y"
+            return True
+
+    undo = Runner.from_state(run_id, client=c.client, books={book.name: book})
+    undo.confirmer = YesButCtrlC()
+    result = undo.undo()
+
+    assert result.status == "declined"
+    assert result.error == "interrupted before the first change: nothing changed"
+    assert unschedulable(c, node) and lock_on(c, node) is None
+
+
+def test_a_read_rides_out_a_short_outage_of_the_api_server(
+    cluster_for: Make, state_home: Path, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]
+    runner, watch = run_of(cordon_and_look(tmp_path), c, node, yes=True)
+
+    def outage_for_most_of_a_second() -> None:
+        c.sim.fail("GET", cordon_write(node), code=500, times=None)
+        threading.Timer(0.8, c.sim.clear_faults).start()
+
+    on_step(runner, watch, "cordon", outage_for_most_of_a_second)
+    result = runner.run()
+
+    assert result.status == "succeeded", result.error
+    retried = [m for _k, s, m in watch.kinds("output") if m.startswith("retrying after")]
+    assert 1 <= len(retried) <= 4  # read again 0.5 s, 1 s, 2 s… apart, until it answers
+
+
+def test_a_read_gives_up_once_its_retry_budget_is_spent(
+    cluster_for: Make, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(core_module, "READ_RETRY_SECONDS", 1.0)  # 30 s on a real run
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]
+    runner, watch = run_of(cordon_and_look(tmp_path), c, node, yes=True)
+
+    def outage_during_the_cordon(event: RunEvent) -> None:
+        watch(event)
+        if event.kind == "step-started" and event.step == "cordon":
+            c.sim.fail("GET", cordon_write(node), code=503, times=None)
+        if event.kind == "step-finished" and event.step == "cordon":
+            c.sim.clear_faults()
+
+    runner.listener = outage_during_the_cordon
+    result = runner.run()
+
+    assert result.error.startswith("step cordon failed: the API server answered 503")
+    retried = [m for _k, s, m in watch.kinds("output") if m.startswith("retrying after")]
+    assert len(retried) == 2  # after 0.5 s and 1 s more: 1.5 s waited, past the budget
+
 
 def test_the_confirmation_is_the_only_time_ctrl_c_answers_at_once(
     cluster_for: Make, state_home: Path, tmp_path: Path
@@ -215,6 +288,9 @@ def test_ctrl_c_while_planning_changes_nothing(
         "interrupted before the first change: nothing changed",
     )
     assert not unschedulable(c, node) and not has_state(runner.run_id)
+    dry, _watch = run_of(cordon_and_look(tmp_path), c, node)
+    dry.listener = lambda event: dry.cancel() if event.kind == "plan" else None
+    assert dry.run(dry_run=True).status == "declined"  # not shown as a finished dry run
 
 
 def test_a_run_with_an_audit_log_that_is_not_a_file_is_refused_in_one_line_even_a_dry_run(
@@ -254,6 +330,7 @@ def test_a_node_that_is_gone_blocks_the_run_at_its_plan(
         f"node {node} does not exist (any more)",
         f"node {node} does not exist (any more)",
     ]
+    assert [s.plan for s in result.plan.steps] == [None, None]  # type: ignore[union-attr]
     assert not has_state(runner.run_id)
     (refused,) = audit_of(runner.run_id)
     assert (refused["event"], refused["reason"], refused["resume"]) == ("refused", why, False)
@@ -580,6 +657,7 @@ def test_a_node_already_cordoned_by_hand_is_left_as_it_is(
         0,
     )
     assert result.report_lines()[0] == "cordon: skipped"
+    assert result.notices == [f"now: node {node} is Ready, cordoned"]  # by hand: no run named
 
 
 def test_ctrl_c_while_the_cordon_is_sent_stops_the_run_and_says_it_may_have_landed(
@@ -650,6 +728,7 @@ def test_a_lock_taken_over_in_the_middle_of_a_run_stops_it_before_its_next_chang
     assert (saved.status, saved.step("cordon").error) == ("failed", lost)
     assert not unschedulable(c, node)
     assert lock_on(c, node)["run"] == "b0b"  # type: ignore[index]
+    assert result.notices[-1] == f"now: node {node} is Ready, schedulable, locked by another run"
 
 
 def test_ctrl_c_between_two_steps_stops_before_the_next_one(
@@ -668,7 +747,10 @@ def test_ctrl_c_between_two_steps_stops_before_the_next_one(
     result = runner.run()
 
     assert (result.status, result.error) == ("interrupted", "interrupted during step report")
-    assert result.notices[0] == "nothing was undone"
+    assert result.notices == [
+        "nothing was undone",
+        f"now: node {node} is Ready, cordoned by this run",
+    ]
     assert [s.status for s in result.steps] == ["verified", "pending"]
     assert unschedulable(c, node)
 
@@ -772,6 +854,9 @@ def test_a_read_only_look_and_a_resume_run_beside_what_other_runs_left(
     later = st.RunState.load(earlier)
     later.run_id = "5a7e0004"  # a second run, killed after the same cordon
     later.save()
+    alive = st.RunState.load(earlier)
+    alive.status, alive.host = st.RUNNING, "bobs-laptop"  # the first one still runs, elsewhere
+    alive.save()
     take_lock(c, node)  # and another run holds the node now, for a while
 
     looked = Runner(runbook(tmp_path, LOOK), {"node": node}, client=c.client).run()
@@ -811,6 +896,9 @@ def test_a_resume_with_only_a_report_left_reports_the_bundle_an_earlier_step_too
     )
     cordon_as(c, node, run_id)
     books = {book.name: book}
+    saved = st.RunState.load(run_id)
+    saved.host = "alices-laptop"  # stopped there; its state shared with this machine
+    saved.save()
 
     (resume, undo) = possible_followups(run_id, client=c.client, books=books).values()
     result = Runner.from_state(run_id, client=c.client, books=books, confirmer=Refuse()).run()
@@ -992,3 +1080,44 @@ def test_a_drain_out_of_time_has_recorded_its_eviction_and_the_cordon_is_undone(
         ("undo-intent", "cordon"),
     ]
     assert not unschedulable(c, node)
+
+
+def test_a_paused_repair_can_be_undone_its_target_being_the_cluster_not_a_node(
+    cluster_for: Make, state_home: Path
+) -> None:
+    c = cluster_for()
+    book = load_runbook(default_folder() / "pause-node-repair.yaml")
+    cluster = c.client.info.cluster or c.client.info.context
+    state = st.RunState(
+        run_id="5a7e0003",
+        runbook=book.name,
+        params={"mode": "off"},
+        context=c.client.info.context,
+        cluster=c.client.info.cluster,
+        target=cluster,
+        holder="alice@laptop",
+        status=st.INTERRUPTED,
+        steps=[step("pause", "pause-node-repair", st.STOPPED)],
+    )
+    state.save()
+
+    undo = followups_of(c, book, state.run_id)[1]
+
+    assert undo == (True, "undoes pause (newest first)")  # a cluster is no node to look for
+
+
+def test_a_node_deleted_during_the_run_is_reported_as_being_deleted(
+    cluster_for: Make, state_home: Path, tmp_path: Path, other: Callable[[Cluster], ClusterClient]
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]  # Karpenter's: its finalizer keeps a deleted Node a while
+    theirs = other(c)
+    runner, watch = run_of(cordon_and_look(tmp_path), c, node, yes=True)
+    on_step(runner, watch, "report", lambda: theirs.delete(NODES, node))
+
+    result = runner.run()
+
+    assert result.status == "succeeded", result.error
+    assert result.notices == [
+        f"now: node {node} is Ready, being deleted since 12:00:00Z, cordoned by this run"
+    ]
