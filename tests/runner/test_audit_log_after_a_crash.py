@@ -9,8 +9,6 @@ import http.server
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -249,20 +247,24 @@ def test_the_aws_identity_is_asked_of_sts_only_when_aws_is_set_up(
     assert identity.arn == ("arn:aws:iam::123456789012:user/oncall-engineer" if configured else "")
 
 
-def test_a_hung_identity_lookup_never_keeps_mignurse_from_exiting(tmp_path: Path) -> None:
-    script = (
-        "import threading\n"
-        "from mignurse.runner.audit import AwsIdentity\n"
-        "AwsIdentity(aws=lambda service: threading.Event().wait())\n"
-        "print('exiting')\n"
-    )
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEONCALL", "HOME": str(tmp_path)}
+def test_a_hung_identity_lookup_never_keeps_mignurse_from_exiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEONCALL")
+    answer = threading.Event()
 
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
-    )
+    def hung_sts(service: str) -> Any:
+        answer.wait(30)
+        raise ConnectionError(f"{service}: read timeout on endpoint URL")
 
-    assert (done.returncode, done.stdout) == (0, "exiting\n")
+    identity = AwsIdentity(aws=hung_sts)
+    try:
+        (lookup,) = [t for t in threading.enumerate() if t.name == "aws-identity"]
+        assert lookup.daemon  # the interpreter exits without waiting for it
+        assert not identity.done.is_set()
+    finally:
+        answer.set()
+    assert identity.done.wait(10) and identity.arn == ""
 
 
 class FailingSts(http.server.BaseHTTPRequestHandler):
