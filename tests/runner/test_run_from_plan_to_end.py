@@ -1121,3 +1121,43 @@ def test_a_node_deleted_during_the_run_is_reported_as_being_deleted(
     assert result.notices == [
         f"now: node {node} is Ready, being deleted since 12:00:00Z, cordoned by this run"
     ]
+
+
+MIG_MANAGER_OFF = """\
+name: mig-manager-off
+title: Turn mig-manager off
+target: node
+params:
+  node: {type: node, required: true}
+steps:
+  - id: mig-manager-off
+    action: mig-manager-off
+    timeout: 5
+"""
+
+
+def test_a_label_another_operator_set_first_is_not_set_again(
+    cluster_for: Make, state_home: Path, tmp_path: Path, other: Callable[[Cluster], ClusterClient]
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]  # no mig-manager pod on it: nothing to wait for
+    theirs = other(c)
+    off = {"metadata": {"labels": {"nvidia.com/gpu.deploy.mig-manager": "false"}}}
+    runner, watch = run_of(runbook(tmp_path, MIG_MANAGER_OFF), c, node, yes=True)
+    on_step(
+        runner,
+        watch,
+        "mig-manager-off",
+        lambda: c.sim.race("PATCH", cordon_write(node), lambda _s: theirs.patch(NODES, node, off)),
+    )
+
+    result = runner.run()
+
+    assert result.status == "succeeded", result.error
+    assert next(m for _k, _s, m in watch.kinds("output")).startswith("read again after: ")
+    saved = st.RunState.load(runner.run_id).step("mig-manager-off")
+    # read again, the step found its change made: it was not applied a second time
+    assert (saved.attempts, saved.applied) == (
+        1,
+        {"set": {"nvidia.com/gpu.deploy.mig-manager": "false"}},
+    )
