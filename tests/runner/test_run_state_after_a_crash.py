@@ -270,7 +270,9 @@ def test_a_deleted_state_is_gone_and_deleting_it_again_is_fine(state_home: Path)
 
 
 def test_looking_whether_a_run_is_alive_sends_it_nothing() -> None:
-    run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # SIGHUP as by default (a shell started under nohup would pass it on ignored)
+    wait = "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); time.sleep(60)"
+    run = subprocess.Popen([sys.executable, "-c", wait])
     try:
         assert process_alive(run.pid) is True
         with pytest.raises(subprocess.TimeoutExpired):
