@@ -271,9 +271,13 @@ def test_a_deleted_state_is_gone_and_deleting_it_again_is_fine(state_home: Path)
 
 def test_looking_whether_a_run_is_alive_sends_it_nothing() -> None:
     # SIGHUP as by default (a shell started under nohup would pass it on ignored)
-    wait = "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); time.sleep(60)"
-    run = subprocess.Popen([sys.executable, "-c", wait])
+    wait = (
+        "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    run = subprocess.Popen([sys.executable, "-c", wait], stdout=subprocess.PIPE, text=True)
     try:
+        assert run.stdout is not None and run.stdout.readline() == "ready\n"
         assert process_alive(run.pid) is True
         with pytest.raises(subprocess.TimeoutExpired):
             run.wait(timeout=0.5)  # still running: no SIGHUP or other signal reached it
