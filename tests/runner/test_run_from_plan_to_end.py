@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import NODES, ClusterClient
+from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterClient
 from mignurse.runner import core as core_module
 from mignurse.runner import lock as lock_module
 from mignurse.runner import state as st
@@ -27,6 +27,7 @@ from mignurse.runner.lock import LOCK_ANNOTATION, TargetLock
 from mignurse.runner.outcome import RunError, RunEvent
 from mignurse.runner.schema import Runbook, default_folder, load_runbook
 from mignurse.runner.step import Harm
+from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
 
 from .enginehelpers import Cluster
 from .interrupthelpers import audit_of, lock_on
@@ -817,11 +818,12 @@ def test_the_run_keeps_the_runbooks_defaults_beside_the_params_given(
 
 
 def test_a_new_run_over_another_runs_unfinished_cordon_of_the_same_runbook_is_refused(
-    cluster_for: Make, state_home: Path, tmp_path: Path
+    cluster_for: Make, state_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     c = cluster_for()
     node = c.nodes("gpu-infer")[0]
     book = cordon_and_look(tmp_path)
+    monkeypatch.setenv("MIGNURSE_RUNBOOKS", str(Path(book.path).parent))  # where it is kept
     earlier = stopped_run(
         book,
         c,
@@ -837,9 +839,14 @@ def test_a_new_run_over_another_runs_unfinished_cordon_of_the_same_runbook_is_re
     result = runner.run()
 
     assert result.status == "blocked"
-    assert result.error.startswith(f"run {earlier} (cordon-and-look, interrupted")
-    assert result.error.endswith("; then run this again")
-    assert result.plan.leftovers == [result.error.removesuffix("; then run this again")]  # type: ignore[union-attr]
+    assert result.error == (
+        f"run {earlier} (cordon-and-look, interrupted before step report) left: node {node} "
+        f"cordoned by it (mignurse.io/cordoned-by); `mignurse run --resume {earlier}` continues "
+        f"from step report (1 of 2 steps left); `mignurse run --undo {earlier}` undoes cordon "
+        "(newest first); then run this again"
+    )
+    left = result.error.removesuffix("; then run this again")
+    assert result.plan.leftovers == [left]  # type: ignore[union-attr]
 
 
 def test_a_read_only_look_and_a_resume_run_beside_what_other_runs_left(
@@ -1161,3 +1168,22 @@ def test_a_label_another_operator_set_first_is_not_set_again(
         1,
         {"set": {"nvidia.com/gpu.deploy.mig-manager": "false"}},
     )
+
+
+@pytest.mark.parametrize(("by", "said"), [("5a7e0003", "this run"), ("b0b", "run b0b")])
+def test_a_cluster_runs_last_words_say_who_paused_node_repair_and_since_when(
+    cluster_for: Make, state_home: Path, by: str, said: str
+) -> None:
+    c = cluster_for()
+    book = load_runbook(default_folder() / "pause-node-repair.yaml")
+    record = {"run": by, "by": "alice@laptop", "at": "2026-11-20T11:58:00Z", "settings": []}
+    c.client.patch(
+        DEPLOYMENTS,
+        "karpenter",
+        {"metadata": {"annotations": {ANNOTATION_PAUSED: json.dumps(record)}}},
+        namespace="kube-system",
+    )
+    runner = Runner(book, {"mode": "off"}, client=c.client)
+    runner.state.run_id = "5a7e0003"
+
+    assert runner.standing() == f"now: node repair is paused by {said} since 2026-11-20T11:58:00Z"
