@@ -84,6 +84,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_nodeclaim_recreated.py",
         "tests/runner/test_asg_instance_gone.py",
         "tests/runner/test_instance_steps.py",
+        "tests/runner/test_replace_instance_cases.py",
     ],
     "steps/repair/__init__.py": [
         "tests/runner/test_repair_who_repairs.py",
@@ -124,7 +125,10 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_settle_reads.py",
         "tests/runner/test_replacement.py",
     ],
-    "steps/forecast.py": ["tests/runner/test_replacement.py"],
+    "steps/forecast.py": [
+        "tests/runner/test_replacement.py",
+        "tests/runner/test_forecast_cases.py",
+    ],
     "steps/awserror.py": ["tests/runner/test_aws_refusals.py"],
     "steps/__init__.py": ["tests/runner/test_actions_of_a_fresh_process.py"],
     "steps/collect.py": ["tests/runner/test_collect_bundle_step.py"],

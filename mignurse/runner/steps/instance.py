@@ -498,12 +498,14 @@ def _expects(ctx: StepContext, node: Node, pool: list[Node]) -> str:
     """How the pool's nodes show their GPUs: "allocatable" (a device plugin), "dra" (the
     DRA driver's ResourceSlices) or "" (no GPUs to expect). Judged on the replaced node and
     its Ready neighbours, since a broken node may show none."""
-    for each in [node, *(n for n in pool if n.ready_status == "Ready")]:
+    # the pool's listing holds the node itself: judged once, first
+    judged = [node, *(n for n in pool if n.ready_status == "Ready" and n.name != node.name)]
+    for each in judged:
         if any(
             count > 0 for count in (*each.gpu_capacity.values(), *each.gpu_allocatable.values())
         ):
             return "allocatable"
-    for each in [node, *(n for n in pool if n.ready_status == "Ready")][:3]:
+    for each in judged[:3]:
         try:
             if node_dra(ctx.client, each.name).devices is not None:
                 return "dra"
