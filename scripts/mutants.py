@@ -85,6 +85,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_asg_instance_gone.py",
         "tests/runner/test_instance_steps.py",
         "tests/runner/test_replace_instance_cases.py",
+        "tests/runner/test_replacement_wait.py",
     ],
     "steps/repair/__init__.py": [
         "tests/runner/test_repair_who_repairs.py",

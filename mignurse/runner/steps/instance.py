@@ -601,7 +601,7 @@ class WaitReplacement(Action):
                          for raw in page]  # fmt: skip
                 claims = _pool_claims(ctx, _pool_name(selector)) if data.get("karpenter") else {}
             except ClusterError as exc:
-                if not transient(exc):
+                if not transient(exc) or ctx.time_left() <= 0:
                     raise StepFailed(f"cannot list the nodes of {words}: {exc}") from None
                 ctx.log(f"waiting for a replacement in {words}: cannot list nodes: {exc}")
                 ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))
