@@ -16,7 +16,7 @@ from mignurse.cluster.client import NODECLAIMS, NODES
 from mignurse.model import Node
 from mignurse.runner.engine import Runner
 from mignurse.runner.schema import Runbook, load_runbook
-from mignurse.runner.step import StepPlan
+from mignurse.runner.step import StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.instance import (
     DeleteNodeClaim,
     TerminateAsgInstance,
@@ -242,8 +242,9 @@ def test_a_node_whose_provider_id_is_not_set_yet_is_found_by_the_claim_naming_it
     assert found is not None and found["metadata"]["uid"] == claim["metadata"]["uid"]
 
 
-def test_a_node_deleted_outside_the_run_while_its_claim_deletes_is_recorded_as_gone_before(
-    cluster_for: Make,
+@pytest.mark.parametrize("claim_state", ["deleting", "gone"])
+def test_a_node_deleted_outside_the_run_is_recorded_as_gone_before_the_step(
+    claim_state: str, cluster_for: Make
 ) -> None:
     # What the step records (the run state, `--json`) tells a later reader that this run did
     # not delete the claim: someone else did, before the step ran.
@@ -253,8 +254,11 @@ def test_a_node_deleted_outside_the_run_while_its_claim_deletes_is_recorded_as_g
     step = DeleteNodeClaim()
     saved = StepPlan.from_json(step.plan(sim_ctx(c.sim, c.client, node)).to_json())
     c.client.delete(NODECLAIMS, name)  # Karpenter's own repair
+    if claim_state == "gone":
+        c.sim.advance(300)  # the instance terminated, the claim's finalizer cleared
     with c.sim.store.lock:
-        c.sim.store.delete("nodes", "", node)  # the Node object goes first
+        if node in c.nodes():
+            c.sim.store.delete("nodes", "", node)  # the Node object goes first
 
     plan = step.plan(sim_ctx(c.sim, c.client, node, saved_plan=saved))
 
@@ -265,7 +269,22 @@ def test_a_node_deleted_outside_the_run_while_its_claim_deletes_is_recorded_as_g
         "goneBefore": True,
         "summary": plan.notes[0],
     }
-    assert plan.notes[0].startswith(f"node {node} was deleted outside this run; nodeclaim/")
+    assert plan.notes[0].startswith(f"node {node} was deleted outside this run")
+
+
+def test_a_cluster_without_karpenter_has_no_nodeclaim_to_delete(cluster_for: Make) -> None:
+    # mng-dcgm-repair-loop: managed node groups only, no karpenter.sh API to list
+    c = cluster_for("mng-dcgm-repair-loop")
+    node = c.nodes("ng-gpu-inference")[0]
+    before = len(c.sim.requests)
+
+    plan = DeleteNodeClaim().plan(sim_ctx(c.sim, c.client, node))
+
+    assert plan.nothing_to_do
+    assert plan.notes == [
+        f"node {node} is not a Karpenter node: terminate-asg-instance replaces it"
+    ]
+    assert not [r for r in c.sim.requests[before:] if "nodeclaims" in r["path"]]
 
 
 def set_gpus(c: Cluster, node: str, count: str) -> None:
@@ -369,7 +388,9 @@ def test_terminate_has_nothing_to_do_for_a_karpenter_node_gone_through_its_nodec
     c = cluster_for("healthy")
     node, claim = train_node_and_claim(c)
     step = TerminateAsgInstance()
-    saved = StepPlan.from_json(step.plan(sim_ctx(c.sim, c.client, node)).to_json())
+    live = sim_ctx(c.sim, c.client, node)  # no AWS access: none is needed for this node
+    assert step.check(live) is None
+    saved = StepPlan.from_json(step.plan(live).to_json())
     assert saved.nothing_to_do
     c.client.delete(NODECLAIMS, claim["metadata"]["name"])
     c.sim.advance(300)
@@ -381,3 +402,28 @@ def test_terminate_has_nothing_to_do_for_a_karpenter_node_gone_through_its_nodec
 
     assert plan.nothing_to_do
     assert plan.notes == [f"node {node} is a Karpenter node: delete-nodeclaim replaces it"]
+
+
+def test_an_instance_ec2_no_longer_lists_stops_undo_there() -> None:
+    # EC2 forgets a terminated instance after a while: DescribeInstances finds no reservation
+    class Ec2:
+        def describe_instances(self, **_kwargs: Any) -> dict[str, Any]:
+            return {"Reservations": []}
+
+    ec2 = Ec2()
+    ctx = StepContext(client=None, params={"node": "ip-10-0-7-21"}, aws=lambda _s: ec2)  # type: ignore[arg-type]
+    barrier = TerminateAsgInstance().undo_barrier(ctx, StepPlan(), {"instance": "i-0b2c4d6e8f"})
+    assert barrier == "instance i-0b2c4d6e8f is gone"
+
+
+def test_a_node_read_that_may_pass_is_tried_again_not_shown_as_a_refusal(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("healthy")
+    node = c.nodes("ng-gpu-l4")[0]
+    c.sim.fail("GET", rf"/api/v1/nodes/{node}$", code=503)
+
+    with pytest.raises(StepFailed) as failed:
+        TerminateAsgInstance().check(sim_ctx(c.sim, c.client, node))
+
+    assert failed.value.retryable, str(failed.value)

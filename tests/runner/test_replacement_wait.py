@@ -26,13 +26,14 @@ class Read:
     NodeClaims (name: node name, "" while launching), the pending pods, or an error."""
 
     nodes: dict[str, str | None] = field(default_factory=dict)
+    gpus: str = "4"  # what each node advertises in allocatable
     claims: dict[str, str] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
     error: ClusterError | None = None
     pending_error: ClusterError | None = None
 
 
-def node(name: str, problem: str | None) -> dict[str, Any]:
+def node(name: str, problem: str | None, gpus: str = "4") -> dict[str, Any]:
     ready = {"type": "Ready", "status": "True"}
     if problem:
         ready = {"type": "Ready", "status": "False", "reason": problem}
@@ -41,7 +42,7 @@ def node(name: str, problem: str | None) -> dict[str, Any]:
         "spec": {"providerID": f"aws:///us-west-2a/i-{name}"},
         "status": {
             "conditions": [ready],
-            "allocatable": {"nvidia.com/gpu": "4"},
+            "allocatable": {"nvidia.com/gpu": gpus},
             "capacity": {"nvidia.com/gpu": "4"},
         },
     }
@@ -76,7 +77,7 @@ class Scripted:
             assert kw["label_selector"] == f"karpenter.sh/nodepool={POOL}"
             if read.error is not None:
                 raise read.error
-            yield [node(n, p) for n, p in read.nodes.items()], "1"
+            yield [node(n, p, read.gpus) for n, p in read.nodes.items()], "1"
         elif resource.plural == "nodeclaims":
             yield [{"metadata": {"name": c}, "status": {"nodeName": n}}
                    for c, n in read.claims.items()], "1"  # fmt: skip
@@ -346,3 +347,19 @@ def test_an_api_server_busy_past_the_deadline_ends_the_wait_there() -> None:
     assert isinstance(done, StepFailed)
     assert str(done) == f"cannot list the nodes of NodePool gpu-infer: {busy}"
     assert server.reads[-1] == 30
+
+
+def test_a_replacement_counts_only_once_its_gpus_are_advertised_when_the_pool_shows_them() -> None:
+    new = {"nodes": {"ip-10-0-9-9": None}, "claims": {"gpu-infer-new": "ip-10-0-9-9"}}
+    script = at((0, old_pool(gpus="0", **new)), (30, old_pool(**new)))
+    done, _server, logs = wait(script, expects="allocatable")
+
+    assert isinstance(done, dict) and done["replacement"] == "ip-10-0-9-9"
+    assert logs[0] == (
+        "waiting for a replacement in NodePool gpu-infer: ip-10-0-9-9 GPUs in capacity but "
+        "none allocatable (device plugin not serving)"
+    )
+    assert logs[-1].startswith(
+        "replacement ip-10-0-9-9 stayed Ready with its GPUs advertised: served for 60 s of "
+        "cluster time (12:00:30Z–12:01:30Z"
+    ), logs[-1]
