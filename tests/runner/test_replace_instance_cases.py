@@ -342,6 +342,11 @@ def test_a_dra_pools_replacement_counts_once_its_gpus_are_published(cluster_for:
     assert step.verify(ctx, plan, {"replacement": bare}) == (
         f"replacement {bare} is no GPUs published in ResourceSlices yet"
     )
+    # a node joined by hand, in no NodePool or node group: nothing brings another
+    c.client.patch(NODES, bare, {"metadata": {"labels": {"eks.amazonaws.com/nodegroup": None}}})
+    alone = step.plan(sim_ctx(c.sim, c.client, bare))
+    assert alone.nothing_to_do
+    assert alone.notes == [f"node {bare} belongs to no NodePool or node group: no replacement"]
 
 
 def test_a_pool_publishing_no_gpus_is_probed_on_three_nodes_at_most(cluster_for: Make) -> None:

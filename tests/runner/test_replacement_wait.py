@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from mignurse.cluster.client import ApiError, ClusterError, Forbidden
-from mignurse.runner.step import StepContext, StepFailed, StepPlan
+from mignurse.runner.step import Cancelled, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.instance import WaitReplacement
 
 T0 = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
@@ -363,3 +365,12 @@ def test_a_replacement_counts_only_once_its_gpus_are_advertised_when_the_pool_sh
         "replacement ip-10-0-9-9 stayed Ready with its GPUs advertised: served for 60 s of "
         "cluster time (12:00:30Z–12:01:30Z"
     ), logs[-1]
+
+
+def test_a_wait_cancelled_before_it_began_reads_nothing() -> None:
+    server = Scripted(at((0, old_pool())))
+    ctx = ClusterClock(client=server, params={"node": OLD}, server=server)  # type: ignore[arg-type]
+    ctx.cancel.set()  # Ctrl-C as the step started
+    with pytest.raises(Cancelled):
+        WaitReplacement().apply(ctx, plan())
+    assert server.reads == []
