@@ -16,7 +16,7 @@ from mignurse.cluster.client import NODECLAIMS, NODES
 from mignurse.model import Node
 from mignurse.runner.engine import Runner
 from mignurse.runner.schema import Runbook, load_runbook
-from mignurse.runner.step import StepContext, StepFailed, StepPlan
+from mignurse.runner.step import Change, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.instance import (
     DeleteNodeClaim,
     TerminateAsgInstance,
@@ -349,23 +349,26 @@ def test_a_dra_pools_replacement_counts_once_its_gpus_are_published(cluster_for:
     assert alone.notes == [f"node {bare} belongs to no NodePool or node group: no replacement"]
 
 
-def test_a_pool_publishing_no_gpus_is_probed_on_three_nodes_at_most(cluster_for: Make) -> None:
+@pytest.mark.parametrize("down", [None, 1])
+def test_a_pool_publishing_no_gpus_is_probed_on_three_nodes_at_most(
+    down: int | None, cluster_for: Make
+) -> None:
     # Whether a pool's nodes publish their GPUs through DRA is read node by node: on a pool
     # that publishes none, three nodes' reads settle it (the node and two Ready neighbours,
-    # each once).
+    # each once); a NotReady neighbour is no one to judge by.
     c = cluster_for("mig-dra-healthy")
     pool = c.nodes("gpu-a100-dra")
     with c.sim.store.lock:
         for found in c.sim.objects("resourceslices"):
             if found["spec"].get("nodeName") in pool:
                 c.sim.store.delete("resourceslices", "", found["metadata"]["name"])
-        down = copy.deepcopy(
-            next(n for n in c.sim.objects("nodes") if n["metadata"]["name"] == pool[1])
-        )
-        for cond in down["status"]["conditions"]:
-            if cond["type"] == "Ready":
-                cond.update(status="False", reason="KubeletNotReady")
-        c.sim.store.put("nodes", down)  # a NotReady neighbour is no one to judge by
+        if down is not None:
+            (raw,) = [copy.deepcopy(n) for n in c.sim.objects("nodes")
+                      if n["metadata"]["name"] == pool[down]]  # fmt: skip
+            for cond in raw["status"]["conditions"]:
+                if cond["type"] == "Ready":
+                    cond.update(status="False", reason="KubeletNotReady")
+            c.sim.store.put("nodes", raw)
     before = len(c.sim.requests)
 
     plan = WaitReplacement().plan(sim_ctx(c.sim, c.client, pool[0]))
@@ -379,7 +382,7 @@ def test_a_pool_publishing_no_gpus_is_probed_on_three_nodes_at_most(cluster_for:
         for r in c.sim.requests[before:]
         if "resourceslices" in r["path"] and "fieldSelector" in r["query"]
     ]
-    assert probed == [pool[0], pool[2], pool[3]]
+    assert probed == [name for i, name in enumerate(pool) if i != down][:3]
 
 
 # -- terminate-asg-instance after a Karpenter node went -------------------------------------------
@@ -432,3 +435,21 @@ def test_a_node_read_that_may_pass_is_tried_again_not_shown_as_a_refusal(
         TerminateAsgInstance().check(sim_ctx(c.sim, c.client, node))
 
     assert failed.value.retryable, str(failed.value)
+
+
+def test_a_node_group_node_gone_before_its_terminate_fails_the_precondition(
+    cluster_for: Make,
+) -> None:
+    # The group's own health check replaced the node during the drain: the terminate that
+    # was confirmed is not sent to whatever now runs under that name.
+    c = cluster_for("healthy")
+    node = c.nodes("ng-gpu-l4")[0]
+    saved = StepPlan(
+        changes=[Change("instance/i-0b2c4d6e8f", "state", "running", "terminated")],
+        data={"instance": "i-0b2c4d6e8f", "group": {"name": "eks-ng-gpu-l4", "desired": 3}},
+    )
+    c.client.delete(NODES, node)
+
+    refused = TerminateAsgInstance().check(sim_ctx(c.sim, c.client, node, saved_plan=saved))
+
+    assert refused == f"node {node} does not exist (any more)"
