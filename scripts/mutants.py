@@ -132,7 +132,10 @@ OWN_TESTS: dict[str, list[str]] = {
     ],
     "steps/awserror.py": ["tests/runner/test_aws_refusals.py"],
     "steps/__init__.py": ["tests/runner/test_actions_of_a_fresh_process.py"],
-    "steps/collect.py": ["tests/runner/test_collect_bundle_step.py"],
+    "steps/collect.py": [
+        "tests/runner/test_collect_bundle_step.py",
+        "tests/runner/test_collect_bundle_once.py",
+    ],
 }
 
 # Calls whose deletion changes only what is printed: never mutated away.

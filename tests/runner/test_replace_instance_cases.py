@@ -68,6 +68,7 @@ def test_the_plan_says_the_deletes_cannot_be_undone_and_the_wait_changes_nothing
     plan = Runner(replace, {"node": node, "collect": False}, client=c.client, yes=True).plan()
 
     shown = {s["id"]: (s["mutates"], s["canUndo"], s["harm"]) for s in plan.to_json()["steps"]}
+    assert shown["collect"] == (False, False, "none")  # reads the node, writes a local file
     assert shown["delete-nodeclaim"] == (True, False, "high")
     assert shown["terminate"] == (True, False, "high")
     assert shown["wait-replacement"] == (False, False, "none")
