@@ -150,6 +150,24 @@ def test_a_finished_pod_on_another_node_leaves_its_room_free(
     ]
     said = forecast(Listing(nodes, pods))
     assert not said.comes, said.why
+    assert said.why == (
+        "none expected: the 1 pod(s) its controllers recreate fit on other nodes (ml/web); "
+        "Karpenter launches nodes only for pods that cannot be scheduled"
+    )
+
+
+def test_a_node_whose_pods_all_stay_or_go_with_it_expects_no_new_node() -> None:
+    nodes = [gpu_node("old"), gpu_node("other")]
+    pods = [
+        pod("dcgm", "old", owner="DaemonSet", requests={"cpu": "1"}),
+        pod("job-done", "old", owner="Job", requests=gpus(4), phase="Succeeded"),
+    ]
+    said = forecast(Listing(nodes, pods))
+    assert not said.comes and said.needing == ()
+    assert said.why == (
+        "none expected: no pod on old needs a new node (1 DaemonSet pod, 1 finished pod); "
+        "Karpenter launches nodes only for pods that cannot be scheduled"
+    )
 
 
 def test_only_the_nodes_that_could_take_an_evicted_pod_have_their_pods_read() -> None:
@@ -208,9 +226,11 @@ def test_a_pending_pod_counts_for_a_node_karpenter_already_marked_disrupted() ->
 
 def test_a_pending_pod_is_judged_beside_the_daemonset_pods_a_new_node_runs() -> None:
     # The DaemonSet pods on the old node (2 CPUs) run on the new one too: a pending pod that
-    # asks for 47 of its 48 CPUs does not fit it; one asking for 46 does.
-    nodes = [gpu_node("old")]
+    # asks for 47 of its 48 CPUs does not fit it; one asking for 46 does. The old node's
+    # other pods go elsewhere: they take nothing on a new node.
+    nodes = [gpu_node("old"), gpu_node("other")]
     pods = [
+        pod("web", "old", requests={"cpu": "4"}),
         pod("dcgm", "old", owner="DaemonSet", requests={"cpu": "2"}),
         pod("old-agent", "old", owner="DaemonSet", requests={"cpu": "8"}, phase="Failed"),
         pod("big", requests={"cpu": "47"}, phase="Pending"),
