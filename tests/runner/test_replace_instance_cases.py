@@ -5,6 +5,7 @@ the wait for a replacement says while it waits and when it gives up."""
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -454,3 +455,39 @@ def test_a_node_group_node_gone_before_its_terminate_fails_the_precondition(
     refused = TerminateAsgInstance().check(sim_ctx(c.sim, c.client, node, saved_plan=saved))
 
     assert refused == f"node {node} does not exist (any more)"
+
+
+def test_a_nodeclaim_recreated_between_the_read_and_the_delete_is_refused_by_its_uid(
+    cluster_for: Make,
+) -> None:
+    # The step read the claim it planned; a GitOps sync recreates it under the same name
+    # before the DELETE arrives. The delete carries the planned UID as its precondition, so
+    # the API server refuses it (409) instead of terminating the newcomer's instance.
+    c = cluster_for("healthy")
+    node, claim = train_node_and_claim(c)
+    name = claim["metadata"]["name"]
+    step = DeleteNodeClaim()
+    ctx = sim_ctx(c.sim, c.client, node)
+    plan = StepPlan.from_json(step.plan(ctx).to_json())
+    newcomer = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "uid": str(uuid.uuid4()),
+                     "labels": copy.deepcopy(claim["metadata"].get("labels") or {})},
+        "spec": copy.deepcopy(claim["spec"]),
+    }  # fmt: skip
+
+    def recreate(sim: Any) -> None:
+        with sim.store.lock:
+            sim.store.delete("nodeclaims", "", name)
+            sim.store.create("nodeclaims", copy.deepcopy(newcomer))
+
+    c.sim.race("DELETE", rf"/nodeclaims/{name}$", recreate, conflict=False)
+
+    with pytest.raises(StepFailed) as refused:
+        step.apply(ctx, plan)
+
+    assert str(refused.value) == f"nodeclaim/{name} was replaced by another object since the plan"
+    now = c.client.get(NODECLAIMS, name)
+    assert now["metadata"]["uid"] == newcomer["metadata"]["uid"]
+    assert not now["metadata"].get("deletionTimestamp")
