@@ -72,7 +72,7 @@ FIRST = ("lock.py", "steps/repair/", "steps/instance.py", "steps/kube.py", "undo
 # Each module's own tests, named after the incidents they stand for: every one of them that
 # reaches a mutated line runs, whatever --cap says.
 OWN_TESTS: dict[str, list[str]] = {
-    "lock.py": ["tests/runner/test_lock_takeover.py"],
+    "lock.py": ["tests/runner/test_lock_takeover.py", "tests/runner/test_lock_reads.py"],
     "state.py": ["tests/runner/test_run_state_after_a_crash.py"],
     "audit.py": ["tests/runner/test_audit_log_after_a_crash.py"],
     "steps/kube.py": [
