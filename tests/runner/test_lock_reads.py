@@ -5,6 +5,8 @@ costs 100 reads of the Node in a few seconds."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -40,3 +42,19 @@ def test_changes_in_quick_succession_read_the_lock_once(
         held.confirm()
 
     assert node_reads(c, node, before) == reads
+
+
+def test_a_process_that_dies_holding_its_lock_does_not_live_on_to_renew_it() -> None:
+    # An uncaught error ends the run without its `finally` releasing anything: the renewal
+    # thread must not keep the process alive (and the lock renewed) after the main thread
+    # is gone. The lock then expires, and `mignurse unlock` or a takeover clears it.
+    code = (
+        "from mignurse.runner.lock import TargetLock\n"
+        "held = TargetLock(None, target='node', name='n1', holder='alice@laptop',\n"
+        "                  run_id='r-alice', runbook='cordon', ttl=900)\n"
+        "held.held = True\n"
+        "held.start_renewing()\n"
+        "raise SystemExit(7)\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True)
+    assert ended.returncode == 7, ended.stderr
