@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 
 import pytest
 
 from mignurse.runner import lock as locking
+from mignurse.runner.lock import TargetLock
 
 from .enginehelpers import Cluster
-from .test_lock_takeover import lock_for
+from .test_lock_takeover import lock_for, on_node
 
 Make = Callable[..., Cluster]
 
@@ -58,3 +60,55 @@ def test_a_process_that_dies_holding_its_lock_does_not_live_on_to_renew_it() -> 
     )
     ended = subprocess.run([sys.executable, "-c", code], timeout=60, capture_output=True)
     assert ended.returncode == 7, ended.stderr
+    # in this process too: the renewal thread is one the interpreter does not wait for
+    held = TargetLock(None, target="node", name="n1", holder="alice@laptop",  # type: ignore[arg-type]
+                      run_id="r-alice", runbook="cordon", ttl=900)  # fmt: skip
+    held.held = True
+    held.start_renewing()
+    try:
+        assert held._renewer is not None and held._renewer.daemon
+    finally:
+        held.stop_renewing()
+
+
+class GatedGuard:
+    """The lock's guard, holding the renewal thread at its door until `go` is set: a renewal
+    that woke just as the run released its lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waiting = threading.Event()
+        self.go = threading.Event()
+
+    def __enter__(self) -> None:
+        if threading.current_thread().name == "lock-renew":
+            self.waiting.set()
+            self.go.wait(30)
+        self._lock.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        self._lock.release()
+
+
+def test_a_renewal_under_way_as_the_run_releases_its_lock_is_waited_for(
+    cluster_for: Make,
+) -> None:
+    # The renewal thread woke and is about to renew as the run ends: release waits for it,
+    # so it neither renews a lock already removed nor reports the lock lost after a clean end.
+    c = cluster_for("healthy")
+    node = c.nodes("gpu-infer")[0]
+    held = lock_for(c.client, node, "r-alice", ttl=3)  # renewed every second
+    held.acquire()
+    gate = GatedGuard()
+    held._guard = gate  # type: ignore[assignment]
+    lost: list[bool] = []
+    held.start_renewing(on_lost=lambda: lost.append(True))
+    renewer = held._renewer
+    assert renewer is not None and gate.waiting.wait(30)
+
+    threading.Timer(0.3, gate.go.set).start()
+    assert held.release() is None
+
+    renewer.join(30)  # whatever it did, it is done
+    assert not lost
+    assert on_node(c, node) is None
