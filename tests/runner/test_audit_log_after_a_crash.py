@@ -257,9 +257,11 @@ def test_a_hung_identity_lookup_never_keeps_mignurse_from_exiting(
         answer.wait(30)
         raise ConnectionError(f"{service}: read timeout on endpoint URL")
 
+    before = set(threading.enumerate())
     identity = AwsIdentity(aws=hung_sts)
     try:
-        (lookup,) = [t for t in threading.enumerate() if t.name == "aws-identity"]
+        (lookup,) = [t for t in threading.enumerate() if t not in before]
+        assert lookup.name == "aws-identity"
         assert lookup.daemon  # the interpreter exits without waiting for it
         assert not identity.done.is_set()
     finally:

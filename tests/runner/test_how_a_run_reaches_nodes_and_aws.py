@@ -62,15 +62,17 @@ def aws_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_a_step_that_needs_aws_without_credentials_fails_in_one_line(aws_home: Path) -> None:
+@pytest.mark.usefixtures("aws_home")
+def test_a_step_that_needs_aws_without_credentials_fails_in_one_line() -> None:
     aws = aws_for(Access(region="us-west-2"))
 
     with pytest.raises(StepFailed, match=r"^no AWS credentials: configure a profile"):
         aws("ec2")
 
 
+@pytest.mark.usefixtures("aws_home")
 def test_each_aws_service_gets_one_client_for_the_whole_run(
-    aws_home: Path, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEONCALL")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")

@@ -438,8 +438,9 @@ def aws_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEONCALL")  # AWS set up: it is looked up
 
 
+@pytest.mark.usefixtures("aws_keys")
 def test_an_aws_identity_known_at_the_start_is_said_once_with_the_start(
-    cluster_for: Make, state_home: Path, tmp_path: Path, aws_keys: None
+    cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
     node = c.nodes("gpu-infer")[0]
@@ -460,8 +461,9 @@ def test_an_aws_identity_known_at_the_start_is_said_once_with_the_start(
     assert [e for e in events if e["event"] == "identity"] == []
 
 
+@pytest.mark.usefixtures("aws_keys")
 def test_an_aws_identity_slower_than_the_run_is_recorded_before_its_end(
-    cluster_for: Make, state_home: Path, tmp_path: Path, aws_keys: None
+    cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
     node = c.nodes("gpu-infer")[0]
@@ -482,8 +484,9 @@ def test_an_aws_identity_slower_than_the_run_is_recorded_before_its_end(
     assert [e for e in events if e[0] == "identity"] == [("identity", ARN)]
 
 
+@pytest.mark.usefixtures("aws_keys")
 def test_an_aws_identity_never_holds_the_run_up_and_is_recorded_once_when_it_comes(
-    cluster_for: Make, state_home: Path, tmp_path: Path, aws_keys: None
+    cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
     node = c.nodes("gpu-infer")[0]
