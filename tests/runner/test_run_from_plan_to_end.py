@@ -601,6 +601,43 @@ def test_a_cordon_that_meets_another_writer_is_read_again_and_applied(
     assert unschedulable(c, node)
 
 
+def test_a_cordon_made_by_hand_as_the_runs_cordon_is_sent_stays_theirs_through_undo(
+    cluster_for: Make, state_home: Path, tmp_path: Path, other: Callable[[Cluster], ClusterClient]
+) -> None:
+    # `kubectl cordon` by another operator between the step's record and its patch: the patch
+    # meets a changed node (409), the step reads it again and finds it cordoned, by no run.
+    c = cluster_for()
+    node = c.nodes("gpu-infer")[0]
+    theirs = other(c)
+    book = cordon_and_look(tmp_path)
+    runner, watch = run_of(book, c, node, yes=True)
+
+    def listener(event: RunEvent) -> None:
+        watch(event)
+        if event.kind == "step-started" and event.step == "cordon":
+            c.sim.race(
+                "PATCH",
+                cordon_write(node),
+                lambda _s: theirs.patch(NODES, node, {"spec": {"unschedulable": True}}),
+            )
+        if event.kind == "step-started" and event.step == "report":
+            runner.cancel()  # Ctrl-C: the run stops, to be undone
+
+    runner.listener = listener
+
+    result = runner.run()
+
+    assert result.status == "interrupted", result.error
+    cordon = st.RunState.load(runner.run_id).step("cordon")
+    assert cordon.applied == {"wasUnschedulable": True}  # theirs, not this run's
+    undo = Runner.from_state(runner.run_id, client=c.client, books={book.name: book}, yes=True)
+    assert undo.undo().status == "undone"
+    assert unschedulable(c, node)  # their cordon is still in place
+    assert not (c.client.get(NODES, node)["metadata"].get("annotations") or {}).get(
+        "mignurse.io/cordoned-by"
+    )
+
+
 def test_a_cordon_that_keeps_meeting_other_writers_fails_after_three_reads_and_is_undone(
     cluster_for: Make, state_home: Path, tmp_path: Path, other: Callable[[Cluster], ClusterClient]
 ) -> None:
