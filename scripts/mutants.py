@@ -118,6 +118,11 @@ OWN_TESTS: dict[str, list[str]] = {
     "core.py": ["tests/runner/test_resume_refusals.py"],
     "engine.py": ["tests/runner/test_run_records_each_step.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
+    "steps/mig/layout.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/nodecmd.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/preflight.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/labels.py": ["tests/runner/test_mig_label_steps.py"],
+    "steps/mig/resume.py": ["tests/runner/test_mig_label_steps.py"],
     "leftovers.py": ["tests/runner/test_leftovers.py"],
     "steps/settle.py": [
         "tests/runner/test_settle_window.py",

@@ -1,0 +1,353 @@
+"""The MIG steps that work through node labels, one by one on the simulator's manual clock
+(mignurse/runner/steps/mig/labels.py, resume.py): what each writes, what it remembers of the
+labels before the run first changed them (a retry or a resume must not take `paused` for the
+prior value), what it waits for, and what undo puts back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mignurse.cluster.client import NODES, ApiError, ClusterError, Forbidden, NotFound
+from mignurse.model import LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE
+from mignurse.runner.step import StepContext, StepFailed, StepPlan
+from mignurse.runner.steps.mig.labels import (
+    MigManagerOff,
+    PauseGpuOperands,
+    pods_of,
+    set_labels,
+    wait_pods_gone,
+)
+from mignurse.runner.steps.mig.resume import ResumeGpuOperands, allocatable_problem
+
+from .enginehelpers import Cluster
+from .repairhelpers import SimContext
+
+Make = Callable[..., Cluster]
+DEPLOY = "nvidia.com/gpu.deploy."
+MANAGER = DEPLOY + "mig-manager"
+PAUSED = "paused-for-mig-change"
+OPERAND_PODS = ("nvidia-device-plugin-daemonset", "gpu-feature-discovery",
+                "nvidia-dcgm-exporter", "nvidia-dcgm")  # fmt: skip
+
+
+class Failing:
+    """A client whose chosen call fails `times` times before it reaches the API server."""
+
+    def __init__(self, real: Any, name: str, error: ClusterError, times: int = 1) -> None:
+        self._real, self._name, self._error, self.left = real, name, error, times
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._real, name)
+        if name != self._name:
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.left:
+                self.left -= 1
+                raise self._error
+            return target(*args, **kwargs)
+
+        return call
+
+
+class Steps:
+    """One node of mig-hook-notready whose layout is `success`, its operands running."""
+
+    def __init__(self, c: Cluster) -> None:
+        self.c = c
+        self.node = next(
+            n["metadata"]["name"]
+            for n in c.sim.objects("nodes")
+            if n["metadata"]["labels"].get(LABEL_MIG_CONFIG_STATE) == "success"
+        )
+        self.outputs: dict[str, dict[str, Any]] = {}
+        self.log: list[str] = []
+        self.journal: list[tuple[str, dict[str, Any]]] = []
+
+    def ctx(self, client: Any = None, timeout: float = 300, **kw: Any) -> SimContext:
+        return SimContext(
+            client=client or self.c.client, params={"node": self.node}, run_id="r1",
+            holder="t@x", sim=self.c.sim, outputs=self.outputs, timeout=timeout,
+            log=self.log.append, journal=lambda e, f: self.journal.append((e, dict(f))), **kw,
+        )  # fmt: skip
+
+    def labels(self) -> dict[str, str]:
+        labels: dict[str, str] = self.c.node(self.node)["metadata"]["labels"]
+        return labels
+
+    def label(self, **labels: str | None) -> None:
+        self.c.client.patch(NODES, self.node, {"metadata": {"labels": labels}})
+
+    def apps(self) -> set[str]:
+        return {
+            str(p["metadata"].get("labels", {}).get("app"))
+            for p in self.c.pods_on(self.node)
+            if not p["metadata"].get("deletionTimestamp")
+        }
+
+    def patches(self, since: int) -> list[dict[str, Any]]:
+        return [
+            r for r in self.c.sim.requests[since:]
+            if r["method"] == "PATCH" and f"/nodes/{self.node}" in r["path"]
+        ]  # fmt: skip
+
+
+@pytest.fixture
+def steps(cluster_for: Make) -> Steps:
+    return Steps(cluster_for("mig-hook-notready"))
+
+
+def plan_of(step: Any, ctx: StepContext) -> StepPlan:
+    return StepPlan.from_json(step.plan(ctx).to_json())
+
+
+# -- mig-manager-off --------------------------------------------------------------------------
+
+
+def test_mig_manager_off_waits_for_its_pod_and_undo_turns_it_back_on(steps: Steps) -> None:
+    off = MigManagerOff()
+    plan = plan_of(off, steps.ctx())
+    assert [(c.field, c.old, c.new) for c in plan.changes] == [
+        (f"label {MANAGER}", "true", "false")
+    ]
+    assert not plan.nothing_to_do
+    assert plan.notes[-1].startswith("mig-manager stays off after the run")
+    assert "nvidia-mig-manager" in steps.apps()
+
+    applied = off.apply(steps.ctx(), plan)
+
+    assert applied["labels"] == {MANAGER: "true"} and applied["set"] == {MANAGER: "false"}
+    assert "nvidia-mig-manager" not in steps.apps()
+    assert steps.labels()[MANAGER] == "false"
+    assert off.verify(steps.ctx(), plan, applied) is None
+    intents = [f for e, f in steps.journal if e == "intent"]
+    assert intents[0]["change"] == f"label node {steps.node}: {MANAGER}=false"
+    assert intents[0]["prior"]["labels"] == {MANAGER: "true"}
+
+    off.undo(steps.ctx(), plan, applied)
+    assert steps.labels()[MANAGER] == "true"
+    assert off.undone(steps.ctx(), plan, applied) is None
+
+
+def test_mig_manager_already_off_with_no_pod_is_nothing_to_do(steps: Steps) -> None:
+    steps.label(**{MANAGER: "false"})
+    steps.c.sim.advance(30)
+    assert "nvidia-mig-manager" not in steps.apps()
+    assert plan_of(MigManagerOff(), steps.ctx()).nothing_to_do
+
+
+def test_mig_manager_labelled_off_whose_pod_still_runs_is_waited_for(steps: Steps) -> None:
+    steps.label(**{MANAGER: "false"})  # the pod has not gone yet: no time has passed
+    assert "nvidia-mig-manager" in steps.apps()
+    off = MigManagerOff()
+    plan = plan_of(off, steps.ctx())
+    assert not plan.nothing_to_do and not plan.changes
+    seen = len(steps.c.sim.requests)
+    applied = off.apply(steps.ctx(), plan)
+    assert not steps.patches(seen)  # the label is as wanted: no write, no intent
+    assert not [e for e, _f in steps.journal if e == "intent"]
+    assert applied["labels"] == {MANAGER: "false"}
+    assert "nvidia-mig-manager" not in steps.apps()
+
+
+def test_a_mig_manager_pod_that_stays_fails_verify_naming_it(steps: Steps) -> None:
+    off = MigManagerOff()
+    plan = plan_of(off, steps.ctx())
+    applied = {"labels": {MANAGER: "true"}, "set": {MANAGER: "false"}}
+    said = off.verify(steps.ctx(), plan, applied)
+    assert said is not None and said.startswith(
+        f"mig-manager still runs on {steps.node}: gpu-operator/nvidia-mig-manager-"
+    )
+
+
+def test_verify_and_undone_name_each_label_that_is_not_as_written(steps: Steps) -> None:
+    off = MigManagerOff()
+    steps.label(**{MANAGER: "false"})
+    steps.c.sim.advance(30)
+    applied = {"labels": {MANAGER: "true", DEPLOY + "nvsm": None},
+               "set": {MANAGER: "false", DEPLOY + "dcgm": "false"}}  # fmt: skip
+    assert off.verify(steps.ctx(), StepPlan(), applied) == (
+        f"label {DEPLOY}dcgm is 'true', not 'false'"
+    )
+    steps.label(**{DEPLOY + "nvsm": "true"})
+    assert off.undone(steps.ctx(), StepPlan(), applied) == (
+        f"label {MANAGER} is 'false', not 'true'; label {DEPLOY}nvsm is 'true', not (absent)"
+    )
+
+
+# -- pause-gpu-operands -----------------------------------------------------------------------
+
+
+def test_pausing_leaves_false_operands_alone_and_remembers_every_one(steps: Steps) -> None:
+    steps.label(**{DEPLOY + "dcgm": "false"})
+    pause = PauseGpuOperands()
+    plan = plan_of(pause, steps.ctx())
+    wanted = {DEPLOY + k: PAUSED for k in ("device-plugin", "gpu-feature-discovery",
+                                           "dcgm-exporter")}  # fmt: skip
+    assert plan.data["set"] == {**wanted, LABEL_MIG_CONFIG_STATE: "pending"}
+    assert plan.notes[-1].startswith("waits for the nvidia-device-plugin-daemonset, ")
+
+    applied = pause.apply(steps.ctx(), plan)
+
+    assert applied["operandLabels"] == {
+        DEPLOY + "device-plugin": "true", DEPLOY + "gpu-feature-discovery": "true",
+        DEPLOY + "dcgm-exporter": "true", DEPLOY + "dcgm": "false",
+    }  # fmt: skip
+    assert applied["labels"] == {**{k: "true" for k in wanted}, LABEL_MIG_CONFIG_STATE: "success"}
+    assert not steps.apps() & set(OPERAND_PODS)
+    labels = steps.labels()
+    assert labels[DEPLOY + "dcgm"] == "false" and labels[DEPLOY + "device-plugin"] == PAUSED
+    assert pause.verify(steps.ctx(), plan, applied) is None
+
+
+def test_a_pause_already_in_place_is_still_waited_for(steps: Steps) -> None:
+    """Run again after a kill mid-wait: the labels are paused, the pods may still run."""
+    pause = PauseGpuOperands()
+    plan = plan_of(pause, steps.ctx())
+    steps.label(**plan.data["set"])
+    assert not plan_of(pause, steps.ctx()).nothing_to_do
+
+
+def test_a_retried_pause_keeps_the_first_reading_of_the_labels(steps: Steps) -> None:
+    """A 503 after the patch went through: the retry finds the labels paused, and must still
+    hand resume and undo the values from before the run."""
+    pause = PauseGpuOperands()
+    plan = plan_of(pause, steps.ctx())
+    first = steps.ctx()
+    pause.apply(first, plan)
+    again = steps.ctx(prior=dict(first.prior))
+    applied = pause.apply(again, plan)
+    assert applied["labels"][DEPLOY + "device-plugin"] == "true"
+    assert applied["labels"][LABEL_MIG_CONFIG_STATE] == "success"
+    assert applied["operandLabels"][DEPLOY + "device-plugin"] == "true"
+
+
+def test_operand_pods_that_stay_fail_verify_naming_them(steps: Steps) -> None:
+    said = PauseGpuOperands().verify(steps.ctx(), StepPlan(), {"set": {}})
+    assert said is not None and said.startswith(
+        f"GPU operand pods still run on {steps.node}: gpu-operator/"
+    )
+
+
+# -- labels and pods, faults --------------------------------------------------------------------
+
+
+def test_a_label_write_on_a_node_that_went_away_says_so(steps: Steps) -> None:
+    client = Failing(steps.c.client, "patch", NotFound("nodes not found"))
+    with pytest.raises(StepFailed) as failed:
+        set_labels(steps.ctx(client), {MANAGER: "false"})
+    assert str(failed.value) == f"node {steps.node} does not exist (any more)"
+
+
+def test_a_refused_label_write_fails_and_a_503_may_be_retried(steps: Steps) -> None:
+    refused = Failing(steps.c.client, "patch", Forbidden("nodes is forbidden: cannot patch", "patch", "nodes"))
+    with pytest.raises(StepFailed) as failed:
+        set_labels(steps.ctx(refused), {MANAGER: "false"})
+    assert str(failed.value) == (
+        f"cannot label node {steps.node}: nodes is forbidden: cannot patch"
+    )
+    assert not failed.value.retryable
+    busy = Failing(steps.c.client, "patch", ApiError("the API server answered 503"))
+    with pytest.raises(StepFailed) as failed:
+        set_labels(steps.ctx(busy), {MANAGER: "false"})
+    assert failed.value.retryable
+    assert steps.labels()[MANAGER] == "true"
+
+
+def test_pods_of_lists_only_the_named_apps_on_the_node(steps: Steps) -> None:
+    found = pods_of(steps.ctx(), ("nvidia-mig-manager", "nvidia-dcgm-exporter"))
+    assert [p.split("/")[0] for p in found] == ["gpu-operator", "gpu-operator"]
+    assert [p.split("/")[1].rsplit("-", 1)[0] for p in found] == [
+        "nvidia-dcgm-exporter", "nvidia-mig-manager"
+    ]  # fmt: skip
+
+
+def test_a_blip_while_waiting_for_pods_is_waited_out_a_refusal_is_not(steps: Steps) -> None:
+    steps.label(**{MANAGER: "false"})
+    blip = Failing(steps.c.client, "list_pages", ApiError("the API server answered 503"), 2)
+    wait_pods_gone(steps.ctx(blip), ("nvidia-mig-manager",), "the mig-manager pod is")
+    assert blip.left == 0 and "nvidia-mig-manager" not in steps.apps()
+    refused = Failing(steps.c.client, "list_pages", Forbidden("pods is forbidden", "list", "pods"))
+    with pytest.raises(StepFailed) as failed:
+        wait_pods_gone(steps.ctx(refused), ("nvidia-dcgm",), "GPU operand pods are")
+    assert str(failed.value) == f"cannot list pods on {steps.node}: pods is forbidden"
+
+
+def test_pods_that_never_go_fail_the_wait_at_its_timeout_naming_them(steps: Steps) -> None:
+    ctx = steps.ctx(timeout=5)
+    with pytest.raises(StepFailed) as failed:
+        wait_pods_gone(ctx, ("nvidia-mig-manager",), "the mig-manager pod is")
+    said = str(failed.value)
+    assert said.startswith(
+        f"the mig-manager pod is still running on {steps.node} after 5 s: gpu-operator/"
+    )
+    assert -0.5 < ctx.time_left() <= 0  # waited until the timeout, not a poll past it
+
+
+def test_an_api_server_down_to_the_end_of_the_wait_fails_it(steps: Steps) -> None:
+    down = Failing(steps.c.client, "list_pages", ApiError("the API server answered 503"), 99)
+    with pytest.raises(StepFailed) as failed:
+        wait_pods_gone(steps.ctx(down, timeout=5), ("nvidia-dcgm",), "GPU operand pods are")
+    assert str(failed.value) == (
+        f"cannot list pods on {steps.node}: the API server answered 503"
+    )
+
+
+# -- resume-gpu-operands: what it puts back ----------------------------------------------------
+
+
+def test_resume_puts_back_what_the_pause_found_and_marks_the_config_applied(
+    steps: Steps,
+) -> None:
+    steps.outputs["pause-operands"] = {"operandLabels": {
+        DEPLOY + "device-plugin": "true", DEPLOY + "dcgm": PAUSED, DEPLOY + "nvsm": "false",
+    }}  # fmt: skip
+    wanted = ResumeGpuOperands().wanted(steps.ctx(), steps.labels())
+    assert wanted == {
+        DEPLOY + "device-plugin": "true", DEPLOY + "dcgm": "true", DEPLOY + "nvsm": "false",
+        LABEL_MIG_CONFIG: "all-1g.10gb", LABEL_MIG_CONFIG_STATE: "success",
+    }  # fmt: skip
+
+
+def test_resume_planned_before_the_pause_ran_restores_what_it_will_pause(steps: Steps) -> None:
+    steps.label(**{DEPLOY + "dcgm": "false", DEPLOY + "dcgm-exporter": PAUSED})
+    wanted = ResumeGpuOperands().wanted(steps.ctx(), steps.labels())
+    assert wanted == {
+        DEPLOY + "device-plugin": "true", DEPLOY + "gpu-feature-discovery": "true",
+        DEPLOY + "dcgm-exporter": "true",
+        LABEL_MIG_CONFIG: "all-1g.10gb", LABEL_MIG_CONFIG_STATE: "success",
+    }  # fmt: skip
+
+
+def test_the_resume_plan_says_what_it_waits_for(steps: Steps) -> None:
+    plan = plan_of(ResumeGpuOperands(), steps.ctx())
+    assert not plan.nothing_to_do  # even with the labels as wanted: it waits for allocatable
+    assert plan.notes[0].startswith("operand labels go back to what the pause step found")
+    assert plan.notes[-1] == "then waits until allocatable shows nvidia.com/mig-1g.10gb=56"
+
+
+def node_with(allocatable: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"name": "n1", "labels": {}}, "status": {"allocatable": allocatable}}
+
+
+def test_allocatable_must_be_exactly_the_layout() -> None:
+    want = {"nvidia.com/mig-1g.10gb": 56}
+    assert allocatable_problem(node_with({"nvidia.com/mig-1g.10gb": "56", "cpu": "192"}),
+                               want) is None  # fmt: skip
+    assert allocatable_problem(node_with({"nvidia.com/mig-1g.10gb": "56",
+                                          "nvidia.com/gpu": "0"}), want) is None  # fmt: skip
+    assert allocatable_problem(node_with({}), want) == (
+        "allocatable shows nvidia.com/mig-1g.10gb=(none); expected nvidia.com/mig-1g.10gb=56"
+    )
+    assert allocatable_problem(node_with({"nvidia.com/mig-1g.10gb": "56",
+                                          "nvidia.com/gpu": "8"}), want) == (
+        "allocatable shows 56×1g.10gb; expected nvidia.com/mig-1g.10gb=56"
+    )  # fmt: skip
+    assert allocatable_problem(node_with({"nvidia.com/gpu": "8"}), {"nvidia.com/gpu": 8}) is None
+    assert allocatable_problem(node_with({"nvidia.com/gpu": "8"}), want) == (
+        "allocatable shows nvidia.com/mig-1g.10gb=(none), nvidia.com/gpu=8; "
+        "expected nvidia.com/mig-1g.10gb=56"
+    )
