@@ -243,7 +243,9 @@ def test_a_label_write_on_a_node_that_went_away_says_so(steps: Steps) -> None:
 
 
 def test_a_refused_label_write_fails_and_a_503_may_be_retried(steps: Steps) -> None:
-    refused = Failing(steps.c.client, "patch", Forbidden("nodes is forbidden: cannot patch", "patch", "nodes"))
+    refused = Failing(
+        steps.c.client, "patch", Forbidden("nodes is forbidden: cannot patch", "patch", "nodes")
+    )
     with pytest.raises(StepFailed) as failed:
         set_labels(steps.ctx(refused), {MANAGER: "false"})
     assert str(failed.value) == (
@@ -291,9 +293,7 @@ def test_an_api_server_down_to_the_end_of_the_wait_fails_it(steps: Steps) -> Non
     down = Failing(steps.c.client, "list_pages", ApiError("the API server answered 503"), 99)
     with pytest.raises(StepFailed) as failed:
         wait_pods_gone(steps.ctx(down, timeout=5), ("nvidia-dcgm",), "GPU operand pods are")
-    assert str(failed.value) == (
-        f"cannot list pods on {steps.node}: the API server answered 503"
-    )
+    assert str(failed.value) == (f"cannot list pods on {steps.node}: the API server answered 503")
 
 
 # -- resume-gpu-operands: what it puts back ----------------------------------------------------

@@ -208,7 +208,7 @@ def test_a_node_command_without_its_own_limit_gets_the_steps_time_left() -> None
 
 
 def test_a_command_shows_its_last_three_lines_and_its_failure() -> None:
-    node = ScriptedNode({"nvidia-smi": Reply(9, "a\nb\nc\nd\n", "level=fatal msg=\"gone\"")})
+    node = ScriptedNode({"nvidia-smi": Reply(9, "a\nb\nc\nd\n", 'level=fatal msg="gone"')})
     seen = Seen()
     argv = ("nvidia-smi", "-q", "-x", "-i", "0", "-f", "/tmp/x", "--extra")
     run_argv(node_ctx(node, seen), argv, timeout=60)
@@ -221,7 +221,7 @@ def test_a_command_shows_its_last_three_lines_and_its_failure() -> None:
 
 # -- apply-mig-layout ------------------------------------------------------------------------
 
-ASSERT = f"nvidia-mig-parted assert -f \"$R\"/var/lib/mignurse/mig/config.yaml -c {CONFIG}"
+ASSERT = f'nvidia-mig-parted assert -f "$R"/var/lib/mignurse/mig/config.yaml -c {CONFIG}'
 APPLY_MODE = "nvidia-mig-parted -d apply --mode-only"
 ASSERT_MODE = "nvidia-mig-parted -d assert --mode-only"
 APPLY = "nvidia-mig-parted -d apply -f"
