@@ -6,7 +6,8 @@ prior value), what it waits for, and what undo puts back."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
 
@@ -23,6 +24,7 @@ from mignurse.runner.steps.mig.labels import (
 from mignurse.runner.steps.mig.resume import ResumeGpuOperands, allocatable_problem
 
 from .enginehelpers import Cluster
+from .mighelpers import set_not_ready
 from .repairhelpers import SimContext
 
 Make = Callable[..., Cluster]
@@ -350,4 +352,109 @@ def test_allocatable_must_be_exactly_the_layout() -> None:
     assert allocatable_problem(node_with({"nvidia.com/gpu": "8"}), want) == (
         "allocatable shows nvidia.com/mig-1g.10gb=(none), nvidia.com/gpu=8; "
         "expected nvidia.com/mig-1g.10gb=56"
+    )
+
+
+# -- resume-gpu-operands: the wait for the new layout -------------------------------------------
+
+
+def paused(steps: Steps) -> tuple[ResumeGpuOperands, StepPlan]:
+    pause = PauseGpuOperands()
+    steps.outputs["pause-operands"] = pause.apply(steps.ctx(), plan_of(pause, steps.ctx()))
+    steps.c.sim.advance(1.5)  # a few quick steps: kubelet has not emptied allocatable yet
+    resume = ResumeGpuOperands()
+    return resume, plan_of(resume, steps.ctx())
+
+
+def test_resume_ends_once_a_new_device_plugin_advertises_the_layout(steps: Steps) -> None:
+    resume, plan = paused(steps)
+    applied = resume.apply(steps.ctx(), plan)
+    assert applied["expected"] == {"nvidia.com/mig-1g.10gb": 56}
+    assert applied["summary"].startswith(
+        f"{steps.node} stayed Ready and advertises nvidia.com/mig-1g.10gb=56: "
+    )
+    assert applied["summary"] in steps.log and "dra" not in applied
+    labels = steps.labels()
+    assert labels[LABEL_MIG_CONFIG_STATE] == "success" and labels[DEPLOY + "dcgm"] == "true"
+    assert resume.verify(steps.ctx(), plan, applied) is None
+
+
+class Pods:
+    """A client whose pod listing is `pods` (one page), or fails with `error`."""
+
+    def __init__(self, pods: list[dict[str, Any]], error: ClusterError | None = None) -> None:
+        self.pods, self.error = pods, error
+
+    def list_pages(self, resource: Any, **kw: Any) -> Any:
+        if self.error is not None:
+            raise self.error
+        yield self.pods, "1"
+
+
+def plugin_pod(created: str, phase: str = "Running", app: str = "nvidia-device-plugin-daemonset",
+               deleting: str = "") -> dict[str, Any]:  # fmt: skip
+    meta: dict[str, Any] = {"name": f"{app}-x", "namespace": "gpu-operator",
+                            "labels": {"app": app}, "creationTimestamp": created}  # fmt: skip
+    if deleting:
+        meta["deletionTimestamp"] = deleting
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+WRITTEN = datetime(2026, 11, 20, 12, 0, 10, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("pods", "written", "trusted"),
+    [
+        ([plugin_pod("2026-11-20T12:00:09Z")], WRITTEN, True),  # Date headers: 1 s slack
+        ([plugin_pod("2026-11-20T12:00:08Z")], WRITTEN, False),
+        ([plugin_pod("2026-11-20T12:00:30Z", phase="Pending")], WRITTEN, False),
+        ([plugin_pod("2026-11-20T12:00:30Z", deleting="2026-11-20T12:00:40Z")], WRITTEN, False),
+        ([plugin_pod("2026-11-20T12:00:30Z", app="nvidia-dcgm")], WRITTEN, False),
+        ([plugin_pod("")], WRITTEN, False),
+        ([plugin_pod("2026-11-14T12:00:00Z")], None, True),  # not written by this run
+        ([plugin_pod("2026-11-20T12:00:30Z", app="gpu-feature-discovery"),
+          plugin_pod("2026-11-20T12:00:31Z")], WRITTEN, True),
+    ],
+)  # fmt: skip
+def test_only_a_device_plugin_started_after_the_labels_were_restored_is_trusted(
+    pods: list[dict[str, Any]], written: datetime | None, trusted: bool
+) -> None:
+    ctx = StepContext(client=cast(Any, Pods(pods)), params={"node": "n1"})
+    said = ResumeGpuOperands._plugin_problem(ctx, written)
+    assert said == (None if trusted else "no device plugin started on n1 since the labels were "
+                    "restored")  # fmt: skip
+
+
+def test_a_pod_listing_that_fails_is_waited_out_or_fails_the_step() -> None:
+    blip = StepContext(client=cast(Any, Pods([], ApiError("the API server answered 503"))),
+                       params={"node": "n1"})  # fmt: skip
+    said = ResumeGpuOperands._plugin_problem(blip, WRITTEN)
+    assert said == "cannot list pods on n1: the API server answered 503"
+    refused = Forbidden("pods is forbidden", "list", "pods")
+    ctx = StepContext(client=cast(Any, Pods([], refused)), params={"node": "n1"})
+    with pytest.raises(StepFailed, match="^cannot list pods on n1: pods is forbidden$"):
+        ResumeGpuOperands._plugin_problem(ctx, WRITTEN)
+
+
+def test_resume_verify_wants_the_labels_a_ready_node_and_the_layout_advertised(
+    steps: Steps,
+) -> None:
+    resume = ResumeGpuOperands()
+    ok = {"set": {LABEL_MIG_CONFIG_STATE: "success"}, "expected": {"nvidia.com/mig-1g.10gb": 56}}
+    assert resume.verify(steps.ctx(), StepPlan(), ok) is None
+    seven = {**ok, "expected": {"nvidia.com/mig-1g.10gb": 7}}
+    assert resume.verify(steps.ctx(), StepPlan(), seven) == (
+        "allocatable shows 56×1g.10gb; expected nvidia.com/mig-1g.10gb=7"
+    )
+    assert resume.verify(steps.ctx(), StepPlan(), {**seven, "expected": {}}) is None
+    pending = {**ok, "set": {LABEL_MIG_CONFIG_STATE: "pending"}}
+    assert resume.verify(steps.ctx(), StepPlan(), pending) == (
+        f"label {LABEL_MIG_CONFIG_STATE} is 'success', not 'pending'"
+    )
+    set_not_ready(steps.c, steps.node)
+    said = resume.verify(steps.ctx(), StepPlan(), ok)
+    assert said is not None and said.startswith(f"node {steps.node} is NotReady since ")
+    assert said.endswith(
+        f"; it stays cordoned: replace it: mignurse run replace-instance --node {steps.node}"
     )

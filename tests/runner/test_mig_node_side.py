@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -40,8 +41,15 @@ from mignurse.runner.steps.mig.nodecmd import (
     run_script,
     shell_words,
 )
-from mignurse.runner.steps.mig.preflight import ConfirmNoGpuProcesses, gpu_processes
+from mignurse.runner.steps.mig.preflight import (
+    ConfirmNoGpuProcesses,
+    MigPreflight,
+    gpu_processes,
+)
 from mignurse.sim.nodes import NodeSandbox, SandboxShell
+
+from .enginehelpers import Cluster
+from .mighelpers import ready_mig_node
 
 NODE = "ip-10-0-7-21.us-west-2.compute.internal"
 CONFIG = "all-1g.10gb"
@@ -616,3 +624,73 @@ def test_processes_that_stay_fail_the_step_at_its_timeout_naming_them() -> None:
     )
     # read at 0, 2 and 4 s: with 2 s left a wait would end at the deadline, so it refuses
     assert clock.slept == [2.0, 2.0] and len(node.ran) == 6
+
+
+# -- mig-preflight: the host service, only asked about ----------------------------------------
+
+HOST = "systemctl is-active nvidia-mig-manager.service"
+
+
+def preflight_ctx(c: Cluster, node: str, host: Reply, seen: Seen) -> tuple[Any, ScriptedNode]:
+    shell = ScriptedNode({HOST: host}, node=node)
+    ctx = c.ctx(node, shell_for=lambda name: shell, log=seen.log.append)
+    return ctx, shell
+
+
+@pytest.mark.parametrize("state", ["active", "activating", "reloading"])
+def test_a_running_host_mig_manager_refuses_the_run_before_any_write(
+    cluster_for: Callable[..., Cluster], state: str
+) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    ctx, shell = preflight_ctx(c, node, Reply(0, f"{state}\n|\nenabled\n"), Seen())
+    expected = (
+        f"the host nvidia-mig-manager.service is {state}: it applies its own MIG selection (at "
+        "every boot) and would undo this layout; disable it first with `sudo systemctl disable "
+        "--now nvidia-mig-manager.service` (mignurse never changes systemd units)"
+    )
+    assert MigPreflight().check(ctx) == expected
+    with pytest.raises(StepFailed) as failed:
+        MigPreflight().apply(ctx, StepPlan())
+    assert str(failed.value) == expected
+    assert [t for _s, t in shell.ran] == [30, 30]
+    assert all("systemctl is-active" in s and "is-enabled" in s for s in shell.scripts())
+
+
+def test_a_stopped_but_enabled_host_mig_manager_is_noted_for_the_next_boot(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    seen = Seen()
+    ctx, _shell = preflight_ctx(c, node, Reply(0, "inactive\n|\nenabled\n"), seen)
+    assert MigPreflight().check(ctx) is None
+    applied = MigPreflight().apply(ctx, StepPlan())
+    assert applied["hostService"] == {"active": "inactive", "enabled": "enabled"}
+    assert applied["config"] == "all-1g.10gb" and applied["perGpu"] == {"1g.10gb": 7}
+    assert seen.log == [
+        "host nvidia-mig-manager.service: inactive, enabled",
+        "note: nvidia-mig-manager.service is enabled: at the next boot it applies its own "
+        "selection",
+    ]
+    seen = Seen()
+    ctx, _shell = preflight_ctx(c, node, Reply(0, "\n|\n\n"), seen)
+    applied = MigPreflight().apply(ctx, StepPlan())
+    assert applied["hostService"] == {"active": "unknown", "enabled": "not installed"}
+    assert seen.log == ["host nvidia-mig-manager.service: unknown, not installed"]
+
+
+def test_the_preflight_plan_shows_the_layout_and_only_read_only_questions(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    ctx, shell = preflight_ctx(c, node, Reply(0, "inactive\n|\ndisabled\n"), Seen())
+    plan = MigPreflight().plan(ctx)
+    assert [cmd.argv for cmd in plan.commands] == [
+        ("systemctl", "is-active", "nvidia-mig-manager.service"),
+        ("systemctl", "is-enabled", "nvidia-mig-manager.service"),
+    ]
+    assert plan.notes[0] == "config all-1g.10gb on 8 × H100-80GB: per GPU 7×1g.10gb"
+    assert plan.notes[1] == "MIG strategy mixed: expect allocatable nvidia.com/mig-1g.10gb=56"
+    assert not shell.ran
