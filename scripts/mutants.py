@@ -123,7 +123,7 @@ OWN_TESTS: dict[str, list[str]] = {
     "steps/mig/preflight.py": ["tests/runner/test_mig_node_side.py"],
     "steps/mig/labels.py": ["tests/runner/test_mig_label_steps.py"],
     "steps/mig/resume.py": ["tests/runner/test_mig_label_steps.py"],
-    "leftovers.py": ["tests/runner/test_leftovers.py"],
+    "leftovers.py": ["tests/runner/test_leftovers.py", "tests/runner/test_leftovers_marks.py"],
     "steps/settle.py": [
         "tests/runner/test_settle_window.py",
         "tests/runner/test_settle_reads.py",
