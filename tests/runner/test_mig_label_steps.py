@@ -433,7 +433,7 @@ def test_a_pod_listing_that_fails_is_waited_out_or_fails_the_step() -> None:
     assert said == "cannot list pods on n1: the API server answered 503"
     refused = Forbidden("pods is forbidden", "list", "pods")
     ctx = StepContext(client=cast(Any, Pods([], refused)), params={"node": "n1"})
-    with pytest.raises(StepFailed, match="^cannot list pods on n1: pods is forbidden$"):
+    with pytest.raises(StepFailed, match=r"^cannot list pods on n1: pods is forbidden$"):
         ResumeGpuOperands._plugin_problem(ctx, WRITTEN)
 
 
