@@ -312,6 +312,9 @@ def test_an_api_server_down_to_the_end_of_the_wait_fails_it(steps: Steps) -> Non
 def test_resume_puts_back_what_the_pause_found_and_marks_the_config_applied(
     steps: Steps,
 ) -> None:
+    # the steps before it returned theirs first: resume reads the pause step's own output
+    steps.outputs["preflight"] = {"config": "all-1g.10gb", "perGpu": {"1g.10gb": 7}}
+    steps.outputs["mig-manager-off"] = {"labels": {MANAGER: "true"}, "set": {MANAGER: "false"}}
     steps.outputs["pause-operands"] = {"operandLabels": {
         DEPLOY + "device-plugin": "true", DEPLOY + "dcgm": PAUSED, DEPLOY + "nvsm": "false",
     }}  # fmt: skip
