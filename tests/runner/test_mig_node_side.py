@@ -306,6 +306,7 @@ def test_the_layout_is_applied_in_mig_parteds_order_after_recording_the_gpus() -
     ]
     record = {"mode": MIG_DISABLED, "counts": {}}
     assert intents[1]["prior"] == {"gpus": {"0": record, "1": record}}
+    assert node.scripts()[-1] == "nvidia-smi -L" and node.ran[-1][1] == 60
 
 
 def test_a_resumed_apply_keeps_the_gpus_recorded_before_its_first_write() -> None:
@@ -694,3 +695,32 @@ def test_the_preflight_plan_shows_the_layout_and_only_read_only_questions(
     assert plan.notes[0] == "config all-1g.10gb on 8 × H100-80GB: per GPU 7×1g.10gb"
     assert plan.notes[1] == "MIG strategy mixed: expect allocatable nvidia.com/mig-1g.10gb=56"
     assert not shell.ran
+
+
+def test_apply_mig_layout_plans_every_command_and_refuses_an_unknown_config(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    step = ApplyMigLayout()
+    assert step.check(c.ctx(node)) is None
+    plan = step.plan(c.ctx(node))
+    config = ("-f", "/var/lib/mignurse/mig/config.yaml", "-c", CONFIG)
+    hooks = ("-k", "/var/lib/mignurse/mig/hooks.yaml")
+    parted = ("env", "-u", "MIG_PARTED_HOOKS_FILE", "nvidia-mig-parted")
+    assert [cmd.argv for cmd in plan.commands] == [
+        ("sh", "-c", "mkdir -p /var/lib/mignurse/mig && cat > /var/lib/mignurse/mig/config.yaml"),
+        ("sh", "-c", "cat > /var/lib/mignurse/mig/hooks.yaml"),
+        (*parted, "assert", *config),
+        (*parted, "-d", "apply", "--mode-only", *config, *hooks),
+        (*parted, "-d", "assert", "--mode-only", *config),
+        (*parted, "-d", "apply", *config, *hooks),
+        (*parted, "assert", *config),
+        ("nvidia-smi", "-L"),
+    ]
+    assert plan.notes[0] == (
+        f"every GPU instance on {node} is destroyed and recreated as 7×1g.10gb per GPU"
+    )
+    assert plan.data["config"] == CONFIG and '"1g.10gb": 7' in plan.data["configYaml"]
+    refused = step.check(c.ctx(node, params={"config": "all-3g.20gb"}))
+    assert refused is not None and refused.startswith("unknown MIG config 'all-3g.20gb' for ")
