@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,11 @@ from mignurse.model import (
     MigState,
 )
 from mignurse.nodeaccess.base import CommandResult
+from mignurse.runner.engine import Runner
 from mignurse.runner.step import Cancelled, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.mig.layout import (
     ApplyMigLayout,
+    VerifyMigLayout,
     compare_layout,
     gpu_record,
     read_mig_state,
@@ -49,6 +52,7 @@ from mignurse.runner.steps.mig.preflight import (
 from mignurse.sim.nodes import NodeSandbox, SandboxShell
 
 from .enginehelpers import Cluster
+from .interrupthelpers import book, shells
 from .mighelpers import ready_mig_node
 
 NODE = "ip-10-0-7-21.us-west-2.compute.internal"
@@ -173,8 +177,8 @@ def test_each_node_command_goes_to_the_audit_with_its_exit_and_output_tail() -> 
     assert (out.rc, out.stdout) == (4, long)
     [record] = seen.events("node-command")
     assert record["node"] == NODE and record["what"] == "nvidia-smi -L" and record["rc"] == 4
-    assert len(record["stdout"]) == AUDIT_OUTPUT_CHARS and record["stdout"].endswith("END")
-    assert len(record["stderr"]) == AUDIT_OUTPUT_CHARS and record["stderr"].endswith("ERR")
+    assert len(record["stdout"]) == 2000 and record["stdout"].endswith("END")
+    assert len(record["stderr"]) == 2000 and record["stderr"].endswith("ERR")
     assert record["error"] is None
     # every script first sets the sandbox root the rooted paths use
     assert node.ran == [('R="${MIGNURSE_ROOT:-}"\nnvidia-smi -L\n', 7)]
@@ -724,3 +728,45 @@ def test_apply_mig_layout_plans_every_command_and_refuses_an_unknown_config(
     assert plan.data["config"] == CONFIG and '"1g.10gb": 7' in plan.data["configYaml"]
     refused = step.check(c.ctx(node, params={"config": "all-3g.20gb"}))
     assert refused is not None and refused.startswith("unknown MIG config 'all-3g.20gb' for ")
+
+
+# -- verify-mig-layout --------------------------------------------------------------------------
+
+
+def verify_ctx(c: Cluster, node: str, *gpus: GpuMigState) -> tuple[Any, ScriptedNode]:
+    shell = ScriptedNode({PROBE: Reply(0, probe_json(*gpus))}, node=node)
+    return c.ctx(node, shell_for=lambda name: shell), shell
+
+
+def test_verify_mig_layout_reads_each_gpu_and_keeps_the_mig_devices_made(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    gpus = [gpu(i, MIG_ENABLED, *SEVEN) for i in range(8)]
+    ctx, _shell = verify_ctx(c, node, *gpus, gpu(8, MIG_NOT_SUPPORTED))
+    applied = VerifyMigLayout().apply(ctx, StepPlan())
+    assert applied["source"] == "nvml" and applied["gpus"] == 8
+    assert applied["perGpu"] == {"1g.10gb": 7}
+    assert applied["migUuids"] == sorted(f"MIG-{i}-{n}" for i in range(8) for n in range(7))
+    gpus[5] = gpu(5, MIG_ENABLED, *SEVEN[:3])
+    ctx, _shell = verify_ctx(c, node, *gpus)
+    with pytest.raises(StepFailed) as failed:
+        VerifyMigLayout().apply(ctx, StepPlan())
+    assert str(failed.value) == (
+        f"all-1g.10gb is not what the GPUs of {node} show (nvml): GPU 5: 3×1g.10gb, "
+        "expected 7×1g.10gb"
+    )
+
+
+def test_the_reapply_plan_marks_the_steps_that_only_read(
+    cluster_for: Callable[..., Cluster], state_home: Path, tmp_path: Path
+) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    runner = Runner(book("reapply-mig-no-hooks", tmp_path), {"node": node}, client=c.client,
+                    shell_for=shells(c, tmp_path / "nodes"), yes=True)  # fmt: skip
+    heads = [line for line in runner.plan().text().splitlines() if re.match(r"^\d+\. ", line)]
+    assert [h.split(" ")[1] for h in heads if h.endswith("[read-only]")] == [
+        "preflight", "no-gpu-processes", "verify-layout"
+    ]  # fmt: skip
