@@ -120,7 +120,10 @@ OWN_TESTS: dict[str, list[str]] = {
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
     "steps/mig/layout.py": ["tests/runner/test_mig_node_side.py"],
     "steps/mig/nodecmd.py": ["tests/runner/test_mig_node_side.py"],
-    "steps/mig/preflight.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/preflight.py": [
+        "tests/runner/test_mig_node_side.py",
+        "tests/runner/test_mig_target_refusals.py",
+    ],
     "steps/mig/labels.py": ["tests/runner/test_mig_label_steps.py"],
     "steps/mig/resume.py": ["tests/runner/test_mig_label_steps.py"],
     "leftovers.py": ["tests/runner/test_leftovers.py", "tests/runner/test_leftovers_marks.py"],
