@@ -6,13 +6,24 @@ prior value), what it waits for, and what undo puts back."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from drashapes import resource_slice
 
 from mignurse.cluster.client import NODES, ApiError, ClusterError, Forbidden, NotFound
-from mignurse.model import LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE
+from mignurse.gpu.models import by_instance_type
+from mignurse.gpu.profiles import expected_layout
+from mignurse.model import (
+    LABEL_MIG_CONFIG,
+    LABEL_MIG_CONFIG_STATE,
+    Node,
+    NodeDevices,
+    ResourceSlice,
+    dra_devices_by_node,
+)
 from mignurse.runner.step import StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.mig.labels import (
     MigManagerOff,
@@ -21,7 +32,12 @@ from mignurse.runner.steps.mig.labels import (
     set_labels,
     wait_pods_gone,
 )
-from mignurse.runner.steps.mig.resume import ResumeGpuOperands, allocatable_problem
+from mignurse.runner.steps.mig.resume import (
+    ResumeGpuOperands,
+    allocatable_problem,
+    published_problem,
+)
+from mignurse.runner.steps.mig.target import MigTarget
 
 from .enginehelpers import Cluster
 from .mighelpers import set_not_ready
@@ -71,8 +87,8 @@ class Steps:
 
     def ctx(self, client: Any = None, timeout: float = 300, **kw: Any) -> SimContext:
         return SimContext(
-            client=client or self.c.client, params={"node": self.node}, run_id="r1",
-            holder="t@x", sim=self.c.sim, outputs=self.outputs, timeout=timeout,
+            client=client or self.c.client, params=kw.pop("params", {"node": self.node}),
+            run_id="r1", holder="t@x", sim=self.c.sim, outputs=self.outputs, timeout=timeout,
             log=self.log.append, journal=lambda e, f: self.journal.append((e, dict(f))), **kw,
         )  # fmt: skip
 
@@ -469,3 +485,49 @@ def test_resume_verify_wants_the_labels_a_ready_node_and_the_layout_advertised(
     assert said.endswith(
         f"; it stays cordoned: replace it: mignurse run replace-instance --node {steps.node}"
     )
+
+
+def test_resume_on_a_node_that_does_not_say_its_gpu_count_expects_the_gpus_verify_read(
+    steps: Steps,
+) -> None:
+    """No count label, no instance type: the layout's resources are per GPU, and only
+    verify-mig-layout read how many GPUs there are (preflight could not tell)."""
+    unknown: dict[str, str | None] = {
+        "nvidia.com/gpu.count": None, "karpenter.k8s.aws/instance-gpu-count": None,
+        "node.kubernetes.io/instance-type": None, "beta.kubernetes.io/instance-type": None,
+    }  # fmt: skip
+    steps.label(**unknown)
+    steps.outputs["preflight"] = {"config": "all-1g.10gb", "family": "H100-80GB", "gpus": None,
+                                  "perGpu": {"1g.10gb": 7}}  # fmt: skip
+    steps.outputs["verify-layout"] = {"source": "nvml", "gpus": 8, "perGpu": {"1g.10gb": 7},
+                                      "migUuids": []}  # fmt: skip
+    resume = ResumeGpuOperands()
+    ctx = steps.ctx(timeout=60, params={"node": steps.node, "settle": "12s"})
+    applied = resume.apply(ctx, plan_of(resume, steps.ctx()))
+    assert applied["expected"] == {"nvidia.com/mig-1g.10gb": 56}
+
+
+# -- resume-gpu-operands on a DRA node: what the ResourceSlices must publish --------------------
+
+
+def a100s(config: str = "all-1g.5gb") -> MigTarget:
+    model, count = by_instance_type("p4d.24xlarge")  # type: ignore[misc]
+    layout = expected_layout(config, model)
+    assert layout is not None
+    return MigTarget(Node(name="n"), {}, config, model, count, layout, "mixed")
+
+
+def published_as(per_gpu: list[dict[str, int]]) -> NodeDevices:
+    piece = ResourceSlice.from_api(resource_slice("n", per_gpu))
+    return dra_devices_by_node([piece])["n"]
+
+
+def test_slices_of_an_unknown_gpu_count_are_judged_by_their_layout_alone() -> None:
+    assert published_problem(published_as([{"1g.5gb": 7}] * 3), a100s(), None) is None
+    said = published_problem(published_as([{"1g.5gb": 7}, {"2g.10gb": 3}]), a100s(), None)
+    assert said == "ResourceSlices publish GPU 1: 3×2g.10gb; expected 7×1g.5gb per GPU"
+
+
+def test_dynamic_mig_slices_offer_placements_and_need_no_layout() -> None:
+    offered = replace(published_as([{"2g.10gb": 3}] * 8), dynamic=True)
+    assert published_problem(offered, a100s(), 8) is None
