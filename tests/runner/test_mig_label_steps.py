@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import pytest
 from drashapes import resource_slice
 
-from mignurse.cluster.client import NODES, ApiError, ClusterError, Forbidden, NotFound
+from mignurse.cluster.client import NODES, PODS, ApiError, ClusterError, Forbidden, NotFound
+from mignurse.cluster.dra import node_dra
 from mignurse.gpu.models import by_instance_type
 from mignurse.gpu.profiles import expected_layout
 from mignurse.model import (
@@ -37,7 +38,7 @@ from mignurse.runner.steps.mig.resume import (
     allocatable_problem,
     published_problem,
 )
-from mignurse.runner.steps.mig.target import MigTarget
+from mignurse.runner.steps.mig.target import MigTarget, resolve_target
 
 from .enginehelpers import Cluster
 from .mighelpers import set_not_ready
@@ -531,3 +532,135 @@ def test_slices_of_an_unknown_gpu_count_are_judged_by_their_layout_alone() -> No
 def test_dynamic_mig_slices_offer_placements_and_need_no_layout() -> None:
     offered = replace(published_as([{"2g.10gb": 3}] * 8), dynamic=True)
     assert published_problem(offered, a100s(), 8) is None
+
+
+class DraNode:
+    """A g7e node of mig-dra-healthy: its slices publish 4 × 1g.24gb, its DRA kubelet plugin
+    pod runs since 2026-11-18T12:00:45Z; the cluster's clock stands at 2026-11-20T12:00."""
+
+    PLUGIN_STARTED = datetime(2026, 11, 18, 12, 0, 45, tzinfo=UTC)
+
+    def __init__(self, c: Cluster) -> None:
+        self.c = c
+        self.node = sorted(
+            n["metadata"]["name"]
+            for n in c.sim.objects("nodes")
+            if n["metadata"]["labels"].get("karpenter.sh/nodepool") == "gpu-mig-dra"
+        )[0]
+        self.journal: list[tuple[str, dict[str, Any]]] = []
+        devices = node_dra(c.client, self.node).devices
+        assert devices is not None
+        self.made = frozenset(d.uuid for d in devices.migs)
+
+    def ctx(self, client: Any = None) -> SimContext:
+        return SimContext(
+            client=client or self.c.client, params={"node": self.node}, run_id="r1",
+            holder="t@x", sim=self.c.sim, journal=lambda e, f: self.journal.append((e, f)),
+        )  # fmt: skip
+
+    def published(
+        self, uuids: frozenset[str], written: datetime | None, restarted: bool = False,
+        client: Any = None,
+    ) -> tuple[str | None, bool]:  # fmt: skip
+        ctx = self.ctx(client)
+        target = resolve_target(ctx)
+        return ResumeGpuOperands._published(ctx, target, 1, uuids, written, restarted)
+
+    def plugins(self) -> list[str]:
+        return [
+            p["metadata"]["name"] for p in self.c.pods_on(self.node)
+            if "kubelet-plugin" in p["metadata"]["name"]
+            and not p["metadata"].get("deletionTimestamp")
+        ]  # fmt: skip
+
+    def ago(self, seconds: float) -> datetime:
+        return self.c.client.server_now() - timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def dra(cluster_for: Make) -> DraNode:
+    return DraNode(cluster_for("mig-dra-healthy"))
+
+
+def test_slices_publishing_the_devices_verify_read_are_trusted(dra: DraNode) -> None:
+    assert dra.published(dra.made, dra.ago(60)) == (None, False)
+    assert dra.plugins()
+
+
+def test_slices_of_devices_made_before_the_reconfigure_wait_for_the_grace(dra: DraNode) -> None:
+    stale = (
+        "ResourceSlices publish 4 MIG device(s) the GPUs no longer have (published before the "
+        "reconfigure)"
+    )
+    assert dra.published(frozenset({"MIG-new-1"}), dra.ago(20)) == (stale, False)
+    assert dra.plugins() and not [e for e, _f in dra.journal if e == "intent"]
+
+
+def test_a_plugin_that_keeps_the_old_devices_past_the_grace_is_restarted_once(
+    dra: DraNode,
+) -> None:
+    [plugin] = dra.plugins()
+    problem, restarted = dra.published(frozenset({"MIG-new-1"}), dra.ago(31))
+    assert problem is not None and restarted
+    assert plugin not in dra.plugins()
+    intents = [f["change"] for e, f in dra.journal if e == "intent"]
+    assert intents == [
+        f"delete pod nvidia-dra-driver-gpu/{plugin} (the DRA kubelet plugin) so it enumerates "
+        "the MIG devices"
+    ]
+    assert ("restarted-dra-plugin", {"pod": f"nvidia-dra-driver-gpu/{plugin}"}) in dra.journal
+    dra.c.sim.advance(5)  # its DaemonSet starts another; that one is not restarted again
+    again = dra.published(frozenset({"MIG-new-1"}), dra.ago(60), restarted=True)
+    assert again[1] and len([e for e, _f in dra.journal if e == "intent"]) == 1
+
+
+def test_without_the_write_time_the_plugin_is_never_restarted(dra: DraNode) -> None:
+    said = dra.published(frozenset({"MIG-new-1"}), None)
+    assert said[0] is not None and not said[1] and dra.plugins()
+    assert dra.published(frozenset(), None) == (None, False)
+
+
+@pytest.mark.parametrize(("after", "fresh"), [(1.0, True), (1.5, False), (0.0, True), (2.0, False)])
+def test_without_uuids_only_a_plugin_started_since_the_write_is_trusted(
+    dra: DraNode, after: float, fresh: bool
+) -> None:
+    """Date headers have a resolution of a second: a plugin started up to a second before
+    the write may have started after it."""
+    written = DraNode.PLUGIN_STARTED + timedelta(seconds=after)
+    problem, restarted = dra.published(frozenset(), written)
+    late = f"no DRA kubelet plugin started on {dra.node} since the reconfigure"
+    assert problem == (None if fresh else late)
+    assert restarted is not fresh  # the write was two days ago: the grace is long over
+
+
+def test_a_dra_read_that_fails_is_waited_out_or_fails_the_step(dra: DraNode) -> None:
+    busy = Failing(dra.c.client, "list", ApiError("the API server answered 503"), 2)
+    assert dra.published(dra.made, dra.ago(60), client=busy) == (
+        f"cannot read the DRA devices of {dra.node}: the API server answered 503",
+        False,
+    )
+    refused = Failing(dra.c.client, "list", Forbidden("forbidden", "list", "resourceslices"))
+    with pytest.raises(StepFailed, match=f"^cannot read the DRA devices of {dra.node}: "):
+        dra.published(dra.made, dra.ago(60), client=refused)
+
+
+def test_a_plugin_already_restarted_or_started_since_the_write_is_not_restarted(
+    dra: DraNode,
+) -> None:
+    stale = frozenset({"MIG-new-1"})
+    problem, restarted = dra.published(stale, dra.ago(3600), restarted=True)
+    assert problem is not None and restarted
+    problem, restarted = dra.published(stale, DraNode.PLUGIN_STARTED)  # started at the write
+    assert problem is not None and not restarted
+    assert dra.plugins() and not [e for e, _f in dra.journal if e == "intent"]
+
+
+def test_without_a_plugin_pod_to_see_the_slices_alone_are_judged(dra: DraNode) -> None:
+    """The plugin pods are not visible (another namespace's RBAC, or between two pods): the
+    slices that publish the layout are trusted, and there is no pod to restart."""
+    [plugin] = dra.plugins()
+    dra.c.client.delete(PODS, plugin, "nvidia-dra-driver-gpu")
+    assert not dra.plugins()
+    assert dra.published(frozenset(), dra.ago(3600)) == (None, False)
+    problem, restarted = dra.published(frozenset({"MIG-new-1"}), dra.ago(3600))
+    assert problem is not None and not restarted
