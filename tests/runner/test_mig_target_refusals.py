@@ -187,3 +187,33 @@ def test_a_bottlerocket_node_without_a_config_is_told_to_set_it_in_user_data(
         "node's user data and replace it"
     )
     assert bottlerocket_refusal(Node.from_api(c.node(ready_mig_node(c))), "all-1g.24gb") is None
+
+
+def test_a_gpu_the_tables_do_not_know_is_refused(cluster_for: Make) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = labelled(c, {"nvidia.com/gpu.product": "NVIDIA-X900-PROTO"})
+    with pytest.raises(StepFailed) as refused:
+        resolve_target(c.ctx(node))
+    said = str(refused.value)
+    assert said.startswith(f"cannot tell which GPU node {node} has (")
+    assert said.endswith("): MIG layouts are per GPU model")
+
+
+def test_a_mig_config_on_a_gpu_without_mig_says_why_it_cannot_be_built(cluster_for: Make) -> None:
+    c = cluster_for("healthy")
+    node = next(
+        n["metadata"]["name"]
+        for n in c.sim.objects("nodes")
+        if n["metadata"]["labels"].get("node.kubernetes.io/instance-type") == "g6.xlarge"
+    )
+    with pytest.raises(StepFailed) as refused:
+        resolve_target(c.ctx(node, params={"config": "all-enabled"}))
+    assert str(refused.value) == "cannot build MIG config 'all-enabled' for L4: L4 has no MIG"
+
+
+def test_a_one_profile_config_resolves_under_the_single_strategy(cluster_for: Make) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = labelled(c, {STRATEGY: "single"})
+    single = resolve_target(c.ctx(node, params={"config": "all-1g.10gb"}))
+    assert (single.strategy, single.per_gpu) == ("single", {"1g.10gb": 7})
+    assert single.expected_resources() == {"nvidia.com/gpu": 56}
