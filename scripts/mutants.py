@@ -109,6 +109,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_runbook_params.py",
         "tests/runner/test_schema.py",
         "tests/hostile/test_inputs_runbooks.py",
+        "tests/runner/test_runbook_files.py",
     ],
     "step.py": ["tests/runner/test_step_contract.py"],
     "undo.py": [

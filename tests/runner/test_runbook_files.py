@@ -1,0 +1,110 @@
+"""Runbook files an operator or a site writes (mignurse/runner/schema.py), each mistake told in
+one line with the file, the line of the offending value and its path; the runbook folder that
+is not there; what a loaded runbook says of itself (its params as the app and `runbooks -o json`
+show them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mignurse.cli import main
+from mignurse.runner.schema import RunbookError, load_runbook, load_runbooks
+
+BOOK = """\
+name: {name}
+title: Try things
+target: node
+params:
+  node: {{type: node, required: true}}
+  since: {{type: duration, default: 6h}}
+  reason: {{type: string}}
+steps:
+  - id: cordon
+    action: cordon
+"""
+
+
+def write(folder: Path, text: str, name: str = "try") -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def refused(tmp_path: Path, text: str) -> str:
+    with pytest.raises(RunbookError) as err:
+        load_runbook(write(tmp_path, text))
+    said = str(err.value)
+    assert "\n" not in said
+    return said
+
+
+# -- the folder ---------------------------------------------------------------------------------
+
+
+def test_a_runbook_folder_named_by_the_environment_that_is_not_there_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "site-runbooks"
+    monkeypatch.setenv("MIGNURSE_RUNBOOKS", str(missing))
+    assert main(["runbooks"]) == 2
+    assert capsys.readouterr().err == (
+        f"mignurse: error: MIGNURSE_RUNBOOKS={missing}: no such folder\n"
+    )
+    with pytest.raises(RunbookError) as err:
+        load_runbooks(tmp_path / "given")
+    assert str(err.value) == f"runbook folder {tmp_path / 'given'}: no such folder"
+
+
+def test_a_broken_file_in_the_folder_is_named_and_the_others_still_load(tmp_path: Path) -> None:
+    write(tmp_path, BOOK.format(name="good"), "good")
+    write(tmp_path, BOOK.format(name="bad").replace("action: cordon", "action: cordn"), "bad")
+    problems: dict[str, str] = {}
+    assert list(load_runbooks(tmp_path, problems)) == ["good"]
+    assert problems["bad"].endswith("bad.yaml:10: steps[0].action: unknown action 'cordn' "
+                                    "(known: " + problems["bad"].split("(known: ")[1])  # fmt: skip
+    with pytest.raises(RunbookError, match=r"bad\.yaml:10: steps\[0\]\.action: unknown action"):
+        load_runbooks(tmp_path)
+
+
+# -- where a mistake is --------------------------------------------------------------------------
+
+
+def test_a_missing_key_is_told_at_the_documents_first_line(tmp_path: Path) -> None:
+    text = "# a site runbook\n# owned by the GPU team\n" + BOOK.format(name="try").replace(
+        "title: Try things\n", ""
+    )
+    assert refused(tmp_path, text).endswith("try.yaml:3: missing required key 'title'")
+
+
+def test_a_wrong_value_is_told_at_its_own_line_not_its_keys(tmp_path: Path) -> None:
+    text = BOOK.format(name="try").replace("    action: cordon", "    action:\n      cordn")
+    assert "try.yaml:11: steps[0].action: unknown action 'cordn'" in refused(tmp_path, text)
+
+
+def test_a_param_name_yaml_reads_as_a_number_is_refused(tmp_path: Path) -> None:
+    text = BOOK.format(name="try").replace("  reason:", "  1:")
+    assert refused(tmp_path, text).endswith(
+        "try.yaml:7: params.1: a param name is lower-case letters, digits, - and _"
+    )
+
+
+def test_a_default_left_empty_is_no_default(tmp_path: Path) -> None:
+    text = BOOK.format(name="try").replace("{type: string}", "{type: string, default: ~}")
+    book = load_runbook(write(tmp_path, text))
+    assert book.params["reason"].default is None
+    text = BOOK.format(name="try").replace("{type: string}", "{type: string, default: }")
+    assert load_runbook(write(tmp_path, text)).params["reason"].default is None
+
+
+# -- what a runbook says of itself ---------------------------------------------------------------
+
+
+def test_a_runbooks_params_are_shown_with_a_default_only_where_one_is_set(tmp_path: Path) -> None:
+    book = load_runbook(write(tmp_path, BOOK.format(name="try")))
+    assert book.to_json()["params"] == [
+        {"name": "node", "type": "node", "required": True},
+        {"name": "since", "type": "duration", "required": False, "default": "6h"},
+        {"name": "reason", "type": "string", "required": False},
+    ]
