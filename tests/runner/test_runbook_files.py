@@ -108,3 +108,66 @@ def test_a_runbooks_params_are_shown_with_a_default_only_where_one_is_set(tmp_pa
         {"name": "since", "type": "duration", "required": False, "default": "6h"},
         {"name": "reason", "type": "string", "required": False},
     ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        ("title: Try things\n", 'title: "  "\n', "try.yaml:2: title: must be a non-empty string"),
+        ("title: Try things\n", "title: 42\n", "try.yaml:2: title: must be a non-empty string"),
+        ("title: Try things\n", "title: Try things\ndescription: [a]\n",
+         "try.yaml:3: description: must be a string"),
+        ("target: node\n", "", "try.yaml:1: missing required key 'target'"),
+        ("target: node\n", "target: node\nundo: always\n",
+         "try.yaml:4: undo: 'always' is not one of: on-failure, never"),
+        ("target: node\n", "target: node\nsuggested_for: notready-loop\n",
+         "try.yaml:4: suggested_for: must be a list of finding ids"),
+        ("target: node\n", "target: node\nsuggested_for: [notready-loop, 7]\n",
+         "try.yaml:4: suggested_for: must be a list of finding ids"),
+        ("  node: {type: node, required: true}\n", "  node: {type: string, required: true}\n",
+         "try.yaml:3: target: a `target: node` runbook needs a param `node` of type node"),
+        ("  node: {type: node, required: true}\n", "",
+         "try.yaml:3: target: a `target: node` runbook needs a param `node` of type node"),
+        ("  reason: {type: string}\n", "  Reason: {type: string}\n",
+         "try.yaml:7: params.Reason: a param name is lower-case letters, digits, - and _"),
+        ("{type: string}", "{type: choice}",
+         "try.yaml:7: params.reason: a choice param needs `choices: [a, b]`"),
+        ("{type: string}", "{type: choice, choices: because}",
+         "try.yaml:7: params.reason: a choice param needs `choices: [a, b]`"),
+        ("{type: string}", "{type: string, choices: [a, b]}",
+         "try.yaml:7: params.reason.choices: only a `type: choice` param has choices"),
+        ("{type: string}", "[string]", "try.yaml:7: params.reason: must be a mapping"),
+        ("steps:\n  - id: cordon\n    action: cordon\n", "steps: []\n",
+         "try.yaml:8: steps: must be a non-empty list"),
+        ("steps:\n  - id: cordon\n    action: cordon\n", "steps: {cordon: cordon}\n",
+         "try.yaml:8: steps: must be a non-empty list"),
+        ("  - id: cordon\n", "  - id: Cordon!\n",
+         "try.yaml:9: steps[0].id: needs an id (a-z, 0-9, -)"),
+        ("  - id: cordon\n    action: cordon\n", "  - action: cordon\n",
+         "try.yaml:9: steps[0]: needs an id (a-z, 0-9, -)"),
+        ("    action: cordon\n", "    action: cordon\n    with: [a]\n",
+         "try.yaml:11: steps[0].with: must be a mapping"),
+    ],
+)  # fmt: skip
+def test_each_mistake_is_one_line_with_the_file_line_and_path(
+    tmp_path: Path, old: str, new: str, said: str
+) -> None:
+    text = BOOK.format(name="try")
+    assert old in text
+    assert refused(tmp_path, text.replace(old, new, 1)).endswith(said)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("", "try.yaml: empty file"),
+        ("# nothing here yet\n", "try.yaml: empty file"),
+        ("- cordon\n- drain\n", "try.yaml:1: must be a mapping"),
+        ("name: try\ntitle: T\ntarget: cluster\nparams: [node]\nsteps: [{id: a, action: cordon}]\n",
+         "try.yaml:4: params: must be a mapping of name: {type: …}"),
+    ],
+)  # fmt: skip
+def test_a_file_that_is_not_a_runbook_at_all_is_one_line(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    assert refused(tmp_path, text).endswith(said)
