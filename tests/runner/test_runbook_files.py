@@ -115,6 +115,7 @@ def test_a_runbooks_params_are_shown_with_a_default_only_where_one_is_set(tmp_pa
     [
         ("title: Try things\n", 'title: "  "\n', "try.yaml:2: title: must be a non-empty string"),
         ("title: Try things\n", "title: 42\n", "try.yaml:2: title: must be a non-empty string"),
+        ("title: Try things\n", "title:\n", "try.yaml:2: title: must be a non-empty string"),
         ("title: Try things\n", "title: Try things\ndescription: [a]\n",
          "try.yaml:3: description: must be a string"),
         ("target: node\n", "", "try.yaml:1: missing required key 'target'"),
