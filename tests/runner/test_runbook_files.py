@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mignurse.cli import main
-from mignurse.runner.schema import RunbookError, load_runbook, load_runbooks
+from mignurse.runner.schema import RunbookError, load_runbook, load_runbooks, resolve_params
 
 BOOK = """\
 name: {name}
@@ -172,3 +172,50 @@ def test_a_file_that_is_not_a_runbook_at_all_is_one_line(
     tmp_path: Path, text: str, said: str
 ) -> None:
     assert refused(tmp_path, text).endswith(said)
+
+
+def test_a_wrong_key_is_told_at_the_keys_line_and_a_missing_one_with_the_file(
+    tmp_path: Path,
+) -> None:
+    text = BOOK.format(name="try").replace("  reason: {type: string}\n",
+                                           "  Reason:\n    type: string\n")  # fmt: skip
+    assert refused(tmp_path, text).endswith("try.yaml:7: params.Reason: a param name is "
+                                            "lower-case letters, digits, - and _")  # fmt: skip
+    text = BOOK.format(name="try").replace("{type: string}", "{help: why}")
+    assert refused(tmp_path, text).endswith(
+        "try.yaml: params.reason.type: None is not one of: node, string, int, bool, duration, "
+        "path, choice"
+    )
+
+
+@pytest.mark.parametrize(
+    ("timeout", "seconds"),
+    [("0.5", 0.5), ("1", 1.0), ("0", None), ("-5", None), ("true", None), ("[30]", None)],
+)
+def test_a_step_timeout_is_seconds_above_zero(
+    tmp_path: Path, timeout: str, seconds: float | None
+) -> None:
+    text = BOOK.format(name="try").replace(
+        "    action: cordon\n", f"    action: cordon\n    timeout: {timeout}\n"
+    )
+    if seconds is None:
+        assert refused(tmp_path, text).endswith(
+            "try.yaml:11: steps[0].timeout: must be seconds (> 0) or a param name"
+        )
+    else:
+        book = load_runbook(write(tmp_path, text))
+        assert book.step_timeout(book.steps[0], {}) == seconds
+
+
+@pytest.mark.parametrize(
+    ("given", "value"),
+    [("no", False), ("off", False), ("N", False), ("0", False), ("on", True), ("Yes", True)],
+)
+def test_a_bool_param_is_read_as_an_operator_types_it(
+    tmp_path: Path, given: str, value: bool
+) -> None:
+    text = BOOK.format(name="try").replace("{type: string}", "{type: bool, default: true}")
+    book = load_runbook(write(tmp_path, text))
+    assert resolve_params(book, {"node": "n1", "reason": given})["reason"] is value
+    with pytest.raises(RunbookError, match=r"^try: reason: 'maybe' is not true or false$"):
+        resolve_params(book, {"node": "n1", "reason": "maybe"})
