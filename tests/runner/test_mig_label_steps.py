@@ -386,17 +386,29 @@ def test_allocatable_must_be_exactly_the_layout() -> None:
 # -- resume-gpu-operands: the wait for the new layout -------------------------------------------
 
 
-def paused(steps: Steps) -> tuple[ResumeGpuOperands, StepPlan]:
+def paused(steps: Steps, seconds: float) -> tuple[ResumeGpuOperands, StepPlan]:
     pause = PauseGpuOperands()
     steps.outputs["pause-operands"] = pause.apply(steps.ctx(), plan_of(pause, steps.ctx()))
-    steps.c.sim.advance(1.5)  # a few quick steps: kubelet has not emptied allocatable yet
+    steps.c.sim.advance(seconds)
     resume = ResumeGpuOperands()
     return resume, plan_of(resume, steps.ctx())
 
 
-def test_resume_ends_once_a_new_device_plugin_advertises_the_layout(steps: Steps) -> None:
-    resume, plan = paused(steps)
-    applied = resume.apply(steps.ctx(), plan)
+@pytest.mark.parametrize(
+    "paused_for",
+    [1.5, 60],  # kubelet has not emptied allocatable yet / its restart dropped the resource
+)
+def test_resume_ends_once_a_new_device_plugin_advertises_the_layout(
+    steps: Steps, paused_for: float
+) -> None:
+    resume, plan = paused(steps, paused_for)
+    if paused_for > 10:  # a restarted kubelet lists an extended resource again once advertised
+        status = {"allocatable": {"nvidia.com/mig-1g.10gb": None},
+                  "capacity": {"nvidia.com/mig-1g.10gb": None}}  # fmt: skip
+        steps.c.client.patch(NODES, steps.node, {"status": status}, subresource="status")
+        assert "nvidia.com/mig-1g.10gb" not in steps.c.node(steps.node)["status"]["allocatable"]
+    ctx = steps.ctx(params={"node": steps.node, "settle": "20s"})
+    applied = resume.apply(ctx, plan)
     assert applied["expected"] == {"nvidia.com/mig-1g.10gb": 56}
     assert applied["summary"].startswith(
         f"{steps.node} stayed Ready and advertises nvidia.com/mig-1g.10gb=56: "
