@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mignurse.cluster.client import NODES
 from mignurse.runner import state as st
 from mignurse.runner.leftovers import Leftover, find_leftovers
 from mignurse.runner.outcome import Followup
@@ -35,8 +36,8 @@ def saved(c: Cluster, target: str, *steps: st.StepState, **kw: object) -> st.Run
     return run
 
 
-def touched(step_id: str, status: str = st.FAILED) -> st.StepState:
-    return st.StepState(step_id, step_id, status=status, intents=1)
+def touched(step_id: str, status: str = st.FAILED, action: str = "") -> st.StepState:
+    return st.StepState(step_id, action or step_id, status=status, intents=1)
 
 
 def found(c: Cluster, target: str, exclude: str = "") -> list[Leftover]:
@@ -128,3 +129,13 @@ def test_a_leftover_neither_resume_nor_undo_can_settle_says_why_both() -> None:
         "is held by run 9c1d; undo: the GPUs changed)"
     )
     assert not left.alive
+
+
+def test_only_the_operands_left_paused_are_named(c: Cluster) -> None:
+    node = ready_mig_node(c)
+    paused = {f"nvidia.com/gpu.deploy.{k}": "paused-for-mig-change" for k in ("dcgm", "nvsm")}
+    c.client.patch(NODES, node, {"metadata": {"labels": paused}})
+    pause = touched("pause-operands", st.VERIFIED, "pause-gpu-operands")
+    saved(c, node, pause, st.StepState("drain", "drain"), status=st.INTERRUPTED)
+    [left] = found(c, node)
+    assert left.marks == [f"GPU operands paused on {node} (dcgm, nvsm=paused-for-mig-change)"]

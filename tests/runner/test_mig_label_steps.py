@@ -676,3 +676,24 @@ def test_without_a_plugin_pod_to_see_the_slices_alone_are_judged(dra: DraNode) -
     assert dra.published(frozenset(), dra.ago(3600)) == (None, False)
     problem, restarted = dra.published(frozenset({"MIG-new-1"}), dra.ago(3600))
     assert problem is not None and not restarted
+
+
+def test_a_dra_plugin_that_keeps_publishing_gone_devices_is_restarted_once_then_fails(
+    dra: DraNode,
+) -> None:
+    """verify-mig-layout read new MIG devices; the slices still list the old ones, and a
+    restarted plugin brings back the same: the step fails naming them, the node not served."""
+    outputs = {"verify-layout": {"source": "nvml", "gpus": 1, "perGpu": {"1g.24gb": 4},
+                                 "migUuids": ["MIG-made-by-this-run"]}}  # fmt: skip
+    ctx = SimContext(
+        client=dra.c.client, params={"node": dra.node, "settle": "60s"}, run_id="r1",
+        holder="t@x", sim=dra.c.sim, outputs=outputs, timeout=36,
+        journal=lambda e, f: dra.journal.append((e, f)),
+    )  # fmt: skip
+    resume = ResumeGpuOperands()
+    with pytest.raises(StepFailed) as failed:
+        resume.apply(ctx, StepPlan.from_json(resume.plan(ctx).to_json()))
+    assert str(failed.value).startswith(
+        "after 36 s ResourceSlices publish 4 MIG device(s) the GPUs no longer have"
+    )
+    assert [e for e, _f in dra.journal].count("restarted-dra-plugin") == 1
