@@ -5,6 +5,7 @@ is said, a node made after the run began is another node, and where a run stoppe
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from mignurse.cluster.client import NODES
 from mignurse.runner import state as st
 from mignurse.runner.leftovers import Leftover, find_leftovers
 from mignurse.runner.outcome import Followup
+from mignurse.runner.steps.kube import CORDONED_BY
 
 from .enginehelpers import Cluster
 from .mighelpers import ready_mig_node
@@ -139,3 +141,23 @@ def test_only_the_operands_left_paused_are_named(c: Cluster) -> None:
     saved(c, node, pause, st.StepState("drain", "drain"), status=st.INTERRUPTED)
     [left] = found(c, node)
     assert left.marks == [f"GPU operands paused on {node} (dcgm, nvsm=paused-for-mig-change)"]
+
+
+@pytest.mark.parametrize(
+    ("unschedulable", "by", "marked"),
+    [(True, "this", True), (True, "another", False), (False, "this", False)],
+)
+def test_a_cordon_is_named_only_while_the_run_holds_it(
+    c: Cluster, unschedulable: bool, by: str, marked: bool
+) -> None:
+    node = ready_mig_node(c)
+    run = saved(c, node, touched("cordon", st.VERIFIED), st.StepState("drain", "drain"),
+                status=st.INTERRUPTED)  # fmt: skip
+    holder = run.run_id if by == "this" else "9c1d0e2f"
+    c.client.patch(NODES, node, {
+        "metadata": {"annotations": {CORDONED_BY: json.dumps({"run": holder})}},
+        "spec": {"unschedulable": unschedulable},
+    })  # fmt: skip
+    [left] = found(c, node)
+    cordoned = f"node {node} cordoned by it (mignurse.io/cordoned-by)"
+    assert left.marks == ([cordoned] if marked else [])
