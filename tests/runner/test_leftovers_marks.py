@@ -15,6 +15,7 @@ import pytest
 from mignurse.cluster.client import NODES
 from mignurse.runner import state as st
 from mignurse.runner.leftovers import Leftover, find_leftovers
+from mignurse.runner.lock import LOCK_ANNOTATION, lock_resource
 from mignurse.runner.outcome import Followup
 from mignurse.runner.steps.kube import CORDONED_BY
 
@@ -161,3 +162,18 @@ def test_a_cordon_is_named_only_while_the_run_holds_it(
     [left] = found(c, node)
     cordoned = f"node {node} cordoned by it (mignurse.io/cordoned-by)"
     assert left.marks == ([cordoned] if marked else [])
+
+
+@pytest.mark.parametrize(("holder", "marked"), [("this", True), ("another", False), ("", False)])
+def test_a_cluster_runs_lock_is_named_only_while_it_names_that_run(
+    c: Cluster, holder: str, marked: bool
+) -> None:
+    cluster = "ml-train-usw2"
+    run = saved(c, cluster, touched("pause-node-repair", st.VERIFIED), status=st.INTERRUPTED)
+    resource, name, words = lock_resource("cluster", cluster)
+    lock = {"run": run.run_id if holder == "this" else "9c1d0e2f", "holder": "alice@laptop"}
+    value = json.dumps(lock) if holder else None
+    c.client.patch(resource, name, {"metadata": {"annotations": {LOCK_ANNOTATION: value}}})
+    [left] = find_leftovers(c.client, node_target=False, target=cluster, exclude="",
+                            followups=lambda run: dict(FOLLOWUPS))  # fmt: skip
+    assert left.marks == ([f"its lock ({LOCK_ANNOTATION}) on {words}"] if marked else [])
