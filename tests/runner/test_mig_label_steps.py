@@ -697,3 +697,19 @@ def test_a_dra_plugin_that_keeps_publishing_gone_devices_is_restarted_once_then_
         "after 36 s ResourceSlices publish 4 MIG device(s) the GPUs no longer have"
     )
     assert [e for e, _f in dra.journal].count("restarted-dra-plugin") == 1
+
+
+def test_a_dra_node_that_is_not_ready_is_not_served_whatever_its_slices_say(
+    dra: DraNode,
+) -> None:
+    set_not_ready(dra.c, dra.node)
+    outputs = {"verify-layout": {"source": "nvml", "gpus": 1, "perGpu": {"1g.24gb": 4},
+                                 "migUuids": sorted(dra.made)}}  # fmt: skip
+    ctx = SimContext(
+        client=dra.c.client, params={"node": dra.node, "settle": "12s"}, run_id="r1",
+        holder="t@x", sim=dra.c.sim, outputs=outputs, timeout=8,
+    )  # fmt: skip
+    resume = ResumeGpuOperands()
+    with pytest.raises(StepFailed) as failed:
+        resume.apply(ctx, StepPlan.from_json(resume.plan(ctx).to_json()))
+    assert str(failed.value).startswith(f"after 8 s node {dra.node} is NotReady since ")
