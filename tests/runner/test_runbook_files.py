@@ -219,3 +219,14 @@ def test_a_bool_param_is_read_as_an_operator_types_it(
     assert resolve_params(book, {"node": "n1", "reason": given})["reason"] is value
     with pytest.raises(RunbookError, match=r"^try: reason: 'maybe' is not true or false$"):
         resolve_params(book, {"node": "n1", "reason": "maybe"})
+
+
+def test_a_cluster_runbook_needs_no_node_and_may_leave_its_description_empty(
+    tmp_path: Path,
+) -> None:
+    text = (
+        'name: try\ntitle: Pause repair\ndescription: ""\ntarget: cluster\n'
+        "steps:\n  - id: pause\n    action: pause-node-repair\n"
+    )
+    book = load_runbook(write(tmp_path, text))
+    assert (book.target, book.description, dict(book.params)) == ("cluster", "", {})
