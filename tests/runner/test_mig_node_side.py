@@ -575,11 +575,16 @@ APPS = "nvidia-smi --query-compute-apps"
 
 def test_gpu_processes_are_named_from_nvidia_smi_and_lsof_once_each() -> None:
     node = ScriptedNode({
-        APPS: Reply(0, "4242, python3, 10240 MiB\n[N/A], [N/A], [N/A]\n\n77\n"),
+        APPS: Reply(0, "4242, python3, 10240 MiB\n[N/A], [N/A], [N/A]\n\n77\n88, bash\n"),
         "lsof": Reply(0, "4242\n5151\nwarning\n5151\n"),
     })  # fmt: skip
     found = gpu_processes(node_ctx(node, Seen()))
-    assert found == ["pid 4242 (python3)", "pid 77 (?)", "pid 5151 (holds a /dev/nvidia device)"]
+    assert found == [
+        "pid 4242 (python3)",
+        "pid 77 (?)",
+        "pid 88 (bash)",
+        "pid 5151 (holds a /dev/nvidia device)",
+    ]
     assert [t for _s, t in node.ran] == [60, 60]
 
 

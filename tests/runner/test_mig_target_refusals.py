@@ -217,3 +217,26 @@ def test_a_one_profile_config_resolves_under_the_single_strategy(cluster_for: Ma
     single = resolve_target(c.ctx(node, params={"config": "all-1g.10gb"}))
     assert (single.strategy, single.per_gpu) == ("single", {"1g.10gb": 7})
     assert single.expected_resources() == {"nvidia.com/gpu": 56}
+
+
+def test_a_bottlerocket_node_known_by_its_label_only_is_refused_without_a_version(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("mig-1g24gb")
+    node = labelled(c, {"bottlerocket.aws/updater-interface-version": "2.0.0"})
+    said = bottlerocket_refusal(Node.from_api(c.node(node)), "all-1g.24gb")
+    assert said is not None and said.startswith(
+        f"node {node} runs Bottlerocket (label bottlerocket.aws/updater-interface-version): "
+    )
+    assert said.endswith("from its admin container, then reboot it")
+
+
+def test_a_bottlerocket_node_whose_gpu_is_unknown_is_told_to_set_it_in_user_data(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("mig-1g24gb")
+    node = on_bottlerocket(c, "Bottlerocket OS 1.51.0 (aws-k8s-1.34-nvidia)",
+                           **{"nvidia.com/gpu.product": "NVIDIA-X900-PROTO"})  # fmt: skip
+    said = bottlerocket_refusal(Node.from_api(c.node(node)), "all-1g.24gb")
+    assert said is not None
+    assert said.endswith("set those settings in the node's user data and replace it")
