@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -25,6 +26,9 @@ from mignurse.model import (
     ResourceSlice,
     dra_devices_by_node,
 )
+from mignurse.runner.engine import Runner
+from mignurse.runner.schema import load_runbook
+from mignurse.runner.state import INTERRUPTED, RunState
 from mignurse.runner.step import StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.mig.labels import (
     MigManagerOff,
@@ -713,3 +717,30 @@ def test_a_dra_node_that_is_not_ready_is_not_served_whatever_its_slices_say(
     with pytest.raises(StepFailed) as failed:
         resume.apply(ctx, StepPlan.from_json(resume.plan(ctx).to_json()))
     assert str(failed.value).startswith(f"after 8 s node {dra.node} is NotReady since ")
+
+
+def test_undo_of_a_run_that_turned_mig_manager_off_turns_it_back_on(
+    steps: Steps, state_home: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "manager-off.yaml"
+    path.write_text(
+        "name: manager-off\ntitle: mig-manager off\ntarget: node\nundo: never\n"
+        "params:\n  node: {type: node, required: true}\n"
+        "steps:\n  - id: manager\n    action: mig-manager-off\n    timeout: 60\n"
+    )
+    book = load_runbook(path)
+    steps.label(**{MANAGER: "false"})  # its pod would take cluster time to go: gone already
+    steps.c.sim.advance(30)
+    steps.label(**{MANAGER: "true"})
+    ran = Runner(book, {"node": steps.node}, client=steps.c.client, yes=True).run()
+    assert ran.status == "succeeded", ran.error
+    assert steps.labels()[MANAGER] == "false"
+    stopped = RunState.load(ran.run_id)
+    stopped.status = INTERRUPTED  # as if stopped right after it
+    stopped.save()
+
+    undone = Runner.from_state(ran.run_id, client=steps.c.client, books={book.name: book},
+                               yes=True).undo()  # fmt: skip
+
+    assert undone.status == "undone", (undone.error, undone.report_lines())
+    assert steps.labels()[MANAGER] == "true"
