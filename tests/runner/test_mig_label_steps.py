@@ -576,9 +576,11 @@ class DraNode:
 
     def published(
         self, uuids: frozenset[str], written: datetime | None, restarted: bool = False,
-        client: Any = None,
+        client: Any = None, config: str = "",
     ) -> tuple[str | None, bool]:  # fmt: skip
         ctx = self.ctx(client)
+        if config:
+            ctx.params["config"] = config
         target = resolve_target(ctx)
         return ResumeGpuOperands._published(ctx, target, 1, uuids, written, restarted)
 
@@ -744,3 +746,13 @@ def test_undo_of_a_run_that_turned_mig_manager_off_turns_it_back_on(
 
     assert undone.status == "undone", (undone.error, undone.report_lines())
     assert steps.labels()[MANAGER] == "true"
+
+
+@pytest.mark.parametrize("uuids", [frozenset({"MIG-new-1"}), frozenset()])
+def test_slices_of_the_wrong_layout_are_told_as_such_before_their_age(
+    dra: DraNode, uuids: frozenset[str]
+) -> None:
+    """The node was to get 2g.48gb; its slices publish 1g.24gb devices: that is what the
+    operator needs to read, whether or not verify-mig-layout named the devices."""
+    problem, _restarted = dra.published(uuids, dra.ago(10), config="all-2g.48gb")
+    assert problem == "ResourceSlices publish GPU 0: 4×1g.24gb; expected 2×2g.48gb per GPU"
