@@ -502,6 +502,8 @@ def test_without_the_probe_nvidia_smi_tells_the_same_layout(sandbox: NodeSandbox
     assert state.source == "nvidia-smi" and len(state.gpus) == 8
     assert {g.mig_current for g in state.gpus} == {MIG_ENABLED}
     assert all(g.profile_counts() == {"3g.40gb": 1, "1g.10gb": 2} for g in state.gpus)
+    # the MIG devices' UUIDs (what the DRA check compares) come from nvidia-smi -L
+    assert all(d.uuid.startswith("MIG-") for g in state.gpus for d in g.devices)
 
 
 @pytest.mark.parametrize(
