@@ -72,7 +72,7 @@ FIRST = ("lock.py", "steps/repair/", "steps/instance.py", "steps/kube.py", "undo
 # Each module's own tests, named after the incidents they stand for: every one of them that
 # reaches a mutated line runs, whatever --cap says.
 OWN_TESTS: dict[str, list[str]] = {
-    "lock.py": ["tests/runner/test_lock_takeover.py"],
+    "lock.py": ["tests/runner/test_lock_takeover.py", "tests/runner/test_lock_reads.py"],
     "state.py": ["tests/runner/test_run_state_after_a_crash.py"],
     "audit.py": ["tests/runner/test_audit_log_after_a_crash.py"],
     "steps/kube.py": [
@@ -84,6 +84,8 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_nodeclaim_recreated.py",
         "tests/runner/test_asg_instance_gone.py",
         "tests/runner/test_instance_steps.py",
+        "tests/runner/test_replace_instance_cases.py",
+        "tests/runner/test_replacement_wait.py",
     ],
     "steps/repair/__init__.py": [
         "tests/runner/test_repair_who_repairs.py",
@@ -133,10 +135,16 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_settle_reads.py",
         "tests/runner/test_replacement.py",
     ],
-    "steps/forecast.py": ["tests/runner/test_replacement.py"],
+    "steps/forecast.py": [
+        "tests/runner/test_replacement.py",
+        "tests/runner/test_forecast_cases.py",
+    ],
     "steps/awserror.py": ["tests/runner/test_aws_refusals.py"],
     "steps/__init__.py": ["tests/runner/test_actions_of_a_fresh_process.py"],
-    "steps/collect.py": ["tests/runner/test_collect_bundle_step.py"],
+    "steps/collect.py": [
+        "tests/runner/test_collect_bundle_step.py",
+        "tests/runner/test_collect_bundle_once.py",
+    ],
 }
 
 # Calls whose deletion changes only what is printed: never mutated away.
