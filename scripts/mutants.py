@@ -111,6 +111,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_runbook_params.py",
         "tests/runner/test_schema.py",
         "tests/hostile/test_inputs_runbooks.py",
+        "tests/runner/test_runbook_files.py",
     ],
     "step.py": [
         "tests/runner/test_step_contract.py",
@@ -134,7 +135,15 @@ OWN_TESTS: dict[str, list[str]] = {
     "plan.py": ["tests/runner/test_what_a_run_reports.py"],
     "wiring.py": ["tests/runner/test_how_a_run_reaches_nodes_and_aws.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
-    "leftovers.py": ["tests/runner/test_leftovers.py"],
+    "steps/mig/layout.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/nodecmd.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/preflight.py": [
+        "tests/runner/test_mig_node_side.py",
+        "tests/runner/test_mig_target_refusals.py",
+    ],
+    "steps/mig/labels.py": ["tests/runner/test_mig_label_steps.py"],
+    "steps/mig/resume.py": ["tests/runner/test_mig_label_steps.py"],
+    "leftovers.py": ["tests/runner/test_leftovers.py", "tests/runner/test_leftovers_marks.py"],
     "steps/settle.py": [
         "tests/runner/test_settle_window.py",
         "tests/runner/test_settle_reads.py",
