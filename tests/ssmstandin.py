@@ -204,6 +204,7 @@ class SsmStandIn:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # as AWS's endpoints answer: no 40 ms delayed-ACK wait
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
