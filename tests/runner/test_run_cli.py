@@ -314,9 +314,12 @@ def test_a_double_ctrl_c_still_prints_the_run_and_what_can_follow(
     wait_for(
         lambda: any(r["path"].endswith("/eviction") and r["status"] == 429 for r in c.sim.requests)
     )
+    # each read of the node from now on takes a quarter second, as from a far API server:
+    # the run's stop, its end and its report take long enough for the second Ctrl-C to land
+    c.sim.race("GET", r"/nodes/", lambda _sim: time.sleep(0.25), times=None, conflict=False)
     os.kill(proc.pid, signal.SIGINT)
     time.sleep(gap)
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signal.SIGINT)  # still running: ProcessLookupError otherwise
     out = proc.stdout.read()
     proc.wait(timeout=30)
 

@@ -17,6 +17,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.events import Resize
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, RichLog, Static
@@ -92,6 +93,15 @@ class _Row:
     detail: str = ""
 
 
+class RunLog(RichLog):
+    """The run's output. Each line written scrolls it to its end; so does a change of its
+    size (the step table above it grows as rows fill in), which would otherwise leave the
+    newest lines below the bottom edge until the next line came."""
+
+    def on_resize(self, _event: Resize) -> None:  # RichLog's own handler runs after this one
+        self.scroll_end(animate=False, immediate=False, x_axis=False)
+
+
 class RunScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+c", "cancel_run", "Cancel", priority=True),
@@ -144,7 +154,7 @@ class RunScreen(ModalScreen[None]):
             title.append(f" · run {self.runners[0].run_id}", style="dim")
         yield Static(title, id="run-title")
         yield DataTable(id="run-steps", cursor_type="none", zebra_stripes=True)
-        yield RichLog(id="run-output", wrap=True, markup=True, highlight=False, auto_scroll=True)
+        yield RunLog(id="run-output", wrap=True, markup=True, highlight=False, auto_scroll=True)
         yield Static(Text("running… (ctrl+c or c cancels)", style="dim"), id="run-report")
         yield Footer()
 
