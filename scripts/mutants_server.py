@@ -105,6 +105,10 @@ def _child(request: dict[str, object], log: str) -> None:
 
 
 def main() -> None:
+    # Started under nohup (or from a shell that ignores them), the stop signals would be
+    # ignored in every test too, and a mutant in a signal path would look like a survivor.
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
     _preload()
     log = os.path.join(os.getcwd(), ".mutant.log")
     print(json.dumps({"ready": True}), flush=True)
