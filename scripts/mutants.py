@@ -79,6 +79,8 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_cordon_ownership.py",
         "tests/runner/test_drain_leaves_alone.py",
         "tests/runner/test_kube_steps.py",
+        "tests/runner/test_drain_to_the_end.py",
+        "tests/runner/test_cordon_after_a_stop.py",
     ],
     "steps/instance.py": [
         "tests/runner/test_nodeclaim_recreated.py",
