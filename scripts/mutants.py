@@ -106,6 +106,7 @@ OWN_TESTS: dict[str, list[str]] = {
     "steps/repair/nodegroup.py": [
         "tests/runner/test_nodegroup_repair_undo.py",
         "tests/runner/test_repair_steps.py",
+        "tests/runner/test_nodegroup_repair_settles.py",
     ],
     "schema.py": [
         "tests/runner/test_runbook_params.py",
