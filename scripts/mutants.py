@@ -91,8 +91,12 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_repair_who_repairs.py",
         "tests/runner/test_nodegroup_repair_undo.py",
         "tests/runner/test_step_retries.py",
+        "tests/runner/test_karpenter_resume_stops.py",
     ],
-    "steps/repair/backend.py": ["tests/runner/test_repair_who_repairs.py"],
+    "steps/repair/backend.py": [
+        "tests/runner/test_repair_who_repairs.py",
+        "tests/runner/test_nodegroup_repair_settles.py",
+    ],
     "steps/repair/gates.py": ["tests/runner/test_repair_flag_over_env.py"],
     "steps/repair/deployment.py": [
         "tests/runner/test_repair_rollout.py",
@@ -102,6 +106,7 @@ OWN_TESTS: dict[str, list[str]] = {
     "steps/repair/karpenter.py": [
         "tests/runner/test_karpenter_pause_record.py",
         "tests/runner/test_repair_flag_over_env.py",
+        "tests/runner/test_karpenter_resume_stops.py",
     ],
     "steps/repair/nodegroup.py": [
         "tests/runner/test_nodegroup_repair_undo.py",
