@@ -81,6 +81,7 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_kube_steps.py",
         "tests/runner/test_drain_to_the_end.py",
         "tests/runner/test_cordon_after_a_stop.py",
+        "tests/runner/test_step_retries.py",
     ],
     "steps/instance.py": [
         "tests/runner/test_nodeclaim_recreated.py",
@@ -101,6 +102,7 @@ OWN_TESTS: dict[str, list[str]] = {
     "steps/repair/deployment.py": [
         "tests/runner/test_repair_rollout.py",
         "tests/runner/test_karpenter_pause_record.py",
+        "tests/runner/test_karpenter_resume_stops.py",
     ],
     "steps/repair/hazard.py": ["tests/runner/test_resume_hazard.py"],
     "steps/repair/karpenter.py": [

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mignurse.cluster.client import NODES, PDBS
+from mignurse.runner.engine import Runner
 from mignurse.runner.schema import Runbook, load_runbook, reversal_words
+from mignurse.runner.state import RunState
 from mignurse.runner.step import ACTIONS, Cancelled, LockLost, StepFailed, StepPlan
 from mignurse.sim import SimCluster
 
@@ -314,7 +317,7 @@ def test_a_blip_reading_the_node_is_raised_for_the_engine_to_read_again(
 # -- what the confirmation says about undo ------------------------------------------------------
 
 
-def runbook(tmp_path: Any, *actions: str) -> Runbook:
+def runbook(tmp_path: Path, *actions: str) -> Runbook:
     path = tmp_path / "try.yaml"
     steps = "".join(f"  - id: {a}\n    action: {a}\n" for a in actions)
     path.write_text(
@@ -332,6 +335,27 @@ def runbook(tmp_path: Any, *actions: str) -> Runbook:
     ],
 )
 def test_the_confirmation_says_whether_undo_puts_the_node_back(
-    tmp_path: Any, actions: tuple[str, ...], said: str
+    tmp_path: Path, actions: tuple[str, ...], said: str
 ) -> None:
     assert reversal_words(runbook(tmp_path, *actions)) == said
+
+
+def test_a_drain_whose_evictions_keep_failing_is_tried_twice(
+    cluster_for: Make, state_home: Path, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    node = cordoned_train_node(c)
+    path = tmp_path / "just-drain.yaml"
+    path.write_text(
+        "name: just-drain\ntitle: just-drain\ntarget: node\nundo: never\n"
+        "params:\n  node: {type: node, required: true}\n"
+        "steps:\n  - id: drain\n    action: drain\n"
+    )
+    c.sim.fail("POST", "/eviction$", code=503, times=None)
+
+    result = Runner(load_runbook(path), {"node": node}, client=c.client, yes=True).run()
+
+    assert result.status == "failed"
+    assert "answered 503" in result.error
+    assert RunState.load(result.run_id).step("drain").attempts == 2
+    assert len(evictions(c)) == 2

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import DEPLOYMENTS
+from mignurse.cluster.client import DEPLOYMENTS, ApiError
 from mignurse.runner.schema import load_runbook, reversal_words
 from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
@@ -131,3 +131,43 @@ def test_the_confirmation_of_a_runbook_that_pauses_repair_says_undo_puts_it_back
         "steps:\n  - id: pause\n    action: pause-node-repair\n"
     )
     assert reversal_words(load_runbook(path)) == "reversible: undo (u) puts back what it changed"
+
+
+class PolicyDenies:
+    """An admission policy that denies every patch of the Deployment; its message happens to
+    say "test", as the JSON patch's failed `test` operation does."""
+
+    def __init__(self, c: Cluster) -> None:
+        self._c = c
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._c.client, name)
+        if name != "patch":
+            return target
+
+        def patch(resource: Any, obj: str, body: Any, **kwargs: Any) -> Any:
+            if resource is DEPLOYMENTS:
+                raise ApiError(
+                    "the API server answered 400 to patch deployments.apps: admission webhook "
+                    '"validation.gatekeeper.sh" denied the request: image tag "test" is not allowed'
+                )
+            return target(resource, obj, body, **kwargs)
+
+        return patch
+
+
+def test_a_patch_a_policy_denies_is_named_not_taken_for_a_changed_deployment(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    ctx = sim_ctx(c.sim, PolicyDenies(c), timeout=60)
+    step = PauseNodeRepair()
+    plan = StepPlan.from_json(step.plan(ctx).to_json())
+
+    with pytest.raises(StepFailed) as failed:
+        step.apply(ctx, plan)
+
+    assert str(failed.value).startswith(
+        "patch of deployment/kube-system/karpenter failed; nothing was changed: "
+    )
+    assert record_of(c) is None

@@ -330,6 +330,23 @@ def test_an_update_that_never_finishes_fails_verify_at_the_deadline(
     assert said == f"update u-1 of node group {GROUP} not done after 10 s: update u-1 is InProgress"
 
 
+def test_a_pause_undone_by_someone_before_verify_fails_verify_naming_both_configs(
+    cluster_for: Make, aws: Aws
+) -> None:
+    c = cluster_for()
+    cluster = eks_node_group(aws, PRIOR)
+    ctx = sim_ctx(c.sim, c.client, l4_node(c), aws=aws, params={"cluster": cluster}, timeout=30)
+    pause = PauseNodeRepair()
+    plan = StepPlan.from_json(pause.plan(ctx).to_json())
+    applied = pause.apply(ctx, plan)
+    set_config(aws, cluster, PRIOR)  # turned back on by someone else
+
+    assert pause.verify(ctx, plan, applied) == (
+        f"node group {GROUP} reports nodeRepairConfig {json.dumps(PRIOR)}, "
+        f"not {json.dumps({**PRIOR, 'enabled': False})}"
+    )
+
+
 # -- where the record and the cluster's name come from --------------------------------------------
 
 
