@@ -327,17 +327,26 @@ def runbook(tmp_path: Path, *actions: str) -> Runbook:
     return load_runbook(path)
 
 
-@pytest.mark.parametrize(
-    ("actions", "said"),
-    [
-        (("cordon", "report-node", "uncordon"), "reversible: undo (u) puts back what it changed"),
-        (("cordon", "drain"), "cannot be undone"),
-    ],
-)
-def test_the_confirmation_says_whether_undo_puts_the_node_back(
-    tmp_path: Path, actions: tuple[str, ...], said: str
+def test_the_plan_says_which_node_steps_undo_puts_back(
+    cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
-    assert reversal_words(runbook(tmp_path, *actions)) == said
+    c = cluster_for()
+    node = cordoned_train_node(c)
+    book = runbook(tmp_path, "cordon", "drain", "report-node", "uncordon")
+
+    plan = Runner(book, {"node": node}, client=c.client, yes=True).plan()
+
+    shown = [step.to_json() for step in plan.steps]
+    assert [(s["id"], s["mutates"], s["canUndo"]) for s in shown] == [
+        ("cordon", True, True),
+        ("drain", True, False),  # evicted pods reschedule on their own
+        ("report-node", False, False),  # read-only
+        ("uncordon", True, True),
+    ]
+    assert reversal_words(book) == "cannot be undone"
+    assert reversal_words(runbook(tmp_path, "cordon", "report-node", "uncordon")) == (
+        "reversible: undo (u) puts back what it changed"
+    )
 
 
 def test_a_drain_whose_evictions_keep_failing_is_tried_twice(

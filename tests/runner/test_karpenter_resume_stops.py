@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from mignurse.cluster.client import DEPLOYMENTS, ApiError
+from mignurse.runner.engine import Runner
 from mignurse.runner.schema import load_runbook, reversal_words
 from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
@@ -122,15 +123,22 @@ def test_an_undone_pause_blames_only_its_own_record_left_behind(cluster_for: Mak
     assert pause.undone(other, plan, applied) is None  # another run's record is not its own
 
 
-def test_the_confirmation_of_a_runbook_that_pauses_repair_says_undo_puts_it_back(
-    tmp_path: Path,
+def test_the_plan_of_a_runbook_that_pauses_repair_says_undo_puts_it_back(
+    cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
+    c = cluster_for("dcgm-repair-loop")
     path = tmp_path / "quiet.yaml"
     path.write_text(
         "name: quiet\ntitle: quiet\ntarget: cluster\nundo: never\n"
         "steps:\n  - id: pause\n    action: pause-node-repair\n"
     )
-    assert reversal_words(load_runbook(path)) == "reversible: undo (u) puts back what it changed"
+    book = load_runbook(path)
+
+    plan = Runner(book, {}, client=c.client, yes=True).plan()
+
+    (step,) = plan.steps
+    assert step.to_json()["canUndo"] is True and step.plan is not None
+    assert reversal_words(book) == "reversible: undo (u) puts back what it changed"
 
 
 class PolicyDenies:
