@@ -150,15 +150,7 @@ class SimCluster:
         if self._server is not None:
             return self
         self._stop.clear()
-        self._server = SimServer(self, self.port, self.tls.server_context())
-        server_thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name=f"sim-api-{self.scenario.name}",
-            daemon=True,
-        )
-        server_thread.start()
-        self._threads = [server_thread]
+        self._threads = [self._serve(self.port, f"sim-api-{self.scenario.name}")]
         if self.speed > 0:
             ticker = threading.Thread(target=self._tick, name="sim-clock", daemon=True)
             ticker.start()
@@ -309,15 +301,19 @@ class SimCluster:
         self.restarts += 1
         if self._stop.wait(max(0.0, down)):
             return  # stopped meanwhile
+        self._threads[0] = self._serve(port, f"sim-api-{self.scenario.name}-{self.restarts}")
+
+    def _serve(self, port: int, name: str) -> threading.Thread:
+        """A new API server on `port` (0: any free one), served from a thread named `name`."""
         self._server = SimServer(self, port, self.tls.server_context())
         serving = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.1},
-            name=f"sim-api-{self.scenario.name}-{self.restarts}",
+            name=name,
             daemon=True,
         )
         serving.start()
-        self._threads[0] = serving
+        return serving
 
     def compact(self) -> None:
         """Drop all watch history, like an etcd compaction."""

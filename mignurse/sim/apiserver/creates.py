@@ -176,16 +176,7 @@ class CreateHandler(WriteHandler):
         unknown: list[str] = []
         root = f"{model[1]}.{openapi._model_name(model[0])}"
         _drop_unknown(obj, schemas, root, "", unknown)
-        mode = self._query.get("fieldValidation", "Warn") or "Warn"
-        if unknown and mode == "Strict":
-            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise ApiError(
-                400,
-                "BadRequest",
-                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
-                f"strict decoding error: {listed}",
-            )
-        return [] if mode == "Ignore" else [f'unknown field "{u}"' for u in unknown]
+        return self._field_validation(rtype, unknown)
 
     def _custom_create_checks(self, rtype: ResourceType, name: str, obj: JsonDict) -> None:
         """Prune, default and validate a new custom resource against its CRD (no old object:

@@ -202,15 +202,7 @@ class WriteHandler(HandlerBase):
         structural = crds.schema(rtype.plural)
         unknown: list[str] = []
         pruned = schema.prune(new, structural, "", unknown)
-        mode = self._query.get("fieldValidation", "Warn") or "Warn"
-        if unknown and mode == "Strict":
-            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise ApiError(
-                400,
-                "BadRequest",
-                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
-                f"strict decoding error: {listed}",
-            )
+        warnings = self._field_validation(rtype, unknown)
         new.clear()
         new.update(pruned)
         schema.apply_defaults(new, structural)
@@ -227,6 +219,20 @@ class WriteHandler(HandlerBase):
         )
         if errors:
             raise invalid(rtype, name, errors)
+        return warnings
+
+    def _field_validation(self, rtype: ResourceType, unknown: list[str]) -> list[str]:
+        """The request's fieldValidation over the fields dropped from its body: Strict refuses
+        it (400), Ignore says nothing, Warn (the default) returns the warnings to send."""
+        mode = self._query.get("fieldValidation", "Warn") or "Warn"
+        if unknown and mode == "Strict":
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: '
+                f"strict decoding error: {listed}",
+            )
         return [] if mode == "Ignore" else [f'unknown field "{u}"' for u in unknown]
 
     def _modify(
