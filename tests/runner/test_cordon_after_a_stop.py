@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mignurse.cluster.client import NODES
+from mignurse.runner.engine import Runner
+from mignurse.runner.outcome import RunEvent
+from mignurse.runner.schema import load_runbook
+from mignurse.runner.state import RunState
 from mignurse.runner.step import ACTIONS, LockLost, StepContext, StepPlan
 from mignurse.runner.steps.kube import CORDONED_BY, not_ready
 
@@ -187,3 +192,31 @@ def test_a_node_that_is_not_ready_is_named_with_its_reason_and_since_when(
     node: dict[str, Any], said: str | None
 ) -> None:
     assert not_ready(node) == said
+
+
+def test_an_uncordon_the_api_server_keeps_refusing_is_tried_three_times(
+    cluster_for: Make, state_home: Path, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    cordon(c, c.ctx(node))
+    path = tmp_path / "just-uncordon.yaml"
+    path.write_text(
+        "name: just-uncordon\ntitle: just-uncordon\ntarget: node\nundo: never\n"
+        "params:\n  node: {type: node, required: true}\n"
+        "steps:\n  - id: uncordon\n    action: uncordon\n"
+    )
+
+    def refuse_patches(event: RunEvent) -> None:
+        if event.kind == "step-started":
+            c.sim.fail("PATCH", f"/nodes/{node}$", code=503, times=None)
+        elif event.kind == "step-finished":
+            c.sim.clear_faults()  # the lock's release goes through
+
+    result = Runner(
+        load_runbook(path), {"node": node}, client=c.client, yes=True, listener=refuse_patches
+    ).run()
+
+    assert result.status == "failed" and "answered 503" in result.error
+    assert RunState.load(result.run_id).step("uncordon").attempts == 3
+    assert unschedulable(c, node)
