@@ -72,7 +72,7 @@ FIRST = ("lock.py", "steps/repair/", "steps/instance.py", "steps/kube.py", "undo
 # Each module's own tests, named after the incidents they stand for: every one of them that
 # reaches a mutated line runs, whatever --cap says.
 OWN_TESTS: dict[str, list[str]] = {
-    "lock.py": ["tests/runner/test_lock_takeover.py"],
+    "lock.py": ["tests/runner/test_lock_takeover.py", "tests/runner/test_lock_reads.py"],
     "state.py": ["tests/runner/test_run_state_after_a_crash.py"],
     "audit.py": ["tests/runner/test_audit_log_after_a_crash.py"],
     "steps/kube.py": [
@@ -87,6 +87,8 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_nodeclaim_recreated.py",
         "tests/runner/test_asg_instance_gone.py",
         "tests/runner/test_instance_steps.py",
+        "tests/runner/test_replace_instance_cases.py",
+        "tests/runner/test_replacement_wait.py",
     ],
     "steps/repair/__init__.py": [
         "tests/runner/test_repair_who_repairs.py",
@@ -119,25 +121,54 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_runbook_params.py",
         "tests/runner/test_schema.py",
         "tests/hostile/test_inputs_runbooks.py",
+        "tests/runner/test_runbook_files.py",
     ],
-    "step.py": ["tests/runner/test_step_contract.py"],
+    "step.py": [
+        "tests/runner/test_step_contract.py",
+        "tests/runner/test_what_a_run_reports.py",
+    ],
     "undo.py": [
         "tests/runner/test_undo_left_incomplete.py",
         "tests/runner/test_undo_walks_back.py",
+        "tests/runner/test_undo_records_as_it_goes.py",
     ],
-    "core.py": ["tests/runner/test_resume_refusals.py"],
-    "engine.py": ["tests/runner/test_run_records_each_step.py"],
+    "core.py": [
+        "tests/runner/test_resume_refusals.py",
+        "tests/runner/test_run_from_plan_to_end.py",
+    ],
+    "engine.py": [
+        "tests/runner/test_run_records_each_step.py",
+        "tests/runner/test_run_from_plan_to_end.py",
+        "tests/runner/test_undo_records_as_it_goes.py",
+    ],
+    "outcome.py": ["tests/runner/test_what_a_run_reports.py"],
+    "plan.py": ["tests/runner/test_what_a_run_reports.py"],
+    "wiring.py": ["tests/runner/test_how_a_run_reaches_nodes_and_aws.py"],
     "steps/mig/target.py": ["tests/runner/test_mig_target_refusals.py"],
-    "leftovers.py": ["tests/runner/test_leftovers.py"],
+    "steps/mig/layout.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/nodecmd.py": ["tests/runner/test_mig_node_side.py"],
+    "steps/mig/preflight.py": [
+        "tests/runner/test_mig_node_side.py",
+        "tests/runner/test_mig_target_refusals.py",
+    ],
+    "steps/mig/labels.py": ["tests/runner/test_mig_label_steps.py"],
+    "steps/mig/resume.py": ["tests/runner/test_mig_label_steps.py"],
+    "leftovers.py": ["tests/runner/test_leftovers.py", "tests/runner/test_leftovers_marks.py"],
     "steps/settle.py": [
         "tests/runner/test_settle_window.py",
         "tests/runner/test_settle_reads.py",
         "tests/runner/test_replacement.py",
     ],
-    "steps/forecast.py": ["tests/runner/test_replacement.py"],
+    "steps/forecast.py": [
+        "tests/runner/test_replacement.py",
+        "tests/runner/test_forecast_cases.py",
+    ],
     "steps/awserror.py": ["tests/runner/test_aws_refusals.py"],
     "steps/__init__.py": ["tests/runner/test_actions_of_a_fresh_process.py"],
-    "steps/collect.py": ["tests/runner/test_collect_bundle_step.py"],
+    "steps/collect.py": [
+        "tests/runner/test_collect_bundle_step.py",
+        "tests/runner/test_collect_bundle_once.py",
+    ],
 }
 
 # Calls whose deletion changes only what is printed: never mutated away.

@@ -180,7 +180,7 @@ class Runner(RunUndo):
     def run(self, *, dry_run: bool = False) -> RunResult:
         """Plan, show, confirm, then apply every step (a fresh run or a resume)."""
         unusable = self.audit.problem()
-        if unusable and self.book.mutates and not dry_run:
+        if unusable:  # a dry run and a read-only run are recorded too: refused alike
             raise RunError(unusable)  # and not audited: the log is what is broken
         resuming = self.resuming
         if resuming:

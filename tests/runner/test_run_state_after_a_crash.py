@@ -115,6 +115,7 @@ def test_a_run_id_that_is_not_a_plain_name_is_never_read(state_home: Path, run_i
     (runs_dir() / "old").mkdir()
     (runs_dir().parent / "passwd.json").write_text("{}")  # beside the runs folder
     a_run(".3f2a0001").save()  # a temporary file's name: never a run of its own
+    a_run("").save()  # `.json`, hidden: `--resume ""` must not find it
     with pytest.raises(FileNotFoundError):
         RunState.load(run_id)
 
@@ -217,6 +218,37 @@ def test_init_is_a_live_process() -> None:
     assert process_alive(1) is True
 
 
+def test_another_users_run_is_alive_though_it_cannot_be_signalled(
+    live_pid: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a user who is not root meets a run started by a colleague on a shared box: the
+    kernel refuses the signal (EPERM) because the process is there."""
+
+    def not_yours(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "kill", not_yours)
+        assert process_alive(live_pid) is True
+        assert a_run(pid=live_pid).shown_status() == RUNNING
+
+
+def test_a_live_run_is_alive_where_proc_cannot_be_read(
+    live_pid: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a readable /proc (macOS, a hardened container) the signal alone decides."""
+    read_text = Path.read_text
+
+    def no_proc(path: Path, *args: object, **kwargs: object) -> str:
+        if str(path).startswith("/proc/"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "read_text", no_proc)
+        assert process_alive(live_pid) is True
+
+
 def test_the_runs_folder_is_made_private_when_a_state_is_saved(state_home: Path) -> None:
     runs = runs_dir()
     runs.mkdir(parents=True)
@@ -235,3 +267,20 @@ def test_a_deleted_state_is_gone_and_deleting_it_again_is_fine(state_home: Path)
     state.delete()
     with pytest.raises(FileNotFoundError):
         RunState.load(state.run_id)
+
+
+def test_looking_whether_a_run_is_alive_sends_it_nothing() -> None:
+    # SIGHUP as by default (a shell started under nohup would pass it on ignored)
+    wait = (
+        "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    run = subprocess.Popen([sys.executable, "-c", wait], stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout is not None and run.stdout.readline() == "ready\n"
+        assert process_alive(run.pid) is True
+        with pytest.raises(subprocess.TimeoutExpired):
+            run.wait(timeout=0.5)  # still running: no SIGHUP or other signal reached it
+    finally:
+        run.kill()
+        run.wait()

@@ -6,6 +6,8 @@ survives the trip through the run state unchanged."""
 from __future__ import annotations
 
 import threading
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from mignurse.runner.step import (
     Action,
     Cancelled,
     Change,
+    ClusterPace,
     Harm,
     LockLost,
     NodeCommand,
@@ -192,3 +195,51 @@ def test_an_action_name_is_registered_once() -> None:
         @action("cordon")
         class Again(Action):
             pass
+
+
+def test_a_steps_failure_is_its_one_line_and_is_tried_again_only_when_it_says_so() -> None:
+    plain = StepFailed("cannot patch node n1: the API server answered 422")
+    assert str(plain) == "cannot patch node n1: the API server answered 422"
+    assert (plain.retryable, plain.conflict, transient(plain)) == (False, False, False)
+    blip = StepFailed("cannot list the pods of n1", retryable=True)
+    assert (blip.retryable, blip.conflict, transient(blip)) == (True, False, True)
+
+
+def test_a_prior_recorded_as_a_plain_value_stays_when_a_mapping_comes_later() -> None:
+    prior: dict[str, Any] = {"labels": None}
+    merge_first(prior, {"labels": {"a": "true"}})
+    assert prior == {"labels": None}
+
+
+class ServerClock:
+    """The API server's clock as a simulator runs it: `rate` times this machine's."""
+
+    def __init__(self, now: list[float], rate: float) -> None:
+        self.now = now
+        self.rate = rate
+
+    def server_now(self) -> datetime:
+        return datetime(2026, 11, 20, 12, tzinfo=UTC) + timedelta(seconds=self.now[0] * self.rate)
+
+
+def test_a_wait_in_cluster_time_learns_how_fast_the_clusters_clock_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    pace = ClusterPace()
+    clock = ServerClock(now, rate=10.0)
+
+    pace.note(clock.server_now())
+    now[0] += 2.0  # two seconds here, twenty on the simulated cluster
+    pace.note(clock.server_now())
+
+    assert pace.rate == 10.0
+    assert pace.real_seconds(20.0) == 2.0
+
+
+def test_a_wait_in_cluster_time_wakes_for_ctrl_c() -> None:
+    step = StepContext(client=ServerClock([0.0], 1.0), params={})  # type: ignore[arg-type]
+    step.cancel.set()
+    with pytest.raises(Cancelled):
+        step.sleep_cluster(20.0, longest=5.0)

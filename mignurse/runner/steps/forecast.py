@@ -173,9 +173,13 @@ def _like(shape: Mapping[str, Any], daemon: fit.Resources) -> _Host:
     )
 
 
-def pending_for(pods: Iterable[dict[str, Any]], shape: Mapping[str, Any]) -> list[str]:
+def pending_for(
+    pods: Iterable[dict[str, Any]],
+    shape: Mapping[str, Any],
+    daemon: fit.Resources | None = None,
+) -> list[str]:
     """The pending pods (not bound, not terminating, no DaemonSet's) that a node shaped like
-    `shape` could take."""
+    `shape` could take beside its DaemonSet pods' requests (`daemon`)."""
     found = []
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -185,7 +189,7 @@ def pending_for(pods: Iterable[dict[str, Any]], shape: Mapping[str, Any]) -> lis
             continue
         if _owner_kind(pod) in NOT_RECREATED or _mirror(pod):
             continue
-        if _place(_like(shape, {}), pod):
+        if _place(_like(shape, daemon or {}), pod):
             found.append(_key(pod))
     return sorted(found)
 
@@ -263,7 +267,7 @@ def forecast_karpenter(client: ClusterClient, raw: dict[str, Any], pool: str) ->
     for pod in order:
         if not any(_place(host, pod) for host in hosts.values()):
             needing.append(pod)
-    waiting = pending_for(pending, shape_of(raw))
+    waiting = pending_for(pending, shape_of(raw), daemon)
     notes = list(_unjudged(moving)) + list(_limits(client, pool, raw))
     stay = ", ".join(f"{n} {why}" for why, n in sorted(others.items()))
     if needing or waiting:

@@ -498,12 +498,14 @@ def _expects(ctx: StepContext, node: Node, pool: list[Node]) -> str:
     """How the pool's nodes show their GPUs: "allocatable" (a device plugin), "dra" (the
     DRA driver's ResourceSlices) or "" (no GPUs to expect). Judged on the replaced node and
     its Ready neighbours, since a broken node may show none."""
-    for each in [node, *(n for n in pool if n.ready_status == "Ready")]:
+    # the pool's listing holds the node itself: judged once, first
+    judged = [node, *(n for n in pool if n.ready_status == "Ready" and n.name != node.name)]
+    for each in judged:
         if any(
             count > 0 for count in (*each.gpu_capacity.values(), *each.gpu_allocatable.values())
         ):
             return "allocatable"
-    for each in [node, *(n for n in pool if n.ready_status == "Ready")][:3]:
+    for each in judged[:3]:
         try:
             if node_dra(ctx.client, each.name).devices is not None:
                 return "dra"
@@ -599,7 +601,7 @@ class WaitReplacement(Action):
                          for raw in page]  # fmt: skip
                 claims = _pool_claims(ctx, _pool_name(selector)) if data.get("karpenter") else {}
             except ClusterError as exc:
-                if not transient(exc):
+                if not transient(exc) or ctx.time_left() <= 0:
                     raise StepFailed(f"cannot list the nodes of {words}: {exc}") from None
                 ctx.log(f"waiting for a replacement in {words}: cannot list nodes: {exc}")
                 ctx.sleep(min(POLL_SECONDS, max(0.1, ctx.time_left())))

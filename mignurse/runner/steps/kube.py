@@ -168,7 +168,9 @@ class Cordon(Action):
     def plan(self, ctx: StepContext) -> StepPlan:
         node = get_node(ctx)
         reason = str(ctx.param("reason", "") or "")
-        if _unschedulable(node) and ctx.prior.get("wasUnschedulable") is False:
+        # This run's cordon only where the node says so: a cordon someone else made between
+        # this run's record and its patch (the patch then answered 409) is theirs to lift.
+        if _unschedulable(node) and cordon_run(node) == ctx.run_id:
             return StepPlan(
                 notes=[f"node {ctx.node} was cordoned by this run before it stopped"],
                 data={"wasUnschedulable": False, "reason": reason},
@@ -198,7 +200,7 @@ class Cordon(Action):
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         node = get_node(ctx)  # the node's state now, not at plan time
         if _unschedulable(node):
-            was = ctx.prior.get("wasUnschedulable", True)  # this run's own cordon, or not
+            was = cordon_run(node) != ctx.run_id  # this run's own cordon, or not
             ctx.log(
                 f"node {ctx.node} is {'cordoned by this run' if not was else 'already cordoned'}"
             )
@@ -225,8 +227,9 @@ class Cordon(Action):
         if not _unschedulable(node):
             return  # the cordon never landed, or is already lifted
         owner = cordon_run(node)
-        if owner and owner != ctx.run_id:
-            ctx.log(f"node {ctx.node} is cordoned by run {owner} now: left cordoned")
+        if owner != ctx.run_id:  # this run's cordon names it: another's, or one made by hand
+            who = f"by run {owner}" if owner else "by someone else (no run named on it)"
+            ctx.log(f"node {ctx.node} is cordoned {who} now: left cordoned")
             return
         down = not_ready(node)
         if down:
@@ -244,7 +247,9 @@ class Cordon(Action):
         node = get_node(ctx)
         if _unschedulable(node):
             owner = cordon_run(node)
-            if owner and owner != ctx.run_id:
+            if not owner:
+                return None  # a cordon this run did not make: it stays, and is not this run's
+            if owner != ctx.run_id:
                 return f"node {ctx.node} is still cordoned (by run {owner})"
             down = not_ready(node)
             if down:

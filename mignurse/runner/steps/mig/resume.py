@@ -154,7 +154,7 @@ class ResumeGpuOperands(LabelStep):
 
     def settle(self, ctx: StepContext, written: datetime | None) -> dict[str, Any]:
         target = resolve_target(ctx)
-        verified = earlier_output(ctx, "perGpu")
+        verified = earlier_output(ctx, "migUuids")  # verify-mig-layout's (preflight has perGpu too)
         gpus = target.gpus
         if gpus is None and verified is not None and isinstance(verified.get("gpus"), int):
             gpus = int(verified["gpus"])
