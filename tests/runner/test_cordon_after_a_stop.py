@@ -57,6 +57,37 @@ def test_a_resumed_cordon_whose_patch_was_never_sent_plans_and_sends_it(cluster_
     assert unschedulable(c, node)
 
 
+def test_a_resumed_cordon_of_a_node_uncordoned_by_hand_plans_the_cordon_again(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    first = c.ctx(node)
+    cordon(c, first)
+    c.client.patch(NODES, node, {"spec": {"unschedulable": None}})  # kubectl uncordon
+    resumed = c.ctx(node, prior=dict(first.prior))
+
+    plan = ACTIONS["cordon"]().plan(resumed)
+
+    assert [ch.field for ch in plan.changes] == ["spec.unschedulable", f"annotation {CORDONED_BY}"]
+    assert plan.notes == []
+
+
+def test_a_cordon_whose_lock_is_lost_before_its_patch_leaves_the_node_schedulable(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    ctx = c.ctx(node, guard=lost)
+    step = ACTIONS["cordon"]()
+    plan = step.plan(ctx)
+
+    with pytest.raises(LockLost):
+        step.apply(ctx, plan)
+
+    assert not unschedulable(c, node)
+
+
 def test_an_undo_with_no_record_of_the_cordon_leaves_the_node_as_it_is(cluster_for: Make) -> None:
     c = cluster_for()
     node = c.nodes("gpu-train")[0]
