@@ -79,6 +79,9 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_cordon_ownership.py",
         "tests/runner/test_drain_leaves_alone.py",
         "tests/runner/test_kube_steps.py",
+        "tests/runner/test_drain_to_the_end.py",
+        "tests/runner/test_cordon_after_a_stop.py",
+        "tests/runner/test_step_retries.py",
     ],
     "steps/instance.py": [
         "tests/runner/test_nodeclaim_recreated.py",
@@ -91,21 +94,28 @@ OWN_TESTS: dict[str, list[str]] = {
         "tests/runner/test_repair_who_repairs.py",
         "tests/runner/test_nodegroup_repair_undo.py",
         "tests/runner/test_step_retries.py",
+        "tests/runner/test_karpenter_resume_stops.py",
     ],
-    "steps/repair/backend.py": ["tests/runner/test_repair_who_repairs.py"],
+    "steps/repair/backend.py": [
+        "tests/runner/test_repair_who_repairs.py",
+        "tests/runner/test_nodegroup_repair_settles.py",
+    ],
     "steps/repair/gates.py": ["tests/runner/test_repair_flag_over_env.py"],
     "steps/repair/deployment.py": [
         "tests/runner/test_repair_rollout.py",
         "tests/runner/test_karpenter_pause_record.py",
+        "tests/runner/test_karpenter_resume_stops.py",
     ],
     "steps/repair/hazard.py": ["tests/runner/test_resume_hazard.py"],
     "steps/repair/karpenter.py": [
         "tests/runner/test_karpenter_pause_record.py",
         "tests/runner/test_repair_flag_over_env.py",
+        "tests/runner/test_karpenter_resume_stops.py",
     ],
     "steps/repair/nodegroup.py": [
         "tests/runner/test_nodegroup_repair_undo.py",
         "tests/runner/test_repair_steps.py",
+        "tests/runner/test_nodegroup_repair_settles.py",
     ],
     "schema.py": [
         "tests/runner/test_runbook_params.py",

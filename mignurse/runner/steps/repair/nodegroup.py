@@ -26,6 +26,7 @@ from mignurse.runner.steps.repair.deployment import describe_record
 
 TAG_PAUSED = "mignurse.io/node-repair-paused"  # + "/<nodegroup>.0", ".1", … on the cluster
 TAG_VALUE_MAX = 256
+UPDATE_ENDED = ("Successful", "Failed", "Cancelled")  # EKS API Update.status
 
 # Conditions EKS node monitoring reports and managed node groups act on (EKS API
 # NodeRepairConfigOverrides).
@@ -511,21 +512,22 @@ def _verify(
             status = str((update.get("update") or {}).get("status") or "")
 
             def finished() -> str | None:
+                """None once the update has ended: one that failed or was cancelled does
+                not finish later, so there is no use waiting for it."""
                 nonlocal status
-                if status in ("Successful",):
-                    return None
-                if status in ("Failed", "Cancelled"):
-                    return f"update {update_id} ended {status}"
-                status = str(
-                    eks.describe_update(name=cluster, nodegroupName=group, updateId=update_id)[
-                        "update"
-                    ]["status"]
-                )
-                return f"update {update_id} is {status}" if status != "Successful" else None
+                if status not in UPDATE_ENDED:
+                    status = str(
+                        eks.describe_update(name=cluster, nodegroupName=group, updateId=update_id)[
+                            "update"
+                        ]["status"]
+                    )
+                return None if status in UPDATE_ENDED else f"update {update_id} is {status}"
 
             failed = wait_until(ctx, finished, f"update {update_id} of node group {group}")
             if failed:
                 return failed
+            if status != "Successful":
+                return f"update {update_id} ended {status}"
     now = _repair_config(_describe_nodegroup(eks, cluster, group))
     if not _same_config(now, want):
         return (
