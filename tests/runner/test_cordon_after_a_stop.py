@@ -102,6 +102,27 @@ def test_an_undo_with_no_record_of_the_cordon_leaves_the_node_as_it_is(cluster_f
     assert step.undone(ctx, plan, {}) is None
 
 
+def test_an_undo_with_no_record_of_the_cordon_does_not_count_another_runs_cordon_as_left(
+    cluster_for: Make,
+) -> None:
+    # No record of the step's change: nothing this run did is left, whoever cordoned the node.
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    theirs = json.dumps({"holder": "bob@box", "run": "b0b0b0b0"}, separators=(",", ":"))
+    c.client.patch(
+        NODES,
+        node,
+        {"metadata": {"annotations": {CORDONED_BY: theirs}}, "spec": {"unschedulable": True}},
+    )
+    ctx = c.ctx(node)
+    step = ACTIONS["cordon"]()
+
+    step.undo(ctx, StepPlan(), {})
+
+    assert unschedulable(c, node)
+    assert step.undone(ctx, StepPlan(), {}) is None
+
+
 def test_a_cordon_whose_annotation_was_stripped_is_not_this_runs_to_lift(
     cluster_for: Make,
 ) -> None:
