@@ -81,6 +81,7 @@ from .faultcases import (
     trial_speed,
 )
 from .faultclass import Found, Instruction, Said, Verdict, instructions, judge
+from .runbook_faults import send_signal
 
 START = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 MAX_HOPS = 4
@@ -698,7 +699,7 @@ class Trial:
         """The fault, at its moment, on the run `child`."""
         name = self.fault.name
         if self.fault.family == "signal":
-            _send(child.pid, name)
+            send_signal(child.pid, name)
         elif name == "409-race":
             self.sim.race("PATCH", self._write_path(), self._other_client_write)
         elif name == "429-retry-after":
@@ -844,19 +845,6 @@ class Fire:
         self.fired.set()
         self.trial.say(f"[fault] {self.trial.fault.label}")
         self.trial.land(child)
-
-
-def _send(pid: int, name: str) -> None:
-    """The signal; a process that ended meanwhile (after its last line) gets none."""
-    try:
-        if name == "SIGINT×2":
-            os.kill(pid, signal.SIGINT)
-            time.sleep(0.2)
-            os.kill(pid, signal.SIGINT)
-            return
-        os.kill(pid, getattr(signal, name))
-    except ProcessLookupError:
-        pass
 
 
 def _run_id(said: Said) -> str:
