@@ -27,7 +27,7 @@ NODEGROUP = "eks.amazonaws.com/nodegroup"
 # -- which runbook, on what, and where its steps can be caught ---------------------------------
 
 
-def _first_in(pool: str, label: str = NODEPOOL) -> Callable[[SimCluster], str]:
+def first_in(pool: str, label: str = NODEPOOL) -> Callable[[SimCluster], str]:
     def pick(sim: SimCluster) -> str:
         return sorted(
             n["metadata"]["name"]
@@ -38,7 +38,7 @@ def _first_in(pool: str, label: str = NODEPOOL) -> Callable[[SimCluster], str]:
     return pick
 
 
-def _ready_mig(sim: SimCluster) -> str:
+def ready_mig(sim: SimCluster) -> str:
     """A Ready MIG node whose layout is applied (reapply refuses a NotReady one)."""
     return sorted(
         n["metadata"]["name"]
@@ -129,16 +129,16 @@ class Case:
 _TRAIN_PDB = Moment(r"^  drain: \d+ pod\(s\) refused by their disruption budget", "pdb", "unpdb")
 _WAITING = Moment(r"^  wait-replacement: waiting for a replacement")
 CASES: dict[str, Case] = {
-    "cordon": Case("cordon", "healthy", 0, _first_in("gpu-train")),
-    "uncordon": Case("uncordon", "healthy", 0, _first_in("gpu-train"), first="cordon"),
+    "cordon": Case("cordon", "healthy", 0, first_in("gpu-train")),
+    "uncordon": Case("uncordon", "healthy", 0, first_in("gpu-train"), first="cordon"),
     "cordon-and-collect": Case(
-        "cordon-and-collect", "healthy", 0, _first_in("gpu-train"), {"since": "1h"}
+        "cordon-and-collect", "healthy", 0, first_in("gpu-train"), {"since": "1h"}
     ),
     "pause-node-repair/karpenter": Case(
         "pause-node-repair",
         "dcgm-repair-loop",
         30,
-        _first_in("gpu-inference"),
+        first_in("gpu-inference"),
         cluster=True,
         moments={"rolling-out": Moment(r"^  pause: .*rolling out")},
     ),
@@ -146,7 +146,7 @@ CASES: dict[str, Case] = {
         "pause-node-repair",
         "healthy",
         30,
-        _first_in("ng-gpu-l4", NODEGROUP),
+        first_in("ng-gpu-l4", NODEGROUP),
         cluster=True,
         aws="eks",
     ),
@@ -154,7 +154,7 @@ CASES: dict[str, Case] = {
         "resume-node-repair",
         "dcgm-repair-loop",
         30,
-        _first_in("gpu-inference"),
+        first_in("gpu-inference"),
         first="pause-node-repair",
         cluster=True,
         moments={"rolling-out": Moment(r"^  resume: .*rolling out")},
@@ -163,7 +163,7 @@ CASES: dict[str, Case] = {
         "resume-node-repair",
         "healthy",
         30,
-        _first_in("ng-gpu-l4", NODEGROUP),
+        first_in("ng-gpu-l4", NODEGROUP),
         first="pause-node-repair",
         cluster=True,
         aws="eks",
@@ -172,7 +172,7 @@ CASES: dict[str, Case] = {
         "reapply-mig-no-hooks",
         "mig-1g24gb",
         40,
-        _ready_mig,
+        ready_mig,
         {"config": "all-1g.24gb", "drain_timeout": "60s", "pods_timeout": "60s"},
         moments={
             "operands-going": Moment(r"^  pause-operands: labelled "),
@@ -186,7 +186,7 @@ CASES: dict[str, Case] = {
         "replace-instance",
         "healthy",
         30,
-        _first_in("gpu-train"),
+        first_in("gpu-train"),
         {"wait": "60s", "drain_timeout": "60s", "since": "1h"},
         edit=_no_consolidation,
         moments={"pdb-wait": _TRAIN_PDB, "replacement-wait": _WAITING},
@@ -196,7 +196,7 @@ CASES: dict[str, Case] = {
         "replace-instance",
         "healthy",
         30,
-        _first_in("ng-gpu-l4", NODEGROUP),
+        first_in("ng-gpu-l4", NODEGROUP),
         {"wait": "60s", "drain_timeout": "60s", "collect": "false"},
         aws="asg",
         moments={"replacement-wait": _WAITING},
@@ -235,7 +235,7 @@ def trial_speed(spec: TrialSpec) -> float:
 def trial_node(spec: TrialSpec, sim: SimCluster) -> str:
     """The node a trial acts on: its case's, or the one its fault is about."""
     if spec.fault.name == "ready-then-notready":
-        return _ready_mig(sim)  # its evicted pod brings a replacement that goes NotReady
+        return ready_mig(sim)  # its evicted pod brings a replacement that goes NotReady
     if spec.fault.name == "none-expected":
         return _not_ready_mig(sim)  # no pod on it: nothing brings a replacement
     return CASES[spec.case].node(sim)

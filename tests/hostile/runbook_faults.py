@@ -45,6 +45,8 @@ from mignurse.runner.steps.kube import CORDONED_BY
 from mignurse.runner.steps.mig.nodecmd import HOOKS_FILE
 from mignurse.sim import SimCluster, load_scenario
 
+from .faultcases import first_in, ready_mig
+
 START = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 DEPLOY = "nvidia.com/gpu.deploy."
 MIG_LABELS = ("nvidia.com/mig.config", LABEL_MIG_CONFIG_STATE)
@@ -61,26 +63,6 @@ STOPS = {"SIGINT": 130, "SIGTERM": 130, "SIGHUP": 130, "SIGINT×2": 130}
 # -- which runbook, on which node, how it ends well ------------------------------------------
 
 
-def _first_of(pool: str) -> Callable[[SimCluster], str]:
-    def pick(sim: SimCluster) -> str:
-        return sorted(
-            n["metadata"]["name"]
-            for n in sim.objects("nodes")
-            if n["metadata"]["labels"].get("karpenter.sh/nodepool") == pool
-        )[0]
-
-    return pick
-
-
-def _ready_mig(sim: SimCluster) -> str:
-    """A Ready MIG node (reapply refuses a NotReady one: it restarts no kubelet)."""
-    return sorted(
-        n["metadata"]["name"]
-        for n in sim.objects("nodes")
-        if n["metadata"]["labels"].get(LABEL_MIG_CONFIG_STATE) == "success"
-    )[0]
-
-
 @dataclass(frozen=True)
 class Case:
     """How to run one shipped runbook in a trial."""
@@ -95,24 +77,24 @@ class Case:
 
 
 CASES: dict[str, Case] = {
-    "cordon": Case("healthy", 0, _first_of("gpu-train")),
-    "uncordon": Case("healthy", 0, _first_of("gpu-train"), first="cordon"),
-    "cordon-and-collect": Case("healthy", 0, _first_of("gpu-train"), {"since": "1h"}),
-    "pause-node-repair": Case("dcgm-repair-loop", 30, _first_of("gpu-inference"), cluster=True),
+    "cordon": Case("healthy", 0, first_in("gpu-train")),
+    "uncordon": Case("healthy", 0, first_in("gpu-train"), first="cordon"),
+    "cordon-and-collect": Case("healthy", 0, first_in("gpu-train"), {"since": "1h"}),
+    "pause-node-repair": Case("dcgm-repair-loop", 30, first_in("gpu-inference"), cluster=True),
     "resume-node-repair": Case(
         "dcgm-repair-loop",
         30,
-        _first_of("gpu-inference"),
+        first_in("gpu-inference"),
         first="pause-node-repair",
         cluster=True,
     ),
     "reapply-mig-no-hooks": Case(
-        "mig-1g24gb", 40, _ready_mig, {"config": "all-1g.24gb"}, barriers=("apply-layout",)
+        "mig-1g24gb", 40, ready_mig, {"config": "all-1g.24gb"}, barriers=("apply-layout",)
     ),
     "replace-instance": Case(
         "healthy",
         30,
-        _first_of("gpu-train"),
+        first_in("gpu-train"),
         {"wait": "5m", "drain_timeout": "2m"},
         barriers=("delete-nodeclaim", "terminate"),
     ),

@@ -90,6 +90,29 @@ class LosingClient:
         return call
 
 
+class PatchRefused:
+    """A ClusterClient whose patches of one resource the API server refuses with `message`
+    (an admission webhook that cannot be called, a policy that denies); all else goes
+    through."""
+
+    def __init__(self, real: ClusterClient, resource: Any, message: str) -> None:
+        self._real = real
+        self._resource = resource
+        self._message = message
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._real, name)
+        if name != "patch":
+            return target
+
+        def patch(resource: Any, obj: str, body: Any, **kwargs: Any) -> Any:
+            if resource is self._resource:
+                raise ApiError(self._message)
+            return target(resource, obj, body, **kwargs)
+
+        return patch
+
+
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
     """moto's server on 127.0.0.1 for EKS, EC2 and Auto Scaling (one per test module)."""

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import DEPLOYMENTS, ApiError
+from mignurse.cluster.client import DEPLOYMENTS
 from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
 
 from .enginehelpers import Cluster
-from .repairhelpers import run_phases, sim_ctx
+from .repairhelpers import PatchRefused, run_phases, sim_ctx
 
 Make = Callable[..., Cluster]
 
@@ -256,34 +256,19 @@ def test_a_gate_edited_between_the_read_and_the_patch_fails_its_test_and_changes
     assert gates_env(c) == theirs and record_of(c) is None
 
 
-class WebhookDown:
-    """An admission webhook that cannot be called fails every patch of the Deployment."""
-
-    def __init__(self, c: Cluster) -> None:
-        self._c = c
-
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._c.client, name)
-        if name != "patch":
-            return target
-
-        def patch(resource: Any, obj: str, body: Any, **kwargs: Any) -> Any:
-            if resource is DEPLOYMENTS:
-                raise ApiError(
-                    "the API server answered 500 to patch deployments.apps: Internal error "
-                    'occurred: failed calling webhook "validate.kyverno.svc-fail": context '
-                    "deadline exceeded"
-                )
-            return target(resource, obj, body, **kwargs)
-
-        return patch
+# An admission webhook that cannot be called fails every patch of the Deployment.
+WEBHOOK_DOWN = (
+    "the API server answered 500 to patch deployments.apps: Internal error "
+    'occurred: failed calling webhook "validate.kyverno.svc-fail": context '
+    "deadline exceeded"
+)
 
 
 def test_a_webhook_that_fails_the_patch_is_named_not_taken_for_a_changed_deployment(
     cluster_for: Make,
 ) -> None:
     c = cluster_for("dcgm-repair-loop")
-    ctx = sim_ctx(c.sim, WebhookDown(c), timeout=60)
+    ctx = sim_ctx(c.sim, PatchRefused(c.client, DEPLOYMENTS, WEBHOOK_DOWN), timeout=60)
     step = PauseNodeRepair()
     plan = StepPlan.from_json(step.plan(ctx).to_json())
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import DEPLOYMENTS, ApiError
+from mignurse.cluster.client import DEPLOYMENTS
 from mignurse.runner.engine import Runner
 from mignurse.runner.schema import load_runbook, reversal_words
 from mignurse.runner.step import StepFailed, StepPlan
@@ -20,7 +20,7 @@ from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED, describe_record
 
 from .enginehelpers import Cluster
-from .repairhelpers import run_phases, sim_ctx
+from .repairhelpers import PatchRefused, run_phases, sim_ctx
 
 Make = Callable[..., Cluster]
 
@@ -141,34 +141,19 @@ def test_the_plan_of_a_runbook_that_pauses_repair_says_undo_puts_it_back(
     assert reversal_words(book) == "reversible: undo (u) puts back what it changed"
 
 
-class PolicyDenies:
-    """An admission policy that denies every patch of the Deployment; its message happens to
-    say "test", as the JSON patch's failed `test` operation does."""
-
-    def __init__(self, c: Cluster) -> None:
-        self._c = c
-
-    def __getattr__(self, name: str) -> Any:
-        target = getattr(self._c.client, name)
-        if name != "patch":
-            return target
-
-        def patch(resource: Any, obj: str, body: Any, **kwargs: Any) -> Any:
-            if resource is DEPLOYMENTS:
-                raise ApiError(
-                    "the API server answered 400 to patch deployments.apps: admission webhook "
-                    '"validation.gatekeeper.sh" denied the request: image tag "test" is not allowed'
-                )
-            return target(resource, obj, body, **kwargs)
-
-        return patch
+# An admission policy denies every patch of the Deployment; its message happens to say "test",
+# as the JSON patch's failed `test` operation does.
+POLICY_DENIES = (
+    "the API server answered 400 to patch deployments.apps: admission webhook "
+    '"validation.gatekeeper.sh" denied the request: image tag "test" is not allowed'
+)
 
 
 def test_a_patch_a_policy_denies_is_named_not_taken_for_a_changed_deployment(
     cluster_for: Make,
 ) -> None:
     c = cluster_for("dcgm-repair-loop")
-    ctx = sim_ctx(c.sim, PolicyDenies(c), timeout=60)
+    ctx = sim_ctx(c.sim, PatchRefused(c.client, DEPLOYMENTS, POLICY_DENIES), timeout=60)
     step = PauseNodeRepair()
     plan = StepPlan.from_json(step.plan(ctx).to_json())
 
