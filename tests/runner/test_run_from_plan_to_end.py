@@ -34,6 +34,7 @@ from .interrupthelpers import audit_of, lock_on
 from .test_engine import Answer, drain_book, unschedulable
 from .test_run_records_each_step import CORDON_AND_LOOK as CORDON_AND_LOOK_TEXT
 from .test_run_records_each_step import cordon_and_look
+from .test_undo_records_as_it_goes import interrupted_pause
 from .test_undo_walks_back import cordon_as, runbook, step, stopped_run
 
 Make = Callable[..., Cluster]
@@ -1134,20 +1135,7 @@ def test_a_paused_repair_can_be_undone_its_target_being_the_cluster_not_a_node(
     cluster_for: Make, state_home: Path
 ) -> None:
     c = cluster_for()
-    book = load_runbook(default_folder() / "pause-node-repair.yaml")
-    cluster = c.client.info.cluster or c.client.info.context
-    state = st.RunState(
-        run_id="5a7e0003",
-        runbook=book.name,
-        params={"mode": "off"},
-        context=c.client.info.context,
-        cluster=c.client.info.cluster,
-        target=cluster,
-        holder="alice@laptop",
-        status=st.INTERRUPTED,
-        steps=[step("pause", "pause-node-repair", st.STOPPED)],
-    )
-    state.save()
+    book, _cluster, state = interrupted_pause(c)
 
     undo = followups_of(c, book, state.run_id)[1]
 

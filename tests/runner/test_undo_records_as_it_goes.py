@@ -16,7 +16,7 @@ from mignurse.cluster.client import NODES
 from mignurse.runner import state as st
 from mignurse.runner.engine import Runner
 from mignurse.runner.outcome import RunError, RunEvent
-from mignurse.runner.schema import default_folder, load_runbook
+from mignurse.runner.schema import Runbook, default_folder, load_runbook
 from mignurse.runner.step import Harm
 
 from .enginehelpers import Cluster
@@ -144,10 +144,9 @@ def test_a_refused_undo_or_resume_is_audited_as_what_was_asked(
     assert undo_says in refusals[0]["reason"] and resume_says in refusals[1]["reason"]
 
 
-def test_undoing_a_paused_repair_asks_for_the_clusters_name_typed(
-    cluster_for: Make, state_home: Path
-) -> None:
-    c = cluster_for()
+def interrupted_pause(c: Cluster) -> tuple[Runbook, str, st.RunState]:
+    """A pause-node-repair run on the cluster stopped in its pause step, saved: its runbook,
+    the cluster's name (its target) and its state."""
     book = load_runbook(default_folder() / "pause-node-repair.yaml")
     cluster = c.client.info.cluster or c.client.info.context
     state = st.RunState(
@@ -162,6 +161,14 @@ def test_undoing_a_paused_repair_asks_for_the_clusters_name_typed(
         steps=[step("pause", "pause-node-repair", st.STOPPED)],
     )
     state.save()
+    return book, cluster, state
+
+
+def test_undoing_a_paused_repair_asks_for_the_clusters_name_typed(
+    cluster_for: Make, state_home: Path
+) -> None:
+    c = cluster_for()
+    book, cluster, state = interrupted_pause(c)
     answer = Answer("y")
 
     result = undoer(c, book, state.run_id, confirmer=answer).undo()
