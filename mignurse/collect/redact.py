@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mignurse.collect import structured
+from mignurse.collect import encodings, structured
 from mignurse.collect.secretnames import MARKER
 from mignurse.collect.secretrules import LINE, TEXT, TEXT_RULES, Edit, Rule
 
@@ -83,6 +83,8 @@ _KEEP_IP4 = frozenset({"0.0.0.0", "255.255.255.255", "169.254.169.254"})
 _KEEP_MAC = frozenset({"00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"})
 
 RULES: tuple[str, ...] = tuple(rule.name for rule in TEXT_RULES) + structured.RULES
+# the text rules and those for shapes only encodings have (YAML blocks, key<TAB>value)
+ALL_RULES: tuple[Rule, ...] = TEXT_RULES + encodings.RULES
 
 TextMask = Callable[[str, bytes], tuple[bytes, dict[str, int]]]
 
@@ -264,28 +266,140 @@ def mask_secrets(
         rewritten, found = structured.mask_json_bytes(data, clock.check)
         if rewritten is not None:
             data, counts = rewritten, dict(found)
-    lines = trigger_lines(data)
-    if lines == []:  # grep saw no trigger anywhere: nothing can match
-        return data, counts
     text = data.decode("utf-8", "surrogateescape")
+    original = text
+    # Each round masks what the views of the text (decoded encodings) show, then what the
+    # text rules find in the text itself; a mask can make a boundary another rule needed
+    # (abcdef.<16>AKIA… once the bootstrap token is masked): go round again until nothing
+    # changes, so masking twice changes nothing.
+    lines = trigger_lines(data)
+    for _ in range(PASSES):
+        text, found = _mask_views(text, clock)
+        _add(counts, found)
+        if lines == [] and not found:  # grep saw no trigger anywhere: no text rule can match
+            break
+        text, found = _mask_text(text, lines if not found else None, clock)
+        _add(counts, found)
+        if not found:
+            break
+        lines = None
+    return (data if text == original else text.encode("utf-8", "surrogateescape")), counts
+
+
+def _add(counts: dict[str, int], more: dict[str, int]) -> None:
+    for rule, n in more.items():
+        counts[rule] = counts.get(rule, 0) + n
+
+
+def _mask_text(
+    text: str, lines: list[tuple[int, int]] | None, clock: _Clock
+) -> tuple[str, dict[str, int]]:
+    """Every text rule applied to the text itself (`lines`: where grep saw triggers)."""
+    counts: dict[str, int] = {}
     scan = _Scan(text, lines)
-    changed = False
-    # A mask can make a boundary an earlier rule needed (abcdef.<16>AKIA… once the bootstrap
-    # token is masked): go round again until nothing changes, so masking twice changes nothing.
     for again in range(PASSES):
         changed_now = False
-        for rule in TEXT_RULES:
+        for rule in ALL_RULES:
             clock.check()
             text, n = _apply_rule(scan, rule, clock)
             if n:
                 counts[rule.name] = counts.get(rule.name, 0) + n
-                changed = changed_now = True
+                changed_now = True
                 # an edit moves positions; after the first pass only masked lines can change
                 scan = _Scan(text, _marked_lines(text) if again else None)
         if not changed_now:
             break
         scan = _Scan(text, _marked_lines(text))
-    return (text.encode("utf-8", "surrogateescape") if changed else data), counts
+    return text, counts
+
+
+def _mask_views(text: str, clock: _Clock) -> tuple[str, dict[str, int]]:
+    """What the rules find in the views of `text` (`encodings`), masked where it came from."""
+    spans: list[tuple[int, int, str]] = []
+    root = _Scan(text)
+
+    def triggers(view_text: str) -> list[int]:
+        scan = root if view_text is text else _Scan(view_text)
+        return [at for trigger in TRIGGERS for at in scan.positions(trigger)]
+
+    for start, end, rule in encodings.json_document_edits(
+        text, encodings.lines_at(text, triggers(text)), clock.check
+    ):
+        spans.append((start, end, rule))
+    for view in encodings.views(text, triggers):
+        clock.check()
+        found = list(_rule_spans(view.text, clock))
+        found += encodings.json_document_edits(
+            view.text, encodings.lines_at(view.text, triggers(view.text)), clock.check
+        )
+        for start, end, rule in found:
+            spans.extend((s, e, rule) for s, e in view.root_spans(start, end))
+    return _mask_spans(text, spans)
+
+
+def _rule_spans(text: str, clock: _Clock) -> Iterator[tuple[int, int, str]]:
+    """(start, end, rule) of what each rule would change in `text`, none applied. As when
+    they are applied one after another, a rule is not tried where an earlier one changed
+    the text (the bootstrap token's secret half, then not the whole `--token` value)."""
+    scan = _Scan(text)
+    taken: list[tuple[int, int]] = []
+    for rule in ALL_RULES:
+        if not any(scan.positions(t) for t, _ in rule.triggers):
+            continue
+        found: list[tuple[int, int]] = []
+        for edit in _edits(scan, rule, clock):
+            span = encodings.changed_span(text, edit)
+            if span is None or _overlaps(taken, edit[0], edit[1]):
+                continue
+            found.append(span)
+            yield span[0], span[1], rule.name
+        if found:
+            taken = sorted(taken + found)
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps one of the sorted, disjoint `spans`."""
+    i = bisect.bisect_left(spans, (end, end))
+    return i > 0 and spans[i - 1][1] > start
+
+
+def _mask_spans(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, dict[str, int]]:
+    """`text` with each span (merged where they touch) replaced by MARKER, and the count per
+    rule; spans that hold only masks already are left alone."""
+    counts: dict[str, int] = {}
+    merged: list[tuple[int, int, str]] = []
+    for start, end, rule in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]), merged[-1][2])
+        else:
+            merged.append((start, end, rule))
+    parts: list[str] = []
+    pos = 0
+    for start, end, rule in merged:
+        # widen to whole masks: a span ending inside ***REDACTED*** would cut it
+        start, end = _around_masks(text, start, end)
+        if start < pos:
+            start = pos
+        if end <= start or not text[start:end].replace(MARKER, "").strip():
+            continue
+        parts.append(text[pos:start])
+        parts.append(MARKER)
+        pos = end
+        counts[rule] = counts.get(rule, 0) + 1
+    if not counts:
+        return text, counts
+    parts.append(text[pos:])
+    return "".join(parts), counts
+
+
+def _around_masks(text: str, start: int, end: int) -> tuple[int, int]:
+    at = text.find(MARKER, max(0, start - len(MARKER) + 1), start + len(MARKER))
+    if at != -1 and at < start < at + len(MARKER):
+        start = at
+    at = text.find(MARKER, max(0, end - len(MARKER) + 1), end + len(MARKER))
+    if at != -1 and at < end < at + len(MARKER):
+        end = at + len(MARKER)
+    return start, end
 
 
 def _marked_lines(text: str) -> list[tuple[int, int]]:
@@ -317,7 +431,9 @@ PASSES = 3
 # trigger holds a newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
-TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in TEXT_RULES for t, _ in r.triggers))
+TRIGGERS: tuple[str, ...] = tuple(
+    dict.fromkeys([*(t for r in ALL_RULES for t, _ in r.triggers), *encodings.TRIGGERS])
+)
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves

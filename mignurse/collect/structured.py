@@ -5,9 +5,12 @@ a walk over the parsed document does not care. It masks:
 - `k8s-env`: the `value` of a `{name, value}` entry whose name is secret (`secretnames`);
 - `secret-arg`: in `args`/`command` lists, the item after a secret flag (`--hf-token X`), the
   part after `=` (`--token=X`), and `login … -p X`;
-- `k8s-secret-data`: every value of a Secret's `data` and `stringData`;
+- `k8s-secret-data`: every value of a Secret's `data` and `stringData`, and of any object's
+  `binaryData` (a ConfigMap's files as base64: kubernetes.io/docs/concepts/configuration/
+  configmap/), left out rather than decoded;
 - `secret-field`: any string under a secret-named key (ConfigMap data, IMDS and STS credential
-  documents, `auths`), and the passwords of cloud-init's `chpasswd` list;
+  documents, `auths`) or in a list under one (`"apiKeys": [...]`), and the passwords of
+  cloud-init's `chpasswd` list;
 - JSON held in a string (annotations such as `kubectl.kubernetes.io/last-applied-configuration`)
   is parsed and walked the same way.
 A file on disk keeps its layout: each masked string is replaced where it stands, and only when
@@ -81,6 +84,8 @@ class _Walk:
                 out[key] = self.string(str(key), value, env_name)
             elif secret_kind and key in ("data", "stringData") and isinstance(value, dict):
                 out[key] = {k: self.secret_data(v) for k, v in value.items()}
+            elif key == "binaryData" and isinstance(value, dict):
+                out[key] = {k: self.secret_data(v) for k, v in value.items()}
             elif key in ("args", "command") and isinstance(value, list):
                 out[key] = self.arguments(value, depth)
             elif key == "annotations" and isinstance(value, dict):
@@ -90,6 +95,11 @@ class _Walk:
                 }
             elif key == "chpasswd" and isinstance(value, dict):
                 out[key] = self.chpasswd(value, depth)
+            elif isinstance(value, list) and is_secret_name(str(key)):
+                out[key] = [
+                    self.string(str(key), item, None) if isinstance(item, str) else item
+                    for item in self.walk(value, depth + 1)
+                ]
             else:
                 out[key] = self.walk(value, depth + 1)
         return out

@@ -1,0 +1,574 @@
+"""Secrets in the encodings a bundle holds them in, found by decoding: a *view* is text made
+from part of a file (a log line without its journal, CRI or klog prefix; CRI partial lines
+joined; the contents of a JSON string unescaped; %XX decoded; a base64 run decoded), with a
+map from each of its characters back to the characters they came from. The rules run on the
+view, and what they mask there is masked in the file at the characters it came from, so a
+token split over two CRI partial lines is masked in both halves and a percent-encoded
+password in its encoded form. Views are made again from views (JSON in a JSON string in a
+CRI line), at most `MAX_DEPTH` deep.
+
+Every view is built in one pass over its text, from the lines that can matter (those holding
+a trigger word, a CRI `P` tag, a `%XX` or a long base64 run), so a view costs at most its
+text's length again at each depth.
+
+Also here: rules for YAML shapes the line rules cannot see (a block or folded scalar, a list
+or flow sequence under a secret-named key, a ConfigMap's `binaryData`), a `key<TAB>value`
+line, and JSON documents inside log lines walked by `structured`.
+
+Formats: CRI log lines `<RFC 3339 time> <stream> <P|F> <message>` (kubernetes/kubernetes
+v1.31.0 pkg/kubelet/kuberuntime/logs/logs.go, `parseCRILog`); klog's header
+`Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg` (kubernetes/klog v2.130.1 klog.go,
+`formatHeader`); journalctl's short, short-iso and short-precise prefixes and `-o export`
+`FIELD=value` lines (www.freedesktop.org/software/systemd/man/latest/journalctl.html,
+"Output Options"); YAML block scalars (yaml.org/spec/1.2.2/#81-block-scalar-headers);
+ConfigMap binaryData (kubernetes.io/docs/concepts/configuration/configmap/).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from mignurse.collect import structured
+from mignurse.collect.secretnames import MARKER, is_secret_name
+from mignurse.collect.secretrules import LINE, TEXT, Edit, Rule
+
+MAX_DEPTH = 4  # a view of a view …: CRI line → JSON string → URL-encoded → base64 is deep
+MIN_BASE64 = 24  # shorter runs decode to too little to hold a credential and its name
+JSON_ATTEMPTS_PER_LINE = 4  # starts of a JSON document tried on one line
+
+
+Span = tuple[int, int]
+
+
+@dataclass
+class View:
+    """Text decoded from part of a parent text, and where each of its characters came from.
+
+    `pieces` are (view start, view end, parent start, parent end), sorted: where the view and
+    parent lengths agree the characters map one to one; otherwise (an escape such as %40 or
+    \\u0041, a base64 run) the whole parent span stands behind every view character in it.
+    Characters in no piece (separators the view added) come from nowhere."""
+
+    text: str
+    pieces: list[tuple[int, int, int, int]]
+    parent: View | None = None
+
+    def root_spans(self, start: int, end: int) -> list[Span]:
+        """The spans of the original text that view characters [start, end) came from."""
+        spans = self._parent_spans(start, end)
+        if self.parent is None:
+            return spans
+        out: list[Span] = []
+        for s, e in spans:
+            out.extend(self.parent.root_spans(s, e))
+        return _merged(out)
+
+    def _parent_spans(self, start: int, end: int) -> list[Span]:
+        out: list[Span] = []
+        i = max(0, bisect.bisect_right(self._starts, start) - 1)
+        while i < len(self.pieces):
+            vs, ve, ps, pe = self.pieces[i]
+            if vs >= end:
+                break
+            if ve > start:
+                if ve - vs == pe - ps:
+                    out.append((ps + max(start, vs) - vs, ps + min(end, ve) - vs))
+                else:
+                    out.append((ps, pe))
+            i += 1
+        return _merged(out)
+
+    @property
+    def _starts(self) -> list[int]:
+        starts = self.__dict__.get("_starts_cache")
+        if starts is None:
+            starts = [piece[0] for piece in self.pieces]
+            self.__dict__["_starts_cache"] = starts
+        return starts
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    out: list[Span] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(e, out[-1][1]))
+        elif e > s:
+            out.append((s, e))
+    return out
+
+
+class _Builder:
+    """Builds a view piece by piece; runs copied as they are merge into one piece."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.pieces: list[tuple[int, int, int, int]] = []
+        self.length = 0
+
+    def copy(self, text: str, start: int, end: int) -> None:
+        if end <= start:
+            return
+        self.parts.append(text[start:end])
+        last = self.pieces[-1] if self.pieces else None
+        if (
+            last
+            and last[1] == self.length
+            and last[3] == start
+            and last[1] - last[0] == last[3] - last[2]
+        ):
+            self.pieces[-1] = (last[0], self.length + end - start, last[2], end)
+        else:
+            self.pieces.append((self.length, self.length + end - start, start, end))
+        self.length += end - start
+
+    def decoded(self, value: str, start: int, end: int) -> None:
+        """`value` stands for parent characters [start, end) (an escape, a base64 run)."""
+        if not value:
+            return
+        self.parts.append(value)
+        self.pieces.append((self.length, self.length + len(value), start, end))
+        self.length += len(value)
+
+    def separator(self) -> None:
+        self.parts.append("\n")
+        self.length += 1
+
+    def view(self, parent: View | None) -> View | None:
+        return View("".join(self.parts), self.pieces, parent) if self.pieces else None
+
+
+# --- which lines matter ----------------------------------------------------------------------
+
+
+def lines_at(text: str, positions: Iterator[int] | list[int]) -> list[Span]:
+    """(start, end) of each line holding one of `positions`, in order, each once."""
+    out: list[Span] = []
+    for at in sorted(positions):
+        if out and at <= out[-1][1]:
+            continue
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        out.append((start, len(text) if end == -1 else end))
+    return out
+
+
+# --- log prefixes ----------------------------------------------------------------------------
+
+_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+_SYSLOG_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?"
+_PREFIX = re.compile(
+    r"[ \t]{0,16}(?:"
+    # CRI: time, stream, tag
+    rf"{_TIME} (?:stdout|stderr) [FP] "
+    # klog: severity, mmdd, time, thread id, file:line]
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}[ \t]{1,16}\d{1,10} [^\s\]]{1,256}:\d{1,10}\] "
+    # journalctl short / short-precise / short-iso: time, host, identifier[pid]:
+    rf"|(?:{_SYSLOG_TIME}|{_TIME}) [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
+    # journalctl -o export: the message field
+    r"|MESSAGE="
+    # a bare timestamp and level (Go and Python loggers)
+    rf"|{_TIME}[ \t]{{1,16}}(?:\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\]?[ \t]{{1,16}})?"
+    r")"
+)
+
+
+def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines with their log prefixes stripped, where they had one (journal then
+    klog, CRI then klog: up to three)."""
+    build = _Builder()
+    for start, end in lines:
+        at = start
+        for _ in range(3):
+            m = _PREFIX.match(text, at, end)
+            if m is None or m.end() == at:
+                break
+            at = m.end()
+        if at > start:
+            build.copy(text, at, end)
+            build.separator()
+    return build.view(parent)
+
+
+# --- CRI partial lines -----------------------------------------------------------------------
+
+_CRI = re.compile(rf"(?m)^{_TIME} (?P<stream>stdout|stderr) (?P<tag>[FP]) ?")
+
+
+def _cri_joined(text: str, parent: View | None) -> View | None:
+    """Each message the runtime split into `P` lines and a final `F` line, joined (the
+    kubelet joins them the same way when it reads them back)."""
+    build = _Builder()
+    pending: dict[str, list[Span]] = {}
+    for m in _CRI.finditer(text):
+        end = text.find("\n", m.end())
+        end = len(text) if end == -1 else end
+        parts = pending.setdefault(m["stream"], [])
+        parts.append((m.end(), end))
+        if m["tag"] == "F":
+            if len(parts) > 1:
+                for s, e in parts:
+                    build.copy(text, s, e)
+                build.separator()
+            parts.clear()
+    return build.view(parent)
+
+
+# --- JSON strings ----------------------------------------------------------------------------
+
+_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.){6,1048576})"')
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
+_SIMPLE_ESCAPES = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The contents of the JSON (or Go-quoted) strings on the given lines that hold an escape
+    or a separator, unescaped: a log message, a JSON document held in a string."""
+    build = _Builder()
+    for start, end in lines:
+        for m in _JSON_STRING.finditer(text, start, end):
+            body = m[1]
+            if "\\" not in body and not any(c in body for c in ":= \t%"):
+                continue
+            at = m.start(1)
+            for esc in _ESCAPE.finditer(text, at, m.end(1)):
+                build.copy(text, at, esc.start())
+                code = esc[0][1:]
+                if code[0] == "u" and len(code) == 5:
+                    value = chr(int(code[1:], 16))
+                else:
+                    value = _SIMPLE_ESCAPES.get(code, code)
+                build.decoded(value, esc.start(), esc.end())
+                at = esc.end()
+            build.copy(text, at, m.end(1))
+            build.separator()
+    return build.view(parent)
+
+
+# --- percent-encoding ------------------------------------------------------------------------
+
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def _url_decoded(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines with %XX escapes decoded (RFC 3986 §2.1); runs of escapes decoded as
+    UTF-8 together. `+` is left as it is: it is a space only in form bodies, and a secret may
+    hold one."""
+    build = _Builder()
+    for start, end in lines:
+        at = start
+        found = False
+        for run in _PERCENT_RUN.finditer(text, start, end):
+            found = True
+            build.copy(text, at, run.start())
+            raw = bytes(int(run[0][i + 1 : i + 3], 16) for i in range(0, len(run[0]), 3))
+            decoded = raw.decode("utf-8", "surrogateescape")
+            if len(decoded) == len(raw):  # one character per escape: map each to its own
+                for i, char in enumerate(decoded):
+                    build.decoded(char, run.start() + 3 * i, run.start() + 3 * i + 3)
+            else:
+                build.decoded(decoded, run.start(), run.end())
+            at = run.end()
+        if found:
+            build.copy(text, at, end)
+            build.separator()
+    return build.view(parent)
+
+
+# --- base64 ----------------------------------------------------------------------------------
+
+_BASE64 = re.compile(
+    rf"(?<![A-Za-z0-9+/_-])(?:[A-Za-z0-9+/]{{{MIN_BASE64},}}={{0,2}}|[A-Za-z0-9_-]{{{MIN_BASE64},}}={{0,2}})"
+    r"(?![A-Za-z0-9+/=_-])"
+)
+_PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e\u00a0-\uffff]*")
+
+
+def _base64_decoded(text: str, parent: View | None) -> View | None:
+    """Each long base64 run whose bytes are UTF-8 text (a docker `auth`, a credentials file
+    held whole in a log line or an object), decoded; a match anywhere in it masks the run."""
+    build = _Builder()
+    for m in _BASE64.finditer(text):
+        run = m[0]
+        if len(run) % 4 == 1 or run.startswith("LS0tLS1CRUdJTi"):
+            continue  # not base64, or a PEM block: the pem-base64 rule decides on it
+        padded = run + "=" * (-len(run) % 4)
+        try:
+            raw = (
+                base64.urlsafe_b64decode(padded)
+                if "-" in run or "_" in run
+                else base64.b64decode(padded, validate=True)
+            )
+            decoded = raw.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if not _PRINTABLE.fullmatch(decoded):
+            continue
+        build.decoded(decoded, m.start(), m.end())
+        build.separator()
+    return build.view(parent)
+
+
+# --- all views -------------------------------------------------------------------------------
+
+
+def views(
+    text: str, trigger_positions: Callable[[str], list[int]], parent: View | None = None
+) -> Iterator[View]:
+    """Every view of `text` (itself a view of `parent`, or the file), and the views of those,
+    to `MAX_DEPTH`. `trigger_positions(text)` gives where rule triggers occur in a text."""
+    yield from _views(text, trigger_positions, parent, 1)
+
+
+def _views(
+    text: str, trigger_positions: Callable[[str], list[int]], parent: View | None, depth: int
+) -> Iterator[View]:
+    if depth > MAX_DEPTH:
+        return
+    triggered = lines_at(text, trigger_positions(text))
+    made: list[View | None] = []
+    if triggered:
+        made.append(_prefixed(text, triggered, parent))
+        if '"' in text:
+            made.append(_json_strings(text, triggered, parent))
+    if "%" in text:
+        escaped = lines_at(text, (m.start() for m in _PERCENT.finditer(text)))
+        if escaped:
+            made.append(_url_decoded(text, escaped, parent))
+    if " P " in text:
+        made.append(_cri_joined(text, parent))
+    made.append(_base64_decoded(text, parent))
+    for view in made:
+        if view is not None and view.text.strip():
+            yield view
+            yield from _views(view.text, trigger_positions, view, depth + 1)
+
+
+# --- JSON documents inside lines -------------------------------------------------------------
+
+_DOCUMENT_START = re.compile(r"[{\[]")
+_DECODER = json.JSONDecoder()
+
+
+def json_document_edits(
+    text: str, lines: list[Span], check: Callable[[], None]
+) -> Iterator[tuple[int, int, str]]:
+    """(start, end, rule) for each string `structured` masks in a JSON document that starts
+    on one of `lines` (a klog, CRI or journal message that is a JSON object, a JSON lines
+    file): the characters of the string's value as the line spells it."""
+    for start, end in lines:
+        check()
+        at, tries = start, 0
+        while tries < JSON_ATTEMPTS_PER_LINE:
+            m = _DOCUMENT_START.search(text, at, end)
+            if m is None:
+                break
+            tries += 1
+            try:
+                document, doc_end = _DECODER.raw_decode(text, m.start())
+            except (ValueError, RecursionError):
+                at = m.start() + 1
+                continue
+            if not isinstance(document, (dict, list)):
+                at = m.start() + 1
+                continue
+            _, counts, replacements = structured.mask_document(document, check)
+            if replacements:
+                rule = max(counts, key=lambda r: counts[r]) if counts else "secret-field"
+                yield from _string_edits(text, m.start(), doc_end, replacements, rule)
+            at = doc_end
+
+
+def _string_edits(
+    text: str, start: int, end: int, replacements: dict[str, str], rule: str
+) -> Iterator[tuple[int, int, str]]:
+    for old, new in replacements.items():
+        for old_form, new_form in structured._encodings(old, new):
+            p = len(_common_prefix(old_form, new_form))
+            s = len(_common_prefix(old_form[::-1], new_form[::-1]))
+            s = min(s, len(old_form) - p)
+            at = text.find(old_form, start, end)
+            while at != -1:
+                if at + p < at + len(old_form) - s:
+                    yield at + p, at + len(old_form) - s, rule
+                at = text.find(old_form, at + len(old_form), end)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def changed_span(text: str, edit: Edit) -> Span | None:
+    """The part of `text` an edit really changes (a PEM block keeps its BEGIN and END
+    lines): the edit's span less what its replacement keeps at either end."""
+    start, end, new = edit
+    old = text[start:end]
+    p = len(_common_prefix(old, new))
+    s = min(len(_common_prefix(old[::-1], new[::-1])), len(old) - p, len(new) - p)
+    return (start + p, end - s) if start + p < end - s else None
+
+
+# --- YAML shapes and key<TAB>value -----------------------------------------------------------
+
+_YAML_KEY = re.compile(
+    r"(?m)^(?P<indent>[ \t]*(?:-[ \t]+)?)"
+    r"(?P<key>[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}')"
+    r":[ \t]*(?:(?P<block>[|>][-+0-9]{0,3})|(?P<flow>\[[^\n]{0,65536}\])|)"
+    r"[ \t]*(?:#[^\n]{0,1024})?\r?$"
+)
+_FLOW_ITEM = re.compile(r"[^,\[\]\s'\"][^,\[\]]*|\"[^\"]*\"|'[^']*'")
+_NOT_SECRET = frozenset({"", "true", "false", "null", "none", "nil", "yes", "no", "~"})
+
+
+def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
+    """Values YAML holds under a secret-named key beyond its own line: a block or folded
+    scalar (`password: |`), list items (`passwords:` then `- …`), a flow sequence; and every
+    value of a ConfigMap's `binaryData` (base64 of any file: left out, not decoded)."""
+    edits: list[Edit] = []
+    block_until = 0
+    for n, m in enumerate(_YAML_KEY.finditer(text)):
+        if n % 256 == 0:
+            check()
+        if m.start() < block_until:
+            continue  # a line of a block scalar already masked
+        key = m["key"].strip("\"'")
+        binary = key == "binaryData"
+        if not binary and not is_secret_name(key):
+            continue
+        if m["flow"] is not None:
+            if not binary and "{" not in m["flow"]:  # [{name: …}]: the mappings' keys decide
+                edits.extend(_flow_items(text, m.start("flow") + 1, m.end("flow") - 1))
+            continue
+        block = m["block"] is not None
+        same_column_items = not block and not m["indent"].rstrip().endswith("-")
+        end = m.end()
+        item_column = -1  # a list under the key: the column of its dashes
+        for start, line_end, depth in _children(text, m.end(), len(m["indent"]), same_column_items):
+            end = line_end
+            content_start = start + depth
+            if block:
+                edits.append((content_start, line_end, MARKER))
+                continue
+            line = text[content_start:line_end]
+            if binary:
+                head, colon, rest = line.partition(":")
+                if colon and _MAP_KEY.fullmatch(head) and rest[:1] in ("", " ", "\t"):
+                    value = rest.strip()
+                    if value and value[0] not in "|>":
+                        at = line_end - len(rest.lstrip())
+                        edits.append(_unquoted(text, at, line_end))
+                else:
+                    edits.append((content_start, line_end, MARKER))
+                continue
+            if item_column == -1:
+                if not line.startswith("- "):
+                    break  # a nested mapping: its own keys say what is secret
+                item_column = depth
+            if depth != item_column or not line.startswith("- "):
+                continue  # inside an item
+            item = line[2:].lstrip()
+            head, colon, rest = item.partition(":")
+            if colon and _MAP_KEY.fullmatch(head) and rest[:1] in ("", " ", "\t"):
+                continue  # a list of mappings: their keys say what is secret
+            if item.strip("\"'").lower() not in _NOT_SECRET:
+                edits.append(_unquoted(text, line_end - len(item), line_end))
+        if block:
+            block_until = end
+    pos = 0
+    for edit in sorted(edits):
+        if edit[0] >= pos and edit[1] > edit[0] and MARKER not in text[edit[0] : edit[1]]:
+            yield edit
+            pos = edit[1]
+
+
+_MAP_KEY = re.compile(r"[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}'")
+
+
+def _children(
+    text: str, at: int, column: int, same_column_items: bool
+) -> Iterator[tuple[int, int, int]]:
+    """(start, end without trailing space, indentation) of each non-blank line below a key
+    that belongs to it: indented deeper, or `- ` items at its own column."""
+    at += 1
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        line = text[at:end]
+        content = line.strip()
+        if content:
+            depth = len(line) - len(line.lstrip(" \t"))
+            if depth < column or (
+                depth == column and not (same_column_items and content.startswith("- "))
+            ):
+                return
+            yield at, at + len(line.rstrip()), depth
+        at = end + 1
+
+
+def _unquoted(text: str, start: int, end: int) -> Edit:
+    if end - start >= 2 and text[start] == text[end - 1] and text[start] in "\"'":
+        return start + 1, end - 1, MARKER
+    return start, end, MARKER
+
+
+def _flow_items(text: str, start: int, end: int) -> Iterator[Edit]:
+    for item in _FLOW_ITEM.finditer(text, start, end):
+        value = item[0].strip()
+        if value.strip("\"'").lower() not in _NOT_SECRET:
+            s = item.start() + item[0].index(value)
+            yield _unquoted(text, s, s + len(value))
+
+
+_TAB_VALUE = re.compile(
+    r"(?m)^[ \t]{0,64}(?P<name>[A-Za-z_-][\w.-]{0,127})[ ]{0,16}\t[ \t]{0,16}"
+    r"(?P<val>[^\t\n]{1,4096})"
+)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]*)*")
+
+
+def _tab_value(m: re.Match[str]) -> Edit | None:
+    """`password<TAB>value` (env dumps, `kubectl describe` rows, tab-separated log fields)."""
+    value = m["val"].rstrip(" \r")
+    if not is_secret_name(m["name"]) or not value or MARKER in value:
+        return None
+    if value.lower() in _NOT_SECRET or _NUMBER.fullmatch(value) or _PATH.fullmatch(value):
+        return None
+    return m.start("val"), m.start("val") + len(value), MARKER
+
+
+TRIGGERS = ("binarydata",)  # a JSON document's binaryData is walked by `structured`
+_KEYWORDS = ("pass", "pwd", "secret", "token", "key", "cred", "auth")
+
+RULES: tuple[Rule, ...] = (
+    # the rules' regexes only name where a match may be; _yaml_edits pairs keys with lines
+    Rule(
+        "secret-field",
+        _YAML_KEY,
+        lambda m: None,
+        tuple((k, 0) for k in (*_KEYWORDS, "binarydata")),
+        TEXT,
+        _yaml_edits,
+    ),
+    Rule("secret-env", _TAB_VALUE, _tab_value, tuple((k, 0) for k in _KEYWORDS), LINE),
+)
