@@ -12,8 +12,9 @@ a trigger word, a CRI `P` tag, a `%XX` or a long base64 run), so a view costs at
 text's length again at each depth.
 
 Also here: rules for YAML shapes the line rules cannot see (a block or folded scalar, a list
-or flow sequence under a secret-named key, a ConfigMap's `binaryData`), a `key<TAB>value`
-line, and JSON documents inside log lines walked by `structured`.
+or flow sequence under a secret-named key), a `key<TAB>value` line, and JSON documents inside
+log lines walked by `structured`. Base64 (a Secret's data, a ConfigMap's binaryData, a file
+logged whole) is decoded and scanned where it is UTF-8 text; a match masks the whole run.
 
 Formats: CRI log lines `<RFC 3339 time> <stream> <P|F> <message>` (kubernetes/kubernetes
 v1.31.0 pkg/kubelet/kuberuntime/logs/logs.go, `parseCRILog`); klog's header
@@ -127,6 +128,12 @@ class _Builder:
             self.pieces.append((self.length, self.length + end - start, start, end))
         self.length += end - start
 
+    def translated(self, value: str, start: int, end: int) -> None:
+        """`value`, as long as parent characters [start, end), stands for them one to one."""
+        self.parts.append(value)
+        self.pieces.append((self.length, self.length + len(value), start, end))
+        self.length += len(value)
+
     def decoded(self, value: str, start: int, end: int) -> None:
         """`value` stands for parent characters [start, end) (an escape, a base64 run)."""
         if not value:
@@ -178,11 +185,43 @@ _PREFIX = re.compile(
 )
 
 
-def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
-    """The given lines with their log prefixes stripped, where they had one (journal then
-    klog, CRI then klog: up to three)."""
-    build = _Builder()
+CONTEXT_LINES = 64  # after a line with a trigger: a PEM block, a YAML Secret, a chpasswd list
+
+
+def _with_context(text: str, lines: list[Span]) -> list[Span]:
+    """The lines and the `CONTEXT_LINES` after each (and one before), each once, in order."""
+    out: list[Span] = []
     for start, end in lines:
+        if out and end <= out[-1][1]:
+            continue
+        if out and start <= out[-1][1] + 1:
+            start = out[-1][1] + 1
+        elif start > 0:
+            start = text.rfind("\n", 0, start - 1) + 1
+        for _ in range(CONTEXT_LINES):
+            if end >= len(text):
+                break
+            following = text.find("\n", end + 1)
+            end = len(text) if following == -1 else following
+        out.append((start, end))
+    return [(s, e) for start, end in out for s, e in _split_lines(text, start, end)]
+
+
+def _split_lines(text: str, start: int, end: int) -> Iterator[Span]:
+    while start <= end:
+        newline = text.find("\n", start, end)
+        if newline == -1:
+            yield start, end
+            return
+        yield start, newline
+        start = newline + 1
+
+
+def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines (and those after them) with their log prefixes stripped, where they had
+    one (journal then klog, CRI then klog: up to three)."""
+    build = _Builder()
+    for start, end in _with_context(text, lines):
         at = start
         for _ in range(3):
             m = _PREFIX.match(text, at, end)
@@ -190,6 +229,30 @@ def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
                 break
             at = m.end()
         if at > start:
+            build.copy(text, at, end)
+            build.separator()
+    return build.view(parent)
+
+
+# --- NUL bytes and invalid UTF-8 ------------------------------------------------------------
+
+# NUL, and the bytes that are not UTF-8 (decoded as lone surrogates by surrogateescape)
+_NOT_TEXT = re.compile(r"[\x00\udc80-\udcff]+")
+
+
+def _separated(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines with NUL bytes and invalid UTF-8 read as line breaks (a torn write,
+    /proc/<pid>/environ), so a `key: value` after them starts a line."""
+    build = _Builder()
+    for start, end in lines:
+        at = start
+        found = False
+        for m in _NOT_TEXT.finditer(text, start, end):
+            found = True
+            build.copy(text, at, m.start())
+            build.translated("\n" * len(m[0]), m.start(), m.end())
+            at = m.end()
+        if found:
             build.copy(text, at, end)
             build.separator()
     return build.view(parent)
@@ -343,6 +406,7 @@ def _views(
     triggered = lines_at(text, trigger_positions(text))
     made: list[View | None] = []
     if triggered:
+        made.append(_separated(text, triggered, parent))
         made.append(_prefixed(text, triggered, parent))
         if '"' in text:
             made.append(_json_strings(text, triggered, parent))
@@ -442,8 +506,7 @@ _NOT_SECRET = frozenset({"", "true", "false", "null", "none", "nil", "yes", "no"
 
 def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
     """Values YAML holds under a secret-named key beyond its own line: a block or folded
-    scalar (`password: |`), list items (`passwords:` then `- …`), a flow sequence; and every
-    value of a ConfigMap's `binaryData` (base64 of any file: left out, not decoded)."""
+    scalar (`password: |`), list items (`passwords:` then `- …`), a flow sequence."""
     edits: list[Edit] = []
     block_until = 0
     for n, m in enumerate(_YAML_KEY.finditer(text)):
@@ -451,12 +514,10 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
             check()
         if m.start() < block_until:
             continue  # a line of a block scalar already masked
-        key = m["key"].strip("\"'")
-        binary = key == "binaryData"
-        if not binary and not is_secret_name(key):
+        if not is_secret_name(m["key"].strip("\"'")):
             continue
         if m["flow"] is not None:
-            if not binary and "{" not in m["flow"]:  # [{name: …}]: the mappings' keys decide
+            if "{" not in m["flow"]:  # [{name: …}]: the mappings' keys decide
                 edits.extend(_flow_items(text, m.start("flow") + 1, m.end("flow") - 1))
             continue
         block = m["block"] is not None
@@ -470,16 +531,6 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
                 edits.append((content_start, line_end, MARKER))
                 continue
             line = text[content_start:line_end]
-            if binary:
-                head, colon, rest = line.partition(":")
-                if colon and _MAP_KEY.fullmatch(head) and rest[:1] in ("", " ", "\t"):
-                    value = rest.strip()
-                    if value and value[0] not in "|>":
-                        at = line_end - len(rest.lstrip())
-                        edits.append(_unquoted(text, at, line_end))
-                else:
-                    edits.append((content_start, line_end, MARKER))
-                continue
             if item_column == -1:
                 if not line.startswith("- "):
                     break  # a nested mapping: its own keys say what is secret
@@ -554,10 +605,11 @@ def _tab_value(m: re.Match[str]) -> Edit | None:
         return None
     if value.lower() in _NOT_SECRET or _NUMBER.fullmatch(value) or _PATH.fullmatch(value):
         return None
+    if value[0] in "{[|>":  # a nested object or a block follows: its own keys decide
+        return None
     return m.start("val"), m.start("val") + len(value), MARKER
 
 
-TRIGGERS = ("binarydata",)  # a JSON document's binaryData is walked by `structured`
 _KEYWORDS = ("pass", "pwd", "secret", "token", "key", "cred", "auth")
 
 RULES: tuple[Rule, ...] = (
@@ -566,7 +618,7 @@ RULES: tuple[Rule, ...] = (
         "secret-field",
         _YAML_KEY,
         lambda m: None,
-        tuple((k, 0) for k in (*_KEYWORDS, "binarydata")),
+        tuple((k, 0) for k in _KEYWORDS),
         TEXT,
         _yaml_edits,
     ),

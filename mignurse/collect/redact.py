@@ -106,9 +106,14 @@ class Redactor:
         self._counters = {"ip4": 0, "ip6": 0, "mac": 0, "host": 0}
 
     def redact(self, name: str, data: bytes) -> bytes:
-        """Return text or JSON ``data`` with secrets masked (archives: see `mask`)."""
+        """Return ``data`` with secrets masked: text and JSON, and a gzip'd file or an archive
+        as `mask` does it (empty when it is left out: `left_out` says why)."""
         if not self.enabled:
             return data
+        if _is_archive(data):
+            masked = self.mask(name, data)
+            unchanged = not masked.counts and not masked.left_out
+            return data if unchanged else masked.data or b""
         clean, counts = self.mask_text(name, data)
         self.record(name, counts)
         return clean
@@ -252,6 +257,12 @@ class Redactor:
             if candidate not in self._map:  # never hand out an address seen as a real one
                 self._issued.add(candidate)
                 return candidate
+
+
+def _is_archive(data: bytes) -> bool:
+    from mignurse.collect.archives import is_tar, sniff
+
+    return sniff(data[:8]) is not None or is_tar(data[:512])
 
 
 def mask_secrets(
@@ -431,9 +442,7 @@ PASSES = 3
 # trigger holds a newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
-TRIGGERS: tuple[str, ...] = tuple(
-    dict.fromkeys([*(t for r in ALL_RULES for t, _ in r.triggers), *encodings.TRIGGERS])
-)
+TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves

@@ -5,9 +5,7 @@ a walk over the parsed document does not care. It masks:
 - `k8s-env`: the `value` of a `{name, value}` entry whose name is secret (`secretnames`);
 - `secret-arg`: in `args`/`command` lists, the item after a secret flag (`--hf-token X`), the
   part after `=` (`--token=X`), and `login … -p X`;
-- `k8s-secret-data`: every value of a Secret's `data` and `stringData`, and of any object's
-  `binaryData` (a ConfigMap's files as base64: kubernetes.io/docs/concepts/configuration/
-  configmap/), left out rather than decoded;
+- `k8s-secret-data`: every value of a Secret's `data` and `stringData`;
 - `secret-field`: any string under a secret-named key (ConfigMap data, IMDS and STS credential
   documents, `auths`) or in a list under one (`"apiKeys": [...]`), and the passwords of
   cloud-init's `chpasswd` list;
@@ -83,8 +81,6 @@ class _Walk:
             if isinstance(value, str):
                 out[key] = self.string(str(key), value, env_name)
             elif secret_kind and key in ("data", "stringData") and isinstance(value, dict):
-                out[key] = {k: self.secret_data(v) for k, v in value.items()}
-            elif key == "binaryData" and isinstance(value, dict):
                 out[key] = {k: self.secret_data(v) for k, v in value.items()}
             elif key in ("args", "command") and isinstance(value, list):
                 out[key] = self.arguments(value, depth)

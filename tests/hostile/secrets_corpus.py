@@ -977,9 +977,17 @@ RENDERINGS: dict[str, Callable[[Secret | LookAlike], str | bytes]] = {
 
 
 def file_name(rendering: str) -> str:
-    return {"json-line": "app.log", "json-indented": "objects.json", "yaml": "objects.yaml"}.get(
-        rendering, "cloud-init-output.log"
-    )
+    return {
+        "json-line": "app.log",
+        "json-indented": "objects.json",
+        "yaml": "objects.yaml",
+        **encodings.FILE_NAMES,
+    }.get(rendering, "cloud-init-output.log")
+
+
+def read_back(rendering: str, out: bytes) -> bytes:
+    """`out` as an engineer reads it (see `secret_encodings.read_back`)."""
+    return encodings.read_back(rendering, out)
 
 
 def leaked(case: Secret, out: bytes) -> list[str]:
@@ -1030,3 +1038,9 @@ def hostile_text(pattern: str, size: int) -> bytes:
     """`size` bytes of one hostile pattern, repeated (one long line when it has no newline)."""
     unit = HOSTILE_PATTERNS[pattern].encode()
     return (unit * (size // len(unit) + 1))[:size]
+
+
+# the encodings beyond text, JSON and YAML (they render with the helpers above)
+from . import secret_encodings as encodings  # noqa: E402
+
+RENDERINGS.update(encodings.RENDERINGS)
