@@ -1295,9 +1295,9 @@ def secrets() -> list[Secret]:
     add(
         "pagerduty-integration-key",
         DOC_PAGERDUTY_EVENTS,
-        f"alertmanager: receiver pagerduty-gpu service_key: {key}",
+        f"receivers:\n- name: pagerduty-gpu\n  pagerduty_configs:\n  - service_key: {key}",
         key,
-        keep=("receiver pagerduty-gpu",),
+        keep=("name: pagerduty-gpu",),
     )
     key = b62(40)
     add(
