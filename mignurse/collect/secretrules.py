@@ -704,7 +704,10 @@ _SECRET_ENV = re.compile(
     r"(?P<sep>[ \t]{0,16}[=:][ \t]{0,16}|\s{0,64},\s{0,64}\\?\"value\\?\"\s{0,16}:\s{0,16}"
     r"|[ \t]{0,16}\r?\n[ \t]{0,64}value:[ \t]{0,16}|[ \t]{1,16}"
     r"|[ \t]{0,16}\r?\n[ \t]{0,64}-[ \t]{1,16}(?=[^\s-]))"
-    r"(?=(?P<val>\\\"(?:[^\"\\\n]|\\[^\"\n]){0,4096}\\\"|\"(?:[^\"\\\n]|\\.){0,4096}\""
+    # a string inside a JSON string: its own escaped quotes (\\\") and backslashes (\\\\) are
+    # read as pairs, so JSON held in a JSON log line is masked whole
+    r"(?=(?P<val>\\\"(?:[^\"\\\n]|\\\\\\\\|\\\\\\\"|\\\\[^\"\\\n]|\\[^\"\\\n]){0,4096}\\\""
+    r"|\"(?:[^\"\\\n]|\\.){0,4096}\""
     r"|'[^'\n]{0,4096}'|(?:[^\s\"'\\]|\\[^nrt\"\s]){1,4096}))"
 )
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
