@@ -29,10 +29,20 @@ _POINTER_SUFFIXES = (
 )  # fmt: skip
 # Words that hold a secret word without being one: vLLM's --tokenizer, a proxy's bypass list.
 _NOT_SECRET_WORD = re.compile(r"(?i)tokeniz|bypass|passthrough|compass|passive|passeng")
+# Keys named for what they open: routing/integration/service keys (PagerDuty, Alertmanager's
+# pagerduty_configs), account and storage keys (Azure), app and application keys (Datadog),
+# insert and license keys (New Relic), WireGuard's PresharedKey
 _KEY_NAME = re.compile(
     r"[A-Z0-9_.-]*[A-Z0-9][_.-]KEY"
-    r"|(?i:[\w.-]*(?:ssh|encryption|master|signing|secret|access|session|license|client)[_.-]key)"
+    r"|(?i:[\w.-]*(?:ssh|encryption|master|signing|secret|access|session|license|client|routing"
+    r"|integration|service|account|storage|app|application|insert|ingest|subscription|webhook"
+    r"|shared|admin|deploy|auth|bot|consumer|functions|preshared|decryption|hmac|jwt"
+    r"|management)[_.-]?key)"
 )
+# A key's id names the key rather than holding it, except a GCP service-account key file's
+# private_key_id (cloud.google.com/iam/docs/keys-create-delete), which gitleaks and
+# trufflehog treat as part of the credential
+_ALWAYS_SECRET = frozenset({"private_key_id", "x-jfrog-art-api"})
 _PUBLIC = re.compile(r"(?i)public|pub[_.-]")
 # Flags that switch on using a token rather than carrying one (huggingface-cli --use-auth-token)
 _SWITCH_PREFIX = re.compile(r"(?i)-*(?:use|no|enable|disable|with|without|require)[_-]")
@@ -42,6 +52,8 @@ _SWITCH_PREFIX = re.compile(r"(?i)-*(?:use|no|enable|disable|with|without|requir
 def is_secret_name(name: str) -> bool:
     """Whether a key, environment variable or flag called `name` holds a secret value."""
     bare = name.lstrip("-")
+    if bare.lower() in _ALWAYS_SECRET:
+        return True
     if not bare or len(bare) > 128 or _NOT_SECRET_WORD.search(bare):
         return False
     if bare.lower().endswith(_POINTER_SUFFIXES) or _SWITCH_PREFIX.match(bare):
