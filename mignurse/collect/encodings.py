@@ -128,12 +128,6 @@ class _Builder:
             self.pieces.append((self.length, self.length + end - start, start, end))
         self.length += end - start
 
-    def translated(self, value: str, start: int, end: int) -> None:
-        """`value`, as long as parent characters [start, end), stands for them one to one."""
-        self.parts.append(value)
-        self.pieces.append((self.length, self.length + len(value), start, end))
-        self.length += len(value)
-
     def decoded(self, value: str, start: int, end: int) -> None:
         """`value` stands for parent characters [start, end) (an escape, a base64 run)."""
         if not value:
@@ -185,7 +179,7 @@ _PREFIX = re.compile(
 )
 
 
-CONTEXT_LINES = 64  # after a line with a trigger: a PEM block, a YAML Secret, a chpasswd list
+CONTEXT_LINES = 256  # after a line with a trigger: a PEM block, a YAML Secret, a chpasswd list
 
 
 def _with_context(text: str, lines: list[Span]) -> list[Span]:
@@ -221,6 +215,7 @@ def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
     """The given lines (and those after them) with their log prefixes stripped, where they had
     one (journal then klog, CRI then klog: up to three)."""
     build = _Builder()
+    stripped = False
     for start, end in _with_context(text, lines):
         at = start
         for _ in range(3):
@@ -228,16 +223,17 @@ def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
             if m is None or m.end() == at:
                 break
             at = m.end()
-        if at > start:
-            build.copy(text, at, end)
-            build.separator()
-    return build.view(parent)
+        stripped = stripped or at > start
+        build.copy(text, at, end)  # a line without a prefix too: a block's lines stay together
+        build.separator()
+    return build.view(parent) if stripped else None
 
 
 # --- NUL bytes and invalid UTF-8 ------------------------------------------------------------
 
-# NUL, and the bytes that are not UTF-8 (decoded as lone surrogates by surrogateescape)
-_NOT_TEXT = re.compile(r"[\x00\udc80-\udcff]+")
+# NUL (or \x1c, which `redact` reads NUL as), and the bytes that are not UTF-8 (decoded as
+# lone surrogates by surrogateescape)
+_NOT_TEXT = re.compile(r"[\x00\x1c\udc80-\udcff]+")
 
 
 def _separated(text: str, lines: list[Span], parent: View | None) -> View | None:
@@ -250,7 +246,7 @@ def _separated(text: str, lines: list[Span], parent: View | None) -> View | None
         for m in _NOT_TEXT.finditer(text, start, end):
             found = True
             build.copy(text, at, m.start())
-            build.translated("\n" * len(m[0]), m.start(), m.end())
+            build.decoded("\n", m.start(), m.end())
             at = m.end()
         if found:
             build.copy(text, at, end)
@@ -284,7 +280,7 @@ def _cri_joined(text: str, parent: View | None) -> View | None:
 
 # --- JSON strings ----------------------------------------------------------------------------
 
-_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.){6,1048576})"')
+_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.){0,1048576})"')
 _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
 _SIMPLE_ESCAPES = {
     '"': '"',
@@ -298,14 +294,23 @@ _SIMPLE_ESCAPES = {
 }
 
 
+# the field that holds the message in a log record: journalctl -o json, the json-file
+# driver, Go's slog and zap, logrus, Python's json loggers
+_MESSAGE_KEY = re.compile(r'"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:[ \t]{0,16}(?=")')
+
+
 def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | None:
-    """The contents of the JSON (or Go-quoted) strings on the given lines that hold an escape
-    or a separator, unescaped: a log message, a JSON document held in a string."""
+    """The contents of the JSON (or Go-quoted) strings on the given lines (and those after
+    them) unescaped: a log message, a JSON document held in a string. Where a line is a log
+    record, only its message, so that messages on consecutive lines stay consecutive (a PEM
+    block or a YAML document logged line by line)."""
     build = _Builder()
-    for start, end in lines:
-        for m in _JSON_STRING.finditer(text, start, end):
-            body = m[1]
-            if "\\" not in body and not any(c in body for c in ":= \t%"):
+    for start, end in _with_context(text, lines):
+        message = _MESSAGE_KEY.search(text, start, end)
+        for m in _JSON_STRING.finditer(text, message.end() if message else start, end):
+            if message is None and (
+                len(m[1]) < 6 or ("\\" not in m[1] and not any(c in m[1] for c in ":= \t%"))
+            ):
                 continue
             at = m.start(1)
             for esc in _ESCAPE.finditer(text, at, m.end(1)):
@@ -319,6 +324,8 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
                 at = esc.end()
             build.copy(text, at, m.end(1))
             build.separator()
+            if message is not None:
+                break
     return build.view(parent)
 
 
@@ -370,6 +377,8 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
         run = m[0]
         if len(run) % 4 == 1 or run.startswith("LS0tLS1CRUdJTi"):
             continue  # not base64, or a PEM block: the pem-base64 rule decides on it
+        if parent is None and _partial(text, text.rfind("\n", 0, m.start()) + 1):
+            continue  # a piece of a longer run: the joined view decodes it whole
         padded = run + "=" * (-len(run) % 4)
         try:
             raw = (
@@ -403,7 +412,8 @@ def _views(
 ) -> Iterator[View]:
     if depth > MAX_DEPTH:
         return
-    triggered = lines_at(text, trigger_positions(text))
+    # pieces of a message split over CRI partial lines are seen joined, never alone
+    triggered = _whole(text, lines_at(text, trigger_positions(text)))
     made: list[View | None] = []
     if triggered:
         made.append(_separated(text, triggered, parent))
@@ -411,7 +421,7 @@ def _views(
         if '"' in text:
             made.append(_json_strings(text, triggered, parent))
     if "%" in text:
-        escaped = lines_at(text, (m.start() for m in _PERCENT.finditer(text)))
+        escaped = _whole(text, lines_at(text, (m.start() for m in _PERCENT.finditer(text))))
         if escaped:
             made.append(_url_decoded(text, escaped, parent))
     if " P " in text:
@@ -490,6 +500,77 @@ def changed_span(text: str, edit: Edit) -> Span | None:
     p = len(_common_prefix(old, new))
     s = min(len(_common_prefix(old[::-1], new[::-1])), len(old) - p, len(new) - p)
     return (start + p, end - s) if start + p < end - s else None
+
+
+# --- edits the rules must not make -----------------------------------------------------------
+
+
+def vetted(text: str, edit: Edit) -> Edit | None:
+    """`edit` as it may be made, or None: never inside the prefix of a log line (a klog
+    `server.go:123]` is no `user:password`), never on part of a message the runtime split
+    over CRI partial lines (the joined view masks it whole), and a masked value ends at a
+    NUL byte (what follows is another record)."""
+    start, end, new = edit
+    line_start = text.rfind("\n", 0, start) + 1
+    prefix_end = line_start
+    for _ in range(3):
+        m = _PREFIX.match(text, prefix_end)
+        if m is None or m.end() == prefix_end:
+            break
+        prefix_end = m.end()
+    if end <= prefix_end:
+        return None
+    if _partial(text, line_start):
+        return None
+    if new != MARKER and _crosses_records(text, start, end):
+        return None  # a block paired over log records: the views mask it record by record
+    if new == MARKER:
+        # a value in text escaped twice ends at its escaped line break (\\n)
+        cut = text.find("\\\\n", start, end)
+        end = end if cut == -1 else cut
+        # a value whose name was percent-encoded ends at an encoded separator
+        if text[max(0, start - 3) : start].upper() in ("%3D", "%20", "%3A"):
+            separator = _ENCODED_SEPARATOR.search(text, start, end)
+            end = end if separator is None else separator.start()
+        while end > start and text[end - 1] == "\\":  # never end inside an escape (\" \n)
+            end -= 1
+        if not _NOT_TEXT.sub("", text[start:end]).strip():
+            return None
+    return start, end, new
+
+
+_ENCODED_SEPARATOR = re.compile(r"%(?:20|26|3[Bb]|2[Cc])")
+
+
+def _crosses_records(text: str, start: int, end: int) -> bool:
+    """Whether a line after the first in [start, end) starts a log record of its own (a log
+    prefix, a JSON object)."""
+    at = text.find("\n", start, end)
+    while at != -1:
+        if text.startswith("{", at + 1) or _PREFIX.match(text, at + 1, end) is not None:
+            return True
+        at = text.find("\n", at + 1, end)
+    return False
+
+
+def _whole(text: str, lines: list[Span]) -> list[Span]:
+    """The lines that are not part of a message split over CRI partial lines."""
+    if " P " not in text:
+        return lines
+    return [(start, end) for start, end in lines if not _partial(text, start)]
+
+
+def _partial(text: str, line_start: int) -> bool:
+    """Whether the line at `line_start`, or the one before it, is a CRI partial (P) line."""
+    m = _CRI.match(text, line_start)
+    if m is None:
+        return False
+    if m["tag"] == "P":
+        return True
+    if line_start == 0:
+        return False
+    before = _CRI.match(text, text.rfind("\n", 0, line_start - 1) + 1)
+    return before is not None and before["tag"] == "P"
 
 
 # --- YAML shapes and key<TAB>value -----------------------------------------------------------

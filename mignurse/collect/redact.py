@@ -279,21 +279,29 @@ def mask_secrets(
             data, counts = rewritten, dict(found)
     text = data.decode("utf-8", "surrogateescape")
     original = text
-    # Each round masks what the views of the text (decoded encodings) show, then what the
-    # text rules find in the text itself; a mask can make a boundary another rule needed
-    # (abcdef.<16>AKIA… once the bootstrap token is masked): go round again until nothing
-    # changes, so masking twice changes nothing.
+    # NUL bytes (a torn write, NUL-separated records) end a value as whitespace does: the
+    # rules see them as the file separator \x1c, which is whitespace to `re`, put back after
+    nul = "\x00" in text and "\x1c" not in text
+    if nul:
+        text = text.replace("\x00", "\x1c")
+    # Each round masks what the text rules find in the text itself, then what they find in
+    # its views (decoded encodings: `encodings`); a mask can make a boundary another rule
+    # needed (abcdef.<16>AKIA… once the bootstrap token is masked): go round again until
+    # nothing changes, so masking twice changes nothing.
     lines = trigger_lines(data)
     for _ in range(PASSES):
+        changed = False
+        if lines != []:  # [] : grep saw no trigger anywhere, so no text rule can match
+            text, found = _mask_text(text, lines, clock)
+            _add(counts, found)
+            changed = bool(found)
         text, found = _mask_views(text, clock)
         _add(counts, found)
-        if lines == [] and not found:  # grep saw no trigger anywhere: no text rule can match
-            break
-        text, found = _mask_text(text, lines if not found else None, clock)
-        _add(counts, found)
-        if not found:
+        if not (changed or found):
             break
         lines = None
+    if nul:
+        text = text.replace("\x1c", "\x00")
     return (data if text == original else text.encode("utf-8", "surrogateescape")), counts
 
 
@@ -541,6 +549,16 @@ def _apply_rule(scan: _Scan, rule: Rule, clock: _Clock) -> tuple[str, int]:
 
 
 def _edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
+    """The rule's edits in order, none overlapping, less those `encodings.vetted` refuses (a
+    log line's own prefix, a piece of a message split over CRI partial lines)."""
+    text = scan.text
+    for edit in _rule_edits(scan, rule, clock):
+        kept = encodings.vetted(text, edit)
+        if kept is not None:
+            yield kept
+
+
+def _rule_edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
     """The rule's edits in order, none overlapping; never tried again inside an edit it made."""
     text = scan.text
     if rule.paired is not None:

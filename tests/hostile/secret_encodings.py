@@ -37,7 +37,9 @@ JOURNAL_ISO = "2026-12-05T03:12:44+0000 ip-10-0-1-2 node-setup[2301]: "
 CRI = "2026-12-05T03:12:44.123456789Z stdout "
 KLOG = "I1205 03:12:44.123456    2211 server.go:123] "
 
-_ASSIGNMENT = re.compile(r"(?P<head>(?:\+ )?(?:export )?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>.*)")
+_ASSIGNMENT = re.compile(
+    r"(?P<head>(?:\+ )?(?:export )?)(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<val>\S*)"
+)
 
 
 def _lines(case: Case, sep: str) -> list[str]:
@@ -167,8 +169,8 @@ def binary_data(case: Case) -> str:
 
 def base64_in_log(case: Case) -> str:
     """A whole file (a docker config, a credentials file) logged as base64 in a klog line."""
-    body = "\n".join(_lines(case, "=")) + "\n"
-    return f"{KLOG}writing /root/.config/app.env (base64): {base64.b64encode(body.encode()).decode()}\n"
+    body = base64.b64encode(("\n".join(_lines(case, "=")) + "\n").encode()).decode()
+    return f"{KLOG}writing /root/.config/app.env (base64): {body}\n"
 
 
 def gzipped(case: Case) -> bytes:
@@ -179,9 +181,10 @@ def gzipped(case: Case) -> bytes:
 def invalid_utf8(case: Case) -> bytes:
     """Entries separated by NUL bytes with invalid UTF-8 before and after each (a torn
     write, /proc/<pid>/environ, a binary log)."""
-    return b"\xff\xfe".join(
-        b"\x00\xc3" + line.encode() + b"\x00\x80" for line in _lines(case, ": ")
-    ) + b"\n"
+    return (
+        b"\xff\xfe".join(b"\x00\xc3" + line.encode() + b"\x00\x80" for line in _lines(case, ": "))
+        + b"\n"
+    )
 
 
 RENDERINGS = {
@@ -225,7 +228,11 @@ def read_back(rendering: str, out: bytes) -> bytes:
             m["msg"] + (b"\n" if m["tag"] == b"F" else b"") for m in _CRI_LINE.finditer(out)
         )
     if rendering == "url-encoded":
-        return urllib.parse.unquote_to_bytes(out) + b"\n" + urllib.parse.unquote_plus(out.decode()).encode()
+        return (
+            urllib.parse.unquote_to_bytes(out)
+            + b"\n"
+            + urllib.parse.unquote_plus(out.decode()).encode()
+        )
     if rendering in OPAQUE:
         decoded = []
         for run in _BASE64_RUN.findall(out):

@@ -27,8 +27,10 @@ from .secrets_corpus import (
     hostile_text,
     leaked,
     look_alikes,
+    read_back,
     secrets,
 )
+from .secret_encodings import OPAQUE
 
 SECRETS = secrets()
 LOOK_ALIKES = look_alikes()
@@ -48,7 +50,7 @@ def test_no_secret_survives_in_any_rendering(rendering: str) -> None:
     for case in SECRETS:
         data = render(case)
         raw = data if isinstance(data, bytes) else data.encode()
-        out = Redactor().redact(file_name(rendering), raw)
+        out = read_back(rendering, Redactor().redact(file_name(rendering), raw))
         if leaked(case, out):
             escaped[case.kind] = leaked(case, out)
     assert not escaped, f"secrets left in {rendering}: {escaped}"
@@ -63,9 +65,11 @@ def test_evidence_next_to_a_secret_survives(rendering: str) -> None:
         out = Redactor().redact(
             file_name(rendering), data if isinstance(data, bytes) else data.encode()
         )
-        text = out.decode("utf-8", "replace")
+        text = read_back(rendering, out).decode("utf-8", "replace")
         if rendering in ("json-indented", "yaml") and (case.env or case.args):
             continue  # the object holds the env entry or the args, not the line around them
+        if rendering in OPAQUE:
+            continue  # a base64 run that holds a secret is masked whole, evidence and all
         missing = [k for k in case.keep if k not in text and json.dumps(k)[1:-1] not in text]
         if missing:
             lost[case.kind] = missing
