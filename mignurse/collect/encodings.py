@@ -182,23 +182,59 @@ _PREFIX = re.compile(
 CONTEXT_LINES = 256  # after a line with a trigger: a PEM block, a YAML Secret, a chpasswd list
 
 
-def _with_context(text: str, lines: list[Span]) -> list[Span]:
-    """The lines and the `CONTEXT_LINES` after each (and one before), each once, in order."""
+# a line after which the next ones belong to it: a PEM BEGIN, a YAML key with a block or a
+# nested value, an INI section; and lines before a `kind: Secret` (kubectl sorts data first)
+_OPENS_BLOCK = re.compile(
+    r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?$|^\[[^\]\n]{1,256}\]$"
+)
+_SECRET_KIND = re.compile(r"kind:[ \t]{0,16}[\"']?Secret")
+
+
+def _with_context(
+    text: str, lines: list[Span], wanted: Callable[[int, int], bool] = lambda s, e: True
+) -> list[Span]:
+    """The `wanted` lines, each with the line before and after it; after a line that opens a
+    block, the `CONTEXT_LINES` after it; before a `kind: Secret`, those before it. In order,
+    each line once."""
     out: list[Span] = []
     for start, end in lines:
-        if out and end <= out[-1][1]:
+        if not wanted(start, end):
             continue
-        if out and start <= out[-1][1] + 1:
-            start = out[-1][1] + 1
-        elif start > 0:
+        line = text[start:end].rstrip("\r")
+        before = CONTEXT_LINES if _SECRET_KIND.search(line) else 1
+        after = CONTEXT_LINES if _OPENS_BLOCK.search(line) else 2
+        for _ in range(before):
+            if start == 0 or (out and start <= out[-1][1] + 1):
+                break
             start = text.rfind("\n", 0, start - 1) + 1
-        for _ in range(CONTEXT_LINES):
+        for _ in range(after):
             if end >= len(text):
                 break
             following = text.find("\n", end + 1)
             end = len(text) if following == -1 else following
-        out.append((start, end))
-    return [(s, e) for start, end in out for s, e in _split_lines(text, start, end)]
+        if out and start <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return _whole(text, [(s, e) for start, end in out for s, e in _split_lines(text, start, end)])
+
+
+# a line whose start matters: a key, a PEM line, or a heading over a list of passwords
+# (cloud-init's "Set the following 'random' passwords", cc_set_passwords.py)
+_KEY_FIRST = re.compile(
+    r"[ \t]{0,64}(?:-[ \t]{1,16})?[\"']?[\w.-]{1,128}[\"']?[ \t]{0,16}[:=\t]|-----"
+    r"|[^\n]{0,256}(?i:passwords)[ \t]{0,16}\r?$"
+)
+
+
+def _prefix_end(text: str, start: int, end: int) -> int:
+    at = start
+    for _ in range(3):
+        m = _PREFIX.match(text, at, end)
+        if m is None or m.end() == at:
+            break
+        at = m.end()
+    return at
 
 
 def _split_lines(text: str, start: int, end: int) -> Iterator[Span]:
@@ -216,13 +252,18 @@ def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
     one (journal then klog, CRI then klog: up to three)."""
     build = _Builder()
     stripped = False
-    for start, end in _with_context(text, lines):
-        at = start
-        for _ in range(3):
-            m = _PREFIX.match(text, at, end)
-            if m is None or m.end() == at:
-                break
-            at = m.end()
+
+    def keyed(start: int, end: int) -> bool:
+        """Whether a line after its prefix starts with a key (`password: …`) or a PEM line:
+        where a line start is what the rules need."""
+        at = _prefix_end(text, start, end)
+        return at > start and (
+            _KEY_FIRST.match(text, at, end) is not None
+            or _OPENS_BLOCK.search(text, at, end) is not None
+        )
+
+    for start, end in _with_context(text, lines, keyed):
+        at = _prefix_end(text, start, end)
         stripped = stripped or at > start
         build.copy(text, at, end)  # a line without a prefix too: a block's lines stay together
         build.separator()
@@ -309,7 +350,7 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
         message = _MESSAGE_KEY.search(text, start, end)
         for m in _JSON_STRING.finditer(text, message.end() if message else start, end):
             if message is None and (
-                len(m[1]) < 6 or ("\\" not in m[1] and not any(c in m[1] for c in ":= \t%"))
+                len(m[1]) < 6 or ("\\" not in m[1] and not any(c in m[1] for c in ":=%"))
             ):
                 continue
             at = m.start(1)
@@ -399,38 +440,59 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
 # --- all views -------------------------------------------------------------------------------
 
 
+# the views worth making of each kind of view: what a prefixed line holds was already seen
+# in the line itself (its JSON strings, its %XX), so a prefix view has none of its own
+_CHILDREN = {
+    "file": ("separated", "prefixed", "json", "url", "cri", "base64"),
+    "separated": ("prefixed", "json"),
+    "prefixed": (),
+    "json": ("separated", "prefixed", "json", "url", "base64"),
+    "url": ("prefixed", "json", "base64"),
+    "cri": ("prefixed", "json", "url", "base64"),
+    "base64": ("separated", "prefixed", "json", "url"),
+}
+
+
 def views(
     text: str, trigger_positions: Callable[[str], list[int]], parent: View | None = None
 ) -> Iterator[View]:
     """Every view of `text` (itself a view of `parent`, or the file), and the views of those,
     to `MAX_DEPTH`. `trigger_positions(text)` gives where rule triggers occur in a text."""
-    yield from _views(text, trigger_positions, parent, 1)
+    yield from _views(text, trigger_positions, parent, "file", 1)
 
 
 def _views(
-    text: str, trigger_positions: Callable[[str], list[int]], parent: View | None, depth: int
+    text: str,
+    trigger_positions: Callable[[str], list[int]],
+    parent: View | None,
+    kind: str,
+    depth: int,
 ) -> Iterator[View]:
     if depth > MAX_DEPTH:
         return
+    wanted = _CHILDREN[kind]
     # pieces of a message split over CRI partial lines are seen joined, never alone
     triggered = _whole(text, lines_at(text, trigger_positions(text)))
-    made: list[View | None] = []
+    made: list[tuple[str, View | None]] = []
     if triggered:
-        made.append(_separated(text, triggered, parent))
-        made.append(_prefixed(text, triggered, parent))
-        if '"' in text:
-            made.append(_json_strings(text, triggered, parent))
-    if "%" in text:
+        if "separated" in wanted:
+            made.append(("separated", _separated(text, triggered, parent)))
+        if "prefixed" in wanted:
+            made.append(("prefixed", _prefixed(text, triggered, parent)))
+        if "json" in wanted and '"' in text:
+            made.append(("json", _json_strings(text, triggered, parent)))
+    if "url" in wanted and "%" in text:
         escaped = _whole(text, lines_at(text, (m.start() for m in _PERCENT.finditer(text))))
         if escaped:
-            made.append(_url_decoded(text, escaped, parent))
-    if " P " in text:
-        made.append(_cri_joined(text, parent))
-    made.append(_base64_decoded(text, parent))
-    for view in made:
+            made.append(("url", _url_decoded(text, escaped, parent)))
+    if "cri" in wanted and " P " in text:
+        made.append(("cri", _cri_joined(text, parent)))
+    if "base64" in wanted:
+        made.append(("base64", _base64_decoded(text, parent)))
+    for child_kind, view in made:
         if view is not None and view.text.strip():
             yield view
-            yield from _views(view.text, trigger_positions, view, depth + 1)
+            yield from _views(view.text, trigger_positions, view, child_kind, depth + 1)
 
 
 # --- JSON documents inside lines -------------------------------------------------------------
@@ -492,6 +554,30 @@ def _common_prefix(a: str, b: str) -> str:
     return a[:n]
 
 
+def changed_spans(text: str, edit: Edit) -> list[Span]:
+    """The parts of `text` an edit masks: where its replacement is the old text with masks
+    put in (a cookie header's values, a chpasswd list's passwords), each masked stretch on
+    its own, so what lies between them (`Path=/`, user names) is not masked with them."""
+    start, end, new = edit
+    old = text[start:end]
+    parts = new.split(MARKER)
+    if len(parts) > 2 and old.startswith(parts[0]) and old.endswith(parts[-1]):
+        spans: list[Span] = []
+        pos, limit = len(parts[0]), len(old) - len(parts[-1])
+        for literal in parts[1:-1]:
+            at = old.find(literal, pos + 1, limit) if literal else -1
+            if at == -1:
+                break
+            spans.append((start + pos, start + at))
+            pos = at + len(literal)
+        else:
+            if limit > pos:
+                spans.append((start + pos, start + limit))
+            return spans
+    span = changed_span(text, edit)
+    return [] if span is None else [span]
+
+
 def changed_span(text: str, edit: Edit) -> Span | None:
     """The part of `text` an edit really changes (a PEM block keeps its BEGIN and END
     lines): the edit's span less what its replacement keeps at either end."""
@@ -512,13 +598,8 @@ def vetted(text: str, edit: Edit) -> Edit | None:
     NUL byte (what follows is another record)."""
     start, end, new = edit
     line_start = text.rfind("\n", 0, start) + 1
-    prefix_end = line_start
-    for _ in range(3):
-        m = _PREFIX.match(text, prefix_end)
-        if m is None or m.end() == prefix_end:
-            break
-        prefix_end = m.end()
-    if end <= prefix_end:
+    line_end = text.find("\n", start)
+    if end <= _prefix_end(text, line_start, len(text) if line_end == -1 else line_end):
         return None
     if _partial(text, line_start):
         return None

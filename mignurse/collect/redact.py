@@ -284,22 +284,21 @@ def mask_secrets(
     nul = "\x00" in text and "\x1c" not in text
     if nul:
         text = text.replace("\x00", "\x1c")
-    # Each round masks what the text rules find in the text itself, then what they find in
-    # its views (decoded encodings: `encodings`); a mask can make a boundary another rule
-    # needed (abcdef.<16>AKIA… once the bootstrap token is masked): go round again until
-    # nothing changes, so masking twice changes nothing.
+    # The text rules on the text itself, then on its views (decoded encodings: `encodings`);
+    # a mask can make a boundary another rule needed (abcdef.<16>AKIA… once the bootstrap
+    # token is masked): go round again until nothing changes, so masking twice changes
+    # nothing.
     lines = trigger_lines(data)
+    if lines != []:  # []: grep saw no trigger anywhere, so no text rule can match
+        text, found = _mask_text(text, lines, clock)
+        _add(counts, found)
     for _ in range(PASSES):
-        changed = False
-        if lines != []:  # [] : grep saw no trigger anywhere, so no text rule can match
-            text, found = _mask_text(text, lines, clock)
-            _add(counts, found)
-            changed = bool(found)
         text, found = _mask_views(text, clock)
         _add(counts, found)
-        if not (changed or found):
+        if not found:
             break
-        lines = None
+        text, found = _mask_text(text, _marked_lines(text), clock)
+        _add(counts, found)
     if nul:
         text = text.replace("\x1c", "\x00")
     return (data if text == original else text.encode("utf-8", "surrogateescape")), counts
@@ -335,43 +334,49 @@ def _mask_text(
 def _mask_views(text: str, clock: _Clock) -> tuple[str, dict[str, int]]:
     """What the rules find in the views of `text` (`encodings`), masked where it came from."""
     spans: list[tuple[int, int, str]] = []
-    root = _Scan(text)
+    scans = {id(text): _Scan(text)}  # one scan per text: triggers found once
+
+    def scan_of(view_text: str) -> _Scan:
+        scan = scans.get(id(view_text))
+        if scan is None or scan.text is not view_text:
+            scan = scans[id(view_text)] = _Scan(view_text)
+        return scan
 
     def triggers(view_text: str) -> list[int]:
-        scan = root if view_text is text else _Scan(view_text)
+        scan = scan_of(view_text)
         return [at for trigger in TRIGGERS for at in scan.positions(trigger)]
 
-    for start, end, rule in encodings.json_document_edits(
-        text, encodings.lines_at(text, triggers(text)), clock.check
-    ):
-        spans.append((start, end, rule))
+    spans.extend(
+        encodings.json_document_edits(text, encodings.lines_at(text, triggers(text)), clock.check)
+    )
     for view in encodings.views(text, triggers):
         clock.check()
-        found = list(_rule_spans(view.text, clock))
+        found = list(_rule_spans(scan_of(view.text), clock))
         found += encodings.json_document_edits(
             view.text, encodings.lines_at(view.text, triggers(view.text)), clock.check
         )
         for start, end, rule in found:
             spans.extend((s, e, rule) for s, e in view.root_spans(start, end))
+        del scans[id(view.text)]
     return _mask_spans(text, spans)
 
 
-def _rule_spans(text: str, clock: _Clock) -> Iterator[tuple[int, int, str]]:
+def _rule_spans(scan: _Scan, clock: _Clock) -> Iterator[tuple[int, int, str]]:
     """(start, end, rule) of what each rule would change in `text`, none applied. As when
     they are applied one after another, a rule is not tried where an earlier one changed
     the text (the bootstrap token's secret half, then not the whole `--token` value)."""
-    scan = _Scan(text)
+    text = scan.text
     taken: list[tuple[int, int]] = []
     for rule in ALL_RULES:
         if not any(scan.positions(t) for t, _ in rule.triggers):
             continue
         found: list[tuple[int, int]] = []
         for edit in _edits(scan, rule, clock):
-            span = encodings.changed_span(text, edit)
-            if span is None or _overlaps(taken, edit[0], edit[1]):
+            if _overlaps(taken, edit[0], edit[1]):
                 continue
-            found.append(span)
-            yield span[0], span[1], rule.name
+            for span in encodings.changed_spans(text, edit):
+                found.append(span)
+                yield span[0], span[1], rule.name
         if found:
             taken = sorted(taken + found)
 
