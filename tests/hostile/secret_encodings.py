@@ -24,6 +24,7 @@ import gzip
 import json
 import re
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -96,7 +97,7 @@ PARTIAL = 23  # characters per CRI partial line: splits tokens, keys and prefixe
 
 def cri_partial(case: Case) -> str:
     """Each line split by the runtime into `P` lines and a final `F` line."""
-    out = []
+    out: list[str] = []
     for line in _lines(case, ": "):
         message = KLOG + line
         chunks = [message[i : i + PARTIAL] for i in range(0, len(message), PARTIAL)] or [""]
@@ -187,7 +188,7 @@ def invalid_utf8(case: Case) -> bytes:
     )
 
 
-RENDERINGS = {
+RENDERINGS: dict[str, Callable[[Case], str | bytes]] = {
     "journal": journal,
     "cri-klog-tab": cri_klog_tab,
     "journal-json": journal_json,

@@ -18,6 +18,7 @@ from mignurse.collect.bundle import pack_node_archive
 from mignurse.collect.redact import Redactor, mask_secrets
 from mignurse.collect.secretnames import is_secret_name
 
+from .secret_encodings import OPAQUE
 from .secrets_corpus import (
     HOSTILE_PATTERNS,
     RENDERINGS,
@@ -30,7 +31,6 @@ from .secrets_corpus import (
     read_back,
     secrets,
 )
-from .secret_encodings import OPAQUE
 
 SECRETS = secrets()
 LOOK_ALIKES = look_alikes()
