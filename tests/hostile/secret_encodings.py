@@ -249,3 +249,22 @@ def read_back(rendering: str, out: bytes) -> bytes:
     if rendering == "json-escaped":
         return b"".join(json.loads(line)["log"].encode() for line in out.splitlines() if line)
     return out
+
+
+# text that once made a decoder look ahead or back over the whole file: repeated, it must
+# cost time in proportion to its length (`test_decoding_hostile_encodings_stays_linear`)
+HOSTILE_ENCODINGS = {
+    "cri-partial-run": f"{CRI}P password: ab",
+    "cri-partial-no-final": f"{CRI}P {KLOG}",
+    "percent-run": "password%3D%41%42",
+    "percent-unterminated": "%4",
+    "json-string-unterminated": '"msg":"password: \\',
+    "json-escapes": '"\\u0041\\"token\\": ',
+    "json-document-starts": '{"password":[',
+    "base64-text-run": base64.b64encode(b"password: hunter2\n" * 3).decode() + " ",
+    "yaml-block-openers": "password: |\n",
+    "yaml-list-openers": "passwords:\n- ",
+    "prefix-run": JOURNAL + KLOG,
+    "tab-values": "token\tx\t",
+    "nul-separated-keys": "\x00password: a",
+}

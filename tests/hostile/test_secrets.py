@@ -4,6 +4,7 @@ come out untouched. The corpus is generated: `secrets_corpus`."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import io
 import json
@@ -15,15 +16,15 @@ import pytest
 
 from mignurse.collect import redact
 from mignurse.collect.bundle import pack_node_archive
-from mignurse.collect.redact import Redactor, mask_secrets
+from mignurse.collect.redact import MARKER, Redactor, mask_secrets
 from mignurse.collect.secretnames import is_secret_name
 
-from .secret_encodings import OPAQUE
 from .secrets_corpus import (
     HOSTILE_PATTERNS,
     RENDERINGS,
     as_json_indented,
     as_text,
+    encodings,
     file_name,
     hostile_text,
     leaked,
@@ -32,6 +33,7 @@ from .secrets_corpus import (
     secrets,
 )
 
+HOSTILE_ENCODINGS, OPAQUE = encodings.HOSTILE_ENCODINGS, encodings.OPAQUE
 SECRETS = secrets()
 LOOK_ALIKES = look_alikes()
 
@@ -277,3 +279,238 @@ def test_readme_names_every_rule_and_the_corpus_size() -> None:
     assert listed == set(redact.RULES)
     assert f"{len(SECRETS)} secret kinds" in section
     assert f"{len(LOOK_ALIKES)} benign look-alikes" in section
+
+
+# --- encodings: the same secret however the bundle holds it --------------------------------
+
+KLOG = "I1205 03:12:44.123456    2211 server.go:123] "
+JOURNAL = "Dec 05 03:12:44 ip-10-0-1-2 kubelet[2211]: "
+CRI_TIME = "2026-12-05T03:12:44.123456789Z"
+
+
+def _masked(name: str, text: str | bytes) -> str:
+    raw = text.encode() if isinstance(text, str) else text
+    return Redactor().redact(name, raw).decode("utf-8", "surrogateescape")
+
+
+def test_there_are_at_least_eleven_renderings_and_each_reads_back() -> None:
+    assert len(RENDERINGS) >= 11
+    for rendering, render in RENDERINGS.items():
+        data = render(SECRETS[0])
+        raw = data if isinstance(data, bytes) else data.encode()
+        assert leaked(SECRETS[0], read_back(rendering, raw)), rendering  # unmasked: it shows
+
+
+def test_a_token_split_over_cri_partial_lines_is_masked_in_both_halves() -> None:
+    """The runtime splits a long line into P lines; no piece of the token survives in either
+    line, and the file keeps its lines (kubelet reads it back)."""
+    token = "glpat-" + "Ab3dEf6hIj9kLm2nOp5q"
+    message = f"{KLOG}git clone failed: password: {token} rejected"
+    cut = message.index(token) + 9
+    text = (
+        f"{CRI_TIME} stdout P {message[:cut]}\n"
+        f"{CRI_TIME} stdout F {message[cut:]}\n"
+        f"{CRI_TIME} stdout F {KLOG}node ip-10-0-1-2 Ready\n"
+    )
+    out = _masked("containers/app.log", text)
+    assert out.count("\n") == 3 and out.count(" stdout P ") == 1
+    first, second, third = out.splitlines()
+    assert token[:9] not in first and token[9:] not in second
+    assert MARKER in first and MARKER in second
+    assert "rejected" in second and third.endswith("node ip-10-0-1-2 Ready")
+
+
+def test_credential_documents_logged_as_json_are_masked_at_any_depth() -> None:
+    """AWS credential_process output, a GCP authorized_user file, Secrets Manager's
+    get-secret-value and a docker config, each a JSON message of a klog line."""
+    key, token, refresh = "k" * 30 + "SeCrEt0123", "FwoGZXIvYXdzE" + "x9" * 40, "1//0g" + "Zq7" * 20
+    stored, binary = "hunter2-db-Pa55", "c2VjcmV0LWJpbmFyeS1wYXlsb2Fk"
+    documents = [
+        {"Version": 1, "AccessKeyId": "ASIA" + "Q" * 16, "SecretAccessKey": key,
+         "SessionToken": token, "Expiration": "2026-12-05T09:00:00Z"},
+        {"type": "authorized_user", "client_id": "123.apps.googleusercontent.com",
+         "client_secret": "GOCSPX-" + "a1" * 14, "refresh_token": refresh},
+        {"ARN": "arn:aws:secretsmanager:us-west-2:123456789012:secret:prod/db",
+         "Name": "prod/db", "SecretString": json.dumps({"username": "app", "password": stored}),
+         "SecretBinary": binary},
+        {"level": "info", "config": {"docker": {"auths": {"nvcr.io": {"auth": binary}}}}},
+    ]  # fmt: skip
+    text = "".join(f"{KLOG}{json.dumps(d)}\n" for d in documents)
+    out = _masked("journal/kubelet.log", text)
+    for value in (key, token, refresh, stored, binary, "a1" * 14):
+        assert value not in out
+    assert "arn:aws:secretsmanager:us-west-2:123456789012:secret:prod/db" in out
+    assert "2026-12-05T09:00:00Z" in out and "nvcr.io" in out
+    for line in out.splitlines():
+        json.loads(line[len(KLOG) :])  # still JSON
+
+
+def test_a_json_record_escaped_inside_a_json_log_is_masked_and_stays_json() -> None:
+    inner = json.dumps({"msg": "login", "request": {"password": "Tr0ub4dor&3x", "user": "app"}})
+    line = json.dumps({"log": inner + "\n", "stream": "stdout", "time": CRI_TIME}) + "\n"
+    out = _masked("containers/app.log", line)
+    assert "Tr0ub4dor" not in out
+    assert json.loads(json.loads(out)["log"])["request"]["user"] == "app"
+
+
+def test_key_value_after_journal_cri_and_klog_prefixes_is_masked() -> None:
+    text = (
+        f"{JOURNAL}{KLOG}password: Zx9-secret-Pw\n"
+        f"{CRI_TIME} stderr F {KLOG}client_secret\tQ8~abcdefghijklmnopqrstuvwxyz\n"
+        f"2026-12-05T03:12:44+0000 ip-10-0-1-2 setup[42]: api_key: 5f2b1e0c9d8a7b6c\n"
+        f'MESSAGE=DB_PASSWORD: "p@ss w0rd"\n'
+        f"{JOURNAL}{KLOG}reason: NodeNotReady, message: kubelet stopped posting status\n"
+    )
+    out = _masked("journal/all.log", text)
+    for value in ("Zx9-secret-Pw", "Q8~abcdef", "5f2b1e0c9d8a7b6c", "p@ss w0rd"):
+        assert value not in out
+    assert out.count(JOURNAL) == 2 and out.count(KLOG) == 3
+    assert "reason: NodeNotReady, message: kubelet stopped posting status" in out
+
+
+def test_yaml_block_scalars_and_lists_under_secret_keys_are_masked() -> None:
+    text = (
+        "app:\n"
+        "  auth:\n"
+        "    password: |\n"
+        "      line-one-Secret\n"
+        "      line-two-Secret\n"
+        "    token: >-\n"
+        "      folded-Secret-value\n"
+        "    apiKeys:\n"
+        "    - first-Secret-key\n"
+        "    - second-Secret-key\n"
+        "    passwords: [flow-Secret-a, 'flow-Secret-b']\n"
+        "  notes: |\n"
+        "    the node went NotReady at 03:12\n"
+        "  imagePullSecrets:\n"
+        "  - name: ngc-secret\n"
+    )
+    out = _masked("values.yaml", text)
+    values = ("line-one", "line-two", "folded", "first-Secret", "second-Secret", "flow-Secret")
+    assert not [value for value in values if value in out]
+    assert "the node went NotReady at 03:12" in out and "- name: ngc-secret" in out
+    assert out.count("\n") == text.count("\n")
+
+
+def test_percent_encoded_values_and_json_are_masked() -> None:
+    from urllib.parse import quote
+
+    body = "grant_type=password&username=ops&password=p%40ss%21word%23&next=%2Fhome"
+    query = "GET /cb?state=" + quote(json.dumps({"client_secret": "Xy9-very-secret"}), safe="")
+    conn = "AccountKey%3D" + quote("abc+def/ghi==", safe="") + "%3BEndpointSuffix%3Dcore"
+    out = _masked("access.log", f"{KLOG}POST /token {body}\n{KLOG}{query} 200\n{KLOG}{conn}\n")
+    assert "p%40ss" not in out and "very-secret" not in out and "abc%2Bdef" not in out
+    assert "username=ops" in out and "next=%2Fhome" in out and "EndpointSuffix%3Dcore" in out
+
+
+def test_base64_files_in_binary_data_and_log_lines_are_decoded_and_masked() -> None:
+    credentials = "[default]\naws_secret_access_key = " + "A1b2" * 10 + "\n"
+    encoded = base64.b64encode(credentials.encode()).decode()
+    harmless = base64.b64encode(b"#!/bin/sh\necho node ready\n").decode()
+    text = (
+        f"apiVersion: v1\nkind: ConfigMap\nbinaryData:\n  creds: {encoded}\n"
+        f"  boot.sh: {harmless}\n"
+        f"{KLOG}restored /root/.aws/credentials from {encoded}\n"
+    )
+    out = _masked("configmaps.yaml", text)
+    assert encoded not in out and out.count(MARKER) == 2
+    assert f"boot.sh: {harmless}" in out and "restored /root/.aws/credentials from" in out
+
+
+def test_a_gzip_log_is_masked_and_recompressed_and_a_clean_one_is_untouched() -> None:
+    text = f"{JOURNAL}password: Zx9-secret-Pw\n{JOURNAL}node Ready\n".encode()
+    redactor = Redactor()
+    out = redactor.redact("journal/kubelet.log.1.gz", gzip.compress(text))
+    assert gzip.decompress(out) == text.replace(b"Zx9-secret-Pw", MARKER.encode())
+    clean = gzip.compress(f"{JOURNAL}node Ready\n".encode(), mtime=7)
+    assert Redactor().redact("journal/kubelet.log.2.gz", clean) == clean
+
+
+def test_nul_bytes_and_invalid_utf8_around_secrets() -> None:
+    data = b"\x00\xc3password: Zx9-secret-Pw\x00\x80\xff\x00\xc3HOME=/root\x00token\tghx-9\x00"
+    out = Redactor().redact("proc/environ", data)
+    assert b"Zx9-secret-Pw" not in out and b"ghx-9" not in out
+    assert out.count(b"\x00") == data.count(b"\x00") and b"HOME=/root" in out
+    assert b"\xc3password: " + MARKER.encode() in out
+
+
+def test_a_connection_string_in_an_env_var_not_named_secret_is_masked_in_pods_json(
+    tmp_path: object,
+) -> None:
+    from pathlib import Path
+
+    from mignurse.collect.bundle import BundleWriter
+
+    key = base64.b64encode(bytes(range(64))).decode()
+    conn = (
+        "DefaultEndpointsProtocol=https;AccountName=models;"
+        f"AccountKey={key};EndpointSuffix=core.windows.net"
+    )
+    token = "ghp_" + "R4nd0mT0k3nV4lu3" * 2 + "abcd"
+    pods = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "kind": "Pod",
+                "metadata": {"name": "vllm-0", "namespace": "inference"},
+                "spec": {
+                    "nodeName": "ip-10-0-1-2.us-west-2.compute.internal",
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "env": [
+                                {"name": "AZURE_STORAGE_CONNECTION_STRING", "value": conn},
+                                {"name": "GIT_REMOTE", "value": f"https://{token}@github.com/a/b"},
+                                {"name": "MODEL_CACHE", "value": "/models"},
+                            ],
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    path = Path(str(tmp_path)) / "b.tar.gz"
+    writer = BundleWriter(path, top="b", redactor=Redactor())
+    writer.add_json("cluster/pods.json", pods)
+    writer.close({"tool": "test"})
+    written = _members(path.read_bytes())["b/cluster/pods.json"].decode()
+    assert key not in written and token not in written
+    assert "AccountName=models" in written and '"/models"' in written
+    assert json.loads(written)["items"][0]["spec"]["nodeName"].startswith("ip-10-0-1-2")
+
+
+def test_benign_text_in_the_new_encodings_comes_out_byte_identical() -> None:
+    node = {
+        "kind": "Node",
+        "metadata": {"name": "ip-10-0-1-2", "annotations": {"karpenter.sh/nodepool-hash": "6821"}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "False", "reason": "NodeNotReady",
+                            "message": "container runtime network not ready: cni plugin"}],
+            "nodeInfo": {"kubeletVersion": "v1.31.2-eks-7f9249a", "bootID": "9f1c"},
+        },
+    }  # fmt: skip
+    message = f"{KLOG}Successfully probed plugin, token_ttl: 600s, authMode: Webhook, reason: ok"
+    texts = [
+        f"{CRI_TIME} stdout P {message[:30]}\n{CRI_TIME} stdout F {message[30:]}\n",
+        f"{JOURNAL}{KLOG}reason: NodeNotReady, type: Ready, secretName: ngc-secret\n",
+        json.dumps({"items": [{"node": node}]}, indent=2) + "\n",
+        f"{KLOG}{json.dumps(node)}\n",
+        "volumes:\n- name: creds\n  secret:\n    secretName: db-creds\n    items:\n"
+        "    - key: password\n      path: pw\n",
+        f"{KLOG}GET /api/v1/nodes?labelSelector=karpenter.sh%2Fnodepool%3Dgpu&limit=500 200\n",
+    ]  # fmt: skip
+    for text in texts:
+        assert _masked("benign.log", text) == text
+    redacted = Redactor().redact("kubelet.log.gz", gzip.compress(texts[0].encode()))
+    assert gzip.decompress(redacted) == texts[0].encode()
+
+
+@pytest.mark.parametrize("pattern", sorted(HOSTILE_ENCODINGS))
+def test_decoding_hostile_encodings_stays_linear(pattern: str) -> None:
+    """The decoded views grow with the text, never with its square (same margin as above)."""
+    unit = HOSTILE_ENCODINGS[pattern].encode()
+    small, large = unit * (16 * 1024 // len(unit)), unit * (64 * 1024 // len(unit))
+    t_small, t_large = _cpu_seconds(small), _cpu_seconds(large)
+    assert t_large <= 10 * t_small + 0.05, (pattern, t_small, t_large)
