@@ -509,13 +509,13 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("lsv2_pt_", r"[0-9a-f]{32}_[0-9a-f]{10}", "docs.smith.langchain.com/administration"),
     ("lsv2_sk_", r"[0-9a-f]{32}_[0-9a-f]{10}", "docs.smith.langchain.com/administration"),
 )
-# A prefix must start a word that is not inside base64 (+ and / are base64 letters), or follow
-# an escaped newline in a JSON string, and the token must end a word: certificate bundles and
-# digests never match.
+# A prefix must start a word that is neither inside base64 (+ and / are base64 letters) nor a
+# part of a dashed name (aws-key-…), or follow an escaped newline in a JSON string; the token
+# must end there: certificate bundles, digests and resource names never match.
 _PROVIDER = re.compile(
-    r"(?:(?<![A-Za-z0-9_+/])|(?<=\\[nrt]))(?:"
+    r"(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt]))(?:"
     + "|".join(re.escape(prefix) + body for prefix, body, _ in _PROVIDER_TOKENS)
-    + r")(?![A-Za-z0-9_])"
+    + r")(?![A-Za-z0-9_+])"
 )
 _PROVIDER_PREFIXES = sorted((p for p, _, _ in _PROVIDER_TOKENS), key=len, reverse=True)
 
@@ -536,10 +536,12 @@ _AZURE_AD_SECRET = re.compile(r"(?<![\w~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]
 # us/sql/connect/odbc/dsn-connection-string-attribute): the value ends at `;` or `&`, so the
 # settings after it stay
 _CONNECTION_STRING = re.compile(
-    r"(?<![A-Za-z])(?i:AccountKey|SharedAccessKey|SharedAccessSignature|sig)[ \t]{0,4}="
+    r"(?<![A-Za-z])(?i:AccountKey|SharedAccessKey|SharedAccessSignature)[ \t]{0,4}="
     r"[ \t]{0,4}(?P<val>[^;&\s\"'\\<>]{1,4096})"
+    # a SAS signature is base64 of an HMAC-SHA256: 44 characters, more once URL-encoded
+    r"|(?<![A-Za-z])sig=(?P<val4>[A-Za-z0-9%+/=]{16,1024})"
     r"|(?<=[;?&])[ \t]{0,4}(?i:password|pwd|passwd)[ \t]{0,4}=[ \t]{0,4}"
-    r"(?:\{(?P<val2>[^}\n]{1,1024})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
+    r"(?:\{(?P<val2>[^}\n]{1,256})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
 )
 
 # Credentials that command-line tools take as arguments; searched on lines naming the tool.
@@ -592,10 +594,15 @@ def _cli_password(m: re.Match[str]) -> Edit | None:
 
 # Cookie: every value; Set-Cookie: the cookie's value, its attributes kept (RFC 6265 section
 # 4.1 and 4.2); also curl's --cookie
+# name=value pairs joined by `;`: a value holds no `;` or space, so the chain is read once
+_PAIRS = (
+    r"[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}"
+    r"(?:;[ \t]{0,16}[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}){0,63}"
+)
 _COOKIE = re.compile(
     r"(?<![A-Za-z])(?i:(?:set-)?cookie2?)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
-    r"(?P<body>[^\n\"'\\]{1,8192})"
-    r"|--cookie(?:[ \t]{1,16}|=)[\"']?(?P<body2>[^\n\"'\\]{1,8192})"
+    rf"(?P<body>{_PAIRS})"
+    rf"|--cookie(?:[ \t]{{1,16}}|=)[\"']?(?P<body2>{_PAIRS})"
 )
 _COOKIE_PAIR = re.compile(r"(?P<name>[^=;,\s]{1,256})=(?P<value>[^;\s]{1,4096})")
 _COOKIE_ATTRIBUTES = frozenset(
@@ -659,7 +666,7 @@ _JSON_VALUE = re.compile(
     r'\\?"(?:Value|value)\\?"[ \t]{0,16}:[ \t\r\n]{0,64}\\?"'
     r'(?P<val>(?:[^"\\\n]|\\[^"\n]){1,65536})(?=\\?")'
 )
-_OBJECT_WORDS = re.compile(r"(?i)securestring|\\?\"keyname\\?\"")
+_OBJECT_WORDS = re.compile(r"SecureString|\\?\"keyName\\?\"")  # EC2 says "KeyName": a key pair
 _OBJECT_REACH = 512
 
 
