@@ -18,7 +18,8 @@ MARKER = "***REDACTED***"
 
 _SECRET_WORD = re.compile(
     r"(?i)pass(?:word|wd|phrase)?|pwd|secret|token|api[_.-]?key|private[_.-]?key|cred"
-    r"|\bauth\b|auth(?:orization|[_-]?token)|x-amz-(?:signature|credential)"
+    r"|(?<![A-Za-z0-9])auth(?![A-Za-z0-9])|auth(?:orization|[_-]?token)"
+    r"|x-amz-(?:signature|credential)"
 )
 _POINTER_SUFFIXES = (
     "name", "names", "namespace", "ref", "file", "files", "path", "dir", "id", "ids", "type",

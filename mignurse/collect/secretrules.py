@@ -190,6 +190,10 @@ _BEARER = re.compile(
     r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
     r"(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|key|splunk|geniekey)"
     r"[ \t]{1,16}(?i:token=\\?\"?)?(?P<val2>[A-Za-z0-9\-._~+/%]{4,8192}=*)"
+    # S3's SigV2 header: AWS <key id>:<signature> (docs.aws.amazon.com/AmazonS3/latest/API/
+    # RESTAuthentication.html); the key id stays for the aws-access-key-id rule
+    r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?AWS[ \t]{1,16}"
+    r"[A-Z0-9]{16,128}:(?P<val6>[A-Za-z0-9+/]{20,128}=*)"
     r"|(?P<val3>\beyJ[A-Za-z0-9_-]{8,8192}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{0,8192})"
     r"|(?i:\bdigest)[ \t][^\n]{0,1024}?\bresponse=\\?\"(?P<val4>[0-9A-Fa-f]{32,128})"
     r"|(?i:\bssws)[ \t]{1,16}(?P<val5>[A-Za-z0-9_-]{20,256})"
@@ -448,6 +452,8 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("AKCp", r"[A-Za-z0-9]{64,80}", "TH artifactory"),
     ("cmVmdGtuOjAxOj", r"[A-Za-z0-9]{40,100}", "TH artifactoryaccesstoken (base64 reftkn:01:)"),
     ("pul-", r"[0-9a-f]{40}", "GL pulumi-api-token"),
+    # Terraform Cloud/Enterprise: a 14-character id before .atlasv1. (GL hashicorp-tf-api-token)
+    ("atlasv1.", r"[\w=-]{60,70}", "GL hashicorp-tf-api-token"),
     ("dp.pt.", r"[A-Za-z0-9]{40,44}", "GL doppler-api-token"),
     ("dp.st.", r"[\w.-]{40,100}", "docs.doppler.com/reference/api#authentication"),
     ("dp.sa.", r"[A-Za-z0-9]{40,44}", "docs.doppler.com/reference/api#authentication"),
@@ -465,7 +471,7 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("shpss_", r"[0-9a-fA-F]{32}", "GL shopify-shared-secret"),
     ("shpca_", r"[0-9a-fA-F]{32}", "GL shopify-custom-access-token"),
     ("shppa_", r"[0-9a-fA-F]{32}", "GL shopify-private-app-access-token"),
-    ("EAAA", r"[\w-]{60}", "GL square-access-token"),
+    ("EAAA", r"[\w-]{22,60}", "GL square-access-token"),
     ("sq0atp-", r"[\w-]{22,60}", "GL square-access-token"),
     ("sq0csp-", r"[\w-]{40,60}", "TH squareapp"),
     ("HRKU-AA", r"[\w-]{58}", "GL heroku-api-key-v2"),
@@ -512,17 +518,22 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
 # A prefix must start a word that is neither inside base64 (+ and / are base64 letters) nor a
 # part of a dashed name (aws-key-…), or follow an escaped newline in a JSON string; the token
 # must end there: certificate bundles, digests and resource names never match.
+# what comes before a prefix that is not the start of its token: (prefix, pattern, its length)
+_BEFORE_PREFIX = {"atlasv1.": (r"[A-Za-z0-9]{14}\.", 15)}
 _PROVIDER = re.compile(
     r"(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt]))(?:"
-    + "|".join(re.escape(prefix) + body for prefix, body, _ in _PROVIDER_TOKENS)
+    + "|".join(
+        _BEFORE_PREFIX.get(prefix, ("", 0))[0] + re.escape(prefix) + body
+        for prefix, body, _ in _PROVIDER_TOKENS
+    )
     + r")(?![A-Za-z0-9_+])"
 )
 _PROVIDER_PREFIXES = sorted((p for p, _, _ in _PROVIDER_TOKENS), key=len, reverse=True)
 
 
 def _provider_token(m: re.Match[str]) -> Edit | None:
-    prefix = next(p for p in _PROVIDER_PREFIXES if m[0].startswith(p))
-    return m.start() + len(prefix), m.end(), MARKER
+    prefix = next((p for p in _PROVIDER_PREFIXES if m[0].startswith(p)), "")
+    return m.start() + len(prefix), m.end(), MARKER  # no prefix at the start: all of it
 
 
 # Azure AD (Entra ID) client secrets: three characters, a digit, Q~, then 31 to 34 more
@@ -540,6 +551,9 @@ _CONNECTION_STRING = re.compile(
     r"[ \t]{0,4}(?P<val>[^;&\s\"'\\<>]{1,4096})"
     # a SAS signature is base64 of an HMAC-SHA256: 44 characters, more once URL-encoded
     r"|(?<![A-Za-z])sig=(?P<val4>[A-Za-z0-9%+/=]{16,1024})"
+    # Oracle's thin driver: jdbc:oracle:thin:user/password@host (docs.oracle.com/en/database/
+    # oracle/oracle-database/23/jjdbc/data-sources-and-URLs.html)
+    r"|(?i:jdbc:oracle:thin:)[\w$#]{1,128}/(?P<val5>[^@\s\"'/]{1,256})@"
     r"|(?<=[;?&])[ \t]{0,4}(?i:password|pwd|passwd)[ \t]{0,4}=[ \t]{0,4}"
     r"(?:\{(?P<val2>[^}\n]{1,256})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
 )
@@ -574,12 +588,14 @@ _CLI_PASSWORD = re.compile(
     rf"|\bopenssl\b[^\n]{{0,512}}?[ \t]-pass(?:in|out)?[ \t]{{1,16}}pass:{_arg('h')}"
     rf"|\brabbitmqctl\b[^\n]{{0,128}}?\b(?:add_user|change_password)[ \t]{{1,16}}\S{{1,128}}"
     rf"[ \t]{{1,16}}{_arg('i')}"
+    rf"|\bsqlplus\b[ \t]{{1,16}}(?:-[A-Za-z]{{1,8}}[ \t]{{1,16}}){{0,4}}[\w$#]{{1,128}}/"
+    rf"(?P<k>[^@\s'\"/]{{1,256}})(?=@|\s|$)"
     rf"|\bhtpasswd\b[ \t]{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}[ \t]{{1,16}}(?:\S{{1,256}}"
     rf"[ \t]{{1,16}}){{1,2}}{_arg('j')}"
 )
 _CLI_TRIGGERS = (
     "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
-    "smbclient", "openssl", "rabbitmqctl", "htpasswd",
+    "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus",
 )  # fmt: skip
 
 
@@ -665,8 +681,13 @@ def _context_token(m: re.Match[str]) -> Edit | None:
 _JSON_VALUE = re.compile(
     r'\\?"(?:Value|value)\\?"[ \t]{0,16}:[ \t\r\n]{0,64}\\?"'
     r'(?P<val>(?:[^"\\\n]|\\[^"\n]){1,65536})(?=\\?")'
+    # the same printed with --output yaml
+    r"|(?m:^[ \t]{0,64}(?:-[ \t]{1,16})?(?:Value|value):[ \t]{1,16})"
+    r"(?P<val2>[^\s|>][^\n]{0,65535})"
 )
-_OBJECT_WORDS = re.compile(r"SecureString|\\?\"keyName\\?\"")  # EC2 says "KeyName": a key pair
+_OBJECT_WORDS = re.compile(
+    r"SecureString|\\?\"keyName\\?\"|\bkeyName:"
+)  # EC2 says "KeyName": a key pair
 _OBJECT_REACH = 512
 
 
@@ -681,8 +702,9 @@ def _object_value_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
         near = any(
             abs(words[j] - m.start()) <= _OBJECT_REACH for j in (i - 1, i) if 0 <= j < len(words)
         )
-        if near and MARKER not in m["val"]:
-            yield m.start("val"), m.end("val"), MARKER
+        group = "val" if m["val"] is not None else "val2"
+        if near and MARKER not in m[group]:
+            yield m.start(group), m.end(group), MARKER
 
 
 # --- secret-env ------------------------------------------------------------------------------
@@ -702,10 +724,11 @@ _KEYWORDS = (
     "-key",
     "accountkey",
     "presharedkey",
+    "_auth",
 )
 _SECRET_ENV = re.compile(
     r"(?P<kw>(?i:pass|pwd|secret|token|api[_-]?key|private[_-]?key|cred|[_-]key|accountkey"
-    r"|presharedkey))"
+    r"|presharedkey|_auth\b))"
     r"(?P<rest>[\w.-]{0,64})"
     r"(?P<q>\\?[\"']?)"
     r"(?P<sep>[ \t]{0,16}[=:][ \t]{0,16}|\s{0,64},\s{0,64}\\?\"value\\?\"\s{0,16}:\s{0,16}"
@@ -874,7 +897,11 @@ TEXT_RULES: tuple[Rule, ...] = (
         "provider-token",
         _PROVIDER,
         _provider_token,
-        tuple(dict.fromkeys((p.lower(), 0) for p, _, _ in _PROVIDER_TOKENS)),
+        tuple(
+            dict.fromkeys(
+                (p.lower(), _BEFORE_PREFIX.get(p, ("", 0))[1]) for p, _, _ in _PROVIDER_TOKENS
+            )
+        ),
     ),
     Rule(
         "azure-client-secret",
@@ -894,6 +921,7 @@ TEXT_RULES: tuple[Rule, ...] = (
             ("password", 4),
             ("pwd", 4),
             ("passwd", 4),
+            ("jdbc:oracle", 0),
         ),
     ),
     Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
