@@ -18,7 +18,7 @@ MARKER = "***REDACTED***"
 
 _SECRET_WORD = re.compile(
     r"(?i)pass(?:word|wd|phrase)?|pwd|secret|token|api[_.-]?key|private[_.-]?key|cred"
-    r"|(?<![A-Za-z0-9])auth(?![A-Za-z0-9])|auth(?:orization|[_-]?token)"
+    r"|\bauth\b|^_auth$|(?:basic|proxy)[_.-]?auth(?![A-Za-z])|auth(?:orization|[_-]?token)"
     r"|x-amz-(?:signature|credential)"
 )
 _POINTER_SUFFIXES = (

@@ -782,7 +782,10 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
     q, sep, val = m["q"], m["sep"], m["val"]
     before = text[max(0, start - 80) : start]
     quoted_value = val.startswith(('"', "'", '\\"'))
-    if "value" in sep:  # Kubernetes env entry: name and value are separate fields
+    if sep.strip().startswith("-"):  # a YAML args list: - --client-secret, then - the value
+        if q or not name.startswith("-") or not _YAML_LIST_ITEM.search(before):
+            return None
+    elif "value" in sep:  # Kubernetes env entry: name and value are separate fields
         pattern = _K8S_ENV_JSON if '"value' in sep else _K8S_ENV_YAML
         if not pattern.search(before[: len(before) - len(q)] if q else before):
             return None
@@ -791,9 +794,6 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
             return None
         # "key": bare-word is YAML at the start of a line, else prose (volume "creds" : secret)
         if sep.strip() == ":" and not quoted_value and not _at_line_start(text, start - len(q)):
-            return None
-    elif sep.strip().startswith("-"):  # a YAML args list: - --client-secret, then - the value
-        if not name.startswith("-") or not _YAML_LIST_ITEM.search(before):
             return None
     elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, or Go-struct Name:value
         if _HEADER_FLAG.search(before):  # curl -H "X-Api-Key: value"
