@@ -1,7 +1,11 @@
 """The text rules that find secrets, by the kind of credential or file they come from: PEM
-blocks, AWS keys and signatures, bearer and vendor tokens, registry and chpasswd passwords,
-.netrc, Kubernetes Secret objects written as JSON or YAML, and secret-named environment
-variables and flags. Each rule is a compiled regex, the literal triggers where a match may
+blocks, AWS keys and signatures, bearer and vendor tokens, provider tokens by their documented
+prefixes, connection strings, passwords on command lines, cookies, registry and chpasswd
+passwords, .netrc, Kubernetes Secret objects written as JSON or YAML, values whose object says
+they are secret (SSM SecureString), and secret-named environment variables and flags. Formats
+come from gitleaks (gitleaks/gitleaks@v8.30.0 config/gitleaks.toml), trufflehog's detectors
+(trufflesecurity/trufflehog@v3.90.0 pkg/detectors) and the providers' documentation, named
+beside each rule. Each rule is a compiled regex, the literal triggers where a match may
 start, and a function that turns one match into one edit (span and replacement) or declines
 it; `redact` walks a text with them.
 
@@ -24,6 +28,13 @@ Decisions:
   written without quotes is a count far more often than a password. A quoted one is masked.
 - AWS account ids, ARNs, instance ids, GPU/MIG UUIDs and image digests are not masked: they
   are not credentials and are needed for the diagnosis.
+- A provider prefix counts only at the start of a word that is not inside base64 or a dashed
+  name, and its token must end there; prefixes that are common words (Okta's ``00``, Vault's
+  legacy ``s.``) count only on lines that name the provider.
+- A connection string's password ends at ``;`` or ``&``: the settings after it are evidence.
+  A cookie's attributes (Path, Expires, SameSite…) stay; every cookie value goes.
+- A command's password flag is masked only for the commands that take one there (``-p`` is a
+  password to mysql and sshpass, a port or a profile elsewhere).
 """
 
 from __future__ import annotations
@@ -432,10 +443,15 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("sk_prod_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
     ("rk_prod_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
     ("whsec_", r"[A-Za-z0-9+/=]{24,128}", "docs.stripe.com/webhooks#verify-events"),
-    # Google (developers.google.com/identity/protocols/oauth2#size; TH gcpapplicationdefault…)
+    # Google (developers.google.com/identity/protocols/oauth2#size)
     ("ya29.", r"[\w-]{20,4096}", "developers.google.com/identity/protocols/oauth2"),
     ("1//0", r"[\w-]{40,1024}", "developers.google.com/identity/protocols/oauth2"),
-    ("GOCSPX-", r"[\w-]{24,40}", "TH gcpapplicationdefaultcredentials"),
+    (
+        "GOCSPX-",
+        r"[\w-]{24,40}",
+        "docs.github.com/en/code-security/secret-scanning/"
+        "introduction/supported-secret-scanning-patterns (google_oauth_client_secret)",
+    ),
     # AWS STS session tokens (docs.aws.amazon.com/STS/latest/APIReference/API_Credentials.html)
     ("IQoJb3JpZ2lu", r"[A-Za-z0-9/+=%]{60,8192}", "AWS STS Credentials.SessionToken"),
     ("FwoGZXIvYXdzE", r"[A-Za-z0-9/+=%]{60,8192}", "AWS STS Credentials.SessionToken"),
@@ -449,8 +465,9 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("dckr_oat_", r"[\w-]{27,64}", "docs.docker.com/security/access-tokens/"),
     ("ATATT3", r"[\w=-]{100,300}", "GL atlassian-api-token"),
     ("ATBB", r"[A-Za-z0-9_=.-]{28,64}", "TH bitbucketapppassword"),
-    ("AKCp", r"[A-Za-z0-9]{64,80}", "TH artifactory"),
-    ("cmVmdGtuOjAxOj", r"[A-Za-z0-9]{40,100}", "TH artifactoryaccesstoken (base64 reftkn:01:)"),
+    ("AKCp", r"[A-Za-z0-9]{64,80}", "GL artifactory-api-key"),
+    # JFrog reference tokens: base64 of "reftkn:…", 64 characters
+    ("cmVmdGtu", r"[A-Za-z0-9]{56}", "trufflehog@v3.93.7 pkg/detectors/artifactoryreferencetoken"),
     ("pul-", r"[0-9a-f]{40}", "GL pulumi-api-token"),
     # Terraform Cloud/Enterprise: a 14-character id before .atlasv1. (GL hashicorp-tf-api-token)
     ("atlasv1.", r"[\w=-]{60,70}", "GL hashicorp-tf-api-token"),
@@ -458,7 +475,7 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("dp.st.", r"[\w.-]{40,100}", "docs.doppler.com/reference/api#authentication"),
     ("dp.sa.", r"[A-Za-z0-9]{40,44}", "docs.doppler.com/reference/api#authentication"),
     ("dp.ct.", r"[A-Za-z0-9]{40,44}", "docs.doppler.com/reference/api#authentication"),
-    ("bkua_", r"[0-9a-f]{40}", "TH buildkitev2"),
+    ("bkua_", r"[0-9a-f]{40}", "TH buildkite/v2"),
     ("tskey-", r"[\w-]{20,200}", "tailscale.com/kb/1085/auth-keys"),
     # payments, messaging, SaaS
     ("SG.", r"[\w-]{22}\.[\w-]{43}", "GL sendgrid-api-token"),

@@ -146,6 +146,10 @@ DOC_NETRC = "https://www.gnu.org/software/inetutils/manual/html_node/The-_002ene
 DOC_NPM = "https://docs.npmjs.com/cli/v10/configuring-npm/npmrc#auth-related-configuration"
 DOC_ENV = "https://kubernetes.io/docs/tasks/inject-data-application/define-environment-variable-container/"
 GITLEAKS = "https://github.com/gitleaks/gitleaks/blob/v8.30.0/config/gitleaks.toml"
+DOC_GITHUB_SECRET_SCANNING = (
+    "https://docs.github.com/en/code-security/secret-scanning/introduction/"
+    "supported-secret-scanning-patterns"
+)
 TRUFFLEHOG = "https://github.com/trufflesecurity/trufflehog/tree/v3.90.0/pkg/detectors/"
 DOC_GITLAB_TOKENS = "https://docs.gitlab.com/security/tokens/#token-prefixes"
 DOC_DOCKER_PAT = "https://docs.docker.com/security/access-tokens/"
@@ -748,7 +752,8 @@ def secrets() -> list[Secret]:
     ref = "cmVmdGtuOjAxOjE3" + b62(48)
     add(
         "jfrog-reference-token",
-        TRUFFLEHOG + "artifactoryaccesstoken",
+        "https://github.com/trufflesecurity/trufflehog/tree/v3.93.7/pkg/detectors/"
+        "artifactoryreferencetoken",
         f"+ jf rt ping --url https://acme.jfrog.io/artifactory --access-token={ref}",
         ref,
         keep=("https://acme.jfrog.io/artifactory",),
@@ -756,7 +761,7 @@ def secrets() -> list[Secret]:
     key = "AKCp8" + b62(68)
     add(
         "jfrog-api-key",
-        TRUFFLEHOG + "artifactory",
+        GITLEAKS,
         f"X-JFrog-Art-Api: {key}",
         key,
     )
@@ -1031,7 +1036,7 @@ def secrets() -> list[Secret]:
     secret = "GOCSPX-" + _pick(B62 + "_-", 28)
     add(
         "gcp-oauth-client-secret",
-        TRUFFLEHOG + "gcpapplicationdefaultcredentials",
+        DOC_GITHUB_SECRET_SCANNING,
         f"oauth client secret {secret}",
         secret,
     )
