@@ -479,8 +479,6 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("tskey-", r"[\w-]{20,200}", "tailscale.com/kb/1085/auth-keys"),
     # payments, messaging, SaaS
     ("SG.", r"[\w-]{22}\.[\w-]{43}", "GL sendgrid-api-token"),
-    ("SK", r"[0-9a-fA-F]{32}", "GL twilio-api-key"),
-    ("key-", r"[0-9a-f]{32}", "GL mailgun-private-api-token"),
     ("NRAK-", r"[A-Z0-9]{27}", "GL new-relic-user-api-key"),
     ("NRII-", r"[\w-]{32}", "GL new-relic-insert-key"),
     ("NRJS-", r"[0-9a-f]{19}", "GL new-relic-browser-api-token"),
@@ -657,36 +655,50 @@ def _cookie(m: re.Match[str]) -> Edit | None:
     return None if masked == body else (m.start(group), m.end(group), masked)
 
 
-# Telegram bot tokens: <bot id>:AA… (core.telegram.org/bots/api#authorizing-your-bot; GL
-# telegram-bot-api-token), the id kept; Discord webhooks: the path after the id is the secret
-# (discord.com/developers/docs/resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens
-# (dev.twitch.tv/docs/chat/irc/)
+# Discord webhooks: the path after the id is the secret (discord.com/developers/docs/
+# resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens (dev.twitch.tv/docs/chat/irc/)
 _CHAT_TOKENS = re.compile(
-    r"(?<=\d):(?P<val>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
-    r"|(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val2>[\w-]{40,100})"
-    r"|(?<![\w-])(?i:oauth):(?P<val3>[a-z0-9]{30})(?![\w-])"
+    r"(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val>[\w-]{40,100})"
+    r"|(?<![\w-])(?i:oauth):(?P<val2>[a-z0-9]{30})(?![\w-])"
 )
 
-# HashiCorp Vault tokens before 1.10: s. (service) and b. (batch), on lines that say vault or
-# token (developer.hashicorp.com/vault/docs/concepts/tokens#token-prefixes); Okta API tokens
-# 00… on lines that say okta (GL okta-access-token)
+# Tokens whose shape alone is too common to trust, masked on lines that name their provider
+# (each group: the words one of which the line must hold near it). Vault tokens before 1.10,
+# s. (service) and b. (batch) (developer.hashicorp.com/vault/docs/concepts/tokens#token-
+# prefixes); Okta API tokens 00… (GL okta-access-token); Twilio API key SIDs SK… and account
+# SIDs AC… (GL twilio-api-key; TH twilio), their prefix kept; Mailgun keys key-… (GL mailgun-
+# private-api-token), the prefix kept; Telegram bot tokens <bot id>:AA…, the id kept
+# (core.telegram.org/bots/api#authorizing-your-bot; GL telegram-bot-api-token)
 _CONTEXT_TOKENS = re.compile(
-    r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<val>[A-Za-z0-9]{24})"
+    r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<vault>[A-Za-z0-9]{24})"
     r"(?![\w.-])"
-    r"|(?<![\w.-])b\.(?P<val2>AAAAAQ[\w-]{20,512})"
-    r"|(?<![\w-])(?=[\w-]{0,41}[A-Z])(?P<val3>00[A-Za-z0-9_-]{40})(?![\w-])"
+    r"|(?<![\w.-])b\.(?P<vault2>AAAAAQ[\w-]{20,512})"
+    r"|(?<![\w-])(?=[\w-]{0,41}[A-Z])(?P<okta>00[A-Za-z0-9_-]{40})(?![\w-])"
+    r"|(?<![\w-])(?:SK|AC)(?P<twilio>[0-9a-fA-F]{32})(?![\w-])"
+    r"|(?<![\w-])key-(?P<mailgun>[0-9a-f]{32})(?![\w-])"
+    r"|(?<=\d):(?P<telegram>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
 )
+_CONTEXT_WORDS = {
+    "vault": ("vault", "token"),
+    "vault2": ("vault", "token"),
+    "okta": ("okta",),
+    "twilio": ("twilio",),
+    "mailgun": ("mailgun",),
+    "telegram": ("telegram",),
+}
+_CONTEXT_REACH = 512  # how far along its line a token's provider may be named
 
 
 def _context_token(m: re.Match[str]) -> Edit | None:
-    if m["val3"] is not None:
-        window = m.string[max(0, m.start() - 512) : m.start()].lower()
-        if (
-            "okta" not in window[window.rfind("\n") + 1 :]
-            and "okta" not in m.string[m.end() : m.end() + 256].split("\n", 1)[0].lower()
-        ):
-            return None
-    return _val_group(m)
+    group = next(g for g in _CONTEXT_WORDS if m[g] is not None)
+    text = m.string
+    reach_back = max(0, m.start() - _CONTEXT_REACH)
+    start = max(text.rfind("\n", reach_back, m.start()) + 1, reach_back)
+    end = text.find("\n", m.end(), m.end() + _CONTEXT_REACH)
+    near = text[start : end if end != -1 else m.end() + _CONTEXT_REACH].lower()
+    if not any(word in near for word in _CONTEXT_WORDS[group]) or MARKER in m[group]:
+        return None
+    return m.start(group), m.end(group), MARKER
 
 
 # Values whose key says nothing but whose object does: `aws ssm get-parameter
@@ -855,7 +867,7 @@ TEXT_RULES: tuple[Rule, ...] = (
         "bearer-token",
         _BEARER,
         _val_group,
-        (("bearer", 0), ("auth", 0), ("eyj", 0), ("digest", 0), ("ssws", 0)),
+        (("bearer", 0), ("auth", 0), ("eyj", 0), ("digest ", 0), ("ssws", 0)),
     ),
     Rule("bootstrap-token", _BOOTSTRAP, _val_group, (("token", 0), ("bootstrap", 0)), LINE),
     # --user holds -u one character in
@@ -934,7 +946,7 @@ TEXT_RULES: tuple[Rule, ...] = (
             ("accountkey", 0),
             ("sharedaccesskey", 0),
             ("sharedaccesssignature", 0),
-            ("sig", 0),
+            ("sig=", 0),
             ("password", 4),
             ("pwd", 4),
             ("passwd", 4),
@@ -943,17 +955,12 @@ TEXT_RULES: tuple[Rule, ...] = (
     ),
     Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
     Rule("cookie", _COOKIE, _cookie, (("cookie", 4), ("--cookie", 0))),
+    Rule("chat-token", _CHAT_TOKENS, _val_group, (("discord", 0), ("oauth:", 0))),
     Rule(
-        "chat-token",
-        _CHAT_TOKENS,
-        _val_group,
-        ((":aa", 0), ("discord", 0), ("oauth:", 0)),
-    ),
-    Rule(
-        "vault-okta-token",
+        "context-token",
         _CONTEXT_TOKENS,
         _context_token,
-        (("vault", 0), ("token", 0), ("okta", 0)),
+        tuple((word, 0) for word in dict.fromkeys(w for ws in _CONTEXT_WORDS.values() for w in ws)),
         LINE,
     ),
     Rule(

@@ -195,6 +195,7 @@ DOC_COOKIE = "https://www.rfc-editor.org/rfc/rfc6265#section-4"
 DOC_DIGEST = "https://www.rfc-editor.org/rfc/rfc7616#section-3.4"
 DOC_PAGERDUTY_REST = "https://developer.pagerduty.com/docs/authentication"
 DOC_PAGERDUTY_EVENTS = "https://developer.pagerduty.com/docs/events-api-v2-overview"
+DOC_CONFLUENT = "https://docs.confluent.io/cloud/current/client-apps/config-client.html"
 DOC_JDBC = "https://jdbc.postgresql.org/documentation/use/#connection-parameters"
 DOC_ODBC = "https://learn.microsoft.com/en-us/sql/connect/odbc/dsn-connection-string-attribute"
 
@@ -764,6 +765,24 @@ def secrets() -> list[Secret]:
         GITLEAKS,
         f"X-JFrog-Art-Api: {key}",
         key,
+    )
+
+    api_key, api_secret = upper(16), _pick(B62 + "+/", 64)
+    add(
+        "confluent-jaas-config",
+        DOC_CONFLUENT,
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{api_key}" password="{api_secret}";',
+        api_secret,
+        keep=("PlainLoginModule required",),
+    )
+    api_secret = _pick(B62 + "+/", 64)
+    add(
+        "confluent-cloud-api-secret",
+        DOC_CONFLUENT,
+        f"CONFLUENT_CLOUD_API_SECRET={api_secret}",
+        api_secret,
+        env=("CONFLUENT_CLOUD_API_SECRET", api_secret),
     )
 
     # --- payments, messaging and SaaS ------------------------------------------------------------
