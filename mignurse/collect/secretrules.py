@@ -580,33 +580,36 @@ _CONNECTION_STRING = re.compile(
 # -P (learn.microsoft.com/en-us/sql/tools/sqlcmd/sqlcmd-utility), ipmitool -P (ipmitool(1)),
 # smbclient -U user%pass (smbclient(1)), openssl -passin/-passout pass:X (docs.openssl.org/3.0/
 # man1/openssl-passphrase-options/), rabbitmqctl add_user/change_password (rabbitmq.com/docs/
-# man/rabbitmqctl.8), htpasswd -b (httpd.apache.org/docs/2.4/programs/htpasswd.html)
+# man/rabbitmqctl.8), htpasswd -b (httpd.apache.org/docs/2.4/programs/htpasswd.html). Arguments
+# may be separated by NULs, as /proc/<pid>/cmdline holds them.
 
 
 def _arg(n: str) -> str:
     return (
         rf"(?:'(?P<{n}>[^'\n]{{1,512}})'|\"(?P<{n}q>[^\"\n]{{1,512}})\""
-        rf"|(?P<{n}b>[^\s'\";|&<>]{{1,512}}))"
+        rf"|(?P<{n}b>[^\s'\";|&<>\x00]{{1,512}}))"
     )
 
 
+_SP = r"[ \t\x00]"  # between arguments
 _CLI_PASSWORD = re.compile(
     r"\b(?:mysql(?:dump|admin|import|check|show|slap|pump|sh)?|mariadb(?:-dump|-admin)?)\b"
-    rf"[^\n]{{0,512}}?[ \t]-p{_arg('a')}"
-    rf"|\bsshpass\b[^\n]{{0,256}}?[ \t]-p[ \t]{{0,16}}{_arg('b')}"
+    rf"[^\n]{{0,512}}?{_SP}-p{_arg('a')}"
+    rf"|\bsshpass\b[^\n]{{0,256}}?{_SP}-p{_SP}{{0,16}}{_arg('b')}"
     rf"|\bldap(?:search|modify|add|delete|passwd|whoami|compare|modrdn|exop)\b[^\n]{{0,512}}?"
-    rf"[ \t]-w[ \t]{{1,16}}{_arg('c')}"
-    rf"|\bredis-cli\b[^\n]{{0,512}}?[ \t]-a[ \t]{{1,16}}{_arg('d')}"
-    rf"|\bmongo(?:sh|dump|restore|export|import)?\b[^\n]{{0,512}}?[ \t]-p[ \t]{{1,16}}{_arg('e')}"
-    rf"|\b(?:sqlcmd|ipmitool)\b[^\n]{{0,512}}?[ \t]-P[ \t]{{0,16}}{_arg('f')}"
-    rf"|\bsmbclient\b[^\n]{{0,512}}?[ \t](?:-U|--user)[ \t=]{{1,16}}[^\s%'\"]{{1,256}}%{_arg('g')}"
-    rf"|\bopenssl\b[^\n]{{0,512}}?[ \t]-pass(?:in|out)?[ \t]{{1,16}}pass:{_arg('h')}"
-    rf"|\brabbitmqctl\b[^\n]{{0,128}}?\b(?:add_user|change_password)[ \t]{{1,16}}\S{{1,128}}"
-    rf"[ \t]{{1,16}}{_arg('i')}"
-    rf"|\bsqlplus\b[ \t]{{1,16}}(?:-[A-Za-z]{{1,8}}[ \t]{{1,16}}){{0,4}}[\w$#]{{1,128}}/"
-    rf"(?P<k>[^@\s'\"/]{{1,256}})(?=@|\s|$)"
-    rf"|\bhtpasswd\b[ \t]{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}[ \t]{{1,16}}(?:\S{{1,256}}"
-    rf"[ \t]{{1,16}}){{1,2}}{_arg('j')}"
+    rf"{_SP}-w{_SP}{{1,16}}{_arg('c')}"
+    rf"|\bredis-cli\b[^\n]{{0,512}}?{_SP}-a{_SP}{{1,16}}{_arg('d')}"
+    rf"|\bmongo(?:sh|dump|restore|export|import)?\b[^\n]{{0,512}}?{_SP}-p{_SP}{{1,16}}{_arg('e')}"
+    rf"|\b(?:sqlcmd|ipmitool)\b[^\n]{{0,512}}?{_SP}-P{_SP}{{0,16}}{_arg('f')}"
+    rf"|\bsmbclient\b[^\n]{{0,512}}?{_SP}(?:-U|--user)[ \t\x00=]{{1,16}}[^\s%'\"\x00]{{1,256}}%"
+    rf"{_arg('g')}"
+    rf"|\bopenssl\b[^\n]{{0,512}}?{_SP}-pass(?:in|out)?{_SP}{{1,16}}pass:{_arg('h')}"
+    rf"|\brabbitmqctl\b[^\n]{{0,128}}?\b(?:add_user|change_password){_SP}{{1,16}}"
+    rf"[^\s\x00]{{1,128}}{_SP}{{1,16}}{_arg('i')}"
+    rf"|\bsqlplus\b{_SP}{{1,16}}(?:-[A-Za-z]{{1,8}}{_SP}{{1,16}}){{0,4}}[\w$#]{{1,128}}/"
+    rf"(?P<k>[^@\s'\"/\x00]{{1,256}})(?=[@\s\x00]|$)"
+    rf"|\bhtpasswd\b{_SP}{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}{_SP}{{1,16}}"
+    rf"(?:[^\s\x00]{{1,256}}{_SP}{{1,16}}){{1,2}}{_arg('j')}"
 )
 _CLI_TRIGGERS = (
     "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
