@@ -608,12 +608,15 @@ _CLI_PASSWORD = re.compile(
     rf"[^\s\x00]{{1,128}}{_SP}{{1,16}}{_arg('i')}"
     rf"|\bsqlplus\b{_SP}{{1,16}}(?:-[A-Za-z]{{1,8}}{_SP}{{1,16}}){{0,4}}[\w$#]{{1,128}}/"
     rf"(?P<k>[^@\s'\"/\x00]{{1,256}})(?=[@\s\x00]|$)"
+    # redis.conf and sentinel.conf (redis.io/docs/latest/operate/oss_and_stack/management/
+    # config-file/): requirepass and masterauth lines
+    rf"|(?:^|(?<=\n))[ \t]{{0,64}}(?:requirepass|masterauth){_SP}{{1,16}}{_arg('l')}"
     rf"|\bhtpasswd\b{_SP}{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}{_SP}{{1,16}}"
     rf"(?:[^\s\x00]{{1,256}}{_SP}{{1,16}}){{1,2}}{_arg('j')}"
 )
 _CLI_TRIGGERS = (
     "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
-    "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus",
+    "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus", "requirepass", "masterauth",
 )  # fmt: skip
 
 

@@ -190,6 +190,7 @@ DOC_SSHPASS = "https://manpages.debian.org/bookworm/sshpass/sshpass.1.en.html"
 DOC_LDAPSEARCH = "https://manpages.debian.org/bookworm/ldap-utils/ldapsearch.1.en.html"
 DOC_PGPASSWORD = "https://www.postgresql.org/docs/17/libpq-envars.html"
 DOC_REDIS_CLI = "https://redis.io/docs/latest/develop/tools/cli/#host-port-password-and-database"
+DOC_REDIS_CONF = "https://redis.io/docs/latest/operate/oss_and_stack/management/config-file/"
 DOC_OPENSSL_PASS = "https://docs.openssl.org/3.0/man1/openssl-passphrase-options/"
 DOC_COOKIE = "https://www.rfc-editor.org/rfc/rfc6265#section-4"
 DOC_DIGEST = "https://www.rfc-editor.org/rfc/rfc7616#section-3.4"
@@ -1244,6 +1245,22 @@ def secrets() -> list[Secret]:
         f"+ redis-cli -h cache.internal -a {pw} --no-auth-warning INFO memory",
         pw,
         keep=("INFO memory",),
+    )
+    pw = password()
+    add(
+        "redis-conf-requirepass",
+        DOC_REDIS_CONF,
+        f"# /etc/redis/redis.conf\nbind 0.0.0.0\nrequirepass {pw}\nmaxmemory 2gb",
+        pw,
+        keep=("maxmemory 2gb",),
+    )
+    pw = password()
+    add(
+        "rediscli-auth-env",
+        DOC_REDIS_CLI,
+        f"+ REDISCLI_AUTH={pw} redis-cli -h cache.internal INFO replication",
+        pw,
+        keep=("INFO replication",),
     )
     pw = password()
     add(
