@@ -587,7 +587,7 @@ _CONNECTION_STRING = re.compile(
 def _arg(n: str) -> str:
     return (
         rf"(?:'(?P<{n}>[^'\n]{{1,512}})'|\"(?P<{n}q>[^\"\n]{{1,512}})\""
-        rf"|(?P<{n}b>[^\s'\";|&<>\x00]{{1,512}}))"
+        rf"|(?P<{n}b>[^\s'\";|&<>\x00\\]{{1,512}}))"
     )
 
 
@@ -610,7 +610,7 @@ _CLI_PASSWORD = re.compile(
     rf"(?P<k>[^@\s'\"/\x00]{{1,256}})(?=[@\s\x00]|$)"
     # redis.conf and sentinel.conf (redis.io/docs/latest/operate/oss_and_stack/management/
     # config-file/): requirepass and masterauth lines
-    rf"|(?:^|(?<=\n))[ \t]{{0,64}}(?:requirepass|masterauth){_SP}{{1,16}}{_arg('l')}"
+    rf"|(?:^|(?<=\n)|(?<=\\n))[ \t]{{0,64}}(?:requirepass|masterauth){_SP}{{1,16}}{_arg('l')}"
     rf"|\bhtpasswd\b{_SP}{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}{_SP}{{1,16}}"
     rf"(?:[^\s\x00]{{1,256}}{_SP}{{1,16}}){{1,2}}{_arg('j')}"
 )
