@@ -18,7 +18,8 @@ MARKER = "***REDACTED***"
 
 _SECRET_WORD = re.compile(
     r"(?i)pass(?:word|wd|phrase)?|pwd|secret|token|api[_.-]?key|private[_.-]?key|cred"
-    r"|\bauth\b|auth(?:orization|[_-]?token)|x-amz-(?:signature|credential)"
+    r"|\bauth\b|^_auth$|(?:basic|proxy)[_.-]?auth(?![A-Za-z])|auth(?:orization|[_-]?token)"
+    r"|x-amz-(?:signature|credential)"
 )
 _POINTER_SUFFIXES = (
     "name", "names", "namespace", "ref", "file", "files", "path", "dir", "id", "ids", "type",
@@ -43,6 +44,9 @@ _KEY_NAME = re.compile(
 # private_key_id (cloud.google.com/iam/docs/keys-create-delete), which gitleaks and
 # trufflehog treat as part of the credential
 _ALWAYS_SECRET = frozenset({"private_key_id", "x-jfrog-art-api"})
+# An upper-case environment variable ending in _AUTH holds credentials (REDISCLI_AUTH,
+# redis.io/docs/latest/develop/tools/cli/; NPM_CONFIG__AUTH)
+_ENV_AUTH = re.compile(r"[A-Z0-9]+(?:_{1,2}[A-Z0-9]+)*_{1,2}AUTH")
 _PUBLIC = re.compile(r"(?i)public|pub[_.-]")
 # Flags that switch on using a token rather than carrying one (huggingface-cli --use-auth-token)
 _SWITCH_PREFIX = re.compile(r"(?i)-*(?:use|no|enable|disable|with|without|require)[_-]")
@@ -59,5 +63,7 @@ def is_secret_name(name: str) -> bool:
     if bare.lower().endswith(_POINTER_SUFFIXES) or _SWITCH_PREFIX.match(bare):
         return False
     if _SECRET_WORD.search(bare):
+        return True
+    if _ENV_AUTH.fullmatch(bare):
         return True
     return _KEY_NAME.fullmatch(bare) is not None and not _PUBLIC.search(bare)

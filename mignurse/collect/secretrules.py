@@ -1,7 +1,11 @@
 """The text rules that find secrets, by the kind of credential or file they come from: PEM
-blocks, AWS keys and signatures, bearer and vendor tokens, registry and chpasswd passwords,
-.netrc, Kubernetes Secret objects written as JSON or YAML, and secret-named environment
-variables and flags. Each rule is a compiled regex, the literal triggers where a match may
+blocks, AWS keys and signatures, bearer and vendor tokens, provider tokens by their documented
+prefixes, connection strings, passwords on command lines, cookies, registry and chpasswd
+passwords, .netrc, Kubernetes Secret objects written as JSON or YAML, values whose object says
+they are secret (SSM SecureString), and secret-named environment variables and flags. Formats
+come from gitleaks (gitleaks/gitleaks@v8.30.0 config/gitleaks.toml), trufflehog's detectors
+(trufflesecurity/trufflehog@v3.90.0 pkg/detectors) and the providers' documentation, named
+beside each rule. Each rule is a compiled regex, the literal triggers where a match may
 start, and a function that turns one match into one edit (span and replacement) or declines
 it; `redact` walks a text with them.
 
@@ -24,6 +28,13 @@ Decisions:
   written without quotes is a count far more often than a password. A quoted one is masked.
 - AWS account ids, ARNs, instance ids, GPU/MIG UUIDs and image digests are not masked: they
   are not credentials and are needed for the diagnosis.
+- A provider prefix counts only at the start of a word that is not inside base64 or a dashed
+  name, and its token must end there; prefixes that are common words (Okta's ``00``, Vault's
+  legacy ``s.``) count only on lines that name the provider.
+- A connection string's password ends at ``;`` or ``&``: the settings after it are evidence.
+  A cookie's attributes (Path, Expires, SameSite…) stay; every cookie value goes.
+- A command's password flag is masked only for the commands that take one there (``-p`` is a
+  password to mysql and sshpass, a port or a profile elsewhere).
 """
 
 from __future__ import annotations
@@ -190,6 +201,10 @@ _BEARER = re.compile(
     r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
     r"(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|key|splunk|geniekey)"
     r"[ \t]{1,16}(?i:token=\\?\"?)?(?P<val2>[A-Za-z0-9\-._~+/%]{4,8192}=*)"
+    # S3's SigV2 header: AWS <key id>:<signature> (docs.aws.amazon.com/AmazonS3/latest/API/
+    # RESTAuthentication.html); the key id stays for the aws-access-key-id rule
+    r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?AWS[ \t]{1,16}"
+    r"[A-Z0-9]{16,128}:(?P<val6>[A-Za-z0-9+/]{20,128}=*)"
     r"|(?P<val3>\beyJ[A-Za-z0-9_-]{8,8192}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{0,8192})"
     r"|(?i:\bdigest)[ \t][^\n]{0,1024}?\bresponse=\\?\"(?P<val4>[0-9A-Fa-f]{32,128})"
     r"|(?i:\bssws)[ \t]{1,16}(?P<val5>[A-Za-z0-9_-]{20,256})"
@@ -428,10 +443,15 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("sk_prod_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
     ("rk_prod_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
     ("whsec_", r"[A-Za-z0-9+/=]{24,128}", "docs.stripe.com/webhooks#verify-events"),
-    # Google (developers.google.com/identity/protocols/oauth2#size; TH gcpapplicationdefault…)
+    # Google (developers.google.com/identity/protocols/oauth2#size)
     ("ya29.", r"[\w-]{20,4096}", "developers.google.com/identity/protocols/oauth2"),
     ("1//0", r"[\w-]{40,1024}", "developers.google.com/identity/protocols/oauth2"),
-    ("GOCSPX-", r"[\w-]{24,40}", "TH gcpapplicationdefaultcredentials"),
+    (
+        "GOCSPX-",
+        r"[\w-]{24,40}",
+        "docs.github.com/en/code-security/secret-scanning/"
+        "introduction/supported-secret-scanning-patterns (google_oauth_client_secret)",
+    ),
     # AWS STS session tokens (docs.aws.amazon.com/STS/latest/APIReference/API_Credentials.html)
     ("IQoJb3JpZ2lu", r"[A-Za-z0-9/+=%]{60,8192}", "AWS STS Credentials.SessionToken"),
     ("FwoGZXIvYXdzE", r"[A-Za-z0-9/+=%]{60,8192}", "AWS STS Credentials.SessionToken"),
@@ -445,19 +465,20 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("dckr_oat_", r"[\w-]{27,64}", "docs.docker.com/security/access-tokens/"),
     ("ATATT3", r"[\w=-]{100,300}", "GL atlassian-api-token"),
     ("ATBB", r"[A-Za-z0-9_=.-]{28,64}", "TH bitbucketapppassword"),
-    ("AKCp", r"[A-Za-z0-9]{64,80}", "TH artifactory"),
-    ("cmVmdGtuOjAxOj", r"[A-Za-z0-9]{40,100}", "TH artifactoryaccesstoken (base64 reftkn:01:)"),
+    ("AKCp", r"[A-Za-z0-9]{64,80}", "GL artifactory-api-key"),
+    # JFrog reference tokens: base64 of "reftkn:…", 64 characters
+    ("cmVmdGtu", r"[A-Za-z0-9]{56}", "trufflehog@v3.93.7 pkg/detectors/artifactoryreferencetoken"),
     ("pul-", r"[0-9a-f]{40}", "GL pulumi-api-token"),
+    # Terraform Cloud/Enterprise: a 14-character id before .atlasv1. (GL hashicorp-tf-api-token)
+    ("atlasv1.", r"[\w=-]{60,70}", "GL hashicorp-tf-api-token"),
     ("dp.pt.", r"[A-Za-z0-9]{40,44}", "GL doppler-api-token"),
     ("dp.st.", r"[\w.-]{40,100}", "docs.doppler.com/reference/api#authentication"),
     ("dp.sa.", r"[A-Za-z0-9]{40,44}", "docs.doppler.com/reference/api#authentication"),
     ("dp.ct.", r"[A-Za-z0-9]{40,44}", "docs.doppler.com/reference/api#authentication"),
-    ("bkua_", r"[0-9a-f]{40}", "TH buildkitev2"),
+    ("bkua_", r"[0-9a-f]{40}", "TH buildkite/v2"),
     ("tskey-", r"[\w-]{20,200}", "tailscale.com/kb/1085/auth-keys"),
     # payments, messaging, SaaS
     ("SG.", r"[\w-]{22}\.[\w-]{43}", "GL sendgrid-api-token"),
-    ("SK", r"[0-9a-fA-F]{32}", "GL twilio-api-key"),
-    ("key-", r"[0-9a-f]{32}", "GL mailgun-private-api-token"),
     ("NRAK-", r"[A-Z0-9]{27}", "GL new-relic-user-api-key"),
     ("NRII-", r"[\w-]{32}", "GL new-relic-insert-key"),
     ("NRJS-", r"[0-9a-f]{19}", "GL new-relic-browser-api-token"),
@@ -465,7 +486,7 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("shpss_", r"[0-9a-fA-F]{32}", "GL shopify-shared-secret"),
     ("shpca_", r"[0-9a-fA-F]{32}", "GL shopify-custom-access-token"),
     ("shppa_", r"[0-9a-fA-F]{32}", "GL shopify-private-app-access-token"),
-    ("EAAA", r"[\w-]{60}", "GL square-access-token"),
+    ("EAAA", r"[\w-]{22,60}", "GL square-access-token"),
     ("sq0atp-", r"[\w-]{22,60}", "GL square-access-token"),
     ("sq0csp-", r"[\w-]{40,60}", "TH squareapp"),
     ("HRKU-AA", r"[\w-]{58}", "GL heroku-api-key-v2"),
@@ -509,20 +530,25 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("lsv2_pt_", r"[0-9a-f]{32}_[0-9a-f]{10}", "docs.smith.langchain.com/administration"),
     ("lsv2_sk_", r"[0-9a-f]{32}_[0-9a-f]{10}", "docs.smith.langchain.com/administration"),
 )
-# A prefix must start a word that is not inside base64 (+ and / are base64 letters), or follow
-# an escaped newline in a JSON string, and the token must end a word: certificate bundles and
-# digests never match.
+# A prefix must start a word that is neither inside base64 (+ and / are base64 letters) nor a
+# part of a dashed name (aws-key-…), or follow an escaped newline in a JSON string; the token
+# must end there: certificate bundles, digests and resource names never match.
+# what comes before a prefix that is not the start of its token: (prefix, pattern, its length)
+_BEFORE_PREFIX = {"atlasv1.": (r"[A-Za-z0-9]{14}\.", 15)}
 _PROVIDER = re.compile(
-    r"(?:(?<![A-Za-z0-9_+/])|(?<=\\[nrt]))(?:"
-    + "|".join(re.escape(prefix) + body for prefix, body, _ in _PROVIDER_TOKENS)
-    + r")(?![A-Za-z0-9_])"
+    r"(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt]))(?:"
+    + "|".join(
+        _BEFORE_PREFIX.get(prefix, ("", 0))[0] + re.escape(prefix) + body
+        for prefix, body, _ in _PROVIDER_TOKENS
+    )
+    + r")(?![A-Za-z0-9_+])"
 )
 _PROVIDER_PREFIXES = sorted((p for p, _, _ in _PROVIDER_TOKENS), key=len, reverse=True)
 
 
 def _provider_token(m: re.Match[str]) -> Edit | None:
-    prefix = next(p for p in _PROVIDER_PREFIXES if m[0].startswith(p))
-    return m.start() + len(prefix), m.end(), MARKER
+    prefix = next((p for p in _PROVIDER_PREFIXES if m[0].startswith(p)), "")
+    return m.start() + len(prefix), m.end(), MARKER  # no prefix at the start: all of it
 
 
 # Azure AD (Entra ID) client secrets: three characters, a digit, Q~, then 31 to 34 more
@@ -536,10 +562,15 @@ _AZURE_AD_SECRET = re.compile(r"(?<![\w~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]
 # us/sql/connect/odbc/dsn-connection-string-attribute): the value ends at `;` or `&`, so the
 # settings after it stay
 _CONNECTION_STRING = re.compile(
-    r"(?<![A-Za-z])(?i:AccountKey|SharedAccessKey|SharedAccessSignature|sig)[ \t]{0,4}="
+    r"(?<![A-Za-z])(?i:AccountKey|SharedAccessKey|SharedAccessSignature)[ \t]{0,4}="
     r"[ \t]{0,4}(?P<val>[^;&\s\"'\\<>]{1,4096})"
+    # a SAS signature is base64 of an HMAC-SHA256: 44 characters, more once URL-encoded
+    r"|(?<![A-Za-z])sig=(?P<val4>[A-Za-z0-9%+/=]{16,1024})"
+    # Oracle's thin driver: jdbc:oracle:thin:user/password@host (docs.oracle.com/en/database/
+    # oracle/oracle-database/23/jjdbc/data-sources-and-URLs.html)
+    r"|(?i:jdbc:oracle:thin:)[\w$#]{1,128}/(?P<val5>[^@\s\"'/]{1,256})@"
     r"|(?<=[;?&])[ \t]{0,4}(?i:password|pwd|passwd)[ \t]{0,4}=[ \t]{0,4}"
-    r"(?:\{(?P<val2>[^}\n]{1,1024})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
+    r"(?:\{(?P<val2>[^}\n]{1,256})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
 )
 
 # Credentials that command-line tools take as arguments; searched on lines naming the tool.
@@ -549,35 +580,43 @@ _CONNECTION_STRING = re.compile(
 # -P (learn.microsoft.com/en-us/sql/tools/sqlcmd/sqlcmd-utility), ipmitool -P (ipmitool(1)),
 # smbclient -U user%pass (smbclient(1)), openssl -passin/-passout pass:X (docs.openssl.org/3.0/
 # man1/openssl-passphrase-options/), rabbitmqctl add_user/change_password (rabbitmq.com/docs/
-# man/rabbitmqctl.8), htpasswd -b (httpd.apache.org/docs/2.4/programs/htpasswd.html)
+# man/rabbitmqctl.8), htpasswd -b (httpd.apache.org/docs/2.4/programs/htpasswd.html). Arguments
+# may be separated by NULs, as /proc/<pid>/cmdline holds them.
 
 
 def _arg(n: str) -> str:
     return (
         rf"(?:'(?P<{n}>[^'\n]{{1,512}})'|\"(?P<{n}q>[^\"\n]{{1,512}})\""
-        rf"|(?P<{n}b>[^\s'\";|&<>]{{1,512}}))"
+        rf"|(?P<{n}b>[^\s'\";|&<>\x00\\]{{1,512}}))"
     )
 
 
+_SP = r"[ \t\x00]"  # between arguments
 _CLI_PASSWORD = re.compile(
     r"\b(?:mysql(?:dump|admin|import|check|show|slap|pump|sh)?|mariadb(?:-dump|-admin)?)\b"
-    rf"[^\n]{{0,512}}?[ \t]-p{_arg('a')}"
-    rf"|\bsshpass\b[^\n]{{0,256}}?[ \t]-p[ \t]{{0,16}}{_arg('b')}"
+    rf"[^\n]{{0,512}}?{_SP}-p{_arg('a')}"
+    rf"|\bsshpass\b[^\n]{{0,256}}?{_SP}-p{_SP}{{0,16}}{_arg('b')}"
     rf"|\bldap(?:search|modify|add|delete|passwd|whoami|compare|modrdn|exop)\b[^\n]{{0,512}}?"
-    rf"[ \t]-w[ \t]{{1,16}}{_arg('c')}"
-    rf"|\bredis-cli\b[^\n]{{0,512}}?[ \t]-a[ \t]{{1,16}}{_arg('d')}"
-    rf"|\bmongo(?:sh|dump|restore|export|import)?\b[^\n]{{0,512}}?[ \t]-p[ \t]{{1,16}}{_arg('e')}"
-    rf"|\b(?:sqlcmd|ipmitool)\b[^\n]{{0,512}}?[ \t]-P[ \t]{{0,16}}{_arg('f')}"
-    rf"|\bsmbclient\b[^\n]{{0,512}}?[ \t](?:-U|--user)[ \t=]{{1,16}}[^\s%'\"]{{1,256}}%{_arg('g')}"
-    rf"|\bopenssl\b[^\n]{{0,512}}?[ \t]-pass(?:in|out)?[ \t]{{1,16}}pass:{_arg('h')}"
-    rf"|\brabbitmqctl\b[^\n]{{0,128}}?\b(?:add_user|change_password)[ \t]{{1,16}}\S{{1,128}}"
-    rf"[ \t]{{1,16}}{_arg('i')}"
-    rf"|\bhtpasswd\b[ \t]{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}[ \t]{{1,16}}(?:\S{{1,256}}"
-    rf"[ \t]{{1,16}}){{1,2}}{_arg('j')}"
+    rf"{_SP}-w{_SP}{{1,16}}{_arg('c')}"
+    rf"|\bredis-cli\b[^\n]{{0,512}}?{_SP}-a{_SP}{{1,16}}{_arg('d')}"
+    rf"|\bmongo(?:sh|dump|restore|export|import)?\b[^\n]{{0,512}}?{_SP}-p{_SP}{{1,16}}{_arg('e')}"
+    rf"|\b(?:sqlcmd|ipmitool)\b[^\n]{{0,512}}?{_SP}-P{_SP}{{0,16}}{_arg('f')}"
+    rf"|\bsmbclient\b[^\n]{{0,512}}?{_SP}(?:-U|--user)[ \t\x00=]{{1,16}}[^\s%'\"\x00]{{1,256}}%"
+    rf"{_arg('g')}"
+    rf"|\bopenssl\b[^\n]{{0,512}}?{_SP}-pass(?:in|out)?{_SP}{{1,16}}pass:{_arg('h')}"
+    rf"|\brabbitmqctl\b[^\n]{{0,128}}?\b(?:add_user|change_password){_SP}{{1,16}}"
+    rf"[^\s\x00]{{1,128}}{_SP}{{1,16}}{_arg('i')}"
+    rf"|\bsqlplus\b{_SP}{{1,16}}(?:-[A-Za-z]{{1,8}}{_SP}{{1,16}}){{0,4}}[\w$#]{{1,128}}/"
+    rf"(?P<k>[^@\s'\"/\x00]{{1,256}})(?=[@\s\x00]|$)"
+    # redis.conf and sentinel.conf (redis.io/docs/latest/operate/oss_and_stack/management/
+    # config-file/): requirepass and masterauth lines
+    rf"|(?:^|(?<=\n)|(?<=\\n))[ \t]{{0,64}}(?:requirepass|masterauth){_SP}{{1,16}}{_arg('l')}"
+    rf"|\bhtpasswd\b{_SP}{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}{_SP}{{1,16}}"
+    rf"(?:[^\s\x00]{{1,256}}{_SP}{{1,16}}){{1,2}}{_arg('j')}"
 )
 _CLI_TRIGGERS = (
     "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
-    "smbclient", "openssl", "rabbitmqctl", "htpasswd",
+    "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus", "requirepass", "masterauth",
 )  # fmt: skip
 
 
@@ -592,10 +631,15 @@ def _cli_password(m: re.Match[str]) -> Edit | None:
 
 # Cookie: every value; Set-Cookie: the cookie's value, its attributes kept (RFC 6265 section
 # 4.1 and 4.2); also curl's --cookie
+# name=value pairs joined by `;`: a value holds no `;` or space, so the chain is read once
+_PAIRS = (
+    r"[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}"
+    r"(?:;[ \t]{0,16}[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}){0,63}"
+)
 _COOKIE = re.compile(
     r"(?<![A-Za-z])(?i:(?:set-)?cookie2?)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
-    r"(?P<body>[^\n\"'\\]{1,8192})"
-    r"|--cookie(?:[ \t]{1,16}|=)[\"']?(?P<body2>[^\n\"'\\]{1,8192})"
+    rf"(?P<body>{_PAIRS})"
+    rf"|--cookie(?:[ \t]{{1,16}}|=)[\"']?(?P<body2>{_PAIRS})"
 )
 _COOKIE_PAIR = re.compile(r"(?P<name>[^=;,\s]{1,256})=(?P<value>[^;\s]{1,4096})")
 _COOKIE_ATTRIBUTES = frozenset(
@@ -617,36 +661,50 @@ def _cookie(m: re.Match[str]) -> Edit | None:
     return None if masked == body else (m.start(group), m.end(group), masked)
 
 
-# Telegram bot tokens: <bot id>:AA… (core.telegram.org/bots/api#authorizing-your-bot; GL
-# telegram-bot-api-token), the id kept; Discord webhooks: the path after the id is the secret
-# (discord.com/developers/docs/resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens
-# (dev.twitch.tv/docs/chat/irc/)
+# Discord webhooks: the path after the id is the secret (discord.com/developers/docs/
+# resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens (dev.twitch.tv/docs/chat/irc/)
 _CHAT_TOKENS = re.compile(
-    r"(?<=\d):(?P<val>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
-    r"|(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val2>[\w-]{40,100})"
-    r"|(?<![\w-])(?i:oauth):(?P<val3>[a-z0-9]{30})(?![\w-])"
+    r"(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val>[\w-]{40,100})"
+    r"|(?<![\w-])(?i:oauth):(?P<val2>[a-z0-9]{30})(?![\w-])"
 )
 
-# HashiCorp Vault tokens before 1.10: s. (service) and b. (batch), on lines that say vault or
-# token (developer.hashicorp.com/vault/docs/concepts/tokens#token-prefixes); Okta API tokens
-# 00… on lines that say okta (GL okta-access-token)
+# Tokens whose shape alone is too common to trust, masked on lines that name their provider
+# (each group: the words one of which the line must hold near it). Vault tokens before 1.10,
+# s. (service) and b. (batch) (developer.hashicorp.com/vault/docs/concepts/tokens#token-
+# prefixes); Okta API tokens 00… (GL okta-access-token); Twilio API key SIDs SK… and account
+# SIDs AC… (GL twilio-api-key; TH twilio), their prefix kept; Mailgun keys key-… (GL mailgun-
+# private-api-token), the prefix kept; Telegram bot tokens <bot id>:AA…, the id kept
+# (core.telegram.org/bots/api#authorizing-your-bot; GL telegram-bot-api-token)
 _CONTEXT_TOKENS = re.compile(
-    r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<val>[A-Za-z0-9]{24})"
+    r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<vault>[A-Za-z0-9]{24})"
     r"(?![\w.-])"
-    r"|(?<![\w.-])b\.(?P<val2>AAAAAQ[\w-]{20,512})"
-    r"|(?<![\w-])(?=[\w-]{0,41}[A-Z])(?P<val3>00[A-Za-z0-9_-]{40})(?![\w-])"
+    r"|(?<![\w.-])b\.(?P<vault2>AAAAAQ[\w-]{20,512})"
+    r"|(?<![\w-])(?=[\w-]{0,41}[A-Z])(?P<okta>00[A-Za-z0-9_-]{40})(?![\w-])"
+    r"|(?<![\w-])(?:SK|AC)(?P<twilio>[0-9a-fA-F]{32})(?![\w-])"
+    r"|(?<![\w-])key-(?P<mailgun>[0-9a-f]{32})(?![\w-])"
+    r"|(?<=\d):(?P<telegram>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
 )
+_CONTEXT_WORDS = {
+    "vault": ("vault", "token"),
+    "vault2": ("vault", "token"),
+    "okta": ("okta",),
+    "twilio": ("twilio",),
+    "mailgun": ("mailgun",),
+    "telegram": ("telegram",),
+}
+_CONTEXT_REACH = 512  # how far along its line a token's provider may be named
 
 
 def _context_token(m: re.Match[str]) -> Edit | None:
-    if m["val3"] is not None:
-        window = m.string[max(0, m.start() - 512) : m.start()].lower()
-        if (
-            "okta" not in window[window.rfind("\n") + 1 :]
-            and "okta" not in m.string[m.end() : m.end() + 256].split("\n", 1)[0].lower()
-        ):
-            return None
-    return _val_group(m)
+    group = next(g for g in _CONTEXT_WORDS if m[g] is not None)
+    text = m.string
+    reach_back = max(0, m.start() - _CONTEXT_REACH)
+    start = max(text.rfind("\n", reach_back, m.start()) + 1, reach_back)
+    end = text.find("\n", m.end(), m.end() + _CONTEXT_REACH)
+    near = text[start : end if end != -1 else m.end() + _CONTEXT_REACH].lower()
+    if not any(word in near for word in _CONTEXT_WORDS[group]) or MARKER in m[group]:
+        return None
+    return m.start(group), m.end(group), MARKER
 
 
 # Values whose key says nothing but whose object does: `aws ssm get-parameter
@@ -658,8 +716,13 @@ def _context_token(m: re.Match[str]) -> Edit | None:
 _JSON_VALUE = re.compile(
     r'\\?"(?:Value|value)\\?"[ \t]{0,16}:[ \t\r\n]{0,64}\\?"'
     r'(?P<val>(?:[^"\\\n]|\\[^"\n]){1,65536})(?=\\?")'
+    # the same printed with --output yaml
+    r"|(?m:^[ \t]{0,64}(?:-[ \t]{1,16})?(?:Value|value):[ \t]{1,16})"
+    r"(?P<val2>[^\s|>][^\n]{0,65535})"
 )
-_OBJECT_WORDS = re.compile(r"(?i)securestring|\\?\"keyname\\?\"")
+_OBJECT_WORDS = re.compile(
+    r"SecureString|\\?\"keyName\\?\"|\bkeyName:"
+)  # EC2 says "KeyName": a key pair
 _OBJECT_REACH = 512
 
 
@@ -674,8 +737,9 @@ def _object_value_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
         near = any(
             abs(words[j] - m.start()) <= _OBJECT_REACH for j in (i - 1, i) if 0 <= j < len(words)
         )
-        if near and MARKER not in m["val"]:
-            yield m.start("val"), m.end("val"), MARKER
+        group = "val" if m["val"] is not None else "val2"
+        if near and MARKER not in m[group]:
+            yield m.start(group), m.end(group), MARKER
 
 
 # --- secret-env ------------------------------------------------------------------------------
@@ -695,10 +759,11 @@ _KEYWORDS = (
     "-key",
     "accountkey",
     "presharedkey",
+    "_auth",
 )
 _SECRET_ENV = re.compile(
     r"(?P<kw>(?i:pass|pwd|secret|token|api[_-]?key|private[_-]?key|cred|[_-]key|accountkey"
-    r"|presharedkey))"
+    r"|presharedkey|_auth\b))"
     r"(?P<rest>[\w.-]{0,64})"
     r"(?P<q>\\?[\"']?)"
     r"(?P<sep>[ \t]{0,16}[=:][ \t]{0,16}|\s{0,64},\s{0,64}\\?\"value\\?\"\s{0,16}:\s{0,16}"
@@ -752,7 +817,10 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
     q, sep, val = m["q"], m["sep"], m["val"]
     before = text[max(0, start - 80) : start]
     quoted_value = val.startswith(('"', "'", '\\"'))
-    if "value" in sep:  # Kubernetes env entry: name and value are separate fields
+    if sep.strip().startswith("-"):  # a YAML args list: - --client-secret, then - the value
+        if q or not name.startswith("-") or not _YAML_LIST_ITEM.search(before):
+            return None
+    elif "value" in sep:  # Kubernetes env entry: name and value are separate fields
         pattern = _K8S_ENV_JSON if '"value' in sep else _K8S_ENV_YAML
         if not pattern.search(before[: len(before) - len(q)] if q else before):
             return None
@@ -761,9 +829,6 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
             return None
         # "key": bare-word is YAML at the start of a line, else prose (volume "creds" : secret)
         if sep.strip() == ":" and not quoted_value and not _at_line_start(text, start - len(q)):
-            return None
-    elif sep.strip().startswith("-"):  # a YAML args list: - --client-secret, then - the value
-        if not name.startswith("-") or not _YAML_LIST_ITEM.search(before):
             return None
     elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, or Go-struct Name:value
         if _HEADER_FLAG.search(before):  # curl -H "X-Api-Key: value"
@@ -808,7 +873,7 @@ TEXT_RULES: tuple[Rule, ...] = (
         "bearer-token",
         _BEARER,
         _val_group,
-        (("bearer", 0), ("auth", 0), ("eyj", 0), ("digest", 0), ("ssws", 0)),
+        (("bearer", 0), ("auth", 0), ("eyj", 0), ("digest ", 0), ("ssws", 0)),
     ),
     Rule("bootstrap-token", _BOOTSTRAP, _val_group, (("token", 0), ("bootstrap", 0)), LINE),
     # --user holds -u one character in
@@ -867,7 +932,11 @@ TEXT_RULES: tuple[Rule, ...] = (
         "provider-token",
         _PROVIDER,
         _provider_token,
-        tuple(dict.fromkeys((p.lower(), 0) for p, _, _ in _PROVIDER_TOKENS)),
+        tuple(
+            dict.fromkeys(
+                (p.lower(), _BEFORE_PREFIX.get(p, ("", 0))[1]) for p, _, _ in _PROVIDER_TOKENS
+            )
+        ),
     ),
     Rule(
         "azure-client-secret",
@@ -883,25 +952,21 @@ TEXT_RULES: tuple[Rule, ...] = (
             ("accountkey", 0),
             ("sharedaccesskey", 0),
             ("sharedaccesssignature", 0),
-            ("sig", 0),
+            ("sig=", 0),
             ("password", 4),
             ("pwd", 4),
             ("passwd", 4),
+            ("jdbc:oracle", 0),
         ),
     ),
     Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
     Rule("cookie", _COOKIE, _cookie, (("cookie", 4), ("--cookie", 0))),
+    Rule("chat-token", _CHAT_TOKENS, _val_group, (("discord", 0), ("oauth:", 0))),
     Rule(
-        "chat-token",
-        _CHAT_TOKENS,
-        _val_group,
-        ((":aa", 0), ("discord", 0), ("oauth:", 0)),
-    ),
-    Rule(
-        "vault-okta-token",
+        "context-token",
         _CONTEXT_TOKENS,
         _context_token,
-        (("vault", 0), ("token", 0), ("okta", 0)),
+        tuple((word, 0) for word in dict.fromkeys(w for ws in _CONTEXT_WORDS.values() for w in ws)),
         LINE,
     ),
     Rule(

@@ -16,6 +16,7 @@ import random
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -145,6 +146,10 @@ DOC_NETRC = "https://www.gnu.org/software/inetutils/manual/html_node/The-_002ene
 DOC_NPM = "https://docs.npmjs.com/cli/v10/configuring-npm/npmrc#auth-related-configuration"
 DOC_ENV = "https://kubernetes.io/docs/tasks/inject-data-application/define-environment-variable-container/"
 GITLEAKS = "https://github.com/gitleaks/gitleaks/blob/v8.30.0/config/gitleaks.toml"
+DOC_GITHUB_SECRET_SCANNING = (
+    "https://docs.github.com/en/code-security/secret-scanning/introduction/"
+    "supported-secret-scanning-patterns"
+)
 TRUFFLEHOG = "https://github.com/trufflesecurity/trufflehog/tree/v3.90.0/pkg/detectors/"
 DOC_GITLAB_TOKENS = "https://docs.gitlab.com/security/tokens/#token-prefixes"
 DOC_DOCKER_PAT = "https://docs.docker.com/security/access-tokens/"
@@ -185,11 +190,13 @@ DOC_SSHPASS = "https://manpages.debian.org/bookworm/sshpass/sshpass.1.en.html"
 DOC_LDAPSEARCH = "https://manpages.debian.org/bookworm/ldap-utils/ldapsearch.1.en.html"
 DOC_PGPASSWORD = "https://www.postgresql.org/docs/17/libpq-envars.html"
 DOC_REDIS_CLI = "https://redis.io/docs/latest/develop/tools/cli/#host-port-password-and-database"
+DOC_REDIS_CONF = "https://redis.io/docs/latest/operate/oss_and_stack/management/config-file/"
 DOC_OPENSSL_PASS = "https://docs.openssl.org/3.0/man1/openssl-passphrase-options/"
 DOC_COOKIE = "https://www.rfc-editor.org/rfc/rfc6265#section-4"
 DOC_DIGEST = "https://www.rfc-editor.org/rfc/rfc7616#section-3.4"
 DOC_PAGERDUTY_REST = "https://developer.pagerduty.com/docs/authentication"
 DOC_PAGERDUTY_EVENTS = "https://developer.pagerduty.com/docs/events-api-v2-overview"
+DOC_CONFLUENT = "https://docs.confluent.io/cloud/current/client-apps/config-client.html"
 DOC_JDBC = "https://jdbc.postgresql.org/documentation/use/#connection-parameters"
 DOC_ODBC = "https://learn.microsoft.com/en-us/sql/connect/odbc/dsn-connection-string-attribute"
 
@@ -747,7 +754,8 @@ def secrets() -> list[Secret]:
     ref = "cmVmdGtuOjAxOjE3" + b62(48)
     add(
         "jfrog-reference-token",
-        TRUFFLEHOG + "artifactoryaccesstoken",
+        "https://github.com/trufflesecurity/trufflehog/tree/v3.93.7/pkg/detectors/"
+        "artifactoryreferencetoken",
         f"+ jf rt ping --url https://acme.jfrog.io/artifactory --access-token={ref}",
         ref,
         keep=("https://acme.jfrog.io/artifactory",),
@@ -755,9 +763,27 @@ def secrets() -> list[Secret]:
     key = "AKCp8" + b62(68)
     add(
         "jfrog-api-key",
-        TRUFFLEHOG + "artifactory",
+        GITLEAKS,
         f"X-JFrog-Art-Api: {key}",
         key,
+    )
+
+    api_key, api_secret = upper(16), _pick(B62 + "+/", 64)
+    add(
+        "confluent-jaas-config",
+        DOC_CONFLUENT,
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{api_key}" password="{api_secret}";',
+        api_secret,
+        keep=("PlainLoginModule required",),
+    )
+    api_secret = _pick(B62 + "+/", 64)
+    add(
+        "confluent-cloud-api-secret",
+        DOC_CONFLUENT,
+        f"CONFLUENT_CLOUD_API_SECRET={api_secret}",
+        api_secret,
+        env=("CONFLUENT_CLOUD_API_SECRET", api_secret),
     )
 
     # --- payments, messaging and SaaS ------------------------------------------------------------
@@ -1030,7 +1056,7 @@ def secrets() -> list[Secret]:
     secret = "GOCSPX-" + _pick(B62 + "_-", 28)
     add(
         "gcp-oauth-client-secret",
-        TRUFFLEHOG + "gcpapplicationdefaultcredentials",
+        DOC_GITHUB_SECRET_SCANNING,
         f"oauth client secret {secret}",
         secret,
     )
@@ -1219,6 +1245,22 @@ def secrets() -> list[Secret]:
         f"+ redis-cli -h cache.internal -a {pw} --no-auth-warning INFO memory",
         pw,
         keep=("INFO memory",),
+    )
+    pw = password()
+    add(
+        "redis-conf-requirepass",
+        DOC_REDIS_CONF,
+        f"# /etc/redis/redis.conf\nbind 0.0.0.0\nrequirepass {pw}\nmaxmemory 2gb",
+        pw,
+        keep=("maxmemory 2gb",),
+    )
+    pw = password()
+    add(
+        "rediscli-auth-env",
+        DOC_REDIS_CLI,
+        f"+ REDISCLI_AUTH={pw} redis-cli -h cache.internal INFO replication",
+        pw,
+        keep=("INFO replication",),
     )
     pw = password()
     add(
@@ -1568,8 +1610,267 @@ def look_alikes() -> list[LookAlike]:
         ("base64-config", '"config": "eyJrZXkiOiJ2YWx1ZSJ9"'),
         ("ec2-hostname", "ip-10-0-37-142.us-west-2.compute.internal Ready"),
         ("token-expiry", "tokenExpirationSeconds: 86400"),
+        # --- real-shaped node and cluster text: each names where its shape was seen --------
+        # kubernetes/kubernetes@v1.31.0 pkg/kubelet/kubelet_node_status.go (journalctl -u kubelet)
+        (
+            "kubelet-register-node",
+            "Nov 29 03:00:00 ip-10-0-37-142.us-west-2.compute.internal kubelet[2345]: I1129 "
+            '03:00:00.123456    2345 kubelet_node_status.go:76] "Attempting to register node" '
+            'node="ip-10-0-37-142.us-west-2.compute.internal"',
+        ),
+        # kubernetes/kubernetes@v1.31.0
+        #  staging/src/k8s.io/apiserver/pkg/authentication/request/bearertoken/bearertoken.go
+        (
+            "apiserver-invalid-bearer",
+            'E1129 03:00:00.000000      11 authentication.go:73] "Unable to authenticate the '
+            'request" err="[invalid bearer token, service account token has expired]"',
+        ),
+        # containerd/containerd@v1.7.27 internal/cri/server/images/image_pull.go (journalctl -u
+        #  containerd)
+        (
+            "containerd-pull-returns",
+            'time="2026-11-29T03:00:00.123456789Z" level=info msg="PullImage '
+            '\\"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.10\\" returns image '
+            f'reference \\"sha256:{digest}\\""',
+        ),
+        # containerd/containerd@v1.7.27 core/remotes/docker/resolver.go
+        (
+            "containerd-authorization-failed",
+            'time="2026-11-29T03:00:00Z" level=info msg="trying next host" error="pull access '
+            "denied, repository does not exist or may require authorization: server message: "
+            'insufficient_scope: authorization failed" host=nvcr.io',
+        ),
+        # canonical/cloud-init@24.4 cloudinit/config/cc_set_passwords.py (cloud-init.log)
+        (
+            "cloud-init-pwauth",
+            "2026-11-29 03:00:01,234 - cc_set_passwords.py[DEBUG]: Leaving SSH config "
+            "'PasswordAuthentication' unchanged. ssh_pwauth=None",
+        ),
+        # canonical/cloud-init@24.4 cloudinit/cmd/main.py (cloud-init-output.log)
+        (
+            "cloud-init-banner",
+            "Cloud-init v. 24.4-0ubuntu1~24.04.1 running 'modules:config' at Sat, 29 Nov 2026 "
+            "03:00:00 +0000. Up 12.34 seconds.",
+        ),
+        # nvidia-smi -q, driver 580 (docs.nvidia.com/deploy/nvidia-smi/index.html)
+        (
+            "nvidia-smi-q",
+            "==============NVSMI LOG==============\n\nDriver Version                        : "
+            "580.95.05\nCUDA Version                          : 13.0\n\nAttached GPUs       "
+            f"                  : 8\nGPU 00000000:53:00.0\n    Product Name                  "
+            f"        : NVIDIA H100 80GB HBM3\n    Serial Number                         : "
+            f"1654922001234\n    GPU UUID                              : {gpu}\n    VBIOS "
+            "Version                         : 96.00.89.00.01\n    MIG Mode\n        Current "
+            "                          : Enabled\n        Pending                           : "
+            "Enabled",
+        ),
+        # nvidia-smi mig -lgip, driver 580 (docs.nvidia.com/datacenter/tesla/mig-user-guide/)
+        (
+            "nvidia-smi-mig-lgip",
+            "+-------------------------------------------------------------------------------+\n"
+            "| GPU instance profiles:                                                        |\n"
+            "| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |\n"
+            "|                                Free/Total   GiB              CE    JPEG  OFA  |\n"
+            "|===============================================================================|\n"
+            "|   0  MIG 1g.10gb         19     7/7        9.75       No     16     1     0   |\n"
+            "|                                                               1     1     0   |\n"
+            "+-------------------------------------------------------------------------------+",
+        ),
+        # nvidia-smi -L with MIG devices (docs.nvidia.com/datacenter/tesla/mig-user-guide/)
+        (
+            "nvidia-smi-l",
+            f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu})\n"
+            f"  MIG 1g.10gb     Device  0: (UUID: {mig})",
+        ),
+        # NVIDIA/open-gpu-kernel-modules@580.95.05 (dmesg: Xid 79)
+        (
+            "nvrm-xid",
+            "[ 1234.567890] NVRM: Xid (PCI:0000:53:00): 79, pid='<unknown>', name=<unknown>, "
+            "GPU has fallen off the bus.",
+        ),
+        # aws/karpenter-provider-aws@v1.4.0 pkg/controllers/nodeclaim/lifecycle (controller JSON
+        #  log)
+        (
+            "karpenter-launched",
+            '{"level":"INFO","time":"2026-11-29T03:00:00.123Z","logger":"controller",'
+            '"message":"launched nodeclaim","commit":"1ad0d78","controller":"nodeclaim.lifecycle",'
+            '"controllerGroup":"karpenter.sh","controllerKind":"NodeClaim","NodeClaim":'
+            f'{{"name":"gpu-a-x7k2p"}},"reconcileID":"{uuid()}","provider-id":'
+            '"aws:///us-west-2a/i-0a1b2c3d4e5f67890","instance-type":"p5.48xlarge","zone":'
+            '"us-west-2a","capacity-type":"on-demand","allocatable":{"cpu":"191450m",'
+            '"memory":"1938410Mi","nvidia.com/gpu":"8","vpc.amazonaws.com/efa":"32"}}',
+        ),
+        # aws/karpenter-provider-aws@v1.4.0 pkg/providers/amifamily (SSM alias resolution log)
+        (
+            "karpenter-ssm-ami",
+            '{"level":"DEBUG","message":"discovered ssm parameter","parameter":"/aws/service/eks/'
+            'optimized-ami/1.31/amazon-linux-2023/x86_64/nvidia/recommended/image_id","value":'
+            '"ami-0123456789abcdef0"}',
+        ),
+        # aws ssm get-parameter of a String parameter
+        #  (docs.aws.amazon.com/cli/latest/reference/ssm/get-parameter.html)
+        (
+            "ssm-string-parameter",
+            '{\n    "Parameter": {\n        "Name": "/aws/service/eks/optimized-ami/1.31/'
+            'amazon-linux-2023/x86_64/nvidia/recommended/image_id",\n        "Type": "String",\n'
+            '        "Value": "ami-0123456789abcdef0",\n        "Version": 42\n    }\n}',
+        ),
+        # aws ec2 describe-instances
+        #  (docs.aws.amazon.com/cli/latest/reference/ec2/describe-instances.html)
+        (
+            "ec2-key-pair-and-tags",
+            '{"InstanceId": "i-0a1b2c3d4e5f67890", "ImageId": "ami-0123456789abcdef0", '
+            '"KeyName": "gpu-oncall", "Tags": [{"Key": "Name", "Value": "gpu-prod-p5"}, '
+            '{"Key": "karpenter.sh/nodepool", "Value": "gpu-a"}]}',
+        ),
+        # IMDS instance identity document
+        #  (docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-identity-documents.html)
+        (
+            "imds-identity-document",
+            '{\n  "accountId" : "123456789012",\n  "architecture" : "x86_64",\n  '
+            '"availabilityZone" : "us-west-2a",\n  "imageId" : "ami-0123456789abcdef0",\n  '
+            '"instanceId" : "i-0a1b2c3d4e5f67890",\n  "instanceType" : "p5.48xlarge",\n  '
+            '"pendingTime" : "2026-11-29T03:00:00Z",\n  "region" : "us-west-2"\n}',
+        ),
+        # kubernetes-sigs/aws-iam-authenticator@v0.6.29 pkg/server/server.go (authenticator log)
+        (
+            "iam-authenticator-access-granted",
+            'time="2026-11-29T03:00:00Z" level=info msg="access granted" arn="arn:aws:iam::'
+            '123456789012:role/KarpenterNodeRole-gpu-prod" client="127.0.0.1:51234" method=POST '
+            "path=/authenticate sts=sts.us-west-2.amazonaws.com "
+            'username="system:node:ip-10-0-37-142.us-west-2.compute.internal"',
+        ),
+        # aws/amazon-vpc-cni-k8s@v1.19.2 pkg/ipamd/ipamd.go (ipamd.log)
+        (
+            "ipamd-eni",
+            '{"level":"info","ts":"2026-11-29T03:00:00.000Z","caller":"ipamd/ipamd.go:1234",'
+            '"msg":"Added ENI(eni-0123456789abcdef0)\'s IP 10.0.37.143 to datastore"}',
+        ),
+        # ARNs of a Secrets Manager secret and an SSM parameter
+        #  (docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html)
+        (
+            "secret-arns",
+            '"SecretId": "arn:aws:secretsmanager:us-west-2:123456789012:secret:prod/db-AbCdEf", '
+            '"parameter": "arn:aws:ssm:us-west-2:123456789012:parameter/gpu-prod/ngc"',
+        ),
+        # vllm-project/vllm@v0.6.3 vllm/engine/metrics.py (engine stats line)
+        (
+            "vllm-throughput",
+            "INFO 11-29 03:00:00 metrics.py:351] Avg prompt throughput: 512.3 tokens/s, Avg "
+            "generation throughput: 181.2 tokens/s, Running: 8 reqs, Swapped: 0 reqs",
+        ),
+        # oauth2-proxy/oauth2-proxy@v7.7.1 pkg/sessions (log line)
+        (
+            "session-cookie-prose",
+            "[2026/11/29 03:00:00] [oauthproxy.go:900] session cookie not set, redirecting",
+        ),
+        # opencontainers/runc@v1.2.4 signals.go (signal forwarding)
+        ("runc-signal", 'level=debug msg="forwarding signal" sig=15 pid=2345'),
+        # NVIDIA/nccl@v2.23.4 and aws/aws-ofi-nccl@v1.13.0 (NCCL_DEBUG=INFO)
+        (
+            "nccl-efa",
+            "ip-10-0-37-142:2345:2401 [0] NCCL INFO NET/OFI Selected Provider is efa "
+            "(found 32 nics)",
+        ),
+        # journalctl -o export fields
+        #  (www.freedesktop.org/software/systemd/man/latest/systemd.journal-fields.html)
+        (
+            "journal-ids",
+            f"_BOOT_ID={hexs(32)}\n_MACHINE_ID={hexs(32)}\n_SYSTEMD_UNIT=kubelet.service",
+        ),
+        # kubectl get node -o json resourceVersion and provider id
+        #  (kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions)
+        (
+            "resource-version",
+            '"resourceVersion": "987654321", "providerID": "aws:///us-west-2a/i-0a1b2c3d4e5f67890"',
+        ),
+        # kubectl describe node taints
+        #  (kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)
+        (
+            "gpu-taints",
+            "Taints:             nvidia.com/gpu=present:NoSchedule\n"
+            "                    karpenter.sh/disrupted:NoSchedule",
+        ),
+        # Azure storage account name without its key
+        #  (learn.microsoft.com/en-us/azure/storage/common/storage-account-overview)
+        ("azure-account-name", "AccountName=gpumodels;EndpointSuffix=core.windows.net"),
     ]
     out = [LookAlike(kind, text) for kind, text in items]
+    # kubectl get node -o json of a Karpenter GPU node (kubernetes.io/docs/reference/kubernetes-api/
+    # cluster-resources/node-v1/, aws/karpenter-provider-aws@v1.4.0 pkg/apis/v1/labels.go)
+    out.append(
+        LookAlike(
+            "kubectl-node-json",
+            "",
+            document={
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": "ip-10-0-37-142.us-west-2.compute.internal",
+                    "resourceVersion": "987654321",
+                    "uid": uuid(),
+                    "annotations": {
+                        "alpha.kubernetes.io/provided-node-ip": "10.0.37.142",
+                        "karpenter.k8s.aws/ec2nodeclass-hash": "1234567890123456789",
+                        "karpenter.sh/nodepool-hash-version": "v3",
+                        "node.alpha.kubernetes.io/ttl": "0",
+                    },
+                    "labels": {
+                        "karpenter.k8s.aws/instance-gpu-name": "h100",
+                        "karpenter.sh/capacity-type": "on-demand",
+                        "node.kubernetes.io/instance-type": "p5.48xlarge",
+                        "nvidia.com/mig.config": "all-1g.10gb",
+                    },
+                },
+                "spec": {
+                    "providerID": "aws:///us-west-2a/i-0a1b2c3d4e5f67890",
+                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                },
+                "status": {
+                    "nodeInfo": {
+                        "bootID": uuid(),
+                        "machineID": hexs(32),
+                        "systemUUID": uuid(),
+                        "containerRuntimeVersion": "containerd://1.7.27",
+                    },
+                    "images": [
+                        {
+                            "names": [f"nvcr.io/nvidia/k8s-device-plugin@sha256:{digest}"],
+                            "sizeBytes": 123456789,
+                        }
+                    ],
+                },
+            },
+        )
+    )
+    # a pod using IRSA: the token is a file, the role an ARN (docs.aws.amazon.com/eks/latest/
+    # userguide/pod-configuration.html)
+    out.append(
+        LookAlike(
+            "irsa-pod-env",
+            "",
+            document=_pod(
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+                    "env": [
+                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                        {
+                            "name": "AWS_ROLE_ARN",
+                            "value": "arn:aws:iam::123456789012:role/trainer-irsa",
+                        },
+                        {
+                            "name": "AWS_WEB_IDENTITY_TOKEN_FILE",
+                            "value": "/var/run/secrets/eks.amazonaws.com/serviceaccount/token",
+                        },
+                        {"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"},
+                        {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
+                    ],
+                    "envFrom": [{"secretRef": {"name": "wandb"}}],
+                }
+            ),
+        )
+    )
     out.append(
         LookAlike(
             "k8s-secret-volume",
@@ -1622,6 +1923,17 @@ def look_alikes() -> list[LookAlike]:
         )
     )
     return out
+
+
+def real_evidence_files() -> list[Path]:
+    """The data files of the real-evidence corpus (`tests/corpus`, see its README): benign
+    text and JSON in the shapes nodes, tools and clusters write, each with its source line."""
+    corpus = Path(__file__).parents[1] / "corpus"
+    return sorted(
+        p
+        for p in corpus.rglob("*")
+        if p.is_file() and p.name not in ("README.md", "SOURCE") and p.suffix != ".source"
+    )
 
 
 # --- renderings ---------------------------------------------------------------------------------
@@ -1765,6 +2077,19 @@ HOSTILE_PATTERNS: dict[str, str] = {
     "bearer-run": "Bearer ",
     "bootstrap-lookalike": "token abcdef.0123456789abcdefg ",
     "sk-run": "sk-",
+    "provider-prefix-run": "glpat-",
+    "provider-prefix-words": "sk_live_a dapi0 SG.x ",
+    "cli-password-run": "mysql -p",
+    "cli-command-words": "sshpass ldapsearch openssl ",
+    "cookie-pairs": "Cookie: a=b; ",
+    "cookie-run": "Set-Cookie: ",
+    "telegram-run": "1:AA",
+    "securestring-values": '"Type": "SecureString", "Value": "',
+    "connection-string-run": ";Password=",
+    "azure-secret-run": "abc1Q~",
+    "digest-run": "Digest response=",
+    "vault-okta-line": "vault okta token s.",
+    "escaped-json-string": '\\"password\\": \\"\\\\\\"',
     "github-run": "ghp_",
     "amz-run": "X-Amz-Signature=",
     "secret-kind-json": '{"kind":"Secret","data":{"a":"',
