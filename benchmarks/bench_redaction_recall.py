@@ -23,9 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from hostile.secrets_corpus import (
     RENDERINGS,
     Secret,
+    encodings,
     file_name,
     leaked,
     look_alikes,
+    read_back,
     real_evidence_files,
     secrets,
 )
@@ -38,6 +40,8 @@ def _raw(data: str | bytes) -> bytes:
 def _evidence_lost(case: Secret, rendering: str, out: bytes) -> bool:
     if rendering in ("json-indented", "yaml") and (case.env or case.args):
         return False  # the object holds the env entry or the args, not the line around them
+    if rendering in encodings.OPAQUE:
+        return False  # a base64 run that holds a secret is masked whole, evidence and all
     text = out.decode("utf-8", "replace")
     return any(k not in text and json.dumps(k)[1:-1] not in text for k in case.keep)
 
@@ -53,7 +57,8 @@ def main() -> None:
     lost: list[tuple[str, str]] = []
     for rendering, render in RENDERINGS.items():
         for case in cases:
-            out = Redactor().redact(file_name(rendering), _raw(render(case)))
+            # as an engineer reads it: gunzipped, partial lines joined, %XX and base64 decoded
+            out = read_back(rendering, Redactor().redact(file_name(rendering), _raw(render(case))))
             if leaked(case, out):
                 leaks[case.kind, rendering] += 1
             elif _evidence_lost(case, rendering, out):

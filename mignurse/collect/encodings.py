@@ -219,10 +219,12 @@ def _with_context(
     return _whole(text, [(s, e) for start, end in out for s, e in _split_lines(text, start, end)])
 
 
-# a line whose start matters: a key, a PEM line, or a heading over a list of passwords
-# (cloud-init's "Set the following 'random' passwords", cc_set_passwords.py)
+# a line whose start matters: a key, a directive naming a secret (redis.conf `requirepass x`),
+# a PEM line, or a heading over a list of passwords (cloud-init's "Set the following 'random'
+# passwords", cc_set_passwords.py)
 _KEY_FIRST = re.compile(
     r"[ \t]{0,64}(?:-[ \t]{1,16})?[\"']?[\w.-]{1,128}[\"']?[ \t]{0,16}[:=\t]|-----"
+    r"|[ \t]{0,64}[\w.-]{0,64}(?i:pass|pwd|secret|token|key|cred|auth)[\w.-]{0,64}[ \t]"
     r"|[^\n]{0,256}(?i:passwords)[ \t]{0,16}\r?$"
 )
 
