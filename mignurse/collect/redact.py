@@ -289,16 +289,18 @@ def mask_secrets(
     # token is masked): go round again until nothing changes, so masking twice changes
     # nothing.
     lines = trigger_lines(data)
+    scan = None
     if lines != []:  # []: grep saw no trigger anywhere, so no text rule can match
-        text, found = _mask_text(text, lines, clock)
+        text, found, scan = _mask_text(text, lines, clock)
         _add(counts, found)
     for _ in range(PASSES):
-        text, found = _mask_views(text, clock)
+        text, found = _mask_views(text, clock, scan)
         _add(counts, found)
         if not found:
             break
-        text, found = _mask_text(text, _marked_lines(text), clock)
+        text, found, _ = _mask_text(text, _marked_lines(text), clock)
         _add(counts, found)
+        scan = None
     if nul:
         text = text.replace("\x1c", "\x00")
     return (data if text == original else text.encode("utf-8", "surrogateescape")), counts
@@ -311,10 +313,12 @@ def _add(counts: dict[str, int], more: dict[str, int]) -> None:
 
 def _mask_text(
     text: str, lines: list[tuple[int, int]] | None, clock: _Clock
-) -> tuple[str, dict[str, int]]:
-    """Every text rule applied to the text itself (`lines`: where grep saw triggers)."""
+) -> tuple[str, dict[str, int], _Scan | None]:
+    """Every text rule applied to the text itself (`lines`: where grep saw triggers), and
+    the scan of the text that came out when it found every trigger (for `_mask_views`)."""
     counts: dict[str, int] = {}
     scan = _Scan(text, lines)
+    complete: _Scan | None = scan
     for again in range(PASSES):
         changed_now = False
         for rule in ALL_RULES:
@@ -325,16 +329,19 @@ def _mask_text(
                 changed_now = True
                 # an edit moves positions; after the first pass only masked lines can change
                 scan = _Scan(text, _marked_lines(text) if again else None)
+                complete = None
         if not changed_now:
             break
         scan = _Scan(text, _marked_lines(text))
-    return text, counts
+    return text, counts, complete
 
 
-def _mask_views(text: str, clock: _Clock) -> tuple[str, dict[str, int]]:
-    """What the rules find in the views of `text` (`encodings`), masked where it came from."""
+def _mask_views(text: str, clock: _Clock, scan: _Scan | None = None) -> tuple[str, dict[str, int]]:
+    """What the rules find in the views of `text` (`encodings`), masked where it came from;
+    `scan`: one of `text` that found every trigger, if there is one already."""
     spans: list[tuple[int, int, str]] = []
-    scans = {id(text): _Scan(text)}  # one scan per text: triggers found once
+    root = scan if scan is not None and scan.text is text else _Scan(text)
+    scans = {id(text): root}  # one scan per text: triggers found once
 
     def scan_of(view_text: str) -> _Scan:
         scan = scans.get(id(view_text))
