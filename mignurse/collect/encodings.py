@@ -323,7 +323,6 @@ def _cri_joined(text: str, parent: View | None) -> View | None:
 
 # --- JSON strings ----------------------------------------------------------------------------
 
-_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.){0,1048576})"')
 _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
 _SIMPLE_ESCAPES = {
     '"': '"',
@@ -350,13 +349,14 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
     build = _Builder()
     for start, end in _with_context(text, lines):
         message = _MESSAGE_KEY.search(text, start, end)
-        for m in _JSON_STRING.finditer(text, message.end() if message else start, end):
+        for body_start, body_end in _quoted(text, message.end() if message else start, end):
+            body = text[body_start:body_end]
             if message is None and (
-                len(m[1]) < 6 or ("\\" not in m[1] and not any(c in m[1] for c in ":=%"))
+                len(body) < 6 or ("\\" not in body and not any(c in body for c in ":=%"))
             ):
                 continue
-            at = m.start(1)
-            for esc in _ESCAPE.finditer(text, at, m.end(1)):
+            at = body_start
+            for esc in _ESCAPE.finditer(text, at, body_end):
                 build.copy(text, at, esc.start())
                 code = esc[0][1:]
                 if code[0] == "u" and len(code) == 5:
@@ -365,11 +365,31 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
                     value = _SIMPLE_ESCAPES.get(code, code)
                 build.decoded(value, esc.start(), esc.end())
                 at = esc.end()
-            build.copy(text, at, m.end(1))
+            build.copy(text, at, body_end)
             build.separator()
             if message is not None:
                 break
     return build.view(parent)
+
+
+def _quoted(text: str, start: int, end: int) -> Iterator[Span]:
+    """(start, end) of the contents of each double-quoted string in [start, end), in one
+    pass: a quote opens a string, and inside one a backslash escapes the next character."""
+    at = text.find('"', start, end)
+    while at != -1:
+        body = at = at + 1
+        quote = text.find('"', at, end)
+        while quote != -1:
+            slash = text.find("\\", at, quote)
+            if slash == -1:
+                break
+            at = slash + 2
+            if at > quote:  # that quote was escaped: the string goes on
+                quote = text.find('"', at, end)
+        if quote == -1:
+            return  # unterminated: no more strings on the line
+        yield body, quote
+        at = text.find('"', quote + 1, end)
 
 
 # --- percent-encoding ------------------------------------------------------------------------
