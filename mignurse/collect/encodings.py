@@ -1,15 +1,15 @@
 """Secrets in the encodings a bundle holds them in, found by decoding: a *view* is text made
 from part of a file (a log line without its journal, CRI or klog prefix; CRI partial lines
-joined; the contents of a JSON string unescaped; %XX decoded; a base64 run decoded), with a
-map from each of its characters back to the characters they came from. The rules run on the
+joined; the contents of a JSON string unescaped; %XX and HTML entities decoded; a base64 run
+decoded), with a map from each of its characters back to the characters they came from. The rules run on the
 view, and what they mask there is masked in the file at the characters it came from, so a
 token split over two CRI partial lines is masked in both halves and a percent-encoded
 password in its encoded form. Views are made again from views (JSON in a JSON string in a
 CRI line), at most `MAX_DEPTH` deep.
 
 Every view is built in one pass over its text, from the lines that can matter (those holding
-a trigger word, a CRI `P` tag, a `%XX` or a long base64 run), so a view costs at most its
-text's length again at each depth.
+a trigger word and the block they open, a CRI `P` tag, a `%XX`, an entity or a long base64
+run), so a view costs at most its text's length again at each depth.
 
 Also here: rules for YAML shapes the line rules cannot see (a block or folded scalar, a list
 or flow sequence under a secret-named key), a `key<TAB>value` line, and JSON documents inside
@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import html
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -171,7 +172,14 @@ _PREFIX = re.compile(
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}[ \t]{1,16}\d{1,10} [^\s\]]{1,256}:\d{1,10}\] "
     # journalctl short / short-precise / short-iso: time, host, identifier[pid]:
     rf"|(?:{_SYSLOG_TIME}|{_TIME}) [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
-    # journalctl -o export: the message field
+    # journalctl -o short-monotonic and dmesg: [seconds since boot], then host and identifier
+    r"|\[[ \t]{0,16}\d{1,10}\.\d{6}\](?: [^\s]{1,256} [^\s\[]{1,256}?(?:\[\d{1,10}\])?:)? "
+    # syslog RFC 5424: <PRI>VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID STRUCTURED-DATA
+    rf"|<\d{{1,3}}>\d{{1,2}} (?:{_TIME}|-) [^\s]{{1,255}} [^\s]{{1,48}} [^\s]{{1,128}}"
+    r" [^\s]{1,32} (?:-|\[[^\n\]]{0,1024}\]) "
+    # syslog RFC 3164 with its <PRI>
+    rf"|<\d{{1,3}}>{_SYSLOG_TIME} [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
+    # journalctl -o export and -o verbose: the message field
     r"|MESSAGE="
     # a bare timestamp and level (Go and Python loggers)
     rf"|{_TIME}[ \t]{{1,16}}(?:\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\]?[ \t]{{1,16}})?"
@@ -303,22 +311,24 @@ _CRI = re.compile(rf"(?m)^{_TIME} (?P<stream>stdout|stderr) (?P<tag>[FP]) ?")
 
 
 def _cri_joined(text: str, parent: View | None) -> View | None:
-    """Each message the runtime split into `P` lines and a final `F` line, joined (the
-    kubelet joins them the same way when it reads them back)."""
+    """The messages of a CRI log as the kubelet reads them back: each one the runtime split
+    into `P` lines and a final `F` line joined, the others as they are (a YAML document or a
+    PEM block logged line by line keeps its lines together)."""
     build = _Builder()
     pending: dict[str, list[Span]] = {}
+    split = False
     for m in _CRI.finditer(text):
         end = text.find("\n", m.end())
         end = len(text) if end == -1 else end
         parts = pending.setdefault(m["stream"], [])
         parts.append((m.end(), end))
         if m["tag"] == "F":
-            if len(parts) > 1:
-                for s, e in parts:
-                    build.copy(text, s, e)
-                build.separator()
+            split = split or len(parts) > 1
+            for s, e in parts:
+                build.copy(text, s, e)
+            build.separator()
             parts.clear()
-    return build.view(parent)
+    return build.view(parent) if split else None
 
 
 # --- JSON strings ----------------------------------------------------------------------------
@@ -337,8 +347,11 @@ _SIMPLE_ESCAPES = {
 
 
 # the field that holds the message in a log record: journalctl -o json, the json-file
-# driver, Go's slog and zap, logrus, Python's json loggers
-_MESSAGE_KEY = re.compile(r'"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:[ \t]{0,16}(?=")')
+# driver, Go's slog and zap, logrus, Python's json loggers, and logfmt's msg="…"
+_MESSAGE_KEY = re.compile(
+    r'(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|(?<![\w.-])(?:msg|message)=)'
+    r'[ \t]{0,16}(?=")'
+)
 
 
 def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | None:
@@ -423,6 +436,26 @@ def _url_decoded(text: str, lines: list[Span], parent: View | None) -> View | No
     return build.view(parent)
 
 
+# --- HTML entities ---------------------------------------------------------------------------
+
+_ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|#\d{1,7}|#[xX][0-9a-fA-F]{1,6});")
+
+
+def _html_decoded(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines with HTML character references decoded (a JSON document or a log
+    shown in an HTML page or an XML field: &quot;password&quot;)."""
+    build = _Builder()
+    for start, end in lines:
+        at = start
+        for m in _ENTITY.finditer(text, start, end):
+            build.copy(text, at, m.start())
+            build.decoded(html.unescape(m[0]), m.start(), m.end())
+            at = m.end()
+        build.copy(text, at, end)
+        build.separator()
+    return build.view(parent)
+
+
 # --- base64 ----------------------------------------------------------------------------------
 
 _BASE64 = re.compile(
@@ -465,12 +498,13 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
 # the views worth making of each kind of view: what a prefixed line holds was already seen
 # in the line itself (its JSON strings, its %XX), so a prefix view has none of its own
 _CHILDREN = {
-    "file": ("separated", "prefixed", "json", "url", "cri", "base64"),
+    "file": ("separated", "prefixed", "json", "url", "html", "cri", "base64"),
     "separated": ("prefixed", "json"),
     "prefixed": (),
-    "json": ("separated", "prefixed", "json", "url", "base64"),
-    "url": ("prefixed", "json", "base64"),
-    "cri": ("prefixed", "json", "url", "base64"),
+    "json": ("separated", "prefixed", "json", "url", "html", "base64"),
+    "url": ("prefixed", "json", "url", "base64"),
+    "html": ("prefixed", "json", "url"),
+    "cri": ("prefixed", "json", "url", "html", "base64"),
     "base64": ("separated", "prefixed", "json", "url"),
 }
 
@@ -507,6 +541,10 @@ def _views(
         escaped = _whole(text, lines_at(text, (m.start() for m in _PERCENT.finditer(text))))
         if escaped:
             made.append(("url", _url_decoded(text, escaped, parent)))
+    if "html" in wanted and "&" in text:
+        entities = _whole(text, lines_at(text, (m.start() for m in _ENTITY.finditer(text))))
+        if entities:
+            made.append(("html", _html_decoded(text, _with_context(text, entities), parent)))
     if "cri" in wanted and " P " in text:
         made.append(("cri", _cri_joined(text, parent)))
     if "base64" in wanted:

@@ -110,7 +110,9 @@ class _Walk:
             if isinstance(env_name, str) and is_secret_name(env_name) and not _boring(value):
                 return self.mask(value, "k8s-env")
             return value
-        if key != "name" and is_secret_name(key) and not _boring(value):
+        # a key with spaces in it is prose ("Failed to get token"), not a name
+        named = key != "name" and " " not in key.strip() and is_secret_name(key)
+        if named and not _boring(value):
             return self.mask(value, "secret-field")
         return value
 
