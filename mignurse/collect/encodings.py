@@ -4,8 +4,8 @@ joined; the contents of a JSON string unescaped; %XX and HTML entities decoded; 
 decoded), with a map from each of its characters back to the characters they came from.
 The rules run on the view, and what they mask there is masked in the file at the characters
 it came from, so a token split over two CRI partial lines is masked in both halves and a
-percent-encoded password in its encoded form. Views are made again from views (JSON in a JSON string in a
-CRI line), at most `MAX_DEPTH` deep.
+percent-encoded password in its encoded form. Views are made again from views (JSON in a
+JSON string in a CRI line), at most `MAX_DEPTH` deep.
 
 Every view is built in one pass over its text, from the lines that can matter (those holding
 a trigger word and the block they open, a CRI `P` tag, a `%XX`, an entity or a long base64
