@@ -88,9 +88,13 @@ def _val_group(m: re.Match[str]) -> Edit | None:
 
 # --- PEM -------------------------------------------------------------------------------------
 
+# cloud-init prints every instance's public SSH host keys and their fingerprints to the
+# console between BEGIN/END SSH HOST KEY KEYS and … FINGERPRINTS lines (canonical/cloud-init@24.4
+# tools/write-ssh-key-fingerprints): public, and in every cloud-init-output.log
 _PUBLIC_PEM = re.compile(
     r"(?:X509 |TRUSTED |NEW )?CERTIFICATE(?: REQUEST)?|X509 CRL|(?:RSA |SSH2 )?PUBLIC KEY"
     r"|PGP PUBLIC KEY BLOCK|PGP SIGNATURE|(?:DH|EC|DSA) PARAMETERS"
+    r"|SSH HOST KEY (?:KEYS|FINGERPRINTS)"
 )
 _NL = r"(?:\r?\n|\\r\\n|\\n)"  # real newline, or the two characters \n inside JSON strings
 _PEM_MARKER = re.compile(r"-----(BEGIN|END) ([A-Z0-9 ]{1,64})-----")

@@ -1073,7 +1073,7 @@ def secrets() -> list[Secret]:
         f"AZURE_STORAGE_CONNECTION_STRING={conn}",
         account_key,
         env=("AZURE_STORAGE_CONNECTION_STRING", conn),
-        keep=("AccountName=gpumodels",),
+        keep=("AccountName=gpumodels", "EndpointSuffix=core.windows.net"),
     )
     account_key = b64(64)
     add(
@@ -1393,7 +1393,7 @@ def secrets() -> list[Secret]:
         "Driver={ODBC Driver 18 for SQL Server};Server=tcp:db.internal,1433;"
         f"Uid=sa;Pwd={pw};Encrypt=yes",
         pw,
-        keep=("Uid=sa",),
+        keep=("Uid=sa", "Encrypt=yes"),
     )
 
     # --- whole Kubernetes objects ----------------------------------------------------------------
@@ -1651,6 +1651,22 @@ def look_alikes() -> list[LookAlike]:
             "cloud-init-banner",
             "Cloud-init v. 24.4-0ubuntu1~24.04.1 running 'modules:config' at Sat, 29 Nov 2026 "
             "03:00:00 +0000. Up 12.34 seconds.",
+        ),
+        # canonical/cloud-init@24.4 tools/write-ssh-key-fingerprints (cloud-init-output.log)
+        (
+            "cloud-init-ssh-host-keys",
+            "ec2: #############################################################\n"
+            "ec2: -----BEGIN SSH HOST KEY FINGERPRINTS-----\n"
+            f"ec2: 256 SHA256:{b62(43)} root@ip-10-0-37-142.us-west-2.compute.internal (ECDSA)\n"
+            f"ec2: 256 SHA256:{b62(43)} root@ip-10-0-37-142.us-west-2.compute.internal (ED25519)\n"
+            "ec2: -----END SSH HOST KEY FINGERPRINTS-----\n"
+            "ec2: #############################################################\n"
+            "-----BEGIN SSH HOST KEY KEYS-----\n"
+            f"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBB{b62(88)}= "
+            "root@ip-10-0-37-142.us-west-2.compute.internal\n"
+            f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{b62(43)} "
+            "root@ip-10-0-37-142.us-west-2.compute.internal\n"
+            "-----END SSH HOST KEY KEYS-----",
         ),
         # nvidia-smi -q, driver 580 (docs.nvidia.com/deploy/nvidia-smi/index.html)
         (
