@@ -244,6 +244,15 @@ _DOCKER_AUTH = re.compile(
     r"(?P<val2>[A-Za-z0-9+/=]{8,65536})"
 )
 
+
+def _docker_auth(m: re.Match[str]) -> Edit | None:
+    # kubelet logs every flag at start: FLAG: --anonymous-auth="false" is a setting
+    value = m["val"] if m["val"] is not None else m["val2"]
+    if value is not None and value.lower() in _NOT_SECRET_VALUE:
+        return None
+    return _val_group(m)
+
+
 # GitHub: ghp_ (personal), gho_ (OAuth), ghu_ (user-to-server), ghs_ (server-to-server), ghr_
 # (refresh), up to 255 characters; github_pat_ (fine-grained)
 # (github.blog/changelog/2021-03-31-authentication-token-format-updates-are-generally-available)
@@ -577,6 +586,14 @@ _CONNECTION_STRING = re.compile(
     r"(?:\{(?P<val2>[^}\n]{1,256})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
 )
 
+
+def _connection_string(m: re.Match[str]) -> Edit | None:
+    # sudo's journal lines say `; PWD=/home/ec2-user ;`: a working directory, not a password
+    if m["val3"] is not None and _PATH.fullmatch(m["val3"]):
+        return None
+    return _val_group(m)
+
+
 # Credentials that command-line tools take as arguments; searched on lines naming the tool.
 # mysql/mariadb -pSECRET (dev.mysql.com/doc/refman/8.4/en/connection-options.html), sshpass -p
 # (sshpass(1)), ldapsearch/ldapmodify… -w (ldapsearch(1)), redis-cli -a (redis.io/docs/latest/
@@ -886,7 +903,7 @@ TEXT_RULES: tuple[Rule, ...] = (
     Rule(
         "docker-auth",
         _DOCKER_AUTH,
-        _val_group,
+        _docker_auth,
         (("auth", 2), ("dockerconfigjson", 3), ("dockercfg", 3), ("identitytoken", 2)),
     ),
     Rule(
@@ -951,7 +968,7 @@ TEXT_RULES: tuple[Rule, ...] = (
     Rule(
         "connection-string",
         _CONNECTION_STRING,
-        _val_group,
+        _connection_string,
         (
             ("accountkey", 0),
             ("sharedaccesskey", 0),

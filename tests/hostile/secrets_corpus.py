@@ -1668,6 +1668,30 @@ def look_alikes() -> list[LookAlike]:
             "root@ip-10-0-37-142.us-west-2.compute.internal\n"
             "-----END SSH HOST KEY KEYS-----",
         ),
+        # sudo-project/sudo@SUDO_1_9_15p5 plugins/sudoers/logging.c (journalctl _COMM=sudo)
+        (
+            "sudo-journal-pwd",
+            "Nov 29 03:00:00 ip-10-0-37-142 sudo[4567]:  ec2-user : TTY=pts/0 ; "
+            "PWD=/home/ec2-user ; USER=root ; COMMAND=/bin/systemctl restart kubelet",
+        ),
+        # openssh/openssh-portable@V_9_6_P1 auth.c (journalctl -u sshd)
+        (
+            "sshd-failed-password",
+            "Nov 29 03:00:00 ip-10-0-37-142 sshd[8910]: Failed password for invalid user admin "
+            "from 10.0.0.1 port 51234 ssh2",
+        ),
+        # kubernetes/kubernetes@v1.31.0 staging/src/k8s.io/component-base/cli/flag/flags.go
+        # (kubelet at -v=1 and above logs every flag it started with)
+        (
+            "kubelet-flag-lines",
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --anonymous-auth="false"\n'
+            "I1129 03:00:00.000000    2345 flags.go:64] FLAG: "
+            '--authentication-token-webhook="true"\n'
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --authorization-mode="Webhook"\n'
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --tls-private-key-file=""\n'
+            "I1129 03:00:00.000000    2345 flags.go:64] FLAG: "
+            '--bootstrap-kubeconfig="/var/lib/kubelet/bootstrap-kubeconfig"',
+        ),
         # nvidia-smi -q, driver 580 (docs.nvidia.com/deploy/nvidia-smi/index.html)
         (
             "nvidia-smi-q",
