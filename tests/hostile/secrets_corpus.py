@@ -1692,6 +1692,35 @@ def look_alikes() -> list[LookAlike]:
             "I1129 03:00:00.000000    2345 flags.go:64] FLAG: "
             '--bootstrap-kubeconfig="/var/lib/kubelet/bootstrap-kubeconfig"',
         ),
+        # kubernetes/kubernetes@v1.31.0 staging/src/k8s.io/client-go/tools/cache/reflector.go
+        (
+            "kubelet-secret-forbidden",
+            'W1129 03:00:00.000000    2345 reflector.go:561] object-"inference"/"ngc-secret": '
+            'failed to list *v1.Secret: secrets "ngc-secret" is forbidden: User '
+            '"system:node:ip-10-0-37-142.us-west-2.compute.internal" cannot list resource '
+            '"secrets" in API group "" in the namespace "inference"',
+        ),
+        # kubernetes/kubernetes@v1.31.0 pkg/kubelet/kubelet_pods.go (getPullSecretsForPod)
+        (
+            "kubelet-pull-secret-missing",
+            'I1129 03:00:00.000000    2345 kubelet_pods.go:1082] "Unable to retrieve pull secret, '
+            'the image pull may not succeed." pod="inference/vllm-0" secret="" '
+            'err="secret \\"ngc-secret\\" not found"',
+        ),
+        # containerd/containerd@v1.7.27 core/remotes/docker/authorizer.go (registry token fetch)
+        (
+            "containerd-oauth-token-401",
+            'level=error msg="PullImage \\"nvcr.io/nim/x:1\\" failed" error="failed to authorize: '
+            "failed to fetch oauth token: unexpected status from GET request to "
+            "https://authn.nvidia.com/token?scope=repository%3Anim%2Fx%3Apull&service=registry: "
+            '401 Unauthorized"',
+        ),
+        # aws/amazon-ssm-agent@3.3.1142.0 agent/credentialproviders (amazon-ssm-agent.log)
+        (
+            "ssm-agent-credential-refresher",
+            "2026-11-29 03:00:00.0000 INFO [CredentialRefresher] Next credential rotation will be "
+            "in 29.99 minutes",
+        ),
         # nvidia-smi -q, driver 580 (docs.nvidia.com/deploy/nvidia-smi/index.html)
         (
             "nvidia-smi-q",
