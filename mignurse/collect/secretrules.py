@@ -198,13 +198,16 @@ _AMZ_SIGNED = re.compile(
 # Authorization schemes: Bearer (RFC 6750), Basic (RFC 7617), Token (PagerDuty's
 # `Token token=…`, developer.pagerduty.com/docs/authentication), Bot (discord.com/developers/
 # docs/reference#authentication), SSWS (developer.okta.com/docs/guides/create-an-api-token/),
-# Negotiate/NTLM (RFC 4559), and Digest's `response=` (RFC 7616 section 3.4)
+# Negotiate/NTLM (RFC 4559), Firebase's legacy `key=` (firebase.google.com/docs/cloud-messaging/
+# auth-server), and Digest's `response=` (RFC 7616 section 3.4)
 _BEARER = re.compile(
     r"(?i:\bbearer)(?:[ \t]{1,16}|\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?)"
     r"(?P<val>[A-Za-z0-9\-._~+/]{16,8192}=*)"
     r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
     r"(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|key|splunk|geniekey)"
-    r"[ \t]{1,16}(?i:token=\\?\"?)?(?P<val2>[A-Za-z0-9\-._~+/%]{4,8192}=*)"
+    # `token=` is consumed whenever present, so a masked value is never matched again
+    r"(?:[ \t]{1,16}|=)(?:(?i:token=)\\?\"?|(?!(?i:token=)))"
+    r"(?P<val2>[A-Za-z0-9\-._~+/%:]{4,8192}=*)"
     # S3's SigV2 header: AWS <key id>:<signature> (docs.aws.amazon.com/AmazonS3/latest/API/
     # RESTAuthentication.html); the key id stays for the aws-access-key-id rule
     r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?AWS[ \t]{1,16}"
