@@ -686,10 +686,13 @@ def _cookie(m: re.Match[str]) -> Edit | None:
 
 
 # Discord webhooks: the path after the id is the secret (discord.com/developers/docs/
-# resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens (dev.twitch.tv/docs/chat/irc/)
+# resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens (dev.twitch.tv/docs/chat/irc/);
+# PagerDuty's integration URL holds the routing key (developer.pagerduty.com/docs/events-api-v1-
+# overview: /generic/2010-04-15/create_event.json, /integration/<key>/enqueue)
 _CHAT_TOKENS = re.compile(
     r"(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val>[\w-]{40,100})"
     r"|(?<![\w-])(?i:oauth):(?P<val2>[a-z0-9]{30})(?![\w-])"
+    r"|(?i:pagerduty\.com/integration/)(?P<val3>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
 )
 
 # Tokens whose shape alone is too common to trust, masked on lines that name their provider
@@ -985,7 +988,12 @@ TEXT_RULES: tuple[Rule, ...] = (
     ),
     Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
     Rule("cookie", _COOKIE, _cookie, (("cookie", 4), ("--cookie", 0))),
-    Rule("chat-token", _CHAT_TOKENS, _val_group, (("discord", 0), ("oauth:", 0))),
+    Rule(
+        "chat-token",
+        _CHAT_TOKENS,
+        _val_group,
+        (("discord", 0), ("oauth:", 0), ("pagerduty.com/integration/", 0)),
+    ),
     Rule(
         "context-token",
         _CONTEXT_TOKENS,

@@ -1341,6 +1341,14 @@ def secrets() -> list[Secret]:
         key,
         keep=("name: pagerduty-gpu",),
     )
+    key = lower(32)
+    add(
+        "pagerduty-integration-url",
+        DOC_PAGERDUTY_EVENTS,
+        f"alert sent: POST https://events.pagerduty.com/integration/{key}/enqueue 202 Accepted",
+        key,
+        keep=("202 Accepted",),
+    )
     key = b62(40)
     add(
         "api-key-header",
