@@ -1729,6 +1729,17 @@ def look_alikes() -> list[LookAlike]:
             "2026-11-29 03:00:00.0000 INFO [CredentialRefresher] Next credential rotation will be "
             "in 29.99 minutes",
         ),
+        # a webhook's caBundle is base64 of a certificate: provider prefixes inside it are no
+        # token (kubernetes.io/docs/reference/kubernetes-api/extend-resources/
+        # mutating-webhook-configuration-v1/)
+        (
+            "provider-prefixes-inside-base64",
+            f'"caBundle": "{b64(30)}+dapi{hexs(32)}/AKCp{b62(69)}+SG.{b62(22)}.{b62(43)}='
+            f'{b64(30)}"',
+        ),
+        # Kubernetes object names may hold a provider prefix after a dash (kubernetes.io/docs/
+        # concepts/overview/working-with-objects/names/)
+        ("provider-prefix-in-a-name", f"cronjob.batch/rotate-tskey-{lower(24)} created"),
         # nvidia-smi -q, driver 580 (docs.nvidia.com/deploy/nvidia-smi/index.html)
         (
             "nvidia-smi-q",
