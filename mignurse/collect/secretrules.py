@@ -857,10 +857,9 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
         # "key": bare-word is YAML at the start of a line, else prose (volume "creds" : secret)
         if sep.strip() == ":" and not quoted_value and not _at_line_start(text, start - len(q)):
             return None
-    elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, or Go-struct Name:value
-        if _HEADER_FLAG.search(before):  # curl -H "X-Api-Key: value"
-            pass
-        elif not _at_line_start(text, start):
+    elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, Go-struct Name:value,
+        # or a header given to curl -H "X-Api-Key: value"
+        if not _at_line_start(text, start) and not _HEADER_FLAG.search(before):
             flow = before.rstrip(" \t")[-1:] in ("{", ",")
             if not flow and (sep != ":" or (before and before[-1] not in "{ ,(")):
                 return None
