@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
@@ -61,7 +61,7 @@ class InertConsole(Console):
             yield Segment(shown, style)
 
 
-def console_for(out: TextIO, **options: Any) -> InertConsole:
+def console_for(out: IO[str], **options: Any) -> InertConsole:
     """The rich console every face draws through onto `out`. The command line's own stdout
     and stderr make what is printed on them inert; rich writes its styles past that, to
     `out.styled`, having made its text inert itself."""
