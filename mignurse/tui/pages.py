@@ -63,7 +63,9 @@ def _journal_page(node: str, name: str, journal: JournalParse, findings: Sequenc
 
 def renderable_lines(renderable: Any, width: int) -> list[Text]:
     """A rich renderable laid out at `width`, one Text per screen line."""
-    console = InertConsole(width=max(width, 40), color_system="truecolor", record=False)
+    console = InertConsole(
+        width=max(width, 40), color_system="truecolor", record=False, markup=False
+    )
     rendered = console.render_lines(renderable, console.options, pad=False)
     lines = []
     for line in rendered:
