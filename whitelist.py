@@ -73,3 +73,8 @@ _.content_width
 
 # PEP 562: the interpreter calls a module's __getattr__ for a name it does not define.
 __getattr__
+
+# Textual reactives: `validate_<name>` is called on every assignment of the app's title and
+# sub_title (textual/reactive.py); the app shows them inert.
+_.validate_title
+_.validate_sub_title
