@@ -153,3 +153,38 @@ def test_json_output_keeps_the_exact_planted_values(
     assert any(PAYLOAD in s for s in strings)
     if args[0] == "nodes":
         assert HOSTILE_NODE in strings
+
+
+PACKAGE = Path(__file__).resolve().parents[2] / "mignurse"
+FACE_MODULES = [
+    *(PACKAGE / "cli").glob("*.py"),
+    *(PACKAGE / "tui").rglob("*.py"),
+    PACKAGE / "render.py",
+]
+
+
+def test_every_face_draws_through_the_inert_widgets_and_consoles() -> None:
+    """What keeps a new screen or command from forgetting: no face builds a rich `Console`
+    of its own (`render.console_for`), escapes markup with rich's `escape` alone
+    (`inert_markup`), or builds on Textual's `Static`, `Label` or `DataTable` rather than
+    tui/shown.py's."""
+    import ast
+
+    assert len(FACE_MODULES) > 30
+    broken = []
+    for path in FACE_MODULES:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Console":
+                broken.append(f"{path}:{node.lineno}: a rich Console of its own")
+            if isinstance(node, ast.ImportFrom) and node.module == "rich.markup":
+                broken.append(f"{path}:{node.lineno}: rich.markup's escape")
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "textual.widgets"
+                and path.name != "shown.py"
+            ):
+                raw = {a.name for a in node.names} & {"Static", "Label", "DataTable"}
+                if raw:
+                    broken.append(f"{path}:{node.lineno}: Textual's {', '.join(sorted(raw))}")
+    assert broken == []
