@@ -40,6 +40,9 @@ _TAG_FLAG = "\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f"
 _ONE_LINE = re.compile(f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x1f{_UNSAFE}]")
 _LINES = re.compile(f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x09\x0b-\x1f{_UNSAFE}]")
 _LINES_TABS = re.compile(f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x08\x0b-\x1f{_UNSAFE}]")
+# The same characters alone, without the sequences kept: the quick look for any at all.
+_ANY_LINES = re.compile(f"[\x00-\x09\x0b-\x1f{_UNSAFE}]")
+_ANY_LINES_TABS = re.compile(f"[\x00-\x08\x0b-\x1f{_UNSAFE}]")
 # rich's markup escape (rich/markup.py `escape`, rich 13-15): a backslash before a tag.
 _MARKUP_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
@@ -66,8 +69,11 @@ def inert(text: str, *, lines: bool = False, tabs: bool = False) -> str:
     `lines`): tabs stay too (a command's whole output, where a document may hold them)."""
     if text.isprintable():  # the common case, in C: nothing to do
         return text
-    pattern = (_LINES_TABS if tabs else _LINES) if lines else _ONE_LINE
-    return pattern.sub(_replace, text)
+    if lines:  # the line feeds (and tabs) that made it "unprintable" may be all there is
+        if (_ANY_LINES_TABS if tabs else _ANY_LINES).search(text) is None:
+            return text
+        return (_LINES_TABS if tabs else _LINES).sub(_replace, text)
+    return _ONE_LINE.sub(_replace, text)
 
 
 def inert_markup(text: str, *, lines: bool = False) -> str:

@@ -77,7 +77,7 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextI
     """kubectl's plain format: left-aligned columns, three spaces apart, no colour; every
     cell on one line, inert (a tab or a line feed in a label would break the columns)."""
     header = [inert(h) for h in header]
-    rows = [[inert(cell) for cell in row] for row in rows]
+    rows = [row if "".join(row).isprintable() else [inert(c) for c in row] for row in rows]
     widths = [len(h) for h in header]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
