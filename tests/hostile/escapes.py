@@ -199,6 +199,9 @@ def write_audit(state_home: Path) -> Path:
             "run": "run" + PAYLOAD,
             "outcome": "failed" + PAYLOAD,
         },
+        # A run named plainly (to be asked for by name) whose records hold anything.
+        {"ts": None, "event": "started" + PAYLOAD, "run": "r-hostile", "step": PAYLOAD},
+        {"ts": 5, "event": "finished", "run": "r-hostile", "outcome": PAYLOAD},
     ]
     path = folder / "audit.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
