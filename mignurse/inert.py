@@ -46,6 +46,10 @@ _ANY_LINES_TABS = re.compile(f"[\x00-\x08\x0b-\x1f{_UNSAFE}]")
 # rich's markup escape (rich/markup.py `escape`, rich 13-15): a backslash before a tag.
 _MARKUP_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 
+# The ASCII bytes a page may hold as they are (deleted from it, nothing must be left).
+_ASCII_TEXT = bytes(range(0x20, 0x7F)) + b"\n"
+_ASCII_TEXT_TABS = _ASCII_TEXT + b"\t"
+
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
@@ -70,7 +74,10 @@ def inert(text: str, *, lines: bool = False, tabs: bool = False) -> str:
     if text.isprintable():  # the common case, in C: nothing to do
         return text
     if lines:  # the line feeds (and tabs) that made it "unprintable" may be all there is
-        if (_ANY_LINES_TABS if tabs else _ANY_LINES).search(text) is None:
+        if text.isascii():  # O(1) in CPython; then only C0 controls and DEL can be there
+            if not text.encode().translate(None, _ASCII_TEXT_TABS if tabs else _ASCII_TEXT):
+                return text
+        elif (_ANY_LINES_TABS if tabs else _ANY_LINES).search(text) is None:
             return text
         return (_LINES_TABS if tabs else _LINES).sub(_replace, text)
     return _ONE_LINE.sub(_replace, text)
