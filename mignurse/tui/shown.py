@@ -116,3 +116,5 @@ def install_console(app: App[Any]) -> None:
         safe_box=False,
         soft_wrap=False,
     )
+    # A crash's traceback quotes values too (a message, a label).
+    app.error_console = InertConsole(markup=False, highlight=False, stderr=True)

@@ -99,10 +99,11 @@ def _plant_in_node(node: dict[str, Any]) -> None:
     )
 
 
-def plant(sim: SimCluster) -> None:
+def plant(sim: SimCluster) -> str:
     """Escapes in every free-text field the faces show: node names, pool, labels,
     annotations, taints, condition types, reasons and messages, events' reasons and
-    messages, pods' names and namespaces, NodeClaims' condition messages."""
+    messages, pods' names, NodeClaims' condition messages. Returns the GPU node that
+    runs the hostile pod."""
     store = sim.store
     with store.lock:
         nodes = store.all("nodes")
@@ -128,6 +129,7 @@ def plant(sim: SimCluster) -> None:
         hostile_pod["metadata"].pop("resourceVersion", None)
         hostile_pod["spec"]["nodeName"] = gpu["metadata"]["name"]
         store.create("pods", hostile_pod)
+    return str(gpu["metadata"]["name"])
 
 
 def _event(node: str, stamp: str) -> dict[str, Any]:

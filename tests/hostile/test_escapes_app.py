@@ -50,23 +50,25 @@ async def scanned(app: MigNurseApp, pilot: Any, where: str, seen: dict[str, str]
 
 
 @pytest.fixture(scope="module")
-def hostile_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
+def hostile_sim(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[SimCluster, Path, str]]:
     root = tmp_path_factory.mktemp("hostile-app")
     sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
     try:
-        plant(sim)
+        pod_node = plant(sim)
         write_bundle(sim, root / "bundle")
         write_audit(root / "state")
-        yield sim, root
+        yield sim, root, pod_node
     finally:
         sim.stop()
 
 
 @pytest.mark.parametrize("where", ["live", "bundle"])
 async def test_no_planted_escape_reaches_the_terminal_from_any_screen(
-    hostile_sim: tuple[SimCluster, Path], where: str, monkeypatch: pytest.MonkeyPatch
+    hostile_sim: tuple[SimCluster, Path, str], where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sim, root = hostile_sim
+    sim, root, pod_node = hostile_sim
     monkeypatch.setenv("XDG_STATE_HOME", str(root / "state"))
     if where == "live":
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(root / "config")))
@@ -77,7 +79,7 @@ async def test_no_planted_escape_reaches_the_terminal_from_any_screen(
         source = BundleSource(root / "bundle")
     app = make_app(source)
     seen: dict[str, str] = {}
-    async with app.run_test(size=(200, 50)) as pilot:
+    async with app.run_test(size=(220, 160)) as pilot:  # tall: the detail pane fits whole
         fleet = app.query_one("#fleet", DataTable)
         await until(lambda: fleet.row_count > 0 and app.diagnosis is not None)
         await scanned(app, pilot, "fleet", seen)
@@ -89,16 +91,13 @@ async def test_no_planted_escape_reaches_the_terminal_from_any_screen(
         await until(lambda: app.highlighted_node() == HOSTILE_NODE)
         await scanned(app, pilot, "nodes and the hostile node's detail", seen)
 
-        planted_on = next(
-            str(k.value) for k in nodes.rows if str(k.value).startswith("ip-10-0-")
-            and str(k.value) != HOSTILE_NODE and "nvidia.com/gpu" in str(
-                sim.store.peek("nodes", "", str(k.value)) or ""
-            )
-        )  # fmt: skip
-        nodes.move_cursor(row=nodes.get_row_index(planted_on))
-        await until(lambda: app.highlighted_node() == planted_on)
-        await pilot.pause(0.5)  # its pods (live)
-        await scanned(app, pilot, "a GPU node's labels, taints, conditions, events, pods", seen)
+        nodes.move_cursor(row=nodes.get_row_index(pod_node))
+        await until(lambda: app.highlighted_node() == pod_node)
+        # Its labels, taints, conditions and events; live, its pods too.
+        await until(lambda: "example.com/taint\\x1b]52" in frame(app))
+        if where == "live":
+            await until(lambda: "pod\\x1b]52" in frame(app))
+        await scanned(app, pilot, "a GPU node's detail", seen)
 
         for key, screen in (("d", "describe"), ("f", "findings")):
             await pilot.press(key)
@@ -108,10 +107,13 @@ async def test_no_planted_escape_reaches_the_terminal_from_any_screen(
         nodes.move_cursor(row=nodes.get_row_index(HOSTILE_NODE))
         await until(lambda: app.highlighted_node() == HOSTILE_NODE)
         await pilot.press("l")
+        if where == "bundle":
+            await until(lambda: 'err="\\x1b]52' in frame(app))
         await scanned(app, pilot, "journals" if where == "bundle" else "no journals", seen)
         await pilot.press("escape")
 
         await pilot.press("A")
+        await until(lambda: "who\\x1b]52" in frame(app))
         await scanned(app, pilot, "audit", seen)
         await pilot.press("escape")
 
