@@ -78,3 +78,5 @@ __getattr__
 # sub_title (textual/reactive.py); the app shows them inert.
 _.validate_title
 _.validate_sub_title
+# textual.app.App.error_console: Textual prints a crash's traceback through it.
+_.error_console
