@@ -33,9 +33,8 @@ PAYLOAD = (
 # A node's name with the payload in it (the simulator lists it; a real API server would
 # refuse it, a bundle someone sends does not), less what a file name cannot hold: a bundle
 # keeps the node's files in a folder of its name.
-HOSTILE_NODE = (
-    "ip-10-0-99-9" + PAYLOAD.replace("\x00", "").replace("/", "") + ".us-west-2.compute.internal"
-)
+NAME_PAYLOAD = PAYLOAD.replace("\x00", "").replace("/", "")
+HOSTILE_NODE = "ip-10-0-99-9" + NAME_PAYLOAD + ".us-west-2.compute.internal"
 
 _FORBIDDEN = re.compile(
     "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]"
@@ -122,6 +121,16 @@ def plant(sim: SimCluster) -> str:
             for condition in claim.get("status", {}).get("conditions", []):
                 condition["message"] = condition.get("message", "") + PAYLOAD
             store.put("nodeclaims", claim)
+        # A NodeClaim still launching (a row of its own) and a NodePool, named with it.
+        launching = json.loads(json.dumps(claim))
+        launching["metadata"].update(name="claim" + NAME_PAYLOAD, uid=_UID + "e5c2")
+        launching["metadata"].pop("resourceVersion", None)
+        launching["status"] = {"conditions": [_launched(sim)]}
+        store.create("nodeclaims", launching)
+        pool = json.loads(json.dumps(store.all("nodepools")[0]))
+        pool["metadata"].update(name="nodepool" + NAME_PAYLOAD, uid=_UID + "e5c3")
+        pool["metadata"].pop("resourceVersion", None)
+        store.create("nodepools", pool)
         pod = next(p for p in store.all("pods") if p.get("spec", {}).get("nodeName"))
         hostile_pod = json.loads(json.dumps(pod))
         hostile_pod["metadata"]["name"] = "pod" + PAYLOAD
@@ -130,6 +139,20 @@ def plant(sim: SimCluster) -> str:
         hostile_pod["spec"]["nodeName"] = gpu["metadata"]["name"]
         store.create("pods", hostile_pod)
     return str(gpu["metadata"]["name"])
+
+
+_UID = "00000000-0000-4000-8000-0000000"
+
+
+def _launched(sim: SimCluster) -> dict[str, Any]:
+    stamp = sim.now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "type": "Launched",
+        "status": "Unknown",
+        "reason": "Launching" + PAYLOAD,
+        "message": PAYLOAD,
+        "lastTransitionTime": stamp,
+    }
 
 
 def _event(node: str, stamp: str) -> dict[str, Any]:
