@@ -60,6 +60,10 @@ class InertConsole(Console):
                 continue
             yield Segment(shown, style)
 
+    def render_str(self, text: str, **options: Any) -> Text:
+        """A string cell or line made inert before it is measured: columns line up."""
+        return super().render_str(inert(text, lines=True), **options)
+
 
 def console_for(out: IO[str], **options: Any) -> InertConsole:
     """The rich console every face draws through onto `out`. The command line's own stdout
