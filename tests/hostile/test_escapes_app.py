@@ -121,6 +121,7 @@ async def test_no_planted_escape_reaches_the_terminal_from_any_screen(
         await scanned(app, pilot, "a toast", seen)
 
         app.sub_title = PAYLOAD
+        assert "\x1b" not in app.sub_title and "\\x1b]52" in app.sub_title
         await pilot.press("colon")
         await scanned(app, pilot, "palette", seen)
         await pilot.press("escape")
