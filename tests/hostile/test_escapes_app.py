@@ -49,6 +49,10 @@ async def scanned(app: MigNurseApp, pilot: Any, where: str, seen: dict[str, str]
     assert "\x1b]" not in shown and "\u202e" not in shown, where
 
 
+# One worker builds the hostile cluster once for the whole module (make test: loadgroup).
+pytestmark = pytest.mark.xdist_group("escapes-app")
+
+
 @pytest.fixture(scope="module")
 def hostile_sim(
     tmp_path_factory: pytest.TempPathFactory,

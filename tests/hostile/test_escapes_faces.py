@@ -20,6 +20,10 @@ from mignurse.sim import SimCluster, load_scenario
 from .escapes import HOSTILE_NODE, PAYLOAD, plant, raw_escapes, write_audit, write_bundle
 
 
+# One worker builds the hostile cluster once for the whole module (make test: loadgroup).
+pytestmark = pytest.mark.xdist_group("escapes-faces")
+
+
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     root = tmp_path_factory.mktemp("hostile")
