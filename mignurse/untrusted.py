@@ -87,8 +87,18 @@ class Limit:
 BUNDLE_BYTES = Limit("MIGNURSE_MAX_BUNDLE_BYTES", 4 * 2**30, "a bundle's unpacked size")
 BUNDLE_FILES = Limit("MIGNURSE_MAX_BUNDLE_FILES", 100_000, "a bundle's file count", "files")
 FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 512 * 2**20, "one file of a bundle")
-KUBECONFIG_BYTES = Limit("MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file")
+KUBECONFIG_BYTES = Limit(
+    "MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file or a file it names"
+)
 RUNBOOK_BYTES = Limit("MIGNURSE_MAX_RUNBOOK_BYTES", 2**20, "a runbook file")
+# What a kubeconfig's credential plugin (`aws eks get-token`) may take: it answers in a
+# second or two, with a few KiB of ExecCredential JSON.
+CREDENTIAL_PLUGIN_SECONDS = Limit(
+    "MIGNURSE_CREDENTIAL_PLUGIN_SECONDS", 30, "a credential plugin's answer", "seconds"
+)
+CREDENTIAL_PLUGIN_BYTES = Limit(
+    "MIGNURSE_MAX_CREDENTIAL_PLUGIN_BYTES", 2**20, "a credential plugin's output"
+)
 
 # A YAML document's shape: real kubeconfigs and runbooks are a few levels deep and use a
 # handful of anchors; an alias bomb or a 200,000-deep nesting is refused before it is walked.

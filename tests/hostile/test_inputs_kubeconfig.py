@@ -99,7 +99,8 @@ def test_a_failing_credential_plugin_is_one_line_without_log_noise(tmp_path: Pat
     result = mignurse("--kubeconfig", str(path), "nodes", timeout=60)
     err = one_line_error(result)
     assert "ERROR:root" not in result.stderr and "Retrying" not in result.stderr
-    assert "credential plugin failed" in err and "ExpiredToken" in err and "'prod'" in err
+    assert "context 'prod': credential plugin `python" in err
+    assert "failed (exit 255): ExpiredToken: the SSO session has expired" in err
 
 
 def test_a_good_kubeconfig_still_reaches_its_server(tmp_path: Path) -> None:
