@@ -110,13 +110,13 @@ YAML_MAX_ALIAS_NODES = 100_000  # the nodes aliases add when the document is exp
 def read_regular_file(path: Path, limit: Limit, subject: str) -> bytes:
     """The bytes of a regular file no larger than `limit`; a device, a pipe or a folder
     (`/dev/zero`, `<(…)`) is refused without reading it. OSError when it cannot be opened."""
+    # A socket cannot be opened at all (ENXIO): it is told apart before trying.
+    _refuse_unless_regular(os.stat(path).st_mode, subject)
     # O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise LimitError(f"{subject} is {kind}")
+        info = os.fstat(fd)  # what was opened, whatever the path points at by now
+        _refuse_unless_regular(info.st_mode, subject)
         cap = limit.value()
         if info.st_size > cap:
             raise limit.refusal(f"{subject} is {human_bytes(info.st_size)}")
@@ -127,6 +127,12 @@ def read_regular_file(path: Path, limit: Limit, subject: str) -> bytes:
         return data
     finally:
         os.close(fd)
+
+
+def _refuse_unless_regular(mode: int, subject: str) -> None:
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise LimitError(f"{subject} is {kind}")
 
 
 def compose_yaml(text: str, *, fast: bool = False) -> yaml.Node | None:

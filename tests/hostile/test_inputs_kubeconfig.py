@@ -4,12 +4,19 @@ kubernetes client spends minutes and gigabytes on it; a failing credential plugi
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
+import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+
+from mignurse.sim import SimCluster, load_scenario
 
 from .inputs import MiB, billion_laughs, mignurse, one_line_error
 
@@ -109,3 +116,150 @@ def test_a_good_kubeconfig_still_reaches_its_server(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{port}", {"token": "t"})))
     err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", timeout=60))
     assert f"cannot reach the Kubernetes API at https://127.0.0.1:{port}" in err
+
+
+# -- files a kubeconfig names ------------------------------------------------------------------
+
+
+def measured(*args: str, env: dict[str, str], timeout: float = 120) -> tuple[str, str, int, int]:
+    """`python -m mignurse ARGS` in a fresh interpreter: its exit code, stdout, stderr and
+    the peak RSS in bytes the kernel reports for that process (wait4's rusage)."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "KUBE", "MIGNURSE_", "XDG_STATE_HOME"))
+    }
+    clean.update(env)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mignurse", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=clean,
+        )
+        killer = threading.Timer(timeout, process.kill)
+        killer.start()
+        try:
+            _pid, status, usage = os.wait4(process.pid, 0)
+        finally:
+            killer.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            process.returncode,
+            usage.ru_maxrss * 1024,  # KiB on Linux
+        )
+
+
+def one_line_within_memory(*args: str, env: dict[str, str] | None = None) -> str:
+    """The one error line of a command that must also stay well under 1 GB RSS."""
+    _out, err, code, peak = measured(*args, env=env or {})
+    assert code == 2, (code, err[-2000:])
+    assert err.count("\n") == 1 and err.startswith("mignurse: error: "), err[-2000:]
+    assert peak < 500 * MiB, f"peak RSS {peak / MiB:.0f} MiB"
+    return err.strip()
+
+
+def hostile_file(tmp_path: Path, kind: str) -> Path:
+    """What a kubeconfig's path may point at instead of a small file."""
+    if kind == "/dev/zero":
+        return Path("/dev/zero")
+    target = tmp_path / ("hostile-" + "-".join(kind.replace("/", " ").split()))
+    if kind == "a FIFO":
+        os.mkfifo(target)  # no writer ever comes: opening it for reading would wait forever
+    elif kind == "a folder":
+        target.mkdir()
+    elif kind == "a 10 GB sparse file":
+        with target.open("wb") as handle:
+            handle.truncate(10 * 10**9)
+    elif kind == "a symlink to /dev/zero":
+        target.symlink_to("/dev/zero")
+    elif kind == "a socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(target))
+        server.close()
+    return target
+
+
+HOSTILE = ["/dev/zero", "a FIFO", "a folder", "a 10 GB sparse file", "a symlink to /dev/zero"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_token_file_that_is_no_small_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    token_file = hostile_file(tmp_path, kind)
+    path = tmp_path / "config"
+    server = f"https://127.0.0.1:{closed_port()}"
+    path.write_text(yaml.safe_dump(kubeconfig(server, {"tokenFile": str(token_file)})))
+    err = one_line_within_memory("--kubeconfig", str(path), "nodes")
+    assert f"tokenFile of user 'prod': {token_file}" in err
+    said = {"a folder": "is a folder", "a 10 GB sparse file": "MIGNURSE_MAX_KUBECONFIG_BYTES="}
+    assert said.get(kind, "is not a regular file") in err
+
+
+@pytest.mark.parametrize(
+    ("field", "where"),
+    [
+        ("certificate-authority", "cluster"),
+        ("client-certificate", "user"),
+        ("client-key", "user"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["/dev/zero", "a FIFO"])
+def test_a_certificate_path_that_is_no_file_names_the_field(
+    tmp_path: Path, field: str, where: str, kind: str
+) -> None:
+    target = hostile_file(tmp_path, kind)
+    config = kubeconfig(f"https://127.0.0.1:{closed_port()}", {"token": "t0ken"})
+    entries = config["clusters" if where == "cluster" else "users"]
+    assert isinstance(entries, list)
+    entries[0][where][field] = str(target)
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", timeout=60))
+    assert f"{field} of {where} 'prod': {target} is not a regular file" in err
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a symlink to /dev/zero", "a folder", "a socket"])
+def test_a_kubeconfig_that_is_no_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    target = hostile_file(tmp_path, kind)
+    said = "is a folder" if kind == "a folder" else "is not a regular file"
+    for how, env in (
+        (("--kubeconfig", str(target), "nodes"), {}),
+        (("nodes",), {"KUBECONFIG": f"{tmp_path / 'absent'}{os.pathsep}{target}"}),
+    ):
+        err = one_line_error(mignurse(*how, env=env, timeout=60))
+        assert f"kubeconfig {target} {said}" in err
+
+
+def test_files_named_relative_to_the_kubeconfig_reach_the_server(
+    healthy: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    """A tokenFile written by `echo` (a trailing newline) and a CA file, named relative to
+    the kubeconfig as kubectl reads them, from any working directory."""
+    sim, _kubeconfig = healthy
+    config = sim.kubeconfig()
+    folder = tmp_path / "kube"
+    folder.mkdir()
+    (folder / "token").write_text(sim.token + "\n")
+    (folder / "ca.crt").write_bytes(sim.tls.ca_pem)
+    cluster = config["clusters"][0]["cluster"]
+    del cluster["certificate-authority-data"]
+    cluster["certificate-authority"] = "ca.crt"
+    config["users"][0]["user"] = {"tokenFile": "token"}
+    path = folder / "config"
+    path.write_text(yaml.safe_dump(config))
+    result = mignurse("--kubeconfig", str(path), "nodes", "-o", "json", timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert any(n["metadata"]["name"] in result.stdout for n in sim.objects("nodes"))
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
+    sim = SimCluster(load_scenario("healthy"), speed=0).start()
+    kubeconfig_path = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    yield sim, kubeconfig_path
+    sim.stop()
