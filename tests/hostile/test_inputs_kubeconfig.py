@@ -4,6 +4,7 @@ kubernetes client spends minutes and gigabytes on it; a failing credential plugi
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -263,3 +264,111 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimClust
     kubeconfig_path = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
     yield sim, kubeconfig_path
     sim.stop()
+
+
+# -- credential plugins ------------------------------------------------------------------------
+
+
+def plugin_user(code: str, **extra: object) -> dict[str, object]:
+    """A user whose credential plugin is this Python code (as `aws eks get-token` is a
+    command the kubeconfig names)."""
+    return {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": ["-c", code],
+            "interactiveMode": "IfAvailable",
+            **extra,
+        }
+    }
+
+
+def answer(token: str) -> str:
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": token, "expirationTimestamp": "2099-01-01T00:00:00Z"},
+    }
+    return f"import sys; sys.stdout.write({json.dumps(credential)!r})"
+
+
+PLUGINS = {
+    "sleeps": ("import time; time.sleep(600)", "gave no answer in 2 s"),
+    "forks a child that holds its pipes": (
+        "import os, time\nif os.fork() == 0: time.sleep(600)\nelse: os._exit(0)",
+        "gave no answer in 2 s",
+    ),
+    "reads its stdin": ("import sys; sys.stdin.read(); print('{}')", "not an ExecCredential"),
+    "writes forever": (
+        "import sys\nwhile True: sys.stdout.write('x' * 65536)",
+        "wrote more than 1 MiB: it was stopped (MIGNURSE_MAX_CREDENTIAL_PLUGIN_BYTES",
+    ),
+    "writes stderr forever": (
+        "import sys\nwhile True: sys.stderr.write('warning ' * 8192)",
+        "gave no answer in 2 s",
+    ),
+    "answers no JSON": ("print('Enter MFA code:')", "answered something that is not JSON"),
+    "answers deep JSON": ("print('[' * 500000 + ']' * 500000)", "something that is not JSON"),
+    "answers a token with a newline": (
+        answer("abc\ndef"),
+        "answered a token that is not one line",
+    ),
+    "answers another apiVersion": (
+        answer("t").replace("v1beta1", "v1"),
+        "answered apiVersion client.authentication.k8s.io/v1, not the "
+        "client.authentication.k8s.io/v1beta1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLUGINS))
+def test_a_credential_plugin_that_misbehaves_is_stopped_in_one_line(
+    tmp_path: Path, case: str
+) -> None:
+    code, said = PLUGINS[case]
+    path = tmp_path / "config"
+    path.write_text(
+        yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", plugin_user(code)))
+    )
+    err = one_line_within_memory(
+        "--kubeconfig", str(path), "nodes", env={"MIGNURSE_CREDENTIAL_PLUGIN_SECONDS": "2"}
+    )
+    assert "context 'prod': credential plugin `python" in err and said in err
+
+
+def test_a_missing_plugin_says_how_to_install_it(tmp_path: Path) -> None:
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": "aws-iam-authenticator-not-installed",
+            "args": ["token", "-i", "prod"],
+            "installHint": "brew install aws-iam-authenticator",
+        }
+    }
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", user)))
+    err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", timeout=60))
+    assert "credential plugin `aws-iam-authenticator-not-installed token` was not found" in err
+    assert err.endswith("brew install aws-iam-authenticator")
+
+
+def test_a_plugin_token_reaches_the_server_and_the_plugin_gets_no_terminal(
+    healthy: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    sim, _kubeconfig = healthy
+    config = sim.kubeconfig()
+    seen = tmp_path / "exec-info"
+    code = (
+        f"import os, sys; open({str(seen)!r}, 'w').write(os.environ['KUBERNETES_EXEC_INFO'] "
+        "+ '\\n' + str(sys.stdin is None or sys.stdin.read() == ''))\n" + answer(sim.token)
+    )
+    config["users"][0]["user"] = plugin_user(code, provideClusterInfo=True)
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    result = mignurse("--kubeconfig", str(path), "nodes", "-o", "json", timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert any(n["metadata"]["name"] in result.stdout for n in sim.objects("nodes"))
+    exec_info, stdin_empty = seen.read_text().splitlines()
+    spec = json.loads(exec_info)["spec"]
+    assert spec["interactive"] is False and spec["cluster"]["server"] == sim.url
+    assert stdin_empty == "True"
