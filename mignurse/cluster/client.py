@@ -314,9 +314,12 @@ class ClusterClient:
 
     def _unreachable(self, why: str) -> str:
         # `why` comes from urllib3 and the proxy: it may hold the proxy's or server's URL.
-        why = kubeconfig_files.scrub(why, self.api.configuration)
+        configuration = self.api.configuration
+        why = kubeconfig_files.scrub(why, configuration)
+        proxy = getattr(configuration, "proxy", None)
+        through = f" through proxy {kubeconfig_files.shown_url(proxy)}" if proxy else ""
         return (
-            f"cannot reach the Kubernetes API at {self.info.server} (context "
+            f"cannot reach the Kubernetes API at {self.info.server}{through} (context "
             f"{self.info.context!r}): {why}; check the context and the endpoint's network path"
         )
 
@@ -668,6 +671,10 @@ def _reason_of(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(reason, urllib3.exceptions.NameResolutionError) or "resolve" in text:
         return "the host name does not resolve"
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        # A subclass of ConnectTimeoutError in urllib3 2 that is no timeout: a proxy's
+        # refusal (`SOCKS5 authentication failed`), an unreachable network.
+        return text.rpartition("Failed to establish a new connection: ")[2] or text
     if isinstance(reason, TimeoutError | urllib3.exceptions.TimeoutError) or "timed out" in text:
         return "timed out"
     return text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mignurse.cluster.client import ClusterClient
 from mignurse.sim import SimCluster, load_scenario
 
 from .inputs import MiB, billion_laughs, mignurse, one_line_error
@@ -372,3 +374,186 @@ def test_a_plugin_token_reaches_the_server_and_the_plugin_gets_no_terminal(
     spec = json.loads(exec_info)["spec"]
     assert spec["interactive"] is False and spec["cluster"]["server"] == sim.url
     assert stdin_empty == "True"
+
+
+# -- proxies and secrets in URLs ---------------------------------------------------------------
+
+
+class Socks5Proxy:
+    """A SOCKS5 proxy on 127.0.0.1 that relays each CONNECT (RFC 1928), asking for a
+    username and password when given them (RFC 1929): what `ssh -D` to a bastion offers."""
+
+    def __init__(self, user: str = "", password: str = "") -> None:
+        self.user, self.password = user, password
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.connects: list[tuple[str, int]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self.listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        with client:
+            _version, count = _exactly(client, 2)
+            methods = _exactly(client, count)
+            if self.user:
+                if 2 not in methods:
+                    client.sendall(b"\x05\xff")
+                    return
+                client.sendall(b"\x05\x02")
+                _exactly(client, 1)
+                user = _exactly(client, _exactly(client, 1)[0]).decode()
+                password = _exactly(client, _exactly(client, 1)[0]).decode()
+                allowed = (user, password) == (self.user, self.password)
+                client.sendall(b"\x01\x00" if allowed else b"\x01\x01")
+                if not allowed:
+                    return
+            else:
+                client.sendall(b"\x05\x00")
+            _version, _command, _reserved, kind = _exactly(client, 4)
+            if kind == 1:
+                host = socket.inet_ntoa(_exactly(client, 4))
+            else:
+                host = _exactly(client, _exactly(client, 1)[0]).decode()
+            port = int.from_bytes(_exactly(client, 2), "big")
+            self.connects.append((host, port))
+            with socket.create_connection((host, port)) as upstream:
+                client.sendall(b"\x05\x00\x00\x01" + bytes(6))
+                _relay(client, upstream)
+
+
+def _exactly(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _relay(one: socket.socket, other: socket.socket) -> None:
+    peers = {one: other, other: one}
+    while True:
+        ready, _, _ = select.select(list(peers), [], [], 30)
+        if not ready:
+            return
+        for sock in ready:
+            data = sock.recv(65536)
+            if not data:
+                return
+            peers[sock].sendall(data)
+
+
+@pytest.fixture
+def socks_proxy() -> Iterator[Socks5Proxy]:
+    proxy = Socks5Proxy("oncall", "Pr0xy-Pa55word")
+    yield proxy
+    proxy.close()
+
+
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h"])
+def test_a_socks_proxy_url_reaches_the_server_through_the_proxy(
+    healthy: tuple[SimCluster, Path], tmp_path: Path, socks_proxy: Socks5Proxy, scheme: str
+) -> None:
+    sim, _kubeconfig = healthy
+    config = sim.kubeconfig()
+    proxy_url = f"{scheme}://oncall:Pr0xy-Pa55word@127.0.0.1:{socks_proxy.port}"
+    config["clusters"][0]["cluster"]["proxy-url"] = proxy_url
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    result = mignurse("--kubeconfig", str(path), "nodes", "-o", "json", timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert any(n["metadata"]["name"] in result.stdout for n in sim.objects("nodes"))
+    sim_port = int(sim.url.rsplit(":", 1)[1])
+    assert socks_proxy.connects and all(port == sim_port for _h, port in socks_proxy.connects)
+
+
+@pytest.mark.parametrize(
+    ("proxy", "said"),
+    [
+        (
+            "socks5://oncall:Wr0ng-Pa55word@127.0.0.1:{socks}",
+            "through proxy socks5://***@127.0.0.1:{socks} (context 'prod'): SOCKS5 authentication "
+            "failed",
+        ),
+        (
+            "socks5h://oncall:Wr0ng-Pa55word@127.0.0.1:{closed}",
+            "through proxy socks5h://***@127.0.0.1:{closed} (context 'prod'): ",
+        ),
+        (
+            "http://oncall:Wr0ng-Pa55word@127.0.0.1:{closed}",
+            "through proxy http://***@127.0.0.1:{closed} (context 'prod'): ",
+        ),
+    ],
+)
+def test_a_proxy_that_refuses_is_one_line_without_its_password(
+    tmp_path: Path, socks_proxy: Socks5Proxy, proxy: str, said: str
+) -> None:
+    ports = {"socks": socks_proxy.port, "closed": closed_port()}
+    server = f"https://127.0.0.1:{closed_port()}"
+    config = kubeconfig(server, {"token": "t0ken"})
+    clusters = config["clusters"]
+    assert isinstance(clusters, list)
+    clusters[0]["cluster"]["proxy-url"] = proxy.format(**ports)
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    result = mignurse("--kubeconfig", str(path), "nodes", timeout=60)
+    assert "Wr0ng-Pa55word" not in result.stdout + result.stderr
+    err = one_line_error(result)
+    assert "cannot reach the Kubernetes API at https://127.0.0.1" in err
+    assert said.format(**ports) in err
+
+
+def test_a_proxy_scheme_the_client_cannot_use_is_refused(tmp_path: Path) -> None:
+    config = kubeconfig(f"https://127.0.0.1:{closed_port()}", {"token": "t0ken"})
+    clusters = config["clusters"]
+    assert isinstance(clusters, list)
+    clusters[0]["cluster"]["proxy-url"] = "ftp://oncall:Pa55word@127.0.0.1:2121"
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    result = mignurse("--kubeconfig", str(path), "nodes", timeout=60)
+    assert "Pa55word" not in result.stdout + result.stderr
+    err = one_line_error(result)
+    assert "proxy-url ftp://***@127.0.0.1:2121 of cluster 'prod'" in err and "socks5://" in err
+
+
+SERVERS = [
+    "https://admin:S3cret-Pa55@127.0.0.1:{port}",
+    "https://admin:S3cret-Pa55@127.0.0.1:{port}/?token=S3cret-Qu3ry",
+    "https://S3cret-T0ken-as-user@127.0.0.1:{port}",
+    "https://admin:S3cret%2FPa55@127.0.0.1:{port}",
+]
+
+
+@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("command", [("nodes",), ("diagnose",), ("nodes", "-o", "json")])
+def test_a_password_in_the_server_url_is_printed_nowhere(
+    tmp_path: Path, server: str, command: tuple[str, ...]
+) -> None:
+    port = closed_port()
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(kubeconfig(server.format(port=port), {"token": "t0ken"})))
+    result = mignurse("--kubeconfig", str(path), *command, timeout=60)
+    printed = result.stdout + result.stderr
+    assert "S3cret" not in printed
+    err = one_line_error(result)
+    assert f"cannot reach the Kubernetes API at https://***@127.0.0.1:{port}" in err
+
+
+def test_the_context_info_the_app_shows_has_the_password_masked(tmp_path: Path) -> None:
+    port = closed_port()
+    path = tmp_path / "config"
+    server = f"https://admin:S3cret-Pa55@127.0.0.1:{port}/?token=S3cret-Qu3ry"
+    path.write_text(yaml.safe_dump(kubeconfig(server, {"token": "t0ken"})))
+    client = ClusterClient.connect(kubeconfig=str(path))
+    assert client.info.server == f"https://***@127.0.0.1:{port}/?token=***"
