@@ -60,15 +60,15 @@ class Plugin:
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     api_version: str
-    cwd: str | None
     cluster: dict[str, Any] | None  # what provideClusterInfo passes on
     install_hint: str
 
     @classmethod
-    def from_config(
-        cls, block: object, *, cwd: str | None, cluster: dict[str, Any] | None
-    ) -> Plugin:
-        """ValueError (one line) for a block kubectl would refuse too."""
+    def from_config(cls, block: object, *, base: str, cluster: dict[str, Any] | None) -> Plugin:
+        """ValueError (one line) for a block kubectl would refuse too. A relative command
+        with a slash in it is relative to `base`, the folder of the kubeconfig that names
+        it, as client-go resolves it (kubernetes/client-go tools/clientcmd/loader.go,
+        GetAuthInfoFileReferences); a bare name is looked up on PATH."""
         if not isinstance(block, dict):
             raise ValueError("exec must be a mapping with command and apiVersion")
         command, api_version = block.get("command"), block.get("apiVersion")
@@ -91,12 +91,13 @@ class Plugin:
                 "in a shell, or set interactiveMode: Never"
             )
         hint = block.get("installHint")
+        if os.sep in command and not os.path.isabs(command):
+            command = os.path.normpath(os.path.join(base, command))
         return cls(
             command=command,
             args=tuple(str(a) for a in args),
             env=tuple(env),
             api_version=api_version,
-            cwd=cwd,
             cluster=cluster if block.get("provideClusterInfo") is True else None,
             install_hint=" ".join(hint.split())[:200] if isinstance(hint, str) else "",
         )
@@ -156,7 +157,6 @@ def run_plugin(plugin: Plugin) -> Credential:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=plugin.cwd or None,
             env=env,
             start_new_session=True,  # its own process group: stopped with its children
         )

@@ -210,7 +210,7 @@ def load(
     user_entry = merged.users.get(user_name)
     cluster = _inline_cluster(cluster_entry, cluster_name)
     try:
-        user, renewal = _inline_user(user_entry, user_name, cluster, cluster_entry.origin)
+        user, renewal = _inline_user(user_entry, user_name, cluster)
     except CredentialError as exc:
         raise KubeconfigProblem(f"context {chosen!r}: {exc}") from None
     _check_proxy(cluster, cluster_name)
@@ -265,7 +265,7 @@ def _inline_cluster(entry: _Entry, name: str) -> dict[str, Any]:
 
 
 def _inline_user(
-    entry: _Entry | None, name: str, cluster: dict[str, Any], cluster_origin: str
+    entry: _Entry | None, name: str, cluster: dict[str, Any]
 ) -> tuple[dict[str, Any], TokenRenewal | None]:
     """The user with its files' contents in place of their paths and its plugin's answer
     in place of its `exec`, and how its token is renewed (None: it is not)."""
@@ -307,7 +307,7 @@ def _inline_user(
         try:
             plugin = Plugin.from_config(
                 exec_block,
-                cwd=os.path.dirname(os.path.abspath(cluster_origin)),
+                base=os.path.dirname(os.path.abspath(origin)),
                 cluster=_cluster_info(cluster),
             )
         except ValueError as exc:

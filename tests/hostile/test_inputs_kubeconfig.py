@@ -13,12 +13,15 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
-from mignurse.cluster.client import ClusterClient
+from mignurse.cluster import credentials
+from mignurse.cluster.client import NODES, ClusterClient, Unauthorized
+from mignurse.model import Node
 from mignurse.sim import SimCluster, load_scenario
 
 from .inputs import MiB, billion_laughs, mignurse, one_line_error
@@ -557,3 +560,57 @@ def test_the_context_info_the_app_shows_has_the_password_masked(tmp_path: Path) 
     path.write_text(yaml.safe_dump(kubeconfig(server, {"token": "t0ken"})))
     client = ClusterClient.connect(kubeconfig=str(path))
     assert client.info.server == f"https://***@127.0.0.1:{port}/?token=***"
+
+
+# -- credentials renewed during a session ------------------------------------------------------
+
+
+def test_a_rotated_token_file_is_read_again_and_a_fifo_in_its_place_blocks_nothing(
+    healthy: tuple[SimCluster, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim, _kubeconfig = healthy
+    monkeypatch.setattr(credentials, "RETRY_AFTER", timedelta(0))  # read before each request
+    token = tmp_path / "token"
+    token.write_text(sim.token)
+    config = sim.kubeconfig()
+    config["users"][0]["user"] = {"tokenFile": str(token)}
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    client = ClusterClient.connect(kubeconfig=str(path))
+    assert client.list(NODES, Node.from_api).items
+    token.unlink()
+    os.mkfifo(token)  # planted while the app runs: reading it would wait for a writer forever
+    assert client.list(NODES, Node.from_api).items  # the token read before is kept
+    token.unlink()
+    token.write_text("rotated-away\n")
+    with pytest.raises(Unauthorized):
+        client.list(NODES, Node.from_api)
+
+
+def test_a_plugin_credential_is_fetched_again_before_it_expires_and_a_hang_then_is_bounded(
+    healthy: tuple[SimCluster, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim, _kubeconfig = healthy
+    monkeypatch.setattr(credentials, "RETRY_AFTER", timedelta(0))
+    monkeypatch.setenv("MIGNURSE_CREDENTIAL_PLUGIN_SECONDS", "1")
+    runs, hang = tmp_path / "runs", tmp_path / "hang"
+    expiring_now = (
+        "import datetime, json, os, sys, time\n"
+        f"open({str(runs)!r}, 'a').write('ran\\n')\n"
+        f"if os.path.exists({str(hang)!r}): time.sleep(600)\n"
+        "now = datetime.datetime.now(datetime.timezone.utc).isoformat()\n"
+        "sys.stdout.write(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1', "
+        f"'kind': 'ExecCredential', 'status': {{'token': {sim.token!r}, "
+        "'expirationTimestamp': now}}))\n"
+    )
+    config = sim.kubeconfig()
+    config["users"][0]["user"] = plugin_user(expiring_now)
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    client = ClusterClient.connect(kubeconfig=str(path))
+    assert client.list(NODES, Node.from_api).items
+    assert len(runs.read_text().splitlines()) >= 2  # at connect, and again before the request
+    hang.touch()
+    before = len(runs.read_text().splitlines())
+    assert client.list(NODES, Node.from_api).items  # renewal gave up; the token it had served
+    assert len(runs.read_text().splitlines()) > before
