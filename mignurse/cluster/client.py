@@ -205,8 +205,7 @@ class ClusterClient:
         configuration = k8s_client.Configuration()
         # Fail fast on a dead endpoint: kubectl gives up on connect errors quickly too.
         configuration.retries = urllib3.Retry(total=2, connect=2, read=0, backoff_factor=0.2)
-        config_file = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        paths = [os.path.expanduser(p) for p in config_file.split(os.pathsep) if p]
+        config_file, paths = kubeconfig_files.config_paths(kubeconfig)
         if not kubeconfig and not any(os.path.exists(p) for p in paths):
             if os.environ.get("KUBERNETES_SERVICE_HOST"):
                 try:

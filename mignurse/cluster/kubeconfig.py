@@ -169,10 +169,17 @@ def merge(label: str, paths: list[str]) -> Merged:
     return merged
 
 
-def list_contexts(label: str, paths: list[str]) -> list[str]:
+def config_paths(kubeconfig: str | None) -> tuple[str, list[str]]:
+    """Where kubectl looks: --kubeconfig, else $KUBECONFIG (a list), else ~/.kube/config;
+    as the user named it, and as paths."""
+    label = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return label, [os.path.expanduser(p) for p in label.split(os.pathsep) if p]
+
+
+def list_contexts(kubeconfig: str | None) -> list[str]:
     """The context names of a kubeconfig, read within the same bounds; [] when unusable."""
     try:
-        return sorted(merge(label, paths).contexts)
+        return sorted(merge(*config_paths(kubeconfig)).contexts)
     except KubeconfigProblem:
         return []
 

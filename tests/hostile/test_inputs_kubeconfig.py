@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from mignurse.cluster import credentials
+from mignurse.cluster import kubeconfig as kubeconfig_files
 from mignurse.cluster.client import NODES, ClusterClient, Unauthorized
 from mignurse.model import Node
 from mignurse.sim import SimCluster, load_scenario
@@ -614,3 +615,32 @@ def test_a_plugin_credential_is_fetched_again_before_it_expires_and_a_hang_then_
     before = len(runs.read_text().splitlines())
     assert client.list(NODES, Node.from_api).items  # renewal gave up; the token it had served
     assert len(runs.read_text().splitlines()) > before
+
+
+# -- several kubeconfig files --------------------------------------------------------------------
+
+
+def test_files_merge_as_kubectl_merges_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first file to set current-context or to name a cluster wins; the app's context
+    palette lists every file's contexts, and none when a file is a FIFO."""
+    first_port, second_port = closed_port(), closed_port()
+    first = kubeconfig(f"https://127.0.0.1:{first_port}", {"token": "t0ken"})
+    second = kubeconfig(f"https://127.0.0.1:{second_port}", {"token": "t0ken"})
+    second["current-context"] = "staging"
+    contexts = second["contexts"]
+    assert isinstance(contexts, list)
+    contexts.append({"name": "staging", "context": {"cluster": "prod", "user": "prod"}})
+    (tmp_path / "first").write_text(yaml.safe_dump(first))
+    (tmp_path / "second").write_text(yaml.safe_dump(second))
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'first'}{os.pathsep}{tmp_path / 'second'}")
+    client = ClusterClient.connect()
+    assert client.info.context == "prod"
+    assert client.info.server == f"https://127.0.0.1:{first_port}"
+    staging = ClusterClient.connect(context="staging")
+    assert staging.info.server == f"https://127.0.0.1:{first_port}"  # cluster prod: the first
+    assert kubeconfig_files.list_contexts(None) == ["prod", "staging"]
+    os.mkfifo(tmp_path / "third")
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'first'}{os.pathsep}{tmp_path / 'third'}")
+    assert kubeconfig_files.list_contexts(None) == []
