@@ -67,7 +67,7 @@ class Limit:
         elif raw.isascii() and raw.isdigit():
             number = int(raw)
         if number <= 0:
-            example = "8G or 8589934592" if self.unit == "bytes" else "200000"
+            example = "8G or 8589934592" if self.unit == "bytes" else str(self.default * 2)
             raise LimitError(f"{self.env}={raw!r} is not a number of {self.unit} (e.g. {example})")
         return number
 

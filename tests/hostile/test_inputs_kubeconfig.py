@@ -699,3 +699,50 @@ def test_escapes_planted_in_a_kubeconfig_reach_the_terminal_inert(
     assert not any(raw in printed for raw in RAW), printed
     err = one_line_error(result)
     assert "\\x1b]52;c;" in err
+
+
+def test_a_plugin_timeout_set_wrong_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    code = answer("t0ken")
+    path.write_text(
+        yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", plugin_user(code)))
+    )
+    env = {"MIGNURSE_CREDENTIAL_PLUGIN_SECONDS": "soon"}
+    err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", env=env, timeout=60))
+    assert "MIGNURSE_CREDENTIAL_PLUGIN_SECONDS='soon' is not a number of seconds (e.g. 60)" in err
+
+
+USERS = {
+    "a plugin that asks for a terminal": (
+        {"exec": {"apiVersion": "v1", "command": "aws", "interactiveMode": "Always"}},
+        "asks for a terminal (interactiveMode: Always)",
+    ),
+    "a plugin without a command": ({"exec": {"apiVersion": "v1"}}, "exec has no command"),
+    "plugin args that are a mapping": (
+        {"exec": {"apiVersion": "v1", "command": "aws", "args": {"a": 1}}},
+        "exec args must be a list of strings",
+    ),
+    "a plugin env without names": (
+        {"exec": {"apiVersion": "v1", "command": "aws", "env": ["AWS_PROFILE=prod"]}},
+        "exec env must be a list of entries with name and value",
+    ),
+    "a tokenFile that is a number": ({"tokenFile": 7}, "tokenFile of user 'prod': is not a path"),
+    "a token with a newline": ({"token": "abc\ndef"}, "is not one line of printable ASCII"),
+    "the gcp auth-provider": (
+        {"auth-provider": {"name": "gcp", "config": {"cmd-path": "/bin/sleep"}}},
+        "uses the gcp auth-provider, which kubectl no longer supports",
+    ),
+    "a missing client-key": (
+        {"client-certificate-data": "eA==", "client-key": "absent.key"},
+        "cannot read client-key of user 'prod': ",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(USERS))
+def test_a_user_entry_kubectl_would_refuse_is_one_line(tmp_path: Path, case: str) -> None:
+    user, said = USERS[case]
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", user)))
+    err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", timeout=60))
+    assert said in err
