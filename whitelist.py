@@ -73,3 +73,6 @@ _.content_width
 
 # PEP 562: the interpreter calls a module's __getattr__ for a name it does not define.
 __getattr__
+
+# kubernetes.client.Configuration: get_api_key_with_prefix calls this before each request.
+_.refresh_api_key_hook

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import logging
 import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -241,10 +243,10 @@ def load(
     if logged:
         why = one_line(scrub(logged[-1], configuration))
         raise KubeconfigProblem(f"context {chosen!r} in {label} is unusable: {why}")
-    if renewal is not None:
-        configuration.refresh_api_key_hook = renewal  # type: ignore[assignment]
-    else:
-        quiet_refresh(configuration)
+    # The client's own refresh (an oidc auth-provider's) calls the identity provider with no
+    # timeout: mignurse renews only what it can bound, and an expired token is the API
+    # server's 401, said in one line.
+    configuration.refresh_api_key_hook = renewal  # type: ignore[assignment]
     return Loaded(chosen, cluster_name, user_name)
 
 
@@ -291,6 +293,12 @@ def _inline_user(
             f"user {name!r} in {origin} uses the {provider_name} auth-provider, which kubectl "
             "no longer supports: use the provider's exec credential plugin"
         )
+    if provider_name == "oidc" and _oidc_expired(provider):
+        raise KubeconfigProblem(
+            f"the oidc id-token of user {name!r} in {origin} has expired, and mignurse does "
+            "not call the identity provider itself: refresh it (kubectl get nodes, or an "
+            "exec plugin such as kubelogin) and try again"
+        )
     for key in ("client-certificate", "client-key"):
         path_value = user.pop(key, None)
         if path_value is not None and not user.get(key + "-data"):
@@ -329,6 +337,24 @@ def _inline_user(
             user["client-certificate-data"] = _b64(credential.client_certificate_data)
             user["client-key-data"] = _b64(credential.client_key_data)
     return user, renewal
+
+
+def _oidc_expired(provider: object) -> bool:
+    """Whether the kubernetes client would refresh this oidc id-token before using it: its
+    JWT `exp` less than five minutes away (kubernetes/config/kube_config.py
+    `_load_oid_token`, kubernetes-client/python v37.0.1). A token it cannot read it uses as
+    it is, and so does mignurse."""
+    config = provider.get("config") if isinstance(provider, dict) else None
+    token = config.get("id-token") if isinstance(config, dict) else None
+    if not isinstance(token, str) or token.count(".") != 2:
+        return False
+    payload = token.split(".")[1]
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        expires = datetime.fromtimestamp(float(claims["exp"]), tz=UTC)
+    except (ValueError, TypeError, KeyError, OverflowError, OSError, RecursionError):
+        return False
+    return expires - timedelta(minutes=5) <= datetime.now(UTC)
 
 
 def _b64(pem: str) -> str:
@@ -405,21 +431,6 @@ def logged_errors() -> Iterator[list[str]]:
         yield messages
     finally:
         root.removeHandler(handler)
-
-
-def quiet_refresh(configuration: k8s_client.Configuration) -> None:
-    """The client's own token refresh (an auth-provider's) before a request once its
-    credential expires: a failure then ends as a 401 (said in one line), not as log lines
-    on stderr."""
-    refresh = getattr(configuration, "refresh_api_key_hook", None)
-    if refresh is None:
-        return
-
-    def quiet(config: k8s_client.Configuration) -> None:
-        with logged_errors():
-            refresh(config)
-
-    configuration.refresh_api_key_hook = quiet  # type: ignore[assignment]
 
 
 # -- secrets in messages --------------------------------------------------------------------

@@ -4,6 +4,7 @@ kubernetes client spends minutes and gigabytes on it; a failing credential plugi
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import select
@@ -746,3 +747,34 @@ def test_a_user_entry_kubectl_would_refuse_is_one_line(tmp_path: Path, case: str
     path.write_text(yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", user)))
     err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", timeout=60))
     assert said in err
+
+
+def jwt(expires: float) -> str:
+    def part(claims: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256'})}.{part({'exp': expires, 'sub': 'oncall'})}.c2lnbmF0dXJl"
+
+
+def test_an_expired_oidc_token_is_refused_without_calling_the_identity_provider(
+    tmp_path: Path,
+) -> None:
+    """The client would fetch the issuer's discovery document with no timeout: a black hole
+    (a listener that never answers) there held `nodes` for as long as the socket lived."""
+    with socket.create_server(("127.0.0.1", 0)) as black_hole:
+        issuer = f"http://127.0.0.1:{black_hole.getsockname()[1]}"
+        user = {
+            "auth-provider": {
+                "name": "oidc",
+                "config": {
+                    "id-token": jwt(1_600_000_000),
+                    "idp-issuer-url": issuer,
+                    "client-id": "mignurse",
+                    "refresh-token": "r3fresh",
+                },
+            }
+        }
+        path = tmp_path / "config"
+        path.write_text(yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", user)))
+        err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", timeout=60))
+    assert "the oidc id-token of user 'prod'" in err and "has expired" in err
