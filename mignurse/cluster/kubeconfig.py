@@ -243,6 +243,7 @@ def load(
     if logged:
         why = one_line(scrub(logged[-1], configuration))
         raise KubeconfigProblem(f"context {chosen!r} in {label} is unusable: {why}")
+    _check_proxy_of(configuration)
     # The client's own refresh (an oidc auth-provider's) calls the identity provider with no
     # timeout: mignurse renews only what it can bound, and an expired token is the API
     # server's 401, said in one line.
@@ -406,6 +407,22 @@ def _check_proxy(cluster: dict[str, Any], name: str) -> None:
         )
 
 
+def _check_proxy_of(configuration: k8s_client.Configuration) -> None:
+    """The proxy the client took from the environment, when the kubeconfig names none. One
+    without a scheme (`proxy.corp:3128`) is an http:// one, as Go's
+    http.ProxyFromEnvironment (which kubectl uses) reads it."""
+    proxy = configuration.proxy
+    if proxy and "://" not in proxy:
+        proxy = configuration.proxy = f"http://{proxy}"
+    if not proxy or urlsplit(proxy).scheme.lower() in PROXY_SCHEMES:
+        return
+    raise KubeconfigProblem(
+        f"the proxy {shown_url(proxy)} from the environment (HTTPS_PROXY, HTTP_PROXY or "
+        f"ALL_PROXY): mignurse reaches the API through "
+        f"{', '.join(s + '://' for s in PROXY_SCHEMES)} proxies only"
+    )
+
+
 # -- the client's logging ---------------------------------------------------------------------
 
 
@@ -436,7 +453,7 @@ def logged_errors() -> Iterator[list[str]]:
 # -- secrets in messages --------------------------------------------------------------------
 
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://\S+")
-_USERINFO = re.compile(r"^([^:]*://)\S*@")
+_USERINFO = re.compile(r"^((?:[^:/@\s]*://)?)\S*@")
 _QUERY_VALUE = re.compile(r"([?&;][^=&#\s]*=)[^&#\s]*")
 
 

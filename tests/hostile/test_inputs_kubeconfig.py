@@ -778,3 +778,25 @@ def test_an_expired_oidc_token_is_refused_without_calling_the_identity_provider(
         path.write_text(yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", user)))
         err = one_line_error(mignurse("--kubeconfig", str(path), "nodes", timeout=60))
     assert "the oidc id-token of user 'prod'" in err and "has expired" in err
+
+
+@pytest.mark.parametrize(
+    ("proxy", "said"),
+    [
+        ("ftp://oncall:Env-Pa55word@127.0.0.1:2121", "the proxy ftp://***@127.0.0.1:2121 from"),
+        ("oncall:Env-Pa55word@127.0.0.1:{closed}", "through proxy http://***@127.0.0.1:{closed} "),
+        ("socks5h://oncall:Env-Pa55word@127.0.0.1:{closed}", "through proxy socks5h://***@"),
+    ],
+)
+def test_a_proxy_from_the_environment_is_used_or_refused_without_its_password(
+    tmp_path: Path, proxy: str, said: str
+) -> None:
+    closed = closed_port()
+    path = tmp_path / "config"
+    path.write_text(
+        yaml.safe_dump(kubeconfig(f"https://127.0.0.1:{closed_port()}", {"token": "t0ken"}))
+    )
+    env = {"HTTPS_PROXY": proxy.format(closed=closed), "https_proxy": proxy.format(closed=closed)}
+    result = mignurse("--kubeconfig", str(path), "nodes", env=env, timeout=60)
+    assert "Env-Pa55word" not in result.stdout + result.stderr
+    assert said.format(closed=closed) in one_line_error(result)
