@@ -455,6 +455,12 @@ def logged_errors() -> Iterator[list[str]]:
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://\S+")
 _USERINFO = re.compile(r"^((?:[^:/@\s]*://)?)\S*@")
 _QUERY_VALUE = re.compile(r"([?&;][^=&#\s]*=)[^&#\s]*")
+# In a message's URLs (a request the client made: `?limit=500&continue=…`), the values of
+# parameters named like a credential (X-Amz-Signature, access_token, sig, apiKey, …).
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&;][^=&#\s]*(?:token|key|secret|sig|pass|pwd|auth|credential|session|code)"
+    r"[^=&#\s]*=)[^&#\s]*"
+)
 
 
 def shown_url(url: str) -> str:
@@ -466,9 +472,10 @@ def shown_url(url: str) -> str:
 
 
 def scrub(text: str, configuration: Any = None) -> str:
-    """`text` with every URL in it shown as `shown_url` shows it, and every secret the
-    connection holds (the URLs' passwords and query values, the token) masked."""
-    text = _URL.sub(lambda m: shown_url(m.group(0)), text)
+    """`text` with the user info and credential-named query values of every URL in it
+    masked, and every secret the connection holds (the URLs' passwords and query values,
+    the token) too."""
+    text = _URL.sub(lambda m: _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", m[0])), text)
     for secret in _secrets_of(configuration):
         text = text.replace(secret, "***")
         # A message cut short may end in the first part of one.
