@@ -154,7 +154,8 @@ def run_plugin(plugin: Plugin) -> Credential:
     env = dict(os.environ)
     env.update(plugin.env)
     env["KUBERNETES_EXEC_INFO"] = json.dumps(
-        {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": spec}
+        {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": spec},
+        default=str,  # a YAML timestamp in the cluster's extensions
     )
     who = f"credential plugin `{plugin.shown}`"
     try:
@@ -171,6 +172,8 @@ def run_plugin(plugin: Plugin) -> Credential:
         raise CredentialError(f"{who} was not found (is it installed and on PATH?){hint}") from None
     except OSError as exc:
         raise CredentialError(f"{who} could not start: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL byte in an argument, `=` in an env name
+        raise CredentialError(f"{who} could not start: {exc}") from None
     stopped = "interrupted"
     try:
         out, err, stopped = _communicate(process, timeout, cap)

@@ -306,6 +306,10 @@ def _inline_user(
             data = _read_part(path_value, origin, f"{key} of user {name!r}:")
             user[key + "-data"] = base64.b64encode(data).decode()
     renewal: TokenRenewal | None = None
+    if user.get("token") in (None, ""):
+        user.pop("token", None)  # `token: ""` or `token:` is no token, as for the client
+    elif not isinstance(user["token"], str):
+        user["token"] = str(user["token"])
     token_file = user.pop("tokenFile", None)
     if "token" not in user and token_file is not None:
         subject = f"tokenFile of user {name!r}:"
@@ -317,7 +321,7 @@ def _inline_user(
         user["token"] = read_token().token
         renewal = TokenRenewal(read_token, None)
     if "token" in user:
-        problem = token_problem(str(user["token"]))
+        problem = token_problem(user["token"])
         if problem:
             raise KubeconfigProblem(f"the token of user {name!r} {problem}")
     exec_block = user.pop("exec", None)
@@ -387,7 +391,8 @@ def _cluster_info(cluster: dict[str, Any]) -> dict[str, Any]:
         )
         if key in cluster
     }
-    for extension in cluster.get("extensions") or ():
+    extensions = cluster.get("extensions")
+    for extension in extensions if isinstance(extensions, list) else ():
         if isinstance(extension, dict) and extension.get("name") == (
             "client.authentication.k8s.io/exec"
         ):

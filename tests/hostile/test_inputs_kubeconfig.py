@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -370,6 +370,9 @@ def test_a_plugin_token_reaches_the_server_and_the_plugin_gets_no_terminal(
         "+ '\\n' + str(sys.stdin is None or sys.stdin.read() == ''))\n" + answer(sim.token)
     )
     config["users"][0]["user"] = plugin_user(code, provideClusterInfo=True)
+    issued = datetime(2026, 12, 5, 3, 0, tzinfo=UTC)  # a YAML timestamp: no JSON type
+    extension = {"name": "client.authentication.k8s.io/exec", "extension": {"issued": issued}}
+    config["clusters"][0]["cluster"]["extensions"].append(extension)
     path = tmp_path / "config"
     path.write_text(yaml.safe_dump(config))
     result = mignurse("--kubeconfig", str(path), "nodes", "-o", "json", timeout=60)
@@ -378,6 +381,7 @@ def test_a_plugin_token_reaches_the_server_and_the_plugin_gets_no_terminal(
     exec_info, stdin_empty = seen.read_text().splitlines()
     spec = json.loads(exec_info)["spec"]
     assert spec["interactive"] is False and spec["cluster"]["server"] == sim.url
+    assert spec["cluster"]["config"] == {"issued": "2026-12-05 03:00:00+00:00"}
     assert stdin_empty == "True"
 
 
@@ -726,6 +730,16 @@ USERS = {
     "a plugin env without names": (
         {"exec": {"apiVersion": "v1", "command": "aws", "env": ["AWS_PROFILE=prod"]}},
         "exec env must be a list of entries with name and value",
+    ),
+    "a plugin env name with a NUL byte": (
+        {
+            "exec": {
+                "apiVersion": "v1",
+                "command": "aws",
+                "env": [{"name": "AWS\x00PROFILE", "value": "prod"}],
+            }
+        },
+        "credential plugin `aws` could not start: ",
     ),
     "a tokenFile that is a number": ({"tokenFile": 7}, "tokenFile of user 'prod': is not a path"),
     "a token with a newline": ({"token": "abc\ndef"}, "is not one line of printable ASCII"),
