@@ -83,7 +83,10 @@ class Plugin:
         if not isinstance(args, list) or not all(isinstance(a, str | int | float) for a in args):
             raise ValueError("exec args must be a list of strings")
         env: list[tuple[str, str]] = []
-        for item in block.get("env") or []:
+        entries = block.get("env") or []
+        if not isinstance(entries, list):
+            raise ValueError("exec env must be a list of entries with name and value")
+        for item in entries:
             if not (isinstance(item, dict) and isinstance(item.get("name"), str)):
                 raise ValueError("exec env must be a list of entries with name and value")
             env.append((item["name"], str(item.get("value") or "")))

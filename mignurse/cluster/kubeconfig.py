@@ -253,7 +253,7 @@ def load(
 
 def _read_part(path_value: object, origin: str, subject: str) -> bytes:
     """A file a kubeconfig names, relative to the kubeconfig that names it."""
-    if not isinstance(path_value, str) or not path_value:
+    if not isinstance(path_value, str) or not path_value or "\0" in path_value:
         raise KubeconfigProblem(f"{subject} is not a path")
     path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(origin)), path_value))
     try:
