@@ -5,6 +5,7 @@ kubernetes client spends minutes and gigabytes on it; a failing credential plugi
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import select
@@ -16,13 +17,14 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from mignurse.cluster import credentials
 from mignurse.cluster import kubeconfig as kubeconfig_files
-from mignurse.cluster.client import NODES, ClusterClient, Unauthorized
+from mignurse.cluster.client import NODES, ClusterClient, KubeconfigError, Unauthorized
 from mignurse.model import Node
 from mignurse.sim import SimCluster, load_scenario
 
@@ -814,3 +816,58 @@ def test_a_proxy_from_the_environment_is_used_or_refused_without_its_password(
     result = mignurse("--kubeconfig", str(path), "nodes", env=env, timeout=60)
     assert "Env-Pa55word" not in result.stdout + result.stderr
     assert said.format(closed=closed) in one_line_error(result)
+
+
+WRONG_TYPES: list[object] = [None, 7, "x", [], {}, [7], {"a": 7}, True, -1, 1e308, "a\x00b"]
+WRONG_TYPES += [datetime(2026, 12, 5, tzinfo=UTC), ["x"], [{"name": 7}]]
+
+
+def every_field(value: object, at: tuple[object, ...] = ()) -> Iterator[tuple[object, ...]]:
+    if at:
+        yield at
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from every_field(inner, (*at, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from every_field(inner, (*at, index))
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        {"token": "t0ken", "client-certificate-data": "eA==", "client-key-data": "eA=="},
+        {"tokenFile": "/etc/hostname", "client-certificate": "/etc/hostname"},
+        {"exec": {"apiVersion": "v1", "command": "/bin/true", "args": ["a"], "env": []}},
+    ],
+    ids=["token", "files", "exec"],
+)
+def test_any_field_of_the_wrong_type_is_a_kubeconfig_error(
+    tmp_path: Path, user: dict[str, object]
+) -> None:
+    """Each field of a kubeconfig replaced, in turn, by values of every other YAML type: a
+    KubeconfigError (one line) or a connection, never another exception."""
+    config = kubeconfig(f"https://127.0.0.1:{closed_port()}", user)
+    clusters = config["clusters"]
+    assert isinstance(clusters, list)
+    clusters[0]["cluster"].update(
+        {
+            "proxy-url": f"http://127.0.0.1:{closed_port()}",
+            "tls-server-name": "prod.example",
+            "insecure-skip-tls-verify": False,
+            "extensions": [{"name": "client.authentication.k8s.io/exec", "extension": {}}],
+        }
+    )
+    path = tmp_path / "config"
+    for at in list(every_field(config)):
+        for wrong in WRONG_TYPES:
+            changed = copy.deepcopy(config)
+            holder: Any = changed
+            for step in at[:-1]:
+                holder = holder[step]
+            holder[at[-1]] = wrong
+            path.write_text(yaml.safe_dump(changed))
+            try:
+                ClusterClient.connect(kubeconfig=str(path)).close()
+            except KubeconfigError as exc:
+                assert "\n" not in str(exc), (at, wrong)
