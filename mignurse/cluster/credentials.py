@@ -312,7 +312,10 @@ class TokenRenewal:
     def _due_for(expires: datetime | None) -> datetime:
         if expires is None:
             return datetime.now(UTC) + RETRY_AFTER
-        return expires - _RENEW_BEFORE
+        try:
+            return expires - _RENEW_BEFORE
+        except OverflowError:  # year 1: expired already
+            return datetime.now(UTC)
 
     def __call__(self, configuration: Any) -> None:
         if datetime.now(UTC) < self._due:

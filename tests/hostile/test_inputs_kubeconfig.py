@@ -322,6 +322,10 @@ PLUGINS = {
         answer("abc\ndef"),
         "answered a token that is not one line",
     ),
+    "answers a token that expired in year 1": (
+        answer("t0ken").replace("2099-01-01", "0001-01-01"),
+        "cannot reach the Kubernetes API",
+    ),
     "answers another apiVersion": (
         answer("t").replace("v1beta1", "v1"),
         "answered apiVersion client.authentication.k8s.io/v1, not the "
@@ -342,7 +346,8 @@ def test_a_credential_plugin_that_misbehaves_is_stopped_in_one_line(
     err = one_line_within_memory(
         "--kubeconfig", str(path), "nodes", env={"MIGNURSE_CREDENTIAL_PLUGIN_SECONDS": "2"}
     )
-    assert "context 'prod': credential plugin `python" in err and said in err
+    assert said in err
+    assert "context 'prod': credential plugin `python" in err or said.startswith("cannot reach")
 
 
 def test_a_missing_plugin_says_how_to_install_it(tmp_path: Path) -> None:
