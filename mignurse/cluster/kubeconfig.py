@@ -273,7 +273,18 @@ def _inline_cluster(entry: _Entry, name: str) -> dict[str, Any]:
     if ca is not None and not cluster.get("certificate-authority-data"):
         data = _read_part(ca, entry.origin, f"certificate-authority of cluster {name!r}:")
         cluster["certificate-authority-data"] = base64.b64encode(data).decode()
+    _check_base64(cluster, "certificate-authority-data", f"cluster {name!r}")
     return cluster
+
+
+def _check_base64(entry: dict[str, Any], key: str, owner: str) -> None:
+    value = entry.get(key)
+    if value in (None, ""):
+        return
+    try:
+        base64.standard_b64decode(str(value))  # as the client decodes it: whitespace is fine
+    except ValueError:
+        raise KubeconfigProblem(f"{key} of {owner} is not base64") from None
 
 
 def _inline_user(
@@ -305,6 +316,7 @@ def _inline_user(
         if path_value is not None and not user.get(key + "-data"):
             data = _read_part(path_value, origin, f"{key} of user {name!r}:")
             user[key + "-data"] = base64.b64encode(data).decode()
+        _check_base64(user, key + "-data", f"user {name!r}")
     renewal: TokenRenewal | None = None
     if user.get("token") in (None, ""):
         user.pop("token", None)  # `token: ""` or `token:` is no token, as for the client

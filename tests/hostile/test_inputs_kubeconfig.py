@@ -754,6 +754,10 @@ USERS = {
         {"auth-provider": {"name": "gcp", "config": {"cmd-path": "/bin/sleep"}}},
         "uses the gcp auth-provider, which kubectl no longer supports",
     ),
+    "client-key-data that is no base64": (
+        {"client-certificate-data": "eA==", "client-key-data": "-----BEGIN RSA PRIVATE KEY-----"},
+        "client-key-data of user 'prod' is not base64",
+    ),
     "a missing client-key": (
         {"client-certificate-data": "eA==", "client-key": "absent.key"},
         "cannot read client-key of user 'prod': ",
