@@ -51,7 +51,12 @@ class KubeconfigProblem(Exception):
     """What makes a kubeconfig unusable; str() is the one line to show, made inert."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(inert(message))
+        super().__init__(_bounded(inert(message), 1000))
+
+
+def _bounded(text: str, most: int) -> str:
+    """A name or URL of a megabyte (a hostile kubeconfig) shortened to a line's worth."""
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 # The proxy schemes kubectl takes (client-go rest.Config.Proxy, `proxy-url` in
@@ -150,7 +155,8 @@ def _named(entry: yaml.Node) -> bool:
 def merge(label: str, paths: list[str]) -> Merged:
     """The files of `paths` that exist, each read once, merged (first one wins)."""
     merged = Merged(label)
-    for path in paths:
+    # Each file once, as client-go reads $KUBECONFIG (tools/clientcmd/loader.go, deduplicate).
+    for path in dict.fromkeys(paths):
         if not os.path.exists(path):
             continue
         document = read_kubeconfig(path)
@@ -485,7 +491,7 @@ def shown_url(url: str) -> str:
     masked, no fragment, inert."""
     masked = _USERINFO.sub(r"\1***@", url)
     masked = masked.split("#", 1)[0]
-    return inert(_QUERY_VALUE.sub(r"\1***", masked))
+    return _bounded(inert(_QUERY_VALUE.sub(r"\1***", masked)), 300)
 
 
 def scrub(text: str, configuration: Any = None) -> str:

@@ -880,3 +880,20 @@ def test_any_field_of_the_wrong_type_is_a_kubeconfig_error(
                 ClusterClient.connect(kubeconfig=str(path)).close()
             except KubeconfigError as exc:
                 assert "\n" not in str(exc), (at, wrong)
+
+
+def test_a_megabyte_name_or_server_is_a_line_not_a_megabyte(tmp_path: Path) -> None:
+    port = closed_port()
+    config = kubeconfig(f"https://127.0.0.1:{port}/{'a' * MiB}", {"token": "t0ken"})
+    contexts = config["contexts"]
+    assert isinstance(contexts, list)
+    contexts.append({"name": "b" * MiB, "context": {"cluster": "prod"}})
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    for args in (("nodes",), ("--context", "c" * 100_000, "nodes")):
+        err = one_line_error(mignurse("--kubeconfig", str(path), *args, timeout=60))
+        assert len(err) < 2000
+    # $KUBECONFIG naming one file a thousand times reads it once
+    env = {"KUBECONFIG": os.pathsep.join([str(path)] * 1000)}
+    err = one_line_error(mignurse("nodes", env=env, timeout=60))
+    assert f"cannot reach the Kubernetes API at https://127.0.0.1:{port}/aaa" in err
