@@ -80,3 +80,6 @@ _.validate_title
 _.validate_sub_title
 # textual.app.App.error_console: Textual prints a crash's traceback through it.
 _.error_console
+
+# kubernetes.client.Configuration: get_api_key_with_prefix calls this before each request.
+_.refresh_api_key_hook
