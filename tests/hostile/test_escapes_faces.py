@@ -19,7 +19,6 @@ from mignurse.sim import SimCluster, load_scenario
 
 from .escapes import HOSTILE_NODE, PAYLOAD, plant, raw_escapes, write_audit, write_bundle
 
-
 # One worker builds the hostile cluster once for the whole module (make test: loadgroup).
 pytestmark = pytest.mark.xdist_group("escapes-faces")
 
