@@ -204,9 +204,10 @@ _BEARER = re.compile(
     r"(?i:\bbearer)(?:[ \t]{1,16}|\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?)"
     r"(?P<val>[A-Za-z0-9\-._~+/]{16,8192}=*)"
     r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
-    r"(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|key|splunk|geniekey)"
+    r"(?:(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|splunk|geniekey)[ \t]{1,16}"
+    r"|(?i:key)=)"
     # `token=` is consumed whenever present, so a masked value is never matched again
-    r"(?:[ \t]{1,16}|=)(?:(?i:token=)\\?\"?|(?!(?i:token=)))"
+    r"(?:(?i:token=)\\?\"?|(?!(?i:token=)))"
     r"(?P<val2>[A-Za-z0-9\-._~+/%:]{4,8192}=*)"
     # S3's SigV2 header: AWS <key id>:<signature> (docs.aws.amazon.com/AmazonS3/latest/API/
     # RESTAuthentication.html); the key id stays for the aws-access-key-id rule
