@@ -29,8 +29,9 @@ _POINTER_SUFFIXES = (
     "audience", "expiry", "expiration", "expires", "format", "source", "usage", "bin", "arn",
     "region", "process", "scope", "scopes", "method", "header", "helper", "prefix", "suffix",
 )  # fmt: skip
-# Words that hold a secret word without being one: vLLM's --tokenizer, a proxy's bypass list.
-_NOT_SECRET_WORD = re.compile(r"(?i)tokeniz|bypass|passthrough|compass|passive|passeng")
+# Words that hold a secret word without being one: vLLM's --tokenizer, a proxy's bypass list,
+# a scheduler's credit (sch_fq).
+_NOT_SECRET_WORD = re.compile(r"(?i)tokeniz|bypass|passthrough|compass|passive|passeng|credit")
 # Keys named for what they open: routing/integration/service keys (PagerDuty, Alertmanager's
 # pagerduty_configs), account and storage keys (Azure), app and application keys (Datadog),
 # insert and license keys (New Relic), WireGuard's PresharedKey
