@@ -5,8 +5,9 @@ A name is secret when it holds one of the words credentials go by (password, tok
 api key, private key, credentials, auth) and does not end in a word that makes it a pointer
 or a setting instead (``secretName``, ``tokenFile``, ``--image-credential-provider-config``,
 ``--discovery-token-ca-cert-hash``, ``token_ttl``): those are evidence, not secrets.
-Upper-case environment names ending in ``_KEY`` (``STRIPE_KEY``, ``NGC_API_KEY``) are secret too,
-except public keys.
+Upper-case environment names ending in ``_KEY`` (``STRIPE_KEY``, ``NGC_API_KEY``) or ``_AUTH``
+(``REDISCLI_AUTH``) are secret too, except public keys, and so are keys named for what they open
+(``routing_key``, ``AccountKey``, ``X-Insert-Key``, ``PresharedKey``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ _POINTER_SUFFIXES = (
     "audience", "expiry", "expiration", "expires", "format", "source", "usage", "bin", "arn",
     "region", "process", "scope", "scopes", "method", "header", "helper", "prefix", "suffix",
 )  # fmt: skip
-# Words that hold a secret word without being one: vLLM's --tokenizer, a proxy's bypass list.
-_NOT_SECRET_WORD = re.compile(r"(?i)tokeniz|bypass|passthrough|compass|passive|passeng")
+# Words that hold a secret word without being one: vLLM's --tokenizer, a proxy's bypass list,
+# a scheduler's credit (sch_fq).
+_NOT_SECRET_WORD = re.compile(r"(?i)tokeniz|bypass|passthrough|compass|passive|passeng|credit")
 # Keys named for what they open: routing/integration/service keys (PagerDuty, Alertmanager's
 # pagerduty_configs), account and storage keys (Azure), app and application keys (Datadog),
 # insert and license keys (New Relic), WireGuard's PresharedKey
@@ -40,9 +42,11 @@ _KEY_NAME = re.compile(
     r"|shared|admin|deploy|auth|bot|consumer|functions|preshared|decryption|hmac|jwt"
     r"|management)[_.-]?key)"
 )
-# A key's id names the key rather than holding it, except a GCP service-account key file's
-# private_key_id (cloud.google.com/iam/docs/keys-create-delete), which gitleaks and
-# trufflehog treat as part of the credential
+# Names secret whatever their suffix says: a key's id names the key rather than holding it,
+# except a GCP service-account key file's private_key_id (cloud.google.com/iam/docs/
+# keys-create-delete), which gitleaks and trufflehog treat as part of the credential; and
+# JFrog's X-JFrog-Art-Api header, which carries the API key (jfrog.com/help/r/jfrog-rest-apis/
+# authentication)
 _ALWAYS_SECRET = frozenset({"private_key_id", "x-jfrog-art-api"})
 # An upper-case environment variable ending in _AUTH holds credentials (REDISCLI_AUTH,
 # redis.io/docs/latest/develop/tools/cli/; NPM_CONFIG__AUTH)

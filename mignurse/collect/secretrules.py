@@ -88,9 +88,13 @@ def _val_group(m: re.Match[str]) -> Edit | None:
 
 # --- PEM -------------------------------------------------------------------------------------
 
+# cloud-init prints every instance's public SSH host keys and their fingerprints to the
+# console between BEGIN/END SSH HOST KEY KEYS and … FINGERPRINTS lines (canonical/cloud-init@24.4
+# tools/write-ssh-key-fingerprints): public, and in every cloud-init-output.log
 _PUBLIC_PEM = re.compile(
     r"(?:X509 |TRUSTED |NEW )?CERTIFICATE(?: REQUEST)?|X509 CRL|(?:RSA |SSH2 )?PUBLIC KEY"
     r"|PGP PUBLIC KEY BLOCK|PGP SIGNATURE|(?:DH|EC|DSA) PARAMETERS"
+    r"|SSH HOST KEY (?:KEYS|FINGERPRINTS)"
 )
 _NL = r"(?:\r?\n|\\r\\n|\\n)"  # real newline, or the two characters \n inside JSON strings
 _PEM_MARKER = re.compile(r"-----(BEGIN|END) ([A-Z0-9 ]{1,64})-----")
@@ -194,13 +198,17 @@ _AMZ_SIGNED = re.compile(
 # Authorization schemes: Bearer (RFC 6750), Basic (RFC 7617), Token (PagerDuty's
 # `Token token=…`, developer.pagerduty.com/docs/authentication), Bot (discord.com/developers/
 # docs/reference#authentication), SSWS (developer.okta.com/docs/guides/create-an-api-token/),
-# Negotiate/NTLM (RFC 4559), and Digest's `response=` (RFC 7616 section 3.4)
+# Negotiate/NTLM (RFC 4559), Firebase's legacy `key=` (firebase.google.com/docs/cloud-messaging/
+# auth-server), and Digest's `response=` (RFC 7616 section 3.4)
 _BEARER = re.compile(
     r"(?i:\bbearer)(?:[ \t]{1,16}|\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?)"
     r"(?P<val>[A-Za-z0-9\-._~+/]{16,8192}=*)"
     r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
-    r"(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|key|splunk|geniekey)"
-    r"[ \t]{1,16}(?i:token=\\?\"?)?(?P<val2>[A-Za-z0-9\-._~+/%]{4,8192}=*)"
+    r"(?:(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|splunk|geniekey)[ \t]{1,16}"
+    r"|(?i:key)=)"
+    # `token=` is consumed whenever present, so a masked value is never matched again
+    r"(?:(?i:token=)\\?\"?|(?!(?i:token=)))"
+    r"(?P<val2>[A-Za-z0-9\-._~+/%:]{4,8192}=*)"
     # S3's SigV2 header: AWS <key id>:<signature> (docs.aws.amazon.com/AmazonS3/latest/API/
     # RESTAuthentication.html); the key id stays for the aws-access-key-id rule
     r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?AWS[ \t]{1,16}"
@@ -239,6 +247,15 @@ _DOCKER_AUTH = re.compile(
     r"|(?<![\w.])\.docker(?:configjson|cfg)[ \t]{0,16}:[ \t]{0,16}[\"']?"
     r"(?P<val2>[A-Za-z0-9+/=]{8,65536})"
 )
+
+
+def _docker_auth(m: re.Match[str]) -> Edit | None:
+    # kubelet logs every flag at start: FLAG: --anonymous-auth="false" is a setting
+    value = m["val"] if m["val"] is not None else m["val2"]
+    if value is not None and value.lower() in _NOT_SECRET_VALUE:
+        return None
+    return _val_group(m)
+
 
 # GitHub: ghp_ (personal), gho_ (OAuth), ghu_ (user-to-server), ghs_ (server-to-server), ghr_
 # (refresh), up to 255 characters; github_pat_ (fine-grained)
@@ -573,6 +590,14 @@ _CONNECTION_STRING = re.compile(
     r"(?:\{(?P<val2>[^}\n]{1,256})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
 )
 
+
+def _connection_string(m: re.Match[str]) -> Edit | None:
+    # sudo's journal lines say `; PWD=/home/ec2-user ;`: a working directory, not a password
+    if m["val3"] is not None and _PATH.fullmatch(m["val3"]):
+        return None
+    return _val_group(m)
+
+
 # Credentials that command-line tools take as arguments; searched on lines naming the tool.
 # mysql/mariadb -pSECRET (dev.mysql.com/doc/refman/8.4/en/connection-options.html), sshpass -p
 # (sshpass(1)), ldapsearch/ldapmodify… -w (ldapsearch(1)), redis-cli -a (redis.io/docs/latest/
@@ -662,10 +687,13 @@ def _cookie(m: re.Match[str]) -> Edit | None:
 
 
 # Discord webhooks: the path after the id is the secret (discord.com/developers/docs/
-# resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens (dev.twitch.tv/docs/chat/irc/)
+# resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens (dev.twitch.tv/docs/chat/irc/);
+# PagerDuty's integration URL holds the routing key (developer.pagerduty.com/docs/events-api-v1-
+# overview: /generic/2010-04-15/create_event.json, /integration/<key>/enqueue)
 _CHAT_TOKENS = re.compile(
     r"(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val>[\w-]{40,100})"
     r"|(?<![\w-])(?i:oauth):(?P<val2>[a-z0-9]{30})(?![\w-])"
+    r"|(?i:pagerduty\.com/integration/)(?P<val3>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
 )
 
 # Tokens whose shape alone is too common to trust, masked on lines that name their provider
@@ -830,10 +858,9 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
         # "key": bare-word is YAML at the start of a line, else prose (volume "creds" : secret)
         if sep.strip() == ":" and not quoted_value and not _at_line_start(text, start - len(q)):
             return None
-    elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, or Go-struct Name:value
-        if _HEADER_FLAG.search(before):  # curl -H "X-Api-Key: value"
-            pass
-        elif not _at_line_start(text, start):
+    elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, Go-struct Name:value,
+        # or a header given to curl -H "X-Api-Key: value"
+        if not _at_line_start(text, start) and not _HEADER_FLAG.search(before):
             flow = before.rstrip(" \t")[-1:] in ("{", ",")
             if not flow and (sep != ":" or (before and before[-1] not in "{ ,(")):
                 return None
@@ -882,7 +909,7 @@ TEXT_RULES: tuple[Rule, ...] = (
     Rule(
         "docker-auth",
         _DOCKER_AUTH,
-        _val_group,
+        _docker_auth,
         (("auth", 2), ("dockerconfigjson", 3), ("dockercfg", 3), ("identitytoken", 2)),
     ),
     Rule(
@@ -947,7 +974,7 @@ TEXT_RULES: tuple[Rule, ...] = (
     Rule(
         "connection-string",
         _CONNECTION_STRING,
-        _val_group,
+        _connection_string,
         (
             ("accountkey", 0),
             ("sharedaccesskey", 0),
@@ -961,7 +988,12 @@ TEXT_RULES: tuple[Rule, ...] = (
     ),
     Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
     Rule("cookie", _COOKIE, _cookie, (("cookie", 4), ("--cookie", 0))),
-    Rule("chat-token", _CHAT_TOKENS, _val_group, (("discord", 0), ("oauth:", 0))),
+    Rule(
+        "chat-token",
+        _CHAT_TOKENS,
+        _val_group,
+        (("discord", 0), ("oauth:", 0), ("pagerduty.com/integration/", 0)),
+    ),
     Rule(
         "context-token",
         _CONTEXT_TOKENS,

@@ -1073,7 +1073,7 @@ def secrets() -> list[Secret]:
         f"AZURE_STORAGE_CONNECTION_STRING={conn}",
         account_key,
         env=("AZURE_STORAGE_CONNECTION_STRING", conn),
-        keep=("AccountName=gpumodels",),
+        keep=("AccountName=gpumodels", "EndpointSuffix=core.windows.net"),
     )
     account_key = b64(64)
     add(
@@ -1341,6 +1341,14 @@ def secrets() -> list[Secret]:
         key,
         keep=("name: pagerduty-gpu",),
     )
+    key = lower(32)
+    add(
+        "pagerduty-integration-url",
+        DOC_PAGERDUTY_EVENTS,
+        f"alert sent: POST https://events.pagerduty.com/integration/{key}/enqueue 202 Accepted",
+        key,
+        keep=("202 Accepted",),
+    )
     key = b62(40)
     add(
         "api-key-header",
@@ -1393,7 +1401,7 @@ def secrets() -> list[Secret]:
         "Driver={ODBC Driver 18 for SQL Server};Server=tcp:db.internal,1433;"
         f"Uid=sa;Pwd={pw};Encrypt=yes",
         pw,
-        keep=("Uid=sa",),
+        keep=("Uid=sa", "Encrypt=yes"),
     )
 
     # --- whole Kubernetes objects ----------------------------------------------------------------
@@ -1652,6 +1660,86 @@ def look_alikes() -> list[LookAlike]:
             "Cloud-init v. 24.4-0ubuntu1~24.04.1 running 'modules:config' at Sat, 29 Nov 2026 "
             "03:00:00 +0000. Up 12.34 seconds.",
         ),
+        # canonical/cloud-init@24.4 tools/write-ssh-key-fingerprints (cloud-init-output.log)
+        (
+            "cloud-init-ssh-host-keys",
+            "ec2: #############################################################\n"
+            "ec2: -----BEGIN SSH HOST KEY FINGERPRINTS-----\n"
+            f"ec2: 256 SHA256:{b62(43)} root@ip-10-0-37-142.us-west-2.compute.internal (ECDSA)\n"
+            f"ec2: 256 SHA256:{b62(43)} root@ip-10-0-37-142.us-west-2.compute.internal (ED25519)\n"
+            "ec2: -----END SSH HOST KEY FINGERPRINTS-----\n"
+            "ec2: #############################################################\n"
+            "-----BEGIN SSH HOST KEY KEYS-----\n"
+            f"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBB{b62(88)}= "
+            "root@ip-10-0-37-142.us-west-2.compute.internal\n"
+            f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{b62(43)} "
+            "root@ip-10-0-37-142.us-west-2.compute.internal\n"
+            "-----END SSH HOST KEY KEYS-----",
+        ),
+        # sudo-project/sudo@SUDO_1_9_15p5 plugins/sudoers/logging.c (journalctl _COMM=sudo)
+        (
+            "sudo-journal-pwd",
+            "Nov 29 03:00:00 ip-10-0-37-142 sudo[4567]:  ec2-user : TTY=pts/0 ; "
+            "PWD=/home/ec2-user ; USER=root ; COMMAND=/bin/systemctl restart kubelet",
+        ),
+        # openssh/openssh-portable@V_9_6_P1 auth.c (journalctl -u sshd)
+        (
+            "sshd-failed-password",
+            "Nov 29 03:00:00 ip-10-0-37-142 sshd[8910]: Failed password for invalid user admin "
+            "from 10.0.0.1 port 51234 ssh2",
+        ),
+        # kubernetes/kubernetes@v1.31.0 staging/src/k8s.io/component-base/cli/flag/flags.go
+        # (kubelet at -v=1 and above logs every flag it started with)
+        (
+            "kubelet-flag-lines",
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --anonymous-auth="false"\n'
+            "I1129 03:00:00.000000    2345 flags.go:64] FLAG: "
+            '--authentication-token-webhook="true"\n'
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --authorization-mode="Webhook"\n'
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --tls-private-key-file=""\n'
+            "I1129 03:00:00.000000    2345 flags.go:64] FLAG: "
+            '--bootstrap-kubeconfig="/var/lib/kubelet/bootstrap-kubeconfig"',
+        ),
+        # kubernetes/kubernetes@v1.31.0 staging/src/k8s.io/client-go/tools/cache/reflector.go
+        (
+            "kubelet-secret-forbidden",
+            'W1129 03:00:00.000000    2345 reflector.go:561] object-"inference"/"ngc-secret": '
+            'failed to list *v1.Secret: secrets "ngc-secret" is forbidden: User '
+            '"system:node:ip-10-0-37-142.us-west-2.compute.internal" cannot list resource '
+            '"secrets" in API group "" in the namespace "inference"',
+        ),
+        # kubernetes/kubernetes@v1.31.0 pkg/kubelet/kubelet_pods.go (getPullSecretsForPod)
+        (
+            "kubelet-pull-secret-missing",
+            'I1129 03:00:00.000000    2345 kubelet_pods.go:1082] "Unable to retrieve pull secret, '
+            'the image pull may not succeed." pod="inference/vllm-0" secret="" '
+            'err="secret \\"ngc-secret\\" not found"',
+        ),
+        # containerd/containerd@v1.7.27 core/remotes/docker/authorizer.go (registry token fetch)
+        (
+            "containerd-oauth-token-401",
+            'level=error msg="PullImage \\"nvcr.io/nim/x:1\\" failed" error="failed to authorize: '
+            "failed to fetch oauth token: unexpected status from GET request to "
+            "https://authn.nvidia.com/token?scope=repository%3Anim%2Fx%3Apull&service=registry: "
+            '401 Unauthorized"',
+        ),
+        # aws/amazon-ssm-agent@3.3.1142.0 agent/credentialproviders (amazon-ssm-agent.log)
+        (
+            "ssm-agent-credential-refresher",
+            "2026-11-29 03:00:00.0000 INFO [CredentialRefresher] Next credential rotation will be "
+            "in 29.99 minutes",
+        ),
+        # a webhook's caBundle is base64 of a certificate: provider prefixes inside it are no
+        # token (kubernetes.io/docs/reference/kubernetes-api/extend-resources/
+        # mutating-webhook-configuration-v1/)
+        (
+            "provider-prefixes-inside-base64",
+            f'"caBundle": "{b64(30)}+dapi{hexs(32)}/AKCp{b62(69)}+SG.{b62(22)}.{b62(43)}='
+            f'{b64(30)}"',
+        ),
+        # Kubernetes object names may hold a provider prefix after a dash (kubernetes.io/docs/
+        # concepts/overview/working-with-objects/names/)
+        ("provider-prefix-in-a-name", f"cronjob.batch/rotate-tskey-{lower(24)} created"),
         # nvidia-smi -q, driver 580 (docs.nvidia.com/deploy/nvidia-smi/index.html)
         (
             "nvidia-smi-q",

@@ -108,6 +108,47 @@ def test_the_real_evidence_corpus_comes_out_unchanged() -> None:
     assert not changed, f"benign files changed: {changed}"
 
 
+@pytest.mark.parametrize(
+    ("line", "masked"),
+    [
+        # the token's public prefix says which provider to rotate it at
+        (
+            "remote: HTTP Basic: Access denied for glpat-AbCdEfGhIjKlMnOpQrSt",
+            "remote: HTTP Basic: Access denied for glpat-***REDACTED***",
+        ),
+        # the settings after the key say which account and endpoint it opened
+        (
+            "AccountName=gpumodels;AccountKey=" + "A1b2" * 22 + ";EndpointSuffix=core.windows.net",
+            "AccountName=gpumodels;AccountKey=***REDACTED***;EndpointSuffix=core.windows.net",
+        ),
+        (
+            "Server=db;Uid=sa;Pwd=Hunter2pw!;Encrypt=yes",
+            "Server=db;Uid=sa;Pwd=***REDACTED***;Encrypt=yes",
+        ),
+        # a cookie's attributes say where and how long it was valid
+        (
+            "< Set-Cookie: _oauth2_proxy=abc123def456; Path=/; HttpOnly",
+            "< Set-Cookie: _oauth2_proxy=***REDACTED***; Path=/; HttpOnly",
+        ),
+        # masked once: the masked value is not taken for another token
+        ("Authorization: Token token=abcdef123456", "Authorization: Token token=***REDACTED***"),
+        # the bot id says which bot
+        (
+            "POST https://api.telegram.org/bot123456789:AA" + "x" * 33 + "/sendMessage",
+            "POST https://api.telegram.org/bot123456789:***REDACTED***/sendMessage",
+        ),
+        (
+            "+ mysql -h db -u root -pS3cretPw -e 'SELECT 1'",
+            "+ mysql -h db -u root -p***REDACTED*** -e 'SELECT 1'",
+        ),
+    ],
+)
+def test_a_mask_keeps_what_an_engineer_reads_beside_it(line: str, masked: str) -> None:
+    out = Redactor().redact("app.log", line.encode()).decode()
+    assert out == masked
+    assert Redactor().redact("app.log", out.encode()).decode() == masked
+
+
 def test_redacting_twice_changes_nothing_more() -> None:
     for case in SECRETS + LOOK_ALIKES:  # type: ignore[operator]
         for rendering, render in RENDERINGS.items():
