@@ -269,8 +269,16 @@ def mask_secrets(
     name: str, data: bytes, *, structured_done: bool = False
 ) -> tuple[bytes, dict[str, int]]:
     """``data`` (text or JSON; NUL bytes and invalid UTF-8 kept as they are) with every secret
-    rule applied, and the count per rule. Pure, so a worker process can run it. Raises
-    `MaskTimeout` past `MASK_SECONDS_PER_FILE`."""
+    rule applied, and the count per rule; a gzip'd file or an archive masked member by member
+    and packed again. Pure, so a worker process can run it. Raises `MaskTimeout` past
+    `MASK_SECONDS_PER_FILE`, or when an archive cannot be masked (the reason)."""
+    if _is_archive(data):  # a gzip'd log or a tarball: its members, as `archives` masks them
+        from mignurse.collect.archives import mask_file
+
+        masked = mask_file(name, data, text_mask=mask_secrets)
+        if masked.data is None:
+            raise MaskTimeout("; ".join(why for _, why in masked.left_out))
+        return masked.data, dict(masked.counts)
     clock = _Clock(MASK_SECONDS_PER_FILE)
     counts: dict[str, int] = {}
     if not structured_done and structured.looks_like_json(name, data):

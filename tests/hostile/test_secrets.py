@@ -499,6 +499,8 @@ def test_a_gzip_log_is_masked_and_recompressed_and_a_clean_one_is_untouched() ->
     assert gzip.decompress(out) == text.replace(b"Zx9-secret-Pw", MARKER.encode())
     clean = gzip.compress(f"{JOURNAL}node Ready\n".encode(), mtime=7)
     assert Redactor().redact("journal/kubelet.log.2.gz", clean) == clean
+    masked, counts = mask_secrets("journal/kubelet.log.1.gz", gzip.compress(text))
+    assert b"Zx9-secret-Pw" not in gzip.decompress(masked) and counts == {"secret-env": 1}
 
 
 def test_nul_bytes_and_invalid_utf8_around_secrets() -> None:
