@@ -238,13 +238,22 @@ _KEY_FIRST = re.compile(
 
 
 def _prefix_end(text: str, start: int, end: int) -> int:
+    """Where the message of the line at [start, end) starts, after up to three prefixes; an
+    identifier that names a secret (`<time> <host> password: x`) is the message's key."""
     at = start
     for _ in range(3):
         m = _PREFIX.match(text, at, end)
         if m is None or m.end() == at:
             break
+        if text.endswith(": ", at, m.end()):
+            ident = text.rfind(" ", at, m.end() - 2) + 1
+            if ident > at and is_secret_name(_PID.sub("", text[ident : m.end() - 2])):
+                return ident
         at = m.end()
     return at
+
+
+_PID = re.compile(r"\[\d{1,10}\]$")
 
 
 def _split_lines(text: str, start: int, end: int) -> Iterator[Span]:

@@ -433,10 +433,11 @@ def test_key_value_after_journal_cri_and_klog_prefixes_is_masked() -> None:
         f"{CRI_TIME} stderr F {KLOG}client_secret\tQ8~abcdefghijklmnopqrstuvwxyz\n"
         f"2026-12-05T03:12:44+0000 ip-10-0-1-2 setup[42]: api_key: 5f2b1e0c9d8a7b6c\n"
         f'MESSAGE=DB_PASSWORD: "p@ss w0rd"\n'
+        "2026-12-05T03:12:44Z ip-10-0-1-2 password: no-ident-Pw\n"
         f"{JOURNAL}{KLOG}reason: NodeNotReady, message: kubelet stopped posting status\n"
     )
     out = _masked("journal/all.log", text)
-    for value in ("Zx9-secret-Pw", "Q8~abcdef", "5f2b1e0c9d8a7b6c", "p@ss w0rd"):
+    for value in ("Zx9-secret-Pw", "Q8~abcdef", "5f2b1e0c9d8a7b6c", "p@ss w0rd", "no-ident-Pw"):
         assert value not in out
     assert out.count(JOURNAL) == 2 and out.count(KLOG) == 3
     assert "reason: NodeNotReady, message: kubelet stopped posting status" in out
