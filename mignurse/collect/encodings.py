@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from mignurse.collect import structured
 from mignurse.collect.secretnames import MARKER, is_secret_name
-from mignurse.collect.secretrules import LINE, TEXT, Edit, Rule
+from mignurse.collect.secretrules import LINE, LOG_PREFIX, LOG_TIME, TEXT, Edit, Rule
 
 MAX_DEPTH = 4  # a view of a view …: CRI line → JSON string → URL-encoded → base64 is deep
 MIN_BASE64 = 24  # shorter runs decode to too little to hold a credential and its name
@@ -162,31 +162,6 @@ def lines_at(text: str, positions: Iterator[int] | list[int]) -> list[Span]:
 
 # --- log prefixes ----------------------------------------------------------------------------
 
-_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
-_SYSLOG_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?"
-_PREFIX = re.compile(
-    r"[ \t]{0,16}(?:"
-    # CRI: time, stream, tag
-    rf"{_TIME} (?:stdout|stderr) [FP] "
-    # klog: severity, mmdd, time, thread id, file:line]
-    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}[ \t]{1,16}\d{1,10} [^\s\]]{1,256}:\d{1,10}\] "
-    # journalctl short / short-precise / short-iso: time, host, identifier[pid]:
-    rf"|(?:{_SYSLOG_TIME}|{_TIME}) [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
-    # journalctl -o short-monotonic and dmesg: [seconds since boot], then host and identifier
-    r"|\[[ \t]{0,16}\d{1,10}\.\d{6}\](?: [^\s]{1,256} [^\s\[]{1,256}?(?:\[\d{1,10}\])?:)? "
-    # syslog RFC 5424: <PRI>VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID STRUCTURED-DATA
-    rf"|<\d{{1,3}}>\d{{1,2}} (?:{_TIME}|-) [^\s]{{1,255}} [^\s]{{1,48}} [^\s]{{1,128}}"
-    r" [^\s]{1,32} (?:-|\[[^\n\]]{0,1024}\]) "
-    # syslog RFC 3164 with its <PRI>
-    rf"|<\d{{1,3}}>{_SYSLOG_TIME} [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
-    # journalctl -o export and -o verbose: the message field
-    r"|MESSAGE="
-    # a bare timestamp and level (Go and Python loggers)
-    rf"|{_TIME}[ \t]{{1,16}}(?:\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\]?[ \t]{{1,16}})?"
-    r")"
-)
-
-
 CONTEXT_LINES = 256  # after a line with a trigger: a PEM block, a YAML Secret, a chpasswd list
 
 
@@ -242,7 +217,7 @@ def _prefix_end(text: str, start: int, end: int) -> int:
     identifier that names a secret (`<time> <host> password: x`) is the message's key."""
     at = start
     for _ in range(3):
-        m = _PREFIX.match(text, at, end)
+        m = LOG_PREFIX.match(text, at, end)
         if m is None or m.end() == at:
             break
         if text.endswith(": ", at, m.end()):
@@ -316,7 +291,7 @@ def _separated(text: str, lines: list[Span], parent: View | None) -> View | None
 
 # --- CRI partial lines -----------------------------------------------------------------------
 
-_CRI = re.compile(rf"(?m)^{_TIME} (?P<stream>stdout|stderr) (?P<tag>[FP]) ?")
+_CRI = re.compile(rf"(?m)^{LOG_TIME} (?P<stream>stdout|stderr) (?P<tag>[FP]) ?")
 
 
 def _cri_joined(text: str, parent: View | None) -> View | None:
@@ -697,7 +672,7 @@ def _crosses_records(text: str, start: int, end: int) -> bool:
     prefix, a JSON object)."""
     at = text.find("\n", start, end)
     while at != -1:
-        if text.startswith("{", at + 1) or _PREFIX.match(text, at + 1, end) is not None:
+        if text.startswith("{", at + 1) or LOG_PREFIX.match(text, at + 1, end) is not None:
             return True
         at = text.find("\n", at + 1, end)
     return False

@@ -86,6 +86,35 @@ def _val_group(m: re.Match[str]) -> Edit | None:
     return None
 
 
+# --- log records ---------------------------------------------------------------------------
+
+# the prefix a log writer puts before each record's message (formats named in `encodings`)
+LOG_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+_SYSLOG_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?"
+LOG_PREFIX = re.compile(
+    r"[ \t]{0,16}(?:"
+    # CRI: time, stream, tag
+    rf"{LOG_TIME} (?:stdout|stderr) [FP] "
+    # klog: severity, mmdd, time, thread id, file:line]
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}[ \t]{1,16}\d{1,10} [^\s\]]{1,256}:\d{1,10}\] "
+    # journalctl short / short-precise / short-iso: time, host, identifier[pid]:
+    rf"|(?:{_SYSLOG_TIME}|{LOG_TIME}) [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
+    # journalctl -o short-monotonic and dmesg: [seconds since boot], then host and identifier
+    r"|\[[ \t]{0,16}\d{1,10}\.\d{6}\](?: [^\s]{1,256} [^\s\[]{1,256}?(?:\[\d{1,10}\])?:)? "
+    # syslog RFC 5424: <PRI>VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID STRUCTURED-DATA
+    rf"|<\d{{1,3}}>\d{{1,2}} (?:{LOG_TIME}|-) [^\s]{{1,255}} [^\s]{{1,48}} [^\s]{{1,128}}"
+    r" [^\s]{1,32} (?:-|\[[^\n\]]{0,1024}\]) "
+    # syslog RFC 3164 with its <PRI>
+    rf"|<\d{{1,3}}>{_SYSLOG_TIME} [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
+    # journalctl -o export and -o verbose: the message field
+    r"|MESSAGE="
+    # a bare timestamp and level (Go and Python loggers)
+    rf"|{LOG_TIME}[ \t]{{1,16}}"
+    r"(?:\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\]?[ \t]{1,16})?"
+    r")"
+)
+
+
 # --- PEM -------------------------------------------------------------------------------------
 
 # cloud-init prints every instance's public SSH host keys and their fingerprints to the
@@ -134,9 +163,12 @@ def _pem_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
             body = text[begin.end() : after.start()]
             if body.replace("\\n", "").strip() in ("", MARKER):
                 continue
-            nl = "\\n" if "\\n" in body and "\n" not in body else "\n"
-            new = f"-----BEGIN {label}-----{nl}{MARKER}{nl}-----END {label}-----"
-            yield begin.start(), after.end(), new
+            if _pem_lines_only(body):
+                nl = "\\n" if "\\n" in body and "\n" not in body else "\n"
+                new = f"-----BEGIN {label}-----{nl}{MARKER}{nl}-----END {label}-----"
+                yield begin.start(), after.end(), new
+            else:  # other log records in between: each one's part, their prefixes kept
+                yield from _pem_record_parts(text, begin.end(), after.start())
             pos = after.end()
             continue
         tail = _PEM_TAIL.match(text, begin.end())
@@ -145,6 +177,65 @@ def _pem_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
         nl = "\\n" if tail[0].lstrip(" \t").startswith("\\n") else "\n"
         yield begin.start(), tail.end(), f"-----BEGIN {label}-----{nl}{MARKER}"
         pos = tail.end()
+
+
+_PEM_LINE = re.compile(r"[A-Za-z0-9+/=]{1,8192}|(?:Proc-Type|DEK-Info):[^\n\\]{0,256}")
+# a line break, real or escaped in a JSON string (once, or more when JSON holds JSON)
+_PEM_BREAK = re.compile(r"(?:[\r\n]|\\{1,8}[rn])+")
+_BLANK = re.compile(r"(?:[ \t\r\n]|\\{1,8}[nrt])*")
+# where a JSON log record's message starts: journalctl -o json, the json-file driver, slog
+_RECORD_MESSAGE = re.compile(
+    r'\{[^\n]{0,4096}?"(?:MESSAGE|message|msg|log)"[ \t]{0,16}:[ \t]{0,16}"'
+)
+
+
+def _pem_lines_only(body: str) -> bool:
+    """Whether a PEM body holds only its own lines (base64, RFC 1421 headers, blank)."""
+    for line in _PEM_BREAK.split(body):
+        line = line.strip()
+        if line and _PEM_LINE.fullmatch(line) is None:
+            return False
+    return True
+
+
+def _pem_record_parts(text: str, start: int, end: int) -> Iterator[Edit]:
+    """A private key's lines between its BEGIN and END when other records lie between them
+    (each line its own journal or JSON record, an unrelated line logged in the middle): on
+    each line, the message (after the log prefix, or a JSON record's message string) masked
+    where it is a PEM line, everything else kept."""
+    at = start
+    while at < end:
+        line_end = text.find("\n", at, end)
+        line_end = end if line_end == -1 else line_end
+        message = at
+        record = None
+        if at > start:  # the BEGIN line's message started at its marker
+            for _ in range(3):
+                prefix = LOG_PREFIX.match(text, message, line_end)
+                if prefix is None or prefix.end() == message:
+                    break
+                message = prefix.end()
+            record = _RECORD_MESSAGE.match(text, message, line_end)
+            if record is not None:
+                message = record.end()
+        stop = line_end
+        record_start = text.rfind("\n", 0, at) + 1 if at == start else message
+        if text.startswith("{", at) or record is not None or text.startswith("{", record_start):
+            quote = message
+            while True:  # the message string ends at its first quote not escaped
+                quote = text.find('"', quote, line_end)
+                if quote == -1 or text[quote - 1] != "\\":
+                    break
+                quote += 1
+            stop = line_end if quote == -1 else quote
+        blank = _BLANK.match(text, message, stop)
+        s = blank.end() if blank is not None else message
+        e = stop
+        while e > s and (text[e - 1] in " \t\r\\" or text.endswith(("\\n", "\\r"), s, e)):
+            e -= 2 if text[e - 1] in "nr" and text[e - 2] == "\\" else 1
+        if e > s and _pem_lines_only(text[s:e]) and MARKER not in text[s:e]:
+            yield s, e, MARKER
+        at = line_end + 1
 
 
 _PEM_B64 = re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")
