@@ -397,7 +397,8 @@ _LOGIN_PASSWORD = re.compile(
 # cloudinit/config/schemas/schema-cloud-config-v1.json cc_set_passwords)
 _CHPASSWD_PAIR = re.compile(
     r"(?:(?<=\\n)|(?<![\w./:-]))(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31}):"
-    r"(?P<val>[^\s'\"|:;&<>/$\\][^\s'\"|:;&<>\\]{0,255})(?![\w:])"
+    # `]` ends klog's header (`server.go:123]`), never a password on its own
+    r"(?P<val>[^\s'\"|:;&<>/$\\\]][^\s'\"|:;&<>\\\]]{0,255})(?![\w:\]])"
 )
 _CHPASSWD_BLOCK = re.compile(
     r"(?:chpasswd:[ \t]{0,16}(?:\r?\n[ \t]{1,64}(?:expire:[^\n]{0,64}|users:[^\n]{0,64}))?"
