@@ -249,7 +249,9 @@ def _pem_base64(m: re.Match[str]) -> Edit | None:
     except (binascii.Error, ValueError):
         decoded = ""
     label = _PEM_LABEL.match(decoded)
-    if label and _PUBLIC_PEM.fullmatch(label[1]):
+    # no whole BEGIN line decoded (a run cut before its label ends, as CRI partial lines cut
+    # it): what the block is cannot be told, and the joined view decodes the run whole
+    if label is None or _PUBLIC_PEM.fullmatch(label[1]):
         return None
     return m.start(), m.end(), MARKER
 
