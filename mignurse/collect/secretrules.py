@@ -895,7 +895,8 @@ _SECRET_ENV = re.compile(
     # read as pairs, so JSON held in a JSON log line is masked whole
     r"(?=(?P<val>\\\"(?:[^\"\\\n]|\\\\\\\\|\\\\\\\"|\\\\[^\"\\\n]|\\[^\"\\\n]){0,4096}\\\""
     r"|\"(?:[^\"\\\n]|\\.){0,4096}\""
-    r"|'[^'\n]{0,4096}'|(?:[^\s\"'\\]|\\[^nrt\"\s]){1,4096}))"
+    # a bare value ends at an escaped line break or tab, escaped once (\n) or twice (\\n)
+    r"|'[^'\n]{0,4096}'|(?:[^\s\"'\\]|\\(?!\\[nrt])[^nrt\"\s]){1,4096}))"
 )
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]*)*")
