@@ -748,17 +748,24 @@ def _cli_password(m: re.Match[str]) -> Edit | None:
     return None
 
 
+def _pairs(ends: str = "") -> str:
+    """name=value pairs joined by `; ` (section 4.2.1: cookie-pair *( ";" SP cookie-pair )):
+    a value holds no `;` or space, so the chain is read once, and a `;` with no space after
+    it (`sid=x;HttpOnly&v=2` in a query string) ends the header; `ends`: what else ends a
+    value (a query parameter's `&`)."""
+    value = rf"[^;\s\"'\\{ends}]{{0,4096}}"
+    pair = rf"[^=;,\s\"'\\]{{1,256}}={value}"
+    return rf"{pair}(?:;[ \t]{{1,16}}{pair}){{0,63}}"
+
+
 # Cookie: every value; Set-Cookie: the cookie's value, its attributes kept (RFC 6265 section
-# 4.1 and 4.2); also curl's --cookie
-# name=value pairs joined by `;`: a value holds no `;` or space, so the chain is read once
-_PAIRS = (
-    r"[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}"
-    r"(?:;[ \t]{0,16}[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}){0,63}"
-)
+# 4.1 and 4.2); also curl's --cookie. A cookie given as a query parameter (`?cookie=sid=x&v=2`)
+# ends at the parameter's `&`.
 _COOKIE = re.compile(
-    r"(?<![A-Za-z])(?i:(?:set-)?cookie2?)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
-    rf"(?P<body>{_PAIRS})"
-    rf"|--cookie(?:[ \t]{{1,16}}|=)[\"']?(?P<body2>{_PAIRS})"
+    r"(?<![A-Za-z?&])(?i:(?:set-)?cookie2?)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
+    rf"(?P<body>{_pairs()})"
+    rf"|(?<=[?&])(?i:(?:set-)?cookie2?)=(?P<body3>{_pairs('&')})"
+    rf"|--cookie(?:[ \t]{{1,16}}|=)[\"']?(?P<body2>{_pairs()})"
 )
 _COOKIE_PAIR = re.compile(r"(?P<name>[^=;,\s]{1,256})=(?P<value>[^;\s]{1,4096})")
 _COOKIE_ATTRIBUTES = frozenset(
@@ -767,7 +774,7 @@ _COOKIE_ATTRIBUTES = frozenset(
 
 
 def _cookie(m: re.Match[str]) -> Edit | None:
-    group = "body" if m["body"] is not None else "body2"
+    group = next(g for g in ("body", "body2", "body3") if m[g] is not None)
     body = m[group]
     masked = _COOKIE_PAIR.sub(
         lambda pair: (
