@@ -795,6 +795,11 @@ _CHAT_TOKENS = re.compile(
     r"(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val>[\w-]{40,100})"
     r"|(?<![\w-])(?i:oauth):(?P<val2>[a-z0-9]{30})(?![\w-])"
     r"|(?i:pagerduty\.com/integration/)(?P<val3>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
+    # Telegram bot tokens, <bot id>:AA and 33 more (core.telegram.org/bots/api#authorizing-
+    # your-bot; GL telegram-bot-api-token): the id's digits, `:AA` and exactly 33 characters
+    # are specific enough under any key (`bot: …`, `BOT=…`, the api.telegram.org/bot… path);
+    # the id is kept
+    r"|(?:(?<![\w:-])|(?<=bot))\d{8,10}:(?P<val4>AA[A-Za-z0-9_-]{33})(?![\w-])"
 )
 
 # Tokens whose shape alone is too common to trust, masked on lines that name their provider
@@ -802,8 +807,9 @@ _CHAT_TOKENS = re.compile(
 # s. (service) and b. (batch) (developer.hashicorp.com/vault/docs/concepts/tokens#token-
 # prefixes); Okta API tokens 00… (GL okta-access-token); Twilio API key SIDs SK… and account
 # SIDs AC… (GL twilio-api-key; TH twilio), their prefix kept; Mailgun keys key-… (GL mailgun-
-# private-api-token), the prefix kept; Telegram bot tokens <bot id>:AA…, the id kept
-# (core.telegram.org/bots/api#authorizing-your-bot; GL telegram-bot-api-token)
+# private-api-token), the prefix kept; Telegram bot tokens <bot id>:AA… of other lengths
+# (the exact shape is a chat-token anywhere), the id kept (core.telegram.org/bots/api#
+# authorizing-your-bot; GL telegram-bot-api-token)
 _CONTEXT_TOKENS = re.compile(
     r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<vault>[A-Za-z0-9]{24})"
     r"(?![\w.-])"
@@ -1094,7 +1100,7 @@ TEXT_RULES: tuple[Rule, ...] = (
         "chat-token",
         _CHAT_TOKENS,
         _val_group,
-        (("discord", 0), ("oauth:", 0), ("pagerduty.com/integration/", 0)),
+        (("discord", 0), ("oauth:", 0), ("pagerduty.com/integration/", 0), (":aa", 10)),
     ),
     Rule(
         "context-token",
