@@ -392,18 +392,37 @@ def _quoted(text: str, start: int, end: int) -> Iterator[Span]:
 # --- percent-encoding ------------------------------------------------------------------------
 
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
-_PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+|\+")
+# a query parameter or a form field: after `?` or `&`, at a line's start, or after a space
+# where the word goes on to an `&` or a %XX (a form body logged in a line); its value is where
+# the application/x-www-form-urlencoded serializer writes a space as `+`
+# (url.spec.whatwg.org/#urlencoded-serializing); a `+` it meant as itself it writes %2B
+_FORM_START = r"(?m)(?:^|(?<=[?&])|(?<=\s)(?=\S{0,65536}?[&%]))[^=&\s#?\"'<>]{1,256}="
+_FORM_VALUE = re.compile(_FORM_START + r"(?P<val>[^&\s#\"'<>]{0,65536})")
+_FORM_PLUS = re.compile(_FORM_START + r"[^&\s#\"'<>+]{0,65536}\+")
 
 
 def _url_decoded(text: str, lines: list[Span], parent: View | None) -> View | None:
     """The given lines with %XX escapes decoded (RFC 3986 §2.1); runs of escapes decoded as
-    UTF-8 together. `+` is left as it is: it is a space only in form bodies, and a secret may
-    hold one."""
+    UTF-8 together. A `+` is a space inside a query parameter's or a form field's value (as a
+    form is encoded) and left as it is elsewhere (a secret may hold one)."""
     build = _Builder()
     for start, end in lines:
         at = start
         found = False
+        spaces = [m.span("val") for m in _FORM_VALUE.finditer(text, start, end) if "+" in m["val"]]
+        value = 0  # the first form value that does not end before this run
         for run in _PERCENT_RUN.finditer(text, start, end):
+            if run[0] == "+":
+                while value < len(spaces) and spaces[value][1] <= run.start():
+                    value += 1
+                if value == len(spaces) or spaces[value][0] > run.start():
+                    continue  # a + outside a form value is itself
+                found = True
+                build.copy(text, at, run.start())
+                build.decoded(" ", run.start(), run.end())
+                at = run.end()
+                continue
             found = True
             build.copy(text, at, run.start())
             raw = bytes(int(run[0][i + 1 : i + 3], 16) for i in range(0, len(run[0]), 3))
@@ -521,8 +540,11 @@ def _views(
             made.append(("prefixed", _prefixed(text, triggered, parent)))
         if "json" in wanted and '"' in text:
             made.append(("json", _json_strings(text, triggered, parent)))
-    if "url" in wanted and "%" in text:
-        escaped = _whole(text, lines_at(text, (m.start() for m in _PERCENT.finditer(text))))
+    if "url" in wanted and ("%" in text or "+" in text):
+        encoded = [m.start() for m in _PERCENT.finditer(text)]
+        if "+" in text and "=" in text:
+            encoded += [m.start() for m in _FORM_PLUS.finditer(text)]
+        escaped = _whole(text, lines_at(text, encoded))
         if escaped:
             made.append(("url", _url_decoded(text, escaped, parent)))
     if "html" in wanted and "&" in text:
