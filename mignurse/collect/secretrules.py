@@ -296,7 +296,9 @@ _AMZ_SIGNED = re.compile(
 _BEARER = re.compile(
     r"(?i:\bbearer)(?:[ \t]{1,16}|\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?)"
     r"(?P<val>[A-Za-z0-9\-._~+/]{16,8192}=*)"
-    r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
+    # a header set in a config file: nginx's proxy_set_header Authorization "Basic …"
+    # (nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_set_header)
+    r"|(?i:\bauthorization)(?:\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?|[ \t]{1,16}\\?[\"'])"
     r"(?:(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|splunk|geniekey)[ \t]{1,16}"
     r"|(?i:key)=)"
     # `token=` is consumed whenever present, so a masked value is never matched again
