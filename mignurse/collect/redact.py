@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.collect import encodings, structured
 from mignurse.collect.secretnames import MARKER
-from mignurse.collect.secretrules import LINE, TEXT, TEXT_RULES, Edit, Rule
+from mignurse.collect.secretrules import FILE_FORMAT_RULES, LINE, TEXT, TEXT_RULES, Edit, Rule
 
 if TYPE_CHECKING:
     from mignurse.collect import archives
@@ -83,8 +83,9 @@ _KEEP_IP4 = frozenset({"0.0.0.0", "255.255.255.255", "169.254.169.254"})
 _KEEP_MAC = frozenset({"00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"})
 
 RULES: tuple[str, ...] = tuple(rule.name for rule in TEXT_RULES) + structured.RULES
-# the text rules and those for shapes only encodings have (YAML blocks, key<TAB>value)
-ALL_RULES: tuple[Rule, ...] = TEXT_RULES + encodings.RULES
+# the text rules, those for other file formats (XML, SQL, .pgpass) and those for shapes only
+# encodings have (YAML blocks, key<TAB>value)
+ALL_RULES: tuple[Rule, ...] = TEXT_RULES + FILE_FORMAT_RULES + encodings.RULES
 
 TextMask = Callable[[str, bytes], tuple[bytes, dict[str, int]]]
 

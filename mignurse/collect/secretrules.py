@@ -1123,3 +1123,92 @@ TEXT_RULES: tuple[Rule, ...] = (
     ),
     Rule("secret-env", _SECRET_ENV, _secret_env, tuple((k, 0) for k in _KEYWORDS)),
 )
+
+
+# --- secrets in other file formats -----------------------------------------------------------
+# Shapes the rules above do not see, counted under the rule whose kind of secret they hold.
+
+# XML elements named for a secret: Maven's settings.xml <password> (maven.apache.org/settings.html
+# #servers), Tomcat, .NET app settings; the tag may have a namespace and attributes
+_XML_ELEMENT = re.compile(
+    r"<(?P<tag>(?:[A-Za-z_][\w.-]{0,63}:)?(?P<name>[A-Za-z_][\w.-]{0,127}))"
+    r"(?:[ \t][^<>\n]{0,1024})?>(?P<val>[^<>\n]{1,4096})</(?P=tag)[ \t]{0,16}>"
+)
+
+
+def _xml_element(m: re.Match[str]) -> Edit | None:
+    value = m["val"].strip()
+    if not is_secret_name(m["name"]) or not value or MARKER in value:
+        return None
+    if value.lower() in _NOT_SECRET_VALUE or _PATH.fullmatch(value):
+        return None
+    start = m.start("val") + m["val"].index(value)
+    return start, start + len(value), MARKER
+
+
+# SQL that sets a password: CREATE/ALTER USER|ROLE … PASSWORD 'x' (www.postgresql.org/docs/17/
+# sql-createrole.html), MySQL's IDENTIFIED [WITH plugin] BY 'x' and SET PASSWORD … = 'x'
+# (dev.mysql.com/doc/refman/8.4/en/create-user.html), Oracle's IDENTIFIED BY x
+_SQL_PASSWORD = re.compile(
+    r"(?i:\bidentified[ \t]{1,16}(?:with[ \t]{1,16}[\w'\"]{1,64}[ \t]{1,16})?by"
+    r"|\b(?:encrypted[ \t]{1,16})?password(?:[ \t]{1,16}for[ \t]{1,16}[^=\n]{1,256}?)?)"
+    r"(?:[ \t]{1,16}|[ \t]{0,16}=[ \t]{0,16}(?i:password\()?)"
+    r"(?:'(?P<val>(?:[^'\n]|''){1,512})'"
+    r"|(?<=[Bb][Yy][ \t])(?P<val2>[A-Za-z][\w$#]{0,127})(?=[ \t;]|$))"
+)
+
+# ~/.pgpass and PGPASSFILE lines: hostname:port:database:username:password, `*` for any
+# (www.postgresql.org/docs/17/libpq-pgpass.html); found on lines with a PostgreSQL port or `*`,
+# the host named (letters, an address's dots, or `*`), not a run of numbers (10:20:30:40:50)
+_PGPASS = re.compile(
+    r"(?m)(?:^|(?<=[\s\"'=>]))(?=[^:\s]{0,255}[A-Za-z.*])[^:\s#\"'=<>][^:\s\"'=<>]{0,255}"
+    r":(?:\d{1,5}|\*):[^:\s\"'<>]{1,256}:[^:\s\"'<>]{1,256}:(?P<val>(?:[^\s:\\\"'<&]|\\[:\\]){1,1024})(?=[\s\"'<&\\]|$)"
+)
+_PGPASS_TRIGGERS = (":5432:", ":5433:", ":6432:", ":*:")
+
+
+def _pgpass(m: re.Match[str]) -> Edit | None:
+    return None if m["val"] == "*" else _val_group(m)
+
+
+# Values set by name in commands and code: `kubectl create secret generic --from-literal=k=v`
+# (any key: the value is the Secret's data; kubernetes.io/docs/tasks/configmap-secret/
+# managing-secret-using-kubectl/), a two-argument call naming a secret (PHP define('DB_PASSWORD',
+# 'x'), os.environ.setdefault("API_TOKEN", "x"), setenv), `aws configure set <name> <value>`
+# (docs.aws.amazon.com/cli/latest/reference/configure/set.html)
+_NAMED_VALUE = re.compile(
+    r"--from-literal(?:[ \t]{1,16}|=)[\"']?[^=\s'\"]{1,253}="
+    r"(?:'(?P<val>[^'\n]{1,4096})'|\"(?P<val2>[^\"\n]{1,4096})\"|(?P<val3>[^\s'\"]{1,4096}))"
+    r"|\([ \t]{0,16}(?P<q>[\"'])(?P<name>[\w.-]{1,128})(?P=q)[ \t]{0,16},[ \t]{0,16}"
+    r"(?P<q2>[\"'])(?P<val4>[^\"'\n]{1,4096})(?P=q2)[ \t]{0,16}\)"
+    r"|\baws[ \t]{1,16}configure[ \t]{1,16}set[ \t]{1,16}(?P<name2>[\w.-]{1,128})[ \t]{1,16}"
+    r"(?P<val5>[^\s'\"]{1,4096})"
+)
+_CREATE_SECRET = re.compile(r"\bsecret\b")
+
+
+def _named_value(m: re.Match[str]) -> Edit | None:
+    if m["val4"] is not None or m["val5"] is not None:
+        name = m["name"] if m["val4"] is not None else m["name2"]
+        value = m["val4"] if m["val4"] is not None else m["val5"]
+        if not is_secret_name(name) or value.lower() in _NOT_SECRET_VALUE:
+            return None
+        return _val_group(m)
+    line = m.string.rfind("\n", 0, m.start()) + 1
+    if not _CREATE_SECRET.search(m.string, max(line, m.start() - 1024), m.start()):
+        return None  # --from-literal to a ConfigMap is configuration
+    return _val_group(m)
+
+
+FILE_FORMAT_RULES: tuple[Rule, ...] = (
+    Rule("secret-env", _XML_ELEMENT, _xml_element, tuple((k, 0) for k in _KEYWORDS), LINE),
+    Rule("cli-password", _SQL_PASSWORD, _val_group, (("identified", 0), ("password", 0)), LINE),
+    Rule("netrc-password", _PGPASS, _pgpass, tuple((t, 0) for t in _PGPASS_TRIGGERS), LINE),
+    Rule(
+        "secret-env",
+        _NAMED_VALUE,
+        _named_value,
+        (("--from-literal", 0), ("configure", 0), *((k, 0) for k in _KEYWORDS)),
+        LINE,
+    ),
+)
