@@ -267,4 +267,6 @@ HOSTILE_ENCODINGS = {
     "prefix-run": JOURNAL + KLOG,
     "tab-values": "token\tx\t",
     "nul-separated-keys": "\x00password: a",
+    "form-plus-run": "?password=a+b+",
+    "form-words-after-space": " a=b+c ",
 }

@@ -1500,7 +1500,163 @@ def secrets() -> list[Secret]:
         },
         keep=("karpenter",),
     )
+    _file_format_secrets(add)
     return out
+
+
+DOC_TOML = "https://toml.io/en/v1.0.0#string"
+DOC_SPRING = "https://docs.spring.io/spring-boot/appendix/application-properties/index.html"
+DOC_MAVEN_SETTINGS = "https://maven.apache.org/settings.html#servers"
+DOC_DOTNET_CONFIG = (
+    "https://learn.microsoft.com/en-us/dotnet/framework/configure-apps/file-schema/appsettings/"
+)
+DOC_TERRAFORM_VAULT = "https://registry.terraform.io/providers/hashicorp/vault/latest/docs"
+DOC_MY_CNF = "https://dev.mysql.com/doc/refman/8.4/en/option-files.html"
+DOC_PGPASS = "https://www.postgresql.org/docs/17/libpq-pgpass.html"
+DOC_CURL_VERBOSE = "https://curl.se/docs/manpage.html#-v"
+DOC_BASH_DECLARE = (
+    "https://www.gnu.org/software/bash/manual/html_node/Bash-Builtins.html#index-declare"
+)
+DOC_DOCKER_RUN_ENV = "https://docs.docker.com/reference/cli/docker/container/run/#env"
+DOC_KUBECTL_SECRET = (
+    "https://kubernetes.io/docs/tasks/configmap-secret/managing-secret-using-kubectl/"
+)
+DOC_HELM_SET = "https://helm.sh/docs/helm/helm_upgrade/"
+DOC_PG_CREATE_ROLE = "https://www.postgresql.org/docs/17/sql-createrole.html"
+DOC_MYSQL_CREATE_USER = "https://dev.mysql.com/doc/refman/8.4/en/create-user.html"
+DOC_NGINX_HEADER = "https://nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_set_header"
+DOC_PHP_DEFINE = "https://www.php.net/manual/en/function.define.php"
+DOC_AWS_CONFIGURE_SET = "https://docs.aws.amazon.com/cli/latest/reference/configure/set.html"
+DOC_TELEGRAM_NEUTRAL = DOC_TELEGRAM
+
+
+def _file_format_secrets(add: Callable[..., None]) -> None:
+    """Secrets in the configuration files, shells and tools a node or an operator's script
+    writes them in: TOML, Java properties, XML, HCL, INI sections, .pgpass, curl -v, quoted
+    exports, `declare -x`, docker -e, kubectl --from-literal, helm --set, SQL, nginx."""
+    pw = password()
+    add(
+        "toml-password",
+        DOC_TOML,
+        f'[database]\nhost = "db1"\npassword = "{pw}"',
+        pw,
+        keep=('host = "db1"',),
+    )
+    pw = password()
+    add(
+        "java-properties-password",
+        DOC_SPRING,
+        f"spring.datasource.url=jdbc:postgresql://db1:5432/app\nspring.datasource.password={pw}",
+        pw,
+        keep=("spring.datasource.url",),
+    )
+    pw = password()
+    add(
+        "maven-settings-xml-password",
+        DOC_MAVEN_SETTINGS,
+        f"<server>\n  <id>nexus</id>\n  <username>deploy</username>\n  <password>{pw}</password>"
+        "\n</server>",
+        pw,
+        keep=("<username>deploy</username>",),
+    )
+    pw = password()
+    add(
+        "dotnet-xml-password",
+        DOC_DOTNET_CONFIG,
+        f'<add key="Db" value="ok"/>\n<Password>{pw}</Password>',
+        pw,
+        keep=('<add key="Db"',),
+    )
+    token = "hvs." + b62(90)
+    add(
+        "terraform-hcl-token",
+        DOC_TERRAFORM_VAULT,
+        f'provider "vault" {{\n  address = "https://vault:8200"\n  token = "{token}"\n}}',
+        token[4:],
+        keep=('address = "https://vault:8200"',),
+    )
+    pw = password()
+    add(
+        "my-cnf-client-password",
+        DOC_MY_CNF,
+        f"[client]\nuser = root\npassword = {pw}",
+        pw,
+        keep=("user = root",),
+    )
+    pw = password()
+    add("pgpass-line", DOC_PGPASS, f"db1.internal:5432:app:ops:{pw}", pw, keep=("db1.internal",))
+    tok = b62(40)
+    add(
+        "curl-verbose-authorization",
+        DOC_CURL_VERBOSE,
+        f"> GET /v1/models HTTP/1.1\n> Host: api.internal\n> Authorization: Bearer {tok}",
+        tok,
+        keep=("> Host: api.internal",),
+    )
+    tok = b62(32)
+    add("export-quoted-token", DOC_BASH_DECLARE, f"export SERVICE_TOKEN='{tok}'", tok)
+    pw = password()
+    add("declare-x-password", DOC_BASH_DECLARE, f'declare -x DB_PASSWORD="{pw}"', pw)
+    pw = password()
+    add(
+        "docker-run-env-password",
+        DOC_DOCKER_RUN_ENV,
+        f"docker run -d -e DB_PASSWORD={pw} -e DB_HOST=db1 registry/app:1.4",
+        pw,
+        keep=("DB_HOST=db1",),
+    )
+    value = b62(24)
+    add(
+        "kubectl-from-literal",
+        DOC_KUBECTL_SECRET,
+        f"kubectl create secret generic db-dsn --from-literal=dsn={value} -n app",
+        value,
+        keep=("db-dsn",),
+    )
+    pw = password()
+    add(
+        "helm-set-password",
+        DOC_HELM_SET,
+        f"helm upgrade --install redis bitnami/redis --set auth.password={pw} --set replica=2",
+        pw,
+        keep=("replica=2",),
+    )
+    pw = _pick(string.ascii_letters, 8) + _pick(string.digits, 4)
+    add(
+        "sql-create-role-password",
+        DOC_PG_CREATE_ROLE,
+        f"CREATE ROLE ops WITH LOGIN PASSWORD '{pw}';",
+        pw,
+        keep=("CREATE ROLE ops",),
+    )
+    pw = _pick(string.ascii_letters, 8) + _pick(string.digits, 4)
+    add(
+        "mysql-identified-by",
+        DOC_MYSQL_CREATE_USER,
+        f"CREATE USER 'ops'@'%' IDENTIFIED BY '{pw}';",
+        pw,
+        keep=("CREATE USER",),
+    )
+    basic = base64.b64encode(f"ops:{password()}".encode()).decode()
+    add(
+        "nginx-authorization-header",
+        DOC_NGINX_HEADER,
+        f'proxy_set_header Authorization "Basic {basic}";',
+        basic,
+        keep=("proxy_set_header",),
+    )
+    pw = password()
+    add("php-define-password", DOC_PHP_DEFINE, f"define('DB_PASSWORD', '{pw}');", pw)
+    key = b62(40)
+    add(
+        "aws-configure-set",
+        DOC_AWS_CONFIGURE_SET,
+        f"aws configure set aws_secret_access_key {key} --profile gpu",
+        key,
+        keep=("--profile gpu",),
+    )
+    bot = f"{_pick(string.digits, 9)}:AA{_pick(B62 + '_-', 33)}"
+    add("telegram-bot-token-neutral-key", DOC_TELEGRAM_NEUTRAL, f"bot: {bot}", bot[12:])
 
 
 def look_alikes() -> list[LookAlike]:
@@ -1882,6 +2038,20 @@ def look_alikes() -> list[LookAlike]:
         # Azure storage account name without its key
         #  (learn.microsoft.com/en-us/azure/storage/common/storage-account-overview)
         ("azure-account-name", "AccountName=gpumodels;EndpointSuffix=core.windows.net"),
+        # file formats: settings named like secrets, paths, ConfigMap literals, SQL without
+        # a password, a header passed through by variable
+        ("xml-password-policy", "<passwordPolicy>strict</passwordPolicy>"),
+        ("xml-token-file", "<tokenFile>/var/run/secrets/eks.amazonaws.com/token</tokenFile>"),
+        (
+            "kubectl-configmap-literal",
+            "kubectl create configmap tuning --from-literal=mode=fast --from-literal=gpus=8",
+        ),
+        ("sql-role-without-password", "ALTER ROLE ops VALID UNTIL 'infinity';"),
+        ("php-define-setting", "define('WP_DEBUG', 'false');"),
+        ("aws-configure-region", "aws configure set region us-west-2 --profile gpu"),
+        ("nginx-pass-through-header", "proxy_set_header Authorization $http_authorization;"),
+        ("postgres-listen-address", "listen_addresses = '*'  # port = 5432"),
+        ("telegram-short-id", "chat 1:AA-update applied to 12:AAbb"),
     ]
     out = [LookAlike(kind, text) for kind, text in items]
     # kubectl get node -o json of a Karpenter GPU node (kubernetes.io/docs/reference/kubernetes-api/
@@ -2187,6 +2357,15 @@ HOSTILE_PATTERNS: dict[str, str] = {
     "dashes": "-----",
     "nul-and-keywords": "\x00password\x00token\x00",
     "escaped-newlines": "\\npassword: \\n",
+    # a PEM body broken by other records: each line read once
+    "pem-begin-then-records": "-----BEGIN RSA PRIVATE KEY-----\nDec 05 h k[1]: other\n",
+    "xml-secret-tags": "<password><password>x</pass",
+    "pgpass-colons": "a:5432:b:c:d:",
+    "sql-identified-run": "IDENTIFIED BY '",
+    "cookie-pairs-no-space": "Cookie: a=b;c=d;",
+    "from-literal-run": "secret --from-literal=a=",
+    "named-call-run": "('DB_PASSWORD', '",
+    "telegram-colon-aa": "123456789:AA",
 }
 
 
