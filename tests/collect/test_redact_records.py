@@ -182,3 +182,45 @@ def test_a_telegram_bot_token_under_a_neutral_key_is_masked(line: str) -> None:
     text = line.format(t=f"6123456789:{token}") + "\n"
     out = _masked("alertmanager.log", text)
     assert token not in out and "6123456789:" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("<server><id>nexus</id><password>Zx9mavenPw</password></server>", "<id>nexus</id>"),
+        ('<cfg:Password enc="none">Zx9dotnetPw</cfg:Password>', '<cfg:Password enc="none">'),
+        ("CREATE ROLE ops WITH LOGIN PASSWORD 'Zx9rolePw';", "CREATE ROLE ops WITH LOGIN"),
+        ("CREATE USER 'ops'@'%' IDENTIFIED BY 'Zx9mysqlPw';", "CREATE USER 'ops'@'%'"),
+        ("ALTER USER app IDENTIFIED BY Zx9oraclePw;", "ALTER USER app"),
+        ("SET PASSWORD FOR 'ops'@'%' = 'Zx9setPw';", "SET PASSWORD FOR"),
+        ("db1.internal:5432:app:ops:Zx9pgpassPw", "db1.internal:5432:app:ops:"),
+        ('{"output": "*:*:*:postgres:Zx9pgpassPw"}', '{"output": "*:*:*:postgres:'),
+        ("kubectl create secret generic dsn --from-literal=url=Zx9dsn -n app", "-n app"),
+        ('proxy_set_header Authorization "Basic Zx9basicCredentials";', "proxy_set_header"),
+        ("define('DB_PASSWORD', 'Zx9phpPw');", "define('DB_PASSWORD', '"),
+        ('os.environ.setdefault("API_TOKEN", "Zx9envTok")', "setdefault"),
+        ("aws configure set aws_session_token Zx9sessionTok --profile gpu", "--profile gpu"),
+        (f"{JOURNAL}export SERVICE_TOKEN: 'Zx9exportTok'", "export SERVICE_TOKEN"),
+        (f"{KLOG}export SERVICE_TOKEN\t'Zx9exportTok'", "export SERVICE_TOKEN"),
+        ("declare -x DB_PASSWORD: Zx9declarePw", "declare -x DB_PASSWORD"),
+    ],
+)
+def test_secrets_in_config_files_sql_and_commands_are_masked(text: str, kept: str) -> None:
+    out = _masked("node/files.log", text + "\n")
+    assert "Zx9" not in out and kept in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<passwordPolicy>strict</passwordPolicy>",
+        "<tokenFile>/var/run/secrets/eks.amazonaws.com/token</tokenFile>",
+        "kubectl create configmap tuning --from-literal=mode=fast",
+        "define('WP_DEBUG', 'false');",
+        "aws configure set region us-west-2",
+        "proxy_set_header Authorization $http_authorization;",
+        "10:20:30:40:50 *:*:*",
+    ],
+)
+def test_settings_beside_those_shapes_are_left_alone(text: str) -> None:
+    assert _masked("node/files.log", text + "\n") == text + "\n"
