@@ -399,8 +399,10 @@ _PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+|\+")
 # the application/x-www-form-urlencoded serializer writes a space as `+`
 # (url.spec.whatwg.org/#urlencoded-serializing); a `+` it meant as itself it writes %2B
 _FORM_START = r"(?m)(?:^|(?<=[?&])|(?<=\s)(?=\S{0,65536}?[&%]))[^=&\s#?\"'<>]{1,256}="
-_FORM_VALUE = re.compile(_FORM_START + r"(?P<val>[^&\s#\"'<>]{0,65536})")
-_FORM_PLUS = re.compile(_FORM_START + r"[^&\s#\"'<>+]{0,65536}\+")
+# a value ends where the next parameter could start (`?` too: an encoder writes it %3F), so
+# each character is read once however many parameters a line holds
+_FORM_VALUE = re.compile(_FORM_START + r"(?P<val>[^&\s#?\"'<>]{0,65536})")
+_FORM_PLUS = re.compile(_FORM_START + r"[^&\s#?\"'<>+]{0,65536}\+")
 
 
 def _url_decoded(text: str, lines: list[Span], parent: View | None) -> View | None:
