@@ -206,7 +206,8 @@ def _with_context(
 # a PEM line, or a heading over a list of passwords (cloud-init's "Set the following 'random'
 # passwords", cc_set_passwords.py)
 _KEY_FIRST = re.compile(
-    r"[ \t]{0,64}(?:-[ \t]{1,16}|export[ \t]{1,16}|declare[ \t]{1,16}-[A-Za-z]{1,4}[ \t]{1,16})?"
+    r"[ \t]{0,64}(?:[<>][ \t]{1,4})?"
+    r"(?:-[ \t]{1,16}|export[ \t]{1,16}|declare[ \t]{1,16}-[A-Za-z]{1,4}[ \t]{1,16})?"
     r"[\"']?[\w.-]{1,128}[\"']?[ \t]{0,16}[:=\t]|-----"
     r"|[ \t]{0,64}[\w.-]{0,64}(?i:pass|pwd|secret|token|key|cred|auth)[\w.-]{0,64}[ \t]"
     r"|[^\n]{0,256}(?i:passwords)[ \t]{0,16}\r?$"

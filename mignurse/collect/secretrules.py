@@ -921,8 +921,10 @@ _K8S_ENV_YAML = re.compile(r"(?:^|\n)[ \t]{0,64}(?:-[ \t]{1,16})?name:[ \t]{0,16
 _YAML_LIST_ITEM = re.compile(r"(?:^|\n)[ \t]{0,64}-[ \t]{1,16}$")
 # the quote may be escaped (a JSON log line) or doubled (a single-quoted YAML scalar)
 _HEADER_FLAG = re.compile(r"(?:^|[ \t])(?:-H|--header)(?:[ \t]{1,16}|=)(?:''|\\?[\"'])?$")
+# curl -v writes request headers after `> ` and response headers after `< `
 _LINE_START = re.compile(
-    r"[ \t]{0,64}(?:-[ \t]{1,16}|export[ \t]{1,16}|declare[ \t]{1,16}-[A-Za-z]{1,4}[ \t]{1,16})?"
+    r"[ \t]{0,64}(?:[<>][ \t]{1,4})?"
+    r"(?:-[ \t]{1,16}|export[ \t]{1,16}|declare[ \t]{1,16}-[A-Za-z]{1,4}[ \t]{1,16})?"
 )
 
 
