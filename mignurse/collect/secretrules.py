@@ -1179,14 +1179,17 @@ def _pgpass(m: re.Match[str]) -> Edit | None:
 # 'x'), os.environ.setdefault("API_TOKEN", "x"), setenv), `aws configure set <name> <value>`
 # (docs.aws.amazon.com/cli/latest/reference/configure/set.html)
 _NAMED_VALUE = re.compile(
-    r"--from-literal(?:[ \t]{1,16}|=)[\"']?[^=\s'\"]{1,253}="
+    # SSM put-parameter --value with --type SecureString on the line (docs.aws.amazon.com/cli/
+    # latest/reference/ssm/put-parameter.html)
+    r"(?:--from-literal(?:[ \t]{1,16}|=)[\"']?[^=\s'\"]{1,253}=|\bput-parameter\b[^\n]{0,1024}?"
+    r"--value(?:[ \t]{1,16}|=))"
     r"(?:'(?P<val>[^'\n]{1,4096})'|\"(?P<val2>[^\"\n]{1,4096})\"|(?P<val3>[^\s'\"]{1,4096}))"
     r"|\([ \t]{0,16}(?P<q>[\"'])(?P<name>[\w.-]{1,128})(?P=q)[ \t]{0,16},[ \t]{0,16}"
     r"(?P<q2>[\"'])(?P<val4>[^\"'\n]{1,4096})(?P=q2)[ \t]{0,16}\)"
     r"|\baws[ \t]{1,16}configure[ \t]{1,16}set[ \t]{1,16}(?P<name2>[\w.-]{1,128})[ \t]{1,16}"
     r"(?P<val5>[^\s'\"]{1,4096})"
 )
-_CREATE_SECRET = re.compile(r"\bsecret\b")
+_CREATE_SECRET = re.compile(r"\bsecret\b|SecureString")
 
 
 def _named_value(m: re.Match[str]) -> Edit | None:
@@ -1196,12 +1199,26 @@ def _named_value(m: re.Match[str]) -> Edit | None:
         if not is_secret_name(name) or value.lower() in _NOT_SECRET_VALUE:
             return None
         return _val_group(m)
-    line = m.string.rfind("\n", 0, m.start()) + 1
-    if not _CREATE_SECRET.search(m.string, max(line, m.start() - 1024), m.start()):
-        return None  # --from-literal to a ConfigMap is configuration
+    # on the command's line, within a reach that keeps a long line linear
+    text, reach = m.string, 1024
+    line = text.rfind("\n", max(0, m.start() - reach), m.start()) + 1
+    line_end = text.find("\n", m.end(), m.end() + reach)
+    line_end = min(len(text), m.end() + reach) if line_end == -1 else line_end
+    if not _CREATE_SECRET.search(text, max(line, m.start() - reach), line_end):
+        return None  # --from-literal to a ConfigMap, a String parameter: configuration
     return _val_group(m)
 
 
+# strongSwan/Libreswan ipsec.secrets: `<ids> : PSK "secret"` and XAUTH/EAP/NTLM passwords
+# (docs.strongswan.org/docs/latest/swanctl/swanctlConf.html, ipsec.secrets(5))
+_IPSEC_SECRET = re.compile(
+    r"(?<![\w-]):[ \t]{0,16}(?:PSK|XAUTH|EAP|NTLM)[ \t]{1,16}"
+    r"(?:\\?\"(?P<val>[^\"\\\n]{1,512})\\?\"|'(?P<val2>[^'\n]{1,512})'"
+    r"|(?P<val3>[^\s\"'\\]{1,512}))"
+)
+
+
+_KEYWORD_TRIGGERS = tuple((k, 0) for k in _KEYWORDS)
 FILE_FORMAT_RULES: tuple[Rule, ...] = (
     Rule("secret-env", _XML_ELEMENT, _xml_element, tuple((k, 0) for k in _KEYWORDS), LINE),
     Rule("cli-password", _SQL_PASSWORD, _val_group, (("identified", 0), ("password", 0)), LINE),
@@ -1210,7 +1227,7 @@ FILE_FORMAT_RULES: tuple[Rule, ...] = (
         "secret-env",
         _NAMED_VALUE,
         _named_value,
-        (("--from-literal", 0), ("configure", 0), *((k, 0) for k in _KEYWORDS)),
+        (("--from-literal", 0), ("configure", 0), ("put-parameter", 0), *_KEYWORD_TRIGGERS),
         LINE,
     ),
 )
