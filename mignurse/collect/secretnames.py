@@ -28,6 +28,7 @@ _POINTER_SUFFIXES = (
     "enabled", "mode", "policy", "version", "url", "uri", "endpoint", "provider", "issuer",
     "audience", "expiry", "expiration", "expires", "format", "source", "usage", "bin", "arn",
     "region", "process", "scope", "scopes", "method", "header", "helper", "prefix", "suffix",
+    "stdin",
 )  # fmt: skip
 # Words that hold a secret word without being one: vLLM's --tokenizer, a proxy's bypass list,
 # a scheduler's credit (sch_fq).

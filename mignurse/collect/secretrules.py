@@ -721,10 +721,29 @@ _CLI_PASSWORD = re.compile(
     rf"{_SP}-w{_SP}{{1,16}}{_arg('c')}"
     rf"|\bredis-cli\b[^\n]{{0,512}}?{_SP}-a{_SP}{{1,16}}{_arg('d')}"
     rf"|\bmongo(?:sh|dump|restore|export|import)?\b[^\n]{{0,512}}?{_SP}-p{_SP}{{1,16}}{_arg('e')}"
-    rf"|\b(?:sqlcmd|ipmitool)\b[^\n]{{0,512}}?{_SP}-P{_SP}{{0,16}}{_arg('f')}"
+    rf"|\b(?:sqlcmd|ipmitool|mosquitto_(?:pub|sub|rr))\b[^\n]{{0,512}}?{_SP}-P{_SP}{{0,16}}"
+    rf"{_arg('f')}"
     rf"|\bsmbclient\b[^\n]{{0,512}}?{_SP}(?:-U|--user)[ \t\x00=]{{1,16}}[^\s%'\"\x00]{{1,256}}%"
     rf"{_arg('g')}"
     rf"|\bopenssl\b[^\n]{{0,512}}?{_SP}-pass(?:in|out)?{_SP}{{1,16}}pass:{_arg('h')}"
+    rf"|\bopenssl\b[^\n]{{0,512}}?{_SP}-k{_SP}{{1,16}}{_arg('n')}"
+    # a password piped to what reads it from stdin: sudo -S (sudo(8)), passwd --stdin
+    # (passwd(1) on RHEL and Amazon Linux), docker/podman/helm login --password-stdin
+    rf"|\becho{_SP}{{1,16}}(?:-[ne]{{1,2}}{_SP}{{1,16}})?{_arg('m')}[ \t]{{0,16}}\|[ \t]{{0,16}}"
+    r"(?:sudo\b[^|\n]{0,128}?[ \t]-[A-Za-z]{0,4}S|passwd\b[^|\n]{0,128}?--stdin"
+    r"|[^|\n]{0,256}?--password-stdin)"
+    # jenkins-cli -auth user:token (jenkins.io/doc/book/managing/cli/), snmp v1/v2c
+    # communities (snmpcmd(1) -c), redis AUTH as MONITOR and redis-cli print it
+    # (redis.io/docs/latest/commands/auth/)
+    rf"|\bjenkins-cli(?:\.jar)?\b[^\n]{{0,512}}?{_SP}-auth{_SP}{{1,16}}[^\s:@'\"]{{1,128}}:"
+    rf"{_arg('o')}"
+    rf"|\bsnmp(?:walk|bulkwalk|get|bulkget|getnext|set|table|trap|df|status)\b[^\n]{{0,512}}?"
+    rf"{_SP}-c{_SP}{{1,16}}{_arg('p')}"
+    r"|(?:^|(?<=[\s\]]))(?:\\?\"AUTH\\?\"(?:[ \t]{1,16}\\?\"[^\"\\\n]{1,128}\\?\")?[ \t]{1,16}"
+    r"\\?\"(?P<q>[^\"\\\n]{1,512})\\?\")"
+    # typed at redis-cli's prompt (host:port> AUTH [user] password): the whole line
+    r"|(?<![^\n>])(?:[ \t]{0,4}AUTH(?:[ \t]{1,16}[\w.-]{1,128})?[ \t]{1,16}"
+    r"(?P<qb>[^\s\"&\\]{1,512})[ \t]{0,16}(?:$|(?=[&\"\\])))"
     rf"|\brabbitmqctl\b[^\n]{{0,128}}?\b(?:add_user|change_password){_SP}{{1,16}}"
     rf"[^\s\x00]{{1,128}}{_SP}{{1,16}}{_arg('i')}"
     rf"|\bsqlplus\b{_SP}{{1,16}}(?:-[A-Za-z]{{1,8}}{_SP}{{1,16}}){{0,4}}[\w$#]{{1,128}}/"
@@ -738,14 +757,18 @@ _CLI_PASSWORD = re.compile(
 _CLI_TRIGGERS = (
     "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
     "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus", "requirepass", "masterauth",
+    "mosquitto_", "sudo", "--stdin", "--password-stdin", "jenkins-cli", "snmp", "auth",
 )  # fmt: skip
+
+
+_SHELL_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w{0,127}\}?")
 
 
 def _cli_password(m: re.Match[str]) -> Edit | None:
     for group, value in m.groupdict().items():
         if value is not None and len(group) <= 2:
-            if MARKER in value:
-                return None
+            if MARKER in value or _SHELL_VARIABLE.fullmatch(value):
+                return None  # masked already, or `$PW`: the name of where it is, kept
             return m.start(group), m.end(group), MARKER
     return None
 
@@ -1223,6 +1246,13 @@ FILE_FORMAT_RULES: tuple[Rule, ...] = (
     Rule("secret-env", _XML_ELEMENT, _xml_element, tuple((k, 0) for k in _KEYWORDS), LINE),
     Rule("cli-password", _SQL_PASSWORD, _val_group, (("identified", 0), ("password", 0)), LINE),
     Rule("netrc-password", _PGPASS, _pgpass, tuple((t, 0) for t in _PGPASS_TRIGGERS), LINE),
+    Rule(
+        "netrc-password",
+        _IPSEC_SECRET,
+        _val_group,
+        ((" psk ", 0), (":psk ", 0), ("xauth", 0), (" eap ", 0), (" ntlm ", 0)),
+        LINE,
+    ),
     Rule(
         "secret-env",
         _NAMED_VALUE,
