@@ -1528,6 +1528,12 @@ DOC_NGINX_HEADER = "https://nginx.org/en/docs/http/ngx_http_proxy_module.html#pr
 DOC_PHP_DEFINE = "https://www.php.net/manual/en/function.define.php"
 DOC_AWS_CONFIGURE_SET = "https://docs.aws.amazon.com/cli/latest/reference/configure/set.html"
 DOC_TELEGRAM_NEUTRAL = DOC_TELEGRAM
+DOC_REDIS_AUTH = "https://redis.io/docs/latest/commands/auth/"
+DOC_SUDO = "https://www.sudo.ws/docs/man/sudo.man/#S"
+DOC_IPSEC = "https://docs.strongswan.org/docs/latest/config/ipsecSecrets.html"
+DOC_SSM_PUT = "https://docs.aws.amazon.com/cli/latest/reference/ssm/put-parameter.html"
+DOC_SNMP = "https://net-snmp.sourceforge.io/docs/man/snmpcmd.html"
+DOC_JENKINS_CLI = "https://www.jenkins.io/doc/book/managing/cli/"
 
 
 def _file_format_secrets(add: Callable[..., None]) -> None:
@@ -1654,6 +1660,80 @@ def _file_format_secrets(add: Callable[..., None]) -> None:
         f"aws configure set aws_secret_access_key {key} --profile gpu",
         key,
         keep=("--profile gpu",),
+    )
+    pw = password()
+    add(
+        "redis-monitor-auth",
+        DOC_REDIS_AUTH,
+        f'1764900000.123 [0 10.0.1.2:51234] "AUTH" "{pw}"',
+        pw,
+        keep=("10.0.1.2:51234",),
+    )
+    pw = password()
+    add(
+        "redis-cli-prompt-auth",
+        DOC_REDIS_AUTH,
+        f"127.0.0.1:6379> AUTH default {pw}",
+        pw,
+        keep=("127.0.0.1:6379>",),
+    )
+    pw = password().replace("!", "x")
+    add(
+        "echo-to-sudo-stdin",
+        DOC_SUDO,
+        f"echo {pw} | sudo -S systemctl restart kubelet",
+        pw,
+        keep=("systemctl restart kubelet",),
+    )
+    pw = password().replace("!", "x")
+    add(
+        "echo-to-password-stdin",
+        DOC_DOCKER_LOGIN,
+        f"echo '{pw}' | docker login -u ops --password-stdin registry.internal",
+        pw,
+        keep=("registry.internal",),
+    )
+    pw = password()
+    add("ipsec-psk", DOC_IPSEC, f'10.0.1.2 10.0.9.9 : PSK "{pw}"', pw, keep=("10.0.9.9",))
+    key = b62(32)
+    add(
+        "curl-verbose-api-key",
+        DOC_CURL_VERBOSE,
+        f"> POST /v1/chat HTTP/1.1\n> X-Api-Key: {key}",
+        key,
+        keep=("POST /v1/chat",),
+    )
+    pw = password()
+    add(
+        "ssm-put-parameter-securestring",
+        DOC_SSM_PUT,
+        f"aws ssm put-parameter --name /db/pw --type SecureString --value '{pw}' --overwrite",
+        pw,
+        keep=("--overwrite",),
+    )
+    community = lower(16)
+    add(
+        "snmp-community",
+        DOC_SNMP,
+        f"snmpwalk -v2c -c {community} 10.0.1.2 ifTable",
+        community,
+        keep=("ifTable",),
+    )
+    tok = hexs(34)
+    add(
+        "jenkins-cli-auth",
+        DOC_JENKINS_CLI,
+        f"java -jar jenkins-cli.jar -s https://ci.internal/ -auth ops:{tok} build nightly",
+        tok,
+        keep=("build nightly",),
+    )
+    pw = password()
+    add(
+        "openssl-enc-k",
+        DOC_OPENSSL_PASS,
+        f"openssl enc -d -aes-256-cbc -k '{pw}' -in model.enc",
+        pw,
+        keep=("model.enc",),
     )
     bot = f"{_pick(string.digits, 9)}:AA{_pick(B62 + '_-', 33)}"
     add("telegram-bot-token-neutral-key", DOC_TELEGRAM_NEUTRAL, f"bot: {bot}", bot[12:])
@@ -2052,6 +2132,18 @@ def look_alikes() -> list[LookAlike]:
         ("nginx-pass-through-header", "proxy_set_header Authorization $http_authorization;"),
         ("postgres-listen-address", "listen_addresses = '*'  # port = 5432"),
         ("telegram-short-id", "chat 1:AA-update applied to 12:AAbb"),
+        ("auth-failed", "AUTH failed: WRONGPASS invalid username-password pair"),
+        ("echo-to-tee", "echo 'vm.max_map_count=262144' | sudo tee /etc/sysctl.d/99-gpu.conf"),
+        (
+            "password-stdin-from-variable",
+            "echo $REGISTRY_PASSWORD | docker login --password-stdin x",
+        ),
+        (
+            "ssm-put-parameter-string",
+            "aws ssm put-parameter --name /app/mode --value fast --type String",
+        ),
+        ("ipsec-rsa-key-file", "%any : RSA /etc/ipsec.d/private/node.pem"),
+        ("snmp-v3", "snmpwalk -v3 -l authPriv -u monitor 10.0.1.2 ifTable"),
     ]
     out = [LookAlike(kind, text) for kind, text in items]
     # kubectl get node -o json of a Karpenter GPU node (kubernetes.io/docs/reference/kubernetes-api/
@@ -2366,6 +2458,10 @@ HOSTILE_PATTERNS: dict[str, str] = {
     "from-literal-run": "secret --from-literal=a=",
     "named-call-run": "('DB_PASSWORD', '",
     "telegram-colon-aa": "123456789:AA",
+    "echo-pipe-run": "echo a | ",
+    "redis-auth-quoted-run": '"AUTH" "',
+    "ipsec-psk-run": ': PSK "',
+    "snmp-community-run": "snmpwalk -c ",
 }
 
 
