@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import tarfile
+import time
 from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
@@ -224,3 +225,67 @@ def test_secrets_in_config_files_sql_and_commands_are_masked(text: str, kept: st
 )
 def test_settings_beside_those_shapes_are_left_alone(text: str) -> None:
     assert _masked("node/files.log", text + "\n") == text + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("echo Zx9sudoPw | sudo -S systemctl restart kubelet", "| sudo -S systemctl restart"),
+        (
+            "echo 'Zx9regPw' | docker login -u ops --password-stdin reg.io",
+            "--password-stdin reg.io",
+        ),
+        ("echo Zx9rootPw | passwd --stdin root", "passwd --stdin root"),
+        ('1764900000.1 [0 10.0.1.2:51234] "AUTH" "ops" "Zx9redisPw"', '"AUTH" "ops" "'),
+        ("127.0.0.1:6379> AUTH default Zx9redisPw", "127.0.0.1:6379> AUTH default "),
+        ('%any : PSK "Zx9ipsecPsk"', "%any : PSK"),
+        ("> X-Api-Key: Zx9curlKey", "> X-Api-Key: "),
+        ("< X-Auth-Token: Zx9curlTok", "< X-Auth-Token: "),
+        ("aws ssm put-parameter --name /db/pw --value Zx9ssm --type SecureString", "SecureString"),
+        ("snmpget -v2c -c Zx9community 10.0.1.2 sysUpTime.0", "10.0.1.2 sysUpTime.0"),
+        ("java -jar jenkins-cli.jar -auth ops:Zx9jenkinsTok build x", "-auth ops:"),
+        ("openssl enc -d -aes-256-cbc -k Zx9opensslPw -in model.enc", "-in model.enc"),
+        ("mosquitto_pub -h mq -u ops -P Zx9mqttPw -t gpu/health -m ok", "-t gpu/health"),
+    ],
+)
+def test_passwords_given_to_commands_on_stdin_or_as_arguments_are_masked(
+    text: str, kept: str
+) -> None:
+    for line in (text, f"{JOURNAL}{text}", json.dumps({"level": "info", "msg": text})):
+        out = _masked("node/commands.log", line + "\n")
+        assert "Zx9" not in out and kept.replace('"', "") in out.replace('\\"', "").replace('"', "")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AUTH failed: WRONGPASS invalid username-password pair",
+        "echo $REGISTRY_PASSWORD | docker login --password-stdin registry.internal",
+        "echo 'vm.max_map_count=262144' | sudo tee /etc/sysctl.d/99-gpu.conf",
+        "aws ssm put-parameter --name /app/mode --value fast --type String",
+        "%any : RSA /etc/ipsec.d/private/node.pem",
+        "snmpwalk -v3 -l authPriv -u monitor 10.0.1.2 ifTable",
+    ],
+)
+def test_commands_without_a_password_are_left_alone(text: str) -> None:
+    assert _masked("node/commands.log", text + "\n") == text + "\n"
+
+
+def _cpu_seconds(data: bytes) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        mask_secrets("access.log", data)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+@pytest.mark.parametrize("unit", ["?a=", "&a=b", " a=b%", "secret --from-literal=a="])
+def test_many_query_parameters_before_one_plus_cost_linear_time(unit: str) -> None:
+    """A `+` at the end of a line of parameters once made each parameter read to the line's
+    end. Four times the input may cost about four times the CPU, never sixteen (the margin
+    is wide: 10x, plus 50 ms for timer noise)."""
+    small = (unit * (48 * 1024 // len(unit)) + "+").encode()
+    large = (unit * (192 * 1024 // len(unit)) + "+").encode()
+    t_small, t_large = _cpu_seconds(small), _cpu_seconds(large)
+    assert t_large <= 10 * t_small + 0.05, (unit, t_small, t_large)
