@@ -715,8 +715,8 @@ class ClusterClient:
             token = _text(token)
             if token in seen:  # a server that hands back the same token would loop forever
                 raise BadAnswer(
-                    f"the API server's list of {resource.qualified} repeats a continue token: "
-                    "it would never end"
+                    f"the API server's answer to list {resource.qualified} repeats a continue "
+                    "token: it would never end"
                 )
             seen.add(token)
             query["continue"] = token
@@ -1054,7 +1054,7 @@ def _page_items(body: bytes, resource: Resource) -> Iterator[dict[str, Any]]:
 
 
 def _page_refusal(resource: Resource, exc: PageError) -> str:
-    return f"the API server's list of {resource.qualified} cannot be read: {exc}"
+    return f"the API server's answer to list {resource.qualified} cannot be read: {exc}"
 
 
 def _too_many(resource: Resource) -> str:
@@ -1073,8 +1073,8 @@ def _parsed(
         name = meta.get("name") if isinstance(meta, dict) else None
         which = f"{_inert(str(name), 80)!r}" if isinstance(name, str) else f"number {index + 1}"
         raise BadAnswer(
-            f"the API server's list of {resource.qualified} has an object mignurse cannot read "
-            f"({which}: {type(exc).__name__}: {_inert(_one_line(exc), 120)})"
+            f"the API server's answer to list {resource.qualified} has an object mignurse "
+            f"cannot read ({which}: {type(exc).__name__}: {_inert(_one_line(exc), 120)})"
         ) from None
 
 

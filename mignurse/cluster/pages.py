@@ -50,6 +50,12 @@ def list_metadata(body: bytes) -> dict[str, Any]:
             meta = None
         if isinstance(meta, dict):
             return meta
+    if len(body) <= WHOLE_PAGE_BYTES:
+        doc = _loads(body)
+        if not isinstance(doc, dict):
+            raise PageError(f"it is a JSON {_kind(doc)}, not a list object")
+        found = doc.get("metadata")
+        return found if isinstance(found, dict) else {}
     meta, _items = _top_level(body)
     return meta
 
@@ -113,8 +119,9 @@ def why_not_json(data: bytes, exc: ValueError | RecursionError) -> str:
         data.decode("utf-8")
     except UnicodeDecodeError as bad:
         return f"it is not UTF-8 text (byte {bad.start:,})"
-    if isinstance(exc, RecursionError) or "recursion" in str(exc).lower():
-        return f"it is nested deeper than {MAX_DEPTH} levels"
+    said = str(exc).lower()
+    if isinstance(exc, RecursionError) or "recursion" in said or "depth" in said:
+        return "it is nested deeper than 1,024 levels"
     if not data.strip():
         return "it is empty"
     pos = getattr(exc, "pos", 0)
