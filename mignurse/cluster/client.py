@@ -177,7 +177,8 @@ class WatchEvent:
 
     @property
     def resource_version(self) -> str:
-        return str((self.object.get("metadata") or {}).get("resourceVersion") or "")
+        meta = self.object.get("metadata")
+        return _text(meta.get("resourceVersion")) if isinstance(meta, dict) else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1079,7 +1080,8 @@ def _parsed(
 
 
 def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
+    """A resourceVersion or continue token as text; anything but a string or a number is ""."""
+    return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
 
 
 def _json(data: bytes, what: str) -> Any:

@@ -565,3 +565,30 @@ def test_gzip_as_a_real_server_sends_it_is_read(serve: Callable[[Hostile], Path]
     kubeconfig = serve(Hostile(nodes=body(data, **{"Content-Encoding": "gzip"})))
     client = ClusterClient.connect(kubeconfig=str(kubeconfig))
     assert len(client.list(NODES, Node.from_api).items) == 3001
+
+
+def test_a_watched_object_the_model_cannot_read_marks_the_view_stale() -> None:
+    """The watch thread reports it and goes on (backing off), as for any failed watch."""
+    from mignurse.cluster.snapshot import ClusterState
+    from mignurse.cluster.watcher import ClusterWatcher
+
+    def unreadable(handler: Handler) -> None:
+        send(handler, 200, b'{"type":"ADDED","object":{"metadata":"a string"}}\n')
+
+    server = Server(("127.0.0.1", 0), Handler)
+    server.hostile = Hostile(nodes=body(kube_list([node_object()])), watch=unreadable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    watcher = ClusterWatcher(_client_of(server), ClusterState(), karpenter=False).start()
+    try:
+        deadline = time.monotonic() + 60
+        while not watcher.status["nodes"].error and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "watch of nodes sent an object mignurse cannot read" in (
+            watcher.status["nodes"].error
+        )
+        assert watcher.status["nodes"].stale_since is not None
+        assert all(thread.is_alive() for thread in watcher._threads)
+    finally:
+        watcher.stop()
+        server.shutdown()
+        server.server_close()
