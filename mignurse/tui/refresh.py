@@ -459,7 +459,7 @@ def status_parts(
 
 
 def api_busy(source: Any) -> str:
-    """"API server busy (429 …): retrying in 3 s" while a request waits out a Retry-After."""
+    """While a request waits out a Retry-After: "API server busy (429 …): retrying in 3 s"."""
     client = getattr(source, "client", None)
     busy = getattr(client, "busy", None)
     return str(busy()) if callable(busy) else ""
