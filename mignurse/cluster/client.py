@@ -489,9 +489,8 @@ class ClusterClient:
         `whole`, else the first `cap` bytes (an error answer, read for its message)."""
         decoded = bytearray()
         complete = False
-        reader = _Inflater(raw, what)
         try:
-            for piece in reader:
+            for piece in _Inflater(raw, what):
                 decoded += piece
                 if len(decoded) > cap:
                     if not whole:
@@ -499,17 +498,6 @@ class ClusterClient:
                         break
                     raise BadAnswer(
                         str(RESPONSE_BYTES.refusal(f"the API server's answer to {what}"))
-                    )
-                wire = reader.wire
-                ratio = _limit(RESPONSE_RATIO)
-                if len(decoded) > RATIO_FLOOR_BYTES and len(decoded) > ratio * max(wire, 1):
-                    raise BadAnswer(
-                        str(
-                            RESPONSE_RATIO.refusal(
-                                f"the API server's answer to {what} inflates "
-                                f"{human_bytes(wire)} into more than {human_bytes(len(decoded))}"
-                            )
-                        )
                     )
             else:
                 complete = True
@@ -941,25 +929,39 @@ class _Inflater:
 
     def __iter__(self) -> Iterator[bytes]:
         wbits = self._wbits
-        decoder = zlib.decompressobj(wbits) if wbits is not None else None
+        if wbits is None:
+            for data in self.raw.stream(CHUNK_BYTES, decode_content=False):
+                self.wire += len(data)
+                yield data
+            return
+        decoder = zlib.decompressobj(wbits)
+        ratio = _limit(RESPONSE_RATIO)
+        decoded = 0
         for data in self.raw.stream(CHUNK_BYTES, decode_content=False):
             self.wire += len(data)
-            if decoder is None:
-                yield data
-                continue
             try:
                 while data:
                     piece = decoder.decompress(data, CHUNK_BYTES)
                     data = decoder.unconsumed_tail
                     if decoder.eof and decoder.unused_data:  # the next gzip member
                         data = decoder.unused_data
-                        decoder = zlib.decompressobj(wbits or zlib.MAX_WBITS | 32)
+                        decoder = zlib.decompressobj(wbits)
+                    decoded += len(piece)
+                    if decoded > RATIO_FLOOR_BYTES and decoded > ratio * self.wire:
+                        raise BadAnswer(self._inflates_too_much(decoded))
                     if piece:
                         yield piece
             except zlib.error as exc:
                 raise BadAnswer(
                     f"the API server's answer to {self.what} is not valid gzip: {exc}"
                 ) from None
+
+    def _inflates_too_much(self, decoded: int) -> str:
+        subject = (
+            f"the API server's answer to {self.what} inflates {human_bytes(self.wire)} into "
+            f"more than {human_bytes(decoded)}"
+        )
+        return str(RESPONSE_RATIO.refusal(subject))
 
 
 def _what(method: str, path: str, query: dict[str, str], resource: Resource | None) -> str:

@@ -592,3 +592,38 @@ def test_a_watched_object_the_model_cannot_read_marks_the_view_stale() -> None:
         watcher.stop()
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (gzip_bomb, "MIGNURSE_MAX_RESPONSE_RATIO="),
+        (retry_after("3600"), "asked to retry after 3,600 s"),
+        (body(b'{"kind":"NodeList","metadata":{},"items":[null]}'), "item 1 is a JSON null"),
+        (body(b"[" * 100_000 + b"]" * 100_000), "nested deeper than"),
+        (html_error_page, "an HTML page titled '502 Bad Gateway'"),
+        (cut_short, "broke off after"),
+    ],
+    ids=["gzip-bomb", "retry-after-an-hour", "null-item", "deep", "html-502", "cut-short"],
+)
+def test_diagnose_on_a_bad_answer_is_one_line_with_exit_2(
+    serve: Callable[[Hostile], Path], answer: Answer, said: str
+) -> None:
+    kubeconfig = serve(Hostile(nodes=answer))
+    result = run_cli(kubeconfig, "diagnose")
+    line = one_line_error(result)
+    assert said in line, line
+    assert ESC not in result.stderr
+
+
+def test_a_gzip_bomb_on_a_watch_stops_at_the_ratio_cap() -> None:
+    server = Server(("127.0.0.1", 0), Handler)
+    server.hostile = Hostile(nodes=body(kube_list([])), watch=gzip_bomb)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = _client_of(server)
+        with pytest.raises(BadAnswer, match="MIGNURSE_MAX_RESPONSE_RATIO=800 raises it"):
+            list(client.watch(NODES, "1"))
+    finally:
+        server.shutdown()
+        server.server_close()
