@@ -366,7 +366,7 @@ class ClusterClient:
         what = _what(method, path, query or {}, resource)
         raw, deadline = self._open(method, path, query, body, content_type, resource, what)
         try:
-            return self._read_body(raw, deadline, what, RESPONSE_BYTES.value(), whole=True)
+            return self._read_body(raw, deadline, what, _limit(RESPONSE_BYTES), whole=True)
         finally:
             self._finish(deadline)
 
@@ -504,9 +504,10 @@ class ClusterClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if deadline.passed or deadline.closed:
                 raise self._ended(deadline) from None
+            why = kubeconfig_files.scrub(_reason_of(exc), self.api.configuration)
             raise BadAnswer(
                 f"the API server's answer to {what} broke off after "
-                f"{human_bytes(len(decoded))}: {_reason_of(exc)}"
+                f"{human_bytes(len(decoded))}: {inert(why)}"
             ) from None
         finally:
             if not complete:
