@@ -18,8 +18,17 @@ from mignurse.cli import build_parser
 from mignurse.cli.app import live_app
 from mignurse.tui.app import MigNurseApp
 
-from .inputs import NODE, node_object
-from .test_responses import Handler, Hostile, body, kube_list, retry_after, send, serve
+from .inputs import NODE, mignurse, node_object, one_line_error
+from .test_responses import (
+    Answer,
+    Handler,
+    Hostile,
+    body,
+    kube_list,
+    retry_after,
+    send,
+    serve,
+)
 
 __all__ = ["serve"]  # the fixture, used here by name
 
@@ -88,3 +97,19 @@ async def test_a_retry_after_counts_down_in_the_status_line_and_q_quits_at_once(
         await pilot.press("q")
         asked = time.monotonic()
     assert time.monotonic() - asked < 30, "quitting waited for the Retry-After"
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (retry_after("3600"), "asked to retry after 3,600 s (429 Too Many Requests)"),
+        (body(b'{"kind":"NodeList","metadata":{},"items":[null]}'), "item 1 is a JSON null"),
+        (body(b"<html><title>Gateway</title>", status=502), "an HTML page titled 'Gateway'"),
+    ],
+    ids=["retry-after-an-hour", "null-item", "html-502"],
+)
+def test_the_app_on_a_bad_first_answer_is_one_line_before_any_screen(
+    serve: Callable[[Hostile], Path], answer: Answer, said: str
+) -> None:
+    result = mignurse("--kubeconfig", str(serve(Hostile(nodes=answer))), timeout=120)
+    assert said in one_line_error(result)
