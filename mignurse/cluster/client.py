@@ -626,7 +626,9 @@ class ClusterClient:
             limit=limit,
         ):
             with paused_gc():
-                items = list(_page_items(body, resource))
+                items = _page_list(body, resource)
+                if items is None:  # a page too large to parse whole: walked
+                    items = list(_page_items(body, resource))
             total += len(items)
             if total > cap:
                 raise BadAnswer(_too_many(resource))
@@ -686,10 +688,16 @@ class ClusterClient:
             try:
                 for body, page_version in _prefetched(self._page_bodies(resource, **selectors)):
                     with paused_gc():
-                        for raw in _page_items(body, resource):
-                            if len(items) >= cap:
-                                raise BadAnswer(_too_many(resource))
-                            items.append(_parsed(parse, raw, resource, len(items)))
+                        whole = _page_list(body, resource)
+                        if whole is None:  # a page too large to parse whole: walked
+                            for raw in _page_items(body, resource):
+                                if len(items) >= cap:
+                                    raise BadAnswer(_too_many(resource))
+                                items.append(_parsed(parse, raw, resource, len(items)))
+                        elif len(items) + len(whole) > cap:
+                            raise BadAnswer(_too_many(resource))
+                        else:
+                            _parse_into(items, whole, parse, resource)
                     resource_version = page_version
             except Expired:
                 continue
@@ -1014,12 +1022,42 @@ def _page_items(body: bytes, resource: Resource) -> Iterator[dict[str, Any]]:
         raise BadAnswer(_page_refusal(resource, exc)) from None
 
 
+def _page_list(body: bytes, resource: Resource) -> list[dict[str, Any]] | None:
+    """The page's items when it was parsed whole (None: walk it with _page_items)."""
+    try:
+        items = page_items(body)
+    except PageError as exc:
+        raise BadAnswer(_page_refusal(resource, exc)) from None
+    return items if isinstance(items, list) else None
+
+
 def _page_refusal(resource: Resource, exc: PageError) -> str:
     return f"the API server's answer to list {resource.qualified} cannot be read: {exc}"
 
 
 def _too_many(resource: Resource) -> str:
     return str(LIST_ITEMS.refusal(f"the API server lists more {resource.qualified} than that"))
+
+
+_MODEL_ERRORS = (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError)
+
+
+def _parse_into(
+    items: list[T],
+    page: list[dict[str, Any]],
+    parse: Callable[[dict[str, Any]], T],
+    resource: Resource,
+) -> None:
+    """A whole page parsed at the speed of `map`; an object the model cannot read is looked
+    for, and named, only when one failed."""
+    before = len(items)
+    try:
+        items.extend(map(parse, page))
+    except _MODEL_ERRORS:
+        del items[before:]
+        for index, raw in enumerate(page):
+            _parsed(parse, raw, resource, before + index)
+        raise
 
 
 def _parsed(
@@ -1029,7 +1067,7 @@ def _parsed(
     said in one line with its name."""
     try:
         return parse(raw)
-    except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+    except _MODEL_ERRORS as exc:
         meta = raw.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
         which = f"{_inert(str(name), 80)!r}" if isinstance(name, str) else f"number {index + 1}"

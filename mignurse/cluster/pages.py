@@ -60,23 +60,29 @@ def list_metadata(body: bytes) -> dict[str, Any]:
     return meta
 
 
-def page_items(body: bytes) -> Iterator[dict[str, Any]]:
-    """Each item of a list page, checked to be an object; at most PAGE_ITEMS of them."""
+def page_items(body: bytes) -> list[dict[str, Any]] | Iterator[dict[str, Any]]:
+    """The items of a list page, each checked to be an object, at most PAGE_ITEMS of them:
+    a list when the page was parsed whole, else an iterator that walks the page."""
     cap = PAGE_ITEMS.value()
-    if len(body) <= WHOLE_PAGE_BYTES:
-        doc = _loads(body)
-        if not isinstance(doc, dict):
-            raise PageError(f"it is a JSON {_kind(doc)}, not a list object")
-        items = doc.get("items")
-        if items is None:
-            return
-        if not isinstance(items, list):
-            raise PageError(f"its items are a JSON {_kind(items)}, not an array")
-        if len(items) > cap:
-            raise _too_many(cap)
+    if len(body) > WHOLE_PAGE_BYTES:
+        return _walked_items(body, cap)
+    doc = _loads(body)
+    if not isinstance(doc, dict):
+        raise PageError(f"it is a JSON {_kind(doc)}, not a list object")
+    items = doc.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise PageError(f"its items are a JSON {_kind(items)}, not an array")
+    if len(items) > cap:
+        raise _too_many(cap)
+    if not set(map(type, items)) <= {dict}:  # one pass in C; the index only when one is not
         for index, item in enumerate(items):
-            yield _checked(item, index)
-        return
+            _checked(item, index)
+    return items
+
+
+def _walked_items(body: bytes, cap: int) -> Iterator[dict[str, Any]]:
     _meta, span = _top_level(body)
     if span is None:
         return
