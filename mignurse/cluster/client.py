@@ -1104,15 +1104,6 @@ def _inert(text: str, limit: int) -> str:
     return inert(text[:limit]) + ("…" if len(text) > limit else "")
 
 
-def check_kubeconfig(path: str) -> None:
-    """Refuse what is no kubeconfig before anything parses it further (see
-    `kubeconfig.read_kubeconfig`): one line, as a KubeconfigError."""
-    try:
-        kubeconfig_files.read_kubeconfig(path)
-    except kubeconfig_files.KubeconfigProblem as exc:
-        raise KubeconfigError(str(exc)) from None
-
-
 def _one_line(exc: object) -> str:
     return " ".join(str(exc).split())[:300]
 
