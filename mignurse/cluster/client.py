@@ -698,6 +698,9 @@ class ClusterClient:
                             raise BadAnswer(_too_many(resource))
                         else:
                             _parse_into(items, whole, parse, resource)
+                        # The page's JSON freed while the collector is still paused: alive
+                        # past it, the collector's next pass would walk all of it.
+                        del whole
                     resource_version = page_version
             except Expired:
                 continue
