@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from mignurse.inert import inert
 from mignurse.untrusted import (
     CREDENTIAL_PLUGIN_BYTES,
     CREDENTIAL_PLUGIN_SECONDS,
@@ -129,13 +130,6 @@ def _shown(command: str, args: list[Any] | tuple[str, ...]) -> str:
         if len(words) == 4:
             break
     return " ".join(inert(w[:40]) for w in words)
-
-
-def inert(text: str) -> str:
-    """`text` with every character a terminal acts on or hides (C0 and C1 controls, ESC,
-    bidi overrides, zero-width characters) shown as its escape (`\\x1b`, `\\u202e`): a
-    kubeconfig, a plugin's output and the client's exceptions are untrusted text."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def token_problem(token: str) -> str:

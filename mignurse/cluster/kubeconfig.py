@@ -40,10 +40,10 @@ from mignurse.cluster.credentials import (
     CredentialError,
     Plugin,
     TokenRenewal,
-    inert,
     run_plugin,
     token_problem,
 )
+from mignurse.inert import inert
 from mignurse.untrusted import KUBECONFIG_BYTES, LimitError, compose_yaml, read_regular_file
 
 

@@ -116,3 +116,13 @@ def test_a_plain_table_keeps_its_columns_with_a_tab_and_a_line_feed_in_a_cell() 
     plain_table(("NAME", "LABEL"), [("a\tb", "x\ny"), ("c", "d")], out)
     lines = out.getvalue().splitlines()
     assert lines == ["NAME   LABEL", "a\\tb   x\\ny", "c      d"]
+
+
+def test_a_go_stack_trace_in_the_pager_is_indented_with_spaces_and_its_escapes_are_shown() -> None:
+    from mignurse.tui.screens.pager import Page
+
+    trace = Text("\tgithub.com/NVIDIA/k8s-device-plugin/cmd/main.go:88 +0x1b\x1b[2J")
+    page = Page("journal", [trace])
+    (line,) = page.lines
+    assert line.plain == "        github.com/NVIDIA/k8s-device-plugin/cmd/main.go:88 +0x1b\\x1b[2J"
+    assert trace.plain.startswith("\t")  # the page's own copy was changed, not the caller's

@@ -48,7 +48,17 @@ class Page:
         # Journals and findings quote nodes: every line inert before it is measured.
         self.title = inert(self.title)
         self.note = inert(self.note)
-        self.lines = [inert_text(line, lines=False) for line in self.lines]
+        self.lines = [inert_text(_tabs_expanded(line), lines=False) for line in self.lines]
+
+
+def _tabs_expanded(line: Text) -> Text:
+    """A journal's tabs (Go stack traces indent with them) as spaces to the next 8-column
+    stop, as `less` shows them, not as a visible `\\t`."""
+    if "\t" not in line.plain:
+        return line
+    line = line.copy()
+    line.expand_tabs(8)
+    return line
 
 
 def wrapped(line: Text, width: int) -> list[Text]:
