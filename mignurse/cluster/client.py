@@ -33,7 +33,13 @@ from kubernetes.config.config_exception import ConfigException
 
 from mignurse.cluster import kubeconfig as kubeconfig_files
 from mignurse.cluster.deadline import Deadline, DeadlinePassed, guard_pools
-from mignurse.cluster.pages import PageError, list_metadata, page_items, why_not_json
+from mignurse.cluster.pages import (
+    PageError,
+    check_depth,
+    list_metadata,
+    page_items,
+    why_not_json,
+)
 from mignurse.gcpause import paused_gc
 from mignurse.inert import inert
 from mignurse.untrusted import (
@@ -629,6 +635,11 @@ class ClusterClient:
                 items = _page_list(body, resource)
                 if items is None:  # a page too large to parse whole: walked
                     items = list(_page_items(body, resource))
+                else:  # handed on raw: what reads them must not meet a nesting bomb
+                    try:
+                        check_depth(items)
+                    except PageError as exc:
+                        raise BadAnswer(_page_refusal(resource, exc)) from None
             total += len(items)
             if total > cap:
                 raise BadAnswer(_too_many(resource))

@@ -20,7 +20,9 @@ from mignurse.gcpause import paused_gc
 from mignurse.untrusted import PAGE_ITEMS
 
 WHOLE_PAGE_BYTES = 8 * 2**20  # a page of 500 nodes is about 2 MiB: parsed whole below this
-MAX_DEPTH = 512  # an object nested deeper is refused (orjson itself stops at 1024)
+# An object nested deeper is refused: what reads a raw object further (json.dumps into a
+# bundle, orjson.dumps, a recursive walk) must not hit its own limit (orjson.dumps: 255).
+MAX_DEPTH = 254
 
 _META_KEY = b'"metadata":'
 _decoder = json.JSONDecoder()
@@ -90,6 +92,15 @@ def _walked_items(body: bytes, cap: int) -> Iterator[dict[str, Any]]:
         if index >= cap:
             raise _too_many(cap)
         yield _checked(item, index)
+
+
+def check_depth(items: list[dict[str, Any]]) -> None:
+    """Refuse objects nested deeper than MAX_DEPTH (orjson.loads allows 1,024): orjson's
+    serializer stops at 255 levels, in C, a page at a time."""
+    try:
+        orjson.dumps(items)
+    except TypeError:
+        raise PageError(f"an object in it is nested deeper than {MAX_DEPTH} levels") from None
 
 
 def _too_many(cap: int) -> PageError:

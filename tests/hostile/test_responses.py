@@ -627,3 +627,20 @@ def test_a_gzip_bomb_on_a_watch_stops_at_the_ratio_cap() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_object_nested_300_deep_never_reaches_what_writes_raw_objects() -> None:
+    """orjson reads 1,024 levels; a bundle's json.dumps or orjson.dumps would fail on it
+    later (an internal error in `collect`): list_pages refuses it in one line."""
+    deep = b'{"metadata":{"name":"n"},"spec":' + b'{"a":' * 300 + b"1" + b"}" * 301
+    server = Server(("127.0.0.1", 0), Handler)
+    server.hostile = Hostile(nodes=body(b'{"metadata":{},"items":[' + deep + b"]}"))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = _client_of(server)
+        with pytest.raises(BadAnswer, match="nested deeper than 254 levels"):
+            next(client.list_pages(NODES))
+        assert [n.name for n in client.list(NODES, Node.from_api).items] == ["n"]
+    finally:
+        server.shutdown()
+        server.server_close()
