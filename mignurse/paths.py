@@ -148,6 +148,16 @@ def private_dir(path: Path, *, tighten: bool = False) -> Path:
     folders, made 0755 by earlier versions). `path`, and every folder between the state
     folder and it, must be a folder, not a link to one (StateFileError): what mignurse
     writes never lands where a planted link points."""
+    home = state_home()
+    inner = (
+        [home, *(home / part for part in _prefixes(path.relative_to(home)))]
+        if (path != home and path.is_relative_to(home))
+        else []
+    )
+    for folder in (*inner, path):  # top down: a link is met before anything is made under it
+        problem = state_path_problem(folder, "folder")
+        if problem:
+            raise StateFileError(problem)
     missing: list[Path] = []
     folder = path
     while not os.path.lexists(folder):
@@ -161,10 +171,8 @@ def private_dir(path: Path, *, tighten: bool = False) -> Path:
         if each != path:
             with contextlib.suppress(OSError):  # mkdir's mode is filtered by the umask
                 _settle_folder(each, "made")
-    home = state_home()
-    if path != home and path.is_relative_to(home):
-        for inner in (home, *(home / part for part in _prefixes(path.relative_to(home)))):
-            _settle_folder(inner, "made" if inner in missing else "keep")
+    for folder in inner:
+        _settle_folder(folder, "made" if folder in missing else "keep")
     _settle_folder(path, "made" if path in missing else "tighten" if tighten else "keep")
     return path
 

@@ -153,8 +153,9 @@ def read_audit(path: Path | None = None) -> list[dict[str, Any]]:
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         if size > AUDIT_READ_BYTES:  # the newest runs, from the first whole line on
-            handle.seek(size - AUDIT_READ_BYTES)
-            handle.readline()
+            handle.seek(size - AUDIT_READ_BYTES - 1)
+            if handle.read(1) != b"\n":
+                handle.readline()
         data = handle.read(AUDIT_READ_BYTES)
     events = []
     for line in data.splitlines():
