@@ -119,6 +119,32 @@ def test_a_file_over_the_size_limit_is_left_out_and_the_next_is_kept() -> None:
     assert [name for name, _, _ in packed.files] == ["nodes/n1/os-release"]
 
 
+def test_links_and_devices_in_a_node_archive_are_left_out_and_named() -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for name, data in CALM.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, kind, target in (
+            ("node/shadow.log", tarfile.SYMTYPE, "/etc/shadow"),
+            ("node/again.log", tarfile.LNKTYPE, "node/kubelet.log"),
+            ("node/mem", tarfile.CHRTYPE, ""),
+        ):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            tar.addfile(info)
+
+    packed = pack_node_archive("n1", raw.getvalue(), "b")
+
+    assert packed.problems == [
+        "'node/shadow.log' (a symlink to '/etc/shadow') left out: not a regular file",
+        "'node/again.log' (a hard link to 'node/kubelet.log') left out: not a regular file",
+        "'node/mem' (a character device) left out: not a regular file",
+    ]
+    assert sorted(_written(packed)) == sorted(f"nodes/n1/{n.split('/', 1)[1]}" for n in CALM)
+
+
 def test_archives_inside_the_node_archive_are_masked_or_left_out_and_said_so() -> None:
     secret_log = b"DB_PASSWORD=hunter2\n"
     deep = gzip.compress(gzip.compress(gzip.compress(tar_gz({"x.log": secret_log}))))
