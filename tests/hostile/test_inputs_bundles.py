@@ -292,3 +292,13 @@ def test_dra_slices_and_claims_of_the_wrong_shapes_read_as_no_devices(tmp_path: 
     gathered = load_offline(folder)
     devices = gathered.snapshot.dra_devices[NODE]
     assert devices.generation == 2 and devices.mig_counts() == {"unknown": 20_000}
+
+
+def test_a_fifo_in_a_folder_where_a_journal_belongs_is_named_and_never_opened(
+    tmp_path: Path,
+) -> None:
+    folder = write_folder(tmp_path / "snap", snapshot_files())
+    os.mkfifo(folder / "nodes" / NODE / "kubelet.log")  # opening it to read would wait
+    result = diagnose(folder)
+    assert result.returncode in (0, 1), result.stderr
+    assert f"note: nodes/{NODE}/kubelet.log is not a regular file: not read" in result.stderr

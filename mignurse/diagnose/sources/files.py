@@ -205,6 +205,8 @@ class BundleFiles:
                         names.append(name)
                 elif full.is_file():
                     names.append(name)
+                elif is_read(name):  # a FIFO, a socket or a device: never opened
+                    self.problems.append(f"{name} is not a regular file: not read")
         self.names = sorted(names)
 
     def _read_tarball(self, path: Path) -> None:
