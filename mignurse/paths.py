@@ -122,10 +122,7 @@ def _refusal(path: Path, mode: int, want: str) -> StateFileError:
             f"{path} is a symlink; mignurse never follows links in its state folder: remove it"
         )
     wanted = "regular file" if want == "file" else want
-    return StateFileError(
-        f"{path} is {_kind(mode)}, not a {wanted}; mignurse keeps its own {want}s there: "
-        "move it away"
-    )
+    return StateFileError(f"{path} is {_kind(mode)}, not a {wanted}: move it away")
 
 
 def state_path_problem(path: Path, want: str = "file") -> str:

@@ -165,8 +165,8 @@ def _write_error(exc: OSError, path: Path) -> BundleWriteError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         why = " (file too large for it)" if exc.errno == errno.EFBIG else ""
         return BundleWriteError(
-            f"no space left on {path.parent}{why} for {path.name}: free space or pass -o "
-            "elsewhere; no partial bundle was left"
+            f"no space left on {os.path.abspath(path.parent)}{why} for {path.name}: free space "
+            "or pass -o elsewhere; no partial bundle was left"
         )
     return BundleWriteError(f"cannot write {path}: {exc.strerror or exc}")
 

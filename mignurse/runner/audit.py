@@ -115,14 +115,15 @@ class Audit:
         """Why a run cannot be recorded (one line), or "": the state folder, `runs/` or the
         log exist as anything but a folder, a folder and a regular file (a FIFO would block
         the run, a link would write elsewhere). Asked before any lock is taken."""
-        for path, want in (
-            (self.path.parent, "folder"),
-            (runs_dir(), "folder"),
-            (self.path, "file"),
-        ):
+        for path, want in ((self.path.parent, "folder"), (runs_dir(), "folder")):
             problem = state_path_problem(path, want)
             if problem:
-                return f"{problem} (every run is recorded there before it changes anything)"
+                return f"{problem} (runs and the audit log are kept there)"
+        problem = state_path_problem(self.path, "file")
+        if problem:
+            return (
+                f"the audit log {problem} (every run is recorded there before it changes anything)"
+            )
         return ""
 
     def write(self, event: str, run_id: str, **fields: Any) -> None:

@@ -118,8 +118,8 @@ def test_an_audit_log_that_is_a_fifo_is_refused_before_the_lock_is_taken(
         Runner(book("cordon", tmp_path), {"node": node}, client=c.client, yes=True).run()
 
     assert str(refused.value) == (
-        f"{audit} is a FIFO, not a regular file; mignurse keeps its own files there: move it "
-        "away (every run is recorded there before it changes anything)"
+        f"the audit log {audit} is a FIFO, not a regular file: move it away (every run is "
+        "recorded there before it changes anything)"
     )
     assert lock_on(c, node) is None and not node_view(c, node)["unschedulable"]
 
