@@ -100,7 +100,10 @@ def pack_node_archive(
                     break
                 if not member.isfile():
                     if not member.isdir():  # the collector writes files only: say what came
-                        problems.append(f"{_entry_kind(member)} left out: not a regular file")
+                        problems.append(
+                            f"{member.name!r} ({archives.entry_kind(member)}) left out: not a "
+                            "regular file"
+                        )
                     continue
                 name = member.name.split("/", 1)[1] if "/" in member.name else member.name
                 if not name or ".." in name.split("/"):
@@ -127,22 +130,6 @@ def pack_node_archive(
     except archives.ERRORS as exc:
         problems.append(f"the node's archive is damaged or cut short: {exc}")
     return PackedNode(out.segment(), files, problems, left_out)
-
-
-_ENTRY_KINDS = {
-    tarfile.SYMTYPE: "a symlink",
-    tarfile.LNKTYPE: "a hard link",
-    tarfile.CHRTYPE: "a character device",
-    tarfile.BLKTYPE: "a block device",
-    tarfile.FIFOTYPE: "a FIFO",
-}
-
-
-def _entry_kind(member: tarfile.TarInfo) -> str:
-    """ "node/x (a symlink to '/etc/shadow')" """
-    kind = _ENTRY_KINDS.get(member.type, f"an entry of type {member.type!r}")
-    target = f" to {member.linkname!r}" if member.issym() or member.islnk() else ""
-    return f"{member.name!r} ({kind}{target})"
 
 
 def as_is(name: str, data: bytes, budget: Budget) -> Masked:

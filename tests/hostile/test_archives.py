@@ -168,6 +168,28 @@ def test_archives_inside_the_node_archive_are_masked_or_left_out_and_said_so() -
     assert inner == f"DB_PASSWORD={MARKER}\n".encode()
 
 
+def test_links_inside_an_archive_from_the_node_are_left_out_and_named() -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        log = b"Nov 29 03:00:00 host kubelet[1]: started\n"
+        info = tarfile.TarInfo("bottlerocket-logs/journalctl.log")
+        info.size = len(log)
+        tar.addfile(info, io.BytesIO(log))
+        link = tarfile.TarInfo("bottlerocket-logs/shadow")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+        tar.addfile(link)
+    packed = pack_node_archive("n1", tar_gz({"node/bottlerocket-logs.tar.gz": raw.getvalue()}), "b")
+    assert packed.left_out == [
+        (
+            "nodes/n1/bottlerocket-logs.tar.gz/bottlerocket-logs/shadow",
+            "a symlink to '/etc/shadow', not a regular file",
+        )
+    ]
+    written = _written(packed)["nodes/n1/bottlerocket-logs.tar.gz"]
+    with tarfile.open(fileobj=io.BytesIO(written)) as tar:
+        assert tar.getnames() == ["bottlerocket-logs/journalctl.log"]
+
+
 def test_a_cut_off_archive_inside_keeps_what_came_before_the_cut() -> None:
     inner = tar_gz({"logs/a.log": b"first\n" * 1000, "logs/b.log": bytes(range(256)) * 4000})
     packed = pack_node_archive("n1", tar_gz({"node/logs.tar.gz": inner[: len(inner) // 2]}), "b")
