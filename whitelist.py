@@ -73,3 +73,13 @@ _.content_width
 
 # PEP 562: the interpreter calls a module's __getattr__ for a name it does not define.
 __getattr__
+
+# Textual reactives: `validate_<name>` is called on every assignment of the app's title and
+# sub_title (textual/reactive.py); the app shows them inert.
+_.validate_title
+_.validate_sub_title
+# textual.app.App.error_console: Textual prints a crash's traceback through it.
+_.error_console
+
+# kubernetes.client.Configuration: get_api_key_with_prefix calls this before each request.
+_.refresh_api_key_hook

@@ -1,21 +1,27 @@
 """Drawing tables on a terminal (rich) or as plain text when piped, like kubectl; a runbook's
-plan as rich markup, for the command line and the app."""
+plan as rich markup, for the command line and the app.
+
+Everything drawn here came from outside (names, labels, condition messages, evidence), so
+every cell and line goes through `inert` before it is measured, and every rich console is an
+`InertConsole` (`console_for`), which shows any control or escape a renderable still holds
+and makes no hyperlink: see docs/architecture.md, "Text from outside"."""
 
 from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console
-from rich.markup import escape
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.timeline import TimelineEntry
+from mignurse.inert import inert, inert_markup
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
 from mignurse.runner.step import Harm
 
@@ -32,8 +38,50 @@ STATUS_STYLE = {
 }
 
 
+class InertConsole(Console):
+    """A rich console whose output holds no control, escape or invisible character but the
+    ones rich itself writes for styles and cursor moves, and no hyperlink: what a renderable's
+    text still holds is shown by `inert`. Text should be made inert before it is laid out
+    (`inert`, `cell_text`), so columns line up; this is the net under it."""
+
+    def render(
+        self, renderable: RenderableType, options: ConsoleOptions | None = None
+    ) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            text, style, control = segment
+            if control:
+                yield segment
+                continue
+            shown = inert(text, lines=True)
+            if style is not None and style.link:
+                style = style.update_link(None)
+            elif shown is text:
+                yield segment
+                continue
+            yield Segment(shown, style)
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        """A string cell or line made inert before it is measured: columns line up."""
+        return super().render_str(inert(text, lines=True), **options)
+
+
+def console_for(out: IO[str], **options: Any) -> InertConsole:
+    """The rich console every face draws through onto `out`. The command line's own stdout
+    and stderr make what is printed on them inert; rich writes its styles past that, to
+    `out.styled`, having made its text inert itself."""
+    return InertConsole(file=getattr(out, "styled", out), **options)
+
+
+def cell_text(value: object, style: str = "") -> Text:
+    """A table cell from outside: one line, inert, never read as markup."""
+    return Text(inert(str(value)), style=style)
+
+
 def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
-    """kubectl's plain format: left-aligned columns, three spaces apart, no colour."""
+    """kubectl's plain format: left-aligned columns, three spaces apart, no colour; every
+    cell on one line, inert (a tab or a line feed in a label would break the columns)."""
+    header = [inert(h) for h in header]
+    rows = [row if "".join(row).isprintable() else [inert(c) for c in row] for row in rows]
     widths = [len(h) for h in header]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
@@ -56,16 +104,16 @@ def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None 
         for index, name in enumerate(header)
         if wide or width >= 100 or name not in NARROW_DROPS
     ]
-    console = Console(file=out, width=width, highlight=False)
+    console = console_for(out, width=width, highlight=False)
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
     for index in keep:
         name = header[index]
         table.add_column(name, no_wrap=name in NO_WRAP, overflow="fold")
     for row in rows:
-        cells: list[Text | str] = list(row.cells(wide=wide, shorten=shorten))
-        cells[3] = Text(row.status, style=STATUS_STYLE.get(row.status_word, ""))
+        cells = [cell_text(cell) for cell in row.cells(wide=wide, shorten=shorten)]
+        cells[3] = cell_text(row.status, STATUS_STYLE.get(row.status_word, ""))
         if row.ahr_ok is False:
-            cells[7] = Text(row.ahr, style="bold red")
+            cells[7] = cell_text(row.ahr, "bold red")
         table.add_row(*(cells[index] for index in keep))
     console.print(table)
     notes = []
@@ -137,8 +185,8 @@ def print_findings(
     when it is not the present ("collection": a bundle's), so deadlines are moments."""
     out = out or sys.stdout
     tty = out.isatty()
-    console = Console(
-        file=out,
+    console = console_for(
+        out,
         width=shutil.get_terminal_size((120, 24)).columns if tty else 10_000,
         highlight=False,
         no_color=not tty,
@@ -148,27 +196,28 @@ def print_findings(
         head = Text()
         head.append(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, ""))
         head.append(f"  {finding.id}  ", style="bold")
-        head.append(finding.nodepool or "(no pool)")
+        head.append(inert(finding.nodepool or "(no pool)"))
         if finding.nodes:  # a pool-level finding (a setting at risk) names no node
             head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
         if finding.deadline:
             words = deadline_words(finding.deadline, now, as_of=as_of)
             head.append(f"  {words}", style="bold")
         console.print(head)
-        console.print(Text("  " + finding.summary))
+        console.print(Text("  " + inert(finding.summary)))
         # Timeless evidence (settings, labels) first, then the newest timed lines.
         timeless = [e for e in finding.evidence if e.time is None]
         timed = sorted((e for e in finding.evidence if e.time), key=lambda e: e.time or now)
         shown = timeless[:2] + timed[-max(evidence - len(timeless[:2]), 1) :]
         for item in shown:
             when = item.time.astimezone(UTC).strftime("%m-%d %H:%M:%S") if item.time else "-"
-            console.print(Text(f"    {when}  {item.source:<18} {item.text}", style="dim"))
+            line = f"    {when}  {inert(item.source):<18} {inert(item.text)}"
+            console.print(Text(line, style="dim"))
         if len(finding.evidence) > len(shown):
             console.print(
                 Text(f"    … {len(finding.evidence) - len(shown)} more (-o json)", style="dim")
             )
         if finding.runbooks:
-            console.print(Text("  runbooks: " + ", ".join(finding.runbooks)))
+            console.print(Text("  runbooks: " + inert(", ".join(finding.runbooks))))
         console.print()
 
 
@@ -177,20 +226,19 @@ def print_timeline(
 ) -> None:
     """A node's timeline, oldest first: time, source, what happened."""
     out = out or sys.stdout
-    out.write(f"\nTimeline of {node} ({len(entries)} entries, UTC):\n")
+    out.write(f"\nTimeline of {inert(node)} ({len(entries)} entries, UTC):\n")
     for entry in entries:
-        out.write(
-            f"  {entry.time.astimezone(UTC):%m-%d %H:%M:%S}  {entry.source:<18} {entry.text}\n"
-        )
+        when = entry.time.astimezone(UTC)
+        out.write(f"  {when:%m-%d %H:%M:%S}  {inert(entry.source):<18} {inert(entry.text)}\n")
     if not entries:
         out.write("  nothing recorded about it\n")
 
 
 def plan_markup(plan: Plan) -> str:
-    lines = [f"[bold]{escape(plan.book.name)}[/] on [bold]{escape(plan.target)}[/]: "]
-    lines[0] += escape(plan.book.title)
+    lines = [f"[bold]{inert_markup(plan.book.name)}[/] on [bold]{inert_markup(plan.target)}[/]: "]
+    lines[0] += inert_markup(plan.book.title)
     for i, step in enumerate(plan.steps, 1):
-        head = f"[bold]{i}. {escape(step.spec.id)}[/] {escape(step.action.title)}"
+        head = f"[bold]{i}. {inert_markup(step.spec.id)}[/] {inert_markup(step.action.title)}"
         if step.status in ("verified", "skipped"):
             lines.append(f"{head} [dim](already {step.status})[/]")
             continue
@@ -200,13 +248,13 @@ def plan_markup(plan: Plan) -> str:
             head += " [red](high harm)[/]"
         lines.append(head)
         if step.blocked:
-            lines.append(f"   [red]blocked:[/] {escape(step.blocked)}")
+            lines.append(f"   [red]blocked:[/] {inert_markup(step.blocked)}")
             continue
         if step.plan is None:
             continue
         if step.plan.nothing_to_do:
             lines.append("   [dim]nothing to do[/]")
-        lines.extend(f"   change {escape(c.describe())}" for c in step.plan.changes)
-        lines.extend(f"   run {escape(c.describe())}" for c in step.plan.commands)
-        lines.extend(f"   [yellow]note:[/] {escape(n)}" for n in step.plan.notes)
+        lines.extend(f"   change {inert_markup(c.describe())}" for c in step.plan.changes)
+        lines.extend(f"   run {inert_markup(c.describe())}" for c in step.plan.commands)
+        lines.extend(f"   [yellow]note:[/] {inert_markup(n)}" for n in step.plan.notes)
     return "\n".join(lines)

@@ -67,7 +67,7 @@ class Limit:
         elif raw.isascii() and raw.isdigit():
             number = int(raw)
         if number <= 0:
-            example = "8G or 8589934592" if self.unit == "bytes" else "200000"
+            example = "8G or 8589934592" if self.unit == "bytes" else str(self.default * 2)
             raise LimitError(f"{self.env}={raw!r} is not a number of {self.unit} (e.g. {example})")
         return number
 
@@ -87,8 +87,18 @@ class Limit:
 BUNDLE_BYTES = Limit("MIGNURSE_MAX_BUNDLE_BYTES", 4 * 2**30, "a bundle's unpacked size")
 BUNDLE_FILES = Limit("MIGNURSE_MAX_BUNDLE_FILES", 100_000, "a bundle's file count", "files")
 FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 64 * 2**20, "one file of a bundle")
-KUBECONFIG_BYTES = Limit("MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file")
+KUBECONFIG_BYTES = Limit(
+    "MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file or a file it names"
+)
 RUNBOOK_BYTES = Limit("MIGNURSE_MAX_RUNBOOK_BYTES", 2**20, "a runbook file")
+# What a kubeconfig's credential plugin (`aws eks get-token`) may take: it answers in a
+# second or two, with a few KiB of ExecCredential JSON.
+CREDENTIAL_PLUGIN_SECONDS = Limit(
+    "MIGNURSE_CREDENTIAL_PLUGIN_SECONDS", 30, "a credential plugin's answer", "seconds"
+)
+CREDENTIAL_PLUGIN_BYTES = Limit(
+    "MIGNURSE_MAX_CREDENTIAL_PLUGIN_BYTES", 2**20, "a credential plugin's output"
+)
 
 # A YAML document's shape: real kubeconfigs and runbooks are a few levels deep and use a
 # handful of anchors; an alias bomb or a 200,000-deep nesting is refused before it is walked.
@@ -100,13 +110,13 @@ YAML_MAX_ALIAS_NODES = 100_000  # the nodes aliases add when the document is exp
 def read_regular_file(path: Path, limit: Limit, subject: str) -> bytes:
     """The bytes of a regular file no larger than `limit`; a device, a pipe or a folder
     (`/dev/zero`, `<(…)`) is refused without reading it. OSError when it cannot be opened."""
+    # A socket cannot be opened at all (ENXIO): it is told apart before trying.
+    _refuse_unless_regular(os.stat(path).st_mode, subject)
     # O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise LimitError(f"{subject} is {kind}")
+        info = os.fstat(fd)  # what was opened, whatever the path points at by now
+        _refuse_unless_regular(info.st_mode, subject)
         cap = limit.value()
         if info.st_size > cap:
             raise limit.refusal(f"{subject} is {human_bytes(info.st_size)}")
@@ -117,6 +127,12 @@ def read_regular_file(path: Path, limit: Limit, subject: str) -> bytes:
         return data
     finally:
         os.close(fd)
+
+
+def _refuse_unless_regular(mode: int, subject: str) -> None:
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise LimitError(f"{subject} is {kind}")
 
 
 def compose_yaml(text: str, *, fast: bool = False) -> yaml.Node | None:

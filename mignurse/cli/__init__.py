@@ -36,6 +36,7 @@ from mignurse.cli.common import (
     connection_options,
     global_options,
 )
+from mignurse.inert import inert
 
 # Each adds its sub-parsers in this order, the order `mignurse --help` lists them.
 _PARSERS: tuple[Callable[[Any], None], ...] = (
@@ -109,16 +110,25 @@ def _handlers(
 class _QuietPipe:
     """stdout or stderr that a closed pipe (`| head`) silences instead of failing: the rest
     of the output goes nowhere and the command ends with its own exit code, as kubectl's
-    does. The descriptor is pointed at /dev/null so the interpreter's last flush passes."""
+    does. The descriptor is pointed at /dev/null so the interpreter's last flush passes.
 
-    def __init__(self, stream: Any) -> None:
+    What a command prints quotes the cluster, bundles and files, so every write is made
+    inert (an escape or a bidi control is shown, not obeyed; line feeds and tabs stay): one
+    place for every line of every command. Rich draws its own styles: it writes to `styled`,
+    having made its text inert itself (`render.console_for`)."""
+
+    def __init__(self, stream: Any, *, made_inert: bool = True) -> None:
         self._stream = stream
         self._closed = False
+        self._made_inert = made_inert
+        self.styled = _QuietPipe(stream, made_inert=False) if made_inert else self
 
     def write(self, text: str) -> int:
         if not self._closed:
             try:
-                return int(self._stream.write(text))
+                shown = inert(text, lines=True, tabs=True) if self._made_inert else text
+                self._stream.write(shown)
+                return len(text)
             except BrokenPipeError:
                 self._silence()
         return len(text)
@@ -204,11 +214,11 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if debug:
             raise
         if isinstance(exc, user_errors(args.command)):
-            print(f"mignurse: error: {exc}", file=sys.stderr)
+            print(f"mignurse: error: {inert(str(exc))}", file=sys.stderr)
             return int(getattr(exc, "exit_code", EXIT_USAGE))
         print(
-            f"mignurse: internal error: {type(exc).__name__}: {exc} (run again with --debug "
-            "for the traceback, and report it)",
+            f"mignurse: internal error: {type(exc).__name__}: {inert(str(exc))} (run again "
+            "with --debug for the traceback, and report it)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL

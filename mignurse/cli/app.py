@@ -85,10 +85,9 @@ def simulated_label(kubeconfig: str | None, cluster: str) -> str | None:
 
 def live_app(args: argparse.Namespace) -> Any:
     """The app on the current (or `--context`) cluster, built as `mignurse` builds it."""
-    from kubernetes import config as k8s_config
-
     from mignurse.cluster.client import ClusterClient
     from mignurse.cluster.history import default_history_path
+    from mignurse.cluster.kubeconfig import list_contexts
     from mignurse.session import LiveSource
     from mignurse.tui.app import make_app
     from mignurse.untrusted import folder_problem
@@ -121,11 +120,7 @@ def live_app(args: argparse.Namespace) -> Any:
         return other
 
     def contexts() -> list[str]:
-        try:
-            found, _active = k8s_config.list_kube_config_contexts(config_file=args.kubeconfig)
-        except (k8s_config.ConfigException, OSError):
-            return []
-        return sorted(str(c.get("name")) for c in found or [] if c.get("name"))
+        return list_contexts(args.kubeconfig)  # read within the kubeconfig's bounds
 
     return make_app(
         source,

@@ -148,15 +148,16 @@ class _CollectProgress:
         self.ok = 0
         self._live = None
         if sys.stderr.isatty():
-            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            from mignurse.render import console_for
 
             self._live = Progress(
                 TextColumn("collecting"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.description}"),
-                console=Console(stderr=True),
+                console=console_for(sys.stderr),
                 transient=False,
             )
             self._task = self._live.add_task("", total=total)
@@ -165,13 +166,17 @@ class _CollectProgress:
     def __call__(self, node: str, state: str) -> None:
         if state.startswith("collecting"):
             if self._live is not None:
-                self._live.update(self._task, description=f"{node}: {state}")
+                from mignurse.inert import inert_markup
+
+                self._live.update(self._task, description=inert_markup(f"{node}: {state}"))
             return
         self.done += 1
         self.ok += state == "ok"
         line = f"[{self.done}/{self.total}] {node}: {state}"
         if self._live is not None:
-            self._live.console.print(line)
+            from mignurse.render import cell_text
+
+            self._live.console.print(cell_text(line))
             self._live.update(self._task, advance=1, description="")
         else:
             print(line, file=sys.stderr, flush=True)

@@ -86,8 +86,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         document = _json_document(args, context, now, gathered, inp, result)
         if node:
             document["timeline"] = [entry.to_json() for entry in timeline]
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        # One write: the inert stdout looks at it once (json.dumps escaped every control).
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         # A bundle is judged at its collection time: its deadlines are moments then, not a
         # countdown from now, and the first line says so.

@@ -54,8 +54,8 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         )
     if args.output == "json":
         document = nodes_document(snapshot, now, context=client.info.context, pool=pool)
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        # One write: the inert stdout looks at it once (json.dumps escaped every control).
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return EXIT_OK
     rows = node_rows(snapshot, now, pool=pool)
     if not rows:

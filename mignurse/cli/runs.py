@@ -140,7 +140,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 or ""
             )
             step = f" {event['step']}" if event.get("step") else ""
-            print(f"  {event.get('ts', '')[:19]} {event['event']}{step} {extra}".rstrip())
+            when = str(event.get("ts") or "")[:19]  # a record read back may hold anything
+            print(f"  {when} {event['event']}{step} {extra}".rstrip())
         if isinstance(follow, str):
             print(follow)
         else:

@@ -15,11 +15,10 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from mignurse.render import plan_markup
+from mignurse.inert import inert_markup as escape
+from mignurse.render import InertConsole, cell_text, console_for, plan_markup
 from mignurse.runner.outcome import RunEvent, RunResult
 from mignurse.runner.schema import Runbook
 from mignurse.runner.step import Harm
@@ -35,8 +34,8 @@ _MARK = {
 }
 
 
-def _console(stream: IO[str]) -> Console:
-    return Console(file=stream, highlight=False, soft_wrap=True)
+def _console(stream: IO[str]) -> InertConsole:
+    return console_for(stream, highlight=False, soft_wrap=True)
 
 
 class Progress:
@@ -132,8 +131,9 @@ def print_runbooks(books: dict[str, Runbook], stream: IO[str] | None = None) -> 
             f"{p.name}{'*' if p.required else ''}:{p.type}" + (f"={p.default}" if p.default else "")
             for p in book.params.values()
         )
-        table.add_row(book.name, book.target, book.harm.name.lower(), book.title, params)
-    Console(file=out, highlight=False, width=200 if not out.isatty() else None).print(table)
+        cells = (book.name, book.target, book.harm.name.lower(), book.title, params)
+        table.add_row(*(cell_text(cell) for cell in cells))
+    console_for(out, highlight=False, width=200 if not out.isatty() else None).print(table)
 
 
 def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> None:
@@ -142,7 +142,7 @@ def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> Non
     for column in ("STARTED", "RUN", "RUNBOOK", "CONTEXT", "TARGET", "WHO", "OUTCOME"):
         table.add_column(column, overflow="fold")
     for run in runs:
-        table.add_row(
+        cells = (
             str(run.get("started", ""))[:19].replace("T", " "),
             str(run.get("run", "")),
             str(run.get("runbook", "")),
@@ -151,4 +151,5 @@ def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> Non
             str(run.get("who", "")),
             str(run.get("outcome", "")) + (f" (then {run['last']})" if run.get("last") else ""),
         )
-    Console(file=out, highlight=False, width=200 if not out.isatty() else None).print(table)
+        table.add_row(*(cell_text(cell) for cell in cells))
+    console_for(out, highlight=False, width=200 if not out.isatty() else None).print(table)

@@ -12,29 +12,24 @@ what went wrong and what to do about it.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import orjson
 import urllib3
-import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
+from mignurse.cluster import kubeconfig as kubeconfig_files
 from mignurse.gcpause import paused_gc
-from mignurse.untrusted import KUBECONFIG_BYTES, LimitError, compose_yaml, read_regular_file
 
 T = TypeVar("T")
 
@@ -210,15 +205,15 @@ class ClusterClient:
         configuration = k8s_client.Configuration()
         # Fail fast on a dead endpoint: kubectl gives up on connect errors quickly too.
         configuration.retries = urllib3.Retry(total=2, connect=2, read=0, backoff_factor=0.2)
-        config_file = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        paths = [os.path.expanduser(p) for p in config_file.split(os.pathsep) if p]
+        config_file, paths = kubeconfig_files.config_paths(kubeconfig)
         if not kubeconfig and not any(os.path.exists(p) for p in paths):
             if os.environ.get("KUBERNETES_SERVICE_HOST"):
                 try:
                     k8s_config.load_incluster_config(client_configuration=configuration)
                 except ConfigException as exc:
                     raise KubeconfigError(f"in-cluster config unusable: {exc}") from None
-                info = ContextInfo("in-cluster", "in-cluster", configuration.host, "serviceaccount")
+                server = kubeconfig_files.shown_url(configuration.host)
+                info = ContextInfo("in-cluster", "in-cluster", server, "serviceaccount")
                 return cls(k8s_client.ApiClient(configuration), info)
             raise KubeconfigError(
                 f"no kubeconfig found at {config_file}: run `aws eks update-kubeconfig "
@@ -226,56 +221,15 @@ class ClusterClient:
             )
         if kubeconfig and not os.path.exists(os.path.expanduser(kubeconfig)):
             raise KubeconfigError(f"kubeconfig {kubeconfig} does not exist: check --kubeconfig")
-        for path in paths:
-            if os.path.exists(path):
-                check_kubeconfig(path)
         try:
-            # Parsed once, for the context list and the connection both.
-            merged = KubeConfigMerger(config_file).config
-            if merged is None:
-                raise ConfigException("no configuration found")
-            lister = KubeConfigLoader(config_dict=merged, config_base_path=None)
-            contexts, active = lister.list_contexts(), lister.current_context
-        except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise KubeconfigError(
-                f"cannot read kubeconfig {config_file}: {_one_line(exc)}"
-            ) from None
-        names = [c["name"] for c in contexts or []]
-        chosen_name = context or (active or {}).get("name")
-        if not chosen_name:
-            raise KubeconfigError(
-                f"kubeconfig {config_file} has no current context: pass --context "
-                f"(one of: {', '.join(names) or 'none defined'})"
-            )
-        chosen = next((c for c in contexts or [] if c["name"] == chosen_name), None)
-        if chosen is None:
-            raise KubeconfigError(
-                f"context {chosen_name!r} not found in {config_file}: "
-                f"use one of: {', '.join(names) or 'none defined'}"
-            )
-        try:
-            with _logged_errors() as plugin_errors:
-                KubeConfigLoader(
-                    config_dict=merged, active_context=chosen_name, config_base_path=None
-                ).load_and_set(configuration)
-        except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise KubeconfigError(
-                f"context {chosen_name!r} in {config_file} is unusable: {_one_line(exc)}"
-            ) from None
-        _quiet_refresh(configuration)
-        if plugin_errors:
-            # The client logs a failed exec plugin and goes on without credentials; kubectl
-            # stops there, and so does mignurse.
-            raise KubeconfigError(
-                f"context {chosen_name!r}: its credential plugin failed: "
-                f"{_one_line(plugin_errors[-1])}"
-            )
-        ctx = chosen.get("context") or {}
+            loaded = kubeconfig_files.load(config_file, paths, context, configuration)
+        except kubeconfig_files.KubeconfigProblem as exc:
+            raise KubeconfigError(str(exc)) from None
         info = ContextInfo(
-            context=chosen_name,
-            cluster=str(ctx.get("cluster") or ""),
-            server=configuration.host,
-            user=str(ctx.get("user") or ""),
+            context=loaded.context,
+            cluster=loaded.cluster,
+            server=kubeconfig_files.shown_url(configuration.host),
+            user=loaded.user,
         )
         return cls(k8s_client.ApiClient(configuration), info)
 
@@ -358,8 +312,13 @@ class ClusterClient:
         raise self._error(raw.status, data, method, query, resource, named)
 
     def _unreachable(self, why: str) -> str:
-        return (
-            f"cannot reach the Kubernetes API at {self.info.server} (context "
+        # `why` comes from urllib3 and the proxy: it may hold the proxy's or server's URL.
+        configuration = self.api.configuration
+        why = kubeconfig_files.scrub(why, configuration)
+        proxy = getattr(configuration, "proxy", None)
+        through = f" through proxy {kubeconfig_files.shown_url(proxy)}" if proxy else ""
+        return kubeconfig_files.inert(
+            f"cannot reach the Kubernetes API at {self.info.server}{through} (context "
             f"{self.info.context!r}): {why}; check the context and the endpoint's network path"
         )
 
@@ -685,100 +644,6 @@ def _lines(response: Any) -> Iterator[bytes]:
         yield buffer
 
 
-class _LoggedErrors(logging.Handler):
-    def __init__(self, messages: list[str]) -> None:
-        super().__init__(logging.ERROR)
-        self.messages = messages
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
-
-
-@contextmanager
-def _logged_errors() -> Iterator[list[str]]:
-    """What the kubernetes client logs at ERROR meanwhile (a failed exec credential plugin
-    is only logged). A handler on the root logger also keeps `logging.error()` from
-    installing one that prints `ERROR:root:` lines, and urllib3's retries after them."""
-    messages: list[str] = []
-    handler = _LoggedErrors(messages)
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        yield messages
-    finally:
-        root.removeHandler(handler)
-
-
-def _quiet_refresh(configuration: k8s_client.Configuration) -> None:
-    """The token refresh the client runs before a request once its credential expires: a
-    plugin failing then ends as a 401 (said in one line), not as log lines on stderr."""
-    refresh = getattr(configuration, "refresh_api_key_hook", None)
-    if refresh is None:
-        return
-
-    def quiet(config: k8s_client.Configuration) -> None:
-        with _logged_errors():
-            refresh(config)
-
-    configuration.refresh_api_key_hook = quiet  # type: ignore[assignment]
-
-
-def check_kubeconfig(path: str) -> None:
-    """Refuse what is no kubeconfig before the kubernetes client parses it: not a regular
-    file (`/dev/zero`), over KUBECONFIG_BYTES, not UTF-8, an alias bomb, or YAML that is
-    not a mapping whose clusters, contexts and users are lists of named entries."""
-    try:
-        raw = read_regular_file(Path(path), KUBECONFIG_BYTES, f"kubeconfig {path}")
-    except LimitError as exc:
-        raise KubeconfigError(str(exc)) from None
-    except OSError as exc:
-        raise KubeconfigError(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
-    try:
-        root = compose_yaml(raw.decode("utf-8"), fast=True)
-    except UnicodeDecodeError as exc:
-        raise KubeconfigError(f"kubeconfig {path} is not UTF-8 text (byte {exc.start})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc
-        raise KubeconfigError(
-            f"kubeconfig {path} is not valid YAML{where}: {_one_line(problem)}"
-        ) from None
-    except LimitError as exc:
-        where = f" (line {exc.line})" if exc.line else ""
-        raise KubeconfigError(f"kubeconfig {path} is refused{where}: {exc}") from None
-    if root is None:
-        raise KubeconfigError(f"kubeconfig {path} is empty")
-    if not isinstance(root, yaml.MappingNode):
-        kind = "list" if isinstance(root, yaml.SequenceNode) else "single value"
-        raise KubeconfigError(
-            f"kubeconfig {path} is a YAML {kind}, not a kubeconfig (a mapping of clusters, "
-            "contexts and users)"
-        )
-    for key, value in root.value:
-        if not isinstance(key, yaml.ScalarNode) or key.value not in (
-            "clusters",
-            "contexts",
-            "users",
-        ):
-            continue
-        if isinstance(value, yaml.ScalarNode) and value.tag.endswith(":null"):
-            continue
-        entries = value.value if isinstance(value, yaml.SequenceNode) else None
-        if entries is None or not all(_named(entry) for entry in entries):
-            raise KubeconfigError(
-                f"kubeconfig {path} (line {value.start_mark.line + 1}): {key.value} must be a "
-                "list of entries, each with a name"
-            )
-
-
-def _named(entry: yaml.Node) -> bool:
-    return isinstance(entry, yaml.MappingNode) and any(
-        isinstance(k, yaml.ScalarNode) and k.value == "name" and isinstance(v, yaml.ScalarNode)
-        for k, v in entry.value
-    )
-
-
 def _one_line(exc: object) -> str:
     return " ".join(str(exc).split())[:300]
 
@@ -796,6 +661,10 @@ def _reason_of(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(reason, urllib3.exceptions.NameResolutionError) or "resolve" in text:
         return "the host name does not resolve"
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        # A subclass of ConnectTimeoutError in urllib3 2 that is no timeout: a proxy's
+        # refusal (`SOCKS5 authentication failed`), an unreachable network.
+        return text.rpartition("Failed to establish a new connection: ")[2] or text
     if isinstance(reason, TimeoutError | urllib3.exceptions.TimeoutError) or "timed out" in text:
         return "timed out"
     return text

@@ -75,19 +75,16 @@ def simulated_scenario(kubeconfig: str | None, cluster: str) -> str | None:
     else $KUBECONFIG, else ~/.kube/config): `mignurse sim serve` and the demo write it as an
     extension of the cluster entry (`SIM_EXTENSION`). "" for a mark without a name; None for
     any other cluster, or a kubeconfig that cannot be read (then nothing is simulated)."""
-    import yaml
-
     from mignurse.cluster import SIM_EXTENSION
-    from mignurse.cluster.client import KubeconfigError, check_kubeconfig
+    from mignurse.cluster.kubeconfig import KubeconfigProblem, read_kubeconfig
 
     paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
     for path in paths:
         expanded = Path(path).expanduser()
         try:
-            check_kubeconfig(str(expanded))  # bounded: no alias bomb, no /dev/zero
-            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            config = yaml.load(expanded.read_text(), Loader=loader) or {}
-        except (OSError, yaml.YAMLError, KubeconfigError):
+            # One bounded read: no alias bomb, no /dev/zero, nothing swapped in after a check.
+            config = read_kubeconfig(str(expanded))
+        except KubeconfigProblem:
             continue
         for entry in config.get("clusters") or ():
             if not (isinstance(entry, dict) and entry.get("name") == cluster):

@@ -33,7 +33,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.events import Resize
-from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, Static
+from textual.widgets import ContentSwitcher, Footer, Header, Input
 
 from mignurse.fleetview import RepairState
 from mignurse.nodeview import short_name
@@ -48,6 +48,7 @@ from mignurse.tui.refresh import column_label
 from mignurse.tui.screens.help import HelpScreen
 from mignurse.tui.screens.pager import PagerScreen
 from mignurse.tui.selection import Selection
+from mignurse.tui.shown import DataTable, Static
 from mignurse.tui.switching import SourceSwitching
 from mignurse.tui.table import BatchTable
 

@@ -19,18 +19,20 @@ from textual import on
 from textual.app import App
 from textual.css.query import NoMatches
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.timer import Timer
-from textual.widgets import DataTable, Static
 
 from mignurse.diagnose.engine import Diagnosis
 from mignurse.diagnose.findings import Finding
 from mignurse.fleetview import PoolRow
+from mignurse.inert import inert, inert_markup
 from mignurse.model import Pod
 from mignurse.nodeview import NodeRow
 from mignurse.session import Source
 from mignurse.tui.detail import sorted_findings
 from mignurse.tui.filters import RowFilter
 from mignurse.tui.refresh import TABLE_COLUMNS, Refresher, StatusPart, table_columns
+from mignurse.tui.shown import DataTable, Static, install_console
 from mignurse.tui.table import BatchTable
 
 NODES_SHARE = 0.55  # the node table's max-height in mignurse.tcss
@@ -61,6 +63,7 @@ class AppState(App[None]):
         light: bool = False,
     ) -> None:
         super().__init__()
+        install_console(self)
         self.source = source
         self.user_read_only = read_only
         self._connect = connect  # context name → a checked source (switching context)
@@ -120,6 +123,26 @@ class AppState(App[None]):
     def diagnosis(self) -> Diagnosis | None:
         """The latest diagnosis on screen (None until the cluster is listed and judged)."""
         return self._diagnosis
+
+    def validate_title(self, title: str) -> str:
+        return inert(title)
+
+    def validate_sub_title(self, sub_title: str) -> str:
+        return inert(sub_title)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every toast, from any screen (a widget's `notify` is the app's): the message and
+        title quote the cluster and files, so they are shown inert and never read as markup."""
+        shown = inert_markup(message) if markup else inert(message)
+        super().notify(shown, title=inert(title), severity=severity, timeout=timeout, markup=markup)
 
     def _titles(self) -> None:
         self.sub_title = f"{self.source.context} · {self.source.cluster}"

@@ -17,7 +17,6 @@ from rich.text import Text
 from textual import on, work
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.widgets import DataTable
 
 from mignurse.cluster.client import ClusterError
 from mignurse.diagnose.inputs import DiagnosisInput
@@ -25,6 +24,7 @@ from mignurse.diagnose.timeline import node_timeline
 from mignurse.model import Pod, format_time
 from mignurse.tui.appstate import NODES, AppState
 from mignurse.tui.detail import evidence_detail, node_detail
+from mignurse.tui.shown import DataTable
 
 PODS_MAX_AGE_SECONDS = 15.0  # the highlighted node's pods are fetched again after this
 

@@ -12,13 +12,14 @@ import contextlib
 from rich.text import Text
 from textual import on
 from textual.css.query import NoMatches
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input
 
 from mignurse.fleetview import UNPOOLED
 from mignurse.tui.appstate import FLEET, NODES
 from mignurse.tui.filters import FilterError, RowFilter, parse
 from mignurse.tui.refreshloop import RefreshLoop
 from mignurse.tui.screens.vimkeys import move_focused
+from mignurse.tui.shown import DataTable, Static
 
 FILTER_DELAY = 0.15  # seconds of no typing before the filter applies
 

@@ -7,14 +7,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import Console
 from rich.text import Text
 
 from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.inputs import NodeEvidence
 from mignurse.evidence.journal import JournalParse
 from mignurse.nodeview import short_name
-from mignurse.render import SEVERITY_STYLE, deadline_words
+from mignurse.render import SEVERITY_STYLE, InertConsole, deadline_words
 from mignurse.tui.detail import cited_lines, sorted_findings
 from mignurse.tui.screens.pager import Page
 
@@ -64,7 +63,9 @@ def _journal_page(node: str, name: str, journal: JournalParse, findings: Sequenc
 
 def renderable_lines(renderable: Any, width: int) -> list[Text]:
     """A rich renderable laid out at `width`, one Text per screen line."""
-    console = Console(width=max(width, 40), color_system="truecolor", record=False)
+    console = InertConsole(
+        width=max(width, 40), color_system="truecolor", record=False, markup=False
+    )
     rendered = console.render_lines(renderable, console.options, pad=False)
     lines = []
     for line in rendered:

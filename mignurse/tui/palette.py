@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from mignurse.inert import inert, inert_markup
+
 if TYPE_CHECKING:
     from mignurse.tui.app import MigNurseApp
 
@@ -64,11 +66,12 @@ class MigNurseCommands(Provider):
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self._commands(""):
-            yield DiscoveryHit(text, callback, help=help_text)
+            yield DiscoveryHit(inert_markup(text), callback, help=inert_markup(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for text, callback, help_text in self._commands(query):
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), callback, help=help_text)
+                shown = matcher.highlight(inert(text))
+                yield Hit(score, shown, callback, help=inert_markup(help_text))

@@ -13,16 +13,15 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Group
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.css.query import NoMatches
-from textual.widgets import DataTable, Static
 
 from mignurse.diagnose.findings import Finding
 from mignurse.fleetview import COLUMNS as FLEET_COLUMNS
 from mignurse.fleetview import PoolRow
+from mignurse.inert import inert_markup as escape
 from mignurse.nodeview import short_name
 from mignurse.render import SEVERITY_STYLE, deadline_words
 from mignurse.session import BuildingSource
@@ -39,6 +38,7 @@ from mignurse.tui.refresh import (
     fit_status,
     fit_widths,
 )
+from mignurse.tui.shown import DataTable, Static
 
 FINDINGS_SHOWN = 4
 PREVIEW_ROWS = 40  # at most this many of the pool's nodes below the fleet

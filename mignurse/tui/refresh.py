@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.cells import cell_len
-from rich.markup import escape
 from rich.text import Text
 from textual.message import Message
 
@@ -29,6 +28,7 @@ from mignurse.cluster.watcher import ResourceStatus
 from mignurse.diagnose.engine import Diagnosis
 from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
 from mignurse.fleetview import UNPOOLED, PoolRow
+from mignurse.inert import inert_markup as escape
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, NodeRow, bundle_row, format_age, node_rows
 from mignurse.render import SEVERITY_STYLE
 from mignurse.tui.filters import RowFilter

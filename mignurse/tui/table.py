@@ -23,8 +23,9 @@ from typing import Any
 from textual._two_way_dict import TwoWayDict
 from textual.coordinate import Coordinate
 from textual.geometry import Size
-from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey
+
+from mignurse.tui.shown import DataTable
 
 
 class BatchTable(DataTable[Any]):

@@ -49,3 +49,24 @@ def test_ssm_needs_a_bucket_and_aws_a_region(
     with pytest.raises(AccessError, match="check --profile"):
         aws_client(Access(profile="absent", region="us-west-2"), "ec2")
     assert aws_client(Access(region="eu-west-1"), "ec2").meta.region_name == "eu-west-1"
+
+
+def test_the_simulator_mark_is_read_from_the_kubeconfig_and_a_fifo_or_dev_zero_is_skipped(
+    tmp_path: Path,
+) -> None:
+    import os
+
+    from mignurse.cluster import SIM_EXTENSION
+    from mignurse.collect.access import simulated_scenario
+
+    marked = tmp_path / "sim.yaml"
+    marked.write_text(
+        "clusters:\n- name: sim\n  cluster:\n    server: https://127.0.0.1:1\n"
+        f"    extensions:\n    - name: {SIM_EXTENSION}\n      extension: {{scenario: spot-churn}}\n"
+    )
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    # A FIFO or /dev/zero before the real file is passed over without blocking or filling memory.
+    paths = os.pathsep.join([str(fifo), "/dev/zero", str(marked)])
+    assert simulated_scenario(paths, "sim") == "spot-churn"
+    assert simulated_scenario(paths, "prod") is None

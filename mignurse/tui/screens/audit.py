@@ -9,7 +9,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import Footer
 
 from mignurse.nodeview import short_name
 from mignurse.paths import in_demo
@@ -18,6 +18,7 @@ from mignurse.runner.audit import read_audit, runs_from_audit
 from mignurse.tui.screens.run import OUTCOME_STYLE
 from mignurse.tui.screens.run_steps import RunStepsScreen
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
+from mignurse.tui.shown import DataTable, Static
 
 AUDIT_RUNS_SHOWN = 200
 TITLE_AUDIT = Text.assemble(

@@ -20,10 +20,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.events import Key
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input
 
 from mignurse.nodeview import short_name
 from mignurse.runner.step import Harm
+from mignurse.tui.shown import Label, Static
 
 if TYPE_CHECKING:
     from textual.app import App

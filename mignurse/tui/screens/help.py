@@ -12,9 +12,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
+from mignurse.tui.shown import Static
 
 CHANGES = "not read-only"  # keys that change the cluster: hidden when read-only
 

@@ -26,7 +26,10 @@ from textual.geometry import Size
 from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Input
+
+from mignurse.inert import inert
+from mignurse.tui.shown import Static, inert_text
 
 RENDERED_KEPT = 2000  # rendered lines kept; the rest are drawn again when scrolled back
 
@@ -40,6 +43,22 @@ class Page:
     marks: Sequence[int] = field(default_factory=tuple)  # line indices, ascending
     note: str = ""  # what the marks are ("lines the findings cite")
     wrap: bool = False  # prose (the findings): lines wrap to the screen, the rest indented
+
+    def __post_init__(self) -> None:
+        # Journals and findings quote nodes: every line inert before it is measured.
+        self.title = inert(self.title)
+        self.note = inert(self.note)
+        self.lines = [inert_text(_tabs_expanded(line), lines=False) for line in self.lines]
+
+
+def _tabs_expanded(line: Text) -> Text:
+    """A journal's tabs (Go stack traces indent with them) as spaces to the next 8-column
+    stop, as `less` shows them, not as a visible `\\t`."""
+    if "\t" not in line.plain:
+        return line
+    line = line.copy()
+    line.expand_tabs(8)
+    return line
 
 
 def wrapped(line: Text, width: int) -> list[Text]:

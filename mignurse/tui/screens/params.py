@@ -12,10 +12,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input
 
 from mignurse.runner.schema import ParamSpec, Runbook, RunbookError
 from mignurse.tui.screens.fit import fit_to_screen
+from mignurse.tui.shown import Label, Static
 
 
 def shown_default(param: ParamSpec, hint: Any) -> str:

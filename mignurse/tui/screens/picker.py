@@ -23,12 +23,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList, Static
+from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from mignurse.runner.schema import Runbook
 from mignurse.tui.screens.fit import fit_to_screen
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
+from mignurse.tui.shown import Label, Static, inert_text
 
 SUMMARY_CHARS = 90  # the picker's one-line description
 
@@ -166,7 +167,9 @@ class RunbookPicker(ModalScreen[str | None]):
         return prompt
 
     def _option(self, entry: Entry) -> Option:
-        return Option(self.prompt(entry), id=entry.book.name, disabled=not entry.possible)
+        return Option(
+            inert_text(self.prompt(entry)), id=entry.book.name, disabled=not entry.possible
+        )
 
     def compose(self) -> ComposeResult:
         with Vertical():

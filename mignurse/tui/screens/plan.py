@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from mignurse.nodeview import short_name
 from mignurse.render import plan_markup
@@ -24,6 +24,7 @@ from mignurse.runner.step import Harm
 from mignurse.tui.launcher import RunbookLauncher, RunRequest
 from mignurse.tui.screens.run import RUNNER_ERRORS
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
+from mignurse.tui.shown import Static
 
 
 def confirm_words(harm: Harm, targets: Sequence[str], cluster: str) -> str:

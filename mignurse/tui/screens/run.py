@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rich.markup import escape
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -20,9 +19,10 @@ from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, RichLog, Static
+from textual.widgets import Footer, RichLog
 
 from mignurse.cluster.client import NODES, ClusterError
+from mignurse.inert import inert_markup as escape
 from mignurse.model import Node
 from mignurse.nodeview import short_name
 from mignurse.render import plan_markup
@@ -37,6 +37,7 @@ from mignurse.tui.launcher import RunbookLauncher
 from mignurse.tui.screens.confirm import ModalConfirmer
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 from mignurse.tui.selection import Selection
+from mignurse.tui.shown import DataTable, Static
 
 RUNNER_ERRORS = (RunError, LockError, RunbookError, StepFailed, ClusterError)
 STATE_STYLE = {

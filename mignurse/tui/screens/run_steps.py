@@ -9,11 +9,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
+from mignurse.tui.shown import Static
 
 
 def run_story(run_id: str) -> str:

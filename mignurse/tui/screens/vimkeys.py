@@ -9,7 +9,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import ScrollableContainer
 from textual.scroll_view import ScrollView
 from textual.widget import Widget
-from textual.widgets import DataTable, OptionList
+from textual.widgets import OptionList
+
+from mignurse.tui.shown import DataTable
 
 VIM_BINDINGS: list[BindingType] = [
     Binding("j", "vim('down')", "Down", show=False),

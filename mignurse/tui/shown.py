@@ -1,0 +1,120 @@
+"""What the app shows from outside, made inert: the widgets every screen builds on.
+
+Node names, labels, condition messages, events, journals, runbook titles and audit records
+reach the screen through a handful of widgets. Those here make what they are given inert
+(`mignurse.inert`) before Textual lays it out: `Static` and `Label` (strings, rich `Text`
+and `Group`s of them), `DataTable` cells (a string cell is text, never markup), and the
+app's console (`InertConsole`, installed by `install_console`), under every rich renderable
+a widget draws: tables, logs. Screens import these widgets, never Textual's own
+(tests/hostile/test_escapes_faces.py holds them to it and scans every screen for what a
+hostile cluster planted). The app's `notify` and titles go through `inert` too (`app.py`,
+`appstate.py`).
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any, TypeVar
+
+from rich.console import Group
+from rich.text import Span, Text
+from textual import constants
+from textual import widgets as textual_widgets
+from textual.app import App
+
+from mignurse.inert import inert
+from mignurse.render import InertConsole
+
+
+def inert_text(text: Text, *, lines: bool = True) -> Text:
+    """`text` with its characters made inert and its styles kept on the same words."""
+    plain = text.plain
+    if plain.isprintable() or (lines and plain.replace("\n", "").isprintable()):
+        return text
+    cuts = sorted({0, len(plain), *(s.start for s in text.spans), *(s.end for s in text.spans)})
+    pieces = [inert(plain[a:b], lines=lines) for a, b in pairwise(cuts)]
+    moved = {0: 0}
+    offset = 0
+    for cut, piece in zip(cuts[1:], pieces, strict=True):
+        offset += len(piece)
+        moved[cut] = offset
+    spans = [Span(moved[s.start], moved[s.end], s.style) for s in text.spans]
+    return Text(
+        "".join(pieces),
+        style=text.style,
+        justify=text.justify,
+        overflow=text.overflow,
+        no_wrap=text.no_wrap,
+        end=text.end,
+        tab_size=text.tab_size,
+        spans=spans,
+    )
+
+
+def shown(content: Any, *, lines: bool = True) -> Any:
+    """What a widget is given, inert: a string (kept as the markup the code wrote, the text
+    from outside in it escaped by `inert_markup`), a `Text`, a `Group` of them. Other
+    renderables are drawn through the app's `InertConsole`."""
+    if isinstance(content, str):
+        return inert(content, lines=lines, tabs=False)
+    if isinstance(content, Text):
+        return inert_text(content, lines=lines)
+    if isinstance(content, Group):
+        return Group(*(shown(part) for part in content.renderables), fit=content.fit)
+    return content
+
+
+def cell(value: Any) -> Any:
+    """A table cell: a string is one line of plain text, never markup."""
+    if isinstance(value, str):
+        return Text(inert(value), end="")
+    return shown(value, lines=False)
+
+
+class Static(textual_widgets.Static):
+    def __init__(self, content: Any = "", **options: Any) -> None:
+        super().__init__(shown(content), **options)
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        super().update(shown(content), layout=layout)
+
+
+class Label(textual_widgets.Label):
+    def __init__(self, content: Any = "", **options: Any) -> None:
+        super().__init__(shown(content), **options)
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        super().update(shown(content), layout=layout)
+
+
+CellT = TypeVar("CellT")
+
+
+class DataTable(textual_widgets.DataTable[CellT]):
+    def add_row(self, *cells: Any, **options: Any) -> Any:
+        return super().add_row(*(cell(value) for value in cells), **options)
+
+    def update_cell(self, row_key: Any, column_key: Any, value: Any, **options: Any) -> None:
+        super().update_cell(row_key, column_key, cell(value), **options)
+
+    def update_cell_at(self, coordinate: Any, value: Any, **options: Any) -> None:
+        super().update_cell_at(coordinate, cell(value), **options)
+
+
+def install_console(app: App[Any]) -> None:
+    """The app's console as an `InertConsole`, as Textual builds its own (textual/app.py,
+    `App.__init__`, Textual 8.2), with markup off: a string cell of a rich table is text."""
+    app.console = InertConsole(
+        color_system=constants.COLOR_SYSTEM,  # type: ignore[arg-type]
+        file=app.console.file,
+        markup=False,
+        highlight=False,
+        emoji=False,
+        legacy_windows=False,
+        _environ=app.console._environ,
+        force_terminal=True,
+        safe_box=False,
+        soft_wrap=False,
+    )
+    # A crash's traceback quotes values too (a message, a label).
+    app.error_console = InertConsole(markup=False, highlight=False, stderr=True)
