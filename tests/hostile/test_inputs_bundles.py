@@ -123,8 +123,6 @@ def test_a_file_the_reader_reads_past_the_file_cap_is_cut_there_and_said(tmp_pat
         f"first 64 MiB were read (the rest of b.tar.gz was not read); "
         "MIGNURSE_MAX_FILE_BYTES=256M raises the limit"
     ) in result.stderr.splitlines()
-    gathered = load_offline(bundle)
-    assert any("kubelet.log was cut at 64 MiB" in p for p in gathered.node_evidence[NODE].problems)
 
 
 def test_many_large_members_stop_at_the_total_cap(tmp_path: Path) -> None:
