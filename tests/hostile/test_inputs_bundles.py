@@ -300,3 +300,18 @@ def test_a_fifo_in_a_folder_where_a_journal_belongs_is_named_and_never_opened(
     result = diagnose(folder)
     assert result.returncode in (0, 1), result.stderr
     assert f"note: nodes/{NODE}/kubelet.log is not a regular file: not read" in result.stderr
+
+
+def test_a_journal_cut_at_the_file_cap_is_among_the_nodes_problems(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = b"Nov 29 03:01:02 ip-10-0-7-21 kubelet[1]: I1129 03:01:02 sync\n" * 40_000
+    bundle = write_tarball(
+        tmp_path / "b.tar.gz", [*snapshot_files().items(), (f"nodes/{NODE}/kubelet.log", journal)]
+    )
+    monkeypatch.setenv("MIGNURSE_MAX_FILE_BYTES", "1M")
+    evidence = load_offline(bundle).node_evidence[NODE]
+    assert any(
+        f"nodes/{NODE}/kubelet.log was cut at 1 MiB: it is 2.3 MiB" in p for p in evidence.problems
+    ), evidence.problems
+    assert evidence.journals["kubelet"].lines < 40_000  # what was read is the file's head
