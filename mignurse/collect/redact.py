@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mignurse.collect import structured
+from mignurse.collect import encodings, structured
 from mignurse.collect.secretnames import MARKER
 from mignurse.collect.secretrules import LINE, TEXT, TEXT_RULES, Edit, Rule
 
@@ -83,6 +83,8 @@ _KEEP_IP4 = frozenset({"0.0.0.0", "255.255.255.255", "169.254.169.254"})
 _KEEP_MAC = frozenset({"00:00:00:00:00:00", "ff:ff:ff:ff:ff:ff"})
 
 RULES: tuple[str, ...] = tuple(rule.name for rule in TEXT_RULES) + structured.RULES
+# the text rules and those for shapes only encodings have (YAML blocks, key<TAB>value)
+ALL_RULES: tuple[Rule, ...] = TEXT_RULES + encodings.RULES
 
 TextMask = Callable[[str, bytes], tuple[bytes, dict[str, int]]]
 
@@ -104,9 +106,14 @@ class Redactor:
         self._counters = {"ip4": 0, "ip6": 0, "mac": 0, "host": 0}
 
     def redact(self, name: str, data: bytes) -> bytes:
-        """Return text or JSON ``data`` with secrets masked (archives: see `mask`)."""
+        """Return ``data`` with secrets masked: text and JSON, and a gzip'd file or an archive
+        as `mask` does it (empty when it is left out: `left_out` says why)."""
         if not self.enabled:
             return data
+        if _is_archive(data):
+            masked = self.mask(name, data)
+            unchanged = not masked.counts and not masked.left_out
+            return data if unchanged else masked.data or b""
         clean, counts = self.mask_text(name, data)
         self.record(name, counts)
         return clean
@@ -252,40 +259,186 @@ class Redactor:
                 return candidate
 
 
+def _is_archive(data: bytes) -> bool:
+    from mignurse.collect.archives import is_tar, sniff
+
+    return sniff(data[:8]) is not None or is_tar(data[:512])
+
+
 def mask_secrets(
     name: str, data: bytes, *, structured_done: bool = False
 ) -> tuple[bytes, dict[str, int]]:
     """``data`` (text or JSON; NUL bytes and invalid UTF-8 kept as they are) with every secret
-    rule applied, and the count per rule. Pure, so a worker process can run it. Raises
-    `MaskTimeout` past `MASK_SECONDS_PER_FILE`."""
+    rule applied, and the count per rule; a gzip'd file or an archive masked member by member
+    and packed again. Pure, so a worker process can run it. Raises `MaskTimeout` past
+    `MASK_SECONDS_PER_FILE`, or when an archive cannot be masked (the reason)."""
+    if _is_archive(data):  # a gzip'd log or a tarball: its members, as `archives` masks them
+        from mignurse.collect.archives import mask_file
+
+        masked = mask_file(name, data, text_mask=mask_secrets)
+        if masked.data is None:
+            raise MaskTimeout("; ".join(why for _, why in masked.left_out))
+        return masked.data, dict(masked.counts)
     clock = _Clock(MASK_SECONDS_PER_FILE)
     counts: dict[str, int] = {}
     if not structured_done and structured.looks_like_json(name, data):
         rewritten, found = structured.mask_json_bytes(data, clock.check)
         if rewritten is not None:
             data, counts = rewritten, dict(found)
-    lines = trigger_lines(data)
-    if lines == []:  # grep saw no trigger anywhere: nothing can match
-        return data, counts
     text = data.decode("utf-8", "surrogateescape")
+    original = text
+    # NUL bytes (a torn write, NUL-separated records) end a value as whitespace does: the
+    # rules see them as the file separator \x1c, which is whitespace to `re`, put back after
+    nul = "\x00" in text and "\x1c" not in text
+    if nul:
+        text = text.replace("\x00", "\x1c")
+    # The text rules on the text itself, then on its views (decoded encodings: `encodings`);
+    # a mask can make a boundary another rule needed (abcdef.<16>AKIA… once the bootstrap
+    # token is masked): go round again until nothing changes, so masking twice changes
+    # nothing.
+    lines = trigger_lines(data)
+    scan = None
+    if lines != []:  # []: grep saw no trigger anywhere, so no text rule can match
+        text, found, scan = _mask_text(text, lines, clock)
+        _add(counts, found)
+    for _ in range(PASSES):
+        text, found = _mask_views(text, clock, scan)
+        _add(counts, found)
+        if not found:
+            break
+        text, found, _ = _mask_text(text, _marked_lines(text), clock)
+        _add(counts, found)
+        scan = None
+    if nul:
+        text = text.replace("\x1c", "\x00")
+    return (data if text == original else text.encode("utf-8", "surrogateescape")), counts
+
+
+def _add(counts: dict[str, int], more: dict[str, int]) -> None:
+    for rule, n in more.items():
+        counts[rule] = counts.get(rule, 0) + n
+
+
+def _mask_text(
+    text: str, lines: list[tuple[int, int]] | None, clock: _Clock
+) -> tuple[str, dict[str, int], _Scan | None]:
+    """Every text rule applied to the text itself (`lines`: where grep saw triggers), and
+    the scan of the text that came out when it found every trigger (for `_mask_views`)."""
+    counts: dict[str, int] = {}
     scan = _Scan(text, lines)
-    changed = False
-    # A mask can make a boundary an earlier rule needed (abcdef.<16>AKIA… once the bootstrap
-    # token is masked): go round again until nothing changes, so masking twice changes nothing.
+    complete: _Scan | None = scan
     for again in range(PASSES):
         changed_now = False
-        for rule in TEXT_RULES:
+        for rule in ALL_RULES:
             clock.check()
             text, n = _apply_rule(scan, rule, clock)
             if n:
                 counts[rule.name] = counts.get(rule.name, 0) + n
-                changed = changed_now = True
+                changed_now = True
                 # an edit moves positions; after the first pass only masked lines can change
                 scan = _Scan(text, _marked_lines(text) if again else None)
+                complete = None
         if not changed_now:
             break
         scan = _Scan(text, _marked_lines(text))
-    return (text.encode("utf-8", "surrogateescape") if changed else data), counts
+    return text, counts, complete
+
+
+def _mask_views(text: str, clock: _Clock, scan: _Scan | None = None) -> tuple[str, dict[str, int]]:
+    """What the rules find in the views of `text` (`encodings`), masked where it came from;
+    `scan`: one of `text` that found every trigger, if there is one already."""
+    spans: list[tuple[int, int, str]] = []
+    root = scan if scan is not None and scan.text is text else _Scan(text)
+    scans = {id(text): root}  # one scan per text: triggers found once
+
+    def scan_of(view_text: str) -> _Scan:
+        scan = scans.get(id(view_text))
+        if scan is None or scan.text is not view_text:
+            scan = scans[id(view_text)] = _Scan(view_text)
+        return scan
+
+    def triggers(view_text: str) -> list[int]:
+        scan = scan_of(view_text)
+        return [at for trigger in TRIGGERS for at in scan.positions(trigger)]
+
+    spans.extend(
+        encodings.json_document_edits(text, encodings.lines_at(text, triggers(text)), clock.check)
+    )
+    for view in encodings.views(text, triggers):
+        clock.check()
+        found = list(_rule_spans(scan_of(view.text), clock))
+        found += encodings.json_document_edits(
+            view.text, encodings.lines_at(view.text, triggers(view.text)), clock.check
+        )
+        for start, end, rule in found:
+            spans.extend((s, e, rule) for s, e in view.root_spans(start, end))
+        del scans[id(view.text)]
+    return _mask_spans(text, spans)
+
+
+def _rule_spans(scan: _Scan, clock: _Clock) -> Iterator[tuple[int, int, str]]:
+    """(start, end, rule) of what each rule would change in `text`, none applied. As when
+    they are applied one after another, a rule is not tried where an earlier one changed
+    the text (the bootstrap token's secret half, then not the whole `--token` value)."""
+    text = scan.text
+    taken: list[tuple[int, int]] = []
+    for rule in ALL_RULES:
+        if not any(scan.positions(t) for t, _ in rule.triggers):
+            continue
+        found: list[tuple[int, int]] = []
+        for edit in _edits(scan, rule, clock):
+            if _overlaps(taken, edit[0], edit[1]):
+                continue
+            for span in encodings.changed_spans(text, edit):
+                found.append(span)
+                yield span[0], span[1], rule.name
+        if found:
+            taken = sorted(taken + found)
+
+
+def _overlaps(spans: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether [start, end) overlaps one of the sorted, disjoint `spans`."""
+    i = bisect.bisect_left(spans, (end, end))
+    return i > 0 and spans[i - 1][1] > start
+
+
+def _mask_spans(text: str, spans: list[tuple[int, int, str]]) -> tuple[str, dict[str, int]]:
+    """`text` with each span (merged where they touch) replaced by MARKER, and the count per
+    rule; spans that hold only masks already are left alone."""
+    counts: dict[str, int] = {}
+    merged: list[tuple[int, int, str]] = []
+    for start, end, rule in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]), merged[-1][2])
+        else:
+            merged.append((start, end, rule))
+    parts: list[str] = []
+    pos = 0
+    for start, end, rule in merged:
+        # widen to whole masks: a span ending inside ***REDACTED*** would cut it
+        start, end = _around_masks(text, start, end)
+        if start < pos:
+            start = pos
+        if end <= start or not text[start:end].replace(MARKER, "").strip():
+            continue
+        parts.append(text[pos:start])
+        parts.append(MARKER)
+        pos = end
+        counts[rule] = counts.get(rule, 0) + 1
+    if not counts:
+        return text, counts
+    parts.append(text[pos:])
+    return "".join(parts), counts
+
+
+def _around_masks(text: str, start: int, end: int) -> tuple[int, int]:
+    at = text.find(MARKER, max(0, start - len(MARKER) + 1), start + len(MARKER))
+    if at != -1 and at < start < at + len(MARKER):
+        start = at
+    at = text.find(MARKER, max(0, end - len(MARKER) + 1), end + len(MARKER))
+    if at != -1 and at < end < at + len(MARKER):
+        end = at + len(MARKER)
+    return start, end
 
 
 def _marked_lines(text: str) -> list[tuple[int, int]]:
@@ -317,7 +470,7 @@ PASSES = 3
 # trigger holds a newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
-TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in TEXT_RULES for t, _ in r.triggers))
+TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves
@@ -416,6 +569,16 @@ def _apply_rule(scan: _Scan, rule: Rule, clock: _Clock) -> tuple[str, int]:
 
 
 def _edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
+    """The rule's edits in order, none overlapping, less those `encodings.vetted` refuses (a
+    log line's own prefix, a piece of a message split over CRI partial lines)."""
+    text = scan.text
+    for edit in _rule_edits(scan, rule, clock):
+        kept = encodings.vetted(text, edit)
+        if kept is not None:
+            yield kept
+
+
+def _rule_edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
     """The rule's edits in order, none overlapping; never tried again inside an edit it made."""
     text = scan.text
     if rule.paired is not None:

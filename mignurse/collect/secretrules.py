@@ -1,7 +1,11 @@
 """The text rules that find secrets, by the kind of credential or file they come from: PEM
-blocks, AWS keys and signatures, bearer and vendor tokens, registry and chpasswd passwords,
-.netrc, Kubernetes Secret objects written as JSON or YAML, and secret-named environment
-variables and flags. Each rule is a compiled regex, the literal triggers where a match may
+blocks, AWS keys and signatures, bearer and vendor tokens, provider tokens by their documented
+prefixes, connection strings, passwords on command lines, cookies, registry and chpasswd
+passwords, .netrc, Kubernetes Secret objects written as JSON or YAML, values whose object says
+they are secret (SSM SecureString), and secret-named environment variables and flags. Formats
+come from gitleaks (gitleaks/gitleaks@v8.30.0 config/gitleaks.toml), trufflehog's detectors
+(trufflesecurity/trufflehog@v3.90.0 pkg/detectors) and the providers' documentation, named
+beside each rule. Each rule is a compiled regex, the literal triggers where a match may
 start, and a function that turns one match into one edit (span and replacement) or declines
 it; `redact` walks a text with them.
 
@@ -24,6 +28,13 @@ Decisions:
   written without quotes is a count far more often than a password. A quoted one is masked.
 - AWS account ids, ARNs, instance ids, GPU/MIG UUIDs and image digests are not masked: they
   are not credentials and are needed for the diagnosis.
+- A provider prefix counts only at the start of a word that is not inside base64 or a dashed
+  name, and its token must end there; prefixes that are common words (Okta's ``00``, Vault's
+  legacy ``s.``) count only on lines that name the provider.
+- A connection string's password ends at ``;`` or ``&``: the settings after it are evidence.
+  A cookie's attributes (Path, Expires, SameSite…) stay; every cookie value goes.
+- A command's password flag is masked only for the commands that take one there (``-p`` is a
+  password to mysql and sshpass, a port or a profile elsewhere).
 """
 
 from __future__ import annotations
@@ -63,8 +74,11 @@ class Rule:
     paired: Callable[[str, Callable[[], None]], Iterator[Edit]] | None = None
 
 
+_VAL_GROUPS = ("val", "val2", "val3", "val4", "val5", "val6")
+
+
 def _val_group(m: re.Match[str]) -> Edit | None:
-    for group in ("val", "val2", "val3"):
+    for group in _VAL_GROUPS:
         if group in m.re.groupindex and m[group] is not None:
             if not m[group] or MARKER in m[group]:
                 return None
@@ -74,9 +88,13 @@ def _val_group(m: re.Match[str]) -> Edit | None:
 
 # --- PEM -------------------------------------------------------------------------------------
 
+# cloud-init prints every instance's public SSH host keys and their fingerprints to the
+# console between BEGIN/END SSH HOST KEY KEYS and … FINGERPRINTS lines (canonical/cloud-init@24.4
+# tools/write-ssh-key-fingerprints): public, and in every cloud-init-output.log
 _PUBLIC_PEM = re.compile(
     r"(?:X509 |TRUSTED |NEW )?CERTIFICATE(?: REQUEST)?|X509 CRL|(?:RSA |SSH2 )?PUBLIC KEY"
     r"|PGP PUBLIC KEY BLOCK|PGP SIGNATURE|(?:DH|EC|DSA) PARAMETERS"
+    r"|SSH HOST KEY (?:KEYS|FINGERPRINTS)"
 )
 _NL = r"(?:\r?\n|\\r\\n|\\n)"  # real newline, or the two characters \n inside JSON strings
 _PEM_MARKER = re.compile(r"-----(BEGIN|END) ([A-Z0-9 ]{1,64})-----")
@@ -177,12 +195,27 @@ _AMZ_SIGNED = re.compile(
 
 # --- tokens ----------------------------------------------------------------------------------
 
+# Authorization schemes: Bearer (RFC 6750), Basic (RFC 7617), Token (PagerDuty's
+# `Token token=…`, developer.pagerduty.com/docs/authentication), Bot (discord.com/developers/
+# docs/reference#authentication), SSWS (developer.okta.com/docs/guides/create-an-api-token/),
+# Negotiate/NTLM (RFC 4559), Firebase's legacy `key=` (firebase.google.com/docs/cloud-messaging/
+# auth-server), and Digest's `response=` (RFC 7616 section 3.4)
 _BEARER = re.compile(
     r"(?i:\bbearer)(?:[ \t]{1,16}|\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?)"
     r"(?P<val>[A-Za-z0-9\-._~+/]{16,8192}=*)"
-    r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?(?i:basic|token)[ \t]{1,16}"
-    r"(?P<val2>[A-Za-z0-9\-._~+/]{4,8192}=*)"
+    r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
+    r"(?:(?i:basic|token|bot|ssws|negotiate|ntlm|api-?key|splunk|geniekey)[ \t]{1,16}"
+    r"|(?i:key)=)"
+    # `token=` is consumed whenever present, so a masked value is never matched again
+    r"(?:(?i:token=)\\?\"?|(?!(?i:token=)))"
+    r"(?P<val2>[A-Za-z0-9\-._~+/%:]{4,8192}=*)"
+    # S3's SigV2 header: AWS <key id>:<signature> (docs.aws.amazon.com/AmazonS3/latest/API/
+    # RESTAuthentication.html); the key id stays for the aws-access-key-id rule
+    r"|(?i:\bauthorization)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?AWS[ \t]{1,16}"
+    r"[A-Z0-9]{16,128}:(?P<val6>[A-Za-z0-9+/]{20,128}=*)"
     r"|(?P<val3>\beyJ[A-Za-z0-9_-]{8,8192}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{0,8192})"
+    r"|(?i:\bdigest)[ \t][^\n]{0,1024}?\bresponse=\\?\"(?P<val4>[0-9A-Fa-f]{32,128})"
+    r"|(?i:\bssws)[ \t]{1,16}(?P<val5>[A-Za-z0-9_-]{20,256})"
 )
 
 # kubeadm bootstrap tokens: [a-z0-9]{6}.[a-z0-9]{16}, the id kept (kubernetes.io/docs/reference/
@@ -214,6 +247,15 @@ _DOCKER_AUTH = re.compile(
     r"|(?<![\w.])\.docker(?:configjson|cfg)[ \t]{0,16}:[ \t]{0,16}[\"']?"
     r"(?P<val2>[A-Za-z0-9+/=]{8,65536})"
 )
+
+
+def _docker_auth(m: re.Match[str]) -> Edit | None:
+    # kubelet logs every flag at start: FLAG: --anonymous-auth="false" is a setting
+    value = m["val"] if m["val"] is not None else m["val2"]
+    if value is not None and value.lower() in _NOT_SECRET_VALUE:
+        return None
+    return _val_group(m)
+
 
 # GitHub: ghp_ (personal), gho_ (OAuth), ghu_ (user-to-server), ghs_ (server-to-server), ghr_
 # (refresh), up to 255 characters; github_pat_ (fine-grained)
@@ -392,6 +434,342 @@ def _near_in_document(kinds: list[int], documents: list[int], at: int) -> bool:
     return False
 
 
+# --- provider tokens by their documented prefixes -------------------------------------------
+# (prefix, what follows it, where the format is documented). The prefix is kept; what follows
+# is masked. GL: gitleaks/gitleaks@v8.30.0 config/gitleaks.toml (the rule id follows);
+# TH: trufflesecurity/trufflehog@v3.90.0 pkg/detectors/<name>.
+_PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
+    # GitLab (docs.gitlab.com/security/tokens/#token-prefixes; GL gitlab-*)
+    ("glpat-", r"[\w.-]{20,300}", "GL gitlab-pat, gitlab-pat-routable"),
+    ("glrt-", r"[\w.-]{20,300}", "GL gitlab-runner-authentication-token"),
+    ("gldt-", r"[\w.-]{20,300}", "GL gitlab-deploy-token"),
+    ("glptt-", r"[0-9a-f]{40}", "GL gitlab-ptt"),
+    ("gloas-", r"[\w-]{20,300}", "GL gitlab-oauth-app-secret"),
+    ("glcbt-", r"[\w.-]{20,300}", "GL gitlab-cicd-job-token"),
+    ("glft-", r"[\w.-]{20,300}", "GL gitlab-feed-token"),
+    ("glimt-", r"[\w.-]{25,300}", "GL gitlab-incoming-mail-token"),
+    ("glagent-", r"[\w.-]{50,300}", "GL gitlab-kubernetes-agent-token"),
+    ("glsoat-", r"[\w.-]{20,300}", "GL gitlab-scim-token"),
+    ("glffct-", r"[\w.-]{20,300}", "GL gitlab-feature-flag-client-token"),
+    ("GR1348941", r"[\w-]{20,64}", "GL gitlab-rrt"),
+    # Stripe (docs.stripe.com/keys; docs.stripe.com/webhooks#verify-events)
+    ("sk_live_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
+    ("rk_live_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
+    ("sk_test_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
+    ("rk_test_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
+    ("sk_prod_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
+    ("rk_prod_", r"[A-Za-z0-9]{10,247}", "GL stripe-access-token"),
+    ("whsec_", r"[A-Za-z0-9+/=]{24,128}", "docs.stripe.com/webhooks#verify-events"),
+    # Google (developers.google.com/identity/protocols/oauth2#size)
+    ("ya29.", r"[\w-]{20,4096}", "developers.google.com/identity/protocols/oauth2"),
+    ("1//0", r"[\w-]{40,1024}", "developers.google.com/identity/protocols/oauth2"),
+    (
+        "GOCSPX-",
+        r"[\w-]{24,40}",
+        "docs.github.com/en/code-security/secret-scanning/"
+        "introduction/supported-secret-scanning-patterns (google_oauth_client_secret)",
+    ),
+    # AWS STS session tokens (docs.aws.amazon.com/STS/latest/APIReference/API_Credentials.html)
+    ("IQoJb3JpZ2lu", r"[A-Za-z0-9/+=%]{60,8192}", "AWS STS Credentials.SessionToken"),
+    ("FwoGZXIvYXdzE", r"[A-Za-z0-9/+=%]{60,8192}", "AWS STS Credentials.SessionToken"),
+    # EKS tokens (github.com/kubernetes-sigs/aws-iam-authenticator#api-authorization-from-…)
+    ("k8s-aws-v1.", r"[\w-]{40,8192}", "kubernetes-sigs/aws-iam-authenticator README"),
+    # package registries and source hosting
+    ("pypi-AgEIcHlwaS5vcmc", r"[\w-]{50,1000}", "GL pypi-upload-token"),
+    ("npm_", r"[A-Za-z0-9]{36}", "GL npm-access-token"),
+    ("rubygems_", r"[0-9a-f]{48}", "GL rubygems-api-token"),
+    ("dckr_pat_", r"[\w-]{27,64}", "docs.docker.com/security/access-tokens/"),
+    ("dckr_oat_", r"[\w-]{27,64}", "docs.docker.com/security/access-tokens/"),
+    ("ATATT3", r"[\w=-]{100,300}", "GL atlassian-api-token"),
+    ("ATBB", r"[A-Za-z0-9_=.-]{28,64}", "TH bitbucketapppassword"),
+    ("AKCp", r"[A-Za-z0-9]{64,80}", "GL artifactory-api-key"),
+    # JFrog reference tokens: base64 of "reftkn:…", 64 characters
+    ("cmVmdGtu", r"[A-Za-z0-9]{56}", "trufflehog@v3.93.7 pkg/detectors/artifactoryreferencetoken"),
+    ("pul-", r"[0-9a-f]{40}", "GL pulumi-api-token"),
+    # Terraform Cloud/Enterprise: a 14-character id before .atlasv1. (GL hashicorp-tf-api-token)
+    ("atlasv1.", r"[\w=-]{60,70}", "GL hashicorp-tf-api-token"),
+    ("dp.pt.", r"[A-Za-z0-9]{40,44}", "GL doppler-api-token"),
+    ("dp.st.", r"[\w.-]{40,100}", "docs.doppler.com/reference/api#authentication"),
+    ("dp.sa.", r"[A-Za-z0-9]{40,44}", "docs.doppler.com/reference/api#authentication"),
+    ("dp.ct.", r"[A-Za-z0-9]{40,44}", "docs.doppler.com/reference/api#authentication"),
+    ("bkua_", r"[0-9a-f]{40}", "TH buildkite/v2"),
+    ("tskey-", r"[\w-]{20,200}", "tailscale.com/kb/1085/auth-keys"),
+    # payments, messaging, SaaS
+    ("SG.", r"[\w-]{22}\.[\w-]{43}", "GL sendgrid-api-token"),
+    ("NRAK-", r"[A-Z0-9]{27}", "GL new-relic-user-api-key"),
+    ("NRII-", r"[\w-]{32}", "GL new-relic-insert-key"),
+    ("NRJS-", r"[0-9a-f]{19}", "GL new-relic-browser-api-token"),
+    ("shpat_", r"[0-9a-fA-F]{32}", "GL shopify-access-token"),
+    ("shpss_", r"[0-9a-fA-F]{32}", "GL shopify-shared-secret"),
+    ("shpca_", r"[0-9a-fA-F]{32}", "GL shopify-custom-access-token"),
+    ("shppa_", r"[0-9a-fA-F]{32}", "GL shopify-private-app-access-token"),
+    ("EAAA", r"[\w-]{22,60}", "GL square-access-token"),
+    ("sq0atp-", r"[\w-]{22,60}", "GL square-access-token"),
+    ("sq0csp-", r"[\w-]{40,60}", "TH squareapp"),
+    ("HRKU-AA", r"[\w-]{58}", "GL heroku-api-key-v2"),
+    ("dop_v1_", r"[0-9a-f]{64}", "GL digitalocean-pat"),
+    ("doo_v1_", r"[0-9a-f]{64}", "GL digitalocean-access-token"),
+    ("dor_v1_", r"[0-9a-f]{64}", "GL digitalocean-refresh-token"),
+    ("lin_api_", r"[A-Za-z0-9]{40}", "GL linear-api-key"),
+    ("secret_", r"[A-Za-z0-9]{43}", "developers.notion.com/docs/authorization"),
+    ("ntn_", r"[A-Za-z0-9]{46}", "GL notion-api-token"),
+    ("sntryu_", r"[0-9a-f]{64}", "GL sentry-user-token"),
+    ("sntrys_", r"eyJ[A-Za-z0-9+/=_]{30,800}", "GL sentry-org-token"),
+    ("glc_", r"[A-Za-z0-9+/]{32,400}={0,3}", "GL grafana-cloud-api-token"),
+    ("glsa_", r"[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}", "GL grafana-service-account-token"),
+    ("eyJrIjoi", r"[A-Za-z0-9]{70,400}={0,3}", "GL grafana-api-key"),
+    ("dapi", r"[0-9a-f]{32}(?:-\d)?", "GL databricks-api-token"),
+    ("ops_eyJ", r"[A-Za-z0-9+/]{100,4096}={0,3}", "GL 1password-service-account-token"),
+    ("PMAK-", r"[0-9a-f]{24}-[0-9a-f]{34}", "GL postman-api-token"),
+    ("pscale_tkn_", r"[\w=.-]{32,64}", "GL planetscale-api-token"),
+    ("pscale_pw_", r"[\w=.-]{32,64}", "GL planetscale-password"),
+    ("pscale_oauth_", r"[\w=.-]{32,64}", "GL planetscale-oauth-token"),
+    ("AGE-SECRET-KEY-1", r"[0-9A-Z]{58}", "GL age-secret-key"),
+    ("ico-", r"[A-Za-z0-9]{32}", "GL infracost-api-token"),
+    ("v1.0-", r"[0-9a-f]{24}-[0-9a-f]{146}", "GL cloudflare-origin-ca-key"),
+    ("dt0c01.", r"[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}", "GL dynatrace-api-token"),
+    ("LTAI", r"[A-Za-z0-9]{20}", "GL alibaba-access-key-id"),
+    ("EZAK", r"[A-Za-z0-9]{54}", "GL easypost-api-token"),
+    ("p8e-", r"[A-Za-z0-9]{32}", "GL adobe-client-secret"),
+    ("fio-u-", r"[\w=-]{64}", "GL frameio-api-token"),
+    ("CFPAT-", r"[\w-]{43}", "GL contentful-delivery-api-token"),
+    ("duffel_live_", r"[\w=-]{43}", "GL duffel-api-token"),
+    ("fo1_", r"[\w-]{43}", "GL flyio-access-token"),
+    ("fm2_", r"[A-Za-z0-9+/]{100,4096}={0,3}", "GL flyio-access-token"),
+    ("sbp_", r"[0-9a-f]{40}", "supabase.com/docs/reference/api/introduction"),
+    ("pnu_", r"[A-Za-z0-9]{36}", "GL prefect-api-token"),
+    ("rdme_", r"[a-z0-9]{70}", "GL readme-api-token"),
+    # AI providers beyond the openai-key rule
+    ("sk-or-v1-", r"[0-9a-f]{64}", "openrouter.ai/docs/api-reference/authentication"),
+    ("gsk_", r"[A-Za-z0-9]{52}", "console.groq.com/docs/api-keys"),
+    ("r8_", r"[A-Za-z0-9]{37}", "replicate.com/docs/topics/security/api-tokens"),
+    ("pplx-", r"[A-Za-z0-9]{48}", "docs.perplexity.ai/guides/getting-started"),
+    ("lsv2_pt_", r"[0-9a-f]{32}_[0-9a-f]{10}", "docs.smith.langchain.com/administration"),
+    ("lsv2_sk_", r"[0-9a-f]{32}_[0-9a-f]{10}", "docs.smith.langchain.com/administration"),
+)
+# A prefix must start a word that is neither inside base64 (+ and / are base64 letters) nor a
+# part of a dashed name (aws-key-…), or follow an escaped newline in a JSON string; the token
+# must end there: certificate bundles, digests and resource names never match.
+# what comes before a prefix that is not the start of its token: (prefix, pattern, its length)
+_BEFORE_PREFIX = {"atlasv1.": (r"[A-Za-z0-9]{14}\.", 15)}
+_PROVIDER = re.compile(
+    r"(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt]))(?:"
+    + "|".join(
+        _BEFORE_PREFIX.get(prefix, ("", 0))[0] + re.escape(prefix) + body
+        for prefix, body, _ in _PROVIDER_TOKENS
+    )
+    + r")(?![A-Za-z0-9_+])"
+)
+_PROVIDER_PREFIXES = sorted((p for p, _, _ in _PROVIDER_TOKENS), key=len, reverse=True)
+
+
+def _provider_token(m: re.Match[str]) -> Edit | None:
+    prefix = next((p for p in _PROVIDER_PREFIXES if m[0].startswith(p)), "")
+    return m.start() + len(prefix), m.end(), MARKER  # no prefix at the start: all of it
+
+
+# Azure AD (Entra ID) client secrets: three characters, a digit, Q~, then 31 to 34 more
+# (GL azure-ad-client-secret); matched from the 4 characters before Q~
+_AZURE_AD_SECRET = re.compile(r"(?<![\w~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~.-])")
+
+# Connection strings: Azure storage AccountKey, Service Bus and Event Hubs SharedAccessKey,
+# SAS `sig=` (learn.microsoft.com/en-us/azure/storage/common/storage-configure-connection-
+# string, …/service-bus-messaging/service-bus-sas, …/rest/api/storageservices/create-service-
+# sas), and ODBC/JDBC/ADO.NET `Password=`/`Pwd=` after `;`, `?` or `&` (learn.microsoft.com/en-
+# us/sql/connect/odbc/dsn-connection-string-attribute): the value ends at `;` or `&`, so the
+# settings after it stay
+_CONNECTION_STRING = re.compile(
+    r"(?<![A-Za-z])(?i:AccountKey|SharedAccessKey|SharedAccessSignature)[ \t]{0,4}="
+    r"[ \t]{0,4}(?P<val>[^;&\s\"'\\<>]{1,4096})"
+    # a SAS signature is base64 of an HMAC-SHA256: 44 characters, more once URL-encoded
+    r"|(?<![A-Za-z])sig=(?P<val4>[A-Za-z0-9%+/=]{16,1024})"
+    # Oracle's thin driver: jdbc:oracle:thin:user/password@host (docs.oracle.com/en/database/
+    # oracle/oracle-database/23/jjdbc/data-sources-and-URLs.html)
+    r"|(?i:jdbc:oracle:thin:)[\w$#]{1,128}/(?P<val5>[^@\s\"'/]{1,256})@"
+    r"|(?<=[;?&])[ \t]{0,4}(?i:password|pwd|passwd)[ \t]{0,4}=[ \t]{0,4}"
+    r"(?:\{(?P<val2>[^}\n]{1,256})\}|(?P<val3>[^;&\s\"'\\<>{][^;&\s\"'\\<>]{0,1023}))"
+)
+
+
+def _connection_string(m: re.Match[str]) -> Edit | None:
+    # sudo's journal lines say `; PWD=/home/ec2-user ;`: a working directory, not a password
+    if m["val3"] is not None and _PATH.fullmatch(m["val3"]):
+        return None
+    return _val_group(m)
+
+
+# Credentials that command-line tools take as arguments; searched on lines naming the tool.
+# mysql/mariadb -pSECRET (dev.mysql.com/doc/refman/8.4/en/connection-options.html), sshpass -p
+# (sshpass(1)), ldapsearch/ldapmodify… -w (ldapsearch(1)), redis-cli -a (redis.io/docs/latest/
+# develop/tools/cli/), mongosh -p (mongodb.com/docs/mongodb-shell/reference/options/), sqlcmd
+# -P (learn.microsoft.com/en-us/sql/tools/sqlcmd/sqlcmd-utility), ipmitool -P (ipmitool(1)),
+# smbclient -U user%pass (smbclient(1)), openssl -passin/-passout pass:X (docs.openssl.org/3.0/
+# man1/openssl-passphrase-options/), rabbitmqctl add_user/change_password (rabbitmq.com/docs/
+# man/rabbitmqctl.8), htpasswd -b (httpd.apache.org/docs/2.4/programs/htpasswd.html). Arguments
+# may be separated by NULs, as /proc/<pid>/cmdline holds them.
+
+
+def _arg(n: str) -> str:
+    return (
+        rf"(?:'(?P<{n}>[^'\n]{{1,512}})'|\"(?P<{n}q>[^\"\n]{{1,512}})\""
+        rf"|(?P<{n}b>[^\s'\";|&<>\x00\\]{{1,512}}))"
+    )
+
+
+_SP = r"[ \t\x00]"  # between arguments
+_CLI_PASSWORD = re.compile(
+    r"\b(?:mysql(?:dump|admin|import|check|show|slap|pump|sh)?|mariadb(?:-dump|-admin)?)\b"
+    rf"[^\n]{{0,512}}?{_SP}-p{_arg('a')}"
+    rf"|\bsshpass\b[^\n]{{0,256}}?{_SP}-p{_SP}{{0,16}}{_arg('b')}"
+    rf"|\bldap(?:search|modify|add|delete|passwd|whoami|compare|modrdn|exop)\b[^\n]{{0,512}}?"
+    rf"{_SP}-w{_SP}{{1,16}}{_arg('c')}"
+    rf"|\bredis-cli\b[^\n]{{0,512}}?{_SP}-a{_SP}{{1,16}}{_arg('d')}"
+    rf"|\bmongo(?:sh|dump|restore|export|import)?\b[^\n]{{0,512}}?{_SP}-p{_SP}{{1,16}}{_arg('e')}"
+    rf"|\b(?:sqlcmd|ipmitool)\b[^\n]{{0,512}}?{_SP}-P{_SP}{{0,16}}{_arg('f')}"
+    rf"|\bsmbclient\b[^\n]{{0,512}}?{_SP}(?:-U|--user)[ \t\x00=]{{1,16}}[^\s%'\"\x00]{{1,256}}%"
+    rf"{_arg('g')}"
+    rf"|\bopenssl\b[^\n]{{0,512}}?{_SP}-pass(?:in|out)?{_SP}{{1,16}}pass:{_arg('h')}"
+    rf"|\brabbitmqctl\b[^\n]{{0,128}}?\b(?:add_user|change_password){_SP}{{1,16}}"
+    rf"[^\s\x00]{{1,128}}{_SP}{{1,16}}{_arg('i')}"
+    rf"|\bsqlplus\b{_SP}{{1,16}}(?:-[A-Za-z]{{1,8}}{_SP}{{1,16}}){{0,4}}[\w$#]{{1,128}}/"
+    rf"(?P<k>[^@\s'\"/\x00]{{1,256}})(?=[@\s\x00]|$)"
+    # redis.conf and sentinel.conf (redis.io/docs/latest/operate/oss_and_stack/management/
+    # config-file/): requirepass and masterauth lines
+    rf"|(?:^|(?<=\n)|(?<=\\n))[ \t]{{0,64}}(?:requirepass|masterauth){_SP}{{1,16}}{_arg('l')}"
+    rf"|\bhtpasswd\b{_SP}{{1,16}}-[A-Za-z]{{0,8}}b[A-Za-z]{{0,8}}{_SP}{{1,16}}"
+    rf"(?:[^\s\x00]{{1,256}}{_SP}{{1,16}}){{1,2}}{_arg('j')}"
+)
+_CLI_TRIGGERS = (
+    "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
+    "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus", "requirepass", "masterauth",
+)  # fmt: skip
+
+
+def _cli_password(m: re.Match[str]) -> Edit | None:
+    for group, value in m.groupdict().items():
+        if value is not None and len(group) <= 2:
+            if MARKER in value:
+                return None
+            return m.start(group), m.end(group), MARKER
+    return None
+
+
+# Cookie: every value; Set-Cookie: the cookie's value, its attributes kept (RFC 6265 section
+# 4.1 and 4.2); also curl's --cookie
+# name=value pairs joined by `;`: a value holds no `;` or space, so the chain is read once
+_PAIRS = (
+    r"[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}"
+    r"(?:;[ \t]{0,16}[^=;,\s\"'\\]{1,256}=[^;\s\"'\\]{0,4096}){0,63}"
+)
+_COOKIE = re.compile(
+    r"(?<![A-Za-z])(?i:(?:set-)?cookie2?)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
+    rf"(?P<body>{_PAIRS})"
+    rf"|--cookie(?:[ \t]{{1,16}}|=)[\"']?(?P<body2>{_PAIRS})"
+)
+_COOKIE_PAIR = re.compile(r"(?P<name>[^=;,\s]{1,256})=(?P<value>[^;\s]{1,4096})")
+_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "samesite", "priority", "partitioned", "version"}
+)
+
+
+def _cookie(m: re.Match[str]) -> Edit | None:
+    group = "body" if m["body"] is not None else "body2"
+    body = m[group]
+    masked = _COOKIE_PAIR.sub(
+        lambda pair: (
+            pair[0]
+            if pair["name"].lower() in _COOKIE_ATTRIBUTES or MARKER in pair["value"]
+            else f"{pair['name']}={MARKER}"
+        ),
+        body,
+    )
+    return None if masked == body else (m.start(group), m.end(group), masked)
+
+
+# Discord webhooks: the path after the id is the secret (discord.com/developers/docs/
+# resources/webhook#execute-webhook); Twitch IRC `oauth:` tokens (dev.twitch.tv/docs/chat/irc/);
+# PagerDuty's integration URL holds the routing key (developer.pagerduty.com/docs/events-api-v1-
+# overview: /generic/2010-04-15/create_event.json, /integration/<key>/enqueue)
+_CHAT_TOKENS = re.compile(
+    r"(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val>[\w-]{40,100})"
+    r"|(?<![\w-])(?i:oauth):(?P<val2>[a-z0-9]{30})(?![\w-])"
+    r"|(?i:pagerduty\.com/integration/)(?P<val3>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
+)
+
+# Tokens whose shape alone is too common to trust, masked on lines that name their provider
+# (each group: the words one of which the line must hold near it). Vault tokens before 1.10,
+# s. (service) and b. (batch) (developer.hashicorp.com/vault/docs/concepts/tokens#token-
+# prefixes); Okta API tokens 00… (GL okta-access-token); Twilio API key SIDs SK… and account
+# SIDs AC… (GL twilio-api-key; TH twilio), their prefix kept; Mailgun keys key-… (GL mailgun-
+# private-api-token), the prefix kept; Telegram bot tokens <bot id>:AA…, the id kept
+# (core.telegram.org/bots/api#authorizing-your-bot; GL telegram-bot-api-token)
+_CONTEXT_TOKENS = re.compile(
+    r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<vault>[A-Za-z0-9]{24})"
+    r"(?![\w.-])"
+    r"|(?<![\w.-])b\.(?P<vault2>AAAAAQ[\w-]{20,512})"
+    r"|(?<![\w-])(?=[\w-]{0,41}[A-Z])(?P<okta>00[A-Za-z0-9_-]{40})(?![\w-])"
+    r"|(?<![\w-])(?:SK|AC)(?P<twilio>[0-9a-fA-F]{32})(?![\w-])"
+    r"|(?<![\w-])key-(?P<mailgun>[0-9a-f]{32})(?![\w-])"
+    r"|(?<=\d):(?P<telegram>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
+)
+_CONTEXT_WORDS = {
+    "vault": ("vault", "token"),
+    "vault2": ("vault", "token"),
+    "okta": ("okta",),
+    "twilio": ("twilio",),
+    "mailgun": ("mailgun",),
+    "telegram": ("telegram",),
+}
+_CONTEXT_REACH = 512  # how far along its line a token's provider may be named
+
+
+def _context_token(m: re.Match[str]) -> Edit | None:
+    group = next(g for g in _CONTEXT_WORDS if m[g] is not None)
+    text = m.string
+    reach_back = max(0, m.start() - _CONTEXT_REACH)
+    start = max(text.rfind("\n", reach_back, m.start()) + 1, reach_back)
+    end = text.find("\n", m.end(), m.end() + _CONTEXT_REACH)
+    near = text[start : end if end != -1 else m.end() + _CONTEXT_REACH].lower()
+    if not any(word in near for word in _CONTEXT_WORDS[group]) or MARKER in m[group]:
+        return None
+    return m.start(group), m.end(group), MARKER
+
+
+# Values whose key says nothing but whose object does: `aws ssm get-parameter
+# --with-decryption` prints a SecureString's plain value under "Value"
+# (docs.aws.amazon.com/cli/latest/reference/ssm/get-parameter.html), and `az storage account
+# keys list` prints each key under "value" beside its "keyName"
+# (learn.microsoft.com/en-us/cli/azure/storage/account/keys). A "Value"/"value" string is
+# masked when one of those words lies within `_OBJECT_REACH` of it.
+_JSON_VALUE = re.compile(
+    r'\\?"(?:Value|value)\\?"[ \t]{0,16}:[ \t\r\n]{0,64}\\?"'
+    r'(?P<val>(?:[^"\\\n]|\\[^"\n]){1,65536})(?=\\?")'
+    # the same printed with --output yaml
+    r"|(?m:^[ \t]{0,64}(?:-[ \t]{1,16})?(?:Value|value):[ \t]{1,16})"
+    r"(?P<val2>[^\s|>][^\n]{0,65535})"
+)
+_OBJECT_WORDS = re.compile(
+    r"SecureString|\\?\"keyName\\?\"|\bkeyName:"
+)  # EC2 says "KeyName": a key pair
+_OBJECT_REACH = 512
+
+
+def _object_value_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
+    words = [m.start() for m in _OBJECT_WORDS.finditer(text)]
+    if not words:
+        return
+    for n, m in enumerate(_JSON_VALUE.finditer(text)):
+        if n % 1024 == 0:
+            check()
+        i = bisect.bisect(words, m.start())
+        near = any(
+            abs(words[j] - m.start()) <= _OBJECT_REACH for j in (i - 1, i) if 0 <= j < len(words)
+        )
+        group = "val" if m["val"] is not None else "val2"
+        if near and MARKER not in m[group]:
+            yield m.start(group), m.end(group), MARKER
+
+
 # --- secret-env ------------------------------------------------------------------------------
 
 # where a secret-env match can start; "api" alone would stop at every kubelet `source="api"`
@@ -407,14 +785,22 @@ _KEYWORDS = (
     "cred",
     "_key",
     "-key",
+    "accountkey",
+    "presharedkey",
+    "_auth",
 )
 _SECRET_ENV = re.compile(
-    r"(?P<kw>(?i:pass|pwd|secret|token|api[_-]?key|private[_-]?key|cred|[_-]key))"
+    r"(?P<kw>(?i:pass|pwd|secret|token|api[_-]?key|private[_-]?key|cred|[_-]key|accountkey"
+    r"|presharedkey|_auth\b))"
     r"(?P<rest>[\w.-]{0,64})"
     r"(?P<q>\\?[\"']?)"
     r"(?P<sep>[ \t]{0,16}[=:][ \t]{0,16}|\s{0,64},\s{0,64}\\?\"value\\?\"\s{0,16}:\s{0,16}"
-    r"|[ \t]{0,16}\r?\n[ \t]{0,64}value:[ \t]{0,16}|[ \t]{1,16})"
-    r"(?=(?P<val>\\\"(?:[^\"\\\n]|\\[^\"\n]){0,4096}\\\"|\"(?:[^\"\\\n]|\\.){0,4096}\""
+    r"|[ \t]{0,16}\r?\n[ \t]{0,64}value:[ \t]{0,16}|[ \t]{1,16}"
+    r"|[ \t]{0,16}\r?\n[ \t]{0,64}-[ \t]{1,16}(?=[^\s-]))"
+    # a string inside a JSON string: its own escaped quotes (\\\") and backslashes (\\\\) are
+    # read as pairs, so JSON held in a JSON log line is masked whole
+    r"(?=(?P<val>\\\"(?:[^\"\\\n]|\\\\\\\\|\\\\\\\"|\\\\[^\"\\\n]|\\[^\"\\\n]){0,4096}\\\""
+    r"|\"(?:[^\"\\\n]|\\.){0,4096}\""
     r"|'[^'\n]{0,4096}'|(?:[^\s\"'\\]|\\[^nrt\"\s]){1,4096}))"
 )
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -422,6 +808,9 @@ _PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]*)*")
 _NOT_SECRET_VALUE = frozenset({"true", "false", "null", "none", "nil", "yes", "no"})
 _K8S_ENV_JSON = re.compile(r"\\?\"name\\?\"\s{0,64}:\s{0,64}$")
 _K8S_ENV_YAML = re.compile(r"(?:^|\n)[ \t]{0,64}(?:-[ \t]{1,16})?name:[ \t]{0,16}$")
+_YAML_LIST_ITEM = re.compile(r"(?:^|\n)[ \t]{0,64}-[ \t]{1,16}$")
+# the quote may be escaped (a JSON log line) or doubled (a single-quoted YAML scalar)
+_HEADER_FLAG = re.compile(r"(?:^|[ \t])(?:-H|--header)(?:[ \t]{1,16}|=)(?:''|\\?[\"'])?$")
 _LINE_START = re.compile(r"[ \t]{0,64}(?:-[ \t]{1,16}|export[ \t]{1,16})?")
 
 
@@ -456,7 +845,10 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
     q, sep, val = m["q"], m["sep"], m["val"]
     before = text[max(0, start - 80) : start]
     quoted_value = val.startswith(('"', "'", '\\"'))
-    if "value" in sep:  # Kubernetes env entry: name and value are separate fields
+    if sep.strip().startswith("-"):  # a YAML args list: - --client-secret, then - the value
+        if q or not name.startswith("-") or not _YAML_LIST_ITEM.search(before):
+            return None
+    elif "value" in sep:  # Kubernetes env entry: name and value are separate fields
         pattern = _K8S_ENV_JSON if '"value' in sep else _K8S_ENV_YAML
         if not pattern.search(before[: len(before) - len(q)] if q else before):
             return None
@@ -466,8 +858,9 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
         # "key": bare-word is YAML at the start of a line, else prose (volume "creds" : secret)
         if sep.strip() == ":" and not quoted_value and not _at_line_start(text, start - len(q)):
             return None
-    elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, or Go-struct Name:value
-        if not _at_line_start(text, start):
+    elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, Go-struct Name:value,
+        # or a header given to curl -H "X-Api-Key: value"
+        if not _at_line_start(text, start) and not _HEADER_FLAG.search(before):
             flow = before.rstrip(" \t")[-1:] in ("{", ",")
             if not flow and (sep != ":" or (before and before[-1] not in "{ ,(")):
                 return None
@@ -503,7 +896,12 @@ TEXT_RULES: tuple[Rule, ...] = (
     # aws_session_token, aws_security_token, x-amz-security-token
     Rule("aws-session-token", _AWS_SESSION, _val_group, (("session", 4), ("security", 6))),
     Rule("aws-signature", _AMZ_SIGNED, _val_group, (("x-amz-", 0), ("signature=", 0))),
-    Rule("bearer-token", _BEARER, _val_group, (("bearer", 0), ("auth", 0), ("eyj", 0))),
+    Rule(
+        "bearer-token",
+        _BEARER,
+        _val_group,
+        (("bearer", 0), ("auth", 0), ("eyj", 0), ("digest ", 0), ("ssws", 0)),
+    ),
     Rule("bootstrap-token", _BOOTSTRAP, _val_group, (("token", 0), ("bootstrap", 0)), LINE),
     # --user holds -u one character in
     Rule("url-credentials", _URL_CRED, _url_cred, (("://", 0), ("-u", 1))),
@@ -511,7 +909,7 @@ TEXT_RULES: tuple[Rule, ...] = (
     Rule(
         "docker-auth",
         _DOCKER_AUTH,
-        _val_group,
+        _docker_auth,
         (("auth", 2), ("dockerconfigjson", 3), ("dockercfg", 3), ("identitytoken", 2)),
     ),
     Rule(
@@ -556,6 +954,60 @@ TEXT_RULES: tuple[Rule, ...] = (
         _secret_data_json,
         tuple((t, 0) for t in _SECRET_KIND_TRIGGERS),
         LINE,
+    ),
+    Rule(
+        "provider-token",
+        _PROVIDER,
+        _provider_token,
+        tuple(
+            dict.fromkeys(
+                (p.lower(), _BEFORE_PREFIX.get(p, ("", 0))[1]) for p, _, _ in _PROVIDER_TOKENS
+            )
+        ),
+    ),
+    Rule(
+        "azure-client-secret",
+        _AZURE_AD_SECRET,
+        lambda m: (m.start(), m.end(), MARKER),
+        (("q~", 4),),
+    ),
+    Rule(
+        "connection-string",
+        _CONNECTION_STRING,
+        _connection_string,
+        (
+            ("accountkey", 0),
+            ("sharedaccesskey", 0),
+            ("sharedaccesssignature", 0),
+            ("sig=", 0),
+            ("password", 4),
+            ("pwd", 4),
+            ("passwd", 4),
+            ("jdbc:oracle", 0),
+        ),
+    ),
+    Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
+    Rule("cookie", _COOKIE, _cookie, (("cookie", 4), ("--cookie", 0))),
+    Rule(
+        "chat-token",
+        _CHAT_TOKENS,
+        _val_group,
+        (("discord", 0), ("oauth:", 0), ("pagerduty.com/integration/", 0)),
+    ),
+    Rule(
+        "context-token",
+        _CONTEXT_TOKENS,
+        _context_token,
+        tuple((word, 0) for word in dict.fromkeys(w for ws in _CONTEXT_WORDS.values() for w in ws)),
+        LINE,
+    ),
+    Rule(
+        "object-value",
+        _JSON_VALUE,
+        lambda m: None,
+        (("securestring", 0), ("keyname", 0)),
+        TEXT,
+        _object_value_edits,
     ),
     Rule("secret-env", _SECRET_ENV, _secret_env, tuple((k, 0) for k in _KEYWORDS)),
 )

@@ -7,7 +7,8 @@ a walk over the parsed document does not care. It masks:
   part after `=` (`--token=X`), and `login … -p X`;
 - `k8s-secret-data`: every value of a Secret's `data` and `stringData`;
 - `secret-field`: any string under a secret-named key (ConfigMap data, IMDS and STS credential
-  documents, `auths`), and the passwords of cloud-init's `chpasswd` list;
+  documents, `auths`) or in a list under one (`"apiKeys": [...]`), and the passwords of
+  cloud-init's `chpasswd` list;
 - JSON held in a string (annotations such as `kubectl.kubernetes.io/last-applied-configuration`)
   is parsed and walked the same way.
 A file on disk keeps its layout: each masked string is replaced where it stands, and only when
@@ -90,6 +91,11 @@ class _Walk:
                 }
             elif key == "chpasswd" and isinstance(value, dict):
                 out[key] = self.chpasswd(value, depth)
+            elif isinstance(value, list) and is_secret_name(str(key)):
+                out[key] = [
+                    self.string(str(key), item, None) if isinstance(item, str) else item
+                    for item in self.walk(value, depth + 1)
+                ]
             else:
                 out[key] = self.walk(value, depth + 1)
         return out
@@ -104,7 +110,9 @@ class _Walk:
             if isinstance(env_name, str) and is_secret_name(env_name) and not _boring(value):
                 return self.mask(value, "k8s-env")
             return value
-        if key != "name" and is_secret_name(key) and not _boring(value):
+        # a key with spaces in it is prose ("Failed to get token"), not a name
+        named = key != "name" and " " not in key.strip() and is_secret_name(key)
+        if named and not _boring(value):
             return self.mask(value, "secret-field")
         return value
 

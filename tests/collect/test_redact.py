@@ -100,9 +100,9 @@ def test_kubeconfig_masks_client_key_and_token_keeps_certificates() -> None:
     assert B64_KEY not in out
     assert f"client-key-data: {MARKER}" in out
     assert out.count(B64_CERT) == 2
-    assert f"    token: {MARKER}\n" in out
+    assert f"    token: k8s-aws-v1.{MARKER}\n" in out  # the EKS token's public prefix stays
     assert "server: https://ABCDEF.gr7.us-west-2.eks.amazonaws.com" in out
-    assert counts == {"pem-base64": 1, "secret-env": 1}
+    assert counts == {"pem-base64": 1, "provider-token": 1}
 
 
 def test_journal_bearer_token() -> None:

@@ -16,6 +16,7 @@ import random
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -144,6 +145,60 @@ DOC_EKS_TOKEN = "https://github.com/kubernetes-sigs/aws-iam-authenticator#api-au
 DOC_NETRC = "https://www.gnu.org/software/inetutils/manual/html_node/The-_002enetrc-file.html"
 DOC_NPM = "https://docs.npmjs.com/cli/v10/configuring-npm/npmrc#auth-related-configuration"
 DOC_ENV = "https://kubernetes.io/docs/tasks/inject-data-application/define-environment-variable-container/"
+GITLEAKS = "https://github.com/gitleaks/gitleaks/blob/v8.30.0/config/gitleaks.toml"
+DOC_GITHUB_SECRET_SCANNING = (
+    "https://docs.github.com/en/code-security/secret-scanning/introduction/"
+    "supported-secret-scanning-patterns"
+)
+TRUFFLEHOG = "https://github.com/trufflesecurity/trufflehog/tree/v3.90.0/pkg/detectors/"
+DOC_GITLAB_TOKENS = "https://docs.gitlab.com/security/tokens/#token-prefixes"
+DOC_DOCKER_PAT = "https://docs.docker.com/security/access-tokens/"
+DOC_STRIPE = "https://docs.stripe.com/keys#obtain-api-keys"
+DOC_STRIPE_WEBHOOK = "https://docs.stripe.com/webhooks#verify-events"
+DOC_DATADOG = "https://docs.datadoghq.com/account_management/api-app-keys/"
+DOC_NOTION = "https://developers.notion.com/docs/authorization"
+DOC_TELEGRAM = "https://core.telegram.org/bots/api#authorizing-your-bot"
+DOC_DISCORD_WEBHOOK = "https://discord.com/developers/docs/resources/webhook#execute-webhook"
+DOC_DISCORD_AUTH = "https://discord.com/developers/docs/reference#authentication"
+DOC_SENTRY_DSN = "https://docs.sentry.io/concepts/key-terms/dsn-explainer/"
+DOC_TWITCH_IRC = "https://dev.twitch.tv/docs/chat/irc/#connecting-to-the-twitch-irc-server"
+DOC_OKTA = "https://developer.okta.com/docs/guides/create-an-api-token/main/"
+DOC_AGE = "https://github.com/C2SP/C2SP/blob/main/age.md#the-x25519-recipient-type"
+DOC_WIREGUARD = "https://www.wireguard.com/quickstart/#key-generation"
+DOC_PGP = "https://www.rfc-editor.org/rfc/rfc9580#section-6.2"
+DOC_GCP_TOKENS = "https://developers.google.com/identity/protocols/oauth2#size"
+DOC_GCP_SA_KEY = "https://cloud.google.com/iam/docs/keys-create-delete#creating"
+DOC_AZURE_STORAGE = (
+    "https://learn.microsoft.com/en-us/azure/storage/common/storage-configure-connection-string"
+)
+DOC_AZURE_STORAGE_KEYS = "https://learn.microsoft.com/en-us/cli/azure/storage/account/keys"
+DOC_AZURE_SERVICE_BUS = (
+    "https://learn.microsoft.com/en-us/azure/service-bus-messaging/service-bus-sas"
+)
+DOC_AZURE_SAS = "https://learn.microsoft.com/en-us/rest/api/storageservices/create-service-sas"
+DOC_SSM_GET = "https://docs.aws.amazon.com/cli/latest/reference/ssm/get-parameter.html"
+DOC_SECRETS_MANAGER = (
+    "https://docs.aws.amazon.com/cli/latest/reference/secretsmanager/get-secret-value.html"
+)
+DOC_CREDENTIAL_PROCESS = (
+    "https://docs.aws.amazon.com/sdkref/latest/guide/feature-process-credentials.html"
+)
+DOC_MYSQL_PASSWORD = (
+    "https://dev.mysql.com/doc/refman/8.4/en/connection-options.html#option_general_password"
+)
+DOC_SSHPASS = "https://manpages.debian.org/bookworm/sshpass/sshpass.1.en.html"
+DOC_LDAPSEARCH = "https://manpages.debian.org/bookworm/ldap-utils/ldapsearch.1.en.html"
+DOC_PGPASSWORD = "https://www.postgresql.org/docs/17/libpq-envars.html"
+DOC_REDIS_CLI = "https://redis.io/docs/latest/develop/tools/cli/#host-port-password-and-database"
+DOC_REDIS_CONF = "https://redis.io/docs/latest/operate/oss_and_stack/management/config-file/"
+DOC_OPENSSL_PASS = "https://docs.openssl.org/3.0/man1/openssl-passphrase-options/"
+DOC_COOKIE = "https://www.rfc-editor.org/rfc/rfc6265#section-4"
+DOC_DIGEST = "https://www.rfc-editor.org/rfc/rfc7616#section-3.4"
+DOC_PAGERDUTY_REST = "https://developer.pagerduty.com/docs/authentication"
+DOC_PAGERDUTY_EVENTS = "https://developer.pagerduty.com/docs/events-api-v2-overview"
+DOC_CONFLUENT = "https://docs.confluent.io/cloud/current/client-apps/config-client.html"
+DOC_JDBC = "https://jdbc.postgresql.org/documentation/use/#connection-parameters"
+DOC_ODBC = "https://learn.microsoft.com/en-us/sql/connect/odbc/dsn-connection-string-attribute"
 
 
 def _pod(container: dict[str, Any]) -> dict[str, Any]:
@@ -611,6 +666,744 @@ def secrets() -> list[Secret]:
         keep=("User Id=sa",),
     )
 
+    # --- source control, CI and package registries -------------------------------------------
+    tok = "glpat-" + _pick(B62 + "_-", 20)
+    add(
+        "gitlab-pat",
+        GITLEAKS,
+        f"remote: HTTP Basic: Access denied for {tok} on gitlab.corp.example.com/ml/kernels",
+        tok,
+        keep=("gitlab.corp.example.com/ml/kernels",),
+    )
+    tok = "glpat-" + b62(38) + ".01." + lower(7)
+    add("gitlab-pat-routable", GITLEAKS, f"GITLAB_TOKEN={tok}", tok, env=("GITLAB_TOKEN", tok))
+    tok = "glrt-t1_" + _pick(B62 + "_-", 27)
+    add(
+        "gitlab-runner-token",
+        DOC_GITLAB_TOKENS,
+        f'[[runners]]\n  name = "gpu-runner"\n  url = "https://gitlab.com"\n  token = "{tok}"',
+        tok,
+        keep=('name = "gpu-runner"',),
+    )
+    tok = "gldt-" + _pick(B62 + "_-", 20)
+    add(
+        "gitlab-deploy-token",
+        DOC_GITLAB_TOKENS,
+        f"pulling registry.gitlab.com/acme/cuda-base:12.4 as gitlab+deploy-token-7 {tok}",
+        tok,
+        keep=("registry.gitlab.com/acme/cuda-base:12.4",),
+    )
+    tok = "glptt-" + hexs(40)
+    add(
+        "gitlab-pipeline-trigger-token",
+        DOC_GITLAB_TOKENS,
+        f"+ curl -X POST --fail -F token={tok} -F ref=main "
+        "https://gitlab.com/api/v4/projects/42/trigger/pipeline",
+        tok,
+        keep=("ref=main",),
+    )
+    tok = "gloas-" + hexs(64)
+    add("gitlab-oauth-app-secret", GITLEAKS, f"oauth application secret {tok} rotated", tok)
+    tok = "GR1348941" + _pick(B62 + "_-", 20)
+    add(
+        "gitlab-runner-registration",
+        GITLEAKS,
+        "+ gitlab-runner register --non-interactive --url https://gitlab.com "
+        f"--registration-token {tok} --executor kubernetes",
+        tok,
+        keep=("--executor kubernetes",),
+    )
+    tok = "pypi-AgEIcHlwaS5vcmc" + _pick(B62 + "_-", 120)
+    add(
+        "pypi-token",
+        GITLEAKS,
+        f"+ twine upload -u __token__ -p {tok} dist/*",
+        tok,
+        keep=("dist/*",),
+    )
+    tok = "npm_" + b62(36)
+    add("npm-token", GITLEAKS, f"npm notice using {tok} for registry.npmjs.org", tok)
+    tok = "dckr_pat_" + _pick(B62 + "_-", 27)
+    add(
+        "docker-hub-pat",
+        DOC_DOCKER_PAT,
+        f"+ echo {tok} | docker login -u acmebot --password-stdin",
+        tok,
+        keep=("--password-stdin",),
+    )
+    tok = "ATATT3xFfGF0" + _pick(B62 + "_-", 174) + "=" + hexs(8).upper()
+    add(
+        "atlassian-api-token",
+        GITLEAKS,
+        f"jira: POST /rest/api/3/issue as oncall@example.com with {tok} -> 201",
+        tok,
+        keep=("/rest/api/3/issue",),
+    )
+    tok = "rubygems_" + hexs(48)
+    add("rubygems-api-key", GITLEAKS, f"gem push: credentials {tok}", tok)
+    tok = "pul-" + hexs(40)
+    add("pulumi-access-token", GITLEAKS, f"PULUMI_ACCESS_TOKEN={tok}", tok)
+    tok = lower(14) + ".atlasv1." + _pick(string.ascii_lowercase + string.digits + "-_", 67)
+    add(
+        "terraform-cloud-token",
+        GITLEAKS,
+        f'credentials "app.terraform.io" {{\n  token = "{tok}"\n}}',
+        tok,
+        keep=('credentials "app.terraform.io"',),
+    )
+    ref = "cmVmdGtuOjAxOjE3" + b62(48)
+    add(
+        "jfrog-reference-token",
+        "https://github.com/trufflesecurity/trufflehog/tree/v3.93.7/pkg/detectors/"
+        "artifactoryreferencetoken",
+        f"+ jf rt ping --url https://acme.jfrog.io/artifactory --access-token={ref}",
+        ref,
+        keep=("https://acme.jfrog.io/artifactory",),
+    )
+    key = "AKCp8" + b62(68)
+    add(
+        "jfrog-api-key",
+        GITLEAKS,
+        f"X-JFrog-Art-Api: {key}",
+        key,
+    )
+
+    api_key, api_secret = upper(16), _pick(B62 + "+/", 64)
+    add(
+        "confluent-jaas-config",
+        DOC_CONFLUENT,
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{api_key}" password="{api_secret}";',
+        api_secret,
+        keep=("PlainLoginModule required",),
+    )
+    api_secret = _pick(B62 + "+/", 64)
+    add(
+        "confluent-cloud-api-secret",
+        DOC_CONFLUENT,
+        f"CONFLUENT_CLOUD_API_SECRET={api_secret}",
+        api_secret,
+        env=("CONFLUENT_CLOUD_API_SECRET", api_secret),
+    )
+
+    # --- payments, messaging and SaaS ------------------------------------------------------------
+    for prefix in ("sk_live_", "rk_live_", "sk_test_"):
+        tok = prefix + b62(99)
+        add(
+            f"stripe-{prefix[:-1].replace('_', '-')}",
+            DOC_STRIPE,
+            f"stripe.error.AuthenticationError: Invalid API Key provided: {tok}",
+            tok,
+            keep=("stripe.error.AuthenticationError",),
+        )
+    tok = "whsec_" + b62(32)
+    add(
+        "stripe-webhook-secret",
+        DOC_STRIPE_WEBHOOK,
+        f"webhook endpoint we_1 signing with {tok}",
+        tok,
+        env=("STRIPE_WEBHOOK_SIGNING", tok),
+    )
+    tok = "SG." + _pick(B62 + "_-", 22) + "." + _pick(B62 + "_-", 43)
+    add(
+        "sendgrid-api-key",
+        GITLEAKS,
+        f"smtp: AUTH PLAIN apikey {tok} 235 Authentication successful",
+        tok,
+        keep=("235 Authentication successful",),
+    )
+    sid, secret = "SK" + hexs(32), b62(32)
+    add(
+        "twilio-api-key",
+        GITLEAKS,
+        f"twilio client {sid} sending SMS to on-call",
+        sid,
+        keep=("sending SMS",),
+    )
+    acct, auth_token = "AC" + hexs(32), hexs(32)
+    add(
+        "twilio-account-auth",
+        TRUFFLEHOG + "twilio",
+        f"+ curl -sS -u {acct}:{auth_token} https://api.twilio.com/2010-04-01/Accounts/{acct}/Messages.json",
+        auth_token,
+    )
+    key = "key-" + hexs(32)
+    add(
+        "mailgun-api-key",
+        GITLEAKS,
+        f"mailgun: sending via api:{key}@api.mailgun.net",
+        key,
+        keep=("api.mailgun.net",),
+    )
+    key = hexs(32)
+    add("datadog-api-key", DOC_DATADOG, f"DD_API_KEY={key}", key, env=("DD_API_KEY", key))
+    key = hexs(40)
+    add(
+        "datadog-app-key-header",
+        DOC_DATADOG,
+        f'+ curl -sS -H "DD-APPLICATION-KEY: {key}" https://api.datadoghq.com/api/v1/monitor',
+        key,
+        keep=("https://api.datadoghq.com/api/v1/monitor",),
+    )
+    key = hexs(32)
+    add(
+        "datadog-yaml-api-key",
+        DOC_DATADOG,
+        f"## datadog.yaml\napi_key: {key}\nsite: datadoghq.com",
+        key,
+        keep=("site: datadoghq.com",),
+    )
+    key = "NRAK-" + upper(27)
+    add("newrelic-user-key", GITLEAKS, f"newrelic: NerdGraph query with {key} failed 401", key)
+    key = "NRII-" + _pick(string.ascii_letters + string.digits + "-", 32)
+    add(
+        "newrelic-insert-key",
+        GITLEAKS,
+        f'+ curl -H "X-Insert-Key: {key}" https://insights-collector.newrelic.com/v1/accounts/1/events',
+        key,
+    )
+    key = "sk-ant-api03-" + _pick(B62 + "_-", 93) + "AA"
+    add(
+        "anthropic-api-key",
+        GITLEAKS,
+        f"anthropic.AuthenticationError: invalid x-api-key {key}",
+        key,
+        keep=("anthropic.AuthenticationError",),
+    )
+    key = "sk-svcacct-" + b62(58) + "T3BlbkFJ" + b62(58)
+    add("openai-service-account-key", DOC_OPENAI, f"client = OpenAI(api_key='{key}')", key)
+    tok = "hf_" + _pick(string.ascii_letters, 34)
+    add(
+        "huggingface-git-credential",
+        DOC_HF,
+        f"+ git clone https://user:{tok}@huggingface.co/meta-llama/Llama-3.1-8B",
+        tok,
+        keep=("huggingface.co/meta-llama/Llama-3.1-8B",),
+    )
+    for prefix in ("shpat_", "shpss_"):
+        tok = prefix + hexs(32)
+        add(f"shopify-{prefix[:-1]}", GITLEAKS, f"shopify webhook auth {tok}", tok)
+    tok = "EAAA" + _pick(B62 + "_-", 60)
+    add("square-access-token", GITLEAKS, f"square: charging with {tok}", tok)
+    tok = "sq0csp-" + _pick(B62 + "_-", 43)
+    add("square-oauth-secret", TRUFFLEHOG + "squareapp", f"square app secret {tok}", tok)
+    tok = "HRKU-AA" + _pick(B62 + "_-", 58)
+    add("heroku-api-key", GITLEAKS, f"heroku: logged in with {tok}", tok)
+    tok = "dop_v1_" + hexs(64)
+    add(
+        "digitalocean-pat",
+        GITLEAKS,
+        f"+ doctl auth init --access-token {tok}",
+        tok,
+        args=("auth", "init", "--access-token", tok),
+    )
+    tok = "lin_api_" + b62(40)
+    add("linear-api-key", GITLEAKS, f"linear: creating incident issue with {tok}", tok)
+    tok = "secret_" + b62(43)
+    add("notion-integration-secret", DOC_NOTION, f"notion client auth={tok}", tok)
+    tok = "ntn_" + _pick(string.digits, 11) + b62(35)
+    add("notion-ntn-token", GITLEAKS, f"notion: postmortem page written with {tok}", tok)
+    bot_id, bot_secret = _pick(string.digits, 10), "AA" + _pick(B62 + "_-", 33)
+    add(
+        "telegram-bot-token",
+        DOC_TELEGRAM,
+        f"POST https://api.telegram.org/bot{bot_id}:{bot_secret}/sendMessage 200",
+        bot_secret,
+        keep=("/sendMessage 200",),
+    )
+    hook_id, hook_token = _pick(string.digits, 19), _pick(B62 + "_-", 68)
+    add(
+        "discord-webhook",
+        DOC_DISCORD_WEBHOOK,
+        f"+ curl -H 'Content-Type: application/json' -d '{{\"content\":\"GPU node down\"}}' "
+        f"https://discord.com/api/webhooks/{hook_id}/{hook_token}",
+        hook_token,
+        keep=("GPU node down",),
+    )
+    bot = "MT" + b62(24) + "." + b62(6) + "." + _pick(B62 + "_-", 38)
+    add(
+        "discord-bot-token",
+        DOC_DISCORD_AUTH,
+        f"discord gateway: Authorization: Bot {bot}",
+        bot,
+    )
+    tok = "sntryu_" + hexs(64)
+    add("sentry-user-token", GITLEAKS, f"sentry-cli: using auth token {tok}", tok)
+    claims = b64url(
+        b'{"iat":1795000000.0,"url":"https://sentry.io","region_url":"https://us.sentry.io","org":"acme"}'
+    )
+    tok = f"sntrys_{claims}_{b62(43)}"
+    add(
+        "sentry-org-token",
+        GITLEAKS,
+        f"SENTRY_AUTH_TOKEN={tok}",
+        tok,
+        env=("SENTRY_AUTH_TOKEN", tok),
+    )
+    dsn_key = hexs(32)
+    add(
+        "sentry-dsn",
+        DOC_SENTRY_DSN,
+        f"sentry_sdk.init(dsn='https://{dsn_key}@o4507.ingest.us.sentry.io/4507')",
+        dsn_key,
+        keep=("ingest.us.sentry.io/4507",),
+    )
+    tok = "glc_" + b64(60).replace("=", "")
+    add("grafana-cloud-token", GITLEAKS, f"grafana-agent: remote_write auth {tok}", tok)
+    tok = "glsa_" + b62(32) + "_" + hexs(8)
+    add(
+        "grafana-service-account-token",
+        GITLEAKS,
+        f'+ curl -H "Authorization: Bearer {tok}" https://grafana.corp.example.com/api/dashboards',
+        tok,
+    )
+    tok = "dapi" + hexs(32)
+    add(
+        "databricks-token",
+        GITLEAKS,
+        f"databricks-cli: host=https://dbc-1.cloud.databricks.com profile=DEFAULT {tok}",
+        tok,
+        keep=("profile=DEFAULT",),
+    )
+    tok = "dp.pt." + b62(43)
+    add("doppler-token", GITLEAKS, f"+ doppler run --token {tok} -- ./serve.sh", tok)
+    tok = "ops_eyJ" + b64(240).replace("=", "")
+    add("1password-service-account", GITLEAKS, f"op: signed in with {tok}", tok)
+    tok = "PMAK-" + hexs(24) + "-" + hexs(34)
+    add("postman-api-key", GITLEAKS, f"newman run collection.json --postman-api-key {tok}", tok)
+    tok = "pscale_tkn_" + b62(43)
+    add("planetscale-token", GITLEAKS, f"pscale: service token {tok} created", tok)
+    tok = "oauth:" + lower(30)
+    add(
+        "twitch-irc-token",
+        DOC_TWITCH_IRC,
+        f"> PASS {tok}\n> NICK gpubot",
+        tok,
+        keep=("NICK gpubot",),
+    )
+    tok = "00" + _pick(B62 + "_-", 40)
+    add(
+        "okta-api-token",
+        DOC_OKTA,
+        f"GET https://acme.okta.com/api/v1/users Authorization: SSWS {tok} 200",
+        tok,
+        keep=("https://acme.okta.com/api/v1/users",),
+    )
+    key = "AGE-SECRET-KEY-1" + _pick("QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58)
+    add(
+        "age-secret-key",
+        DOC_AGE,
+        f"# created: 2026-11-29T03:00:00Z\n# public key: age1{lower(58)}\n{key}",
+        key,
+        keep=("# created: 2026-11-29T03:00:00Z",),
+    )
+    wg, psk = b64(32), b64(32)
+    add(
+        "wireguard-private-key",
+        DOC_WIREGUARD,
+        f"[Interface]\nAddress = 10.8.0.2/24\nPrivateKey = {wg}\n\n[Peer]\nPublicKey = {b64(32)}\n"
+        f"PresharedKey = {psk}\nEndpoint = vpn.corp.example.com:51820",
+        wg,
+        psk,
+        keep=("Endpoint = vpn.corp.example.com:51820", "Address = 10.8.0.2/24"),
+    )
+    block, body = pem("PGP PRIVATE KEY BLOCK")
+    add("pgp-private-key-block", DOC_PGP, f"gpg --export-secret-keys -a:\n{block}", *body)
+    tok = "ico-" + b62(32)
+    add("infracost-api-key", GITLEAKS, f"infracost: INFRACOST_API_KEY set ({tok})", tok)
+    tok = "v1.0-" + hexs(24) + "-" + hexs(146)
+    add("cloudflare-origin-ca-key", GITLEAKS, f"cloudflare origin ca key {tok}", tok)
+    tok = "dt0c01." + upper(24) + "." + upper(64)
+    add("dynatrace-token", GITLEAKS, f"oneagent: Api-Token {tok} accepted", tok)
+    key = "LTAI" + b62(20)
+    add("alibaba-access-key-id", GITLEAKS, f"aliyun oss: AccessKeyId {key}", key)
+
+    # --- Google Cloud --------------------------------------------------------------------------
+    tok = "ya29.a0" + _pick(B62 + "_-", 180)
+    add(
+        "gcp-access-token",
+        DOC_GCP_TOKENS,
+        f"GET https://storage.googleapis.com/storage/v1/b/models/o?access_token={tok} 200",
+        tok,
+    )
+    tok = "1//0g" + _pick(B62 + "_-", 98)
+    add(
+        "gcp-refresh-token",
+        DOC_GCP_TOKENS,
+        f"gcloud: refreshed credentials from {tok} for oncall@example.com",
+        tok,
+        keep=("oncall@example.com",),
+    )
+    key_id, sa_body = hexs(40), pem_body(8)
+    sa_key = "-----BEGIN PRIVATE KEY-----\n" + "\n".join(sa_body) + "\n-----END PRIVATE KEY-----\n"
+    service_account = {
+        "type": "service_account",
+        "project_id": "gpu-prod-4242",
+        "private_key_id": key_id,
+        "private_key": sa_key,
+        "client_email": "trainer@gpu-prod-4242.iam.gserviceaccount.com",
+        "client_id": _pick(string.digits, 21),
+        "token_uri": "https://oauth2.googleapis.com/token",
+    }
+    add(
+        "gcp-service-account-json",
+        DOC_GCP_SA_KEY,
+        json.dumps(service_account, indent=2),
+        key_id,
+        *sa_body,
+        keep=("trainer@gpu-prod-4242.iam.gserviceaccount.com",),
+    )
+    secret = "GOCSPX-" + _pick(B62 + "_-", 28)
+    add(
+        "gcp-oauth-client-secret",
+        DOC_GITHUB_SECRET_SCANNING,
+        f"oauth client secret {secret}",
+        secret,
+    )
+
+    # --- Azure ---------------------------------------------------------------------------------
+    account_key = b64(64)
+    conn = (
+        "DefaultEndpointsProtocol=https;AccountName=gpumodels;"
+        f"AccountKey={account_key};EndpointSuffix=core.windows.net"
+    )
+    add(
+        "azure-storage-connection-string",
+        DOC_AZURE_STORAGE,
+        f"AZURE_STORAGE_CONNECTION_STRING={conn}",
+        account_key,
+        env=("AZURE_STORAGE_CONNECTION_STRING", conn),
+        keep=("AccountName=gpumodels", "EndpointSuffix=core.windows.net"),
+    )
+    account_key = b64(64)
+    add(
+        "azure-storage-account-key",
+        DOC_AZURE_STORAGE,
+        f"+ az storage blob upload --account-name gpumodels --account-key {account_key} -f m.bin",
+        account_key,
+        keep=("--account-name gpumodels",),
+    )
+    sb_key = b64(32)
+    add(
+        "azure-service-bus-key",
+        DOC_AZURE_SERVICE_BUS,
+        "Endpoint=sb://gpu-events.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;"
+        f"SharedAccessKey={sb_key}",
+        sb_key,
+        keep=("SharedAccessKeyName=RootManageSharedAccessKey",),
+    )
+    sas_sig = b64(32).replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+    add(
+        "azure-sas-signature",
+        DOC_AZURE_SAS,
+        "GET https://gpumodels.blob.core.windows.net/models/llama.bin?sv=2022-11-02&ss=b&srt=o"
+        f"&sp=r&se=2026-11-30T03:00:00Z&spr=https&sig={sas_sig} 403",
+        sas_sig,
+        keep=("se=2026-11-30T03:00:00Z",),
+    )
+    ad_secret = _pick(B62, 3) + _pick(string.digits, 1) + "Q~" + _pick(B62 + "_~.-", 34)
+    add(
+        "azure-ad-client-secret",
+        GITLEAKS,
+        f"msal: acquiring token for client 1b2c3d4e with secret {ad_secret}",
+        ad_secret,
+    )
+    listing = [
+        {"creationTime": "2026-11-29T03:00:00Z", "keyName": "key1", "permissions": "FULL",
+         "value": b64(64)},
+    ]  # fmt: skip
+    add(
+        "azure-storage-keys-list",
+        DOC_AZURE_STORAGE_KEYS,
+        "+ az storage account keys list -n gpumodels\n" + json.dumps(listing, indent=2),
+        listing[0]["value"],
+        keep=('"keyName": "key1"',),
+    )
+
+    # --- AWS, beyond keys ----------------------------------------------------------------------
+    ssm_value = "nvapi-" + _pick(B62 + "_-", 64)
+    ssm = {
+        "Parameter": {
+            "Name": "/gpu-prod/ngc",
+            "Type": "SecureString",
+            "Value": ssm_value,
+            "Version": 3,
+            "ARN": "arn:aws:ssm:us-west-2:123456789012:parameter/gpu-prod/ngc",
+        }
+    }
+    add(
+        "ssm-securestring",
+        DOC_SSM_GET,
+        "+ aws ssm get-parameter --name /gpu-prod/ngc --with-decryption\n"
+        + json.dumps(ssm, indent=4),
+        ssm_value,
+        keep=('"Name": "/gpu-prod/ngc"',),
+    )
+    ssm_value = password() + b62(12)
+    ssm_line = dict(ssm, Parameter={**ssm["Parameter"], "Value": ssm_value})
+    add("ssm-securestring-line", DOC_SSM_GET, json.dumps(ssm_line), ssm_value)
+    sm_password = password()
+    secret_string = json.dumps({"username": "app", "password": sm_password, "host": "db.internal"})
+    add(
+        "secretsmanager-secret-string",
+        DOC_SECRETS_MANAGER,
+        json.dumps(
+            {
+                "ARN": "arn:aws:secretsmanager:us-west-2:123456789012:secret:prod/db-AbCdEf",
+                "Name": "prod/db",
+                "SecretString": secret_string,
+                "VersionStages": ["AWSCURRENT"],
+            },
+            indent=4,
+        ),
+        sm_password,
+        keep=('"Name": "prod/db"',),
+    )
+    sm_binary = b64(48)
+    add(
+        "secretsmanager-secret-binary",
+        DOC_SECRETS_MANAGER,
+        '{"Name": "prod/tls", "SecretBinary": "'
+        + sm_binary
+        + '", "VersionStages": ["AWSCURRENT"]}',
+        sm_binary,
+    )
+    fwo = "FwoGZXIvYXdzE" + b64(210).replace("=", "")
+    add(
+        "aws-session-token-fwo",
+        DOC_AWS_KEYS,
+        f"botocore: using temporary credentials {fwo} expiring 2026-11-29T09:00:00Z",
+        fwo,
+        keep=("2026-11-29T09:00:00Z",),
+    )
+    iq = "IQoJb3JpZ2luX2VjE" + b64(300).replace("=", "")
+    sk3 = b62(40)
+    process_out = json.dumps(
+        {"Version": 1, "AccessKeyId": "ASIA" + upper(16), "SecretAccessKey": sk3,
+         "SessionToken": iq, "Expiration": "2026-11-29T09:00:00Z"}
+    )  # fmt: skip
+    add(
+        "aws-credential-process-output",
+        DOC_CREDENTIAL_PROCESS,
+        f"credential_process /usr/local/bin/aws-sso-creds returned {process_out}",
+        sk3,
+        iq,
+    )
+    eks = "k8s-aws-v1." + b64url(_rng.randbytes(420))
+    add(
+        "eks-token-bearer",
+        DOC_EKS_TOKEN,
+        f"GET https://ABC.gr7.us-west-2.eks.amazonaws.com/api/v1/nodes with token {eks} 401",
+        eks,
+    )
+
+    # --- credentials on command lines ---------------------------------------------------------
+    pw = password()
+    add(
+        "mysql-p",
+        DOC_MYSQL_PASSWORD,
+        f"+ mysql -h db.internal -u root -p{pw} -e 'SHOW PROCESSLIST'",
+        pw,
+        keep=("SHOW PROCESSLIST",),
+    )
+    pw = password()
+    add(
+        "mysql-password-flag",
+        DOC_MYSQL_PASSWORD,
+        f"+ mysqldump --user=backup --password={pw} app > /backup/app.sql",
+        pw,
+        keep=("/backup/app.sql",),
+    )
+    pw = password()
+    add(
+        "sshpass-p",
+        DOC_SSHPASS,
+        f"+ sshpass -p '{pw}' ssh -o StrictHostKeyChecking=no ec2-user@10.0.1.2 nvidia-smi",
+        pw,
+        keep=("nvidia-smi",),
+    )
+    pw = password()
+    add(
+        "ldapsearch-w",
+        DOC_LDAPSEARCH,
+        f'+ ldapsearch -x -H ldaps://ldap.corp -D "cn=svc,dc=corp" -w {pw} -b dc=corp uid=oncall',
+        pw,
+        keep=("uid=oncall",),
+    )
+    pw = password()
+    add(
+        "pgpassword-env",
+        DOC_PGPASSWORD,
+        f"+ PGPASSWORD={pw} psql -h db.internal -U app -c 'select 1'",
+        pw,
+        keep=("select 1",),
+    )
+    pw = password()
+    add(
+        "redis-cli-a",
+        DOC_REDIS_CLI,
+        f"+ redis-cli -h cache.internal -a {pw} --no-auth-warning INFO memory",
+        pw,
+        keep=("INFO memory",),
+    )
+    pw = password()
+    add(
+        "redis-conf-requirepass",
+        DOC_REDIS_CONF,
+        f"# /etc/redis/redis.conf\nbind 0.0.0.0\nrequirepass {pw}\nmaxmemory 2gb",
+        pw,
+        keep=("maxmemory 2gb",),
+    )
+    pw = password()
+    add(
+        "rediscli-auth-env",
+        DOC_REDIS_CLI,
+        f"+ REDISCLI_AUTH={pw} redis-cli -h cache.internal INFO replication",
+        pw,
+        keep=("INFO replication",),
+    )
+    pw = password()
+    add(
+        "openssl-passin",
+        DOC_OPENSSL_PASS,
+        f"+ openssl pkcs12 -export -in c.pem -inkey k.pem -out c.p12 -passout pass:{pw}",
+        pw,
+        keep=("-out c.p12",),
+    )
+    secret = b62(40)
+    add(
+        "client-secret-flag",
+        DOC_ENV,
+        f"+ oauth2-proxy --client-id=gpu-dash --client-secret {secret} --provider=oidc",
+        secret,
+        args=("--client-id=gpu-dash", "--client-secret", secret, "--provider=oidc"),
+        keep=("--provider=oidc",),
+    )
+    tok = b62(48)
+    add(
+        "token-flag-space",
+        DOC_ENV,
+        f"+ kubectl --server https://10.0.0.10:6443 --token {tok} get nodes",
+        tok,
+        keep=("get nodes",),
+    )
+
+    # --- HTTP -----------------------------------------------------------------------------------
+    sess, csrf = b62(32), b62(32)
+    add(
+        "cookie-header",
+        DOC_COOKIE,
+        f"> Cookie: sessionid={sess}; csrftoken={csrf}; theme=dark",
+        sess,
+        csrf,
+        keep=("> Cookie: sessionid=",),
+    )
+    sess = b64url(_rng.randbytes(48))
+    add(
+        "set-cookie-header",
+        DOC_COOKIE,
+        f"< Set-Cookie: _oauth2_proxy={sess}; Path=/; Expires=Sun, 29 Nov 2026 09:00:00 GMT;"
+        " HttpOnly",
+        sess,
+        keep=("Path=/",),
+    )
+    response = hexs(32)
+    add(
+        "digest-authorization",
+        DOC_DIGEST,
+        'Authorization: Digest username="admin", realm="bmc", nonce="'
+        + hexs(16)
+        + f'", uri="/redfish/v1", response="{response}", qop=auth',
+        response,
+        keep=('uri="/redfish/v1"',),
+    )
+    tok = b62(40)
+    add(
+        "token-authorization",
+        DOC_PAGERDUTY_REST,
+        f'+ curl -H "Authorization: Token token={tok}" https://api.pagerduty.com/incidents',
+        tok,
+    )
+    key = b62(32)
+    add(
+        "pagerduty-routing-key",
+        DOC_PAGERDUTY_EVENTS,
+        "+ curl -X POST https://events.pagerduty.com/v2/enqueue -d "
+        f'\'{{"routing_key":"{key}","event_action":"trigger"}}\'',
+        key,
+        keep=('"event_action":"trigger"',),
+    )
+    key = hexs(32)
+    add(
+        "pagerduty-integration-key",
+        DOC_PAGERDUTY_EVENTS,
+        f"receivers:\n- name: pagerduty-gpu\n  pagerduty_configs:\n  - service_key: {key}",
+        key,
+        keep=("name: pagerduty-gpu",),
+    )
+    key = lower(32)
+    add(
+        "pagerduty-integration-url",
+        DOC_PAGERDUTY_EVENTS,
+        f"alert sent: POST https://events.pagerduty.com/integration/{key}/enqueue 202 Accepted",
+        key,
+        keep=("202 Accepted",),
+    )
+    key = b62(40)
+    add(
+        "api-key-header",
+        DOC_ENV,
+        f"+ curl -H 'X-API-Key: {key}' https://inference.corp.example.com/v1/models",
+        key,
+        keep=("https://inference.corp.example.com/v1/models",),
+    )
+    tok = "hvs.CAESI" + b62(86)
+    add(
+        "vault-token-header",
+        DOC_VAULT,
+        f'+ curl -H "X-Vault-Token: {tok}" https://vault.corp:8200/v1/secret/data/ngc',
+        tok,
+    )
+    tok = "s." + b62(24)
+    add("vault-legacy-token", DOC_VAULT, f"vault: token s.{tok[2:6]}… renewed: {tok}", tok)
+
+    # --- database URLs and connection strings ------------------------------------------------
+    for scheme in ("mongodb+srv", "mysql", "amqp"):
+        pw = password()
+        add(
+            f"{scheme.replace('+', '-')}-url",
+            DOC_URL,
+            f"connecting to {scheme}://app:{pw}@db.corp.example.com/app failed: timeout",
+            pw,
+            keep=("db.corp.example.com/app",),
+        )
+    pw = password()
+    add(
+        "redis-url-password-only",
+        DOC_URL,
+        f"REDIS_URL=redis://:{pw}@cache.internal:6379/0",
+        pw,
+        env=("REDIS_URL", f"redis://:{pw}@cache.internal:6379/0"),
+        keep=("cache.internal:6379/0",),
+    )
+    pw = password()
+    add(
+        "jdbc-url-password",
+        DOC_JDBC,
+        f"jdbc:postgresql://db.internal:5432/app?user=app&password={pw}&ssl=true",
+        pw,
+        keep=("db.internal:5432/app",),
+    )
+    pw = password()
+    add(
+        "odbc-pwd",
+        DOC_ODBC,
+        "Driver={ODBC Driver 18 for SQL Server};Server=tcp:db.internal,1433;"
+        f"Uid=sa;Pwd={pw};Encrypt=yes",
+        pw,
+        keep=("Uid=sa", "Encrypt=yes"),
+    )
+
     # --- whole Kubernetes objects ----------------------------------------------------------------
     data_pw, data_key = b64(18), b64(32)
     add(
@@ -825,8 +1618,347 @@ def look_alikes() -> list[LookAlike]:
         ("base64-config", '"config": "eyJrZXkiOiJ2YWx1ZSJ9"'),
         ("ec2-hostname", "ip-10-0-37-142.us-west-2.compute.internal Ready"),
         ("token-expiry", "tokenExpirationSeconds: 86400"),
+        # --- real-shaped node and cluster text: each names where its shape was seen --------
+        # kubernetes/kubernetes@v1.31.0 pkg/kubelet/kubelet_node_status.go (journalctl -u kubelet)
+        (
+            "kubelet-register-node",
+            "Nov 29 03:00:00 ip-10-0-37-142.us-west-2.compute.internal kubelet[2345]: I1129 "
+            '03:00:00.123456    2345 kubelet_node_status.go:76] "Attempting to register node" '
+            'node="ip-10-0-37-142.us-west-2.compute.internal"',
+        ),
+        # kubernetes/kubernetes@v1.31.0
+        #  staging/src/k8s.io/apiserver/pkg/authentication/request/bearertoken/bearertoken.go
+        (
+            "apiserver-invalid-bearer",
+            'E1129 03:00:00.000000      11 authentication.go:73] "Unable to authenticate the '
+            'request" err="[invalid bearer token, service account token has expired]"',
+        ),
+        # containerd/containerd@v1.7.27 internal/cri/server/images/image_pull.go (journalctl -u
+        #  containerd)
+        (
+            "containerd-pull-returns",
+            'time="2026-11-29T03:00:00.123456789Z" level=info msg="PullImage '
+            '\\"602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/pause:3.10\\" returns image '
+            f'reference \\"sha256:{digest}\\""',
+        ),
+        # containerd/containerd@v1.7.27 core/remotes/docker/resolver.go
+        (
+            "containerd-authorization-failed",
+            'time="2026-11-29T03:00:00Z" level=info msg="trying next host" error="pull access '
+            "denied, repository does not exist or may require authorization: server message: "
+            'insufficient_scope: authorization failed" host=nvcr.io',
+        ),
+        # canonical/cloud-init@24.4 cloudinit/config/cc_set_passwords.py (cloud-init.log)
+        (
+            "cloud-init-pwauth",
+            "2026-11-29 03:00:01,234 - cc_set_passwords.py[DEBUG]: Leaving SSH config "
+            "'PasswordAuthentication' unchanged. ssh_pwauth=None",
+        ),
+        # canonical/cloud-init@24.4 cloudinit/cmd/main.py (cloud-init-output.log)
+        (
+            "cloud-init-banner",
+            "Cloud-init v. 24.4-0ubuntu1~24.04.1 running 'modules:config' at Sat, 29 Nov 2026 "
+            "03:00:00 +0000. Up 12.34 seconds.",
+        ),
+        # canonical/cloud-init@24.4 tools/write-ssh-key-fingerprints (cloud-init-output.log)
+        (
+            "cloud-init-ssh-host-keys",
+            "ec2: #############################################################\n"
+            "ec2: -----BEGIN SSH HOST KEY FINGERPRINTS-----\n"
+            f"ec2: 256 SHA256:{b62(43)} root@ip-10-0-37-142.us-west-2.compute.internal (ECDSA)\n"
+            f"ec2: 256 SHA256:{b62(43)} root@ip-10-0-37-142.us-west-2.compute.internal (ED25519)\n"
+            "ec2: -----END SSH HOST KEY FINGERPRINTS-----\n"
+            "ec2: #############################################################\n"
+            "-----BEGIN SSH HOST KEY KEYS-----\n"
+            f"ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBB{b62(88)}= "
+            "root@ip-10-0-37-142.us-west-2.compute.internal\n"
+            f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{b62(43)} "
+            "root@ip-10-0-37-142.us-west-2.compute.internal\n"
+            "-----END SSH HOST KEY KEYS-----",
+        ),
+        # sudo-project/sudo@SUDO_1_9_15p5 plugins/sudoers/logging.c (journalctl _COMM=sudo)
+        (
+            "sudo-journal-pwd",
+            "Nov 29 03:00:00 ip-10-0-37-142 sudo[4567]:  ec2-user : TTY=pts/0 ; "
+            "PWD=/home/ec2-user ; USER=root ; COMMAND=/bin/systemctl restart kubelet",
+        ),
+        # openssh/openssh-portable@V_9_6_P1 auth.c (journalctl -u sshd)
+        (
+            "sshd-failed-password",
+            "Nov 29 03:00:00 ip-10-0-37-142 sshd[8910]: Failed password for invalid user admin "
+            "from 10.0.0.1 port 51234 ssh2",
+        ),
+        # kubernetes/kubernetes@v1.31.0 staging/src/k8s.io/component-base/cli/flag/flags.go
+        # (kubelet at -v=1 and above logs every flag it started with)
+        (
+            "kubelet-flag-lines",
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --anonymous-auth="false"\n'
+            "I1129 03:00:00.000000    2345 flags.go:64] FLAG: "
+            '--authentication-token-webhook="true"\n'
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --authorization-mode="Webhook"\n'
+            'I1129 03:00:00.000000    2345 flags.go:64] FLAG: --tls-private-key-file=""\n'
+            "I1129 03:00:00.000000    2345 flags.go:64] FLAG: "
+            '--bootstrap-kubeconfig="/var/lib/kubelet/bootstrap-kubeconfig"',
+        ),
+        # kubernetes/kubernetes@v1.31.0 staging/src/k8s.io/client-go/tools/cache/reflector.go
+        (
+            "kubelet-secret-forbidden",
+            'W1129 03:00:00.000000    2345 reflector.go:561] object-"inference"/"ngc-secret": '
+            'failed to list *v1.Secret: secrets "ngc-secret" is forbidden: User '
+            '"system:node:ip-10-0-37-142.us-west-2.compute.internal" cannot list resource '
+            '"secrets" in API group "" in the namespace "inference"',
+        ),
+        # kubernetes/kubernetes@v1.31.0 pkg/kubelet/kubelet_pods.go (getPullSecretsForPod)
+        (
+            "kubelet-pull-secret-missing",
+            'I1129 03:00:00.000000    2345 kubelet_pods.go:1082] "Unable to retrieve pull secret, '
+            'the image pull may not succeed." pod="inference/vllm-0" secret="" '
+            'err="secret \\"ngc-secret\\" not found"',
+        ),
+        # containerd/containerd@v1.7.27 core/remotes/docker/authorizer.go (registry token fetch)
+        (
+            "containerd-oauth-token-401",
+            'level=error msg="PullImage \\"nvcr.io/nim/x:1\\" failed" error="failed to authorize: '
+            "failed to fetch oauth token: unexpected status from GET request to "
+            "https://authn.nvidia.com/token?scope=repository%3Anim%2Fx%3Apull&service=registry: "
+            '401 Unauthorized"',
+        ),
+        # aws/amazon-ssm-agent@3.3.1142.0 agent/credentialproviders (amazon-ssm-agent.log)
+        (
+            "ssm-agent-credential-refresher",
+            "2026-11-29 03:00:00.0000 INFO [CredentialRefresher] Next credential rotation will be "
+            "in 29.99 minutes",
+        ),
+        # a webhook's caBundle is base64 of a certificate: provider prefixes inside it are no
+        # token (kubernetes.io/docs/reference/kubernetes-api/extend-resources/
+        # mutating-webhook-configuration-v1/)
+        (
+            "provider-prefixes-inside-base64",
+            f'"caBundle": "{b64(30)}+dapi{hexs(32)}/AKCp{b62(69)}+SG.{b62(22)}.{b62(43)}='
+            f'{b64(30)}"',
+        ),
+        # Kubernetes object names may hold a provider prefix after a dash (kubernetes.io/docs/
+        # concepts/overview/working-with-objects/names/)
+        ("provider-prefix-in-a-name", f"cronjob.batch/rotate-tskey-{lower(24)} created"),
+        # nvidia-smi -q, driver 580 (docs.nvidia.com/deploy/nvidia-smi/index.html)
+        (
+            "nvidia-smi-q",
+            "==============NVSMI LOG==============\n\nDriver Version                        : "
+            "580.95.05\nCUDA Version                          : 13.0\n\nAttached GPUs       "
+            f"                  : 8\nGPU 00000000:53:00.0\n    Product Name                  "
+            f"        : NVIDIA H100 80GB HBM3\n    Serial Number                         : "
+            f"1654922001234\n    GPU UUID                              : {gpu}\n    VBIOS "
+            "Version                         : 96.00.89.00.01\n    MIG Mode\n        Current "
+            "                          : Enabled\n        Pending                           : "
+            "Enabled",
+        ),
+        # nvidia-smi mig -lgip, driver 580 (docs.nvidia.com/datacenter/tesla/mig-user-guide/)
+        (
+            "nvidia-smi-mig-lgip",
+            "+-------------------------------------------------------------------------------+\n"
+            "| GPU instance profiles:                                                        |\n"
+            "| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |\n"
+            "|                                Free/Total   GiB              CE    JPEG  OFA  |\n"
+            "|===============================================================================|\n"
+            "|   0  MIG 1g.10gb         19     7/7        9.75       No     16     1     0   |\n"
+            "|                                                               1     1     0   |\n"
+            "+-------------------------------------------------------------------------------+",
+        ),
+        # nvidia-smi -L with MIG devices (docs.nvidia.com/datacenter/tesla/mig-user-guide/)
+        (
+            "nvidia-smi-l",
+            f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {gpu})\n"
+            f"  MIG 1g.10gb     Device  0: (UUID: {mig})",
+        ),
+        # NVIDIA/open-gpu-kernel-modules@580.95.05 (dmesg: Xid 79)
+        (
+            "nvrm-xid",
+            "[ 1234.567890] NVRM: Xid (PCI:0000:53:00): 79, pid='<unknown>', name=<unknown>, "
+            "GPU has fallen off the bus.",
+        ),
+        # aws/karpenter-provider-aws@v1.4.0 pkg/controllers/nodeclaim/lifecycle (controller JSON
+        #  log)
+        (
+            "karpenter-launched",
+            '{"level":"INFO","time":"2026-11-29T03:00:00.123Z","logger":"controller",'
+            '"message":"launched nodeclaim","commit":"1ad0d78","controller":"nodeclaim.lifecycle",'
+            '"controllerGroup":"karpenter.sh","controllerKind":"NodeClaim","NodeClaim":'
+            f'{{"name":"gpu-a-x7k2p"}},"reconcileID":"{uuid()}","provider-id":'
+            '"aws:///us-west-2a/i-0a1b2c3d4e5f67890","instance-type":"p5.48xlarge","zone":'
+            '"us-west-2a","capacity-type":"on-demand","allocatable":{"cpu":"191450m",'
+            '"memory":"1938410Mi","nvidia.com/gpu":"8","vpc.amazonaws.com/efa":"32"}}',
+        ),
+        # aws/karpenter-provider-aws@v1.4.0 pkg/providers/amifamily (SSM alias resolution log)
+        (
+            "karpenter-ssm-ami",
+            '{"level":"DEBUG","message":"discovered ssm parameter","parameter":"/aws/service/eks/'
+            'optimized-ami/1.31/amazon-linux-2023/x86_64/nvidia/recommended/image_id","value":'
+            '"ami-0123456789abcdef0"}',
+        ),
+        # aws ssm get-parameter of a String parameter
+        #  (docs.aws.amazon.com/cli/latest/reference/ssm/get-parameter.html)
+        (
+            "ssm-string-parameter",
+            '{\n    "Parameter": {\n        "Name": "/aws/service/eks/optimized-ami/1.31/'
+            'amazon-linux-2023/x86_64/nvidia/recommended/image_id",\n        "Type": "String",\n'
+            '        "Value": "ami-0123456789abcdef0",\n        "Version": 42\n    }\n}',
+        ),
+        # aws ec2 describe-instances
+        #  (docs.aws.amazon.com/cli/latest/reference/ec2/describe-instances.html)
+        (
+            "ec2-key-pair-and-tags",
+            '{"InstanceId": "i-0a1b2c3d4e5f67890", "ImageId": "ami-0123456789abcdef0", '
+            '"KeyName": "gpu-oncall", "Tags": [{"Key": "Name", "Value": "gpu-prod-p5"}, '
+            '{"Key": "karpenter.sh/nodepool", "Value": "gpu-a"}]}',
+        ),
+        # IMDS instance identity document
+        #  (docs.aws.amazon.com/AWSEC2/latest/UserGuide/instance-identity-documents.html)
+        (
+            "imds-identity-document",
+            '{\n  "accountId" : "123456789012",\n  "architecture" : "x86_64",\n  '
+            '"availabilityZone" : "us-west-2a",\n  "imageId" : "ami-0123456789abcdef0",\n  '
+            '"instanceId" : "i-0a1b2c3d4e5f67890",\n  "instanceType" : "p5.48xlarge",\n  '
+            '"pendingTime" : "2026-11-29T03:00:00Z",\n  "region" : "us-west-2"\n}',
+        ),
+        # kubernetes-sigs/aws-iam-authenticator@v0.6.29 pkg/server/server.go (authenticator log)
+        (
+            "iam-authenticator-access-granted",
+            'time="2026-11-29T03:00:00Z" level=info msg="access granted" arn="arn:aws:iam::'
+            '123456789012:role/KarpenterNodeRole-gpu-prod" client="127.0.0.1:51234" method=POST '
+            "path=/authenticate sts=sts.us-west-2.amazonaws.com "
+            'username="system:node:ip-10-0-37-142.us-west-2.compute.internal"',
+        ),
+        # aws/amazon-vpc-cni-k8s@v1.19.2 pkg/ipamd/ipamd.go (ipamd.log)
+        (
+            "ipamd-eni",
+            '{"level":"info","ts":"2026-11-29T03:00:00.000Z","caller":"ipamd/ipamd.go:1234",'
+            '"msg":"Added ENI(eni-0123456789abcdef0)\'s IP 10.0.37.143 to datastore"}',
+        ),
+        # ARNs of a Secrets Manager secret and an SSM parameter
+        #  (docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html)
+        (
+            "secret-arns",
+            '"SecretId": "arn:aws:secretsmanager:us-west-2:123456789012:secret:prod/db-AbCdEf", '
+            '"parameter": "arn:aws:ssm:us-west-2:123456789012:parameter/gpu-prod/ngc"',
+        ),
+        # vllm-project/vllm@v0.6.3 vllm/engine/metrics.py (engine stats line)
+        (
+            "vllm-throughput",
+            "INFO 11-29 03:00:00 metrics.py:351] Avg prompt throughput: 512.3 tokens/s, Avg "
+            "generation throughput: 181.2 tokens/s, Running: 8 reqs, Swapped: 0 reqs",
+        ),
+        # oauth2-proxy/oauth2-proxy@v7.7.1 pkg/sessions (log line)
+        (
+            "session-cookie-prose",
+            "[2026/11/29 03:00:00] [oauthproxy.go:900] session cookie not set, redirecting",
+        ),
+        # opencontainers/runc@v1.2.4 signals.go (signal forwarding)
+        ("runc-signal", 'level=debug msg="forwarding signal" sig=15 pid=2345'),
+        # NVIDIA/nccl@v2.23.4 and aws/aws-ofi-nccl@v1.13.0 (NCCL_DEBUG=INFO)
+        (
+            "nccl-efa",
+            "ip-10-0-37-142:2345:2401 [0] NCCL INFO NET/OFI Selected Provider is efa "
+            "(found 32 nics)",
+        ),
+        # journalctl -o export fields
+        #  (www.freedesktop.org/software/systemd/man/latest/systemd.journal-fields.html)
+        (
+            "journal-ids",
+            f"_BOOT_ID={hexs(32)}\n_MACHINE_ID={hexs(32)}\n_SYSTEMD_UNIT=kubelet.service",
+        ),
+        # kubectl get node -o json resourceVersion and provider id
+        #  (kubernetes.io/docs/reference/using-api/api-concepts/#resource-versions)
+        (
+            "resource-version",
+            '"resourceVersion": "987654321", "providerID": "aws:///us-west-2a/i-0a1b2c3d4e5f67890"',
+        ),
+        # kubectl describe node taints
+        #  (kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)
+        (
+            "gpu-taints",
+            "Taints:             nvidia.com/gpu=present:NoSchedule\n"
+            "                    karpenter.sh/disrupted:NoSchedule",
+        ),
+        # Azure storage account name without its key
+        #  (learn.microsoft.com/en-us/azure/storage/common/storage-account-overview)
+        ("azure-account-name", "AccountName=gpumodels;EndpointSuffix=core.windows.net"),
     ]
     out = [LookAlike(kind, text) for kind, text in items]
+    # kubectl get node -o json of a Karpenter GPU node (kubernetes.io/docs/reference/kubernetes-api/
+    # cluster-resources/node-v1/, aws/karpenter-provider-aws@v1.4.0 pkg/apis/v1/labels.go)
+    out.append(
+        LookAlike(
+            "kubectl-node-json",
+            "",
+            document={
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": "ip-10-0-37-142.us-west-2.compute.internal",
+                    "resourceVersion": "987654321",
+                    "uid": uuid(),
+                    "annotations": {
+                        "alpha.kubernetes.io/provided-node-ip": "10.0.37.142",
+                        "karpenter.k8s.aws/ec2nodeclass-hash": "1234567890123456789",
+                        "karpenter.sh/nodepool-hash-version": "v3",
+                        "node.alpha.kubernetes.io/ttl": "0",
+                    },
+                    "labels": {
+                        "karpenter.k8s.aws/instance-gpu-name": "h100",
+                        "karpenter.sh/capacity-type": "on-demand",
+                        "node.kubernetes.io/instance-type": "p5.48xlarge",
+                        "nvidia.com/mig.config": "all-1g.10gb",
+                    },
+                },
+                "spec": {
+                    "providerID": "aws:///us-west-2a/i-0a1b2c3d4e5f67890",
+                    "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                },
+                "status": {
+                    "nodeInfo": {
+                        "bootID": uuid(),
+                        "machineID": hexs(32),
+                        "systemUUID": uuid(),
+                        "containerRuntimeVersion": "containerd://1.7.27",
+                    },
+                    "images": [
+                        {
+                            "names": [f"nvcr.io/nvidia/k8s-device-plugin@sha256:{digest}"],
+                            "sizeBytes": 123456789,
+                        }
+                    ],
+                },
+            },
+        )
+    )
+    # a pod using IRSA: the token is a file, the role an ARN (docs.aws.amazon.com/eks/latest/
+    # userguide/pod-configuration.html)
+    out.append(
+        LookAlike(
+            "irsa-pod-env",
+            "",
+            document=_pod(
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+                    "env": [
+                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                        {
+                            "name": "AWS_ROLE_ARN",
+                            "value": "arn:aws:iam::123456789012:role/trainer-irsa",
+                        },
+                        {
+                            "name": "AWS_WEB_IDENTITY_TOKEN_FILE",
+                            "value": "/var/run/secrets/eks.amazonaws.com/serviceaccount/token",
+                        },
+                        {"name": "AWS_STS_REGIONAL_ENDPOINTS", "value": "regional"},
+                        {"name": "NCCL_SOCKET_IFNAME", "value": "^lo,docker"},
+                    ],
+                    "envFrom": [{"secretRef": {"name": "wandb"}}],
+                }
+            ),
+        )
+    )
     out.append(
         LookAlike(
             "k8s-secret-volume",
@@ -879,6 +2011,17 @@ def look_alikes() -> list[LookAlike]:
         )
     )
     return out
+
+
+def real_evidence_files() -> list[Path]:
+    """The data files of the real-evidence corpus (`tests/corpus`, see its README): benign
+    text and JSON in the shapes nodes, tools and clusters write, each with its source line."""
+    corpus = Path(__file__).parents[1] / "corpus"
+    return sorted(
+        p
+        for p in corpus.rglob("*")
+        if p.is_file() and p.name not in ("README.md", "SOURCE") and p.suffix != ".source"
+    )
 
 
 # --- renderings ---------------------------------------------------------------------------------
@@ -977,9 +2120,17 @@ RENDERINGS: dict[str, Callable[[Secret | LookAlike], str | bytes]] = {
 
 
 def file_name(rendering: str) -> str:
-    return {"json-line": "app.log", "json-indented": "objects.json", "yaml": "objects.yaml"}.get(
-        rendering, "cloud-init-output.log"
-    )
+    return {
+        "json-line": "app.log",
+        "json-indented": "objects.json",
+        "yaml": "objects.yaml",
+        **encodings.FILE_NAMES,
+    }.get(rendering, "cloud-init-output.log")
+
+
+def read_back(rendering: str, out: bytes) -> bytes:
+    """`out` as an engineer reads it (see `secret_encodings.read_back`)."""
+    return encodings.read_back(rendering, out)
 
 
 def leaked(case: Secret, out: bytes) -> list[str]:
@@ -1014,6 +2165,19 @@ HOSTILE_PATTERNS: dict[str, str] = {
     "bearer-run": "Bearer ",
     "bootstrap-lookalike": "token abcdef.0123456789abcdefg ",
     "sk-run": "sk-",
+    "provider-prefix-run": "glpat-",
+    "provider-prefix-words": "sk_live_a dapi0 SG.x ",
+    "cli-password-run": "mysql -p",
+    "cli-command-words": "sshpass ldapsearch openssl ",
+    "cookie-pairs": "Cookie: a=b; ",
+    "cookie-run": "Set-Cookie: ",
+    "telegram-run": "1:AA",
+    "securestring-values": '"Type": "SecureString", "Value": "',
+    "connection-string-run": ";Password=",
+    "azure-secret-run": "abc1Q~",
+    "digest-run": "Digest response=",
+    "vault-okta-line": "vault okta token s.",
+    "escaped-json-string": '\\"password\\": \\"\\\\\\"',
     "github-run": "ghp_",
     "amz-run": "X-Amz-Signature=",
     "secret-kind-json": '{"kind":"Secret","data":{"a":"',
@@ -1030,3 +2194,9 @@ def hostile_text(pattern: str, size: int) -> bytes:
     """`size` bytes of one hostile pattern, repeated (one long line when it has no newline)."""
     unit = HOSTILE_PATTERNS[pattern].encode()
     return (unit * (size // len(unit) + 1))[:size]
+
+
+# the encodings beyond text, JSON and YAML (they render with the helpers above)
+from . import secret_encodings as encodings  # noqa: E402
+
+RENDERINGS.update(encodings.RENDERINGS)

@@ -1,0 +1,857 @@
+"""Secrets in the encodings a bundle holds them in, found by decoding: a *view* is text made
+from part of a file (a log line without its journal, CRI or klog prefix; CRI partial lines
+joined; the contents of a JSON string unescaped; %XX and HTML entities decoded; a base64 run
+decoded), with a map from each of its characters back to the characters they came from.
+The rules run on the view, and what they mask there is masked in the file at the characters
+it came from, so a token split over two CRI partial lines is masked in both halves and a
+percent-encoded password in its encoded form. Views are made again from views (JSON in a
+JSON string in a CRI line), at most `MAX_DEPTH` deep.
+
+Every view is built in one pass over its text, from the lines that can matter (those holding
+a trigger word and the block they open, a CRI `P` tag, a `%XX`, an entity or a long base64
+run), so a view costs at most its text's length again at each depth.
+
+Also here: rules for YAML shapes the line rules cannot see (a block or folded scalar, a list
+or flow sequence under a secret-named key), a `key<TAB>value` line, and JSON documents inside
+log lines walked by `structured`. Base64 (a Secret's data, a ConfigMap's binaryData, a file
+logged whole) is decoded and scanned where it is UTF-8 text; a match masks the whole run.
+
+Formats: CRI log lines `<RFC 3339 time> <stream> <P|F> <message>` (kubernetes/kubernetes
+v1.31.0 pkg/kubelet/kuberuntime/logs/logs.go, `parseCRILog`); klog's header
+`Lmmdd hh:mm:ss.uuuuuu threadid file:line] msg` (kubernetes/klog v2.130.1 klog.go,
+`formatHeader`); journalctl's short, short-iso and short-precise prefixes and `-o export`
+`FIELD=value` lines (www.freedesktop.org/software/systemd/man/latest/journalctl.html,
+"Output Options"); YAML block scalars (yaml.org/spec/1.2.2/#81-block-scalar-headers);
+ConfigMap binaryData (kubernetes.io/docs/concepts/configuration/configmap/).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import html
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from mignurse.collect import structured
+from mignurse.collect.secretnames import MARKER, is_secret_name
+from mignurse.collect.secretrules import LINE, TEXT, Edit, Rule
+
+MAX_DEPTH = 4  # a view of a view …: CRI line → JSON string → URL-encoded → base64 is deep
+MIN_BASE64 = 24  # shorter runs decode to too little to hold a credential and its name
+JSON_ATTEMPTS_PER_LINE = 4  # starts of a JSON document tried on one line
+
+
+Span = tuple[int, int]
+
+
+@dataclass
+class View:
+    """Text decoded from part of a parent text, and where each of its characters came from.
+
+    `pieces` are (view start, view end, parent start, parent end), sorted: where the view and
+    parent lengths agree the characters map one to one; otherwise (an escape such as %40 or
+    \\u0041, a base64 run) the whole parent span stands behind every view character in it.
+    Characters in no piece (separators the view added) come from nowhere."""
+
+    text: str
+    pieces: list[tuple[int, int, int, int]]
+    parent: View | None = None
+
+    def root_spans(self, start: int, end: int) -> list[Span]:
+        """The spans of the original text that view characters [start, end) came from."""
+        spans = self._parent_spans(start, end)
+        if self.parent is None:
+            return spans
+        out: list[Span] = []
+        for s, e in spans:
+            out.extend(self.parent.root_spans(s, e))
+        return _merged(out)
+
+    def _parent_spans(self, start: int, end: int) -> list[Span]:
+        out: list[Span] = []
+        i = max(0, bisect.bisect_right(self._starts, start) - 1)
+        while i < len(self.pieces):
+            vs, ve, ps, pe = self.pieces[i]
+            if vs >= end:
+                break
+            if ve > start:
+                if ve - vs == pe - ps:
+                    out.append((ps + max(start, vs) - vs, ps + min(end, ve) - vs))
+                else:
+                    out.append((ps, pe))
+            i += 1
+        return _merged(out)
+
+    @property
+    def _starts(self) -> list[int]:
+        starts = self.__dict__.get("_starts_cache")
+        if starts is None:
+            starts = [piece[0] for piece in self.pieces]
+            self.__dict__["_starts_cache"] = starts
+        return starts
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    out: list[Span] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(e, out[-1][1]))
+        elif e > s:
+            out.append((s, e))
+    return out
+
+
+class _Builder:
+    """Builds a view piece by piece; runs copied as they are merge into one piece."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.pieces: list[tuple[int, int, int, int]] = []
+        self.length = 0
+
+    def copy(self, text: str, start: int, end: int) -> None:
+        if end <= start:
+            return
+        self.parts.append(text[start:end])
+        last = self.pieces[-1] if self.pieces else None
+        if (
+            last
+            and last[1] == self.length
+            and last[3] == start
+            and last[1] - last[0] == last[3] - last[2]
+        ):
+            self.pieces[-1] = (last[0], self.length + end - start, last[2], end)
+        else:
+            self.pieces.append((self.length, self.length + end - start, start, end))
+        self.length += end - start
+
+    def decoded(self, value: str, start: int, end: int) -> None:
+        """`value` stands for parent characters [start, end) (an escape, a base64 run)."""
+        if not value:
+            return
+        self.parts.append(value)
+        self.pieces.append((self.length, self.length + len(value), start, end))
+        self.length += len(value)
+
+    def separator(self) -> None:
+        self.parts.append("\n")
+        self.length += 1
+
+    def view(self, parent: View | None) -> View | None:
+        return View("".join(self.parts), self.pieces, parent) if self.pieces else None
+
+
+# --- which lines matter ----------------------------------------------------------------------
+
+
+def lines_at(text: str, positions: Iterator[int] | list[int]) -> list[Span]:
+    """(start, end) of each line holding one of `positions`, in order, each once."""
+    out: list[Span] = []
+    for at in sorted(positions):
+        if out and at <= out[-1][1]:
+            continue
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        out.append((start, len(text) if end == -1 else end))
+    return out
+
+
+# --- log prefixes ----------------------------------------------------------------------------
+
+_TIME = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+_SYSLOG_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d{1,6})?"
+_PREFIX = re.compile(
+    r"[ \t]{0,16}(?:"
+    # CRI: time, stream, tag
+    rf"{_TIME} (?:stdout|stderr) [FP] "
+    # klog: severity, mmdd, time, thread id, file:line]
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}[ \t]{1,16}\d{1,10} [^\s\]]{1,256}:\d{1,10}\] "
+    # journalctl short / short-precise / short-iso: time, host, identifier[pid]:
+    rf"|(?:{_SYSLOG_TIME}|{_TIME}) [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
+    # journalctl -o short-monotonic and dmesg: [seconds since boot], then host and identifier
+    r"|\[[ \t]{0,16}\d{1,10}\.\d{6}\](?: [^\s]{1,256} [^\s\[]{1,256}?(?:\[\d{1,10}\])?:)? "
+    # syslog RFC 5424: <PRI>VERSION TIMESTAMP HOSTNAME APP-NAME PROCID MSGID STRUCTURED-DATA
+    rf"|<\d{{1,3}}>\d{{1,2}} (?:{_TIME}|-) [^\s]{{1,255}} [^\s]{{1,48}} [^\s]{{1,128}}"
+    r" [^\s]{1,32} (?:-|\[[^\n\]]{0,1024}\]) "
+    # syslog RFC 3164 with its <PRI>
+    rf"|<\d{{1,3}}>{_SYSLOG_TIME} [^\s]{{1,256}} [^\s\[]{{1,256}}?(?:\[\d{{1,10}}\])?: "
+    # journalctl -o export and -o verbose: the message field
+    r"|MESSAGE="
+    # a bare timestamp and level (Go and Python loggers)
+    rf"|{_TIME}[ \t]{{1,16}}(?:\[?(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\]?[ \t]{{1,16}})?"
+    r")"
+)
+
+
+CONTEXT_LINES = 256  # after a line with a trigger: a PEM block, a YAML Secret, a chpasswd list
+
+
+# a line after which the next ones belong to it: a PEM BEGIN, a YAML key with a block or a
+# nested value, an INI section; and lines before a `kind: Secret` (kubectl sorts data first)
+_OPENS_BLOCK = re.compile(
+    r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?$|^\[[^\]\n]{1,256}\]$"
+)
+_SECRET_KIND = re.compile(r"kind:[ \t]{0,16}[\"']?Secret")
+
+
+def _with_context(
+    text: str, lines: list[Span], wanted: Callable[[int, int], bool] = lambda s, e: True
+) -> list[Span]:
+    """The `wanted` lines, each with the line before and after it; after a line that opens a
+    block, the `CONTEXT_LINES` after it; before a `kind: Secret`, those before it. In order,
+    each line once."""
+    out: list[Span] = []
+    for start, end in lines:
+        if not wanted(start, end):
+            continue
+        line = text[start:end].rstrip("\r")
+        before = CONTEXT_LINES if _SECRET_KIND.search(line) else 1
+        after = CONTEXT_LINES if _OPENS_BLOCK.search(line) else 2
+        for _ in range(before):
+            if start == 0 or (out and start <= out[-1][1] + 1):
+                break
+            start = text.rfind("\n", 0, start - 1) + 1
+        for _ in range(after):
+            if end >= len(text):
+                break
+            following = text.find("\n", end + 1)
+            end = len(text) if following == -1 else following
+        if out and start <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return _whole(text, [(s, e) for start, end in out for s, e in _split_lines(text, start, end)])
+
+
+# a line whose start matters: a key, a directive naming a secret (redis.conf `requirepass x`),
+# a PEM line, or a heading over a list of passwords (cloud-init's "Set the following 'random'
+# passwords", cc_set_passwords.py)
+_KEY_FIRST = re.compile(
+    r"[ \t]{0,64}(?:-[ \t]{1,16})?[\"']?[\w.-]{1,128}[\"']?[ \t]{0,16}[:=\t]|-----"
+    r"|[ \t]{0,64}[\w.-]{0,64}(?i:pass|pwd|secret|token|key|cred|auth)[\w.-]{0,64}[ \t]"
+    r"|[^\n]{0,256}(?i:passwords)[ \t]{0,16}\r?$"
+)
+
+
+def _prefix_end(text: str, start: int, end: int) -> int:
+    """Where the message of the line at [start, end) starts, after up to three prefixes; an
+    identifier that names a secret (`<time> <host> password: x`) is the message's key."""
+    at = start
+    for _ in range(3):
+        m = _PREFIX.match(text, at, end)
+        if m is None or m.end() == at:
+            break
+        if text.endswith(": ", at, m.end()):
+            ident = text.rfind(" ", at, m.end() - 2) + 1
+            if ident > at and is_secret_name(_PID.sub("", text[ident : m.end() - 2])):
+                return ident
+        at = m.end()
+    return at
+
+
+_PID = re.compile(r"\[\d{1,10}\]$")
+
+
+def _split_lines(text: str, start: int, end: int) -> Iterator[Span]:
+    while start <= end:
+        newline = text.find("\n", start, end)
+        if newline == -1:
+            yield start, end
+            return
+        yield start, newline
+        start = newline + 1
+
+
+def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines (and those after them) with their log prefixes stripped, where they had
+    one (journal then klog, CRI then klog: up to three)."""
+    build = _Builder()
+    stripped = False
+
+    def keyed(start: int, end: int) -> bool:
+        """Whether a line after its prefix starts with a key (`password: …`) or a PEM line:
+        where a line start is what the rules need."""
+        at = _prefix_end(text, start, end)
+        return at > start and (
+            _KEY_FIRST.match(text, at, end) is not None
+            or _OPENS_BLOCK.search(text, at, end) is not None
+        )
+
+    for start, end in _with_context(text, lines, keyed):
+        at = _prefix_end(text, start, end)
+        stripped = stripped or at > start
+        build.copy(text, at, end)  # a line without a prefix too: a block's lines stay together
+        build.separator()
+    return build.view(parent) if stripped else None
+
+
+# --- NUL bytes and invalid UTF-8 ------------------------------------------------------------
+
+# NUL (or \x1c, which `redact` reads NUL as), and the bytes that are not UTF-8 (decoded as
+# lone surrogates by surrogateescape)
+_NOT_TEXT = re.compile(r"[\x00\x1c\udc80-\udcff]+")
+
+
+def _separated(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines with NUL bytes and invalid UTF-8 read as line breaks (a torn write,
+    /proc/<pid>/environ), so a `key: value` after them starts a line."""
+    build = _Builder()
+    for start, end in lines:
+        at = start
+        found = False
+        for m in _NOT_TEXT.finditer(text, start, end):
+            found = True
+            build.copy(text, at, m.start())
+            build.decoded("\n", m.start(), m.end())
+            at = m.end()
+        if found:
+            build.copy(text, at, end)
+            build.separator()
+    return build.view(parent)
+
+
+# --- CRI partial lines -----------------------------------------------------------------------
+
+_CRI = re.compile(rf"(?m)^{_TIME} (?P<stream>stdout|stderr) (?P<tag>[FP]) ?")
+
+
+def _cri_joined(text: str, parent: View | None) -> View | None:
+    """The messages of a CRI log as the kubelet reads them back: each one the runtime split
+    into `P` lines and a final `F` line joined, the others as they are (a YAML document or a
+    PEM block logged line by line keeps its lines together)."""
+    build = _Builder()
+    pending: dict[str, list[Span]] = {}
+    split = False
+    for m in _CRI.finditer(text):
+        end = text.find("\n", m.end())
+        end = len(text) if end == -1 else end
+        parts = pending.setdefault(m["stream"], [])
+        parts.append((m.end(), end))
+        if m["tag"] == "F":
+            split = split or len(parts) > 1
+            for s, e in parts:
+                build.copy(text, s, e)
+            build.separator()
+            parts.clear()
+    return build.view(parent) if split else None
+
+
+# --- JSON strings ----------------------------------------------------------------------------
+
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
+_SIMPLE_ESCAPES = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+# the field that holds the message in a log record: journalctl -o json, the json-file
+# driver, Go's slog and zap, logrus, Python's json loggers, and logfmt's msg="…"
+_MESSAGE_KEY = re.compile(
+    r'(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|(?<![\w.-])(?:msg|message)=)'
+    r'[ \t]{0,16}(?=")'
+)
+
+
+def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The contents of the JSON (or Go-quoted) strings on the given lines (and those after
+    them) unescaped: a log message, a JSON document held in a string. Where a line is a log
+    record, only its message, so that messages on consecutive lines stay consecutive (a PEM
+    block or a YAML document logged line by line)."""
+    build = _Builder()
+    for start, end in _with_context(text, lines):
+        message = _MESSAGE_KEY.search(text, start, end)
+        for body_start, body_end in _quoted(text, message.end() if message else start, end):
+            body = text[body_start:body_end]
+            if message is None and (
+                len(body) < 6 or ("\\" not in body and not any(c in body for c in ":=%"))
+            ):
+                continue
+            at = body_start
+            for esc in _ESCAPE.finditer(text, at, body_end):
+                build.copy(text, at, esc.start())
+                code = esc[0][1:]
+                if code[0] == "u" and len(code) == 5:
+                    value = chr(int(code[1:], 16))
+                else:
+                    value = _SIMPLE_ESCAPES.get(code, code)
+                build.decoded(value, esc.start(), esc.end())
+                at = esc.end()
+            build.copy(text, at, body_end)
+            build.separator()
+            if message is not None:
+                break
+    return build.view(parent)
+
+
+def _quoted(text: str, start: int, end: int) -> Iterator[Span]:
+    """(start, end) of the contents of each double-quoted string in [start, end), in one
+    pass: a quote opens a string, and inside one a backslash escapes the next character."""
+    at = text.find('"', start, end)
+    while at != -1:
+        body = at = at + 1
+        quote = text.find('"', at, end)
+        while quote != -1:
+            slash = text.find("\\", at, quote)
+            if slash == -1:
+                break
+            at = slash + 2
+            if at > quote:  # that quote was escaped: the string goes on
+                quote = text.find('"', at, end)
+        if quote == -1:
+            return  # unterminated: no more strings on the line
+        yield body, quote
+        at = text.find('"', quote + 1, end)
+
+
+# --- percent-encoding ------------------------------------------------------------------------
+
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_PERCENT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+
+
+def _url_decoded(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines with %XX escapes decoded (RFC 3986 §2.1); runs of escapes decoded as
+    UTF-8 together. `+` is left as it is: it is a space only in form bodies, and a secret may
+    hold one."""
+    build = _Builder()
+    for start, end in lines:
+        at = start
+        found = False
+        for run in _PERCENT_RUN.finditer(text, start, end):
+            found = True
+            build.copy(text, at, run.start())
+            raw = bytes(int(run[0][i + 1 : i + 3], 16) for i in range(0, len(run[0]), 3))
+            decoded = raw.decode("utf-8", "surrogateescape")
+            if len(decoded) == len(raw):  # one character per escape: map each to its own
+                for i, char in enumerate(decoded):
+                    build.decoded(char, run.start() + 3 * i, run.start() + 3 * i + 3)
+            else:
+                build.decoded(decoded, run.start(), run.end())
+            at = run.end()
+        if found:
+            build.copy(text, at, end)
+            build.separator()
+    return build.view(parent)
+
+
+# --- HTML entities ---------------------------------------------------------------------------
+
+_ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|#\d{1,7}|#[xX][0-9a-fA-F]{1,6});")
+
+
+def _html_decoded(text: str, lines: list[Span], parent: View | None) -> View | None:
+    """The given lines with HTML character references decoded (a JSON document or a log
+    shown in an HTML page or an XML field: &quot;password&quot;)."""
+    build = _Builder()
+    for start, end in lines:
+        at = start
+        for m in _ENTITY.finditer(text, start, end):
+            build.copy(text, at, m.start())
+            build.decoded(html.unescape(m[0]), m.start(), m.end())
+            at = m.end()
+        build.copy(text, at, end)
+        build.separator()
+    return build.view(parent)
+
+
+# --- base64 ----------------------------------------------------------------------------------
+
+_BASE64 = re.compile(
+    rf"(?<![A-Za-z0-9+/_-])(?:[A-Za-z0-9+/]{{{MIN_BASE64},}}={{0,2}}|[A-Za-z0-9_-]{{{MIN_BASE64},}}={{0,2}})"
+    r"(?![A-Za-z0-9+/=_-])"
+)
+_PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e\u00a0-\uffff]*")
+
+
+def _base64_decoded(text: str, parent: View | None) -> View | None:
+    """Each long base64 run whose bytes are UTF-8 text (a docker `auth`, a credentials file
+    held whole in a log line or an object), decoded; a match anywhere in it masks the run."""
+    build = _Builder()
+    for m in _BASE64.finditer(text):
+        run = m[0]
+        if len(run) % 4 == 1 or run.startswith("LS0tLS1CRUdJTi"):
+            continue  # not base64, or a PEM block: the pem-base64 rule decides on it
+        if parent is None and _partial(text, text.rfind("\n", 0, m.start()) + 1):
+            continue  # a piece of a longer run: the joined view decodes it whole
+        padded = run + "=" * (-len(run) % 4)
+        try:
+            raw = (
+                base64.urlsafe_b64decode(padded)
+                if "-" in run or "_" in run
+                else base64.b64decode(padded, validate=True)
+            )
+            decoded = raw.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if not _PRINTABLE.fullmatch(decoded):
+            continue
+        build.decoded(decoded, m.start(), m.end())
+        build.separator()
+    return build.view(parent)
+
+
+# --- all views -------------------------------------------------------------------------------
+
+
+# the views worth making of each kind of view: what a prefixed line holds was already seen
+# in the line itself (its JSON strings, its %XX), so a prefix view has none of its own
+_CHILDREN = {
+    "file": ("separated", "prefixed", "json", "url", "html", "cri", "base64"),
+    "separated": ("prefixed", "json"),
+    "prefixed": (),
+    "json": ("separated", "prefixed", "json", "url", "html", "base64"),
+    "url": ("prefixed", "json", "url", "base64"),
+    "html": ("prefixed", "json", "url"),
+    "cri": ("prefixed", "json", "url", "html", "base64"),
+    "base64": ("separated", "prefixed", "json", "url"),
+}
+
+
+def views(
+    text: str, trigger_positions: Callable[[str], list[int]], parent: View | None = None
+) -> Iterator[View]:
+    """Every view of `text` (itself a view of `parent`, or the file), and the views of those,
+    to `MAX_DEPTH`. `trigger_positions(text)` gives where rule triggers occur in a text."""
+    yield from _views(text, trigger_positions, parent, "file", 1)
+
+
+def _views(
+    text: str,
+    trigger_positions: Callable[[str], list[int]],
+    parent: View | None,
+    kind: str,
+    depth: int,
+) -> Iterator[View]:
+    if depth > MAX_DEPTH:
+        return
+    wanted = _CHILDREN[kind]
+    # pieces of a message split over CRI partial lines are seen joined, never alone
+    triggered = _whole(text, lines_at(text, trigger_positions(text)))
+    made: list[tuple[str, View | None]] = []
+    if triggered:
+        if "separated" in wanted:
+            made.append(("separated", _separated(text, triggered, parent)))
+        if "prefixed" in wanted:
+            made.append(("prefixed", _prefixed(text, triggered, parent)))
+        if "json" in wanted and '"' in text:
+            made.append(("json", _json_strings(text, triggered, parent)))
+    if "url" in wanted and "%" in text:
+        escaped = _whole(text, lines_at(text, (m.start() for m in _PERCENT.finditer(text))))
+        if escaped:
+            made.append(("url", _url_decoded(text, escaped, parent)))
+    if "html" in wanted and "&" in text:
+        entities = _whole(text, lines_at(text, (m.start() for m in _ENTITY.finditer(text))))
+        if entities:
+            made.append(("html", _html_decoded(text, _with_context(text, entities), parent)))
+    if "cri" in wanted and " P " in text:
+        made.append(("cri", _cri_joined(text, parent)))
+    if "base64" in wanted:
+        made.append(("base64", _base64_decoded(text, parent)))
+    for child_kind, view in made:
+        if view is not None and view.text.strip():
+            yield view
+            yield from _views(view.text, trigger_positions, view, child_kind, depth + 1)
+
+
+# --- JSON documents inside lines -------------------------------------------------------------
+
+_DOCUMENT_START = re.compile(r"[{\[]")
+_DECODER = json.JSONDecoder()
+
+
+def json_document_edits(
+    text: str, lines: list[Span], check: Callable[[], None]
+) -> Iterator[tuple[int, int, str]]:
+    """(start, end, rule) for each string `structured` masks in a JSON document that starts
+    on one of `lines` (a klog, CRI or journal message that is a JSON object, a JSON lines
+    file): the characters of the string's value as the line spells it."""
+    for start, end in lines:
+        check()
+        at, tries = start, 0
+        while tries < JSON_ATTEMPTS_PER_LINE:
+            m = _DOCUMENT_START.search(text, at, end)
+            if m is None:
+                break
+            tries += 1
+            try:
+                document, doc_end = _DECODER.raw_decode(text, m.start())
+            except (ValueError, RecursionError):
+                at = m.start() + 1
+                continue
+            if not isinstance(document, (dict, list)):
+                at = m.start() + 1
+                continue
+            _, counts, replacements = structured.mask_document(document, check)
+            if replacements:
+                rule = max(counts, key=lambda r: counts[r]) if counts else "secret-field"
+                yield from _string_edits(text, m.start(), doc_end, replacements, rule)
+            at = doc_end
+
+
+def _string_edits(
+    text: str, start: int, end: int, replacements: dict[str, str], rule: str
+) -> Iterator[tuple[int, int, str]]:
+    for old, new in replacements.items():
+        for old_form, new_form in structured._encodings(old, new):
+            p = len(_common_prefix(old_form, new_form))
+            s = len(_common_prefix(old_form[::-1], new_form[::-1]))
+            s = min(s, len(old_form) - p)
+            at = text.find(old_form, start, end)
+            while at != -1:
+                if at + p < at + len(old_form) - s:
+                    yield at + p, at + len(old_form) - s, rule
+                at = text.find(old_form, at + len(old_form), end)
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def changed_spans(text: str, edit: Edit) -> list[Span]:
+    """The parts of `text` an edit masks: where its replacement is the old text with masks
+    put in (a cookie header's values, a chpasswd list's passwords), each masked stretch on
+    its own, so what lies between them (`Path=/`, user names) is not masked with them."""
+    start, end, new = edit
+    old = text[start:end]
+    parts = new.split(MARKER)
+    if len(parts) > 2 and old.startswith(parts[0]) and old.endswith(parts[-1]):
+        spans: list[Span] = []
+        pos, limit = len(parts[0]), len(old) - len(parts[-1])
+        for literal in parts[1:-1]:
+            at = old.find(literal, pos + 1, limit) if literal else -1
+            if at == -1:
+                break
+            spans.append((start + pos, start + at))
+            pos = at + len(literal)
+        else:
+            if limit > pos:
+                spans.append((start + pos, start + limit))
+            return spans
+    span = changed_span(text, edit)
+    return [] if span is None else [span]
+
+
+def changed_span(text: str, edit: Edit) -> Span | None:
+    """The part of `text` an edit really changes (a PEM block keeps its BEGIN and END
+    lines): the edit's span less what its replacement keeps at either end."""
+    start, end, new = edit
+    old = text[start:end]
+    p = len(_common_prefix(old, new))
+    s = min(len(_common_prefix(old[::-1], new[::-1])), len(old) - p, len(new) - p)
+    return (start + p, end - s) if start + p < end - s else None
+
+
+# --- edits the rules must not make -----------------------------------------------------------
+
+
+def vetted(text: str, edit: Edit) -> Edit | None:
+    """`edit` as it may be made, or None: never inside the prefix of a log line (a klog
+    `server.go:123]` is no `user:password`), never on part of a message the runtime split
+    over CRI partial lines (the joined view masks it whole), and a masked value ends at a
+    NUL byte (what follows is another record)."""
+    start, end, new = edit
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start)
+    if end <= _prefix_end(text, line_start, len(text) if line_end == -1 else line_end):
+        return None
+    if _partial(text, line_start):
+        return None
+    if new != MARKER and _crosses_records(text, start, end):
+        return None  # a block paired over log records: the views mask it record by record
+    if new == MARKER:
+        # a value in text escaped twice ends at its escaped line break (\\n)
+        cut = text.find("\\\\n", start, end)
+        end = end if cut == -1 else cut
+        # a value whose name was percent-encoded ends at an encoded separator
+        if text[max(0, start - 3) : start].upper() in ("%3D", "%20", "%3A"):
+            separator = _ENCODED_SEPARATOR.search(text, start, end)
+            end = end if separator is None else separator.start()
+        while end > start and text[end - 1] == "\\":  # never end inside an escape (\" \n)
+            end -= 1
+        if not _NOT_TEXT.sub("", text[start:end]).strip():
+            return None
+    return start, end, new
+
+
+_ENCODED_SEPARATOR = re.compile(r"%(?:20|26|3[Bb]|2[Cc])")
+
+
+def _crosses_records(text: str, start: int, end: int) -> bool:
+    """Whether a line after the first in [start, end) starts a log record of its own (a log
+    prefix, a JSON object)."""
+    at = text.find("\n", start, end)
+    while at != -1:
+        if text.startswith("{", at + 1) or _PREFIX.match(text, at + 1, end) is not None:
+            return True
+        at = text.find("\n", at + 1, end)
+    return False
+
+
+def _whole(text: str, lines: list[Span]) -> list[Span]:
+    """The lines that are not part of a message split over CRI partial lines."""
+    if " P " not in text:
+        return lines
+    return [(start, end) for start, end in lines if not _partial(text, start)]
+
+
+def _partial(text: str, line_start: int) -> bool:
+    """Whether the line at `line_start`, or the one before it, is a CRI partial (P) line."""
+    m = _CRI.match(text, line_start)
+    if m is None:
+        return False
+    if m["tag"] == "P":
+        return True
+    if line_start == 0:
+        return False
+    before = _CRI.match(text, text.rfind("\n", 0, line_start - 1) + 1)
+    return before is not None and before["tag"] == "P"
+
+
+# --- YAML shapes and key<TAB>value -----------------------------------------------------------
+
+_YAML_KEY = re.compile(
+    r"(?m)^(?P<indent>[ \t]*(?:-[ \t]+)?)"
+    r"(?P<key>[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}')"
+    r":[ \t]*(?:(?P<block>[|>][-+0-9]{0,3})|(?P<flow>\[[^\n]{0,65536}\])|)"
+    r"[ \t]*(?:#[^\n]{0,1024})?\r?$"
+)
+_FLOW_ITEM = re.compile(r"[^,\[\]\s'\"][^,\[\]]*|\"[^\"]*\"|'[^']*'")
+_NOT_SECRET = frozenset({"", "true", "false", "null", "none", "nil", "yes", "no", "~"})
+
+
+def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
+    """Values YAML holds under a secret-named key beyond its own line: a block or folded
+    scalar (`password: |`), list items (`passwords:` then `- …`), a flow sequence."""
+    edits: list[Edit] = []
+    block_until = 0
+    for n, m in enumerate(_YAML_KEY.finditer(text)):
+        if n % 256 == 0:
+            check()
+        if m.start() < block_until:
+            continue  # a line of a block scalar already masked
+        if not is_secret_name(m["key"].strip("\"'")):
+            continue
+        if m["flow"] is not None:
+            if "{" not in m["flow"]:  # [{name: …}]: the mappings' keys decide
+                edits.extend(_flow_items(text, m.start("flow") + 1, m.end("flow") - 1))
+            continue
+        block = m["block"] is not None
+        same_column_items = not block and not m["indent"].rstrip().endswith("-")
+        end = m.end()
+        item_column = -1  # a list under the key: the column of its dashes
+        for start, line_end, depth in _children(text, m.end(), len(m["indent"]), same_column_items):
+            end = line_end
+            content_start = start + depth
+            if block:
+                edits.append((content_start, line_end, MARKER))
+                continue
+            line = text[content_start:line_end]
+            if item_column == -1:
+                if not line.startswith("- "):
+                    break  # a nested mapping: its own keys say what is secret
+                item_column = depth
+            if depth != item_column or not line.startswith("- "):
+                continue  # inside an item
+            item = line[2:].lstrip()
+            head, colon, rest = item.partition(":")
+            if colon and _MAP_KEY.fullmatch(head) and rest[:1] in ("", " ", "\t"):
+                continue  # a list of mappings: their keys say what is secret
+            if item.strip("\"'").lower() not in _NOT_SECRET:
+                edits.append(_unquoted(text, line_end - len(item), line_end))
+        if block:
+            block_until = end
+    pos = 0
+    for edit in sorted(edits):
+        if edit[0] >= pos and edit[1] > edit[0] and MARKER not in text[edit[0] : edit[1]]:
+            yield edit
+            pos = edit[1]
+
+
+_MAP_KEY = re.compile(r"[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}'")
+
+
+def _children(
+    text: str, at: int, column: int, same_column_items: bool
+) -> Iterator[tuple[int, int, int]]:
+    """(start, end without trailing space, indentation) of each non-blank line below a key
+    that belongs to it: indented deeper, or `- ` items at its own column."""
+    at += 1
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        line = text[at:end]
+        content = line.strip()
+        if content:
+            depth = len(line) - len(line.lstrip(" \t"))
+            if depth < column or (
+                depth == column and not (same_column_items and content.startswith("- "))
+            ):
+                return
+            yield at, at + len(line.rstrip()), depth
+        at = end + 1
+
+
+def _unquoted(text: str, start: int, end: int) -> Edit:
+    if end - start >= 2 and text[start] == text[end - 1] and text[start] in "\"'":
+        return start + 1, end - 1, MARKER
+    return start, end, MARKER
+
+
+def _flow_items(text: str, start: int, end: int) -> Iterator[Edit]:
+    for item in _FLOW_ITEM.finditer(text, start, end):
+        value = item[0].strip()
+        if value.strip("\"'").lower() not in _NOT_SECRET:
+            s = item.start() + item[0].index(value)
+            yield _unquoted(text, s, s + len(value))
+
+
+_TAB_VALUE = re.compile(
+    r"(?m)^[ \t]{0,64}(?P<name>[A-Za-z_-][\w.-]{0,127})[ ]{0,16}\t[ \t]{0,16}"
+    r"(?P<val>[^\t\n]{1,4096})"
+)
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_PATH = re.compile(r"/[\w.@+-]+(?:/[\w.@+-]*)*")
+
+
+def _tab_value(m: re.Match[str]) -> Edit | None:
+    """`password<TAB>value` (env dumps, `kubectl describe` rows, tab-separated log fields)."""
+    value = m["val"].rstrip(" \r")
+    if not is_secret_name(m["name"]) or not value or MARKER in value:
+        return None
+    if value.lower() in _NOT_SECRET or _NUMBER.fullmatch(value) or _PATH.fullmatch(value):
+        return None
+    if value[0] in "{[|>":  # a nested object or a block follows: its own keys decide
+        return None
+    return m.start("val"), m.start("val") + len(value), MARKER
+
+
+_KEYWORDS = ("pass", "pwd", "secret", "token", "key", "cred", "auth")
+
+RULES: tuple[Rule, ...] = (
+    # the rules' regexes only name where a match may be; _yaml_edits pairs keys with lines
+    Rule(
+        "secret-field",
+        _YAML_KEY,
+        lambda m: None,
+        tuple((k, 0) for k in _KEYWORDS),
+        TEXT,
+        _yaml_edits,
+    ),
+    Rule("secret-env", _TAB_VALUE, _tab_value, tuple((k, 0) for k in _KEYWORDS), LINE),
+)
