@@ -16,6 +16,7 @@ import pytest
 from runner.enginehelpers import Cluster, cluster_for
 from runner.test_run_cli import drain_runbooks, env_for, mignurse, start, wait_for
 
+from mignurse.cluster.client import NODES
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.paths import StateFileError, open_private, private_dir
 from mignurse.runner.audit import Audit, read_audit
@@ -271,3 +272,23 @@ def test_the_log_read_back_is_the_newest_part_of_a_huge_one(
     Audit(log).write("started", "newest")
     monkeypatch.setattr(audit, "AUDIT_READ_BYTES", 2**20)
     assert [e["run"] for e in read_audit(log)] == ["older", "newest"]
+
+
+def test_unlock_with_a_fifo_audit_log_is_refused_and_the_lock_stays(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    import json
+
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    stale = json.dumps({"holder": "alice@laptop", "run": "dead0001", "runbook": "cordon",
+                        "expires": "2099-01-01T00:00:00Z"})  # fmt: skip
+    c.client.patch(NODES, node, {"metadata": {"annotations": {LOCK_ANNOTATION: stale}}})
+    folder = tmp_path / "state" / "mignurse"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "audit.jsonl")
+
+    result = mignurse(c, env_for(tmp_path / "state"), "unlock", node, "--yes", "--force")
+
+    _refused_in_one_line(result, "audit.jsonl is a FIFO", "nothing was unlocked")
+    assert _lock_on(c, node) == stale  # an unlock nobody could audit is not done
