@@ -10,7 +10,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import tarfile
 import threading
 import tracemalloc
@@ -39,6 +38,7 @@ from .archives import (
     tar_gz,
     zip_file,
 )
+from .peak import mignurse_peak
 
 GiB = 2**30
 
@@ -289,24 +289,9 @@ def _collector_files(
 
 
 def _diagnose_measured(bundle: Path) -> tuple[subprocess.CompletedProcess[str], int]:
-    """`mignurse diagnose --from BUNDLE` in a process of its own, and its peak RSS in bytes
-    (getrusage of the one child a fresh interpreter waited for)."""
-    measure = (
-        "import resource, subprocess, sys\n"
-        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "sys.stdout.write(done.stdout); sys.stderr.write(done.stderr)\n"
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
-        "sys.exit(done.returncode)\n"
-    )
+    """`mignurse diagnose --from BUNDLE` in a process of its own, and its peak RSS in bytes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "MIGNURSE", "AWS_"))}
-    done = subprocess.run(
-        [sys.executable, "-c", measure, sys.executable, "-m", "mignurse", "diagnose", "--from",
-         str(bundle)],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
-    )  # fmt: skip
-    *err, peak = done.stderr.rstrip("\n").split("\n")
-    done.stderr = "\n".join(err) + "\n"
-    return done, int(peak) * 1024  # ru_maxrss is in KiB on Linux (getrusage(2))
+    return mignurse_peak("diagnose", "--from", str(bundle), env=env, timeout=300)
 
 
 def _findings_said(done: subprocess.CompletedProcess[str], words: str) -> None:
