@@ -86,7 +86,7 @@ class Limit:
 
 BUNDLE_BYTES = Limit("MIGNURSE_MAX_BUNDLE_BYTES", 4 * 2**30, "a bundle's unpacked size")
 BUNDLE_FILES = Limit("MIGNURSE_MAX_BUNDLE_FILES", 100_000, "a bundle's file count", "files")
-FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 512 * 2**20, "one file of a bundle")
+FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 64 * 2**20, "one file of a bundle")
 KUBECONFIG_BYTES = Limit(
     "MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file or a file it names"
 )
