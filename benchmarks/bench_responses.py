@@ -4,7 +4,7 @@
 
 Each case runs the real CLI in a process of its own against the hostile server of
 tests/hostile/test_responses.py; its peak memory is the kernel's high-water mark of that
-process (VmHWM, read as it exits). Target: every case under 1 GiB and ended by one line.
+process (tests/hostile/peak.py). Target: every case under 1 GiB and ended by one line.
 
   gzip-bomb               ~8 MB of gzip that would inflate to 8 GiB
   gzip-bomb-ratio-raised  the same, MIGNURSE_MAX_RESPONSE_RATIO=100000 (the size cap stops it)
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,8 +30,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from hostile import test_responses as hostile
 from hostile.inputs import node_object
+from hostile.peak import mignurse_peak
 
-PEAK_OF = hostile.PEAK_OF
 TARGET_BYTES = 2**30
 
 
@@ -104,35 +103,18 @@ def main() -> int:
             server, kubeconfig = serve(make_answer(), folder)
             env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "MIGNURSE_"))}
             env.update(extra)
-            status = folder / "status"
             started = time.monotonic()
-            result = subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    PEAK_OF,
-                    str(status),
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "nodes",
-                ],
-                capture_output=True,
-                text=True,
-                env=env,
-                cwd=folder,
-                timeout=600,
+            result, peak = mignurse_peak(
+                "--kubeconfig", str(kubeconfig), "nodes", env=env, timeout=600
             )
             wall = time.monotonic() - started
             server.shutdown()
             server.server_close()
-            (peak,) = [
-                int(line.split()[1]) for line in status.read_text().splitlines() if "VmHWM" in line
-            ]
             line = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
-            ok = peak * 1024 < TARGET_BYTES and result.returncode in (0, 2)
+            ok = peak < TARGET_BYTES and result.returncode in (0, 2)
             failed = failed or not ok
             print(
-                f"{name:<24} {result.returncode:>4} {wall:>7.1f} {peak / 1024:>9.0f}  {line[:150]}"
+                f"{name:<24} {result.returncode:>4} {wall:>7.1f} {peak / 2**20:>9.0f}  {line[:150]}"
             )
     print("\nPASS  every case under 1 GiB, ended in one line" if not failed else "\nFAIL")
     return 1 if failed else 0

@@ -15,7 +15,6 @@ import http.server
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import zlib
@@ -32,6 +31,7 @@ from mignurse.cluster.client import NODES, BadAnswer, ClusterClient, TooManyRequ
 from mignurse.model import Node
 
 from .inputs import mignurse, node_object, one_line_error
+from .peak import mignurse_peak
 
 MiB = 2**20
 GiB = 2**30
@@ -281,34 +281,15 @@ def test_a_million_nodes_in_one_page_stay_under_a_gigabyte(
     serve: Callable[[Hostile], Path], tmp_path: Path
 ) -> None:
     """A server that ignores `limit=`: the real CLI in a process of its own, its peak memory
-    the kernel's high-water mark of that process (VmHWM; getrusage's maxrss of a child also
-    counts the forking parent's memory, carried over at exec)."""
+    that process's own (tests/hostile/peak.py)."""
     kubeconfig = serve(Hostile(nodes=one_page_of(1_000_000)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "MIGNURSE_"))}
-    status = tmp_path / "status"
-    result = subprocess.run(
-        [sys.executable, "-c", PEAK_OF, str(status), "--kubeconfig", str(kubeconfig), "nodes"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    result, peak = mignurse_peak("--kubeconfig", str(kubeconfig), "nodes", env=env, timeout=300)
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("mignurse: error: "), result.stderr
     assert "MIGNURSE_MAX_RESPONSE_BYTES=" in result.stderr, result.stderr
-    (peak,) = [line.split()[1] for line in status.read_text().splitlines() if "VmHWM" in line]
-    assert int(peak) * 1024 < GiB, f"peak RSS {int(peak) / 1024:.0f} MiB"
-
-
-# `python -m mignurse ARGS` that writes its /proc/self/status to argv[1] as it exits.
-PEAK_OF = """import atexit, runpy, sys
-out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(open("/proc/self/status").read()))
-sys.argv[0] = "mignurse"
-runpy.run_module("mignurse", run_name="__main__", alter_sys=True)
-"""
+    assert peak < GiB, f"peak RSS {peak / MiB:.0f} MiB"
 
 
 def test_more_objects_in_one_page_than_the_page_cap_say_the_server_ignored_the_limit(
