@@ -264,8 +264,7 @@ class ClusterClient:
         """Connect as kubectl would: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
         else the in-cluster service account."""
         configuration = k8s_client.Configuration()
-        # Fail fast on a dead endpoint: kubectl gives up on connect errors quickly too.
-        configuration.retries = urllib3.Retry(total=2, connect=2, read=0, backoff_factor=0.2)
+        configuration.retries = _connection_retries()
         config_file, paths = kubeconfig_files.config_paths(kubeconfig)
         if not kubeconfig and not any(os.path.exists(p) for p in paths):
             if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -891,6 +890,17 @@ def _prefetched(pages: Iterator[tuple[bytes, str]]) -> Iterator[tuple[bytes, str
         stop.set()
 
 
+def _connection_retries() -> urllib3.Retry:
+    """Fail fast on a dead endpoint (kubectl gives up on connect errors quickly too), but try
+    a GET once more when the connection broke before its answer came: a server or load
+    balancer may close a kept-alive connection between two requests without saying so.
+    client-go does the same for GETs only (kubernetes/client-go v0.33.9 rest/request.go,
+    `isErrRetryableFunc`: connection reset or EOF); a write is never sent twice."""
+    return urllib3.Retry(
+        total=2, connect=2, read=1, allowed_methods=frozenset({"GET"}), backoff_factor=0.2
+    )
+
+
 def _own_retries(api_client: k8s_client.ApiClient) -> None:
     """urllib3 keeps its retries for connection failures only. Left to itself it would honour
     any Retry-After on a 429 or 503 by sleeping (an hour for `Retry-After: 3600`, silently);
@@ -903,8 +913,8 @@ def _own_retries(api_client: k8s_client.ApiClient) -> None:
             status=0, status_forcelist=(), respect_retry_after_header=False
         )
     elif retries is None:
-        pool_manager.connection_pool_kw["retries"] = urllib3.Retry(
-            total=2, connect=2, read=0, status=0, respect_retry_after_header=False
+        pool_manager.connection_pool_kw["retries"] = _connection_retries().new(
+            status=0, status_forcelist=(), respect_retry_after_header=False
         )
     guard_pools(pool_manager)
 

@@ -625,3 +625,59 @@ def test_an_object_nested_300_deep_never_reaches_what_writes_raw_objects() -> No
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _DroppingHandler(Handler):
+    """Answers the first request on a connection as HTTP/1.1 keep-alive, and hangs up on the
+    next one without a word: what an idle timeout on a load balancer in front of the API
+    server does when it closes a connection just as the client sends on it again."""
+
+    def do_GET(self) -> None:
+        if getattr(self, "answered", False):
+            self.close_connection = True
+            return
+        self.answered = True
+        node = {"kind": "Node", "apiVersion": "v1", **small_node(1)}
+        body = json.dumps(node).encode()
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        self.wfile.write(head.encode() + body)
+        self.wfile.flush()
+
+    def do_PATCH(self) -> None:
+        self.server.hostile.requests.append("PATCH " + self.path)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.close_connection = True
+
+
+def test_a_write_on_a_dropped_connection_is_never_sent_twice() -> None:
+    from mignurse.cluster.client import Unreachable
+
+    server = Server(("127.0.0.1", 0), _DroppingHandler)
+    server.hostile = Hostile(nodes=silent)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = _client_of(server)
+        client.get(NODES, "ip-10-0-0-1")
+        with pytest.raises(Unreachable):
+            client.patch(NODES, "ip-10-0-0-1", {"spec": {"unschedulable": True}})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert server.hostile.requests == ["PATCH /api/v1/nodes/ip-10-0-0-1"]
+
+
+def test_a_kept_alive_connection_the_server_dropped_is_read_again_for_a_get() -> None:
+    server = Server(("127.0.0.1", 0), _DroppingHandler)
+    server.hostile = Hostile(nodes=silent)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = _client_of(server)
+        first = client.get(NODES, "ip-10-0-0-1")
+        second = client.get(NODES, "ip-10-0-0-1")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert first["metadata"]["name"] == second["metadata"]["name"] == "ip-10-0-0-1"
