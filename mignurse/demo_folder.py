@@ -26,7 +26,7 @@ def demo_folder() -> Iterator[Path]:
     sweep_abandoned()
     folder = Path(tempfile.mkdtemp(prefix=PREFIX))
     pending = folder / ".owner.pending"
-    fd = os.open(pending, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    fd = os.open(pending, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         # Named only once locked: a sweep never sees this lock free.

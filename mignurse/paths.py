@@ -19,6 +19,7 @@ umask, as the XDG Base Directory Specification asks of folders it creates
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -87,13 +88,76 @@ def runbooks_dir() -> Path:
     return beside if beside.is_dir() or not installed.is_dir() else installed
 
 
+class StateFileError(OSError):
+    """A path where mignurse keeps a file or folder holds something else (a link, a FIFO, a
+    folder, a device); str() is the one line to show, naming the path and what to do."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.EINVAL, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISREG(mode):
+        return "a file"
+    return "a device"
+
+
+def _refusal(path: Path, mode: int, want: str) -> StateFileError:
+    if stat.S_ISLNK(mode):
+        return StateFileError(
+            f"{path} is a symlink; mignurse never follows links in its state folder: remove it"
+        )
+    wanted = "regular file" if want == "file" else want
+    return StateFileError(f"{path} is {_kind(mode)}, not a {wanted}: move it away")
+
+
+def state_path_problem(path: Path, want: str = "file") -> str:
+    """Why `path` cannot be one of mignurse's files (`want` "file") or folders ("folder"):
+    one line, or "" when it is one or is missing. Links are never followed."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    if (stat.S_ISREG(mode) and want == "file") or (stat.S_ISDIR(mode) and want == "folder"):
+        return ""
+    return str(_refusal(path, mode, want))
+
+
 def private_dir(path: Path, *, tighten: bool = False) -> Path:
     """Create `path` and any missing parents as 0700 folders. With `tighten`, an existing
     `path` owned by this user loses its group and other bits too (for mignurse's own state
-    folders, made 0755 by earlier versions)."""
+    folders, made 0755 by earlier versions). `path`, and every folder between the state
+    folder and it, must be a folder, not a link to one (StateFileError): what mignurse
+    writes never lands where a planted link points."""
+    home = state_home()
+    inner = (
+        [home, *(home / part for part in _prefixes(path.relative_to(home)))]
+        if (path != home and path.is_relative_to(home))
+        else []
+    )
+    for folder in (*inner, path):  # top down: a link is met before anything is made under it
+        problem = state_path_problem(folder, "folder")
+        if problem:
+            raise StateFileError(problem)
     missing: list[Path] = []
     folder = path
-    while not folder.is_dir():
+    while not os.path.lexists(folder):
         missing.append(folder)
         if folder.parent == folder:
             break
@@ -101,25 +165,102 @@ def private_dir(path: Path, *, tighten: bool = False) -> Path:
     for each in reversed(missing):
         with contextlib.suppress(FileExistsError):  # another process made it meanwhile
             each.mkdir(mode=DIR_MODE)
-        with contextlib.suppress(OSError):  # mkdir's mode is filtered by the umask
-            each.chmod(DIR_MODE)
-    if tighten and not missing:
-        with contextlib.suppress(OSError):
-            info = path.stat()
-            if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) & 0o077:
-                path.chmod(stat.S_IMODE(info.st_mode) & ~0o077)
+        if each != path:
+            with contextlib.suppress(OSError):  # mkdir's mode is filtered by the umask
+                _settle_folder(each, "made")
+    for folder in inner:
+        _settle_folder(folder, "made" if folder in missing else "keep")
+    _settle_folder(path, "made" if path in missing else "tighten" if tighten else "keep")
     return path
 
 
-def open_private(path: Path, flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
-    """`os.open` of a 0600 file; a regular file that existed with a wider mode is narrowed
-    (a device such as /dev/stdout is left as it is)."""
-    fd = os.open(path, flags, FILE_MODE)
+def _prefixes(relative: Path) -> list[Path]:
+    """a/b/c → [a, a/b] (the folders between the state folder and the last one)."""
+    parts = relative.parts
+    return [Path(*parts[:i]) for i in range(1, len(parts))]
+
+
+def _settle_folder(path: Path, how: str) -> None:
+    """Open the folder without following a link (StateFileError for a link or a non-folder)
+    and set its mode on the descriptor: "made" 0700 exactly (mkdir's mode is filtered by the
+    umask), "tighten" without group and other bits when it is this user's, "keep" as it is."""
+    fd = open_folder(path)
+    try:
+        if how == "made":
+            os.fchmod(fd, DIR_MODE)
+        elif how == "tighten":
+            info = os.fstat(fd)
+            if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) & 0o077:
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~0o077)
+    finally:
+        os.close(fd)
+
+
+def open_folder(path: Path) -> int:
+    """A descriptor of mignurse's own folder `path`, opened without following a link (for
+    opens relative to it: `dir_fd`); StateFileError when it is a link or not a folder."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _refusal(path, os.lstat(path).st_mode, "folder") from None
+        raise
+
+
+def open_private(
+    path: Path | str,
+    flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+    *,
+    dir_fd: int | None = None,
+) -> int:
+    """`os.open` of one of mignurse's 0600 files: never through a link (O_NOFOLLOW: a
+    dangling one is not created either), never blocked on a FIFO (O_NONBLOCK, cleared once
+    it is known to be a regular file); anything but a regular file is StateFileError. A
+    file that existed with a wider mode is narrowed on the descriptor."""
+    safe = flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, safe, FILE_MODE, dir_fd=dir_fd)
+    except OSError as exc:
+        # ELOOP: a link; ENXIO: a FIFO without a reader opened for writing; EISDIR: a folder
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENOTDIR):
+            try:
+                mode = os.lstat(path, dir_fd=dir_fd).st_mode
+            except OSError:
+                raise exc from None
+            raise _refusal(_named(path, dir_fd), mode, "file") from None
+        raise
     try:
         info = os.fstat(fd)
-        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) & 0o077:
+        if not stat.S_ISREG(info.st_mode):
+            raise _refusal(_named(path, dir_fd), info.st_mode, "file")
+        if not flags & os.O_NONBLOCK:
+            os.set_blocking(fd, True)
+        if stat.S_IMODE(info.st_mode) & 0o077:
             os.fchmod(fd, FILE_MODE)
-    except OSError:
+    except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _named(path: Path | str, dir_fd: int | None) -> Path:
+    """The path to show for a name opened relative to a folder's descriptor."""
+    if dir_fd is None:
+        return Path(path)
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{dir_fd}")) / path
+    except OSError:
+        return Path(path)
+
+
+def read_private(path: Path, cap: int = 64 * 2**20, *, dir_fd: int | None = None) -> bytes:
+    """The bytes of one of mignurse's own files (at most `cap`), read without following a
+    link or blocking on a FIFO; StateFileError for anything but a regular file,
+    FileNotFoundError when it is missing."""
+    fd = open_private(path, os.O_RDONLY, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(cap)
+    finally:
+        os.close(fd)

@@ -86,7 +86,7 @@ class Limit:
 
 BUNDLE_BYTES = Limit("MIGNURSE_MAX_BUNDLE_BYTES", 4 * 2**30, "a bundle's unpacked size")
 BUNDLE_FILES = Limit("MIGNURSE_MAX_BUNDLE_FILES", 100_000, "a bundle's file count", "files")
-FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 512 * 2**20, "one file of a bundle")
+FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 64 * 2**20, "one file of a bundle")
 KUBECONFIG_BYTES = Limit(
     "MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file or a file it names"
 )
@@ -98,6 +98,22 @@ CREDENTIAL_PLUGIN_SECONDS = Limit(
 )
 CREDENTIAL_PLUGIN_BYTES = Limit(
     "MIGNURSE_MAX_CREDENTIAL_PLUGIN_BYTES", 2**20, "a credential plugin's output"
+)
+
+# What the Kubernetes API server sends back (mignurse/cluster/client.py). A real answer is a
+# page of 500 objects (a few MiB) or one object; gzip shrinks JSON lists 10 to 50 times.
+RESPONSE_BYTES = Limit("MIGNURSE_MAX_RESPONSE_BYTES", 64 * 2**20, "one API answer, decoded")
+RESPONSE_RATIO = Limit(
+    "MIGNURSE_MAX_RESPONSE_RATIO", 200, "an API answer's compression ratio", "times"
+)
+PAGE_ITEMS = Limit("MIGNURSE_MAX_PAGE_ITEMS", 10_000, "the objects in one page", "objects")
+LIST_ITEMS = Limit("MIGNURSE_MAX_LIST_ITEMS", 250_000, "the objects of one list", "objects")
+REQUEST_SECONDS = Limit("MIGNURSE_REQUEST_TIMEOUT", 30, "one API request", "seconds")
+COMMAND_SECONDS = Limit(
+    "MIGNURSE_COMMAND_TIMEOUT", 120, "a command's reads of the cluster", "seconds"
+)
+RETRY_AFTER_SECONDS = Limit(
+    "MIGNURSE_MAX_RETRY_AFTER", 10, "a wait the API server asks for", "seconds"
 )
 
 # A YAML document's shape: real kubeconfigs and runbooks are a few levels deep and use a

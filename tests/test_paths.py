@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mignurse.paths import open_private, private_dir
+from mignurse.paths import StateFileError, open_private, private_dir
 
 
 def _mode(path: Path) -> int:
@@ -56,10 +56,11 @@ def test_files_are_0600_and_an_old_world_readable_one_is_narrowed(tmp_path: Path
     assert _mode(old) == 0o600 and old.read_bytes() == b""
 
 
-def test_a_device_or_pipe_written_to_keeps_its_mode(tmp_path: Path) -> None:
+def test_a_pipe_where_a_file_belongs_is_refused_and_keeps_its_mode(tmp_path: Path) -> None:
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe, 0o644)
-    os.close(open_private(pipe, os.O_RDWR))  # O_RDWR: a FIFO opens without a reader
+    with pytest.raises(StateFileError, match="pipe is a FIFO, not a regular file"):
+        open_private(pipe, os.O_RDWR)  # O_RDWR: a FIFO opens without a reader
     assert _mode(pipe) == 0o644
 
 

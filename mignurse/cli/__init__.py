@@ -184,6 +184,7 @@ _USER_ERRORS = (
     ("mignurse.collect.run", "CollectError"),
     ("mignurse.untrusted", "LimitError"),
     ("mignurse.collect.access", "AccessError"),
+    ("mignurse.paths", "StateFileError"),
 )
 _RUNBOOK_ERRORS = (
     ("mignurse.runner.schema", "RunbookError"),

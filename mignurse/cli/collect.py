@@ -294,6 +294,9 @@ def _collect_with_progress(
         )
     except KeyboardInterrupt:
         progress.close()
+        if not out.exists():  # stopped again while the bundle was being closed
+            print(f"interrupted: no bundle was written to {out}", file=sys.stderr)
+            return None
         print(
             f"interrupted: {out} is a valid partial bundle ({progress.ok}/{len(nodes)} "
             f"nodes collected); read it with: mignurse diagnose --from {out}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -93,10 +94,24 @@ def positive_speed(speed: float) -> float:
     return speed
 
 
+# One-shot reads: all their requests end within MIGNURSE_COMMAND_TIMEOUT (the app, `watch`,
+# `collect` and the runbooks run as long as they must, each request within its own deadline).
+BOUNDED_COMMANDS = ("nodes", "diagnose")
+
+
 def connect(args: argparse.Namespace) -> Any:
     from mignurse.cluster.client import ClusterClient
+    from mignurse.untrusted import COMMAND_SECONDS
 
-    return ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
+    client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
+    client.on_busy = _say_busy  # the app's own status line shows it too, once it runs
+    if getattr(args, "command", None) in BOUNDED_COMMANDS:
+        client.limit_command(COMMAND_SECONDS.value())
+    return client
+
+
+def _say_busy(line: str) -> None:
+    print(f"mignurse: {line}", file=sys.stderr, flush=True)
 
 
 def check_state_folder(folder: Path, source: str) -> None:

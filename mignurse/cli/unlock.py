@@ -46,6 +46,10 @@ def cmd_unlock(args: argparse.Namespace) -> int:
         raise RunCommandError("name the locked node, or pass --cluster for the cluster lock")
     if getattr(args, "read_only", False):
         raise RunCommandError("--read-only: unlock changes the cluster")
+    audit = Audit()
+    problem = audit.problem()
+    if problem:  # an unlock that cannot be audited is not done: refuse before reading the lock
+        raise RunCommandError(f"{problem}; nothing was unlocked")
     client = connect(args)
     try:
         target, name = _locked(args, client)
@@ -69,7 +73,6 @@ def cmd_unlock(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        audit = Audit()
         who = {"local": local_holder(), "kube": client.info.user}
         if not args.yes:
             if not sys.stdin.isatty():

@@ -11,14 +11,17 @@ what went wrong and what to do about it.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
+import re
 import threading
-from collections.abc import Callable, Iterator
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from http import HTTPStatus
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -29,13 +32,43 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from mignurse.cluster import kubeconfig as kubeconfig_files
+from mignurse.cluster.deadline import Deadline, DeadlinePassed, guard_pools
+from mignurse.cluster.pages import (
+    PageError,
+    check_depth,
+    list_metadata,
+    page_items,
+    why_not_json,
+)
 from mignurse.gcpause import paused_gc
+from mignurse.inert import inert
+from mignurse.untrusted import (
+    COMMAND_SECONDS,
+    LIST_ITEMS,
+    REQUEST_SECONDS,
+    RESPONSE_BYTES,
+    RESPONSE_RATIO,
+    RETRY_AFTER_SECONDS,
+    Limit,
+    LimitError,
+    human_bytes,
+)
 
 T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 500
 CONNECT_TIMEOUT = 5.0
 READ_TIMEOUT = 60.0
+# client-go retries a 429 or 5xx that carries Retry-After up to 10 times (kubernetes/client-go
+# v0.33.9, rest/request.go `maxRetries: 10`, rest/with_retry.go `checkWait`); so does mignurse,
+# for reads only, each wait capped at RETRY_AFTER_SECONDS.
+MAX_RETRIES = 10
+ERROR_BODY_BYTES = 64 * 2**10  # of an error answer, read for its message
+RATIO_FLOOR_BYTES = 2**20  # the compression ratio is judged once this much is decoded
+CHUNK_BYTES = 64 * 2**10
+# A Date header further than this from the local clock is not believed (a server in year
+# 9999); within it, the server's clock is used, as a laptop days off must not shift ages.
+PLAUSIBLE_CLOCK_OFFSET = timedelta(days=366)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +145,14 @@ class ApiError(ClusterError):
     """Any other refusal from the API server."""
 
 
+class BadAnswer(ApiError):
+    """An answer mignurse refuses to read: not JSON, cut short, or over one of the caps."""
+
+
+class TooSlow(ClusterError):
+    """A request, or a command's reads, ran past its deadline."""
+
+
 class TooManyRequests(ApiError):
     """429: throttled, or an eviction refused because it would break a PodDisruptionBudget.
 
@@ -135,7 +176,8 @@ class WatchEvent:
 
     @property
     def resource_version(self) -> str:
-        return str((self.object.get("metadata") or {}).get("resourceVersion") or "")
+        meta = self.object.get("metadata")
+        return _text(meta.get("resourceVersion")) if isinstance(meta, dict) else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,29 +202,40 @@ def _verb_for(method: str, query: dict[str, str], named: bool = False) -> str:
 def _status_causes(body: bytes | str | None) -> list[str]:
     """The `details.causes[].message` lines of a Kubernetes Status body."""
     try:
-        parsed = json.loads(body or b"")
-    except ValueError:
+        parsed = orjson.loads(body or b"")
+    except (orjson.JSONDecodeError, RecursionError):
         return []
     details = parsed.get("details") if isinstance(parsed, dict) else None
     causes = details.get("causes") if isinstance(details, dict) else None
     return [
-        " ".join(str(c.get("message") or c.get("reason") or "").split())
-        for c in causes or ()
+        _inert(" ".join(str(c.get("message") or c.get("reason") or "").split()), 300)
+        for c in (causes if isinstance(causes, list) else ())[:20]
         if isinstance(c, dict)
     ]
 
 
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+
+
 def _status_message(body: bytes | str | None) -> str:
-    """The `message` of a Kubernetes Status body, or the body itself, on one line."""
+    """The `message` of a Kubernetes Status body on one line; for anything else (a proxy's
+    HTML error page) its <title>, or the start of its text, short and made inert."""
     if not body:
         return ""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
-        parsed = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:300]
+        parsed = orjson.loads(text)
+    except (orjson.JSONDecodeError, RecursionError):
+        title = _TITLE.search(text[:65536])
+        if title:
+            words = " ".join(_TAG.sub(" ", title.group(1)).split())
+            return f"an HTML page titled {_inert(words, 120)!r}" if words else "an HTML page"
+        if "<html" in text[:2048].lower() or "<!doctype" in text[:2048].lower():
+            return "an HTML page"
+        return f"a body that is not JSON, starting {_inert(' '.join(text.split()), 120)!r}"
     if isinstance(parsed, dict):
-        return " ".join(str(parsed.get("message") or "").split())
+        return _inert(" ".join(str(parsed.get("message") or "").split()), 300)
     return ""
 
 
@@ -195,6 +248,14 @@ class ClusterClient:
         self._clock_offset = timedelta(0)
         self._clock: Callable[[], datetime] | None = None  # see use_clock
         self._offset_lock = threading.Lock()
+        self._command_deadline: float | None = None  # monotonic; see limit_command
+        self._command_seconds = 0
+        self._closing = threading.Event()
+        self._in_flight: set[Deadline] = set()
+        self._in_flight_lock = threading.Lock()
+        self._busy: tuple[float, str] | None = None  # (monotonic end, why) of a Retry-After wait
+        self.on_busy: Callable[[str], None] | None = None  # told each Retry-After wait, one line
+        _own_retries(api_client)
 
     # -- connecting -----------------------------------------------------------------
 
@@ -203,8 +264,7 @@ class ClusterClient:
         """Connect as kubectl would: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
         else the in-cluster service account."""
         configuration = k8s_client.Configuration()
-        # Fail fast on a dead endpoint: kubectl gives up on connect errors quickly too.
-        configuration.retries = urllib3.Retry(total=2, connect=2, read=0, backoff_factor=0.2)
+        configuration.retries = _connection_retries()
         config_file, paths = kubeconfig_files.config_paths(kubeconfig)
         if not kubeconfig and not any(os.path.exists(p) for p in paths):
             if os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -234,7 +294,28 @@ class ClusterClient:
         return cls(k8s_client.ApiClient(configuration), info)
 
     def close(self) -> None:
+        """Ends every request in flight and every Retry-After wait, then the connections."""
+        self._closing.set()
+        with self._in_flight_lock:
+            in_flight = list(self._in_flight)
+        for deadline in in_flight:
+            deadline.abort()
         self.api.close()
+
+    def limit_command(self, seconds: int) -> None:
+        """Every request from now on ends within `seconds` of now, retries and waits included
+        (a one-shot command's reads: `nodes`, `diagnose`)."""
+        self._command_seconds = seconds
+        self._command_deadline = time.monotonic() + seconds
+
+    def busy(self) -> str:
+        """While a request waits out a Retry-After: the line that says so, with the seconds
+        left; else ""."""
+        busy = self._busy
+        if busy is None:
+            return ""
+        left = busy[0] - time.monotonic()
+        return f"API server busy ({busy[1]}): retrying in {max(left, 0):.0f} s" if left > 0 else ""
 
     # -- the clock --------------------------------------------------------------------
 
@@ -256,13 +337,17 @@ class ClusterClient:
 
     def _note_date(self, headers: Any) -> None:
         value = headers.get("Date") if headers is not None else None
-        if not value:
+        if not value or not isinstance(value, str):
             return
         try:
             server = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+            if server.tzinfo is None:  # "-0000": UTC, origin unknown (RFC 5322 3.3)
+                server = server.replace(tzinfo=UTC)
+            offset = server - datetime.now(UTC)
+        except (TypeError, ValueError, OverflowError, IndexError):
             return
-        offset = server - datetime.now(UTC)
+        if abs(offset) > PLAUSIBLE_CLOCK_OFFSET:
+            return  # not a clock a cluster runs on: the local one is kept
         # Date has one-second resolution: smaller differences are noise.
         if abs(offset) < timedelta(seconds=2):
             offset = timedelta(0)
@@ -279,37 +364,196 @@ class ClusterClient:
         *,
         body: Any = None,
         content_type: str | None = None,
-        stream: bool = False,
-        read_timeout: float = READ_TIMEOUT,
         resource: Resource | None = None,
-    ) -> Any:
+    ) -> bytes:
+        """The decoded body of a 2xx answer, read within RESPONSE_BYTES, RESPONSE_RATIO and
+        the request's deadline; any other answer raised as the ClusterError it means."""
+        what = _what(method, path, query or {}, resource)
+        raw, deadline = self._open(method, path, query, body, content_type, resource, what)
+        try:
+            return self._read_body(raw, deadline, what, _limit(RESPONSE_BYTES), whole=True)
+        finally:
+            self._finish(deadline)
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str] | None,
+        body: Any,
+        content_type: str | None,
+        resource: Resource | None,
+        what: str,
+        *,
+        seconds: float | None = None,
+    ) -> tuple[Any, Deadline]:
+        """A 2xx answer whose body is still to be read, and the deadline that guards it
+        (the caller finishes it). Reads that the server asks to retry later (429 or 5xx
+        with Retry-After) are retried as client-go retries them."""
         query = query or {}
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
+        for attempt in range(MAX_RETRIES + 1):
+            deadline = self._arm(what, seconds)
+            try:
+                raw = self._send(method, path, query, headers, body, deadline, seconds)
+                self._note_date(raw.headers)
+                if 200 <= raw.status < 300:
+                    return raw, deadline
+                data = self._read_body(raw, deadline, what, ERROR_BODY_BYTES, whole=False)
+            except BaseException:
+                self._finish(deadline)
+                raise
+            self._finish(deadline)
+            wait = self._retry_wait(raw, method, what, attempt)
+            if wait is None:
+                named = resource is not None and not path.rstrip("/").endswith(
+                    "/" + resource.plural
+                )
+                raise self._error(raw.status, data, method, query, resource, named)
+            self._pause(wait, _status_words(raw.status))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _arm(self, what: str, seconds: float | None) -> Deadline:
+        if self._closing.is_set():
+            raise ClusterError("mignurse is closing its connection to the API server")
+        if seconds is None:
+            seconds = float(_limit(REQUEST_SECONDS))
+            why = str(REQUEST_SECONDS.refusal(f"the API server's answer to {what} took too long"))
+        else:
+            why = f"the API server's answer to {what} took longer than {seconds:g} s"
+        if self._command_deadline is not None:
+            left = self._command_deadline - time.monotonic()
+            if left <= 0:
+                raise TooSlow(self._command_refusal(what))
+            if left < seconds:
+                seconds, why = left, self._command_refusal(what)
+        deadline = Deadline(seconds, why)
+        with self._in_flight_lock:
+            self._in_flight.add(deadline)
+        return deadline
+
+    def _command_refusal(self, what: str) -> str:
+        return (
+            f"reading the cluster took longer than {self._command_seconds} s (at {what}): "
+            f"{COMMAND_SECONDS.env}={self._command_seconds * 4} allows more"
+        )
+
+    def _finish(self, deadline: Deadline) -> None:
+        deadline.done()
+        with self._in_flight_lock:
+            self._in_flight.discard(deadline)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+        body: Any,
+        deadline: Deadline,
+        watch_seconds: float | None,
+    ) -> Any:
+        # A watch may be silent for minutes; any other answer starts within READ_TIMEOUT.
+        read_timeout = READ_TIMEOUT if watch_seconds is None else watch_seconds
         try:
-            request = self.api.param_serialize(
-                method,
-                path,
-                query_params=list(query.items()),
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-            )
-            response = self.api.call_api(*request, _request_timeout=(CONNECT_TIMEOUT, read_timeout))
+            with deadline:
+                request = self.api.param_serialize(
+                    method,
+                    path,
+                    query_params=list(query.items()),
+                    header_params=dict(headers),
+                    body=body,
+                    auth_settings=["BearerToken"],
+                )
+                response = self.api.call_api(
+                    *request, _request_timeout=(CONNECT_TIMEOUT, read_timeout)
+                )
+        except DeadlinePassed:
+            raise self._ended(deadline) from None
         except ApiException as exc:  # TLS failures arrive as status 0
+            if deadline.passed or deadline.closed:
+                raise self._ended(deadline) from None
             raise Unreachable(self._unreachable(_one_line(exc.reason or exc))) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if deadline.passed or deadline.closed:
+                raise self._ended(deadline) from None
             raise Unreachable(self._unreachable(_reason_of(exc))) from None
-        raw = response.response
-        self._note_date(raw.headers)
-        if 200 <= raw.status < 300:
-            if stream:
-                return raw
-            return raw.data
-        data = raw.data
-        named = resource is not None and not path.rstrip("/").endswith("/" + resource.plural)
-        raise self._error(raw.status, data, method, query, resource, named)
+        return response.response
+
+    def _ended(self, deadline: Deadline) -> ClusterError:
+        if deadline.closed:
+            return ClusterError("mignurse closed its connection to the API server")
+        return TooSlow(deadline.why)
+
+    def _read_body(
+        self, raw: Any, deadline: Deadline, what: str, cap: int, *, whole: bool
+    ) -> bytes:
+        """The body, decoded (gzip or deflate), at most `cap` bytes: past it, an error when
+        `whole`, else the first `cap` bytes (an error answer, read for its message)."""
+        decoded = bytearray()
+        complete = False
+        try:
+            for piece in _Inflater(raw, what):
+                decoded += piece
+                if len(decoded) > cap:
+                    if not whole:
+                        del decoded[cap:]
+                        break
+                    raise BadAnswer(
+                        str(RESPONSE_BYTES.refusal(f"the API server's answer to {what}"))
+                    )
+            else:
+                complete = True
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if deadline.passed or deadline.closed:
+                raise self._ended(deadline) from None
+            why = kubeconfig_files.scrub(_reason_of(exc), self.api.configuration)
+            raise BadAnswer(
+                f"the API server's answer to {what} broke off after "
+                f"{human_bytes(len(decoded))}: {inert(why)}"
+            ) from None
+        finally:
+            if not complete:
+                raw.close()  # a connection with unread bytes on it is not reused
+            raw.release_conn()
+        return bytes(decoded)
+
+    def _retry_wait(self, raw: Any, method: str, what: str, attempt: int) -> float | None:
+        """Seconds to wait before asking again, or None to fail now. A wait longer than
+        RETRY_AFTER_SECONDS fails at once, in one line that says what the server asked."""
+        status = raw.status
+        if status != 429 and status < 500:
+            return None
+        seconds = _retry_after_seconds(raw.headers.get("Retry-After"))
+        if seconds is None or method != "GET" or attempt >= MAX_RETRIES:
+            return None
+        cap = _limit(RETRY_AFTER_SECONDS)
+        if seconds > cap:
+            asked = f"{seconds:,} s" if seconds < 10**9 else "an absurd time"
+            refusal = RETRY_AFTER_SECONDS.refusal(
+                f"the API server asked to retry after {asked} ({_status_words(status)}) to {what}"
+            )
+            error = TooManyRequests if status == 429 else ApiError
+            raise error(f"{refusal}; try again later")
+        if self._command_deadline is not None and (
+            time.monotonic() + seconds >= self._command_deadline
+        ):
+            raise TooSlow(self._command_refusal(what))
+        return float(seconds)
+
+    def _pause(self, seconds: float, why: str) -> None:
+        """Wait out a Retry-After where it can be seen (`busy`, `on_busy`) and cut short
+        (`close`)."""
+        self._busy = (time.monotonic() + seconds, why)
+        try:
+            if self.on_busy is not None:
+                self.on_busy(f"API server busy ({why}): retrying in {seconds:.0f} s")
+            if self._closing.wait(seconds):
+                raise ClusterError("mignurse closed its connection to the API server")
+        finally:
+            self._busy = None
 
     def _unreachable(self, why: str) -> str:
         # `why` comes from urllib3 and the proxy: it may hold the proxy's or server's URL.
@@ -363,7 +607,7 @@ class ClusterClient:
 
     def get_json(self, path: str, query: dict[str, str] | None = None) -> Any:
         """A raw GET of an API path (discovery documents), parsed."""
-        return json.loads(self._request("GET", path, query))
+        return _json(self._request("GET", path, query), f"get {path}")
 
     # -- reading ----------------------------------------------------------------------
 
@@ -377,6 +621,8 @@ class ClusterClient:
         limit: int = DEFAULT_PAGE_SIZE,
     ) -> Iterator[tuple[list[dict[str, Any]], str]]:
         """Yield each page's items and the list's resourceVersion, one page in memory at a time."""
+        cap = _limit(LIST_ITEMS)
+        total = 0
         for body, version in self._page_bodies(
             resource,
             namespace=namespace,
@@ -385,7 +631,17 @@ class ClusterClient:
             limit=limit,
         ):
             with paused_gc():
-                items = orjson.loads(body).get("items") or []
+                items = _page_list(body, resource)
+                if items is None:  # a page too large to parse whole: walked
+                    items = list(_page_items(body, resource))
+                else:  # handed on raw: what reads them must not meet a nesting bomb
+                    try:
+                        check_depth(items)
+                    except PageError as exc:
+                        raise BadAnswer(_page_refusal(resource, exc)) from None
+            total += len(items)
+            if total > cap:
+                raise BadAnswer(_too_many(resource))
             yield items, version
 
     def _page_bodies(
@@ -404,13 +660,24 @@ class ClusterClient:
         if field_selector:
             query["fieldSelector"] = field_selector
         path = resource.path(namespace)
+        seen: set[str] = set()
         while True:
             body = self._request("GET", path, query, resource=resource)
-            meta = _list_metadata(body)
-            yield body, str(meta.get("resourceVersion") or "")
+            try:
+                meta = list_metadata(body)
+            except PageError as exc:
+                raise BadAnswer(_page_refusal(resource, exc)) from None
+            yield body, _text(meta.get("resourceVersion"))
             token = meta.get("continue")
             if not token:
                 return
+            token = _text(token)
+            if token in seen:  # a server that hands back the same token would loop forever
+                raise BadAnswer(
+                    f"the API server's answer to list {resource.qualified} repeats a continue "
+                    "token: it would never end"
+                )
+            seen.add(token)
             query["continue"] = token
 
     def list(
@@ -423,14 +690,27 @@ class ClusterClient:
 
         The next page is fetched while this one is parsed, so the API server's time and
         ours overlap; at most three pages are in memory. A continue token that expires
-        mid-way (410) restarts the listing, as client-go does."""
+        mid-way (410) restarts the listing, as client-go does. At most LIST_ITEMS objects."""
+        cap = _limit(LIST_ITEMS)
         for _attempt in range(3):
             items: list[T] = []
             resource_version = ""
             try:
                 for body, page_version in _prefetched(self._page_bodies(resource, **selectors)):
                     with paused_gc():
-                        items.extend(parse(obj) for obj in orjson.loads(body).get("items") or ())
+                        whole = _page_list(body, resource)
+                        if whole is None:  # a page too large to parse whole: walked
+                            for raw in _page_items(body, resource):
+                                if len(items) >= cap:
+                                    raise BadAnswer(_too_many(resource))
+                                items.append(_parsed(parse, raw, resource, len(items)))
+                        elif len(items) + len(whole) > cap:
+                            raise BadAnswer(_too_many(resource))
+                        else:
+                            _parse_into(items, whole, parse, resource)
+                        # The page's JSON freed while the collector is still paused: alive
+                        # past it, the collector's next pass would walk all of it.
+                        del whole
                     resource_version = page_version
             except Expired:
                 continue
@@ -439,8 +719,7 @@ class ClusterClient:
 
     def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         data = self._request("GET", resource.path(namespace, name), resource=resource)
-        result: dict[str, Any] = json.loads(data)
-        return result
+        return _object(data, f"get {resource.qualified} {name}")
 
     def patch(
         self,
@@ -462,8 +741,7 @@ class ClusterClient:
         }[patch_type]
         path = resource.path(namespace, name) + (f"/{subresource}" if subresource else "")
         data = self._request("PATCH", path, body=body, content_type=content_type, resource=resource)
-        result: dict[str, Any] = json.loads(data)
-        return result
+        return _object(data, f"patch {resource.qualified} {name}")
 
     def create(
         self,
@@ -479,8 +757,7 @@ class ClusterClient:
         data = self._request(
             "POST", path, body=body, content_type="application/json", resource=resource
         )
-        result: dict[str, Any] = json.loads(data) if data else {}
-        return result
+        return _object(data, f"create {resource.qualified}") if data else {}
 
     def delete(
         self,
@@ -505,8 +782,7 @@ class ClusterClient:
             body=body,
             content_type="application/json" if body else None,
         )
-        result: dict[str, Any] = json.loads(data) if data else {}
-        return result
+        return _object(data, f"delete {resource.qualified} {name}") if data else {}
 
     def api_group_available(self, group: str, version: str) -> bool:
         """Whether an API group (a set of CRDs, e.g. karpenter.sh/v1) is served."""
@@ -539,59 +815,42 @@ class ClusterClient:
             query["labelSelector"] = selectors["label_selector"]
         if selectors.get("field_selector"):
             query["fieldSelector"] = selectors["field_selector"]
-        response = self._request(
+        what = f"watch {resource.qualified}"
+        response, deadline = self._open(
             "GET",
             resource.path(selectors.get("namespace")),
             query,
-            stream=True,
-            read_timeout=timeout_seconds + 30,
-            resource=resource,
+            None,
+            None,
+            resource,
+            what,
+            seconds=timeout_seconds + 30,  # the server ends the watch at timeout_seconds
         )
-        if on_open is not None:
-            on_open(response)
         try:
-            for line in _lines(response):
-                event = json.loads(line)
+            if on_open is not None:
+                on_open(response)
+            for line in _lines(_Inflater(response, what)):
+                event = _json(line, what)
+                obj = event.get("object") if isinstance(event, dict) else None
+                if not isinstance(obj, dict):
+                    raise BadAnswer(
+                        f"the API server's {what} sent an event that is not an object with an "
+                        "object in it"
+                    )
                 kind = event.get("type")
-                obj = event.get("object") or {}
                 if kind == "ERROR":
                     code = obj.get("code")
-                    message = " ".join(str(obj.get("message") or "").split())
+                    message = _inert(" ".join(str(obj.get("message") or "").split()), 300)
                     if code == 410:
                         raise Expired(message or "watch resource version too old")
                     raise ApiError(f"watch of {resource.qualified} failed: {message or code}")
-                yield WatchEvent(str(kind), obj)
-        except (urllib3.exceptions.HTTPError, OSError, ValueError):
+                yield WatchEvent(_inert(str(kind), 20), obj)
+        except (urllib3.exceptions.HTTPError, OSError):
             return  # the stream ended or was closed under us; the caller re-watches
         finally:
+            self._finish(deadline)
+            response.close()
             response.release_conn()
-
-
-_META_KEY = b'"metadata":'
-_decoder = json.JSONDecoder()
-
-
-def _list_metadata(body: bytes) -> dict[str, Any]:
-    """A list's own metadata (resourceVersion, continue) without parsing its items.
-
-    The API server writes kind, apiVersion and metadata before items; anything else
-    falls back to parsing the whole body."""
-    head = body[:8192]
-    at = head.find(_META_KEY)
-    if at >= 0 and b'"items"' not in head[:at]:
-        text = head[at + len(_META_KEY) :].decode("utf-8", "replace").lstrip()
-        try:
-            meta, _end = _decoder.raw_decode(text)
-        except ValueError:
-            meta = None
-        if isinstance(meta, dict):
-            return meta
-    try:
-        doc = json.loads(body)
-    except ValueError as exc:
-        raise ApiError(f"the API server sent a list that is not JSON: {exc}") from None
-    meta = doc.get("metadata") if isinstance(doc, dict) else None
-    return meta if isinstance(meta, dict) else {}
 
 
 _DONE = object()
@@ -631,17 +890,242 @@ def _prefetched(pages: Iterator[tuple[bytes, str]]) -> Iterator[tuple[bytes, str
         stop.set()
 
 
-def _lines(response: Any) -> Iterator[bytes]:
-    buffer = b""
-    chunks = response.read_chunked() if response.chunked else response.stream(65536)
-    for chunk in chunks:
+def _connection_retries() -> urllib3.Retry:
+    """Fail fast on a dead endpoint (kubectl gives up on connect errors quickly too), but try
+    a GET once more when the connection broke before its answer came: a server or load
+    balancer may close a kept-alive connection between two requests without saying so.
+    client-go does the same for GETs only (kubernetes/client-go v0.33.9 rest/request.go,
+    `isErrRetryableFunc`: connection reset or EOF); a write is never sent twice."""
+    return urllib3.Retry(
+        total=2, connect=2, read=1, allowed_methods=frozenset({"GET"}), backoff_factor=0.2
+    )
+
+
+def _own_retries(api_client: k8s_client.ApiClient) -> None:
+    """urllib3 keeps its retries for connection failures only. Left to itself it would honour
+    any Retry-After on a 429 or 503 by sleeping (an hour for `Retry-After: 3600`, silently);
+    mignurse waits itself, capped and said (`ClusterClient._open`). Its connections are
+    also made ones a `Deadline` can end."""
+    pool_manager = api_client.rest_client.pool_manager
+    retries = pool_manager.connection_pool_kw.get("retries")
+    if isinstance(retries, urllib3.Retry):
+        pool_manager.connection_pool_kw["retries"] = retries.new(
+            status=0, status_forcelist=(), respect_retry_after_header=False
+        )
+    elif retries is None:
+        pool_manager.connection_pool_kw["retries"] = _connection_retries().new(
+            status=0, status_forcelist=(), respect_retry_after_header=False
+        )
+    guard_pools(pool_manager)
+
+
+def _lines(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The stream's lines (watch events are one JSON object a line), each at most
+    RESPONSE_BYTES."""
+    cap = _limit(RESPONSE_BYTES)
+    buffer = bytearray()
+    for chunk in pieces:
         buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
+        while True:
+            end = buffer.find(b"\n")
+            if end < 0:
+                break
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
             if line.strip():
                 yield line
+        if len(buffer) > cap:
+            raise BadAnswer(str(RESPONSE_BYTES.refusal("one event of a watch")))
     if buffer.strip():
-        yield buffer
+        yield bytes(buffer)
+
+
+class _Inflater:
+    """A response body as it comes, decoded from gzip or deflate in bounded pieces
+    (CHUNK_BYTES each, however much one compressed piece expands); `wire` counts the
+    bytes that came over the connection."""
+
+    def __init__(self, raw: Any, what: str) -> None:
+        self.raw = raw
+        self.what = what
+        self.wire = 0
+        encoding = str(raw.headers.get("Content-Encoding") or "").strip().lower()
+        if encoding in ("", "identity"):
+            self._wbits: int | None = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            self._wbits = zlib.MAX_WBITS | 32  # a gzip or zlib header, told apart by zlib
+        else:
+            raise BadAnswer(
+                f"the API server's answer to {what} is encoded as {_inert(encoding, 40)!r}, "
+                "which mignurse does not read (it asks for plain JSON)"
+            )
+
+    def __iter__(self) -> Iterator[bytes]:
+        wbits = self._wbits
+        if wbits is None:
+            for data in self.raw.stream(CHUNK_BYTES, decode_content=False):
+                self.wire += len(data)
+                yield data
+            return
+        decoder = zlib.decompressobj(wbits)
+        ratio = _limit(RESPONSE_RATIO)
+        decoded = 0
+        for data in self.raw.stream(CHUNK_BYTES, decode_content=False):
+            self.wire += len(data)
+            try:
+                while data:
+                    piece = decoder.decompress(data, CHUNK_BYTES)
+                    data = decoder.unconsumed_tail
+                    if decoder.eof and decoder.unused_data:  # the next gzip member
+                        data = decoder.unused_data
+                        decoder = zlib.decompressobj(wbits)
+                    decoded += len(piece)
+                    if decoded > RATIO_FLOOR_BYTES and decoded > ratio * self.wire:
+                        raise BadAnswer(self._inflates_too_much(decoded))
+                    if piece:
+                        yield piece
+            except zlib.error as exc:
+                raise BadAnswer(
+                    f"the API server's answer to {self.what} is not valid gzip: {exc}"
+                ) from None
+
+    def _inflates_too_much(self, decoded: int) -> str:
+        subject = (
+            f"the API server's answer to {self.what} inflates {human_bytes(self.wire)} into "
+            f"more than {human_bytes(decoded)}"
+        )
+        return str(RESPONSE_RATIO.refusal(subject))
+
+
+def _what(method: str, path: str, query: dict[str, str], resource: Resource | None) -> str:
+    """A request as a person names it: `list nodes`, `get /apis/karpenter.sh/v1`."""
+    if resource is None:
+        return f"{_verb_for(method, query, named=True)} {path}"
+    named = not path.rstrip("/").endswith("/" + resource.plural)
+    return f"{_verb_for(method, query, named)} {resource.qualified}"
+
+
+def _limit(limit: Limit) -> int:
+    """A cap's value; one set wrong in the environment is a ClusterError too, so a watch
+    thread reports it rather than dying of it."""
+    try:
+        return limit.value()
+    except LimitError as exc:
+        raise ClusterError(str(exc)) from None
+
+
+def _status_words(status: int) -> str:
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
+def _retry_after_seconds(value: object) -> int | None:
+    """Retry-After as whole seconds (RFC 9110 10.2.3: seconds or an HTTP date); None when
+    absent or unreadable. client-go reads only the seconds form (rest/request.go
+    `retryAfterSeconds`); the date form is read too, as the RFC allows it."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    if text.isascii() and text.isdigit():
+        return int(text[:30])
+    try:
+        when = parsedate_to_datetime(text)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return max(0, int((when - datetime.now(UTC)).total_seconds()))
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+
+
+def _page_items(body: bytes, resource: Resource) -> Iterator[dict[str, Any]]:
+    try:
+        yield from page_items(body)
+    except PageError as exc:
+        raise BadAnswer(_page_refusal(resource, exc)) from None
+
+
+def _page_list(body: bytes, resource: Resource) -> list[dict[str, Any]] | None:
+    """The page's items when it was parsed whole (None: walk it with _page_items)."""
+    try:
+        items = page_items(body)
+    except PageError as exc:
+        raise BadAnswer(_page_refusal(resource, exc)) from None
+    return items if isinstance(items, list) else None
+
+
+def _page_refusal(resource: Resource, exc: PageError) -> str:
+    return f"the API server's answer to list {resource.qualified} cannot be read: {exc}"
+
+
+def _too_many(resource: Resource) -> str:
+    return str(LIST_ITEMS.refusal(f"the API server lists more {resource.qualified} than that"))
+
+
+_MODEL_ERRORS = (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError)
+
+
+def _parse_into(
+    items: list[T],
+    page: list[dict[str, Any]],
+    parse: Callable[[dict[str, Any]], T],
+    resource: Resource,
+) -> None:
+    """A whole page parsed at the speed of `map`; an object the model cannot read is looked
+    for, and named, only when one failed."""
+    before = len(items)
+    try:
+        items.extend(map(parse, page))
+    except _MODEL_ERRORS:
+        del items[before:]
+        for index, raw in enumerate(page):
+            _parsed(parse, raw, resource, before + index)
+        raise
+
+
+def _parsed(
+    parse: Callable[[dict[str, Any]], T], raw: dict[str, Any], resource: Resource, index: int
+) -> T:
+    """One object parsed into the model; one the model cannot read is the server's fault,
+    said in one line with its name."""
+    try:
+        return parse(raw)
+    except _MODEL_ERRORS as exc:
+        meta = raw.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        which = f"{_inert(str(name), 80)!r}" if isinstance(name, str) else f"number {index + 1}"
+        raise BadAnswer(
+            f"the API server's answer to list {resource.qualified} has an object mignurse "
+            f"cannot read ({which}: {type(exc).__name__}: {_inert(_one_line(exc), 120)})"
+        ) from None
+
+
+def _text(value: object) -> str:
+    """A resourceVersion or continue token as text; anything but a string or a number is ""."""
+    return str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
+
+
+def _json(data: bytes, what: str) -> Any:
+    """A JSON answer parsed, or one line saying why it cannot be."""
+    try:
+        return orjson.loads(data)
+    except (orjson.JSONDecodeError, RecursionError) as exc:
+        reason = why_not_json(data, exc)
+    raise BadAnswer(f"the API server's answer to {what} cannot be read: {reason}")
+
+
+def _object(data: bytes, what: str) -> dict[str, Any]:
+    found = _json(data, what)
+    if not isinstance(found, dict):
+        raise BadAnswer(f"the API server's answer to {what} is not a JSON object")
+    return found
+
+
+def _inert(text: str, limit: int) -> str:
+    """Text from the server, at most `limit` characters of it, made inert (mignurse.inert):
+    an error line can never drive the terminal it is printed on."""
+    return inert(text[:limit]) + ("…" if len(text) > limit else "")
 
 
 def _one_line(exc: object) -> str:

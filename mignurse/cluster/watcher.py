@@ -20,6 +20,7 @@ from mignurse.cluster.client import (
     NODECLAIMS,
     NODEPOOLS,
     NODES,
+    BadAnswer,
     ClusterClient,
     ClusterError,
     Expired,
@@ -125,6 +126,17 @@ class ClusterWatcher:
         if self.status[plural].error:
             self._report(ResourceStatus(plural, synced=True))  # recovered: no longer stale
 
+    def _apply(self, resource: Resource, change: str, raw: dict[str, Any]) -> None:
+        """One watched change into the state; an object the model cannot read is the
+        server's fault, reported like any failed watch (the thread goes on)."""
+        try:
+            self.state.apply(resource.plural, change, raw)
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+            raise BadAnswer(
+                f"the API server's watch of {resource.qualified} sent an object mignurse "
+                f"cannot read ({type(exc).__name__})"
+            ) from None
+
     def _run(self, resource: Resource) -> None:
         parse = PARSERS[resource.plural]
         if resource is EVENTS:
@@ -152,7 +164,7 @@ class ClusterWatcher:
                     if event.resource_version:
                         version = event.resource_version
                     if event.type != "BOOKMARK":
-                        self.state.apply(resource.plural, event.type, event.object)
+                        self._apply(resource, event.type, event.object)
                     if self._stop.is_set():
                         return
                 stale_since = None

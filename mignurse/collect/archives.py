@@ -255,8 +255,11 @@ def _mask_archive(
                     if count > MAX_MEMBERS:
                         left_out.append((path, f"more than {MAX_MEMBERS} entries: the rest"))
                         break
-                    if not member.isfile():
-                        repacked.addfile(member)  # folders and links: the header is all
+                    if member.isdir():
+                        repacked.addfile(member)  # the header is all
+                        continue
+                    if not member.isfile():  # a link, a device, a FIFO: named, not kept
+                        left_out.append((path, f"{entry_kind(member)}, not a regular file"))
                         continue
                     if member.size > MAX_MEMBER_BYTES:
                         left_out.append((path, f"{member.size} bytes, over the limit"))
@@ -280,6 +283,21 @@ def _mask_archive(
         except ERRORS as exc:
             left_out.append((name, f"damaged or cut short ({exc}): what followed is not in it"))
     return Masked(out.getvalue(), counts, tuple(left_out))
+
+
+_KINDS = {
+    tarfile.SYMTYPE: "a symlink",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a FIFO",
+}
+
+
+def entry_kind(member: tarfile.TarInfo) -> str:
+    """What a tar entry that is not a regular file is: "a symlink to '/etc/shadow'"."""
+    kind = _KINDS.get(member.type, f"an entry of type {member.type!r}")
+    return f"{kind} to {member.linkname!r}" if member.issym() or member.islnk() else kind
 
 
 def _compressor(out: IO[bytes], kind: str | None) -> Any:

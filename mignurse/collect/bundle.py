@@ -20,11 +20,15 @@ minutes.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import errno
 import hashlib
 import json
 import multiprocessing
 import os
+import secrets
 import signal
+import stat
 import tarfile
 import time
 from collections.abc import Callable
@@ -37,7 +41,7 @@ from mignurse.collect import archives
 from mignurse.collect.archives import Budget, LimitExceeded, Mask, Unpacked, mask_file
 from mignurse.collect.gzjoin import Deflater, GzipJoiner, Segment
 from mignurse.collect.redact import Masked, Redactor
-from mignurse.paths import open_private
+from mignurse.paths import FILE_MODE
 
 POOL_MIN_BYTES = 256 * 2**10  # smaller node archives are packed here: shipping costs more
 POOL_MAX_BYTES = 64 * 2**20  # larger ones are packed here, streaming, not copied to a worker
@@ -95,6 +99,11 @@ def pack_node_archive(
                     )
                     break
                 if not member.isfile():
+                    if not member.isdir():  # the collector writes files only: say what came
+                        problems.append(
+                            f"{member.name!r} ({archives.entry_kind(member)}) left out: not a "
+                            "regular file"
+                        )
                     continue
                 name = member.name.split("/", 1)[1] if "/" in member.name else member.name
                 if not name or ".." in name.split("/"):
@@ -134,13 +143,89 @@ def _ignore_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class BundleWriteError(Exception):
+    """The bundle could not be written (a full disk, a file system's size limit, an I/O
+    error); nothing of it is left behind. str() is the one line to show."""
+
+
+def _write_error(exc: OSError, path: Path) -> BundleWriteError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        why = " (file too large for it)" if exc.errno == errno.EFBIG else ""
+        return BundleWriteError(
+            f"no space left on {os.path.abspath(path.parent)}{why} for {path.name}: free space "
+            "or pass -o elsewhere; no partial bundle was left"
+        )
+    return BundleWriteError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+class _BundleFile:
+    """Where the bundle's bytes go: a temporary file beside `path`, renamed to it once the
+    archive is whole (a reader never meets half a bundle under its name), or removed. A FIFO
+    or a device the user named (`-o /dev/stdout`) is written as it is."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temporary: Path | None = None
+        if _is_stream(path):
+            self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            return
+        self.temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        self._fd = os.open(self.temporary, flags, FILE_MODE)
+        os.fchmod(self._fd, FILE_MODE)  # 0600 whatever the umask: a bundle is for its owner
+
+    def write(self, data: bytes) -> int:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as exc:
+            raise _write_error(exc, self.path) from None
+        return len(data)
+
+    def finish(self) -> None:
+        """The whole archive is written: on disk, under its name."""
+        try:
+            if self.temporary is not None:
+                os.fsync(self._fd)
+                os.replace(self.temporary, self.path)
+                self.temporary = None
+        except OSError as exc:
+            raise _write_error(exc, self.path) from None
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Close, and remove what was written unless it was renamed into place."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self.temporary is not None:
+            with contextlib.suppress(OSError):
+                self.temporary.unlink()
+            self.temporary = None
+
+
+def _is_stream(path: Path) -> bool:
+    """A FIFO or a character device (the terminal, /dev/stdout, /dev/null) at `path`."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 class BundleWriter:
     def __init__(self, path: Path, *, top: str, redactor: Redactor) -> None:
         self.path = path
         self.top = top
         self.redactor = redactor
-        self._file = os.fdopen(open_private(path), "wb")  # 0600: a bundle is for its owner
-        self._gz = GzipJoiner(self._file, mtime=int(time.time()))
+        self._file = _BundleFile(path)
+        try:
+            self._gz = GzipJoiner(self._file, mtime=int(time.time()))  # type: ignore[arg-type]
+        except BundleWriteError:
+            self._file.discard()
+            raise
         self._sums: list[tuple[str, str]] = []
         self._closed = False
         self._workers = max(1, min(MAX_WORKERS, os.cpu_count() or 1))
@@ -253,6 +338,8 @@ class BundleWriter:
         return self._pool
 
     def close(self, manifest: dict[str, Any]) -> None:
+        """Write the manifest and sums, end the archive and put it in place under its name.
+        Interrupted or failed on the way, nothing is left: BundleWriteError says why."""
         if self._closed:
             return
         self._closed = True
@@ -269,11 +356,21 @@ class BundleWriter:
             out.write(tarfile.NUL * (end + (-written) % tarfile.RECORDSIZE))
             self._gz.append(out.segment())
             self._gz.close()
+            self._file.finish()
         finally:
-            self._file.close()
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)  # idle by now: quick
-                self._pool = None
+            self._file.discard()
+            self._stop_pool()
+
+    def abort(self) -> None:
+        """Stop without a bundle: the workers end and the temporary file is removed."""
+        self._closed = True
+        self._file.discard()
+        self._stop_pool(wait=False)
+
+    def _stop_pool(self, *, wait: bool = True) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=True)  # idle by now: quick
+            self._pool = None
 
     def _redaction_section(self) -> dict[str, Any]:
         return {

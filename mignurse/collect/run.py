@@ -32,7 +32,7 @@ from mignurse.cluster.client import (
 )
 from mignurse.cluster.dra import dra_version, resource_claims, resource_slices
 from mignurse.cluster.snapshot import Snapshot
-from mignurse.collect.bundle import BundleWriter
+from mignurse.collect.bundle import BundleWriteError, BundleWriter
 from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
 from mignurse.diagnose.sources import find_karpenter_deployment
@@ -237,8 +237,32 @@ def collect(
     managed node groups (their repair settings) when AWS is at hand. `collected_at`: the
     moment the caller named the bundle after (else now, on the cluster's clock)."""
     bundle, manifest = _open_bundle(client, out, redactor, since, collected_at)
+    try:
+        _collect_into(bundle, manifest, client, snapshot, nodes, shell_for, since, concurrency,
+                      node_timeout, progress, nodegroups)  # fmt: skip
+    except BundleWriteError as exc:
+        raise CollectError(str(exc)) from None
+    return manifest
+
+
+def _collect_into(
+    bundle: BundleWriter,
+    manifest: dict[str, Any],
+    client: ClusterClient | None,
+    snapshot: Snapshot,
+    nodes: list[Node],
+    shell_for: Callable[[Node], NodeShell],
+    since: str,
+    concurrency: int,
+    node_timeout: float,
+    progress: Callable[[str, str], None],
+    nodegroups: NodeGroupReader | None,
+) -> None:
+    """The collection itself. Done or stopped by Ctrl-C, the bundle is closed (a partial one
+    is valid and says it was interrupted); failed (a full disk, a bug), none is left."""
     outcomes = {node.name: NodeOutcome(node.name) for node in nodes}
     started = time.monotonic()
+    ended = False  # the bundle may be closed: the collection finished or was interrupted
     try:
         script = collector_script(since=since)
         runner = _NodeRuns(script, node_timeout, concurrency, progress)
@@ -263,28 +287,35 @@ def collect(
                 )
             for _ in nodes:
                 take(*runner.next_result())
-        except BaseException:
-            # Ctrl-C (or a bug): nodes not started yet never start, and the bundle closes now
-            # instead of after every queued node has run (a `with` block would wait for them).
+        except KeyboardInterrupt:
+            # nodes not started yet never start, and the bundle closes now instead of after
+            # every queued node has run (a `with` block would wait for them)
             runner.stop()
             for name, result in runner.unread():  # ended meanwhile, or stopped mid-run
                 take(name, result)
             raise
+        except BaseException:
+            runner.stop()  # a failure: no bundle is kept, nothing more is read
+            raise
         runner.stop(wait=True)
+        ended = True
     except KeyboardInterrupt:
         manifest["interrupted"] = True
+        ended = True
         raise
     finally:
-        try:
-            bundle.drain()  # the nodes still being packed: their outcomes are final after
-        except KeyboardInterrupt:
-            manifest["interrupted"] = True
-            raise
-        finally:
-            manifest["seconds"] = round(time.monotonic() - started, 2)
-            manifest["nodes"] = {name: outcome.to_json() for name, outcome in outcomes.items()}
-            bundle.close(manifest)
-    return manifest
+        if not ended:
+            bundle.abort()
+        else:
+            try:
+                bundle.drain()  # the nodes still being packed: their outcomes are final after
+            except KeyboardInterrupt:
+                manifest["interrupted"] = True
+                raise
+            finally:
+                manifest["seconds"] = round(time.monotonic() - started, 2)
+                manifest["nodes"] = {name: outcome.to_json() for name, outcome in outcomes.items()}
+                bundle.close(manifest)
 
 
 def _open_bundle(
@@ -302,6 +333,8 @@ def _open_bundle(
     top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
     try:
         bundle = BundleWriter(out, top=top, redactor=redactor)
+    except BundleWriteError as exc:
+        raise CollectError(str(exc)) from None
     except OSError as exc:
         raise CollectError(f"cannot write {out}: {exc.strerror or exc}") from None
     manifest: dict[str, Any] = {

@@ -316,6 +316,8 @@ def _collector_files(reader: BundleReader, prefix: str, bundle: NodeBundle) -> N
         if raw_bytes is not None:
             bundle.node_files[name] = raw_bytes
     report = _bug_report(reader, prefix, bundle.problems)
+    # a cut is said whether or not a finding shows the node's problems
+    bundle.notices.extend(p for p in bundle.problems if " was cut at " in p)
     if report is not None:
         bundle.node_files["nvidia-bug-report.log"] = report
         os_release = _os_release_from_report(report.decode("utf-8", "replace"))
@@ -353,8 +355,9 @@ def _bug_report(reader: BundleReader, prefix: str, problems: list[str]) -> bytes
             break
         if len(out) > cap:  # a gzip bomb, or a report far past any real one
             problems.append(
-                f"gpu/nvidia-bug-report.log.gz unpacks past {human_bytes(cap)}: read the first "
-                f"{human_bytes(cap)} ({FILE_BYTES.env} raises the limit)"
+                f"gpu/nvidia-bug-report.log.gz was cut at {human_bytes(cap)}: it unpacks past "
+                f"that, and only its first {human_bytes(cap)} were read ({FILE_BYTES.env} "
+                "raises the limit)"
             )
             del out[cap:]
             break

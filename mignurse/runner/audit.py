@@ -18,20 +18,26 @@ import getpass
 import json
 import os
 import socket
-import stat
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mignurse.paths import audit_log, open_private, private_dir
+from mignurse.paths import (
+    audit_log,
+    open_private,
+    private_dir,
+    runs_dir,
+    state_path_problem,
+)
 from mignurse.runner.state import now_text
 
 if TYPE_CHECKING:
     from mignurse.runner.state import RunState
 
 AWS_LOOKUP_SECONDS = 3.0
+AUDIT_READ_BYTES = 64 * 2**20  # years of runs; of a larger log, the newest part is read
 
 
 def audit_path() -> Path:
@@ -106,26 +112,19 @@ class Audit:
         self.clock = clock  # the demo's simulated clock, so the log agrees with its cluster
 
     def problem(self) -> str:
-        """Why the log cannot be appended to (one line), or "": a path that exists as anything
-        but a regular file (a FIFO would block the run, a symlink would write elsewhere)."""
-        try:
-            info = os.lstat(self.path)
-        except FileNotFoundError:
-            return ""
-        except OSError as exc:
-            return f"the audit log {self.path} cannot be read: {exc.strerror}"
-        if stat.S_ISREG(info.st_mode):
-            return ""
-        kind = (
-            "a symbolic link" if stat.S_ISLNK(info.st_mode)
-            else "a FIFO" if stat.S_ISFIFO(info.st_mode)
-            else "a folder" if stat.S_ISDIR(info.st_mode)
-            else "a device or socket"
-        )  # fmt: skip
-        return (
-            f"the audit log {self.path} is {kind}, not a regular file: move it away (every run "
-            "is recorded there before it changes anything)"
-        )
+        """Why a run cannot be recorded (one line), or "": the state folder, `runs/` or the
+        log exist as anything but a folder, a folder and a regular file (a FIFO would block
+        the run, a link would write elsewhere). Asked before any lock is taken."""
+        for path, want in ((self.path.parent, "folder"), (runs_dir(), "folder")):
+            problem = state_path_problem(path, want)
+            if problem:
+                return f"{problem} (runs and the audit log are kept there)"
+        problem = state_path_problem(self.path, "file")
+        if problem:
+            return (
+                f"the audit log {problem} (every run is recorded there before it changes anything)"
+            )
+        return ""
 
     def write(self, event: str, run_id: str, **fields: Any) -> None:
         ts = (
@@ -136,12 +135,9 @@ class Audit:
         record = {"ts": ts, "event": event, "run": run_id, **fields}
         line = json.dumps(record, separators=(",", ":"), default=str).encode() + b"\n"
         private_dir(self.path.parent, tighten=True)
-        # Never through a planted link, never blocked on a FIFO: both fail here instead.
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-        fd = open_private(self.path, flags)
+        # Never through a planted link, never blocked on a FIFO: StateFileError instead.
+        fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(f"the audit log {self.path} is not a regular file")
             os.write(fd, line)
             os.fsync(fd)
         finally:
@@ -152,9 +148,16 @@ def read_audit(path: Path | None = None) -> list[dict[str, Any]]:
     """Every readable event, oldest first; a torn or foreign line is skipped."""
     path = path or audit_path()
     try:
-        data = path.read_bytes()
+        fd = open_private(path, os.O_RDONLY)  # never a link, never a FIFO's wait
     except FileNotFoundError:
         return []
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(fd).st_size
+        if size > AUDIT_READ_BYTES:  # the newest runs, from the first whole line on
+            handle.seek(size - AUDIT_READ_BYTES - 1)
+            if handle.read(1) != b"\n":
+                handle.readline()
+        data = handle.read(AUDIT_READ_BYTES)
     events = []
     for line in data.splitlines():
         try:

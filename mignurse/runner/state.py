@@ -15,17 +15,25 @@ Decisions:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import socket
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mignurse.paths import private_dir, runs_dir
+from mignurse.paths import (
+    StateFileError,
+    open_folder,
+    open_private,
+    private_dir,
+    read_private,
+    runs_dir,
+    state_path_problem,
+)
 
 # Step statuses. Done: verified, skipped (nothing to do). Undoable: applied, verified, and
 # interrupted (stopped mid-apply: its recorded prior values say what undo puts back).
@@ -47,6 +55,7 @@ RUN_FAILED = "failed"
 INTERRUPTED = "interrupted"
 RUN_UNDONE = "undone"
 ENDED = (SUCCEEDED, RUN_UNDONE)  # nothing is left to resume or undo
+RUN_STATE_BYTES = 16 * 2**20  # a run's state is kilobytes; a larger file is not one
 
 
 def new_run_id() -> str:
@@ -111,29 +120,41 @@ class RunState:
 
     def save(self) -> None:
         self.updated = now_text()
-        folder = private_dir(runs_dir(), tighten=True)
+        folder = open_folder(private_dir(runs_dir(), tighten=True))  # never through a link
         data = json.dumps(asdict(self), indent=2, sort_keys=False, default=str).encode()
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.run_id}.", dir=folder)
+        tmp = f".{self.run_id}.{secrets.token_hex(4)}.tmp"
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, dir_fd=folder)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, f"{self.run_id}.json", src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=folder)
+                raise
+        finally:
+            os.close(folder)
 
     @classmethod
     def load(cls, run_id: str) -> RunState:
-        """The saved state of one run; FileNotFoundError when there is none."""
+        """The saved state of one run; FileNotFoundError when there is none, StateFileError
+        when `runs/` or the run's file is a link, a FIFO or another thing than mignurse's."""
         if not run_id or "/" in run_id or run_id.startswith("."):
             raise FileNotFoundError(run_id)
-        raw = json.loads((runs_dir() / f"{run_id}.json").read_text())
+        folder = runs_dir()
+        problem = state_path_problem(folder, "folder")
+        if problem:
+            raise StateFileError(problem)
+        raw = json.loads(read_private(folder / f"{run_id}.json", RUN_STATE_BYTES))
         steps = [StepState(**s) for s in raw.pop("steps", [])]
         return cls(**raw, steps=steps)
 
     def delete(self) -> None:
+        if state_path_problem(runs_dir(), "folder"):
+            return  # a planted link: nothing of ours is there to delete
         self.path.unlink(missing_ok=True)
 
     def alive(self) -> bool:
@@ -178,8 +199,14 @@ def _not_zombie(pid: int) -> bool:
 
 
 def list_runs() -> list[RunState]:
+    """Every run's saved state, oldest first; StateFileError when `runs/` is a link (or not
+    a folder), and a file there that is not a run state is passed over."""
+    folder = runs_dir()
+    problem = state_path_problem(folder, "folder")
+    if problem:
+        raise StateFileError(problem)
     found = []
-    for path in sorted(runs_dir().glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         try:
             found.append(RunState.load(path.stem))
         except (OSError, ValueError, TypeError):

@@ -252,7 +252,7 @@ class Refresher:
         monotonic = time.monotonic()
         full = request.force or monotonic - self.last_full >= FULL_REFRESH_SECONDS
         changes = RowChanges(epoch=request.epoch, dirty=dirty)
-        if not (dirty or other or full):
+        if not (dirty or other or full or api_busy(source)):  # a Retry-After counts down
             return changes
         self.last_full = monotonic
         now = source.now()
@@ -417,6 +417,9 @@ def status_parts(
     hardware = sum(1 for r in nodes if r.ahr_ok is False)
     launching = len(rows) - len(nodes)
     parts: list[StatusPart] = []
+    busy = api_busy(source)
+    if busy:
+        parts.append(StatusPart(f"[b yellow]{escape(busy)}[/]", 0))
     broken = [s for s in statuses.values() if s.error]
     if broken:
         worst = broken[0]
@@ -453,6 +456,13 @@ def status_parts(
     if not source.read_only_reason:
         parts.append(StatusPart(f"as of {now.astimezone(UTC):%H:%M:%S} UTC", 2))
     return parts
+
+
+def api_busy(source: Any) -> str:
+    """While a request waits out a Retry-After: "API server busy (429 …): retrying in 3 s"."""
+    client = getattr(source, "client", None)
+    busy = getattr(client, "busy", None)
+    return str(busy()) if callable(busy) else ""
 
 
 def fit_status(parts: list[StatusPart], width: int) -> Text:

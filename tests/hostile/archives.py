@@ -35,16 +35,18 @@ def _header(name: str, size: int) -> bytes:
     return info.tobuf(tarfile.GNU_FORMAT)
 
 
-def gzip_bomb(unpacked: int, *, before: dict[str, bytes] | None = None) -> bytes:
-    """One gzip member holding a tar whose member `node/kubelet.log` is `unpacked` bytes of
-    zeros, after the files in `before`. Deflate restarts at a full flush, so every further
+def gzip_bomb(
+    unpacked: int, *, before: dict[str, bytes] | None = None, name: str = "node/kubelet.log"
+) -> bytes:
+    """One gzip member holding a tar whose member `name` is `unpacked` bytes of zeros, after
+    the files in `before`. Deflate restarts at a full flush, so every further
     MiB of zeros compresses to the same bytes: the bomb is one compressed MiB repeated, and
     its CRC is combined rather than computed over gigabytes."""
     head = b"".join(
         _header(name, len(data)) + data + bytes(-len(data) % tarfile.BLOCKSIZE)
         for name, data in (before or {}).items()
     )
-    head += _header("node/kubelet.log", unpacked)
+    head += _header(name, unpacked)
     chunks = unpacked // MiB
     rest = unpacked - chunks * MiB
     tail = bytes(rest + (-unpacked) % tarfile.BLOCKSIZE + 2 * tarfile.BLOCKSIZE)
@@ -63,6 +65,20 @@ def gzip_bomb(unpacked: int, *, before: dict[str, bytes] | None = None) -> bytes
     header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03"
     trailer = crc.to_bytes(4, "little") + (size & 0xFFFFFFFF).to_bytes(4, "little")
     return b"".join([header, first, block * chunks, last, trailer])
+
+
+def gzip_of_zeros(unpacked: int) -> bytes:
+    """A gzip file of `unpacked` zero bytes (a whole number of MiB), made in milliseconds as
+    `gzip_bomb` makes its member: one compressed MiB repeated."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    block = deflate.compress(ZERO_MiB) + deflate.flush(zlib.Z_FULL_FLUSH)
+    last = deflate.flush()
+    crc, zero_crc = 0, zlib.crc32(ZERO_MiB)
+    for _ in range(unpacked // MiB):
+        crc = crc32_combine(crc, zero_crc, MiB)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03"
+    trailer = crc.to_bytes(4, "little") + (unpacked & 0xFFFFFFFF).to_bytes(4, "little")
+    return header + block * (unpacked // MiB) + last + trailer
 
 
 def split_members(data: bytes, parts: int) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import stat
 import subprocess
 import tarfile
@@ -30,12 +31,16 @@ from mignurse.nodeaccess.base import CommandResult
 from .archives import (
     MiB,
     gzip_bomb,
+    gzip_of_zeros,
     many_members_bomb,
     split_members,
     tar_bytes,
     tar_gz,
     zip_file,
 )
+from .peak import mignurse_peak
+
+GiB = 2**30
 
 CALM = {
     "node/manifest.json": b'{"format": 1, "collector": "mignurse"}\n',
@@ -114,6 +119,32 @@ def test_a_file_over_the_size_limit_is_left_out_and_the_next_is_kept() -> None:
     assert [name for name, _, _ in packed.files] == ["nodes/n1/os-release"]
 
 
+def test_links_and_devices_in_a_node_archive_are_left_out_and_named() -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for name, data in CALM.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, kind, target in (
+            ("node/shadow.log", tarfile.SYMTYPE, "/etc/shadow"),
+            ("node/again.log", tarfile.LNKTYPE, "node/kubelet.log"),
+            ("node/mem", tarfile.CHRTYPE, ""),
+        ):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            tar.addfile(info)
+
+    packed = pack_node_archive("n1", raw.getvalue(), "b")
+
+    assert packed.problems == [
+        "'node/shadow.log' (a symlink to '/etc/shadow') left out: not a regular file",
+        "'node/again.log' (a hard link to 'node/kubelet.log') left out: not a regular file",
+        "'node/mem' (a character device) left out: not a regular file",
+    ]
+    assert sorted(_written(packed)) == sorted(f"nodes/n1/{n.split('/', 1)[1]}" for n in CALM)
+
+
 def test_archives_inside_the_node_archive_are_masked_or_left_out_and_said_so() -> None:
     secret_log = b"DB_PASSWORD=hunter2\n"
     deep = gzip.compress(gzip.compress(gzip.compress(tar_gz({"x.log": secret_log}))))
@@ -135,6 +166,28 @@ def test_archives_inside_the_node_archive_are_masked_or_left_out_and_said_so() -
     with tarfile.open(fileobj=io.BytesIO(written["nodes/n1/bottlerocket-logs.tar.gz"])) as tar:
         inner = tar.extractfile("bottlerocket-logs/journalctl.log").read()  # type: ignore[union-attr]
     assert inner == f"DB_PASSWORD={MARKER}\n".encode()
+
+
+def test_links_inside_an_archive_from_the_node_are_left_out_and_named() -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        log = b"Nov 29 03:00:00 host kubelet[1]: started\n"
+        info = tarfile.TarInfo("bottlerocket-logs/journalctl.log")
+        info.size = len(log)
+        tar.addfile(info, io.BytesIO(log))
+        link = tarfile.TarInfo("bottlerocket-logs/shadow")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+        tar.addfile(link)
+    packed = pack_node_archive("n1", tar_gz({"node/bottlerocket-logs.tar.gz": raw.getvalue()}), "b")
+    assert packed.left_out == [
+        (
+            "nodes/n1/bottlerocket-logs.tar.gz/bottlerocket-logs/shadow",
+            "a symlink to '/etc/shadow', not a regular file",
+        )
+    ]
+    written = _written(packed)["nodes/n1/bottlerocket-logs.tar.gz"]
+    with tarfile.open(fileobj=io.BytesIO(written)) as tar:
+        assert tar.getnames() == ["bottlerocket-logs/journalctl.log"]
 
 
 def test_a_cut_off_archive_inside_keeps_what_came_before_the_cut() -> None:
@@ -211,3 +264,98 @@ def test_a_bomb_from_one_node_leaves_a_valid_private_bundle_and_says_why(
     with tarfile.open(out) as tar:
         written = json.loads(tar.extractfile(tar.getnames()[-2]).read())  # type: ignore[union-attr]
     assert written["nodes"]["bomb"]["problems"] == bomb["problems"]
+
+
+# -- another tool's tarball read by `diagnose --from` -------------------------------------------
+
+COLLECTOR = Path(__file__).parent.parent / "corpus" / "bundles" / "eks-log-collector"
+TOP = "eks_i-0c4f9e21b7a83d5e6_2026-11-29_0300-UTC_0.7.9"
+
+
+def _collector_files(
+    *, without: str = "", replace: dict[str, bytes] | None = None
+) -> dict[str, bytes]:
+    """The mig-manager incident's eks-log-collector files (its corpus folder) under the
+    collector's top folder, one left out or replaced."""
+    folder = COLLECTOR / "mig-manager-al2023"
+    files = {
+        f"{TOP}/{p.relative_to(folder).as_posix()}": p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith(".source")
+    }
+    files.pop(f"{TOP}/{without}", None)
+    files.update({f"{TOP}/{name}": data for name, data in (replace or {}).items()})
+    return files
+
+
+def _diagnose_measured(bundle: Path) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`mignurse diagnose --from BUNDLE` in a process of its own, and its peak RSS in bytes."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "MIGNURSE", "AWS_"))}
+    return mignurse_peak("diagnose", "--from", str(bundle), env=env, timeout=300)
+
+
+def _findings_said(done: subprocess.CompletedProcess[str], words: str) -> None:
+    assert done.returncode in (0, 1, 2), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert words in done.stdout + done.stderr, (done.stdout[-2000:], done.stderr[-2000:])
+
+
+def test_a_6_gib_journal_in_a_collector_tarball_is_cut_at_64_mib_in_little_memory(
+    tmp_path: Path,
+) -> None:
+    before = _collector_files(without="kubelet/kubelet.log")
+    bundle = tmp_path / f"{TOP}.tar.gz"
+    bundle.write_bytes(gzip_bomb(6 * GiB, before=before, name=f"{TOP}/kubelet/kubelet.log"))
+    assert bundle.stat().st_size < 16 * MiB  # a small tarball
+
+    done, peak = _diagnose_measured(bundle)
+
+    _findings_said(done, "kubelet/kubelet.log was cut at 64 MiB: it is 6 GiB")
+    assert "MIGNURSE_MAX_FILE_BYTES=256M raises the limit" in done.stderr
+    assert peak <= 300 * MiB, f"peak RSS {peak / MiB:.0f} MiB"
+
+
+def test_a_bug_report_that_unpacks_to_6_gib_is_cut_at_64_mib_in_little_memory(
+    tmp_path: Path,
+) -> None:
+    files = _collector_files(replace={"gpu/nvidia-bug-report.log.gz": gzip_of_zeros(6 * GiB)})
+    bundle = tmp_path / f"{TOP}.tar.gz"
+    bundle.write_bytes(tar_gz(files))
+
+    done, peak = _diagnose_measured(bundle)
+
+    _findings_said(done, "gpu/nvidia-bug-report.log.gz was cut at 64 MiB")
+    assert "note: gpu/nvidia-bug-report.log.gz was cut at 64 MiB" in done.stderr  # with or
+    assert (
+        "could not read all of it: gpu/nvidia-bug-report.log.gz was cut" in done.stdout
+    )  # a finding
+    assert peak <= 300 * MiB, f"peak RSS {peak / MiB:.0f} MiB"
+
+
+def test_links_devices_and_fifos_in_a_tarball_are_named_as_skipped(tmp_path: Path) -> None:
+    files = _collector_files(without="kubelet/kubelet.log")
+    bundle = tmp_path / f"{TOP}.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, kind, target in (
+            ("kubelet/kubelet.log", tarfile.SYMTYPE, "/var/log/secure"),
+            ("var_log/messages", tarfile.LNKTYPE, f"{TOP}/storage/mounts.txt"),
+            ("containerd/nvidia0", tarfile.CHRTYPE, ""),
+            ("var_log/fifo", tarfile.FIFOTYPE, ""),
+        ):
+            info = tarfile.TarInfo(f"{TOP}/{name}")
+            info.type, info.linkname = kind, target
+            tar.addfile(info)
+
+    done, _peak = _diagnose_measured(bundle)
+
+    _findings_said(done, f"{bundle.name}: skipped 4 entries that are not regular files")
+    note = next(line for line in done.stderr.splitlines() if "skipped 4 entries" in line)
+    assert f"{TOP}/kubelet/kubelet.log (a symlink to '/var/log/secure')" in note
+    assert f"{TOP}/var_log/messages (a hard link to '{TOP}/storage/mounts.txt')" in note
+    assert f"{TOP}/containerd/nvidia0 (a character device)" in note
+    assert f"{TOP}/var_log/fifo (a FIFO)" in note
+    assert "secure" not in done.stdout  # nothing was read through the link

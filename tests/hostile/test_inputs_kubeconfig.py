@@ -10,9 +10,7 @@ import json
 import os
 import select
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -29,6 +27,7 @@ from mignurse.model import Node
 from mignurse.sim import SimCluster, load_scenario
 
 from .inputs import MiB, billion_laughs, mignurse, one_line_error
+from .peak import mignurse_peak
 
 
 def closed_port() -> int:
@@ -132,37 +131,16 @@ def test_a_good_kubeconfig_still_reaches_its_server(tmp_path: Path) -> None:
 
 
 def measured(*args: str, env: dict[str, str], timeout: float = 120) -> tuple[str, str, int, int]:
-    """`python -m mignurse ARGS` in a fresh interpreter: its exit code, stdout, stderr and
-    the peak RSS in bytes the kernel reports for that process (wait4's rusage)."""
+    """`python -m mignurse ARGS` in a fresh interpreter: its stdout, stderr, exit code and
+    peak RSS in bytes (`peak.mignurse_peak`)."""
     clean = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("AWS_", "KUBE", "MIGNURSE_", "XDG_STATE_HOME"))
     }
     clean.update(env)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mignurse", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            env=clean,
-        )
-        killer = threading.Timer(timeout, process.kill)
-        killer.start()
-        try:
-            _pid, status, usage = os.wait4(process.pid, 0)
-        finally:
-            killer.cancel()
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return (
-            out.read().decode("utf-8", "replace"),
-            err.read().decode("utf-8", "replace"),
-            process.returncode,
-            usage.ru_maxrss * 1024,  # KiB on Linux
-        )
+    done, peak = mignurse_peak(*args, env=clean, timeout=timeout)
+    return done.stdout, done.stderr, done.returncode, peak
 
 
 def one_line_within_memory(*args: str, env: dict[str, str] | None = None) -> str:

@@ -169,3 +169,32 @@ def test_a_bundle_gone_before_verify_is_said(cluster_for: Make, tmp_path: Path) 
     gone = tmp_path / "moved-away.tar.gz"
     said = CollectBundle().verify(c.ctx(node), StepPlan(), {"bundle": str(gone)})
     assert said == f"the bundle {gone} was not written"
+
+
+def test_a_full_disk_fails_the_step_in_one_line_and_leaves_no_bundle(
+    cluster_for: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from mignurse.collect import bundle as bundle_module
+
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    folder = tmp_path / "bundles"
+    folder.mkdir()
+    out = folder / "bundle.tar.gz"
+    real_write = os.write
+
+    def full(fd: int, data: bytes | memoryview) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}").startswith(str(folder / ".bundle.tar.gz.")):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(bundle_module.os, "write", full)
+    ctx = c.ctx(node, params={"out": str(out)}, shell_for=lambda name: Answering(name, 0))
+    step = CollectBundle()
+    with pytest.raises(StepFailed) as failed:
+        step.apply(ctx, step.plan(ctx))
+    assert str(failed.value).startswith(f"collecting {node} failed: no space left on {folder}")
+    assert list(folder.iterdir()) == []

@@ -600,3 +600,24 @@ def test_the_apps_runbooks_reach_aws_with_its_profile_and_region(
     finally:
         sim.stop()
         server.stop()
+
+
+async def test_the_audit_screen_names_a_planted_link_instead_of_crashing(
+    repair_loop: tuple[SimCluster, MigNurseApp], state_home: Path, tmp_path: Path
+) -> None:
+    _sim, app = repair_loop
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("")
+    folder = state_home / "mignurse"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "audit.jsonl").unlink(missing_ok=True)
+    (folder / "audit.jsonl").symlink_to(outside)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(lambda: app.refreshes > 0)
+        await pilot.press("A")
+        await until(lambda: isinstance(app.screen, AuditScreen))
+        await until(lambda: "is a symlink" in screen_text(app))
+        assert "audit.jsonl" in screen_text(app)
+        await pilot.press("escape")
+        await until(lambda: app.screen is app.screen_stack[0])
+    assert outside.read_text() == ""

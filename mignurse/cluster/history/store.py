@@ -44,10 +44,18 @@ from mignurse.cluster.history.schema import (
     object_key,
 )
 from mignurse.model import Event
-from mignurse.paths import history_file, open_private, private_dir, state_home
+from mignurse.paths import (
+    StateFileError,
+    history_file,
+    open_private,
+    private_dir,
+    state_home,
+    state_path_problem,
+)
 
 DEFAULT_MAX_AGE = timedelta(days=14)
 DEFAULT_MAX_BYTES = 256 * 2**20
+_SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's own files beside the database
 
 
 class HistoryError(Exception):
@@ -147,12 +155,17 @@ class HistoryStore:
     def _ensure_dir(self) -> None:
         # History reveals cluster topology: keep it private to the user (XDG wants 0700);
         # only mignurse's own state folder is tightened, never a --state-dir the user made.
-        private_dir(self.path.parent, tighten=self.path.parent == state_home())
+        try:
+            private_dir(self.path.parent, tighten=self.path.parent == state_home())
+        except StateFileError as exc:
+            raise HistoryError(str(exc)) from None
 
     def _take_writer_lock(self) -> None:
         self._ensure_dir()
         try:
-            fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)
+            fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)  # never through a link
+        except StateFileError as exc:
+            raise HistoryError(str(exc)) from None
         except OSError as exc:
             raise HistoryError(f"cannot create {self.lock_path}: {exc.strerror}") from None
         try:
@@ -176,6 +189,14 @@ class HistoryStore:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
 
+    def _refuse_planted(self) -> None:
+        """SQLite opens the database and its -wal, -shm and -journal files by name, following
+        links: each is checked first, so a planted link is refused, never written through."""
+        for path in (self.path, *(self.path.with_name(self.path.name + s) for s in _SIDE_FILES)):
+            problem = state_path_problem(path, "file")
+            if problem:
+                raise HistoryError(problem)
+
     def _connect(self, uri: str) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(
@@ -188,8 +209,11 @@ class HistoryStore:
     def _open_writer(self) -> None:
         # Create it 0600 ourselves (or narrow an older wider one); SQLite gives -wal/-shm
         # the same mode.
+        self._refuse_planted()
         try:
             os.close(open_private(self.path, os.O_RDWR | os.O_CREAT))
+        except StateFileError as exc:
+            raise HistoryError(str(exc)) from None
         except OSError as exc:
             raise HistoryError(f"cannot open history {self.path}: {exc.strerror}") from None
         conn = self._connect(self.path.resolve().as_uri())
@@ -245,8 +269,9 @@ class HistoryStore:
 
     def _open_reader(self) -> None:
         """Open the read connection once the file exists and has our schema."""
-        if self._read is not None or not self.path.exists():
+        if self._read is not None or not os.path.lexists(self.path):
             return
+        self._refuse_planted()
         conn = self._connect(self.path.resolve().as_uri() + ("?mode=ro" if self.readonly else ""))
         with self._closed_if_unusable(conn):
             conn.execute("PRAGMA query_only = ON")

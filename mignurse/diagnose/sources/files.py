@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tarfile
 import zlib
 from datetime import UTC, datetime
@@ -25,7 +26,6 @@ from mignurse.untrusted import (
     FILE_BYTES,
     LimitError,
     human_bytes,
-    read_regular_file,
 )
 
 # What a bundle is read for: everything else in it is named (layouts are told by their
@@ -158,6 +158,7 @@ class BundleFiles:
         self.top = ""  # the single top folder a tarball's members sit under
         self.newest_mtime: datetime | None = None  # a tarball's newest member: when it was made
         self.problems: list[str] = []
+        self.cut: dict[str, str] = {}  # a file read only up to the cap → the note saying so
         self._extra: dict[str, bytes] = {}
         self._held: dict[str, bytes] = {}  # a tarball's files that mignurse reads
         self._folder: Path | None = None
@@ -204,6 +205,8 @@ class BundleFiles:
                         names.append(name)
                 elif full.is_file():
                     names.append(name)
+                elif is_read(name):  # a FIFO, a socket or a device: never opened
+                    self.problems.append(f"{name} is not a regular file: not read")
         self.names = sorted(names)
 
     def _read_tarball(self, path: Path) -> None:
@@ -216,6 +219,7 @@ class BundleFiles:
         members_size = 0
         newest = 0.0
         names: list[str] = []
+        skipped: list[str] = []  # links, devices, FIFOs: never read, named
         with _open_archive(path) as raw:
             try:
                 # "r|*": one pass as a stream; random access would decompress the archive
@@ -243,6 +247,15 @@ class BundleFiles:
                         )
                     if member.size < 0:
                         raise SourceError(f"{path} is a damaged bundle: {name} has a negative size")
+                    if name and not member.isfile() and not member.isdir():
+                        skipped.append(_skipped(name, member))
+                        continue
+                    if member.isfile() and name and is_read(name) and member.size > file_cap:
+                        # Read up to the cap, then stop: going on would unpack the rest of it.
+                        self._held[name] = self._head(tar, member, file_cap)
+                        names.append(name)
+                        self._note_cut(name, member.size, file_cap, f"the rest of {path.name}")
+                        break
                     members_size += member.size
                     unpacked = members_size + tar.header_bytes
                     if unpacked > total_cap:
@@ -253,10 +266,6 @@ class BundleFiles:
                         continue
                     newest = max(newest, _mtime(member))
                     if is_read(name):
-                        if member.size > file_cap:
-                            raise FILE_BYTES.refusal(
-                                f"{path}: {name} is {human_bytes(member.size)}"
-                            )
                         handle = tar.extractfile(member)
                         if handle is None:
                             continue
@@ -275,6 +284,26 @@ class BundleFiles:
         prefix = self.top = _common_prefix(names)
         self.names = sorted(name[len(prefix) :] for name in names)
         self._held = {name[len(prefix) :]: data for name, data in self._held.items()}
+        self.cut = {name.removeprefix(prefix): note for name, note in self.cut.items()}
+        self.problems.extend(_skipped_notes(path.name, skipped))
+
+    def _head(self, tar: tarfile.TarFile, member: tarfile.TarInfo, cap: int) -> bytes:
+        handle = tar.extractfile(member)
+        return handle.read(cap) if handle is not None else b""
+
+    def _note_cut(self, name: str, size: int, cap: int, rest: str = "") -> None:
+        note = (
+            f"{name} was cut at {human_bytes(cap)}: it is {human_bytes(size)}, and only its "
+            f"first {human_bytes(cap)} were read"
+            + (f" ({rest} was not read)" if rest else "")
+            + f"; {FILE_BYTES.env}={_raised(cap)} raises the limit"
+        )
+        self.cut[name] = note
+        self.problems.append(note)
+
+    def cut_notes(self, prefix: str = "") -> list[str]:
+        """What was cut at the file cap, of the files under `prefix`."""
+        return [note for name, note in sorted(self.cut.items()) if name.startswith(prefix)]
 
     def close(self) -> None:
         self._held.clear()
@@ -286,15 +315,16 @@ class BundleFiles:
             return None
         if self._folder is None:
             return self._held.get(name)
+        cap = FILE_BYTES.value()
         try:
-            data = read_regular_file(
-                self._links.get(name) or self._folder / name, FILE_BYTES, f"{self._folder}: {name}"
-            )
+            data, size = _read_head(self._links.get(name) or self._folder / name, cap)
         except OSError as exc:
             self.problems.append(f"{name} could not be read: {exc.strerror or exc}")
             return None
         except LimitError as exc:
-            raise SourceError(str(exc)) from None
+            raise SourceError(f"{self._folder}: {name} is {exc}") from None
+        if size > cap and name not in self.cut:
+            self._note_cut(name, size, cap)
         self._read_bytes += len(data)
         if self._read_bytes > BUNDLE_BYTES.value():
             raise SourceError(
@@ -347,3 +377,55 @@ def _common_prefix(names: list[str]) -> str:
     if len(tops) == 1 and all("/" in n for n in names):
         return tops.pop() + "/"
     return ""
+
+
+def _read_head(path: Path, cap: int) -> tuple[bytes, int]:
+    """Up to `cap` bytes of a regular file, and its size; a FIFO, a device or a folder is a
+    LimitError (never read, never waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise LimitError("a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(cap)
+        return data, max(info.st_size, len(data))
+    finally:
+        os.close(fd)
+
+
+def _raised(cap: int) -> str:
+    """The cap four times over, as the environment variable takes it (256M)."""
+    raised = cap * 4
+    for suffix, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if raised % scale == 0:
+            return f"{raised // scale}{suffix}"
+    return str(raised)
+
+
+_MEMBER_KINDS = {
+    tarfile.SYMTYPE: "a symlink",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a FIFO",
+}
+
+
+def _skipped(name: str, member: tarfile.TarInfo) -> str:
+    kind = _MEMBER_KINDS.get(member.type, f"an entry of type {member.type!r}")
+    target = f" to {member.linkname!r}" if member.issym() or member.islnk() else ""
+    return f"{name} ({kind}{target})"
+
+
+def _skipped_notes(archive: str, skipped: list[str]) -> list[str]:
+    """One line for the links, devices and FIFOs of a tarball, which are never read: the
+    files mignurse reads first, by name, as a folder names its links that lead outside."""
+    if not skipped:
+        return []
+    shown = sorted(skipped, key=lambda entry: not is_read(entry.split(" (", 1)[0]))[:5]
+    more = f" and {len(skipped) - len(shown)} more" if len(skipped) > len(shown) else ""
+    return [
+        f"{archive}: skipped {len(skipped)} entries that are not regular files (mignurse "
+        f"reads only files from an archive): {', '.join(shown)}{more}"
+    ]

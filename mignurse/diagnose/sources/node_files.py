@@ -50,7 +50,10 @@ def node_evidence(files: BundleFiles, node: str) -> NodeEvidence:
         os_release=parse_os_release(os_release) if os_release is not None else None,
         mig=_mig_state(files, base),
         gpu_health=_gpu_health(files, base),
-        problems=tuple(line.strip() for line in errors.splitlines() if line.strip()),
+        problems=(
+            *(line.strip() for line in errors.splitlines() if line.strip()),
+            *files.cut_notes(base),
+        ),
     )
 
 

@@ -117,7 +117,7 @@ def _load_node_bundle(files: BundleFiles, layout: Layout) -> Gathered:
         cgroup=read.cgroup or bundle.cgroup,
         layout=bundle.layout,
         instance_id=bundle.instance_id,
-        problems=(*read.problems, *bundle.problems),
+        problems=(*read.problems, *bundle.problems, *files.cut_notes()),
     )
     instance = f", instance {bundle.instance_id}" if bundle.instance_id else ""
     article = "an" if bundle.layout[:1] in "aeiou" else "a"

@@ -20,7 +20,7 @@ from typing import Any
 from mignurse.cluster.client import ClusterError
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.collect.redact import Redactor
-from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
+from mignurse.collect.run import DEFAULT_SINCE, CollectError, collect, journal_since_words
 from mignurse.model import Node
 from mignurse.runner.step import (
     Action,
@@ -115,7 +115,7 @@ class CollectBundle(Action):
                 node_timeout=max(5.0, ctx.time_left()),
                 progress=lambda name, state: ctx.log(f"{name}: {state}"),
             )
-        except ClusterError as exc:
+        except (ClusterError, CollectError) as exc:  # CollectError: a full disk, a bad -o
             raise StepFailed(f"collecting {ctx.node} failed: {exc}") from None
         outcome = manifest["nodes"].get(node.name) or {}
         if outcome.get("rc") is None:

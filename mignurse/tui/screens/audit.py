@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer
 
 from mignurse.nodeview import short_name
-from mignurse.paths import in_demo
+from mignurse.paths import StateFileError, in_demo
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit, runs_from_audit
 from mignurse.tui.screens.run import OUTCOME_STYLE
@@ -57,7 +57,12 @@ class AuditScreen(ModalScreen[None]):
         table = self.query_one("#audit-runs", DataTable)
         for column in ("WHEN (UTC)", "WHO", "RUNBOOK", "TARGET", "OUTCOME", "RUN", "CONTEXT"):
             table.add_column(column, key=column)
-        self.runs = past_runs()
+        try:
+            self.runs = past_runs()
+        except StateFileError as exc:  # a link or FIFO planted in the state folder
+            self.runs = []
+            self.query_one("#audit-title", Static).update(Text(str(exc), style="bold red"))
+            return
         for run in self.runs:
             outcome = str(run.get("outcome") or "")
             table.add_row(

@@ -11,6 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer
 
+from mignurse.paths import StateFileError
 from mignurse.runner import state as st
 from mignurse.runner.audit import read_audit
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
@@ -19,10 +20,15 @@ from mignurse.tui.shown import Static
 
 def run_story(run_id: str) -> str:
     """One run's steps (from its saved state) and its audit events, as plain lines."""
-    events = [e for e in read_audit() if e.get("run") == run_id]
+    try:
+        events = [e for e in read_audit() if e.get("run") == run_id]
+    except StateFileError as exc:
+        return str(exc)
     lines: list[str] = []
     try:
         saved: st.RunState | None = st.RunState.load(run_id)
+    except StateFileError as exc:
+        return str(exc)
     except (FileNotFoundError, ValueError, TypeError):
         saved = None
     if saved is not None:
