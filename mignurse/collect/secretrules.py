@@ -774,13 +774,14 @@ def _cli_password(m: re.Match[str]) -> Edit | None:
 
 
 def _pairs(ends: str = "") -> str:
-    """name=value pairs joined by `; ` (section 4.2.1: cookie-pair *( ";" SP cookie-pair )):
-    a value holds no `;` or space, so the chain is read once, and a `;` with no space after
-    it (`sid=x;HttpOnly&v=2` in a query string) ends the header; `ends`: what else ends a
-    value (a query parameter's `&`)."""
+    """name=value pairs joined by `; ` (section 4.2.1: cookie-pair *( ";" SP cookie-pair )), or
+    by a bare `;` as lax writers join them: a value holds no `;` or space, so the chain is read
+    once. A name after the first holds no `&`, `?` or `/`, so `sid=x;HttpOnly&v=2` in a query
+    string ends at `;`. `ends`: what else ends a value (a query parameter's `&`)."""
     value = rf"[^;\s\"'\\{ends}]{{0,4096}}"
-    pair = rf"[^=;,\s\"'\\]{{1,256}}={value}"
-    return rf"{pair}(?:;[ \t]{{1,16}}{pair}){{0,63}}"
+    first = rf"[^=;,\s\"'\\]{{1,256}}={value}"
+    pair = rf"[^=;,\s\"'\\&?/]{{1,256}}={value}"
+    return rf"{first}(?:;[ \t]{{0,16}}{pair}){{0,63}}"
 
 
 # Cookie: every value; Set-Cookie: the cookie's value, its attributes kept (RFC 6265 section
