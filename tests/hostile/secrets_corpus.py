@@ -1529,6 +1529,9 @@ DOC_PHP_DEFINE = "https://www.php.net/manual/en/function.define.php"
 DOC_AWS_CONFIGURE_SET = "https://docs.aws.amazon.com/cli/latest/reference/configure/set.html"
 DOC_TELEGRAM_NEUTRAL = DOC_TELEGRAM
 DOC_REDIS_AUTH = "https://redis.io/docs/latest/commands/auth/"
+DOC_STS_XML = (
+    "https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html"
+)
 DOC_SUDO = "https://www.sudo.ws/docs/man/sudo.man/#S"
 DOC_IPSEC = "https://docs.strongswan.org/docs/latest/config/ipsecSecrets.html"
 DOC_SSM_PUT = "https://docs.aws.amazon.com/cli/latest/reference/ssm/put-parameter.html"
@@ -1734,6 +1737,18 @@ def _file_format_secrets(add: Callable[..., None]) -> None:
         f"openssl enc -d -aes-256-cbc -k '{pw}' -in model.enc",
         pw,
         keep=("model.enc",),
+    )
+    secret_key, session = b62(40), "IQoJb3JpZ2luX2VjE" + b64(120).replace("=", "")
+    add(
+        "aws-sts-xml-credentials",
+        DOC_STS_XML,
+        "<Credentials>\n  <AccessKeyId>ASIA" + upper(16) + "</AccessKeyId>\n"
+        f"  <SecretAccessKey>{secret_key}</SecretAccessKey>\n"
+        f"  <SessionToken>{session}</SessionToken>\n"
+        "  <Expiration>2026-12-05T10:00:00Z</Expiration>\n</Credentials>",
+        secret_key,
+        session,
+        keep=("<Expiration>2026-12-05T10:00:00Z</Expiration>",),
     )
     bot = f"{_pick(string.digits, 9)}:AA{_pick(B62 + '_-', 33)}"
     add("telegram-bot-token-neutral-key", DOC_TELEGRAM_NEUTRAL, f"bot: {bot}", bot[12:])
