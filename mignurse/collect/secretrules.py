@@ -179,7 +179,11 @@ def _pem_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
         pos = tail.end()
 
 
-_PEM_LINE = re.compile(r"[A-Za-z0-9+/=]{1,8192}|(?:Proc-Type|DEK-Info):[^\n\\]{0,256}")
+# a PEM body's own lines: base64, RFC 1421 headers, OpenPGP armor headers (RFC 9580 6.2)
+_PEM_LINE = re.compile(
+    r"[A-Za-z0-9+/=]{1,8192}"
+    r"|(?:Proc-Type|DEK-Info|Version|Comment|Hash|Charset|MessageID):[^\n\\]{0,256}"
+)
 # a line break, real or escaped in a JSON string (once, or more when JSON holds JSON)
 _PEM_BREAK = re.compile(r"(?:[\r\n]|\\{1,8}[rn])+")
 _BLANK = re.compile(r"(?:[ \t\r\n]|\\{1,8}[nrt])*")
