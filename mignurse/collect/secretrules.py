@@ -792,7 +792,8 @@ def _pairs(ends: str = "") -> str:
 # 4.1 and 4.2); also curl's --cookie. A cookie given as a query parameter (`?cookie=sid=x&v=2`)
 # ends at the parameter's `&`.
 _COOKIE = re.compile(
-    r"(?<![A-Za-z?&])(?i:(?:set-)?cookie2?)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\\?[\"']?"
+    # a header map may hold a list of values: "Set-Cookie": ["sid=…; Path=/"]
+    r"(?<![A-Za-z?&])(?i:(?:set-)?cookie2?)\\?[\"']?[ \t]{0,16}[:=][ \t]{0,16}\[?\\?[\"']?"
     rf"(?P<body>{_pairs()})"
     rf"|(?<=[?&])(?i:(?:set-)?cookie2?)=(?P<body3>{_pairs('&')})"
     rf"|--cookie(?:[ \t]{{1,16}}|=)[\"']?(?P<body2>{_pairs()})"

@@ -111,6 +111,7 @@ def test_a_secret_value_ends_at_an_escaped_line_break_in_doubly_escaped_text(esc
         ("Set-Cookie: sid=Zx9sessionval;Path=/;HttpOnly", ";Path=/;HttpOnly"),
         ("Cookie: sid=Zx9sessionval; theme=Zx9themeval", ""),
         ("Cookie: sid=Zx9sessionval;theme=Zx9themeval", ""),
+        ('{"Set-Cookie": ["sid=Zx9sessionval; Path=/; HttpOnly"]}', '; Path=/; HttpOnly"]}'),
     ],
 )
 def test_a_cookie_ends_where_a_cookie_header_cannot_go_on(line: str, kept: str) -> None:
