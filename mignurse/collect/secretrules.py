@@ -639,7 +639,13 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
     ("sbp_", r"[0-9a-f]{40}", "supabase.com/docs/reference/api/introduction"),
     ("pnu_", r"[A-Za-z0-9]{36}", "GL prefect-api-token"),
     ("rdme_", r"[a-z0-9]{70}", "GL readme-api-token"),
+    ("sgp_", r"[0-9a-f]{40}", "GL sourcegraph-access-token"),
+    ("xkeysib-", r"[0-9a-f]{64}-[A-Za-z0-9]{16}", "GL sendinblue-api-token"),
+    ("sk.eyJ", r"[\w-]{20,400}\.[\w-]{20,64}", "docs.mapbox.com/help/glossary/access-token/"),
+    ("figd_", r"[\w-]{38,64}", "developers.figma.com/docs/rest-api/authentication/"),
+    ("nfp_", r"[A-Za-z0-9_]{36}", "TH netlify/v2"),
     # AI providers beyond the openai-key rule
+    ("xai-", r"[A-Za-z0-9]{60,100}", "docs.x.ai/docs/api-reference#authentication"),
     ("sk-or-v1-", r"[0-9a-f]{64}", "openrouter.ai/docs/api-reference/authentication"),
     ("gsk_", r"[A-Za-z0-9]{52}", "console.groq.com/docs/api-keys"),
     ("r8_", r"[A-Za-z0-9]{37}", "replicate.com/docs/topics/security/api-tokens"),
@@ -652,6 +658,7 @@ _PROVIDER_TOKENS: tuple[tuple[str, str, str], ...] = (
 # must end there: certificate bundles, digests and resource names never match.
 # what comes before a prefix that is not the start of its token: (prefix, pattern, its length)
 _BEFORE_PREFIX = {"atlasv1.": (r"[A-Za-z0-9]{14}\.", 15)}
+
 _PROVIDER = re.compile(
     r"(?:(?<![A-Za-z0-9_+/-])|(?<=\\[nrt]))(?:"
     + "|".join(
@@ -731,6 +738,8 @@ _CLI_PASSWORD = re.compile(
     rf"{_arg('g')}"
     rf"|\bopenssl\b[^\n]{{0,512}}?{_SP}-pass(?:in|out)?{_SP}{{1,16}}pass:{_arg('h')}"
     rf"|\bopenssl\b[^\n]{{0,512}}?{_SP}-k{_SP}{{1,16}}{_arg('n')}"
+    # wandb login <key> (docs.wandb.ai/ref/cli/wandb-login/): a 40-hex (or longer) API key
+    rf"|\bwandb{_SP}{{1,16}}login\b[^\n]{{0,256}}?{_SP}(?P<r>[0-9a-f]{{40,86}})(?![\w-])"
     # a password piped to what reads it from stdin: sudo -S (sudo(8)), passwd --stdin
     # (passwd(1) on RHEL and Amazon Linux), docker/podman/helm login --password-stdin
     rf"|\becho{_SP}{{1,16}}(?:-[ne]{{1,2}}{_SP}{{1,16}})?{_arg('m')}[ \t]{{0,16}}\|[ \t]{{0,16}}"
@@ -762,6 +771,7 @@ _CLI_TRIGGERS = (
     "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
     "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus", "requirepass", "masterauth",
     "mosquitto_", "sudo", "--stdin", "--password-stdin", "jenkins-cli", "snmp", "auth",
+    "wandb",
 )  # fmt: skip
 
 
@@ -826,6 +836,9 @@ _CHAT_TOKENS = re.compile(
     r"(?i:discord(?:app)?\.com/api/(?:v\d{1,2}/)?webhooks/)\d{15,21}/(?P<val>[\w-]{40,100})"
     r"|(?<![\w-])(?i:oauth):(?P<val2>[a-z0-9]{30})(?![\w-])"
     r"|(?i:pagerduty\.com/integration/)(?P<val3>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
+    # Microsoft Teams incoming webhooks: the path after webhookb2/ is the credential
+    # (GL microsoft-teams-webhook)
+    r"|(?i:\.webhook\.office\.com/webhookb2/)(?P<val5>[\w@/-]{40,512})"
     # Telegram bot tokens, <bot id>:AA and 33 more (core.telegram.org/bots/api#authorizing-
     # your-bot; GL telegram-bot-api-token): the id's digits, `:AA` and exactly 33 characters
     # are specific enough under any key (`bot: …`, `BOT=…`, the api.telegram.org/bot… path);
@@ -1135,7 +1148,13 @@ TEXT_RULES: tuple[Rule, ...] = (
         "chat-token",
         _CHAT_TOKENS,
         _val_group,
-        (("discord", 0), ("oauth:", 0), ("pagerduty.com/integration/", 0), (":aa", 10)),
+        (
+            ("discord", 0),
+            ("oauth:", 0),
+            ("pagerduty.com/integration/", 0),
+            (":aa", 10),
+            ("webhook.office.com/", 1),
+        ),
     ),
     Rule(
         "context-token",
