@@ -1529,6 +1529,7 @@ DOC_PHP_DEFINE = "https://www.php.net/manual/en/function.define.php"
 DOC_AWS_CONFIGURE_SET = "https://docs.aws.amazon.com/cli/latest/reference/configure/set.html"
 DOC_TELEGRAM_NEUTRAL = DOC_TELEGRAM
 DOC_REDIS_AUTH = "https://redis.io/docs/latest/commands/auth/"
+DOC_WANDB = "https://docs.wandb.ai/ref/cli/wandb-login/"
 DOC_STS_XML = (
     "https://docs.aws.amazon.com/STS/latest/APIReference/API_AssumeRoleWithWebIdentity.html"
 )
@@ -1750,6 +1751,37 @@ def _file_format_secrets(add: Callable[..., None]) -> None:
         session,
         keep=("<Expiration>2026-12-05T10:00:00Z</Expiration>",),
     )
+    for kind, prefix, body, source in (
+        ("xai-api-key", "xai-", b62(80), "https://docs.x.ai/docs/api-reference#authentication"),
+        (
+            "figma-pat",
+            "figd_",
+            _pick(B62 + "_-", 40),
+            "https://developers.figma.com/docs/rest-api/authentication/",
+        ),
+        ("sourcegraph-token", "sgp_", hexs(40), GITLEAKS),
+        ("brevo-api-key", "xkeysib-", hexs(64) + "-" + b62(16), GITLEAKS),
+        (
+            "mapbox-secret-token",
+            "sk.eyJ",
+            b64url(b'1":"ops","a":"ck12"}') + "." + b62(22),
+            "https://docs.mapbox.com/help/glossary/access-token/",
+        ),
+        ("netlify-pat", "nfp_", b62(36), TRUFFLEHOG),
+    ):
+        add(
+            kind, source, f"notify: using key {prefix}{body} for alerts", body, keep=("for alerts",)
+        )
+    hook = f"{uuid()}@{uuid()}/IncomingWebhook/{hexs(32)}/{uuid()}"
+    add(
+        "teams-webhook",
+        GITLEAKS,
+        f"alertmanager: POST https://acme.webhook.office.com/webhookb2/{hook} 200",
+        hook,
+        keep=("acme.webhook.office.com",),
+    )
+    key = hexs(40)
+    add("wandb-login", DOC_WANDB, f"+ wandb login --relogin {key}", key, keep=("--relogin",))
     bot = f"{_pick(string.digits, 9)}:AA{_pick(B62 + '_-', 33)}"
     add("telegram-bot-token-neutral-key", DOC_TELEGRAM_NEUTRAL, f"bot: {bot}", bot[12:])
 
