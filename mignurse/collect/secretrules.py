@@ -770,8 +770,8 @@ _CLI_PASSWORD = re.compile(
 _CLI_TRIGGERS = (
     "mysql", "mariadb", "sshpass", "ldap", "redis-cli", "mongo", "sqlcmd", "ipmitool",
     "smbclient", "openssl", "rabbitmqctl", "htpasswd", "sqlplus", "requirepass", "masterauth",
-    "mosquitto_", "sudo", "--stdin", "--password-stdin", "jenkins-cli", "snmp", "auth",
-    "wandb",
+    "mosquitto_", "| sudo", "|sudo", "-stdin", "jenkins-cli", "auth", "wandb", "snmpwalk",
+    "snmpbulk", "snmpget", "snmpset", "snmptable", "snmptrap", "snmpdf", "snmpstatus",
 )  # fmt: skip
 
 
@@ -1282,7 +1282,7 @@ FILE_FORMAT_RULES: tuple[Rule, ...] = (
         "secret-env",
         _NAMED_VALUE,
         _named_value,
-        (("--from-literal", 0), ("configure", 0), ("put-parameter", 0), *_KEYWORD_TRIGGERS),
+        (("--from-literal", 0), ("configure set", 0), ("put-parameter", 0), *_KEYWORD_TRIGGERS),
         LINE,
     ),
 )
