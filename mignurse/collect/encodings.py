@@ -403,7 +403,9 @@ _FORM_START = r"(?m)(?:^|(?<=[?&])|(?<=\s)(?=\S{0,65536}?[&%]))[^=&\s#?\"'<>]{1,
 # a value ends where the next parameter could start (`?` too: an encoder writes it %3F), so
 # each character is read once however many parameters a line holds
 _FORM_VALUE = re.compile(_FORM_START + r"(?P<val>[^&\s#?\"'<>]{0,65536})")
-_FORM_PLUS = re.compile(_FORM_START + r"[^&\s#?\"'<>+]{0,65536}\+")
+# a line that may hold one: a parameter after `?` or `&` (a charset `re` skips to fast),
+# then a `+` on its line; the view decodes a `+` only inside a `_FORM_VALUE`
+_FORM_PARAMETER = re.compile(r"[?&][^=&\s#?\"'<>]{1,256}=")
 
 
 def _url_decoded(text: str, lines: list[Span], parent: View | None) -> View | None:
@@ -414,7 +416,11 @@ def _url_decoded(text: str, lines: list[Span], parent: View | None) -> View | No
     for start, end in lines:
         at = start
         found = False
-        spaces = [m.span("val") for m in _FORM_VALUE.finditer(text, start, end) if "+" in m["val"]]
+        spaces = (
+            [m.span("val") for m in _FORM_VALUE.finditer(text, start, end) if "+" in m["val"]]
+            if text.find("+", start, end) != -1
+            else []
+        )
         value = 0  # the first form value that does not end before this run
         for run in _PERCENT_RUN.finditer(text, start, end):
             if run[0] == "+":
@@ -547,8 +553,12 @@ def _views(
     if "url" in wanted and ("%" in text or "+" in text):
         encoded = [m.start() for m in _PERCENT.finditer(text)]
         if "+" in text and "=" in text:
-            encoded += [m.start() for m in _FORM_PLUS.finditer(text)]
-        escaped = _whole(text, lines_at(text, encoded))
+            encoded += [m.start() for m in _FORM_PARAMETER.finditer(text)]
+        escaped = [
+            (start, end)
+            for start, end in _whole(text, lines_at(text, encoded))
+            if text.find("%", start, end) != -1 or text.find("+", start, end) != -1
+        ]
         if escaped:
             made.append(("url", _url_decoded(text, escaped, parent)))
     if "html" in wanted and "&" in text:
