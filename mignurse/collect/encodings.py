@@ -686,9 +686,9 @@ def vetted(text: str, edit: Edit) -> Edit | None:
     if new != MARKER and _crosses_records(text, start, end):
         return None  # a block paired over log records: the views mask it record by record
     if new == MARKER:
-        # a value in text escaped twice ends at its escaped line break (\\n)
-        cut = text.find("\\\\n", start, end)
-        end = end if cut == -1 else cut
+        # a value in text escaped twice ends at its escaped line break or tab (\\n, \\r, \\t)
+        cut = _ESCAPED_TWICE.search(text, start, end)
+        end = end if cut is None else cut.start()
         # a value whose name was percent-encoded ends at an encoded separator
         if text[max(0, start - 3) : start].upper() in ("%3D", "%20", "%3A"):
             separator = _ENCODED_SEPARATOR.search(text, start, end)
@@ -700,6 +700,7 @@ def vetted(text: str, edit: Edit) -> Edit | None:
     return start, end, new
 
 
+_ESCAPED_TWICE = re.compile(r"\\\\[nrt]")
 _ENCODED_SEPARATOR = re.compile(r"%(?:20|26|3[Bb]|2[Cc])")
 
 

@@ -103,6 +103,11 @@ def test_a_secret_value_ends_at_an_escaped_line_break_in_doubly_escaped_text(esc
     assert out == text.replace("Zx9-pw", MARKER)
 
 
+def test_a_tab_separated_value_ends_at_a_doubly_escaped_tab_or_line_break() -> None:
+    text = "API_KEY\tZx9key\\\\tnext_field\nDB_PASSWORD\tZx9pw\\\\r\\\\nHOST=db1\n"
+    assert _masked("env.txt", text) == text.replace("Zx9key", MARKER).replace("Zx9pw", MARKER)
+
+
 @pytest.mark.parametrize(
     ("line", "kept"),
     [
