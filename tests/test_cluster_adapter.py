@@ -238,3 +238,23 @@ def test_node_pods_uses_a_field_selector_and_puts_gpu_users_first(
     assert pods[0].uses_gpu and pods[0].gpu_requests == {"nvidia.com/gpu": 8}
     assert not pods[-1].uses_gpu  # DaemonSet pods after the workload
     assert any(r["query"].get("fieldSelector") == f"spec.nodeName={node}" for r in sim.requests)
+
+
+def test_events_past_the_list_cap_are_cut_with_a_notice_and_the_rest_still_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim = SimCluster(load_scenario("dcgm-repair-loop"), speed=0).start()
+    try:
+        nodes, events = len(sim.objects("nodes")), len(sim.objects("events"))
+        assert nodes < 40 < events  # the cap below falls between them
+        monkeypatch.setenv("MIGNURSE_MAX_LIST_ITEMS", "40")
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "c")))
+        loaded = load_snapshot(client, with_events=True)
+    finally:
+        sim.stop()
+    assert len(loaded.snapshot.nodes) == nodes
+    assert len(loaded.snapshot.events) == 40
+    assert any(
+        n.startswith("only the first 40 events of a list were read (MIGNURSE_MAX_LIST_ITEMS raises")
+        for n in loaded.notices
+    ), loaded.notices

@@ -17,7 +17,7 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
@@ -167,6 +167,7 @@ class TooManyRequests(ApiError):
 class Listing(Generic[T]):
     items: list[T]
     resource_version: str
+    cut: bool = False  # the list went past LIST_ITEMS and only that many were kept (`cut`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -684,34 +685,45 @@ class ClusterClient:
         self,
         resource: Resource,
         parse: Callable[[dict[str, Any]], T],
+        *,
+        cut: bool = False,
         **selectors: Any,
     ) -> Listing[T]:
         """List every object of a resource (paged), parsed at the edge.
 
         The next page is fetched while this one is parsed, so the API server's time and
         ours overlap; at most three pages are in memory. A continue token that expires
-        mid-way (410) restarts the listing, as client-go does. At most LIST_ITEMS objects."""
+        mid-way (410) restarts the listing, as client-go does. At most LIST_ITEMS objects:
+        past them the list is refused (BadAnswer), or with `cut` (events, where some are
+        worth more than none) the first LIST_ITEMS are kept and the listing says so."""
         cap = _limit(LIST_ITEMS)
         for _attempt in range(3):
             items: list[T] = []
             resource_version = ""
             try:
-                for body, page_version in _prefetched(self._page_bodies(resource, **selectors)):
+                pages = _prefetched(self._page_bodies(resource, **selectors))
+                for body, page_version in pages:
                     with paused_gc():
                         whole = _page_list(body, resource)
+                        over = False
                         if whole is None:  # a page too large to parse whole: walked
                             for raw in _page_items(body, resource):
                                 if len(items) >= cap:
-                                    raise BadAnswer(_too_many(resource))
+                                    over = True
+                                    break
                                 items.append(_parsed(parse, raw, resource, len(items)))
-                        elif len(items) + len(whole) > cap:
-                            raise BadAnswer(_too_many(resource))
                         else:
-                            _parse_into(items, whole, parse, resource)
+                            over = len(items) + len(whole) > cap
+                            _parse_into(items, whole[: cap - len(items)], parse, resource)
                         # The page's JSON freed while the collector is still paused: alive
                         # past it, the collector's next pass would walk all of it.
                         del whole
                     resource_version = page_version
+                    if over:
+                        if not cut:
+                            raise BadAnswer(_too_many(resource))
+                        pages.close()
+                        return Listing(items, resource_version, cut=True)
             except Expired:
                 continue
             return Listing(items, resource_version)
@@ -856,7 +868,7 @@ class ClusterClient:
 _DONE = object()
 
 
-def _prefetched(pages: Iterator[tuple[bytes, str]]) -> Iterator[tuple[bytes, str]]:
+def _prefetched(pages: Iterator[tuple[bytes, str]]) -> Generator[tuple[bytes, str], None, None]:
     """Run `pages` one step ahead in a thread: its network waits overlap our parsing."""
     handoff: queue.Queue[Any] = queue.Queue(maxsize=1)
     stop = threading.Event()

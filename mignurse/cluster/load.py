@@ -17,6 +17,7 @@ from mignurse.cluster.client import (
 from mignurse.cluster.dra import load_dra, node_claims
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.model import Event, Node, NodeClaim, NodePool, Pod, with_gpu_claims
+from mignurse.untrusted import LIST_ITEMS
 
 KARPENTER_GROUP = ("karpenter.sh", "v1")
 KARPENTER_ABSENT_NOTICE = (
@@ -66,16 +67,22 @@ def load_snapshot(
     events: tuple[Event, ...] = ()
     if with_events:
         try:
-            if event_kinds:  # only about objects of these kinds (field selector)
-                events = tuple(
-                    e
-                    for kind in event_kinds
-                    for e in client.list(
-                        EVENTS, Event.from_api, field_selector=f"involvedObject.kind={kind}"
-                    ).items
+            # Only about objects of these kinds (a field selector each), or all of them. A
+            # list past LIST_ITEMS is cut there, not refused: some events beat none.
+            listings = [
+                client.list(EVENTS, Event.from_api, cut=True, **selector)
+                for selector in (
+                    [{"field_selector": f"involvedObject.kind={kind}"} for kind in event_kinds]
+                    or [{}]
                 )
-            else:
-                events = tuple(client.list(EVENTS, Event.from_api).items)
+            ]
+            events = tuple(e for listing in listings for e in listing.items)
+            if any(listing.cut for listing in listings):
+                notices.append(
+                    f"only the first {LIST_ITEMS.value():,} events of a list "
+                    f"were read ({LIST_ITEMS.env} raises the limit): some findings may miss "
+                    "their evidence"
+                )
         except Forbidden as exc:
             notices.append(f"{exc}; events are left out")
     snapshot = Snapshot(

@@ -313,6 +313,35 @@ def test_a_list_longer_than_the_list_cap_names_the_cap(serve: Callable[[Hostile]
     assert "over the limit of 1,200 objects for the objects of one list" in line, line
 
 
+def _pages_of_500(handler: Handler) -> None:
+    start = int(handler.query().get("continue") or 0)
+    items = [small_node(i) for i in range(start, start + 500)]
+    send(handler, 200, kube_list(items, token=str(start + 500)))
+
+
+@pytest.mark.parametrize("page_bytes", [8 * MiB, 1024])  # pages parsed whole, and walked
+def test_a_list_past_the_cap_is_cut_there_when_asked_and_refused_otherwise(
+    monkeypatch: pytest.MonkeyPatch, page_bytes: int
+) -> None:
+    from mignurse.cluster import pages
+
+    monkeypatch.setenv("MIGNURSE_MAX_LIST_ITEMS", "1200")
+    monkeypatch.setattr(pages, "WHOLE_PAGE_BYTES", page_bytes)
+    server = Server(("127.0.0.1", 0), Handler)
+    server.hostile = Hostile(nodes=_pages_of_500)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = _client_of(server)
+        listing = client.list(NODES, Node.from_api, cut=True)
+        with pytest.raises(BadAnswer, match="over the limit of 1,200 objects"):
+            client.list(NODES, Node.from_api)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert listing.cut and len(listing.items) == 1200
+    assert listing.items[-1].name == small_node(1199)["metadata"]["name"]
+
+
 def test_a_continue_token_handed_back_forever_ends(serve: Callable[[Hostile], Path]) -> None:
     kubeconfig = serve(Hostile(nodes=body(kube_list([small_node(1)], token="again"))))
     line = one_line_error(run_cli(kubeconfig, "nodes"))
