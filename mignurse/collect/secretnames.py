@@ -38,6 +38,9 @@ _NOT_SECRET_WORD = re.compile(r"(?i)tokeniz|bypass|passthrough|compass|passive|p
 # insert and license keys (New Relic), WireGuard's PresharedKey
 _KEY_NAME = re.compile(
     r"[A-Z0-9_.-]*[A-Z0-9][_.-]KEY"
+    # an HTTP header named for a key (Fastly-Key, docs.fastly.com/en/guides/using-api-tokens;
+    # X-Api-Key): Title-Case words joined by hyphens, ending in -Key
+    r"|(?:[A-Z][A-Za-z0-9]{0,31}-){1,6}Key"
     r"|(?i:[\w.-]*(?:ssh|encryption|master|signing|secret|access|session|license|client|routing"
     r"|integration|service|account|storage|app|application|insert|ingest|subscription|webhook"
     r"|shared|admin|deploy|auth|bot|consumer|functions|preshared|decryption|hmac|jwt"
@@ -50,8 +53,10 @@ _KEY_NAME = re.compile(
 # authentication)
 _ALWAYS_SECRET = frozenset({"private_key_id", "x-jfrog-art-api"})
 # An upper-case environment variable ending in _AUTH holds credentials (REDISCLI_AUTH,
-# redis.io/docs/latest/develop/tools/cli/; NPM_CONFIG__AUTH)
-_ENV_AUTH = re.compile(r"[A-Z0-9]+(?:_{1,2}[A-Z0-9]+)*_{1,2}AUTH")
+# redis.io/docs/latest/develop/tools/cli/; NPM_CONFIG__AUTH), one ending in _PAT a personal
+# access token (AZURE_DEVOPS_EXT_PAT, learn.microsoft.com/en-us/azure/devops/cli/log-in-via-pat;
+# GITHUB_PAT, GITLAB_PAT)
+_ENV_AUTH = re.compile(r"[A-Z0-9]+(?:_{1,2}[A-Z0-9]+)*_{1,2}(?:AUTH|PAT)")
 _PUBLIC = re.compile(r"(?i)public|pub[_.-]")
 # Flags that switch on using a token rather than carrying one (huggingface-cli --use-auth-token)
 _SWITCH_PREFIX = re.compile(r"(?i)-*(?:use|no|enable|disable|with|without|require)[_-]")

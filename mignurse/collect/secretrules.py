@@ -777,6 +777,40 @@ _CLI_TRIGGERS = (
 
 _SHELL_VARIABLE = re.compile(r"\$\{?[A-Za-z_]\w{0,127}\}?")
 
+# Any client that takes a user and then a password as `-u USER … -p PASSWORD` (cqlsh, influx,
+# rabbitmqadmin, clickhouse-client and the many like them; mysql's attached -pX is above):
+# `-p` after a user flag on the same command. `-p` is a port as often (docker run -u 1000 -p
+# 8080:80, psql -U app -p 5432), so a port, an address:port, a URL or another flag stays.
+_USER_THEN_P = re.compile(
+    r"(?:^|(?<=[\s\x00]))(?:-u|-U|--user(?:name)?)(?:[ \t\x00]{1,16}|=)[^\s\x00\-][^\s\x00]{0,127}"
+    rf"(?:{_SP}{{1,16}}[^\s\x00|;&]{{1,256}}){{0,8}}?{_SP}{{1,16}}-p{_SP}{{1,16}}{_arg('u')}"
+)
+_PORT_LIKE = re.compile(
+    r"(?:\[?[0-9a-fA-F:.]{2,45}\]?:)?\d{1,5}(?:[:-]\d{1,5}){0,2}(?:/(?:tcp|udp|sctp))?"
+)
+
+
+# Commands whose -p is never a password: a port (docker/podman/nerdctl run -p, ssh -p), a
+# journal priority (journalctl -p err, journalctl(1)), a parent-making mkdir
+_P_NOT_PASSWORD = re.compile(
+    r"\b(?:docker|podman|nerdctl|crictl|ctr|ssh|scp|sftp|journalctl|systemctl|kubectl|mkdir"
+    r"|install|rsync|nc|ncat|socat|iperf3?|nmap)\b"
+)
+_PRIORITY = re.compile(r"(?i)(?:emerg|alert|crit|err|warning|notice|info|debug|[0-7])(?:\.\.\w+)?")
+
+
+def _user_then_p(m: re.Match[str]) -> Edit | None:
+    value = next((v for g, v in m.groupdict().items() if g.startswith("u") and v), "")
+    if _PORT_LIKE.fullmatch(value) or _PRIORITY.fullmatch(value):
+        return None
+    if "://" in value or value.startswith("-"):
+        return None
+    text = m.string
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    if _P_NOT_PASSWORD.search(text, max(line_start, m.start() - 512), m.start()):
+        return None
+    return _cli_password(m)
+
 
 def _cli_password(m: re.Match[str]) -> Edit | None:
     for group, value in m.groupdict().items():
@@ -939,10 +973,11 @@ _KEYWORDS = (
     "accountkey",
     "presharedkey",
     "_auth",
+    "_pat",
 )
 _SECRET_ENV = re.compile(
     r"(?P<kw>(?i:pass|pwd|secret|token|api[_-]?key|private[_-]?key|cred|[_-]key|accountkey"
-    r"|presharedkey|_auth\b))"
+    r"|presharedkey|_auth\b|_pat\b))"
     r"(?P<rest>[\w.-]{0,64})"
     r"(?P<q>\\?[\"']?)"
     r"(?P<sep>[ \t]{0,16}[=:][ \t]{0,16}|\s{0,64},\s{0,64}\\?\"value\\?\"\s{0,16}:\s{0,16}"
@@ -962,6 +997,10 @@ _K8S_ENV_JSON = re.compile(r"\\?\"name\\?\"\s{0,64}:\s{0,64}$")
 _K8S_ENV_YAML = re.compile(r"(?:^|\n)[ \t]{0,64}(?:-[ \t]{1,16})?name:[ \t]{0,16}$")
 _YAML_LIST_ITEM = re.compile(r"(?:^|\n)[ \t]{0,64}-[ \t]{1,16}$")
 # the quote may be escaped (a JSON log line) or doubled (a single-quoted YAML scalar)
+# An HTTP header by its shape (RFC 9110 5.1 field names, written Title-Case-With-Hyphens as
+# clients and proxies log them): `X-Consul-Token: v`, `Ocp-Apim-Subscription-Key: v` are a
+# credential wherever the line holds them (a request logged in prose, a header map printed)
+_HEADER_NAME = re.compile(r"(?:X-)?[A-Z][A-Za-z0-9]{0,31}(?:-[A-Z][A-Za-z0-9]{0,31}){1,6}")
 _HEADER_FLAG = re.compile(r"(?:^|[ \t])(?:-H|--header)(?:[ \t]{1,16}|=)(?:''|\\?[\"'])?$")
 # curl -v writes request headers after `> ` and response headers after `< `
 _LINE_START = re.compile(
@@ -1016,7 +1055,11 @@ def _secret_env(m: re.Match[str]) -> Edit | None:
             return None
     elif sep.strip() == ":":  # YAML key at line start, flow mapping {k: v}, Go-struct Name:value,
         # or a header given to curl -H "X-Api-Key: value"
-        if not _at_line_start(text, start) and not _HEADER_FLAG.search(before):
+        if (
+            not _at_line_start(text, start)
+            and not _HEADER_FLAG.search(before)
+            and not (_HEADER_NAME.fullmatch(name) and sep.startswith(":"))
+        ):
             flow = before.rstrip(" \t")[-1:] in ("{", ",")
             if not flow and (sep != ":" or (before and before[-1] not in "{ ,(")):
                 return None
@@ -1143,6 +1186,7 @@ TEXT_RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
+    Rule("cli-password", _USER_THEN_P, _user_then_p, ((" -p ", 0), ("\x00-p\x00", 0)), LINE),
     Rule("cookie", _COOKIE, _cookie, (("cookie", 4), ("--cookie", 0))),
     Rule(
         "chat-token",
