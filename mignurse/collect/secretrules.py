@@ -1186,7 +1186,6 @@ TEXT_RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule("cli-password", _CLI_PASSWORD, _cli_password, tuple((t, 0) for t in _CLI_TRIGGERS), LINE),
-    Rule("cli-password", _USER_THEN_P, _user_then_p, ((" -p ", 0), ("\x00-p\x00", 0)), LINE),
     Rule("cookie", _COOKIE, _cookie, (("cookie", 4), ("--cookie", 0))),
     Rule(
         "chat-token",
@@ -1313,6 +1312,7 @@ _IPSEC_SECRET = re.compile(
 
 _KEYWORD_TRIGGERS = tuple((k, 0) for k in _KEYWORDS)
 FILE_FORMAT_RULES: tuple[Rule, ...] = (
+    Rule("cli-password", _USER_THEN_P, _user_then_p, ((" -p ", 0),), LINE),
     Rule("secret-env", _XML_ELEMENT, _xml_element, tuple((k, 0) for k in _KEYWORDS), LINE),
     Rule("cli-password", _SQL_PASSWORD, _val_group, (("identified", 0), ("password", 0)), LINE),
     Rule("netrc-password", _PGPASS, _pgpass, tuple((t, 0) for t in _PGPASS_TRIGGERS), LINE),

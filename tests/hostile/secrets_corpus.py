@@ -2461,6 +2461,9 @@ HOSTILE_PATTERNS: dict[str, str] = {
     "pem-begin-then-base64": "-----BEGIN EC PRIVATE KEY-----\nMIIEpAIBAAKCAQEAu1SU1LfVLPH\n",
     "pem-begin-one-line": "-----BEGIN X----- ",
     "token-words-one-line": "token ",
+    # a user flag then -p, over and over on one line (the -u USER … -p PASSWORD rule)
+    "user-then-p-one-line": "-u a -p -u b c d -p ",
+    "header-names-one-line": "X-A-Token: X-B-Key: ",
     "password-run": "password",
     "password-equals-run": "password=",
     "quoted-key-unterminated": '"password": "',
