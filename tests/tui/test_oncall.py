@@ -209,7 +209,7 @@ async def test_each_view_keeps_its_own_live_filter_and_jk_move(
         await until(
             lambda: f"filter /{target} " in static_text(app.query_one("#nodes-bar", Static))
         )
-        assert set(table_rows(app)) == {order[1]}
+        await until(lambda: set(table_rows(app)) == {order[1]})
         await pilot.press("escape", "escape")  # close the input, clear the node filter
         await until(lambda: len(table_rows(app)) == 3)
         await pilot.press("escape")  # back to the fleet: its own filter is still there
