@@ -476,17 +476,46 @@ _BASE64 = re.compile(
     r"(?![A-Za-z0-9+/=_-])"
 )
 _PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e\u00a0-\uffff]*")
+# The same runs found fast in ASCII text (nearly every log): Python's regex engine tries a
+# character-class pattern at every position, about 18 ms a MiB, but finds a literal prefix
+# with a string search. So the text's bytes are mapped (base64 characters to "A", the rest to
+# a space), the runs of MIN_BASE64 "A"s found literally, and each run checked as _BASE64 does:
+# one alphabet, at most two "=" of padding, nothing base64-like after them.
+_RUN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+_RUN_MAP = bytes(0x41 if byte in _RUN_CHARS else 0x20 for byte in range(256))
+_RUN = re.compile(b"A" * MIN_BASE64 + b"+")
+_ONE_ALPHABET = re.compile(r"[A-Za-z0-9+/]+|[A-Za-z0-9_-]+")
+_AFTER_RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
+
+
+def base64_runs(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of every match of _BASE64 in `text`, in order."""
+    if not text.isascii():
+        for m in _BASE64.finditer(text):
+            yield m.span()
+        return
+    size = len(text)
+    for m in _RUN.finditer(text.encode("ascii").translate(_RUN_MAP)):
+        start, end = m.span()
+        if not _ONE_ALPHABET.fullmatch(text, start, end):
+            continue
+        stop = end
+        while stop < size and stop - end < 2 and text[stop] == "=":
+            stop += 1
+        if stop < size and text[stop] in _AFTER_RUN:
+            continue
+        yield start, stop
 
 
 def _base64_decoded(text: str, parent: View | None) -> View | None:
     """Each long base64 run whose bytes are UTF-8 text (a docker `auth`, a credentials file
     held whole in a log line or an object), decoded; a match anywhere in it masks the run."""
     build = _Builder()
-    for m in _BASE64.finditer(text):
-        run = m[0]
+    for start, end in base64_runs(text):
+        run = text[start:end]
         if len(run) % 4 == 1 or run.startswith("LS0tLS1CRUdJTi"):
             continue  # not base64, or a PEM block: the pem-base64 rule decides on it
-        if parent is None and _partial(text, text.rfind("\n", 0, m.start()) + 1):
+        if parent is None and _partial(text, text.rfind("\n", 0, start) + 1):
             continue  # a piece of a longer run: the joined view decodes it whole
         padded = run + "=" * (-len(run) % 4)
         try:
@@ -500,7 +529,7 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
             continue
         if not _PRINTABLE.fullmatch(decoded):
             continue
-        build.decoded(decoded, m.start(), m.end())
+        build.decoded(decoded, start, end)
         build.separator()
     return build.view(parent)
 

@@ -302,6 +302,8 @@ def mask_secrets(
     if lines != []:  # []: grep saw no trigger anywhere, so no text rule can match
         text, found, scan = _mask_text(text, lines, clock)
         _add(counts, found)
+    else:  # and the views start from that answer rather than ask grep again
+        scan = _Scan(text, lines)
     for _ in range(PASSES):
         text, found = _mask_views(text, clock, scan)
         _add(counts, found)

@@ -296,3 +296,21 @@ def test_many_query_parameters_before_one_plus_cost_linear_time(unit: str) -> No
     large = (unit * (192 * 1024 // len(unit)) + "+").encode()
     t_small, t_large = _cpu_seconds(small), _cpu_seconds(large)
     assert t_large <= 10 * t_small + 0.05, (unit, t_small, t_large)
+
+
+def test_base64_runs_are_found_fast_exactly_where_the_pattern_finds_them() -> None:
+    import random
+
+    from mignurse.collect import encodings
+
+    rng = random.Random(25)
+    alphabet = 'Aa9+/_-=  .:\n"' + "QWxhZGRpbjpvcGVuIHNlc2FtZQ"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        if rng.random() < 0.1:  # the slow path, for text that is not ASCII
+            text += "é"
+        if rng.random() < 0.5:
+            run = "QWxhZGRpbjpvcGVuIHNlc2FtZQ" * rng.randint(1, 3)
+            text += "x=" + run + "=" * rng.randint(0, 3)
+        expected = [m.span() for m in encodings._BASE64.finditer(text)]
+        assert list(encodings.base64_runs(text)) == expected, text
