@@ -484,6 +484,7 @@ _PRINTABLE = re.compile(r"[\t\n\r\x20-\x7e\u00a0-\uffff]*")
 _RUN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
 _RUN_MAP = bytes(0x41 if byte in _RUN_CHARS else 0x20 for byte in range(256))
 _RUN = re.compile(b"A" * MIN_BASE64 + b"+")
+_HEX = re.compile(r"[0-9a-f]+|[0-9A-F]+")
 _ONE_ALPHABET = re.compile(r"[A-Za-z0-9+/]+|[A-Za-z0-9_-]+")
 _AFTER_RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
 
@@ -515,6 +516,10 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
         run = text[start:end]
         if len(run) % 4 == 1 or run.startswith("LS0tLS1CRUdJTi"):
             continue  # not base64, or a PEM block: the pem-base64 rule decides on it
+        if _HEX.fullmatch(run):
+            # an image digest, a UID: base64 of text is never all hex (each 4th character of
+            # base64 of ASCII lies in I-Z or a-f, the others spread over the whole alphabet)
+            continue
         if parent is None and _partial(text, text.rfind("\n", 0, start) + 1):
             continue  # a piece of a longer run: the joined view decodes it whole
         padded = run + "=" * (-len(run) % 4)
