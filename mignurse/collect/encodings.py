@@ -492,12 +492,12 @@ _AFTER_RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 def base64_runs(text: str) -> Iterator[tuple[int, int]]:
     """(start, end) of every match of _BASE64 in `text`, in order."""
     if not text.isascii():
-        for m in _BASE64.finditer(text):
-            yield m.span()
+        for found in _BASE64.finditer(text):
+            yield found.span()
         return
     size = len(text)
-    for m in _RUN.finditer(text.encode("ascii").translate(_RUN_MAP)):
-        start, end = m.span()
+    for run in _RUN.finditer(text.encode("ascii").translate(_RUN_MAP)):
+        start, end = run.span()
         if not _ONE_ALPHABET.fullmatch(text, start, end):
             continue
         stop = end
