@@ -5,14 +5,13 @@ the terminal would receive it, and no planted control is in it."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widgets import DataTable
+from tui.test_node_screen import until
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.access import Access
@@ -22,15 +21,6 @@ from mignurse.sim.nodes import sandbox_shells
 from mignurse.tui.app import MigNurseApp, make_app
 
 from .escapes import HOSTILE_NODE, PAYLOAD, plant, raw_escapes, write_audit, write_bundle
-
-
-async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the screen never showed it")
 
 
 def frame(app: MigNurseApp) -> str:

@@ -4,15 +4,13 @@ down in its status line, and `q` quits at once in the middle of that wait."""
 
 from __future__ import annotations
 
-import asyncio
-import io
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from textual.widgets import Static
+from tui.test_node_screen import static_text, until
 
 from mignurse.cli import build_parser
 from mignurse.cli.app import live_app
@@ -46,18 +44,7 @@ def app_on(kubeconfig: Path) -> MigNurseApp:
 
 
 def status_line(app: MigNurseApp) -> str:
-    console = Console(width=300, file=io.StringIO(), record=True)
-    console.print(app.query_one("#status", Static).content)
-    return console.export_text()
-
-
-async def until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the screen never showed it")
+    return static_text(app.query_one("#status", Static))
 
 
 async def test_the_app_starts_on_a_server_whose_date_is_in_year_9999(
