@@ -9,7 +9,6 @@ import gzip
 import io
 import json
 import tarfile
-import time
 import zlib
 
 import pytest
@@ -29,6 +28,7 @@ from .secrets_corpus import (
     hostile_text,
     leaked,
     look_alikes,
+    mask_cpu_seconds,
     read_back,
     real_evidence_files,
     secrets,
@@ -307,22 +307,13 @@ def test_a_secret_in_the_karpenter_deployment_and_pods_is_masked_in_the_bundle(
     assert "github.com/acme/models" in written_pods
 
 
-def _cpu_seconds(data: bytes) -> float:
-    best = float("inf")
-    for _ in range(3):
-        started = time.process_time()
-        mask_secrets("kubelet.log", data)
-        best = min(best, time.process_time() - started)
-    return best
-
-
 @pytest.mark.parametrize("pattern", sorted(HOSTILE_PATTERNS))
 def test_redaction_time_grows_linearly_with_hostile_input(pattern: str) -> None:
     """Four times the input may cost about four times the CPU, never sixteen: each unmatched
     BEGIN line once cost a 256 KiB look-ahead (256 KiB took 48 s). The margin is wide (10×,
     plus 50 ms for timer noise on tiny inputs): it catches quadratic growth, not a slow CPU."""
     small, large = hostile_text(pattern, 48 * 1024), hostile_text(pattern, 192 * 1024)
-    t_small, t_large = _cpu_seconds(small), _cpu_seconds(large)
+    t_small, t_large = mask_cpu_seconds(small), mask_cpu_seconds(large)
     assert t_large <= 10 * t_small + 0.05, (pattern, t_small, t_large)
 
 
@@ -543,5 +534,5 @@ def test_decoding_hostile_encodings_stays_linear(pattern: str) -> None:
     """The decoded views grow with the text, never with its square (same margin as above)."""
     unit = HOSTILE_ENCODINGS[pattern].encode()
     small, large = unit * (16 * 1024 // len(unit)), unit * (64 * 1024 // len(unit))
-    t_small, t_large = _cpu_seconds(small), _cpu_seconds(large)
+    t_small, t_large = mask_cpu_seconds(small), mask_cpu_seconds(large)
     assert t_large <= 10 * t_small + 0.05, (pattern, t_small, t_large)
