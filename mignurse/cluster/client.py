@@ -33,6 +33,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from mignurse.cluster import kubeconfig as kubeconfig_files
 from mignurse.cluster.deadline import Deadline, DeadlinePassed, guard_pools
+from mignurse.cluster.kubeconfig import one_line
 from mignurse.cluster.pages import (
     PageError,
     check_depth,
@@ -476,7 +477,7 @@ class ClusterClient:
         except ApiException as exc:  # TLS failures arrive as status 0
             if deadline.passed or deadline.closed:
                 raise self._ended(deadline) from None
-            raise Unreachable(self._unreachable(_one_line(exc.reason or exc))) from None
+            raise Unreachable(self._unreachable(one_line(exc.reason or exc))) from None
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if deadline.passed or deadline.closed:
                 raise self._ended(deadline) from None
@@ -1109,7 +1110,7 @@ def _parsed(
         which = f"{_inert(str(name), 80)!r}" if isinstance(name, str) else f"number {index + 1}"
         raise BadAnswer(
             f"the API server's answer to list {resource.qualified} has an object mignurse "
-            f"cannot read ({which}: {type(exc).__name__}: {_inert(_one_line(exc), 120)})"
+            f"cannot read ({which}: {type(exc).__name__}: {_inert(one_line(exc), 120)})"
         ) from None
 
 
@@ -1140,10 +1141,6 @@ def _inert(text: str, limit: int) -> str:
     return inert(text[:limit]) + ("…" if len(text) > limit else "")
 
 
-def _one_line(exc: object) -> str:
-    return " ".join(str(exc).split())[:300]
-
-
 def _reason_of(exc: BaseException) -> str:
     """The innermost cause of a urllib3 failure, in words a person can act on."""
     reason: BaseException = exc
@@ -1152,7 +1149,7 @@ def _reason_of(exc: BaseException) -> str:
         if not isinstance(inner, BaseException) or inner is reason:
             break
         reason = inner
-    text = _one_line(reason)
+    text = one_line(reason)
     if isinstance(reason, ConnectionRefusedError) or "Connection refused" in text:
         return "connection refused"
     if isinstance(reason, urllib3.exceptions.NameResolutionError) or "resolve" in text:
