@@ -63,15 +63,17 @@ def add_parser(sub: Any) -> None:
     )
     collect.add_argument(
         "--transport",
-        choices=("auto", "ssm", "ssh", "sim"),
+        choices=("auto", "ssm", "ssh", "nodediagnostic", "sim"),
         default="auto",
         help="how to reach the nodes (auto: the simulator's sandboxes on a simulated cluster, "
-        "else SSM when --bucket is given, else SSH)",
+        "else SSM when --bucket is given, else SSH; a node these cannot reach is captured by "
+        "the EKS node monitoring agent's NodeDiagnostic where the cluster serves it)",
     )
     collect.add_argument(
         "--bucket",
-        help="SSM: an S3 bucket the node uploads its archive to (through a presigned URL: "
-        "the node role needs no S3 permission)",
+        help="SSM, NodeDiagnostic: an S3 bucket the node uploads its archive to (through a "
+        "presigned URL: the node role needs no S3 permission); NodeDiagnostic without it "
+        "fetches the archive through the API server's node proxy",
     )
     ssm_upload_option(collect)
     collect.add_argument("--profile", help="AWS profile, as the aws CLI")
@@ -169,6 +171,8 @@ class _CollectProgress:
                 from mignurse.inert import inert_markup
 
                 self._live.update(self._task, description=inert_markup(f"{node}: {state}"))
+            elif ": " in state:  # a step of a long capture (NodeDiagnostic): one line each
+                print(f"  {node}: {state}", file=sys.stderr, flush=True)
             return
         self.done += 1
         self.ok += state == "ok"

@@ -797,6 +797,48 @@ class ClusterClient:
         )
         return _object(data, f"delete {resource.qualified} {name}") if data else {}
 
+    def download(
+        self,
+        path: str,
+        sink: Any,
+        *,
+        limit: int,
+        seconds: float,
+        cancel: threading.Event | None = None,
+    ) -> int:
+        """A raw GET whose body is a file, not JSON (a node's file behind the API server's
+        node proxy, `/api/v1/nodes/NODE/proxy/logs/...`), streamed into `sink` as it comes:
+        at most `limit` bytes, within `seconds`, stopped when `cancel` is set. Returns the
+        bytes written; a refusal is the ClusterError it means (Forbidden, NotFound, ...)."""
+        what = f"get {path}"
+        raw, deadline = self._open("GET", path, None, None, None, None, what, seconds=seconds)
+        written = 0
+        complete = False
+        try:
+            for piece in _Inflater(raw, what):
+                if cancel is not None and cancel.is_set():
+                    raise ClusterError(f"{what}: cancelled before it finished")
+                written += len(piece)
+                if written > limit:
+                    raise BadAnswer(
+                        f"the answer to {what} is larger than {human_bytes(limit)}: refused"
+                    )
+                sink.write(piece)
+            complete = True
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if deadline.passed or deadline.closed:
+                raise self._ended(deadline) from None
+            why = kubeconfig_files.scrub(_reason_of(exc), self.api.configuration)
+            raise BadAnswer(
+                f"the answer to {what} broke off after {human_bytes(written)}: {inert(why)}"
+            ) from None
+        finally:
+            if not complete:
+                raw.close()
+            raw.release_conn()
+            self._finish(deadline)
+        return written
+
     def api_group_available(self, group: str, version: str) -> bool:
         """Whether an API group (a set of CRDs, e.g. karpenter.sh/v1) is served."""
         try:

@@ -62,7 +62,8 @@ class Access:
         )
 
     def resolve(self, *, simulated: bool) -> str:
-        """`auto`: the sandboxes on a simulated cluster, SSM when a bucket is given, else SSH."""
+        """`auto`: the sandboxes on a simulated cluster, SSM when a bucket is given, else SSH
+        (and the agent's NodeDiagnostic for a node those cannot reach: `shell_factory`)."""
         if self.transport != "auto":
             return self.transport
         if simulated:

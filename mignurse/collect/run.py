@@ -33,6 +33,7 @@ from mignurse.cluster.client import (
 from mignurse.cluster.dra import dra_version, resource_claims, resource_slices
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.collect.bundle import BundleWriteError, BundleWriter
+from mignurse.collect.nodediagnostic import TRANSPORT, wire_reports
 from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
 from mignurse.diagnose.sources import find_karpenter_deployment
@@ -395,6 +396,7 @@ class _NodeRuns:
         fallbacks: dict[str, FallbackShell] = {}
         for name, shell in shells.items():
             self.spools[name] = tempfile.SpooledTemporaryFile(max_size=8 * 2**20)  # noqa: SIM115
+            wire_reports(shell, self._reporter(name))
             ssm = shell.primary if isinstance(shell, FallbackShell) else shell
             if isinstance(ssm, SSMShell):
                 fleets.setdefault(id(ssm.fleet), (ssm.fleet, []))[1].append((name, ssm.instance_id))
@@ -408,6 +410,12 @@ class _NodeRuns:
             )
             thread.start()
             self.threads.append(thread)
+
+    def _reporter(self, name: str) -> Callable[[str], None]:
+        def report(state: str) -> None:
+            self.progress(name, f"collecting over {TRANSPORT}: {state}")
+
+        return report
 
     def next_result(self) -> tuple[str, CommandResult]:
         return self.results.get()

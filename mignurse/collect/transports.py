@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
-from mignurse.cluster.client import ClusterClient
+from mignurse.cluster.client import ClusterClient, ClusterError
 from mignurse.collect.access import Access, AccessError, ShellFor, aws_client
+from mignurse.collect.nodediagnostic import (
+    NODEDIAGNOSTICS,
+    BucketUpload,
+    NodeDiagnosticShell,
+    WhenUnreachable,
+)
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
@@ -21,8 +28,49 @@ def shell_factory(
     """One shell per node, over the transport `access` resolves to: `sim`, the injected
     sandboxes (built under `sandboxes`); `ssm`, SSM through `access.bucket`, falling back to
     SSH where SSM does not manage the instance; `ssh`, SSH to the node's name
-    (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM)."""
+    (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM); `nodediagnostic`, the EKS node
+    monitoring agent's capture (archive through the node proxy, or S3 with `access.bucket`).
+    With `auto`, a node the chosen way cannot reach is captured by the agent, where the
+    cluster serves its NodeDiagnostic API."""
     transport = access.resolve(simulated=simulated)
+    if transport == "nodediagnostic":
+        return _node_diagnostics(client, access)
+    agent = None
+    if access.transport == "auto" and _serves_node_diagnostics(client):
+        agent = _node_diagnostics(client, access)
+    shells = _shells(client, access, transport, sandboxes)
+    if agent is None:
+        return shells
+
+    def with_agent(node: Node) -> NodeShell:
+        shell = shells(node)
+        diagnostic = cast(NodeDiagnosticShell, agent(node))
+        if isinstance(shell, FallbackShell):  # SSM then SSH, then the agent
+            return FallbackShell(
+                shell.primary, WhenUnreachable(shell.fallback, diagnostic), when=shell.when
+            )
+        return WhenUnreachable(shell, diagnostic)
+
+    return with_agent
+
+
+def _serves_node_diagnostics(client: ClusterClient) -> bool:
+    try:
+        return client.api_group_available(NODEDIAGNOSTICS.group, NODEDIAGNOSTICS.version)
+    except ClusterError:
+        return False
+
+
+def _node_diagnostics(client: ClusterClient, access: Access) -> ShellFor:
+    bucket = BucketUpload(aws_client(access, "s3"), access.bucket) if access.bucket else None
+
+    def shell_for(node: Node) -> NodeShell:
+        return NodeDiagnosticShell(client, node.name, bucket=bucket)
+
+    return shell_for
+
+
+def _shells(client: ClusterClient, access: Access, transport: str, sandboxes: Path) -> ShellFor:
     if transport == "sim":
         if access.sandbox_shells is None:
             raise AccessError("--transport sim works only against mignurse's simulator")

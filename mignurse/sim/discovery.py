@@ -65,6 +65,7 @@ _VERBS: dict[str, tuple[str, ...]] = {
     "nodepools": ("create", "get", "list", "patch", "update", "watch"),
     "ec2nodeclasses": ("get", "list", "patch", "update", "watch"),
     "customresourcedefinitions": ("get", "list", "watch"),
+    "nodediagnostics": ("create", "delete", "get", "list", "patch", "update", "watch"),
 }
 _CATEGORIES = {
     "pods": ("all",),
@@ -113,9 +114,15 @@ KARPENTER_PLURALS = ("nodeclaims", "nodepools", "ec2nodeclasses")
 Catalogue = dict[tuple[str, str, str], Served]  # (group, version, plural) → what is served
 
 
-def catalogue(karpenter: CrdSet | None, resource_versions: tuple[str, ...] = ()) -> Catalogue:
-    """What is served for a cluster with or without Karpenter, and with the `resource.k8s.io`
-    versions its control plane turns on."""
+def catalogue(
+    karpenter: CrdSet | None,
+    resource_versions: tuple[str, ...] = (),
+    *,
+    node_diagnostics: bool = False,
+) -> Catalogue:
+    """What is served for a cluster with or without Karpenter, with the `resource.k8s.io`
+    versions its control plane turns on, and with or without the node monitoring agent's
+    NodeDiagnostic CRD."""
     out: Catalogue = {}
     _add_built_in(out)
     _add_resource_api(out, resource_versions)
@@ -129,6 +136,15 @@ def catalogue(karpenter: CrdSet | None, resource_versions: tuple[str, ...] = ())
     )
     if karpenter is not None:
         _add_karpenter(out, karpenter)
+    if node_diagnostics:
+        rtype = RESOURCES["nodediagnostics"]
+        out[(rtype.group, rtype.version, rtype.plural)] = Served(
+            rtype,
+            _VERBS["nodediagnostics"],
+            "store",
+            (),
+            (Sub("status", rtype.kind, rtype.group, rtype.version, _STATUS),),
+        )
     return out
 
 
@@ -137,7 +153,7 @@ def _add_built_in(out: Catalogue) -> None:
     for plural, rtype in RESOURCES.items():
         if (
             plural in KARPENTER_PLURALS
-            or plural == "customresourcedefinitions"
+            or plural in ("customresourcedefinitions", "nodediagnostics")
             or rtype.group == resourceapi.GROUP
         ):
             continue

@@ -33,7 +33,7 @@ from typing import Any
 
 from mignurse.gpu.models import by_product_name
 from mignurse.model import Node
-from mignurse.nodeaccess.base import NodeShell
+from mignurse.nodeaccess.base import CommandResult, NodeShell
 from mignurse.nodeaccess.local import LocalShell
 from mignurse.sim import hardware, nodemig
 
@@ -620,7 +620,44 @@ def sandbox_shells(client: Any, sandboxes: Path) -> Callable[[Node], NodeShell]:
 
     def shell_for(node: Node) -> NodeShell:
         raw = client.get(NODES, node.name)
+        labels = (raw.get("metadata") or {}).get("labels") or {}
+        if labels.get(AUTO_MODE_LABEL) == "auto":
+            return NoWayIn(node.name)
         sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story_for(raw))
         return SandboxShell(sandbox)
 
     return shell_for
+
+
+# An EKS Auto Mode node, known by the label Auto Mode puts on its nodes: "EKS Auto Mode uses
+# EC2 managed instances. You cannot directly access EC2 managed instances, including by SSH";
+# its logs come through a NodeDiagnostic
+# (docs.aws.amazon.com/eks/latest/userguide/auto-troubleshoot.html).
+AUTO_MODE_LABEL = "eks.amazonaws.com/compute-type"
+
+
+class NoWayIn:
+    """A simulated node that neither SSM nor SSH reaches: every run is refused before it
+    starts, as a real transport refuses an unreachable node."""
+
+    transport = "sim"
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+
+    def run(
+        self,
+        script: str,
+        *,
+        timeout: float,
+        stdout: Any,
+        cancel: Any = None,
+    ) -> CommandResult:
+        del script, timeout, stdout, cancel
+        return CommandResult(
+            self.node,
+            self.transport,
+            None,
+            0.0,
+            error="an EKS Auto Mode node (EC2 managed instance): no SSH or SSM way in",
+        )

@@ -252,6 +252,20 @@ RESOURCES: dict[str, ResourceType] = {
             (),
             "deviceclass",
         ),
+        # the EKS node monitoring agent's (aws/eks-node-monitoring-agent v1.7.0
+        # api/v1alpha1/nodediagnostic.go): served only where the agent's CRD is installed
+        ResourceType(
+            "nodediagnostics",
+            "NodeDiagnostic",
+            "eks.amazonaws.com",
+            "v1alpha1",
+            False,
+            ("create", *_RW),
+            (),
+            (),
+            ("status",),
+            "nodediagnostic",
+        ),
         ResourceType(
             "customresourcedefinitions",
             "CustomResourceDefinition",

@@ -22,10 +22,11 @@ from typing import Any
 import yaml
 
 from mignurse.cluster import SIM_EXTENSION
-from mignurse.sim import crds
+from mignurse.sim import crds, nodediag
 from mignurse.sim.apiserver import SimServer
 from mignurse.sim.controllers import ControlLoops
 from mignurse.sim.crds import CrdSet
+from mignurse.sim.nodediag import NodeDiagnosticAgent
 from mignurse.sim.objects import ts
 from mignurse.sim.resources import RESOURCES
 from mignurse.sim.scenario_spec import Scenario
@@ -76,6 +77,7 @@ class SimCluster:
         start: datetime | None = None,
         port: int = 0,
         token: str | None = None,
+        node_diagnostics: bool = True,
     ) -> None:
         if speed < 0:
             raise ValueError("speed must be >= 0")
@@ -116,6 +118,14 @@ class SimCluster:
             self.loops.run_until(self.loops.start)
         if self.crds is not None:
             self._install_karpenter_crds(self.crds)
+        # the node monitoring agent's NodeDiagnostic (mignurse.sim.nodediag); off: a cluster
+        # whose agent add-on (and so its CRD) is not installed
+        self.node_diagnostics: NodeDiagnosticAgent | None = None
+        if node_diagnostics:
+            self.node_diagnostics = NodeDiagnosticAgent(self)
+            with self.store.lock:
+                crd = nodediag.served_crd(ts(self.loops.begin))
+                self.store.put("customresourcedefinitions", crd)
 
     def _install_karpenter_crds(self, crd_set: CrdSet) -> None:
         """The CRDs the chart installed and the EC2NodeClasses the NodePools name."""

@@ -30,14 +30,14 @@ import re
 from typing import Any
 
 from mignurse.sim import apply as ssa
-from mignurse.sim import openapi, schema
+from mignurse.sim import nodediag, openapi, schema
 from mignurse.sim.apiserver.errors import ApiError, already_exists, invalid, not_allowed
 from mignurse.sim.apiserver.writes import CUSTOM, WriteHandler
 from mignurse.sim.discovery import Served
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.resources import ResourceType
 
-CREATABLE = ("poddisruptionbudgets", "nodepools")
+CREATABLE = ("poddisruptionbudgets", "nodepools", "nodediagnostics")
 # apimachinery pkg/util/validation IsDNS1123Subdomain
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SUBDOMAIN_MESSAGE = (
@@ -115,6 +115,8 @@ class CreateHandler(WriteHandler):
             meta["resourceVersion"] = "0"
             tx.put(rtype.plural, obj)
             self.sim.loops.created(rtype.plural, key_ns, name)
+        if rtype.plural == "nodediagnostics" and self.sim.node_diagnostics is not None:
+            self.sim.node_diagnostics.created(name)  # the agent on that node takes it up
         stored = self.sim.store.get_raw(rtype.plural, key_ns, name)
         assert stored is not None
         self._send(201, b"{" + rtype.kind_header() + stored[1:], warnings=warnings)
@@ -182,9 +184,12 @@ class CreateHandler(WriteHandler):
         """Prune, default and validate a new custom resource against its CRD (no old object:
         transition rules do not apply)."""
         crds = self.sim.crds
-        if crds is None or rtype.plural not in CUSTOM:
+        if rtype.plural == "nodediagnostics":
+            structural = nodediag.schema()
+        elif crds is None or rtype.plural not in CUSTOM:
             raise not_allowed(rtype)
-        structural = crds.schema(rtype.plural)
+        else:
+            structural = crds.schema(rtype.plural)
         pruned = schema.prune(obj, structural, "", [])
         obj.clear()
         obj.update(pruned)

@@ -23,7 +23,7 @@ from mignurse.sim.apiserver.documents import document, server_version
 from mignurse.sim.apiserver.errors import NOT_FOUND, ApiError, conflict, not_allowed
 from mignurse.sim.apiserver.reads import ReadHandler
 from mignurse.sim.objects import JsonDict
-from mignurse.sim.resources import ResourceType
+from mignurse.sim.resources import RESOURCES, ResourceType
 
 if TYPE_CHECKING:
     from mignurse.sim.simcluster import SimCluster
@@ -61,7 +61,11 @@ class SimServer(ThreadingHTTPServer):
         self.tls = tls
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
-        self.served = discovery.catalogue(sim.crds, sim.scenario.resource_api_versions)
+        self.served = discovery.catalogue(
+            sim.crds,
+            sim.scenario.resource_api_versions,
+            node_diagnostics=sim.node_diagnostics is not None,
+        )
         self.by_path = {(s.group, s.rtype.version, s.plural): s for s in self.served.values()}
         self.version = server_version(sim.scenario.kubernetes_version)
         crd_set = sim.crds
@@ -194,6 +198,9 @@ class Handler(ReadHandler, CreateHandler):
 
     def _route(self, body: bytes) -> None:
         parts = [p for p in self._path.split("/") if p]
+        if parts[:3] == ["api", "v1", "nodes"] and len(parts) >= 5 and parts[4] == "proxy":
+            self._node_proxy(parts[3], parts[5:])
+            return
         if self.command == "GET":
             doc = document(self.server, parts, self._aggregated)
             if doc is not None:
@@ -256,6 +263,36 @@ class Handler(ReadHandler, CreateHandler):
             self._create(served, namespace, body)
         else:
             raise not_allowed(rtype)
+
+    def _node_proxy(self, node: str, rest: list[str]) -> None:
+        """GET /api/v1/nodes/NODE/proxy/logs/...: kubelet's /logs/ handler (the node's
+        /var/log) through the API server, the way the node monitoring agent's `node`
+        destination is read. RBAC: get nodes/proxy."""
+        rtype = RESOURCES["nodes"]
+        if self.command != "GET":
+            raise not_allowed(rtype)
+        self._authorize("get", rtype, None, node, "proxy")
+        if not self.sim.store.exists("nodes", "", node):
+            raise ApiError(
+                404, "NotFound", f'nodes "{node}" not found', {"name": node, "kind": "nodes"}
+            )
+        machine = self.sim.loops.machines.get(node)
+        if machine is None or machine.removed or not machine.kubelet_posting:
+            # kube-apiserver's proxy error when the kubelet does not answer
+            raise ApiError(
+                503,
+                "ServiceUnavailable",
+                f"error trying to reach service: dial tcp {node}:10250: connect: connection "
+                "refused",
+            )
+        agent = self.sim.node_diagnostics
+        data = None
+        if agent is not None and rest[:1] == ["logs"]:
+            data = agent.served_file(node, "/".join(rest[1:]))
+        if data is None:
+            self._send(404, b"404 page not found\n", "text/plain; charset=utf-8")
+            return
+        self._send(200, data, "application/gzip")
 
     def _conflict_after_race(self) -> ApiError:
         """409 for the object on this request's path, after another client's write."""

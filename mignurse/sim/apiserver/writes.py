@@ -336,7 +336,13 @@ class WriteHandler(HandlerBase):
     def _delete(self, rtype: ResourceType, namespace: str, name: str, body: bytes = b"") -> None:
         sim = self.sim
         key_ns = namespace if rtype.namespaced else ""
-        if rtype.plural not in ("nodes", "nodeclaims", "pods", "poddisruptionbudgets"):
+        if rtype.plural not in (
+            "nodes",
+            "nodeclaims",
+            "pods",
+            "poddisruptionbudgets",
+            "nodediagnostics",
+        ):
             raise ApiError(
                 405,
                 "MethodNotAllowed",
@@ -347,7 +353,12 @@ class WriteHandler(HandlerBase):
             if current is None:
                 raise not_found(rtype, name)
             self._check_preconditions(rtype, name, current, body)
-            if rtype.plural == "poddisruptionbudgets":
+            if rtype.plural == "nodediagnostics":
+                # no finalizers: gone at once; a running capture ends unseen (the agent's
+                # handleDelete cancels packet captures only, a log capture just finishes)
+                tx.delete(rtype.plural, key_ns, name)
+                result = current
+            elif rtype.plural == "poddisruptionbudgets":
                 # No finalizers: gone at once (generic registry Delete), and the disruption
                 # controller forgets it.
                 tx.delete(rtype.plural, key_ns, name)
