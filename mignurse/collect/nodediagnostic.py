@@ -16,7 +16,7 @@ What the agent does, from aws/eks-node-monitoring-agent v1.7.0
 - The archive (pkg/util/file/archive.go TarGzipDir; collectors in pkg/log_collector/collect)
   is a gzip'd tar of relative paths: kubelet/kubelet.log and containerd/containerd-log.txt
   (`journalctl -o short-iso-precise`), nodeadm/nodeadm-{config,run}.log, kernel/dmesg.* (with
-  `dmesg --ctime` as dmesg.human.current), var_log/cloud-init*.log,
+  `dmesg --ctime` as dmesg.human.current), storage/mounts.txt, var_log/cloud-init*.log,
   gpu/nvidia-bug-report.log.gz (not on Bottlerocket), and log-capture-errors.log when a
   collector failed.
 
@@ -51,6 +51,7 @@ from mignurse.cluster.client import (
     Resource,
 )
 from mignurse.collect import archives
+from mignurse.evidence.system import parse_cgroup_mounts
 from mignurse.inert import inert
 from mignurse.nodeaccess.base import CANCELLED, CommandResult
 from mignurse.untrusted import human_bytes
@@ -79,8 +80,10 @@ MAPPED: dict[str, tuple[str, ...]] = {
     "cloud-init-output.log": ("var_log/cloud-init-output.log",),
     "nvidia-bug-report.log": ("gpu/nvidia-bug-report.log.gz",),
 }
+MOUNTS = "storage/mounts.txt"  # `mount` then `df`: cgroup-fs.txt is what /sys/fs/cgroup is
 _WANTED = frozenset(source for sources in MAPPED.values() for source in sources) | {
-    "log-capture-errors.log"
+    "log-capture-errors.log",
+    MOUNTS,
 }
 Report = Callable[[str], None]
 
@@ -429,6 +432,10 @@ def write_node_tar(
                 continue
             data = b"".join(p if p.endswith(b"\n") or not p else p + b"\n" for p in pieces)
             _add(tar, name, data)
+        if MOUNTS in found:
+            cgroup = parse_cgroup_mounts(found[MOUNTS].decode("utf-8", "replace"))
+            if cgroup.fs_type:
+                _add(tar, "cgroup-fs.txt", f"{cgroup.fs_type}\n".encode())
         if size <= archives.MAX_MEMBER_BYTES:
             _add_stream(tar, ARCHIVE_NAME, archive, size)
         else:

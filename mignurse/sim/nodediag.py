@@ -10,7 +10,8 @@ From aws/eks-node-monitoring-agent v1.7.0 (c399089dec78cb245306ca2a5f9806b7c32ca
   (removed 600 s later), any other destination is an HTTP PUT of the archive to that URL;
 - pkg/util/file/archive.go TarGzipDir: a gzip'd tar of the collectors' relative paths
   (pkg/log_collector/collect: kubelet/kubelet.log, containerd/containerd-log.txt,
-  nodeadm/nodeadm-*.log, kernel/dmesg.human.current, var_log/cloud-init*.log).
+  nodeadm/nodeadm-*.log, kernel/dmesg.human.current, storage/mounts.txt,
+  var_log/cloud-init*.log).
 
 The agent runs beside the API server on its own threads (a real agent is another process on
 the node), so a capture completes whatever the simulated clock's speed. The archive is made
@@ -202,12 +203,29 @@ class NodeDiagnosticAgent:
                 "containerd/containerd-log.txt": (data / "containerd.log").read_bytes(),
                 "nodeadm/nodeadm-run.log": (data / "nodeadm.log").read_bytes(),
                 "kernel/dmesg.human.current": _ctime_dmesg((data / "kernel.log").read_text()),
+                "storage/mounts.txt": _mounts(sandbox.cgroup),
                 "var_log/cloud-init.log": (sandbox.fs / "var/log/cloud-init.log").read_bytes(),
                 "var_log/cloud-init-output.log": (
                     sandbox.fs / "var/log/cloud-init-output.log"
                 ).read_bytes(),
             }
         return tar_gz(files)
+
+
+def _mounts(cgroup_fs: str) -> bytes:
+    """`mount` then `df --human-readable`, as the Disk collector appends them."""
+    cgroup = (
+        "cgroup2 on /sys/fs/cgroup type cgroup2 (rw,nosuid,nodev,noexec,relatime,nsdelegate,"
+        "memory_recursiveprot)"
+        if cgroup_fs == "cgroup2fs"
+        else "tmpfs on /sys/fs/cgroup type tmpfs (ro,nosuid,nodev,noexec,mode=755)"
+    )
+    return (
+        "/dev/nvme0n1p1 on / type xfs (rw,noatime,attr2,inode64,logbufs=8,logbsize=32k,noquota)\n"
+        f"{cgroup}\n"
+        "Filesystem      Size  Used Avail Use% Mounted on\n"
+        "/dev/nvme0n1p1  100G   12G   89G  12% /\n"
+    ).encode()
 
 
 def _ctime_dmesg(journal: str) -> bytes:
