@@ -255,6 +255,10 @@ def _mask_archive(
                     if count > MAX_MEMBERS:
                         left_out.append((path, f"more than {MAX_MEMBERS} entries: the rest"))
                         break
+                    if member.name.startswith("/") or ".." in member.name.split("/"):
+                        # whoever unpacks the bundle's copy would write outside the folder
+                        left_out.append((path, "an unsafe name, outside the archive"))
+                        continue
                     if member.isdir():
                         repacked.addfile(member)  # the header is all
                         continue

@@ -249,6 +249,7 @@ def group_versions(served: Catalogue) -> list[tuple[str, str]]:
         "apiextensions.k8s.io",
         "coordination.k8s.io",
         resourceapi.GROUP,
+        "eks.amazonaws.com",  # custom resources' groups follow, by name
         "karpenter.k8s.aws",
         "karpenter.sh",
     ]

@@ -22,20 +22,20 @@ would collect. Tests steer it through `failing`, `silent` and `archive_for`.
 from __future__ import annotations
 
 import copy
+import http.client
 import io
 import json
 import tarfile
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from mignurse.sim.objects import stable_uuid, ts
 
@@ -166,12 +166,12 @@ class NodeDiagnosticAgent:
             with self._lock:
                 self.saved[name] = (time.monotonic(), archive)
             return "Success", f"successfully saved logs to {path}"
-        request = urllib.request.Request(destination, data=archive, method="PUT")
         try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
-                answer.read()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            status = _put(destination, archive)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
             return "Failure", f"fatal error during log upload process{exc}"
+        if not 200 <= status < 300:  # pkg/util/net DoRequest: a non-2xx answer is an error
+            return "Failure", f"fatal error during log upload processstatus code {status}"
         return "Success", "successfully uploaded logs with no errors"
 
     def _status(self, name: str, state: JsonDict) -> JsonDict | None:
@@ -210,6 +210,26 @@ class NodeDiagnosticAgent:
                 ).read_bytes(),
             }
         return tar_gz(files)
+
+
+def _put(url: str, body: bytes) -> int:
+    """An HTTP PUT of `body` as Go's http.NewRequest sends it: no Content-Type, its length."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"unsupported protocol scheme in {url[:60]!r}")
+    connection_type = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    connection = connection_type(parts.hostname, parts.port, timeout=30)
+    try:
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        headers = {"Content-Length": str(len(body))}
+        connection.request("PUT", target or "/", body=body, headers=headers)
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        connection.close()
 
 
 def _mounts(cgroup_fs: str) -> bytes:

@@ -77,7 +77,7 @@ class SimCluster:
         start: datetime | None = None,
         port: int = 0,
         token: str | None = None,
-        node_diagnostics: bool = True,
+        node_diagnostics: bool | None = None,
     ) -> None:
         if speed < 0:
             raise ValueError("speed must be >= 0")
@@ -118,8 +118,10 @@ class SimCluster:
             self.loops.run_until(self.loops.start)
         if self.crds is not None:
             self._install_karpenter_crds(self.crds)
-        # the node monitoring agent's NodeDiagnostic (mignurse.sim.nodediag); off: a cluster
-        # whose agent add-on (and so its CRD) is not installed
+        # the node monitoring agent's NodeDiagnostic (mignurse.sim.nodediag), installed with
+        # the agent: off (no CRD) on a cluster none of whose pools runs it, or when asked
+        if node_diagnostics is None:
+            node_diagnostics = any(p.node_monitoring_agent for p in scenario.pools)
         self.node_diagnostics: NodeDiagnosticAgent | None = None
         if node_diagnostics:
             self.node_diagnostics = NodeDiagnosticAgent(self)

@@ -1,0 +1,337 @@
+"""`collect --transport nodediagnostic`: the EKS node monitoring agent captures the node's logs,
+mignurse fetches them through the real kubernetes client (node proxy) or from S3 (moto's
+server on 127.0.0.1), files them under nodes/<node>/ and `diagnose --from` reads them.
+
+The agent's side is the simulator's (mignurse/sim/nodediag.py), after
+aws/eks-node-monitoring-agent v1.7.0 pkg/controllers/nodediagnostic.go: status
+`captureStatuses[{type: Log, state: {running | completed{reason, message}}}]`, destination
+`node` (/var/log/support/<node>-logs.tar.gz behind kubelet's /logs/) or a presigned PUT URL;
+the archive's layout is pkg/util/file/archive.go TarGzipDir over pkg/log_collector/collect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mignurse.cli import main
+from mignurse.cluster.client import ClusterClient
+from mignurse.collect.nodediagnostic import NodeDiagnosticShell
+from mignurse.nodeaccess.base import CANCELLED
+from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim.nodes import story_for
+from mignurse.sim.scenario_spec import RbacDeny, Scenario
+
+SCENARIO = "mig-hook-notready"  # one NotReady MIG node whose kubelet mig-manager restarted
+
+
+def broken_node(sim: SimCluster) -> str:
+    return next(n["metadata"]["name"] for n in sim.objects("nodes") if story_for(n) == "mig-hook")
+
+
+def collect(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, str, str, Path]:
+    kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+    bundle = tmp_path / "bundle.tar.gz"
+    args = ["--kubeconfig", str(kubeconfig), "collect", broken_node(sim), "-o", str(bundle)]
+    code = main([*args, "--transport", "nodediagnostic", *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err, bundle
+
+
+def bundle_files(bundle: Path) -> dict[str, bytes]:
+    with tarfile.open(bundle) as tar:
+        return {
+            m.name.split("/", 1)[1]: tar.extractfile(m).read()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile()
+        }
+
+
+def with_pool_changes(scenario: Scenario, **changes: Any) -> Scenario:
+    pools = tuple(dataclasses.replace(p, **changes) for p in scenario.pools)
+    return dataclasses.replace(scenario, pools=pools)
+
+
+@pytest.fixture
+def sim() -> Iterator[SimCluster]:
+    with SimCluster(load_scenario(SCENARIO), speed=0) as cluster:
+        yield cluster
+
+
+def test_the_agents_capture_is_filed_as_the_nodes_evidence_and_diagnosed(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = broken_node(sim)
+    code, out, err, bundle = collect(sim, tmp_path, capsys)
+    assert code == 0, err + out
+    # progress: each step of the capture is a line of its own
+    assert f"{node}: collecting over nodediagnostic: NodeDiagnostic created" in err
+    assert "capture Success (successfully saved logs to /var/log/support/" in err
+    assert f"[1/1] {node}: ok" in err
+    assert sim.objects("nodediagnostics") == []  # deleted after
+    files = bundle_files(bundle)
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["nodes"][node]["transport"] == "nodediagnostic"
+    assert manifest["nodes"][node]["ok"]
+    base = f"nodes/{node}/"
+    for name in ("kubelet.log", "containerd.log", "nodeadm.log", "kernel.log", "cgroup-fs.txt"):
+        assert base + name in files, name
+    assert b"Stopped kubelet.service" in files[base + "kubelet.log"]
+    assert files[base + "cgroup-fs.txt"] == b"cgroup2fs\n"
+    assert base + "nodediagnostic-logs.tar.gz" in files  # the agent's whole archive, masked
+    assert b"NodeDiagnostic capture: Success" in files[base + "errors.txt"]
+    main(["diagnose", "--from", str(bundle), "-o", "json"])
+    document = json.loads(capsys.readouterr().out)
+    restart = [f for f in document["findings"] if f["id"] == "mig-hook-kubelet-restart"]
+    assert restart and restart[0]["nodes"] == [node]
+
+
+def test_with_a_bucket_the_agent_uploads_and_the_object_is_read_back_and_removed(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], bucket: str
+) -> None:
+    import boto3
+
+    code, out, err, bundle = collect(sim, tmp_path, capsys, "--bucket", bucket)
+    assert code == 0, err + out
+    assert "successfully uploaded logs with no errors" in err
+    assert boto3.client("s3").list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+    assert sim.objects("nodediagnostics") == []
+    main(["diagnose", "--from", str(bundle), "-o", "json"])
+    document = json.loads(capsys.readouterr().out)
+    assert any(f["id"] == "mig-hook-kubelet-restart" for f in document["findings"])
+
+
+def test_an_agent_that_never_answers_times_out_and_its_object_is_deleted(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sim.node_diagnostics is not None
+    sim.node_diagnostics.silent.add(broken_node(sim))
+    code, out, err, _ = collect(sim, tmp_path, capsys, "--timeout", "2")
+    assert code == 1
+    assert "waiting for the agent on the node" in err
+    assert "capture running" not in err
+    assert "no capture within 2 s: the agent never took it up" in out
+    assert "--timeout allows more" in out
+    assert sim.objects("nodediagnostics") == []
+
+
+def test_a_failed_capture_says_the_agents_message_and_cleans_up(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sim.node_diagnostics is not None
+    sim.node_diagnostics.failing[broken_node(sim)] = "failed to create accessor: no space left"
+    code, out, _, _ = collect(sim, tmp_path, capsys)
+    assert code == 1
+    assert (
+        "the agent's capture ended Failure: fatal error during log collection processfailed "
+        "to create accessor: no space left" in out
+    )
+    assert sim.objects("nodediagnostics") == []
+
+
+def test_a_cluster_without_the_agents_crd_says_what_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SimCluster(load_scenario(SCENARIO), speed=0, node_diagnostics=False) as sim:
+        code, out, _, _ = collect(sim, tmp_path, capsys)
+    assert code == 1
+    assert "the NodeDiagnostic API (nodediagnostics.eks.amazonaws.com) is not served" in out
+    assert "eks-node-monitoring-agent add-on" in out
+
+
+@pytest.mark.parametrize(
+    ("denied", "said"),
+    [
+        (RbacDeny("create", "nodediagnostics"), "RBAC refused: cannot create nodediagnostics"),
+        (RbacDeny("get", "nodes/proxy"), "RBAC refused: cannot get nodes/proxy"),
+    ],
+)
+def test_rbac_refusals_name_the_verb_and_resource(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], denied: RbacDeny, said: str
+) -> None:
+    scenario = dataclasses.replace(load_scenario(SCENARIO), rbac_deny=(denied,))
+    with SimCluster(scenario, speed=0) as sim:
+        code, out, _, _ = collect(sim, tmp_path, capsys)
+        assert sim.objects("nodediagnostics") == []
+    assert code == 1
+    assert said in out
+
+
+def test_an_object_that_cannot_be_deleted_is_named_with_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = dataclasses.replace(
+        load_scenario(SCENARIO), rbac_deny=(RbacDeny("delete", "nodediagnostics"),)
+    )
+    with SimCluster(scenario, speed=0) as sim:
+        node = broken_node(sim)
+        code, out, err, bundle = collect(sim, tmp_path, capsys)
+        assert [o["metadata"]["name"] for o in sim.objects("nodediagnostics")] == [node]
+    assert code == 0, err + out  # the evidence is in; what stayed is said with it
+    errors = bundle_files(bundle)[f"nodes/{node}/errors.txt"].decode()
+    assert f"was left behind: kubectl delete nodediagnostic {node}" in errors
+
+
+def test_an_existing_object_of_the_nodes_name_is_not_touched(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Someone else's capture of the node: the agent acts once per object, so mignurse
+    neither reuses nor deletes it."""
+    node = broken_node(sim)
+    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "other")))
+    try:
+        from mignurse.collect.nodediagnostic import NODEDIAGNOSTICS
+
+        body = {"metadata": {"name": node}, "spec": {"logCapture": {"destination": "node"}}}
+        client.create(NODEDIAGNOSTICS, body)
+    finally:
+        client.close()
+    code, out, _, _ = collect(sim, tmp_path, capsys)
+    assert code == 1
+    assert f"a NodeDiagnostic named {node!r} already exists (not mignurse's" in out
+    assert [o["metadata"]["name"] for o in sim.objects("nodediagnostics")] == [node]
+
+
+def test_a_hostile_archive_is_read_within_limits_and_its_secrets_masked(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node = broken_node(sim)
+    key = "AKIAIOSFODNN7EXAMPLE"
+    kubelet = (
+        "2026-12-05T22:23:05.000000+0000 node kubelet[1]: Started kubelet\n"
+        f"2026-12-05T22:23:06.000000+0000 node kubelet[1]: aws_access_key_id={key}\n"
+    ).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in (
+            ("../../etc/cron.d/evil", b"* * * * * root sh\n"),  # outside the archive
+            ("kubelet/kubelet.log", kubelet),
+            ("containerd/containerd-log.txt", b"x" * 10),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("var_log/cloud-init.log")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "/etc/shadow"
+        tar.addfile(link)
+        bomb = tarfile.TarInfo("gpu/nvidia-bug-report.log.gz")
+        bomb_data = b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"not deflate at all"
+        bomb.size = len(bomb_data)
+        tar.addfile(bomb, io.BytesIO(bomb_data))
+    assert sim.node_diagnostics is not None
+    sim.node_diagnostics.archive_for = lambda _node: buffer.getvalue()
+    code, out, err, bundle = collect(sim, tmp_path, capsys)
+    assert code == 0, err + out
+    files = bundle_files(bundle)
+    base = f"nodes/{node}/"
+    assert not any("cron.d" in name or "evil" in name for name in files)
+    with tarfile.open(fileobj=io.BytesIO(files[base + "nodediagnostic-logs.tar.gz"])) as inner:
+        assert not any(".." in m.name.split("/") for m in inner.getmembers())
+    assert base + "cloud-init.log" not in files  # a symlink is never followed
+    assert key.encode() not in files[base + "kubelet.log"]
+    assert b"Started kubelet" in files[base + "kubelet.log"]
+    with tarfile.open(fileobj=io.BytesIO(files[base + "nodediagnostic-logs.tar.gz"])) as inner:
+        kept = inner.extractfile("kubelet/kubelet.log").read()  # type: ignore[union-attr]
+    assert key.encode() not in kept  # the agent's archive kept beside them is masked too
+    errors = files[base + "errors.txt"].decode()
+    assert "'var_log/cloud-init.log' (a symlink to '/etc/shadow') not read" in errors
+    assert "gpu/nvidia-bug-report.log.gz: unreadable" in errors
+
+
+def test_an_archive_that_is_not_gzip_is_refused_with_a_line(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert sim.node_diagnostics is not None
+    sim.node_diagnostics.archive_for = lambda _node: b"<html>proxy error</html>"
+    node = broken_node(sim)
+    code, out, err, bundle = collect(sim, tmp_path, capsys)
+    assert code == 0, err + out
+    errors = bundle_files(bundle)[f"nodes/{node}/errors.txt"].decode()
+    assert "the agent's archive is not a gzip'd tar: nothing read from it" in errors
+
+
+def test_ctrl_c_while_the_agent_works_deletes_the_object(sim: SimCluster, tmp_path: Path) -> None:
+    node = broken_node(sim)
+    assert sim.node_diagnostics is not None
+    sim.node_diagnostics.silent.add(node)
+    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+    cancel = threading.Event()
+    shell = NodeDiagnosticShell(client, node, poll_seconds=0.05)
+    seen: list[str] = []
+
+    def report(state: str) -> None:
+        seen.append(state)
+        cancel.set()  # Ctrl-C as soon as the object is there
+
+    shell.report = report
+    try:
+        result = shell.run("", timeout=60, stdout=io.BytesIO(), cancel=cancel)
+    finally:
+        client.close()
+    assert result.error == CANCELLED and not result.ok
+    assert seen == ["NodeDiagnostic created, waiting for the agent on the node"]
+    assert sim.objects("nodediagnostics") == []
+
+
+def test_auto_reaches_an_auto_mode_node_through_the_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EKS Auto Mode nodes take no SSH or SSM (docs.aws.amazon.com/eks/latest/userguide/
+    auto-troubleshoot.html): `auto` captures them with a NodeDiagnostic."""
+    scenario = load_scenario(SCENARIO)
+    auto_mode = with_pool_changes(scenario, labels=(("eks.amazonaws.com/compute-type", "auto"),))
+    with SimCluster(auto_mode, speed=0) as sim:
+        node = broken_node(sim)
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        bundle = tmp_path / "auto.tar.gz"
+        code = main(["--kubeconfig", str(kubeconfig), "collect", node, "-o", str(bundle)])
+        out = capsys.readouterr()
+        assert code == 0, out.err + out.out
+        assert "sim cannot reach it (an EKS Auto Mode node" in out.err
+        assert sim.objects("nodediagnostics") == []
+    manifest = json.loads(bundle_files(bundle)["manifest.json"])
+    assert manifest["nodes"][node]["transport"] == "nodediagnostic"
+
+
+def test_auto_without_the_agent_says_why_the_node_was_not_reached(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = with_pool_changes(
+        load_scenario(SCENARIO),
+        labels=(("eks.amazonaws.com/compute-type", "auto"),),
+        node_monitoring_agent=False,
+    )
+    with SimCluster(scenario, speed=0) as sim:
+        node = broken_node(sim)
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        code = main(["--kubeconfig", str(kubeconfig), "collect", node, "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"not collected: {node}: an EKS Auto Mode node" in out
+
+
+def test_a_node_whose_agent_is_absent_times_out_rather_than_hangs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent's DaemonSet is not on every pool: nothing ever writes a status there."""
+    scenario = load_scenario(SCENARIO)
+    pools = tuple(
+        dataclasses.replace(p, node_monitoring_agent=p.mig_config is None) for p in scenario.pools
+    )
+    with SimCluster(dataclasses.replace(scenario, pools=pools), speed=0) as sim:
+        assert sim.node_diagnostics is not None  # some pool runs it: the CRD is there
+        code, out, _, _ = collect(sim, tmp_path, capsys, "--timeout", "2")
+        assert sim.objects("nodediagnostics") == []
+    assert code == 1
+    assert "is eks-node-monitoring-agent running on the node?" in out
