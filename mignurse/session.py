@@ -115,7 +115,11 @@ class Recording:
             self.client,
             out_dir=folder,
             shell_for=shell_factory(
-                self.client, access, sandboxes=Path(self._sandboxes.name), simulated=simulated
+                self.client,
+                access,
+                sandboxes=Path(self._sandboxes.name),
+                simulated=simulated,
+                collecting=True,
             ),
             clock=self.clock,
             report=report,

@@ -238,7 +238,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:
             shell_for = shell_factory(
-                client, access, sandboxes=Path(sandboxes), simulated=simulated
+                client, access, sandboxes=Path(sandboxes), simulated=simulated, collecting=True
             )
             manifest = _collect_with_progress(
                 args, client, loaded.snapshot, nodes, shell_for, out, since, transport, now

@@ -86,6 +86,8 @@ _WANTED = frozenset(source for sources in MAPPED.values() for source in sources)
     MOUNTS,
 }
 Report = Callable[[str], None]
+# The first comment of mignurse.nodeaccess.script's collector: the one script this stands in for.
+COLLECTOR_MARK = "# mignurse node collector: read-only"
 
 
 class CaptureFailed(Exception):
@@ -199,9 +201,18 @@ class NodeDiagnosticShell:
         stdout: BinaryIO,
         cancel: threading.Event | None = None,
     ) -> CommandResult:
-        """The agent's capture stands in for `script` (the agent runs its own collectors)."""
-        del script
+        """The agent's capture stands in for the collector's `script` (the agent runs its
+        own collectors); any other script is refused before anything is created."""
         started = time.monotonic()
+        if COLLECTOR_MARK not in script:
+            return CommandResult(
+                self.node,
+                self.transport,
+                None,
+                0.0,
+                error="a NodeDiagnostic only captures the node's logs: it cannot run this "
+                "command (use --transport ssm or ssh)",
+            )
         deadline = started + timeout
         left: list[str] = []
         created: dict[str, Any] | None = None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import cast
 
 from mignurse.cluster.client import ClusterClient, ClusterError
 from mignurse.collect.access import Access, AccessError, ShellFor, aws_client
@@ -24,27 +24,32 @@ def shell_factory(
     *,
     sandboxes: Path,
     simulated: bool = False,
+    collecting: bool = False,
 ) -> ShellFor:
     """One shell per node, over the transport `access` resolves to: `sim`, the injected
     sandboxes (built under `sandboxes`); `ssm`, SSM through `access.bucket`, falling back to
     SSH where SSM does not manage the instance; `ssh`, SSH to the node's name
     (`~/.ssh/config` may map it, e.g. a ProxyCommand over SSM); `nodediagnostic`, the EKS node
     monitoring agent's capture (archive through the node proxy, or S3 with `access.bucket`).
-    With `auto`, a node the chosen way cannot reach is captured by the agent, where the
-    cluster serves its NodeDiagnostic API."""
+    `collecting` (the collector's script, nothing else, will run): with `auto`, a node the
+    chosen way cannot reach is captured by the agent where the cluster serves its
+    NodeDiagnostic API; the agent runs no other command, so a runbook never gets it."""
     transport = access.resolve(simulated=simulated)
     if transport == "nodediagnostic":
+        if not collecting:
+            raise AccessError(
+                "--transport nodediagnostic only captures a node's logs: it cannot run "
+                "commands on the node (use ssm or ssh)"
+            )
         return _node_diagnostics(client, access)
-    agent = None
-    if access.transport == "auto" and _serves_node_diagnostics(client):
-        agent = _node_diagnostics(client, access)
     shells = _shells(client, access, transport, sandboxes)
-    if agent is None:
+    if not (collecting and access.transport == "auto" and _serves_node_diagnostics(client)):
         return shells
+    agent = _node_diagnostics(client, access)
 
     def with_agent(node: Node) -> NodeShell:
         shell = shells(node)
-        diagnostic = cast(NodeDiagnosticShell, agent(node))
+        diagnostic = agent(node)
         if isinstance(shell, FallbackShell):  # SSM then SSH, then the agent
             return FallbackShell(
                 shell.primary, WhenUnreachable(shell.fallback, diagnostic), when=shell.when
@@ -61,10 +66,12 @@ def _serves_node_diagnostics(client: ClusterClient) -> bool:
         return False
 
 
-def _node_diagnostics(client: ClusterClient, access: Access) -> ShellFor:
+def _node_diagnostics(
+    client: ClusterClient, access: Access
+) -> Callable[[Node], NodeDiagnosticShell]:
     bucket = BucketUpload(aws_client(access, "s3"), access.bucket) if access.bucket else None
 
-    def shell_for(node: Node) -> NodeShell:
+    def shell_for(node: Node) -> NodeDiagnosticShell:
         return NodeDiagnosticShell(client, node.name, bucket=bucket)
 
     return shell_for

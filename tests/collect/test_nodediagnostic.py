@@ -26,6 +26,7 @@ from mignurse.cli import main
 from mignurse.cluster.client import ClusterClient
 from mignurse.collect.nodediagnostic import NodeDiagnosticShell
 from mignurse.nodeaccess.base import CANCELLED
+from mignurse.nodeaccess.script import collector_script
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.nodes import story_for
 from mignurse.sim.scenario_spec import RbacDeny, Scenario
@@ -276,7 +277,7 @@ def test_ctrl_c_while_the_agent_works_deletes_the_object(sim: SimCluster, tmp_pa
 
     shell.report = report
     try:
-        result = shell.run("", timeout=60, stdout=io.BytesIO(), cancel=cancel)
+        result = shell.run(collector_script(), timeout=60, stdout=io.BytesIO(), cancel=cancel)
     finally:
         client.close()
     assert result.error == CANCELLED and not result.ok
@@ -335,3 +336,22 @@ def test_a_node_whose_agent_is_absent_times_out_rather_than_hangs(
         assert sim.objects("nodediagnostics") == []
     assert code == 1
     assert "is eks-node-monitoring-agent running on the node?" in out
+
+
+def test_a_runbooks_command_is_never_sent_as_a_capture(sim: SimCluster, tmp_path: Path) -> None:
+    """The agent runs no command: a runbook step over this transport is refused before any
+    object is made, and a runbook's shells never fall back to it."""
+    from mignurse.collect.access import Access, AccessError
+    from mignurse.collect.transports import shell_factory
+
+    node = broken_node(sim)
+    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+    try:
+        shell = NodeDiagnosticShell(client, node)
+        result = shell.run("nvidia-smi -mig 0", timeout=30, stdout=io.BytesIO())
+        assert result.rc is None and "cannot run this command" in result.error
+        assert sim.objects("nodediagnostics") == []
+        with pytest.raises(AccessError, match="only captures a node's logs"):
+            shell_factory(client, Access(transport="nodediagnostic"), sandboxes=tmp_path)
+    finally:
+        client.close()
