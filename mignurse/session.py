@@ -372,7 +372,7 @@ class LiveSource:
         with tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:
-            shell_for = self.shells(Path(sandboxes))
+            shell_for = self.shells(Path(sandboxes), collecting=True)
             manifest = collect(
                 self.client,
                 self.state.snapshot(taken_at=now),
@@ -388,13 +388,19 @@ class LiveSource:
             self._evidence.update(load_offline(out).node_evidence)
         return out, manifest
 
-    def shells(self, sandboxes: Path) -> ShellFor:
+    def shells(self, sandboxes: Path, *, collecting: bool = False) -> ShellFor:
         """One shell per node, over the transport `mignurse collect` would take to this
         cluster (`--transport auto`: the simulator's sandboxes, built under `sandboxes`, on a
-        simulated cluster): `c`, `l` and every runbook step that runs on a node use it.
+        simulated cluster): `c`, `l` and every runbook step that runs on a node use it;
+        `collecting` (`c`): a node none of them reaches is captured by the node monitoring
+        agent's NodeDiagnostic, as `mignurse collect` does.
         AccessError: the nodes cannot be reached as asked."""
         return shell_factory(
-            self.client, self.access, sandboxes=sandboxes, simulated=bool(self.simulated)
+            self.client,
+            self.access,
+            sandboxes=sandboxes,
+            simulated=bool(self.simulated),
+            collecting=collecting,
         )
 
     def auto_tick(self) -> None:

@@ -32,6 +32,7 @@ failure and Ctrl-C too; one that could not be deleted is named with the command 
 from __future__ import annotations
 
 import io
+import json
 import secrets
 import tarfile
 import tempfile
@@ -65,6 +66,7 @@ POLL_SECONDS = 1.0
 # MiB. What it unpacks to is held to the node's budget (collect.archives) as it is read.
 MAX_ARCHIVE_BYTES = 512 * 2**20
 ARCHIVE_NAME = "nodediagnostic-logs.tar.gz"
+CAPTURE_RECORD = "nodediagnostic.json"
 # The agent's files → the names mignurse's parsers read under nodes/<node>/ (nodeaccess/script.py
 # writes the same names); several sources for one name are joined in this order.
 MAPPED: dict[str, tuple[str, ...]] = {
@@ -225,14 +227,24 @@ class NodeDiagnosticShell:
                     destination = self.bucket.put_url(key, timeout)
                 created = self._create(destination)
                 self.report("NodeDiagnostic created, waiting for the agent on the node")
-                outcome = self._follow(deadline, timeout, cancel)
+                reason, message = self._follow(deadline, timeout, cancel)
+                outcome = reason if not message else f"{reason} ({message})"
                 self.report(f"capture {outcome}; fetching the archive")
                 size = self._fetch(key, spool, deadline, cancel)
                 self.report(f"archive of {human_bytes(size)} fetched; checking it")
                 left += self._clean_up(created, key)
-                created, key = None, ""
+                created, key_read, key = None, key, ""
                 spool.seek(0)
-                written = write_node_tar(spool, stdout, self.node, outcome, left)
+                capture = {
+                    "nodeDiagnostic": self.node,
+                    "destination": (
+                        f"s3://{self.bucket.bucket}/{key_read}" if self.bucket else "node"
+                    ),
+                    "categories": list(self.categories),
+                    "reason": reason,
+                    "message": message,
+                }
+                written = write_node_tar(spool, stdout, capture, left)
         except CaptureFailed as exc:
             left += self._clean_up(created, key)
             error = str(exc) if not left else f"{exc}; {'; '.join(left)}"
@@ -299,8 +311,11 @@ class NodeDiagnosticShell:
             f"once per object: when it is done, kubectl delete nodediagnostic {self.node}"
         )
 
-    def _follow(self, deadline: float, timeout: float, cancel: threading.Event | None) -> str:
-        """Poll the status until the Log capture completes: "Success", "SuccessWithErrors"."""
+    def _follow(
+        self, deadline: float, timeout: float, cancel: threading.Event | None
+    ) -> tuple[str, str]:
+        """Poll the status until the Log capture completes: its reason (Success,
+        SuccessWithErrors) and message."""
         said = ""
         while True:
             if cancel is not None and cancel.is_set():
@@ -321,7 +336,7 @@ class NodeDiagnosticShell:
                 reason = str(completed.get("reason") or "")
                 message = inert(str(completed.get("message") or ""))[:300]
                 if reason in ("Success", "SuccessWithErrors"):
-                    return reason if not message else f"{reason} ({message})"
+                    return reason, message
                 raise CaptureFailed(
                     f"the agent's capture ended {inert(reason)[:40] or 'without a reason'}: "
                     f"{message or 'no message'}"
@@ -425,11 +440,12 @@ def log_capture_state(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_node_tar(
-    archive: IO[bytes], out: BinaryIO, node: str, outcome: str, left: list[str]
+    archive: IO[bytes], out: BinaryIO, capture: dict[str, Any], left: list[str]
 ) -> int:
     """Write the collector's tar stream (`node/<file>`) from the agent's archive: the files the
-    parsers read under their names, the archive itself, and errors.txt with what went wrong
-    (the agent's own log-capture-errors.log included). Returns the bytes written."""
+    parsers read under their names, the archive itself, `nodediagnostic.json` (the capture:
+    object, destination, outcome) and, when anything went wrong, errors.txt (the agent's own
+    log-capture-errors.log included). Returns the bytes written."""
     problems: list[str] = []
     found = read_agent_archive(archive, problems)
     archive.seek(0, io.SEEK_END)
@@ -455,15 +471,17 @@ def write_node_tar(
                 f"{archives.MAX_MEMBER_BYTES // 2**20} MiB limit per file: only the files "
                 "mignurse reads were kept"
             )
-        errors = [f"NodeDiagnostic capture: {outcome}"]
-        errors += [f"NodeDiagnostic: {p}" for p in problems + left]
+        errors = [f"NodeDiagnostic: {p}" for p in problems + left]
         agent_errors = found.get("log-capture-errors.log", b"").decode("utf-8", "replace")
         errors += [
             f"agent log-capture-errors.log: {line.strip()}"
             for line in agent_errors.splitlines()
             if line.strip() and not line.startswith("---")
         ]
-        _add(tar, "errors.txt", ("\n".join(errors) + "\n").encode())
+        record = {**capture, "archiveBytes": size, "read": sorted(found), "problems": errors}
+        _add(tar, CAPTURE_RECORD, (json.dumps(record, indent=1) + "\n").encode())
+        if errors:
+            _add(tar, "errors.txt", ("\n".join(errors) + "\n").encode())
     return counter.count
 
 

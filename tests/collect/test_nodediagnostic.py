@@ -28,7 +28,7 @@ from mignurse.collect.nodediagnostic import NodeDiagnosticShell
 from mignurse.nodeaccess.base import CANCELLED
 from mignurse.nodeaccess.script import collector_script
 from mignurse.sim import SimCluster, load_scenario
-from mignurse.sim.nodes import story_for
+from mignurse.sim.nodes import sandbox_shells, story_for
 from mignurse.sim.scenario_spec import RbacDeny, Scenario
 
 SCENARIO = "mig-hook-notready"  # one NotReady MIG node whose kubelet mig-manager restarted
@@ -90,7 +90,10 @@ def test_the_agents_capture_is_filed_as_the_nodes_evidence_and_diagnosed(
     assert b"Stopped kubelet.service" in files[base + "kubelet.log"]
     assert files[base + "cgroup-fs.txt"] == b"cgroup2fs\n"
     assert base + "nodediagnostic-logs.tar.gz" in files  # the agent's whole archive, masked
-    assert b"NodeDiagnostic capture: Success" in files[base + "errors.txt"]
+    capture = json.loads(files[base + "nodediagnostic.json"])
+    assert capture["nodeDiagnostic"] == node and capture["destination"] == "node"
+    assert capture["reason"] == "Success" and capture["problems"] == []
+    assert base + "errors.txt" not in files  # nothing went wrong: no problem to show
     main(["diagnose", "--from", str(bundle), "-o", "json"])
     document = json.loads(capsys.readouterr().out)
     restart = [f for f in document["findings"] if f["id"] == "mig-hook-kubelet-restart"]
@@ -105,6 +108,9 @@ def test_with_a_bucket_the_agent_uploads_and_the_object_is_read_back_and_removed
     code, out, err, bundle = collect(sim, tmp_path, capsys, "--bucket", bucket)
     assert code == 0, err + out
     assert "successfully uploaded logs with no errors" in err
+    node = broken_node(sim)
+    capture = json.loads(bundle_files(bundle)[f"nodes/{node}/nodediagnostic.json"])
+    assert capture["destination"].startswith(f"s3://{bucket}/mignurse/nodediagnostic/{node}-")
     assert boto3.client("s3").list_objects_v2(Bucket=bucket).get("KeyCount") == 0
     assert sim.objects("nodediagnostics") == []
     main(["diagnose", "--from", str(bundle), "-o", "json"])
@@ -355,3 +361,46 @@ def test_a_runbooks_command_is_never_sent_as_a_capture(sim: SimCluster, tmp_path
             shell_factory(client, Access(transport="nodediagnostic"), sandboxes=tmp_path)
     finally:
         client.close()
+
+
+def test_auto_collect_captures_an_auto_mode_node_through_the_agent(tmp_path: Path) -> None:
+    """`watch --auto-collect` before a repair: the only way into an Auto Mode node is the
+    agent, and the bundle holds the node's journals."""
+    from mignurse.cluster.snapshot import ClusterState
+    from mignurse.cluster.watcher import ClusterWatcher
+    from mignurse.collect.access import Access
+    from mignurse.collect.auto import AutoCollector
+    from mignurse.collect.transports import shell_factory
+    from mignurse.diagnose.sources import load_offline
+
+    auto_mode = with_pool_changes(
+        load_scenario("dcgm-repair-loop"), labels=(("eks.amazonaws.com/compute-type", "auto"),)
+    )
+    with SimCluster(auto_mode, speed=0) as sim:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "k")))
+        state = ClusterState()
+        watcher = ClusterWatcher(client, state, karpenter=True).start()
+        try:
+            assert watcher.wait_synced(15)
+            (tmp_path / "sb").mkdir()
+            access = Access(sandbox_shells=sandbox_shells)
+            shells = shell_factory(
+                client, access, sandboxes=tmp_path / "sb", simulated=True, collecting=True
+            )
+            lines: list[str] = []
+            collector = AutoCollector(
+                client, out_dir=tmp_path, shell_for=shells, clock=sim.now, report=lines.append
+            )
+            started = collector.check(state)
+            collector.close()
+        finally:
+            watcher.stop()
+            client.close()
+        assert started
+        assert sim.objects("nodediagnostics") == []
+    (bundle,) = tmp_path.glob("mignurse-bundle-*.tar.gz")
+    evidence = load_offline(bundle).node_evidence
+    assert set(evidence) == set(started)
+    assert all(e.journals.get("kubelet") for e in evidence.values())
+    manifest = json.loads(bundle_files(bundle)["manifest.json"])
+    assert {n["transport"] for n in manifest["nodes"].values()} == {"nodediagnostic"}
