@@ -201,10 +201,12 @@ def test_reading_every_scenario_as_on_eks(
     assert f"Name:         {claim}" in k.out("describe", "nodeclaim", claim)
     assert header(k.out("get", "nodepools")) == ["NAME", "NODECLASS", "NODES", "READY", "AGE"]
     crds = rows(k.out("get", "crds"))
+    agent = any(p.node_monitoring_agent for p in k.sim.scenario.pools)
     assert {r[0] for r in crds} == {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
+        *(["nodediagnostics.eks.amazonaws.com"] if agent else []),
     }
     assert "FIELD: weight <integer>" in k.out("explain", "nodepool.spec.weight")
 
@@ -370,6 +372,48 @@ def test_server_side_apply_owns_fields_and_conflicts(kubectl_for: Callable[..., 
     del config["metadata"]["labels"]
     k.out("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(config))
     assert "owner" not in (k.json("get", "nodepool", "gpu-batch")["metadata"].get("labels") or {})
+
+
+def test_a_node_diagnostic_captures_the_nodes_logs_as_the_eks_docs_show(
+    kubectl_for: Callable[..., Kubectl], tmp_path: Path
+) -> None:
+    """The procedure of docs.aws.amazon.com/eks/latest/userguide/auto-get-logs.html (create a
+    NodeDiagnostic named after the node, wait for the Log capture) with destination `node`
+    instead of a presigned URL, the archive read through the node proxy; the agent's side
+    after aws/eks-node-monitoring-agent v1.7.0 pkg/controllers/nodediagnostic.go."""
+    import tarfile
+    import time
+
+    k = kubectl_for("dcgm-repair-loop")
+    node = rows(k.out("get", "nodes"))[0][0]
+    manifest = (
+        "apiVersion: eks.amazonaws.com/v1alpha1\nkind: NodeDiagnostic\n"
+        f"metadata:\n  name: {node}\nspec:\n  logCapture:\n    destination: node\n"
+    )
+    assert "created" in k.out("create", "-f", "-", stdin=manifest)
+    for _ in range(100):
+        state = k.json("get", "nodediagnostic", node)["status"]["captureStatuses"][0]["state"]
+        if state.get("completed"):
+            break
+        time.sleep(0.1)
+    completed = state["completed"]
+    assert completed["reason"] == "Success"
+    assert completed["message"].endswith(f"/var/log/support/{node}-logs.tar.gz")
+    archive = tmp_path / "logs.tar.gz"
+    path = f"/api/v1/nodes/{node}/proxy/logs/support/{node}-logs.tar.gz"
+    done = subprocess.run(
+        [KUBECTL or "kubectl", f"--kubeconfig={k.kubeconfig}", "get", "--raw", path],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    archive.write_bytes(done.stdout)
+    with tarfile.open(archive) as tar:
+        assert "kubelet/kubelet.log" in tar.getnames()
+    assert "deleted" in k.out("delete", "nodediagnostic", node)
+    assert "No resources found" in k.run("get", "nodediagnostics").stderr
+    missing = k.run("get", "--raw", f"/api/v1/nodes/{node}/proxy/logs/support/other", check=False)
+    assert missing.returncode != 0
 
 
 def test_delete_nodeclaim(kubectl_for: Callable[..., Kubectl]) -> None:
