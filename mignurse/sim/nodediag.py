@@ -47,6 +47,7 @@ PLURAL = "nodediagnostics"
 SAVED_SECONDS = 600.0  # the agent removes the node's archive after 10 minutes
 START_SECONDS = 0.05  # wall seconds before the agent's reconcile marks the capture running
 CAPTURE_SECONDS = 0.3  # wall seconds the collectors take
+ERRORS_LOG = "log-capture-errors.log"
 
 
 @cache
@@ -161,10 +162,15 @@ class NodeDiagnosticAgent:
         fault = self.failing.get(name)
         if fault is not None:
             return "Failure", f"fatal error during log collection process{fault}"
+        # the agent writes log-capture-errors.log exactly when a collector failed, and then
+        # reports SuccessWithErrors
+        partial = ERRORS_LOG in _member_names(archive)
         if destination == "node":
             path = f"/var/log/{saved_path(name)}"
             with self._lock:
                 self.saved[name] = (time.monotonic(), archive)
+            if partial:
+                return "SuccessWithErrors", f"successfully saved logs to {path} with some errors"
             return "Success", f"successfully saved logs to {path}"
         try:
             status = _put(destination, archive)
@@ -172,6 +178,8 @@ class NodeDiagnosticAgent:
             return "Failure", f"fatal error during log upload process{exc}"
         if not 200 <= status < 300:  # pkg/util/net DoRequest: a non-2xx answer is an error
             return "Failure", f"fatal error during log upload processstatus code {status}"
+        if partial:
+            return "SuccessWithErrors", "successfully uploaded logs with some errors"
         return "Success", "successfully uploaded logs with no errors"
 
     def _status(self, name: str, state: JsonDict) -> JsonDict | None:
@@ -210,6 +218,15 @@ class NodeDiagnosticAgent:
                 ).read_bytes(),
             }
         return tar_gz(files)
+
+
+def _member_names(archive: bytes) -> list[str]:
+    """The archive's member names; [] for one that does not open (a test's hostile one)."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            return tar.getnames()
+    except (tarfile.TarError, OSError, EOFError, ValueError):
+        return []
 
 
 def _put(url: str, body: bytes) -> int:

@@ -58,6 +58,17 @@ def bundle_files(bundle: Path) -> dict[str, bytes]:
         }
 
 
+def agent_archive(files: dict[str, bytes]) -> bytes:
+    """A gzip'd tar of relative paths, files only, as the agent's TarGzipDir writes it."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
 def with_pool_changes(scenario: Scenario, **changes: Any) -> Scenario:
     pools = tuple(dataclasses.replace(p, **changes) for p in scenario.pools)
     return dataclasses.replace(scenario, pools=pools)
@@ -254,6 +265,32 @@ def test_a_hostile_archive_is_read_within_limits_and_its_secrets_masked(
     errors = files[base + "errors.txt"].decode()
     assert "'var_log/cloud-init.log' (a symlink to '/etc/shadow') not read" in errors
     assert "gpu/nvidia-bug-report.log.gz: unreadable" in errors
+
+
+def test_a_partial_capture_is_kept_and_the_agents_errors_are_the_nodes_problems(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SuccessWithErrors: the agent wrote log-capture-errors.log (pkg/controllers/
+    nodediagnostic.go collectLogs: one `--- Errors in collector "X" ---` section each)."""
+    node = broken_node(sim)
+    archive = agent_archive(
+        {
+            "kubelet/kubelet.log": b"2026-12-05T22:23:05.000000+0000 node kubelet[1]: Started\n",
+            "log-capture-errors.log": b'--- Errors in collector "Nvidia" ---\n'
+            b'exec: "nvidia-bug-report.sh": executable file not found in $PATH\n',
+        }
+    )
+    assert sim.node_diagnostics is not None
+    sim.node_diagnostics.archive_for = lambda _node: archive
+    code, out, err, bundle = collect(sim, tmp_path, capsys)
+    assert code == 0, err + out
+    assert "capture SuccessWithErrors (successfully saved logs to" in err
+    files = bundle_files(bundle)
+    capture = json.loads(files[f"nodes/{node}/nodediagnostic.json"])
+    assert capture["reason"] == "SuccessWithErrors"
+    errors = files[f"nodes/{node}/errors.txt"].decode()
+    assert 'agent log-capture-errors.log: exec: "nvidia-bug-report.sh"' in errors
+    assert "Errors in collector" not in errors  # the section headers are not problems
 
 
 def test_an_archive_that_is_not_gzip_is_refused_with_a_line(
