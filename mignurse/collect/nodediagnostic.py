@@ -194,6 +194,7 @@ class NodeDiagnosticShell:
         self.categories = categories
         self.poll_seconds = poll_seconds
         self.report: Report = lambda state: None  # progress lines, set by the collector
+        self.instead_of = ""  # why the usual way in failed, when this stands in for it
 
     def run(
         self,
@@ -244,6 +245,9 @@ class NodeDiagnosticShell:
                     "reason": reason,
                     "message": message,
                 }
+                if self.instead_of:
+                    capture["insteadOf"] = self.instead_of
+                    left.insert(0, f"reached through the agent because {self.instead_of}")
                 written = write_node_tar(spool, stdout, capture, left)
         except CaptureFailed as exc:
             left += self._clean_up(created, key)
@@ -620,6 +624,8 @@ class WhenUnreachable:
         if cancel is not None and cancel.is_set():
             return first
         self.fallback.report(f"{first.transport} cannot reach it ({first.error[:120]})")
+        # kept with the evidence: a refused or changed host key must not go unseen
+        self.fallback.instead_of = f"{first.transport} could not: {first.error}"
         second = self.fallback.run(
             script, timeout=max(1.0, timeout - first.seconds), stdout=stdout, cancel=cancel
         )

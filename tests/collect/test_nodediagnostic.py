@@ -344,8 +344,12 @@ def test_auto_reaches_an_auto_mode_node_through_the_agent(
         assert code == 0, out.err + out.out
         assert "sim cannot reach it (an EKS Auto Mode node" in out.err
         assert sim.objects("nodediagnostics") == []
-    manifest = json.loads(bundle_files(bundle)["manifest.json"])
+    files = bundle_files(bundle)
+    manifest = json.loads(files["manifest.json"])
     assert manifest["nodes"][node]["transport"] == "nodediagnostic"
+    # why the usual way failed stays with the evidence
+    errors = files[f"nodes/{node}/errors.txt"].decode()
+    assert "reached through the agent because sim could not: an EKS Auto Mode node" in errors
 
 
 def test_auto_without_the_agent_says_why_the_node_was_not_reached(
