@@ -62,6 +62,7 @@ TRANSPORT = "nodediagnostic"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "mignurse")
 CATEGORIES = ("All",)
 POLL_SECONDS = 1.0
+MAX_URL_SECONDS = 7 * 24 * 3600  # the longest a SigV4 presigned URL may be valid
 # The agent keeps the archive in memory before writing or uploading it; a real one is tens of
 # MiB. What it unpacks to is held to the node's budget (collect.archives) as it is read.
 MAX_ARCHIVE_BYTES = 512 * 2**20
@@ -124,7 +125,8 @@ class BucketUpload:
         url: str = self.s3.generate_presigned_url(
             "put_object",
             Params={"Bucket": self.bucket, "Key": key},
-            ExpiresIn=max(60, int(seconds) + 60),
+            # valid while the node's deadline runs, within SigV4's seven days
+            ExpiresIn=min(MAX_URL_SECONDS, max(60, int(seconds) + 60)),
         )
         return url
 
@@ -159,7 +161,7 @@ class BucketUpload:
         return written
 
     def delete(self, key: str) -> str:
-        """ "" once gone, else the line that names what was left."""
+        """Remove the archive from the bucket: "" once gone, else the line that names it."""
         try:
             self.s3.delete_object(Bucket=self.bucket, Key=key)
         except Exception as exc:  # noqa: BLE001 - the evidence is in; say what stayed
