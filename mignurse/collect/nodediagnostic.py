@@ -68,6 +68,7 @@ MAX_URL_SECONDS = 7 * 24 * 3600  # the longest a SigV4 presigned URL may be vali
 MAX_ARCHIVE_BYTES = 512 * 2**20
 ARCHIVE_NAME = "nodediagnostic-logs.tar.gz"
 CAPTURE_RECORD = "nodediagnostic.json"
+ROLE_HINT = 'README, "Collecting through NodeDiagnostic"'
 # The agent's files → the names mignurse's parsers read under nodes/<node>/ (nodeaccess/script.py
 # writes the same names); several sources for one name are joined in this order.
 MAPPED: dict[str, tuple[str, ...]] = {
@@ -386,11 +387,12 @@ class NodeDiagnosticShell:
             return self.client.download(
                 path, spool, limit=MAX_ARCHIVE_BYTES, seconds=seconds, cancel=cancel
             )
-        except Forbidden as exc:
+        except Forbidden:
             raise CaptureFailed(
                 f"RBAC refused: cannot get nodes/proxy (the archive at {path}) as user "
                 f"{self.client.info.user or '?'!r} in context {self.client.info.context!r}: "
-                f"{str(exc)[:200]}; or pass --bucket BUCKET to have the agent upload it to S3"
+                f"grant it ({ROLE_HINT}) or pass --bucket BUCKET to have the agent upload the "
+                "archive to S3"
             ) from None
         except NotFound:
             raise CaptureFailed(
@@ -426,10 +428,10 @@ def absent_line() -> str:
 
 
 def _forbidden(exc: Forbidden, verb: str) -> str:
-    return (
-        f"RBAC refused: cannot {verb} nodediagnostics.eks.amazonaws.com ({str(exc)[:240]}); "
-        'see README, "Collecting through NodeDiagnostic", for the role it needs'
-    )
+    """The client's line ("RBAC refused: cannot VERB nodediagnostics.eks.amazonaws.com as user
+    ... (the server's message)") and where the role is."""
+    said = str(exc) or f"RBAC refused: cannot {verb} nodediagnostics.eks.amazonaws.com"
+    return f"{said}; the role it needs: {ROLE_HINT}"
 
 
 def log_capture_state(obj: dict[str, Any]) -> dict[str, Any]:
