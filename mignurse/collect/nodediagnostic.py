@@ -236,6 +236,13 @@ class NodeDiagnosticShell:
                 self.report(f"capture {outcome}; fetching the archive")
                 size = self._fetch(key, spool, deadline, cancel)
                 self.report(f"archive of {human_bytes(size)} fetched; checking it")
+                spool.seek(0)
+                head = spool.read(8)
+                if archives.sniff(head) != "gzip":
+                    raise CaptureFailed(
+                        f"what came back ({human_bytes(size)}, starting {inert(repr(head))}) is "
+                        "not the agent's gzip'd tar: nothing to read"
+                    )
                 left += self._clean_up(created, key)
                 created, key_read, key = None, key, ""
                 spool.seek(0)

@@ -293,16 +293,16 @@ def test_a_partial_capture_is_kept_and_the_agents_errors_are_the_nodes_problems(
     assert "Errors in collector" not in errors  # the section headers are not problems
 
 
-def test_an_archive_that_is_not_gzip_is_refused_with_a_line(
+def test_an_answer_that_is_not_an_archive_fails_the_node_with_a_line(
     sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A proxy's error page where the archive should be: the node is not collected."""
     assert sim.node_diagnostics is not None
     sim.node_diagnostics.archive_for = lambda _node: b"<html>proxy error</html>"
-    node = broken_node(sim)
-    code, out, err, bundle = collect(sim, tmp_path, capsys)
-    assert code == 0, err + out
-    errors = bundle_files(bundle)[f"nodes/{node}/errors.txt"].decode()
-    assert "the agent's archive is not a gzip'd tar: nothing read from it" in errors
+    code, out, _, _ = collect(sim, tmp_path, capsys)
+    assert code == 1
+    assert "starting b'<html>pr') is not the agent's gzip'd tar: nothing to read" in out
+    assert sim.objects("nodediagnostics") == []
 
 
 def test_ctrl_c_while_the_agent_works_deletes_the_object(sim: SimCluster, tmp_path: Path) -> None:
