@@ -14,8 +14,13 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -445,3 +450,30 @@ def test_auto_collect_captures_an_auto_mode_node_through_the_agent(tmp_path: Pat
     assert all(e.journals.get("kubelet") for e in evidence.values())
     manifest = json.loads(bundle_files(bundle)["manifest.json"])
     assert {n["transport"] for n in manifest["nodes"].values()} == {"nodediagnostic"}
+
+
+def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) -> None:
+    """SIGINT to `mignurse collect` while the agent works: a valid partial bundle, exit 130,
+    and the object gone from the cluster."""
+    with SimCluster(load_scenario(SCENARIO), speed=0) as sim:
+        node = broken_node(sim)
+        assert sim.node_diagnostics is not None
+        sim.node_diagnostics.silent.add(node)
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        bundle = tmp_path / "partial.tar.gz"
+        command = [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), "collect"]
+        command += [node, "--transport", "nodediagnostic", "-o", str(bundle)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not sim.objects("nodediagnostics"):
+                time.sleep(0.1)
+            assert sim.objects("nodediagnostics")
+        finally:
+            run.send_signal(signal.SIGINT)
+            code = run.wait(timeout=60)
+            stderr = run.stderr.read() if run.stderr else ""
+        assert code == 130, stderr
+        assert sim.objects("nodediagnostics") == []
+    assert f"interrupted: {bundle} is a valid partial bundle" in stderr
