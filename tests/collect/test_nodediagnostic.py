@@ -29,7 +29,13 @@ import pytest
 
 from mignurse.cli import main
 from mignurse.cluster.client import ClusterClient
-from mignurse.collect.nodediagnostic import NodeDiagnosticShell
+from mignurse.cluster.snapshot import ClusterState
+from mignurse.cluster.watcher import ClusterWatcher
+from mignurse.collect.access import Access, AccessError
+from mignurse.collect.auto import AutoCollector
+from mignurse.collect.nodediagnostic import NODEDIAGNOSTICS, NodeDiagnosticShell
+from mignurse.collect.transports import shell_factory
+from mignurse.diagnose.sources import load_offline
 from mignurse.nodeaccess.base import CANCELLED
 from mignurse.nodeaccess.script import collector_script
 from mignurse.sim import SimCluster, load_scenario
@@ -213,8 +219,6 @@ def test_an_existing_object_of_the_nodes_name_is_not_touched(
     node = broken_node(sim)
     client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "other")))
     try:
-        from mignurse.collect.nodediagnostic import NODEDIAGNOSTICS
-
         body = {"metadata": {"name": node}, "spec": {"logCapture": {"destination": "node"}}}
         client.create(NODEDIAGNOSTICS, body)
     finally:
@@ -393,8 +397,6 @@ def test_a_node_whose_agent_is_absent_times_out_rather_than_hangs(
 def test_a_runbooks_command_is_never_sent_as_a_capture(sim: SimCluster, tmp_path: Path) -> None:
     """The agent runs no command: a runbook step over this transport is refused before any
     object is made, and a runbook's shells never fall back to it."""
-    from mignurse.collect.access import Access, AccessError
-    from mignurse.collect.transports import shell_factory
 
     node = broken_node(sim)
     client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
@@ -412,12 +414,6 @@ def test_a_runbooks_command_is_never_sent_as_a_capture(sim: SimCluster, tmp_path
 def test_auto_collect_captures_an_auto_mode_node_through_the_agent(tmp_path: Path) -> None:
     """`watch --auto-collect` before a repair: the only way into an Auto Mode node is the
     agent, and the bundle holds the node's journals."""
-    from mignurse.cluster.snapshot import ClusterState
-    from mignurse.cluster.watcher import ClusterWatcher
-    from mignurse.collect.access import Access
-    from mignurse.collect.auto import AutoCollector
-    from mignurse.collect.transports import shell_factory
-    from mignurse.diagnose.sources import load_offline
 
     auto_mode = with_pool_changes(
         load_scenario("dcgm-repair-loop"), labels=(("eks.amazonaws.com/compute-type", "auto"),)
