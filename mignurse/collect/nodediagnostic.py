@@ -290,7 +290,12 @@ class NodeDiagnosticShell:
             },
         }
         try:
-            return self.client.create(NODEDIAGNOSTICS, body)
+            try:
+                return self.client.create(NODEDIAGNOSTICS, body)
+            except Conflict:
+                if not self._cleared_leftover():
+                    raise CaptureFailed(self._taken()) from None
+                return self.client.create(NODEDIAGNOSTICS, body)
         except Forbidden as exc:
             raise CaptureFailed(_forbidden(exc, "create")) from None
         except Conflict:
@@ -309,6 +314,26 @@ class NodeDiagnosticShell:
             return f"the API server has no NodeDiagnostic {self.node!r} to create (404)"
         return absent_line()
 
+    def _cleared_leftover(self) -> bool:
+        """An earlier mignurse run's object whose capture is over (a run killed before its
+        clean-up) is deleted so this run can capture; anything else is left alone."""
+        try:
+            existing = self.client.get(NODEDIAGNOSTICS, self.node)
+        except ClusterError:
+            return False
+        meta = existing.get("metadata") or {}
+        ours = (meta.get("labels") or {}).get(MANAGED_BY[0]) == MANAGED_BY[1]
+        if not ours or not isinstance(log_capture_state(existing).get("completed"), dict):
+            return False
+        try:
+            self.client.delete(NODEDIAGNOSTICS, self.node, uid=meta.get("uid") or None)
+        except NotFound:
+            pass
+        except ClusterError:
+            return False
+        self.report("an earlier mignurse run's finished NodeDiagnostic was still there: deleted")
+        return True
+
     def _taken(self) -> str:
         try:
             existing = self.client.get(NODEDIAGNOSTICS, self.node)
@@ -316,7 +341,7 @@ class NodeDiagnosticShell:
             existing = {}
         labels = (existing.get("metadata") or {}).get("labels") or {}
         whose = (
-            "left by an earlier mignurse run"
+            "another mignurse run's, still capturing"
             if labels.get(MANAGED_BY[0]) == MANAGED_BY[1]
             else "not mignurse's: someone else's capture of this node may be running"
         )

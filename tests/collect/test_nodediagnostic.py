@@ -229,6 +229,39 @@ def test_an_existing_object_of_the_nodes_name_is_not_touched(
     assert [o["metadata"]["name"] for o in sim.objects("nodediagnostics")] == [node]
 
 
+def test_a_finished_leftover_of_an_earlier_run_is_replaced_a_running_one_is_not(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed before its clean-up leaves its labelled object: once its capture is over
+    it is deleted and the node captured again; while another run's capture runs it is not."""
+    node = broken_node(sim)
+    assert sim.node_diagnostics is not None
+    client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "other")))
+    try:
+        body = {
+            "metadata": {"name": node, "labels": {"app.kubernetes.io/managed-by": "mignurse"}},
+            "spec": {"logCapture": {"destination": "node"}},
+        }
+        sim.node_diagnostics.silent.add(node)  # the other run's capture never finishes
+        client.create(NODEDIAGNOSTICS, body)
+        code, out, _, _ = collect(sim, tmp_path, capsys, "--timeout", "5")
+        assert code == 1
+        assert "already exists (another mignurse run's, still capturing)" in out
+        client.delete(NODEDIAGNOSTICS, node)
+        sim.node_diagnostics.silent.clear()
+        client.create(NODEDIAGNOSTICS, body)
+        for _ in range(100):  # the agent finishes the leftover's capture
+            if "completed" in str(client.get(NODEDIAGNOSTICS, node).get("status")):
+                break
+            time.sleep(0.05)
+    finally:
+        client.close()
+    code, out, err, _ = collect(sim, tmp_path, capsys)
+    assert code == 0, err + out
+    assert "an earlier mignurse run's finished NodeDiagnostic was still there: deleted" in err
+    assert sim.objects("nodediagnostics") == []
+
+
 def test_a_hostile_archive_is_read_within_limits_and_its_secrets_masked(
     sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
