@@ -16,6 +16,7 @@ import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -26,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mignurse.cli import main
+from mignurse.cluster import SIM_EXTENSION
 from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher
@@ -506,3 +509,36 @@ def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) ->
         assert code == 130, stderr
         assert sim.objects("nodediagnostics") == []
     assert f"interrupted: {bundle} is a valid partial bundle" in stderr
+
+
+def test_auto_on_a_real_looking_cluster_falls_back_from_ssh_to_the_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster without the simulator's mark: `auto` is SSH, which the node refuses
+    (~/.ssh/config sends it to a port of 127.0.0.1 nothing listens on), then the agent."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(f"Host *\n  HostName 127.0.0.1\n  Port {port}\n")
+    monkeypatch.setenv("HOME", str(home))
+    with SimCluster(load_scenario(SCENARIO), speed=0) as sim:
+        node = broken_node(sim)
+        config = yaml.safe_load(sim.write_kubeconfig(tmp_path / "config").read_text())
+        for entry in config["clusters"]:
+            entry["cluster"]["extensions"] = [
+                e for e in entry["cluster"].get("extensions") or [] if e["name"] != SIM_EXTENSION
+            ]
+        kubeconfig = tmp_path / "real-looking"
+        kubeconfig.write_text(yaml.safe_dump(config))
+        bundle = tmp_path / "ssh-then-agent.tar.gz"
+        code = main(["--kubeconfig", str(kubeconfig), "collect", node, "-o", str(bundle)])
+        out = capsys.readouterr()
+        assert code == 0, out.err + out.out
+        assert "collecting 1 node(s) over ssh" in out.err
+        assert "ssh cannot reach it (connection refused by" in out.err
+        assert sim.objects("nodediagnostics") == []
+    files = bundle_files(bundle)
+    assert json.loads(files["manifest.json"])["nodes"][node]["transport"] == "nodediagnostic"
+    assert "because ssh could not: connection refused" in files[f"nodes/{node}/errors.txt"].decode()
