@@ -432,7 +432,10 @@ class NodeDiagnosticShell:
                 "removes it 600 s after the capture"
             ) from None
         except ClusterError as exc:
-            raise CaptureFailed(f"cannot fetch the agent's archive: {exc}") from None
+            raise CaptureFailed(
+                f"cannot fetch the agent's archive through the node proxy: {exc}; the proxy "
+                "needs the node's kubelet: --bucket BUCKET has the agent upload it to S3"
+            ) from None
 
     def _clean_up(self, created: dict[str, Any] | None, key: str) -> list[str]:
         """Delete what this run made; the lines that name what stayed."""

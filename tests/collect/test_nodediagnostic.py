@@ -542,3 +542,22 @@ def test_auto_on_a_real_looking_cluster_falls_back_from_ssh_to_the_agent(
     files = bundle_files(bundle)
     assert json.loads(files["manifest.json"])["nodes"][node]["transport"] == "nodediagnostic"
     assert "because ssh could not: connection refused" in files[f"nodes/{node}/errors.txt"].decode()
+
+
+def test_a_dead_kubelet_closes_the_node_proxy_and_the_bucket_still_brings_the_logs(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], bucket: str
+) -> None:
+    """The agent is a pod of its own: it captures while kubelet is stopped, but the node proxy
+    goes through kubelet (kube-apiserver answers 503 "error trying to reach service")."""
+    node = broken_node(sim)
+    machine = sim.loops.machines[node]
+    with sim.loops.txn():
+        sim.loops.kubelet.stop(machine)
+    code, out, _, _ = collect(sim, tmp_path, capsys)
+    assert code == 1
+    assert "error trying to reach service" in out
+    assert "--bucket BUCKET has the agent upload it to S3" in out
+    assert sim.objects("nodediagnostics") == []
+    code, out, err, bundle = collect(sim, tmp_path, capsys, "--bucket", bucket)
+    assert code == 0, err + out
+    assert f"nodes/{node}/kubelet.log" in bundle_files(bundle)
