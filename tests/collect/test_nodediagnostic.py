@@ -561,3 +561,16 @@ def test_a_dead_kubelet_closes_the_node_proxy_and_the_bucket_still_brings_the_lo
     code, out, err, bundle = collect(sim, tmp_path, capsys, "--bucket", bucket)
     assert code == 0, err + out
     assert f"nodes/{node}/kubelet.log" in bundle_files(bundle)
+
+
+def test_an_agents_message_cannot_drive_the_terminal(
+    sim: SimCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The status message is the node's text: an OSC 52 clipboard write in it is shown, not
+    obeyed."""
+    assert sim.node_diagnostics is not None
+    sim.node_diagnostics.failing[broken_node(sim)] = "\x1b]52;c;ZWNobyBwd25lZA==\x07\u202e"
+    code, out, err, _ = collect(sim, tmp_path, capsys)
+    assert code == 1
+    assert "\x1b" not in out + err and "\u202e" not in out + err
+    assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07<U+202E>" in out
