@@ -16,6 +16,7 @@ import typing
 from functools import cache
 from typing import Any
 
+from mignurse.sim import nodediag
 from mignurse.sim.crds import CrdSet
 from mignurse.sim.discovery import Catalogue, Served
 
@@ -154,15 +155,21 @@ def _gvk(group: str, version: str, kind: str) -> JsonDict:
 
 def crd_component(crds: CrdSet, plural: str) -> tuple[str, JsonDict]:
     doc = crds.documents[plural]["spec"]
-    group, kind = doc["group"], doc["names"]["kind"]
-    name = ".".join(reversed(group.split("."))) + f".v1.{kind}"
-    schema = json.loads(json.dumps(crds.schema(plural)))
+    return custom_component(doc["group"], "v1", doc["names"]["kind"], crds.schema(plural))
+
+
+def custom_component(
+    group: str, version: str, kind: str, structural: JsonDict
+) -> tuple[str, JsonDict]:
+    """A custom resource's model as kube-apiserver publishes it from its CRD's schema."""
+    name = ".".join(reversed(group.split("."))) + f".{version}.{kind}"
+    schema = json.loads(json.dumps(structural))
     schema.setdefault("properties", {})["metadata"] = {
         "allOf": [{"$ref": f"#/components/schemas/{META_PACKAGE}.ObjectMeta"}],
         "description": "Standard object's metadata. More info: "
         "https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
     }
-    schema["x-kubernetes-group-version-kind"] = [_gvk(group, "v1", kind)]
+    schema["x-kubernetes-group-version-kind"] = [_gvk(group, version, kind)]
     return name, schema
 
 
@@ -189,8 +196,13 @@ def group_document(served: Catalogue, crds: CrdSet | None, group: str, version: 
         if r.group != group or r.version != version:
             continue
         paths.update(_paths(s))
+        custom = None
         if crds is not None and r.plural in crds.documents:
-            name, schema = crd_component(crds, r.plural)
+            custom = crd_component(crds, r.plural)
+        elif r.plural == nodediag.PLURAL:
+            custom = custom_component(group, version, r.kind, nodediag.schema())
+        if custom is not None:
+            name, schema = custom
             schemas[name] = schema
             schemas.update(builtin_schemas("V1ObjectMeta", META_PACKAGE))
             continue

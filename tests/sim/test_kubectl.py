@@ -390,9 +390,13 @@ def test_a_node_diagnostic_captures_the_nodes_logs_as_the_eks_docs_show(
         "apiVersion: eks.amazonaws.com/v1alpha1\nkind: NodeDiagnostic\n"
         f"metadata:\n  name: {node}\nspec:\n  logCapture:\n    destination: node\n"
     )
+    # kubectl validates against the served OpenAPI, built from the agent's CRD
+    assert "destination\t<string> -required-" in k.out("explain", "nodediagnostic.spec.logCapture")
     assert "created" in k.out("create", "-f", "-", stdin=manifest)
-    for _ in range(100):
-        state = k.json("get", "nodediagnostic", node)["status"]["captureStatuses"][0]["state"]
+    state: dict = {}
+    for _ in range(100):  # the agent marks it running, then completed
+        captures = k.json("get", "nodediagnostic", node).get("status", {}).get("captureStatuses")
+        state = captures[0]["state"] if captures else {}
         if state.get("completed"):
             break
         time.sleep(0.1)
