@@ -138,7 +138,8 @@ class NodeDiagnosticAgent:
             return  # no agent on such a node: nothing ever writes a status
         time.sleep(START_SECONDS)
         started = ts(self.sim.loops.now)
-        obj = self._status(name, {"running": {"startedAt": started}})
+        # CaptureState's pointers carry no omitempty: the other one is written as null
+        obj = self._status(name, {"running": {"startedAt": started}, "completed": None})
         if obj is None:
             return
         spec = (obj.get("spec") or {}).get("logCapture") or {}
@@ -149,6 +150,7 @@ class NodeDiagnosticAgent:
         self._status(
             name,
             {
+                "running": None,
                 "completed": {
                     "reason": reason,
                     "message": message,

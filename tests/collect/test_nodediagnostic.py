@@ -36,7 +36,11 @@ from mignurse.cluster.snapshot import ClusterState
 from mignurse.cluster.watcher import ClusterWatcher
 from mignurse.collect.access import Access, AccessError
 from mignurse.collect.auto import AutoCollector
-from mignurse.collect.nodediagnostic import NODEDIAGNOSTICS, NodeDiagnosticShell
+from mignurse.collect.nodediagnostic import (
+    NODEDIAGNOSTICS,
+    NodeDiagnosticShell,
+    log_capture_state,
+)
 from mignurse.collect.transports import shell_factory
 from mignurse.diagnose.sources import load_offline
 from mignurse.nodeaccess.base import CANCELLED
@@ -254,7 +258,7 @@ def test_a_finished_leftover_of_an_earlier_run_is_replaced_a_running_one_is_not(
         sim.node_diagnostics.silent.clear()
         client.create(NODEDIAGNOSTICS, body)
         for _ in range(100):  # the agent finishes the leftover's capture
-            if "completed" in str(client.get(NODEDIAGNOSTICS, node).get("status")):
+            if log_capture_state(client.get(NODEDIAGNOSTICS, node)).get("completed"):
                 break
             time.sleep(0.05)
     finally:
