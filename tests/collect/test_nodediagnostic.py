@@ -578,3 +578,31 @@ def test_an_agents_message_cannot_drive_the_terminal(
     assert code == 1
     assert "\x1b" not in out + err and "\u202e" not in out + err
     assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07<U+202E>" in out
+
+
+@pytest.mark.parametrize(
+    ("obj", "state"),
+    [
+        ({}, {}),  # just created: no status yet
+        ({"status": None}, {}),
+        ({"status": {"captureStatuses": "Log"}}, {}),
+        ({"status": {"captureStatuses": [None, 7, {"type": "Packet", "state": {"x": 1}}]}}, {}),
+        ({"status": {"captureStatuses": [{"type": "Log", "state": None}]}}, {}),
+        # as the agent writes it (nodediagnostic_status.go: no omitempty on the pointers)
+        (
+            {
+                "status": {
+                    "captureStatuses": [
+                        {
+                            "type": "Log",
+                            "state": {"running": None, "completed": {"reason": "Failure"}},
+                        }
+                    ]
+                }
+            },
+            {"running": None, "completed": {"reason": "Failure"}},
+        ),
+    ],
+)
+def test_the_log_captures_state_is_read_from_any_status_shape(obj: Any, state: Any) -> None:
+    assert log_capture_state(obj) == state
