@@ -137,13 +137,15 @@ class NodeDiagnosticAgent:
         if machine is None or machine.removed or not machine.nma_running or name in self.silent:
             return  # no agent on such a node: nothing ever writes a status
         time.sleep(START_SECONDS)
+        current = self.sim.store.get(PLURAL, "", name) or {}
+        spec = (current.get("spec") or {}).get("logCapture")
+        if not isinstance(spec, dict):
+            return  # Reconcile: no logCapture (a packet capture only) is not a log capture
+        destination = str(spec.get("destination") or "")
         started = ts(self.sim.loops.now)
         # CaptureState's pointers carry no omitempty: the other one is written as null
-        obj = self._status(name, {"running": {"startedAt": started}, "completed": None})
-        if obj is None:
+        if self._status(name, {"running": {"startedAt": started}, "completed": None}) is None:
             return
-        spec = (obj.get("spec") or {}).get("logCapture") or {}
-        destination = str(spec.get("destination") or "")
         archive = self.archive_for(name) if self.archive_for else self.build_archive(name)
         time.sleep(self.capture_seconds)
         reason, message = self._deliver(name, destination, archive)
@@ -156,7 +158,7 @@ class NodeDiagnosticAgent:
                     "message": message,
                     "startedAt": started,
                     "finishedAt": ts(self.sim.loops.now),
-                }
+                },
             },
         )
 
