@@ -9,9 +9,9 @@ everything then behaves as with the device plugin alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from mignurse.cluster.client import (
     PODS,
@@ -31,14 +31,31 @@ from mignurse.model import (
     dra_devices_by_node,
 )
 
+T = TypeVar("T")
+
 DRA_GROUP = "resource.k8s.io"
 # Newest first; v1 is GA in Kubernetes 1.34, v1beta2 came in 1.33, v1beta1 in 1.32
 # (kubernetes v1.34 staging/src/k8s.io/api/resource/*/types.go).
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
-# The kubelet plugin pods of the nvidia-dra-driver-gpu chart: its per-component selector label
-# (NVIDIA/k8s-dra-driver-gpu@v25.8.0 deployments/helm/nvidia-dra-driver-gpu/templates/
-# _helpers.tpl "selectorLabels", kubeletplugin.yaml componentName "kubelet-plugin").
-DRA_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
+# The kubelet plugin pods of the NVIDIA DRA driver, by each way it is installed. A label
+# selector cannot OR two keys, so each is listed on its own and the pods are merged.
+DRA_PLUGIN_SELECTORS = (
+    # the chart `dra-driver-nvidia-gpu` from v0.4.0: "<chart name>-component: kubelet-plugin"
+    # (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 deployments/helm/dra-driver-nvidia-gpu/
+    # templates/_helpers.tpl "selectorLabels", kubeletplugin.yaml componentName)
+    "dra-driver-nvidia-gpu-component=kubelet-plugin",
+    # gpu-operator's GPUCluster deploying the driver (NVIDIA/gpu-operator@v26.7.0
+    # manifests/state-dra-driver/0500_daemonset.yaml)
+    "app=nvidia-dra-driver-kubelet-plugin",
+    # the chart `nvidia-dra-driver-gpu` before (NVIDIA/k8s-dra-driver-gpu@v25.8.0
+    # deployments/helm/nvidia-dra-driver-gpu/templates/_helpers.tpl "selectorLabels")
+    "nvidia-dra-driver-gpu-component=kubelet-plugin",
+)
+# The gate that lets the plugin create and destroy MIG devices itself; at start it destroys
+# every MIG device its checkpoint does not name (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1
+# cmd/gpu-kubelet-plugin/driver.go NewDriver: state.DestroyUnknownMIGDevices). The chart hands
+# the gates to the plugin as FEATURE_GATES="Name=value,…" (templates/kubeletplugin.yaml).
+DYNAMIC_MIG_GATE = "DynamicMIG"
 
 
 def resource_slices(version: str) -> Resource:
@@ -130,24 +147,61 @@ def load_dra(client: ClusterClient, *, with_claims: bool = True) -> DraState:
     return DraState(version, slices, claims, plugin_nodes, notice, slices_read)
 
 
+def is_dra_plugin(labels: Mapping[str, str]) -> bool:
+    """Whether a pod's labels match any of DRA_PLUGIN_SELECTORS."""
+    return any(
+        labels.get(key) == value
+        for key, _, value in (s.partition("=") for s in DRA_PLUGIN_SELECTORS)
+    )
+
+
+def list_plugin_pods(
+    client: ClusterClient, parse: Callable[[dict[str, Any]], T], node: str = ""
+) -> list[T]:
+    """The DRA kubelet plugin's pods by every selector (on `node` when given), each once."""
+    seen: set[tuple[str, str]] = set()
+    found: list[T] = []
+    for selector in DRA_PLUGIN_SELECTORS:
+        query: dict[str, Any] = {"label_selector": selector}
+        if node:
+            query["field_selector"] = f"spec.nodeName={node}"
+        for raw in client.list(PODS, lambda r: r, **query).items:
+            meta = raw.get("metadata") or {}
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if key not in seen:
+                seen.add(key)
+                found.append(parse(raw))
+    return found
+
+
 def plugin_node_names(client: ClusterClient) -> frozenset[str]:
     """Nodes where a DRA kubelet plugin pod of the NVIDIA driver is running now."""
-    return plugin_nodes_of(
-        client.list(PODS, Pod.from_api, label_selector=DRA_PLUGIN_SELECTOR).items
-    )
+    return plugin_nodes_of(list_plugin_pods(client, Pod.from_api))
 
 
 def plugin_nodes_of(pods: Iterable[Pod]) -> frozenset[str]:
     """The nodes of those pods that are the NVIDIA DRA driver's kubelet plugin and run."""
-    key, _, value = DRA_PLUGIN_SELECTOR.partition("=")
     return frozenset(
         p.node_name
         for p in pods
-        if p.labels.get(key) == value
-        and p.phase == "Running"
-        and p.deleting is None
-        and p.node_name
+        if is_dra_plugin(p.labels) and p.phase == "Running" and p.deleting is None and p.node_name
     )
+
+
+def dynamic_mig_gate(raw_pod: Mapping[str, Any]) -> bool:
+    """Whether a plugin pod's FEATURE_GATES turn DynamicMIG on (the last setting wins, values
+    as strconv.ParseBool reads them)."""
+    spec = raw_pod.get("spec") if isinstance(raw_pod, Mapping) else None
+    containers = (spec or {}).get("containers") if isinstance(spec, Mapping) else None
+    value = False
+    for container in containers if isinstance(containers, list) else ():
+        for env in (container.get("env") if isinstance(container, dict) else None) or ():
+            if isinstance(env, dict) and env.get("name") == "FEATURE_GATES":
+                for token in str(env.get("value") or "").split(","):
+                    name, _, setting = token.partition("=")
+                    if name.strip() == DYNAMIC_MIG_GATE:
+                        value = setting.strip() in ("1", "t", "T", "TRUE", "true", "True")
+    return value
 
 
 def node_claims(client: ClusterClient, node: str) -> list[ResourceClaim]:
@@ -177,6 +231,13 @@ class NodeDra:
     version: str = ""  # "" : the cluster serves no resource.k8s.io
     devices: NodeDevices | None = None
     plugin_pods: tuple[Pod, ...] = ()  # the DRA kubelet plugin's pods on the node
+    dynamic_gate: bool = False  # a plugin pod there runs with DynamicMIG=true
+
+    @property
+    def dynamic_mig(self) -> bool:
+        """Whether the plugin makes and destroys MIG devices itself on this node: its gate, or
+        slices publishing partitionable devices (model/dra.py NodeDevices.dynamic)."""
+        return self.dynamic_gate or (self.devices is not None and self.devices.dynamic)
 
     @property
     def on(self) -> bool:
@@ -197,14 +258,14 @@ def node_dra(client: ClusterClient, node: str) -> NodeDra:
         ).items
     except ApiError:  # a server without that field selector: filter here
         slices = [s for s in client.list(kind, ResourceSlice.from_api).items if s.node_name == node]
-    pods = client.list(
-        PODS,
-        Pod.from_api,
-        label_selector=DRA_PLUGIN_SELECTOR,
-        field_selector=f"spec.nodeName={node}",
-    ).items
+    raw_pods = [
+        r
+        for r in list_plugin_pods(client, dict, node)
+        if not (r.get("metadata") or {}).get("deletionTimestamp")
+    ]
     return NodeDra(
         version,
         dra_devices_by_node(slices).get(node),
-        tuple(p for p in pods if p.deleting is None),
+        tuple(Pod.from_api(r) for r in raw_pods),
+        any(dynamic_mig_gate(r) for r in raw_pods),
     )
