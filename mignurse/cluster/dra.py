@@ -24,6 +24,9 @@ from mignurse.cluster.client import (
 )
 from mignurse.model import (
     DRA_GPU_DRIVER,
+    PLUGIN_DEVICE,
+    PLUGIN_DRA,
+    GpuPluginPod,
     NodeDevices,
     Pod,
     ResourceClaim,
@@ -172,6 +175,65 @@ def list_plugin_pods(
                 seen.add(key)
                 found.append(parse(raw))
     return found
+
+
+# NVIDIA's device plugin pods, by each way it is installed: gpu-operator's operand
+# (NVIDIA/gpu-operator@v26.7.0 assets/state-device-plugin/0500_daemonset.yaml), the chart
+# `nvidia-device-plugin` (NVIDIA/k8s-device-plugin@v0.20.0 deployments/helm/
+# nvidia-device-plugin/templates/_helpers.tpl "templateLabels"; its gpu-feature-discovery and
+# mps-control-daemon DaemonSets carry the same label, told apart by their names) and the
+# static manifest (deployments/static/nvidia-device-plugin.yml).
+DEVICE_PLUGIN_SELECTORS = (
+    "app=nvidia-device-plugin-daemonset",
+    "app.kubernetes.io/name=nvidia-device-plugin",
+    "name=nvidia-device-plugin-ds",
+)
+_CHART_SIBLINGS = ("-gpu-feature-discovery", "-mps-control-daemon")
+
+
+def plugin_kind(raw: Mapping[str, Any]) -> str:
+    """PLUGIN_DRA, PLUGIN_DEVICE, or "" for a pod that is neither plugin."""
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    labels = meta.get("labels")
+    labels = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+    if is_dra_plugin(labels):
+        return PLUGIN_DRA
+    if not any(
+        labels.get(key) == value
+        for key, _, value in (s.partition("=") for s in DEVICE_PLUGIN_SELECTORS)
+    ):
+        return ""
+    owners = meta.get("ownerReferences")
+    names = [str(o.get("name") or "") for o in owners or () if isinstance(o, dict)]
+    if any(n.endswith(_CHART_SIBLINGS) for n in names):
+        return ""
+    return PLUGIN_DEVICE
+
+
+def gpu_plugin_pods(raws: Iterable[Mapping[str, Any]]) -> tuple[GpuPluginPod, ...]:
+    """The device plugin's and the DRA kubelet plugin's pods among raw pods."""
+    found = []
+    for raw in raws:
+        kind = plugin_kind(raw)
+        if kind:
+            found.append(GpuPluginPod.from_api(raw, kind))
+    return tuple(found)
+
+
+def load_gpu_plugin_pods(client: ClusterClient) -> tuple[GpuPluginPod, ...]:
+    """Every GPU plugin pod in the cluster, by each selector, each once. ClusterError (a
+    refusal to list pods) goes to the caller."""
+    seen: set[tuple[str, str]] = set()
+    raws: list[dict[str, Any]] = []
+    for selector in (*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS):
+        for raw in client.list(PODS, lambda r: r, label_selector=selector).items:
+            meta = raw.get("metadata") or {}
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if key not in seen:
+                seen.add(key)
+                raws.append(raw)
+    return gpu_plugin_pods(raws)
 
 
 def plugin_node_names(client: ClusterClient) -> frozenset[str]:
