@@ -348,7 +348,7 @@ def test_the_crashloop_scenario_live_and_from_its_bundle(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with SimCluster(load_scenario("gpu-plugin-crashloop"), speed=0) as sim:
-        sim.advance(200)  # the crashes at 2 m, the DRA slice wiped 30 s later
+        # the crashes came 5 min before start, the DRA slice wiped 30 s after
         kubeconfig = str(sim.write_kubeconfig(tmp_path / "config"))
         code = main(["--kubeconfig", kubeconfig, "diagnose", "-o", "json"])
         live = json.loads(capsys.readouterr().out)
