@@ -54,10 +54,13 @@ DRA_PLUGIN_SELECTORS = (
     # deployments/helm/nvidia-dra-driver-gpu/templates/_helpers.tpl "selectorLabels")
     "nvidia-dra-driver-gpu-component=kubelet-plugin",
 )
-# The gate that lets the plugin create and destroy MIG devices itself; at start it destroys
-# every MIG device its checkpoint does not name (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1
-# cmd/gpu-kubelet-plugin/driver.go NewDriver: state.DestroyUnknownMIGDevices). The chart hands
-# the gates to the plugin as FEATURE_GATES="Name=value,…" (templates/kubeletplugin.yaml).
+# The gate that lets the plugin create and destroy MIG devices itself (default false,
+# kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 pkg/featuregates/featuregates.go); at start it
+# destroys every MIG device its checkpoint does not name (cmd/gpu-kubelet-plugin/driver.go
+# NewDriver: state.DestroyUnknownMIGDevices). Both the chart (templates/kubeletplugin.yaml) and
+# gpu-operator's GPUCluster (NVIDIA/gpu-operator@v26.7.0 manifests/state-dra-driver/
+# 0500_daemonset.yaml) hand the gates over as FEATURE_GATES="Name=value,…"; the flag
+# `--feature-gates` (pkg/flags/featuregates.go) takes the same string.
 DYNAMIC_MIG_GATE = "DynamicMIG"
 
 
@@ -251,19 +254,34 @@ def plugin_nodes_of(pods: Iterable[Pod]) -> frozenset[str]:
 
 
 def dynamic_mig_gate(raw_pod: Mapping[str, Any]) -> bool:
-    """Whether a plugin pod's FEATURE_GATES turn DynamicMIG on (the last setting wins, values
-    as strconv.ParseBool reads them)."""
+    """Whether a plugin pod's feature gates turn DynamicMIG on: FEATURE_GATES, then a
+    `--feature-gates` argument (a flag wins over its variable); within one string the last
+    setting wins, values as strconv.ParseBool reads them; on in any container is on."""
     spec = raw_pod.get("spec") if isinstance(raw_pod, Mapping) else None
-    containers = (spec or {}).get("containers") if isinstance(spec, Mapping) else None
-    value = False
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    on = False
     for container in containers if isinstance(containers, list) else ():
-        for env in (container.get("env") if isinstance(container, dict) else None) or ():
+        if not isinstance(container, dict):
+            continue
+        value = False
+        gates: list[str] = []
+        envs, raw_args = container.get("env"), container.get("args")
+        for env in envs if isinstance(envs, list) else ():
             if isinstance(env, dict) and env.get("name") == "FEATURE_GATES":
-                for token in str(env.get("value") or "").split(","):
-                    name, _, setting = token.partition("=")
-                    if name.strip() == DYNAMIC_MIG_GATE:
-                        value = setting.strip() in ("1", "t", "T", "TRUE", "true", "True")
-    return value
+                gates.append(str(env.get("value") or ""))
+        args = [a for a in raw_args if isinstance(a, str)] if isinstance(raw_args, list) else []
+        for i, arg in enumerate(args):
+            if arg.startswith("--feature-gates="):
+                gates.append(arg.split("=", 1)[1])
+            elif arg == "--feature-gates" and i + 1 < len(args):
+                gates.append(args[i + 1])
+        for text in gates:
+            for token in text.split(","):
+                name, _, setting = token.partition("=")
+                if name.strip() == DYNAMIC_MIG_GATE:
+                    value = setting.strip() in ("1", "t", "T", "TRUE", "true", "True")
+        on = on or value  # any of the pod's plugin containers running with it
+    return on
 
 
 def node_claims(client: ClusterClient, node: str) -> list[ResourceClaim]:

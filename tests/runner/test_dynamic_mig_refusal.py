@@ -14,7 +14,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from mignurse.cluster.dra import dynamic_mig_gate
 from mignurse.runner.engine import Runner
 
 from .enginehelpers import Cluster
@@ -96,3 +100,31 @@ def test_the_dry_run_shows_the_refusal_and_a_gate_set_false_is_not_refused(
     shown = dry.stdout + dry.stderr
     assert "NVIDIA DRA driver's DynamicMIG" in shown
     assert "a layout applied here would be destroyed" in shown
+
+
+def plugin_spec(*containers: Any) -> dict[str, Any]:
+    labels = {NEW_KEY: "kubelet-plugin"}
+    return {"metadata": {"labels": labels}, "spec": {"containers": list(containers)}}
+
+
+def gates(value: str, name: str = "gpus", **more: Any) -> dict[str, Any]:
+    return {"name": name, "env": [{"name": "FEATURE_GATES", "value": value}], **more}
+
+
+@pytest.mark.parametrize(
+    ("containers", "on"),
+    [
+        ([gates("DynamicMIG=true,")], True),
+        ([gates("DynamicMIG=false")], False),
+        ([gates("DynamicMIG=t", args=["--feature-gates=DynamicMIG=false"])], False),  # flag wins
+        ([{"name": "gpus", "args": ["--feature-gates", "MPSSupport=true,DynamicMIG=TRUE"]}], True),
+        ([gates("DynamicMIG=yes")], False),  # not a ParseBool spelling
+        ([gates("DynamicMIG=true"), gates("", "compute-domains")], True),
+        ([{"name": "gpus"}], False),  # default false (pkg/featuregates/featuregates.go)
+        (["garbage", {"env": "x", "args": 7}, {"env": [None], "args": [3, None]}], False),
+    ],
+)
+def test_the_dynamic_mig_gate_is_read_as_the_plugin_reads_it(
+    containers: list[Any], on: bool
+) -> None:
+    assert dynamic_mig_gate(plugin_spec(*containers)) is on
