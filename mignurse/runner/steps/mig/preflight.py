@@ -50,7 +50,9 @@ def _host_service(ctx: StepContext) -> tuple[str, str]:
 
 
 def dynamic_mig_refusal(ctx: StepContext) -> str | None:
-    """One line refusing a node whose NVIDIA DRA driver runs DynamicMIG; None elsewhere.
+    """One line refusing a node whose NVIDIA DRA driver runs DynamicMIG; None elsewhere
+    (the GPUCluster's gates: NVIDIA/gpu-operator@v26.7.0 api/nvidia/v1alpha1/
+    gpucluster_types.go `draDriver.featureGates`).
     Such a plugin creates MIG devices per claim and, at its start, destroys every MIG device
     its checkpoint does not name (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1
     cmd/gpu-kubelet-plugin/driver.go NewDriver: DestroyUnknownMIGDevices): a layout applied
@@ -74,8 +76,8 @@ def dynamic_mig_refusal(ctx: StepContext) -> str | None:
         f"node {ctx.node} gets its MIG devices from the NVIDIA DRA driver's {DYNAMIC_MIG_GATE} "
         f"({how}): the plugin creates MIG devices per claim and destroys, at every start, those "
         "it did not create, so a layout applied here would be destroyed; leave MIG to the "
-        f"driver, or turn {DYNAMIC_MIG_GATE} off (featureGates in the driver's Helm values) "
-        "before partitioning the node yourself"
+        f"driver, or turn {DYNAMIC_MIG_GATE} off (`featureGates` in the driver's Helm values, or "
+        "the GPUCluster's `spec.draDriver.featureGates`) before partitioning the node yourself"
     )
 
 
