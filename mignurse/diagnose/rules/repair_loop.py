@@ -13,6 +13,7 @@ import statistics
 from collections import Counter
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, auto_mode_pool, is_auto_mode
 from mignurse.diagnose.facts import classify_ahr_reason
 from mignurse.diagnose.findings import (
     CRITICAL,
@@ -35,6 +36,7 @@ from mignurse.diagnose.outlook import repair_outlook
 from mignurse.diagnose.replacements import WINDOW, Replacement, replacements
 from mignurse.diagnose.wording import condition_text, human_duration, short_time
 from mignurse.model import Node, NodeClaim, format_time
+from mignurse.model.fields import AUTO_MODE_NODECLASS_GROUP
 
 # Two repairs of the same condition in one pool within WINDOW: the second node inherited
 # the first one's fault, so the next will too.
@@ -98,7 +100,11 @@ def _finding(
     twin: NodeClaim | None = None,
 ) -> Finding:
     pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == pool]
-    auto_mode = any(n.pool_kind == "auto" for n in pool_nodes)
+    auto_mode = (
+        auto_mode_pool(inp, pool)
+        or any(is_auto_mode(inp, n) for n in pool_nodes)
+        or (twin is not None and twin.node_class_group == AUTO_MODE_NODECLASS_GROUP)
+    )
     # Auto Mode repairs always (docs/repair.md); elsewhere the loop itself proves the gate was on,
     # so only an explicit NodeRepair=false says it stopped.
     repair_off = not auto_mode and inp.karpenter is not None and inp.karpenter.node_repair is False
@@ -137,7 +143,7 @@ def _finding(
     if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
         summary += "; monitoring plumbing, not the GPU: new nodes fail the same way"
     if auto_mode:
-        summary += "; Auto Mode repair cannot be paused"
+        summary += f"; {AUTO_MODE_INSTEAD}"
 
     runbooks = (
         (RUNBOOK_CORDON_AND_COLLECT,)
