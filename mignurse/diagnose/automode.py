@@ -39,9 +39,17 @@ def auto_mode_nodes(inp: DiagnosisInput) -> Mapping[str, str]:
 
 def _auto_mode_nodes(inp: DiagnosisInput) -> dict[str, str]:
     claims = inp.snapshot.claims_by_node()
+    # A NodePool has one nodeClassRef: any of its NodeClaims speaks for all its nodes.
+    pool_claims = {
+        c.pool: c.name
+        for c in inp.snapshot.nodeclaims.values()
+        if c.pool and c.node_class_group == AUTO_MODE_NODECLASS_GROUP
+    }
     found: dict[str, str] = {}
     for node in inp.snapshot.nodes.values():
         why = _why(inp, node, claims)
+        if not why and node.pool in pool_claims:
+            why = f"NodeClaim {pool_claims[node.pool]} of its NodePool refers to {_NODECLASS}"
         if why:
             found[node.name] = why
     return found
@@ -59,7 +67,7 @@ def _why(inp: DiagnosisInput, node: Node, claims: Mapping[str, NodeClaim]) -> st
     return ""
 
 
-_NODECLASS = f"a {AUTO_MODE_NODECLASS_GROUP} {AUTO_MODE_NODECLASS_KIND}"
+_NODECLASS = f"an {AUTO_MODE_NODECLASS_GROUP} {AUTO_MODE_NODECLASS_KIND}"
 
 
 def is_auto_mode(inp: DiagnosisInput, node: Node) -> bool:

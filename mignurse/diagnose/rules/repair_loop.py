@@ -139,6 +139,8 @@ def _finding(
         )
     else:
         summary = _loop_summary(pool, condition, reason, reps)
+    if auto_mode:
+        summary = summary.replace("by Karpenter repair", "by EKS Auto Mode repair", 1)
     summary += _whats_next(inp, current, deadlines, repair_off)
     if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
         summary += "; monitoring plumbing, not the GPU: new nodes fail the same way"
