@@ -14,6 +14,7 @@ NodeClass reference: EKS user guide create-node-pool.html and associate-workload
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -292,6 +293,44 @@ def test_an_unknown_reason_names_the_agent_release_running_on_the_node() -> None
     unread = one(findings_of(inp_of([node])), ACCELERATED_HARDWARE_NOT_READY)
     assert "the agent's version could not be read here" in unread.summary
     assert finding.runbooks == (RUNBOOK_CORDON_AND_COLLECT,)
+
+
+@dataclass(frozen=True)
+class _Container:
+    name: str
+    image: str
+
+
+@dataclass(frozen=True)
+class _DaemonSet:
+    namespace: str
+    name: str
+    containers: tuple[_Container, ...]
+
+
+def test_an_unknown_reason_names_the_release_of_the_agent_daemonset() -> None:
+    # The chart's two DaemonSets at v1.7.0 (charts/eks-node-monitoring-agent/templates/
+    # daemonset.yaml, dcgm-daemonset.yaml; values.yaml nodeAgent.image.tag), as the EKS add-on
+    # names them; the DCGM server runs the agent's image too and must not be mistaken for it.
+    registry = "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks"
+    daemonsets = (
+        _DaemonSet("kube-system", "eks-node-monitoring-agent", (
+            _Container("eks-node-monitoring-agent",
+                       f"{registry}/eks-node-monitoring-agent:v1.8.0-eksbuild.1"),)),
+        _DaemonSet("kube-system", "dcgm-server", (
+            _Container("eks-node-monitoring-agent-dcgm",
+                       f"{registry}/eks-node-monitoring-agent:v1.7.0-eksbuild.1"),)),
+    )  # fmt: skip
+    node = node_json(
+        "ip-10-0-12-7.us-west-2.compute.internal",
+        "gpu",
+        reason="NvidiaGSPFirmwareError",
+        message="GSP firmware stopped responding",
+    )
+    inp = inp_of([node])
+    object.__setattr__(inp, "daemonsets", daemonsets)  # the input's DaemonSets, read live
+    finding = one(findings_of(inp), ACCELERATED_HARDWARE_NOT_READY)
+    assert "the agent here is v1.8.0-eksbuild.1, newer" in finding.summary
 
 
 # -- advice follows the cause: DCGMError ---------------------------------------------------------

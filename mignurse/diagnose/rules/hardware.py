@@ -27,6 +27,7 @@ from mignurse.diagnose.agent_reasons import (
     SERVICE,
     AgentReason,
     agent_reason,
+    agent_release,
     unknown_reason_text,
 )
 from mignurse.diagnose.automode import AUTO, AUTO_MODE_INSTEAD, auto_mode_nodes, repair_kind
@@ -243,14 +244,36 @@ def _pool_nodes(inp: DiagnosisInput, nodes: list[Node], signs: dict[str, _NodeSi
         if node_signs is not None:
             seen.own.extend(node_signs.signs)
             seen.evidence.extend(node_signs.all_evidence())
-            if node_signs.agent_version:
-                seen.agent_versions.append(node_signs.agent_version)
+        version = node_signs.agent_version if node_signs is not None else ""
+        version = version or _daemonset_agent_version(inp)
+        if version:
+            seen.agent_versions.append(version)
         auto_why = auto_mode_nodes(inp).get(node.name)
         if auto_why:
             seen.evidence.append(
                 Evidence(None, "label", f"Node {node.name} is an EKS Auto Mode node: {auto_why}")
             )
     return seen
+
+
+_AGENT_NAME = "eks-node-monitoring-agent"
+
+
+def _daemonset_agent_version(inp: DiagnosisInput) -> str:
+    """The agent's release from its DaemonSet's image tag, when the input carries the
+    cluster's DaemonSets and they agree on one release ("" otherwise). The agent's chart
+    names the DaemonSet after itself and the image eks-node-monitoring-agent:<tag>
+    (charts/eks-node-monitoring-agent/templates/daemonset.yaml and values.yaml at v1.7.0);
+    its `dcgm-server` DaemonSet runs the same image by default, so it is told apart by name."""
+    tags: set[str] = set()
+    for daemonset in getattr(inp, "daemonsets", None) or ():
+        if _AGENT_NAME not in str(getattr(daemonset, "name", "")):
+            continue
+        for container in getattr(daemonset, "containers", ()):
+            image = str(getattr(container, "image", ""))
+            if _AGENT_NAME in image.rsplit("/", 1)[-1] and agent_release(image) is not None:
+                tags.add(image.split("@", 1)[0].rsplit(":", 1)[-1])
+    return tags.pop() if len(tags) == 1 else ""
 
 
 def _what_it_is(kind: str, reasons: list[str], agent_versions: list[str]) -> str:
