@@ -14,12 +14,15 @@ NodeClass reference: EKS user guide create-node-pool.html and associate-workload
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mignurse.cli import main
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.agent_reasons import (
     FATAL,
@@ -49,6 +52,9 @@ from mignurse.diagnose.inputs import DiagnosisInput, KarpenterSettings, NodeEvid
 from mignurse.diagnose.outlook import repair_outlook
 from mignurse.evidence import parse_journal
 from mignurse.model import Node, NodeClaim, NodePool, format_time
+from mignurse.sim import SimCluster, load_scenario
+
+SCENARIOS = Path(__file__).parents[2] / "mignurse" / "sim" / "scenarios"
 
 NOW = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
 AHR = "AcceleratedHardwareReady"
@@ -452,3 +458,36 @@ def test_an_auto_mode_repair_loop_says_what_to_do_instead_of_a_pause() -> None:
     # NodeClaims say it is Auto Mode's.
     hardware = one(findings, ACCELERATED_HARDWARE_NOT_READY)
     assert "NodePool gpu-auto (Auto Mode)" in hardware.summary
+
+
+# -- as an on-call engineer runs it -----------------------------------------------------------
+
+
+def test_mignurse_diagnose_on_a_simulated_auto_mode_pool_offers_no_pause_and_no_replacement(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped DCGM loop with its GPU NodePool made Auto Mode's (the nodes' label), read
+    live through the real client by `mignurse diagnose -o json`."""
+    shipped = (SCENARIOS / "dcgm-repair-loop.yaml").read_text()
+    pool = "  - name: gpu-inference\n"
+    assert shipped.count(pool) == 1
+    scenario = tmp_path / "automode-dcgm-repair-loop.yaml"
+    scenario.write_text(
+        shipped.replace(pool, pool + "    labels: {eks.amazonaws.com/compute-type: auto}\n")
+    )
+    with SimCluster(load_scenario(scenario), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        code = main(["diagnose", "--kubeconfig", str(kubeconfig),
+                     "--state-dir", str(tmp_path / "state"), "-o", "json"])  # fmt: skip
+    document = json.loads(capsys.readouterr().out)
+    assert code == 2
+    auto = [f for f in document["findings"] if f["nodepool"] == "gpu-inference"]
+    assert {f["id"] for f in auto} >= {"node-repair-loop", "accelerated-hardware-not-ready"}
+    for finding in auto:
+        assert "pause-node-repair" not in finding["runbooks"], finding
+        assert "replace-instance" not in finding["runbooks"], finding
+    loop = next(f for f in auto if f["id"] == "node-repair-loop")
+    assert "by EKS Auto Mode repair" in loop["summary"]
+    assert AUTO_MODE_INSTEAD in loop["summary"]
+    hardware = next(f for f in auto if f["id"] == "accelerated-hardware-not-ready")
+    assert "NodePool gpu-inference (Auto Mode)" in hardware["summary"]
