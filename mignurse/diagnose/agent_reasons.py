@@ -90,8 +90,8 @@ REASONS: tuple[AgentReason, ...] = (
        "DCGM reported GPU degradation through a watched field (throttling, NVSwitch errors)",
        HELPS, template="DCGMFieldError%d"),
     _r(AHR, "DCGMHealthCode", FATAL_OR_WARNING, GPU,
-       "a DCGM health check failed on a GPU (the number is DCGM's error code; Fatal when the "
-       "check fails, Warning when it only warns)", HELPS, template="DCGMHealthCode%d"),
+       "a DCGM health check failed on a GPU (the number is DCGM's error code)", HELPS,
+       template="DCGMHealthCode%d"),
     _r(AHR, "NvidiaDeviceCountMismatch", FATAL, GPU,
        "fewer GPUs than the instance type has, or DCGM and /dev disagree on the count: a GPU "
        "failed or the driver lost it", HELPS,
@@ -116,7 +116,7 @@ REASONS: tuple[AgentReason, ...] = (
        template="NvidiaXID%dWarning"),
     _r(AHR, "FabricManagerNotRunning", FATAL, SERVICE,
        "the NVIDIA Fabric Manager service is not running on this NVSwitch instance: multi-GPU "
-       "NVLink work fails or degrades; a service fault, not the GPUs", DEPENDS, since="v1.6.5"),
+       "NVLink work fails or degrades", DEPENDS, since="v1.6.5"),
     _r(AHR, "NvidiaFabricError", FATAL, GPU,
        "a GPU reported NVSwitch fabric training failure; the agent says it persists across "
        "reboots and requires instance replacement", HELPS, since="v1.6.5"),

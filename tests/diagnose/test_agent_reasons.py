@@ -491,3 +491,31 @@ def test_mignurse_diagnose_on_a_simulated_auto_mode_pool_offers_no_pause_and_no_
     assert AUTO_MODE_INSTEAD in loop["summary"]
     hardware = next(f for f in auto if f["id"] == "accelerated-hardware-not-ready")
     assert "NodePool gpu-inference (Auto Mode)" in hardware["summary"]
+
+
+def test_mignurse_diagnose_on_a_simulated_loop_of_a_dcgm_health_failure_calls_it_the_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped loop with the agent's DCGMHealthCode95 (monitors/nvidia/dcgm/
+    dcgm_healthcheck.go message) in place of DCGMError: a GPU failure, not plumbing."""
+    shipped = (SCENARIOS / "dcgm-repair-loop.yaml").read_text()
+    scenario = tmp_path / "health-code-loop.yaml"
+    scenario.write_text(
+        shipped.replace("reason: DCGMError", "reason: DCGMHealthCode95").replace(
+            'message: "failed to initialize DCGM: libdcgm.so not Found"',
+            'message: "DCGM detected issues in health check system with error code 95"',
+        )
+    )
+    with SimCluster(load_scenario(scenario), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        main(["diagnose", "--kubeconfig", str(kubeconfig),
+              "--state-dir", str(tmp_path / "state"), "-o", "json"])  # fmt: skip
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    loop = next(f for f in findings if f["id"] == "node-repair-loop")
+    assert "(DCGMHealthCode95)" in loop["summary"]
+    assert "DCGMHealthCode95: a DCGM health check failed on a GPU" in loop["summary"]
+    assert "monitoring plumbing" not in loop["summary"]
+    assert "points at the image or the driver rather than one GPU" in loop["summary"]
+    hardware = next(f for f in findings if f["id"] == "accelerated-hardware-not-ready")
+    assert "a GPU hardware fault" in hardware["summary"]
+    assert hardware["runbooks"][0] == "replace-instance"

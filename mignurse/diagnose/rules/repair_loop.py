@@ -13,6 +13,7 @@ import statistics
 from collections import Counter
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.agent_reasons import GPU, agent_reason
 from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, auto_mode_pool, is_auto_mode
 from mignurse.diagnose.facts import classify_ahr_reason
 from mignurse.diagnose.findings import (
@@ -144,6 +145,14 @@ def _finding(
     summary += _whats_next(inp, current, deadlines, repair_off)
     if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
         summary += "; monitoring plumbing, not the GPU: new nodes fail the same way"
+    elif (entry := agent_reason(reason)) is not None and entry.condition == type_:
+        summary += f"; {reason}: {entry.meaning}"
+        if entry.kind == GPU:
+            # One bad GPU does not follow every new node: the image, driver or type does.
+            summary += (
+                "; a fault that follows every new node points at the image or the driver "
+                "rather than one GPU"
+            )
     if auto_mode:
         summary += f"; {AUTO_MODE_INSTEAD}"
 
