@@ -276,12 +276,19 @@ def agent_release(text: str) -> tuple[int, int, int] | None:
     return int(major), int(minor), int(patch or 0)
 
 
+_SHOWN = 120
+
+
 def unknown_reason_text(reason: str, agent_version: str) -> str:
     """What to say of a reason the table lacks, naming the agent release running there."""
+    if len(reason) > _SHOWN:
+        reason = reason[: _SHOWN - 1] + "…"  # a reason is a CamelCase word: a page is not one
     head = (
         f"{reason} is not in mignurse's table of the node monitoring agent's reasons "
         f"(agent releases up to {NEWEST_KNOWN})"
     )
+    if len(agent_version) > _SHOWN:
+        agent_version = agent_version[: _SHOWN - 1] + "…"
     release = agent_release(agent_version) if agent_version else None
     newest = agent_release(NEWEST_KNOWN)
     if release is None:
