@@ -519,3 +519,25 @@ def test_mignurse_diagnose_on_a_simulated_loop_of_a_dcgm_health_failure_calls_it
     hardware = next(f for f in findings if f["id"] == "accelerated-hardware-not-ready")
     assert "a GPU hardware fault" in hardware["summary"]
     assert hardware["runbooks"][0] == "replace-instance"
+
+
+def test_a_node_labelled_for_auto_mode_and_a_node_group_is_offered_no_pause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Hostile labels: the node group's DCGM loop with `eks.amazonaws.com/compute-type=auto`
+    on its nodes too. Auto Mode's label wins, as the pause runbook's own check reads it."""
+    shipped = (SCENARIOS / "mng-dcgm-repair-loop.yaml").read_text()
+    group = "  - name: ng-gpu-inference\n"
+    assert shipped.count(group) == 1
+    scenario = tmp_path / "mng-and-auto.yaml"
+    scenario.write_text(
+        shipped.replace(group, group + "    labels: {eks.amazonaws.com/compute-type: auto}\n")
+    )
+    with SimCluster(load_scenario(scenario), speed=0) as sim:
+        kubeconfig = sim.write_kubeconfig(tmp_path / "config")
+        main(["diagnose", "--kubeconfig", str(kubeconfig),
+              "--state-dir", str(tmp_path / "state"), "-o", "json"])  # fmt: skip
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    loop = next(f for f in findings if f["id"] == "node-repair-loop")
+    assert AUTO_MODE_INSTEAD in loop["summary"]
+    assert not any("pause-node-repair" in f["runbooks"] for f in findings)

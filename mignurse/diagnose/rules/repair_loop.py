@@ -350,6 +350,11 @@ def _mng_finding(
         )
     else:
         summary += "; pause repair on the node group while you find the cause"
+    runbooks: tuple[str, ...] = (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT)
+    if any(is_auto_mode(inp, n) for n in current):
+        # Labelled for a node group and for Auto Mode: Auto Mode's repair acts, unpausable.
+        runbooks = (RUNBOOK_CORDON_AND_COLLECT,)
+        summary += f"; {AUTO_MODE_INSTEAD}"
     nodes = tuple(dict.fromkeys([n.name for n in current] + [r.node for r in repairs]))
     return Finding(
         id=NODE_REPAIR_LOOP,
@@ -358,7 +363,7 @@ def _mng_finding(
         nodes=nodes,
         summary=summary,
         evidence=tuple(dict.fromkeys(evidence)),
-        runbooks=(RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
+        runbooks=runbooks,
         deadline=min(deadlines)[0] if deadlines else None,
     )
 
