@@ -541,3 +541,27 @@ def test_a_node_labelled_for_auto_mode_and_a_node_group_is_offered_no_pause(
     loop = next(f for f in findings if f["id"] == "node-repair-loop")
     assert AUTO_MODE_INSTEAD in loop["summary"]
     assert not any("pause-node-repair" in f["runbooks"] for f in findings)
+
+
+def test_a_network_policy_agent_down_on_auto_mode_gpu_nodes_is_worded_as_the_agent_means() -> None:
+    """NetworkingReady=False NPANotRunning (monitors/networking/npa/npa.go message) on two of
+    three Auto Mode GPU nodes: the guard holds their repair, and the held conditions say what
+    the agent means, under Auto Mode's advice."""
+    message = 'NPA is not running on this Auto Mode node (SubState="dead", Result="exit-code")'
+    nodes = []
+    for i in (1, 2, 3):
+        node = node_json(f"i-0c{i}", "gpu-auto", auto_label=True)
+        if i < 3:
+            node["status"]["conditions"].append(
+                {"type": "NetworkingReady", "status": "False", "reason": "NPANotRunning",
+                 "message": message,
+                 "lastTransitionTime": format_time(NOW - timedelta(minutes=40))}
+            )  # fmt: skip
+        nodes.append(node)
+    findings = findings_of(inp_of(nodes))
+    blocked = one(findings, REPAIR_BLOCKED)
+    held = "\n".join(e.text for e in blocked.evidence if e.source == "condition")
+    assert "NetworkingReady=False NPANotRunning" in held
+    assert "(the node monitoring agent: Auto Mode's Network Policy Agent has not run" in held
+    assert AUTO_MODE_INSTEAD in blocked.summary
+    assert not any(RUNBOOK_PAUSE_REPAIR in f.runbooks for f in findings)
