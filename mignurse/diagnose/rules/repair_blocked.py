@@ -7,6 +7,7 @@ nodes match a repair policy than `ceil(20% × pool size)` while repair is on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -16,6 +17,7 @@ from mignurse.diagnose.events import all_events, event_evidence
 from mignurse.diagnose.facts import (
     AHR,
     REPAIR_BLOCKED_EVENT,
+    REPAIR_TOLERATIONS,
     repair_allowance,
     unhealthy_for_repair,
 )
@@ -97,7 +99,9 @@ def _repair_on(inp: DiagnosisInput, nodes: list[Node]) -> bool:
 
 
 def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
-    tolerations = inp.repair_tolerations
+    auto_mode = bool(pool) and auto_mode_pool(inp, pool)
+    # Auto Mode runs the newest policies whatever release a self-managed Karpenter runs.
+    tolerations = REPAIR_TOLERATIONS if auto_mode else inp.repair_tolerations
     unhealthy = sorted(
         (n for n in entry.nodes if unhealthy_for_repair(n, tolerations)), key=lambda n: n.name
     )
@@ -106,7 +110,7 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
     if not entry.events and not held_now:
         return None
 
-    conditions, overdue = _held_conditions(inp, unhealthy)
+    conditions, overdue = _held_conditions(inp, unhealthy, tolerations)
     evidence = [event_evidence(e) for e in entry.events] + conditions
     if entry.nodes:
         evidence.append(
@@ -129,7 +133,7 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
             f"{AHR}=False DCGMError, the agent's GPU monitoring, not the GPU: replacing "
             "will not help, a new node fails the same way"
         )
-    if pool and auto_mode_pool(inp, pool):
+    if auto_mode:
         summary += f"; {AUTO_MODE_INSTEAD}"
     # Through v1.5 the pool's health is checked before the node's own: every node of the
     # pool Karpenter reconciles gets the event, healthy ones too; from v1.6 only nodes past
@@ -185,11 +189,10 @@ def _monitoring_broken(
 
 
 def _held_conditions(
-    inp: DiagnosisInput, unhealthy: list[Node]
+    inp: DiagnosisInput, unhealthy: list[Node], tolerations: Mapping[tuple[str, str], timedelta]
 ) -> tuple[list[Evidence], list[datetime]]:
     """Each unhealthy node's repair-matching condition with when its repair is due, and the
     deadlines already past (repairs the guard holds back)."""
-    tolerations = inp.repair_tolerations
     evidence: list[Evidence] = []
     overdue: list[datetime] = []
     for node in unhealthy:
