@@ -262,6 +262,16 @@ def test_a_real_gpu_failure_is_hardware_to_replace(reason: str, message: str, sa
     assert finding.runbooks[0] == RUNBOOK_REPLACE
 
 
+def test_the_finding_says_since_which_agent_release_a_reason_exists() -> None:
+    finding = ahr_finding("NvidiaDeviceCountMismatch", "DCGM detected 7 GPUs but 8 nvidia "
+                          "device files were detected")  # fmt: skip
+    (line,) = [e.text for e in finding.evidence if e.source == "agent"]
+    assert line.startswith("NvidiaDeviceCountMismatch: the node monitoring agent's Fatal reason")
+    assert "defined since v1.6.0 or earlier (a Warning (an event only) before v1.6.2)" in line
+    fabric = ahr_finding("FabricManagerNotRunning", "Fabric Manager status: Failure")
+    assert "defined since v1.6.5" in "\n".join(e.text for e in fabric.evidence)
+
+
 def test_fabric_manager_not_running_is_a_service_fault_not_a_replacement() -> None:
     finding = ahr_finding("FabricManagerNotRunning", "Fabric Manager status: Failure")
     assert "a service fault on the node, not the GPUs" in finding.summary

@@ -203,16 +203,38 @@ def _finding(
     if broken and RUNBOOK_REPLACE not in runbooks and kind != "monitoring":
         runbooks = (RUNBOOK_REPLACE, *runbooks)
     urgent = deadline is not None and deadline - inp.now <= URGENT
+    evidence = [*seen.evidence, *_reason_evidence(seen.reasons)]
     return Finding(
         id=ACCELERATED_HARDWARE_NOT_READY,
         severity=CRITICAL if urgent else WARNING,
         nodepool=pool,
         nodes=tuple(n.name for n in nodes),
         summary=summary,
-        evidence=tuple(seen.evidence),
+        evidence=tuple(evidence),
         runbooks=runbooks,
         deadline=deadline,
     )
+
+
+def _reason_evidence(reasons: list[str]) -> list[Evidence]:
+    """One line per distinct reason the agent defines: its severity, since when, what it
+    means and whether replacing helps."""
+    lines = []
+    for reason in sorted(set(reasons)):
+        entry = agent_reason(reason)
+        if entry is None:
+            continue
+        history = f" ({entry.history})" if entry.history else ""
+        lines.append(
+            Evidence(
+                None,
+                "agent",
+                f"{reason}: the node monitoring agent's {entry.severity} reason under "
+                f"{entry.condition}, defined since {entry.first_defined}{history}: "
+                f"{entry.meaning}; {entry.replacing}",
+            )
+        )
+    return lines
 
 
 def _pool_nodes(inp: DiagnosisInput, nodes: list[Node], signs: dict[str, _NodeSigns]) -> _PoolNodes:
