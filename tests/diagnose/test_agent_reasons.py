@@ -34,6 +34,7 @@ from mignurse.diagnose.agent_reasons import (
     WARNING,
     agent_reason,
     agent_release,
+    unknown_reason_text,
 )
 from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, auto_mode_nodes
 from mignurse.diagnose.engine import diagnose
@@ -575,3 +576,79 @@ def test_a_network_policy_agent_down_on_auto_mode_gpu_nodes_is_worded_as_the_age
     assert "(the node monitoring agent: Auto Mode's Network Policy Agent has not run" in held
     assert AUTO_MODE_INSTEAD in blocked.summary
     assert not any(RUNBOOK_PAUSE_REPAIR in f.runbooks for f in findings)
+
+
+# -- boundaries ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("running", "said"),
+    [
+        ("v1.7.0", "the agent here is v1.7.0, which does not define it either"),
+        ("v1.7.0-eksbuild.1", "the agent here is v1.7.0-eksbuild.1, which does not define it"),
+        ("v1.7.1", "the agent here is v1.7.1, newer"),
+        ("v1.10.0", "the agent here is v1.10.0, newer"),
+        ("latest", "the agent's version could not be read here"),
+    ],
+)
+def test_the_unknown_reason_compares_the_running_release_with_the_table(
+    running: str, said: str
+) -> None:
+    assert said in unknown_reason_text("NvidiaGSPFirmwareError", running)
+
+
+def test_a_reason_a_page_long_is_shown_clipped() -> None:
+    shown = unknown_reason_text("X" * 120, "")
+    assert shown.startswith("X" * 120 + " is not")
+    clipped = unknown_reason_text("Y" * 121, "")
+    assert clipped.startswith("Y" * 119 + "… is not")
+
+
+def test_agent_daemonsets_that_disagree_name_no_release() -> None:
+    registry = "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/eks-node-monitoring-agent"
+    daemonsets = tuple(
+        _DaemonSet("kube-system", f"eks-node-monitoring-agent{suffix}",
+                   (_Container("eks-node-monitoring-agent", f"{registry}:{tag}"),))
+        for suffix, tag in (("", "v1.8.0-eksbuild.1"), ("-arm", "v1.6.2-eksbuild.1"))
+    )  # fmt: skip
+    node = node_json(
+        "ip-10-0-12-7.us-west-2.compute.internal",
+        "gpu",
+        reason="NvidiaGSPFirmwareError",
+        message="GSP firmware stopped responding",
+    )
+    inp = inp_of([node])
+    object.__setattr__(inp, "daemonsets", daemonsets)
+    finding = one(findings_of(inp), ACCELERATED_HARDWARE_NOT_READY)
+    assert "the agent's version could not be read here" in finding.summary
+
+
+def test_a_nodeclaim_found_by_provider_id_makes_its_node_auto_mode() -> None:
+    node = node_json("i-0a1b2c3d4e5f60721", "gpu-auto", reason="DCGMError", message=LIBDCGM)
+    claim = claim_json("gpu-auto-p9q8r", node, "gpu-auto", "eks.amazonaws.com")
+    del claim["status"]["nodeName"]
+    claim["metadata"]["labels"] = {}  # a NodeClaim whose pool label is gone too
+    inp = inp_of([node], [claim])
+    assert auto_mode_nodes(inp) == {
+        "i-0a1b2c3d4e5f60721": "NodeClaim gpu-auto-p9q8r refers to an eks.amazonaws.com NodeClass"
+    }
+
+
+def test_auto_mode_repair_is_held_by_the_guard_and_ignores_the_self_managed_release() -> None:
+    # Karpenter v1.1 beside Auto Mode repairs only Ready=False; Auto Mode repairs AHR at 10 min.
+    nodes = [node_json(f"i-0d{i}", "gpu-auto", reason="DCGMError", message=LIBDCGM,
+                       auto_label=True) for i in (1, 2)]  # fmt: skip
+    nodes.append(node_json("i-0d3", "gpu-auto", auto_label=True))
+    inp = inp_of(nodes)
+    old = DiagnosisInput(
+        snapshot=inp.snapshot,
+        now=NOW,
+        karpenter=KarpenterSettings(node_repair=True, feature_gates="NodeRepair=true",
+                                    version="1.1.0"),
+    )  # fmt: skip
+    held = repair_outlook(old, old.snapshot.nodes["i-0d1"], AHR)
+    assert held.deadline is None
+    assert held.who.startswith("EKS Auto Mode repair held by the 20% guard (2 of 3 nodes")
+    alone = inp_of(nodes[1:])
+    fate = repair_outlook(alone, alone.snapshot.nodes["i-0d2"], AHR)
+    assert fate.deadline == NOW + timedelta(minutes=6)  # 4 min ago + 10 min
