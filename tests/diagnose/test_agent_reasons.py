@@ -219,6 +219,12 @@ def test_a_reason_the_agent_does_not_write_is_unknown_and_never_crashes(reason: 
     assert "an unrecognised reason" in finding.summary
 
 
+def test_another_conditions_reason_under_accelerated_hardware_is_not_the_agents() -> None:
+    finding = ahr_finding("IPAMDNotRunning", "The Amazon VPC CNI process was not found")
+    assert ("IPAMDNotRunning is the node monitoring agent's NetworkingReady reason, never an "
+            "AcceleratedHardwareReady one") in finding.summary  # fmt: skip
+
+
 def test_templated_families_match_as_the_agent_builds_them() -> None:
     assert xid_of("NvidiaXID79Error") == 79 and xid_of("NvidiaXID154Warning") == 154
     restart = agent_reason("containerdRepeatedRestart")  # monitors/runtime: unitName + template

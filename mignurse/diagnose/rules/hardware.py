@@ -323,14 +323,23 @@ def _what_it_is(kind: str, reasons: list[str], agent_versions: list[str]) -> str
             "fix the image; replacing helps only if the service failed by chance on this node"
         )
     versions = sorted(set(agent_versions))
-    unknown = sorted({r for r in reasons if agent_reason(r) is None or not r})
+    unknown = sorted(set(reasons))
     said = "; ".join(
-        unknown_reason_text(r or "(no reason)", versions[0] if len(versions) == 1 else "")
-        for r in unknown[:3]
+        _unknown_text(r, versions[0] if len(versions) == 1 else "") for r in unknown[:3]
     )
     if len(versions) > 1:
         said += f" (the nodes run agent releases {', '.join(versions)})"
     return f"an unrecognised reason: {said}; check the message"
+
+
+def _unknown_text(reason: str, agent_version: str) -> str:
+    entry = agent_reason(reason)
+    if entry is not None:  # the agent's, under another condition type
+        return (
+            f"{reason} is the node monitoring agent's {entry.condition} reason, never an "
+            f"{AHR} one: something other than the agent set this condition"
+        )
+    return unknown_reason_text(reason or "(no reason)", agent_version)
 
 
 def _meanings(reasons: list[str], limit: int = 3) -> str:
