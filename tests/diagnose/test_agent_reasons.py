@@ -658,3 +658,24 @@ def test_auto_mode_repair_is_held_by_the_guard_and_ignores_the_self_managed_rele
     alone = inp_of(nodes[1:])
     fate = repair_outlook(alone, alone.snapshot.nodes["i-0d2"], AHR)
     assert fate.deadline == NOW + timedelta(minutes=6)  # 4 min ago + 10 min
+
+
+def test_an_agent_log_with_an_unknown_reason_names_the_release_that_logged_it() -> None:
+    """A node bundle read without the cluster: the agent's own log (pkg/manager/manager.go
+    "sending condition to exporter", cmd/eks-node-monitoring-agent/main.go start line)."""
+    host = "ip-10-0-12-7.us-west-2.compute.internal"
+    log = (
+        '2026-12-05T21:30:02.004417289Z stderr F {"level":"info","ts":"2026-12-05T21:30:02Z",'
+        f'"msg":"starting eks-node-monitoring-agent","hostname":"{host}","version":"v1.8.2"}}\n'
+        '2026-12-05T21:40:10.402183611Z stderr F {"level":"info","ts":"2026-12-05T21:40:10Z",'
+        f'"msg":"sending condition to exporter","hostname":"{host}","condition":{{"Reason":'
+        '"NvidiaGSPFirmwareError","Message":"GSP firmware stopped responding","Severity":'
+        '"Fatal","MinOccurrences":0},"conditionType":"AcceleratedHardwareReady"}\n'
+    )
+    evidence = NodeEvidence(node=host, journals={"nma": parse_journal(log, "journal:nma")})
+    finding = one(
+        findings_of(inp_of([], evidence={host: evidence})), ACCELERATED_HARDWARE_NOT_READY
+    )
+    assert "whose node monitoring agent log reports" in finding.summary
+    assert "NvidiaGSPFirmwareError is not in mignurse's table" in finding.summary
+    assert "the agent here is v1.8.2, newer" in finding.summary

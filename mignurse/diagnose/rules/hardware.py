@@ -647,6 +647,12 @@ def _evidence_finding(
     if basis == "agent" and first_agent is not None:
         reasons = ", ".join(agent_reasons)
         replaced_at = format_time(first_agent.time + AHR_TOLERATION)
+        what = _WHAT[kind]
+        if kind == UNKNOWN:
+            versions = {signs[n].agent_version for n in names} - {""}
+            version = versions.pop() if len(versions) == 1 else ""
+            strange = [r for r in agent_reasons if _agent_kind(r) == UNKNOWN][:3]
+            what = "; ".join(_unknown_text(r, version) for r in strange) or what
         shown = f"; {files} {strongest}" if strongest != reasons else ""
         repair = (
             "under Karpenter NodeRepair or EKS Auto Mode, repair replaces the node about "
@@ -657,7 +663,7 @@ def _evidence_finding(
             repair += " and its replacement fails the same way"
         summary = (
             f"{where}: {count} whose node monitoring agent log reports "
-            f"AcceleratedHardwareReady=False ({reasons}){shown}: {_WHAT[kind]}; {repair}"
+            f"AcceleratedHardwareReady=False ({reasons}){shown}: {what}; {repair}"
         )
     else:
         state = (
