@@ -85,15 +85,23 @@ def any_auto_mode(inp: DiagnosisInput, nodes: Iterable[Node]) -> bool:
 
 
 def auto_mode_pool(inp: DiagnosisInput, pool: str) -> bool:
-    """A NodePool that launches Auto Mode nodes: its NodeClass, or any of its nodes, says so."""
-    if not pool:
-        return False
-    nodepool = inp.snapshot.nodepools.get(pool)
-    if nodepool is not None and nodepool.node_class_group == AUTO_MODE_NODECLASS_GROUP:
-        return True
-    if any(
-        c.pool == pool and c.node_class_group == AUTO_MODE_NODECLASS_GROUP
+    """A NodePool that launches Auto Mode nodes: its NodeClass, one of its NodeClaims' or one
+    of its nodes says so."""
+    return bool(pool) and pool in inp.memo("auto_mode_pools", lambda: _auto_mode_pools(inp))
+
+
+def _auto_mode_pools(inp: DiagnosisInput) -> frozenset[str]:
+    pools = {
+        name
+        for name, nodepool in inp.snapshot.nodepools.items()
+        if nodepool.node_class_group == AUTO_MODE_NODECLASS_GROUP
+    }
+    pools.update(
+        c.pool
         for c in inp.snapshot.nodeclaims.values()
-    ):
-        return True
-    return any_auto_mode(inp, (n for n in inp.snapshot.nodes.values() if n.pool == pool))
+        if c.node_class_group == AUTO_MODE_NODECLASS_GROUP
+    )
+    nodes = inp.snapshot.nodes
+    pools.update(nodes[name].pool for name in auto_mode_nodes(inp) if name in nodes)
+    pools.discard("")
+    return frozenset(pools)
