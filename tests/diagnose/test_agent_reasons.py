@@ -239,8 +239,11 @@ def test_templated_families_match_as_the_agent_builds_them() -> None:
 
 def test_dcgm_error_is_plumbing_and_offers_a_pause_never_a_replacement() -> None:
     finding = ahr_finding("DCGMError", LIBDCGM)
-    assert "GPU monitoring plumbing, not the GPU" in finding.summary
-    assert "a new node fails the same way" in finding.summary
+    assert "GPU monitoring plumbing (DCGM), not the GPU" in finding.summary
+    assert "replacing the node will not help" in finding.summary
+    (agent,) = [e.text for e in finding.evidence if e.source == "agent"]
+    assert "the agent cannot reach the DCGM host engine" in agent
+    assert "a new node fails the same way" in agent
     assert finding.runbooks == (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT)
 
 

@@ -302,11 +302,8 @@ def _what_it_is(kind: str, reasons: list[str], agent_versions: list[str]) -> str
     """The summary's verdict on the condition: monitoring, the application, the GPU, a
     service, or unknown, with what the agent means by each reason."""
     meanings = _meanings(reasons)
-    if kind == "monitoring":
-        return (
-            f"GPU monitoring plumbing, not the GPU ({meanings}): replacing the node will not "
-            "help, a new node fails the same way"
-        )
+    if kind == "monitoring":  # what DCGMError means is the finding's "agent" evidence line
+        return "GPU monitoring plumbing (DCGM), not the GPU: replacing the node will not help"
     if kind == APPLICATION:
         if any(r.startswith("NvidiaXID") for r in reasons):
             return (
