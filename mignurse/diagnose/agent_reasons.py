@@ -229,12 +229,12 @@ REASONS: tuple[AgentReason, ...] = (
 
 _EXACT: dict[str, AgentReason] = {r.template: r for r in REASONS if "%" not in r.template}
 # The templated families, as the agent builds them: "%d" formats an unsigned code (ASCII digits,
-# at most what a uint32 prints), "%s" a systemd unit's name.
+# at most what a 64-bit uint prints), "%s" a systemd unit's name.
 _FAMILIES: tuple[tuple[re.Pattern[str], AgentReason], ...] = tuple(
     (
         re.compile(
             re.escape(r.template)
-            .replace("%d", "[0-9]{1,10}")
+            .replace("%d", "[0-9]{1,20}")
             .replace("%s", "[A-Za-z0-9][A-Za-z0-9_.@:-]{0,254}")
         ),
         r,

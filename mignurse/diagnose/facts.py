@@ -163,7 +163,7 @@ _AHR_CLASSES = {
     SERVICE: "service",
     APPLICATION: "application",
 }
-_XID_REASON = re.compile(r"NvidiaXID([0-9]{1,10})(?:Error|Warning)")
+_XID_REASON = re.compile(r"NvidiaXID([0-9]{1,20})(?:Error|Warning)")
 
 
 def xid_of(reason: str) -> int | None:

@@ -682,3 +682,10 @@ def test_an_agent_log_with_an_unknown_reason_names_the_release_that_logged_it() 
     assert "whose node monitoring agent log reports" in finding.summary
     assert "NvidiaGSPFirmwareError is not in mignurse's table" in finding.summary
     assert "the agent here is v1.8.2, newer" in finding.summary
+
+
+def test_a_code_as_long_as_a_go_uint_prints_is_the_agents_and_one_digit_more_is_not() -> None:
+    assert agent_reason("DCGMHealthCode" + "1" * 20) is not None  # %d of a 64-bit uint
+    assert agent_reason("DCGMHealthCode" + "1" * 21) is None
+    assert xid_of("NvidiaXID" + "1" * 20 + "Error") == int("1" * 20)
+    assert xid_of("NvidiaXID" + "1" * 21 + "Error") is None
