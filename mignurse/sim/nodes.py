@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from mignurse.gpu.models import by_product_name
-from mignurse.model import Node
+from mignurse.model import LABEL_COMPUTE_TYPE, Node
+from mignurse.model.fields import COMPUTE_TYPE_AUTO
 from mignurse.nodeaccess.base import CommandResult, NodeShell
 from mignurse.nodeaccess.local import LocalShell
 from mignurse.sim import hardware, nodemig
@@ -621,7 +622,7 @@ def sandbox_shells(client: Any, sandboxes: Path) -> Callable[[Node], NodeShell]:
     def shell_for(node: Node) -> NodeShell:
         raw = client.get(NODES, node.name)
         labels = (raw.get("metadata") or {}).get("labels") or {}
-        if labels.get(AUTO_MODE_LABEL) == "auto":
+        if labels.get(LABEL_COMPUTE_TYPE) == COMPUTE_TYPE_AUTO:
             return NoWayIn(node.name)
         sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story_for(raw))
         return SandboxShell(sandbox)
@@ -629,16 +630,12 @@ def sandbox_shells(client: Any, sandboxes: Path) -> Callable[[Node], NodeShell]:
     return shell_for
 
 
-# An EKS Auto Mode node, known by the label Auto Mode puts on its nodes: "EKS Auto Mode uses
-# EC2 managed instances. You cannot directly access EC2 managed instances, including by SSH";
-# its logs come through a NodeDiagnostic
-# (docs.aws.amazon.com/eks/latest/userguide/auto-troubleshoot.html).
-AUTO_MODE_LABEL = "eks.amazonaws.com/compute-type"
-
-
 class NoWayIn:
     """A simulated node that neither SSM nor SSH reaches: every run is refused before it
-    starts, as a real transport refuses an unreachable node."""
+    starts, as a real transport refuses an unreachable node. An EKS Auto Mode node (labelled
+    eks.amazonaws.com/compute-type=auto) is one: "EKS Auto Mode uses EC2 managed instances.
+    You cannot directly access EC2 managed instances, including by SSH"; its logs come
+    through a NodeDiagnostic (docs.aws.amazon.com/eks/latest/userguide/auto-troubleshoot.html)."""
 
     transport = "sim"
 
