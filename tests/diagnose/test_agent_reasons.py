@@ -474,6 +474,10 @@ def test_an_auto_mode_repair_loop_says_what_to_do_instead_of_a_pause() -> None:
     assert "2 nodes replaced by EKS Auto Mode repair" in loop.summary
     assert AUTO_MODE_INSTEAD in loop.summary
     assert loop.runbooks == (RUNBOOK_CORDON_AND_COLLECT,)
+    lines = [e.text for e in loop.evidence if "→" in e.text]
+    assert lines and all(
+        "→ EKS Auto Mode repair" in t and "Karpenter repair" not in t for t in lines
+    )
     # The node still there carries neither the label nor a NodeClaim of its own: its pool's
     # NodeClaims say it is Auto Mode's.
     hardware = one(findings, ACCELERATED_HARDWARE_NOT_READY)
@@ -509,6 +513,7 @@ def test_mignurse_diagnose_on_a_simulated_auto_mode_pool_offers_no_pause_and_no_
     loop = next(f for f in auto if f["id"] == "node-repair-loop")
     assert "by EKS Auto Mode repair" in loop["summary"]
     assert AUTO_MODE_INSTEAD in loop["summary"]
+    assert not [e for e in loop["evidence"] if "→ Karpenter repair" in e["text"]]
     hardware = next(f for f in auto if f["id"] == "accelerated-hardware-not-ready")
     assert "NodePool gpu-inference (Auto Mode)" in hardware["summary"]
 
