@@ -33,6 +33,7 @@ REPAIR_BLOCKED = "repair-blocked"
 MIG_CONFIG_FAILED = "mig-config-failed"
 MIG_LAYOUT_MISMATCH = "mig-layout-mismatch"
 REPAIR_RISK = "repair-risk"
+KNOWN_BAD_COMBINATION = "known-bad-combination"
 
 # Runbook names (README, Runbooks): what a finding may point the engineer at.
 RUNBOOK_CORDON_AND_COLLECT = "cordon-and-collect"
@@ -96,6 +97,7 @@ ID_ORDER = {
             MIG_CONFIG_FAILED,
             MIG_LAYOUT_MISMATCH,
             REPAIR_RISK,
+            KNOWN_BAD_COMBINATION,
         )
     )
 }

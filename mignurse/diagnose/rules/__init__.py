@@ -11,6 +11,7 @@ from mignurse.diagnose.rules import (
     mig_layout,
     not_ready,
     notready_loop,
+    preflight,
     repair_blocked,
     repair_loop,
     repair_risk,
@@ -28,6 +29,7 @@ RULES: list[tuple[str, Rule]] = [
     ("mig-config-failed", mig_config.rule),
     ("mig-layout-mismatch", mig_layout.rule),
     ("repair-risk", repair_risk.rule),
+    ("known-bad-combination", preflight.rule),
 ]
 
 # module → the finding id it raises
