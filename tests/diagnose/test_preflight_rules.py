@@ -1,0 +1,388 @@
+"""Pre-flight findings: combinations upstream sources show fail, found before they fail.
+
+The DaemonSets are the charts' own renderings (tests/corpus/daemonsets/, each with its source:
+the node monitoring agent at v1.6.1 and v1.7.0, the DRA driver at v0.4.1, mig-manager as
+gpu-operator v26.7.0 deploys it); the nodes carry the labels and nodeInfo EKS, Karpenter and
+GPU feature discovery give them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.daemonsets import DaemonSetInfo
+from mignurse.diagnose.engine import diagnose
+from mignurse.diagnose.findings import INFO, KNOWN_BAD_COMBINATION, WARNING, Finding
+from mignurse.diagnose.inputs import DiagnosisInput, KarpenterSettings, NodeEvidence
+from mignurse.diagnose.mng import NodeGroupRepair
+from mignurse.diagnose.rules import preflight
+from mignurse.evidence.system import CgroupInfo
+from mignurse.model import Node
+
+CORPUS = Path(__file__).parent.parent / "corpus" / "daemonsets"
+NOW = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
+REPAIR_ON = KarpenterSettings(node_repair=True, feature_gates="NodeRepair=true", version="1.14.1")
+REPAIR_OFF = KarpenterSettings(node_repair=False, feature_gates="NodeRepair=false", version="1.14.1")
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+
+
+def corpus(name: str) -> list[dict[str, Any]]:
+    document = json.loads((CORPUS / name).read_text())
+    items = document["items"] if "items" in document else [document]
+    return [copy.deepcopy(i) for i in items]
+
+
+def daemonsets(*names: str, edit: Any = None) -> tuple[DaemonSetInfo, ...]:
+    raws = [raw for name in names for raw in corpus(name)]
+    if edit is not None:
+        for raw in raws:
+            edit(raw)
+    return tuple(DaemonSetInfo.from_api(raw) for raw in raws)
+
+
+def node(
+    name: str,
+    instance_type: str,
+    *,
+    pool: str = "gpu",
+    arch: str = "amd64",
+    os_image: str = "Amazon Linux 2023.9.20251208",
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    nodegroup: bool = False,
+    allocatable: dict[str, str] | None = None,
+) -> Node:
+    pool_label = (
+        {"eks.amazonaws.com/nodegroup": pool} if nodegroup else {"karpenter.sh/nodepool": pool}
+    )
+    gpu = {"nvidia.com/gpu": "8"} if allocatable is None else allocatable
+    return Node.from_api(
+        {
+            "metadata": {
+                "name": name,
+                "uid": f"uid-{name}",
+                "creationTimestamp": "2026-12-05T21:40:00Z",
+                "labels": {
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": arch,
+                    "node.kubernetes.io/instance-type": instance_type,
+                    "karpenter.k8s.aws/instance-gpu-manufacturer": "nvidia",
+                    "feature.node.kubernetes.io/pci-10de.present": "true",
+                    **pool_label,
+                    **(labels or {}),
+                },
+            },
+            "spec": {"taints": taints if taints is not None else [GPU_TAINT]},
+            "status": {
+                "capacity": gpu,
+                "allocatable": gpu,
+                "nodeInfo": {"architecture": arch, "osImage": os_image},
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "lastTransitionTime": "2026-12-05T21:41:00Z",
+                    }
+                ],
+            },
+        }
+    )
+
+
+def judge(
+    nodes: list[Node],
+    sets: tuple[DaemonSetInfo, ...] | None,
+    *,
+    karpenter: KarpenterSettings | None = REPAIR_ON,
+    nodegroups: dict[str, NodeGroupRepair] | None = None,
+    evidence: dict[str, NodeEvidence] | None = None,
+    policy: dict[str, Any] | None = None,
+) -> list[Finding]:
+    inp = DiagnosisInput(
+        snapshot=Snapshot(nodes={n.name: n for n in nodes}, karpenter=True, taken_at=NOW),
+        now=NOW,
+        karpenter=karpenter,
+        daemonsets=sets,
+        nodegroups=nodegroups or {},
+        node_evidence=evidence or {},
+        cluster_policy=policy,
+    )
+    result = diagnose(inp, rules=[(KNOWN_BAD_COMBINATION, preflight.rule)])
+    assert result.rule_errors == []
+    return result.findings
+
+
+def text(finding: Finding) -> str:
+    return finding.summary + "\n" + "\n".join(e.text for e in finding.evidence)
+
+
+# ------------------------------------------------------------------ DCGM server
+
+
+def test_g7e_under_the_v1_6_1_agent_with_repair_on_is_a_certain_repair_loop() -> None:
+    # The v1.6.1 chart's dcgm-server lists no g7e type: the agent polls DCGM there anyway.
+    nodes = [node("ip-10-0-1-1", "g7e.48xlarge"), node("ip-10-0-1-2", "g7e.48xlarge")]
+    findings = judge(nodes, daemonsets("nma-v1.6.1.json"))
+    assert len(findings) == 1
+    loop = findings[0]
+    assert loop.severity == WARNING and loop.nodepool == "gpu"
+    assert loop.nodes == ("ip-10-0-1-1", "ip-10-0-1-2")
+    assert "repair loop is certain" in loop.summary
+    assert "node.kubernetes.io/instance-type In" in text(loop)
+    assert "g7e.48xlarge" in text(loop) and "v1.6.1-eksbuild.1" in text(loop)
+    assert "eks-node-monitoring-agent v1.7.0" in text(loop)  # the source is named
+    assert loop.runbooks == ("pause-node-repair",)
+
+
+def test_the_same_nodes_under_the_v1_7_0_agent_are_silent_once_dcgm_server_lists_them() -> None:
+    # v1.7.0 lists g7e, but dcgm-server tolerates nothing: an untainted node runs it.
+    nodes = [node("ip-10-0-1-1", "g7e.48xlarge", taints=[])]
+    assert judge(nodes, daemonsets("nma-v1.7.0.json")) == []
+
+
+def test_a_gpu_taint_dcgm_server_does_not_tolerate_keeps_it_off_the_node() -> None:
+    nodes = [node("ip-10-0-1-1", "p5.48xlarge")]  # nvidia.com/gpu=true:NoSchedule
+    (finding,) = judge(nodes, daemonsets("nma-v1.7.0.json"))
+    assert finding.severity == WARNING
+    assert "taint nvidia.com/gpu=true:NoSchedule not tolerated" in text(finding)
+
+
+def test_a_toleration_added_to_dcgm_server_lets_it_run_and_the_finding_goes() -> None:
+    def tolerate(raw: dict[str, Any]) -> None:
+        if raw["metadata"]["name"] == "dcgm-server":
+            raw["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]
+
+    nodes = [node("ip-10-0-1-1", "p5.48xlarge")]
+    assert judge(nodes, daemonsets("nma-v1.7.0.json", edit=tolerate)) == []
+
+
+def test_arm64_gpu_nodes_under_the_v1_7_0_agent_are_unmonitored_not_looping() -> None:
+    # monitors/nvidia/monitor.go@v1.7.0 skips DCGM on arm64 outside Auto Mode.
+    nodes = [node("ip-10-0-2-1", "g5g.2xlarge", arch="arm64", taints=[])]
+    (finding,) = judge(nodes, daemonsets("nma-v1.7.0.json"))
+    assert finding.severity == INFO
+    assert "kubernetes.io/arch In [amd64] (node: arm64)" in text(finding)
+    assert "stays True whatever the GPUs do" in finding.summary
+    assert finding.runbooks == ()
+
+
+def test_arm64_gpu_nodes_under_an_agent_older_than_its_arm64_skip_loop() -> None:
+    def older(raw: dict[str, Any]) -> None:
+        for ctr in raw["spec"]["template"]["spec"]["containers"]:
+            ctr["image"] = ctr["image"].replace("v1.7.0-eksbuild.1", "v1.2.0-eksbuild.1")
+
+    nodes = [node("ip-10-0-2-1", "g5g.2xlarge", arch="arm64", taints=[])]
+    (finding,) = judge(nodes, daemonsets("nma-v1.7.0.json", edit=older))
+    assert finding.severity == WARNING and "repair loop is certain" in finding.summary
+
+
+def test_repair_off_leaves_the_unreachable_dcgm_server_as_information() -> None:
+    nodes = [node("ip-10-0-1-1", "g7e.48xlarge")]
+    (finding,) = judge(nodes, daemonsets("nma-v1.6.1.json"), karpenter=REPAIR_OFF)
+    assert finding.severity == INFO and "nothing loops" in finding.summary
+
+
+def test_a_node_group_repairs_dcgm_only_through_an_override() -> None:
+    nodes = [node("ip-10-0-3-1", "g7e.48xlarge", pool="ng-gpu", nodegroup=True)]
+    sets = daemonsets("nma-v1.6.1.json")
+    default = NodeGroupRepair.from_describe(
+        {"nodegroupName": "ng-gpu", "nodeRepairConfig": {"enabled": True}}
+    )
+    (quiet,) = judge(nodes, sets, karpenter=None, nodegroups={"ng-gpu": default})
+    assert quiet.severity == INFO  # the default takes no action for DCGM reasons
+    override = NodeGroupRepair.from_describe(
+        {
+            "nodegroupName": "ng-gpu",
+            "nodeRepairConfig": {
+                "enabled": True,
+                "nodeRepairConfigOverrides": [
+                    {
+                        "nodeMonitoringCondition": "AcceleratedHardwareReady",
+                        "nodeUnhealthyReason": "DCGMError",
+                        "minRepairWaitTimeMins": 10,
+                        "repairAction": "Replace",
+                    }
+                ],
+            },
+        }
+    )
+    (loop,) = judge(nodes, sets, karpenter=None, nodegroups={"ng-gpu": override})
+    assert loop.severity == WARNING and "node group ng-gpu repair: Replace" in text(loop)
+    assert loop.runbooks == ()  # pause-node-repair is Karpenter's
+
+
+def test_without_a_dcgm_server_daemonset_dcgm_may_be_on_the_host_and_nothing_is_said() -> None:
+    def agent_only(raw: dict[str, Any]) -> None:
+        raw["metadata"]["name"] = raw["metadata"]["name"].replace("dcgm-server", "other")
+        raw["spec"]["template"]["metadata"]["labels"] = {"k8s-app": "other"}
+
+    nodes = [node("ip-10-0-1-1", "g7e.48xlarge")]
+    assert judge(nodes, daemonsets("nma-v1.6.1.json", edit=agent_only)) == []
+    assert judge(nodes, None) == []  # DaemonSets not read
+
+
+def test_auto_mode_nodes_are_not_judged_by_the_add_on_daemonsets() -> None:
+    auto = node(
+        "i-0abc", "g7e.48xlarge", labels={"eks.amazonaws.com/compute-type": "auto"}, taints=[]
+    )
+    assert judge([auto], daemonsets("nma-v1.6.1.json")) == []
+
+
+# ------------------------------------------------------------------ mig-manager at boot
+
+MIG_LABELS = {
+    "nvidia.com/mig.config": "all-1g.10gb",
+    "nvidia.com/gpu.deploy.mig-manager": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+}
+BOTTLEROCKET = "Bottlerocket OS 1.39.1 (aws-k8s-1.32-nvidia)"
+
+
+def test_mig_manager_on_a_bottlerocket_h100_stops_kubelet_at_every_boot() -> None:
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", os_image=BOTTLEROCKET, labels=MIG_LABELS)]
+    (finding,) = judge(nodes, daemonsets("mig-manager-gpu-operator-v26.7.0.json"))
+    assert finding.severity == WARNING and finding.nodes == ("ip-10-0-4-1",)
+    assert "stops kubelet during bootstrap" in finding.summary
+    assert "H100" in text(finding) and "Bottlerocket ships it" in text(finding)
+    assert "mig-parted v0.15.0" in text(finding)
+
+
+def test_an_a100_keeps_mig_mode_across_reboots_and_is_not_flagged() -> None:
+    labels = {**MIG_LABELS, "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    nodes = [node("ip-10-0-4-2", "p4d.24xlarge", os_image=BOTTLEROCKET, labels=labels)]
+    assert judge(nodes, daemonsets("mig-manager-gpu-operator-v26.7.0.json")) == []
+
+
+def test_the_operators_driver_container_means_no_kubelet_stop() -> None:
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", os_image="Ubuntu 22.04.5 LTS", labels=MIG_LABELS)]
+    policy = {"spec": {"driver": {"enabled": True}}}
+    sets = daemonsets("mig-manager-gpu-operator-v26.7.0.json")
+    assert judge(nodes, sets, policy=policy) == []
+    preinstalled = {**MIG_LABELS, "nvidia.com/gpu.deploy.driver": "pre-installed"}
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", os_image="Ubuntu 22.04.5 LTS", labels=preinstalled)]
+    (finding,) = judge(nodes, sets)
+    assert "pre-installed" in text(finding)
+
+
+def test_al2023_with_cgroup_v2_is_left_to_repair_risk_and_cgroup_v1_is_ours() -> None:
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", labels=MIG_LABELS)]
+    sets = daemonsets("mig-manager-gpu-operator-v26.7.0.json")
+    assert judge(nodes, sets) == []  # AL2023: repair-risk's mig-manager finding says it
+    v1 = {"ip-10-0-4-1": NodeEvidence("ip-10-0-4-1", cgroup=CgroupInfo(1, "tmpfs"))}
+    (finding,) = judge(nodes, sets, evidence=v1)
+    assert finding.severity == WARNING
+
+
+def test_mig_manager_label_false_or_an_all_disabled_layout_is_not_flagged() -> None:
+    sets = daemonsets("mig-manager-gpu-operator-v26.7.0.json")
+    off = {**MIG_LABELS, "nvidia.com/gpu.deploy.mig-manager": "false"}
+    assert judge([node("a", "p5.48xlarge", os_image=BOTTLEROCKET, labels=off)], sets) == []
+    disabled = {**MIG_LABELS, "nvidia.com/mig.config": "all-disabled"}
+    assert judge([node("b", "p5.48xlarge", os_image=BOTTLEROCKET, labels=disabled)], sets) == []
+
+
+# ------------------------------------------------------------------ DRA driver
+
+
+def test_dynamic_mig_beside_mig_manager_is_flagged_per_pool() -> None:
+    labels = {
+        "nvidia.com/gpu.deploy.mig-manager": "true",
+        "nvidia.com/mig.config": "all-1g.24gb",
+        "nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
+        "nvidia.com/gpu.deploy.driver": "pre-installed",
+    }
+    nodes = [
+        node("ip-10-0-5-1", "g7e.4xlarge", pool="gpu-dra", labels=labels, allocatable={}),
+        node("ip-10-0-6-1", "g7e.4xlarge", pool="gpu-plain", allocatable={}),
+    ]
+    sets = daemonsets("dra-driver-v0.4.1-dynamic-mig.json", "mig-manager-gpu-operator-v26.7.0.json")
+    found = [f for f in judge(nodes, sets) if "DynamicMIG" in f.summary]
+    assert len(found) == 1
+    (finding,) = found
+    assert finding.nodepool == "gpu-dra" and finding.nodes == ("ip-10-0-5-1",)
+    assert 'DynamicMIG on ("DynamicMIG=true,")' in text(finding)
+    assert "nvidia.com/gpu.deploy.mig-manager=true" in text(finding)
+
+
+def test_dynamic_mig_set_false_or_absent_is_not_flagged() -> None:
+    labels = {"nvidia.com/gpu.deploy.mig-manager": "true", "nvidia.com/mig.config": "all-1g.24gb"}
+    nodes = [node("ip-10-0-5-1", "g7e.4xlarge", labels=labels, allocatable={})]
+
+    def gate_off(raw: dict[str, Any]) -> None:
+        for ctr in raw["spec"]["template"]["spec"]["containers"]:
+            for env in ctr.get("env", []):
+                if env["name"] == "FEATURE_GATES":
+                    env["value"] = "DynamicMIG=true,DynamicMIG=false,"  # the last one wins
+
+    sets = daemonsets("dra-driver-v0.4.1-dynamic-mig.json", edit=gate_off)
+    assert [f for f in judge(nodes, sets) if "DynamicMIG" in f.summary] == []
+
+
+def test_a_renamed_dra_chart_hides_its_plugin_from_every_selector() -> None:
+    nodes = [node("ip-10-0-5-1", "g7e.4xlarge", pool="gpu-dra", allocatable={})]
+    (finding,) = judge(nodes, daemonsets("dra-driver-v0.4.1-name-override.json"))
+    assert finding.severity == WARNING and finding.nodes == ("ip-10-0-5-1",)
+    assert "DaemonSet dra-driver-nvidia-gpu/gpu-dra-kubelet-plugin" in finding.summary
+    assert "gpu-dra-component=kubelet-plugin" in text(finding)
+    assert "dra-driver-nvidia-gpu-component=kubelet-plugin" in text(finding)
+
+
+def test_each_of_the_three_plugin_labels_is_found() -> None:
+    nodes = [node("ip-10-0-5-1", "g7e.4xlarge", allocatable={})]
+    for label in preflight.DRA_PLUGIN_SELECTORS:
+        key, _, value = label.partition("=")
+
+        def relabel(raw: dict[str, Any], key: str = key, value: str = value) -> None:
+            raw["spec"]["template"]["metadata"]["labels"] = {key: value}
+
+        assert judge(nodes, daemonsets("dra-driver-v0.4.1-name-override.json", edit=relabel)) == []
+
+
+# ------------------------------------------------------------------ Bottlerocket MIG
+
+
+def test_bottlerocket_older_than_its_mig_support_cannot_partition_an_h100() -> None:
+    old = "Bottlerocket OS 1.32.0 (aws-k8s-1.29-nvidia)"
+    labels = {"nvidia.com/mig.config": "all-1g.10gb"}
+    nodes = [node("ip-10-0-7-1", "p5.48xlarge", os_image=old, labels=labels)]
+    (finding,) = judge(nodes, ())
+    assert finding.severity == WARNING
+    assert "Bottlerocket 1.32.0 predates MIG support (1.34.0)" in text(finding)
+    assert "bottlerocket-os/bottlerocket PR #4418" in text(finding)
+
+
+def test_bottlerocket_1_34_0_carries_the_h100_profiles() -> None:
+    new = "Bottlerocket OS 1.34.0 (aws-k8s-1.32-nvidia)"
+    labels = {"nvidia.com/mig.config": "all-1g.10gb"}
+    assert judge([node("ip-10-0-7-1", "p5.48xlarge", os_image=new, labels=labels)], ()) == []
+    older = "Bottlerocket OS 1.33.9 (aws-k8s-1.32-nvidia)"
+    (finding,) = judge([node("ip-10-0-7-2", "p5.48xlarge", os_image=older, labels=labels)], ())
+    assert finding.severity == WARNING
+
+
+def test_bottlerocket_gpus_added_later_or_never_are_told_apart() -> None:
+    br = "Bottlerocket OS 1.39.1 (aws-k8s-1.32-nvidia)"
+    labels = {"nvidia.com/mig.config": "all-1g.24gb"}
+    (later,) = judge([node("g", "g7e.48xlarge", os_image=br, labels=labels)], ())
+    assert later.severity == INFO and "kernel-kit PR #300" in text(later)
+    (never,) = judge([node("b", "p6-b300.48xlarge", os_image=br, labels=labels)], ())
+    assert never.severity == WARNING and "no profile for B300" in text(never)
+
+
+def test_bottlerocket_nodes_already_serving_mig_devices_are_not_flagged() -> None:
+    old = "Bottlerocket OS 1.32.0 (aws-k8s-1.29-nvidia)"
+    labels = {"nvidia.com/mig.config": "all-1g.10gb"}
+    serving = node(
+        "ip-10-0-7-1",
+        "p5.48xlarge",
+        os_image=old,
+        labels=labels,
+        allocatable={"nvidia.com/mig-1g.10gb": "56"},
+    )
+    assert judge([serving], ()) == []
