@@ -27,13 +27,15 @@ from mignurse.model import Node
 CORPUS = Path(__file__).parent.parent / "corpus" / "daemonsets"
 NOW = datetime(2026, 12, 5, 22, 0, tzinfo=UTC)
 REPAIR_ON = KarpenterSettings(node_repair=True, feature_gates="NodeRepair=true", version="1.14.1")
-REPAIR_OFF = KarpenterSettings(node_repair=False, feature_gates="NodeRepair=false", version="1.14.1")
+REPAIR_OFF = KarpenterSettings(
+    node_repair=False, feature_gates="NodeRepair=false", version="1.14.1"
+)
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 
 
 def corpus(name: str) -> list[dict[str, Any]]:
     document = json.loads((CORPUS / name).read_text())
-    items = document["items"] if "items" in document else [document]
+    items = document.get("items", [document])
     return [copy.deepcopy(i) for i in items]
 
 
