@@ -309,7 +309,7 @@ def test_dynamic_mig_beside_mig_manager_is_flagged_per_pool() -> None:
     (finding,) = found
     assert finding.nodepool == "gpu-dra" and finding.nodes == ("ip-10-0-5-1",)
     assert 'DynamicMIG on ("DynamicMIG=true,")' in text(finding)
-    assert "nvidia.com/gpu.deploy.mig-manager=true" in text(finding)
+    assert "DaemonSet gpu-operator/nvidia-mig-manager runs here" in text(finding)
 
 
 def test_dynamic_mig_set_false_or_absent_is_not_flagged() -> None:
@@ -388,3 +388,19 @@ def test_bottlerocket_nodes_already_serving_mig_devices_are_not_flagged() -> Non
         allocatable={"nvidia.com/mig-1g.10gb": "56"},
     )
     assert judge([serving], ()) == []
+
+
+def test_a_mig_strategy_label_alone_is_no_request_for_mig() -> None:
+    # GPU feature discovery labels every GPU node with the device plugin's strategy.
+    old = "Bottlerocket OS 1.32.0 (aws-k8s-1.29-nvidia)"
+    labels = {"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.deploy.mig-manager": "true"}
+    assert judge([node("ip-10-0-7-1", "p5.48xlarge", os_image=old, labels=labels)], ()) == []
+
+
+def test_the_mig_manager_label_without_its_daemonset_stops_nothing() -> None:
+    # gpu-operator labels every MIG-capable node; with no mig-manager DaemonSet read, no
+    # mig-manager runs there. Without the DaemonSets at all, the label is all there is.
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", os_image=BOTTLEROCKET, labels=MIG_LABELS)]
+    assert judge(nodes, ()) == []
+    (unread,) = [f for f in judge(nodes, None) if "kubelet" in f.summary]
+    assert unread.severity == WARNING

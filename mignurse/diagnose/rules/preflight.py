@@ -38,7 +38,6 @@ from mignurse.model import (
     LABEL_GPU_DEPLOY_PREFIX,
     LABEL_GPU_PRODUCT,
     LABEL_MIG_CONFIG,
-    LABEL_MIG_STRATEGY,
     Node,
     instance_family,
 )
@@ -334,10 +333,10 @@ def _kubelet_stop_at_boot(inp: DiagnosisInput) -> list[Finding]:
             gpu = _gpu(node)
             if gpu not in _MODE_LOST_AT_BOOT or not _static_mig(node):
                 continue
-            manager = node.labels.get(MIG_MANAGER_LABEL) == "true" or any(
-                m.runs_on(node) for m in managers
-            )
-            if not manager or _enabled(policy, "migManager") is False:
+            if (
+                not _mig_manager_runs(inp, managers, node)
+                or _enabled(policy, "migManager") is False
+            ):
                 continue
             host = _host_driver(node, drivers, _enabled(policy, "driver"))
             if not host:
@@ -377,6 +376,15 @@ def _kubelet_stop_at_boot(inp: DiagnosisInput) -> list[Finding]:
             )
         )
     return findings
+
+
+def _mig_manager_runs(inp: DiagnosisInput, managers: list[DaemonSetInfo], node: Node) -> bool:
+    """Whether mig-manager runs on the node: its DaemonSet schedules there, or, when the
+    DaemonSets were not read, the operator's label selects the node for it. The operator
+    labels every MIG-capable node; without its mig-manager DaemonSet the label does nothing."""
+    if inp.daemonsets is not None:
+        return any(m.runs_on(node) for m in managers)
+    return node.labels.get(MIG_MANAGER_LABEL) == "true"
 
 
 def _host_driver(node: Node, drivers: list[DaemonSetInfo], driver_enabled: bool | None) -> str:
@@ -450,10 +458,7 @@ def _dynamic_mig_shared(inp: DiagnosisInput) -> list[Finding]:
             plugin = next((p for p in plugins if p.runs_on(node)), None)
             if plugin is None:
                 continue
-            others = []
-            if node.labels.get(MIG_MANAGER_LABEL) == "true":
-                others.append(f"{MIG_MANAGER_LABEL}=true")
-            others += [f"{m.ref} runs here" for m in managers if m.runs_on(node)]
+            others = [f"{m.ref} runs here" for m in managers if m.runs_on(node)]
             if _static_mig(node):
                 others.append(f"{LABEL_MIG_CONFIG}={node.mig_config} asks for a static layout")
             if not others:
@@ -511,11 +516,11 @@ def _dra_plugin_unseen(inp: DiagnosisInput) -> list[Finding]:
                     nodepool=pool,
                     nodes=tuple(names),
                     summary=(
-                        f"{plugin.ref} is the NVIDIA DRA driver's kubelet plugin, but its pods' "
-                        "labels match none of the selectors mignurse looks for: "
-                        f"{_pool_name(pool)}'s {len(names)} node(s) read as device-plugin "
-                        "nodes, and a MIG reapply there does not pause the plugin. Label its "
-                        f"pods {DRA_PLUGIN_SELECTORS[0]} (drop the chart's nameOverride or "
+                        f"{plugin.ref} is the NVIDIA DRA driver's kubelet plugin, but its pods "
+                        "carry none of the labels mignurse finds the plugin by: on "
+                        f"{_pool_name(pool)}'s {len(names)} node(s) a plugin that is down goes "
+                        "unseen and a MIG reapply does not pause it. Let its pods carry "
+                        f"{DRA_PLUGIN_SELECTORS[0]} (drop the chart's nameOverride or "
                         "selectorLabelsOverride)"
                     ),
                     evidence=(
@@ -549,12 +554,9 @@ def _bottlerocket_version(node: Node) -> tuple[int, ...] | None:
 
 
 def _mig_wanted(node: Node) -> str:
-    if _static_mig(node):
-        return f"{LABEL_MIG_CONFIG}={node.mig_config}"
-    strategy = node.labels.get(LABEL_MIG_STRATEGY, "")
-    if strategy in ("single", "mixed"):
-        return f"{LABEL_MIG_STRATEGY}={strategy}"
-    return ""
+    """A MIG layout asked of the node. Not `nvidia.com/mig.strategy`: GPU feature discovery
+    sets it on every GPU node from the device plugin's config, MIG or not."""
+    return f"{LABEL_MIG_CONFIG}={node.mig_config}" if _static_mig(node) else ""
 
 
 def _bottlerocket_mig(inp: DiagnosisInput) -> list[Finding]:
