@@ -10,6 +10,7 @@ once the moment to judge at is known.
 from mignurse.diagnose.sources.files import is_read
 from mignurse.diagnose.sources.gathered import Gathered, SourceError
 from mignurse.diagnose.sources.live import (
+    DAEMONSETS,
     find_karpenter_deployment,
     karpenter_settings,
     load_live,
@@ -18,6 +19,7 @@ from mignurse.diagnose.sources.live import (
 from mignurse.diagnose.sources.offline import load_offline
 
 __all__ = [
+    "DAEMONSETS",
     "Gathered",
     "SourceError",
     "find_karpenter_deployment",
