@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -19,10 +20,8 @@ def test_a_declared_daemonset_is_served_beside_the_ones_its_pods_make(
 ) -> None:
     sim = make_sim("preflight-dcgm-g5g")
     apps = client.AppsV1Api(kube(sim))
-    listed = {
-        (d.metadata.namespace, d.metadata.name): d
-        for d in apps.list_daemon_set_for_all_namespaces().items
-    }
+    items: list[Any] = apps.list_daemon_set_for_all_namespaces().items
+    listed = {(d.metadata.namespace, d.metadata.name): d for d in items}
     dcgm = listed[("kube-system", "dcgm-server")]
     assert dcgm.status.desired_number_scheduled == 0  # its affinity lets it run nowhere
     terms = dcgm.spec.template.spec.affinity.node_affinity
@@ -31,7 +30,7 @@ def test_a_declared_daemonset_is_served_beside_the_ones_its_pods_make(
     assert arch[0].values == ["amd64"]
     agent = listed[("kube-system", "eks-node-monitoring-agent")]
     assert agent.status.desired_number_scheduled == 4  # derived from its pods: every node
-    got = apps.read_namespaced_daemon_set("dcgm-server", "kube-system")
+    got: Any = apps.read_namespaced_daemon_set("dcgm-server", "kube-system")
     assert got.metadata.uid == dcgm.metadata.uid
 
 
@@ -48,7 +47,7 @@ def test_the_dra_chart_values_reach_the_plugin_pods_and_their_daemonset(
     for pod in pods:
         env = pod["spec"]["containers"][0]["env"]
         assert {"name": "FEATURE_GATES", "value": "DynamicMIG=true,"} in env
-    ds = client.AppsV1Api(kube(gates)).read_namespaced_daemon_set(
+    ds: Any = client.AppsV1Api(kube(gates)).read_namespaced_daemon_set(
         "nvidia-dra-driver-gpu-kubelet-plugin", "nvidia-dra-driver-gpu"
     )
     assert ds.spec.template.spec.containers[0].env[0].value == "DynamicMIG=true,"
