@@ -19,7 +19,6 @@ repair settings; the ClusterPolicy when a bundle has it. One finding per pool an
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from mignurse.diagnose.daemonsets import DaemonSetInfo
@@ -145,14 +144,6 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
         *_bottlerocket_mig(inp),
         *_dra_plugin_unseen(inp),
     ]
-
-
-@dataclass
-class _Group:
-    """The nodes of one pool caught by one combination, with one line of evidence each."""
-
-    nodes: list[str]
-    lines: list[str]
 
 
 def _gpu_pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
