@@ -404,3 +404,102 @@ def test_the_mig_manager_label_without_its_daemonset_stops_nothing() -> None:
     assert judge(nodes, ()) == []
     (unread,) = [f for f in judge(nodes, None) if "kubelet" in f.summary]
     assert unread.severity == WARNING
+
+
+def test_the_agents_arm64_skip_starts_exactly_at_v1_6_0() -> None:
+    nodes = [node("ip-10-0-2-1", "g5g.2xlarge", arch="arm64", taints=[])]
+
+    def at(version: str) -> list[Finding]:
+        def pin(raw: dict[str, Any]) -> None:
+            for ctr in raw["spec"]["template"]["spec"]["containers"]:
+                ctr["image"] = ctr["image"].replace("v1.7.0-eksbuild.1", version)
+
+        return judge(nodes, daemonsets("nma-v1.7.0.json", edit=pin))
+
+    assert [f.severity for f in at("v1.6.0-eksbuild.1")] == [INFO]
+    assert [f.severity for f in at("v1.5.9-eksbuild.1")] == [WARNING]
+    assert [f.severity for f in at("latest")] == [WARNING]  # unknown: assume it polls
+
+
+# ------------------------------------------------------------------ where a DaemonSet runs
+
+
+def placed(spec: dict[str, Any], n: Node, host_network: bool = False) -> str:
+    raw = {
+        "metadata": {"name": "probe", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {**spec, "hostNetwork": host_network}}},
+    }
+    return DaemonSetInfo.from_api(raw).refusal(n)
+
+
+def affinity(*terms: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]
+                }
+            }
+        }
+    }
+
+
+def test_node_affinity_operators_decide_as_the_scheduler_does() -> None:
+    n = node("ip-10-0-9-9", "p5.48xlarge", taints=[], labels={"gpus": "8"})
+    assert placed(affinity([{"key": "gpus", "operator": "Gt", "values": ["7"]}]), n) == ""
+    assert "Gt" in placed(affinity([{"key": "gpus", "operator": "Gt", "values": ["8"]}]), n)
+    assert placed(affinity([{"key": "gpus", "operator": "Lt", "values": ["9"]}]), n) == ""
+    assert "Lt" in placed(affinity([{"key": "gpus", "operator": "Lt", "values": ["8"]}]), n)
+    assert placed(affinity([{"key": "gpus", "operator": "Exists"}]), n) == ""
+    assert "DoesNotExist" in placed(affinity([{"key": "gpus", "operator": "DoesNotExist"}]), n)
+    assert placed(affinity([{"key": "absent", "operator": "NotIn", "values": ["x"]}]), n) == ""
+    # terms are ORed: the second one lets it run
+    either = affinity(
+        [{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}],
+        [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+    )
+    assert placed(either, n) == ""
+    fields = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["other"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    }
+    assert "metadata.name In [other] (node: ip-10-0-9-9)" in placed(fields, n)
+    empty = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}
+            }
+        }
+    }
+    assert placed(empty, n) != ""  # an empty term selects nothing
+
+
+def test_taints_against_tolerations_and_the_ones_every_daemon_pod_gets() -> None:
+    def on(taint: dict[str, str]) -> Node:
+        return node("ip-10-0-9-9", "p5.48xlarge", taints=[taint])
+
+    gpu = on(GPU_TAINT)
+    assert placed({}, gpu) != ""
+    exact = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    assert placed({"tolerations": [exact]}, gpu) == ""
+    assert placed({"tolerations": [{**exact, "value": "false"}]}, gpu) != ""
+    assert placed({"tolerations": [{**exact, "effect": "NoExecute"}]}, gpu) != ""
+    assert placed({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}, gpu) == ""
+    soft = on({"key": "dedicated", "value": "ml", "effect": "PreferNoSchedule"})
+    assert placed({}, soft) == ""  # a preference never keeps a daemon pod off
+    cordoned = on({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    assert placed({}, cordoned) == ""  # the DaemonSet controller tolerates it for every pod
+    no_network = on({"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"})
+    assert placed({}, no_network) != ""
+    assert placed({}, no_network, host_network=True) == ""
