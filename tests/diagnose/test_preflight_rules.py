@@ -475,7 +475,7 @@ def test_node_affinity_operators_decide_as_the_scheduler_does() -> None:
         }
     }
     assert "metadata.name In [other] (node: ip-10-0-9-9)" in placed(fields, n)
-    empty = {
+    empty: dict[str, Any] = {
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}
@@ -503,3 +503,47 @@ def test_taints_against_tolerations_and_the_ones_every_daemon_pod_gets() -> None
     no_network = on({"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"})
     assert placed({}, no_network) != ""
     assert placed({}, no_network, host_network=True) == ""
+
+
+def test_daemonsets_of_any_shape_are_read_without_a_traceback() -> None:
+    odd: list[Any] = [
+        {},
+        {"metadata": "x", "spec": []},
+        {"metadata": {"name": 7, "namespace": None}, "spec": {"template": {"spec": None}}},
+        {
+            "metadata": {"name": "dcgm-server", "namespace": "kube-system"},
+            "spec": {
+                "template": {
+                    "metadata": {"labels": {"k8s-app": None}},
+                    "spec": {
+                        "nodeSelector": ["kubernetes.io/os"],
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [
+                                        None,
+                                        {"matchExpressions": [{"key": "a", "operator": "Gt"}]},
+                                        {"matchExpressions": "arch"},
+                                    ]
+                                }
+                            }
+                        },
+                        "tolerations": [None, {"operator": "Exists", "effect": 3}],
+                        "containers": [
+                            None,
+                            {"image": 5, "env": [{"name": "FEATURE_GATES", "value": None}]},
+                            {"args": [None, {"a": 1}], "env": "x"},
+                        ],
+                    },
+                }
+            },
+            "status": {"desiredNumberScheduled": True, "numberReady": "3"},
+        },
+    ]
+    sets = tuple(DaemonSetInfo.from_api(raw) for raw in odd)
+    nodes = [
+        node("ip-10-0-1-1", "g7e.48xlarge", labels={"nvidia.com/mig.config": "all-1g.24gb"}),
+        node("ip-10-0-1-2", "g5g.2xlarge", arch="arm64"),
+    ]
+    judge(nodes, sets)  # judge asserts no rule error
+    assert sets[3].desired == 0 and sets[3].env("FEATURE_GATES") == ""
