@@ -547,3 +547,81 @@ def test_daemonsets_of_any_shape_are_read_without_a_traceback() -> None:
     ]
     judge(nodes, sets)  # judge asserts no rule error
     assert sets[3].desired == 0 and sets[3].env("FEATURE_GATES") == ""
+
+
+def test_who_repairs_a_dcgm_error_decides_the_loop() -> None:
+    sets = daemonsets("nma-v1.6.1.json")
+    karpenter_pool = [node("ip-10-0-1-1", "g7e.48xlarge")]
+    # Karpenter's Deployment not found: nothing known to repair, information only
+    (unknown,) = judge(karpenter_pool, sets, karpenter=None)
+    assert unknown.severity == INFO and "nothing loops" in unknown.summary
+    # a node of no pool is not Karpenter's to repair, whatever its gates say
+    pooled = node("ip-10-0-1-9", "g7e.48xlarge")
+    loose = Node.from_api(
+        {
+            "metadata": {
+                "name": pooled.name,
+                "labels": {k: v for k, v in pooled.labels.items() if k != "karpenter.sh/nodepool"},
+            },
+            "spec": {"taints": [GPU_TAINT]},
+            "status": {"nodeInfo": {"architecture": "amd64"}},
+        }
+    )
+    (outside,) = judge([loose], sets)
+    assert outside.severity == INFO and outside.nodepool == ""
+    # a managed node group whose repair settings were not read (no EKS API at hand)
+    group = [node("ip-10-0-3-1", "g7e.48xlarge", pool="ng-gpu", nodegroup=True)]
+    (unread,) = judge(group, sets, karpenter=REPAIR_ON, nodegroups={})
+    assert unread.severity == INFO
+
+
+def test_the_gpu_is_known_by_its_gfd_product_and_the_arch_by_node_info() -> None:
+    br = "Bottlerocket OS 1.39.1 (aws-k8s-1.32-nvidia)"
+    labels = {"nvidia.com/mig.config": "all-1g.23gb", "nvidia.com/gpu.product": "NVIDIA-B300"}
+    (b300,) = judge([node("b", "custom.metal", os_image=br, labels=labels)], ())
+    assert "no profile for B300" in text(b300)
+    arm = node("ip-10-0-2-1", "g5g.2xlarge", arch="arm64", taints=[])
+    no_label = Node.from_api(
+        {
+            "metadata": {
+                "name": arm.name,
+                "labels": {k: v for k, v in arm.labels.items() if k != "kubernetes.io/arch"},
+            },
+            "status": {"nodeInfo": {"architecture": "arm64"}},
+        }
+    )
+
+    def agent_anywhere(raw: dict[str, Any]) -> None:
+        if raw["metadata"]["name"] == "eks-node-monitoring-agent":
+            del raw["spec"]["template"]["spec"]["affinity"]
+
+    (finding,) = judge([no_label], daemonsets("nma-v1.7.0.json", edit=agent_anywhere))
+    assert finding.severity == INFO  # arm64 from nodeInfo: the agent skips DCGM there
+
+
+def test_the_driver_on_the_host_is_read_from_the_cluster_policy_and_the_driver_daemonset() -> None:
+    sets = daemonsets("mig-manager-gpu-operator-v26.7.0.json")
+    ubuntu = [node("u", "p5.48xlarge", os_image="Ubuntu 22.04.5 LTS", labels=MIG_LABELS)]
+    assert judge(ubuntu, sets) == []  # nothing says where the driver is
+    (off,) = judge(ubuntu, sets, policy={"spec": {"driver": {"enabled": False}}})
+    assert "ClusterPolicy driver.enabled=false" in text(off)
+    al2 = {**MIG_LABELS, "nvidia.com/gpu.deploy.driver": "true"}
+    amazon = [node("a", "p5.48xlarge", os_image="Amazon Linux 2", labels=al2)]
+    (host,) = judge(amazon, sets)
+    assert "no operator driver DaemonSet" in text(host)
+    driver = {
+        "metadata": {"name": "nvidia-driver-daemonset", "namespace": "gpu-operator"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"app": "nvidia-driver-daemonset"}},
+                "spec": {
+                    "nodeSelector": {"nvidia.com/gpu.deploy.driver": "true"},
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                    "containers": [
+                        {"name": "nvidia-driver-ctr", "image": "nvcr.io/nvidia/driver:580.95.05"}
+                    ],
+                },
+            }
+        },
+    }
+    assert judge(amazon, (*sets, DaemonSetInfo.from_api(driver))) == []

@@ -278,8 +278,9 @@ def _dcgm_unreachable(inp: DiagnosisInput) -> list[Finding]:
         )
         if blind:
             summary += (
-                "; the agent reports AcceleratedHardwareReady=False DCGMError there (repair is "
-                "off for it, so nothing loops, but GPU health is not watched)"
+                "; the agent reports AcceleratedHardwareReady=False DCGMError there (no repair "
+                "that mignurse can read acts on it, so nothing loops, but GPU health is not "
+                "watched)"
             )
         else:
             summary += (
