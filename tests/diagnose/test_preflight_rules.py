@@ -625,3 +625,4 @@ def test_the_driver_on_the_host_is_read_from_the_cluster_policy_and_the_driver_d
         },
     }
     assert judge(amazon, (*sets, DaemonSetInfo.from_api(driver))) == []
+    assert judge(amazon, sets, policy={"spec": {"driver": {"enabled": True}}}) == []
