@@ -626,3 +626,9 @@ def test_the_driver_on_the_host_is_read_from_the_cluster_policy_and_the_driver_d
     }
     assert judge(amazon, (*sets, DaemonSetInfo.from_api(driver))) == []
     assert judge(amazon, sets, policy={"spec": {"driver": {"enabled": True}}}) == []
+
+
+def test_an_unseen_dra_plugin_on_no_gpu_node_yet_is_still_named_once() -> None:
+    cpu_only: list[Node] = []
+    (finding,) = judge(cpu_only, daemonsets("dra-driver-v0.4.1-name-override.json"))
+    assert finding.nodes == () and "the GPU nodes it comes to run on" in finding.summary

@@ -510,8 +510,13 @@ def _dra_plugin_unseen(inp: DiagnosisInput) -> list[Finding]:
                     summary=(
                         f"{plugin.ref} is the NVIDIA DRA driver's kubelet plugin, but its pods "
                         "carry none of the labels mignurse finds the plugin by: on "
-                        f"{_pool_name(pool)}'s {len(names)} node(s) a plugin that is down goes "
-                        "unseen and a MIG reapply does not pause it. Let its pods carry "
+                        + (
+                            f"{_pool_name(pool)}'s {len(names)} node(s)"
+                            if names
+                            else "the GPU nodes it comes to run on"
+                        )
+                        + " a plugin that is down goes unseen and a MIG reapply does not pause "
+                        "it. Let its pods carry "
                         f"{DRA_PLUGIN_SELECTORS[0]} (drop the chart's nameOverride or "
                         "selectorLabelsOverride)"
                     ),
