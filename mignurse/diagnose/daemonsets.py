@@ -28,6 +28,20 @@ DAEMON_TOLERATIONS = (
     ("node.kubernetes.io/unschedulable", "NoSchedule"),
 )
 HOST_NETWORK_TOLERATION = ("node.kubernetes.io/network-unavailable", "NoSchedule")
+# Taints a node carries only for a while (registration, disruption, cloud initialisation,
+# scale-down): where a DaemonSet runs is judged as the node settles, without them
+# (kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/taints.go UnregisteredNoExecuteTaint,
+# DisruptedNoScheduleTaint; k8s.io/cloud-provider api/well_known_taints.go
+# TaintExternalCloudProvider; kubernetes/autoscaler cluster-autoscaler/utils/taints).
+TRANSIENT_TAINTS = frozenset(
+    {
+        "karpenter.sh/unregistered",
+        "karpenter.sh/disrupted",
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        "ToBeDeletedByClusterAutoscaler",
+        "DeletionCandidateOfClusterAutoscaler",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +192,7 @@ class DaemonSetInfo:
         for taint in node.taints:
             if taint.effect not in ("NoSchedule", "NoExecute"):
                 continue
-            if (taint.key, taint.effect) in extra:
+            if (taint.key, taint.effect) in extra or taint.key in TRANSIENT_TAINTS:
                 continue
             if any(t.tolerates(taint.key, taint.value, taint.effect) for t in self.tolerations):
                 continue

@@ -500,6 +500,9 @@ def test_taints_against_tolerations_and_the_ones_every_daemon_pod_gets() -> None
     assert placed({}, soft) == ""  # a preference never keeps a daemon pod off
     cordoned = on({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
     assert placed({}, cordoned) == ""  # the DaemonSet controller tolerates it for every pod
+    for passing in ("karpenter.sh/unregistered", "karpenter.sh/disrupted"):
+        # a node registering or being disrupted: judged as it settles
+        assert placed({}, on({"key": passing, "effect": "NoExecute"})) == ""
     no_network = on({"key": "node.kubernetes.io/network-unavailable", "effect": "NoSchedule"})
     assert placed({}, no_network) != ""
     assert placed({}, no_network, host_network=True) == ""
