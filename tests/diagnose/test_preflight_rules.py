@@ -253,6 +253,18 @@ def test_mig_manager_on_a_bottlerocket_h100_stops_kubelet_at_every_boot() -> Non
     assert "stops kubelet during bootstrap" in finding.summary
     assert "H100" in text(finding) and "Bottlerocket ships it" in text(finding)
     assert "mig-parted v0.15.0" in text(finding)
+    assert "k8s-mig-manager:v0.15.0" in text(finding)
+
+
+def test_a_shutdown_setting_in_mig_managers_env_changes_nothing_up_to_v26_7_0() -> None:
+    def set_false(raw: dict[str, Any]) -> None:
+        env = raw["spec"]["template"]["spec"]["containers"][0]["env"]
+        env.append({"name": "WITH_SHUTDOWN_HOST_GPU_CLIENTS", "value": "false"})
+
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", os_image=BOTTLEROCKET, labels=MIG_LABELS)]
+    sets = daemonsets("mig-manager-gpu-operator-v26.7.0.json", edit=set_false)
+    (finding,) = judge(nodes, sets)
+    assert "WITH_SHUTDOWN_HOST_GPU_CLIENTS=false is overwritten" in text(finding)
 
 
 def test_an_a100_keeps_mig_mode_across_reboots_and_is_not_flagged() -> None:

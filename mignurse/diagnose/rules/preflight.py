@@ -335,7 +335,13 @@ def _kubelet_stop_at_boot(inp: DiagnosisInput) -> list[Finding]:
                 continue
             if _al2023_finding_covers(inp, node):
                 continue  # repair-risk's mig-manager finding names this node already
-            caught.append((node, f"{gpu}, {node.os_image or 'OS unknown'}, {host}"))
+            caught.append(
+                (
+                    node,
+                    f"{gpu}, {node.os_image or 'OS unknown'}, {host}"
+                    + _manager_note(managers, node),
+                )
+            )
         if not caught:
             continue
         evidence = [
@@ -368,6 +374,23 @@ def _kubelet_stop_at_boot(inp: DiagnosisInput) -> list[Finding]:
             )
         )
     return findings
+
+
+def _manager_note(managers: list[DaemonSetInfo], node: Node) -> str:
+    """The mig-manager image that runs on the node, and a WITH_SHUTDOWN_HOST_GPU_CLIENTS its
+    DaemonSet sets (the entrypoint overwrites it up to gpu-operator v26.7.0)."""
+    notes = []
+    for manager in managers:
+        if not manager.runs_on(node):
+            continue
+        notes.append(f"{manager.ref} {', '.join(manager.images()) or '(no image)'}")
+        shutdown = manager.env("WITH_SHUTDOWN_HOST_GPU_CLIENTS")
+        if shutdown is not None:
+            notes.append(
+                f"its WITH_SHUTDOWN_HOST_GPU_CLIENTS={shutdown} is overwritten by the "
+                "entrypoint (=$IS_HOST_DRIVER) up to gpu-operator v26.7.0"
+            )
+    return "".join(f"; {n}" for n in notes)
 
 
 def _mig_manager_runs(inp: DiagnosisInput, managers: list[DaemonSetInfo], node: Node) -> bool:
