@@ -647,3 +647,22 @@ def test_an_unseen_dra_plugin_on_no_gpu_node_yet_is_still_named_once() -> None:
     cpu_only: list[Node] = []
     (finding,) = judge(cpu_only, daemonsets("dra-driver-v0.4.1-name-override.json"))
     assert finding.nodes == () and "the GPU nodes it comes to run on" in finding.summary
+
+
+def test_gpu_names_are_read_by_whole_words() -> None:
+    br = "Bottlerocket OS 1.39.1 (aws-k8s-1.32-nvidia)"
+    mig = {"nvidia.com/mig.config": "all-1g.12gb"}
+
+    def judged(labels: dict[str, str], itype: str = "custom.metal") -> list[Finding]:
+        return judge([node("n", itype, os_image=br, labels={**mig, **labels})], ())
+
+    # GH200 is no H200: Bottlerocket's MIG manager knows the H200, not the GH200
+    (gh200,) = judged({"nvidia.com/gpu.product": "NVIDIA-GH200-480GB"})
+    assert "no profile for GH200" in text(gh200)
+    assert judged({"nvidia.com/gpu.product": "NVIDIA-H200"}) == []
+    # Karpenter's GPU name when GPU feature discovery has not labelled the node yet
+    (rtx,) = judged({"karpenter.k8s.aws/instance-gpu-name": "rtx-pro-server-6000"})
+    assert "RTX PRO 6000 profiles came later" in text(rtx)
+    # the EC2 family as the last resort
+    (b200,) = judged({}, "p6-b200.48xlarge")
+    assert "B200 profiles came later" in text(b200)

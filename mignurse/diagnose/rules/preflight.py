@@ -18,6 +18,7 @@ repair settings; the ClusterPolicy when a bundle has it. One finding per pool an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -110,18 +111,22 @@ BOTTLEROCKET_LATER_GPUS = {
 }
 BOTTLEROCKET_FIRST_GPUS = frozenset({"A30", "A100", "H100", "H200"})
 
-# GPU by GFD product (substring, lower case) or EC2 family, with its MIG generation.
-_PRODUCTS = (
-    ("rtx-pro-6000", "RTX PRO 6000"),
-    ("rtx pro 6000", "RTX PRO 6000"),
-    ("gb200", "GB200"),
-    ("b300", "B300"),
-    ("b200", "B200"),
-    ("h200", "H200"),
-    ("h100", "H100"),
-    ("a100", "A100"),
-    ("a30", "A30"),
-)
+# GPU by a word of its GFD product (NVML's name, e.g. NVIDIA-H100-80GB-HBM3, NVIDIA-GH200-480GB,
+# NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition), Karpenter's instance-gpu-name label
+# (aws/karpenter-provider-aws v1.14.1: h100, rtx-pro-server-6000), or the EC2 family. Whole
+# words: GH200 is not an H200, an RTX A3000 no A30.
+_PRODUCT_WORDS = {
+    "a30": "A30",
+    "a100": "A100",
+    "h100": "H100",
+    "h200": "H200",
+    "gh200": "GH200",
+    "b200": "B200",
+    "gb200": "GB200",
+    "b300": "B300",
+    "gb300": "GB300",
+}
+LABEL_KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 _FAMILIES = {
     "p4d": "A100",
     "p4de": "A100",
@@ -133,7 +138,9 @@ _FAMILIES = {
     "p6e-gb200": "GB200",
     "g7e": "RTX PRO 6000",
 }
-_MODE_LOST_AT_BOOT = frozenset({"H100", "H200", "B200", "B300", "GB200", "RTX PRO 6000"})
+_MODE_LOST_AT_BOOT = frozenset(
+    {"H100", "H200", "GH200", "B200", "B300", "GB200", "GB300", "RTX PRO 6000"}
+)
 
 
 def rule(inp: DiagnosisInput) -> list[Finding]:
@@ -159,10 +166,13 @@ def _pool_name(pool: str) -> str:
 
 
 def _gpu(node: Node) -> str:
-    product = node.labels.get(LABEL_GPU_PRODUCT, "").lower()
-    for needle, name in _PRODUCTS:
-        if needle in product:
-            return name
+    for label in (LABEL_GPU_PRODUCT, LABEL_KARPENTER_GPU_NAME):
+        words = re.split(r"[^a-z0-9]+", node.labels.get(label, "").lower())
+        for word in words:
+            if word in _PRODUCT_WORDS:
+                return _PRODUCT_WORDS[word]
+        if {"rtx", "pro", "6000"} <= set(words):
+            return "RTX PRO 6000"
     return _FAMILIES.get(instance_family(node.instance_type), "")
 
 
