@@ -666,3 +666,21 @@ def test_gpu_names_are_read_by_whole_words() -> None:
     # the EC2 family as the last resort
     (b200,) = judged({}, "p6-b200.48xlarge")
     assert "B200 profiles came later" in text(b200)
+
+
+def test_odd_affinity_expressions_select_nothing_rather_than_fail() -> None:
+    n = node("ip-10-0-9-9", "p5.48xlarge", taints=[], labels={"gpus": "8"})
+    assert placed(affinity([{"key": "absent", "operator": "DoesNotExist"}]), n) == ""
+    assert placed(affinity([{"key": "absent", "operator": "Gt", "values": ["1"]}]), n) != ""
+    assert placed(affinity([{"key": "gpus", "operator": "Gt"}]), n) != ""  # no value
+    assert placed(affinity([{"key": "gpus", "operator": "Gt", "values": ["x"]}]), n) != ""
+    assert placed(affinity([{"key": "gpus", "operator": "Equals", "values": ["9"]}]), n) != ""
+
+
+def test_a_toleration_tolerates_only_its_own_key() -> None:
+    n = node("ip-10-0-9-9", "p5.48xlarge", taints=[{"key": "dedicated", "effect": "NoSchedule"}])
+    other = {"key": "nvidia.com/gpu", "operator": "Exists"}
+    assert placed({"tolerations": [other]}, n) != ""
+    assert placed({"tolerations": [{"operator": "Exists"}]}, n) == ""  # an empty key: every taint
+    assert placed({"tolerations": [{"operator": "Equal"}]}, n) != ""  # Equal needs a key
+    assert placed({"tolerations": [{"key": "dedicated", "operator": "Equal"}]}, n) == ""
