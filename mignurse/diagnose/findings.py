@@ -34,6 +34,7 @@ MIG_CONFIG_FAILED = "mig-config-failed"
 MIG_LAYOUT_MISMATCH = "mig-layout-mismatch"
 REPAIR_RISK = "repair-risk"
 KNOWN_BAD_COMBINATION = "known-bad-combination"
+GPU_STACK_DOWN = "gpu-stack-down"
 
 # Runbook names (README, Runbooks): what a finding may point the engineer at.
 RUNBOOK_CORDON_AND_COLLECT = "cordon-and-collect"
@@ -96,6 +97,7 @@ ID_ORDER = {
             REPAIR_BLOCKED,
             MIG_CONFIG_FAILED,
             MIG_LAYOUT_MISMATCH,
+            GPU_STACK_DOWN,
             REPAIR_RISK,
             KNOWN_BAD_COMBINATION,
         )

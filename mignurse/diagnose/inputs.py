@@ -21,7 +21,7 @@ from mignurse.evidence import (
     JournalParse,
     OsRelease,
 )
-from mignurse.model import Event, MigState
+from mignurse.model import Event, GpuPluginPod, MigState
 
 T = TypeVar("T")
 
@@ -165,6 +165,9 @@ class DiagnosisInput:
     # Every DaemonSet of the cluster (the node monitoring agent and its DCGM server,
     # mig-manager, the DRA kubelet plugin): what the pre-flight findings read. None: not read.
     daemonsets: tuple[DaemonSetInfo, ...] | None = None
+    # The GPU stack's plugin pods: NVIDIA's device plugin and the DRA driver's kubelet
+    # plugin, every one the cluster (or bundle) shows, with the containers that keep failing.
+    gpu_plugin_pods: tuple[GpuPluginPod, ...] = ()
 
     # Indexes built once per input: rules look things up per node, and a scan of 100,000
     # events for each of 5,000 nodes would take minutes (benchmarks/bench_diagnose.py).

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mignurse.cluster.dra import DRA_PLUGIN_SELECTORS, DYNAMIC_MIG_GATE
 from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.facts import AHR, parse_version
 from mignurse.diagnose.findings import (
@@ -74,22 +75,14 @@ MIG_MANAGER_SOURCE = (
 
 # The DRA driver's DynamicMIG gate (alpha, default false) and what it does to partitions it
 # did not make (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 pkg/featuregates/featuregates.go;
-# cmd/gpu-kubelet-plugin/device_state.go deletes MIG devices no claim holds); the chart passes
+# cmd/gpu-kubelet-plugin/driver.go NewDriver destroys every MIG device its checkpoint does not
+# name); the kubelet plugin pods' labels are mignurse/cluster/dra.py's; the chart passes
 # its `featureGates` as the FEATURE_GATES env (deployments/helm/dra-driver-nvidia-gpu/
 # templates/kubeletplugin.yaml).
-DYNAMIC_MIG = "DynamicMIG"
+DYNAMIC_MIG = DYNAMIC_MIG_GATE
 DRA_SOURCE = (
     "kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 pkg/featuregates/featuregates.go, "
-    "cmd/gpu-kubelet-plugin/device_state.go"
-)
-# The kubelet plugin pods' labels mignurse finds them by (mignurse/cluster/dra.py): the
-# v0.4 chart's `<chart name>-component` (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1
-# deployments/helm/dra-driver-nvidia-gpu/templates/_helpers.tpl selectorLabels), gpu-operator
-# v26.7's GPUCluster, and the old NVIDIA/k8s-dra-driver-gpu chart (v25.8.0).
-DRA_PLUGIN_SELECTORS = (
-    "dra-driver-nvidia-gpu-component=kubelet-plugin",
-    "app=nvidia-dra-driver-kubelet-plugin",
-    "nvidia-dra-driver-gpu-component=kubelet-plugin",
+    "cmd/gpu-kubelet-plugin/driver.go NewDriver (DestroyUnknownMIGDevices)"
 )
 DRA_SELECTOR_SOURCE = (
     "kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 deployments/helm/dra-driver-nvidia-gpu/"

@@ -16,7 +16,7 @@ from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.foreign_bundles import LAYOUT_MIGNURSE
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
-from mignurse.model import Pod, format_time
+from mignurse.model import GpuPluginPod, Pod, format_time
 
 
 class SourceError(Exception):
@@ -41,6 +41,7 @@ class Gathered:
     layout: str = LAYOUT_MIGNURSE  # or the foreign node bundle it was read from
     nodegroups: dict[str, NodeGroupRepair] = field(default_factory=dict)  # nodegroups.json
     daemonsets: tuple[DaemonSetInfo, ...] | None = None  # None: not read (daemonsets.json)
+    gpu_plugin_pods: tuple[GpuPluginPod, ...] = ()  # device plugin and DRA kubelet plugin
 
     def newest_time(self) -> datetime | None:
         """The newest timestamp the snapshot holds: `now` for a bundle without a manifest."""
@@ -87,6 +88,7 @@ class Gathered:
             cluster_policy=self.cluster_policy,
             nodegroups=self.nodegroups,
             daemonsets=self.daemonsets,
+            gpu_plugin_pods=self.gpu_plugin_pods,
         )
 
 

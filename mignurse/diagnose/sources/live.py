@@ -18,6 +18,7 @@ from mignurse.cluster.client import (
     NotFound,
     Resource,
 )
+from mignurse.cluster.dra import load_gpu_plugin_pods
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import load_snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
@@ -51,6 +52,10 @@ def load_live(
     if loaded.snapshot.karpenter:
         gathered.karpenter = karpenter_settings(client, gathered.notices)
     gathered.daemonsets = read_daemonsets(client, gathered.notices)
+    try:
+        gathered.gpu_plugin_pods = load_gpu_plugin_pods(client)
+    except ClusterError as exc:
+        gathered.notices.append(f"cannot list the GPU plugin pods: {exc}; gpu-stack-down is off")
     groups = sorted(
         {n.pool for n in loaded.snapshot.gpu_nodes() if n.pool_kind == "nodegroup" and n.pool}
     )
