@@ -107,6 +107,7 @@ def test_a_dra_plugin_with_overridden_selector_labels_is_named(
         "mig-dra-healthy",
         "mig-dra-hook-notready",
         "mng-dcgm-repair-loop",
+        "gpu-plugin-crashloop",
     ],
 )
 def test_the_other_shipped_scenarios_raise_no_known_bad_combination(
