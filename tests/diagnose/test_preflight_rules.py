@@ -548,6 +548,7 @@ def test_daemonsets_of_any_shape_are_read_without_a_traceback() -> None:
                             None,
                             {"image": 5, "env": [{"name": "FEATURE_GATES", "value": None}]},
                             {"args": [None, {"a": 1}], "env": "x"},
+                            {"env": [None, "FEATURE_GATES=x", {"name": None, "value": "y"}]},
                         ],
                     },
                 }
@@ -561,7 +562,8 @@ def test_daemonsets_of_any_shape_are_read_without_a_traceback() -> None:
         node("ip-10-0-1-2", "g5g.2xlarge", arch="arm64"),
     ]
     judge(nodes, sets)  # judge asserts no rule error
-    assert sets[3].desired == 0 and sets[3].env("FEATURE_GATES") == ""
+    assert sets[3].desired == 0 and sets[3].ready == 0  # a bool, a string: no count
+    assert sets[3].env("FEATURE_GATES") == ""
 
 
 def test_who_repairs_a_dcgm_error_decides_the_loop() -> None:
@@ -684,3 +686,30 @@ def test_a_toleration_tolerates_only_its_own_key() -> None:
     assert placed({"tolerations": [{"operator": "Exists"}]}, n) == ""  # an empty key: every taint
     assert placed({"tolerations": [{"operator": "Equal"}]}, n) != ""  # Equal needs a key
     assert placed({"tolerations": [{"key": "dedicated", "operator": "Equal"}]}, n) == ""
+
+
+def test_notin_and_empty_affinities_as_the_api_defines_them() -> None:
+    n = node("ip-10-0-9-9", "p5.48xlarge", taints=[], labels={"gpus": "8"})
+    assert placed(affinity([{"key": "gpus", "operator": "NotIn", "values": ["4"]}]), n) == ""
+    assert placed(affinity([{"key": "gpus", "operator": "NotIn", "values": ["8"]}]), n) != ""
+    no_terms: dict[str, Any] = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
+            }
+        }
+    }
+    assert placed(no_terms, n) == "required node affinity has no terms"
+
+
+def test_an_agent_image_without_a_tag_is_of_unknown_version() -> None:
+    def untagged(raw: dict[str, Any]) -> None:
+        for ctr in raw["spec"]["template"]["spec"]["containers"]:
+            ctr["image"] = (
+                "602401143452.dkr.ecr.us-west-2.amazonaws.com:443/eks/eks-node-monitoring-agent"
+            )
+
+    nodes = [node("ip-10-0-2-1", "g5g.2xlarge", arch="arm64", taints=[])]
+    (finding,) = judge(nodes, daemonsets("nma-v1.7.0.json", edit=untagged))
+    assert finding.severity == WARNING  # an unknown agent may poll DCGM on arm64
+    assert "(version unknown)" in text(finding)
