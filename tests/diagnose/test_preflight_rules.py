@@ -713,3 +713,10 @@ def test_an_agent_image_without_a_tag_is_of_unknown_version() -> None:
     (finding,) = judge(nodes, daemonsets("nma-v1.7.0.json", edit=untagged))
     assert finding.severity == WARNING  # an unknown agent may poll DCGM on arm64
     assert "(version unknown)" in text(finding)
+
+    def bare(raw: dict[str, Any]) -> None:
+        for ctr in raw["spec"]["template"]["spec"]["containers"]:
+            ctr["image"] = "eks-node-monitoring-agent"  # a local mirror's name, no tag
+
+    (finding,) = judge(nodes, daemonsets("nma-v1.7.0.json", edit=bare))
+    assert "(version unknown)" in text(finding)
