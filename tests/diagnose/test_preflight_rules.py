@@ -720,3 +720,60 @@ def test_an_agent_image_without_a_tag_is_of_unknown_version() -> None:
 
     (finding,) = judge(nodes, daemonsets("nma-v1.7.0.json", edit=bare))
     assert "(version unknown)" in text(finding)
+
+
+def test_a_renamed_agent_release_is_found_by_its_labels() -> None:
+    def rename(raw: dict[str, Any]) -> None:
+        raw["metadata"]["name"] = "nma-" + raw["metadata"]["name"]
+
+    nodes = [node("ip-10-0-1-1", "g7e.48xlarge")]
+    (finding,) = judge(nodes, daemonsets("nma-v1.6.1.json", edit=rename))
+    assert "DaemonSet kube-system/nma-dcgm-server" in text(finding)
+
+
+def test_nodes_the_agent_itself_skips_are_not_judged() -> None:
+    hyperpod = node(
+        "ip-10-0-1-1", "g7e.48xlarge", labels={"sagemaker.amazonaws.com/compute-type": "hyperpod"}
+    )
+    assert judge([hyperpod], daemonsets("nma-v1.6.1.json")) == []
+
+
+def test_mig_manager_switched_off_in_the_cluster_policy_stops_nothing() -> None:
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", os_image=BOTTLEROCKET, labels=MIG_LABELS)]
+    sets = daemonsets("mig-manager-gpu-operator-v26.7.0.json")
+    assert judge(nodes, sets, policy={"spec": {"migManager": {"enabled": False}}}) == []
+
+
+def test_al2023_with_known_cgroup_v2_stays_repair_risks() -> None:
+    nodes = [node("ip-10-0-4-1", "p5.48xlarge", labels=MIG_LABELS)]
+    sets = daemonsets("mig-manager-gpu-operator-v26.7.0.json")
+    v2 = {"ip-10-0-4-1": NodeEvidence("ip-10-0-4-1", cgroup=CgroupInfo(2, "cgroup2fs"))}
+    assert judge(nodes, sets, evidence=v2) == []
+
+
+def test_dynamic_mig_from_the_feature_gates_flag_and_only_where_the_plugin_runs() -> None:
+    def flag(raw: dict[str, Any]) -> None:
+        for ctr in raw["spec"]["template"]["spec"]["containers"]:
+            ctr["env"] = [e for e in ctr.get("env", []) if e["name"] != "FEATURE_GATES"]
+            ctr["args"] = ["--feature-gates=DynamicMIG=true"]
+
+    labels = {"nvidia.com/mig.config": "all-1g.24gb"}
+    on = node("ip-10-0-5-1", "g7e.4xlarge", labels=labels, allocatable={})
+    # no NFD label: the plugin's affinity keeps it off this node
+    off = Node.from_api(
+        {
+            "metadata": {
+                "name": "ip-10-0-5-2",
+                "labels": {
+                    k: v
+                    for k, v in on.labels.items()
+                    if k != "feature.node.kubernetes.io/pci-10de.present"
+                },
+            },
+            "spec": {"taints": [GPU_TAINT]},
+        }
+    )
+    sets = daemonsets("dra-driver-v0.4.1-dynamic-mig.json", edit=flag)
+    (finding,) = [f for f in judge([on, off], sets) if "DynamicMIG" in f.summary]
+    assert finding.nodes == ("ip-10-0-5-1",)
+    assert '("DynamicMIG=true")' in text(finding)
