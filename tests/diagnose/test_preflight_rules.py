@@ -487,6 +487,9 @@ def test_node_affinity_operators_decide_as_the_scheduler_does() -> None:
         }
     }
     assert "metadata.name In [other] (node: ip-10-0-9-9)" in placed(fields, n)
+    own = fields["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    own["nodeSelectorTerms"][0]["matchFields"][0]["values"] = ["ip-10-0-9-9"]
+    assert placed(fields, n) == ""
     empty: dict[str, Any] = {
         "affinity": {
             "nodeAffinity": {
