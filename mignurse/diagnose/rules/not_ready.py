@@ -111,7 +111,7 @@ def _finding(
         down_for = human_duration(inp.now - since) if since else "an unknown time"
         age = f", {human_duration(inp.now - node.created)} old" if node.created else ""
         hint = _hint(ready.reason, ready.message)
-        fate = f"{who} replaces it at {format_time(deadline)}" if deadline is not None else who
+        fate = who  # RepairOutlook.fate: who, the verb and the deadline
         parts.append(
             f"{node.name} Ready={ready.status} for {down_for}{age}" + (f" ({hint})" if hint else "")
         )
