@@ -14,6 +14,7 @@ from mignurse.diagnose.sources.live import (
     find_karpenter_deployment,
     karpenter_settings,
     load_live,
+    read_daemonsets,
     read_history,
 )
 from mignurse.diagnose.sources.offline import load_offline
@@ -27,5 +28,6 @@ __all__ = [
     "karpenter_settings",
     "load_live",
     "load_offline",
+    "read_daemonsets",
     "read_history",
 ]
