@@ -847,7 +847,7 @@ def run_mutant(
 
     # The module's own test files always run (first); other tests that reach the line
     # follow, most relevant first, up to `cap` seconds of their usual time.
-    own = tuple(t for t in own_tests if (ROOT / t).exists())
+    own = tuple(own_tests)
     chosen = [t for t in tests if own and t.startswith(own)]
     mapped = {t.split("::")[0] for t in durations}
     chosen += [f for f in own if f not in mapped]  # written since the map: run it whole
@@ -1047,7 +1047,8 @@ def main() -> int:
     def one(mutant: Mutant) -> None:
         nonlocal done
         tests = tests_for(mutant, mapping)
-        own = package.own_tests(mutant.module)
+        # the copies are taken at the start: a test file written since is not in them
+        own = [t for t in package.own_tests(mutant.module) if (workers.all[0].copy / t).exists()]
         result = run_mutant(mutant, tests, workers, durations, args.cap, own)
         with lock:
             done += 1
