@@ -1,0 +1,418 @@
+"""Every window, threshold and pairing of the rules, pinned at its edge: the case just
+inside, the case just outside, and the benign neighbour that must stay quiet.
+
+The inputs are what the API server shows (a Node, its NodeClaim, the events Karpenter and the
+kubelet publish); each runs through the diagnosis engine with the rule under test. The event
+shapes are Karpenter's (kubernetes-sigs/karpenter v1.6.3 pkg/controllers/disruption/events/
+events.go: DisruptionTerminating "Disrupting NodeClaim: <reason>"; pkg/controllers/node/health/
+controller.go: repair sets karpenter.sh/nodeclaim-termination-timestamp to the moment it
+deletes) and the kubelet's (kubernetes/kubernetes v1.33 pkg/kubelet/nodestatus/setters.go:
+NodeReady / NodeNotReady; pkg/kubelet/kubelet.go: "Starting kubelet.").
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.engine import diagnose
+from mignurse.diagnose.findings import (
+    CRITICAL,
+    NODE_REPAIR_LOOP,
+    NOTREADY_LOOP,
+    WARNING,
+    Finding,
+    Rule,
+)
+from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.rules import notready_loop, repair_loop
+from mignurse.model import Condition, Event, Node, NodeClaim
+
+NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
+POOL = "gpu-inference"
+SHAPE = "g6e.12xlarge"
+AMI = "ami-0a7f3c9e2d41b8f56"
+AHR = "AcceleratedHardwareReady"
+
+
+def _ago(minutes: float) -> datetime:
+    return NOW - timedelta(minutes=minutes)
+
+
+def findings(inp: DiagnosisInput, name: str, rule: Rule) -> list[Finding]:
+    result = diagnose(inp, rules=[(name, rule)])
+    assert result.rule_errors == []
+    return result.findings
+
+
+def event(
+    kind: str,
+    name: str,
+    reason: str,
+    message: str,
+    when: datetime,
+    *,
+    source: str = "karpenter",
+    type_: str = "Normal",
+    count: int = 1,
+    last: datetime | None = None,
+) -> Event:
+    return Event(
+        namespace="default",
+        name=f"{name}.{int(when.timestamp() * 1000):x}{reason[:4].lower()}",
+        uid=f"uid-{name}-{reason}-{when.timestamp()}",
+        involved_kind=kind,
+        involved_name=name,
+        involved_uid=f"uid-{name}",
+        reason=reason,
+        message=message,
+        type=type_,
+        source=source,
+        host="",
+        first_seen=when,
+        last_seen=last or when,
+        count=count,
+    )
+
+
+def gpu_node(
+    name: str, *conditions: Condition, created: datetime | None = None, **labels: str
+) -> Node:
+    return Node(
+        name=name,
+        uid=f"uid-{name}",
+        created=created or NOW - timedelta(days=3),
+        pool=POOL,
+        pool_kind="nodepool",
+        instance_type=SHAPE,
+        labels={
+            "karpenter.sh/nodepool": POOL,
+            "node.kubernetes.io/instance-type": SHAPE,
+            "nvidia.com/gpu.present": "true",
+            **labels,
+        },
+        conditions=conditions or (Condition("Ready", "True", "KubeletReady", "", _ago(3 * 1440)),),
+        gpu_capacity={"nvidia.com/gpu": 4},
+        gpu_allocatable={"nvidia.com/gpu": 4},
+    )
+
+
+def claim(
+    name: str,
+    node: str,
+    created: datetime,
+    *,
+    deleting: datetime | None = None,
+    terminated: datetime | None = None,
+    shape: str = SHAPE,
+    image: str = AMI,
+    pool: str = POOL,
+    conditions: tuple[Condition, ...] = (),
+) -> NodeClaim:
+    return NodeClaim(
+        name=name,
+        uid=f"uid-{name}",
+        pool=pool,
+        node_name=node,
+        provider_id=f"aws:///us-west-2b/i-0{abs(hash(name)) % 10**16:016x}",
+        image_id=image,
+        instance_type=shape,
+        created=created,
+        deleting=deleting,
+        termination_timestamp=terminated,
+        conditions=conditions,
+    )
+
+
+def cluster(
+    nodes: list[Node],
+    claims: list[NodeClaim],
+    events: list[Event] = (),  # type: ignore[assignment]
+) -> DiagnosisInput:
+    return DiagnosisInput(
+        snapshot=Snapshot(
+            nodes={n.name: n for n in nodes},
+            nodeclaims={c.name: c for c in claims},
+            events=tuple(events),
+            karpenter=True,
+            taken_at=NOW,
+        ),
+        now=NOW,
+    )
+
+
+# -- node-repair-loop: one young repair and the NodeClaim that replaces it -------------------
+
+DCGM_ERROR = Condition(
+    AHR, "False", "DCGMError", "failed to initialize DCGM: libdcgm.so not Found", _ago(13)
+)
+REPAIRED_AT = _ago(3)  # Karpenter repaired the node 10 min after DCGMError
+
+
+def young_repair(
+    *,
+    lived: timedelta = timedelta(minutes=12),
+    replacement_created: datetime | None = REPAIRED_AT + timedelta(seconds=8),
+    **replacement: object,
+) -> DiagnosisInput:
+    """gpu-inference-7xk2p failed DCGM in its youth and Karpenter repaired it at REPAIRED_AT;
+    gpu-inference-q9zfw is the NodeClaim launched for its pods."""
+    repaired = claim(
+        "gpu-inference-7xk2p",
+        "ip-10-0-41-17.us-west-2.compute.internal",
+        REPAIRED_AT - lived,
+        deleting=REPAIRED_AT,
+        terminated=REPAIRED_AT,
+    )
+    node = gpu_node(
+        repaired.node_name,
+        Condition("Ready", "True", "KubeletReady", "", REPAIRED_AT - lived),
+        DCGM_ERROR,
+        created=REPAIRED_AT - lived,
+    )
+    claims = [repaired]
+    if replacement_created is not None:
+        claims.append(claim("gpu-inference-q9zfw", "", replacement_created, **replacement))  # type: ignore[arg-type]
+    return cluster([node], claims)
+
+
+def repair_loops(inp: DiagnosisInput) -> list[Finding]:
+    return [f for f in findings(inp, "repair_loop", repair_loop.rule) if f.id == NODE_REPAIR_LOOP]
+
+
+def test_a_young_repair_and_its_replacement_launched_seconds_later_are_a_loop() -> None:
+    (loop,) = repair_loops(young_repair())
+    assert loop.severity == CRITICAL
+    assert loop.runbooks[0] == "pause-node-repair"
+    assert "gpu-inference-q9zfw, built the same way, replaces it" in loop.summary
+    assert "12m after launch" in loop.summary
+
+
+@pytest.mark.parametrize(
+    "offset", [-repair_loop.TWIN_LAUNCH, repair_loop.TWIN_LAUNCH], ids=["5m-before", "5m-after"]
+)
+def test_a_replacement_launched_at_the_edge_of_the_launch_window_is_the_twin(
+    offset: timedelta,
+) -> None:
+    (loop,) = repair_loops(young_repair(replacement_created=REPAIRED_AT + offset))
+    assert "gpu-inference-q9zfw" in loop.summary
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [-repair_loop.TWIN_LAUNCH - SECOND, repair_loop.TWIN_LAUNCH + SECOND, -timedelta(hours=2)],
+    ids=["older-claim", "launched-later", "long-lived-neighbour"],
+)
+def test_one_young_repair_beside_a_claim_launched_outside_the_window_is_no_loop(
+    offset: timedelta,
+) -> None:
+    # A same-shape claim created long before (or well after) the repair was not launched for
+    # its pods: one repair alone is not a loop.
+    assert repair_loops(young_repair(replacement_created=REPAIRED_AT + offset)) == []
+
+
+def test_a_repair_at_exactly_thirty_minutes_of_life_is_still_young() -> None:
+    (loop,) = repair_loops(young_repair(lived=repair_loop.YOUNG_REPAIR))
+    assert "30m after launch" in loop.summary
+
+
+def test_a_repair_of_a_node_that_lived_past_thirty_minutes_is_not_a_loop_alone() -> None:
+    assert repair_loops(young_repair(lived=repair_loop.YOUNG_REPAIR + SECOND)) == []
+
+
+@pytest.mark.parametrize(
+    "replacement",
+    [
+        {"shape": "p5.48xlarge"},
+        {"image": "ami-0e1d2c3b4a5f60718"},
+        {"pool": "gpu-training"},
+        {"deleting": NOW},
+    ],
+    ids=["other-shape", "other-image", "other-pool", "itself-deleting"],
+)
+def test_a_replacement_built_another_way_is_not_the_twin(replacement: dict[str, object]) -> None:
+    assert repair_loops(young_repair(**replacement)) == []
+
+
+def test_a_replacement_not_yet_launched_is_the_twin_whatever_its_image() -> None:
+    (loop,) = repair_loops(young_repair(image="", shape=""))
+    assert "gpu-inference-q9zfw" in loop.summary
+    assert "image not yet launched" in "\n".join(e.text for e in loop.evidence)
+
+
+def test_a_young_repair_without_any_replacement_is_no_loop() -> None:
+    assert repair_loops(young_repair(replacement_created=None)) == []
+
+
+# -- notready-loop: flapping within the hour, and a node that fails while it boots -------------
+
+NODE = "ip-10-0-77-203.us-west-2.compute.internal"
+
+
+def ready_event(status: str, when: datetime) -> Event:
+    reason = "NodeReady" if status == "True" else "NodeNotReady"
+    return event(
+        "Node", NODE, reason, f"Node {NODE} status is now: {reason}", when, source="kubelet"
+    )
+
+
+def kubelet_starts(first: datetime, count: int, last: datetime) -> Event:
+    # The API server aggregates the repeats into one event: count, first and last time.
+    return event(
+        "Node",
+        NODE,
+        "Starting",
+        "Starting kubelet.",
+        first,
+        source="kubelet",
+        count=count,
+        last=last,
+    )
+
+
+def notready_loops(inp: DiagnosisInput) -> list[Finding]:
+    return [f for f in findings(inp, "notready_loop", notready_loop.rule) if f.id == NOTREADY_LOOP]
+
+
+def flapping(first_down: datetime) -> DiagnosisInput:
+    """Ready for days, then NotReady twice (two minutes each); Ready again now."""
+    second_down = _ago(20)
+    back = second_down + timedelta(minutes=2)
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", back))
+    events = [
+        ready_event("True", first_down - timedelta(minutes=10)),
+        ready_event("False", first_down),
+        ready_event("True", first_down + timedelta(minutes=2)),
+        ready_event("False", second_down),
+    ]
+    return cluster([node], [], events)
+
+
+def test_two_notready_episodes_within_the_hour_are_a_flap() -> None:
+    (flap,) = notready_loops(flapping(NOW - notready_loop.FLAP_WINDOW))
+    assert flap.severity == WARNING
+    assert "flaps: 2 NotReady episodes" in flap.summary
+    assert "Ready now" in flap.summary
+
+
+def test_an_episode_just_over_an_hour_old_does_not_count_toward_a_flap() -> None:
+    assert notready_loops(flapping(NOW - notready_loop.FLAP_WINDOW - SECOND)) == []
+
+
+def test_one_episode_in_the_hour_is_no_flap() -> None:
+    assert notready_loops(flapping(_ago(6 * 60))) == []
+
+
+def restarting(first_start: datetime, count: int = 3) -> DiagnosisInput:
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(3 * 1440)))
+    return cluster([node], [], [kubelet_starts(first_start, count, _ago(4))])
+
+
+def test_three_kubelet_starts_within_the_hour_are_a_flap() -> None:
+    (flap,) = notready_loops(restarting(NOW - notready_loop.FLAP_WINDOW))
+    assert "0 NotReady episodes and 3 kubelet starts" in flap.summary
+
+
+@pytest.mark.parametrize(
+    ("first", "count"),
+    [(NOW - notready_loop.FLAP_WINDOW - SECOND, 3), (_ago(50), 2)],
+    ids=["first-start-older-than-the-hour", "two-starts"],
+)
+def test_kubelet_restarts_below_the_flap_threshold_are_quiet(first: datetime, count: int) -> None:
+    assert notready_loops(restarting(first, count)) == []
+
+
+def booting(created_minutes_ago: float, down_since: datetime) -> DiagnosisInput:
+    """A GPU node that has never been Ready: the kubelet registered it NotReady."""
+    node = gpu_node(
+        NODE,
+        Condition(
+            "Ready", "False", "KubeletNotReady", "container runtime network not ready", down_since
+        ),
+        created=_ago(created_minutes_ago),
+    )
+    return cluster([node], [])
+
+
+def test_a_never_ready_node_down_over_five_minutes_since_it_joined_is_a_loop() -> None:
+    down_since = NOW - notready_loop.STUCK_AFTER - SECOND
+    (loop,) = notready_loops(booting(8, down_since))
+    assert loop.severity == CRITICAL
+    assert "went NotReady within minutes of joining" in loop.summary
+
+
+def test_a_never_ready_node_down_five_minutes_is_still_booting() -> None:
+    # Every new GPU node spends its first minutes NotReady: that alone is no alarm.
+    assert notready_loops(booting(8, NOW - notready_loop.STUCK_AFTER)) == []
+    assert notready_loops(booting(3, _ago(2))) == []
+
+
+def test_a_never_ready_node_down_from_fifteen_minutes_after_creation_is_judged() -> None:
+    created = 40.0
+    at_edge = _ago(created) + notready_loop.SOON_AFTER_CREATION
+    assert len(notready_loops(booting(created, at_edge))) == 1
+    assert notready_loops(booting(created, at_edge + SECOND)) == []
+
+
+def failed_after_ready(ready_for: timedelta, down_for: timedelta, **labels: str) -> DiagnosisInput:
+    """Joined, Ready for `ready_for`, then NotReady for `down_for` until now."""
+    down_since = NOW - down_for
+    first_ready = down_since - ready_for
+    node = gpu_node(
+        NODE,
+        Condition("Ready", "False", "KubeletNotReady", "PLEG is not healthy", down_since),
+        created=first_ready - timedelta(minutes=2),
+        **labels,
+    )
+    return cluster([node], [], [ready_event("True", first_ready)])
+
+
+def test_notready_ten_minutes_after_the_first_ready_is_an_early_failure() -> None:
+    (loop,) = notready_loops(
+        failed_after_ready(notready_loop.SOON_AFTER_READY, timedelta(minutes=20))
+    )
+    assert loop.severity == CRITICAL
+    assert "went NotReady 10 min after its first Ready" in loop.summary
+
+
+def test_notready_later_than_ten_minutes_after_the_first_ready_is_wear_not_bootstrap() -> None:
+    late = notready_loop.SOON_AFTER_READY + SECOND
+    assert notready_loops(failed_after_ready(late, timedelta(minutes=20))) == []
+
+
+def test_an_early_failure_is_critical_only_once_down_over_five_minutes() -> None:
+    (fresh,) = notready_loops(failed_after_ready(timedelta(minutes=4), notready_loop.STUCK_AFTER))
+    assert fresh.severity == WARNING
+    (stuck,) = notready_loops(
+        failed_after_ready(timedelta(minutes=4), notready_loop.STUCK_AFTER + SECOND)
+    )
+    assert stuck.severity == CRITICAL
+
+
+MIG = {"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success"}
+
+
+def test_a_mig_node_ready_two_minutes_is_suspected_of_the_mig_restart() -> None:
+    (loop,) = notready_loops(
+        failed_after_ready(notready_loop.MIG_SUSPECT_READY, timedelta(minutes=20), **MIG)
+    )
+    assert "suspect MIG reconfiguration" in loop.summary
+    assert "Ready for 2 min," in loop.summary
+
+
+def test_a_mig_node_ready_longer_than_two_minutes_is_not_suspected() -> None:
+    ready_for = notready_loop.MIG_SUSPECT_READY + SECOND
+    (loop,) = notready_loops(failed_after_ready(ready_for, timedelta(minutes=20), **MIG))
+    assert "suspect MIG" not in loop.summary
+    assert "went NotReady 2 min after its first Ready" in loop.summary
+
+
+def test_a_mig_node_with_its_reconfigure_in_flight_is_suspected_whenever_it_failed() -> None:
+    labels = {**MIG, "nvidia.com/mig.config.state": "pending"}
+    (loop,) = notready_loops(
+        failed_after_ready(timedelta(minutes=8), timedelta(minutes=20), **labels)
+    )
+    assert "suspect MIG reconfiguration" in loop.summary
