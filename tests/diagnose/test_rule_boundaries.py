@@ -22,12 +22,14 @@ from mignurse.diagnose.findings import (
     CRITICAL,
     NODE_REPAIR_LOOP,
     NOTREADY_LOOP,
+    REPLACEMENT_CHURN,
     WARNING,
     Finding,
     Rule,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
-from mignurse.diagnose.rules import notready_loop, repair_loop
+from mignurse.diagnose.replacements import WINDOW
+from mignurse.diagnose.rules import churn, notready_loop, repair_loop
 from mignurse.model import Condition, Event, Node, NodeClaim
 
 NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
@@ -416,3 +418,119 @@ def test_a_mig_node_with_its_reconfigure_in_flight_is_suspected_whenever_it_fail
         failed_after_ready(timedelta(minutes=8), timedelta(minutes=20), **labels)
     )
     assert "suspect MIG reconfiguration" in loop.summary
+
+
+# -- replacement-churn: why a NodeClaim ended, and which ends still count ----------------------
+
+UNDERUTILIZED = Condition("DisruptionReason", "True", "Underutilized", "", None)
+
+
+def churns(inp: DiagnosisInput) -> list[Finding]:
+    return [f for f in findings(inp, "churn", churn.rule) if f.id == REPLACEMENT_CHURN]
+
+
+def ended_claims(
+    ends: list[datetime],
+    *,
+    terminated_after: timedelta | None = None,
+    conditions: tuple[Condition, ...] = (),
+    disruption_event: bool = False,
+) -> DiagnosisInput:
+    """NodeClaims of gpu-inference still finalizing, each deleted at one of `ends`, with the
+    repair annotation `terminated_after` the deletion, a DisruptionReason condition, and
+    Karpenter's DisruptionTerminating event as told."""
+    claims, events = [], []
+    for i, ended in enumerate(ends):
+        name = f"gpu-inference-c{i}x7m"
+        node = f"ip-10-0-5{i}-14.us-west-2.compute.internal"
+        claims.append(
+            claim(
+                name,
+                node,
+                ended - timedelta(hours=5),
+                deleting=ended,
+                terminated=ended + terminated_after if terminated_after is not None else None,
+                conditions=conditions,
+            )
+        )
+        if disruption_event:
+            events.append(
+                event(
+                    "NodeClaim",
+                    name,
+                    "DisruptionTerminating",
+                    "Disrupting NodeClaim: Underutilized",
+                    ended - SECOND,
+                )
+            )
+    return cluster([], claims, events)
+
+
+def test_a_consolidation_told_only_by_its_event_is_consolidation() -> None:
+    # The DisruptionReason condition is gone once the claim finalizes; the event remains.
+    (found,) = churns(ended_claims([_ago(50), _ago(20)], disruption_event=True))
+    assert "2 consolidation" in found.summary
+    assert "manual" not in found.summary and "unknown" not in found.summary
+
+
+def test_a_consolidation_told_only_by_its_condition_is_consolidation() -> None:
+    (found,) = churns(ended_claims([_ago(50), _ago(20)], conditions=(UNDERUTILIZED,)))
+    assert "2 consolidation" in found.summary
+
+
+def test_claims_deleted_without_any_disruption_mark_are_manual_deletions() -> None:
+    (found,) = churns(ended_claims([_ago(50), _ago(20)]))
+    assert "2 manual deletion" in found.summary
+
+
+@pytest.mark.parametrize("apart", [timedelta(seconds=5), -timedelta(seconds=5)])
+def test_a_termination_annotation_within_five_seconds_of_the_deletion_is_a_repair(
+    apart: timedelta,
+) -> None:
+    # Repair annotates "now" and deletes at once; churn leaves repairs to node-repair-loop.
+    assert churns(ended_claims([_ago(50), _ago(20)], terminated_after=apart)) == []
+
+
+def test_a_termination_annotation_six_seconds_after_the_deletion_is_not_a_repair() -> None:
+    found = churns(ended_claims([_ago(50), _ago(20)], terminated_after=timedelta(seconds=6)))
+    assert "2 manual deletion" in found[0].summary
+
+
+def test_a_replacement_exactly_six_hours_ago_still_counts() -> None:
+    window = NOW - WINDOW
+    (found,) = churns(ended_claims([window, _ago(20)], conditions=(UNDERUTILIZED,)))
+    assert "2 nodes replaced" in found.summary
+
+
+def test_a_replacement_just_over_six_hours_ago_has_left_the_window() -> None:
+    window = NOW - WINDOW
+    assert churns(ended_claims([window - SECOND, _ago(20)], conditions=(UNDERUTILIZED,))) == []
+
+
+def failed_launches(count: int) -> DiagnosisInput:
+    """NodeClaims gone from the API that only Karpenter's launch failure still tells of
+    (kubernetes-sigs/karpenter v1.6.3 pkg/controllers/nodeclaim/lifecycle/events.go
+    InsufficientCapacityErrorEvent): nothing says when each ended."""
+    events = [
+        event(
+            "NodeClaim",
+            f"gpu-inference-f{i}q2d",
+            "InsufficientCapacityError",
+            f"NodeClaim gpu-inference-f{i}q2d event: Failed to launch node claim, all requested "
+            "instance types were unavailable during launch",
+            _ago(40 - 15 * i),
+            type_="Warning",
+        )
+        for i in range(count)
+    ]
+    return cluster([], [], events)
+
+
+def test_claims_that_failed_to_launch_count_though_their_end_is_unknown() -> None:
+    (found,) = churns(failed_launches(2))
+    assert "2 registration failures" in found.summary
+    assert found.severity == WARNING
+
+
+def test_one_failed_launch_is_no_churn() -> None:
+    assert churns(failed_launches(1)) == []
