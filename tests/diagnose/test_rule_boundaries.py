@@ -13,6 +13,7 @@ NodeReady / NodeNotReady; pkg/kubelet/kubelet.go: "Starting kubelet.").
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -132,7 +133,7 @@ def claim(
 def cluster(
     nodes: list[Node],
     claims: list[NodeClaim],
-    events: list[Event] = (),  # type: ignore[assignment]
+    events: tuple[Event, ...] | list[Event] = (),
 ) -> DiagnosisInput:
     return DiagnosisInput(
         snapshot=Snapshot(
@@ -158,7 +159,7 @@ def young_repair(
     *,
     lived: timedelta = timedelta(minutes=12),
     replacement_created: datetime | None = REPAIRED_AT + timedelta(seconds=8),
-    **replacement: object,
+    **replacement: Any,
 ) -> DiagnosisInput:
     """gpu-inference-7xk2p failed DCGM in its youth and Karpenter repaired it at REPAIRED_AT;
     gpu-inference-q9zfw is the NodeClaim launched for its pods."""
@@ -177,7 +178,7 @@ def young_repair(
     )
     claims = [repaired]
     if replacement_created is not None:
-        claims.append(claim("gpu-inference-q9zfw", "", replacement_created, **replacement))  # type: ignore[arg-type]
+        claims.append(claim("gpu-inference-q9zfw", "", replacement_created, **replacement))
     return cluster([node], claims)
 
 
@@ -235,7 +236,7 @@ def test_a_repair_of_a_node_that_lived_past_thirty_minutes_is_not_a_loop_alone()
     ],
     ids=["other-shape", "other-image", "other-pool", "itself-deleting"],
 )
-def test_a_replacement_built_another_way_is_not_the_twin(replacement: dict[str, object]) -> None:
+def test_a_replacement_built_another_way_is_not_the_twin(replacement: dict[str, Any]) -> None:
     assert repair_loops(young_repair(**replacement)) == []
 
 
