@@ -21,6 +21,7 @@ from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.findings import (
     CRITICAL,
+    NODE_NOT_READY,
     NODE_REPAIR_LOOP,
     NOTREADY_LOOP,
     REPLACEMENT_CHURN,
@@ -28,9 +29,9 @@ from mignurse.diagnose.findings import (
     Finding,
     Rule,
 )
-from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.inputs import DiagnosisInput, KarpenterSettings
 from mignurse.diagnose.replacements import WINDOW
-from mignurse.diagnose.rules import churn, notready_loop, repair_loop
+from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
 from mignurse.model import Condition, Event, Node, NodeClaim
 
 NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
@@ -535,3 +536,101 @@ def test_claims_that_failed_to_launch_count_though_their_end_is_unknown() -> Non
 
 def test_one_failed_launch_is_no_churn() -> None:
     assert churns(failed_launches(1)) == []
+
+
+# -- node-not-ready: settle time, joining grace, the urgent repair, the 20% guard --------------
+
+# Karpenter v1.6 with the NodeRepair gate on: Ready=False or Unknown for 30 min is repaired
+# (aws/karpenter-provider-aws v1.6.3 pkg/cloudprovider/cloudprovider.go RepairPolicies).
+REPAIR_ON = KarpenterSettings(node_repair=True, feature_gates="NodeRepair=true", version="1.6.3")
+
+
+def not_ready_nodes(
+    down_since: datetime,
+    *,
+    created: datetime | None = None,
+    healthy: int = 4,
+    unhealthy: int = 1,
+    events: list[Event] | None = None,
+) -> list[Finding]:
+    """`unhealthy` long-lived GPU nodes gone Ready=Unknown at `down_since`, among `healthy`."""
+    nodes = [
+        gpu_node(
+            f"ip-10-0-9{i}-8.us-west-2.compute.internal",
+            Condition(
+                "Ready",
+                "Unknown",
+                "NodeStatusUnknown",
+                "Kubelet stopped posting node status.",
+                down_since,
+            ),
+            created=created,
+        )
+        for i in range(unhealthy)
+    ] + [gpu_node(f"ip-10-0-6{i}-2.us-west-2.compute.internal") for i in range(healthy)]
+    inp = cluster(nodes, [], events or [])
+    inp = DiagnosisInput(snapshot=inp.snapshot, now=NOW, karpenter=REPAIR_ON)
+    return [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY]
+
+
+def test_a_node_unknown_for_two_minutes_is_reported() -> None:
+    (found,) = not_ready_nodes(NOW - not_ready.SETTLE)
+    assert "Ready=Unknown for 2m" in found.summary
+    assert "kubelet stopped posting status" in found.summary
+
+
+def test_a_node_unknown_for_under_two_minutes_is_a_blip_not_yet_reported() -> None:
+    assert not_ready_nodes(NOW - not_ready.SETTLE + SECOND) == []
+
+
+def test_a_young_node_never_ready_is_left_to_join_for_ten_minutes() -> None:
+    down = _ago(3)
+    assert not_ready_nodes(down, created=NOW - not_ready.JOINING + SECOND) == []
+    (found,) = not_ready_nodes(down, created=NOW - not_ready.JOINING)
+    assert "10m old" in found.summary
+
+
+def test_a_young_node_that_failed_after_its_first_ready_is_named_once_by_notready_loop() -> None:
+    name = "ip-10-0-90-8.us-west-2.compute.internal"
+    was_ready = event(
+        "Node",
+        name,
+        "NodeReady",
+        f"Node {name} status is now: NodeReady",
+        _ago(5),
+        source="kubelet",
+    )
+    node = gpu_node(
+        name,
+        Condition(
+            "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(3)
+        ),
+        created=_ago(6),
+    )
+    inp = DiagnosisInput(snapshot=cluster([node], [], [was_ready]).snapshot, now=NOW)
+    both = diagnose(
+        inp, rules=[("notready_loop", notready_loop.rule), ("not_ready", not_ready.rule)]
+    )
+    assert [f.id for f in both.findings] == [NOTREADY_LOOP]
+
+
+def test_a_repair_ten_minutes_away_is_critical_and_further_is_a_warning() -> None:
+    # Repair replaces it 30 min after the transition: 10 min left leaves just time to collect.
+    (urgent,) = not_ready_nodes(NOW - timedelta(minutes=30) + not_ready.URGENT)
+    assert urgent.severity == CRITICAL
+    assert urgent.deadline == NOW + not_ready.URGENT
+    assert "collect its evidence first" in urgent.summary
+    (later,) = not_ready_nodes(NOW - timedelta(minutes=30) + not_ready.URGENT + SECOND)
+    assert later.severity == WARNING
+
+
+def test_karpenter_repairs_up_to_twenty_percent_of_a_pool_and_holds_beyond() -> None:
+    # ceil(20% of 10 nodes) = 2 may be repaired (kubernetes-sigs/karpenter v1.6.3
+    # pkg/controllers/node/health/controller.go).
+    (repaired,) = not_ready_nodes(_ago(5), healthy=8, unhealthy=2)
+    assert repaired.deadline == _ago(5) + timedelta(minutes=30)
+    (held,) = not_ready_nodes(_ago(5), healthy=7, unhealthy=3)
+    assert held.deadline is None
+    assert "held by the 20% guard (3 of 10 nodes unhealthy, 2 allowed)" in "\n".join(
+        e.text for e in held.evidence
+    )
