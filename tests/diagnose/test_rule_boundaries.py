@@ -30,7 +30,6 @@ from mignurse.diagnose.findings import (
     Rule,
 )
 from mignurse.diagnose.inputs import DiagnosisInput, KarpenterSettings
-from mignurse.diagnose.replacements import WINDOW
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
 from mignurse.model import Condition, Event, Node, NodeClaim
 
@@ -40,6 +39,20 @@ POOL = "gpu-inference"
 SHAPE = "g6e.12xlarge"
 AMI = "ami-0a7f3c9e2d41b8f56"
 AHR = "AcceleratedHardwareReady"
+
+# The limits as the README's finding table and docs/repair.md state them: written out here, not
+# read from the rules, so a limit that moves in the code fails its test.
+TWIN_LAUNCH = timedelta(minutes=5)  # a repaired node's replacement is launched within this
+YOUNG_REPAIR = timedelta(minutes=30)  # one repair this young beside its twin is a loop
+FLAP_HOUR = timedelta(hours=1)  # NotReady episodes and kubelet starts count within this
+STUCK = timedelta(minutes=5)  # NotReady longer than this is stuck, not a restart
+BOOT = timedelta(minutes=15)  # NotReady this soon after creation failed in bootstrap
+SOON_AFTER_READY = timedelta(minutes=10)  # NotReady this soon after the first Ready too
+MIG_SUSPECT = timedelta(minutes=2)  # Ready this briefly on a MIG node: the MIG restart
+SETTLE = timedelta(minutes=2)  # node-not-ready waits this long before it reports
+JOINING = timedelta(minutes=10)  # a never-Ready node this young is still joining
+URGENT = timedelta(minutes=10)  # a repair this close makes node-not-ready critical
+REPLACEMENT_WINDOW = timedelta(hours=6)  # replacements older than this no longer count
 
 
 def _ago(minutes: float) -> datetime:
@@ -195,9 +208,7 @@ def test_a_young_repair_and_its_replacement_launched_seconds_later_are_a_loop() 
     assert "12m after launch" in loop.summary
 
 
-@pytest.mark.parametrize(
-    "offset", [-repair_loop.TWIN_LAUNCH, repair_loop.TWIN_LAUNCH], ids=["5m-before", "5m-after"]
-)
+@pytest.mark.parametrize("offset", [-TWIN_LAUNCH, TWIN_LAUNCH], ids=["5m-before", "5m-after"])
 def test_a_replacement_launched_at_the_edge_of_the_launch_window_is_the_twin(
     offset: timedelta,
 ) -> None:
@@ -207,7 +218,7 @@ def test_a_replacement_launched_at_the_edge_of_the_launch_window_is_the_twin(
 
 @pytest.mark.parametrize(
     "offset",
-    [-repair_loop.TWIN_LAUNCH - SECOND, repair_loop.TWIN_LAUNCH + SECOND, -timedelta(hours=2)],
+    [-TWIN_LAUNCH - SECOND, TWIN_LAUNCH + SECOND, -timedelta(hours=2)],
     ids=["older-claim", "launched-later", "long-lived-neighbour"],
 )
 def test_one_young_repair_beside_a_claim_launched_outside_the_window_is_no_loop(
@@ -219,12 +230,12 @@ def test_one_young_repair_beside_a_claim_launched_outside_the_window_is_no_loop(
 
 
 def test_a_repair_at_exactly_thirty_minutes_of_life_is_still_young() -> None:
-    (loop,) = repair_loops(young_repair(lived=repair_loop.YOUNG_REPAIR))
+    (loop,) = repair_loops(young_repair(lived=YOUNG_REPAIR))
     assert "30m after launch" in loop.summary
 
 
 def test_a_repair_of_a_node_that_lived_past_thirty_minutes_is_not_a_loop_alone() -> None:
-    assert repair_loops(young_repair(lived=repair_loop.YOUNG_REPAIR + SECOND)) == []
+    assert repair_loops(young_repair(lived=YOUNG_REPAIR + SECOND)) == []
 
 
 @pytest.mark.parametrize(
@@ -296,14 +307,14 @@ def flapping(first_down: datetime) -> DiagnosisInput:
 
 
 def test_two_notready_episodes_within_the_hour_are_a_flap() -> None:
-    (flap,) = notready_loops(flapping(NOW - notready_loop.FLAP_WINDOW))
+    (flap,) = notready_loops(flapping(NOW - FLAP_HOUR))
     assert flap.severity == WARNING
     assert "flaps: 2 NotReady episodes" in flap.summary
     assert "Ready now" in flap.summary
 
 
 def test_an_episode_just_over_an_hour_old_does_not_count_toward_a_flap() -> None:
-    assert notready_loops(flapping(NOW - notready_loop.FLAP_WINDOW - SECOND)) == []
+    assert notready_loops(flapping(NOW - FLAP_HOUR - SECOND)) == []
 
 
 def test_one_episode_in_the_hour_is_no_flap() -> None:
@@ -316,13 +327,13 @@ def restarting(first_start: datetime, count: int = 3) -> DiagnosisInput:
 
 
 def test_three_kubelet_starts_within_the_hour_are_a_flap() -> None:
-    (flap,) = notready_loops(restarting(NOW - notready_loop.FLAP_WINDOW))
+    (flap,) = notready_loops(restarting(NOW - FLAP_HOUR))
     assert "0 NotReady episodes and 3 kubelet starts" in flap.summary
 
 
 @pytest.mark.parametrize(
     ("first", "count"),
-    [(NOW - notready_loop.FLAP_WINDOW - SECOND, 3), (_ago(50), 2)],
+    [(NOW - FLAP_HOUR - SECOND, 3), (_ago(50), 2)],
     ids=["first-start-older-than-the-hour", "two-starts"],
 )
 def test_kubelet_restarts_below_the_flap_threshold_are_quiet(first: datetime, count: int) -> None:
@@ -342,7 +353,7 @@ def booting(created_minutes_ago: float, down_since: datetime) -> DiagnosisInput:
 
 
 def test_a_never_ready_node_down_over_five_minutes_since_it_joined_is_a_loop() -> None:
-    down_since = NOW - notready_loop.STUCK_AFTER - SECOND
+    down_since = NOW - STUCK - SECOND
     (loop,) = notready_loops(booting(8, down_since))
     assert loop.severity == CRITICAL
     assert "went NotReady within minutes of joining" in loop.summary
@@ -350,13 +361,13 @@ def test_a_never_ready_node_down_over_five_minutes_since_it_joined_is_a_loop() -
 
 def test_a_never_ready_node_down_five_minutes_is_still_booting() -> None:
     # Every new GPU node spends its first minutes NotReady: that alone is no alarm.
-    assert notready_loops(booting(8, NOW - notready_loop.STUCK_AFTER)) == []
+    assert notready_loops(booting(8, NOW - STUCK)) == []
     assert notready_loops(booting(3, _ago(2))) == []
 
 
 def test_a_never_ready_node_down_from_fifteen_minutes_after_creation_is_judged() -> None:
     created = 40.0
-    at_edge = _ago(created) + notready_loop.SOON_AFTER_CREATION
+    at_edge = _ago(created) + BOOT
     assert len(notready_loops(booting(created, at_edge))) == 1
     assert notready_loops(booting(created, at_edge + SECOND)) == []
 
@@ -375,24 +386,20 @@ def failed_after_ready(ready_for: timedelta, down_for: timedelta, **labels: str)
 
 
 def test_notready_ten_minutes_after_the_first_ready_is_an_early_failure() -> None:
-    (loop,) = notready_loops(
-        failed_after_ready(notready_loop.SOON_AFTER_READY, timedelta(minutes=20))
-    )
+    (loop,) = notready_loops(failed_after_ready(SOON_AFTER_READY, timedelta(minutes=20)))
     assert loop.severity == CRITICAL
     assert "went NotReady 10 min after its first Ready" in loop.summary
 
 
 def test_notready_later_than_ten_minutes_after_the_first_ready_is_wear_not_bootstrap() -> None:
-    late = notready_loop.SOON_AFTER_READY + SECOND
+    late = SOON_AFTER_READY + SECOND
     assert notready_loops(failed_after_ready(late, timedelta(minutes=20))) == []
 
 
 def test_an_early_failure_is_critical_only_once_down_over_five_minutes() -> None:
-    (fresh,) = notready_loops(failed_after_ready(timedelta(minutes=4), notready_loop.STUCK_AFTER))
+    (fresh,) = notready_loops(failed_after_ready(timedelta(minutes=4), STUCK))
     assert fresh.severity == WARNING
-    (stuck,) = notready_loops(
-        failed_after_ready(timedelta(minutes=4), notready_loop.STUCK_AFTER + SECOND)
-    )
+    (stuck,) = notready_loops(failed_after_ready(timedelta(minutes=4), STUCK + SECOND))
     assert stuck.severity == CRITICAL
 
 
@@ -400,15 +407,13 @@ MIG = {"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "s
 
 
 def test_a_mig_node_ready_two_minutes_is_suspected_of_the_mig_restart() -> None:
-    (loop,) = notready_loops(
-        failed_after_ready(notready_loop.MIG_SUSPECT_READY, timedelta(minutes=20), **MIG)
-    )
+    (loop,) = notready_loops(failed_after_ready(MIG_SUSPECT, timedelta(minutes=20), **MIG))
     assert "suspect MIG reconfiguration" in loop.summary
     assert "Ready for 2 min," in loop.summary
 
 
 def test_a_mig_node_ready_longer_than_two_minutes_is_not_suspected() -> None:
-    ready_for = notready_loop.MIG_SUSPECT_READY + SECOND
+    ready_for = MIG_SUSPECT + SECOND
     (loop,) = notready_loops(failed_after_ready(ready_for, timedelta(minutes=20), **MIG))
     assert "suspect MIG" not in loop.summary
     assert "went NotReady 2 min after its first Ready" in loop.summary
@@ -499,13 +504,13 @@ def test_a_termination_annotation_six_seconds_after_the_deletion_is_not_a_repair
 
 
 def test_a_replacement_exactly_six_hours_ago_still_counts() -> None:
-    window = NOW - WINDOW
+    window = NOW - REPLACEMENT_WINDOW
     (found,) = churns(ended_claims([window, _ago(20)], conditions=(UNDERUTILIZED,)))
     assert "2 nodes replaced" in found.summary
 
 
 def test_a_replacement_just_over_six_hours_ago_has_left_the_window() -> None:
-    window = NOW - WINDOW
+    window = NOW - REPLACEMENT_WINDOW
     assert churns(ended_claims([window - SECOND, _ago(20)], conditions=(UNDERUTILIZED,))) == []
 
 
@@ -574,19 +579,19 @@ def not_ready_nodes(
 
 
 def test_a_node_unknown_for_two_minutes_is_reported() -> None:
-    (found,) = not_ready_nodes(NOW - not_ready.SETTLE)
+    (found,) = not_ready_nodes(NOW - SETTLE)
     assert "Ready=Unknown for 2m" in found.summary
     assert "kubelet stopped posting status" in found.summary
 
 
 def test_a_node_unknown_for_under_two_minutes_is_a_blip_not_yet_reported() -> None:
-    assert not_ready_nodes(NOW - not_ready.SETTLE + SECOND) == []
+    assert not_ready_nodes(NOW - SETTLE + SECOND) == []
 
 
 def test_a_young_node_never_ready_is_left_to_join_for_ten_minutes() -> None:
     down = _ago(3)
-    assert not_ready_nodes(down, created=NOW - not_ready.JOINING + SECOND) == []
-    (found,) = not_ready_nodes(down, created=NOW - not_ready.JOINING)
+    assert not_ready_nodes(down, created=NOW - JOINING + SECOND) == []
+    (found,) = not_ready_nodes(down, created=NOW - JOINING)
     assert "10m old" in found.summary
 
 
@@ -616,11 +621,11 @@ def test_a_young_node_that_failed_after_its_first_ready_is_named_once_by_notread
 
 def test_a_repair_ten_minutes_away_is_critical_and_further_is_a_warning() -> None:
     # Repair replaces it 30 min after the transition: 10 min left leaves just time to collect.
-    (urgent,) = not_ready_nodes(NOW - timedelta(minutes=30) + not_ready.URGENT)
+    (urgent,) = not_ready_nodes(NOW - timedelta(minutes=30) + URGENT)
     assert urgent.severity == CRITICAL
-    assert urgent.deadline == NOW + not_ready.URGENT
+    assert urgent.deadline == NOW + URGENT
     assert "collect its evidence first" in urgent.summary
-    (later,) = not_ready_nodes(NOW - timedelta(minutes=30) + not_ready.URGENT + SECOND)
+    (later,) = not_ready_nodes(NOW - timedelta(minutes=30) + URGENT + SECOND)
     assert later.severity == WARNING
 
 
