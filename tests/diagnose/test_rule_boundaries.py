@@ -12,11 +12,13 @@ NodeReady / NodeNotReady; pkg/kubelet/kubelet.go: "Starting kubelet.").
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from mignurse.cluster.history import Transition
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.findings import (
@@ -29,7 +31,7 @@ from mignurse.diagnose.findings import (
     Finding,
     Rule,
 )
-from mignurse.diagnose.inputs import DiagnosisInput, KarpenterSettings
+from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
 from mignurse.model import Condition, Event, Node, NodeClaim
 
@@ -425,6 +427,181 @@ def test_a_mig_node_with_its_reconfigure_in_flight_is_suspected_whenever_it_fail
         failed_after_ready(timedelta(minutes=8), timedelta(minutes=20), **labels)
     )
     assert "suspect MIG reconfiguration" in loop.summary
+
+
+def test_a_flapping_mig_node_reads_as_a_flap_not_as_the_mig_restart() -> None:
+    inp = flapping(NOW - timedelta(minutes=50))
+    node = inp.snapshot.nodes[NODE]
+    mig = replace(node, labels={**node.labels, **MIG, "nvidia.com/mig.config.state": "pending"})
+    (flap,) = notready_loops(cluster([mig], [], list(inp.snapshot.events)))
+    assert "flaps: 2 NotReady episodes" in flap.summary
+
+
+def test_a_node_that_failed_a_minute_after_ready_without_mig_is_not_a_mig_suspect() -> None:
+    (loop,) = notready_loops(failed_after_ready(timedelta(minutes=1), timedelta(minutes=20)))
+    assert "suspect MIG" not in loop.summary
+    assert "went NotReady 60 s after its first Ready" in loop.summary
+
+
+def test_a_mig_node_never_ready_is_judged_without_a_ready_time() -> None:
+    node = gpu_node(
+        NODE,
+        Condition("Ready", "False", "KubeletNotReady", "PLEG is not healthy", _ago(9)),
+        created=_ago(12),
+        **MIG,
+    )
+    (loop,) = notready_loops(cluster([node], []))
+    assert "went NotReady within minutes of joining" in loop.summary
+
+
+def test_kube_proxy_starts_are_not_kubelet_restarts() -> None:
+    # kube-proxy announces itself on the Node with reason Starting and no message
+    # (kubernetes/kubernetes v1.33 cmd/kube-proxy/app/server.go StartKubeProxy).
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(3 * 1440)))
+    proxy = [
+        event("Node", NODE, "Starting", "", _ago(40 - 10 * i), source="kube-proxy")
+        for i in range(3)
+    ]
+    assert notready_loops(cluster([node], [], proxy)) == []
+
+
+def test_two_single_kubelet_start_events_are_two_starts() -> None:
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(3 * 1440)))
+    starts = [kubelet_starts(_ago(40), 1, _ago(40)), kubelet_starts(_ago(20), 1, _ago(20))]
+    assert notready_loops(cluster([node], [], starts)) == []
+    starts.append(kubelet_starts(_ago(10), 1, _ago(10)))
+    (flap,) = notready_loops(cluster([node], [], starts))
+    assert "3 kubelet starts" in flap.summary
+
+
+def test_kubelet_restarting_for_hours_counts_its_latest_restarts() -> None:
+    # One aggregated event: the first start hours ago, the last three within the hour.
+    (flap,) = notready_loops(restarting(_ago(180), count=4))
+    assert "3 kubelet starts" in flap.summary
+
+
+def test_a_flap_told_by_aggregated_kubelet_events_counts_each_episode() -> None:
+    # The API server folds repeats into one event with a count: the first and the last
+    # occurrence are all that remain of two NotReady and two Ready.
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(18)))
+    events = [
+        ready_event("True", _ago(50)),
+        replace(ready_event("False", _ago(40)), count=2, last_seen=_ago(20)),
+        replace(ready_event("True", _ago(38)), count=2, last_seen=_ago(18)),
+    ]
+    (flap,) = notready_loops(cluster([node], [], events))
+    assert "flaps: 2 NotReady episodes" in flap.summary
+    assert "Normal NodeNotReady from kubelet" in "\n".join(e.text for e in flap.evidence)
+
+
+def test_a_node_down_again_now_without_an_event_counts_its_condition() -> None:
+    # The second NodeNotReady event is missing: the Ready condition itself tells it.
+    node = gpu_node(NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(10)))
+    events = [
+        ready_event("True", _ago(50)),
+        ready_event("False", _ago(40)),
+        ready_event("True", _ago(38)),
+    ]
+    (flap,) = notready_loops(cluster([node], [], events))
+    assert "flaps: 2 NotReady episodes" in flap.summary
+    assert "NotReady now for 10 min" in flap.summary
+
+
+def test_other_node_events_are_no_readiness_changes() -> None:
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(45)))
+    events = [
+        ready_event("True", _ago(58)),
+        ready_event("False", _ago(50)),
+        event(
+            "Node",
+            NODE,
+            "RegisteredNode",
+            f"Node {NODE} event: Registered Node {NODE} in Controller",
+            _ago(30),
+            source="node-controller",
+        ),
+        event(
+            "Node",
+            NODE,
+            "NodeHasSufficientMemory",
+            f"Node {NODE} status is now: NodeHasSufficientMemory",
+            _ago(25),
+            source="kubelet",
+        ),
+    ]
+    assert notready_loops(cluster([node], [], events)) == []
+
+
+def transition(status: str, when: datetime, uid: str = f"uid-{NODE}") -> Transition:
+    return Transition(
+        context="arn:aws:eks:us-west-2:111122223333:cluster/ml-prod",
+        kind="Node",
+        name=NODE,
+        uid=uid,
+        time=when,
+        observed_at=when,
+        condition="Ready",
+        status=status,
+        reason="KubeletReady" if status == "True" else "KubeletNotReady",
+        message="",
+    )
+
+
+def with_history(inp: DiagnosisInput, *transitions: Transition) -> DiagnosisInput:
+    return DiagnosisInput(snapshot=inp.snapshot, now=NOW, history=History(transitions=transitions))
+
+
+def test_recorded_ready_transitions_tell_a_flap_the_events_no_longer_show() -> None:
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(18)))
+    recorded = [
+        transition("True", _ago(55)),
+        transition("False", _ago(40)),
+        transition("True", _ago(38)),
+        transition("False", _ago(20)),
+        transition("True", _ago(18)),
+    ]
+    (flap,) = notready_loops(with_history(cluster([node], []), *recorded))
+    assert "flaps: 2 NotReady episodes" in flap.summary
+    assert "Ready → False (KubeletNotReady)" in "\n".join(e.text for e in flap.evidence)
+
+
+def test_recorded_transitions_of_an_earlier_node_of_the_same_name_do_not_count() -> None:
+    # Names are reused: a Node of the same name, another uid, flapped before this one.
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(18)))
+    earlier = [
+        transition("True", _ago(55), "uid-gone"),
+        transition("False", _ago(40), "uid-gone"),
+        transition("True", _ago(38), "uid-gone"),
+        transition("False", _ago(20), "uid-gone"),
+    ]
+    assert notready_loops(with_history(cluster([node], []), *earlier)) == []
+
+
+def test_recorded_transitions_win_over_the_kubelet_events() -> None:
+    node = gpu_node(NODE, Condition("Ready", "True", "KubeletReady", "", _ago(55)))
+    recorded = transition("True", _ago(55))
+    stale = [ready_event("False", _ago(40)), ready_event("True", _ago(38))]
+    inp = with_history(cluster([node], [], [*stale, ready_event("False", _ago(20))]), recorded)
+    assert notready_loops(inp) == []
+
+
+def test_a_node_being_deleted_or_not_yet_reporting_is_left_alone() -> None:
+    gone = replace(
+        gpu_node(
+            NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(9)), created=_ago(12)
+        ),
+        deleting=_ago(1),
+    )
+    assert notready_loops(cluster([gone], [])) == []
+    silent = replace(gone, deleting=None, conditions=())
+    assert notready_loops(cluster([silent], [])) == []
+
+
+def test_a_ready_condition_without_a_transition_time_is_judged_without_error() -> None:
+    node = gpu_node(
+        NODE, Condition("Ready", "False", "KubeletNotReady", "", None), created=_ago(12)
+    )
+    assert notready_loops(cluster([node], [])) == []
 
 
 # -- replacement-churn: why a NodeClaim ended, and which ends still count ----------------------
