@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.history import Transition
+from mignurse.cluster.history import Lifecycle, Transition
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.findings import (
@@ -136,7 +136,7 @@ def claim(
         uid=f"uid-{name}",
         pool=pool,
         node_name=node,
-        provider_id=f"aws:///us-west-2b/i-0{abs(hash(name)) % 10**16:016x}",
+        provider_id=f"aws:///us-west-2b/i-0{sum(map(ord, name)) * 7919:016x}",
         image_id=image,
         instance_type=shape,
         created=created,
@@ -262,6 +262,133 @@ def test_a_replacement_not_yet_launched_is_the_twin_whatever_its_image() -> None
 
 def test_a_young_repair_without_any_replacement_is_no_loop() -> None:
     assert repair_loops(young_repair(replacement_created=None)) == []
+
+
+def gone_claim(
+    name: str,
+    lived: timedelta,
+    ended: datetime,
+    unhealthy: tuple[str, str, str] | None = (AHR, "False", "DCGMError"),
+    *,
+    repaired: bool = True,
+    pool: str = POOL,
+    image: str = AMI,
+) -> Lifecycle:
+    """A NodeClaim the watcher saw end (history), repaired (annotation at the deletion) or
+    consolidated (DisruptionReason Underutilized)."""
+    node = f"ip-10-0-{sum(map(ord, name)) % 200}-9.us-west-2.compute.internal"
+    return Lifecycle(
+        context="arn:aws:eks:us-west-2:111122223333:cluster/ml-prod",
+        kind="NodeClaim",
+        name=name,
+        uid=f"uid-{name}",
+        pool=pool,
+        instance_type=SHAPE,
+        instance_id="i-0f3a9c2e7b1d45a60",
+        image_id=image,
+        node_name=node,
+        nodeclaim="",
+        created=ended - lived,
+        first_seen=ended - lived,
+        first_ready=ended - lived + timedelta(minutes=3),
+        last_seen=ended,
+        deleting_since=ended,
+        termination_timestamp=ended if repaired else None,
+        disruption_reason=None if repaired else "Underutilized",
+        drifted=False,
+        deleted_at=ended + timedelta(seconds=40),
+        deleted_seen="watch",
+        last_unhealthy=unhealthy,
+    )
+
+
+def history_of(*claims: Lifecycle, live: list[NodeClaim] | None = None) -> DiagnosisInput:
+    return DiagnosisInput(
+        snapshot=cluster(
+            [gpu_node("ip-10-0-33-4.us-west-2.compute.internal")], live or []
+        ).snapshot,
+        now=NOW,
+        history=History(lifecycles=claims),
+    )
+
+
+def test_two_repairs_for_the_same_condition_in_a_pool_are_a_loop_however_old_the_nodes() -> None:
+    (loop,) = repair_loops(
+        history_of(
+            gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+            gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)),
+        )
+    )
+    assert loop.severity == CRITICAL
+    assert "2 nodes" in loop.summary and "DCGMError" in loop.summary
+    assert f"every repaired NodeClaim ran image {AMI}" in "\n".join(e.text for e in loop.evidence)
+    assert "monitoring plumbing, not the GPU" in loop.summary
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        gone_claim(
+            "gpu-inference-b2", timedelta(hours=4), _ago(30), ("Ready", "False", "KubeletNotReady")
+        ),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30), pool="gpu-training"),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30), repaired=False),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), NOW - REPLACEMENT_WINDOW - SECOND),
+    ],
+    ids=["other-condition", "other-pool", "consolidated", "older-than-six-hours"],
+)
+def test_one_repair_and_a_different_end_are_no_loop(second: Lifecycle) -> None:
+    first = gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120))
+    assert repair_loops(history_of(first, second)) == []
+
+
+def test_two_repairs_on_different_images_name_no_common_image() -> None:
+    (loop,) = repair_loops(
+        history_of(
+            gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+            gone_claim(
+                "gpu-inference-b2", timedelta(hours=4), _ago(30), image="ami-0e1d2c3b4a5f60718"
+            ),
+        )
+    )
+    assert "every repaired NodeClaim ran image" not in "\n".join(e.text for e in loop.evidence)
+
+
+def test_a_loop_on_a_hardware_reason_is_not_called_monitoring_plumbing() -> None:
+    xid = (AHR, "False", "NvidiaXID79Error")
+    (loop,) = repair_loops(
+        history_of(
+            gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120), xid),
+            gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30), xid),
+        )
+    )
+    assert "monitoring plumbing" not in loop.summary
+
+
+def test_a_young_repair_known_only_to_the_history_still_finds_its_twin() -> None:
+    # The repaired NodeClaim is gone from the API: its shape comes from nobody, the twin's
+    # from its labels.
+    repaired = gone_claim("gpu-inference-7xk2p", timedelta(minutes=12), REPAIRED_AT)
+    twin = claim("gpu-inference-q9zfw", "", REPAIRED_AT + timedelta(seconds=8))
+    (loop,) = repair_loops(history_of(repaired, live=[twin]))
+    assert "gpu-inference-q9zfw, built the same way" in loop.summary
+
+
+def test_a_repaired_claim_without_an_image_still_pairs_with_its_twin() -> None:
+    repaired = gone_claim("gpu-inference-7xk2p", timedelta(minutes=12), REPAIRED_AT, image="")
+    twin = claim("gpu-inference-q9zfw", "", REPAIRED_AT + timedelta(seconds=8))
+    (loop,) = repair_loops(history_of(repaired, live=[twin]))
+    assert "gpu-inference-q9zfw" in loop.summary
+
+
+def test_claims_without_a_creation_time_are_judged_without_error() -> None:
+    inp = young_repair()
+    stripped = {name: replace(c, created=None) for name, c in inp.snapshot.nodeclaims.items()}
+    assert repair_loops(cluster(list(inp.snapshot.nodes.values()), list(stripped.values()))) == []
+    twin_only = young_repair(replacement_created=None)
+    pending = replace(claim("gpu-inference-q9zfw", "", NOW), created=None)
+    claims = [*twin_only.snapshot.nodeclaims.values(), pending]
+    assert repair_loops(cluster(list(twin_only.snapshot.nodes.values()), claims)) == []
 
 
 # -- notready-loop: flapping within the hour, and a node that fails while it boots -------------
