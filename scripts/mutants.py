@@ -893,7 +893,8 @@ def run_mutant(
             killer = failed[0] if failed else ""
         rc = answer["rc"]
         if rc == 0:
-            return result("survived" if len(chosen) == len(tests) else "survived-capped", seconds)
+            capped = not set(tests) <= set(chosen)
+            return result("survived-capped" if capped else "survived", seconds)
         if rc == 5:
             return result("no-tests", seconds)  # the tests were not found: never a kill
         return result("killed", seconds, killer or f"pytest exit {rc}")

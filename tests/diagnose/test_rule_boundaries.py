@@ -458,6 +458,7 @@ def restarting(first_start: datetime, count: int = 3) -> DiagnosisInput:
 def test_three_kubelet_starts_within_the_hour_are_a_flap() -> None:
     (flap,) = notready_loops(restarting(NOW - FLAP_HOUR))
     assert "0 NotReady episodes and 3 kubelet starts" in flap.summary
+    assert "Starting kubelet. (x3" in "\n".join(e.text for e in flap.evidence)
 
 
 @pytest.mark.parametrize(
