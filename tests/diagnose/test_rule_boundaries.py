@@ -540,6 +540,10 @@ def test_a_mig_node_ready_two_minutes_is_suspected_of_the_mig_restart() -> None:
     (loop,) = notready_loops(failed_after_ready(MIG_SUSPECT, timedelta(minutes=20), **MIG))
     assert "suspect MIG reconfiguration" in loop.summary
     assert "Ready for 2 min," in loop.summary
+    shown = "\n".join(e.text for e in loop.evidence)
+    assert "nvidia.com/mig.config=all-1g.10gb" in shown
+    assert "nvidia.com/mig.config.state=success" in shown
+    assert f"Node {NODE} created" in shown
 
 
 def test_a_mig_node_ready_longer_than_two_minutes_is_not_suspected() -> None:
@@ -728,6 +732,82 @@ def test_a_node_being_deleted_or_not_yet_reporting_is_left_alone() -> None:
 def test_a_ready_condition_without_a_transition_time_is_judged_without_error() -> None:
     node = gpu_node(
         NODE, Condition("Ready", "False", "KubeletNotReady", "", None), created=_ago(12)
+    )
+    assert notready_loops(cluster([node], [])) == []
+
+
+def node_lifecycle(uid: str, created: datetime, first_ready: datetime) -> Lifecycle:
+    return Lifecycle(
+        context="arn:aws:eks:us-west-2:111122223333:cluster/ml-prod",
+        kind="Node",
+        name=NODE,
+        uid=uid,
+        pool=POOL,
+        instance_type=SHAPE,
+        instance_id="i-0c1d2e3f4a5b6c7d8",
+        image_id="",
+        node_name="",
+        nodeclaim="gpu-inference-k4x9z",
+        created=created,
+        first_seen=created,
+        first_ready=first_ready,
+        last_seen=NOW,
+        deleting_since=None,
+        termination_timestamp=None,
+        disruption_reason=None,
+        drifted=False,
+        deleted_at=None,
+        deleted_seen=None,
+        last_unhealthy=None,
+    )
+
+
+def test_the_watchers_first_ready_tells_how_long_the_node_was_ready() -> None:
+    # The NodeReady event has expired; the history saw the node turn Ready.
+    node = gpu_node(
+        NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(20)), created=_ago(27)
+    )
+    inp = DiagnosisInput(
+        snapshot=cluster([node], []).snapshot,
+        now=NOW,
+        history=History(lifecycles=(node_lifecycle(f"uid-{NODE}", _ago(27), _ago(25)),)),
+    )
+    (loop,) = notready_loops(inp)
+    assert "went NotReady 5 min after its first Ready" in loop.summary
+
+
+def test_the_first_ready_of_an_earlier_node_of_the_same_name_is_not_this_nodes() -> None:
+    node = gpu_node(
+        NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(20)), created=_ago(27)
+    )
+    earlier = node_lifecycle("uid-gone", _ago(600), _ago(598))
+    unknown = replace(node_lifecycle(f"uid-{NODE}", _ago(27), _ago(25)), first_ready=None)
+    inp = DiagnosisInput(
+        snapshot=cluster([node], []).snapshot,
+        now=NOW,
+        history=History(lifecycles=(earlier, unknown)),
+    )
+    (loop,) = notready_loops(inp)
+    assert "went NotReady within minutes of joining" in loop.summary
+
+
+def test_notready_in_the_same_second_as_the_first_ready_is_an_early_failure() -> None:
+    (loop,) = notready_loops(failed_after_ready(timedelta(0), timedelta(minutes=20)))
+    assert "went NotReady 0 s after its first Ready" in loop.summary
+
+
+def test_a_ready_event_stamped_after_the_notready_transition_is_no_early_failure() -> None:
+    # A kubelet clock ahead of the control plane's: NodeReady reads later than the
+    # NotReady transition the API server stamped.
+    node = gpu_node(
+        NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(20)), created=_ago(400)
+    )
+    assert notready_loops(cluster([node], [], [ready_event("True", _ago(10))])) == []
+
+
+def test_a_never_ready_node_without_a_creation_time_is_judged_without_error() -> None:
+    node = replace(
+        gpu_node(NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(9))), created=None
     )
     assert notready_loops(cluster([node], [])) == []
 
