@@ -729,11 +729,13 @@ def test_a_node_being_deleted_or_not_yet_reporting_is_left_alone() -> None:
     assert notready_loops(cluster([silent], [])) == []
 
 
-def test_a_ready_condition_without_a_transition_time_is_judged_without_error() -> None:
+def test_a_ready_condition_or_an_event_without_a_time_is_judged_without_error() -> None:
     node = gpu_node(
         NODE, Condition("Ready", "False", "KubeletNotReady", "", None), created=_ago(12)
     )
-    assert notready_loops(cluster([node], [])) == []
+    assert notready_loops(cluster([node], [], [ready_event("True", _ago(11))])) == []
+    timeless = replace(ready_event("False", _ago(9)), count=2, last_seen=None)
+    assert notready_loops(cluster([node], [], [ready_event("True", _ago(11)), timeless])) == []
 
 
 def node_lifecycle(uid: str, created: datetime, first_ready: datetime) -> Lifecycle:
