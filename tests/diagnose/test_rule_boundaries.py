@@ -23,6 +23,7 @@ from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.findings import (
     CRITICAL,
+    INFO,
     NODE_NOT_READY,
     NODE_REPAIR_LOOP,
     NOTREADY_LOOP,
@@ -273,6 +274,7 @@ def gone_claim(
     repaired: bool = True,
     pool: str = POOL,
     image: str = AMI,
+    manual: bool = False,
 ) -> Lifecycle:
     """A NodeClaim the watcher saw end (history), repaired (annotation at the deletion) or
     consolidated (DisruptionReason Underutilized)."""
@@ -293,8 +295,8 @@ def gone_claim(
         first_ready=ended - lived + timedelta(minutes=3),
         last_seen=ended,
         deleting_since=ended,
-        termination_timestamp=ended if repaired else None,
-        disruption_reason=None if repaired else "Underutilized",
+        termination_timestamp=ended if repaired and not manual else None,
+        disruption_reason=None if repaired or manual else "Underutilized",
         drifted=False,
         deleted_at=ended + timedelta(seconds=40),
         deleted_seen="watch",
@@ -1026,3 +1028,86 @@ def test_karpenter_repairs_up_to_twenty_percent_of_a_pool_and_holds_beyond() -> 
     assert "held by the 20% guard (3 of 10 nodes unhealthy, 2 allowed)" in "\n".join(
         e.text for e in held.evidence
     )
+
+
+def churn_of(*claims: Lifecycle, events: list[Event] | None = None) -> list[Finding]:
+    inp = history_of(*claims)
+    inp = DiagnosisInput(
+        snapshot=replace(inp.snapshot, events=tuple(events or ())),
+        now=NOW,
+        history=inp.history,
+    )
+    return churns(inp)
+
+
+def consolidated(i: int, lived: timedelta, ended: datetime) -> Lifecycle:
+    return gone_claim(f"gpu-inference-m{i}", lived, ended, None, repaired=False)
+
+
+def manually_deleted(i: int, lived: timedelta, ended: datetime) -> Lifecycle:
+    return gone_claim(f"gpu-inference-d{i}", lived, ended, None, manual=True)
+
+
+def test_nodes_that_lived_under_thirty_minutes_make_churn_a_warning() -> None:
+    short = timedelta(minutes=30) - SECOND
+    (found,) = churn_of(consolidated(1, short, _ago(90)), consolidated(2, short, _ago(40)))
+    assert found.severity == WARNING
+    assert "median node lifetime 29m" in found.summary
+
+
+def test_nodes_that_lived_thirty_minutes_are_benign_consolidation() -> None:
+    lived = timedelta(minutes=30)
+    (found,) = churn_of(consolidated(1, lived, _ago(90)), consolidated(2, lived, _ago(40)))
+    assert found.severity == INFO
+    assert "2 nodes replaced in the last 1h 30m" in found.summary
+    assert "median lifetime 30m" in found.summary
+
+
+def test_one_replacement_is_ordinary_life() -> None:
+    assert churn_of(consolidated(1, timedelta(minutes=5), _ago(40))) == []
+
+
+def test_four_manual_deletions_in_an_hour_are_a_warning_and_three_are_not() -> None:
+    lived = timedelta(hours=5)
+    four = [manually_deleted(i, lived, _ago(50 - 10 * i)) for i in range(4)]
+    (found,) = churn_of(*four)
+    assert found.severity == WARNING
+    assert "4.0 non-consolidation replacements/h" in found.summary
+    (calmer,) = churn_of(*four[:3])
+    assert calmer.severity == INFO
+    assert "3 nodes replaced in the last 1h 0m (3.0/h)" in calmer.summary
+
+
+def test_the_rate_is_taken_over_the_span_since_the_first_replacement() -> None:
+    # Eight manual deletions over two hours: 4.0/h, a warning; over two hours and a second,
+    # under it.
+    lived = timedelta(hours=5)
+    first = _ago(120)
+    rest = [manually_deleted(i, lived, _ago(100 - 12 * i)) for i in range(1, 8)]
+    (found,) = churn_of(manually_deleted(0, lived, first), *rest)
+    assert "8 nodes replaced in the last 2h 0m (4.0/h)" in found.summary
+    assert found.severity == WARNING
+    (slower,) = churn_of(manually_deleted(0, lived, first - SECOND), *rest)
+    assert slower.severity == INFO
+
+
+def interrupted(i: int, ended: datetime) -> tuple[Lifecycle, Event]:
+    name = f"gpu-inference-s{i}"
+    notice = event(
+        "NodeClaim",
+        name,
+        "TerminatingOnInterruption",
+        f"Interruption triggered termination for the NodeClaim {name}",
+        ended,
+        type_="Warning",
+    )
+    return gone_claim(name, timedelta(hours=6), ended, None, manual=True), notice
+
+
+def test_three_spot_interruptions_are_a_warning_and_two_are_not() -> None:
+    three = [interrupted(i, _ago(170 - 50 * i)) for i in range(3)]
+    (found,) = churn_of(*(c for c, _ in three), events=[e for _, e in three])
+    assert "3 EC2/spot interruption" in found.summary
+    assert "3 interruptions" in found.summary and found.severity == WARNING
+    (two,) = churn_of(*(c for c, _ in three[:2]), events=[e for _, e in three[:2]])
+    assert two.severity == INFO
