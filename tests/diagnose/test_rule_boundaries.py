@@ -32,7 +32,7 @@ from mignurse.diagnose.findings import (
     Finding,
     Rule,
 )
-from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
+from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
 from mignurse.model import Condition, Event, Node, NodeClaim
 
@@ -814,6 +814,37 @@ def test_a_never_ready_node_without_a_creation_time_is_judged_without_error() ->
         gpu_node(NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(9))), created=None
     )
     assert notready_loops(cluster([node], [])) == []
+
+
+def test_a_mig_node_paused_mid_reconfigure_shows_its_paused_operands() -> None:
+    labels = {
+        **MIG,
+        "nvidia.com/mig.config.state": "pending",
+        "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change",
+    }
+    (loop,) = notready_loops(
+        failed_after_ready(timedelta(minutes=8), timedelta(minutes=20), **labels)
+    )
+    shown = "\n".join(e.text for e in loop.evidence)
+    assert "nvidia.com/gpu.deploy.device-plugin=paused-for-mig-change" in shown
+
+
+def test_a_bundle_without_a_kubelet_journal_is_said_to_have_none() -> None:
+    # The node was collected, but its kubelet journal could not be read: the suspicion
+    # stands, and the finding says why the journal did not settle it.
+    inp = failed_after_ready(MIG_SUSPECT, timedelta(minutes=20), **MIG)
+    collected = DiagnosisInput(
+        snapshot=inp.snapshot,
+        now=NOW,
+        node_evidence={NODE: NodeEvidence(node=NODE, problems=("journal kubelet: timed out",))},
+    )
+    (loop,) = notready_loops(collected)
+    assert "its bundle has no readable kubelet journal" in loop.summary
+    shown = "\n".join(e.text for e in loop.evidence)
+    assert "no readable kubelet journal" in shown
+    assert "journal kubelet: timed out" in shown
+    (uncollected,) = notready_loops(inp)
+    assert "no readable kubelet journal" not in "\n".join(e.text for e in uncollected.evidence)
 
 
 # -- replacement-churn: why a NodeClaim ended, and which ends still count ----------------------
