@@ -1142,3 +1142,89 @@ def test_three_spot_interruptions_are_a_warning_and_two_are_not() -> None:
     assert "3 interruptions" in found.summary and found.severity == WARNING
     (two,) = churn_of(*(c for c, _ in three[:2]), events=[e for _, e in three[:2]])
     assert two.severity == INFO
+
+
+# -- NodeClaims only their events remember, paired with their gone Nodes ----------------------
+
+
+def disrupted_pair(i: int, when: datetime, node_after: timedelta) -> list[Event]:
+    """Karpenter tells one consolidation on the NodeClaim and on its Node, worded alike
+    (kubernetes-sigs/karpenter v1.6.3 pkg/controllers/disruption/events/events.go)."""
+    name, node = f"gpu-inference-e{i}", f"ip-10-0-7{i}-3.us-west-2.compute.internal"
+    return [
+        event(
+            "NodeClaim", name, "DisruptionTerminating", "Disrupting NodeClaim: Underutilized", when
+        ),
+        event(
+            "Node",
+            node,
+            "DisruptionTerminating",
+            "Disrupting Node: Underutilized",
+            when + node_after,
+        ),
+    ]
+
+
+def test_a_gone_node_told_the_same_disruption_within_ten_seconds_was_that_claim() -> None:
+    apart = timedelta(seconds=10)
+    events = disrupted_pair(1, _ago(50), apart) + disrupted_pair(2, _ago(20), -apart)
+    (found,) = churns(cluster([], [], events))
+    assert "2 consolidation" in found.summary
+    assert found.nodes == (
+        "ip-10-0-71-3.us-west-2.compute.internal",
+        "ip-10-0-72-3.us-west-2.compute.internal",
+    )
+
+
+def test_a_gone_node_told_a_disruption_eleven_seconds_apart_is_not_paired() -> None:
+    apart = timedelta(seconds=11)
+    events = disrupted_pair(1, _ago(50), apart) + disrupted_pair(2, _ago(20), -apart)
+    (found,) = churns(cluster([], [], events))
+    assert found.nodes == ()
+
+
+REGISTERED = (
+    "Status condition transitioned, Type: Registered, Status: Unknown -> True, Reason: Registered"
+)
+
+
+def registered_pair(i: int, registered: datetime, node_after: timedelta) -> list[Event]:
+    """A claim consolidated an hour after it registered; its Node, gone too, is known by
+    the node controller's RegisteredNode event alone."""
+    name, node = f"gpu-inference-r{i}", f"ip-10-0-8{i}-5.us-west-2.compute.internal"
+    return [
+        event("NodeClaim", name, "Registered", REGISTERED, registered),
+        event(
+            "Node",
+            node,
+            "RegisteredNode",
+            f"Node {node} event: Registered Node {node} in Controller",
+            registered + node_after,
+            source="node-controller",
+        ),
+        event(
+            "NodeClaim",
+            name,
+            "DisruptionTerminating",
+            "Disrupting NodeClaim: Underutilized",
+            registered + timedelta(hours=1),
+        ),
+    ]
+
+
+def test_a_gone_node_registered_within_a_minute_of_its_claim_was_that_claim() -> None:
+    minute = timedelta(seconds=60)
+    events = registered_pair(1, _ago(150), minute) + registered_pair(2, _ago(100), -minute)
+    (found,) = churns(cluster([], [], events))
+    assert found.nodes == (
+        "ip-10-0-81-5.us-west-2.compute.internal",
+        "ip-10-0-82-5.us-west-2.compute.internal",
+    )
+    assert "median lifetime 1h 0m" in found.summary
+
+
+def test_a_gone_node_registered_over_a_minute_from_the_claim_is_not_paired() -> None:
+    late = timedelta(seconds=61)
+    events = registered_pair(1, _ago(150), late) + registered_pair(2, _ago(100), -late)
+    (found,) = churns(cluster([], [], events))
+    assert found.nodes == ()
