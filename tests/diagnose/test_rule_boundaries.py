@@ -1228,3 +1228,33 @@ def test_a_gone_node_registered_over_a_minute_from_the_claim_is_not_paired() -> 
     events = registered_pair(1, _ago(150), late) + registered_pair(2, _ago(100), -late)
     (found,) = churns(cluster([], [], events))
     assert found.nodes == ()
+
+
+def spot_noticed(after_deletion: timedelta) -> DiagnosisInput:
+    """Two claims deleted with no mark of their own; EC2's spot notice reached Karpenter's
+    interruption queue `after_deletion` (aws/karpenter-provider-aws v1.6.3
+    pkg/controllers/interruption/events/events.go SpotInterrupted)."""
+    ends = [_ago(50), _ago(20)]
+    inp = ended_claims(ends)
+    notices = [
+        event(
+            "NodeClaim",
+            name,
+            "SpotInterrupted",
+            "Spot interruption warning was triggered",
+            ended + after_deletion,
+            type_="Warning",
+        )
+        for name, ended in zip(inp.snapshot.nodeclaims, ends, strict=True)
+    ]
+    return cluster([], list(inp.snapshot.nodeclaims.values()), notices)
+
+
+def test_a_spot_notice_within_five_seconds_of_the_deletion_caused_it() -> None:
+    (found,) = churns(spot_noticed(timedelta(seconds=5)))
+    assert "2 EC2/spot interruption" in found.summary
+
+
+def test_a_spot_notice_six_seconds_after_the_deletion_is_an_echo_not_the_cause() -> None:
+    (found,) = churns(spot_noticed(timedelta(seconds=6)))
+    assert "2 manual deletion" in found.summary
