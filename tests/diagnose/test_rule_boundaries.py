@@ -187,11 +187,14 @@ def young_repair(
         deleting=REPAIRED_AT,
         terminated=REPAIRED_AT,
     )
-    node = gpu_node(
-        repaired.node_name,
-        Condition("Ready", "True", "KubeletReady", "", REPAIRED_AT - lived),
-        DCGM_ERROR,
-        created=REPAIRED_AT - lived,
+    node = replace(
+        gpu_node(
+            repaired.node_name,
+            Condition("Ready", "True", "KubeletReady", "", REPAIRED_AT - lived),
+            DCGM_ERROR,
+            created=REPAIRED_AT - lived,
+        ),
+        deleting=REPAIRED_AT + timedelta(seconds=2),  # the claim's finalizer deletes its Node
     )
     claims = [repaired]
     if replacement_created is not None:
@@ -209,6 +212,11 @@ def test_a_young_repair_and_its_replacement_launched_seconds_later_are_a_loop() 
     assert loop.runbooks[0] == "pause-node-repair"
     assert "gpu-inference-q9zfw, built the same way, replaces it" in loop.summary
     assert "12m after launch" in loop.summary
+    assert "a node is being replaced now" in loop.summary
+    # The repaired node's condition is quoted once, with its fate.
+    quoted = [e.text for e in loop.evidence if "AcceleratedHardwareReady=False DCGMError" in e.text]
+    assert len(quoted) == 1
+    assert quoted[0].endswith("; being replaced now (NodeClaim deleting)")
 
 
 @pytest.mark.parametrize("offset", [-TWIN_LAUNCH, TWIN_LAUNCH], ids=["5m-before", "5m-after"])
@@ -391,6 +399,32 @@ def test_claims_without_a_creation_time_are_judged_without_error() -> None:
     pending = replace(claim("gpu-inference-q9zfw", "", NOW), created=None)
     claims = [*twin_only.snapshot.nodeclaims.values(), pending]
     assert repair_loops(cluster(list(twin_only.snapshot.nodes.values()), claims)) == []
+
+
+def test_a_loop_after_repair_was_switched_off_is_a_warning_that_it_stopped() -> None:
+    inp = history_of(
+        gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)),
+    )
+    off = KarpenterSettings(node_repair=False, feature_gates="NodeRepair=false", version="1.6.3")
+    (loop,) = repair_loops(replace(inp, karpenter=off))
+    assert loop.severity == WARNING
+    assert "NodeRepair is off now, so the loop has stopped" in loop.summary
+
+
+def test_repairs_whose_condition_was_not_recorded_are_still_a_loop() -> None:
+    # Two repaired NodeClaims still finalizing; their Nodes, deleting, no longer show the
+    # condition that failed.
+    claims, nodes = [], []
+    for i, ended in enumerate((_ago(50), _ago(4))):
+        name, node = f"gpu-inference-u{i}", f"ip-10-0-10{i}-6.us-west-2.compute.internal"
+        claims.append(
+            claim(name, node, ended - timedelta(hours=2), deleting=ended, terminated=ended)
+        )
+        nodes.append(replace(gpu_node(node), deleting=ended + SECOND))
+    (loop,) = repair_loops(cluster(nodes, claims))
+    assert "an unrecorded condition" in loop.summary
+    assert "a node is being replaced now" in loop.summary
 
 
 # -- notready-loop: flapping within the hour, and a node that fails while it boots -------------
