@@ -1292,3 +1292,87 @@ def test_a_spot_notice_within_five_seconds_of_the_deletion_caused_it() -> None:
 def test_a_spot_notice_six_seconds_after_the_deletion_is_an_echo_not_the_cause() -> None:
     (found,) = churns(spot_noticed(timedelta(seconds=6)))
     assert "2 manual deletion" in found.summary
+
+
+# -- managed node groups: a repair read from the events a replaced node left -------------------
+
+GROUP = "gpu-l40s"
+
+
+def mng_replaced(gap: timedelta) -> DiagnosisInput:
+    """Node group gpu-l40s: a node cordoned, then NotReady `gap` later and deleted, with no
+    transition event left to say why; a live node of the group is cordoned now with
+    DCGMError. The kubelet and node controllers' events (kubernetes/kubernetes v1.33
+    pkg/kubelet/kubelet_node_status.go NodeNotSchedulable, pkg/controller/util/node/
+    controller_utils.go NodeNotReady and RemovingNode); MNG repair replaces an
+    AcceleratedHardwareReady failure after 10 min by default (docs.aws.amazon.com/eks/latest/
+    userguide/node-repair.html)."""
+    live = replace(
+        gpu_node(
+            "ip-10-3-40-17.us-west-2.compute.internal",
+            Condition("Ready", "True", "KubeletReady", "", _ago(30)),
+            Condition(AHR, "False", "DCGMError", "DCGM health check failed", _ago(6)),
+        ),
+        pool=GROUP,
+        pool_kind="nodegroup",
+        labels={"eks.amazonaws.com/nodegroup": GROUP, "nvidia.com/gpu.present": "true"},
+        unschedulable=True,
+    )
+    gone = "ip-10-3-100-212.us-west-2.compute.internal"
+    cordoned = _ago(180)
+    said = f"Node {gone} status is now: "
+    events = [
+        event(
+            "Node",
+            gone,
+            "RegisteredNode",
+            f"Node {gone} event: Registered Node {gone} in Controller",
+            cordoned - timedelta(minutes=4),
+            source="node-controller",
+        ),
+        event(
+            "Node",
+            gone,
+            "NodeNotSchedulable",
+            said + "NodeNotSchedulable",
+            cordoned,
+            source="kubelet",
+        ),
+        event(
+            "Node",
+            gone,
+            "NodeNotReady",
+            said + "NodeNotReady",
+            cordoned + gap,
+            source="node-controller",
+        ),
+        event(
+            "Node",
+            gone,
+            "RemovingNode",
+            f"Node {gone} event: Removing Node {gone} from Controller",
+            cordoned + gap + timedelta(seconds=30),
+            source="node-controller",
+        ),
+    ]
+    return cluster([live], [], events)
+
+
+@pytest.mark.parametrize(
+    "gap",
+    [timedelta(minutes=8), timedelta(minutes=16)],
+    ids=["two-minutes-early", "six-minutes-late"],
+)
+def test_a_cordon_to_shutdown_gap_near_the_repair_wait_is_the_groups_repair(gap: timedelta) -> None:
+    (loop,) = repair_loops(mng_replaced(gap))
+    assert "managed node group" in loop.summary
+    assert "(inferred: no transition event left)" in "\n".join(e.text for e in loop.evidence)
+
+
+@pytest.mark.parametrize(
+    "gap",
+    [timedelta(minutes=8) - SECOND, timedelta(minutes=16) + SECOND, timedelta(hours=2)],
+    ids=["too-early", "too-late", "a-drain-hours-later"],
+)
+def test_a_cordon_to_shutdown_gap_far_from_the_repair_wait_is_not_a_repair(gap: timedelta) -> None:
+    assert repair_loops(mng_replaced(gap)) == []
