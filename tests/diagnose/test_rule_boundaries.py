@@ -422,9 +422,54 @@ def test_repairs_whose_condition_was_not_recorded_are_still_a_loop() -> None:
             claim(name, node, ended - timedelta(hours=2), deleting=ended, terminated=ended)
         )
         nodes.append(replace(gpu_node(node), deleting=ended + SECOND))
+    nodes.append(gpu_node("ip-10-0-109-6.us-west-2.compute.internal"))  # healthy bystander
     (loop,) = repair_loops(cluster(nodes, claims))
+    assert loop.nodes == (
+        "ip-10-0-100-6.us-west-2.compute.internal",
+        "ip-10-0-101-6.us-west-2.compute.internal",
+    )
     assert "an unrecorded condition" in loop.summary
     assert "a node is being replaced now" in loop.summary
+
+
+def test_a_loop_known_from_the_history_alone_says_the_nodes_are_not_in_the_snapshot() -> None:
+    inp = history_of(
+        gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)),
+    )
+    (loop,) = repair_loops(replace(inp, snapshot=replace(inp.snapshot, nodes={})))
+    assert "the nodes' conditions are not in this snapshot" in loop.summary
+    (calm,) = repair_loops(inp)
+    assert "no node is unhealthy right now" in calm.summary
+
+
+def test_the_loops_next_victim_leads_and_a_node_already_going_follows() -> None:
+    failing = Condition(AHR, "False", "DCGMError", "DCGM failed", _ago(4))
+    going = replace(gpu_node("ip-10-0-1-1.us-west-2.compute.internal", failing), deleting=_ago(1))
+    next_up = gpu_node("ip-10-0-9-9.us-west-2.compute.internal", failing)
+    inp = history_of(
+        gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)),
+    )
+    healthy = [gpu_node(f"ip-10-0-6{i}-2.us-west-2.compute.internal") for i in range(8)]
+    pool = cluster([going, next_up, *healthy], [])
+    (loop,) = repair_loops(replace(inp, snapshot=pool.snapshot))
+    assert loop.nodes[:2] == (next_up.name, going.name)
+    assert loop.deadline == _ago(4) + timedelta(minutes=10)
+
+
+def test_the_reason_seen_most_names_the_loop() -> None:
+    # Three repairs for DCGMError outweigh two nodes failing with Xid 79 now.
+    xid = Condition(AHR, "False", "NvidiaXID79Error", "GPU has fallen off the bus", _ago(4))
+    now_failing = [gpu_node(f"ip-10-0-5{i}-1.us-west-2.compute.internal", xid) for i in range(2)]
+    inp = history_of(
+        *(
+            gone_claim(f"gpu-inference-a{i}", timedelta(hours=3), _ago(200 - 50 * i))
+            for i in range(3)
+        )
+    )
+    (loop,) = repair_loops(replace(inp, snapshot=cluster(now_failing, []).snapshot))
+    assert "AcceleratedHardwareReady=False (DCGMError)" in loop.summary
 
 
 # -- notready-loop: flapping within the hour, and a node that fails while it boots -------------
@@ -1299,10 +1344,13 @@ def test_a_spot_notice_six_seconds_after_the_deletion_is_an_echo_not_the_cause()
 GROUP = "gpu-l40s"
 
 
-def mng_replaced(gap: timedelta) -> DiagnosisInput:
-    """Node group gpu-l40s: a node cordoned, then NotReady `gap` later and deleted, with no
-    transition event left to say why; a live node of the group is cordoned now with
-    DCGMError. The kubelet and node controllers' events (kubernetes/kubernetes v1.33
+def mng_replaced(
+    gap: timedelta, *, replaced: int = 1, cordoned_now: bool = True, reason: str = "DCGMError"
+) -> DiagnosisInput:
+    """Node group gpu-l40s: `replaced` nodes each cordoned, then NotReady `gap` later and
+    deleted, with no transition event left to say why; a live node of the group fails
+    AcceleratedHardwareReady with `reason` now (cordoned, as MNG repair does first, or not).
+    The kubelet and node controllers' events (kubernetes/kubernetes v1.33
     pkg/kubelet/kubelet_node_status.go NodeNotSchedulable, pkg/controller/util/node/
     controller_utils.go NodeNotReady and RemovingNode); MNG repair replaces an
     AcceleratedHardwareReady failure after 10 min by default (docs.aws.amazon.com/eks/latest/
@@ -1311,51 +1359,84 @@ def mng_replaced(gap: timedelta) -> DiagnosisInput:
         gpu_node(
             "ip-10-3-40-17.us-west-2.compute.internal",
             Condition("Ready", "True", "KubeletReady", "", _ago(30)),
-            Condition(AHR, "False", "DCGMError", "DCGM health check failed", _ago(6)),
+            Condition(AHR, "False", reason, "GPU health check failed", _ago(6)),
         ),
         pool=GROUP,
         pool_kind="nodegroup",
         labels={"eks.amazonaws.com/nodegroup": GROUP, "nvidia.com/gpu.present": "true"},
-        unschedulable=True,
+        unschedulable=cordoned_now,
     )
-    gone = "ip-10-3-100-212.us-west-2.compute.internal"
-    cordoned = _ago(180)
-    said = f"Node {gone} status is now: "
-    events = [
-        event(
-            "Node",
-            gone,
-            "RegisteredNode",
-            f"Node {gone} event: Registered Node {gone} in Controller",
-            cordoned - timedelta(minutes=4),
-            source="node-controller",
-        ),
-        event(
-            "Node",
-            gone,
-            "NodeNotSchedulable",
-            said + "NodeNotSchedulable",
-            cordoned,
-            source="kubelet",
-        ),
-        event(
-            "Node",
-            gone,
-            "NodeNotReady",
-            said + "NodeNotReady",
-            cordoned + gap,
-            source="node-controller",
-        ),
-        event(
-            "Node",
-            gone,
-            "RemovingNode",
-            f"Node {gone} event: Removing Node {gone} from Controller",
-            cordoned + gap + timedelta(seconds=30),
-            source="node-controller",
-        ),
-    ]
+    events = []
+    for i in range(replaced):
+        gone = f"ip-10-3-10{i}-212.us-west-2.compute.internal"
+        cordoned = _ago(180 + 40 * i)
+        said = f"Node {gone} status is now: "
+        events += [
+            event(
+                "Node",
+                gone,
+                "RegisteredNode",
+                f"Node {gone} event: Registered Node {gone} in Controller",
+                cordoned - timedelta(minutes=4),
+                source="node-controller",
+            ),
+            event(
+                "Node",
+                gone,
+                "NodeNotSchedulable",
+                said + "NodeNotSchedulable",
+                cordoned,
+                source="kubelet",
+            ),
+            event(
+                "Node",
+                gone,
+                "NodeNotReady",
+                said + "NodeNotReady",
+                cordoned + gap,
+                source="node-controller",
+            ),
+            event(
+                "Node",
+                gone,
+                "RemovingNode",
+                f"Node {gone} event: Removing Node {gone} from Controller",
+                cordoned + gap + timedelta(seconds=30),
+                source="node-controller",
+            ),
+        ]
     return cluster([live], [], events)
+
+
+def test_a_managed_node_group_repair_read_from_events_names_the_group_and_its_cause() -> None:
+    (loop,) = repair_loops(mng_replaced(timedelta(minutes=10)))
+    assert loop.summary.startswith(
+        "Node group gpu-l40s: 1 node replaced by EKS managed node group auto repair for "
+        "AcceleratedHardwareReady=False (DCGMError)"
+    )
+    assert "median lifetime 14m" in loop.summary
+    assert "monitoring plumbing, not the GPU" in loop.summary
+    shown = "\n".join(e.text for e in loop.evidence)
+    assert "Node ip-10-3-100-212.us-west-2.compute.internal is gone" in shown
+    assert "ip-10-3-40-17.us-west-2.compute.internal: AcceleratedHardwareReady=False" in shown
+    assert loop.nodes == (
+        "ip-10-3-40-17.us-west-2.compute.internal",
+        "ip-10-3-100-212.us-west-2.compute.internal",
+    )
+
+
+def test_a_managed_node_group_loop_on_a_hardware_reason_says_find_the_cause() -> None:
+    (loop,) = repair_loops(mng_replaced(timedelta(minutes=10), reason="NvidiaXID79Error"))
+    assert "pause repair on the node group while you find the cause" in loop.summary
+    assert "monitoring plumbing" not in loop.summary
+
+
+def test_without_a_cordoned_failing_node_a_cordon_and_shutdown_tells_no_repair() -> None:
+    # Nothing left says why the gone nodes were cordoned: a drain by hand looks the same.
+    ten = timedelta(minutes=10)
+    (loop,) = repair_loops(mng_replaced(ten, replaced=2))
+    assert "2 nodes replaced" in loop.summary
+    assert repair_loops(mng_replaced(ten, replaced=2, cordoned_now=False)) == []
 
 
 @pytest.mark.parametrize(
