@@ -33,6 +33,7 @@ from mignurse.diagnose.findings import (
     Rule,
 )
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
+from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
 from mignurse.model import Condition, Event, Node, NodeClaim
 
@@ -1457,3 +1458,62 @@ def test_a_cordon_to_shutdown_gap_near_the_repair_wait_is_the_groups_repair(gap:
 )
 def test_a_cordon_to_shutdown_gap_far_from_the_repair_wait_is_not_a_repair(gap: timedelta) -> None:
     assert repair_loops(mng_replaced(gap)) == []
+
+
+# -- managed node group repair thresholds ("above which node auto repair actions will stop":
+# docs.aws.amazon.com/eks/latest/APIReference/API_NodeRepairConfig.html) -----------------------
+
+
+def group_not_ready(nodes: int, unhealthy: int, **config: int) -> Finding:
+    """`unhealthy` of the group's `nodes` went Ready=Unknown 5 min ago; repair is enabled with
+    `config`'s thresholds (describe-nodegroup's nodeRepairConfig)."""
+    members = []
+    for i in range(nodes):
+        down = Condition(
+            "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(5)
+        )
+        conditions = (down,) if i < unhealthy else ()
+        members.append(
+            replace(
+                gpu_node(f"ip-10-3-2{i:02d}-7.us-west-2.compute.internal", *conditions),
+                pool=GROUP,
+                pool_kind="nodegroup",
+                labels={"eks.amazonaws.com/nodegroup": GROUP, "nvidia.com/gpu.present": "true"},
+            )
+        )
+    described = {
+        "nodegroup": {
+            "nodegroupName": GROUP,
+            "clusterName": "ml-prod",
+            "nodeRepairConfig": {"enabled": True, **config},
+        }
+    }
+    inp = replace(
+        cluster(members, []), nodegroups={GROUP: NodeGroupRepair.from_describe(described)}
+    )
+    (found,) = [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY]
+    return found
+
+
+def held(found: Finding) -> bool:
+    return found.deadline is None and "repair held" in "\n".join(e.text for e in found.evidence)
+
+
+def test_a_group_repairs_up_to_its_unhealthy_node_count_and_stops_beyond() -> None:
+    assert group_not_ready(10, 2, maxUnhealthyNodeThresholdCount=2).deadline == _ago(5) + timedelta(
+        minutes=30
+    )
+    assert held(group_not_ready(10, 3, maxUnhealthyNodeThresholdCount=2))
+
+
+def test_a_group_repairs_up_to_its_unhealthy_percentage_and_stops_beyond() -> None:
+    assert group_not_ready(10, 2, maxUnhealthyNodeThresholdPercentage=20).deadline is not None
+    assert held(group_not_ready(10, 3, maxUnhealthyNodeThresholdPercentage=20))
+
+
+def test_without_thresholds_a_small_group_always_repairs_a_larger_one_up_to_a_fifth() -> None:
+    # The user guide: repair stops when more than five nodes and more than 20% are unhealthy.
+    assert group_not_ready(5, 5).deadline is not None
+    assert held(group_not_ready(6, 2))
+    assert group_not_ready(10, 2).deadline is not None
+    assert held(group_not_ready(10, 3))
