@@ -1517,3 +1517,68 @@ def test_without_thresholds_a_small_group_always_repairs_a_larger_one_up_to_a_fi
     assert held(group_not_ready(6, 2))
     assert group_not_ready(10, 2).deadline is not None
     assert held(group_not_ready(10, 3))
+
+
+# -- who repairs a NotReady node, and when ----------------------------------------------------
+
+
+def outlook_of(node: Node, karpenter: KarpenterSettings | None, *history: Lifecycle) -> Finding:
+    inp = DiagnosisInput(
+        snapshot=cluster(
+            [node, *(gpu_node(f"ip-10-0-6{i}-2.us-west-2.compute.internal") for i in range(4))], []
+        ).snapshot,
+        now=NOW,
+        history=History(lifecycles=history),
+        karpenter=karpenter,
+    )
+    (found,) = [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY]
+    return found
+
+
+UNKNOWN_SINCE = _ago(5)
+DOWN = gpu_node(
+    "ip-10-0-90-8.us-west-2.compute.internal",
+    Condition(
+        "Ready",
+        "Unknown",
+        "NodeStatusUnknown",
+        "Kubelet stopped posting node status.",
+        UNKNOWN_SINCE,
+    ),
+)
+
+
+def test_with_the_karpenter_deployment_unread_the_repair_is_conditional() -> None:
+    found = outlook_of(DOWN, None)
+    assert found.deadline is None
+    assert "NodeRepair gate unknown" in found.summary
+    assert "if it is on, repair acts at 2026-12-04T09:55:00Z" in "\n".join(
+        e.text for e in found.evidence
+    )
+
+
+def test_repairs_seen_in_the_pool_prove_the_gate_is_on() -> None:
+    found = outlook_of(DOWN, None, gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)))
+    assert found.deadline == UNKNOWN_SINCE + timedelta(minutes=30)
+    assert "NodeRepair evidently on" in "\n".join(e.text for e in found.evidence)
+
+
+def test_karpenter_with_node_repair_off_replaces_nothing() -> None:
+    off = KarpenterSettings(node_repair=False, feature_gates="NodeRepair=false", version="1.6.3")
+    found = outlook_of(DOWN, off)
+    assert found.deadline is None
+    assert "Karpenter with NodeRepair=false: no automatic repair" in found.summary
+
+
+def test_auto_mode_repairs_whatever_the_gate_says() -> None:
+    auto = replace(DOWN, pool_kind="auto")
+    off = KarpenterSettings(node_repair=False, feature_gates="NodeRepair=false", version="1.6.3")
+    found = outlook_of(auto, off)
+    assert found.deadline == UNKNOWN_SINCE + timedelta(minutes=30)
+    assert "EKS Auto Mode repair (always on)" in "\n".join(e.text for e in found.evidence)
+
+
+def test_a_node_outside_any_pool_has_no_automatic_repair() -> None:
+    found = outlook_of(replace(DOWN, pool="", pool_kind=""), REPAIR_ON)
+    assert found.deadline is None
+    assert "no Karpenter NodePool or node group: no automatic repair" in found.summary
