@@ -35,7 +35,7 @@ from mignurse.diagnose.findings import (
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
-from mignurse.model import Condition, Event, Node, NodeClaim
+from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
 
 NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -1582,3 +1582,27 @@ def test_a_node_outside_any_pool_has_no_automatic_repair() -> None:
     found = outlook_of(replace(DOWN, pool="", pool_kind=""), REPAIR_ON)
     assert found.deadline is None
     assert "no Karpenter NodePool or node group: no automatic repair" in found.summary
+
+
+def expired(lived: timedelta) -> list[Finding]:
+    """Two claims of a NodePool with expireAfter 24h, deleted `lived` after creation with no
+    other mark (kubernetes-sigs/karpenter v1.6.3 pkg/controllers/nodeclaim/expiration)."""
+    ends = [_ago(50), _ago(20)]
+    inp = ended_claims(ends)
+    claims = [
+        replace(c, created=ended - lived)
+        for c, ended in zip(inp.snapshot.nodeclaims.values(), ends, strict=True)
+    ]
+    pool = NodePool(name=POOL, expire_after="24h")
+    snapshot = replace(cluster([], claims).snapshot, nodepools={POOL: pool})
+    return churns(DiagnosisInput(snapshot=snapshot, now=NOW))
+
+
+def test_a_claim_deleted_at_its_expire_after_expired() -> None:
+    (found,) = expired(timedelta(hours=24))
+    assert "2 expiration (expireAfter)" in found.summary
+
+
+def test_a_claim_deleted_a_second_before_its_expire_after_did_not_expire() -> None:
+    (found,) = expired(timedelta(hours=24) - SECOND)
+    assert "2 manual deletion" in found.summary
