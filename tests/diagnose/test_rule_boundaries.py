@@ -1460,6 +1460,28 @@ def test_a_cordon_to_shutdown_gap_far_from_the_repair_wait_is_not_a_repair(gap: 
     assert repair_loops(mng_replaced(gap)) == []
 
 
+def test_nodes_being_deleted_or_without_a_ready_condition_are_not_reported() -> None:
+    down = Condition(
+        "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(40)
+    )
+    going = replace(gpu_node("ip-10-0-90-8.us-west-2.compute.internal", down), deleting=_ago(1))
+    fresh = replace(gpu_node("ip-10-0-91-8.us-west-2.compute.internal"), conditions=())
+    inp = replace(cluster([going, fresh], []), karpenter=REPAIR_ON)
+    assert [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY] == []
+
+
+def test_a_not_ready_node_without_a_transition_time_is_reported_for_an_unknown_time() -> None:
+    down = Condition(
+        "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", None
+    )
+    inp = replace(
+        cluster([gpu_node("ip-10-0-90-8.us-west-2.compute.internal", down)], []),
+        karpenter=REPAIR_ON,
+    )
+    (found,) = [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY]
+    assert "Ready=Unknown for an unknown time" in found.summary
+
+
 # -- managed node group repair thresholds ("above which node auto repair actions will stop":
 # docs.aws.amazon.com/eks/latest/APIReference/API_NodeRepairConfig.html) -----------------------
 
