@@ -37,6 +37,8 @@ from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
 from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
 
+from .test_node_rules import bundle, incident_node, sim_input
+
 NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
 POOL = "gpu-inference"
@@ -1482,6 +1484,157 @@ def test_a_not_ready_node_without_a_transition_time_is_reported_for_an_unknown_t
     assert "Ready=Unknown for an unknown time" in found.summary
 
 
+def not_ready_of(*nodes: Node, events: list[Event] | None = None) -> Finding:
+    inp = replace(cluster(list(nodes), [], events or []), karpenter=REPAIR_ON)
+    (found,) = [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY]
+    return found
+
+
+def karpenter_ready_transition(node: str, old: str, new: str, when: datetime) -> Event:
+    # Karpenter publishes the Node's condition changes too (the corpus's drift rollout,
+    # kubernetes-sigs/karpenter v1.6.3 with awslabs/operatorpkg status/controller.go).
+    reason = "KubeletReady" if new == "True" else "NodeStatusUnknown"
+    return event(
+        "Node",
+        node,
+        "Ready",
+        f"Status condition transitioned, Type: Ready, Status: {old} -> {new}, Reason: {reason}",
+        when,
+    )
+
+
+YOUNG = "ip-10-0-93-8.us-west-2.compute.internal"
+
+
+def young_down(*events: Event) -> list[Finding]:
+    node = gpu_node(
+        YOUNG,
+        Condition(
+            "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(3)
+        ),
+        created=_ago(6),
+    )
+    inp = replace(cluster([node], [], list(events)), karpenter=REPAIR_ON)
+    return [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY]
+
+
+def test_a_young_node_karpenter_saw_ready_is_reported_at_once() -> None:
+    (found,) = young_down(karpenter_ready_transition(YOUNG, "False", "True", _ago(5)))
+    assert found.nodes == (YOUNG,)
+
+
+def test_a_young_node_never_seen_ready_is_still_joining() -> None:
+    assert young_down(karpenter_ready_transition(YOUNG, "True", "Unknown", _ago(3))) == []
+
+
+def test_a_not_ready_node_without_a_creation_time_is_reported() -> None:
+    down = Condition("Ready", "False", "KubeletNotReady", "PLEG is not healthy", _ago(20))
+    found = not_ready_of(replace(gpu_node(YOUNG, down), created=None))
+    assert "the container runtime stopped answering (PLEG)" in found.summary
+
+
+def test_the_finding_quotes_the_condition_its_fate_and_the_cordon() -> None:
+    down = Condition(
+        "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(5)
+    )
+    found = not_ready_of(replace(gpu_node(YOUNG, down), unschedulable=True))
+    shown = "\n".join(e.text for e in found.evidence)
+    assert "Karpenter repair (30m toleration) replaces it at 2026-12-04T09:55:00Z" in shown
+    assert f"Node {YOUNG} is cordoned" in shown
+
+
+def test_the_node_events_of_the_hour_before_it_went_down_are_quoted() -> None:
+    since = _ago(30)
+    down = Condition(
+        "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", since
+    )
+    said = f"Node {YOUNG} status is now: "
+    events = [
+        event(
+            "Node",
+            YOUNG,
+            "Starting",
+            "Starting kubelet.",
+            since - timedelta(minutes=61),
+            source="kubelet",
+        ),
+        event(
+            "Node",
+            YOUNG,
+            "Rebooted",
+            f"Node {YOUNG} has been rebooted, boot id: 3f1c",
+            since - timedelta(hours=1),
+            source="kubelet",
+            type_="Warning",
+        ),
+        event(
+            "Node",
+            YOUNG,
+            "NodeReady",
+            said + "NodeReady",
+            since - timedelta(minutes=59),
+            source="kubelet",
+        ),
+        event(
+            "Node",
+            YOUNG,
+            "NodeHasSufficientMemory",
+            said + "NodeHasSufficientMemory",
+            since - timedelta(minutes=20),
+            source="kubelet",
+        ),
+        event(
+            "Node", YOUNG, "NodeNotReady", said + "NodeNotReady", since, source="node-controller"
+        ),
+    ]
+    found = not_ready_of(gpu_node(YOUNG, down), events=events)
+    quoted = [e.text.split(" on Node")[0] for e in found.evidence if e.source == "event"]
+    assert quoted == ["Warning Rebooted", "Normal NodeReady", "Normal NodeNotReady"]
+
+
+def test_the_last_four_node_events_are_quoted() -> None:
+    since = _ago(30)
+    down = Condition(
+        "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", since
+    )
+    said = f"Node {YOUNG} status is now: "
+    events = [
+        event(
+            "Node",
+            YOUNG,
+            reason,
+            said + reason,
+            since - timedelta(minutes=50 - 10 * i),
+            source="kubelet",
+        )
+        for i, reason in enumerate(
+            ("NodeNotSchedulable", "Rebooted", "NodeReady", "Rebooted", "NodeNotSchedulable")
+        )
+    ]
+    found = not_ready_of(gpu_node(YOUNG, down), events=events)
+    assert len([e for e in found.evidence if e.source == "event"]) == 4
+
+
+def test_three_nodes_are_named_and_more_are_counted() -> None:
+    down = Condition(
+        "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(5)
+    )
+    nodes = [gpu_node(f"ip-10-0-9{i}-8.us-west-2.compute.internal", down) for i in range(4)]
+    healthy = [gpu_node(f"ip-10-0-6{i}-2.us-west-2.compute.internal") for i in range(16)]
+    assert "more" not in not_ready_of(*nodes[:3], *healthy).summary
+    assert "; 1 more" in not_ready_of(*nodes, *healthy).summary
+    assert not_ready_of(*nodes, *healthy).summary.startswith(
+        "NodePool gpu-inference: 4 GPU nodes NotReady"
+    )
+
+
+def test_a_node_the_mig_hook_explains_is_not_reported_again_as_not_ready() -> None:
+    inp = sim_input("mig-hook-notready")
+    node = incident_node(inp)
+    inp = replace(inp, node_evidence={node.name: bundle(node)})
+    assert [f for f in findings(inp, "not_ready", not_ready.rule) if node.name in f.nodes] == []
+
+
 # -- managed node group repair thresholds ("above which node auto repair actions will stop":
 # docs.aws.amazon.com/eks/latest/APIReference/API_NodeRepairConfig.html) -----------------------
 
@@ -1526,6 +1679,7 @@ def test_a_group_repairs_up_to_its_unhealthy_node_count_and_stops_beyond() -> No
         minutes=30
     )
     assert held(group_not_ready(10, 3, maxUnhealthyNodeThresholdCount=2))
+    assert group_not_ready(10, 3).summary.startswith("Node group gpu-l40s: 3 GPU nodes NotReady")
 
 
 def test_a_group_repairs_up_to_its_unhealthy_percentage_and_stops_beyond() -> None:
