@@ -1039,6 +1039,37 @@ def test_claims_that_failed_to_launch_count_though_their_end_is_unknown() -> Non
     (found,) = churns(failed_launches(2))
     assert "2 registration failures" in found.summary
     assert found.severity == WARNING
+    gone = [e.text for e in found.evidence if "is gone" in e.text]
+    assert len(gone) == 2
+    assert all("no sign of when it ended" in line and "None" not in line for line in gone)
+
+
+def test_a_launch_failure_is_quoted_once_and_a_repeated_one_with_its_count() -> None:
+    inp = failed_launches(2)
+    first, second = inp.snapshot.events
+    retried = replace(second, count=2, last_seen=_ago(25) + timedelta(minutes=3))
+    (found,) = churns(cluster([], [], [first, retried]))
+    quoted = {
+        e.text.split(" on NodeClaim ")[1].split(" ")[0]: e
+        for e in found.evidence
+        if e.text.startswith("Warning InsufficientCapacityError")
+    }
+    assert "(x" not in quoted["gpu-inference-f0q2d"].text
+    assert "(x2 since 2026-12-04T09:05:00Z)" in quoted["gpu-inference-f1q2d"].text
+    assert quoted["gpu-inference-f1q2d"].time == retried.last_seen
+
+
+def test_a_garbled_condition_transition_event_is_read_as_no_transition() -> None:
+    # An event message cut short (the API server keeps at most 1 KiB of it).
+    garbled = event(
+        "NodeClaim",
+        "gpu-inference-g7",
+        "Ready",
+        "Status condition transitioned, Type: Rea",
+        _ago(30),
+    )
+    (found,) = churns(cluster([], [], [*failed_launches(2).snapshot.events, garbled]))
+    assert "2 registration failures" in found.summary
 
 
 def test_one_failed_launch_is_no_churn() -> None:
