@@ -35,6 +35,8 @@ from mignurse.diagnose.findings import (
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
+from mignurse.diagnose.timeline import node_timeline
+from mignurse.evidence import JournalParse, parse_journal
 from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
 
 from .test_node_rules import bundle, incident_node, sim_input
@@ -1813,3 +1815,157 @@ def test_a_claim_deleted_at_its_expire_after_expired() -> None:
 def test_a_claim_deleted_a_second_before_its_expire_after_did_not_expire() -> None:
     (found,) = expired(timedelta(hours=24) - SECOND)
     assert "2 manual deletion" in found.summary
+
+
+# -- one node's timeline ----------------------------------------------------------------------
+
+STORY = "ip-10-0-44-21.us-west-2.compute.internal"
+PROVIDER = "aws:///us-west-2b/i-0a1b2c3d4e5f60718"
+
+
+def story() -> DiagnosisInput:
+    """A node repaired for DCGMError, everything the cluster and the history say about it,
+    beside a neighbour whose own story must not leak in."""
+    node = replace(
+        gpu_node(
+            STORY,
+            Condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", _ago(58)),
+            Condition(AHR, "False", "DCGMError", "libdcgm.so not Found", _ago(13)),
+            Condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "", None),
+            created=_ago(60),
+        ),
+        instance_id="i-0a1b2c3d4e5f60718",
+        provider_id=PROVIDER,
+        deleting=_ago(3),
+    )
+    neighbour = gpu_node("ip-10-0-45-22.us-west-2.compute.internal")
+    mine = claim(
+        "gpu-inference-t1",
+        STORY,
+        _ago(61),
+        deleting=_ago(3),
+        terminated=_ago(3),
+        conditions=(
+            Condition("Launched", "True", "Launched", "", _ago(60.5)),
+            Condition("Drifted", "False", "NotDrifted", "", _ago(60.5)),
+            Condition("Initialized", "True", "Initialized", "", None),
+        ),
+    )
+    by_provider = replace(claim("gpu-inference-t2", "", _ago(61.5)), provider_id=PROVIDER)
+    theirs = claim("gpu-inference-n1", neighbour.name, _ago(200))
+    gone = replace(gone_claim("gpu-inference-t0", timedelta(hours=2), _ago(90)), node_name=STORY)
+    said = f"Node {STORY} status is now: "
+    events = [
+        event("Node", STORY, "NodeReady", said + "NodeReady", _ago(58), source="kubelet"),
+        replace(
+            event("Node", STORY, "Starting", "Starting kubelet.", _ago(59), source="kubelet"),
+            count=2,
+            last_seen=_ago(50),
+        ),
+        event("Node", neighbour.name, "NodeReady", "neighbour", _ago(57), source="kubelet"),
+        event(
+            "NodeClaim",
+            "gpu-inference-t1",
+            "DisruptionBlocked",
+            "Node is deleting or marked for deletion",
+            _ago(2),
+        ),
+        event(
+            "NodeClaim",
+            "gpu-inference-t0",
+            "Finalized",
+            "Finalized karpenter.sh/termination",
+            _ago(89),
+        ),
+        event("NodeClaim", "gpu-inference-n1", "Launched", "neighbour's claim", _ago(199)),
+        event("Pod", STORY, "Scheduled", "a pod of the same name", _ago(40)),
+        replace(
+            event("Node", STORY, "Rebooted", "no time", _ago(1)), first_seen=None, last_seen=None
+        ),
+    ]
+    history = History(
+        transitions=(replace(transition("True", _ago(58)), name=STORY),),
+        lifecycles=(
+            replace(
+                node_lifecycle(f"uid-{STORY}", _ago(60), _ago(58)), name=STORY, deleted_at=_ago(1)
+            ),
+            gone,
+        ),
+    )
+    return DiagnosisInput(
+        snapshot=cluster([node, neighbour], [mine, by_provider, theirs], events).snapshot,
+        now=NOW,
+        history=history,
+    )
+
+
+def test_a_nodes_timeline_tells_its_whole_story_in_order_and_nothing_else() -> None:
+    lines = [(e.time, e.source, e.text) for e in node_timeline(story(), STORY)]
+    ready = f"Node {STORY} status is now: NodeReady"
+    assert lines == [
+        (_ago(90) + timedelta(seconds=40), "history", "NodeClaim gpu-inference-t0 gone"),
+        (
+            _ago(89),
+            "event",
+            "NodeClaim gpu-inference-t0: Normal Finalized [karpenter]: Finalized "
+            "karpenter.sh/termination",
+        ),
+        (_ago(61.5), "nodeclaim", "NodeClaim gpu-inference-t2 created"),
+        (_ago(61), "nodeclaim", "NodeClaim gpu-inference-t1 created"),
+        (_ago(60.5), "nodeclaim", "NodeClaim gpu-inference-t1 Launched"),
+        (_ago(60), "node", "Node created in gpu-inference (g6e.12xlarge, i-0a1b2c3d4e5f60718)"),
+        (
+            _ago(59),
+            "event",
+            "Normal Starting [kubelet]: Starting kubelet. (x2, last 2026-12-04T08:40:00Z)",
+        ),
+        (_ago(58), "condition", "Ready=True KubeletReady: kubelet is posting ready status (still)"),
+        (_ago(58), "event", f"Normal NodeReady [kubelet]: {ready}"),
+        (_ago(58), "history", "Ready became True (KubeletReady)"),
+        (_ago(58), "history", "first Ready"),
+        (
+            _ago(13),
+            "condition",
+            "AcceleratedHardwareReady=False DCGMError: libdcgm.so not Found (still)",
+        ),
+        (_ago(3), "node", "Node deletion requested"),
+        (
+            _ago(3),
+            "nodeclaim",
+            "NodeClaim gpu-inference-t1 deletion requested; termination-timestamp "
+            "2026-12-04T09:27:00Z",
+        ),
+        (
+            _ago(2),
+            "event",
+            "NodeClaim gpu-inference-t1: Normal DisruptionBlocked [karpenter]: Node is deleting "
+            "or marked for deletion",
+        ),
+        (_ago(1), "history", "Node gone"),
+    ]
+
+
+def kubelet_journal(lines: int) -> JournalParse:
+    start = _ago(60)
+    text = "".join(
+        f"{(start + timedelta(seconds=i)).strftime('%Y-%m-%dT%H:%M:%S.%f')}+0000 {STORY} "
+        f"kubelet[2345]: E1204 failed to sync pod {i}\n"
+        for i in range(lines)
+    )
+    return parse_journal(text, "journal:kubelet")
+
+
+def test_a_timeline_keeps_the_latest_three_hundred_journal_lines() -> None:
+    inp = replace(
+        story(),
+        node_evidence={STORY: NodeEvidence(node=STORY, journals={"kubelet": kubelet_journal(301)})},
+    )
+    journal = [e for e in node_timeline(inp, STORY) if e.source == "journal:kubelet"]
+    assert len(journal) == 300
+    assert journal[0].text == "kubelet: E1204 failed to sync pod 1"
+    assert (
+        len(
+            [e for e in node_timeline(inp, STORY, journal_lines=2) if e.source == "journal:kubelet"]
+        )
+        == 2
+    )
