@@ -34,6 +34,7 @@ from mignurse.diagnose.findings import (
 )
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
+from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
 from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.evidence import JournalParse, parse_journal
@@ -1970,3 +1971,81 @@ def test_a_timeline_keeps_the_latest_three_hundred_journal_lines() -> None:
         )
         == 2
     )
+
+
+def test_a_consolidation_in_the_pool_proves_nothing_about_the_repair_gate() -> None:
+    found = outlook_of(
+        DOWN,
+        None,
+        gone_claim("gpu-inference-m1", timedelta(hours=3), _ago(120), None, repaired=False),
+    )
+    assert found.deadline is None
+    assert "NodeRepair gate unknown" in found.summary
+
+
+def mng_outlook(condition: str, **settings: Any) -> RepairOutlook:
+    """repair_outlook for the live node of mng_replaced's group (AcceleratedHardwareReady
+    DCGMError for 6 min, Ready for 30), its group settings as describe-nodegroup gives them."""
+    inp = mng_replaced(timedelta(minutes=10), replaced=0)
+    if settings:
+        described = {"nodegroup": {"nodegroupName": GROUP, "nodeRepairConfig": settings}}
+        inp = replace(inp, nodegroups={GROUP: NodeGroupRepair.from_describe(described)})
+    node = next(iter(inp.snapshot.nodes.values()))
+    return repair_outlook(inp, node, condition)
+
+
+def test_a_group_without_its_settings_repairs_ready_by_the_default_if_enabled() -> None:
+    down = replace(
+        gpu_node(
+            "ip-10-3-41-9.us-west-2.compute.internal",
+            Condition("Ready", "Unknown", "NodeStatusUnknown", "", _ago(5)),
+        ),
+        pool=GROUP,
+        pool_kind="nodegroup",
+    )
+    outlook = repair_outlook(cluster([down], []), down, "Ready")
+    assert outlook.deadline is None
+    assert outlook.would_be == _ago(5) + timedelta(minutes=30)
+    assert outlook.action == "Replace"
+    assert "Replace after 30m if its node repair is enabled" in outlook.who
+    timeless = replace(
+        down, conditions=(Condition("Ready", "Unknown", "NodeStatusUnknown", "", None),)
+    )
+    assert repair_outlook(cluster([timeless], []), timeless, "Ready").would_be is None
+
+
+def test_a_group_without_its_settings_takes_no_action_on_dcgm_by_default() -> None:
+    outlook = mng_outlook(AHR)
+    assert (outlook.deadline, outlook.would_be) == (None, None)
+    assert "the default takes no action for DCGM reasons" in outlook.who
+
+
+def test_a_group_seen_replacing_nodes_for_the_condition_is_evidently_on() -> None:
+    inp = mng_replaced(timedelta(minutes=10))
+    node = next(n for n in inp.snapshot.nodes.values() if n.unschedulable)
+    outlook = repair_outlook(inp, node, AHR)
+    assert outlook.deadline == _ago(6) + timedelta(minutes=10)
+    assert "evidently on" in outlook.who
+
+
+def test_a_group_override_replaces_after_its_wait_and_a_disabled_group_never() -> None:
+    override = {
+        "nodeMonitoringCondition": AHR,
+        "nodeUnhealthyReason": "DCGMError",
+        "minRepairWaitTimeMins": 15,
+        "repairAction": "Replace",
+    }
+    on = mng_outlook(AHR, enabled=True, nodeRepairConfigOverrides=[override])
+    assert on.deadline == _ago(6) + timedelta(minutes=15)
+    assert on.fate(NOW) == (
+        "managed node group gpu-l40s repair (override AcceleratedHardwareReady/DCGMError → "
+        "Replace after 15m) replaces it at 2026-12-04T09:39:00Z"
+    )
+    off = mng_outlook(AHR, enabled=False, nodeRepairConfigOverrides=[override])
+    assert off.deadline is None and off.action == "NoAction"
+    assert "its nodeRepairConfig is not enabled" in off.who
+
+
+def test_a_node_without_the_condition_has_no_repair_for_it() -> None:
+    outlook = mng_outlook("StorageReady")
+    assert outlook.who == "no StorageReady condition" and outlook.deadline is None
