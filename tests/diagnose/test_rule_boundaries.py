@@ -2049,3 +2049,40 @@ def test_a_group_override_replaces_after_its_wait_and_a_disabled_group_never() -
 def test_a_node_without_the_condition_has_no_repair_for_it() -> None:
     outlook = mng_outlook("StorageReady")
     assert outlook.who == "no StorageReady condition" and outlook.deadline is None
+
+
+def test_an_enabled_group_without_an_override_takes_no_action_on_dcgm() -> None:
+    outlook = mng_outlook(AHR, enabled=True)
+    assert (outlook.deadline, outlook.action) == (None, "NoAction")
+    assert "does not repair it: the default takes no action for DCGM reasons" in outlook.who
+
+
+def test_a_group_repair_without_a_transition_time_has_no_deadline() -> None:
+    inp = mng_replaced(timedelta(minutes=10))
+    node = next(n for n in inp.snapshot.nodes.values() if n.unschedulable)
+    timeless = replace(
+        node, conditions=tuple(replace(c, last_transition=None) for c in node.conditions)
+    )
+    seen = repair_outlook(inp, timeless, AHR)
+    assert seen.deadline is None and "evidently on" in seen.who
+    described = {"nodegroup": {"nodegroupName": GROUP, "nodeRepairConfig": {"enabled": True}}}
+    configured = replace(inp, nodegroups={GROUP: NodeGroupRepair.from_describe(described)})
+    assert repair_outlook(configured, timeless, "Ready").deadline is None
+
+
+def test_repairs_seen_in_another_group_prove_nothing_for_this_one() -> None:
+    inp = mng_replaced(timedelta(minutes=10))
+    node = next(n for n in inp.snapshot.nodes.values() if n.unschedulable)
+    elsewhere = replace(
+        node, name="ip-10-3-77-1.us-west-2.compute.internal", pool="gpu-h100", unschedulable=False
+    )
+    outlook = repair_outlook(
+        replace(
+            inp,
+            snapshot=replace(inp.snapshot, nodes={**inp.snapshot.nodes, elsewhere.name: elsewhere}),
+        ),
+        elsewhere,
+        AHR,
+    )
+    assert "evidently on" not in outlook.who
+    assert "the default takes no action for DCGM reasons" in outlook.who
