@@ -1075,6 +1075,15 @@ def test_a_garbled_condition_transition_event_is_read_as_no_transition() -> None
     assert "2 registration failures" in found.summary
 
 
+def test_a_launched_claim_that_never_registered_has_no_lifetime_yet() -> None:
+    launched = transition_event(
+        "NodeClaim", "gpu-inference-f0q2d", "Launched", "Unknown", "True", "Launched", _ago(41)
+    )
+    (found,) = churns(cluster([], [], [*failed_launches(2).snapshot.events, launched]))
+    assert "2 registration failures" in found.summary
+    assert "median lifetime" not in found.summary
+
+
 def test_one_failed_launch_is_no_churn() -> None:
     assert churns(failed_launches(1)) == []
 
@@ -2086,3 +2095,57 @@ def test_repairs_seen_in_another_group_prove_nothing_for_this_one() -> None:
     )
     assert "evidently on" not in outlook.who
     assert "the default takes no action for DCGM reasons" in outlook.who
+
+
+def transition_event(
+    kind: str, name: str, type_: str, old: str, new: str, reason: str, when: datetime
+) -> Event:
+    """Karpenter's event for a condition change, on its NodeClaims and on Nodes alike (the
+    corpus's drift rollout; awslabs/operatorpkg status/controller.go)."""
+    message = (
+        f"Status condition transitioned, Type: {type_}, Status: {old} -> {new}, Reason: {reason}"
+    )
+    return event(kind, name, type_, message, when)
+
+
+def drained_after_dcgm(i: int, failed: datetime, drained_after: timedelta) -> list[Event]:
+    """A NodeClaim and its Node, both gone: registered together, the Node's DCGMError, then
+    the claim drained `drained_after` the failure; no event names the cause."""
+    name, node = f"gpu-inference-h{i}", f"ip-10-0-12{i}-4.us-west-2.compute.internal"
+    registered = failed - timedelta(minutes=20)
+    return [
+        transition_event(
+            "NodeClaim", name, "Registered", "Unknown", "True", "Registered", registered
+        ),
+        event(
+            "Node",
+            node,
+            "RegisteredNode",
+            f"Node {node} event: Registered Node {node} in Controller",
+            registered + timedelta(seconds=5),
+            source="node-controller",
+        ),
+        transition_event("Node", node, AHR, "True", "False", "DCGMError", failed),
+        transition_event(
+            "NodeClaim", name, "Drained", "Unknown", "True", "Drained", failed + drained_after
+        ),
+    ]
+
+
+def test_a_claim_drained_from_two_minutes_before_the_repair_deadline_was_repaired() -> None:
+    # AcceleratedHardwareReady=False is repaired after 10 min; the drain may show 2 min early.
+    early = timedelta(minutes=8)
+    events = drained_after_dcgm(1, _ago(100), early) + drained_after_dcgm(2, _ago(50), early)
+    assert churns(cluster([], [], events)) == []
+    (loop,) = repair_loops(cluster([], [], events))
+    assert (
+        "2 nodes replaced by Karpenter repair for AcceleratedHardwareReady=False (DCGMError)"
+        in loop.summary
+    )
+
+
+def test_a_claim_drained_earlier_than_that_was_not_repaired() -> None:
+    early = timedelta(minutes=8) - SECOND
+    events = drained_after_dcgm(1, _ago(100), early) + drained_after_dcgm(2, _ago(50), early)
+    (found,) = churns(cluster([], [], events))
+    assert "2 unknown cause" in found.summary
