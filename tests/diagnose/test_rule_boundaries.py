@@ -40,7 +40,16 @@ from mignurse.diagnose.timeline import node_timeline
 from mignurse.evidence import JournalParse, parse_journal
 from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
 
-from .test_node_rules import bundle, incident_node, sim_input
+from .test_node_rules import (
+    about,
+    bundle,
+    incident_node,
+    relabel,
+    run,
+    sibling_node,
+    sim_input,
+    with_node,
+)
 
 NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -2149,3 +2158,31 @@ def test_a_claim_drained_earlier_than_that_was_not_repaired() -> None:
     events = drained_after_dcgm(1, _ago(100), early) + drained_after_dcgm(2, _ago(50), early)
     (found,) = churns(cluster([], [], events))
     assert "2 unknown cause" in found.summary
+
+
+# -- mig-config-failed: a reconfigure still running, or stuck ---------------------------------
+
+
+def test_a_pending_mig_reconfigure_is_stuck_only_after_fifteen_minutes() -> None:
+    # mig-manager's reconfigure takes minutes; the node's age is the only clock a snapshot has.
+    inp = sim_input("mig-hook-notready")
+    pending = relabel(sibling_node(inp), **{"nvidia.com/mig.config.state": "pending"})
+    at_edge = replace(pending, created=inp.now - timedelta(minutes=15))
+    assert "mig-config-failed" not in about(run(with_node(inp, at_edge)), at_edge.name)
+    past = replace(pending, created=inp.now - timedelta(minutes=15) - SECOND)
+    stuck = about(run(with_node(inp, past)), past.name)["mig-config-failed"]
+    assert "nvidia.com/mig.config.state=pending" in stuck.summary
+    assert "the reconfigure never finished" in stuck.summary
+
+
+# -- mig-layout-mismatch: the device plugin's first minutes -----------------------------------
+
+
+def test_a_mig_node_is_given_five_minutes_to_advertise_its_slices() -> None:
+    inp = sim_input("mig-hook-notready")
+    empty = replace(sibling_node(inp), gpu_allocatable={}, gpu_capacity={})
+    joining = replace(empty, created=inp.now - timedelta(minutes=5) + SECOND)
+    assert "mig-layout-mismatch" not in about(run(with_node(inp, joining)), joining.name)
+    late = replace(empty, created=inp.now - timedelta(minutes=5))
+    layout = about(run(with_node(inp, late)), late.name)["mig-layout-mismatch"]
+    assert "advertises no MIG resources" in layout.summary
