@@ -2186,3 +2186,57 @@ def test_a_mig_node_is_given_five_minutes_to_advertise_its_slices() -> None:
     late = replace(empty, created=inp.now - timedelta(minutes=5))
     layout = about(run(with_node(inp, late)), late.name)["mig-layout-mismatch"]
     assert "advertises no MIG resources" in layout.summary
+
+
+def test_a_gone_node_the_history_saw_end_still_pairs_with_its_claim() -> None:
+    apart = timedelta(seconds=5)
+    events = disrupted_pair(1, _ago(50), apart) + disrupted_pair(2, _ago(20), apart)
+    ended_node = replace(
+        node_lifecycle("uid-ip-10-0-71-3", _ago(300), _ago(298)),
+        name="ip-10-0-71-3.us-west-2.compute.internal",
+        deleted_at=_ago(49),
+    )
+    inp = replace(cluster([], [], events), history=History(lifecycles=(ended_node,)))
+    (found,) = churns(inp)
+    assert found.nodes == (
+        "ip-10-0-71-3.us-west-2.compute.internal",
+        "ip-10-0-72-3.us-west-2.compute.internal",
+    )
+
+
+def test_replacements_are_told_in_the_order_they_ended() -> None:
+    (found,) = churns(ended_claims([_ago(20), _ago(50)], conditions=(UNDERUTILIZED,)))
+    assert found.nodes == (
+        "ip-10-0-51-14.us-west-2.compute.internal",
+        "ip-10-0-50-14.us-west-2.compute.internal",
+    )
+
+
+def test_a_recorded_repair_quotes_the_transition_of_its_own_condition() -> None:
+    # The history recorded the DCGMError the claim was repaired for; the Node's events also
+    # show its Ready going False later, during the drain.
+    claims = [
+        gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)),
+    ]
+    events = []
+    for c in claims:
+        assert c.deleting_since is not None
+        failed = c.deleting_since - timedelta(minutes=10)
+        events += [
+            transition_event("Node", c.node_name, AHR, "True", "False", "DCGMError", failed),
+            transition_event(
+                "Node",
+                c.node_name,
+                "Ready",
+                "True",
+                "False",
+                "KubeletNotReady",
+                c.deleting_since + SECOND,
+            ),
+        ]
+    inp = replace(cluster([], [], events), history=History(lifecycles=tuple(claims)))
+    (loop,) = repair_loops(inp)
+    shown = "\n".join(e.text for e in loop.evidence)
+    assert "Type: AcceleratedHardwareReady, Status: True -> False, Reason: DCGMError" in shown
+    assert "Type: Ready, Status: True -> False" not in shown
