@@ -27,6 +27,7 @@ from mignurse.diagnose.findings import (
     NODE_NOT_READY,
     NODE_REPAIR_LOOP,
     NOTREADY_LOOP,
+    REPAIR_RISK,
     REPLACEMENT_CHURN,
     WARNING,
     Finding,
@@ -35,7 +36,7 @@ from mignurse.diagnose.findings import (
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
-from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop
+from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop, repair_risk
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.evidence import JournalParse, parse_journal
 from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
@@ -2240,3 +2241,34 @@ def test_a_recorded_repair_quotes_the_transition_of_its_own_condition() -> None:
     shown = "\n".join(e.text for e in loop.evidence)
     assert "Type: AcceleratedHardwareReady, Status: True -> False, Reason: DCGMError" in shown
     assert "Type: Ready, Status: True -> False" not in shown
+
+
+# -- repair-risk: a pool small enough that the 20% guard never holds a repair ------------------
+
+
+def pool_risk(size: int, *, failing: int = 0) -> list[Finding]:
+    dcgm = Condition(AHR, "False", "DCGMError", "libdcgm.so not Found", _ago(4))
+    nodes = [
+        gpu_node(f"ip-10-0-3{i}-5.us-west-2.compute.internal", *((dcgm,) if i < failing else ()))
+        for i in range(size)
+    ]
+    inp = replace(cluster(nodes, []), karpenter=REPAIR_ON)
+    return [
+        f
+        for f in findings(inp, "repair_risk", repair_risk.rule)
+        if f.id == REPAIR_RISK and "20% guard" in f.summary
+    ]
+
+
+def test_a_pool_of_five_gpu_nodes_with_repair_on_is_at_risk_and_six_is_not() -> None:
+    # ceil(20% × 5) = 1: one unhealthy node at a time is always repaired.
+    (risk,) = pool_risk(5)
+    assert risk.severity == INFO
+    assert "allowance 1" in risk.summary
+    assert pool_risk(6) == []
+
+
+def test_a_small_pool_with_a_node_failing_now_is_a_warning() -> None:
+    (risk,) = pool_risk(3, failing=1)
+    assert risk.severity == WARNING
+    assert "; 1 node(s) match a repair policy now" in risk.summary
