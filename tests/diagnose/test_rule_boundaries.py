@@ -27,6 +27,7 @@ from mignurse.diagnose.findings import (
     NODE_NOT_READY,
     NODE_REPAIR_LOOP,
     NOTREADY_LOOP,
+    REPAIR_BLOCKED,
     REPAIR_RISK,
     REPLACEMENT_CHURN,
     WARNING,
@@ -36,7 +37,14 @@ from mignurse.diagnose.findings import (
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
-from mignurse.diagnose.rules import churn, not_ready, notready_loop, repair_loop, repair_risk
+from mignurse.diagnose.rules import (
+    churn,
+    not_ready,
+    notready_loop,
+    repair_blocked,
+    repair_loop,
+    repair_risk,
+)
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.evidence import JournalParse, parse_journal
 from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
@@ -2272,3 +2280,36 @@ def test_a_small_pool_with_a_node_failing_now_is_a_warning() -> None:
     (risk,) = pool_risk(3, failing=1)
     assert risk.severity == WARNING
     assert "; 1 node(s) match a repair policy now" in risk.summary
+
+
+# -- repair-blocked: the guard's event of the last hour ---------------------------------------
+
+
+def blocked_seen(last: datetime) -> list[Finding]:
+    """Karpenter's NodeRepairBlocked on a Node of gpu-inference, last refreshed at `last`
+    (the pool is healthy now; kubernetes-sigs/karpenter v1.6.3 pkg/controllers/node/health/
+    events.go)."""
+    node = gpu_node("ip-10-0-30-5.us-west-2.compute.internal")
+    blocked = event(
+        "Node",
+        node.name,
+        "NodeRepairBlocked",
+        "more than 20% nodes are unhealthy in the nodepool",
+        last - timedelta(minutes=15),
+        type_="Warning",
+        count=4,
+        last=last,
+    )
+    inp = replace(cluster([node], [], [blocked]), karpenter=REPAIR_ON)
+    return [
+        f for f in findings(inp, "repair_blocked", repair_blocked.rule) if f.id == REPAIR_BLOCKED
+    ]
+
+
+def test_a_repair_blocked_event_refreshed_an_hour_ago_still_counts() -> None:
+    (found,) = blocked_seen(NOW - timedelta(hours=1))
+    assert found.nodepool == POOL
+
+
+def test_a_repair_blocked_event_older_than_an_hour_is_history() -> None:
+    assert blocked_seen(NOW - timedelta(hours=1) - SECOND) == []
