@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterClient, ClusterError
-from mignurse.cluster.dra import load_dra
+from mignurse.cluster.dra import load_dra, load_gpu_plugin_pods
 from mignurse.cluster.history import HistoryError, HistoryRecorder, HistoryStore, run_recorder
 from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available, node_pods
 from mignurse.cluster.snapshot import ClusterState, Snapshot
@@ -41,7 +41,7 @@ from mignurse.diagnose.sources import (
     read_history,
 )
 from mignurse.fleetview import PoolRow, fleet_rows
-from mignurse.model import Node, Pod
+from mignurse.model import GpuPluginPod, Node, Pod
 
 FIRST_PAGE = 500  # nodes shown (counted "so far") while the whole list is still coming
 
@@ -195,6 +195,7 @@ class LiveSource:
         self._clock = clock or client.server_now
         self._early: Snapshot | None = None  # the first page of nodes, until all are listed
         self._evidence: dict[str, NodeEvidence] = {}  # from bundles collected in this session
+        self._plugin_pods: tuple[GpuPluginPod, ...] = ()  # read again with each assessment
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
         self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
@@ -318,12 +319,15 @@ class LiveSource:
             if settings is not None:
                 self.karpenter_settings, self.karpenter_read_at = settings, asked
         self._read_dra()
+        with contextlib.suppress(ClusterError):  # the last good reading stays
+            self._plugin_pods = load_gpu_plugin_pods(self.client)
         inp = DiagnosisInput(
             snapshot=self.state.snapshot(taken_at=now),
             now=now,
             history=history,
             node_evidence=dict(self._evidence),  # what `c` collected in this session
             karpenter=self.karpenter_settings,
+            gpu_plugin_pods=self._plugin_pods,
         )
         diagnosis = diagnose(inp)
         return diagnosis, fleet_rows(inp, diagnosis)
@@ -470,6 +474,7 @@ class BundleSource:
             node_evidence=g.node_evidence,
             karpenter=g.karpenter,
             cluster_policy=g.cluster_policy,
+            gpu_plugin_pods=g.gpu_plugin_pods,
         )
         diagnosis = diagnose(inp)
         return diagnosis, fleet_rows(inp, diagnosis)

@@ -311,3 +311,13 @@ def test_pod_sums_gpu_requests_and_names_its_controller() -> None:
     assert pod.uses_gpu and pod.ready
     assert (pod.owner_kind, pod.restarts) == ("StatefulSet", 4)
     assert not Pod.from_api({"metadata": {"name": "bare"}}).uses_gpu
+
+
+def test_a_pod_whose_restart_counts_are_garbled_reads_as_no_restarts_not_a_crash() -> None:
+    # restartCount is an int32 in core/v1 ContainerStatus; a proxy or a hand-made bundle can
+    # hand over anything, and one bad pod must not stop the plugin-pod and listing readers.
+    statuses = [{"restartCount": "many"}, {"restartCount": -3}, {"restartCount": None}, {}]
+    pod = Pod.from_api({"metadata": {"name": "p"}, "status": {"containerStatuses": statuses}})
+    assert pod.restarts == 0
+    statuses.append({"restartCount": 2})
+    assert Pod.from_api({"status": {"containerStatuses": statuses}}).restarts == 2

@@ -9,9 +9,9 @@ everything then behaves as with the device plugin alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from mignurse.cluster.client import (
     PODS,
@@ -24,6 +24,9 @@ from mignurse.cluster.client import (
 )
 from mignurse.model import (
     DRA_GPU_DRIVER,
+    PLUGIN_DEVICE,
+    PLUGIN_DRA,
+    GpuPluginPod,
     NodeDevices,
     Pod,
     ResourceClaim,
@@ -31,14 +34,34 @@ from mignurse.model import (
     dra_devices_by_node,
 )
 
+T = TypeVar("T")
+
 DRA_GROUP = "resource.k8s.io"
 # Newest first; v1 is GA in Kubernetes 1.34, v1beta2 came in 1.33, v1beta1 in 1.32
 # (kubernetes v1.34 staging/src/k8s.io/api/resource/*/types.go).
 DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
-# The kubelet plugin pods of the nvidia-dra-driver-gpu chart: its per-component selector label
-# (NVIDIA/k8s-dra-driver-gpu@v25.8.0 deployments/helm/nvidia-dra-driver-gpu/templates/
-# _helpers.tpl "selectorLabels", kubeletplugin.yaml componentName "kubelet-plugin").
-DRA_PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
+# The kubelet plugin pods of the NVIDIA DRA driver, by each way it is installed. A label
+# selector cannot OR two keys, so each is listed on its own and the pods are merged.
+DRA_PLUGIN_SELECTORS = (
+    # the chart `dra-driver-nvidia-gpu` from v0.4.0: "<chart name>-component: kubelet-plugin"
+    # (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 deployments/helm/dra-driver-nvidia-gpu/
+    # templates/_helpers.tpl "selectorLabels", kubeletplugin.yaml componentName)
+    "dra-driver-nvidia-gpu-component=kubelet-plugin",
+    # gpu-operator's GPUCluster deploying the driver (NVIDIA/gpu-operator@v26.7.0
+    # manifests/state-dra-driver/0500_daemonset.yaml)
+    "app=nvidia-dra-driver-kubelet-plugin",
+    # the chart `nvidia-dra-driver-gpu` before (NVIDIA/k8s-dra-driver-gpu@v25.8.0
+    # deployments/helm/nvidia-dra-driver-gpu/templates/_helpers.tpl "selectorLabels")
+    "nvidia-dra-driver-gpu-component=kubelet-plugin",
+)
+# The gate that lets the plugin create and destroy MIG devices itself (default false,
+# kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1 pkg/featuregates/featuregates.go); at start it
+# destroys every MIG device its checkpoint does not name (cmd/gpu-kubelet-plugin/driver.go
+# NewDriver: state.DestroyUnknownMIGDevices). Both the chart (templates/kubeletplugin.yaml) and
+# gpu-operator's GPUCluster (NVIDIA/gpu-operator@v26.7.0 manifests/state-dra-driver/
+# 0500_daemonset.yaml) hand the gates over as FEATURE_GATES="Name=value,…"; the flag
+# `--feature-gates` (pkg/flags/featuregates.go) takes the same string.
+DYNAMIC_MIG_GATE = "DynamicMIG"
 
 
 def resource_slices(version: str) -> Resource:
@@ -130,24 +153,135 @@ def load_dra(client: ClusterClient, *, with_claims: bool = True) -> DraState:
     return DraState(version, slices, claims, plugin_nodes, notice, slices_read)
 
 
+def is_dra_plugin(labels: Mapping[str, str]) -> bool:
+    """Whether a pod's labels match any of DRA_PLUGIN_SELECTORS."""
+    return any(
+        labels.get(key) == value
+        for key, _, value in (s.partition("=") for s in DRA_PLUGIN_SELECTORS)
+    )
+
+
+def list_plugin_pods(
+    client: ClusterClient, parse: Callable[[dict[str, Any]], T], node: str = ""
+) -> list[T]:
+    """The DRA kubelet plugin's pods by every selector (on `node` when given), each once."""
+    seen: set[tuple[str, str]] = set()
+    found: list[T] = []
+    for selector in DRA_PLUGIN_SELECTORS:
+        query: dict[str, Any] = {"label_selector": selector}
+        if node:
+            query["field_selector"] = f"spec.nodeName={node}"
+        for raw in client.list(PODS, lambda r: r, **query).items:
+            meta = raw.get("metadata") or {}
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if key not in seen:
+                seen.add(key)
+                found.append(parse(raw))
+    return found
+
+
+# NVIDIA's device plugin pods, by each way it is installed: gpu-operator's operand
+# (NVIDIA/gpu-operator@v26.7.0 assets/state-device-plugin/0500_daemonset.yaml), the chart
+# `nvidia-device-plugin` (NVIDIA/k8s-device-plugin@v0.20.0 deployments/helm/
+# nvidia-device-plugin/templates/_helpers.tpl "templateLabels"; its gpu-feature-discovery and
+# mps-control-daemon DaemonSets carry the same label, told apart by their names) and the
+# static manifest (deployments/static/nvidia-device-plugin.yml).
+DEVICE_PLUGIN_SELECTORS = (
+    "app=nvidia-device-plugin-daemonset",
+    "app.kubernetes.io/name=nvidia-device-plugin",
+    "name=nvidia-device-plugin-ds",
+)
+_CHART_SIBLINGS = ("-gpu-feature-discovery", "-mps-control-daemon")
+
+
+def plugin_kind(raw: Mapping[str, Any]) -> str:
+    """PLUGIN_DRA, PLUGIN_DEVICE, or "" for a pod that is neither plugin."""
+    meta = raw.get("metadata") if isinstance(raw, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    labels = meta.get("labels")
+    labels = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+    if is_dra_plugin(labels):
+        return PLUGIN_DRA
+    if not any(
+        labels.get(key) == value
+        for key, _, value in (s.partition("=") for s in DEVICE_PLUGIN_SELECTORS)
+    ):
+        return ""
+    owners = meta.get("ownerReferences")
+    names = [str(o.get("name") or "") for o in owners or () if isinstance(o, dict)]
+    if any(n.endswith(_CHART_SIBLINGS) for n in names):
+        return ""
+    return PLUGIN_DEVICE
+
+
+def gpu_plugin_pods(raws: Iterable[Mapping[str, Any]]) -> tuple[GpuPluginPod, ...]:
+    """The device plugin's and the DRA kubelet plugin's pods among raw pods."""
+    found = []
+    for raw in raws:
+        kind = plugin_kind(raw)
+        if kind:
+            found.append(GpuPluginPod.from_api(raw, kind))
+    return tuple(found)
+
+
+def load_gpu_plugin_pods(client: ClusterClient) -> tuple[GpuPluginPod, ...]:
+    """Every GPU plugin pod in the cluster, by each selector, each once. ClusterError (a
+    refusal to list pods) goes to the caller."""
+    seen: set[tuple[str, str]] = set()
+    raws: list[dict[str, Any]] = []
+    for selector in (*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS):
+        for raw in client.list(PODS, lambda r: r, label_selector=selector).items:
+            meta = raw.get("metadata") or {}
+            key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+            if key not in seen:
+                seen.add(key)
+                raws.append(raw)
+    return gpu_plugin_pods(raws)
+
+
 def plugin_node_names(client: ClusterClient) -> frozenset[str]:
     """Nodes where a DRA kubelet plugin pod of the NVIDIA driver is running now."""
-    return plugin_nodes_of(
-        client.list(PODS, Pod.from_api, label_selector=DRA_PLUGIN_SELECTOR).items
-    )
+    return plugin_nodes_of(list_plugin_pods(client, Pod.from_api))
 
 
 def plugin_nodes_of(pods: Iterable[Pod]) -> frozenset[str]:
     """The nodes of those pods that are the NVIDIA DRA driver's kubelet plugin and run."""
-    key, _, value = DRA_PLUGIN_SELECTOR.partition("=")
     return frozenset(
         p.node_name
         for p in pods
-        if p.labels.get(key) == value
-        and p.phase == "Running"
-        and p.deleting is None
-        and p.node_name
+        if is_dra_plugin(p.labels) and p.phase == "Running" and p.deleting is None and p.node_name
     )
+
+
+def dynamic_mig_gate(raw_pod: Mapping[str, Any]) -> bool:
+    """Whether a plugin pod's feature gates turn DynamicMIG on: FEATURE_GATES, then a
+    `--feature-gates` argument (a flag wins over its variable); within one string the last
+    setting wins, values as strconv.ParseBool reads them; on in any container is on."""
+    spec = raw_pod.get("spec") if isinstance(raw_pod, Mapping) else None
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    on = False
+    for container in containers if isinstance(containers, list) else ():
+        if not isinstance(container, dict):
+            continue
+        value = False
+        gates: list[str] = []
+        envs, raw_args = container.get("env"), container.get("args")
+        for env in envs if isinstance(envs, list) else ():
+            if isinstance(env, dict) and env.get("name") == "FEATURE_GATES":
+                gates.append(str(env.get("value") or ""))
+        args = [a for a in raw_args if isinstance(a, str)] if isinstance(raw_args, list) else []
+        for i, arg in enumerate(args):
+            if arg.startswith("--feature-gates="):
+                gates.append(arg.split("=", 1)[1])
+            elif arg == "--feature-gates" and i + 1 < len(args):
+                gates.append(args[i + 1])
+        for text in gates:
+            for token in text.split(","):
+                name, _, setting = token.partition("=")
+                if name.strip() == DYNAMIC_MIG_GATE:
+                    value = setting.strip() in ("1", "t", "T", "TRUE", "true", "True")
+        on = on or value  # any of the pod's plugin containers running with it
+    return on
 
 
 def node_claims(client: ClusterClient, node: str) -> list[ResourceClaim]:
@@ -177,6 +311,13 @@ class NodeDra:
     version: str = ""  # "" : the cluster serves no resource.k8s.io
     devices: NodeDevices | None = None
     plugin_pods: tuple[Pod, ...] = ()  # the DRA kubelet plugin's pods on the node
+    dynamic_gate: bool = False  # a plugin pod there runs with DynamicMIG=true
+
+    @property
+    def dynamic_mig(self) -> bool:
+        """Whether the plugin makes and destroys MIG devices itself on this node: its gate, or
+        slices publishing partitionable devices (model/dra.py NodeDevices.dynamic)."""
+        return self.dynamic_gate or (self.devices is not None and self.devices.dynamic)
 
     @property
     def on(self) -> bool:
@@ -197,14 +338,14 @@ def node_dra(client: ClusterClient, node: str) -> NodeDra:
         ).items
     except ApiError:  # a server without that field selector: filter here
         slices = [s for s in client.list(kind, ResourceSlice.from_api).items if s.node_name == node]
-    pods = client.list(
-        PODS,
-        Pod.from_api,
-        label_selector=DRA_PLUGIN_SELECTOR,
-        field_selector=f"spec.nodeName={node}",
-    ).items
+    raw_pods = [
+        r
+        for r in list_plugin_pods(client, dict, node)
+        if not (r.get("metadata") or {}).get("deletionTimestamp")
+    ]
     return NodeDra(
         version,
         dra_devices_by_node(slices).get(node),
-        tuple(p for p in pods if p.deleting is None),
+        tuple(Pod.from_api(r) for r in raw_pods),
+        any(dynamic_mig_gate(r) for r in raw_pods),
     )

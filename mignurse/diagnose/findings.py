@@ -33,6 +33,7 @@ REPAIR_BLOCKED = "repair-blocked"
 MIG_CONFIG_FAILED = "mig-config-failed"
 MIG_LAYOUT_MISMATCH = "mig-layout-mismatch"
 REPAIR_RISK = "repair-risk"
+GPU_STACK_DOWN = "gpu-stack-down"
 
 # Runbook names (README, Runbooks): what a finding may point the engineer at.
 RUNBOOK_CORDON_AND_COLLECT = "cordon-and-collect"
@@ -95,6 +96,7 @@ ID_ORDER = {
             REPAIR_BLOCKED,
             MIG_CONFIG_FAILED,
             MIG_LAYOUT_MISMATCH,
+            GPU_STACK_DOWN,
             REPAIR_RISK,
         )
     )

@@ -20,7 +20,7 @@ from mignurse.evidence import (
     JournalParse,
     OsRelease,
 )
-from mignurse.model import Event, MigState
+from mignurse.model import Event, GpuPluginPod, MigState
 
 T = TypeVar("T")
 
@@ -161,6 +161,9 @@ class DiagnosisInput:
     karpenter: KarpenterSettings | None = None
     cluster_policy: Mapping[str, Any] | None = None  # NVIDIA ClusterPolicy, raw
     nodegroups: Mapping[str, NodeGroupRepair] = field(default_factory=dict)  # by name
+    # The GPU stack's plugin pods: NVIDIA's device plugin and the DRA driver's kubelet
+    # plugin, every one the cluster (or bundle) shows, with the containers that keep failing.
+    gpu_plugin_pods: tuple[GpuPluginPod, ...] = ()
 
     # Indexes built once per input: rules look things up per node, and a scan of 100,000
     # events for each of 5,000 nodes would take minutes (benchmarks/bench_diagnose.py).

@@ -36,6 +36,7 @@ from mignurse.model.fields import (
     instance_family,
     instance_id_from_provider_id,
     parse_conditions,
+    parse_count,
     parse_time,
     str_map,
 )
@@ -289,7 +290,7 @@ class Pod:
             owner_kind=str(owner.get("kind") or ""),
             created=parse_time(meta.get("creationTimestamp")),
             deleting=parse_time(meta.get("deletionTimestamp")),
-            restarts=sum(int(s.get("restartCount") or 0) for s in statuses),
+            restarts=sum(max(0, parse_count(s.get("restartCount"))) for s in statuses),
             gpu_requests=gpus,
             labels=str_map(meta.get("labels")),
         )

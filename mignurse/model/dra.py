@@ -341,3 +341,124 @@ def with_gpu_claims(pods: Iterable[Pod], claims: Iterable[ResourceClaim]) -> lis
         words = sorted(held[(pod.namespace, n)] for n in names if (pod.namespace, n) in held)
         marked.append(replace(pod, gpu_claims=tuple(words)) if words else pod)
     return marked
+
+
+# -- the GPU stack's plugin pods --------------------------------------------------------------
+
+PLUGIN_DEVICE = "device-plugin"  # NVIDIA's device plugin: nvidia.com/* in allocatable
+PLUGIN_DRA = "dra-kubelet-plugin"  # the NVIDIA DRA driver's kubelet plugin: ResourceSlices
+# Waiting reasons of a container that keeps failing to run: kubelet's back-off after a crash
+# and its start failures (kubernetes v1.34 pkg/kubelet/container/sync_result.go
+# ErrCrashLoopBackOff, ErrRunContainer, ErrCreateContainer, ErrCreateContainerConfig).
+FAILING_WAITS = frozenset(
+    {"CrashLoopBackOff", "RunContainerError", "CreateContainerError", "CreateContainerConfigError"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerTrouble:
+    """One container of a pod that keeps failing, as its status shows it (kubernetes v1.34
+    staging/src/k8s.io/api/core/v1/types.go ContainerStatus: state.waiting reason/message,
+    lastState.terminated reason/message/exitCode/finishedAt, restartCount)."""
+
+    container: str
+    init: bool = False
+    waiting_reason: str = ""
+    waiting_message: str = ""
+    last_reason: str = ""
+    last_message: str = ""
+    last_exit_code: int | None = None
+    last_finished: datetime | None = None
+    restarts: int = 0
+
+    def words(self) -> str:
+        """One line: the container, what it waits on, and how it last ended."""
+        kind = "init container" if self.init else "container"
+        parts = [f"{kind} {self.container}"]
+        if self.waiting_reason:
+            parts.append(f"waiting {self.waiting_reason}")
+        if self.restarts:
+            parts.append(f"{self.restarts} restarts")
+        last = []
+        if self.last_reason:
+            last.append(self.last_reason)
+        if self.last_exit_code is not None:
+            last.append(f"exit code {self.last_exit_code}")
+        if last:
+            parts.append("last terminated " + ", ".join(last))
+        message = (self.last_message or self.waiting_message).strip()
+        if message:
+            lines = [line for line in message.splitlines() if line.strip()]
+            tail = lines[-1].strip() if lines else message
+            parts.append(f"last error: {tail[:300]}")
+        return "; ".join(parts)
+
+
+def _trouble(status: Mapping[str, Any], init: bool) -> ContainerTrouble | None:
+    """The container's trouble when it keeps failing: a failing wait, or a restarted container
+    not ready whose last run ended in error."""
+    state = status.get("state")
+    waiting = state.get("waiting") if isinstance(state, dict) else None
+    waiting = waiting if isinstance(waiting, dict) else {}
+    last_state = status.get("lastState")
+    last = last_state.get("terminated") if isinstance(last_state, dict) else None
+    last = last if isinstance(last, dict) else {}
+    reason = str(waiting.get("reason") or "")
+    restarts = parse_count(status.get("restartCount"))
+    raw_code = last.get("exitCode")
+    code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
+    failed_last = (code is not None and code != 0) or last.get("reason") in ("Error", "OOMKilled")
+    ready = status.get("ready") is True
+    if reason not in FAILING_WAITS and not (restarts and failed_last and not ready):
+        return None
+    return ContainerTrouble(
+        container=str(status.get("name") or "?"),
+        init=init,
+        waiting_reason=reason,
+        waiting_message=str(waiting.get("message") or ""),
+        last_reason=str(last.get("reason") or ""),
+        last_message=str(last.get("message") or ""),
+        last_exit_code=code,
+        last_finished=parse_time(last.get("finishedAt")),
+        restarts=restarts,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPluginPod:
+    """A pod of the GPU stack's plugin on a node (which one in `kind`), and the containers
+    of it that keep failing."""
+
+    namespace: str
+    name: str
+    kind: str  # PLUGIN_DEVICE | PLUGIN_DRA
+    node_name: str = ""
+    phase: str = ""
+    deleting: datetime | None = None
+    troubles: tuple[ContainerTrouble, ...] = ()
+
+    @classmethod
+    def from_api(cls, raw: Mapping[str, Any], kind: str) -> GpuPluginPod:
+        meta = _map(raw.get("metadata"))
+        spec = _map(raw.get("spec"))
+        status = _map(raw.get("status"))
+        troubles: list[ContainerTrouble] = []
+        for key, init in (("initContainerStatuses", True), ("containerStatuses", False)):
+            items = status.get(key)
+            for item in items if isinstance(items, list) else ():
+                trouble = _trouble(item, init) if isinstance(item, dict) else None
+                if trouble is not None:
+                    troubles.append(trouble)
+        return cls(
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            kind=kind,
+            node_name=str(spec.get("nodeName") or ""),
+            phase=str(status.get("phase") or ""),
+            deleting=parse_time(meta.get("deletionTimestamp")),
+            troubles=tuple(troubles),
+        )
+
+    @property
+    def crash_looping(self) -> bool:
+        return bool(self.troubles) and self.deleting is None

@@ -340,6 +340,7 @@ class NodeDra:
     slice_name: str | None = None  # its published slice (the controller's own cache)
     token: int = 0  # bumped to cancel a start or a wipe already queued
     held: dict[str, tuple[str, str]] = field(default_factory=dict)  # device → (ns, claim)
+    crashed: bool = False  # the plugin crash-loops: it never registers again
 
 
 class DraDriver:
@@ -416,6 +417,12 @@ class DraDriver:
         if any(ds == DAEMONSET for ds in self._daemon_sets(machine)):
             self.plugin_pod_running(machine)
 
+    def plugin_crashed(self, machine: Machine) -> None:
+        """The plugin exits and keeps exiting before it registers: kubelet wipes its slices
+        after the wiping delay, and nothing publishes them again."""
+        self.state(machine).crashed = True
+        self._plugin_stops(machine, wipe=True)
+
     def plugin_pod_gone(self, machine: Machine) -> None:
         self._plugin_stops(machine, wipe=True)
 
@@ -451,7 +458,13 @@ class DraDriver:
 
     def _start(self, machine: Machine, token: int) -> None:
         st = self.nodes.get(machine)
-        if st is None or st.token != token or machine.removed or not machine.registered:
+        if (
+            st is None
+            or st.token != token
+            or st.crashed
+            or machine.removed
+            or not machine.registered
+        ):
             return
         it = hardware.instance_type(machine.pool.instance_type)
         st.devices = enumerate_devices(

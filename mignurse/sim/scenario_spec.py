@@ -100,6 +100,17 @@ class Step:
     nma_restart: bool = False
     events: tuple[EventSpec, ...] = ()
     line: int = 0
+    plugin_crash: PluginCrashSpec | None = None  # the node's GPU plugin starts crash-looping
+
+
+@dataclass(frozen=True)
+class PluginCrashSpec:
+    """The node's GPU plugin (device plugin, or the DRA driver's kubelet plugin on a DRA
+    pool) crash-looping: how its last run ended, as its container status shows it."""
+
+    message: str = ""  # lastState.terminated.message: the container's termination message
+    exit_code: int = 1
+    restarts: int = 5
 
 
 @dataclass(frozen=True)

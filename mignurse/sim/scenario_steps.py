@@ -19,6 +19,7 @@ from mignurse.sim.scenario_spec import (
     ConditionSpec,
     EventSpec,
     NodeRef,
+    PluginCrashSpec,
     Step,
     TaintSpec,
     TimelineItem,
@@ -38,6 +39,7 @@ _STEP = {
     "allocatable",
     "kubelet",
     "nmaRestart",
+    "gpuPluginCrash",
     "event",
     "events",
 }
@@ -139,10 +141,30 @@ def _parse_step(ctx: ParseContext, raw: Any, where: str, line: int, allowed: set
         nma_restart=ctx.boolean(d, "nmaRestart", where, False),
         events=tuple(events),
         line=line,
+        plugin_crash=_parse_plugin_crash(ctx, d, where),
     )
     if (step.reason or step.message) and step.ready is not False:
         raise ctx.fail(line, f"{where}: reason/message go with `ready: false`")
     return step
+
+
+def _parse_plugin_crash(ctx: ParseContext, d: LDict, where: str) -> PluginCrashSpec | None:
+    raw = d.get("gpuPluginCrash")
+    if raw is None:
+        return None
+    here = f"{where}.gpuPluginCrash"
+    line = ctx.line_of(d, "gpuPluginCrash")
+    m = ctx.mapping(raw, here, line, {"message", "exitCode", "restarts"})
+    exit_code = m.get("exitCode", 1)
+    restarts = m.get("restarts", 5)
+    if isinstance(exit_code, bool) or not isinstance(exit_code, int) or not 1 <= exit_code <= 255:
+        raise ctx.fail(line, f"{here}.exitCode must be 1 to 255 (a crash)")
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 1:
+        raise ctx.fail(line, f"{here}.restarts must be a whole number, at least 1")
+    message = m.get("message", "")
+    if not isinstance(message, str):
+        raise ctx.fail(line, f"{here}.message must be text")
+    return PluginCrashSpec(message=message, exit_code=exit_code, restarts=restarts)
 
 
 def _has_action(step: Step) -> bool:
@@ -156,6 +178,7 @@ def _has_action(step: Step) -> bool:
         or step.kubelet
         or step.nma_restart
         or step.events
+        or step.plugin_crash
     )
 
 

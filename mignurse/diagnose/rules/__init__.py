@@ -5,6 +5,7 @@ from __future__ import annotations
 from mignurse.diagnose.findings import Rule
 from mignurse.diagnose.rules import (
     churn,
+    gpu_stack,
     hardware,
     mig_config,
     mig_hook,
@@ -27,6 +28,7 @@ RULES: list[tuple[str, Rule]] = [
     ("repair-blocked", repair_blocked.rule),
     ("mig-config-failed", mig_config.rule),
     ("mig-layout-mismatch", mig_layout.rule),
+    ("gpu-stack-down", gpu_stack.rule),
     ("repair-risk", repair_risk.rule),
 ]
 

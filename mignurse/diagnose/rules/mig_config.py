@@ -20,14 +20,17 @@ from mignurse.diagnose.findings import (
 )
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.rules.mig_hook import (
+    MIG_MANAGER_WITHOUT_484,
     condition_evidence,
     evidence_problems,
     human,
     label_evidence,
     mig_hook_holds,
+    mig_manager_version,
     node_evidence_of,
     paused_evidence,
     paused_operands,
+    shown,
 )
 from mignurse.diagnose.supply import supply_of
 from mignurse.gpu.profiles import describe_counts
@@ -61,8 +64,11 @@ def _mig_summary(mig: MigState) -> Evidence:
     return Evidence(None, mig.source or "nvml", text)
 
 
-def _explain(node: Node, paused: list[str], after_hook: bool) -> str:
+def _explain(
+    node: Node, paused: list[str], after_hook: bool, manager: tuple[int, ...] | None
+) -> str:
     state = node.mig_config_state
+    fixed = manager is not None and manager > MIG_MANAGER_WITHOUT_484
     if after_hook:
         return (
             "after MIG reconfiguration restarted kubelet mid-bootstrap "
@@ -75,15 +81,37 @@ def _explain(node: Node, paused: list[str], after_hook: bool) -> str:
             "after a driver reload): read its pod log, deleting the pod retries"
         )
     if state == "failed":
+        causes = "invalid config, a mode change that needs a reboot"
+        if manager is None or fixed:
+            # mig-parted#484: clients that do not stop within 5 min end here, labels restored
+            causes += ", GPU clients that did not stop within 5 min"
+        version = f"mig-manager {shown(manager)} " if manager is not None else "mig-manager "
         return (
-            "mig-manager does not retry a failed state (invalid config, a mode change that "
-            "needs a reboot, or ERROR_LIBRARY_NOT_FOUND after a driver reload): read its pod "
-            "log, deleting the pod retries"
+            f"{version}gave up and restored the operand labels; it does not retry a failed "
+            f"state ({causes}, or ERROR_LIBRARY_NOT_FOUND after a driver reload): read its "
+            "pod log, deleting the pod retries"
+        )
+    if state == "pending" and paused and fixed:
+        assert manager is not None
+        return (
+            f"pending with operands paused-for-mig-change, but mig-manager {shown(manager)} "
+            "ends a client-shutdown timeout as failed with the labels restored "
+            "(NVIDIA/mig-parted#484): mig-manager is not running on the node or died "
+            "mid-reconfigure; check its pod"
         )
     if state == "pending" and paused:
+        version = (
+            f"mig-manager {shown(manager)}, without NVIDIA/mig-parted#484"
+            if manager is not None
+            else f"a mig-manager up to {shown(MIG_MANAGER_WITHOUT_484)}"
+        )
         return (
-            "pending with operands paused-for-mig-change: mig-manager is waiting on GPU "
-            "clients that never stop (client-shutdown timeout, gpu-operator#2833)"
+            "pending with operands paused-for-mig-change: mig-manager gave up on GPU clients "
+            f"that never stopped (client-shutdown timeout) and never restores the labels "
+            f"({version}; "
+            "NVIDIA/gpu-operator#2833); releases after it end this as failed with the labels "
+            "restored (NVIDIA/mig-parted#484). Reapply the layout, or make it in user data "
+            "before kubelet starts (`mignurse userdata`)"
         )
     if state == "rebooting":
         return "the reboot for a MIG mode change never completed the reconfigure"
@@ -106,13 +134,15 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     unusable = supply.unusable(node)
     severity = CRITICAL if not_ready or unusable else WARNING
     after_hook = mig_hook_holds(inp, node.name)
+    manager = mig_manager_version(inp)
 
     consequences = [w for w, on in (("NotReady", not_ready), ("no GPU resources", unusable)) if on]
     also = f" ({', '.join(consequences)})" if consequences else ""
     how_long = f" on a node {human(age)} old" if age is not None and state != "failed" else ""
     summary = (
         f"{node.name}: {LABEL_MIG_CONFIG_STATE}={state} for {LABEL_MIG_CONFIG}="
-        f"{node.mig_config or '(unset)'}{how_long}{also}: {_explain(node, paused, after_hook)}"
+        f"{node.mig_config or '(unset)'}{how_long}{also}: "
+        f"{_explain(node, paused, after_hook, manager)}"
     )
     found: list[Evidence] = [
         label_evidence(node, LABEL_MIG_CONFIG),

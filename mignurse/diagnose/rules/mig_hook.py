@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from mignurse.cluster.history import Transition
+from mignurse.diagnose.facts import parse_version
 from mignurse.diagnose.findings import (
     CRITICAL,
     MIG_HOOK_KUBELET_RESTART,
@@ -51,8 +52,59 @@ MAX_LINES = 4  # journal lines of one kind quoted as evidence; the rest are coun
 
 FIX = (
     "fix: set nvidia.com/gpu.deploy.mig-manager=false for these nodes and apply the layout in "
-    "user data with `nvidia-mig-parted apply` and an empty hooks file before kubelet starts"
+    "user data with `nvidia-mig-parted apply` and an empty hooks file before kubelet starts "
+    "(`mignurse userdata` writes it)"
 )
+
+# The last gpu-operator release read: its mig-manager ConfigMap sets
+# WITH_SHUTDOWN_HOST_GPU_CLIENTS from whether the driver is on the host, with no user setting
+# (NVIDIA/gpu-operator@v26.7.0 assets/state-mig-manager/0420_configmap.yaml). The setting is
+# NVIDIA/gpu-operator#2702 (commit 5aa78c1, "Decouple host drivers and shutdown"), which no tag
+# up to v26.7.0 contains.
+OPERATOR_CHECKED = (26, 7, 0)
+SHUTDOWN_SETTING = "WITH_SHUTDOWN_HOST_GPU_CLIENTS"
+# The last mig-manager release read without NVIDIA/mig-parted#484 ("Set failed state when
+# pod-deletion wait or validator restart fails", merged after v0.15.0 and picked for
+# release-0.15): up to it, GPU clients that do not stop within 5 min leave the operand
+# labels paused-for-mig-change and the state pending for good; with it, the state becomes
+# failed and the labels are restored.
+MIG_MANAGER_WITHOUT_484 = (0, 15, 0)
+
+
+def mig_manager_version(inp: DiagnosisInput) -> tuple[int, ...] | None:
+    """The mig-manager version the ClusterPolicy deploys (spec.migManager.version, as in
+    gpu-operator v26.7.0 deployments/gpu-operator/values.yaml `v0.15.0`); None unknown."""
+    spec = (inp.cluster_policy or {}).get("spec")
+    manager = spec.get("migManager") if isinstance(spec, dict) else None
+    version = manager.get("version") if isinstance(manager, dict) else None
+    return parse_version(version) if isinstance(version, str) else None
+
+
+def operator_version(inp: DiagnosisInput) -> tuple[int, ...] | None:
+    """The gpu-operator version from its ClusterPolicy's chart label
+    `app.kubernetes.io/version` (deployments/gpu-operator/templates/_helpers.tpl
+    "gpu-operator.labels" at v26.7.0); None unknown."""
+    meta = (inp.cluster_policy or {}).get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    version = labels.get("app.kubernetes.io/version") if isinstance(labels, dict) else None
+    return parse_version(version) if isinstance(version, str) else None
+
+
+def shown(version: tuple[int, ...]) -> str:
+    return "v" + ".".join(str(p) for p in version)
+
+
+def shutdown_advice(inp: DiagnosisInput) -> str:
+    """How to keep mig-manager from stopping kubelet, for the operator version running."""
+    version = operator_version(inp)
+    if version is not None and version > OPERATOR_CHECKED:
+        return (
+            f"gpu-operator {shown(version)} is newer than {shown(OPERATOR_CHECKED)}: if it "
+            f"carries NVIDIA/gpu-operator#2702, setting {SHUTDOWN_SETTING}=false for mig-manager "
+            "keeps kubelet running; otherwise " + FIX.removeprefix("fix: ")
+        )
+    return FIX
+
 
 # containerd/runc lines that show lost cgroups or broken shims (fixtures from the incident).
 _CONTAINERD_FAILURE = re.compile(
@@ -386,7 +438,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
         summary = (
             f"MIG reconfiguration stopped kubelet on {name} {after} after its first start "
             f"(cgroup v2, still bootstrapping); containerd lost its cgroups and {outcome}: "
-            f"replace it; {FIX}"
+            f"replace it; {shutdown_advice(inp)}"
         )
         findings.append(
             Finding(

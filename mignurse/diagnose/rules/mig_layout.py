@@ -30,6 +30,7 @@ from mignurse.diagnose.findings import (
     Finding,
 )
 from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.rules.gpu_stack import stack_down
 from mignurse.diagnose.rules.mig_hook import (
     MIG_STATES_IN_FLIGHT,
     evidence_problems,
@@ -342,6 +343,8 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
             continue
         if node.mig_config_state in MIG_STATES_IN_FLIGHT:
             continue  # mig-config-failed's (see the module docstring)
+        if node.name in stack_down(inp):
+            continue  # its plugin is down: gpu-stack-down's, the layout is not the cause
         finding = _node_finding(inp, node)
         if finding is not None:
             findings.append(finding)

@@ -15,7 +15,7 @@ from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.foreign_bundles import LAYOUT_MIGNURSE
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
-from mignurse.model import Pod, format_time
+from mignurse.model import GpuPluginPod, Pod, format_time
 
 
 class SourceError(Exception):
@@ -39,6 +39,7 @@ class Gathered:
     pods: list[Pod] = field(default_factory=list)  # cluster/pods.json: the chosen nodes' pods
     layout: str = LAYOUT_MIGNURSE  # or the foreign node bundle it was read from
     nodegroups: dict[str, NodeGroupRepair] = field(default_factory=dict)  # nodegroups.json
+    gpu_plugin_pods: tuple[GpuPluginPod, ...] = ()  # device plugin and DRA kubelet plugin
 
     def newest_time(self) -> datetime | None:
         """The newest timestamp the snapshot holds: `now` for a bundle without a manifest."""
@@ -84,6 +85,7 @@ class Gathered:
             karpenter=self.karpenter,
             cluster_policy=self.cluster_policy,
             nodegroups=self.nodegroups,
+            gpu_plugin_pods=self.gpu_plugin_pods,
         )
 
 

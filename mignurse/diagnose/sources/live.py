@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, Forbidden, NotFound
+from mignurse.cluster.dra import load_gpu_plugin_pods
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import load_snapshot
 from mignurse.diagnose.inputs import History, KarpenterSettings, controller_container_index
@@ -41,6 +42,10 @@ def load_live(
     )
     if loaded.snapshot.karpenter:
         gathered.karpenter = karpenter_settings(client, gathered.notices)
+    try:
+        gathered.gpu_plugin_pods = load_gpu_plugin_pods(client)
+    except ClusterError as exc:
+        gathered.notices.append(f"cannot list the GPU plugin pods: {exc}; gpu-stack-down is off")
     groups = sorted(
         {n.pool for n in loaded.snapshot.gpu_nodes() if n.pool_kind == "nodegroup" and n.pool}
     )

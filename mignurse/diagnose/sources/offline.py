@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mignurse.cluster.dra import plugin_nodes_of
+from mignurse.cluster.dra import gpu_plugin_pods, plugin_nodes_of
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.foreign_bundles import BundleReader, Layout, detect_layout, read_node_bundle
 from mignurse.diagnose.inputs import KarpenterSettings
@@ -24,6 +24,7 @@ from mignurse.diagnose.sources.gathered import Gathered, SourceError
 from mignurse.diagnose.sources.node_files import node_evidence
 from mignurse.model import (
     Event,
+    GpuPluginPod,
     Node,
     NodeClaim,
     NodePool,
@@ -49,6 +50,14 @@ def _items(document: Any, name: str) -> list[dict[str, Any]]:
     if isinstance(document, dict) and document.get("metadata"):
         return [document]
     raise SourceError(f"{name} is not a kubectl list (no items)")
+
+
+def _plugin_pods(document: Any) -> tuple[GpuPluginPod, ...]:
+    """The GPU plugin pods of pods.json; a damaged file is already counted by _objects."""
+    try:
+        return gpu_plugin_pods(_items(document, "pods.json"))
+    except SourceError:
+        return ()
 
 
 def _objects(
@@ -193,6 +202,7 @@ def _load(files: BundleFiles) -> Gathered:
         pods=with_gpu_claims(pods, resource_claims),
         nodegroups=nodegroups,
         notices=[*unread, *nodegroup_problems],
+        gpu_plugin_pods=_plugin_pods(doc("pods")),
     )
     for node_name in files.node_dirs():
         gathered.node_evidence[node_name] = node_evidence(files, node_name)

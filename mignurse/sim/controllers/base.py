@@ -80,6 +80,7 @@ class Machine:
     removed: bool = False
     kubelet_posting: bool = True
     nma_running: bool = False
+    gpu_plugin_crashed: bool = False  # its device plugin or DRA kubelet plugin crash-loops
     nma_memory: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     nma_faults: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     image_faults: set[str] = field(default_factory=set)  # faults its lifecycle (image) causes

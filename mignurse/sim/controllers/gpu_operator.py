@@ -71,6 +71,13 @@ class GpuOperator:
             return
         self.loops.pods.create_daemon_pods(machine, only=ds)
 
+    def plugin_crashed(self, machine: Machine) -> None:
+        """The device plugin exited: kubelet marks its devices unhealthy, so allocatable
+        goes to 0 while capacity keeps them (kubernetes v1.34
+        pkg/kubelet/cm/devicemanager/manager.go: an endpoint that stops marks its devices
+        unhealthy; GetCapacity keeps them in capacity for endpointStopGracePeriod)."""
+        self._advertise_gpus(machine)
+
     def _advertise_gpus(self, machine: Machine) -> None:
         """What the device plugin makes kubelet report: nothing allocatable while it is
         paused; the layout of `nvidia.com/mig.config` once its state is `success`."""
@@ -82,7 +89,10 @@ class GpuOperator:
         advertised = [
             r for r in node["status"].get("allocatable", {}) if r.startswith("nvidia.com/")
         ]
-        running = bool(self._operand_pods(machine, OPERAND_DAEMONSETS["device-plugin"]))
+        running = (
+            bool(self._operand_pods(machine, OPERAND_DAEMONSETS["device-plugin"]))
+            and not machine.gpu_plugin_crashed
+        )
         if labels.get(LABEL_GPU_DEPLOY + "device-plugin") != "true" or not running:
             allocatable = node["status"].setdefault("allocatable", {})
             for resource in advertised:

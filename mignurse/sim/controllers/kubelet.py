@@ -181,6 +181,8 @@ class Kubelet:
             self.loops.set_allocatable(machine, dict(step.allocatable))
         if step.nma_restart:
             self.loops.nma.start(machine)
+        if step.plugin_crash is not None:
+            self.loops.pods.crash_gpu_plugin(machine, step.plugin_crash)
         for ev in step.events:
             ref = (
                 self.loops.kubelet_ref(machine)

@@ -10,8 +10,8 @@ from mignurse.sim.controllers.base import (
     OPERAND_DAEMONSETS,
     Machine,
 )
-from mignurse.sim.objects import JsonDict
-from mignurse.sim.scenario_spec import PoolSpec
+from mignurse.sim.objects import JsonDict, ts
+from mignurse.sim.scenario_spec import PluginCrashSpec, PoolSpec
 
 if TYPE_CHECKING:
     from mignurse.sim.controllers.loops import ControlLoops
@@ -90,6 +90,58 @@ class Pods:
         self.loops.workloads.register_daemon_pod(machine, ns, name, ds)
         if ds == dra.DAEMONSET:
             self.loops.dra.plugin_pod_running(machine)
+
+    def crash_gpu_plugin(self, machine: Machine, crash: PluginCrashSpec) -> None:
+        """The node's GPU plugin pod crash-loops: its container status as kubelet writes it
+        while it backs off (kubernetes v1.34 pkg/kubelet/kuberuntime/kuberuntime_manager.go
+        doBackOff: waiting CrashLoopBackOff, "back-off <d> restarting failed container=<c>
+        pod=<name>_<namespace>(<uid>)"; lastState.terminated from the last run, reason Error
+        for a non-zero exit: pkg/kubelet/kuberuntime/kuberuntime_container.go), the pod and
+        its containers not Ready. The device plugin's GPUs stop being allocatable; the DRA
+        plugin's slices are wiped and not published again."""
+        ds = dra.DAEMONSET if machine.pool.dra else OPERAND_DAEMONSETS["device-plugin"]
+        entry = next(
+            ((ns, name) for ns, name in machine.daemon_pods if name.rsplit("-", 1)[0] == ds),
+            None,
+        )
+        pod = self.loops.tx.get("pods", *entry) if entry is not None else None
+        if pod is None:
+            return
+        now = self.loops.t
+        meta, status = pod["metadata"], pod.setdefault("status", {})
+        names = " ".join(str(c.get("name")) for c in status.get("containerStatuses") or ())
+        for cond in status.get("conditions") or ():
+            if cond.get("type") in ("Ready", "ContainersReady"):
+                cond.update(status="False", reason="ContainersNotReady",
+                            lastTransitionTime=ts(now - 60),
+                            message=f"containers with unready status: [{names}]")  # fmt: skip
+        back_off = min(10 * 2 ** (crash.restarts - 1), 300)  # kubelet: 10 s doubling to 5 min
+        waited = f"{back_off // 60}m{back_off % 60}s" if back_off >= 60 else f"{back_off}s"
+        for ctr in status.get("containerStatuses") or ():
+            who = f"pod={meta['name']}_{meta['namespace']}({meta['uid']})"
+            ctr.update(
+                ready=False,
+                started=False,
+                restartCount=crash.restarts,
+                state={"waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {waited} restarting failed container={ctr['name']} {who}",
+                }},
+                lastState={"terminated": {
+                    "exitCode": crash.exit_code,
+                    "reason": "Error",
+                    **({"message": crash.message} if crash.message else {}),
+                    "startedAt": ts(now - 2),
+                    "finishedAt": ts(now),
+                    "containerID": ctr.get("containerID", ""),
+                }},
+            )  # fmt: skip
+        self.loops.tx.put("pods", pod)
+        machine.gpu_plugin_crashed = True
+        if machine.pool.dra:
+            self.loops.dra.plugin_crashed(machine)
+        else:
+            self.loops.gpu_operator.plugin_crashed(machine)
 
     def pod_ip(self, machine: Machine) -> str:
         a, b, c, _ = machine.ip.split(".")

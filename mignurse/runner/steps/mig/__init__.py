@@ -2,9 +2,10 @@
 `nvidia-mig-parted`, never through a hook, and never restarting kubelet or containerd
 (docs/mig.md, "Reapplying a layout without hooks").
 
-The sequence, step by step: `mig-preflight` (config name valid for the node's GPU, host
-`nvidia-mig-manager.service` not active), `mig-manager-off` (the operator's mig-manager leaves
-the node: `nvidia.com/gpu.deploy.mig-manager=false`), `pause-gpu-operands` (deploy labels
+The sequence, step by step: `mig-preflight` (config name valid for the node's GPU, no
+DynamicMIG from the NVIDIA DRA driver there, host `nvidia-mig-manager.service` not active),
+`mig-manager-off` (the operator's mig-manager leaves the node:
+`nvidia.com/gpu.deploy.mig-manager=false`), `pause-gpu-operands` (deploy labels
 `paused-for-mig-change`, state `pending`, wait for those pods to go), `confirm-no-gpu-processes`,
 `apply-mig-layout` (assert → apply --mode-only → assert --mode-only → apply → assert, then
 `nvidia-smi -L`), `verify-mig-layout` (per-GPU profile counts from the node's NVML probe, else
@@ -31,7 +32,9 @@ Decisions:
   turning it back on makes it reconcile the node again, possibly stopping kubelet: docs/mig.md).
   Undo turns it back on as it was.
 - Pausing mirrors mig-manager (its reconfigure step 4, docs/mig.md): only operand labels that are
-  `true` become `paused-for-mig-change`; `false` stays `false`. Resuming puts back what pause found,
+  `true` become `paused-for-mig-change`; `false` stays `false`. Third-party GPU clients' label
+  `nvidia.com/gpu.deploy.client` is one of them where the node carries it, and the DaemonSet
+  pods that select on it are waited for (mig-parted v0.15.0). Resuming puts back what pause found,
   except that a label already `paused-for-mig-change` before the run (a stuck mig-manager left it,
   NVIDIA/gpu-operator#2833) becomes `true`, as mig-manager itself does on success (step 8); undo
   puts back exactly what each step found.

@@ -32,14 +32,26 @@ from mignurse.runner.steps.mig.nodecmd import POLL_SECONDS
 LABEL_MIG_MANAGER = LABEL_GPU_DEPLOY_PREFIX + "mig-manager"
 PAUSED = "paused-for-mig-change"
 # Operand deploy labels mig-manager pauses, and the pods it waits for (NVIDIA/mig-parted
-# v0.15.0 pkg/mig/reconfigure/reconfigure.go).
-OPERAND_KEYS = ("device-plugin", "gpu-feature-discovery", "dcgm-exporter", "dcgm", "nvsm")
+# v0.15.0 pkg/mig/reconfigure/reconfigure.go shutdownKubernetesGPUClients,
+# waitForPodsToBeDeleted). `client` is the label third-party GPU clients' DaemonSets select
+# on (gpuClientDeployLabel): paused only when the node carries it, and its pods are the node's
+# DaemonSet pods whose nodeSelector names it (waitForPodsWithNodeSelector).
+OPERAND_KEYS = (
+    "device-plugin",
+    "gpu-feature-discovery",
+    "dcgm-exporter",
+    "dcgm",
+    "nvsm",
+    "client",
+)
 OPERAND_APPS = (
     "nvidia-device-plugin-daemonset",
     "gpu-feature-discovery",
     "nvidia-dcgm-exporter",
     "nvidia-dcgm",
 )
+LABEL_GPU_CLIENT = LABEL_GPU_DEPLOY_PREFIX + "client"
+OPERAND_SELECTOR_KEYS = (LABEL_GPU_CLIENT,)
 MIG_MANAGER_APP = "nvidia-mig-manager"
 
 
@@ -70,15 +82,18 @@ def set_labels(
     return {k: recorded.get(k, prior[k]) for k in labels}
 
 
-def pods_of(ctx: StepContext, apps: tuple[str, ...]) -> list[str]:
-    """namespace/name of the node's pods whose `app` label is one of `apps`."""
+def pods_of(
+    ctx: StepContext, apps: tuple[str, ...], selector_keys: tuple[str, ...] = ()
+) -> list[str]:
+    """namespace/name of the node's pods whose `app` label is one of `apps`, and of its
+    DaemonSet pods whose nodeSelector names one of `selector_keys`."""
     found: list[str] = []
     try:
         pages = ctx.client.list_pages(PODS, field_selector=f"spec.nodeName={ctx.node}")
         for page, _version in pages:
             for pod in page:
                 meta = pod.get("metadata") or {}
-                if (meta.get("labels") or {}).get("app") in apps:
+                if (meta.get("labels") or {}).get("app") in apps or _selects_on(pod, selector_keys):
                     found.append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
     except ClusterError as exc:
         raise StepFailed(
@@ -87,11 +102,26 @@ def pods_of(ctx: StepContext, apps: tuple[str, ...]) -> list[str]:
     return sorted(found)
 
 
-def wait_pods_gone(ctx: StepContext, apps: tuple[str, ...], what: str) -> None:
-    """Wait for the node's pods of `apps` to go; a blip of the API server is waited out."""
+def _selects_on(pod: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """A DaemonSet's pod whose nodeSelector holds one of `keys`, whatever the value."""
+    if not keys:
+        return False
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
+    daemon = any(
+        isinstance(o, dict) and o.get("controller") and o.get("kind") == "DaemonSet" for o in owners
+    )
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    return daemon and isinstance(selector, dict) and any(k in selector for k in keys)
+
+
+def wait_pods_gone(
+    ctx: StepContext, apps: tuple[str, ...], what: str, selector_keys: tuple[str, ...] = ()
+) -> None:
+    """Wait for the node's pods of `apps` (and DaemonSet pods selecting on `selector_keys`) to
+    go; a blip of the API server is waited out."""
     while True:
         try:
-            left = pods_of(ctx, apps)
+            left = pods_of(ctx, apps, selector_keys)
         except StepFailed as exc:
             if not exc.retryable or ctx.time_left() <= 0:
                 raise
@@ -243,8 +273,9 @@ class PauseGpuOperands(LabelStep):
     def plan(self, ctx: StepContext) -> StepPlan:
         plan = super().plan(ctx)
         plan.notes.append(
-            f"waits for the {', '.join(OPERAND_APPS)} pods on the node to go; "
-            "labels already false stay false"
+            f"waits for the {', '.join(OPERAND_APPS)} pods, and DaemonSet pods selecting on "
+            f"{LABEL_GPU_CLIENT} (third-party GPU clients), on the node to go; labels already "
+            "false, or absent, stay so"
         )
         plan.nothing_to_do = False
         return plan
@@ -269,11 +300,11 @@ class PauseGpuOperands(LabelStep):
         }
 
     def settle(self, ctx: StepContext, written: datetime | None) -> dict[str, Any]:
-        wait_pods_gone(ctx, OPERAND_APPS, "GPU operand pods are")
+        wait_pods_gone(ctx, OPERAND_APPS, "GPU operand pods are", OPERAND_SELECTOR_KEYS)
         return {}
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
-        left = pods_of(ctx, OPERAND_APPS)
+        left = pods_of(ctx, OPERAND_APPS, OPERAND_SELECTOR_KEYS)
         if left:
             return f"GPU operand pods still run on {ctx.node}: {', '.join(left)}"
         return super().verify(ctx, plan, applied)

@@ -1,6 +1,7 @@
 """What must hold before any MIG write, and the guard that nothing restarts: `mig-preflight`
 (the config is valid for the node's GPU, the node is not Bottlerocket and is Ready, since this
-runbook never restarts kubelet or containerd to bring it back, and the host
+runbook never restarts kubelet or containerd to bring it back, its NVIDIA DRA driver does not
+run DynamicMIG, and the host
 `nvidia-mig-manager.service`, only asked about, is not active) and
 `confirm-no-gpu-processes` (no process holds the GPUs, waited for until the step's timeout).
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mignurse.cluster.client import ClusterError
+from mignurse.cluster.dra import DYNAMIC_MIG_GATE, node_dra
 from mignurse.gpu.profiles import (
     describe_counts,
 )
@@ -46,6 +49,38 @@ def _host_service(ctx: StepContext) -> tuple[str, str]:
     return active.strip() or "unknown", enabled.strip() or "not installed"
 
 
+def dynamic_mig_refusal(ctx: StepContext) -> str | None:
+    """One line refusing a node whose NVIDIA DRA driver runs DynamicMIG; None elsewhere
+    (the GPUCluster's gates: NVIDIA/gpu-operator@v26.7.0 api/nvidia/v1alpha1/
+    gpucluster_types.go `draDriver.featureGates`).
+    Such a plugin creates MIG devices per claim and, at its start, destroys every MIG device
+    its checkpoint does not name (kubernetes-sigs/dra-driver-nvidia-gpu@v0.4.1
+    cmd/gpu-kubelet-plugin/driver.go NewDriver: DestroyUnknownMIGDevices): a layout applied
+    beside it is destroyed, and its own devices would be destroyed under running claims."""
+    try:
+        dra = node_dra(ctx.client, ctx.node)
+    except ClusterError as exc:
+        return (
+            f"cannot tell whether the NVIDIA DRA driver runs {DYNAMIC_MIG_GATE} on {ctx.node} "
+            f"({exc}): a {DYNAMIC_MIG_GATE} plugin destroys MIG devices it did not create, so "
+            "this runbook does not run blind"
+        )
+    if not dra.dynamic_mig:
+        return None
+    how = (
+        f"its kubelet plugin runs with {DYNAMIC_MIG_GATE}=true"
+        if dra.dynamic_gate
+        else "its ResourceSlices publish partitionable MIG devices"
+    )
+    return (
+        f"node {ctx.node} gets its MIG devices from the NVIDIA DRA driver's {DYNAMIC_MIG_GATE} "
+        f"({how}): the plugin creates MIG devices per claim and destroys, at every start, those "
+        "it did not create, so a layout applied here would be destroyed; leave MIG to the "
+        f"driver, or turn {DYNAMIC_MIG_GATE} off (`featureGates` in the driver's Helm values, or "
+        "the GPUCluster's `spec.draDriver.featureGates`) before partitioning the node yourself"
+    )
+
+
 def _host_refusal(active: str) -> str | None:
     if active in ("active", "activating", "reloading"):
         return (
@@ -71,6 +106,9 @@ class MigPreflight(Action):
             if refusal:
                 return refusal
             target = resolve_target(ctx)
+            dynamic = dynamic_mig_refusal(ctx)
+            if dynamic:
+                return dynamic
             down = not_ready(target.raw)
             if down:
                 return (
@@ -107,6 +145,9 @@ class MigPreflight(Action):
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         target = resolve_target(ctx)
         refusal = bottlerocket_refusal(target.node, target.config)
+        if refusal:
+            raise StepFailed(refusal)
+        refusal = dynamic_mig_refusal(ctx)
         if refusal:
             raise StepFailed(refusal)
         active, enabled = _host_service(ctx)
