@@ -2313,3 +2313,83 @@ def test_a_repair_blocked_event_refreshed_an_hour_ago_still_counts() -> None:
 
 def test_a_repair_blocked_event_older_than_an_hour_is_history() -> None:
     assert blocked_seen(NOW - timedelta(hours=1) - SECOND) == []
+
+
+# -- NodeClaims gone from the list: when they ended, and why -----------------------------------
+
+
+def drained_unexplained(i: int, launched: datetime, lived: timedelta) -> list[Event]:
+    name = f"gpu-inference-x{i}"
+    registered = launched + timedelta(minutes=1)
+    return [
+        transition_event("NodeClaim", name, "Launched", "Unknown", "True", "Launched", launched),
+        transition_event(
+            "NodeClaim", name, "Registered", "Unknown", "True", "Registered", registered
+        ),
+        transition_event(
+            "NodeClaim", name, "Drained", "Unknown", "True", "Drained", launched + lived
+        ),
+    ]
+
+
+def expiring_pool(lived: timedelta) -> list[Finding]:
+    """Two claims known only by their events, launched and drained `lived` apart, in a
+    NodePool with expireAfter 24h."""
+    events = drained_unexplained(1, _ago(60 * 29), lived) + drained_unexplained(
+        2, _ago(60 * 26), lived
+    )
+    inp = cluster([], [], events)
+    pool = NodePool(name=POOL, expire_after="24h")
+    return churns(replace(inp, snapshot=replace(inp.snapshot, nodepools={POOL: pool})))
+
+
+def test_a_gone_claim_drained_at_its_expire_after_expired() -> None:
+    (found,) = expiring_pool(timedelta(hours=24))
+    assert "2 expiration (expireAfter)" in found.summary
+
+
+def test_a_gone_claim_drained_a_second_before_its_expire_after_has_no_known_cause() -> None:
+    (found,) = expiring_pool(timedelta(hours=24) - SECOND)
+    assert "2 unknown cause" in found.summary
+
+
+def test_a_repair_the_history_saw_takes_what_it_missed_from_the_live_claim() -> None:
+    # The watcher saw both claims deleted but not their nodes' condition nor their image;
+    # the claims, still finalizing, and their nodes show both.
+    dcgm = Condition(AHR, "False", "DCGMError", "libdcgm.so not Found", _ago(40))
+    claims, nodes, seen = [], [], []
+    for i, ended in enumerate((_ago(30), _ago(4))):
+        name, node = f"gpu-inference-w{i}", f"ip-10-0-15{i}-4.us-west-2.compute.internal"
+        claims.append(
+            claim(name, node, ended - timedelta(hours=2), deleting=ended, terminated=ended)
+        )
+        nodes.append(replace(gpu_node(node, dcgm), deleting=ended + SECOND))
+        seen.append(
+            replace(
+                gone_claim(name, timedelta(hours=2), ended, None, image=""),
+                node_name=node,
+                deleted_at=None,
+            )
+        )
+    inp = replace(cluster(nodes, claims), history=History(lifecycles=tuple(seen)))
+    (loop,) = repair_loops(inp)
+    assert "AcceleratedHardwareReady=False (DCGMError)" in loop.summary
+    assert f"every repaired NodeClaim ran image {AMI}" in "\n".join(e.text for e in loop.evidence)
+
+
+def test_a_repaired_node_failing_two_ways_is_named_by_the_repair_due_first() -> None:
+    # Ready=False for 25 min is repaired at 30; DCGMError for 12 min at 10: DCGM came due first.
+    both = (
+        Condition("Ready", "False", "KubeletNotReady", "", _ago(25)),
+        Condition(AHR, "False", "DCGMError", "libdcgm.so not Found", _ago(12)),
+        Condition("StorageReady", "False", "IOError", "", None),
+    )
+    claims, nodes = [], []
+    for i, ended in enumerate((_ago(2), _ago(1))):
+        name, node = f"gpu-inference-v{i}", f"ip-10-0-16{i}-4.us-west-2.compute.internal"
+        claims.append(
+            claim(name, node, ended - timedelta(hours=2), deleting=ended, terminated=ended)
+        )
+        nodes.append(replace(gpu_node(node, *both), deleting=ended + SECOND))
+    (loop,) = repair_loops(cluster(nodes, claims))
+    assert "AcceleratedHardwareReady=False (DCGMError)" in loop.summary
