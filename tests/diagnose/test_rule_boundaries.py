@@ -2393,3 +2393,39 @@ def test_a_repaired_node_failing_two_ways_is_named_by_the_repair_due_first() -> 
         nodes.append(replace(gpu_node(node, *both), deleting=ended + SECOND))
     (loop,) = repair_loops(cluster(nodes, claims))
     assert "AcceleratedHardwareReady=False (DCGMError)" in loop.summary
+
+
+def recorded_node_transitions(claims: list[Lifecycle], condition: str, status: str) -> History:
+    """The watcher's history: the claims, and each node's `condition` turning `status` ten
+    minutes before its claim ended."""
+    recorded = []
+    for c in claims:
+        assert c.ended is not None
+        recorded.append(
+            replace(
+                transition(status, c.ended - timedelta(minutes=10)),
+                name=c.node_name,
+                condition=condition,
+            )
+        )
+    return History(lifecycles=tuple(claims), transitions=tuple(recorded))
+
+
+def test_recorded_node_transitions_beside_consolidated_claims_are_read_without_error() -> None:
+    claims = [
+        gone_claim("gpu-inference-m1", timedelta(hours=3), _ago(120), None, repaired=False),
+        gone_claim("gpu-inference-m2", timedelta(hours=3), _ago(60), None, repaired=False),
+    ]
+    inp = replace(cluster([], []), history=recorded_node_transitions(claims, "Ready", "True"))
+    (found,) = churns(inp)
+    assert "2 consolidation" in found.summary
+
+
+def test_recorded_node_transitions_beside_repaired_claims_are_read_without_error() -> None:
+    claims = [
+        gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)),
+    ]
+    inp = replace(cluster([], []), history=recorded_node_transitions(claims, AHR, "False"))
+    (loop,) = repair_loops(inp)
+    assert "2 nodes replaced by Karpenter repair" in loop.summary
