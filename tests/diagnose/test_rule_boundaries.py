@@ -62,6 +62,7 @@ from .test_node_rules import (
 
 NOW = datetime(2026, 12, 4, 9, 30, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
+HOUR = timedelta(hours=1)
 POOL = "gpu-inference"
 SHAPE = "g6e.12xlarge"
 AMI = "ami-0a7f3c9e2d41b8f56"
@@ -2233,6 +2234,12 @@ def test_a_recorded_repair_quotes_the_transition_of_its_own_condition() -> None:
         assert c.deleting_since is not None
         failed = c.deleting_since - timedelta(minutes=10)
         events += [
+            transition_event(
+                "Node", c.node_name, AHR, "True", "False", "DCGMDiagnosticFailure", failed - HOUR
+            ),
+            transition_event(
+                "Node", c.node_name, AHR, "False", "True", "NvidiaGPUIsReady", failed - HOUR / 2
+            ),
             transition_event("Node", c.node_name, AHR, "True", "False", "DCGMError", failed),
             transition_event(
                 "Node",
@@ -2249,6 +2256,8 @@ def test_a_recorded_repair_quotes_the_transition_of_its_own_condition() -> None:
     shown = "\n".join(e.text for e in loop.evidence)
     assert "Type: AcceleratedHardwareReady, Status: True -> False, Reason: DCGMError" in shown
     assert "Type: Ready, Status: True -> False" not in shown
+    # The last time it failed, not an earlier failure it recovered from.
+    assert "DCGMDiagnosticFailure" not in shown
 
 
 # -- repair-risk: a pool small enough that the 20% guard never holds a repair ------------------
@@ -2429,3 +2438,45 @@ def test_recorded_node_transitions_beside_repaired_claims_are_read_without_error
     inp = replace(cluster([], []), history=recorded_node_transitions(claims, AHR, "False"))
     (loop,) = repair_loops(inp)
     assert "2 nodes replaced by Karpenter repair" in loop.summary
+
+
+def test_a_recorded_repair_is_quoted_with_its_whole_life() -> None:
+    # The watcher first saw gpu-inference-a1 an hour after it was created.
+    first = gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120))
+    late_watch = replace(first, first_seen=first.first_seen + HOUR)
+    inp = history_of(late_watch, gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)))
+    (loop,) = repair_loops(inp)
+    assert "median lifetime 3h 30m" in loop.summary
+    assert (
+        f"NodeClaim gpu-inference-a1 (node {first.node_name}, image {AMI}) deletion requested "
+        "2026-12-04T07:30:00Z, gone 2026-12-04T07:30:40Z; karpenter.sh/nodeclaim-termination-"
+        "timestamp=2026-12-04T07:30:00Z; DisruptionReason none; lived 3h 0m; last unhealthy "
+        "AcceleratedHardwareReady=False DCGMError → Karpenter repair"
+    ) in [e.text for e in loop.evidence]
+
+
+def test_a_recorded_repair_explains_the_interruption_queues_echo() -> None:
+    claims = [
+        gone_claim("gpu-inference-a1", timedelta(hours=3), _ago(120)),
+        gone_claim("gpu-inference-b2", timedelta(hours=4), _ago(30)),
+    ]
+    echo = event(
+        "NodeClaim",
+        "gpu-inference-b2",
+        "InstanceTerminating",
+        "Instance is terminating",
+        _ago(30) + timedelta(seconds=20),
+        type_="Warning",
+    )
+    inp = replace(cluster([], [], [echo]), history=History(lifecycles=tuple(claims)))
+    (loop,) = repair_loops(inp)
+    shown = "\n".join(e.text for e in loop.evidence)
+    assert "came after the deletion: the interruption queue's echo" in shown
+
+
+def test_a_claim_that_only_launched_is_not_counted_as_ended() -> None:
+    # Its events show it launching, nothing of an end nor of a failure to register.
+    launching = transition_event(
+        "NodeClaim", "gpu-inference-l9", "Launched", "Unknown", "True", "Launched", _ago(3)
+    )
+    assert churns(cluster([], [], [*failed_launches(1).snapshot.events, launching])) == []
