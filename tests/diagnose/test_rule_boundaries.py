@@ -447,7 +447,8 @@ def test_repairs_whose_condition_was_not_recorded_are_still_a_loop() -> None:
             claim(name, node, ended - timedelta(hours=2), deleting=ended, terminated=ended)
         )
         nodes.append(replace(gpu_node(node), deleting=ended + SECOND))
-    nodes.append(gpu_node("ip-10-0-109-6.us-west-2.compute.internal"))  # healthy bystander
+    # a healthy bystander, being consolidated
+    nodes.append(replace(gpu_node("ip-10-0-109-6.us-west-2.compute.internal"), deleting=_ago(2)))
     (loop,) = repair_loops(cluster(nodes, claims))
     assert loop.nodes == (
         "ip-10-0-100-6.us-west-2.compute.internal",
@@ -908,7 +909,7 @@ def test_a_ready_event_stamped_after_the_notready_transition_is_no_early_failure
     # A kubelet clock ahead of the control plane's: NodeReady reads later than the
     # NotReady transition the API server stamped.
     node = gpu_node(
-        NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(20)), created=_ago(400)
+        NODE, Condition("Ready", "False", "KubeletNotReady", "", _ago(20)), created=_ago(25)
     )
     assert notready_loops(cluster([node], [], [ready_event("True", _ago(10))])) == []
 
@@ -1685,7 +1686,8 @@ def test_three_nodes_are_named_and_more_are_counted() -> None:
     nodes = [gpu_node(f"ip-10-0-9{i}-8.us-west-2.compute.internal", down) for i in range(4)]
     healthy = [gpu_node(f"ip-10-0-6{i}-2.us-west-2.compute.internal") for i in range(16)]
     assert "more" not in not_ready_of(*nodes[:3], *healthy).summary
-    assert "; 1 more" in not_ready_of(*nodes, *healthy).summary
+    four = not_ready_of(*nodes, *healthy).summary
+    assert "; 1 more" in four and nodes[3].name not in four
     assert not_ready_of(*nodes, *healthy).summary.startswith(
         "NodePool gpu-inference: 4 GPU nodes NotReady"
     )
@@ -2480,3 +2482,74 @@ def test_a_claim_that_only_launched_is_not_counted_as_ended() -> None:
         "NodeClaim", "gpu-inference-l9", "Launched", "Unknown", "True", "Launched", _ago(3)
     )
     assert churns(cluster([], [], [*failed_launches(1).snapshot.events, launching])) == []
+
+
+def mng_triggered(replaced: int) -> DiagnosisInput:
+    """Nodes of an unnamed managed node group replaced after Karpenter's Node condition
+    event told their DCGMError a minute before the cordon; a live group node fails the same
+    way, not cordoned yet, beside a Karpenter node failing alike."""
+    events = []
+    for i in range(replaced):
+        gone = f"ip-10-3-11{i}-212.us-west-2.compute.internal"
+        cordoned = _ago(120 + 40 * i)
+        said = f"Node {gone} status is now: "
+        events += [
+            transition_event(
+                "Node", gone, AHR, "True", "False", "DCGMError", cordoned - timedelta(minutes=1)
+            ),
+            event(
+                "Node",
+                gone,
+                "NodeNotSchedulable",
+                said + "NodeNotSchedulable",
+                cordoned,
+                source="kubelet",
+            ),
+            event(
+                "Node",
+                gone,
+                "NodeNotReady",
+                said + "NodeNotReady",
+                cordoned + timedelta(minutes=9),
+                source="node-controller",
+            ),
+        ]
+    dcgm = Condition(AHR, "False", "DCGMError", "DCGM health check failed", _ago(3))
+    live = replace(
+        gpu_node("ip-10-3-40-17.us-west-2.compute.internal", dcgm),
+        pool=GROUP,
+        pool_kind="nodegroup",
+        labels={"eks.amazonaws.com/nodegroup": GROUP},
+    )
+    karpenter_node = gpu_node("ip-10-0-70-1.us-west-2.compute.internal", dcgm)
+    return cluster([live, karpenter_node], [], events)
+
+
+def test_two_group_repairs_told_by_their_trigger_are_a_loop_and_one_is_not() -> None:
+    (loop,) = repair_loops(mng_triggered(2))
+    assert loop.summary.startswith("A managed node group: 2 nodes replaced")
+    assert loop.nodes[0] == "ip-10-3-40-17.us-west-2.compute.internal"
+    assert "ip-10-0-70-1.us-west-2.compute.internal" not in loop.nodes
+    assert [f for f in repair_loops(mng_triggered(1)) if f.nodepool == ""] == []
+
+
+def test_a_group_loop_quotes_the_groups_repair_config() -> None:
+    override = {
+        "nodeMonitoringCondition": AHR,
+        "nodeUnhealthyReason": "DCGMError",
+        "minRepairWaitTimeMins": 10,
+        "repairAction": "Replace",
+    }
+    config = {"enabled": True, "nodeRepairConfigOverrides": [override]}
+    described = {"nodegroup": {"nodegroupName": GROUP, "nodeRepairConfig": config}}
+    inp = replace(
+        mng_replaced(timedelta(minutes=10)),
+        nodegroups={GROUP: NodeGroupRepair.from_describe(described)},
+    )
+    (loop,) = repair_loops(inp)
+    quoted = [e.text for e in loop.evidence if e.source == "nodegroup"]
+    assert quoted == [
+        'node group gpu-l40s nodeRepairConfig {"enabled": true, "nodeRepairConfigOverrides": '
+        '[{"minRepairWaitTimeMins": 10, "nodeMonitoringCondition": "AcceleratedHardwareReady", '
+        '"nodeUnhealthyReason": "DCGMError", "repairAction": "Replace"}]}'
+    ]
