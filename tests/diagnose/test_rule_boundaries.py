@@ -2553,3 +2553,41 @@ def test_a_group_loop_quotes_the_groups_repair_config() -> None:
         '[{"minRepairWaitTimeMins": 10, "nodeMonitoringCondition": "AcceleratedHardwareReady", '
         '"nodeUnhealthyReason": "DCGMError", "repairAction": "Replace"}]}'
     ]
+
+
+def grace_expiring(i: int, seen: datetime, marked_after: timedelta) -> list[Event]:
+    """A gone NodeClaim whose termination event quotes its termination-timestamp
+    annotation (kubernetes-sigs/karpenter v1.6.3 pkg/controllers/node/termination/terminator/
+    events/events.go TerminationGracePeriodExpiring: "All pods will be deleted by <ts>")."""
+    name = f"gpu-inference-q{i}"
+    marked = seen + marked_after
+    return [
+        transition_event(
+            "NodeClaim", name, "Registered", "Unknown", "True", "Registered", seen - HOUR
+        ),
+        event(
+            "NodeClaim",
+            name,
+            "TerminationGracePeriodExpiring",
+            f"All pods will be deleted by {marked.strftime('%Y-%m-%dT%H:%M:%SZ')}",
+            seen,
+            type_="Warning",
+        ),
+    ]
+
+
+def test_a_termination_timestamp_within_ten_seconds_of_its_event_is_repairs_mark() -> None:
+    # Repair writes the annotation as "now" and deletes at once; the event follows.
+    apart = timedelta(seconds=10)
+    events = grace_expiring(1, _ago(90), apart) + grace_expiring(2, _ago(30), -apart)
+    assert churns(cluster([], [], events)) == []
+    (loop,) = repair_loops(cluster([], [], events))
+    assert "2 nodes replaced by Karpenter repair for an unrecorded condition" in loop.summary
+
+
+def test_a_termination_timestamp_later_than_that_is_a_grace_period_not_a_repair() -> None:
+    events = grace_expiring(1, _ago(90), timedelta(seconds=11)) + grace_expiring(
+        2, _ago(30), timedelta(hours=2)
+    )
+    (found,) = churns(cluster([], [], events))
+    assert "2 unknown cause" in found.summary
