@@ -1886,6 +1886,9 @@ def story() -> DiagnosisInput:
     by_provider = replace(claim("gpu-inference-t2", "", _ago(61.5)), provider_id=PROVIDER)
     theirs = claim("gpu-inference-n1", neighbour.name, _ago(200))
     gone = replace(gone_claim("gpu-inference-t0", timedelta(hours=2), _ago(90)), node_name=STORY)
+    theirs_gone = replace(
+        gone_claim("gpu-inference-n0", timedelta(hours=2), _ago(80)), node_name=neighbour.name
+    )
     said = f"Node {STORY} status is now: "
     events = [
         event("Node", STORY, "NodeReady", said + "NodeReady", _ago(58), source="kubelet"),
@@ -1922,6 +1925,7 @@ def story() -> DiagnosisInput:
                 node_lifecycle(f"uid-{STORY}", _ago(60), _ago(58)), name=STORY, deleted_at=_ago(1)
             ),
             gone,
+            theirs_gone,
         ),
     )
     return DiagnosisInput(
@@ -2095,9 +2099,30 @@ def test_a_group_repair_without_a_transition_time_has_no_deadline() -> None:
     )
     seen = repair_outlook(inp, timeless, AHR)
     assert seen.deadline is None and "evidently on" in seen.who
-    described = {"nodegroup": {"nodegroupName": GROUP, "nodeRepairConfig": {"enabled": True}}}
+    override = {
+        "nodeMonitoringCondition": AHR,
+        "nodeUnhealthyReason": "DCGMError",
+        "minRepairWaitTimeMins": 15,
+        "repairAction": "Replace",
+    }
+    config = {"enabled": True, "nodeRepairConfigOverrides": [override]}
+    described = {"nodegroup": {"nodegroupName": GROUP, "nodeRepairConfig": config}}
     configured = replace(inp, nodegroups={GROUP: NodeGroupRepair.from_describe(described)})
-    assert repair_outlook(configured, timeless, "Ready").deadline is None
+    assert repair_outlook(configured, timeless, AHR).deadline is None
+
+
+def test_a_group_override_to_take_no_action_sets_no_deadline() -> None:
+    override = {
+        "nodeMonitoringCondition": AHR,
+        "nodeUnhealthyReason": "DCGMError",
+        "minRepairWaitTimeMins": 10,
+        "repairAction": "NoAction",
+    }
+    outlook = mng_outlook(AHR, enabled=True, nodeRepairConfigOverrides=[override])
+    assert (outlook.deadline, outlook.action) == (None, "NoAction")
+    assert (
+        "does not repair it: override AcceleratedHardwareReady/DCGMError → NoAction" in outlook.who
+    )
 
 
 def test_repairs_seen_in_another_group_prove_nothing_for_this_one() -> None:
@@ -2591,3 +2616,51 @@ def test_a_termination_timestamp_later_than_that_is_a_grace_period_not_a_repair(
     )
     (found,) = churns(cluster([], [], events))
     assert "2 unknown cause" in found.summary
+
+
+def test_a_timeline_takes_the_latest_journal_lines_across_units_with_their_xids() -> None:
+    start = _ago(30)
+    stamp = "%Y-%m-%dT%H:%M:%S.%f"
+    kernel = parse_journal(
+        f"{start.strftime(stamp)}+0000 {STORY} kernel: NVRM: Xid (PCI:0000:53:00): 79, pid=0, "
+        "GPU has fallen off the bus.\n",
+        "journal:kernel",
+    )
+    kubelet = kubelet_journal(2)  # an hour ago: older than the kernel's line
+    evidence = NodeEvidence(node=STORY, journals={"kernel": kernel, "kubelet": kubelet})
+    inp = replace(story(), node_evidence={STORY: evidence})
+    journal = [
+        e for e in node_timeline(inp, STORY, journal_lines=2) if e.source.startswith("journal:")
+    ]
+    assert [(e.source, e.text) for e in journal] == [
+        (
+            "journal:kernel",
+            "kernel: NVRM: Xid (PCI:0000:53:00): 79, pid=0, GPU has fallen off the bus.",
+        ),
+        ("journal:kernel", "Xid 79 on 0000:53:00"),
+    ]
+
+
+def only_told_by(reason: str, message: str) -> list[Finding]:
+    """Two NodeClaims gone from the API whose end only one event of `reason` tells."""
+    events = []
+    for i, when in enumerate((_ago(80), _ago(20))):
+        name = f"gpu-inference-k{i}"
+        events += [
+            transition_event(
+                "NodeClaim", name, "Registered", "Unknown", "True", "Registered", when - HOUR
+            ),
+            event("NodeClaim", name, reason, message, when),
+        ]
+    return churns(cluster([], [], events))
+
+
+def test_karpenters_note_on_a_deleting_claim_marks_its_end() -> None:
+    (found,) = only_told_by("DisruptionBlocked", "Node is deleting or marked for deletion")
+    assert "2 nodes replaced" in found.summary
+    assert only_told_by("DisruptionBlocked", "Pod default/trainer-0 has do-not-disrupt") == []
+
+
+def test_a_finalized_claim_ended_no_later_than_its_finalizer_went() -> None:
+    (found,) = only_told_by("Finalized", "Finalized karpenter.sh/termination")
+    assert "2 nodes replaced" in found.summary
