@@ -227,6 +227,13 @@ def gpu_plugin_pods(raws: Iterable[Mapping[str, Any]]) -> tuple[GpuPluginPod, ..
 def load_gpu_plugin_pods(client: ClusterClient) -> tuple[GpuPluginPod, ...]:
     """Every GPU plugin pod in the cluster, by each selector, each once. ClusterError (a
     refusal to list pods) goes to the caller."""
+    return gpu_plugin_pods(raw_gpu_plugin_pods(client))
+
+
+def raw_gpu_plugin_pods(client: ClusterClient) -> list[dict[str, Any]]:
+    """The GPU plugin pods as the API server sent them, by each selector, each once (a bundle
+    keeps them cluster-wide: which nodes run the DRA driver decides how every node's GPUs are
+    read). ClusterError goes to the caller."""
     seen: set[tuple[str, str]] = set()
     raws: list[dict[str, Any]] = []
     for selector in (*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS):
@@ -236,7 +243,7 @@ def load_gpu_plugin_pods(client: ClusterClient) -> tuple[GpuPluginPod, ...]:
             if key not in seen:
                 seen.add(key)
                 raws.append(raw)
-    return gpu_plugin_pods(raws)
+    return raws
 
 
 def plugin_node_names(client: ClusterClient) -> frozenset[str]:

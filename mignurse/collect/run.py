@@ -30,7 +30,7 @@ from mignurse.cluster.client import (
     ClusterError,
     Resource,
 )
-from mignurse.cluster.dra import dra_version, resource_claims, resource_slices
+from mignurse.cluster.dra import dra_version, raw_gpu_plugin_pods, resource_claims, resource_slices
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.collect.bundle import BundleWriteError, BundleWriter
 from mignurse.collect.redact import Redactor
@@ -177,7 +177,12 @@ def write_cluster_part(
             if name == "nodes":
                 raise
             problems.append(f"cluster/{name}.json: {exc}")
-    bundle.add_json("cluster/pods.json", _kubectl_list(_pods_on(client, nodes, problems), PODS))
+    pods = _pods_on(client, nodes, problems)
+    try:
+        pods += _not_yet_in(pods, raw_gpu_plugin_pods(client))
+    except ClusterError as exc:
+        problems.append(f"cluster/pods.json (GPU plugin pods): {exc}")
+    bundle.add_json("cluster/pods.json", _kubectl_list(pods, PODS))
     if karpenter:
         try:
             deployment = find_karpenter_deployment(client)
@@ -195,6 +200,17 @@ def write_cluster_part(
         if documents:
             bundle.add_json("cluster/nodegroups.json", {"nodegroups": documents})
     return problems
+
+
+def _not_yet_in(pods: list[Any], more: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods of `more` that `pods` does not hold yet, by namespace and name."""
+
+    def key(raw: Any) -> tuple[str, str]:
+        meta = (raw.get("metadata") if isinstance(raw, dict) else None) or {}
+        return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+    held = {key(pod) for pod in pods}
+    return [pod for pod in more if key(pod) not in held]
 
 
 def _pods_on(client: ClusterClient, nodes: list[Node], problems: list[str]) -> list[Any]:

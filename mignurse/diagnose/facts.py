@@ -6,11 +6,13 @@ Pure functions over models: no I/O, no clock (`now` is always passed in).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from mignurse.cluster.history import Lifecycle
+from mignurse.diagnose.agent_reasons import APPLICATION, GPU, PLUMBING, SERVICE, agent_reason
 from mignurse.model import Condition, Event, Node, NodeClaim
 
 AHR = "AcceleratedHardwareReady"
@@ -53,18 +55,6 @@ def parse_version(text: str) -> tuple[int, ...] | None:
 
 REPAIR_GUARD_FRACTION = 0.2  # kubernetes-sigs/karpenter node/health allowedUnhealthyPercent
 
-# AcceleratedHardwareReady reasons (aws/eks-node-monitoring-agent pkg/reasons/reasons.yaml):
-# monitoring plumbing versus the GPU itself.
-MONITORING_REASONS = ("DCGMError", "DCGMDiagnosticFailure", "DCGMHealthCode", "DCGMFieldError")
-HARDWARE_REASONS = (
-    "NvidiaDoubleBitError",
-    "NvidiaNVLinkError",
-    "NvidiaDeviceCountMismatch",
-    "NvidiaPCIeError",
-    "NvidiaPageRetirement",
-    "NvidiaPowerError",
-    "NvidiaThermalError",
-)
 XID_REPLACE = frozenset({74, 79, 119, 120, 121, 140})  # MNG default Replace (EKS node-health)
 XID_REBOOT = frozenset({13, 31, 48, 63, 64, 94, 95})  # MNG default Reboot (EKS node-health)
 
@@ -157,21 +147,29 @@ TRANSITION_PREFIX = "Status condition transitioned"  # Karpenter's per-transitio
 
 
 def classify_ahr_reason(reason: str) -> str:
-    """ "monitoring" (replacing the node will not help), "hardware" (replace it), or
-    "unknown"."""
-    if reason.startswith(MONITORING_REASONS):
-        return "monitoring"
-    if reason.startswith(HARDWARE_REASONS) or reason.startswith("Neuron"):
-        return "hardware"
-    if reason.startswith("NvidiaXID"):
-        return "hardware"
-    return "unknown"
+    """An AcceleratedHardwareReady reason as the agent defines it (mignurse.diagnose.
+    agent_reasons): "monitoring" (DCGMError only: replacing the node will not help),
+    "hardware" (the GPU or Neuron device), "service" (a service the GPUs need),
+    "application", or "unknown" (not a reason the agent defines under that condition)."""
+    entry = agent_reason(reason)
+    if entry is None or entry.condition != AHR:
+        return "unknown"
+    return _AHR_CLASSES[entry.kind]
+
+
+_AHR_CLASSES = {
+    PLUMBING: "monitoring",
+    GPU: "hardware",
+    SERVICE: "service",
+    APPLICATION: "application",
+}
+_XID_REASON = re.compile(r"NvidiaXID([0-9]{1,20})(?:Error|Warning)")
 
 
 def xid_of(reason: str) -> int | None:
-    """NvidiaXID79Error → 79."""
-    digits = reason.removeprefix("NvidiaXID").removesuffix("Error").removesuffix("Warning")
-    return int(digits) if digits.isdigit() else None
+    """NvidiaXID79Error → 79; None for anything the agent would not have written."""
+    match = _XID_REASON.fullmatch(reason)
+    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,9 @@ answer for every rule (the NotReady, hardware and loop findings all print it).
   NodeRepair feature gate on, held while the NodePool is over the 20% guard
   (kubernetes-sigs/karpenter pkg/controllers/node/health/controller.go). When the gate could
   not be read, repairs already seen in the pool prove it is on.
-- EKS Auto Mode: the same policies, always on (EKS user guide node-repair.html).
+- EKS Auto Mode: the newest policies whatever a self-managed Karpenter runs, always on, held
+  by the same 20% guard (EKS user guide node-repair.html); a node is Auto Mode's by its label
+  or its NodeClaim's or NodePool's NodeClass (mignurse.diagnose.automode).
 - Managed node groups: the group's `nodeRepairConfig` (overrides, thresholds) or, when it is
   not in the snapshot, the documented defaults, stated as conditional; repairs already seen
   in the group prove it is enabled (mignurse.diagnose.mng).
@@ -16,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from mignurse.diagnose.facts import repair_allowance, unhealthy_for_repair
+from mignurse.diagnose.automode import AUTO, repair_kind
+from mignurse.diagnose.facts import REPAIR_TOLERATIONS, repair_allowance, unhealthy_for_repair
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.mng import DEFAULT_WAIT, NO_ACTION, default_action
 from mignurse.diagnose.mng_repairs import mng_repairs
@@ -49,9 +52,12 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
     if node.deleting is not None:
         return RepairOutlook(None, f"being deleted since {format_time(node.deleting)}")
     since = cond.last_transition
-    if node.pool_kind == "nodegroup":
+    kind = repair_kind(inp, node)
+    if kind == "nodegroup":
         return _managed_node_group(inp, node, cond.type, cond.status, cond.reason, since)
-    if node.pool_kind not in ("nodepool", "auto"):
+    if kind == AUTO:
+        return _auto_mode(inp, node, cond.type, cond.status, since)
+    if kind != "nodepool":
         return RepairOutlook(None, "no Karpenter NodePool or node group: no automatic repair")
     toleration = inp.repair_tolerations.get((cond.type, cond.status))
     if toleration is None:
@@ -60,8 +66,6 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
     if since is None:
         return RepairOutlook(None, f"{cond.type} has no transition time")
     due = since + toleration
-    if node.pool_kind == "auto":
-        return RepairOutlook(due, "EKS Auto Mode repair (always on)", action="Replace")
     gate = inp.karpenter.node_repair if inp.karpenter is not None else None
     if gate is False:
         return RepairOutlook(None, "Karpenter with NodeRepair=false: no automatic repair")
@@ -82,6 +86,29 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
     return RepairOutlook(
         due, f"Karpenter repair ({human_duration(toleration)} toleration){proof}", action="Replace"
     )
+
+
+def _auto_mode(
+    inp: DiagnosisInput, node: Node, type_: str, status: str, since: datetime | None
+) -> RepairOutlook:
+    """Auto Mode: Karpenter's newest policies, always on, held by the 20% guard of the NodePool
+    (of the cluster for a node outside any)."""
+    toleration = REPAIR_TOLERATIONS.get((type_, status))
+    if toleration is None:
+        return RepairOutlook(None, f"EKS Auto Mode does not repair {type_}={status}")
+    if since is None:
+        return RepairOutlook(None, f"{type_} has no transition time")
+    due = since + toleration
+    members = [n for n in inp.snapshot.nodes.values() if n.pool == node.pool]
+    unhealthy = sum(1 for n in members if unhealthy_for_repair(n, REPAIR_TOLERATIONS))
+    allowance = repair_allowance(len(members))
+    if unhealthy > allowance:
+        return RepairOutlook(
+            None,
+            f"EKS Auto Mode repair held by the 20% guard ({unhealthy} of {len(members)} nodes "
+            f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+        )
+    return RepairOutlook(due, "EKS Auto Mode repair (always on)", action="Replace")
 
 
 def _repairs_seen(inp: DiagnosisInput, pool: str) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from mignurse.cluster.history import Lifecycle
+from mignurse.diagnose.automode import auto_mode_pool
 from mignurse.diagnose.events import (
     Transition,
     all_events,
@@ -150,9 +151,26 @@ def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
         found[rebuilt.claim] = rebuilt
 
     since = inp.now - window
-    chosen = [r for r in found.values() if r.ended is None or r.ended >= since]
+    chosen = [
+        _in_auto_mode_words(r, inp) for r in found.values() if r.ended is None or r.ended >= since
+    ]
     chosen.sort(key=lambda r: (r.ended or inp.now, r.claim))
     return chosen
+
+
+def _in_auto_mode_words(rep: Replacement, inp: DiagnosisInput) -> Replacement:
+    """A repair in an Auto Mode pool is EKS Auto Mode's, not self-managed Karpenter's: its
+    evidence says so (diagnose/automode.py)."""
+    if rep.cause != "repair" or not auto_mode_pool(inp, rep.pool):
+        return rep
+    karpenter, auto = f"→ {CAUSE_WORDS['repair']}", "→ EKS Auto Mode repair"
+    return replace(
+        rep,
+        evidence=tuple(
+            replace(e, text=e.text.replace(karpenter, auto)) if karpenter in e.text else e
+            for e in rep.evidence
+        ),
+    )
 
 
 def _events_by_object(events: Iterable[Event]) -> dict[str, list[Event]]:

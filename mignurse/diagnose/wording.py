@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.agent_reasons import AHR, agent_reason
 from mignurse.model import format_time
 
 
 def condition_text(node: str, type_: str, status: str, reason: str, message: str) -> str:
     detail = f" {reason}" if reason else ""
     said = f' "{message}"' if message else ""
-    return f"Node {node}: {type_}={status}{detail}{said}"
+    return f"Node {node}: {type_}={status}{detail}{said}{_agent_words(type_, status, reason)}"
+
+
+def _agent_words(type_: str, status: str, reason: str) -> str:
+    """What the node monitoring agent means by a failing kernel, storage, network or runtime
+    condition's reason (mignurse.diagnose.agent_reasons); the accelerated hardware finding
+    words its own."""
+    if status != "False" or type_ == AHR:
+        return ""
+    entry = agent_reason(reason)
+    if entry is None or entry.condition != type_:
+        return ""
+    return f" (the node monitoring agent: {entry.meaning}; {entry.replacing})"
 
 
 def human_duration(delta: timedelta) -> str:

@@ -18,6 +18,13 @@ LABEL_CAPACITY_TYPE = "karpenter.sh/capacity-type"
 LABEL_NODEGROUP = "eks.amazonaws.com/nodegroup"
 LABEL_MNG_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"
 LABEL_COMPUTE_TYPE = "eks.amazonaws.com/compute-type"
+# EKS Auto Mode: its nodes carry eks.amazonaws.com/compute-type=auto (EKS user guide
+# associate-workload.html, create-node-pool.html "EKS Auto Mode Supported Labels"), and its
+# NodePools and NodeClaims refer to a NodeClass of group eks.amazonaws.com (create-node-pool.html;
+# self-managed Karpenter's is karpenter.k8s.aws EC2NodeClass).
+COMPUTE_TYPE_AUTO = "auto"
+AUTO_MODE_NODECLASS_GROUP = "eks.amazonaws.com"
+AUTO_MODE_NODECLASS_KIND = "NodeClass"
 LABEL_INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 LABEL_INSTANCE_TYPE_BETA = "beta.kubernetes.io/instance-type"
 LABEL_ZONE = "topology.kubernetes.io/zone"
@@ -46,6 +53,13 @@ NVIDIA_INSTANCE_FAMILIES = frozenset(
 )  # fmt: skip
 
 EMPTY: Mapping[str, str] = {}
+
+
+def node_class_group(template_spec: Any) -> str:
+    """The API group of a NodePool template's or a NodeClaim's `nodeClassRef` ("" if none)."""
+    ref = template_spec.get("nodeClassRef") if isinstance(template_spec, Mapping) else None
+    group = ref.get("group") if isinstance(ref, Mapping) else None
+    return group if isinstance(group, str) else ""
 
 
 def parse_time(value: Any) -> datetime | None:

@@ -23,6 +23,7 @@ from mignurse.model.fields import (
     gpu_resources,
     instance_family,
     instance_id_from_provider_id,
+    node_class_group,
     parse_conditions,
     parse_count,
     parse_time,
@@ -49,6 +50,7 @@ class NodeClaim:
     conditions: tuple[Condition, ...] = ()
     requested_gpus: Mapping[str, int] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
+    node_class_group: str = ""  # spec.nodeClassRef.group: eks.amazonaws.com on Auto Mode
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> NodeClaim:
@@ -77,6 +79,7 @@ class NodeClaim:
             conditions=parse_conditions(status.get("conditions")),
             requested_gpus=gpu_resources(requests),
             labels=labels,
+            node_class_group=node_class_group(spec),
         )
 
     def condition(self, type_: str) -> Condition | None:
@@ -98,6 +101,7 @@ class NodePool:
     uid: str = ""
     created: datetime | None = None
     node_class: str = ""
+    node_class_group: str = ""  # eks.amazonaws.com on Auto Mode
     taints: tuple[Taint, ...] = ()
     requirements: tuple[Mapping[str, Any], ...] = ()
     expire_after: str = ""
@@ -123,6 +127,7 @@ class NodePool:
             uid=str(meta.get("uid") or ""),
             created=parse_time(meta.get("creationTimestamp")),
             node_class=str((template_spec.get("nodeClassRef") or {}).get("name") or ""),
+            node_class_group=node_class_group(template_spec),
             taints=tuple(Taint.from_api(t) for t in taints if isinstance(t, dict))
             if isinstance(taints, list)
             else (),

@@ -369,9 +369,16 @@ def test_the_crashloop_scenario_live_and_from_its_bundle(
 
     main(["diagnose", "--from", str(bundle), "-o", "json"])
     offline = json.loads(capsys.readouterr().out)
-    (again,) = [f for f in offline["findings"] if f["id"] == "gpu-stack-down"]
-    assert again["nodes"] == down["gpu-train"]["nodes"]
-    assert again["summary"] == down["gpu-train"]["summary"]
+    again = {f["nodepool"]: f for f in offline["findings"] if f["id"] == "gpu-stack-down"}
+    assert set(again) == set(down)  # the bundle's cluster view holds every node's plugin pod
+    for pool, finding in down.items():
+        assert (again[pool]["nodes"], again[pool]["summary"]) == (
+            finding["nodes"],
+            finding["summary"],
+        )
+    # the bundle keeps the plugin pods of every node, so a DRA node of another pool is still
+    # read as DRA and not as a device-plugin node advertising no MIG resources
+    assert not [f for f in offline["findings"] if f["id"] == "mig-layout-mismatch"]
 
 
 def test_the_app_names_the_stack_down_nodes_from_its_live_session(tmp_path: Path) -> None:

@@ -404,7 +404,10 @@ def test_condition_finding_carries_the_kernel_evidence_instead_of_a_second_findi
     assert finding.deadline == NOW + timedelta(minutes=6)  # repair's clock is untouched
     assert "GPU monitoring plumbing" in finding.summary
     assert "the node's own files show a GPU hardware fault too: Xid 79" in finding.summary
-    assert finding.runbooks[0] == RUNBOOK_REPLACE
+    # DCGMError is the cause repair acts on, and a new node fails the same way: no
+    # replacement is offered until the agent's DCGM works.
+    assert RUNBOOK_REPLACE not in finding.runbooks
+    assert "replace it once the agent's DCGM works" in finding.summary
     assert "Xid 79 on 0000:10:1c" in texts(finding, "journal:kernel")
 
 

@@ -3,6 +3,7 @@ server (EKS managed node groups), phase by phase as the engine runs them."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 from collections.abc import Callable
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mignurse.cluster.client import DEPLOYMENTS
+from mignurse.cluster.client import DEPLOYMENTS, NODEPOOLS, NODES
 from mignurse.diagnose.inputs import gate_setting
 from mignurse.model import Condition, Node
 from mignurse.runner.step import StepFailed, StepPlan
@@ -409,6 +410,33 @@ def test_auto_mode_is_refused_with_the_stopgaps(
     assert "Auto Mode" in refused and "cannot be configured or paused" in refused
     assert "stopgap: cordon the node" in refused and "heartbeat" in refused
     assert "\n" not in refused
+
+
+def test_a_node_whose_nodepool_uses_an_auto_mode_nodeclass_is_refused_without_the_label(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    # Auto Mode NodePools point at NodeClass of group eks.amazonaws.com (EKS user guide
+    # create-node-pool.html); a node missing the compute-type label is still Auto Mode's.
+    cluster = cluster_for("healthy")
+    node = next(
+        n["metadata"]["name"]
+        for n in cluster.sim.objects("nodes")
+        if n["metadata"]["labels"].get("karpenter.sh/nodepool") == "gpu-train"
+    )
+    assert PauseNodeRepair().check(sim_ctx(cluster.sim, cluster.client, node)) is None
+    pool = copy.deepcopy(cluster.client.get(NODEPOOLS, "gpu-train"))
+    pool["metadata"] = {"name": "gpu-auto"}  # nodeClassRef.group is immutable: a new pool
+    pool.pop("status", None)
+    pool["spec"]["template"]["spec"]["nodeClassRef"] = {
+        "group": "eks.amazonaws.com", "kind": "NodeClass", "name": "default"
+    }  # fmt: skip
+    cluster.client.create(NODEPOOLS, pool)
+    cluster.client.patch(
+        NODES, node, {"metadata": {"labels": {"karpenter.sh/nodepool": "gpu-auto"}}}
+    )
+    refused = PauseNodeRepair().check(sim_ctx(cluster.sim, cluster.client, node))
+    assert refused is not None and "cannot be configured or paused" in refused
+    assert "NodePool gpu-auto uses a eks.amazonaws.com NodeClass" in refused
 
 
 def test_scenario_edit_helper_keeps_known_scenarios_valid() -> None:

@@ -20,6 +20,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.agent_reasons import (
+    GPU,
+    HELPS,
+    PLUMBING,
+    SERVICE,
+    AgentReason,
+    agent_reason,
+    agent_release,
+    unknown_reason_text,
+)
+from mignurse.diagnose.automode import AUTO, AUTO_MODE_INSTEAD, auto_mode_nodes, repair_kind
 from mignurse.diagnose.facts import (
     AHR,
     NMA_CONDITION_XIDS,
@@ -61,15 +72,26 @@ _MNG_REPLACE_REASONS = ("NvidiaDoubleBitError", "NvidiaNVLinkError")
 REPLACE = XID_CLASS_REPLACE
 RESET = XID_CLASS_RESET
 UNKNOWN = "unknown"
+SERVICE_FAULT = "service"
 MONITORING = "monitoring"
 APPLICATION = XID_CLASS_APPLICATION
-_RANK = {REPLACE: 0, RESET: 1, UNKNOWN: 2, MONITORING: 3, APPLICATION: 4}
-_SEVERITY = {REPLACE: CRITICAL, RESET: WARNING, UNKNOWN: WARNING, MONITORING: WARNING}
+_RANK = {REPLACE: 0, RESET: 1, SERVICE_FAULT: 2, UNKNOWN: 3, MONITORING: 4, APPLICATION: 5}
+_SEVERITY = {
+    REPLACE: CRITICAL,
+    RESET: WARNING,
+    SERVICE_FAULT: WARNING,
+    UNKNOWN: WARNING,
+    MONITORING: WARNING,
+}
 _WHAT = {
     REPLACE: "a GPU hardware fault: replace the instance",
     RESET: (
         "a GPU fault a GPU reset clears: drain the node and reboot it (or reset the GPU with "
         "nvidia-smi -r), replace it if the fault comes back"
+    ),
+    SERVICE_FAULT: (
+        "a service the GPUs need is down, not the GPU: restart it or fix the image; a new "
+        "node from the same image may fail the same way"
     ),
     UNKNOWN: "an unrecognised reason: check the message",
     MONITORING: "GPU monitoring plumbing (DCGM), not the GPU: replacing the node will not help",
@@ -78,7 +100,18 @@ _WHAT = {
 # The agent's reasons that need a new instance whatever the Xid tables say (reasons.yaml:
 # a missing GPU; NvidiaFabricError "persists across reboots and requires instance
 # replacement"; Neuron uncorrectable errors, which MNG replaces).
-_AGENT_REPLACE_REASONS = ("NvidiaDeviceCountMismatch", "NvidiaFabricError", "Neuron")
+_AGENT_REPLACE_REASONS = frozenset(
+    {
+        "NvidiaDeviceCountMismatch",
+        "NvidiaFabricError",
+        "NeuronDMAError",
+        "NeuronHBMUncorrectableError",
+        "NeuronNCUncorrectableError",
+        "NeuronSRAMUncorrectableError",
+    }
+)
+# The agent logs its release when it starts (cmd/eks-node-monitoring-agent/main.go).
+_AGENT_VERSION = re.compile(r'"version"\s*:\s*"([^"\\]{1,64})"')
 _AGENT_START = "starting eks-node-monitoring-agent"  # cmd/eks-node-monitoring-agent/main.go
 _FATAL = "Fatal"
 # Xid 154's text: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)".
@@ -93,7 +126,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
         if cond is None or cond.status != "False":
             continue
         kind = _condition_kind(cond.reason)
-        groups.setdefault((node.pool, node.pool_kind, kind), []).append(node)
+        groups.setdefault((node.pool, repair_kind(inp, node), kind), []).append(node)
     findings = [
         _finding(inp, pool, pool_kind, kind, sorted(nodes, key=lambda n: n.name), signs)
         for (pool, pool_kind, kind), nodes in sorted(groups.items())
@@ -103,7 +136,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
 
 
 def _condition_kind(reason: str) -> str:
-    """monitoring | application | hardware | unknown, for a condition's reason."""
+    """monitoring | application | hardware | service | unknown, for a condition's reason."""
     xid = xid_of(reason) if reason.startswith("NvidiaXID") else None
     meaning = classify_xid(xid) if xid is not None else None
     if meaning is not None and meaning.kind == XID_CLASS_APPLICATION:
@@ -122,6 +155,7 @@ class _PoolNodes:
     reasons: list[str] = field(default_factory=list)
     fates: list[RepairOutlook] = field(default_factory=list)
     own: list[_Sign] = field(default_factory=list)  # the signs in the nodes' own files
+    agent_versions: list[str] = field(default_factory=list)  # the agent releases they run
 
 
 def _finding(
@@ -138,19 +172,21 @@ def _finding(
     where = _where(pool, pool_kind)
     deadline = min(seen.deadlines) if seen.deadlines else None
     plumbing = kind in ("monitoring", APPLICATION)  # repair replaces a GPU that may be fine
-    what = _what_it_is(kind, seen.reasons)
+    what = _what_it_is(kind, seen.reasons, seen.agent_versions)
     summary = f"{where}: {count} AcceleratedHardwareReady=False ({reason_list}), {what}"
     if deadline is not None:
         summary += f"; repair fires {short_time(deadline)}"  # faces count down to `deadline`
-        if plumbing and pool_kind != "auto":
+        if plumbing and pool_kind != AUTO:
             summary += "; pause repair"
-        elif plumbing:
-            summary += "; Auto Mode repair cannot be paused: fix the image"
     elif seen.fates:
         summary += f"; {seen.fates[0].who}"
+    if pool_kind == AUTO:
+        summary += f"; {AUTO_MODE_INSTEAD}"
     broken = _labels(s for s in seen.own if s.kind == REPLACE)
     if broken and kind != "hardware":
         summary += f"; the node's own files show a GPU hardware fault too: {broken}"
+        if kind == "monitoring":
+            summary += " (replace it once the agent's DCGM works: a new node fails the same way)"
 
     if plumbing:
         runbooks: tuple[str, ...] = (
@@ -162,19 +198,43 @@ def _finding(
         runbooks = (RUNBOOK_REPLACE, RUNBOOK_CORDON_AND_COLLECT)
     else:
         runbooks = (RUNBOOK_CORDON_AND_COLLECT,)
-    if broken and RUNBOOK_REPLACE not in runbooks:
+    # DCGMError: the monitoring is broken and a new node fails the same way, whatever else
+    # the node's files show.
+    if broken and RUNBOOK_REPLACE not in runbooks and kind != "monitoring":
         runbooks = (RUNBOOK_REPLACE, *runbooks)
     urgent = deadline is not None and deadline - inp.now <= URGENT
+    evidence = [*seen.evidence, *_reason_evidence(seen.reasons)]
     return Finding(
         id=ACCELERATED_HARDWARE_NOT_READY,
         severity=CRITICAL if urgent else WARNING,
         nodepool=pool,
         nodes=tuple(n.name for n in nodes),
         summary=summary,
-        evidence=tuple(seen.evidence),
+        evidence=tuple(evidence),
         runbooks=runbooks,
         deadline=deadline,
     )
+
+
+def _reason_evidence(reasons: list[str]) -> list[Evidence]:
+    """One line per distinct reason the agent defines: its severity, since when, what it
+    means and whether replacing helps."""
+    lines = []
+    for reason in sorted(set(reasons)):
+        entry = agent_reason(reason)
+        if entry is None:
+            continue
+        history = f" ({entry.history})" if entry.history else ""
+        lines.append(
+            Evidence(
+                None,
+                "agent",
+                f"{reason}: the node monitoring agent's {entry.severity} reason under "
+                f"{entry.condition}, defined since {entry.first_defined}{history}: "
+                f"{entry.meaning}; {entry.replacing}",
+            )
+        )
+    return lines
 
 
 def _pool_nodes(inp: DiagnosisInput, nodes: list[Node], signs: dict[str, _NodeSigns]) -> _PoolNodes:
@@ -206,22 +266,89 @@ def _pool_nodes(inp: DiagnosisInput, nodes: list[Node], signs: dict[str, _NodeSi
         if node_signs is not None:
             seen.own.extend(node_signs.signs)
             seen.evidence.extend(node_signs.all_evidence())
+        version = node_signs.agent_version if node_signs is not None else ""
+        version = version or _daemonset_agent_version(inp)
+        if version:
+            seen.agent_versions.append(version)
+        auto_why = auto_mode_nodes(inp).get(node.name)
+        if auto_why:
+            seen.evidence.append(
+                Evidence(None, "label", f"Node {node.name} is an EKS Auto Mode node: {auto_why}")
+            )
     return seen
 
 
-def _what_it_is(kind: str, reasons: list[str]) -> str:
-    """The summary's verdict on the condition: monitoring, the application, the GPU, or unknown."""
-    if kind == "monitoring":
+_AGENT_NAME = "eks-node-monitoring-agent"
+
+
+def _daemonset_agent_version(inp: DiagnosisInput) -> str:
+    """The agent's release from its DaemonSet's image tag, when the input carries the
+    cluster's DaemonSets and they agree on one release ("" otherwise). The agent's chart
+    names the DaemonSet after itself and the image eks-node-monitoring-agent:<tag>
+    (charts/eks-node-monitoring-agent/templates/daemonset.yaml and values.yaml at v1.7.0);
+    its `dcgm-server` DaemonSet runs the same image by default, so it is told apart by name."""
+    tags: set[str] = set()
+    for daemonset in getattr(inp, "daemonsets", None) or ():
+        if _AGENT_NAME not in str(getattr(daemonset, "name", "")):
+            continue
+        for container in getattr(daemonset, "containers", ()):
+            image = str(getattr(container, "image", ""))
+            if _AGENT_NAME in image.rsplit("/", 1)[-1] and agent_release(image) is not None:
+                tags.add(image.split("@", 1)[0].rsplit(":", 1)[-1])
+    return tags.pop() if len(tags) == 1 else ""
+
+
+def _what_it_is(kind: str, reasons: list[str], agent_versions: list[str]) -> str:
+    """The summary's verdict on the condition: monitoring, the application, the GPU, a
+    service, or unknown, with what the agent means by each reason."""
+    meanings = _meanings(reasons)
+    if kind == "monitoring":  # what DCGMError means is the finding's "agent" evidence line
         return "GPU monitoring plumbing (DCGM), not the GPU: replacing the node will not help"
     if kind == APPLICATION:
-        return (
-            "usually the application's own fault, not the GPU (NVIDIA: restart the "
-            "application): replacing the node will not help; node monitoring agent "
-            f"{_agent_versions_for(reasons)}"
-        )
+        if any(r.startswith("NvidiaXID") for r in reasons):
+            return (
+                "usually the application's own fault, not the GPU (NVIDIA: restart the "
+                "application): replacing the node will not help; node monitoring agent "
+                f"{_agent_versions_for(reasons)}"
+            )
+        return f"the application's own fault, not the GPU ({meanings}): check the workload"
     if kind == "hardware":
-        return "a GPU hardware fault: replace the instance"
-    return "an unrecognised reason: check the message"
+        return f"a GPU hardware fault ({meanings}): replace the instance"
+    if kind == "service":
+        return (
+            f"a service fault on the node, not the GPUs ({meanings}): restart the service or "
+            "fix the image; replacing helps only if the service failed by chance on this node"
+        )
+    versions = sorted(set(agent_versions))
+    unknown = sorted(set(reasons))
+    said = "; ".join(
+        _unknown_text(r, versions[0] if len(versions) == 1 else "") for r in unknown[:3]
+    )
+    if len(versions) > 1:
+        said += f" (the nodes run agent releases {', '.join(versions)})"
+    return f"an unrecognised reason: {said}; check the message"
+
+
+def _unknown_text(reason: str, agent_version: str) -> str:
+    entry = agent_reason(reason)
+    if entry is not None:  # the agent's, under another condition type
+        return (
+            f"{reason} is the node monitoring agent's {entry.condition} reason, never an "
+            f"{AHR} one: something other than the agent set this condition"
+        )
+    return unknown_reason_text(reason or "(no reason)", agent_version)
+
+
+def _meanings(reasons: list[str], limit: int = 3) -> str:
+    """ "NvidiaFabricError: <what the agent means>" for each distinct reason."""
+    entries: dict[str, AgentReason] = {}
+    for reason in reasons:
+        entry = agent_reason(reason)
+        if entry is not None:
+            entries.setdefault(reason, entry)
+    said = [f"{reason}: {entry.meaning}" for reason, entry in list(entries.items())[:limit]]
+    more = f"; {len(entries) - limit} more" if len(entries) > limit else ""
+    return "; ".join(said) + more
 
 
 def _agent_versions_for(reasons: list[str]) -> str:
@@ -235,8 +362,8 @@ def _agent_versions_for(reasons: list[str]) -> str:
 def _where(pool: str, pool_kind: str) -> str:
     if pool_kind == "nodegroup":
         return f"Node group {pool}"
-    if pool_kind == "auto":
-        return f"NodePool {pool} (Auto Mode)"
+    if pool_kind == AUTO:
+        return f"NodePool {pool} (Auto Mode)" if pool else "Auto Mode nodes outside any NodePool"
     return f"NodePool {pool}" if pool else "Nodes outside any pool"
 
 
@@ -256,6 +383,7 @@ class _NodeSigns:
     agent: AgentCondition | None = None  # the agent's first Fatal AcceleratedHardwareReady
     agent_reasons: list[str] = field(default_factory=list)
     context: list[Evidence] = field(default_factory=list)  # shown only beside a sign
+    agent_version: str = ""  # the release the agent logged when it last started
 
     @property
     def kind(self) -> str | None:
@@ -387,16 +515,20 @@ def _smi_sign(kind: str, label: str, text: str) -> _Sign:
 
 def _agent_kind(reason: str) -> str:
     """The class of a reason the agent reported, on the Xid scale of the node's files."""
-    if reason.startswith("NvidiaXID"):
-        xid = xid_of(reason)
-        meaning = classify_xid(xid) if xid is not None else None
+    xid = xid_of(reason)
+    if xid is not None:
+        meaning = classify_xid(xid)
         return meaning.kind if meaning is not None else RESET
-    base = classify_ahr_reason(reason)
-    if base == "monitoring":
+    entry = agent_reason(reason)
+    if entry is None:
+        return UNKNOWN
+    if entry.kind == PLUMBING:
         return MONITORING
-    if reason.startswith(_AGENT_REPLACE_REASONS):
-        return REPLACE
-    return RESET if base == "hardware" else UNKNOWN
+    if entry.kind == SERVICE:
+        return SERVICE_FAULT
+    if entry.kind == GPU:
+        return REPLACE if reason in _AGENT_REPLACE_REASONS and entry.replacing == HELPS else RESET
+    return APPLICATION
 
 
 def _is_ahr(condition: AgentCondition) -> bool:
@@ -416,6 +548,9 @@ def _agent_signs(name: str, evidence: NodeEvidence, found: _NodeSigns) -> None:
         return
     entries = list(journal.entries)
     starts = [i for i, e in enumerate(entries) if _AGENT_START in e.message]
+    if starts:
+        version = _AGENT_VERSION.search(entries[starts[-1]].message)
+        found.agent_version = version.group(1) if version else ""
     sent = [
         c
         for c in agent_conditions(entries[starts[-1] :] if starts else entries)
@@ -468,7 +603,7 @@ def _evidence_findings(inp: DiagnosisInput, signs: dict[str, _NodeSigns]) -> lis
             basis = "agent"
         else:
             basis = "none"
-        pool, pool_kind = (node.pool, node.pool_kind) if node is not None else ("", "")
+        pool, pool_kind = (node.pool, repair_kind(inp, node)) if node is not None else ("", "")
         groups.setdefault((pool, pool_kind, kind, basis), []).append(name)
     return [_evidence_finding(inp, key, names, signs) for key, names in sorted(groups.items())]
 
@@ -509,6 +644,12 @@ def _evidence_finding(
     if basis == "agent" and first_agent is not None:
         reasons = ", ".join(agent_reasons)
         replaced_at = format_time(first_agent.time + AHR_TOLERATION)
+        what = _WHAT[kind]
+        if kind == UNKNOWN:
+            versions = {signs[n].agent_version for n in names} - {""}
+            version = versions.pop() if len(versions) == 1 else ""
+            strange = [r for r in agent_reasons if _agent_kind(r) == UNKNOWN][:3]
+            what = "; ".join(_unknown_text(r, version) for r in strange) or what
         shown = f"; {files} {strongest}" if strongest != reasons else ""
         repair = (
             "under Karpenter NodeRepair or EKS Auto Mode, repair replaces the node about "
@@ -519,7 +660,7 @@ def _evidence_finding(
             repair += " and its replacement fails the same way"
         summary = (
             f"{where}: {count} whose node monitoring agent log reports "
-            f"AcceleratedHardwareReady=False ({reasons}){shown}: {_WHAT[kind]}; {repair}"
+            f"AcceleratedHardwareReady=False ({reasons}){shown}: {what}; {repair}"
         )
     else:
         state = (
@@ -530,7 +671,15 @@ def _evidence_finding(
         summary = f"{where}: {count}, {state}; {files} {strongest}: {_WHAT[kind]}"
         if kind != APPLICATION:
             summary += "; no automatic repair acts without the condition"
-    if kind == REPLACE:
+    plumbing = [r for r in agent_reasons if _agent_kind(r) == MONITORING]
+    if plumbing and kind != MONITORING:
+        summary += (
+            f"; the agent also reports {', '.join(plumbing)}: its GPU monitoring is broken, so "
+            "a new node fails the same way until that is fixed"
+        )
+    if pool_kind == AUTO:
+        summary += f"; {AUTO_MODE_INSTEAD}"
+    if kind == REPLACE and not plumbing:
         runbooks: tuple[str, ...] = (RUNBOOK_REPLACE, RUNBOOK_CORDON_AND_COLLECT)
     elif kind == APPLICATION:
         runbooks = ()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.automode import AUTO, AUTO_MODE_INSTEAD, repair_kind
 from mignurse.diagnose.events import event_evidence
 from mignurse.diagnose.findings import (
     CRITICAL,
@@ -73,7 +74,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
             continue
         outlook = repair_outlook(inp, node, "Ready")
         deadline, who = outlook.deadline, outlook.fate(inp.now)
-        by_pool.setdefault((node.pool, node.pool_kind), []).append((node, deadline, who))
+        by_pool.setdefault((node.pool, repair_kind(inp, node)), []).append((node, deadline, who))
     return [
         _finding(inp, pool, kind, sorted(found, key=lambda f: f[0].name))
         for (pool, kind), found in sorted(by_pool.items())
@@ -134,8 +135,10 @@ def _finding(
     where = (
         f"Node group {pool}"
         if kind == "nodegroup"
-        else f"NodePool {pool}"
+        else f"NodePool {pool}{' (Auto Mode)' if kind == AUTO else ''}"
         if pool
+        else "Auto Mode GPU nodes outside any NodePool"
+        if kind == AUTO
         else "GPU nodes outside any pool"
     )
     count = f"{len(found)} GPU node{'s' if len(found) != 1 else ''} NotReady"
@@ -147,6 +150,8 @@ def _finding(
         summary += ": collect its evidence first"
     else:
         summary += f"; {found[0][2]}"
+    if kind == AUTO:
+        summary += f"; {AUTO_MODE_INSTEAD}"
     urgent = deadline is not None and deadline - inp.now <= URGENT
     return Finding(
         id=NODE_NOT_READY,

@@ -7,12 +7,17 @@ nodes match a repair policy than `ceil(20% × pool size)` while repair is on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.agent_reasons import plumbing
+from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, any_auto_mode, auto_mode_pool
 from mignurse.diagnose.events import all_events, event_evidence
 from mignurse.diagnose.facts import (
+    AHR,
     REPAIR_BLOCKED_EVENT,
+    REPAIR_TOLERATIONS,
     repair_allowance,
     unhealthy_for_repair,
 )
@@ -88,13 +93,15 @@ def _karpenter_pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
 
 
 def _repair_on(inp: DiagnosisInput, nodes: list[Node]) -> bool:
-    if any(n.pool_kind == "auto" for n in nodes):
+    if any_auto_mode(inp, nodes):
         return True  # Auto Mode: always on (docs/repair.md)
     return inp.karpenter is not None and inp.karpenter.node_repair is True
 
 
 def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
-    tolerations = inp.repair_tolerations
+    auto_mode = bool(pool) and auto_mode_pool(inp, pool)
+    # Auto Mode runs the newest policies whatever release a self-managed Karpenter runs.
+    tolerations = REPAIR_TOLERATIONS if auto_mode else inp.repair_tolerations
     unhealthy = sorted(
         (n for n in entry.nodes if unhealthy_for_repair(n, tolerations)), key=lambda n: n.name
     )
@@ -103,7 +110,7 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
     if not entry.events and not held_now:
         return None
 
-    conditions, overdue = _held_conditions(inp, unhealthy)
+    conditions, overdue = _held_conditions(inp, unhealthy, tolerations)
     evidence = [event_evidence(e) for e in entry.events] + conditions
     if entry.nodes:
         evidence.append(
@@ -116,6 +123,18 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
             )
         )
     summary = _summary(pool, entry, len(unhealthy), allowance, len(overdue))
+    runbooks: tuple[str, ...] = (RUNBOOK_CORDON_AND_COLLECT, RUNBOOK_REPLACE)
+    monitoring = _monitoring_broken(inp, unhealthy, entry.events)
+    if monitoring:
+        # A new node fails the same way: replacing by hand is what the guard holds back.
+        runbooks = (RUNBOOK_CORDON_AND_COLLECT,)
+        summary += (
+            f"; {', '.join(monitoring[:3])}{'…' if len(monitoring) > 3 else ''}: "
+            f"{AHR}=False DCGMError, the agent's GPU monitoring, not the GPU: replacing "
+            "will not help, a new node fails the same way"
+        )
+    if auto_mode:
+        summary += f"; {AUTO_MODE_INSTEAD}"
     # Through v1.5 the pool's health is checked before the node's own: every node of the
     # pool Karpenter reconciles gets the event, healthy ones too; from v1.6 only nodes past
     # their toleration (kubernetes-sigs/karpenter pkg/controllers/node/health/controller.go
@@ -150,16 +169,30 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
         nodes=nodes,
         summary=summary,
         evidence=tuple(evidence),
-        runbooks=(RUNBOOK_CORDON_AND_COLLECT, RUNBOOK_REPLACE),
+        runbooks=runbooks,
     )
 
 
+def _monitoring_broken(
+    inp: DiagnosisInput, unhealthy: list[Node], events: list[Event]
+) -> list[str]:
+    """The held nodes (unhealthy now, or named by the events) whose accelerated hardware
+    condition is the agent's DCGMError."""
+    names = {n.name for n in unhealthy} | {e.involved_name for e in events}
+    found = []
+    for name in sorted(names):
+        node = inp.snapshot.nodes.get(name)
+        cond = node.condition(AHR) if node is not None else None
+        if cond is not None and cond.status == "False" and plumbing(cond.reason):
+            found.append(name)
+    return found
+
+
 def _held_conditions(
-    inp: DiagnosisInput, unhealthy: list[Node]
+    inp: DiagnosisInput, unhealthy: list[Node], tolerations: Mapping[tuple[str, str], timedelta]
 ) -> tuple[list[Evidence], list[datetime]]:
     """Each unhealthy node's repair-matching condition with when its repair is due, and the
     deadlines already past (repairs the guard holds back)."""
-    tolerations = inp.repair_tolerations
     evidence: list[Evidence] = []
     overdue: list[datetime] = []
     for node in unhealthy:

@@ -13,6 +13,8 @@ import statistics
 from collections import Counter
 from datetime import datetime, timedelta
 
+from mignurse.diagnose.agent_reasons import GPU, agent_reason
+from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, auto_mode_pool, is_auto_mode
 from mignurse.diagnose.facts import classify_ahr_reason
 from mignurse.diagnose.findings import (
     CRITICAL,
@@ -35,6 +37,7 @@ from mignurse.diagnose.outlook import repair_outlook
 from mignurse.diagnose.replacements import WINDOW, Replacement, replacements
 from mignurse.diagnose.wording import condition_text, human_duration, short_time
 from mignurse.model import Node, NodeClaim, format_time
+from mignurse.model.fields import AUTO_MODE_NODECLASS_GROUP
 
 # Two repairs of the same condition in one pool within WINDOW: the second node inherited
 # the first one's fault, so the next will too.
@@ -98,7 +101,11 @@ def _finding(
     twin: NodeClaim | None = None,
 ) -> Finding:
     pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == pool]
-    auto_mode = any(n.pool_kind == "auto" for n in pool_nodes)
+    auto_mode = (
+        auto_mode_pool(inp, pool)
+        or any(is_auto_mode(inp, n) for n in pool_nodes)
+        or (twin is not None and twin.node_class_group == AUTO_MODE_NODECLASS_GROUP)
+    )
     # Auto Mode repairs always (docs/repair.md); elsewhere the loop itself proves the gate was on,
     # so only an explicit NodeRepair=false says it stopped.
     repair_off = not auto_mode and inp.karpenter is not None and inp.karpenter.node_repair is False
@@ -133,11 +140,21 @@ def _finding(
         )
     else:
         summary = _loop_summary(pool, condition, reason, reps)
+    if auto_mode:
+        summary = summary.replace("by Karpenter repair", "by EKS Auto Mode repair", 1)
     summary += _whats_next(inp, current, deadlines, repair_off)
     if type_ == "AcceleratedHardwareReady" and classify_ahr_reason(reason) == "monitoring":
         summary += "; monitoring plumbing, not the GPU: new nodes fail the same way"
+    elif (entry := agent_reason(reason)) is not None and entry.condition == type_:
+        summary += f"; {reason}: {entry.meaning}"
+        if entry.kind == GPU:
+            # One bad GPU does not follow every new node: the image, driver or type does.
+            summary += (
+                "; a fault that follows every new node points at the image or the driver "
+                "rather than one GPU"
+            )
     if auto_mode:
-        summary += "; Auto Mode repair cannot be paused"
+        summary += f"; {AUTO_MODE_INSTEAD}"
 
     runbooks = (
         (RUNBOOK_CORDON_AND_COLLECT,)
@@ -333,6 +350,11 @@ def _mng_finding(
         )
     else:
         summary += "; pause repair on the node group while you find the cause"
+    runbooks: tuple[str, ...] = (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT)
+    if any(is_auto_mode(inp, n) for n in current):
+        # Labelled for a node group and for Auto Mode: Auto Mode's repair acts, unpausable.
+        runbooks = (RUNBOOK_CORDON_AND_COLLECT,)
+        summary += f"; {AUTO_MODE_INSTEAD}"
     nodes = tuple(dict.fromkeys([n.name for n in current] + [r.node for r in repairs]))
     return Finding(
         id=NODE_REPAIR_LOOP,
@@ -341,7 +363,7 @@ def _mng_finding(
         nodes=nodes,
         summary=summary,
         evidence=tuple(dict.fromkeys(evidence)),
-        runbooks=(RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
+        runbooks=runbooks,
         deadline=min(deadlines)[0] if deadlines else None,
     )
 

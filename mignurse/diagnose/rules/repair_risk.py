@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mignurse.diagnose.agent_reasons import plumbing
+from mignurse.diagnose.automode import any_auto_mode
 from mignurse.diagnose.facts import (
     AHR,
     REPAIR_TOLERATIONS,
@@ -34,7 +36,6 @@ from mignurse.model import LABEL_GPU_DEPLOY_PREFIX, LABEL_MIG_CONFIG, Node, Node
 
 SMALL_POOL = 5  # ceil(20% × n) == 1 up to here (docs/repair.md "The 20% guard")
 MIG_MANAGER_LABEL = LABEL_GPU_DEPLOY_PREFIX + "mig-manager"
-DCGM_REASON_PREFIX = "DCGM"
 
 
 def rule(inp: DiagnosisInput) -> list[Finding]:
@@ -51,7 +52,7 @@ def _pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
 
 
 def _repair_on(inp: DiagnosisInput, nodes: list[Node]) -> tuple[bool, str]:
-    if any(n.pool_kind == "auto" for n in nodes):
+    if any_auto_mode(inp, nodes):
         return True, "EKS Auto Mode: node repair is built in and always on"
     if inp.karpenter is not None and inp.karpenter.node_repair:
         gates = inp.karpenter.feature_gates or "NodeRepair=true"
@@ -110,7 +111,7 @@ def _small_pools(inp: DiagnosisInput) -> list[Finding]:
                 summary=summary,
                 evidence=tuple(evidence),
                 runbooks=(RUNBOOK_PAUSE_REPAIR,)
-                if unhealthy and nodes[0].pool_kind != "auto"
+                if unhealthy and not any_auto_mode(inp, nodes)
                 else (),
             )
         )
@@ -151,8 +152,11 @@ def _dcgm_images(inp: DiagnosisInput) -> list[Finding]:
         for image, risky in sorted(at_risk.items()):
             proof = bad_images[image]
             findings.append(
-                _image_finding(pool, image, risky, setting, proof, healthy_on.get(image, 0))
-            )
+                _image_finding(
+                    pool, image, risky, setting, proof, healthy_on.get(image, 0),
+                    auto_mode=any_auto_mode(inp, risky),
+                )
+            )  # fmt: skip
     return findings
 
 
@@ -168,7 +172,7 @@ def _dcgm_failures(
         claim = claims.get(node.name) or claims.get(node.provider_id)
         if cond is None or claim is None or not claim.image_id:
             continue
-        if cond.status == "False" and cond.reason.startswith(DCGM_REASON_PREFIX):
+        if cond.status == "False" and plumbing(cond.reason):
             failing_now.add(node.name)
             bad_images.setdefault(claim.image_id, []).append(
                 Evidence(
@@ -180,7 +184,7 @@ def _dcgm_failures(
                 )
             )
     for rep in replacements(inp):
-        if rep.image_id and rep.unhealthy and rep.unhealthy[2].startswith(DCGM_REASON_PREFIX):
+        if rep.image_id and rep.unhealthy and plumbing(rep.unhealthy[2]):
             bad_images.setdefault(rep.image_id, []).append(
                 Evidence(
                     rep.ended,
@@ -194,7 +198,14 @@ def _dcgm_failures(
 
 
 def _image_finding(
-    pool: str, image: str, risky: list[Node], setting: str, proof: list[Evidence], healthy: int
+    pool: str,
+    image: str,
+    risky: list[Node],
+    setting: str,
+    proof: list[Evidence],
+    healthy: int,
+    *,
+    auto_mode: bool,
 ) -> Finding:
     names = sorted(n.name for n in risky)
     evidence = [
@@ -219,9 +230,7 @@ def _image_finding(
             "reports the same, repair replaces them 10 min later"
         ),
         evidence=tuple(evidence),
-        runbooks=()
-        if any(n.pool_kind == "auto" for n in risky)
-        else (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
+        runbooks=() if auto_mode else (RUNBOOK_PAUSE_REPAIR, RUNBOOK_CORDON_AND_COLLECT),
     )
 
 

@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mignurse.cluster.client import NODES, ClusterError, NotFound
+from mignurse.cluster.client import NODEPOOLS, NODES, ClusterError, NotFound
+from mignurse.model import LABEL_COMPUTE_TYPE, LABEL_NODEPOOL
 from mignurse.runner.step import Action, Harm, StepContext, StepFailed, StepPlan, action
 from mignurse.runner.steps.repair.backend import (
     Found,
@@ -84,8 +85,26 @@ def _found(ctx: StepContext) -> Found:
         labels,
         karpenter_deployment=deploy is not None,
         nodegroup=str(ctx.param("nodegroup") or ""),
+        node_class_group=_node_class_group(ctx, labels),
     )
     return Found(backend, node, deploy)
+
+
+def _node_class_group(ctx: StepContext, labels: Mapping[str, Any] | None) -> str:
+    """The API group of the node's NodePool's nodeClassRef; "" when there is no pool, the
+    label already says Auto Mode, or the NodePool cannot be read (the labels decide then)."""
+    if not labels or labels.get(LABEL_COMPUTE_TYPE) == "auto":
+        return ""
+    pool = labels.get(LABEL_NODEPOOL)
+    if not isinstance(pool, str) or not pool:
+        return ""
+    try:
+        raw = ctx.client.get(NODEPOOLS, pool)
+    except ClusterError:
+        return ""
+    template = ((raw.get("spec") or {}).get("template") or {}).get("spec") or {}
+    ref = template.get("nodeClassRef") if isinstance(template, dict) else None
+    return str(ref.get("group") or "") if isinstance(ref, dict) else ""
 
 
 @action("pause-node-repair")

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 
 from mignurse.cluster.client import ClusterError
 from mignurse.model import LABEL_COMPUTE_TYPE, LABEL_NODEGROUP, LABEL_NODEPOOL
+from mignurse.model.fields import AUTO_MODE_NODECLASS_GROUP
 from mignurse.runner.step import StepContext, StepFailed, StepPlan, transient
 
 POLL_SECONDS = 2.0
@@ -33,10 +34,14 @@ def detect_backend(
     *,
     karpenter_deployment: bool,
     nodegroup: str = "",
+    node_class_group: str = "",
 ) -> Backend:
-    """The repair backend of a node (its labels), or of the cluster when no node is given.
+    """The repair backend of a node (its labels, and the API group of its NodePool's
+    `nodeClassRef`), or of the cluster when no node is given.
 
-    Auto Mode wins over a nodepool label: Auto Mode nodes carry both (docs/repair.md)."""
+    Auto Mode wins over a nodepool label: Auto Mode nodes carry both, and a NodePool whose
+    NodeClass is `eks.amazonaws.com`'s is Auto Mode's even when the node's label is missing
+    (EKS user guide create-node-pool.html; docs/repair.md)."""
     labels = node_labels or {}
     if labels.get(LABEL_COMPUTE_TYPE) == "auto":
         return Backend(
@@ -44,7 +49,13 @@ def detect_backend(
             labels.get(LABEL_NODEPOOL, ""),
             f"the node is labelled {LABEL_COMPUTE_TYPE}=auto (EKS Auto Mode)",
         )
-    if pool := labels.get(LABEL_NODEPOOL):
+    if (pool := labels.get(LABEL_NODEPOOL)) and node_class_group == AUTO_MODE_NODECLASS_GROUP:
+        return Backend(
+            "auto",
+            pool,
+            f"its NodePool {pool} uses a {AUTO_MODE_NODECLASS_GROUP} NodeClass (EKS Auto Mode)",
+        )
+    if pool:
         return Backend("karpenter", pool, f"the node is labelled {LABEL_NODEPOOL}={pool}")
     if group := labels.get(LABEL_NODEGROUP):
         return Backend("nodegroup", group, f"the node is labelled {LABEL_NODEGROUP}={group}")
