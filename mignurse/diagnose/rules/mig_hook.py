@@ -178,8 +178,9 @@ def condition_evidence(cond: Condition) -> Evidence:
 
 
 def event_evidence(event: Event) -> Evidence:
-    count = f" (x{event.count}, last {event.last_seen:%H:%M:%SZ})" if event.count > 1 else ""
-    if event.count > 1 and event.last_seen is None:
+    last = event.last_seen
+    count = f" (x{event.count}, last {last:%H:%M:%SZ})" if event.count > 1 and last else ""
+    if event.count > 1 and last is None:
         count = f" (x{event.count})"
     source = f" from {event.source}" if event.source else ""
     text = f"{event.type} {event.reason}{source}: {clip(event.message, 200)}{count}"
