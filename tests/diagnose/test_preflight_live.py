@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import tarfile
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mignurse.cli import main
+from mignurse.session import BundleSource
 from mignurse.sim import SimCluster, load_scenario
+
+from .simdiag import app_diagnosis
 
 KNOWN_BAD = "known-bad-combination"
 
@@ -139,31 +141,12 @@ def test_a_bundle_carries_the_daemonsets_and_diagnose_from_reads_them(
     (loop,) = [f for f in document["findings"] if f["id"] == KNOWN_BAD]
     assert loop["severity"] == "warning" and "a repair loop is certain" in loop["summary"]
     # the app on that bundle judges what `diagnose --from` judged
-    from mignurse.session import BundleSource
-
     source = BundleSource(bundle)
     app_findings = [f for f in source.assess()[0].findings if f.id == KNOWN_BAD]
     assert [f.summary for f in app_findings] == [loop["summary"]]
 
 
 def test_the_app_warns_of_the_combination_from_its_live_session(tmp_path: Path) -> None:
-    from mignurse.cluster.client import ClusterClient
-    from mignurse.session import LiveSource
-
-    with SimCluster(load_scenario("preflight-dcgm-g5g"), speed=0) as sim:
-        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-        source = LiveSource(client, simulated="preflight-dcgm-g5g ×0", clock=sim.now,
-                            bundle_dir=tmp_path)  # fmt: skip
-        try:
-            source.check()
-            source.start(lambda status: None)
-            deadline = time.monotonic() + 30
-            while not source.synced():
-                assert time.monotonic() < deadline, "never synced"
-                time.sleep(0.05)
-            diagnosis, _pools = source.assess()
-        finally:
-            source.stop()
-            client.close()
+    diagnosis = app_diagnosis("preflight-dcgm-g5g", tmp_path)
     (loop,) = [f for f in diagnosis.findings if f.id == KNOWN_BAD]
     assert loop.severity == "warning" and "a repair loop is certain" in loop.summary
