@@ -62,11 +62,12 @@ unit: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest --collect-only -q --snapshot-warn-unused > /dev/null || true
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist loadgroup
 
-## Mutation testing of mignurse/runner/ (not part of `make test`; MUTANTS="--module lock.py"
-## to narrow it, MUTANTS=--again for the last survivors). coverage.py maps lines to tests.
+## Mutation testing of mignurse/runner/, or PACKAGE=diagnose (not part of `make test`;
+## MUTANTS="--module lock.py" to narrow it, MUTANTS=--again for the last survivors,
+## MUTANTS=--summary for the kept results). coverage.py maps lines to tests.
 mutants: $(STAMP)
 	$(BIN)/python -c "import coverage" 2>/dev/null || $(PIP) "coverage>=7.6"
-	nice -n 10 $(BIN)/python scripts/mutants.py $(MUTANTS)
+	nice -n 10 $(BIN)/python scripts/mutants.py --package $(or $(PACKAGE),runner) $(MUTANTS)
 
 ## The runbook fault trials, the whole matrix (300 trials, about half an hour on two cores;
 ## not part of `make test`): every trial must end known-good or instruction-works. Prints the

@@ -31,6 +31,7 @@ from mignurse.collect.auto import AutoCollector
 from mignurse.collect.redact import Redactor
 from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
 from mignurse.collect.transports import shell_factory
+from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.engine import Diagnosis, diagnose
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.sources import (
@@ -38,6 +39,7 @@ from mignurse.diagnose.sources import (
     find_karpenter_deployment,
     karpenter_settings,
     load_offline,
+    read_daemonsets,
     read_history,
 )
 from mignurse.fleetview import PoolRow, fleet_rows
@@ -200,6 +202,7 @@ class LiveSource:
         self._early: Snapshot | None = None  # the first page of nodes, until all are listed
         self._evidence: dict[str, NodeEvidence] = {}  # from bundles collected in this session
         self._plugin_pods: tuple[GpuPluginPod, ...] = ()  # read again with each assessment
+        self._daemonsets: tuple[DaemonSetInfo, ...] | None = None  # likewise; None: not read
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
         self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
@@ -325,12 +328,16 @@ class LiveSource:
         self._read_dra()
         with contextlib.suppress(ClusterError):  # the last good reading stays
             self._plugin_pods = load_gpu_plugin_pods(self.client)
+        daemonsets = read_daemonsets(self.client, [])  # a refusal keeps the last good reading
+        if daemonsets is not None:
+            self._daemonsets = daemonsets
         inp = DiagnosisInput(
             snapshot=self.state.snapshot(taken_at=now),
             now=now,
             history=history,
             node_evidence=dict(self._evidence),  # what `c` collected in this session
             karpenter=self.karpenter_settings,
+            daemonsets=self._daemonsets,
             gpu_plugin_pods=self._plugin_pods,
         )
         diagnosis = diagnose(inp)
@@ -476,16 +483,7 @@ class BundleSource:
         return True
 
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
-        g = self.gathered
-        inp = DiagnosisInput(
-            snapshot=g.snapshot,
-            now=self.now(),
-            history=g.history,
-            node_evidence=g.node_evidence,
-            karpenter=g.karpenter,
-            cluster_policy=g.cluster_policy,
-            gpu_plugin_pods=g.gpu_plugin_pods,
-        )
+        inp = self.gathered.to_input(self.now())  # what `diagnose --from` judges, all of it
         diagnosis = diagnose(inp)
         return diagnosis, fleet_rows(inp, diagnosis)
 

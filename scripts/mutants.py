@@ -1,8 +1,10 @@
-"""Mutation testing over mignurse/runner/: plant one plausible bug at a time and see whether the
-runner's tests notice.
+"""Mutation testing over a package of mignurse (runner/ unless told): plant one plausible bug
+at a time and see whether the package's tests notice.
 
     make mutants                                  # or, with the venv built:
     nice -n 10 .venv/bin/python scripts/mutants.py [--module lock.py] [--jobs 2]
+    make mutants PACKAGE=diagnose MUTANTS="--module rules/repair_loop.py --jobs 1"
+    nice -n 10 .venv/bin/python scripts/mutants.py --package mignurse/diagnose [--module …]
     .venv/bin/python scripts/mutants.py --list    # the mutants, without running anything
     .venv/bin/python scripts/mutants.py --again   # only the last run's survivors and timeouts
 
@@ -14,20 +16,24 @@ swapped, one condition of an `if` dropped, an integer moved by one, `True` / `Fa
 `continue` or `break` under an `if`: a UID or resourceVersion check that no longer stops
 anything). Strings, f-strings, docstrings, annotations and log lines are left alone.
 
-How a mutant is judged. First, once, the runner's tests (tests/runner/, the runbook fault
-checks of tests/hostile/) run under coverage.py with one context per test: that maps each
-line of runner/ to the tests that execute it, and each module to the tests that reach it (a
-line that runs at import, a constant or a default, is judged by those). Each mutant is then
-written into a copy of the checkout (.venv/mutants/wN; `--jobs` copies, one mutant each at
-a time) and only its tests run there, fastest first, with `-x` and a per-mutant timeout: a
-failure kills it; all passing, it survived; over the time limit, it timed out. Processes the
-tests start (`python -m mignurse`) import the same copy, so they carry the mutant too.
+How a mutant is judged. First, once, the package's tests (for runner/: tests/runner/ and the
+runbook fault checks of tests/hostile/; for diagnose/: tests/diagnose/ and the few quick files
+elsewhere that reach it; PACKAGES below) run under coverage.py with one context per test: that
+maps each line of the package to the tests that execute it, and each module to the tests
+that reach it (a line that runs at import, a constant or a default, is judged by those). Each
+mutant is then written into a copy of the checkout (.venv/mutants/wN; `--jobs` copies, one
+mutant each at a time) and only its tests run there, fastest first, with `-x` and a
+per-mutant timeout: a failure kills it; all passing, it survived; over the time limit, it
+timed out. Processes the tests start (`python -m mignurse`) import the same copy, so they
+carry the mutant too.
 
 Mutants that cannot change behaviour (equivalent) are listed with the reason in
 scripts/mutants-equivalent.txt, by file, function and mutation (not by line, so they hold
 when code moves); listed ones are not run and not counted. The report gives killed /
 survived / timed out per module, the kill rate over the mutants judged, and each survivor as
-file:line, function, mutation. Results are kept in .venv/mutants/results.json.
+file:line, function, mutation. Each package keeps its own coverage map, results and report
+under .venv/mutants/<package>/ (results.json, report.txt); the copies of the checkout
+(.venv/mutants/wN) serve every package.
 """
 
 from __future__ import annotations
@@ -53,25 +59,26 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = "mignurse/runner"
-TESTS = [
-    "tests/runner",
-    "tests/hostile/runbook_faults_test.py",
-    "tests/hostile/test_inputs_runbooks.py",
-]
 WORK = ROOT / ".venv" / "mutants"
 EQUIVALENT = ROOT / "scripts" / "mutants-equivalent.txt"
 CANNOT_PATCH = 99  # the test runner's answer for a mutant it cannot put in place
 PLUGIN = "mutants_plugin"  # scripts/mutants_plugin.py: one coverage context per test
 
+# runner/ -------------------------------------------------------------------------------
+RUNNER_TESTS = [
+    "tests/runner",
+    "tests/hostile/runbook_faults_test.py",
+    "tests/hostile/test_inputs_runbooks.py",
+]
+
 # Judged first (a run cut short has judged these): the lock, the steps that change clusters,
 # then the engine.
-FIRST = ("lock.py", "steps/repair/", "steps/instance.py", "steps/kube.py", "undo.py",
+RUNNER_FIRST = ("lock.py", "steps/repair/", "steps/instance.py", "steps/kube.py", "undo.py",
          "state.py", "core.py", "engine.py", "audit.py", "step.py")  # fmt: skip
 
 # Each module's own tests, named after the incidents they stand for: every one of them that
 # reaches a mutated line runs, whatever --cap says.
-OWN_TESTS: dict[str, list[str]] = {
+RUNNER_OWN: dict[str, list[str]] = {
     "lock.py": ["tests/runner/test_lock_takeover.py", "tests/runner/test_lock_reads.py"],
     "state.py": ["tests/runner/test_run_state_after_a_crash.py"],
     "audit.py": ["tests/runner/test_audit_log_after_a_crash.py"],
@@ -171,6 +178,55 @@ OWN_TESTS: dict[str, list[str]] = {
     ],
 }
 
+# diagnose/ -----------------------------------------------------------------------------
+# tests/diagnose/ takes seconds; the other files here reach diagnose/ in a few seconds each
+# (the forecast reads outlook.py, the hostile bundles go through inputs.py and sources/).
+DIAGNOSE_TESTS = [
+    "tests/diagnose",
+    "tests/runner/test_forecast_cases.py",
+    "tests/hostile/test_inputs_bundles.py",
+    "tests/test_dra_cluster.py",
+]
+
+# The rules first, then what they stand on.
+DIAGNOSE_FIRST = ("rules/", "replacements.py", "timeline.py", "events.py", "facts.py", "mng")
+
+# The boundary tests pin every window, threshold and pairing: they run for every mutant of
+# diagnose/, mapped or not (a file written since the map runs whole).
+DIAGNOSE_ALWAYS = ["tests/diagnose/test_rule_boundaries.py"]
+
+
+@dataclass(frozen=True)
+class Package:
+    path: str  # mignurse/<name>
+    tests: list[str]
+    first: tuple[str, ...]
+    own: dict[str, list[str]]
+    always: list[str]
+    cap: float  # --cap's default: seconds of a mutant's tests to run at most
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def work(self) -> Path:
+        """Its coverage map, results and report."""
+        return WORK / self.name
+
+    def own_tests(self, module: str) -> list[str]:
+        return [*self.own.get(module, []), *self.always]
+
+
+PACKAGES = {
+    p.path: p
+    for p in (
+        Package("mignurse/runner", RUNNER_TESTS, RUNNER_FIRST, RUNNER_OWN, [], cap=4.0),
+        # diagnose/'s tests take 17 s all together: every one that reaches a line runs
+        Package("mignurse/diagnose", DIAGNOSE_TESTS, DIAGNOSE_FIRST, {}, DIAGNOSE_ALWAYS, cap=30.0),
+    )
+}
+
 # Calls whose deletion changes only what is printed: never mutated away.
 QUIET_CALLS = {"log", "debug", "info", "warning", "print"}
 
@@ -226,7 +282,7 @@ class Mutant:
 
     @property
     def module(self) -> str:
-        return self.path.removeprefix(PACKAGE + "/")
+        return self.path.split("/", 2)[-1]  # mignurse/<package>/<module>
 
     def describe(self) -> str:
         return f"{self.path}:{self.line} {self.function}: `{self.before}` -> `{self.after}`"
@@ -494,10 +550,10 @@ def find_mutants(path: Path) -> list[Mutant]:
     return numbered
 
 
-def all_mutants(modules: list[str]) -> list[Mutant]:
+def all_mutants(package: Package, modules: list[str]) -> list[Mutant]:
     found: list[Mutant] = []
-    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
-        rel = str(path.relative_to(ROOT / PACKAGE))
+    for path in sorted((ROOT / package.path).rglob("*.py")):
+        rel = str(path.relative_to(ROOT / package.path))
         if modules and not any(rel == m or rel.startswith(m.rstrip("/") + "/") for m in modules):
             continue
         for mutant in find_mutants(path):
@@ -564,22 +620,24 @@ def make_copy(dest: Path) -> None:
     )
 
 
-def _env(copy: Path) -> dict[str, str]:
+def _env(copy: Path, package: Package) -> dict[str, str]:
     env = dict(os.environ)
+    env["MUTANTS_PACKAGE"] = package.path  # what scripts/mutants_server.py imports first
     env["PYTHONPATH"] = os.pathsep.join([str(copy), str(ROOT / "scripts")])
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["MUTANTS_DURATIONS"] = str(copy / ".mutant-outcome.json")
     return env
 
 
-def build_map(jobs: int, only: list[str] | None = None) -> dict[str, object]:
-    """Run the runner's tests once under coverage, a context per test: which tests execute
-    which line of runner/, and how long each test takes. `only`: these test files again,
+def build_map(package: Package, jobs: int, only: list[str] | None = None) -> dict[str, object]:
+    """Run the package's tests once under coverage, a context per test: which tests execute
+    which line of the package, and how long each test takes. `only`: these test files again,
     their part of the existing map replaced (a test file written or changed since)."""
-    WORK.mkdir(parents=True, exist_ok=True)
+    work = package.work
+    work.mkdir(parents=True, exist_ok=True)
     files = only or sorted(
         str(p.relative_to(ROOT))
-        for t in TESTS
+        for t in package.tests
         for p in ([ROOT / t] if t.endswith(".py") else sorted((ROOT / t).glob("test_*.py")))
     )
     jobs = min(jobs, len(files))
@@ -589,14 +647,14 @@ def build_map(jobs: int, only: list[str] | None = None) -> dict[str, object]:
     for i, share in enumerate(shares):
         copy = WORK / f"cover{i}"
         make_copy(copy)
-        rc = WORK / f"coveragerc{i}"
+        rc = work / f"coveragerc{i}"
         rc.write_text(
-            f"[run]\nsource = {copy / PACKAGE}\ndata_file = {WORK / f'coverage{i}'}\n"
+            f"[run]\nsource = {copy / package.path}\ndata_file = {work / f'coverage{i}'}\n"
             "branch = false\n"
         )
-        log = open(WORK / f"cover{i}.log", "w")  # noqa: SIM115 (closed after the wait)
-        env = _env(copy)
-        env["MUTANTS_DURATIONS"] = str(WORK / f"durations{i}.json")
+        log = open(work / f"cover{i}.log", "w")  # noqa: SIM115 (closed after the wait)
+        env = _env(copy, package)
+        env["MUTANTS_DURATIONS"] = str(work / f"durations{i}.json")
         cmd = [
             sys.executable,
             "-m",
@@ -622,9 +680,9 @@ def build_map(jobs: int, only: list[str] | None = None) -> dict[str, object]:
     import coverage
 
     for i in range(jobs):
-        durations.update(json.loads((WORK / f"durations{i}.json").read_text())["durations"])
-        failed += json.loads((WORK / f"durations{i}.json").read_text())["failed"]
-        data = coverage.CoverageData(basename=str(WORK / f"coverage{i}"))
+        durations.update(json.loads((work / f"durations{i}.json").read_text())["durations"])
+        failed += json.loads((work / f"durations{i}.json").read_text())["failed"]
+        data = coverage.CoverageData(basename=str(work / f"coverage{i}"))
         data.read()
         copy = WORK / f"cover{i}"
         for measured in data.measured_files():
@@ -634,8 +692,8 @@ def build_map(jobs: int, only: list[str] | None = None) -> dict[str, object]:
                     lines[rel][line].add(context)
     if failed:
         print(f"warning: {len(failed)} test(s) fail without any mutant: {', '.join(failed)}")
-    if only and (WORK / "map.json").exists():
-        old = json.loads((WORK / "map.json").read_text())
+    if only and (work / "map.json").exists():
+        old = json.loads((work / "map.json").read_text())
         again = tuple(only)
 
         def kept(tests: list[str]) -> set[str]:
@@ -651,7 +709,7 @@ def build_map(jobs: int, only: list[str] | None = None) -> dict[str, object]:
         "durations": durations,
         "failed": failed,
     }
-    (WORK / "map.json").write_text(json.dumps(mapping))
+    (work / "map.json").write_text(json.dumps(mapping))
     return mapping
 
 
@@ -701,13 +759,14 @@ class Worker:
     """A copy of the checkout and its test runner (scripts/mutants_server.py); one mutant at
     a time."""
 
-    def __init__(self, copy: Path) -> None:
+    def __init__(self, copy: Path, package: Package) -> None:
         make_copy(copy)
         self.copy = copy
+        self.package = package
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "scripts" / "mutants_server.py")],
             cwd=copy,
-            env=_env(copy),
+            env=_env(copy, package),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -729,7 +788,7 @@ class Worker:
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", *args],
             cwd=self.copy,
-            env=_env(self.copy),
+            env=_env(self.copy, self.package),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -750,8 +809,8 @@ class Worker:
 
 
 class Workers:
-    def __init__(self, jobs: int) -> None:
-        self.free = [Worker(WORK / f"w{i}") for i in range(jobs)]
+    def __init__(self, jobs: int, package: Package) -> None:
+        self.free = [Worker(WORK / f"w{i}", package) for i in range(jobs)]
         self.all = list(self.free)
         self.lock = threading.Lock()
 
@@ -769,7 +828,12 @@ class Workers:
 
 
 def run_mutant(
-    mutant: Mutant, tests: list[str], workers: Workers, durations: dict[str, float], cap: float
+    mutant: Mutant,
+    tests: list[str],
+    workers: Workers,
+    durations: dict[str, float],
+    cap: float,
+    own_tests: list[str],
 ) -> Result:
     def result(status: str, seconds: float = 0.0, killer: str = "") -> Result:
         return Result(
@@ -785,7 +849,7 @@ def run_mutant(
 
     # The module's own test files always run (first); other tests that reach the line
     # follow, most relevant first, up to `cap` seconds of their usual time.
-    own = tuple(OWN_TESTS.get(mutant.module, ()))
+    own = tuple(own_tests)
     chosen = [t for t in tests if own and t.startswith(own)]
     mapped = {t.split("::")[0] for t in durations}
     chosen += [f for f in own if f not in mapped]  # written since the map: run it whole
@@ -829,7 +893,8 @@ def run_mutant(
             killer = failed[0] if failed else ""
         rc = answer["rc"]
         if rc == 0:
-            return result("survived" if len(chosen) == len(tests) else "survived-capped", seconds)
+            capped = not set(tests) <= set(chosen)
+            return result("survived-capped" if capped else "survived", seconds)
         if rc == 5:
             return result("no-tests", seconds)  # the tests were not found: never a kill
         return result("killed", seconds, killer or f"pytest exit {rc}")
@@ -838,7 +903,7 @@ def run_mutant(
         workers.give(worker)
 
 
-def report(results: list[Result], excluded: int, out: Path | None) -> None:
+def report(results: list[Result], excluded: int, out: Path | None, unjudged: int = 0) -> None:
     per: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for r in results:
         per[r.module][r.status] += 1
@@ -857,6 +922,7 @@ def report(results: list[Result], excluded: int, out: Path | None) -> None:
     lines.append(
         f"\n{total} mutants judged ({excluded} listed as equivalent, not run): {killed} killed "
         f"(timeouts included), kill rate {rate:.1f} %"
+        + (f"; {unjudged} not judged yet" if unjudged else "")
     )
     survivors = sorted(
         (r for r in results if r.status not in ("killed", "timeout")), key=lambda r: r.describe
@@ -880,9 +946,23 @@ def report(results: list[Result], excluded: int, out: Path | None) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--module", action="append", default=[], help="lock.py, steps/repair/")
+    parser.add_argument(
+        "--package",
+        type=lambda name: "mignurse/" + name.strip("/").removeprefix("mignurse/"),
+        choices=sorted(PACKAGES),
+        default="mignurse/runner",
+        help="the package whose mutants are judged, with its own tests and results",
+    )
+    parser.add_argument(
+        "--module", action="append", default=[], help="lock.py, steps/repair/, rules/churn.py"
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="report the kept results of every module (or --module) and stop, running nothing",
+    )
     parser.add_argument("--again", action="store_true", help="rerun last survivors only")
     parser.add_argument("--remap", action="store_true", help="rebuild the coverage map")
     parser.add_argument(
@@ -892,25 +972,35 @@ def main() -> int:
         help="map this test file again (written or changed since the map), the rest kept",
     )
     parser.add_argument(
-        "--report", type=Path, default=WORK / "report.txt", help="where the report is also written"
+        "--report",
+        type=Path,
+        default=None,
+        help="where the report is also written (.venv/mutants/<package>/report.txt)",
     )
     parser.add_argument(
         "--cap",
         type=float,
-        default=4.0,
-        help="seconds of a mutant's tests (by their usual time, fastest first) to run at most",
+        default=None,
+        help="seconds of a mutant's tests (by their usual time, fastest first) to run at most "
+        "(runner: 4, diagnose: 30)",
     )
     args = parser.parse_args()
 
-    mutants = all_mutants(args.module)
-    equivalent = read_equivalent()
-    unknown = sorted(set(equivalent) - {m.key for m in all_mutants([])})
+    package = PACKAGES[args.package]
+    mutants = all_mutants(package, args.module)
+    equivalent = {
+        k: why for k, why in read_equivalent().items() if k.startswith(package.path + "/")
+    }
+    unknown = sorted(set(equivalent) - {m.key for m in all_mutants(package, [])})
     for key in unknown:
         print(f"note: {EQUIVALENT.name} lists a mutant that no longer exists: {key}")
     judged = [m for m in mutants if m.key not in equivalent]
     judged.sort(
         key=lambda m: (
-            next((i for i, p in enumerate(FIRST) if m.module.startswith(p)), len(FIRST)),
+            next(
+                (i for i, p in enumerate(package.first) if m.module.startswith(p)),
+                len(package.first),
+            ),
             m.path,
             m.start,
         )
@@ -922,18 +1012,25 @@ def main() -> int:
         print(f"{len(judged)} mutants ({excluded} listed as equivalent)")
         return 0
 
-    map_file = WORK / "map.json"
-    if args.remap or not map_file.exists():
-        print("mapping the runner's tests to runner/ lines (one coverage run)…", flush=True)
-        mapping = build_map(args.jobs)
-    elif args.remap_file:
-        mapping = build_map(args.jobs, args.remap_file)
-    else:
-        mapping = json.loads(map_file.read_text())
-    results_file = WORK / "results.json"
+    work = package.work
+    results_file = work / "results.json"
     previous: dict[str, dict[str, object]] = {}
     if results_file.exists():
         previous = {r["key"]: r for r in json.loads(results_file.read_text())}
+    current = {m.key for m in judged}
+    if args.summary:
+        kept = [Result(**v) for k, v in previous.items() if k in current]  # type: ignore[arg-type]
+        report(kept, excluded, args.report or work / "report.txt", len(current) - len(kept))
+        return 0
+
+    map_file = work / "map.json"
+    if args.remap or not map_file.exists():
+        print(f"mapping the tests to {package.path}/ lines (one coverage run)…", flush=True)
+        mapping = build_map(package, args.jobs)
+    elif args.remap_file:
+        mapping = build_map(package, args.jobs, args.remap_file)
+    else:
+        mapping = json.loads(map_file.read_text())
     if args.again:
         # judged again: what survived, and every mutant of a module that changed since
         judged = [
@@ -943,7 +1040,7 @@ def main() -> int:
             or previous[m.key].get("source") != module_hash(m.path)
         ]
     durations: dict[str, float] = mapping["durations"]  # type: ignore[assignment]
-    workers = Workers(args.jobs)
+    workers = Workers(args.jobs, package)
     results: dict[str, Result] = {
         k: Result(**v)
         for k, v in previous.items()  # type: ignore[arg-type]
@@ -953,7 +1050,11 @@ def main() -> int:
 
     def one(mutant: Mutant) -> None:
         nonlocal done
-        result = run_mutant(mutant, tests_for(mutant, mapping), workers, durations, args.cap)
+        tests = tests_for(mutant, mapping)
+        # the copies are taken at the start: a test file written since is not in them
+        own = [t for t in package.own_tests(mutant.module) if (workers.all[0].copy / t).exists()]
+        cap = args.cap if args.cap is not None else package.cap
+        result = run_mutant(mutant, tests, workers, durations, cap, own)
         with lock:
             done += 1
             results[mutant.key] = result
@@ -967,8 +1068,8 @@ def main() -> int:
     finally:
         workers.close()
     results_file.write_text(json.dumps([asdict(r) for r in results.values()]))
-    current = {m.key for m in mutants if m.key not in equivalent}
-    report([r for k, r in results.items() if k in current], excluded, args.report)
+    kept = [r for k, r in results.items() if k in current]
+    report(kept, excluded, args.report or work / "report.txt", len(current) - len(kept))
     return 0
 
 

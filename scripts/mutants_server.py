@@ -16,6 +16,7 @@ import contextlib
 import gc
 import json
 import os
+import pathlib
 import signal
 import sys
 import time
@@ -32,7 +33,15 @@ def _preload() -> None:
     from mignurse.runner.steps import load_actions
 
     load_actions()
+    # every module of the package under test ($MUTANTS_PACKAGE, mignurse/runner unless
+    # told): a function is put in place only in a module already imported
+    package = os.environ.get("MUTANTS_PACKAGE", "mignurse/runner")
+    modules = [
+        ".".join(path.with_suffix("").parts).removesuffix(".__init__")
+        for path in sorted(pathlib.Path(package).rglob("*.py"))
+    ]
     for name in (
+        *modules,
         "mignurse.runner.engine",
         "mignurse.sim.simcluster",
         "mignurse.sim.nodes",

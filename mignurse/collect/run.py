@@ -36,7 +36,7 @@ from mignurse.collect.bundle import BundleWriteError, BundleWriter
 from mignurse.collect.nodediagnostic import TRANSPORT, wire_reports
 from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
-from mignurse.diagnose.sources import find_karpenter_deployment
+from mignurse.diagnose.sources import DAEMONSETS, find_karpenter_deployment
 from mignurse.model import Node, format_time
 from mignurse.nodeaccess.base import CommandResult, NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
@@ -156,6 +156,7 @@ def write_cluster_part(
     parts: list[tuple[str, Resource, dict[str, Any]]] = [
         ("nodes", NODES, {}),
         ("events", EVENTS, {}),
+        ("daemonsets", DAEMONSETS, {}),  # what the known-bad-combination findings read
     ]
     if karpenter:
         parts += [("nodeclaims", NODECLAIMS, {}), ("nodepools", NODEPOOLS, {})]

@@ -33,6 +33,7 @@ REPAIR_BLOCKED = "repair-blocked"
 MIG_CONFIG_FAILED = "mig-config-failed"
 MIG_LAYOUT_MISMATCH = "mig-layout-mismatch"
 REPAIR_RISK = "repair-risk"
+KNOWN_BAD_COMBINATION = "known-bad-combination"
 GPU_STACK_DOWN = "gpu-stack-down"
 
 # Runbook names (README, Runbooks): what a finding may point the engineer at.
@@ -98,6 +99,7 @@ ID_ORDER = {
             MIG_LAYOUT_MISMATCH,
             GPU_STACK_DOWN,
             REPAIR_RISK,
+            KNOWN_BAD_COMBINATION,
         )
     )
 }

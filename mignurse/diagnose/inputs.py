@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from mignurse.cluster.history import Lifecycle, Transition
 from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.facts import parse_version, repair_tolerations
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.evidence import (
@@ -161,6 +162,9 @@ class DiagnosisInput:
     karpenter: KarpenterSettings | None = None
     cluster_policy: Mapping[str, Any] | None = None  # NVIDIA ClusterPolicy, raw
     nodegroups: Mapping[str, NodeGroupRepair] = field(default_factory=dict)  # by name
+    # Every DaemonSet of the cluster (the node monitoring agent and its DCGM server,
+    # mig-manager, the DRA kubelet plugin): what the pre-flight findings read. None: not read.
+    daemonsets: tuple[DaemonSetInfo, ...] | None = None
     # The GPU stack's plugin pods: NVIDIA's device plugin and the DRA driver's kubelet
     # plugin, every one the cluster (or bundle) shows, with the containers that keep failing.
     gpu_plugin_pods: tuple[GpuPluginPod, ...] = ()

@@ -528,7 +528,7 @@ def _gone_summary(
         "event",
         f"NodeClaim {name} (node {node or 'unknown'}) is gone; its events show it "
         + (f"launched {format_time(launched)}, " if launched else "")
-        + f"terminating from {format_time(ended)}"
+        + (f"terminating from {format_time(ended)}" if ended else "no sign of when it ended")
         + (f" (lived about {human_duration(lifetime)})" if lifetime else "")
         + f" → {CAUSE_WORDS.get(cause, cause)}",
     )

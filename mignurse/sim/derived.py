@@ -8,6 +8,7 @@ running one of its pods, ready and available those whose pod is Ready.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mignurse.sim.objects import stable_uuid, ts
@@ -59,7 +60,49 @@ def _template(pod: JsonDict, drop: tuple[str, ...]) -> JsonDict:
     }
 
 
-def daemonsets(store: Store) -> list[JsonDict]:
+def daemonsets(
+    store: Store, declared: tuple[JsonDict, ...] = (), created: float = 0.0
+) -> list[JsonDict]:
+    """The DaemonSets derived from their pods, and the scenario's `daemonSets` as written
+    (one of the same namespace and name replaces the derived one)."""
+    written = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): _as_served(d, created)
+        for d in declared
+    }
+    derived = [
+        d
+        for d in _derived_daemonsets(store)
+        if (d["metadata"]["namespace"], d["metadata"]["name"]) not in written
+    ]
+    return sorted(
+        [*derived, *written.values()],
+        key=lambda d: (d["metadata"]["namespace"], d["metadata"]["name"]),
+    )
+
+
+def _as_served(manifest: JsonDict, created: float) -> JsonDict:
+    obj = json.loads(json.dumps(manifest))
+    meta = obj.setdefault("metadata", {})
+    ns, name = meta["namespace"], meta["name"]
+    obj["apiVersion"], obj["kind"] = "apps/v1", "DaemonSet"
+    meta.setdefault("uid", stable_uuid("ds", ns, name))
+    meta.setdefault("resourceVersion", "1")
+    meta.setdefault("generation", 1)
+    meta.setdefault("creationTimestamp", ts(created))
+    obj.setdefault(
+        "status",
+        {
+            "currentNumberScheduled": 0,
+            "numberMisscheduled": 0,
+            "desiredNumberScheduled": 0,
+            "numberReady": 0,
+            "observedGeneration": 1,
+        },
+    )
+    return obj
+
+
+def _derived_daemonsets(store: Store) -> list[JsonDict]:
     groups: dict[tuple[str, str], tuple[JsonDict, list[JsonDict]]] = {}
     for pod in store.all("pods"):
         ref = _owner(pod)

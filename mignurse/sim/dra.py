@@ -57,10 +57,11 @@ CHART_VERSION = "25.8.0"
 NAMESPACE = "nvidia-dra-driver-gpu"  # the namespace NVIDIA's install guide creates for it
 DAEMONSET = "nvidia-dra-driver-gpu-kubelet-plugin"
 IMAGE = f"nvcr.io/nvidia/k8s-dra-driver-gpu:v{CHART_VERSION}"
+COMPONENT_LABEL = "nvidia-dra-driver-gpu-component"
 POD_LABELS = {
     "app.kubernetes.io/name": "nvidia-dra-driver-gpu",
     "app.kubernetes.io/instance": "nvidia-dra-driver-gpu",
-    "nvidia-dra-driver-gpu-component": "kubelet-plugin",
+    COMPONENT_LABEL: "kubelet-plugin",
 }
 DEVICE_CLASSES = {"gpu.nvidia.com": "gpu", "mig.nvidia.com": "mig"}
 POD_CLAIM = "gpu"  # the name a workload's pod gives its claim

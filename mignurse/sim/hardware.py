@@ -288,6 +288,14 @@ OS_IMAGES: dict[str, OsImage] = {
         "6.1.131",
         container_runtime="containerd://1.7.27+bottlerocket",
     ),
+    # Bottlerocket 1.32.0, before MIG (its os-release as bottlerocket-os/bottlerocket PR #4418
+    # shows it: "Bottlerocket OS 1.32.0 (aws-k8s-1.29-nvidia)"); kernel and containerd ours.
+    "bottlerocket-1.32": OsImage(
+        "bottlerocket",
+        "Bottlerocket OS 1.32.0 (aws-k8s-1.29-nvidia)",
+        "6.1.119",
+        container_runtime="containerd://1.7.24+bottlerocket",
+    ),
 }
 
 

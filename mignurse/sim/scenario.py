@@ -9,6 +9,7 @@ exactly what to fix. See docs/scenarios.md.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ _TOP = {
     "nodeGroups",
     "timeline",
     "generate",
+    "daemonSets",
 }
 
 
@@ -93,7 +95,34 @@ def parse_scenario(text: str, source: str) -> Scenario:
         source=source,
         generate=generate,
         resource_api_versions=resource_versions,
+        daemonsets=_parse_daemonsets(ctx, d),
     )
+
+
+def _parse_daemonsets(ctx: ParseContext, d: LDict) -> tuple[dict[str, Any], ...]:
+    """`daemonSets`: DaemonSet manifests served as written (apps/v1), each with a name and a
+    namespace; one of the same namespace and name as a derived DaemonSet replaces it."""
+    line = ctx.line_of(d, "daemonSets")
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(ctx.seq(d.get("daemonSets"), "daemonSets", line)):
+        where = f"daemonSets[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict):
+            raise ctx.fail(getattr(item, "line", line), f"{where} needs metadata.name")
+        meta = item["metadata"]
+        at = getattr(meta, "line", line)
+        name, namespace = meta.get("name"), meta.get("namespace")
+        if not isinstance(name, str) or not DNS_1123_NAME.match(name):
+            raise ctx.fail(at, f"{where}.metadata.name must be a DNS-1123 name")
+        if not isinstance(namespace, str) or not DNS_1123_NAME.match(namespace):
+            raise ctx.fail(at, f"{where}.metadata.namespace must be a DNS-1123 name")
+        if item.get("kind", "DaemonSet") != "DaemonSet":
+            raise ctx.fail(at, f"{where}.kind must be DaemonSet")
+        if (namespace, name) in seen:
+            raise ctx.fail(at, f"{where}: DaemonSet {namespace}/{name} given twice")
+        seen.add((namespace, name))
+        out.append(json.loads(json.dumps(item)))  # plain dicts, as the store keeps objects
+    return tuple(out)
 
 
 def _load_yaml(ctx: ParseContext, text: str) -> Any:

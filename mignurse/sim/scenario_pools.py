@@ -57,6 +57,7 @@ _POOL = {
     "releaseVersion",
     "amiType",
     "gpuScheduling",
+    "draDriver",
 }
 _NODEGROUP_ONLY = ("nodeRepairConfig", "releaseVersion", "amiType")
 _REPAIR_CONFIG = {
@@ -228,7 +229,27 @@ def parse_pool(ctx: ParseContext, raw: Any, where: str, line: int, kind: str) ->
         **_parse_nodegroup_fields(ctx, d, where, kind),
         gpu_scheduling=gpu.scheduling,
         mig_applied_by=gpu.applied_by,
+        **_parse_dra_driver(ctx, d, where, gpu.scheduling),
     )
+
+
+def _parse_dra_driver(ctx: ParseContext, d: LDict, where: str, scheduling: str) -> dict[str, Any]:
+    """`draDriver`: the DRA driver chart's `featureGates` (a `Name=bool,…` string) and
+    `selectorLabelsOverride` (kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1
+    deployments/helm/dra-driver-nvidia-gpu/values.yaml)."""
+    if d.get("draDriver") is None:
+        return {}
+    line = ctx.line_of(d, "draDriver")
+    if scheduling != "dra":
+        raise ctx.fail(line, f"{where}.draDriver needs gpuScheduling: dra")
+    chart = ctx.mapping(
+        d["draDriver"], f"{where}.draDriver", line, {"featureGates", "selectorLabelsOverride"}
+    )
+    override = ctx.str_map(chart, "selectorLabelsOverride", f"{where}.draDriver")
+    return {
+        "dra_feature_gates": ctx.string(chart, "featureGates", f"{where}.draDriver", ""),
+        "dra_selector_labels": tuple(override.items()) if override else None,
+    }
 
 
 def _parse_instance_type(

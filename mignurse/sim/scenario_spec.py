@@ -230,6 +230,10 @@ class PoolSpec:
     limits: tuple[tuple[str, str], ...] | None = None  # NodePool spec.limits (None: default)
     gpu_scheduling: str = "device-plugin"  # device-plugin | dra (the NVIDIA DRA driver)
     mig_applied_by: str = "mig-manager"  # mig-manager | userdata (before kubelet, every boot)
+    # the DRA driver's chart values on a `dra` pool: `featureGates` (FEATURE_GATES env of the
+    # plugin) and `selectorLabelsOverride` (replaces the component label of its pods)
+    dra_feature_gates: str = ""
+    dra_selector_labels: tuple[tuple[str, str], ...] | None = None
 
     @property
     def dra(self) -> bool:
@@ -302,6 +306,9 @@ class Scenario:
     generate: tuple[tuple[str, Any], ...] | None = None
     extras: dict[str, Any] = field(default_factory=dict, compare=False)
     resource_api_versions: tuple[str, ...] = ()  # resource.k8s.io versions served, preferred first
+    # DaemonSets served as written beside the ones derived from pods (e.g. the node monitoring
+    # agent's dcgm-server where its affinity lets it run nowhere)
+    daemonsets: tuple[dict[str, Any], ...] = ()
 
     @property
     def context_name(self) -> str:

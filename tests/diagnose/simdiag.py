@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.history import HistoryStore
 from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.engine import Diagnosis
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
 from mignurse.diagnose.sources import read_history
 from mignurse.model import Event, Node, NodeClaim, NodePool
-from mignurse.sim import SimCluster
+from mignurse.session import LiveSource
+from mignurse.sim import SimCluster, load_scenario
 
 
 def snapshot_of(sim: SimCluster) -> Snapshot:
@@ -85,3 +89,22 @@ def input_of(
         history=history,
         karpenter=karpenter_of(sim),
     )
+
+
+def app_diagnosis(scenario: str, tmp_path: Path) -> Diagnosis:
+    """What the terminal app judges on a scenario: its live session through the real client,
+    synced, then one assessment (the findings panel's)."""
+    with SimCluster(load_scenario(scenario), speed=0) as sim:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
+        source = LiveSource(client, simulated=f"{scenario} ×0", clock=sim.now, bundle_dir=tmp_path)
+        try:
+            source.check()
+            source.start(lambda status: None)
+            deadline = time.monotonic() + 30
+            while not source.synced():
+                assert time.monotonic() < deadline, "never synced"
+                time.sleep(0.05)
+            return source.assess()[0]
+        finally:
+            source.stop()
+            client.close()

@@ -15,7 +15,6 @@ NodeClass reference: EKS user guide create-node-pool.html and associate-workload
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from mignurse.diagnose.agent_reasons import (
     unknown_reason_text,
 )
 from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, auto_mode_nodes
+from mignurse.diagnose.daemonsets import Container, DaemonSetInfo
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.facts import classify_ahr_reason, xid_of
 from mignurse.diagnose.findings import (
@@ -321,17 +321,13 @@ def test_an_unknown_reason_names_the_agent_release_running_on_the_node() -> None
     assert finding.runbooks == (RUNBOOK_CORDON_AND_COLLECT,)
 
 
-@dataclass(frozen=True)
-class _Container:
-    name: str
-    image: str
+def _container(name: str, image: str) -> Container:
+    return Container(name=name, image=image)
 
 
-@dataclass(frozen=True)
-class _DaemonSet:
-    namespace: str
-    name: str
-    containers: tuple[_Container, ...]
+def _daemonset(namespace: str, name: str, containers: tuple[Container, ...]) -> DaemonSetInfo:
+    """The input's DaemonSets are mignurse.diagnose.daemonsets.DaemonSetInfo, as read live."""
+    return DaemonSetInfo(namespace=namespace, name=name, containers=containers)
 
 
 def test_an_unknown_reason_names_the_release_of_the_agent_daemonset() -> None:
@@ -340,11 +336,11 @@ def test_an_unknown_reason_names_the_release_of_the_agent_daemonset() -> None:
     # names them; the DCGM server runs the agent's image too and must not be mistaken for it.
     registry = "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks"
     daemonsets = (
-        _DaemonSet("kube-system", "eks-node-monitoring-agent", (
-            _Container("eks-node-monitoring-agent",
+        _daemonset("kube-system", "eks-node-monitoring-agent", (
+            _container("eks-node-monitoring-agent",
                        f"{registry}/eks-node-monitoring-agent:v1.8.0-eksbuild.1"),)),
-        _DaemonSet("kube-system", "dcgm-server", (
-            _Container("eks-node-monitoring-agent-dcgm",
+        _daemonset("kube-system", "dcgm-server", (
+            _container("eks-node-monitoring-agent-dcgm",
                        f"{registry}/eks-node-monitoring-agent:v1.7.0-eksbuild.1"),)),
     )  # fmt: skip
     node = node_json(
@@ -621,8 +617,8 @@ def test_a_reason_a_page_long_is_shown_clipped() -> None:
 def test_agent_daemonsets_that_disagree_name_no_release() -> None:
     registry = "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/eks-node-monitoring-agent"
     daemonsets = tuple(
-        _DaemonSet("kube-system", f"eks-node-monitoring-agent{suffix}",
-                   (_Container("eks-node-monitoring-agent", f"{registry}:{tag}"),))
+        _daemonset("kube-system", f"eks-node-monitoring-agent{suffix}",
+                   (_container("eks-node-monitoring-agent", f"{registry}:{tag}"),))
         for suffix, tag in (("", "v1.8.0-eksbuild.1"), ("-arm", "v1.6.2-eksbuild.1"))
     )  # fmt: skip
     node = node_json(

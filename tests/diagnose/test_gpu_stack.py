@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,15 +31,15 @@ import pytest
 from drashapes import dra_node, resource_slice
 
 from mignurse.cli import main
-from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.dra import gpu_plugin_pods, plugin_kind, plugin_nodes_of
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.model import PLUGIN_DEVICE, PLUGIN_DRA, GpuPluginPod, Node, Pod, ResourceSlice
-from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
+
+from .simdiag import app_diagnosis
 
 NOW = datetime(2026, 11, 29, 4, 0, tzinfo=UTC)
 NODE = "ip-10-0-5-248.ec2.internal"
@@ -382,21 +381,7 @@ def test_the_crashloop_scenario_live_and_from_its_bundle(
 
 
 def test_the_app_names_the_stack_down_nodes_from_its_live_session(tmp_path: Path) -> None:
-    with SimCluster(load_scenario("gpu-plugin-crashloop"), speed=0) as sim:
-        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "config")))
-        source = LiveSource(client, simulated="gpu-plugin-crashloop ×0", clock=sim.now,
-                            bundle_dir=tmp_path)  # fmt: skip
-        try:
-            source.check()
-            source.start(lambda status: None)
-            deadline = time.monotonic() + 30
-            while not source.synced():
-                assert time.monotonic() < deadline, "never synced"
-                time.sleep(0.05)
-            diagnosis, _pools = source.assess()
-        finally:
-            source.stop()
-            client.close()
+    diagnosis = app_diagnosis("gpu-plugin-crashloop", tmp_path)
 
     down = sorted(f.nodepool for f in diagnosis.findings if f.id == "gpu-stack-down")
     assert down == ["gpu-mig-dra", "gpu-train"]

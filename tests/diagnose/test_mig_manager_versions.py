@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.inputs import DiagnosisInput
 
 from .test_node_rules import about, bundle, incident_node, relabel, run, sibling_node, sim_input
@@ -122,3 +123,52 @@ def test_an_operator_newer_than_v26_7_0_is_told_of_the_setting_and_the_workaroun
     assert "gpu-operator v26.10.0 is newer than v26.7.0" in summary
     assert "WITH_SHUTDOWN_HOST_GPU_CLIENTS=false" in summary
     assert "`mignurse userdata` writes it" in summary
+
+
+def mig_manager_daemonset(image: str) -> DaemonSetInfo:
+    # gpu-operator v26.7.0 assets/state-mig-manager/0600_daemonset.yaml: the operator sets the
+    # container image to <repository>/<image>:<version> from the ClusterPolicy's migManager.
+    return DaemonSetInfo.from_api({
+        "metadata": {"namespace": "gpu-operator", "name": "nvidia-mig-manager"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "nvidia-mig-manager", "image": image}]}}},
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("image", "read"),
+    [
+        ("nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.16.0", "v0.16.0"),
+        ("nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.14.5-ubuntu20.04@sha256:" + "a" * 64,
+         "v0.14.5"),
+        ("registry.local:5000/mirror/k8s-mig-manager:v0.16.0", "v0.16.0"),
+        ("nvcr.io/nvidia/cloud-native/k8s-mig-manager:latest", None),
+        ("nvcr.io/nvidia/cloud-native/k8s-mig-manager-extra:v0.16.0", None),
+    ],
+)  # fmt: skip
+def test_without_a_cluster_policy_the_mig_manager_image_tag_tells_the_version(
+    image: str, read: str | None
+) -> None:
+    inp, node = stuck_pending(sim_input("mig-hook-notready"), None)
+    inp = replace(inp, cluster_policy=None, daemonsets=(mig_manager_daemonset(image),))
+
+    summary = about(run(inp), node)["mig-config-failed"].summary
+
+    if read is None:
+        assert "a mig-manager up to v0.15.0" in summary
+    elif read == "v0.16.0":
+        assert "mig-manager v0.16.0 ends a client-shutdown timeout as failed" in summary
+    else:
+        assert f"mig-manager {read}, without NVIDIA/mig-parted#484" in summary
+
+
+def test_mig_manager_daemonsets_that_disagree_leave_the_version_unknown() -> None:
+    inp, node = stuck_pending(sim_input("mig-hook-notready"), None)
+    two = tuple(
+        mig_manager_daemonset(f"nvcr.io/nvidia/cloud-native/k8s-mig-manager:{tag}")
+        for tag in ("v0.16.0", "v0.15.0")
+    )
+    summary = about(run(replace(inp, cluster_policy=None, daemonsets=two)), node)[
+        "mig-config-failed"
+    ].summary
+    assert "a mig-manager up to v0.15.0" in summary

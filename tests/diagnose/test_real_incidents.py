@@ -201,6 +201,8 @@ def test_a_long_lived_node_gone_unknown_is_reported_with_its_repair_deadline(
     assert "Ready=Unknown for 14m" in finding["summary"]
     assert "cordon-and-collect" in finding["runbooks"]
     assert ids(document) == {"node-not-ready"}
+    (line,) = [e["text"] for e in finding["evidence"] if e["source"] == "condition"]
+    assert line.endswith("; Karpenter repair (30m toleration) replaces it at 2026-12-01T03:28:20Z")
 
 
 def test_not_ready_repair_follows_the_karpenter_version(

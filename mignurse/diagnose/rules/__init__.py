@@ -12,6 +12,7 @@ from mignurse.diagnose.rules import (
     mig_layout,
     not_ready,
     notready_loop,
+    preflight,
     repair_blocked,
     repair_loop,
     repair_risk,
@@ -30,6 +31,7 @@ RULES: list[tuple[str, Rule]] = [
     ("mig-layout-mismatch", mig_layout.rule),
     ("gpu-stack-down", gpu_stack.rule),
     ("repair-risk", repair_risk.rule),
+    ("known-bad-combination", preflight.rule),
 ]
 
 # module → the finding id it raises

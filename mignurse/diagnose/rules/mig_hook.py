@@ -69,15 +69,33 @@ SHUTDOWN_SETTING = "WITH_SHUTDOWN_HOST_GPU_CLIENTS"
 # labels paused-for-mig-change and the state pending for good; with it, the state becomes
 # failed and the labels are restored.
 MIG_MANAGER_WITHOUT_484 = (0, 15, 0)
+MIG_MANAGER_IMAGE = "k8s-mig-manager"  # gpu-operator v26.7.0 values.yaml migManager.image
 
 
 def mig_manager_version(inp: DiagnosisInput) -> tuple[int, ...] | None:
     """The mig-manager version the ClusterPolicy deploys (spec.migManager.version, as in
-    gpu-operator v26.7.0 deployments/gpu-operator/values.yaml `v0.15.0`); None unknown."""
+    gpu-operator v26.7.0 deployments/gpu-operator/values.yaml `v0.15.0`), else the tag of the
+    `k8s-mig-manager` image its DaemonSet runs (the operator composes the image from that
+    repository, image and version); None unknown, or when DaemonSets disagree."""
     spec = (inp.cluster_policy or {}).get("spec")
     manager = spec.get("migManager") if isinstance(spec, dict) else None
     version = manager.get("version") if isinstance(manager, dict) else None
-    return parse_version(version) if isinstance(version, str) else None
+    if isinstance(version, str) and (parsed := parse_version(version)) is not None:
+        return parsed
+    tags = {
+        parse_version(container.tag)
+        for daemonset in inp.daemonsets or ()
+        for container in daemonset.containers
+        if _image_name(container.image) == MIG_MANAGER_IMAGE
+    }
+    tags.discard(None)
+    return tags.pop() if len(tags) == 1 else None
+
+
+def _image_name(image: str) -> str:
+    """`k8s-mig-manager` of `nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0@sha256:…`."""
+    last = image.split("@", 1)[0].rpartition("/")[2]
+    return last.partition(":")[0]
 
 
 def operator_version(inp: DiagnosisInput) -> tuple[int, ...] | None:
@@ -178,8 +196,9 @@ def condition_evidence(cond: Condition) -> Evidence:
 
 
 def event_evidence(event: Event) -> Evidence:
-    count = f" (x{event.count}, last {event.last_seen:%H:%M:%SZ})" if event.count > 1 else ""
-    if event.count > 1 and event.last_seen is None:
+    last = event.last_seen
+    count = f" (x{event.count}, last {last:%H:%M:%SZ})" if event.count > 1 and last else ""
+    if event.count > 1 and last is None:
         count = f" (x{event.count})"
     source = f" from {event.source}" if event.source else ""
     text = f"{event.type} {event.reason}{source}: {clip(event.message, 200)}{count}"

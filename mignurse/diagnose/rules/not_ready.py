@@ -104,14 +104,14 @@ def _finding(
     evidence: list[Evidence] = []
     parts: list[str] = []
     deadlines = [d for _, d, _ in found if d is not None]
-    for node, deadline, who in found:
+    for node, _deadline, who in found:
         ready = node.ready
         assert ready is not None  # chosen for it
         since = ready.last_transition
         down_for = human_duration(inp.now - since) if since else "an unknown time"
         age = f", {human_duration(inp.now - node.created)} old" if node.created else ""
         hint = _hint(ready.reason, ready.message)
-        fate = f"{who} replaces it at {format_time(deadline)}" if deadline is not None else who
+        fate = who  # RepairOutlook.fate already says when repair replaces (or reboots) it
         parts.append(
             f"{node.name} Ready={ready.status} for {down_for}{age}" + (f" ({hint})" if hint else "")
         )

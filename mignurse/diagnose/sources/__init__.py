@@ -10,14 +10,17 @@ once the moment to judge at is known.
 from mignurse.diagnose.sources.files import is_read
 from mignurse.diagnose.sources.gathered import Gathered, SourceError
 from mignurse.diagnose.sources.live import (
+    DAEMONSETS,
     find_karpenter_deployment,
     karpenter_settings,
     load_live,
+    read_daemonsets,
     read_history,
 )
 from mignurse.diagnose.sources.offline import load_offline
 
 __all__ = [
+    "DAEMONSETS",
     "Gathered",
     "SourceError",
     "find_karpenter_deployment",
@@ -25,5 +28,6 @@ __all__ = [
     "karpenter_settings",
     "load_live",
     "load_offline",
+    "read_daemonsets",
     "read_history",
 ]

@@ -50,6 +50,7 @@ CLUSTER_DOCUMENTS = (
     "nodegroups",
     "resourceslices",
     "resourceclaims",
+    "daemonsets",
 )
 NODE_FILES = frozenset(
     {

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.foreign_bundles import LAYOUT_MIGNURSE
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
@@ -39,6 +40,7 @@ class Gathered:
     pods: list[Pod] = field(default_factory=list)  # cluster/pods.json: the chosen nodes' pods
     layout: str = LAYOUT_MIGNURSE  # or the foreign node bundle it was read from
     nodegroups: dict[str, NodeGroupRepair] = field(default_factory=dict)  # nodegroups.json
+    daemonsets: tuple[DaemonSetInfo, ...] | None = None  # None: not read (daemonsets.json)
     gpu_plugin_pods: tuple[GpuPluginPod, ...] = ()  # device plugin and DRA kubelet plugin
 
     def newest_time(self) -> datetime | None:
@@ -85,6 +87,7 @@ class Gathered:
             karpenter=self.karpenter,
             cluster_policy=self.cluster_policy,
             nodegroups=self.nodegroups,
+            daemonsets=self.daemonsets,
             gpu_plugin_pods=self.gpu_plugin_pods,
         )
 

@@ -10,16 +10,25 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, ClusterError, Forbidden, NotFound
+from mignurse.cluster.client import (
+    DEPLOYMENTS,
+    ClusterClient,
+    ClusterError,
+    Forbidden,
+    NotFound,
+    Resource,
+)
 from mignurse.cluster.dra import load_gpu_plugin_pods
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import load_snapshot
+from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.inputs import History, KarpenterSettings, controller_container_index
 from mignurse.diagnose.mng import parse_nodegroups
 from mignurse.diagnose.sources.gathered import Gathered
 
 HISTORY_WINDOW = timedelta(hours=6)
 KARPENTER_LOCATIONS = (("kube-system", "karpenter"), ("karpenter", "karpenter"))
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
 
 
 def load_live(
@@ -42,6 +51,7 @@ def load_live(
     )
     if loaded.snapshot.karpenter:
         gathered.karpenter = karpenter_settings(client, gathered.notices)
+    gathered.daemonsets = read_daemonsets(client, gathered.notices)
     try:
         gathered.gpu_plugin_pods = load_gpu_plugin_pods(client)
     except ClusterError as exc:
@@ -84,6 +94,19 @@ def find_karpenter_deployment(client: ClusterClient, namespace: str = "") -> dic
         except NotFound:
             continue
     return None
+
+
+def read_daemonsets(client: ClusterClient, notices: list[str]) -> tuple[DaemonSetInfo, ...] | None:
+    """Every DaemonSet in the cluster (the pre-flight findings read the GPU ones); None, with
+    one notice, when they cannot be listed."""
+    try:
+        return tuple(client.list(DAEMONSETS, DaemonSetInfo.from_api).items)
+    except ClusterError as exc:
+        notices.append(
+            f"cannot list DaemonSets ({exc}): the node monitoring agent, mig-manager and DRA "
+            "driver combinations are not checked"
+        )
+        return None
 
 
 def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from mignurse.cluster.dra import gpu_plugin_pods, plugin_nodes_of
 from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.foreign_bundles import BundleReader, Layout, detect_layout, read_node_bundle
 from mignurse.diagnose.inputs import KarpenterSettings
 from mignurse.diagnose.mng import parse_nodegroups
@@ -169,6 +170,12 @@ def _load(files: BundleFiles) -> Gathered:
     resource_claims = _objects(
         doc("resourceclaims"), "resourceclaims.json", ResourceClaim.from_api, unread
     )
+    daemonsets_doc = doc("daemonsets")
+    daemonsets = (
+        tuple(_objects(daemonsets_doc, "daemonsets.json", DaemonSetInfo.from_api, unread))
+        if daemonsets_doc is not None
+        else None
+    )
     manifest = files.json("manifest.json") or {}
     karpenter_doc = doc("karpenter")
     karpenter = None
@@ -201,6 +208,7 @@ def _load(files: BundleFiles) -> Gathered:
         context=str(manifest.get("context") or "") if isinstance(manifest, dict) else "",
         pods=with_gpu_claims(pods, resource_claims),
         nodegroups=nodegroups,
+        daemonsets=daemonsets,
         notices=[*unread, *nodegroup_problems],
         gpu_plugin_pods=_plugin_pods(doc("pods")),
     )

@@ -289,7 +289,7 @@ class ReadHandler(HandlerBase):
             raise not_allowed(rtype)
         store = self.sim.store
         with store.lock:
-            objs = derived.daemonsets(store)
+            objs = derived.daemonsets(store, self.sim.scenario.daemonsets, self.sim.loops.begin)
             rv = store.rv
         if name is not None:
             found = [

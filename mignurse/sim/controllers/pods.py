@@ -85,6 +85,11 @@ class Pods:
             running_since=self.loops.t + 2,
             host_network=host_net,
         )
+        if ds == dra.DAEMONSET and machine.pool.dra_feature_gates:
+            # the chart renders `featureGates` as the plugin's FEATURE_GATES env
+            obj["spec"]["containers"][0]["env"] = [
+                {"name": "FEATURE_GATES", "value": machine.pool.dra_feature_gates}
+            ]
         self.loops.tx.put("pods", obj)
         machine.daemon_pods.append((ns, name))
         self.loops.workloads.register_daemon_pod(machine, ns, name, ds)
@@ -295,7 +300,12 @@ def _gpu_daemonsets(pool: PoolSpec) -> list[_DaemonSet]:
     sets: list[_DaemonSet] = []
     if pool.dra:
         # the operator with devicePlugin.enabled=false; the DRA driver's chart instead
-        sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, dict(dra.POD_LABELS), False))
+        labels = dict(dra.POD_LABELS)
+        if pool.dra_selector_labels is not None:
+            # the chart's selectorLabelsOverride replaces its component label (_helpers.tpl)
+            labels.pop(dra.COMPONENT_LABEL, None)
+            labels.update(pool.dra_selector_labels)
+        sets.append((dra.NAMESPACE, dra.DAEMONSET, dra.IMAGE, labels, False))
     else:
         sets.append(
             (
