@@ -158,6 +158,27 @@ def _pool_name(pool: str) -> str:
     return f"pool {pool}" if pool else "nodes outside any pool"
 
 
+def _combination(
+    pool: str,
+    severity: str,
+    nodes: Iterable[str],
+    summary: str,
+    evidence: Iterable[Evidence],
+    source: str,
+    runbooks: tuple[str, ...] = (),
+) -> Finding:
+    """One known-bad-combination finding; its evidence ends with the upstream source."""
+    return Finding(
+        id=KNOWN_BAD_COMBINATION,
+        severity=severity,
+        nodepool=pool,
+        nodes=tuple(nodes),
+        summary=summary,
+        evidence=(*evidence, Evidence(None, "source", source)),
+        runbooks=runbooks,
+    )
+
+
 def _gpu(node: Node) -> str:
     for label in (LABEL_GPU_PRODUCT, LABEL_KARPENTER_GPU_NAME):
         words = re.split(r"[^a-z0-9]+", node.labels.get(label, "").lower())
@@ -249,19 +270,18 @@ def _dcgm_unreachable(inp: DiagnosisInput) -> list[Finding]:
         if not lines:
             continue
         evidence = [Evidence(None, "daemonset", line) for line in lines[:10]]
-        evidence.append(Evidence(None, "source", f"{NMA_SOURCE}; {DCGM_CHART_SOURCE}"))
+        source = f"{NMA_SOURCE}; {DCGM_CHART_SOURCE}"
         names = (*sorted(looping), *sorted(blind), *sorted(unmonitored))
         if looping:
             setting = sorted(set(looping.values()))[0]
             evidence.insert(0, Evidence(None, "settings", setting))
             karpenter = any(n.pool_kind == "nodepool" for n in nodes if n.name in looping)
             findings.append(
-                Finding(
-                    id=KNOWN_BAD_COMBINATION,
-                    severity=WARNING,
-                    nodepool=pool,
-                    nodes=tuple(names),
-                    summary=(
+                _combination(
+                    pool,
+                    WARNING,
+                    names,
+                    (
                         f"{_pool_name(pool).capitalize()}: the node monitoring agent "
                         f"({', '.join(sorted(agent_versions))}) runs on {len(looping)} GPU "
                         "node(s) where its DCGM server cannot: each reports "
@@ -270,7 +290,8 @@ def _dcgm_unreachable(inp: DiagnosisInput) -> list[Finding]:
                         "run there (its affinity and tolerations, or an agent whose chart lists "
                         "the type), or turn repair off for DCGMError"
                     ),
-                    evidence=tuple(evidence),
+                    evidence,
+                    source,
                     runbooks=(RUNBOOK_PAUSE_REPAIR,) if karpenter else (),
                 )
             )
@@ -290,16 +311,7 @@ def _dcgm_unreachable(inp: DiagnosisInput) -> list[Finding]:
                 "; the agent skips GPU checks on arm64, so AcceleratedHardwareReady stays True "
                 "whatever the GPUs do and repair never replaces a failed GPU"
             )
-        findings.append(
-            Finding(
-                id=KNOWN_BAD_COMBINATION,
-                severity=INFO,
-                nodepool=pool,
-                nodes=tuple(names),
-                summary=summary,
-                evidence=tuple(evidence),
-            )
-        )
+        findings.append(_combination(pool, INFO, names, summary, evidence, source))
     return findings
 
 
@@ -356,14 +368,12 @@ def _kubelet_stop_at_boot(inp: DiagnosisInput) -> list[Finding]:
             )
             for node, notes in caught[:10]
         ]
-        evidence.append(Evidence(None, "source", MIG_MANAGER_SOURCE))
         findings.append(
-            Finding(
-                id=KNOWN_BAD_COMBINATION,
-                severity=WARNING,
-                nodepool=pool,
-                nodes=tuple(n.name for n, _ in caught),
-                summary=(
+            _combination(
+                pool,
+                WARNING,
+                (n.name for n, _ in caught),
+                (
                     f"{_pool_name(pool).capitalize()}: mig-manager must turn MIG mode on at every "
                     f"boot of {len(caught)} Hopper/Blackwell node(s) (they lose it on reboot) "
                     "with the driver on the host, so it stops kubelet during bootstrap of each "
@@ -373,7 +383,8 @@ def _kubelet_stop_at_boot(inp: DiagnosisInput) -> list[Finding]:
                     f"{MIG_MANAGER_LABEL}=false; WITH_SHUTDOWN_HOST_GPU_CLIENTS=false works only "
                     "from a gpu-operator release with PR #2702 (none up to v26.7.0)"
                 ),
-                evidence=tuple(evidence),
+                evidence,
+                MIG_MANAGER_SOURCE,
             )
         )
     return findings
@@ -488,15 +499,12 @@ def _dynamic_mig_shared(inp: DiagnosisInput) -> list[Finding]:
             )
         if not caught:
             continue
-        evidence = [Evidence(None, "daemonset", line) for line in lines[:10]]
-        evidence.append(Evidence(None, "source", DRA_SOURCE))
         findings.append(
-            Finding(
-                id=KNOWN_BAD_COMBINATION,
-                severity=WARNING,
-                nodepool=pool,
-                nodes=tuple(caught),
-                summary=(
+            _combination(
+                pool,
+                WARNING,
+                caught,
+                (
                     f"{_pool_name(pool).capitalize()}: the DRA driver runs {DYNAMIC_MIG} on "
                     f"{len(caught)} node(s) that mig-manager or a static MIG layout also "
                     "partitions; the plugin destroys MIG devices it did not create and "
@@ -504,7 +512,8 @@ def _dynamic_mig_shared(inp: DiagnosisInput) -> list[Finding]:
                     f"own MIG: {MIG_MANAGER_LABEL}=false and no {LABEL_MIG_CONFIG}, or "
                     f"{DYNAMIC_MIG}=false"
                 ),
-                evidence=tuple(evidence),
+                (Evidence(None, "daemonset", line) for line in lines[:10]),
+                DRA_SOURCE,
             )
         )
     return findings
@@ -528,12 +537,11 @@ def _dra_plugin_unseen(inp: DiagnosisInput) -> list[Finding]:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(plugin.pod_labels.items())) or "none"
         for pool, names in sorted(by_pool.items()) or [("", [])]:
             findings.append(
-                Finding(
-                    id=KNOWN_BAD_COMBINATION,
-                    severity=WARNING,
-                    nodepool=pool,
-                    nodes=tuple(names),
-                    summary=(
+                _combination(
+                    pool,
+                    WARNING,
+                    names,
+                    (
                         f"{plugin.ref} is the NVIDIA DRA driver's kubelet plugin, but its pods "
                         "carry none of the labels mignurse finds the plugin by: on "
                         + (
@@ -546,7 +554,7 @@ def _dra_plugin_unseen(inp: DiagnosisInput) -> list[Finding]:
                         f"{DRA_PLUGIN_SELECTORS[0]} (drop the chart's nameOverride or "
                         "selectorLabelsOverride)"
                     ),
-                    evidence=(
+                    (
                         Evidence(
                             None,
                             "daemonset",
@@ -558,8 +566,8 @@ def _dra_plugin_unseen(inp: DiagnosisInput) -> list[Finding]:
                             "settings",
                             "selectors tried: " + ", ".join(DRA_PLUGIN_SELECTORS),
                         ),
-                        Evidence(None, "source", DRA_SELECTOR_SOURCE),
                     ),
+                    DRA_SELECTOR_SOURCE,
                 )
             )
     return findings
@@ -617,21 +625,18 @@ def _bottlerocket_mig(inp: DiagnosisInput) -> list[Finding]:
         if not caught:
             continue
         findings.append(
-            Finding(
-                id=KNOWN_BAD_COMBINATION,
-                severity=severity,
-                nodepool=pool,
-                nodes=tuple(caught),
-                summary=(
+            _combination(
+                pool,
+                severity,
+                caught,
+                (
                     f"{_pool_name(pool).capitalize()}: {len(caught)} Bottlerocket node(s) are "
                     "asked for MIG that their release cannot apply to their GPU: they serve "
                     "whole GPUs (or none) and MIG pods stay Pending. Move the NodeClass to a "
                     "Bottlerocket release that carries the GPU's MIG profiles"
                 ),
-                evidence=(
-                    *(Evidence(None, "label", line) for line in lines[:10]),
-                    Evidence(None, "source", BOTTLEROCKET_SOURCE),
-                ),
+                (Evidence(None, "label", line) for line in lines[:10]),
+                BOTTLEROCKET_SOURCE,
             )
         )
     return findings
