@@ -368,7 +368,7 @@ def test_bottlerocket_older_than_its_mig_support_cannot_partition_an_h100() -> N
     (finding,) = judge(nodes, ())
     assert finding.severity == WARNING
     assert "Bottlerocket 1.32.0 predates MIG support (1.34.0)" in text(finding)
-    assert "bottlerocket-os/bottlerocket PR #4418" in text(finding)
+    assert "bottlerocket-os/bottlerocket#4418" in text(finding)
 
 
 def test_bottlerocket_1_34_0_carries_the_h100_profiles() -> None:
@@ -384,7 +384,7 @@ def test_bottlerocket_gpus_added_later_or_never_are_told_apart() -> None:
     br = "Bottlerocket OS 1.39.1 (aws-k8s-1.32-nvidia)"
     labels = {"nvidia.com/mig.config": "all-1g.24gb"}
     (later,) = judge([node("g", "g7e.48xlarge", os_image=br, labels=labels)], ())
-    assert later.severity == INFO and "kernel-kit PR #300" in text(later)
+    assert later.severity == INFO and "bottlerocket-kernel-kit#300" in text(later)
     (never,) = judge([node("b", "p6-b300.48xlarge", os_image=br, labels=labels)], ())
     assert never.severity == WARNING and "no profile for B300" in text(never)
 

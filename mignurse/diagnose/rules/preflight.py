@@ -89,18 +89,20 @@ DRA_SELECTOR_SOURCE = (
     "templates/_helpers.tpl selectorLabels (nameOverride and selectorLabelsOverride change it)"
 )
 
-# Bottlerocket partitions MIG itself (settings.kubelet-device-plugins.nvidia.mig.profile): from
-# 1.34.0 (bottlerocket-os/bottlerocket PR #4418, issue #4483) for A30, A100, H100 and H200
-# (nvidia-migmanager README); B200 profiles came with bottlerocket-kernel-kit PR #136 (May
-# 2025), RTX PRO 6000 with PR #300 (October 2025), in releases mignurse has no number for.
+# Bottlerocket partitions MIG itself (settings.kubelet-device-plugins.nvidia.mig.profile):
+# from 1.34.0 (bottlerocket-os/bottlerocket#4418 and bottlerocket-os/bottlerocket#4483) for
+# A30, A100, H100 and H200 (nvidia-migmanager README); B200 profiles came with
+# bottlerocket-os/bottlerocket-kernel-kit#136 (May 2025), RTX PRO 6000 with
+# bottlerocket-os/bottlerocket-kernel-kit#300 (October 2025), in releases mignurse has no
+# number for.
 BOTTLEROCKET_MIG_FIRST = (1, 34, 0)
 BOTTLEROCKET_SOURCE = (
-    "bottlerocket-os/bottlerocket PR #4418 and issue #4483 (MIG from 1.34.0); "
+    "bottlerocket-os/bottlerocket#4418 and bottlerocket-os/bottlerocket#4483 (MIG from 1.34.0); "
     "bottlerocket.dev/en/os/1.34.x/api/settings/kubelet-device-plugins"
 )
 BOTTLEROCKET_LATER_GPUS = {
-    "B200": "bottlerocket-os/bottlerocket-kernel-kit PR #136 (merged May 2025)",
-    "RTX PRO 6000": "bottlerocket-os/bottlerocket-kernel-kit PR #300 (merged October 2025)",
+    "B200": "bottlerocket-os/bottlerocket-kernel-kit#136 (merged May 2025)",
+    "RTX PRO 6000": "bottlerocket-os/bottlerocket-kernel-kit#300 (merged October 2025)",
 }
 BOTTLEROCKET_FIRST_GPUS = frozenset({"A30", "A100", "H100", "H200"})
 
@@ -381,7 +383,7 @@ def _kubelet_stop_at_boot(inp: DiagnosisInput) -> list[Finding]:
                     "`hooks: {}`: `mignurse userdata`; on Bottlerocket its own "
                     "settings.kubelet-device-plugins.nvidia.mig) and set "
                     f"{MIG_MANAGER_LABEL}=false; WITH_SHUTDOWN_HOST_GPU_CLIENTS=false works only "
-                    "from a gpu-operator release with PR #2702 (none up to v26.7.0)"
+                    "from a gpu-operator release with NVIDIA/gpu-operator#2702 (none up to v26.7.0)"
                 ),
                 evidence,
                 MIG_MANAGER_SOURCE,
