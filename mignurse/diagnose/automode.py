@@ -25,7 +25,8 @@ AUTO = "auto"
 # auto-get-logs.html, associate-workload.html).
 AUTO_MODE_INSTEAD = (
     "Auto Mode repair cannot be paused or configured: cordon the node, capture its logs "
-    f"with a NodeDiagnostic ({AUTO_MODE_NODECLASS_GROUP}/v1alpha1) before it is replaced, fix "
+    f"with a NodeDiagnostic ({AUTO_MODE_NODECLASS_GROUP}/v1alpha1: `mignurse collect NODE "
+    "--transport nodediagnostic`) before it is replaced, fix "
     "the cause, or keep the GPU workload off Auto Mode nodes (node affinity "
     f"{LABEL_COMPUTE_TYPE} NotIn {COMPUTE_TYPE_AUTO}) on a NodePool or node group whose repair "
     "can be paused"
