@@ -235,6 +235,9 @@ def test_a_node_that_never_had_gpu_resources_needs_a_gpu_count_label_to_be_judge
     counted = p5_node(capacity={}, allocatable={}, labels={"nvidia.com/gpu.count": "8"})
     (found,) = run([counted], [crashing(DP_LABELS)])
     assert "label nvidia.com/gpu.count=8" in found.summary
+    one = p5_node(capacity={}, allocatable={}, labels={"nvidia.com/gpu.count": "1"})
+    (found,) = run([one], [crashing(DP_LABELS)])  # a single-GPU node (g6.xlarge) counts too
+    assert "label nvidia.com/gpu.count=1" in found.summary
 
 
 def test_gpus_still_allocatable_are_not_a_stack_down() -> None:
@@ -341,6 +344,52 @@ def test_a_dra_plugin_whose_slice_still_publishes_devices_is_not_down() -> None:
     empty["spec"]["devices"] = []
     (found,) = run([node], [pod], (empty,))
     assert "0 GPU(s), MIG devices none" in found.summary
+
+
+@pytest.mark.parametrize("keep", ["gpu", "mig"])
+def test_a_slice_that_still_publishes_whole_gpus_or_only_mig_devices_is_not_down(
+    keep: str,
+) -> None:
+    # gpu.nvidia.com publishes a node's GPUs as `type: gpu` devices and its MIG devices as
+    # `type: mig` (k8s-dra-driver-gpu@v25.8.0 cmd/gpu-kubelet-plugin/deviceinfo.go): either
+    # kind left in the slice means GPUs are still on offer.
+    node = dra_node(G7E, config="all-1g.24gb", instance_type="g7e.4xlarge", gpu_count="1")
+    pod = crashing(DRA_LABELS, node=G7E, owner="dra-driver-nvidia-gpu-kubelet-plugin")
+    published = resource_slice(G7E, [{"1g.24gb": 4}], product="NVIDIA RTX PRO 6000")
+    devices = published["spec"]["devices"]
+    published["spec"]["devices"] = [d for d in devices if d["attributes"]["type"]["string"] == keep]
+    assert published["spec"]["devices"]
+    assert run([node], [pod], (published,)) == []
+
+
+# -- the boundaries of the device plugin's judgement -------------------------------------------
+
+
+def test_one_gpu_still_allocatable_of_eight_is_not_a_stack_down() -> None:
+    node = p5_node(allocatable={"nvidia.com/gpu": "1"})
+    assert run([node], [crashing(DP_LABELS)], plugin_nodes=False) == []
+
+
+def test_a_node_being_deleted_or_without_a_ready_condition_is_not_judged() -> None:
+    deleting = p5_node()
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-29T03:58:00Z"
+    assert run([deleting], [crashing(DP_LABELS)], plugin_nodes=False) == []
+    no_ready = p5_node(ahr=None)
+    no_ready["status"]["conditions"] = []
+    assert run([no_ready], [crashing(DP_LABELS)], plugin_nodes=False) == []
+
+
+def test_the_evidence_holds_both_conditions_the_crash_and_what_the_node_offers() -> None:
+    (found,) = run([p5_node()], [crashing(DP_LABELS)], plugin_nodes=False)
+    by_source: dict[str, list[str]] = {}
+    for line in found.evidence:
+        by_source.setdefault(line.source, []).append(line.text)
+    conditions = by_source["condition"]
+    assert len(conditions) == 2
+    assert any("Ready=True" in t for t in conditions)
+    assert any("AcceleratedHardwareReady=True" in t for t in conditions)
+    assert by_source["node"] == ["GPU allocatable 0 (capacity nvidia.com/gpu=8)"]
+    assert any("ERROR_LIBRARY_NOT_FOUND" in t for t in by_source["pod"])
 
 
 # -- as a user: the shipped scenario, live, in the app and from a bundle ---------------------------
