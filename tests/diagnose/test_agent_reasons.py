@@ -35,7 +35,7 @@ from mignurse.diagnose.agent_reasons import (
     agent_release,
     unknown_reason_text,
 )
-from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, auto_mode_nodes
+from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, auto_mode_nodes, auto_mode_pool
 from mignurse.diagnose.daemonsets import Container, DaemonSetInfo
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.facts import classify_ahr_reason, xid_of
@@ -232,6 +232,20 @@ def test_templated_families_match_as_the_agent_builds_them() -> None:
     assert agent_release("602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/"
                          "eks-node-monitoring-agent:v1.4.0-eksbuild.1") == (1, 4, 0)  # fmt: skip
     assert agent_release("registry.local:5000/eks-node-monitoring-agent") is None
+
+
+def test_a_release_without_a_patch_number_is_its_dot_zero() -> None:
+    assert agent_release("v1.7") == (1, 7, 0)
+    assert agent_release("1.6.7-eksbuild.2") == (1, 6, 7)
+
+
+def test_an_agent_version_is_shown_whole_up_to_120_characters_and_clipped_past_them() -> None:
+    whole = "v1.8.0-" + "x" * 113
+    assert len(whole) == 120
+    assert f"the agent here is {whole}, newer" in unknown_reason_text("NvidiaNewThing", whole)
+    longer = whole + "y"
+    said = unknown_reason_text("NvidiaNewThing", longer)
+    assert f"the agent here is {whole[:119]}…, newer" in said and longer not in said
 
 
 # -- the accelerated hardware finding, per class -------------------------------------------------
@@ -446,6 +460,22 @@ def test_an_auto_mode_nodepool_is_known_by_its_nodeclass_when_its_nodes_lack_the
     }  # fmt: skip
     findings = findings_of(inp_of([node], pools=[pool]))
     assert not any(RUNBOOK_PAUSE_REPAIR in f.runbooks for f in findings)
+
+
+def test_an_auto_mode_pool_is_known_from_a_nodeclaim_whose_node_is_gone() -> None:
+    gone = claim_json("gpu-auto-x1", node_json("i-0dead9", "gpu-auto"), "gpu-auto",
+                      "eks.amazonaws.com")  # fmt: skip
+    inp = inp_of([], [gone])
+    assert auto_mode_pool(inp, "gpu-auto")
+    assert not auto_mode_pool(inp, "gpu-other") and not auto_mode_pool(inp, "")
+
+
+def test_a_node_labelled_for_auto_mode_is_said_to_be_so_by_its_own_label() -> None:
+    node = node_json("i-0a1b2c3d4e5f60721", "gpu-auto", auto_label=True)
+    sibling = claim_json("gpu-auto-x2", node_json("i-0dead8", "gpu-auto"), "gpu-auto",
+                         "eks.amazonaws.com")  # fmt: skip
+    why = auto_mode_nodes(inp_of([node], [sibling]))["i-0a1b2c3d4e5f60721"]
+    assert "eks.amazonaws.com/compute-type=auto" in why and "NodeClaim" not in why
 
 
 def test_an_auto_mode_repair_loop_says_what_to_do_instead_of_a_pause() -> None:
