@@ -780,3 +780,32 @@ def test_dynamic_mig_from_the_feature_gates_flag_and_only_where_the_plugin_runs(
     (finding,) = [f for f in judge([on, off], sets) if "DynamicMIG" in f.summary]
     assert finding.nodes == ("ip-10-0-5-1",)
     assert '("DynamicMIG=true")' in text(finding)
+
+
+# ------------------------------------------------------------------ a large pool
+
+
+def test_a_large_pool_names_every_node_but_quotes_ten_of_them() -> None:
+    """Evidence is a sample: a 40-node pool names all its nodes in the finding and quotes ten
+    node lines, plus the source (and the repair setting for the loop)."""
+
+    def evidence_lines(finding: Finding, source: str) -> int:
+        return sum(1 for e in finding.evidence if e.source == source)
+
+    g7e = [node(f"ip-10-0-1-{i}", "g7e.48xlarge") for i in range(40)]
+    (loop,) = judge(g7e, daemonsets("nma-v1.6.1.json"))
+    assert len(loop.nodes) == 40
+    assert evidence_lines(loop, "daemonset") == 10 and evidence_lines(loop, "source") == 1
+
+    h100 = [
+        node(f"ip-10-0-4-{i}", "p5.48xlarge", os_image=BOTTLEROCKET, labels=MIG_LABELS)
+        for i in range(40)
+    ]
+    (boot,) = judge(h100, daemonsets("mig-manager-gpu-operator-v26.7.0.json"))
+    assert len(boot.nodes) == 40 and evidence_lines(boot, "label") == 10
+
+    old = "Bottlerocket OS 1.32.0 (aws-k8s-1.29-nvidia)"
+    labels = {"nvidia.com/mig.config": "all-1g.10gb"}
+    br = [node(f"ip-10-0-7-{i}", "p5.48xlarge", os_image=old, labels=labels) for i in range(40)]
+    (early,) = judge(br, ())
+    assert len(early.nodes) == 40 and evidence_lines(early, "label") == 10
