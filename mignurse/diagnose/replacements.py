@@ -151,26 +151,9 @@ def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
         found[rebuilt.claim] = rebuilt
 
     since = inp.now - window
-    chosen = [
-        _in_auto_mode_words(r, inp) for r in found.values() if r.ended is None or r.ended >= since
-    ]
+    chosen = [r for r in found.values() if r.ended is None or r.ended >= since]
     chosen.sort(key=lambda r: (r.ended or inp.now, r.claim))
     return chosen
-
-
-def _in_auto_mode_words(rep: Replacement, inp: DiagnosisInput) -> Replacement:
-    """A repair in an Auto Mode pool is EKS Auto Mode's, not self-managed Karpenter's: its
-    evidence says so (diagnose/automode.py)."""
-    if rep.cause != "repair" or not auto_mode_pool(inp, rep.pool):
-        return rep
-    karpenter, auto = f"→ {CAUSE_WORDS['repair']}", "→ EKS Auto Mode repair"
-    return replace(
-        rep,
-        evidence=tuple(
-            replace(e, text=e.text.replace(karpenter, auto)) if karpenter in e.text else e
-            for e in rep.evidence
-        ),
-    )
 
 
 def _events_by_object(events: Iterable[Event]) -> dict[str, list[Event]]:
@@ -240,11 +223,11 @@ def _from_lifecycle(
         f"{lc.disruption_reason or 'none'}"
         + (f"; lived {human_duration(lifetime)}" if lifetime is not None else "")
         + (f"; last unhealthy {unhealthy[0]}={unhealthy[1]} {unhealthy[2]}" if unhealthy else "")
-        + f" → {CAUSE_WORDS.get(cause, cause)}"
+        + f" → {_cause_words(inp, cause, lc.pool)}"
     )
     evidence.insert(0, Evidence(lc.ended, "history", text))
     if echoes:
-        evidence.append(_echo_evidence(echoes, cause))
+        evidence.append(_echo_evidence(echoes, _cause_words(inp, cause, lc.pool)))
     return Replacement(
         claim=lc.name,
         pool=lc.pool,
@@ -324,11 +307,11 @@ def _from_snapshot(
         f"{annotation}; DisruptionReason "
         f"{(disruption.reason or disruption.status) if disruption else 'none'}"
         + (f"; lived {human_duration(lifetime)}" if lifetime is not None else "")
-        + f" → {CAUSE_WORDS.get(cause, cause)}"
+        + f" → {_cause_words(inp, cause, claim.pool)}"
     )
     evidence.insert(0, Evidence(claim.deleting, "nodeclaim", text))
     if echoes:
-        evidence.append(_echo_evidence(echoes, cause))
+        evidence.append(_echo_evidence(echoes, _cause_words(inp, cause, claim.pool)))
     return Replacement(
         claim=claim.name,
         pool=claim.pool,
@@ -477,12 +460,12 @@ def _gone_claim(
         inp.repair_tolerations,
     )
     if echoes:
-        evidence.append(_echo_evidence(echoes, cause))
+        evidence.append(_echo_evidence(echoes, _cause_words(inp, cause, pool)))
     created = launched or registered
     expire_after = expire.get(pool)
     if cause == "unknown" and expire_after and created and ended:
         cause = "expiration" if ended - created >= expire_after else cause
-    summary = _gone_summary(name, node, launched, created, ended, cause)
+    summary = _gone_summary(name, node, launched, created, ended, _cause_words(inp, cause, pool))
     return Replacement(
         claim=name,
         pool=pool,
@@ -519,7 +502,7 @@ def _gone_summary(
     launched: datetime | None,
     created: datetime | None,
     ended: datetime | None,
-    cause: str,
+    cause_words: str,
 ) -> Evidence:
     """The line that opens a gone NodeClaim's evidence: its life as its events tell it."""
     lifetime = ended - created if ended and created else None
@@ -530,7 +513,7 @@ def _gone_summary(
         + (f"launched {format_time(launched)}, " if launched else "")
         + (f"terminating from {format_time(ended)}" if ended else "no sign of when it ended")
         + (f" (lived about {human_duration(lifetime)})" if lifetime else "")
-        + f" → {CAUSE_WORDS.get(cause, cause)}",
+        + f" → {cause_words}",
     )
 
 
@@ -554,7 +537,15 @@ def _claim_end(
     return None, False
 
 
-def _echo_evidence(echoes: list[Event], cause: str) -> Evidence:
+def _cause_words(inp: DiagnosisInput, cause: str, pool: str) -> str:
+    """The cause in words; a repair in an Auto Mode pool is EKS Auto Mode's, not
+    self-managed Karpenter's (diagnose/automode.py)."""
+    if cause == "repair" and auto_mode_pool(inp, pool):
+        return "EKS Auto Mode repair"
+    return CAUSE_WORDS.get(cause, cause)
+
+
+def _echo_evidence(echoes: list[Event], cause_words: str) -> Evidence:
     """Say why an EC2 state-change event did not decide the cause."""
     first = min(echoes, key=event_time)
     return Evidence(
@@ -562,7 +553,7 @@ def _echo_evidence(echoes: list[Event], cause: str) -> Evidence:
         "event",
         f"{first.type} {first.reason} on {first.involved_kind} {first.involved_name} "
         f'"{first.message}" came after the deletion: the interruption queue\'s echo of a '
-        f"termination already under way ({CAUSE_WORDS.get(cause, cause)}), not its cause "
+        f"termination already under way ({cause_words}), not its cause "
         f"(no {TERMINATING_ON_INTERRUPTION})",
     )
 
