@@ -248,7 +248,11 @@ def test_a_node_group_repair_ten_minutes_away_is_critical(age: timedelta, severi
 
 
 def test_an_nccl_segfault_as_the_condition_is_the_workloads_fault() -> None:
-    node = node_json(ahr="NvidiaNCCLError", message="NCCL segfault detected in libnccl.so.2")
+    # The agent sends NvidiaNCCLError as a Warning, an event (pkg/reasons/reasons.yaml and
+    # monitors/nvidia/nccl/nccl.go at v1.7.0); a condition that carries it was set by something
+    # else, and a segfault in libnccl is still the workload's, not the GPU's.
+    message = "NCCL communication error caused by segfault in libnccl.so"
+    node = node_json(ahr="NvidiaNCCLError", message=message)
     (finding,) = findings([node])
     assert (
         "the application's own fault, not the GPU (NvidiaNCCLError: a segfault in NCCL (libnccl): "
@@ -258,8 +262,9 @@ def test_an_nccl_segfault_as_the_condition_is_the_workloads_fault() -> None:
 
 
 def test_xid43_as_a_condition_is_not_blamed_on_the_agents_old_releases() -> None:
-    # Xid 43 is no release's condition (dcgm_policies.go WellKnownXidCodes; v1.6.0-v1.6.3 added
-    # only 13 and 31): the finding must not say those releases raise it.
+    # Xid 43 is in no release's list of condition Xids (aws/eks-node-monitoring-agent
+    # monitors/nvidia/dcgm/dcgm_policies.go WellKnownXidCodes, v1.6.0 to v1.7.0): the finding
+    # must not say that v1.6.0-v1.6.3 raise it, as they do 13 and 31.
     node = node_json(ahr="NvidiaXID43Error", message="detected XID-43 on the instance")
     (finding,) = findings([node])
     assert "node monitoring agent reported Xid 43 as a condition" in finding.summary
@@ -351,9 +356,8 @@ def test_a_dcgm_server_named_after_the_agent_is_not_read_as_its_release() -> Non
 
 # -- the kernel log without a condition ---------------------------------------------------------
 
-# Xid 154's text (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html: "GPU recovery
-# action changed"; the driver prints the old and the new action, as in
-# NVIDIA/open-gpu-kernel-modules issue reports).
+# Xid 154 names the recovery action the driver now wants, old and new (NVIDIA Xid catalog,
+# docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html: "GPU recovery action changed").
 XID154 = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 
 
@@ -479,8 +483,7 @@ def test_what_nvidia_smi_could_not_read_is_shown_beside_its_signs() -> None:
 @pytest.mark.parametrize("failing", [3, 4])
 def test_the_summary_names_three_signs_and_counts_the_rest(failing: int) -> None:
     (finding,) = findings([node_json()], [files(smi=_smi(failing))])
-    named = "row remapping failure on GPU 1, row remapping failure on GPU 2, row remapping " \
-            "failure on GPU 3"  # fmt: skip
+    named = ", ".join(f"row remapping failure on GPU {i}" for i in (1, 2, 3))
     assert named in finding.summary
     if failing == 3:
         assert "more" not in finding.summary
