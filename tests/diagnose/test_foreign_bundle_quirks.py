@@ -27,7 +27,9 @@ from mignurse.diagnose.foreign_bundles import (
     detect_layout,
     read_node_bundle,
 )
+from mignurse.diagnose.inputs import NodeEvidence
 from mignurse.diagnose.sources import load_offline
+from mignurse.diagnose.sources.gathered import Gathered
 
 BUNDLES = Path(__file__).parent.parent / "corpus" / "bundles"
 MIG = BUNDLES / "eks-log-collector" / "mig-manager-al2023"
@@ -55,7 +57,7 @@ def pack(folder: Path, out: Path, *, mtime: int, top: str = ".") -> Path:
     return out
 
 
-def evidence_of(source: Path, node: str = MIG_NODE):  # type: ignore[no-untyped-def]
+def evidence_of(source: Path, node: str = MIG_NODE) -> tuple[Gathered, NodeEvidence]:
     gathered = load_offline(source)
     assert list(gathered.node_evidence) == [node], gathered.notices
     return gathered, gathered.node_evidence[node]
@@ -128,19 +130,28 @@ def test_a_bundle_that_says_nothing_of_its_time_says_so(tmp_path: Path) -> None:
     ) in gathered.notices
 
 
-def test_a_list_boots_table_with_a_numeric_zone_still_dates_the_journal(tmp_path: Path) -> None:
-    # journalctl prints "+0800" where the zone has no abbreviation (TZ=Etc/GMT-8 and the like)
+def test_a_list_boots_table_with_a_numeric_zone_is_read_in_that_zone(tmp_path: Path) -> None:
+    # journalctl prints "-1200" where the zone has no abbreviation (TZ=Etc/GMT+12): the
+    # journal's end, 2026-12-31 00:00 there, is 12:00 UTC, so a line of Jan 01 06:00 is of 2027.
     folder = copy(LOGDOG, tmp_path / "logdog")
-    (folder / "bottlerocket-logs" / "journalctl-boots").write_text(
+    logs = folder / "bottlerocket-logs"
+    (logs / "journalctl-boots").write_text(
         "IDX BOOT ID                          FIRST ENTRY                   LAST ENTRY\n"
-        "  0 4a1c9e7d2b3f40c8a6e51d0b9f2c7a83 Sun 2026-11-29 13:10:02 +0800 "
-        "Sun 2026-11-29 13:31:44 +0800\n"
+        "  0 4a1c9e7d2b3f40c8a6e51d0b9f2c7a83 Tue 2026-12-29 05:10:02 -1200 "
+        "Thu 2026-12-31 00:00:00 -1200\n"
+    )
+    journal = logs / "journalctl.log"
+    journal.write_text(
+        journal.read_text()
+        + f"Jan 01 06:00:00.000001 {DCGM_NODE} kubelet[1488]: E0101 06:00:00.000001    1488 "
+        'kubelet.go:3002] "Container runtime not ready"\n'
     )
     gathered, evidence = evidence_of(folder, DCGM_NODE)
     assert (
         "year-less journal times placed by the last journal entry `journalctl --list-boots` names"
     ) in gathered.notices
-    assert evidence.journals["kubelet"].entries[0].time.year == 2026
+    last = evidence.journals["kubelet"].entries[-1]
+    assert last.time == datetime(2027, 1, 1, 6, 0, 0, 1, tzinfo=UTC)
 
 
 # -- which kernel lines ---------------------------------------------------------------------------
@@ -211,6 +222,16 @@ COLLECTOR_FILES = [
         ),
         (  # two whole bundles side by side: the first by name, every time
             [f"{b}/{n}" for b in ("eks_i-0a", "eks_i-0b") for n in COLLECTOR_FILES],
+            Layout(LAYOUT_EKS_LOG_COLLECTOR, "eks_i-0a/"),
+        ),
+        # a logdog folder and a collector's side by side: the bottlerocket-logs folder counts
+        # as one of logdog's files; even, the first found (logdog's folder sorts first) wins
+        (
+            ["bottlerocket-logs/journalctl.log", *(f"eks_i-0a/{n}" for n in COLLECTOR_FILES[:2])],
+            Layout(LAYOUT_LOGDOG, "bottlerocket-logs/"),
+        ),
+        (
+            ["bottlerocket-logs/journalctl.log", *(f"eks_i-0a/{n}" for n in COLLECTOR_FILES[:3])],
             Layout(LAYOUT_EKS_LOG_COLLECTOR, "eks_i-0a/"),
         ),
     ],
