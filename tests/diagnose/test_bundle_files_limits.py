@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mignurse.diagnose.sources import load_offline
-from mignurse.diagnose.sources.files import BundleFiles
+from mignurse.diagnose.sources.files import BundleFiles, _raised
 from mignurse.diagnose.sources.gathered import SourceError
 
 NODES = json.dumps({"apiVersion": "v1", "kind": "List", "items": []}).encode()
@@ -292,3 +292,127 @@ def test_a_fifo_in_a_folder_where_a_journal_belongs_is_named_not_opened(tmp_path
     os.mkfifo(root / "nodes" / "ip-10-0-41-87" / "kubelet.log")
     gathered = load_offline(root)
     assert "nodes/ip-10-0-41-87/kubelet.log is not a regular file: not read" in gathered.notices
+
+
+def node_folder(root: Path, journal: bytes) -> Path:
+    snapshot_folder(root)
+    (root / "nodes" / "ip-10-0-41-87").mkdir(parents=True)
+    (root / "nodes" / "ip-10-0-41-87" / "kubelet.log").write_bytes(journal)
+    return root
+
+
+def test_a_journal_of_exactly_the_file_cap_is_read_whole_and_one_past_it_is_cut_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MIGNURSE_MAX_FILE_BYTES", "4K")
+    whole = BundleFiles(node_folder(tmp_path / "at", b"k" * 4096))
+    assert whole.data("nodes/ip-10-0-41-87/kubelet.log") == b"k" * 4096
+    assert whole.problems == []
+    past = BundleFiles(node_folder(tmp_path / "past", b"k" * 4097))
+    for _reader in range(2):  # the journal and the timeline both read it
+        assert past.data("nodes/ip-10-0-41-87/kubelet.log") == b"k" * 4096
+    assert len(past.problems) == 1 and "kubelet.log was cut at 4 KiB" in past.problems[0]
+
+
+def test_a_folder_whose_files_read_add_up_past_the_byte_cap_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MIGNURSE_MAX_BUNDLE_BYTES", "8K")
+    files = BundleFiles(node_folder(tmp_path / "snap", b"k" * (8 * 2**10)))
+    files.data("nodes/ip-10-0-41-87/kubelet.log")
+    with pytest.raises(SourceError, match=r"the files mignurse reads add up to 8\.0 KiB or more"):
+        files.data("nodes.json")
+
+
+def test_a_file_gone_from_the_folder_before_it_is_read_reads_as_absent_and_said(
+    tmp_path: Path,
+) -> None:
+    # an extraction still running, or a clean-up under the reader's feet
+    root = node_folder(tmp_path / "snap", b"")
+    files = BundleFiles(root)
+    (root / "nodes" / "ip-10-0-41-87" / "kubelet.log").unlink()
+    assert files.data("nodes/ip-10-0-41-87/kubelet.log") is None
+    assert files.problems == [
+        "nodes/ip-10-0-41-87/kubelet.log could not be read: No such file or directory"
+    ]
+
+
+def test_only_folders_under_nodes_are_nodes(tmp_path: Path) -> None:
+    root = node_folder(tmp_path / "snap", b"")
+    (root / "cluster" / "raw").mkdir(parents=True)
+    (root / "cluster" / "raw" / "events.json").write_text("{}")
+    assert BundleFiles(root).node_dirs() == ["ip-10-0-41-87"]
+
+
+def test_closing_a_bundle_lets_go_of_the_files_it_held(tmp_path: Path) -> None:
+    files = BundleFiles(tarball(tmp_path / "b.tar.gz", member("bundle/nodes.json", NODES)))
+    assert files.data("nodes.json") == NODES
+    files.close()
+    assert files.data("nodes.json") is None
+
+
+def test_a_file_beside_the_top_folder_keeps_every_name_whole(tmp_path: Path) -> None:
+    # `tar czf case.tar.gz notes.txt mignurse-bundle-x/`: no single top folder to drop
+    archive = tarball(
+        tmp_path / "case.tar.gz",
+        member("notes.txt", b"node died at 03:01\n"),
+        member("mignurse-bundle-x/nodes.json", NODES),
+    )
+    files = BundleFiles(archive)
+    assert files.top == ""
+    assert files.names == ["mignurse-bundle-x/nodes.json", "notes.txt"]
+    assert files.data("mignurse-bundle-x/nodes.json") == NODES
+
+
+def test_a_journal_swapped_for_a_fifo_after_listing_is_refused_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    root = node_folder(tmp_path / "snap", b"")
+    files = BundleFiles(root)
+    journal = root / "nodes" / "ip-10-0-41-87" / "kubelet.log"
+    journal.unlink()
+    os.mkfifo(journal)
+    with pytest.raises(SourceError, match=r"kubelet\.log is not a regular file"):
+        files.data("nodes/ip-10-0-41-87/kubelet.log")
+
+
+def test_reading_a_folder_leaves_no_file_open(tmp_path: Path) -> None:
+    files = BundleFiles(node_folder(tmp_path / "snap", b"k" * 100))
+    before = len(os.listdir("/proc/self/fd"))
+    for _read in range(5):
+        assert files.data("nodes/ip-10-0-41-87/kubelet.log") == b"k" * 100
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize(
+    ("cap", "advice"),
+    [
+        (4 * 2**10, "16K"),
+        (256 * 2**10, "1M"),
+        (64 * 2**20, "256M"),
+        (256 * 2**20, "1G"),
+        (1000, "4000"),
+    ],
+)
+def test_a_cut_advises_four_times_the_cap_as_the_variable_takes_it(cap: int, advice: str) -> None:
+    assert _raised(cap) == advice
+
+
+def test_of_many_links_skipped_those_where_mignurse_reads_a_file_are_named_first(
+    tmp_path: Path,
+) -> None:
+    links = [
+        member(f"bundle/lib/libnvidia-{i}.so", type=tarfile.SYMTYPE, linkname="/usr/lib/x")
+        for i in range(6)
+    ]
+    journal = member(
+        "bundle/nodes/ip-10-0-41-87/kubelet.log", type=tarfile.SYMTYPE, linkname="/var/log/x"
+    )
+    archive = tarball(tmp_path / "b.tar.gz", member("bundle/nodes.json", NODES), *links, journal)
+    [note] = BundleFiles(archive).problems
+    assert note.startswith(
+        "b.tar.gz: skipped 7 entries that are not regular files (mignurse reads only files from "
+        "an archive): bundle/nodes/ip-10-0-41-87/kubelet.log (a symlink to '/var/log/x'), "
+        "bundle/lib/libnvidia-0.so (a symlink to '/usr/lib/x'), "
+    )
+    assert note.endswith("libnvidia-3.so (a symlink to '/usr/lib/x') and 2 more")
