@@ -416,3 +416,20 @@ def test_of_many_links_skipped_those_where_mignurse_reads_a_file_are_named_first
         "bundle/lib/libnvidia-0.so (a symlink to '/usr/lib/x'), "
     )
     assert note.endswith("libnvidia-3.so (a symlink to '/usr/lib/x') and 2 more")
+
+
+def test_a_hard_link_skipped_is_named_with_what_it_links_to(tmp_path: Path) -> None:
+    archive = tarball(
+        tmp_path / "b.tar.gz",
+        member("bundle/nodes.json", NODES),
+        member(
+            "bundle/nodes/ip-10-0-41-87/kubelet.log",
+            type=tarfile.LNKTYPE,
+            linkname="bundle/nodes.json",
+        ),
+    )
+    assert BundleFiles(archive).problems == [
+        "b.tar.gz: skipped 1 entries that are not regular files (mignurse reads only files "
+        "from an archive): bundle/nodes/ip-10-0-41-87/kubelet.log (a hard link to "
+        "'bundle/nodes.json')"
+    ]
