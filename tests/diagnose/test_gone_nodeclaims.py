@@ -651,3 +651,15 @@ def test_an_unhealthy_transition_without_a_time_sets_no_repair_deadline() -> Non
 def test_an_unhealthy_transition_without_a_time_pairs_no_gone_claim() -> None:
     rep = gone(cluster([dcgm_error(NODE, None), drained(CLAIM, ago(8))]))
     assert rep is not None and (rep.node, rep.cause) == ("", "unknown")
+
+
+def test_a_node_condition_named_like_a_claims_drain_does_not_date_the_claims_end() -> None:
+    # Karpenter echoes every Node condition change too; a maintenance tool's own "Drained"
+    # condition on the Node is not the NodeClaim's termination.
+    events = [
+        *launched_and_registered(CLAIM, NODE, ago(300)),
+        transition("Node", NODE, "Drained", "False", "True", "MaintenanceWindow", ago(60)),
+        drained(CLAIM, ago(10)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and rep.node == NODE and rep.ended == ago(10)
