@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from mignurse.cluster.history import Lifecycle
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.events import all_events
-from mignurse.diagnose.inputs import DiagnosisInput, History
+from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
 from mignurse.diagnose.replacements import Replacement, replacements
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
@@ -29,6 +29,10 @@ CLAIM = "gpu-training-x7k2p"
 NODE = "ip-10-0-12-34.us-west-2.compute.internal"
 AHR = "AcceleratedHardwareReady"
 SECOND = timedelta(seconds=1)
+REGISTERED = (
+    "Status condition transitioned, Type: Registered, Status: Unknown -> True, Reason: Registered"
+)
+DRAINED = "Status condition transitioned, Type: Drained, Status: Unknown -> True, Reason: Drained"
 
 
 def ago(minutes: float) -> datetime:
@@ -267,6 +271,24 @@ def test_events_from_both_sources_come_oldest_first() -> None:
     live = event("Node", NODE, "NodeReady", "Node is ready", ago(120), last=ago(60))
     merged = all_events(cluster(events=(live,), history=History(events=(kept,))))
     assert [e.reason for e in merged] == ["NodeNotReady", "NodeReady"]
+
+
+def test_on_karpenter_1_1_a_gone_claim_drained_after_its_nodes_hardware_fault_is_no_repair() -> (
+    None
+):
+    # Karpenter v1.1 repaired only Ready=False (docs/repair.md): AcceleratedHardwareReady=False
+    # for 10 min before the drain is a coincidence there.
+    events = (
+        event("NodeClaim", CLAIM, "Registered", REGISTERED, ago(300)),
+        event("Node", NODE, "RegisteredNode", f"Registered Node {NODE} in Controller", ago(300)),
+        dcgm_error(ago(40)),
+        event("NodeClaim", CLAIM, "Drained", DRAINED, ago(30)),
+    )
+    inp = replace(
+        cluster(events=events), karpenter=KarpenterSettings(node_repair=True, version="1.1.0")
+    )
+    rep = the_one(inp)
+    assert (rep.node, rep.unhealthy, rep.cause) == (NODE, (AHR, "False", "DCGMError"), "unknown")
 
 
 # -- one node's timeline ------------------------------------------------------------------
