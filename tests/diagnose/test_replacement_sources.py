@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from mignurse.cluster.history import Lifecycle
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.events import all_events
@@ -256,13 +258,16 @@ def test_an_auto_mode_consolidation_is_not_called_an_auto_mode_repair() -> None:
 # -- the events both keep -----------------------------------------------------------------
 
 
-def test_the_newest_copy_of_an_event_wins_whichever_source_holds_it() -> None:
-    # A bundle's snapshot read before the watcher's last list: its copy is the older one.
+@pytest.mark.parametrize("newest_in", ["snapshot", "history"])
+def test_the_newest_copy_of_an_event_wins_whichever_source_holds_it(newest_in: str) -> None:
+    # Usually the API server's copy is the newer; a bundle's snapshot read before the
+    # watcher's last list holds the older one.
     older = event(
         "Node", NODE, "NodeNotReady", "Node is not ready", ago(50), last=ago(30), count=3, uid="u1"
     )
     newer = replace(older, last_seen=ago(5), count=9)
-    merged = all_events(cluster(events=(older,), history=History(events=(newer,))))
+    live, kept = (newer, older) if newest_in == "snapshot" else (older, newer)
+    merged = all_events(cluster(events=(live,), history=History(events=(kept,))))
     assert [(e.uid, e.count) for e in merged] == [("u1", 9)]
 
 
@@ -289,6 +294,29 @@ def test_on_karpenter_1_1_a_gone_claim_drained_after_its_nodes_hardware_fault_is
     )
     rep = the_one(inp)
     assert (rep.node, rep.unhealthy, rep.cause) == (NODE, (AHR, "False", "DCGMError"), "unknown")
+
+
+@pytest.mark.parametrize(("latest_flip", "ended"), [(12, 2), (8, None)])
+def test_a_flapping_hardware_condition_starts_the_repair_clock_at_its_latest_flip(
+    latest_flip: float, ended: float | None
+) -> None:
+    # The agent restarted once: AcceleratedHardwareReady went False twice, and the API server
+    # folded the two identical transition events into one (count 2, lastTimestamp the latest).
+    # Karpenter's clock restarts at every flip (docs/repair.md), so the claim missing from the
+    # NodeClaim list was repaired 10 min after the latest one, not the first.
+    flapping = replace(dcgm_error(ago(30)), last_seen=ago(latest_flip), count=2)
+    events = (
+        event("NodeClaim", CLAIM, "Registered", REGISTERED, ago(300)),
+        event("Node", NODE, "RegisteredNode", f"Registered Node {NODE} in Controller", ago(300)),
+        flapping,
+    )
+    live = replace(deleting_claim(ago(1)), name="gpu-training-q4m8z", deleting=None, node_name="")
+    found = replacements(cluster(claims=(live,), events=events))
+    if ended is None:
+        assert found == []
+    else:
+        assert [(r.claim, r.cause, r.ended) for r in found] == [(CLAIM, "repair", ago(ended))]
+        assert found[0].unhealthy_since == ago(latest_flip)
 
 
 # -- one node's timeline ------------------------------------------------------------------
