@@ -23,7 +23,7 @@ from mignurse.diagnose.events import all_events
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings
 from mignurse.diagnose.replacements import Replacement, replacements
 from mignurse.diagnose.timeline import node_timeline
-from mignurse.model import Condition, Event, Node, NodeClaim, NodePool
+from mignurse.model import Condition, Event, Node, NodeClaim, NodePool, format_time
 
 NOW = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
 POOL = "gpu-training"
@@ -317,6 +317,25 @@ def test_a_flapping_hardware_condition_starts_the_repair_clock_at_its_latest_fli
     else:
         assert [(r.claim, r.cause, r.ended) for r in found] == [(CLAIM, "repair", ago(ended))]
         assert found[0].unhealthy_since == ago(latest_flip)
+
+
+def test_a_repeated_repair_block_is_quoted_at_its_latest_sighting() -> None:
+    # kubectl's LAST SEEN: the guard still held the repair 25 min ago, not only 40 min ago.
+    blocked = event(
+        "NodeClaim",
+        CLAIM,
+        "NodeRepairBlocked",
+        "more than 20% nodes are unhealthy in the nodepool",
+        ago(40),
+        last=ago(25),
+        count=3,
+        type_="Warning",
+    )
+    events = (blocked, event("NodeClaim", CLAIM, "Drained", DRAINED, ago(20)))
+    rep = the_one(cluster(events=events))
+    quoted = [e for e in rep.evidence if "NodeRepairBlocked" in e.text]
+    assert [e.time for e in quoted] == [ago(25)]
+    assert f"(x3 since {format_time(ago(40))})" in quoted[0].text
 
 
 # -- one node's timeline ------------------------------------------------------------------
