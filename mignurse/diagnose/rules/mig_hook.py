@@ -395,8 +395,10 @@ def _early_restart(
     )
     if stop is None:
         return None
+    # `>=`: journals in whole seconds (`journalctl -o short-iso`, eks-log-collector's plain
+    # `journalctl -u kubelet`) log a `systemctl restart` stop and start in the same second.
     again = next(
-        (a for a in actions if a.time > stop.time and a.action in (UNIT_STARTING, UNIT_STARTED)),
+        (a for a in actions if a.time >= stop.time and a.action in (UNIT_STARTING, UNIT_STARTED)),
         None,
     )
     if again is None:
