@@ -344,10 +344,12 @@ def test_a_stop_counts_as_the_bootstrap_restart_up_to_ten_minutes_after_the_firs
         [*FIRST_RUN, SANDBOX_FAILED, BECAME_NOT_READY],
         # Rotated past the first start, and kubelet never came back after the stop.
         [*FIRST_RUN, STOPPING, STOPPED],
+        # Stopped 40 s after its first start and never started again (the node stays down).
+        [STARTING, STARTED, *FIRST_RUN, STOPPING, STOPPED],
     ],
-    ids=["no-systemd-lines", "stopped-never-started"],
+    ids=["no-systemd-lines", "stopped-never-started", "stopped-never-restarted"],
 )
-def test_a_kubelet_journal_without_its_first_start_explains_nothing_and_raises_nothing(
+def test_a_kubelet_journal_without_a_start_stop_and_restart_explains_nothing_and_raises_nothing(
     incident: tuple[DiagnosisInput, Node], kept: list[Line]
 ) -> None:
     inp, node = incident
