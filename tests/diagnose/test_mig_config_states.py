@@ -1,8 +1,9 @@
 """mig-config-failed by state: what `nvidia.com/mig.config.state` failed, pending or rebooting
 means next to the operand labels and the mig-manager version, how bad it is, and the evidence
-beside it. The states and labels are mig-manager's (NVIDIA/mig-parted v0.15.0
-deployments/gpu-operator/reconfigure-mig.sh: `pending`, `rebooting`, `success`, `failed`;
-`paused-for-mig-change` on the operands' `nvidia.com/gpu.deploy.*` labels); docs/mig.md.
+beside it. The states and labels are mig-manager's (NVIDIA/mig-parted@v0.15.0
+pkg/mig/reconfigure/reconfigure.go: `pending`, `rebooting`, `success`, `failed` on
+`nvidia.com/mig.config.state`, `paused-for-mig-change` on the operands' `nvidia.com/gpu.deploy.*`
+labels while it reconfigures); docs/mig.md.
 """
 
 from __future__ import annotations

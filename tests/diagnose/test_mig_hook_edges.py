@@ -4,9 +4,14 @@ on-call engineer reads beside it.
 
 The journals are the incident's (tests/evidence/fixtures/kubelet.log and containerd.log: AL2023,
 systemd 252 with StatusUnitFormat=combined, containerd 1.7 logrus lines, kubelet klog lines),
-written line by line so each case moves one line. The hook that stops kubelet is mig-parted's
-(NVIDIA/mig-parted v0.15.0 deployments/systemd/hooks.sh `stop_k8s_services`), reported in
-NVIDIA/mig-parted#368 and NVIDIA/gpu-operator#2415; docs/mig.md tells the story.
+written line by line so each case moves one line. The stop is mig-manager's: when the MIG mode
+must change and host GPU clients are shut down, it adds the host's kubelet.service to the
+systemd services it stops and starts again (NVIDIA/mig-parted@v0.15.0
+pkg/mig/reconfigure/reconfigure.go, cmd/nvidia-mig-manager/main.go
+DefaultHostKubeletSystemdService); NVIDIA/mig-parted#368, NVIDIA/gpu-operator#2415 and
+docs/mig.md tell the incident. The kubelet unit is AL2023's (awslabs/amazon-eks-ami@08fbb51
+templates/al2023/runtime/rootfs/etc/systemd/system/kubelet.service: an iptables ExecStartPre,
+Restart=on-failure, RestartSec=5).
 """
 
 from __future__ import annotations
@@ -454,8 +459,10 @@ def test_a_first_start_that_failed_before_kubelet_ran_is_not_the_start_the_stop_
 def test_a_restart_in_the_same_second_as_the_stop_is_read_from_a_whole_second_journal(
     incident: tuple[DiagnosisInput, Node],
 ) -> None:
-    # `journalctl -o short-iso` (and eks-log-collector's plain `journalctl -u kubelet`) keep
-    # whole seconds: a `systemctl restart kubelet` logs its stop and its start in one second.
+    # `journalctl -o short-iso`, and the default format eks-log-collector writes
+    # (awslabs/amazon-eks-ami log-collector-script/linux/eks-log-collector.sh:
+    # `journalctl --unit=kubelet --since ...`), keep whole seconds: a stop and the start after
+    # it can share one.
     inp, node = incident
     kubelet = [
         STARTING,
