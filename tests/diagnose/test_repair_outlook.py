@@ -1,0 +1,89 @@
+"""Who repairs a NotReady GPU node and when, as the node-not-ready finding words it: a Karpenter
+NodePool, an EKS Auto Mode NodePool (repair built in, always on: the EKS user guide,
+node-repair.html), or nothing; and what Auto Mode does not repair. Auto Mode nodes carry the
+label `eks.amazonaws.com/compute-type=auto` (EKS user guide, auto-labels.html)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from mignurse.diagnose.automode import AUTO_MODE_INSTEAD
+from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.outlook import repair_outlook
+from mignurse.diagnose.rules import not_ready
+from mignurse.diagnose.wording import short_time
+from mignurse.model import Condition, Node
+
+from .test_rule_boundaries import NOW, POOL, REPAIR_ON, _ago, cluster, findings, gpu_node
+
+AUTO = {"eks.amazonaws.com/compute-type": "auto"}
+UNKNOWN = Condition(
+    "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(5)
+)
+
+
+def _auto(node: Node) -> Node:
+    return replace(node, labels={**node.labels, **AUTO})
+
+
+def _not_ready(*, auto: bool = False) -> str:
+    nodes = [
+        gpu_node("ip-10-0-90-8.us-west-2.compute.internal", UNKNOWN),
+        *(gpu_node(f"ip-10-0-6{i}-2.us-west-2.compute.internal") for i in range(4)),
+    ]
+    nodes = [_auto(n) for n in nodes] if auto else nodes
+    inp = DiagnosisInput(snapshot=cluster(nodes, []).snapshot, now=NOW, karpenter=REPAIR_ON)
+    (found,) = findings(inp, "not_ready", not_ready.rule)
+    return found.summary
+
+
+def test_a_notready_node_of_a_karpenter_pool_names_the_pool_and_nothing_of_auto_mode() -> None:
+    summary = _not_ready()
+    assert summary.startswith(f"NodePool {POOL}: 1 GPU node NotReady")
+    assert "(Auto Mode)" not in summary
+    assert AUTO_MODE_INSTEAD not in summary
+    # Karpenter replaces it 30 minutes after the change.
+    assert f"repair replaces the first at {short_time(_ago(5) + timedelta(minutes=30))}" in summary
+
+
+def test_a_notready_node_of_an_auto_mode_pool_says_so_and_what_to_do_instead_of_a_pause() -> None:
+    summary = _not_ready(auto=True)
+    assert summary.startswith(f"NodePool {POOL} (Auto Mode): 1 GPU node NotReady")
+    assert summary.endswith(AUTO_MODE_INSTEAD)
+
+
+def test_auto_mode_repairs_only_what_karpenters_newest_policies_list() -> None:
+    node = _auto(
+        gpu_node(
+            "ip-10-0-90-8.us-west-2.compute.internal",
+            Condition("Ready", "True", "KubeletReady", "", _ago(60)),
+            Condition("MemoryPressure", "True", "KubeletHasInsufficientMemory", "", _ago(5)),
+            Condition("AcceleratedHardwareReady", "False", "NvidiaXID79Error", "", None),
+        )
+    )
+    inp = DiagnosisInput(snapshot=cluster([node], []).snapshot, now=NOW)
+    pressure = repair_outlook(inp, node, "MemoryPressure")
+    assert (pressure.deadline, pressure.who) == (
+        None,
+        "EKS Auto Mode does not repair MemoryPressure=True",
+    )
+    gpu = repair_outlook(inp, node, "AcceleratedHardwareReady")
+    assert (gpu.deadline, gpu.who) == (None, "AcceleratedHardwareReady has no transition time")
+    healthy = repair_outlook(inp, node, "Ready")
+    assert healthy.deadline is None
+    assert healthy.who == "EKS Auto Mode does not repair Ready=True"
+    gone = repair_outlook(inp, node, "StorageReady")
+    assert (gone.deadline, gone.who) == (None, "no StorageReady condition")
+
+
+def test_an_auto_mode_gpu_fault_is_replaced_ten_minutes_after_it_began() -> None:
+    node = _auto(
+        gpu_node(
+            "ip-10-0-90-8.us-west-2.compute.internal",
+            Condition("AcceleratedHardwareReady", "False", "NvidiaXID79Error", "", _ago(4)),
+        )
+    )
+    outlook = repair_outlook(DiagnosisInput(snapshot=cluster([node], []).snapshot, now=NOW),
+                             node, "AcceleratedHardwareReady")  # fmt: skip
+    assert outlook.deadline == NOW + timedelta(minutes=6)
