@@ -87,3 +87,19 @@ def test_an_auto_mode_gpu_fault_is_replaced_ten_minutes_after_it_began() -> None
     outlook = repair_outlook(DiagnosisInput(snapshot=cluster([node], []).snapshot, now=NOW),
                              node, "AcceleratedHardwareReady")  # fmt: skip
     assert outlook.deadline == NOW + timedelta(minutes=6)
+
+
+def _poolless(node: Node) -> Node:
+    labels = {k: v for k, v in node.labels.items() if k != "karpenter.sh/nodepool"}
+    return replace(node, pool="", pool_kind="", labels=labels)
+
+
+def test_notready_gpu_nodes_outside_any_pool_are_named_by_who_runs_them() -> None:
+    down = _poolless(gpu_node("ip-10-0-90-8.us-west-2.compute.internal", UNKNOWN))
+    for node, where in (
+        (down, "GPU nodes outside any pool: 1 GPU node NotReady"),
+        (_auto(down), "Auto Mode GPU nodes outside any NodePool: 1 GPU node NotReady"),
+    ):
+        inp = DiagnosisInput(snapshot=cluster([node], []).snapshot, now=NOW, karpenter=REPAIR_ON)
+        (found,) = findings(inp, "not_ready", not_ready.rule)
+        assert found.summary.startswith(where)
