@@ -15,7 +15,17 @@ from mignurse.diagnose.rules import not_ready
 from mignurse.diagnose.wording import short_time
 from mignurse.model import Condition, Node
 
-from .test_rule_boundaries import NOW, POOL, REPAIR_ON, _ago, cluster, findings, gpu_node
+from .test_rule_boundaries import (
+    NOW,
+    POOL,
+    REPAIR_ON,
+    _ago,
+    cluster,
+    findings,
+    gpu_node,
+    repair_loops,
+    young_repair,
+)
 
 AUTO = {"eks.amazonaws.com/compute-type": "auto"}
 UNKNOWN = Condition(
@@ -103,3 +113,21 @@ def test_notready_gpu_nodes_outside_any_pool_are_named_by_who_runs_them() -> Non
         inp = DiagnosisInput(snapshot=cluster([node], []).snapshot, now=NOW, karpenter=REPAIR_ON)
         (found,) = findings(inp, "not_ready", not_ready.rule)
         assert found.summary.startswith(where)
+
+
+def test_a_loop_explains_a_reason_only_under_the_condition_the_agent_sends_it_with() -> None:
+    # KernelBug is the agent's KernelReady reason (aws/eks-node-monitoring-agent v1.7.0
+    # pkg/reasons/reasons.yaml); under StorageReady it is nothing the agent said.
+    def looping(type_: str) -> str:
+        inp = young_repair()
+        (node,) = inp.snapshot.nodes.values()
+        failed = Condition(
+            type_, "False", "KernelBug", "BUG: unable to handle page fault", _ago(35)
+        )
+        node = replace(node, conditions=(*node.conditions[:1], failed))
+        snapshot = replace(inp.snapshot, nodes={node.name: node})
+        (loop,) = repair_loops(replace(inp, snapshot=snapshot))
+        return loop.summary
+
+    assert "; KernelBug: the kernel reported a bug" in looping("KernelReady")
+    assert "the kernel reported a bug" not in looping("StorageReady")
