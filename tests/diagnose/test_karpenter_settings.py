@@ -285,3 +285,11 @@ def test_a_nodes_events_from_the_server_and_the_history_are_each_counted_once_ol
     ]
     assert [e.reason for e in by_node["n2"]] == ["NodeReady"]
     assert "c1" not in by_node
+
+
+def test_a_controller_mirrored_under_another_image_name_is_still_the_controller() -> None:
+    mirror = "123456789012.dkr.ecr.us-west-2.amazonaws.com/mirror/controller:1.6.3"
+    raw = deployment(env={"FEATURE_GATES": GATES}, image=mirror)
+    assert controller_container_index(raw["spec"]["template"]["spec"]["containers"]) == 0
+    settings = KarpenterSettings.from_deployment(raw)
+    assert (settings.node_repair, settings.version) == (True, "1.6.3")
