@@ -57,7 +57,8 @@ def host(i: int) -> str:
 
 
 def node(i: int, *conditions: Condition, **labels: str) -> Node:
-    return gpu_node(host(i), READY, *(conditions or (GPU_OK,)), **labels)
+    base = gpu_node(host(i), READY, *(conditions or (GPU_OK,)))
+    return replace(base, labels={**base.labels, **labels})
 
 
 def risks(inp: DiagnosisInput, words: str) -> list[Finding]:
@@ -124,7 +125,7 @@ def test_a_small_auto_mode_pool_is_at_risk_without_karpenters_settings_and_offer
 ):
     auto = {"eks.amazonaws.com/compute-type": "auto"}
     nodes = [
-        replace(gpu_node(host(0), READY, DCGM, **auto), pool_kind="auto"),
+        replace(node(0, DCGM, **auto), pool_kind="auto"),
         *(replace(node(i, **auto), pool_kind="auto") for i in (1, 2)),
     ]
     (risk,) = risks(cluster(nodes, []), "20% guard")  # no Karpenter Deployment to read
