@@ -140,6 +140,28 @@ def test_an_event_about_a_node_known_only_to_the_history_is_its_pools() -> None:
     assert found.summary.startswith(f"NodePool {POOL}: Karpenter repair held by the 20% guard;")
 
 
+def test_a_node_name_reused_outside_every_pool_leaves_the_blocked_repair_in_its_pool() -> None:
+    # EC2 reuses private IPs: after the repaired node went, a node of no pool took its name
+    # for a while. Karpenter blocks repairs of its own nodes only, so the event is the pool's.
+    gone = gone_claim("gpu-inference-k2", timedelta(hours=5), NOW - timedelta(minutes=20))
+    gone_node = replace(gone, kind="Node", name=gone.node_name, uid="uid-node-k2")
+    reused = replace(
+        gone_node, pool="", uid="uid-node-reused", instance_type="m7i.2xlarge",
+        instance_id="i-07c2e4a91b3d5f608", image_id="", nodeclaim="",
+        created=NOW - timedelta(minutes=15), first_seen=NOW - timedelta(minutes=15),
+        first_ready=NOW - timedelta(minutes=14), last_seen=NOW - timedelta(minutes=6),
+        deleting_since=NOW - timedelta(minutes=6), termination_timestamp=None,
+        deleted_at=NOW - timedelta(minutes=5), last_unhealthy=None,
+    )  # fmt: skip
+    inp = replace(
+        cluster([], [], [blocked_on(gone.node_name)]),
+        karpenter=REPAIR_ON,
+        history=History(lifecycles=(gone, gone_node, reused)),
+    )
+    (found,) = held(inp)
+    assert found.nodepool == POOL
+
+
 @pytest.mark.parametrize(
     ("first", "last"),
     [(NOW - timedelta(minutes=14), None), (None, NOW - timedelta(minutes=2))],
