@@ -5,8 +5,8 @@ chart that lets itself onto Auto Mode nodes).
 
 The DaemonSets are the charts' renderings in tests/corpus/daemonsets/ (each with its source),
 edited where a test says so; the others are written as their projects ship them:
-intel/intel-resource-drivers-for-kubernetes v0.9.1 deployments/gpu (DaemonSet
-intel-gpu-resource-driver-kubelet-plugin) and NVIDIA/gpu-operator v26.7.0
+intel/intel-resource-drivers-for-kubernetes@075b22d deployments/gpu/base/resource-driver.yaml
+(DaemonSet intel-gpu-resource-driver-kubelet-plugin) and NVIDIA/gpu-operator v26.7.0
 internal/state/testdata/golden/driver-minimal.yaml (an NVIDIADriver's DaemonSet is named
 nvidia-gpu-driver-<os><version>-<hash>).
 """
@@ -125,8 +125,7 @@ def test_intels_gpu_dra_kubelet_plugin_is_not_taken_for_nvidias() -> None:
                         "containers": [
                             {
                                 "name": "kubelet-plugin",
-                                "image": "ghcr.io/intel/intel-resource-drivers-for-kubernetes/"
-                                "intel-gpu-resource-driver:v0.9.1",
+                                "image": "ghcr.io/intel/intel-gpu-resource-driver:latest",
                             }
                         ],
                     },
