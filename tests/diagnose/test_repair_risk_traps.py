@@ -320,3 +320,13 @@ def test_an_unrecognised_cgroup_filesystem_is_not_taken_for_cgroup_v2() -> None:
     assert risk.severity == INFO
     assert "cgroup version unknown" in risk.summary
     assert "cgroup v2" not in evidence_text(risk)
+
+
+@pytest.mark.parametrize("spec", [["driver", "migManager"], "enabled", None])
+def test_a_cluster_policy_whose_spec_is_not_an_object_is_read_as_not_said(spec: Any) -> None:
+    # A bundle's ClusterPolicy file, hand-trimmed: the pool's other risks must still be told.
+    target = mig_node()
+    inp = replace(with_repair([target], []), cluster_policy={"spec": spec})
+    (mig,) = risks(inp, "mig-manager")
+    assert "host driver assumed (ClusterPolicy not read" in evidence_text(mig)
+    assert len(risks(inp, "20% guard")) == 1

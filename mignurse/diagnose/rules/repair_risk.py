@@ -237,8 +237,10 @@ def _image_finding(
 def _mig_manager_cgroup2(inp: DiagnosisInput) -> list[Finding]:
     """mig-manager stops kubelet when the driver is on the host and the MIG mode must
     change (docs/mig.md); on AL2023's cgroup v2 that left nodes NotReady for good."""
-    policy = inp.cluster_policy or {}
-    spec: Mapping[str, Any] = policy.get("spec") or {} if isinstance(policy, Mapping) else {}
+    # A bundle's clusterpolicy.json is read as it is: its spec may be anything, not an object.
+    policy = inp.cluster_policy
+    raw_spec = policy.get("spec") if isinstance(policy, Mapping) else None
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
     if _enabled(spec, "migManager") is False:
         return []
     driver_enabled = _enabled(spec, "driver")
