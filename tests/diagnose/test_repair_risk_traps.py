@@ -263,6 +263,11 @@ def mig_node(os_image: str = AL2023, **labels: str) -> Node:
     return replace(node(8, **{**MIG, **labels}), os_image=os_image)
 
 
+def without_layout(target: Node) -> Node:
+    labels = {k: v for k, v in target.labels.items() if k != "nvidia.com/mig.config"}
+    return replace(target, labels=labels)
+
+
 def mig_risks(
     target: Node, policy: dict[str, Any] | None = None, cgroup: str | None = "cgroup2fs"
 ) -> list[Finding]:
@@ -306,8 +311,16 @@ def test_mig_manager_on_al2023_with_a_host_driver_names_the_node_and_why(
         # The advice already followed: mig-manager switched off on the node.
         (None, mig_node(**{"nvidia.com/gpu.deploy.mig-manager": "false"})),
         (None, mig_node(os_image="Bottlerocket OS 1.29.0 (aws-k8s-1.32-nvidia)")),
+        # The operator labels every MIG-capable node for mig-manager; no layout asked, no change.
+        (None, without_layout(mig_node())),
     ],
-    ids=["operator-driver", "mig-manager-disabled", "mig-manager-label-false", "bottlerocket"],
+    ids=[
+        "operator-driver",
+        "mig-manager-disabled",
+        "mig-manager-label-false",
+        "bottlerocket",
+        "no-mig-layout",
+    ],
 )
 def test_mig_manager_that_cannot_stop_kubelet_is_no_risk(
     policy: dict[str, Any] | None, target: Node
