@@ -180,12 +180,15 @@ RUNNER_OWN: dict[str, list[str]] = {
 
 # diagnose/ -----------------------------------------------------------------------------
 # tests/diagnose/ takes seconds; the other files here reach diagnose/ in a few seconds each
-# (the forecast reads outlook.py, the hostile bundles go through inputs.py and sources/).
+# (the forecast reads outlook.py, the hostile bundles go through inputs.py and sources/, the
+# GPU identity corpus through mig_layout.py, the app's panels through findings.py).
 DIAGNOSE_TESTS = [
     "tests/diagnose",
     "tests/runner/test_forecast_cases.py",
     "tests/hostile/test_inputs_bundles.py",
     "tests/test_dra_cluster.py",
+    "tests/gpu/test_identity_corpus.py",
+    "tests/tui/test_panels.py",
 ]
 
 # The rules first, then what they stand on.

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from mignurse.diagnose.agent_reasons import AHR, agent_reason
+from mignurse.evidence._common import clip
 from mignurse.model import format_time
+
+# A condition's strings come from whatever wrote the Node's status: a reason is a CamelCase
+# word and a message a sentence or two (kubelet's longest, the container runtime's network
+# status, is under 200 characters), so anything longer is cut where a finding quotes it.
+REASON_LIMIT = 120
+MESSAGE_LIMIT = 300
 
 
 def condition_text(node: str, type_: str, status: str, reason: str, message: str) -> str:
-    detail = f" {reason}" if reason else ""
-    said = f' "{message}"' if message else ""
-    return f"Node {node}: {type_}={status}{detail}{said}{_agent_words(type_, status, reason)}"
+    detail = f" {clip(reason, REASON_LIMIT)}" if reason else ""
+    said = f' "{clip(message, MESSAGE_LIMIT)}"' if message else ""
+    words = _agent_words(type_, status, reason)
+    return f"Node {node}: {clip(type_, REASON_LIMIT)}={clip(status, 16)}{detail}{said}{words}"
+
+
+def some_of(items: Iterable[str], limit: int = 5) -> str:
+    """The first `limit` of the items, each cut to a reason's length, and how many more: a
+    summary names a pool's reasons, and 5,000 nodes may each send another."""
+    listed = list(dict.fromkeys(items))
+    shown = ", ".join(clip(item, REASON_LIMIT) for item in listed[:limit])
+    return shown + (f" and {len(listed) - limit} more" if len(listed) > limit else "")
 
 
 def _agent_words(type_: str, status: str, reason: str) -> str:

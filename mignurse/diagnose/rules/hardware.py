@@ -56,7 +56,7 @@ from mignurse.diagnose.findings import (
 )
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
-from mignurse.diagnose.wording import condition_text, short_time
+from mignurse.diagnose.wording import condition_text, short_time, some_of
 from mignurse.evidence import AgentCondition, GpuHealthReport, agent_conditions, xid_errors
 from mignurse.evidence._common import clip
 from mignurse.model import Node, format_time
@@ -167,7 +167,7 @@ def _finding(
     signs: dict[str, _NodeSigns],
 ) -> Finding:
     seen = _pool_nodes(inp, nodes, signs)
-    reason_list = ", ".join(sorted(set(r for r in seen.reasons if r))) or "no reason given"
+    reason_list = some_of(sorted(set(r for r in seen.reasons if r))) or "no reason given"
     count = f"{len(nodes)} node{'s' if len(nodes) != 1 else ''}"
     where = _where(pool, pool_kind)
     deadline = min(seen.deadlines) if seen.deadlines else None
@@ -642,7 +642,7 @@ def _evidence_finding(
     where = _where(pool, pool_kind)
     strongest = _labels(s for s in own if s.kind == kind)
     if basis == "agent" and first_agent is not None:
-        reasons = ", ".join(agent_reasons)
+        reasons = some_of(agent_reasons)
         replaced_at = format_time(first_agent.time + AHR_TOLERATION)
         what = _WHAT[kind]
         if kind == UNKNOWN:
