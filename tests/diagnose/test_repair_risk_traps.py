@@ -253,6 +253,51 @@ def test_a_dcgm_error_whose_status_is_unknown_is_no_failure_on_the_image() -> No
     assert risks(with_repair(nodes, claims), "hit DCGMError") == []
 
 
+# -- the repair policies of the Karpenter release that runs (docs/repair.md) -------------------
+
+KARPENTER_1_1 = KarpenterSettings(
+    node_repair=True, feature_gates="NodeRepair=true", version="1.1.4"
+)
+
+
+def test_under_karpenter_1_1_a_gpu_failure_matches_no_repair_policy_and_puts_no_image_at_risk() -> (
+    None
+):
+    # v1.1 repaired Ready=False alone (aws/karpenter-provider-aws v1.1.0
+    # pkg/cloudprovider/cloudprovider.go RepairPolicies): a DCGMError node stays, and so do
+    # its image's other nodes.
+    nodes, claims = image_pool(failing=gpu_node(host(0), READY, DCGM))
+    inp = replace(cluster(nodes, claims), karpenter=KARPENTER_1_1)
+    (risk,) = risks(inp, "20% guard")
+    assert risk.severity == WARNING  # the pool's GPU health is failing all the same
+    assert "match a repair policy now" not in risk.summary
+    assert risk.runbooks == ()
+    assert "AcceleratedHardwareReady=False" not in evidence_text(risk)
+    assert risks(inp, "hit DCGMError") == []
+
+
+def test_under_karpenter_1_1_a_node_not_ready_is_still_repaired() -> None:
+    down = Condition("Ready", "False", "KubeletNotReady", "", NOW - timedelta(minutes=7))
+    nodes = [gpu_node(host(0), down, DCGM), node(1), node(2)]
+    (risk,) = risks(replace(cluster(nodes, []), karpenter=KARPENTER_1_1), "20% guard")
+    assert "; 1 node(s) match a repair policy now" in risk.summary
+    assert risk.runbooks == ("pause-node-repair",)
+    text = evidence_text(risk)
+    assert f"Node {host(0)}: Ready=False KubeletNotReady" in text
+    assert "AcceleratedHardwareReady=False" not in text  # no v1.1 policy matches it
+
+
+def test_an_auto_mode_pool_runs_the_newest_repair_policies_whatever_karpenter_runs_beside() -> None:
+    auto = {"eks.amazonaws.com/compute-type": "auto"}
+    nodes, claims = image_pool(failing=node(0, DCGM, **auto))
+    nodes = [replace(n, pool_kind="auto", labels={**n.labels, **auto}) for n in nodes]
+    inp = replace(cluster(nodes, claims), karpenter=KARPENTER_1_1)
+    (risk,) = risks(inp, "20% guard")
+    assert "; 1 node(s) match a repair policy now" in risk.summary
+    (image,) = risks(inp, "hit DCGMError")
+    assert image.nodes == (host(1),) and image.runbooks == ()
+
+
 # -- mig-manager able to stop kubelet on AL2023 with a host driver ----------------------------
 
 MIG = {"nvidia.com/gpu.deploy.mig-manager": "true", "nvidia.com/mig.config": "all-1g.18gb"}
