@@ -165,12 +165,23 @@ def test_a_claim_repaired_for_dcgm_error_puts_the_healthy_nodes_on_its_image_at_
     assert "after AcceleratedHardwareReady=False DCGMError" in proof.text
 
 
-def test_a_claim_repaired_for_a_gpu_fault_says_nothing_about_its_image() -> None:
-    xid = (AHR, "False", "NvidiaXID79Error")
-    repaired = gone_claim("gpu-inference-a9", timedelta(hours=5), NOW - timedelta(minutes=30), xid)
-    nodes, claims = image_pool()
-    assert risks(with_repair(nodes, claims, history=History(lifecycles=(repaired,))),
-                 "hit DCGMError") == []  # fmt: skip
+XID79 = (AHR, "False", "NvidiaXID79Error")
+
+
+@pytest.mark.parametrize("end", ["failing now", "repaired", "consolidated"])
+def test_a_gpu_fault_or_a_consolidation_says_nothing_about_the_image(end: str) -> None:
+    ended = NOW - timedelta(minutes=30)
+    lifecycles: tuple[Any, ...] = ()
+    if end == "failing now":
+        fault = Condition(*XID79, "GPU has fallen off the bus", NOW - timedelta(minutes=4))
+        nodes, claims = image_pool(failing=gpu_node(host(0), READY, fault))
+    else:
+        nodes, claims = image_pool()
+        cause = XID79 if end == "repaired" else None
+        lifecycles = (gone_claim("gpu-inference-a9", timedelta(hours=5), ended, cause,
+                                 repaired=end == "repaired"),)  # fmt: skip
+    inp = with_repair(nodes, claims, history=History(lifecycles=lifecycles))
+    assert risks(inp, "hit DCGMError") == []
 
 
 @pytest.mark.parametrize("proof", ["failing now", "repaired"])
