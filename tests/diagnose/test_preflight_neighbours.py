@@ -17,6 +17,7 @@ from typing import Any
 
 from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.findings import INFO
+from mignurse.diagnose.inputs import KarpenterSettings
 
 from .test_preflight_rules import BOTTLEROCKET, MIG_LABELS, daemonsets, judge, node, text
 
@@ -31,6 +32,19 @@ def test_a_certain_repair_loop_leads_with_the_repair_setting_and_names_the_agent
         "Karpenter v1.14.1 feature gates NodeRepair=true: AcceleratedHardwareReady=False 10m"
     )
     assert f"the node monitoring agent ({AGENT_TAG}) runs on 2 GPU node(s)" in loop.summary
+
+
+def test_under_karpenter_1_1_an_unreachable_dcgm_server_is_no_loop() -> None:
+    # v1.1 repaired Ready=False alone (aws/karpenter-provider-aws v1.1.0
+    # pkg/cloudprovider/cloudprovider.go RepairPolicies): DCGMError replaces nothing.
+    release_1_1 = KarpenterSettings(
+        node_repair=True, feature_gates="NodeRepair=true", version="1.1.4"
+    )
+    nodes = [node("ip-10-0-1-1", "g7e.48xlarge")]
+    (finding,) = judge(nodes, daemonsets("nma-v1.6.1.json"), karpenter=release_1_1)
+    assert finding.severity == INFO and "repair loop" not in finding.summary
+    assert "no repair that mignurse can read acts on it" in finding.summary
+    assert finding.runbooks == ()
 
 
 def test_arm64_gpu_nodes_the_agent_does_not_monitor_are_named() -> None:
