@@ -183,6 +183,18 @@ def test_the_mig_labels_the_node_carries_are_quoted() -> None:
                                                            ".com/gpu.product"))]  # fmt: skip
 
 
+def test_a_mode_change_pending_beside_the_right_slices_is_a_warning() -> None:
+    probe = nvml(*[SEVEN] * 8)
+    probe["gpus"][7]["migMode"]["pending"] = "Disabled"  # someone ran nvidia-smi -mig 0
+    found = the_finding(node(resources=mixed({"1g.5gb": 56})), probe)
+
+    assert found.severity == "warning"
+    assert found.summary.endswith(
+        "but GPU 7: MIG mode change pending (current Enabled, pending Disabled): needs a GPU "
+        "reset or reboot"
+    )
+
+
 def test_a_probe_that_lists_fewer_gpus_than_the_node_has_says_so() -> None:
     # Karpenter's GPU name without its memory label names two A100s: a doubt, not a model.
     raw = node(resources=mixed({"1g.5gb": 49}), drop=("karpenter.k8s.aws/instance-gpu-memory",))
@@ -325,6 +337,18 @@ def test_a_gpu_nothing_identifies_is_held_to_what_its_config_names_on_any_gpu() 
         "unknown) but GPU 1: MIG mode Disabled, all-1g.24gb asks Enabled"
     )
     assert found.runbooks == ("cordon-and-collect",)
+
+    odd = node(
+        "all-1g.24gb",
+        mixed({"1g.24gb": 2, "2g.48gb": 1}),
+        drop=GPU_NAMING,
+        instance_type="g9e.8xlarge",
+    )
+    found = the_finding(odd)
+    assert found.severity == "warning"
+    assert found.summary.endswith(
+        "but advertises 2×1g.24gb + 1×2g.48gb, all-1g.24gb asks only 1g.24gb"
+    )
 
 
 def test_a_notready_node_is_not_judged_by_resources_it_cannot_register() -> None:
