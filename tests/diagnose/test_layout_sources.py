@@ -8,6 +8,7 @@ with every rule, as `mignurse diagnose` runs it."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,7 +46,7 @@ def node(
 ) -> dict[str, Any]:
     """The node as the API server returns it (`shape`: drashapes.dra_node's words);
     `resources` are the device plugin's."""
-    found = dra_node(NODE, config=config, ready=ready, **shape)  # type: ignore[arg-type]
+    found = dra_node(NODE, config=config, ready=ready, **shape)
     found["metadata"]["labels"].update(labels or {})
     for key in drop:
         found["metadata"]["labels"].pop(key)
@@ -65,7 +66,7 @@ def gpu_doc(
 ) -> dict[str, Any]:
     """One GPU of nvml.json: MIG Enabled with these devices, or the mode named."""
     mode = "Enabled" if isinstance(layout, dict) else layout
-    devices = []
+    devices: list[dict[str, Any]] = []
     for profile, count in sorted(layout.items()) if isinstance(layout, dict) else ():
         for _ in range(count):
             devices.append({
@@ -101,7 +102,7 @@ def layout_findings(
     raw: dict[str, Any],
     probe: dict[str, Any] | None = None,
     *,
-    slices: list[dict[str, Any]] = (),  # type: ignore[assignment]
+    slices: Sequence[dict[str, Any]] = (),
     dra: bool = False,
 ) -> list[Finding]:
     """The node's mig-layout-mismatch findings; `dra`: the DRA driver's kubelet plugin runs."""
@@ -383,6 +384,24 @@ def test_a_dra_node_names_its_wrong_gpu_in_the_slices_evidence() -> None:
     problem = "GPU 3: publishes MIG devices 4×1g.10gb, all-1g.5gb asks 7×1g.5gb"
     assert ("resourceslice", problem) in said(found)
     assert found.summary.endswith(f"but {problem}")
+
+
+@pytest.mark.parametrize("unnamed", ["gpu", "mig"])
+def test_a_dra_gpu_is_named_by_its_minor_where_only_some_of_its_devices_carry_it(
+    unnamed: str,
+) -> None:
+    # Devices named other than gpu-<minor>[-mig-…] (here by UUID): the type and the parent
+    # UUID still place each device on its GPU, whose minor the other devices' names give.
+    wrong = [*[SEVEN] * 3, {"1g.10gb": 4}, *[SEVEN] * 4]
+    pool = resource_slice(NODE, wrong)
+    for device in pool["spec"]["devices"]:
+        attributes = device["attributes"]
+        if device["name"].startswith("gpu-3") and attributes["type"]["string"] == unnamed:
+            device["name"] = attributes["uuid"]["string"].lower()
+    found = the_finding(node(), slices=[pool], dra=True)
+    assert found.summary.endswith(
+        "but GPU 3: publishes MIG devices 4×1g.10gb, all-1g.5gb asks 7×1g.5gb"
+    )
 
 
 def test_a_dra_node_where_the_device_plugin_runs_too_is_held_to_both() -> None:
