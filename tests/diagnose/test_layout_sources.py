@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,9 +21,10 @@ from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.evidence import parse_nvml_json
-from mignurse.model import MigState, Node, Pod, ResourceSlice
+from mignurse.model import MigState, Node, Pod, ResourceSlice, format_time
 
 NOW = datetime(2026, 11, 29, 4, 0, tzinfo=UTC)  # two hours after the node joined
+SECOND = timedelta(seconds=1)
 NODE = "ip-10-0-8-10.us-west-2.compute.internal"
 A100 = ("NVIDIA A100-SXM4-40GB", "0x20B010DE")
 SEVEN = {"1g.5gb": 7}  # all-1g.5gb on one A100-40GB
@@ -352,6 +353,15 @@ def test_a_gpu_nothing_identifies_is_held_to_what_its_config_names_on_any_gpu() 
     )
 
 
+@pytest.mark.parametrize(("age", "judged"), [(timedelta(minutes=5) - SECOND, False),
+                                             (timedelta(minutes=5), True)])  # fmt: skip
+def test_a_node_is_given_five_minutes_for_its_device_plugin_to_advertise(
+    age: timedelta, judged: bool
+) -> None:
+    raw = node(created=format_time(NOW - age))  # nothing advertised yet
+    assert bool(layout_findings(raw)) is judged
+
+
 def test_a_notready_node_is_not_judged_by_resources_it_cannot_register() -> None:
     assert layout_findings(node(ready=False)) == []
 
@@ -384,6 +394,11 @@ def test_a_dra_node_names_its_wrong_gpu_in_the_slices_evidence() -> None:
     problem = "GPU 3: publishes MIG devices 4×1g.10gb, all-1g.5gb asks 7×1g.5gb"
     assert ("resourceslice", problem) in said(found)
     assert found.summary.endswith(f"but {problem}")
+    assert found.severity == "warning"  # the other seven GPUs serve pods
+    assert (
+        "resourceslice",
+        f"gpu.nvidia.com pool {NODE} generation 1: 8 GPU(s), MIG devices 4×1g.10gb + 49×1g.5gb",
+    ) in said(found)
 
 
 @pytest.mark.parametrize("unnamed", ["gpu", "mig"])
