@@ -181,7 +181,8 @@ RUNNER_OWN: dict[str, list[str]] = {
 # diagnose/ -----------------------------------------------------------------------------
 # tests/diagnose/ takes seconds; the other files here reach diagnose/ in a few seconds each
 # (the forecast reads outlook.py, the hostile bundles go through inputs.py and sources/, the
-# GPU identity corpus through mig_layout.py, the app's panels through findings.py).
+# GPU identity corpus through mig_layout.py, the app's panels through findings.py, hostile
+# archives through sources/files.py and foreign_bundles.py).
 DIAGNOSE_TESTS = [
     "tests/diagnose",
     "tests/runner/test_forecast_cases.py",
@@ -189,6 +190,7 @@ DIAGNOSE_TESTS = [
     "tests/test_dra_cluster.py",
     "tests/gpu/test_identity_corpus.py",
     "tests/tui/test_panels.py",
+    "tests/hostile/test_archives.py",
 ]
 
 # The rules first, then what they stand on.
