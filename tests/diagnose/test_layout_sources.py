@@ -21,7 +21,7 @@ from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.findings import Finding
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.evidence import parse_nvml_json
-from mignurse.model import MigState, Node, Pod, ResourceSlice, format_time
+from mignurse.model import MigState, Node, Pod, ResourceSlice
 
 NOW = datetime(2026, 11, 29, 4, 0, tzinfo=UTC)  # two hours after the node joined
 SECOND = timedelta(seconds=1)
@@ -358,7 +358,7 @@ def test_a_gpu_nothing_identifies_is_held_to_what_its_config_names_on_any_gpu() 
 def test_a_node_is_given_five_minutes_for_its_device_plugin_to_advertise(
     age: timedelta, judged: bool
 ) -> None:
-    raw = node(created=format_time(NOW - age))  # nothing advertised yet
+    raw = node(created=(NOW - age).isoformat())  # nothing advertised yet
     assert bool(layout_findings(raw)) is judged
 
 
