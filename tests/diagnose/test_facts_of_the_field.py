@@ -17,6 +17,7 @@ kernel_rc.c) as `journalctl -k -o short-iso-precise --utc` prints them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +50,7 @@ from .test_hardware_advice import (
     kernel_line,
     node_json,
 )
+from .test_rule_boundaries import event
 
 NOW = datetime(2026, 11, 29, 3, 10, tzinfo=UTC)
 AHR = "AcceleratedHardwareReady"
@@ -282,22 +284,11 @@ DELETED = NOW - timedelta(minutes=20)
 
 
 def _event(reason: str, at: datetime | None, message: str = "") -> Event:
-    return Event(
-        namespace="",
-        name=f"gpu-training-x7k2p.{reason.lower()}",
-        uid="",
-        involved_kind="NodeClaim",
-        involved_name="gpu-training-x7k2p",
-        involved_uid="",
-        reason=reason,
-        message=message or f"{reason} for the instance",
-        type="Normal" if reason == "TerminatingOnInterruption" else "Warning",
-        source="karpenter",
-        host="",
-        first_seen=at,
-        last_seen=at,
-        count=1,
-    )
+    """An interruption-controller event about the NodeClaim (`at` None: no time kept)."""
+    type_ = "Normal" if reason == "TerminatingOnInterruption" else "Warning"
+    said = message or f"{reason} for the instance"
+    found = event("NodeClaim", "gpu-training-x7k2p", reason, said, at or NOW, type_=type_)
+    return found if at is not None else replace(found, first_seen=None, last_seen=None)
 
 
 @pytest.mark.parametrize(
