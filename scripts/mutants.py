@@ -204,6 +204,8 @@ DIAGNOSE_OWN: dict[str, list[str]] = {
     "findings.py": ["tests/diagnose/test_karpenter_settings.py"],
     "engine.py": ["tests/diagnose/test_engine_and_wording.py"],
     "wording.py": ["tests/diagnose/test_engine_and_wording.py"],
+    "rules/mig_layout.py": ["tests/diagnose/test_layout_sources.py"],
+    "rules/churn.py": ["tests/diagnose/test_churn_weighing.py"],
 }
 
 # The boundary tests pin every window, threshold and pairing: they run for every mutant of
