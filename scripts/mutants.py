@@ -206,6 +206,14 @@ DIAGNOSE_OWN: dict[str, list[str]] = {
     "wording.py": ["tests/diagnose/test_engine_and_wording.py"],
     "rules/mig_layout.py": ["tests/diagnose/test_layout_sources.py"],
     "rules/churn.py": ["tests/diagnose/test_churn_weighing.py"],
+    "rules/hardware.py": ["tests/diagnose/test_hardware_advice.py"],
+    "rules/mig_hook.py": ["tests/diagnose/test_mig_hook_edges.py"],
+    "rules/mig_config.py": ["tests/diagnose/test_mig_config_states.py"],
+    "rules/repair_risk.py": ["tests/diagnose/test_repair_risk_traps.py"],
+    "rules/repair_blocked.py": ["tests/diagnose/test_repair_guard_held.py"],
+    "rules/preflight.py": ["tests/diagnose/test_preflight_neighbours.py"],
+    "rules/not_ready.py": ["tests/diagnose/test_repair_outlook.py"],
+    "outlook.py": ["tests/diagnose/test_repair_outlook.py"],
 }
 
 # The boundary tests pin every window, threshold and pairing: they run for every mutant of
