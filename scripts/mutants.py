@@ -214,6 +214,8 @@ DIAGNOSE_OWN: dict[str, list[str]] = {
     "rules/preflight.py": ["tests/diagnose/test_preflight_neighbours.py"],
     "rules/not_ready.py": ["tests/diagnose/test_repair_outlook.py"],
     "outlook.py": ["tests/diagnose/test_repair_outlook.py"],
+    "agent_reasons.py": ["tests/diagnose/test_agent_reasons.py"],
+    "daemonsets.py": ["tests/diagnose/test_preflight_rules.py"],
 }
 
 # The boundary tests pin every window, threshold and pairing: they run for every mutant of

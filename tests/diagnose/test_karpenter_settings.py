@@ -279,3 +279,8 @@ def test_a_controller_mirrored_under_another_image_name_is_still_the_controller(
     assert controller_container_index(raw["spec"]["template"]["spec"]["containers"]) == 0
     settings = KarpenterSettings.from_deployment(raw)
     assert (settings.node_repair, settings.version) == (True, "1.6.3")
+
+
+def test_an_image_without_a_tag_or_label_names_no_release() -> None:
+    raw = deployment(env={"FEATURE_GATES": GATES}, image="karpenter", version_label=None)
+    assert KarpenterSettings.from_deployment(raw).version == ""
