@@ -1100,12 +1100,20 @@ def main() -> int:
             if done % 10 == 0:
                 results_file.write_text(json.dumps([asdict(r) for r in results.values()]))
 
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
+    interrupted = False
     try:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            list(pool.map(one, judged))
+        list(pool.map(one, judged))
+    except KeyboardInterrupt:
+        # Ctrl-C: drop the mutants not started, let the running ones finish, keep every verdict.
+        interrupted = True
+        print("interrupted: keeping the verdicts so far (--again goes on from them)", flush=True)
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         workers.close()
     results_file.write_text(json.dumps([asdict(r) for r in results.values()]))
+    if interrupted:
+        return 130
     kept = [r for k, r in results.items() if k in current]
     report(kept, excluded, args.report or work / "report.txt", len(current) - len(kept))
     return 0
