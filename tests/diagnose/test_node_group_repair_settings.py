@@ -92,13 +92,16 @@ def test_a_gpu_memory_or_nvlink_failure_is_replaced_by_default(reason: str) -> N
     ("type_", "status", "reason"),
     [
         ("Ready", "True", "KubeletReady"),
-        (AHR, "True", "NvidiaAcceleratedHardwareIsReady"),
+        (AHR, "True", "NvidiaGPUIsReady"),
+        (AHR, "True", "NeuronAcceleratedHardwareIsReady"),
         ("KernelReady", "True", "KernelIsReady"),
         ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
     ],
-    ids=["ready", "gpu-healthy", "kernel-healthy", "no-memory-pressure"],
+    ids=["ready", "gpu-healthy", "neuron-healthy", "kernel-healthy", "no-memory-pressure"],
 )
 def test_a_healthy_condition_has_no_repair_deadline(type_: str, status: str, reason: str) -> None:
+    # The agent's healthy reasons (aws/eks-node-monitoring-agent cmd/eks-node-monitoring-agent/
+    # main.go); Neuron's would read as a "Neuron" failure to replace if the status were ignored.
     outlook = outlook_for(Condition(type_, status, reason, "", _ago(6)))
     assert (outlook.deadline, outlook.action) == (None, "NoAction")
     assert outlook.who == (
