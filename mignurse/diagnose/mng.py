@@ -83,9 +83,13 @@ class NodeGroupRepair:
         overrides: list[RepairOverride] = []
         if not isinstance(config, Mapping):
             config = {}
-        for item in config.get("nodeRepairConfigOverrides") or ():
+        items = config.get("nodeRepairConfigOverrides") or []
+        if not isinstance(items, list):
+            problems.append(f"nodeRepairConfigOverrides {str(items)[:60]!r} is not a list")
+            items = []
+        for item in items:
             if not isinstance(item, Mapping):
-                problems.append(f"override {item!r} is not an object")
+                problems.append(f"override {str(item)[:60]!r} is not an object")
                 continue
             wait = item.get("minRepairWaitTimeMins")
             overrides.append(

@@ -220,3 +220,31 @@ def test_unreadable_entries_are_named_and_the_rest_still_read() -> None:
         "node group gpu-h100: override 'AcceleratedHardwareReady/DCGMError=NoAction' is not "
         "an object",
     ]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        override(AHR, "DCGMError", "NoAction", 10),
+        "AcceleratedHardwareReady/DCGMError=NoAction",
+        5,
+        True,
+    ],
+    ids=["one-override-not-in-a-list", "a-string", "a-number", "a-boolean"],
+)
+def test_overrides_that_are_not_a_list_are_named_in_one_line(overrides: Any) -> None:
+    # A hand-edited nodegroups.json; describe-nodegroup returns a list (API_NodeRepairConfig).
+    groups, problems = parse_nodegroups(
+        {"nodegroups": [described(GROUP, enabled=True, nodeRepairConfigOverrides=overrides)]}
+    )
+    assert groups[GROUP].enabled and groups[GROUP].overrides == ()
+    assert problems == [
+        f"node group {GROUP}: nodeRepairConfigOverrides {str(overrides)[:60]!r} is not a list"
+    ]
+
+
+def test_a_megabyte_override_is_quoted_short() -> None:
+    _, problems = parse_nodegroups(
+        {"nodegroups": [described(GROUP, nodeRepairConfigOverrides=["x" * 1_000_000])]}
+    )
+    assert problems == [f"node group {GROUP}: override {'x' * 60!r} is not an object"]
