@@ -248,3 +248,47 @@ def test_a_megabyte_override_is_quoted_short() -> None:
         {"nodegroups": [described(GROUP, nodeRepairConfigOverrides=["x" * 1_000_000])]}
     )
     assert problems == [f"node group {GROUP}: override {'x' * 60!r} is not an object"]
+
+
+@pytest.mark.parametrize(
+    "wait",
+    [None, "15", True, -5, float("nan"), float("inf"), 1e30, 10**8 + 1],
+    ids=["missing", "a-string", "a-boolean", "negative", "nan", "infinite", "1e30", "too-long"],
+)
+def test_an_override_wait_that_is_no_number_of_minutes_is_named_and_read_as_none(
+    wait: Any,
+) -> None:
+    # describe-nodegroup gives an integer of at least 1 (API_NodeRepairConfigOverrides); a
+    # hand-edited file may hold anything, and a deadline must still be a date.
+    entry = override(AHR, "DCGMError", "Replace", 10)
+    if wait is None:
+        del entry["minRepairWaitTimeMins"]
+    else:
+        entry["minRepairWaitTimeMins"] = wait
+    outlook = outlook_for(
+        Condition(AHR, "False", "DCGMError", "DCGM health check failed", _ago(6)),
+        nodeRepairConfigOverrides=[entry],
+    )
+    assert (outlook.action, outlook.deadline) == ("Replace", _ago(6))
+    _, problems = parse_nodegroups(
+        {"nodegroups": [described(GROUP, nodeRepairConfigOverrides=[entry])]}
+    )
+    assert problems == [
+        f"node group {GROUP}: override {AHR}/DCGMError: minRepairWaitTimeMins "
+        f"{str(wait)[:30]!r} is no number of minutes (read as 0)"
+    ]
+
+
+@pytest.mark.parametrize("minutes", [0, 10**8])
+def test_an_override_wait_from_none_to_the_longest_is_read_as_given(minutes: int) -> None:
+    groups, problems = parse_nodegroups(
+        {
+            "nodegroups": [
+                described(
+                    GROUP,
+                    nodeRepairConfigOverrides=[override(AHR, "DCGMError", "Replace", minutes)],
+                )
+            ]
+        }
+    )
+    assert problems == [] and groups[GROUP].overrides[0].wait == timedelta(minutes=minutes)
