@@ -181,7 +181,8 @@ RUNNER_OWN: dict[str, list[str]] = {
 # diagnose/ -----------------------------------------------------------------------------
 # tests/diagnose/ takes seconds; the other files here reach diagnose/ in a few seconds each
 # (the forecast reads outlook.py, the hostile bundles go through inputs.py and sources/, the
-# GPU identity corpus through mig_layout.py, the app's panels through findings.py).
+# GPU identity corpus through mig_layout.py, the app's panels through findings.py, hostile
+# archives through sources/files.py and foreign_bundles.py).
 DIAGNOSE_TESTS = [
     "tests/diagnose",
     "tests/runner/test_forecast_cases.py",
@@ -189,10 +190,33 @@ DIAGNOSE_TESTS = [
     "tests/test_dra_cluster.py",
     "tests/gpu/test_identity_corpus.py",
     "tests/tui/test_panels.py",
+    "tests/hostile/test_archives.py",
 ]
 
 # The rules first, then what they stand on.
 DIAGNOSE_FIRST = ("rules/", "replacements.py", "timeline.py", "events.py", "facts.py", "mng")
+
+# The modules whose tables and helpers every rule reads: a mutant there reaches nearly every
+# test, so the tests written for the module itself run first.
+DIAGNOSE_OWN: dict[str, list[str]] = {
+    "facts.py": ["tests/diagnose/test_facts_of_the_field.py"],
+    "inputs.py": ["tests/diagnose/test_karpenter_settings.py"],
+    "findings.py": ["tests/diagnose/test_karpenter_settings.py"],
+    "engine.py": ["tests/diagnose/test_engine_and_wording.py"],
+    "wording.py": ["tests/diagnose/test_engine_and_wording.py"],
+    "rules/mig_layout.py": ["tests/diagnose/test_layout_sources.py"],
+    "rules/churn.py": ["tests/diagnose/test_churn_weighing.py"],
+    "rules/hardware.py": ["tests/diagnose/test_hardware_advice.py"],
+    "rules/mig_hook.py": ["tests/diagnose/test_mig_hook_edges.py"],
+    "rules/mig_config.py": ["tests/diagnose/test_mig_config_states.py"],
+    "rules/repair_risk.py": ["tests/diagnose/test_repair_risk_traps.py"],
+    "rules/repair_blocked.py": ["tests/diagnose/test_repair_guard_held.py"],
+    "rules/preflight.py": ["tests/diagnose/test_preflight_neighbours.py"],
+    "rules/not_ready.py": ["tests/diagnose/test_repair_outlook.py"],
+    "outlook.py": ["tests/diagnose/test_repair_outlook.py"],
+    "agent_reasons.py": ["tests/diagnose/test_agent_reasons.py"],
+    "daemonsets.py": ["tests/diagnose/test_preflight_rules.py"],
+}
 
 # The boundary tests pin every window, threshold and pairing: they run for every mutant of
 # diagnose/, mapped or not (a file written since the map runs whole).
@@ -226,7 +250,14 @@ PACKAGES = {
     for p in (
         Package("mignurse/runner", RUNNER_TESTS, RUNNER_FIRST, RUNNER_OWN, [], cap=4.0),
         # diagnose/'s tests take 17 s all together: every one that reaches a line runs
-        Package("mignurse/diagnose", DIAGNOSE_TESTS, DIAGNOSE_FIRST, {}, DIAGNOSE_ALWAYS, cap=30.0),
+        Package(
+            "mignurse/diagnose",
+            DIAGNOSE_TESTS,
+            DIAGNOSE_FIRST,
+            DIAGNOSE_OWN,
+            DIAGNOSE_ALWAYS,
+            cap=30.0,
+        ),
     )
 }
 

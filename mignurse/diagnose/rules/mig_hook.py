@@ -395,8 +395,11 @@ def _early_restart(
     )
     if stop is None:
         return None
+    # `>=`: a journal in whole seconds (`journalctl -o short-iso`; the default format of
+    # awslabs/amazon-eks-ami log-collector-script/linux/eks-log-collector.sh, `journalctl
+    # --unit=kubelet`) can log the stop and the start after it in the same second.
     again = next(
-        (a for a in actions if a.time > stop.time and a.action in (UNIT_STARTING, UNIT_STARTED)),
+        (a for a in actions if a.time >= stop.time and a.action in (UNIT_STARTING, UNIT_STARTED)),
         None,
     )
     if again is None:
