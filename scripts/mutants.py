@@ -214,6 +214,10 @@ DIAGNOSE_OWN: dict[str, list[str]] = {
     "rules/preflight.py": ["tests/diagnose/test_preflight_neighbours.py"],
     "rules/not_ready.py": ["tests/diagnose/test_repair_outlook.py"],
     "outlook.py": ["tests/diagnose/test_repair_outlook.py"],
+    "replacements.py": [
+        "tests/diagnose/test_gone_nodeclaims.py",
+        "tests/diagnose/test_replacement_sources.py",
+    ],
     "agent_reasons.py": ["tests/diagnose/test_agent_reasons.py"],
     "daemonsets.py": ["tests/diagnose/test_preflight_rules.py"],
     "mng.py": ["tests/diagnose/test_node_group_repair_settings.py"],
