@@ -220,6 +220,8 @@ DIAGNOSE_OWN: dict[str, list[str]] = {
     ],
     "agent_reasons.py": ["tests/diagnose/test_agent_reasons.py"],
     "daemonsets.py": ["tests/diagnose/test_preflight_rules.py"],
+    "mng.py": ["tests/diagnose/test_node_group_repair_settings.py"],
+    "mng_repairs.py": ["tests/diagnose/test_node_group_repairs_read.py"],
 }
 
 # The boundary tests pin every window, threshold and pairing: they run for every mutant of

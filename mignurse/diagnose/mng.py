@@ -38,6 +38,9 @@ DEFAULT_WAIT: dict[str, timedelta] = {
 # more than 20% of them are unhealthy (user guide node-repair).
 DEFAULT_THRESHOLD_NODES = 5
 DEFAULT_THRESHOLD_FRACTION = 0.2
+# The longest override wait read as such (about 190 years): any clock time plus it stays
+# within datetime's calendar; no repair wait comes near it.
+MAX_WAIT_MINUTES = 10**8
 # AcceleratedHardwareReady reasons the defaults replace without an XID.
 _REPLACE_REASONS = ("NvidiaDoubleBitError", "NvidiaNVLinkError", "Neuron")
 
@@ -83,16 +86,28 @@ class NodeGroupRepair:
         overrides: list[RepairOverride] = []
         if not isinstance(config, Mapping):
             config = {}
-        for item in config.get("nodeRepairConfigOverrides") or ():
+        items = config.get("nodeRepairConfigOverrides") or []
+        if not isinstance(items, list):
+            problems.append(f"nodeRepairConfigOverrides {str(items)[:60]!r} is not a list")
+            items = []
+        for item in items:
             if not isinstance(item, Mapping):
-                problems.append(f"override {item!r} is not an object")
+                problems.append(f"override {str(item)[:60]!r} is not an object")
                 continue
+            condition = str(item.get("nodeMonitoringCondition") or "")
+            reason = str(item.get("nodeUnhealthyReason") or "")
             wait = item.get("minRepairWaitTimeMins")
+            minutes = _minutes(wait)
+            if minutes is None:
+                problems.append(
+                    f"override {condition}/{reason}: minRepairWaitTimeMins "
+                    f"{str(wait)[:30]!r} is no number of minutes (read as 0)"
+                )
             overrides.append(
                 RepairOverride(
-                    condition=str(item.get("nodeMonitoringCondition") or ""),
-                    reason=str(item.get("nodeUnhealthyReason") or ""),
-                    wait=timedelta(minutes=wait) if isinstance(wait, int | float) else timedelta(0),
+                    condition=condition,
+                    reason=reason,
+                    wait=timedelta(minutes=minutes) if minutes is not None else timedelta(0),
                     action=str(item.get("repairAction") or ""),
                 )
             )
@@ -155,6 +170,15 @@ def default_action(condition: str, status: str, reason: str) -> MngAction:
     return MngAction(
         NO_ACTION, None, f"the default lists no action for {reason or 'an empty reason'}"
     )
+
+
+def _minutes(value: Any) -> float | None:
+    """An override's minRepairWaitTimeMins (an integer of at least 1 from the EKS API), or
+    None for what no wait can be: not a number, negative, NaN, or so long that a deadline
+    after it leaves the calendar."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if 0 <= value <= MAX_WAIT_MINUTES else None
 
 
 def _int_or_none(value: Any) -> int | None:
