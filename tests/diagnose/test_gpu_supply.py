@@ -5,6 +5,7 @@ a warning, and the evidence names where the GPUs come from."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,8 +31,8 @@ def failed_all_disabled(allocatable_gpus: str | None = None) -> dict[str, Any]:
 
 def mig_config_failed(
     node: dict[str, Any],
-    slices: list[dict[str, Any]] = (),
-    plugin: bool = False,  # type: ignore[assignment]
+    slices: Sequence[dict[str, Any]] = (),
+    plugin: bool = False,
 ) -> Finding:
     snapshot = Snapshot(
         nodes={NODE: Node.from_api(node)},
