@@ -60,16 +60,20 @@ def bundle(root: Path, manifest: dict[str, Any] | None = None, **documents: Any)
     return root
 
 
-def test_a_nodes_json_that_is_a_bare_array_is_refused_in_one_line_with_usage_exit(
+def test_a_nodes_json_saved_as_a_bare_array_is_refused_and_diagnosed_once_a_list(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bundle(tmp_path, nodes=[node()])
+    bundle(tmp_path, {"collected_at": "2026-11-29T04:00:00Z"}, nodes=[node()])
     with pytest.raises(SourceError, match=r"nodes\.json is not a kubectl list"):
         load_offline(tmp_path)
-    assert main(["diagnose", "--from", str(tmp_path)]) == 2
+    assert main(["diagnose", "--from", str(tmp_path)]) == 2  # bad input: the usage exit
     err = capsys.readouterr().err
     assert err.startswith("mignurse: error: ") and "nodes.json is not a kubectl list" in err
     assert len(err.strip().splitlines()) == 1
+    # Saved again as `kubectl get nodes -o json` writes it, the same bundle is judged.
+    (tmp_path / "cluster" / "nodes.json").write_text(json.dumps(listing(node())))
+    assert main(["diagnose", "--from", str(tmp_path), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
 
 
 def test_a_damaged_node_is_left_out_and_counted_the_rest_is_read(tmp_path: Path) -> None:
