@@ -196,6 +196,32 @@ DIAGNOSE_TESTS = [
 # The rules first, then what they stand on.
 DIAGNOSE_FIRST = ("rules/", "replacements.py", "timeline.py", "events.py", "facts.py", "mng")
 
+# The modules whose tables and helpers every rule reads: a mutant there reaches nearly every
+# test, so the tests written for the module itself run first.
+DIAGNOSE_OWN: dict[str, list[str]] = {
+    "facts.py": ["tests/diagnose/test_facts_of_the_field.py"],
+    "inputs.py": ["tests/diagnose/test_karpenter_settings.py"],
+    "findings.py": ["tests/diagnose/test_karpenter_settings.py"],
+    "engine.py": ["tests/diagnose/test_engine_and_wording.py"],
+    "wording.py": ["tests/diagnose/test_engine_and_wording.py"],
+    "rules/mig_layout.py": ["tests/diagnose/test_layout_sources.py"],
+    "rules/churn.py": ["tests/diagnose/test_churn_weighing.py"],
+    "rules/hardware.py": ["tests/diagnose/test_hardware_advice.py"],
+    "rules/mig_hook.py": ["tests/diagnose/test_mig_hook_edges.py"],
+    "rules/mig_config.py": ["tests/diagnose/test_mig_config_states.py"],
+    "rules/repair_risk.py": ["tests/diagnose/test_repair_risk_traps.py"],
+    "rules/repair_blocked.py": ["tests/diagnose/test_repair_guard_held.py"],
+    "rules/preflight.py": ["tests/diagnose/test_preflight_neighbours.py"],
+    "rules/not_ready.py": ["tests/diagnose/test_repair_outlook.py"],
+    "outlook.py": ["tests/diagnose/test_repair_outlook.py"],
+    "replacements.py": [
+        "tests/diagnose/test_gone_nodeclaims.py",
+        "tests/diagnose/test_replacement_sources.py",
+    ],
+    "agent_reasons.py": ["tests/diagnose/test_agent_reasons.py"],
+    "daemonsets.py": ["tests/diagnose/test_preflight_rules.py"],
+}
+
 # The boundary tests pin every window, threshold and pairing: they run for every mutant of
 # diagnose/, mapped or not (a file written since the map runs whole).
 DIAGNOSE_ALWAYS = ["tests/diagnose/test_rule_boundaries.py"]
@@ -228,7 +254,14 @@ PACKAGES = {
     for p in (
         Package("mignurse/runner", RUNNER_TESTS, RUNNER_FIRST, RUNNER_OWN, [], cap=4.0),
         # diagnose/'s tests take 17 s all together: every one that reaches a line runs
-        Package("mignurse/diagnose", DIAGNOSE_TESTS, DIAGNOSE_FIRST, {}, DIAGNOSE_ALWAYS, cap=30.0),
+        Package(
+            "mignurse/diagnose",
+            DIAGNOSE_TESTS,
+            DIAGNOSE_FIRST,
+            DIAGNOSE_OWN,
+            DIAGNOSE_ALWAYS,
+            cap=30.0,
+        ),
     )
 }
 

@@ -54,7 +54,9 @@ def parse_transition(event: Event) -> Transition | None:
         new=match["new"],
         reason=(match["reason"] or "").strip(),
         message=(match["message"] or "").strip(),
-        time=event.first_seen or event.last_seen,
+        # The latest occurrence: the API server folds identical events into one (count,
+        # lastTimestamp), and a repair clock restarts at every flip (docs/repair.md).
+        time=event.last_seen or event.first_seen,
         event=event,
     )
 

@@ -529,7 +529,7 @@ def _claim_end(
     ended = _termination_start(own, node_events)
     if ended is not None or not inp.snapshot.nodeclaims:
         return ended, False
-    last = _last_unhealthy(own_transitions or node_transitions, inp.now)
+    last = _last_unhealthy(own_transitions, inp.now) or _last_unhealthy(node_transitions, inp.now)
     toleration = inp.repair_tolerations.get((last.type, last.new)) if last is not None else None
     deadline = last.time + toleration if last and last.time and toleration else None
     if deadline is not None and deadline <= inp.now:

@@ -176,3 +176,14 @@ def test_a_pool_whose_nodes_send_forty_long_reasons_gets_a_summary_it_can_read()
     assert len(finding.summary) < 2000
     assert " and 35 more" in finding.summary
     assert max(len(e.text) for e in finding.evidence) < 1000
+
+
+def test_a_long_message_is_quoted_to_three_hundred_characters() -> None:
+    text = condition_text(NODE, "Ready", "False", "KubeletNotReady", "x" * 400)
+    quoted = text.split('"')[1]
+    assert len(quoted) == 300
+    assert quoted.endswith("x…")
+    assert (
+        len(condition_text(NODE, "Ready", "False", "KubeletNotReady", "x" * 300))
+        == len(f'Node {NODE}: Ready=False KubeletNotReady ""') + 300
+    )

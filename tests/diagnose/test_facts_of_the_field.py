@@ -17,6 +17,7 @@ kernel_rc.c) as `journalctl -k -o short-iso-precise --utc` prints them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -49,6 +50,7 @@ from .test_hardware_advice import (
     kernel_line,
     node_json,
 )
+from .test_rule_boundaries import event
 
 NOW = datetime(2026, 11, 29, 3, 10, tzinfo=UTC)
 AHR = "AcceleratedHardwareReady"
@@ -282,22 +284,11 @@ DELETED = NOW - timedelta(minutes=20)
 
 
 def _event(reason: str, at: datetime | None, message: str = "") -> Event:
-    return Event(
-        namespace="",
-        name=f"gpu-training-x7k2p.{reason.lower()}",
-        uid="",
-        involved_kind="NodeClaim",
-        involved_name="gpu-training-x7k2p",
-        involved_uid="",
-        reason=reason,
-        message=message or f"{reason} for the instance",
-        type="Normal" if reason == "TerminatingOnInterruption" else "Warning",
-        source="karpenter",
-        host="",
-        first_seen=at,
-        last_seen=at,
-        count=1,
-    )
+    """An interruption-controller event about the NodeClaim (`at` None: no time kept)."""
+    type_ = "Normal" if reason == "TerminatingOnInterruption" else "Warning"
+    said = message or f"{reason} for the instance"
+    found = event("NodeClaim", "gpu-training-x7k2p", reason, said, at or NOW, type_=type_)
+    return found if at is not None else replace(found, first_seen=None, last_seen=None)
 
 
 @pytest.mark.parametrize(
@@ -466,3 +457,32 @@ def test_a_live_nodeclaim_is_read_from_its_conditions() -> None:
 def test_a_go_duration_from_a_nodepool_reads_as_go_would(text: str, seconds: int | None) -> None:
     got = parse_go_duration(text)
     assert (got.total_seconds() if got is not None else None) == seconds
+
+
+def test_two_conditions_due_at_once_name_the_one_the_node_lists_first() -> None:
+    node = _node(("Ready", "False", timedelta(minutes=12)), ("KernelReady", "False",
+                                                             timedelta(minutes=12)))  # fmt: skip
+    clock = repair_clock(node)
+    assert clock is not None
+    assert (clock.condition.type, clock.deadline) == ("Ready", NOW + timedelta(minutes=18))
+
+
+def test_an_event_that_kept_only_its_last_time_is_placed_by_it() -> None:
+    # events.k8s.io/v1 leaves deprecatedFirstTimestamp empty for a new event: only one time.
+    at_deletion = replace(_event("InstanceTerminating", DELETED), first_seen=None)
+    assert split_interruption_events([at_deletion], DELETED) == ([at_deletion], [])
+    later = replace(_event("InstanceTerminating", DELETED + timedelta(minutes=2)), first_seen=None)
+    assert split_interruption_events([later], DELETED) == ([], [later])
+
+
+def test_a_spot_instance_taken_back_before_it_registered_was_interrupted_not_a_failed_launch() -> (
+    None
+):
+    claim = _claim(node_name="")
+    assert claim_cause(claim, [_event("TerminatingOnInterruption", DELETED)]) == "interruption"
+
+
+def test_a_nodeclaim_whose_deletion_was_never_seen_has_no_known_cause() -> None:
+    # The history kept the termination annotation but never saw the deletion timestamp.
+    assert claim_cause(_claim(deleting=None, terminated=DELETED), []) == "unknown"
+    assert claim_cause(_claim(deleting=None), [], timedelta(hours=1)) == "unknown"

@@ -41,6 +41,8 @@ from mignurse.diagnose.inputs import (
 )
 from mignurse.model import Event
 
+from .test_rule_boundaries import event
+
 CORPUS = Path(__file__).parents[1] / "corpus" / "incidents"
 DEPLOYMENT = json.loads(
     (CORPUS / "karpenter-spot-interruptions" / "cluster" / "karpenter.json").read_text()
@@ -244,34 +246,18 @@ def test_evidence_in_json_is_settings_first_then_oldest_to_newest() -> None:
 # -- the events each Node has ------------------------------------------------------------------
 
 
-def _event(name: str, reason: str, minutes: int, *, node: str = "n1", kind: str = "Node") -> Event:
-    at = NOW - timedelta(minutes=minutes)
-    return Event(
-        namespace="default",
-        name=name,
-        uid=f"uid-{name}",
-        involved_kind=kind,
-        involved_name=node,
-        involved_uid="",
-        reason=reason,
-        message=reason,
-        type="Normal",
-        source="karpenter",
-        host="",
-        first_seen=at,
-        last_seen=at,
-        count=1,
-    )
+def _event(node: str, reason: str, minutes: int, kind: str = "Node") -> Event:
+    return event(kind, node, reason, reason, NOW - timedelta(minutes=minutes))
 
 
 def test_a_nodes_events_from_the_server_and_the_history_are_each_counted_once_oldest_first() -> (
     None
 ):
-    ready = _event("n1.ready", "NodeReady", 50)
-    not_ready = _event("n1.notready", "NodeNotReady", 10)
-    repair = _event("n1.disrupt", "DisruptionTerminating", 5)
-    claim = _event("c1.launched", "Launched", 60, node="c1", kind="NodeClaim")
-    other = _event("n2.ready", "NodeReady", 30, node="n2")
+    ready = _event("n1", "NodeReady", 50)
+    not_ready = _event("n1", "NodeNotReady", 10)
+    repair = _event("n1", "DisruptionTerminating", 5)
+    claim = _event("c1", "Launched", 60, kind="NodeClaim")
+    other = _event("n2", "NodeReady", 30)
     inp = DiagnosisInput(
         snapshot=Snapshot(nodes={}, events=(not_ready, claim, repair)),
         now=NOW,
@@ -293,3 +279,8 @@ def test_a_controller_mirrored_under_another_image_name_is_still_the_controller(
     assert controller_container_index(raw["spec"]["template"]["spec"]["containers"]) == 0
     settings = KarpenterSettings.from_deployment(raw)
     assert (settings.node_repair, settings.version) == (True, "1.6.3")
+
+
+def test_an_image_without_a_tag_or_label_names_no_release() -> None:
+    raw = deployment(env={"FEATURE_GATES": GATES}, image="karpenter", version_label=None)
+    assert KarpenterSettings.from_deployment(raw).version == ""

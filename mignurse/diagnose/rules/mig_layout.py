@@ -225,7 +225,9 @@ def _compare_published(
             *problems,
         ], True
     if layout.devices is not None:
-        minors = {d.gpu_key: d.gpu_minor for d in (*devices.gpus, *devices.migs)}
+        # A GPU's minor from its own device name, else from its MIG devices' names.
+        named = (d for d in (*devices.migs, *devices.gpus) if d.gpu_minor is not None)
+        minors = {d.gpu_key: d.gpu_minor for d in named}
         by_counts: dict[str, list[int]] = {}
         for key, counts in per_gpu.items():
             if counts != dict(layout.devices):

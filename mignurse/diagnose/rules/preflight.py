@@ -218,7 +218,12 @@ def _repair_on_dcgm(inp: DiagnosisInput, node: Node) -> str:
         if action.action == NO_ACTION:
             return ""
         return f"node group {node.pool} repair: {action.action} ({action.source})"
-    if node.pool_kind == "nodepool" and inp.karpenter is not None and inp.karpenter.node_repair:
+    if (
+        node.pool_kind == "nodepool"
+        and inp.karpenter is not None
+        and inp.karpenter.node_repair
+        and (AHR, "False") in inp.repair_tolerations  # not before v1.2 (docs/repair.md)
+    ):
         version = f" v{inp.karpenter.version}" if inp.karpenter.version else ""
         gates = inp.karpenter.feature_gates or "NodeRepair=true"
         return f"Karpenter{version} feature gates {gates}: AcceleratedHardwareReady=False 10m"

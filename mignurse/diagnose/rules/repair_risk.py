@@ -11,6 +11,7 @@ Three distinct risks, each its own finding:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from mignurse.diagnose.agent_reasons import plumbing
@@ -61,6 +62,12 @@ def _repair_on(inp: DiagnosisInput, nodes: list[Node]) -> tuple[bool, str]:
     return False, ""
 
 
+def _tolerations(inp: DiagnosisInput, nodes: list[Node]) -> Mapping[tuple[str, str], timedelta]:
+    """The repair policies acting on the pool: its Karpenter release's (v1.1 repaired only
+    Ready=False, docs/repair.md); Auto Mode runs the newest whatever a self-managed one runs."""
+    return REPAIR_TOLERATIONS if any_auto_mode(inp, nodes) else inp.repair_tolerations
+
+
 def _small_pools(inp: DiagnosisInput) -> list[Finding]:
     findings = []
     for pool, nodes in sorted(_pools(inp).items()):
@@ -68,7 +75,8 @@ def _small_pools(inp: DiagnosisInput) -> list[Finding]:
         if not on or len(nodes) > SMALL_POOL:
             continue
         allowance = repair_allowance(len(nodes))
-        unhealthy = [n for n in nodes if unhealthy_for_repair(n)]
+        tolerations = _tolerations(inp, nodes)
+        unhealthy = [n for n in nodes if unhealthy_for_repair(n, tolerations)]
         ahr_false = [n for n in nodes if (c := n.condition(AHR)) and c.status == "False"]
         evidence = [
             Evidence(None, "settings", setting),
@@ -82,7 +90,7 @@ def _small_pools(inp: DiagnosisInput) -> list[Finding]:
         ]
         for node in unhealthy:
             for cond in node.conditions:
-                if (cond.type, cond.status) not in REPAIR_TOLERATIONS:
+                if (cond.type, cond.status) not in tolerations:
                     continue
                 evidence.append(
                     Evidence(
@@ -141,8 +149,8 @@ def _dcgm_images(inp: DiagnosisInput) -> list[Finding]:
     findings = []
     for pool, nodes in sorted(_pools(inp).items()):
         on, setting = _repair_on(inp, nodes)
-        if not on:
-            continue
+        if not on or (AHR, "False") not in _tolerations(inp, nodes):
+            continue  # nothing repairs a node for DCGMError here
         at_risk: dict[str, list[Node]] = {}
         for node in nodes:
             claim = claims.get(node.name) or claims.get(node.provider_id)
@@ -237,8 +245,10 @@ def _image_finding(
 def _mig_manager_cgroup2(inp: DiagnosisInput) -> list[Finding]:
     """mig-manager stops kubelet when the driver is on the host and the MIG mode must
     change (docs/mig.md); on AL2023's cgroup v2 that left nodes NotReady for good."""
-    policy = inp.cluster_policy or {}
-    spec: Mapping[str, Any] = policy.get("spec") or {} if isinstance(policy, Mapping) else {}
+    # A bundle's clusterpolicy.json is read as it is: its spec may be anything, not an object.
+    policy = inp.cluster_policy
+    raw_spec = policy.get("spec") if isinstance(policy, Mapping) else None
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
     if _enabled(spec, "migManager") is False:
         return []
     driver_enabled = _enabled(spec, "driver")
