@@ -1088,6 +1088,8 @@ def main() -> int:
     done = 0
     lock = threading.Lock()
 
+    stopping = threading.Event()
+
     def one(mutant: Mutant) -> None:
         nonlocal done
         tests = tests_for(mutant, mapping)
@@ -1096,6 +1098,8 @@ def main() -> int:
         cap = args.cap if args.cap is not None else package.cap
         result = run_mutant(mutant, tests, workers, durations, cap, own)
         with lock:
+            if stopping.is_set():
+                return  # Ctrl-C reached its tests too: what they answered is no verdict
             done += 1
             results[mutant.key] = result
             print(f"[{done}/{len(judged)}] {result.status:<8} {mutant.describe()}", flush=True)
@@ -1107,11 +1111,14 @@ def main() -> int:
     try:
         list(pool.map(one, judged))
     except KeyboardInterrupt:
-        # Ctrl-C: drop the mutants not started, let the running ones finish, keep every verdict.
+        # Ctrl-C: no mutant starts after it and none that was running counts; the verdicts
+        # reached before it are kept.
         interrupted = True
+        stopping.set()
         print("interrupted: keeping the verdicts so far (--again goes on from them)", flush=True)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
+            pool.shutdown(wait=True, cancel_futures=True)
         workers.close()
     results_file.write_text(json.dumps([asdict(r) for r in results.values()]))
     if interrupted:

@@ -145,4 +145,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole group: scripts/mutants.py reports it
+        sys.exit(130)
