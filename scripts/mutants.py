@@ -203,6 +203,7 @@ DIAGNOSE_OWN: dict[str, list[str]] = {
     "inputs.py": ["tests/diagnose/test_karpenter_settings.py"],
     "findings.py": ["tests/diagnose/test_karpenter_settings.py"],
     "engine.py": ["tests/diagnose/test_engine_and_wording.py"],
+    "rules/__init__.py": ["tests/diagnose/test_engine_and_wording.py"],
     "wording.py": ["tests/diagnose/test_engine_and_wording.py"],
     "rules/mig_layout.py": ["tests/diagnose/test_layout_sources.py"],
     "rules/churn.py": ["tests/diagnose/test_churn_weighing.py"],

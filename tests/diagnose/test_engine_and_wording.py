@@ -6,13 +6,16 @@ reads the same in every finding, however long the strings the cluster sent."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from mignurse.cluster.snapshot import Snapshot
+from mignurse.diagnose import rules
 from mignurse.diagnose.engine import all_rules, diagnose
 from mignurse.diagnose.findings import CRITICAL, INFO, WARNING, Finding
 from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.rules import MODULES
 from mignurse.diagnose.wording import (
     condition_text,
     human_duration,
@@ -187,3 +190,12 @@ def test_a_long_message_is_quoted_to_three_hundred_characters() -> None:
         len(condition_text(NODE, "Ready", "False", "KubeletNotReady", "x" * 300))
         == len(f'Node {NODE}: Ready=False KubeletNotReady ""') + 300
     )
+
+
+def test_each_rule_module_raises_its_own_finding_id_and_the_engine_runs_them_all() -> None:
+    # README's finding table is checked against MODULES (tests/test_readme_contract.py).
+    shipped = {p.stem for p in Path(rules.__file__).parent.glob("*.py")} - {"__init__"}
+    assert set(MODULES) == shipped
+    assert MODULES["repair_loop"] == "node-repair-loop"
+    assert MODULES["preflight"] == "known-bad-combination"
+    assert len(set(MODULES.values())) == len(all_rules())
