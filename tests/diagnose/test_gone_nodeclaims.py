@@ -53,12 +53,13 @@ def event(
     count: int = 1,
     type_: str = "Normal",
     source: str = "karpenter",
+    uid: str = "",
 ) -> Event:
     stamp = f"{when.timestamp():.0f}" if when else "none"
     return Event(
         namespace="default",
         name=f"{name}.{reason.lower()}.{stamp}",
-        uid=f"uid-{name}-{reason}-{stamp}-{len(message)}",
+        uid=uid or f"uid-{name}-{reason}-{stamp}-{len(message)}",
         involved_kind=kind,
         involved_name=name,
         involved_uid=f"uid-{name}",

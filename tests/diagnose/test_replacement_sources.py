@@ -25,6 +25,8 @@ from mignurse.diagnose.replacements import Replacement, replacements
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.model import Condition, Event, Node, NodeClaim, NodePool, format_time
 
+from .test_gone_nodeclaims import event
+
 NOW = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
 POOL = "gpu-training"
 CLAIM = "gpu-training-x7k2p"
@@ -39,36 +41,6 @@ DRAINED = "Status condition transitioned, Type: Drained, Status: Unknown -> True
 
 def ago(minutes: float) -> datetime:
     return NOW - timedelta(minutes=minutes)
-
-
-def event(
-    kind: str,
-    name: str,
-    reason: str,
-    message: str,
-    when: datetime,
-    *,
-    last: datetime | None = None,
-    count: int = 1,
-    type_: str = "Normal",
-    uid: str = "",
-) -> Event:
-    return Event(
-        namespace="default",
-        name=f"{name}.{reason.lower()}.{when.timestamp():.0f}",
-        uid=uid or f"uid-{name}-{reason}-{when.timestamp():.0f}",
-        involved_kind=kind,
-        involved_name=name,
-        involved_uid=f"uid-{name}",
-        reason=reason,
-        message=message,
-        type=type_,
-        source="karpenter",
-        host="",
-        first_seen=when,
-        last_seen=last or when,
-        count=count,
-    )
 
 
 def dcgm_error(when: datetime) -> Event:
