@@ -256,7 +256,7 @@ PACKAGES = {
     p.path: p
     for p in (
         Package("mignurse/runner", RUNNER_TESTS, RUNNER_FIRST, RUNNER_OWN, [], cap=4.0),
-        # diagnose/'s tests take 17 s all together: every one that reaches a line runs
+        # diagnose/'s tests take 30 s all together: every one that reaches a line runs
         Package(
             "mignurse/diagnose",
             DIAGNOSE_TESTS,
