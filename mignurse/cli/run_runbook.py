@@ -35,6 +35,7 @@ from mignurse.cli.runbooks import (
     followups_json,
     loaded_runbooks,
 )
+from mignurse.cli.signalwake import SignalWake
 from mignurse.runner.outcome import Followup, RunResult
 from mignurse.runner.schema import Runbook, RunbookError, parse_assignments, resolve_params
 from mignurse.runner.step import Harm
@@ -93,7 +94,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _say(text: str) -> None:
-    with contextlib.suppress(OSError, ValueError):  # a closed terminal (SIGHUP) says nothing
+    # A closed terminal (SIGHUP) says nothing; nor does a signal that landed while the main
+    # thread was itself writing to stderr (the buffer refuses a reentrant write).
+    with contextlib.suppress(OSError, ValueError, RuntimeError):
         print(text, file=sys.stderr, flush=True)
 
 
@@ -115,10 +118,11 @@ def _ctrl_c(runner: Runner) -> Iterator[_Signals]:
     always says the run id and what can follow); a second one during the report skips reading
     what can follow."""
     signals = _Signals()
+    wake = SignalWake(runner.cancel, name="ctrl-c")  # the run's cancel takes a lock
 
     def handler(_signum: int, _frame: FrameType | None) -> None:
         signals.asked += 1
-        runner.cancel()
+        wake.poke()
         if runner.prompting:
             raise KeyboardInterrupt
         if signals.in_report:
@@ -143,6 +147,7 @@ def _ctrl_c(runner: Runner) -> Iterator[_Signals]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        wake.close()
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from mignurse.cli.common import (
     seconds_option,
     ssm_upload_option,
 )
+from mignurse.cli.signalwake import SignalWake
 
 
 def add_parser(sub: Any) -> None:
@@ -79,8 +80,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         def progress(line: str) -> None:
             print(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {line}", file=sys.stderr, flush=True)
 
+        wake = SignalWake(stop.set, name="stop")  # stop.set takes a lock: not in the handler
+
         def request_stop(_signum: int, _frame: object) -> None:
-            stop.set()
+            wake.poke()
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
