@@ -210,6 +210,9 @@ class RunCore:
         try:
             answer = self.confirmer.confirm(harm, text, word)
         except KeyboardInterrupt:
+            # Ctrl-C answers the prompt: no. The stop signal's own cancel comes from another
+            # thread (mignurse/cli/signalwake.py) and may not have landed yet.
+            self.cancel()
             answer = False
         finally:
             self.prompting = False
