@@ -77,9 +77,11 @@ faults: $(STAMP)  # FAULT_WORKERS=n to choose the number of workers (2)
 	PYTHONDONTWRITEBYTECODE= nice -n 10 $(BIN)/pytest -m slow -n $(or $(FAULT_WORKERS),2) \
 	  -p no:cacheprovider -q tests/hostile/fault_trials_test.py
 
-## Performance figures (not part of `make test`).
+## Performance figures (not part of `make test`): every benchmark in turn, then one table of
+## each figure beside its target and the peer measured in the same run (also build/bench.md).
+## BENCH=bench_app,bench_cli for some of them.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_list.py
+	$(BIN)/python benchmarks/run_all.py --markdown build/bench.md $(if $(BENCH),--only $(BENCH))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

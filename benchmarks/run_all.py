@@ -1,0 +1,160 @@
+"""Run the benchmarks one after another and print one table of their figures.
+
+    make bench                      (every benchmark)
+    .venv/bin/python benchmarks/run_all.py [--only bench_app,bench_cli] [--markdown]
+
+Each benchmark runs in its own interpreter, in turn (never two at once: they share the
+machine's cores), and prints its own report as it goes; every figure it holds to a target is
+also printed as one `FIGURE` line (benchmarks/figures.py), which this file gathers into the
+table: the figure, its target, the peer or floor measured in the same run (kubectl, bare
+json.loads, one node alone) and the ratio to it. A benchmark that fails is one row saying so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from figures import PREFIX
+
+HERE = Path(__file__).resolve().parent
+
+# In the order they run; the arguments are what the README's figures were taken with.
+BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("bench_cli", ()),
+    ("bench_list", ("--rounds", "3")),
+    ("bench_list_memory", ()),
+    ("bench_diagnose", ()),
+    ("bench_app", ()),
+    ("bench_redaction", ()),
+    ("bench_collect", ("--replay",)),
+    ("bench_redaction_recall", ()),
+    ("bench_journal", ()),
+    ("bench_history", ()),
+    ("bench_inert", ()),
+    ("bench_responses", ()),
+    ("bench_sim_requests", ()),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    bench: str
+    name: str
+    value: float | None
+    unit: str
+    target: float | None
+    higher_is_better: bool
+    peer: str | None
+    peer_value: float | None
+    ratio_target: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.value is None or not self.peer_value:
+            return None
+        return self.value / self.peer_value
+
+    @property
+    def met(self) -> bool | None:
+        verdicts: list[bool] = []
+        if self.target is not None and self.value is not None:
+            verdicts.append(
+                self.value >= self.target if self.higher_is_better else self.value <= self.target
+            )
+        if self.ratio_target is not None and self.ratio is not None:
+            verdicts.append(self.ratio <= self.ratio_target)
+        return all(verdicts) if verdicts else None
+
+
+def run(bench: str, args: tuple[str, ...]) -> tuple[list[Row], str | None]:
+    """Run one benchmark, echoing its output; its figures, and a line if it failed."""
+    script = HERE / f"{bench}.py"
+    if not script.is_file():
+        return [], "not found"
+    print(f"\n=== {bench} {' '.join(args)}".rstrip(), flush=True)
+    started = time.monotonic()
+    rows: list[Row] = []
+    with subprocess.Popen(
+        [sys.executable, str(script), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(PREFIX):
+                record = json.loads(line[len(PREFIX) :])
+                rows.append(Row(**{**record, "bench": bench}))
+            else:
+                sys.stdout.write(line)
+        rc = proc.wait()
+    print(f"=== {bench}: {time.monotonic() - started:.0f} s", flush=True)
+    return rows, (f"exit status {rc}" if rc else None)
+
+
+def _number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{text} {unit}".rstrip()
+
+
+def table(rows: list[Row], failures: dict[str, str]) -> list[str]:
+    lines = [
+        "| benchmark | figure | value | target | peer (same run) | ratio | met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        target = []
+        if row.target is not None:
+            target.append(("≥ " if row.higher_is_better else "≤ ") + _number(row.target, row.unit))
+        if row.ratio_target is not None:
+            target.append(f"≤ {row.ratio_target:g}x peer")
+        peer = f"{row.peer} {_number(row.peer_value, row.unit)}" if row.peer else "—"
+        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else "—"
+        met = {True: "yes", False: "**no**", None: "—"}[row.met]
+        lines.append(
+            f"| {row.bench} | {row.name} | {_number(row.value, row.unit)} | "
+            f"{', '.join(target) or '—'} | {peer} | {ratio} | {met} |"
+        )
+    for bench, why in failures.items():
+        lines.append(f"| {bench} | (did not finish: {why}) | — | — | — | — | **no** |")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated benchmark names (bench_app,...)")
+    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    options = parser.parse_args()
+    chosen = BENCHMARKS
+    if options.only:
+        wanted = {name.strip() for name in options.only.split(",") if name.strip()}
+        unknown = wanted - {name for name, _ in BENCHMARKS}
+        if unknown:
+            print(f"unknown benchmark: {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
+        chosen = tuple(b for b in BENCHMARKS if b[0] in wanted)
+    rows: list[Row] = []
+    failures: dict[str, str] = {}
+    for bench, args in chosen:
+        found, failed = run(bench, args)
+        rows.extend(found)
+        if failed:
+            failures[bench] = failed
+    lines = table(rows, failures)
+    print("\n" + "\n".join(lines))
+    if options.markdown:
+        options.markdown.parent.mkdir(parents=True, exist_ok=True)
+        options.markdown.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 1 if failures or any(row.met is False for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
