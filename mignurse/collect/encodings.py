@@ -630,7 +630,7 @@ def json_document_edits(
                 break
             tries += 1
             try:
-                document, doc_end = _DECODER.raw_decode(text, m.start())
+                document, doc_end = _decode_at(text, m.start(), end)
             except (ValueError, RecursionError):
                 at = m.start() + 1
                 continue
@@ -642,6 +642,31 @@ def json_document_edits(
                 rule = max(counts, key=lambda r: counts[r]) if counts else "secret-field"
                 yield from _string_edits(text, m.start(), doc_end, replacements, rule)
             at = doc_end
+
+
+# how close to its end a parse of a line's slice may fail for lack of what follows (a number,
+# `-Infinity`, a \\uXXXX escape cut off): the whole text is parsed there instead
+_CUT_MARGIN = 16
+
+
+def _decode_at(text: str, start: int, line_end: int) -> tuple[object, int]:
+    """`_DECODER.raw_decode(text, start)`, parsing the line's slice first. A failed parse builds
+    a `JSONDecodeError`, which counts the newlines before the failure (json/decoder.py): on the
+    whole text that is linear in the position, and a large log with a `{` on every line took
+    quadratic time. A document that ends on its line parses the same from the slice (its
+    closing bracket needs nothing after it), and a failure well inside the slice fails the
+    same way in the whole text; a failure near the slice's end, or an unterminated string,
+    may only be the line ending, so the whole text decides."""
+    if line_end >= len(text):
+        return _DECODER.raw_decode(text, start)
+    line = text[start:line_end]
+    try:
+        document, end = _DECODER.raw_decode(line)
+    except json.JSONDecodeError as error:
+        if error.pos >= len(line) - _CUT_MARGIN or error.msg.startswith("Unterminated"):
+            return _DECODER.raw_decode(text, start)
+        raise
+    return document, start + end
 
 
 def _string_edits(

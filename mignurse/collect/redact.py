@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mignurse.collect import encodings, structured
+from mignurse.collect import encodings, scanner, structured
 from mignurse.collect.secretnames import MARKER
 from mignurse.collect.secretrules import FILE_FORMAT_RULES, LINE, TEXT, TEXT_RULES, Edit, Rule
 
@@ -476,6 +476,7 @@ PASSES = 3
 TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
+_WORDS = scanner.Words(TRIGGERS)
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves
 _grep: list[str | None] = []  # [path] once checked; [None] when unusable
 
@@ -483,8 +484,8 @@ _grep: list[str | None] = []  # [path] once checked; [None] when unusable
 def trigger_lines(data: bytes) -> list[tuple[int, int]] | None:
     """(start, end) of each line of ``data`` holding a trigger, found by grep; None when grep
     is not worth it or not usable (the caller then searches the whole text)."""
-    if len(data) < GREP_MIN_BYTES or not data.isascii():
-        return None
+    if len(data) < GREP_MIN_BYTES or not data.isascii() or scanner.engine_name() == "Hyperscan":
+        return None  # small, not ASCII, or the engine finds the words in-process
     grep = _usable_grep()
     return None if grep is None else _grep_lines(grep, data)
 
@@ -534,6 +535,12 @@ class _Scan:
 
     def __init__(self, text: str, lines: list[tuple[int, int]] | None = None) -> None:
         self.text = text
+        self._found: dict[str, list[int]] = {}
+        found = _WORDS.positions(text) if lines is None else None
+        if found is not None:  # every trigger's positions, found by the engine in one pass
+            self._found = found
+            self._joined, self._starts, self._offsets = "", [0], [0]
+            return
         if lines is None and text.isascii():
             lines = trigger_lines(text.encode("ascii"))
         if lines is None:
@@ -548,7 +555,6 @@ class _Scan:
             self._offsets = list(
                 itertools.accumulate((end - start + 1 for start, end in lines), initial=0)
             )
-        self._found: dict[str, list[int]] = {}
 
     def positions(self, trigger: str) -> list[int]:
         found = self._found.get(trigger)
