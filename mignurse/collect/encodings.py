@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from mignurse.collect import structured
+from mignurse.collect import scanner, structured
 from mignurse.collect.secretnames import MARKER, is_secret_name
 from mignurse.collect.secretrules import LINE, LOG_PREFIX, LOG_TIME, TEXT, Edit, Rule
 
@@ -489,8 +489,9 @@ _ONE_ALPHABET = re.compile(r"[A-Za-z0-9+/]+|[A-Za-z0-9_-]+")
 _AFTER_RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
 
 
-def base64_runs(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of every match of _BASE64 in `text`, in order."""
+def base64_runs(text: str, skip: frozenset[str] = frozenset()) -> Iterator[tuple[int, int]]:
+    """(start, end) of every match of _BASE64 in `text`, in order; in ASCII text, less the
+    runs with a character of `skip` at the start of a group of four (see _UNPRINTABLE_LEADS)."""
     if not text.isascii():
         for found in _BASE64.finditer(text):
             yield found.span()
@@ -498,6 +499,8 @@ def base64_runs(text: str) -> Iterator[tuple[int, int]]:
     size = len(text)
     for run in _RUN.finditer(text.encode("ascii").translate(_RUN_MAP)):
         start, end = run.span()
+        if not skip.isdisjoint(text[start:end:4]):
+            continue
         if not _ONE_ALPHABET.fullmatch(text, start, end):
             continue
         stop = end
@@ -508,11 +511,21 @@ def base64_runs(text: str) -> Iterator[tuple[int, int]]:
         yield start, stop
 
 
+# The first character of each group of four makes the top six bits of a decoded byte: A, B
+# and E to H make 0x00-0x07 and 0x10-0x1f (control bytes other than tab, LF and CR), and +, /
+# and -, _ make 0xf8-0xff (never in UTF-8). A run with one of them at the start of a group
+# decodes to no printable UTF-8 text, whatever its other characters: it is passed over before
+# any other work, as the decoding would reject it (most logged names and ids are such runs).
+_UNPRINTABLE_LEADS = frozenset("ABEFGH+/-_")
+
+
 def _base64_decoded(text: str, parent: View | None) -> View | None:
     """Each long base64 run whose bytes are UTF-8 text (a docker `auth`, a credentials file
     held whole in a log line or an object), decoded; a match anywhere in it masks the run."""
     build = _Builder()
-    for start, end in base64_runs(text):
+    for start, end in base64_runs(text, _UNPRINTABLE_LEADS):
+        if not _UNPRINTABLE_LEADS.isdisjoint(text[start:end:4]):
+            continue  # some decoded byte is a control byte or never UTF-8: see below
         run = text[start:end]
         if len(run) % 4 == 1 or run.startswith("LS0tLS1CRUdJTi"):
             continue  # not base64, or a PEM block: the pem-base64 rule decides on it
@@ -537,6 +550,13 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
         build.decoded(decoded, start, end)
         build.separator()
     return build.view(parent)
+
+
+# The same matches found by the multi-pattern engine in one pass (the last character of each,
+# on the same line as its first: none of these patterns matches a line break)
+_PERCENT_FINDER = scanner.Finder(_PERCENT.pattern)
+_URL_FINDER = scanner.Finder(_PERCENT.pattern, _FORM_PARAMETER.pattern)
+_ENTITY_FINDER = scanner.Finder(_ENTITY.pattern)
 
 
 # --- all views -------------------------------------------------------------------------------
@@ -585,9 +605,12 @@ def _views(
         if "json" in wanted and '"' in text:
             made.append(("json", _json_strings(text, triggered, parent)))
     if "url" in wanted and ("%" in text or "+" in text):
-        encoded = [m.start() for m in _PERCENT.finditer(text)]
-        if "+" in text and "=" in text:
-            encoded += [m.start() for m in _FORM_PARAMETER.finditer(text)]
+        form = "+" in text and "=" in text
+        encoded = (_URL_FINDER if form else _PERCENT_FINDER).last_characters(text)
+        if encoded is None:  # no engine, or text it cannot read as `re` does
+            encoded = [m.start() for m in _PERCENT.finditer(text)]
+            if form:
+                encoded += [m.start() for m in _FORM_PARAMETER.finditer(text)]
         escaped = [
             (start, end)
             for start, end in _whole(text, lines_at(text, encoded))
@@ -596,7 +619,10 @@ def _views(
         if escaped:
             made.append(("url", _url_decoded(text, escaped, parent)))
     if "html" in wanted and "&" in text:
-        entities = _whole(text, lines_at(text, (m.start() for m in _ENTITY.finditer(text))))
+        found = _ENTITY_FINDER.last_characters(text)
+        if found is None:
+            found = [m.start() for m in _ENTITY.finditer(text)]
+        entities = _whole(text, lines_at(text, found))
         if entities:
             made.append(("html", _html_decoded(text, _with_context(text, entities), parent)))
     if "cri" in wanted and " P " in text:
@@ -774,9 +800,13 @@ def _crosses_records(text: str, start: int, end: int) -> bool:
     return False
 
 
+_FEW_LINES = 256
+
+
 def _whole(text: str, lines: list[Span]) -> list[Span]:
     """The lines that are not part of a message split over CRI partial lines."""
-    if " P " not in text:
+    # a partial line holds " P ": a few lines are looked at, many only where the text has one
+    if not lines or (len(lines) > _FEW_LINES and " P " not in text):
         return lines
     return [(start, end) for start, end in lines if not _partial(text, start)]
 

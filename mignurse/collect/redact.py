@@ -297,7 +297,8 @@ def mask_secrets(
     # a mask can make a boundary another rule needed (abcdef.<16>AKIA… once the bootstrap
     # token is masked): go round again until nothing changes, so masking twice changes
     # nothing.
-    lines = trigger_lines(data)
+    # the engine finds the words in this process, in one pass; without it grep names the lines
+    lines = None if scanner.engine_name() == "Hyperscan" else trigger_lines(data)
     scan = None
     if lines != []:  # []: grep saw no trigger anywhere, so no text rule can match
         text, found, scan = _mask_text(text, lines, clock)
@@ -484,8 +485,8 @@ _grep: list[str | None] = []  # [path] once checked; [None] when unusable
 def trigger_lines(data: bytes) -> list[tuple[int, int]] | None:
     """(start, end) of each line of ``data`` holding a trigger, found by grep; None when grep
     is not worth it or not usable (the caller then searches the whole text)."""
-    if len(data) < GREP_MIN_BYTES or not data.isascii() or scanner.engine_name() == "Hyperscan":
-        return None  # small, not ASCII, or the engine finds the words in-process
+    if len(data) < GREP_MIN_BYTES or not data.isascii():
+        return None
     grep = _usable_grep()
     return None if grep is None else _grep_lines(grep, data)
 
