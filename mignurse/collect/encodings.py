@@ -496,19 +496,94 @@ def base64_runs(text: str, skip: frozenset[str] = frozenset()) -> Iterator[tuple
         for found in _BASE64.finditer(text):
             yield found.span()
         return
-    size = len(text)
     for run in _RUN.finditer(text.encode("ascii").translate(_RUN_MAP)):
         start, end = run.span()
-        if not skip.isdisjoint(text[start:end:4]):
-            continue
-        if not _ONE_ALPHABET.fullmatch(text, start, end):
-            continue
-        stop = end
-        while stop < size and stop - end < 2 and text[stop] == "=":
-            stop += 1
-        if stop < size and text[stop] in _AFTER_RUN:
-            continue
-        yield start, stop
+        stop = _run_stop(text, start, end, skip)
+        if stop is not None:
+            yield start, stop
+
+
+def _run_stop(text: str, start: int, end: int, skip: frozenset[str]) -> int | None:
+    """Where the base64 run of ASCII `text` at [start, end) (a maximal run of base64
+    characters of either alphabet) ends with its padding, or None: not one alphabet, base64
+    characters after its padding, or a character of `skip` at the start of a group."""
+    if not skip.isdisjoint(text[start:end:4]):
+        return None
+    if not _ONE_ALPHABET.fullmatch(text, start, end):
+        return None
+    size = len(text)
+    stop = end
+    while stop < size and stop - end < 2 and text[stop] == "=":
+        stop += 1
+    if stop < size and text[stop] in _AFTER_RUN:
+        return None
+    return stop
+
+
+# The runs worth decoding found by the multi-pattern engine in one pass, a superset of those
+# `_base64_decoded` decodes: a maximal run of one alphabet, at least 24 characters, no
+# character of _UNPRINTABLE_LEADS at the start of a group of four (C, D, I-Z, a-z, 0-9 there),
+# and not all lower-case hex (a character outside 0-9a-f somewhere). Each run it names is then
+# checked as `base64_runs` checks it; a digest, a UUID, a pod name never reaches Python.
+def _base64_candidates() -> str:
+    run = r"A-Za-z0-9+/_\-"
+    lead, lead_not_hex = "[CDI-Za-z0-9]", "[CDI-Zg-z]"
+
+    def body(char: str, not_hex: str) -> str:
+        group = f"{lead}{char}{{3}}"
+        marked = (
+            f"(?:{lead_not_hex}{char}{{3}}|{lead}{not_hex}{char}{{2}}"
+            f"|{lead}{char}{not_hex}{char}|{lead}{char}{{2}}{not_hex})"
+        )
+        tail = f"(?:{lead}{char}{{0,2}})?"
+        marked_tail = (
+            f"(?:{lead_not_hex}{char}{{0,2}}|{lead}{not_hex}{char}?|{lead}{char}{not_hex})"
+        )
+        # six groups or more, one of them marked: k plain groups before it, at least 5 - k after
+        spread = [f"{marked}(?:{group}){{5,}}"]
+        spread += [f"(?:{group}){{{k}}}{marked}(?:{group}){{{5 - k},}}" for k in range(1, 6)]
+        spread.append(f"(?:{group}){{6,}}{marked}(?:{group})*")
+        return f"(?:(?:{'|'.join(spread)}){tail}|(?:{group}){{6,}}{marked_tail})"
+
+    standard = body("[A-Za-z0-9+/]", "[A-Zg-z+/]")
+    url_safe = body(r"[A-Za-z0-9_\-]", r"[A-Zg-z_\-]")
+    return f"(?:^|[^{run}])(?:{standard}|{url_safe})={{0,2}}(?:[^{run}=]|$)"
+
+
+_BASE64_FINDER = scanner.Finder(_base64_candidates())
+
+
+def _engine_runs(text: str) -> list[tuple[int, int]] | None:
+    """(start, stop) of the base64 runs `base64_runs(text, _UNPRINTABLE_LEADS)` yields that
+    can decode to text (see above), found by the engine; None where it is not used."""
+    found = _BASE64_FINDER.last_characters(text)
+    if found is None:
+        return None
+    runs: dict[int, int] = {}
+    for last in found:
+        end = last + 1
+        if text[last] not in _AFTER_RUN:  # the character after the run, matched
+            end = last
+        while end > 0 and text[end - 1] == "=":
+            end -= 1
+        start = _run_start(text, end)
+        stop = _run_stop(text, start, end, _UNPRINTABLE_LEADS)
+        if stop is not None and end - start >= MIN_BASE64:
+            runs[start] = stop
+    return sorted(runs.items())
+
+
+def _run_start(text: str, end: int) -> int:
+    """The start of the run of base64 characters that ends at `end` in ASCII `text`."""
+    low, step = end, 64
+    while low > 0:
+        start = max(0, low - step)
+        mapped = text[start:low].encode("ascii").translate(_RUN_MAP)
+        space = mapped.rfind(b" ")
+        if space != -1:
+            return start + space + 1
+        low, step = start, step * 2
+    return 0
 
 
 # The first character of each group of four makes the top six bits of a decoded byte: A, B
@@ -523,7 +598,8 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
     """Each long base64 run whose bytes are UTF-8 text (a docker `auth`, a credentials file
     held whole in a log line or an object), decoded; a match anywhere in it masks the run."""
     build = _Builder()
-    for start, end in base64_runs(text, _UNPRINTABLE_LEADS):
+    runs = _engine_runs(text)
+    for start, end in base64_runs(text, _UNPRINTABLE_LEADS) if runs is None else runs:
         if not _UNPRINTABLE_LEADS.isdisjoint(text[start:end:4]):
             continue  # some decoded byte is a control byte or never UTF-8: see below
         run = text[start:end]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -140,112 +139,13 @@ def _char_offsets(data: bytes, starts: list[int]) -> list[int]:
     return out
 
 
-# --- which patterns can match at all -----------------------------------------------------------
-#
-# A rule whose regex matches nowhere in a text makes no edit there (its edits all come from its
-# regex's matches), so it need not be tried at each of its trigger words. Hyperscan compiles
-# each regex in prefilter mode (HS_FLAG_PREFILTER: it matches a superset of what the pattern
-# matches, lookarounds and back-references loosened) and reports each at most once
-# (HS_FLAG_SINGLEMATCH): one pass over the text says which can match. Named groups become plain
-# ones, a back-reference its group's number, a bound over `_MAX_BOUND` no bound, `\Z` and `$`
-# any line end (HS_FLAG_MULTILINE: a rule tried on one line sees its end as the text's).
-#
-# The answer is trusted only where Hyperscan's classes are Python's: ASCII text without the
-# separators \x1c-\x1f, which Python's `\s` holds and Hyperscan's does not (NUL bytes are read
-# as \x1c). Elsewhere every pattern may match.
-
-_MAX_BOUND = 64
+# Python's `\s` holds \x1c-\x1f (NUL bytes are read as \x1c before the rules run) and
+# Hyperscan's does not: a text holding one is left to Python `re`.
 _UNSAFE = rb"[\x1c-\x1f]"
-
-
-def _hyperscan_source(pattern: re.Pattern[str]) -> bytes:
-    source = pattern.pattern
-    source = re.sub(r"\(\?P=(\w+)\)", lambda m: f"\\{pattern.groupindex[m[1]]}", source)
-    source = re.sub(r"\(\?P<\w+>", "(", source)
-    source = re.sub(r"\{(\d+),(\d+)\}", lambda m: _bound(int(m[1]), int(m[2])), source)
-    source = source.replace(r"\Z", "$")
-    return source.encode("ascii")
-
-
-def _bound(low: int, high: int) -> str:
-    return f"{{{low},{high}}}" if high <= _MAX_BOUND else f"{{{low},}}"
-
-
-class Patterns:
-    """Regexes compiled together, to learn in one pass which of them may match a text."""
-
-    def __init__(self, patterns: tuple[re.Pattern[str], ...]) -> None:
-        self.patterns = patterns
-        self._database: Any = None
-        self._usable: list[bool] = []
-        self._lock = threading.Lock()
-
-    def may_match(self, text: str) -> list[bool] | None:
-        """For each regex, False where it cannot match anywhere in `text`; None where that
-        cannot be told (no engine, or a text whose characters it does not class as Python)."""
-        if not _active() or not text.isascii():
-            return None
-        database, usable = self._compiled()
-        if database is None:
-            return None
-        hit = [not ok for ok in usable]  # a regex the engine could not compile may match
-        unsafe = len(self.patterns)
-
-        def on_match(index: int, _from: int, _to: int, _flags: int, _context: object) -> None:
-            if index == unsafe:
-                raise _Unsafe
-            hit[index] = True
-
-        try:
-            database.scan(text.encode("ascii"), match_event_handler=on_match)
-        except _Unsafe:
-            return None
-        except _hyperscan.ScanTerminated:  # raised in place of _Unsafe by some versions
-            return None
-        return hit
-
-    def _compiled(self) -> tuple[Any, list[bool]]:
-        with self._lock:
-            if self._database is None:
-                self._database, self._usable = self._compile()
-            return self._database, self._usable
-
-    def _compile(self) -> tuple[Any, list[bool]]:
-        flags = (
-            _hyperscan.HS_FLAG_PREFILTER
-            | _hyperscan.HS_FLAG_SINGLEMATCH
-            | _hyperscan.HS_FLAG_ALLOWEMPTY
-            | _hyperscan.HS_FLAG_MULTILINE
-        )
-        usable = []
-        sources = []
-        for pattern in self.patterns:
-            source = _hyperscan_source(pattern)
-            ok = _compiles(source, flags)
-            usable.append(ok)
-            sources.append(source if ok else b"a")  # its hits are not read: `usable` says so
-        ids = list(range(len(sources) + 1))
-        database = _hyperscan.Database(mode=_hyperscan.HS_MODE_BLOCK)
-        database.compile(
-            expressions=[*sources, _UNSAFE],
-            ids=ids,
-            elements=len(ids),
-            flags=[flags] * len(sources) + [_hyperscan.HS_FLAG_SINGLEMATCH],
-        )
-        return database, usable
 
 
 class _Unsafe(Exception):
     pass
-
-
-def _compiles(source: bytes, flags: int) -> bool:
-    database = _hyperscan.Database(mode=_hyperscan.HS_MODE_BLOCK)
-    try:
-        database.compile(expressions=[source], ids=[0], elements=1, flags=[flags])
-    except _hyperscan.error:
-        return False
-    return True
 
 
 class Finder:
