@@ -23,6 +23,8 @@ from bench_redaction import journal
 from hostile.secrets_corpus import (
     HOSTILE_PATTERNS,
     RENDERINGS,
+    LookAlike,
+    Secret,
     file_name,
     hostile_text,
     look_alikes,
@@ -40,7 +42,10 @@ def _raw(data: str | bytes) -> bytes:
     return data if isinstance(data, bytes) else data.encode()
 
 
-def _both(name: str, data: bytes) -> tuple[tuple[bytes, dict[str, int]], tuple[bytes, ...]]:
+Masked = tuple[bytes, dict[str, int]]
+
+
+def _both(name: str, data: bytes) -> tuple[Masked, Masked]:
     with_engine = mask_secrets(name, data)
     with scanner.engine_disabled():
         without = mask_secrets(name, data)
@@ -50,7 +55,8 @@ def _both(name: str, data: bytes) -> tuple[tuple[bytes, dict[str, int]], tuple[b
 def _samples(renderings: tuple[str, ...]) -> Iterator[tuple[str, bytes]]:
     for rendering in renderings:
         render = RENDERINGS[rendering]
-        for case in [*secrets(), *look_alikes()]:
+        cases: list[Secret | LookAlike] = [*secrets(), *look_alikes()]
+        for case in cases:
             yield file_name(rendering), _raw(render(case))
 
 
