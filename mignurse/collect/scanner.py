@@ -100,7 +100,7 @@ class Words:
             hits[word].append(to - lengths[word])
 
         if data:
-            database.scan(data, match_event_handler=on_match)
+            _scan(database, data, on_match)
         if to_chars is not None:
             starts = sorted({at for found in hits for at in found})
             chars = dict(zip(starts, to_chars(starts), strict=True))
@@ -119,6 +119,16 @@ class Words:
                 )
                 self._database = database
             return self._database
+
+
+def _scan(database: Any, data: bytes, on_match: Callable[..., None]) -> None:
+    """Scan with this thread's scratch space for `database` (Hyperscan's scratch may serve
+    one scan at a time: threads that mask at once each have their own)."""
+    scratches: dict[int, Any] = _state.__dict__.setdefault("scratches", {})
+    scratch = scratches.get(id(database))
+    if scratch is None:
+        scratch = scratches[id(database)] = _hyperscan.Scratch(database)
+    database.scan(data, match_event_handler=on_match, scratch=scratch)
 
 
 def _literal(word: str) -> bytes:
@@ -182,7 +192,7 @@ class Finder:
             found.append(to - 1)
 
         try:
-            self._database.scan(text.encode("ascii"), match_event_handler=on_match)
+            _scan(self._database, text.encode("ascii"), on_match)
         except (_Unsafe, _hyperscan.ScanTerminated):
             return None
         return found

@@ -4,6 +4,7 @@ and a missing wheel is one warning line, never a crash."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import json
 import logging
@@ -217,3 +218,13 @@ def test_a_document_parsed_from_its_line_is_the_one_the_whole_text_holds(parts: 
         except (ValueError, RecursionError):
             got = "fails"
         assert got == expected, (text, start)
+
+
+@ENGINE
+def test_threads_that_mask_at_once_each_get_what_one_thread_gets() -> None:
+    data = journal(0.3).encode() + b"Authorization: Bearer " + b"Zx9" * 10 + b"\n"
+    expected = mask_secrets("kubelet.log", data)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: mask_secrets("kubelet.log", data), range(8)))
+    assert results == [expected] * 8
+    assert expected[1]["bearer-token"] == 1
