@@ -282,6 +282,13 @@ def mask_secrets(
         if masked.data is None:
             raise MaskTimeout("; ".join(why for _, why in masked.left_out))
         return masked.data, dict(masked.counts)
+    try:
+        return _mask_secrets(name, data, structured_done)
+    finally:
+        scanner.forget()  # the engine's answer for the last text holds that text
+
+
+def _mask_secrets(name: str, data: bytes, structured_done: bool) -> tuple[bytes, dict[str, int]]:
     clock = _Clock(MASK_SECONDS_PER_FILE)
     counts: dict[str, int] = {}
     if not structured_done and structured.looks_like_json(name, data):
@@ -472,8 +479,9 @@ PASSES = 3
 # Hyperscan (`scanner.Words`) finds every trigger in one pass in this process. Without it:
 # Python's str.find runs at ~2 GB/s per trigger, and there are ~230 triggers: ~10 MB/s for a
 # text. grep -F finds all of them in one pass (Aho-Corasick) at ~500 MB/s, so for large ASCII
-# texts grep names the lines holding any trigger and the finds run on those lines only. Exactly the same positions: every trigger lies within one line (no
-# trigger holds a newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
+# texts grep names the lines holding any trigger and the finds run on those lines only.
+# Exactly the same positions: every trigger lies within one line (no trigger holds a
+# newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
 TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))

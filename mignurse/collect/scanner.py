@@ -74,6 +74,7 @@ class Words:
         self.words = words
         self._database: Any = None
         self._lock = threading.Lock()
+        _register(self)
 
     def positions(self, text: str) -> dict[str, list[int]] | None:
         """Each word → the sorted start of every occurrence in `text` (as `str.find` on the
@@ -82,7 +83,7 @@ class Words:
         if not _active():
             return None
         if text.isascii():
-            return self._scan(text.encode("ascii"), None)
+            return _survey(text).words[id(self)]
         if "\u212a" in text:
             return None
         data = text.encode("utf-8", "surrogatepass")
@@ -154,10 +155,6 @@ def _char_offsets(data: bytes, starts: list[int]) -> list[int]:
 _UNSAFE = rb"[\x1c-\x1f]"
 
 
-class _Unsafe(Exception):
-    pass
-
-
 class Finder:
     """Where regexes match in ASCII text, found together in one pass: the position of the last
     character of each match. Only for patterns Hyperscan reads as Python does in ASCII text
@@ -166,33 +163,108 @@ class Finder:
 
     def __init__(self, *sources: str) -> None:
         self.sources = sources
-        self._database: Any = None
-        self._lock = threading.Lock()
+        _register(self)
 
     def last_characters(self, text: str) -> list[int] | None:
         if not _active() or not text.isascii():
             return None
-        with self._lock:
-            if self._database is None:
-                database = _hyperscan.Database(mode=_hyperscan.HS_MODE_BLOCK)
-                ids = list(range(len(self.sources) + 1))
-                database.compile(
-                    expressions=[s.encode("ascii") for s in self.sources] + [_UNSAFE],
-                    ids=ids,
-                    elements=len(ids),
-                    flags=[0] * len(self.sources) + [_hyperscan.HS_FLAG_SINGLEMATCH],
-                )
-                self._database = database
-        unsafe = len(self.sources)
-        found: list[int] = []
+        found = _survey(text)
+        return None if found.unsafe else found.ends[id(self)]
 
-        def on_match(index: int, _from: int, to: int, _flags: int, _context: object) -> None:
-            if index == unsafe:
-                raise _Unsafe
-            found.append(to - 1)
 
-        try:
-            _scan(self._database, text.encode("ascii"), on_match)
-        except (_Unsafe, _hyperscan.ScanTerminated):
-            return None
+# --- one pass for everything ---------------------------------------------------------------
+#
+# Every `Words` and `Finder` made is compiled into one database, and an ASCII text is scanned
+# once for all of them: the rules' triggers, the lines the views start from, the base64 runs.
+# The answer for the last text scanned is kept (per thread) until `forget`, since a text's
+# triggers and its views are asked for one after the other.
+
+
+class _Found:
+    def __init__(self) -> None:
+        self.words: dict[int, dict[str, list[int]]] = {}
+        self.ends: dict[int, list[int]] = {}
+        self.unsafe = False
+
+
+_registered: list[Words | Finder] = []
+_combined: list[Any] = []  # [(database, what each id is)] once compiled for `_registered`
+_combined_lock = threading.Lock()
+
+
+def _register(owner: Words | Finder) -> None:
+    with _combined_lock:
+        _registered.append(owner)
+        _combined.clear()  # compiled again, with this one, when next needed
+
+
+def _database() -> tuple[Any, list[tuple[Words | Finder, int]]]:
+    with _combined_lock:
+        if not _combined:
+            expressions: list[bytes] = []
+            flags: list[int] = []
+            owners: list[tuple[Words | Finder, int]] = []
+            for owner in _registered:
+                if isinstance(owner, Words):
+                    for index, word in enumerate(owner.words):
+                        expressions.append(_literal(word))
+                        flags.append(_hyperscan.HS_FLAG_CASELESS)
+                        owners.append((owner, index))
+                else:
+                    for source in owner.sources:
+                        expressions.append(source.encode("ascii"))
+                        flags.append(0)
+                        owners.append((owner, -1))
+            expressions.append(_UNSAFE)
+            flags.append(_hyperscan.HS_FLAG_SINGLEMATCH)
+            database = _hyperscan.Database(mode=_hyperscan.HS_MODE_BLOCK)
+            database.compile(
+                expressions=expressions,
+                ids=list(range(len(expressions))),
+                elements=len(expressions),
+                flags=flags,
+            )
+            _combined.append((database, owners))
+        database, owners = _combined[0]
+        return database, owners
+
+
+def _survey(text: str) -> _Found:
+    """Everything registered, found in ASCII `text` in one pass (kept for the next ask)."""
+    last = getattr(_state, "last", None)
+    if last is not None and last[0] is text:
+        found: _Found = last[1]
         return found
+    database, owners = _database()
+    found = _Found()
+    words_hits: dict[int, list[list[int]]] = {}
+    for owner in dict.fromkeys(o for o, _ in owners):
+        if isinstance(owner, Words):
+            words_hits[id(owner)] = [[] for _ in owner.words]
+        else:
+            found.ends[id(owner)] = []
+    unsafe = len(owners)
+    lengths = [len(o.words[i]) if isinstance(o, Words) else 0 for o, i in owners]
+    lists = [words_hits[id(o)][i] if isinstance(o, Words) else found.ends[id(o)] for o, i in owners]
+    ends = [isinstance(o, Finder) for o, _ in owners]
+
+    def on_match(index: int, _from: int, to: int, _flags: int, _context: object) -> None:
+        if index == unsafe:
+            found.unsafe = True
+        elif ends[index]:
+            lists[index].append(to - 1)
+        else:
+            lists[index].append(to - lengths[index])
+
+    if text:
+        _scan(database, text.encode("ascii"), on_match)
+    for owner in dict.fromkeys(o for o, _ in owners):
+        if isinstance(owner, Words):
+            found.words[id(owner)] = dict(zip(owner.words, words_hits[id(owner)], strict=True))
+    _state.last = (text, found)
+    return found
+
+
+def forget() -> None:
+    """Drop the answer kept for the last text (it holds the text)."""
+    _state.last = None
