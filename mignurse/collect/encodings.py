@@ -701,7 +701,7 @@ def _views(
         entities = _whole(text, lines_at(text, found))
         if entities:
             made.append(("html", _html_decoded(text, _with_context(text, entities), parent)))
-    if "cri" in wanted and " P " in text:
+    if "cri" in wanted and _holds_partial_tag(text):
         made.append(("cri", _cri_joined(text, parent)))
     if "base64" in wanted:
         made.append(("base64", _base64_decoded(text, parent)))
@@ -877,12 +877,20 @@ def _crosses_records(text: str, start: int, end: int) -> bool:
 
 
 _FEW_LINES = 256
+_PARTIAL_TAG = scanner.Finder(" P ")
+
+
+def _holds_partial_tag(text: str) -> bool:
+    """Whether `text` holds " P " (a CRI partial line's tag), from the engine's one pass where
+    it ran (a search for a word with spaces around it is slow for `str.find` in a log)."""
+    found = _PARTIAL_TAG.last_characters(text)
+    return " P " in text if found is None else bool(found)
 
 
 def _whole(text: str, lines: list[Span]) -> list[Span]:
     """The lines that are not part of a message split over CRI partial lines."""
     # a partial line holds " P ": a few lines are looked at, many only where the text has one
-    if not lines or (len(lines) > _FEW_LINES and " P " not in text):
+    if not lines or (len(lines) > _FEW_LINES and not _holds_partial_tag(text)):
         return lines
     return [(start, end) for start, end in lines if not _partial(text, start)]
 
