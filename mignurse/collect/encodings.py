@@ -334,8 +334,10 @@ _SIMPLE_ESCAPES = {
 
 # the field that holds the message in a log record: journalctl -o json, the json-file
 # driver, Go's slog and zap, logrus, Python's json loggers, and logfmt's msg="…"
+# (the look-behind comes after the `m`, so that the pattern starts with `"` or `m` and `re`
+# skips to those characters instead of trying the pattern at every position of a line)
 _MESSAGE_KEY = re.compile(
-    r'(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|(?<![\w.-])(?:msg|message)=)'
+    r'(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|m(?<![\w.-]m)(?:sg|essage)=)'
     r'[ \t]{0,16}(?=")'
 )
 
@@ -351,7 +353,8 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
         for body_start, body_end in _quoted(text, message.end() if message else start, end):
             body = text[body_start:body_end]
             if message is None and (
-                len(body) < 6 or ("\\" not in body and not any(c in body for c in ":=%"))
+                len(body) < 6
+                or ("\\" not in body and ":" not in body and "=" not in body and "%" not in body)
             ):
                 continue
             at = body_start
@@ -925,7 +928,7 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
     scalar (`password: |`), list items (`passwords:` then `- …`), a flow sequence."""
     edits: list[Edit] = []
     block_until = 0
-    for n, m in enumerate(_YAML_KEY.finditer(text)):
+    for n, m in enumerate(_at_line_starts(_YAML_KEY, text)):
         if n % 256 == 0:
             check()
         if m.start() < block_until:
@@ -966,6 +969,21 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
         if edit[0] >= pos and edit[1] > edit[0] and MARKER not in text[edit[0] : edit[1]]:
             yield edit
             pos = edit[1]
+
+
+def _at_line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """`pattern.finditer(text)` for a pattern that matches only at the start of a line and
+    within it (`(?m)^…` with no line break in it): tried once per line rather than at every
+    character (`re` has no fast skip to a `^`)."""
+    at = 0
+    while True:
+        m = pattern.match(text, at)
+        if m is not None:
+            yield m
+        newline = text.find("\n", at)
+        if newline == -1:
+            return
+        at = newline + 1
 
 
 _MAP_KEY = re.compile(r"[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}'")
