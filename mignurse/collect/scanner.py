@@ -1,16 +1,17 @@
-"""Where the redaction rules' trigger words occur in a text, found in one pass by Hyperscan
-(intel/hyperscan, `hyperscan` on PyPI: a multi-pattern engine that matches every literal at
-once, ~1.5 GB/s on journal text against ~2 GB/s for one `str.find` per word, of which the
-rules have about 230).
+"""Where the redaction rules' trigger words, and the few patterns the views start from, occur
+in a text, found in one pass by Hyperscan (intel/hyperscan, `hyperscan` on PyPI; reference:
+intel.github.io/hyperscan/dev-reference/): a multi-pattern engine that matches all ~230
+words at once at ~1.7 GB/s on journal text, where `str.find` needs a pass per word.
 
-The engine only says where a word is; the rules themselves (Python `re`) then run there, as
-they do without it, so what is masked is the same byte for byte. Where the wheel is missing
-(an architecture PyPI has none for), one warning line is logged and `positions` answers None:
-the caller then finds each word with `str.find`, as it always could.
+The engine only says where a word or a pattern is; the rules themselves (Python `re`) then
+run there, as they do without it, so what is masked is the same byte for byte. Where the
+wheel is missing (an architecture PyPI has none for), one warning line is logged and every
+question here is answered None: the caller then searches with `str.find` and `re`, as it
+always could.
 
-Positions are those of `str.find` on the lower-cased text: Hyperscan matches ASCII letters
-without case (HS_FLAG_CASELESS), and every trigger is ASCII. A text's characters are what
-the positions count; for a text that is not ASCII, the byte offsets of the UTF-8 form are
+Word positions are those of `str.find` on the lower-cased text: Hyperscan matches ASCII
+letters without case (HS_FLAG_CASELESS), and every trigger is ASCII. A text's characters are
+what the positions count; for a text that is not ASCII, the byte offsets of the UTF-8 form are
 turned into character offsets by decoding what lies between consecutive hits (each hit
 starts an ASCII character, a boundary). The one character whose lower case is an ASCII
 letter without changing the text's length, the Kelvin sign (U+212A, lowered to `k`), is
