@@ -68,7 +68,6 @@ def test_every_secret_and_look_alike_is_masked_the_same_with_the_engine_and_with
 
 
 @ENGINE
-@pytest.mark.slow
 def test_every_rendering_of_the_corpus_is_masked_the_same_with_the_engine_and_without() -> None:
     rest = tuple(r for r in RENDERINGS if r not in QUICK_RENDERINGS)
     for name, data in _samples(rest):
