@@ -10,23 +10,32 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console, ConsoleOptions, RenderableType
-from rich.segment import Segment
-from rich.table import Table
-from rich.text import Text
-
-from mignurse.diagnose.findings import Finding
-from mignurse.diagnose.timeline import TimelineEntry
 from mignurse.inert import inert, inert_markup
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
-from mignurse.runner.step import Harm
 
+# rich, the diagnosis and the runner load where they are drawn: `mignurse nodes` piped is
+# kubectl's plain table and needs none of them (a third of its start-up).
 if TYPE_CHECKING:
+    from rich.text import Text
+
+    from mignurse.diagnose.findings import Finding
+    from mignurse.diagnose.timeline import TimelineEntry
+    from mignurse.inertconsole import InertConsole
     from mignurse.runner.plan import Plan
+
+
+def __getattr__(name: str) -> Any:
+    """`InertConsole`, where the faces have always found it, loaded with rich when asked."""
+    if name == "InertConsole":
+        from mignurse.inertconsole import InertConsole
+
+        return InertConsole
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 NO_WRAP = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU")
 
@@ -38,42 +47,19 @@ STATUS_STYLE = {
 }
 
 
-class InertConsole(Console):
-    """A rich console whose output holds no control, escape or invisible character but the
-    ones rich itself writes for styles and cursor moves, and no hyperlink: what a renderable's
-    text still holds is shown by `inert`. Text should be made inert before it is laid out
-    (`inert`, `cell_text`), so columns line up; this is the net under it."""
-
-    def render(
-        self, renderable: RenderableType, options: ConsoleOptions | None = None
-    ) -> Iterable[Segment]:
-        for segment in super().render(renderable, options):
-            text, style, control = segment
-            if control:
-                yield segment
-                continue
-            shown = inert(text, lines=True)
-            if style is not None and style.link:
-                style = style.update_link(None)
-            elif shown is text:
-                yield segment
-                continue
-            yield Segment(shown, style)
-
-    def render_str(self, text: str, **options: Any) -> Text:
-        """A string cell or line made inert before it is measured: columns line up."""
-        return super().render_str(inert(text, lines=True), **options)
-
-
 def console_for(out: IO[str], **options: Any) -> InertConsole:
     """The rich console every face draws through onto `out`. The command line's own stdout
     and stderr make what is printed on them inert; rich writes its styles past that, to
     `out.styled`, having made its text inert itself."""
+    from mignurse.inertconsole import InertConsole
+
     return InertConsole(file=getattr(out, "styled", out), **options)
 
 
 def cell_text(value: object, style: str = "") -> Text:
     """A table cell from outside: one line, inert, never read as markup."""
+    from rich.text import Text
+
     return Text(inert(str(value)), style=style)
 
 
@@ -96,6 +82,9 @@ def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None 
     if not out.isatty():
         plain_table(header, [r.cells(wide=wide) for r in rows], out)
         return
+    from rich.table import Table
+    from rich.text import Text
+
     width = shutil.get_terminal_size((100, 24)).columns
     # Full EC2 host names take half of an 80-column line; wide mode keeps them whole.
     shorten = not wide and width < 140
@@ -183,6 +172,8 @@ def print_findings(
     """Findings as blocks: severity, id, pool, nodes, deadline; the summary; the newest
     evidence lines; the runbooks that fit. Plain text when piped. `as_of`: what `now` is
     when it is not the present ("collection": a bundle's), so deadlines are moments."""
+    from rich.text import Text
+
     out = out or sys.stdout
     tty = out.isatty()
     console = console_for(
@@ -235,6 +226,8 @@ def print_timeline(
 
 
 def plan_markup(plan: Plan) -> str:
+    from mignurse.runner.step import Harm
+
     lines = [f"[bold]{inert_markup(plan.book.name)}[/] on [bold]{inert_markup(plan.target)}[/]: "]
     lines[0] += inert_markup(plan.book.title)
     for i, step in enumerate(plan.steps, 1):

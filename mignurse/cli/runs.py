@@ -18,10 +18,10 @@ from mignurse.cli.runbooks import (
     followups_json,
     loaded_runbooks,
 )
-from mignurse.runner.outcome import Followup
 
 if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
     from mignurse.collect.access import Access
+    from mignurse.runner.outcome import Followup
 
 RUNS_SHOWN = 30
 
