@@ -19,7 +19,6 @@ import contextlib
 import json
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -241,6 +240,8 @@ def _sandboxes(args: argparse.Namespace) -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         yield folder
         return
+    import tempfile  # here: a command that needs no folder never loads it
+
     with tempfile.TemporaryDirectory(
         prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
     ) as tmp:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +75,8 @@ def _followups_now(
         return f"cannot tell what can follow: context {saved.context!r}: {exc}"
     try:
         simulated = is_simulated(getattr(args, "kubeconfig", None), client.info.cluster)
+        import tempfile  # here: a command that needs no folder never loads it
+
         with tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:

@@ -21,7 +21,6 @@ import re
 import ssl
 from typing import Any
 from urllib.parse import quote, urlparse
-from urllib.request import getproxies
 
 import urllib3
 
@@ -102,6 +101,29 @@ class Configuration:
             return None
         prefix = self.api_key_prefix.get("BearerToken", self.api_key_prefix.get("authorization"))
         return f"{prefix} {key}" if prefix else key
+
+
+def getproxies() -> dict[str, str]:
+    """The proxies the environment names (`https_proxy`, `HTTPS_PROXY`, `no_proxy`, ...), as
+    the kubernetes client reads them through `urllib.request.getproxies`, which on Linux is
+    `getproxies_environment` (CPython 3.11 Lib/urllib/request.py): a lowercase name wins,
+    an empty one removes its scheme, and under CGI (REQUEST_METHOD set) `HTTP_PROXY` is a
+    request header, not a setting. Here, so that every command does not load urllib.request."""
+    proxies: dict[str, str] = {}
+    for name, value in os.environ.items():
+        name = name.lower()
+        if value and name[-6:] == "_proxy":
+            proxies[name[:-6]] = value
+    if "REQUEST_METHOD" in os.environ:
+        proxies.pop("http", None)
+    for name, value in os.environ.items():
+        if name[-6:] == "_proxy":
+            name = name.lower()
+            if value:
+                proxies[name[:-6]] = value
+            else:
+                proxies.pop(name[:-6], None)
+    return proxies
 
 
 def _env_proxy(proxies: dict[str, str], host: str) -> str | None:
