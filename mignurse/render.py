@@ -8,7 +8,6 @@ and makes no hyperlink: see docs/architecture.md, "Text from outside"."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -82,6 +81,8 @@ def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None 
     if not out.isatty():
         plain_table(header, [r.cells(wide=wide) for r in rows], out)
         return
+    import shutil
+
     from rich.table import Table
     from rich.text import Text
 
@@ -172,6 +173,8 @@ def print_findings(
     """Findings as blocks: severity, id, pool, nodes, deadline; the summary; the newest
     evidence lines; the runbooks that fit. Plain text when piped. `as_of`: what `now` is
     when it is not the present ("collection": a bundle's), so deadlines are moments."""
+    import shutil
+
     from rich.text import Text
 
     out = out or sys.stdout
