@@ -1,0 +1,170 @@
+"""What a command loads before it answers: an on-call engineer runs `mignurse nodes` beside
+`kubectl get nodes`, and every library a read command imports without using it is start-up
+time paid on each run. Each command runs in its own interpreter, as a user runs it, and the
+modules it ended with are read back; a heavy import moved to a module's top is caught here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from mignurse.sim import SimCluster, load_scenario
+
+# Runs one command as `mignurse` does, then writes the names of the modules it loaded.
+WRAPPER = """
+import json, sys
+from mignurse.cli import main
+try:
+    code = main(sys.argv[2:])
+except SystemExit as exc:  # --help and --version end here
+    code = exc.code
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted(sys.modules), out)
+sys.exit(code)
+"""
+
+# What a one-shot read never needs: the app's terminal library, AWS's SDK, the kubernetes
+# client's own package (its __init__ loads pydantic models and OAuth libraries), the
+# runbook engine, the simulator.
+NEVER_FOR_READS = (
+    "textual",
+    "boto3",
+    "botocore",
+    "kubernetes",
+    "pydantic",
+    "mignurse.tui",
+    "mignurse.runner",
+    "mignurse.sim",
+)
+# A piped node table is kubectl's plain text: no rich, no diagnosis.
+NEVER_FOR_THE_NODE_TABLE = (*NEVER_FOR_READS, "rich", "mignurse.diagnose", "mignurse.collect")
+# Help and the version read nothing: no connection, no kubeconfig.
+NEVER_FOR_HELP = (*NEVER_FOR_THE_NODE_TABLE, "urllib3", "yaml", "orjson", "mignurse.cluster")
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    sim = SimCluster(load_scenario("healthy"), speed=0).start()
+    yield sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    sim.stop()
+
+
+def loaded_by(tmp_path: Path, *argv: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    listing = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(listing), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(listing.read_text())), done
+
+
+def among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The packages of `names` that `modules` holds (a package or any module of it)."""
+    return sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in modules))
+
+
+@pytest.mark.parametrize("output", ["table", "json", "wide"])
+def test_the_node_table_loads_no_library_it_does_not_draw_with(
+    kubeconfig: Path, tmp_path: Path, output: str
+) -> None:
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "nodes", "-o", output)
+    assert "ip-10-0-" in done.stdout  # it really listed the nodes
+    assert among(modules, NEVER_FOR_THE_NODE_TABLE) == []
+
+
+def test_a_live_diagnosis_loads_neither_the_app_nor_aws_nor_the_kubernetes_client(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    modules, _done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "mignurse.diagnose.engine" in modules  # it really diagnosed
+    assert among(modules, NEVER_FOR_READS) == []
+
+
+@pytest.mark.parametrize(
+    "argv", [("--help",), ("--version",), ("watch", "--help"), ("collect", "--help")]
+)
+def test_help_and_the_version_load_nothing_that_reaches_a_cluster(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    modules, done = loaded_by(tmp_path, *argv)
+    assert done.stdout.startswith(("usage: mignurse", "mignurse "))
+    assert among(modules, NEVER_FOR_HELP) == []
+
+
+def test_the_past_runs_load_neither_the_app_nor_the_kubernetes_client(tmp_path: Path) -> None:
+    modules, done = loaded_by(tmp_path, "runs")
+    assert done.returncode == 0
+    assert among(modules, ("textual", "kubernetes", "pydantic", "mignurse.tui")) == []
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """An API server that answers an empty node list and keeps each request's headers."""
+
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append({k.lower(): v for k, v in self.headers.items()})
+        body = json.dumps(
+            {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []}
+            if self.path.startswith("/api/v1/nodes")
+            else {"kind": "Status", "code": 404}
+        ).encode()
+        self.send_response(200 if self.path.startswith("/api/v1/nodes") else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_a_user_with_a_name_and_password_is_sent_as_kubectl_sends_it(tmp_path: Path) -> None:
+    """Basic authentication, as the kubernetes client and kubectl send a kubeconfig's
+    username and password (client-go rest.Config Username/Password); no token, no
+    kubernetes package loaded for it."""
+    _Recorder.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = tmp_path / "config"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "basic",
+                    "clusters": [
+                        {
+                            "name": "c",
+                            "cluster": {"server": f"http://127.0.0.1:{server.server_port}/"},
+                        }
+                    ],
+                    "contexts": [{"name": "basic", "context": {"cluster": "c", "user": "u"}}],
+                    "users": [{"name": "u", "user": {"username": "oncall", "password": "pä55"}}],
+                }
+            )
+        )
+        modules, done = loaded_by(tmp_path, "--kubeconfig", str(config), "nodes")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "No GPU nodes" in done.stderr
+    expected = "Basic " + base64.b64encode("oncall:pä55".encode("latin-1")).decode()
+    assert _Recorder.seen and all(h.get("authorization") == expected for h in _Recorder.seen)
+    assert among(modules, ("kubernetes",)) == []
