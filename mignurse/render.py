@@ -14,16 +14,16 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from mignurse.inert import inert, inert_markup
-from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
 
-# rich, the diagnosis and the runner load where they are drawn: `mignurse nodes` piped is
-# kubectl's plain table and needs none of them (a third of its start-up).
+# rich, the node view, the diagnosis and the runner load where they are drawn: `mignurse nodes`
+# piped is kubectl's plain table and needs no rich, `mignurse runs` no node model.
 if TYPE_CHECKING:
     from rich.text import Text
 
     from mignurse.diagnose.findings import Finding
     from mignurse.diagnose.timeline import TimelineEntry
     from mignurse.inertconsole import InertConsole
+    from mignurse.nodeview import NodeRow
     from mignurse.runner.plan import Plan
 
 
@@ -76,6 +76,8 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextI
 
 
 def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None = None) -> None:
+    from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS
+
     out = out or sys.stdout
     header = WIDE_COLUMNS if wide else COLUMNS
     if not out.isatty():
