@@ -6,7 +6,10 @@ modules it ended with are read back; a heavy import moved to a module's top is c
 
 from __future__ import annotations
 
+import argparse
 import base64
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -168,3 +171,37 @@ def test_a_user_with_a_name_and_password_is_sent_as_kubectl_sends_it(tmp_path: P
     expected = "Basic " + base64.b64encode("oncall:pä55".encode("latin-1")).decode()
     assert _Recorder.seen and all(h.get("authorization") == expected for h in _Recorder.seen)
     assert among(modules, ("kubernetes",)) == []
+
+
+def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[object, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            result: object = sorted(vars(parser.parse_args(argv)).items(), key=str)
+        except SystemExit as exc:
+            result = exc.code
+    return result, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["nodes", "-o", "json"],
+        ["--kubeconfig=k", "--context", "c", "diagnose", "--node", "x"],
+        ["--debug", "--read-only", "runbooks", "-o", "json"],
+        ["nodes", "-o", "bogus"],  # the sub-parser's own error
+        ["nodes", "--bogus"],  # the top level's error, with its usage
+        ["nodes", "--help"],
+        ["sim", "serve", "--speed", "x"],
+        ["--context", "nodes"],  # a context named like a command is no command
+        ["--cont", "nodes", "diagnose"],  # an abbreviated flag: the whole parser judges
+        ["bogus"],
+    ],
+)
+def test_a_command_read_by_its_own_sub_parser_reads_as_the_whole_parser_reads_it(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse.cli import build_parser, named_command
+
+    monkeypatch.setenv("COLUMNS", "100")  # both draw their usage for the same terminal
+    assert _parsed(build_parser(named_command(argv)), argv) == _parsed(build_parser(), argv)
