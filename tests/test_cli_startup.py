@@ -11,6 +11,7 @@ import base64
 import contextlib
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -205,3 +206,50 @@ def test_a_command_read_by_its_own_sub_parser_reads_as_the_whole_parser_reads_it
 
     monkeypatch.setenv("COLUMNS", "100")  # both draw their usage for the same terminal
     assert _parsed(build_parser(named_command(argv)), argv) == _parsed(build_parser(), argv)
+
+
+# The collector as a one-shot read leaves it, where that read is the whole process.
+GC_WRAPPER = """
+import gc, json, os, sys
+from mignurse.cli import main
+sys.argv = ["mignurse", *sys.argv[2:]]
+code = main()
+with open(os.environ["GC_OUT"], "w") as out:
+    json.dump({"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}, out)
+sys.exit(code)
+"""
+
+
+def test_a_one_shot_read_does_not_walk_what_it_loaded_again_as_it_exits(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    from mignurse.cli import ONE_SHOT_GC_THRESHOLDS
+
+    out = tmp_path / "gc.json"
+    done = subprocess.run(
+        [sys.executable, "-c", GC_WRAPPER, "-", "--kubeconfig", str(kubeconfig), "nodes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "GC_OUT": str(out)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ip-10-0-" in done.stdout
+    collector = json.loads(out.read_text())
+    assert tuple(collector["threshold"]) == ONE_SHOT_GC_THRESHOLDS
+    assert collector["frozen"] > 10_000  # the modules, classes and answers it ended with
+
+
+def test_a_read_run_inside_another_program_leaves_its_collector_alone(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tests (and any program that calls `main` with its words) keep their collector."""
+    import gc
+
+    from mignurse.cli import main
+
+    before = gc.get_threshold(), gc.get_freeze_count()
+    assert main(["--kubeconfig", str(kubeconfig), "nodes"]) == 0
+    assert "ip-10-0-" in capsys.readouterr().out
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
