@@ -253,3 +253,46 @@ def test_a_read_run_inside_another_program_leaves_its_collector_alone(
     assert main(["--kubeconfig", str(kubeconfig), "nodes"]) == 0
     assert "ip-10-0-" in capsys.readouterr().out
     assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+@pytest.mark.parametrize(
+    ("proxy_env", "reached"),
+    [
+        ({"HTTPS_PROXY": "http://127.0.0.1:{closed}", "NO_PROXY": "127.0.0.1"}, True),
+        ({"https_proxy": "http://127.0.0.1:{closed}", "no_proxy": ".internal,127.0.0.0/8"}, True),
+        ({"HTTPS_PROXY": "http://127.0.0.1:{closed}", "NO_PROXY": "10.0.0.1"}, False),
+        ({"HTTP_PROXY": "http://127.0.0.1:{closed}"}, True),  # http's proxy, not https's
+    ],
+)
+def test_the_environment_s_proxy_is_taken_or_passed_by_as_the_kubernetes_client_chooses(
+    kubeconfig: Path, proxy_env: dict[str, str], reached: bool
+) -> None:
+    """HTTPS_PROXY for an https server unless NO_PROXY names its host or network, as the
+    kubernetes client (kubernetes-client/python v37.0.3 kubernetes/client/rest.py
+    `should_bypass_proxies`) and Go's http.ProxyFromEnvironment choose. The proxy here
+    listens nowhere: a request sent through it fails in one line naming it."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
+    }
+    env.update({k: v.format(closed=closed) for k, v in proxy_env.items()})
+    done = subprocess.run(
+        [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), "nodes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    if reached:
+        assert done.returncode == 0, done.stderr
+        assert "ip-10-0-" in done.stdout
+    else:
+        assert done.returncode != 0
+        assert f"through proxy http://127.0.0.1:{closed}" in done.stderr
