@@ -175,12 +175,20 @@ def print_findings(
     """Findings as blocks: severity, id, pool, nodes, deadline; the summary; the newest
     evidence lines; the runbooks that fit. Plain text when piped. `as_of`: what `now` is
     when it is not the present ("collection": a bundle's), so deadlines are moments."""
+    out = out or sys.stdout
+    tty = out.isatty()
+    lines = [line for f in findings for line in _finding_lines(f, now, evidence, as_of)]
+    if not tty and not _forced_terminal():
+        # What rich writes where it draws no style: each line's text, made inert (rich is
+        # not loaded for it: a tenth of a piped diagnosis's start-up).
+        out.write(
+            "".join(inert("".join(t for t, _ in pieces), lines=True) + "\n" for pieces, _ in lines)
+        )
+        return
     import shutil
 
     from rich.text import Text
 
-    out = out or sys.stdout
-    tty = out.isatty()
     console = console_for(
         out,
         width=shutil.get_terminal_size((120, 24)).columns if tty else 10_000,
@@ -188,33 +196,56 @@ def print_findings(
         no_color=not tty,
         soft_wrap=not tty,  # piped: one line per line, for grep
     )
-    for finding in findings:
-        head = Text()
-        head.append(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, ""))
-        head.append(f"  {finding.id}  ", style="bold")
-        head.append(inert(finding.nodepool or "(no pool)"))
-        if finding.nodes:  # a pool-level finding (a setting at risk) names no node
-            head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
-        if finding.deadline:
-            words = deadline_words(finding.deadline, now, as_of=as_of)
-            head.append(f"  {words}", style="bold")
-        console.print(head)
-        console.print(Text("  " + inert(finding.summary)))
-        # Timeless evidence (settings, labels) first, then the newest timed lines.
-        timeless = [e for e in finding.evidence if e.time is None]
-        timed = sorted((e for e in finding.evidence if e.time), key=lambda e: e.time or now)
-        shown = timeless[:2] + timed[-max(evidence - len(timeless[:2]), 1) :]
-        for item in shown:
-            when = item.time.astimezone(UTC).strftime("%m-%d %H:%M:%S") if item.time else "-"
-            line = f"    {when}  {inert(item.source):<18} {inert(item.text)}"
-            console.print(Text(line, style="dim"))
-        if len(finding.evidence) > len(shown):
-            console.print(
-                Text(f"    … {len(finding.evidence) - len(shown)} more (-o json)", style="dim")
-            )
-        if finding.runbooks:
-            console.print(Text("  runbooks: " + inert(", ".join(finding.runbooks))))
-        console.print()
+    for pieces, style in lines:
+        if not pieces:
+            console.print()
+            continue
+        line = Text(style=style)
+        for text, piece_style in pieces:
+            line.append(text, style=piece_style or None)
+        console.print(line)
+
+
+# A line of a finding's block: its pieces (text, style) and the style of the whole line.
+_Line = tuple[list[tuple[str, str]], str]
+
+
+def _finding_lines(finding: Finding, now: datetime, evidence: int, as_of: str) -> list[_Line]:
+    head = [
+        (finding.severity.upper(), SEVERITY_STYLE.get(finding.severity, "")),
+        (f"  {finding.id}  ", "bold"),
+        (inert(finding.nodepool or "(no pool)"), ""),
+    ]
+    if finding.nodes:  # a pool-level finding (a setting at risk) names no node
+        head.append((f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}", ""))
+    if finding.deadline:
+        head.append((f"  {deadline_words(finding.deadline, now, as_of=as_of)}", "bold"))
+    lines: list[_Line] = [(head, ""), ([("  " + inert(finding.summary), "")], "")]
+    # Timeless evidence (settings, labels) first, then the newest timed lines.
+    timeless = [e for e in finding.evidence if e.time is None]
+    timed = sorted((e for e in finding.evidence if e.time), key=lambda e: e.time or now)
+    shown = timeless[:2] + timed[-max(evidence - len(timeless[:2]), 1) :]
+    for item in shown:
+        when = item.time.astimezone(UTC).strftime("%m-%d %H:%M:%S") if item.time else "-"
+        lines.append(([(f"    {when}  {inert(item.source):<18} {inert(item.text)}", "")], "dim"))
+    if len(finding.evidence) > len(shown):
+        more = f"    … {len(finding.evidence) - len(shown)} more (-o json)"
+        lines.append(([(more, "")], "dim"))
+    if finding.runbooks:
+        lines.append(([("  runbooks: " + inert(", ".join(finding.runbooks)), "")], ""))
+    lines.append(([], ""))
+    return lines
+
+
+def _forced_terminal() -> bool:
+    """Whether rich would draw styles on a pipe: TTY_COMPATIBLE=1, or FORCE_COLOR set to
+    anything but "" (rich 15 `Console.is_terminal`, https://force-color.org/)."""
+    import os
+
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    return os.environ.get("FORCE_COLOR") not in (None, "")
 
 
 def print_timeline(

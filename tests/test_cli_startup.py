@@ -91,12 +91,12 @@ def test_the_node_table_loads_no_library_it_does_not_draw_with(
     assert among(modules, NEVER_FOR_THE_NODE_TABLE) == []
 
 
-def test_a_live_diagnosis_loads_neither_the_app_nor_aws_nor_the_kubernetes_client(
+def test_a_piped_diagnosis_loads_neither_the_app_nor_aws_nor_rich(
     kubeconfig: Path, tmp_path: Path
 ) -> None:
-    modules, _done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
-    assert "mignurse.diagnose.engine" in modules  # it really diagnosed
-    assert among(modules, NEVER_FOR_READS) == []
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout  # it really diagnosed, and printed a finding
+    assert among(modules, (*NEVER_FOR_READS, "rich")) == []
 
 
 @pytest.mark.parametrize(
@@ -296,3 +296,51 @@ def test_the_environment_s_proxy_is_taken_or_passed_by_as_the_kubernetes_client_
     else:
         assert done.returncode != 0
         assert f"through proxy http://127.0.0.1:{closed}" in done.stderr
+
+
+NASTY = [
+    "plain",
+    "tab\there",
+    "line\nfeed",
+    "\x1b]52;c;cGF5bG9hZA==\x07",
+    "\u202egnp.exe",
+    "漢字 é",
+    "👩\u200d🔧 and 🏳️\u200d🌈",
+    "[bold]markup[/]",
+    "cr\rover",
+    "\x9b31m",
+    "zero\u200bwidth",
+    "",
+]
+
+
+@pytest.mark.parametrize("nasty", NASTY)
+def test_a_piped_finding_reads_as_rich_wrote_it(
+    nasty: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped, findings are written without rich; what is written is what rich wrote there
+    (no style on a pipe), byte for byte, whatever the cluster put in the text."""
+    from datetime import UTC, datetime, timedelta
+
+    from mignurse import render
+    from mignurse.diagnose.findings import Evidence, Finding
+
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    now = datetime(2026, 12, 6, 4, 0, tzinfo=UTC)
+    evidence = tuple(
+        Evidence(time=None if i % 3 == 0 else now - timedelta(minutes=i), source=nasty, text=nasty)
+        for i in range(12)
+    )
+    findings = [
+        Finding(
+            "node-repair-loop", "critical", nasty, (nasty, "b"), nasty, evidence, (nasty,), now
+        ),
+        Finding("repair-risk", "info", "", (), nasty),
+    ]
+    plain, drawn = io.StringIO(), io.StringIO()
+    render.print_findings(findings, now + timedelta(seconds=75), out=plain, as_of="collection")
+    monkeypatch.setattr(render, "_forced_terminal", lambda: True)  # rich draws it, unstyled
+    render.print_findings(findings, now + timedelta(seconds=75), out=drawn, as_of="collection")
+    assert plain.getvalue() == drawn.getvalue()
+    assert "\x1b" not in plain.getvalue() and "\u202e" not in plain.getvalue()
