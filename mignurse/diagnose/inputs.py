@@ -21,7 +21,7 @@ from mignurse.evidence import (
     JournalParse,
     OsRelease,
 )
-from mignurse.model import Event, GpuPluginPod, MigState
+from mignurse.model import Event, GpuPluginPod, MigState, Node, NodeClaim
 
 T = TypeVar("T")
 
@@ -185,6 +185,17 @@ class DiagnosisInput:
         """Karpenter's repair policies at the version the controller runs (newest if unknown)."""
         version = self.karpenter.version_tuple if self.karpenter is not None else None
         return repair_tolerations(version)
+
+    @cached_property
+    def gpu_nodes(self) -> tuple[Node, ...]:
+        """The snapshot's GPU nodes, sorted by pool then name (`Snapshot.gpu_nodes`), chosen
+        once for every rule."""
+        return tuple(self.snapshot.gpu_nodes())
+
+    @cached_property
+    def claims_by_node(self) -> Mapping[str, NodeClaim]:
+        """NodeClaims by the Node they became and by provider id (`Snapshot.claims_by_node`)."""
+        return self.snapshot.claims_by_node()
 
     @cached_property
     def events_by_node(self) -> Mapping[str, tuple[Event, ...]]:

@@ -340,7 +340,7 @@ def _node_gpus(node: Node, ident: GpuIdentity, supply: Supply) -> list[Evidence]
 
 def rule(inp: DiagnosisInput) -> list[Finding]:
     findings: list[Finding] = []
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         if not node.mig_config or node.deleting is not None:
             continue
         if node.mig_config_state in MIG_STATES_IN_FLIGHT:

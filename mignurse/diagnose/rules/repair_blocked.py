@@ -88,7 +88,7 @@ def _karpenter_pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
     for node in inp.snapshot.nodes.values():
         if node.pool and node.pool_kind in ("nodepool", "auto"):
             pools.setdefault(node.pool, []).append(node)
-    gpu_pools = {n.pool for n in inp.snapshot.gpu_nodes()}
+    gpu_pools = {n.pool for n in inp.gpu_nodes}
     return {pool: nodes for pool, nodes in pools.items() if pool in gpu_pools}
 
 
