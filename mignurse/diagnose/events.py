@@ -8,9 +8,12 @@ The API server forgets events after about an hour; the local history keeps them 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
+from operator import itemgetter
 
 from mignurse.diagnose.facts import TRANSITION_PREFIX
 from mignurse.diagnose.findings import Evidence
@@ -64,17 +67,56 @@ def parse_transition(event: Event) -> Transition | None:
 def all_events(inp: DiagnosisInput) -> list[Event]:
     """The snapshot's events plus those only the history still holds, one copy each
     (the newest occurrence wins), oldest first. Computed once per input."""
-    return inp.memo("events.all_events", lambda: _all_events(inp))
+    return event_index(inp).events
+
+
+@dataclass(frozen=True, slots=True)
+class EventIndex:
+    """`all_events` read once for every rule, each list oldest first: a rule looks events up
+    by the object they are about instead of scanning every event of the cluster."""
+
+    events: list[Event]
+    by_object: dict[str, list[Event]]  # by involved name, whatever its kind
+    node_names: dict[str, None]  # every name a Node event is about, in order
+    claim_names: dict[str, None]  # every name a NodeClaim event is about, in order
+    node_transitions: dict[str, list[Transition]]  # Nodes' transitions, by Node name
+
+
+def event_index(inp: DiagnosisInput) -> EventIndex:
+    return inp.memo("events.index", lambda: _event_index(inp))
+
+
+def _event_index(inp: DiagnosisInput) -> EventIndex:
+    events = _all_events(inp)
+    by_object: defaultdict[str, list[Event]] = defaultdict(list)
+    node_names: dict[str, None] = {}
+    claim_names: dict[str, None] = {}
+    node_transitions: dict[str, list[Transition]] = {}
+    for event in events:
+        name, kind = event.involved_name, event.involved_kind
+        by_object[name].append(event)
+        if kind == "Node":
+            node_names[name] = None
+            if event.message.startswith(TRANSITION_PREFIX):
+                transition = parse_transition(event)
+                if transition is not None:
+                    node_transitions.setdefault(name, []).append(transition)
+        elif kind == "NodeClaim":
+            claim_names[name] = None
+    return EventIndex(events, dict(by_object), node_names, claim_names, node_transitions)
 
 
 def _all_events(inp: DiagnosisInput) -> list[Event]:
-    merged: dict[str, Event] = {}
-    for event in (*inp.history.events, *inp.snapshot.events):
+    merged: dict[str, tuple[datetime, Event]] = {}
+    held_by_key = merged.get
+    for event in chain(inp.history.events, inp.snapshot.events):
         key = event.uid or f"{event.namespace}/{event.name}"
-        held = merged.get(key)
-        if held is None or event_time(event) >= event_time(held):
-            merged[key] = event
-    return sorted(merged.values(), key=event_time)
+        when = event.last_seen or event.first_seen or _NEVER_BEFORE  # event_time, inlined
+        held = held_by_key(key)
+        if held is None or when >= held[0]:
+            merged[key] = (when, event)
+    # Stable, as sorting the events by event_time: equal times keep their first-seen order.
+    return [event for _, event in sorted(merged.values(), key=itemgetter(0))]
 
 
 def event_time(event: Event) -> datetime:

@@ -17,10 +17,11 @@ from datetime import UTC, datetime, timedelta
 from mignurse.cluster.history import Lifecycle
 from mignurse.diagnose.automode import auto_mode_pool
 from mignurse.diagnose.events import (
+    EventIndex,
     Transition,
-    all_events,
     cause_events,
     event_evidence,
+    event_index,
     event_time,
     parse_transition,
 )
@@ -118,13 +119,8 @@ def replacements(inp: DiagnosisInput, window: timedelta = WINDOW) -> list[Replac
 
 
 def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
-    events = all_events(inp)
-    about = _events_by_object(events)
-    transitions = [t for e in events if (t := parse_transition(e)) is not None]
-    node_transitions: dict[str, list[Transition]] = {}
-    for tr in transitions:
-        if tr.object_kind == "Node":
-            node_transitions.setdefault(tr.object_name, []).append(tr)
+    index = event_index(inp)
+    about, node_transitions = index.by_object, index.node_transitions
     expire = {
         name: parse_go_duration(pool.expire_after) for name, pool in inp.snapshot.nodepools.items()
     }
@@ -145,22 +141,13 @@ def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
     known_nodes = set(inp.snapshot.nodes) | {
         lc.name for lc in inp.history.lifecycles if lc.kind == "Node" and lc.ended is None
     }
-    for rebuilt in _from_events(
-        events, about, node_transitions, set(found), inp, known_nodes, expire
-    ):
+    for rebuilt in _from_events(index, set(found), inp, known_nodes, expire):
         found[rebuilt.claim] = rebuilt
 
     since = inp.now - window
     chosen = [r for r in found.values() if r.ended is None or r.ended >= since]
     chosen.sort(key=lambda r: (r.ended or inp.now, r.claim))
     return chosen
-
-
-def _events_by_object(events: Iterable[Event]) -> dict[str, list[Event]]:
-    index: dict[str, list[Event]] = {}
-    for event in events:
-        index.setdefault(event.involved_name, []).append(event)
-    return index
 
 
 def _about(about: Mapping[str, list[Event]], *names: str) -> list[Event]:
@@ -363,9 +350,7 @@ def _unique(evidence: Iterable[Evidence]) -> tuple[Evidence, ...]:
 
 
 def _from_events(
-    events: list[Event],
-    about: Mapping[str, list[Event]],
-    node_transitions: Mapping[str, list[Transition]],
+    index: EventIndex,
     skip: set[str],
     inp: DiagnosisInput,
     known_nodes: set[str],
@@ -373,18 +358,13 @@ def _from_events(
 ) -> list[Replacement]:
     """NodeClaims gone from the API that only their events remember, each paired with the
     gone Node that was it (no Node twice)."""
+    about, node_transitions = index.by_object, index.node_transitions
     claims = {
-        e.involved_name
-        for e in events
-        if e.involved_kind == "NodeClaim"
-        and e.involved_name not in skip
-        and e.involved_name not in inp.snapshot.nodeclaims
+        name
+        for name in index.claim_names
+        if name not in skip and name not in inp.snapshot.nodeclaims
     }
-    gone_nodes = {
-        e.involved_name
-        for e in events
-        if e.involved_kind == "Node" and e.involved_name and e.involved_name not in known_nodes
-    }
+    gone_nodes = {name for name in index.node_names if name and name not in known_nodes}
     node_registered = {n: _node_registered(about.get(n, ())) for n in gone_nodes}
     paired: set[str] = set()
     out: list[Replacement] = []

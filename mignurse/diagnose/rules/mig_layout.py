@@ -42,6 +42,7 @@ from mignurse.gpu.profiles import (
     MIG_INVALID,
     MODEL_UNKNOWN,
     GpuIdentity,
+    GpuModel,
     Layout,
     describe_counts,
     expected_layout,
@@ -254,7 +255,7 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     mig = evidence.mig if evidence is not None else None
     ok_mig = mig if mig is not None and mig.status == PROBE_OK else None
     ident = identify_gpus(node, ok_mig)
-    layout = expected_layout(config, ident.model)
+    layout = _expected_layout(inp, config, ident.model)
 
     problems: list[str] = []
     found: list[Evidence] = []
@@ -299,6 +300,20 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
             else (RUNBOOK_CORDON_AND_COLLECT,)
         ),
     )
+
+
+def _expected_layout(inp: DiagnosisInput, config: str, model: GpuModel | None) -> Layout | None:
+    """`expected_layout`, worked out once per config and GPU model: a fleet has thousands of
+    nodes but a handful of both."""
+    known: dict[tuple[str, int], tuple[GpuModel | None, Layout | None]] = inp.memo(
+        f"{MIG_LAYOUT_MISMATCH}.layouts", dict
+    )
+    held = known.get((config, id(model)))
+    if held is not None and held[0] is model:
+        return held[1]
+    layout = expected_layout(config, model)
+    known[(config, id(model))] = (model, layout)  # the model is kept, so its id is never reused
+    return layout
 
 
 def _asks(config: str, layout: Layout | None) -> str:
