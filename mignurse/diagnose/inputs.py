@@ -198,6 +198,15 @@ class DiagnosisInput:
         return self.snapshot.claims_by_node()
 
     @cached_property
+    def nodes_by_pool(self) -> Mapping[str, tuple[Node, ...]]:
+        """The snapshot's nodes by pool (NodePool or node group; "" for none), in snapshot
+        order: the 20% guard and the loop rules count a pool's nodes for every node of it."""
+        index: dict[str, list[Node]] = {}
+        for node in self.snapshot.nodes.values():
+            index.setdefault(node.pool, []).append(node)
+        return {pool: tuple(nodes) for pool, nodes in index.items()}
+
+    @cached_property
     def events_by_node(self) -> Mapping[str, tuple[Event, ...]]:
         """Events about each Node, from the API server and the history, deduplicated,
         oldest first."""

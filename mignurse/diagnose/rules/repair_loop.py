@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from mignurse.diagnose.agent_reasons import GPU, agent_reason
@@ -100,7 +101,7 @@ def _finding(
     reps: list[Replacement],
     twin: NodeClaim | None = None,
 ) -> Finding:
-    pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == pool]
+    pool_nodes = inp.nodes_by_pool.get(pool, ())
     auto_mode = (
         auto_mode_pool(inp, pool)
         or any(is_auto_mode(inp, n) for n in pool_nodes)
@@ -260,7 +261,7 @@ def _whats_next(
 
 
 def _current_nodes(
-    pool_nodes: list[Node], type_: str, status: str, reps: list[Replacement]
+    pool_nodes: Sequence[Node], type_: str, status: str, reps: list[Replacement]
 ) -> list[Node]:
     """The pool's nodes whose same condition is unhealthy now: the loop's next victims."""
     if not type_:
