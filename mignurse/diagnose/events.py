@@ -11,13 +11,11 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from itertools import chain
-from operator import itemgetter
+from datetime import datetime
 
 from mignurse.diagnose.facts import TRANSITION_PREFIX
 from mignurse.diagnose.findings import Evidence
-from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.inputs import NEVER_BEFORE, DiagnosisInput
 from mignurse.model import Event, format_time
 
 _TRANSITION = re.compile(
@@ -25,7 +23,7 @@ _TRANSITION = re.compile(
     r"(?P<new>\w+)(?:, Reason: (?P<reason>[^,]*))?(?:, Message: (?P<message>.*))?$",
     re.DOTALL,
 )
-_NEVER_BEFORE = datetime.min.replace(tzinfo=UTC)
+_NEVER_BEFORE = NEVER_BEFORE
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +75,7 @@ class EventIndex:
 
     events: list[Event]
     by_object: dict[str, list[Event]]  # by involved name, whatever its kind
+    by_reason: dict[str, list[Event]]
     node_names: dict[str, None]  # every name a Node event is about, in order
     claim_names: dict[str, None]  # every name a NodeClaim event is about, in order
     node_transitions: dict[str, list[Transition]]  # Nodes' transitions, by Node name
@@ -87,14 +86,17 @@ def event_index(inp: DiagnosisInput) -> EventIndex:
 
 
 def _event_index(inp: DiagnosisInput) -> EventIndex:
-    events = _all_events(inp)
+    events = inp.merged_events.events
     by_object: defaultdict[str, list[Event]] = defaultdict(list)
+    by_reason: defaultdict[str, list[Event]] = defaultdict(list)
     node_names: dict[str, None] = {}
     claim_names: dict[str, None] = {}
     node_transitions: dict[str, list[Transition]] = {}
+    # One pass: 100,000 events scattered in memory cost more to reach than to file.
     for event in events:
         name, kind = event.involved_name, event.involved_kind
         by_object[name].append(event)
+        by_reason[event.reason].append(event)
         if kind == "Node":
             node_names[name] = None
             if event.message.startswith(TRANSITION_PREFIX):
@@ -103,20 +105,9 @@ def _event_index(inp: DiagnosisInput) -> EventIndex:
                     node_transitions.setdefault(name, []).append(transition)
         elif kind == "NodeClaim":
             claim_names[name] = None
-    return EventIndex(events, dict(by_object), node_names, claim_names, node_transitions)
-
-
-def _all_events(inp: DiagnosisInput) -> list[Event]:
-    merged: dict[str, tuple[datetime, Event]] = {}
-    held_by_key = merged.get
-    for event in chain(inp.history.events, inp.snapshot.events):
-        key = event.uid or f"{event.namespace}/{event.name}"
-        when = event.last_seen or event.first_seen or _NEVER_BEFORE  # event_time, inlined
-        held = held_by_key(key)
-        if held is None or when >= held[0]:
-            merged[key] = (when, event)
-    # Stable, as sorting the events by event_time: equal times keep their first-seen order.
-    return [event for _, event in sorted(merged.values(), key=itemgetter(0))]
+    return EventIndex(
+        events, dict(by_object), dict(by_reason), node_names, claim_names, node_transitions
+    )
 
 
 def event_time(event: Event) -> datetime:

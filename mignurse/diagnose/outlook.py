@@ -115,8 +115,8 @@ def pool_health(
 ) -> tuple[int, int]:
     """(nodes matching a repair policy now, nodes) of a pool, as a repair guard counts them:
     counted once per pool and set of policies, not once for each of its nodes."""
-    counted: dict[tuple[str, int], tuple[Mapping[tuple[str, str], timedelta], int, int]] = (
-        inp.memo("outlook.pool_health", dict)
+    counted: dict[tuple[str, int], tuple[Mapping[tuple[str, str], timedelta], int, int]] = inp.memo(
+        "outlook.pool_health", dict
     )
     held = counted.get((pool, id(tolerations)))
     if held is not None and held[0] is tolerations:
