@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose import outlook
+from mignurse.diagnose import replacements as replacements_module
 from mignurse.diagnose.engine import diagnose
 from mignurse.diagnose.events import all_events, event_index
 from mignurse.diagnose.facts import REPAIR_TOLERATIONS, TRANSITION_PREFIX, repair_tolerations
@@ -25,6 +27,8 @@ from mignurse.diagnose.rules import mig_layout, not_ready, notready_loop
 from mignurse.gpu.models import by_instance_type
 from mignurse.gpu.profiles import expected_layout
 from mignurse.model import Condition, Event, Node
+
+from . import test_gone_nodeclaims as gone_claims
 
 NOW = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
 POOL = "gpu-training"
@@ -282,3 +286,35 @@ def test_a_mig_configs_layout_is_worked_out_once_per_gpu_model(
         ("all-1g.10gb", h100[0].name),
         ("all-balanced", "?"),
     ]
+
+
+# -- pairing gone NodeClaims with gone Nodes -------------------------------------------------
+
+
+def test_pairing_many_gone_claims_by_repair_timing_looks_only_at_the_nodes_that_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 40 NodeClaims repaired an hour apart, known only from their events, and 40 gone Nodes
+    # each AcceleratedHardwareReady=False 10 min before its claim drained: each claim pairs
+    # with its own Node, judging that one, not every gone Node (40 x 40).
+    judged: list[str] = []
+    last_unhealthy = replacements_module._last_unhealthy
+
+    def counted(trs: Any, before: datetime | None, type_: str | None = None) -> Any:
+        judged.append(type_ or "")
+        return last_unhealthy(trs, before, type_)
+
+    monkeypatch.setattr(replacements_module, "_last_unhealthy", counted)
+    events: list[Event] = []
+    for k in range(40):
+        failed = NOW - timedelta(hours=k, minutes=20)
+        events += [
+            gone_claims.dcgm_error(f"ip-10-0-{k}-9.ec2.internal", failed),
+            gone_claims.drained(f"{POOL}-c{k:03d}", failed + gone_claims.AHR_TOLERATION),
+        ]
+    found = replacements_module.replacements(gone_claims.cluster(events), timedelta(days=2))
+    assert sorted((r.claim, r.node, r.cause) for r in found) == [
+        (f"{POOL}-c{k:03d}", f"ip-10-0-{k}-9.ec2.internal", "repair") for k in range(40)
+    ]
+    # Pairing judges one Node per claim; the claim's own evidence reads its Node once more.
+    assert len(judged) == 2 * 40
