@@ -239,8 +239,8 @@ def _history_since(
     if not node or unhealthy is None:
         return None
     best: datetime | None = None
-    for tr in inp.history.transitions:
-        if tr.kind != "Node" or tr.name != node or tr.condition != unhealthy[0]:
+    for tr in inp.transitions_by_name.get(("Node", node), ()):
+        if tr.condition != unhealthy[0]:
             continue
         if tr.status != unhealthy[1] or (ended is not None and tr.time > ended):
             continue
