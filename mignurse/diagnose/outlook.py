@@ -115,20 +115,23 @@ def pool_health(
 ) -> tuple[int, int]:
     """(nodes matching a repair policy now, nodes) of a pool, as a repair guard counts them:
     counted once per pool and set of policies, not once for each of its nodes."""
+    # By the policies' id, the policies kept beside the count so that the id is never reused.
     counted: dict[tuple[str, int], tuple[Mapping[tuple[str, str], timedelta], int, int]] = inp.memo(
         "outlook.pool_health", dict
     )
     held = counted.get((pool, id(tolerations)))
-    if held is not None and held[0] is tolerations:
-        return held[1], held[2]
-    members = inp.nodes_by_pool.get(pool, ())
-    unhealthy = sum(1 for n in members if unhealthy_for_repair(n, tolerations))
-    counted[(pool, id(tolerations))] = (tolerations, unhealthy, len(members))  # kept: id stays
-    return unhealthy, len(members)
+    if held is None:
+        members = inp.nodes_by_pool.get(pool, ())
+        unhealthy = sum(1 for n in members if unhealthy_for_repair(n, tolerations))
+        held = counted[(pool, id(tolerations))] = (tolerations, unhealthy, len(members))
+    return held[1], held[2]
 
 
 def _repairs_seen(inp: DiagnosisInput, pool: str) -> bool:
-    return any(r.cause == "repair" and r.pool == pool for r in replacements(inp))
+    repaired = inp.memo(
+        "outlook.repaired_pools", lambda: {r.pool for r in replacements(inp) if r.cause == "repair"}
+    )
+    return pool in repaired
 
 
 def _managed_node_group(
@@ -143,9 +146,11 @@ def _managed_node_group(
     settings = inp.nodegroups.get(group)
     if settings is None:
         action = default_action(type_, status, reason)
-        seen = any(
-            r.group == group and r.unhealthy is not None and r.unhealthy[:2] == (type_, status)
-            for r in mng_repairs(inp)
+        seen = (group, type_, status) in inp.memo(
+            "outlook.mng_repaired_for",
+            lambda: {
+                (r.group, *r.unhealthy[:2]) for r in mng_repairs(inp) if r.unhealthy is not None
+            },
         )
         if seen:
             # It has been replacing nodes for exactly this: enabled, and (for a reason the

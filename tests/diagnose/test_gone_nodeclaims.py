@@ -619,6 +619,23 @@ def test_an_ec2_echo_is_dated_by_its_first_sighting() -> None:
     assert "(drift)" in echo[0].text
 
 
+def test_of_echoes_on_a_gone_claim_and_its_node_the_first_sighted_is_quoted() -> None:
+    # The interruption queue echoes the termination on both objects; the Node's came first.
+    events = [
+        *launched_and_registered(CLAIM, NODE, ago(300)),
+        event(
+            "NodeClaim", CLAIM, "DisruptionTerminating", "Disrupting NodeClaim: Drifted", ago(20)
+        ),
+        event("NodeClaim", CLAIM, "InstanceTerminating", "Instance is terminating", ago(12)),
+        event("Node", NODE, "InstanceTerminating", "Instance is terminating", ago(14)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and (rep.node, rep.cause) == (NODE, "drift")
+    [echo] = [e for e in rep.evidence if "came after the deletion" in e.text]
+    assert echo.time == ago(14)
+    assert f"InstanceTerminating on Node {NODE}" in echo.text
+
+
 def test_events_without_any_time_are_read_without_an_error() -> None:
     # A hand-written or foreign events list may carry no timestamps at all.
     events = [

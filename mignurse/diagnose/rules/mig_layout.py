@@ -305,15 +305,14 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
 def _expected_layout(inp: DiagnosisInput, config: str, model: GpuModel | None) -> Layout | None:
     """`expected_layout`, worked out once per config and GPU model: a fleet has thousands of
     nodes but a handful of both."""
+    # By the model's id, the model kept beside its layout so that the id is never reused.
     known: dict[tuple[str, int], tuple[GpuModel | None, Layout | None]] = inp.memo(
         f"{MIG_LAYOUT_MISMATCH}.layouts", dict
     )
     held = known.get((config, id(model)))
-    if held is not None and held[0] is model:
-        return held[1]
-    layout = expected_layout(config, model)
-    known[(config, id(model))] = (model, layout)  # the model is kept, so its id is never reused
-    return layout
+    if held is None:
+        held = known[(config, id(model))] = (model, expected_layout(config, model))
+    return held[1]
 
 
 def _asks(config: str, layout: Layout | None) -> str:

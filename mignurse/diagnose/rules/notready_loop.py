@@ -145,13 +145,12 @@ def _suspect_mig(node: Node, ready_for: timedelta | None) -> bool:
 
 def node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     """The node's notready-loop finding, or None (node-not-ready asks too: judged once)."""
+    # By the node's id, the node kept beside its verdict so that the id is never reused.
     judged: dict[int, tuple[Node, Finding | None]] = inp.memo(f"{NOTREADY_LOOP}.by-node", dict)
     held = judged.get(id(node))
-    if held is not None and held[0] is node:
-        return held[1]
-    finding = _node_finding(inp, node)
-    judged[id(node)] = (node, finding)  # the node is kept, so its id is never reused
-    return finding
+    if held is None:
+        held = judged[id(node)] = (node, _node_finding(inp, node))
+    return held[1]
 
 
 def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
