@@ -28,10 +28,9 @@ _NEVER_BEFORE = NEVER_BEFORE
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """One Karpenter "Status condition transitioned" event, parsed."""
+    """One Karpenter "Status condition transitioned" event, parsed (the object it is about:
+    `event.involved_kind`, `event.involved_name`)."""
 
-    object_kind: str
-    object_name: str
     type: str
     old: str
     new: str
@@ -48,8 +47,6 @@ def parse_transition(event: Event) -> Transition | None:
     if match is None:
         return None
     return Transition(
-        object_kind=event.involved_kind,
-        object_name=event.involved_name,
         type=match["type"].strip(),
         old=match["old"],
         new=match["new"],
