@@ -254,6 +254,20 @@ def test_the_same_repair_block_told_to_a_claim_and_its_node_pairs_them() -> None
     assert (rep.node, rep.cause) == (NODE, "repair")
 
 
+def test_the_same_unhealthy_flip_told_to_a_claim_and_its_node_at_once_pairs_them() -> None:
+    # Both flipped AcceleratedHardwareReady at the same moment; nothing else ties them (the
+    # drain came long after the repair deadline, the launch events expired).
+    flipped = ago(60)
+    events = [
+        transition("NodeClaim", CLAIM, AHR, "True", "False", "DCGMError", flipped),
+        dcgm_error(NODE, flipped + 3 * SECOND),
+        event("Node", OTHER_NODE, "RegisteredNode", f"Registered Node {OTHER_NODE}", ago(50)),
+        drained(CLAIM, ago(5)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and rep.node == NODE
+
+
 def test_a_node_the_history_still_watches_alive_is_no_gone_claims_node() -> None:
     alive = Lifecycle(
         context="ml-prod",
