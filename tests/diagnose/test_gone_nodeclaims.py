@@ -268,6 +268,37 @@ def test_the_same_unhealthy_flip_told_to_a_claim_and_its_node_at_once_pairs_them
     assert rep is not None and rep.node == NODE
 
 
+def test_a_gone_claim_pairs_with_a_node_notready_its_whole_toleration_less_the_slack() -> None:
+    # Ready=False waits 30 min, the longest toleration: the drain 1 min short of 31 min after
+    # the flip is within the slack of the repair deadline.
+    flipped = ago(40)
+    events = [
+        transition("Node", NODE, "Ready", "True", "False", "KubeletNotReady", flipped),
+        drained(CLAIM, flipped + timedelta(minutes=31)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and (rep.node, rep.cause) == (NODE, "repair")
+
+
+def test_a_gone_claim_pairs_with_the_gone_node_registered_nearest_among_many() -> None:
+    registered = ago(300)
+    others = [f"ip-10-0-9-{k}.us-west-2.compute.internal" for k in range(8)]
+    events = [
+        *launched_and_registered(CLAIM, NODE, registered),
+        *(
+            event("Node", name, "RegisteredNode", f"Registered Node {name}", ago(400 - 11 * k))
+            for k, name in enumerate(others)
+        ),
+        *(
+            event("Node", name, "RegisteredNode", f"Registered Node {name}", ago(290 - 3 * k))
+            for k, name in enumerate(others[:4])
+        ),
+        drained(CLAIM, ago(5)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and rep.node == NODE
+
+
 def test_a_node_the_history_still_watches_alive_is_no_gone_claims_node() -> None:
     alive = Lifecycle(
         context="ml-prod",
