@@ -7,6 +7,7 @@ an odd value becomes an empty one, never an exception.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -53,6 +54,45 @@ NVIDIA_INSTANCE_FAMILIES = frozenset(
 )  # fmt: skip
 
 EMPTY: Mapping[str, str] = {}
+EMPTY_COUNTS: Mapping[str, int] = {}  # shared, like EMPTY: models are never mutated
+
+# A list of a million events or a quarter million nodes repeats the same few strings (the
+# namespace, the reason, the reporting component, every label key and most label values,
+# the condition wording) and the same few thousand timestamps: each kept once, the
+# objects are half the size. Interned strings are freed with the last object that holds
+# them; the timestamp cache is bounded and dropped whole when full.
+_TIMES_KEPT = 16_384
+_times: dict[str, datetime | None] = {}
+# Strings that repeat nearby but are mostly unique over a whole list (an event's object,
+# listed beside that object's other events; its wording): a bounded cache, as interning
+# each would cost an entry in the interpreter's table for every one.
+_NEARBY_KEPT = 4_096
+_nearby: dict[str, str] = {}
+
+
+def shared(value: Any) -> str:
+    """`value` as text, one copy per distinct string (for the strings many objects repeat)."""
+    return sys.intern(value) if type(value) is str else sys.intern(str(value))
+
+
+def shared_or(value: Any, default: str = "") -> str:
+    """A field's text (`default` when it is absent, empty or null), one copy per string."""
+    return shared(value) if value else default
+
+
+def shared_nearby(value: Any) -> str:
+    """A field's text ("" when it is absent, empty or null), one copy among the strings
+    seen lately: for values that repeat in runs but are mostly unique."""
+    if not value:
+        return ""
+    text = value if type(value) is str else str(value)
+    found = _nearby.get(text)
+    if found is not None:
+        return found
+    if len(_nearby) >= _NEARBY_KEPT:
+        _nearby.clear()
+    _nearby[text] = text
+    return text
 
 
 def node_class_group(template_spec: Any) -> str:
@@ -67,10 +107,19 @@ def parse_time(value: Any) -> datetime | None:
     if not value or not isinstance(value, str):
         return None
     try:
-        parsed = datetime.fromisoformat(value)
+        return _times[value]
+    except KeyError:
+        pass
+    try:
+        parsed: datetime | None = datetime.fromisoformat(value)
     except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        parsed = None
+    if parsed is not None and parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    if len(_times) >= _TIMES_KEPT:
+        _times.clear()
+    _times[value] = parsed
+    return parsed
 
 
 def format_time(value: datetime | None) -> str | None:
@@ -127,7 +176,17 @@ def gpu_resources(resources: Any) -> dict[str, int]:
 
 
 def str_map(value: Any) -> Mapping[str, str]:
-    return value if isinstance(value, dict) else EMPTY
+    """A label or annotation map, its values kept once each (keys are shared already: the
+    JSON parser keeps one copy of each short key). Not a dict: the empty map."""
+    if not isinstance(value, dict):
+        return EMPTY
+    if not value:
+        return EMPTY
+    intern = sys.intern
+    try:
+        return {key: intern(text) for key, text in value.items()}
+    except TypeError:  # a value that is not a string: kept as the server sent it
+        return value
 
 
 @dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE in model/__init__.py
@@ -142,10 +201,10 @@ class Condition:
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Condition:
         return cls(
-            type=str(raw.get("type") or ""),
-            status=str(raw.get("status") or "Unknown"),
-            reason=str(raw.get("reason") or ""),
-            message=str(raw.get("message") or ""),
+            type=shared_or(raw.get("type")),
+            status=shared_or(raw.get("status"), "Unknown"),
+            reason=shared_or(raw.get("reason")),
+            message=shared_or(raw.get("message")),
             last_transition=parse_time(raw.get("lastTransitionTime")),
             last_heartbeat=parse_time(raw.get("lastHeartbeatTime")),
         )
@@ -183,7 +242,7 @@ class Taint:
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Taint:
         return cls(
-            str(raw.get("key") or ""), str(raw.get("value") or ""), str(raw.get("effect") or "")
+            shared_or(raw.get("key")), shared_or(raw.get("value")), shared_or(raw.get("effect"))
         )
 
     def __str__(self) -> str:
