@@ -33,8 +33,9 @@ from figures import figure
 PAGE = 500
 TARGET_MB = 1536.0
 
-# generate.py's scale generator: a few pools, and the event backlog of the last hour (events
-# about one pod and reason are merged, so a few more are asked for than are wanted).
+# generate.py's scale generator: a few pools, and the event backlog of the last hour (an
+# event about the same object, reason and wording as an earlier one is merged into it, and
+# one older than the events' time to live is left out, so a fifth more are asked for).
 SCENARIO = textwrap.dedent(
     """
     name: events-{events}
@@ -131,7 +132,7 @@ def main() -> int:
     raised = dict(base_env, MIGNURSE_MAX_LIST_ITEMS=str(2 * args.events + PAGE))
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Path(tmp) / "events.yaml"
-        asked = args.events + args.events // 8
+        asked = args.events + args.events // 5
         scenario.write_text(SCENARIO.format(events=args.events, asked=asked))
         kubeconfig = Path(tmp) / "kubeconfig"
         print(f"building {asked:,} events in the simulator…", file=sys.stderr, flush=True)
