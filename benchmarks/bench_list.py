@@ -29,6 +29,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from figures import figure
+
 PAGE = 500
 
 SERVER = textwrap.dedent(
@@ -184,6 +186,25 @@ def report(results: dict[str, list[dict[str, object]]]) -> int:
     print()
     for name, ok in verdicts:
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    listed = ", ".join(f"{count:,} {plural}" for plural, count in counts.items())  # type: ignore[attr-defined]
+    figure(
+        f"list {listed}, wall",
+        ours,
+        "s",
+        peer="json.loads floor",
+        peer_value=floor,
+        ratio_target=1.5,
+    )
+    figure(f"list {listed}, peak RSS", median("mignurse", "peak_rss_mb"), "MB", target=500)
+    if "k8s-default" in results:  # at least 5x faster: at most 0.2 of its time
+        figure(
+            f"list {listed} beside the kubernetes client's own models, wall",
+            ours,
+            "s",
+            peer="k8s-default",
+            peer_value=median("k8s-default", "seconds"),
+            ratio_target=0.2,
+        )
     return 0 if all(ok for _, ok in verdicts) else 1
 
 

@@ -41,7 +41,7 @@ from mignurse.model.fields import (
     parse_time,
     shared,
     shared_nearby,
-    shared_or,
+    shared_texts,
     str_map,
 )
 
@@ -82,6 +82,13 @@ class Node:
         pool, pool_kind = _pool_of(labels)
         provider_id = str(spec.get("providerID") or "")
         taints = spec.get("taints")
+        os_image, kernel, runtime, kubelet, architecture = shared_texts(
+            info.get("osImage") or "",
+            info.get("kernelVersion") or "",
+            info.get("containerRuntimeVersion") or "",
+            info.get("kubeletVersion") or "",
+            info.get("architecture") or labels.get(LABEL_ARCH) or "",
+        )
         return cls(
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
@@ -99,11 +106,11 @@ class Node:
             zone=labels.get(LABEL_ZONE, ""),
             provider_id=provider_id,
             instance_id=instance_id_from_provider_id(provider_id),
-            os_image=shared_or(info.get("osImage")),
-            kernel=shared_or(info.get("kernelVersion")),
-            container_runtime=shared_or(info.get("containerRuntimeVersion")),
-            kubelet_version=shared_or(info.get("kubeletVersion")),
-            architecture=shared_or(info.get("architecture") or labels.get(LABEL_ARCH, "")),
+            os_image=os_image,
+            kernel=kernel,
+            container_runtime=runtime,
+            kubelet_version=kubelet,
+            architecture=architecture,
             conditions=parse_conditions(status.get("conditions")),
             taints=tuple(Taint.from_api(t) for t in taints if isinstance(t, dict))
             if isinstance(taints, list)
@@ -221,22 +228,29 @@ class Event:
         # reason, reporting component and host always; the object's name and uid (one
         # pod's Scheduled, Pulled, Started, … are listed side by side) and the wording
         # among the strings seen lately.
+        namespace, kind, reason, type_, component, host = shared_texts(
+            meta.get("namespace") or "",
+            involved.get("kind") or "",
+            raw.get("reason") or "",
+            raw.get("type") or "Normal",
+            source.get("component")
+            or raw.get("reportingComponent")
+            or raw.get("reportingController")
+            or "",
+            source.get("host") or "",
+        )
         return cls(
-            namespace=shared_or(meta.get("namespace")),
+            namespace=namespace,
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            involved_kind=shared_or(involved.get("kind")),
+            involved_kind=kind,
             involved_name=shared_nearby(involved.get("name")),
             involved_uid=shared_nearby(involved.get("uid")),
-            reason=shared_or(raw.get("reason")),
+            reason=reason,
             message=shared_nearby(raw.get("message") or raw.get("note")),
-            type=shared_or(raw.get("type"), "Normal"),
-            source=shared_or(
-                source.get("component")
-                or raw.get("reportingComponent")
-                or raw.get("reportingController")
-            ),
-            host=shared_or(source.get("host")),
+            type=type_,
+            source=component,
+            host=host,
             first_seen=parse_time(first),
             last_seen=parse_time(last),
             count=int(series.get("count") or raw.get("count") or 1),
@@ -286,15 +300,21 @@ class Pod:
             for c in status.get("conditions") or ()
             if isinstance(c, dict)
         )
+        namespace, node_name, phase, owner_kind = shared_texts(
+            meta.get("namespace") or "",
+            spec.get("nodeName") or "",
+            status.get("phase") or "",
+            owner.get("kind") or "",
+        )
         return cls(
-            namespace=shared_or(meta.get("namespace")),
+            namespace=namespace,
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            node_name=shared_or(spec.get("nodeName")),
+            node_name=node_name,
             claims=pod_claim_names(raw),
-            phase=shared_or(status.get("phase")),
+            phase=phase,
             ready=ready,
-            owner_kind=shared_or(owner.get("kind")),
+            owner_kind=owner_kind,
             created=parse_time(meta.get("creationTimestamp")),
             deleting=parse_time(meta.get("deletionTimestamp")),
             restarts=sum(max(0, parse_count(s.get("restartCount"))) for s in statuses),

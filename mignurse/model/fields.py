@@ -70,14 +70,29 @@ _NEARBY_KEPT = 4_096
 _nearby: dict[str, str] = {}
 
 
+_intern = sys.intern
+
+
 def shared(value: Any) -> str:
     """`value` as text, one copy per distinct string (for the strings many objects repeat)."""
-    return sys.intern(value) if type(value) is str else sys.intern(str(value))
+    return _intern(value) if type(value) is str else _intern(str(value))
 
 
 def shared_or(value: Any, default: str = "") -> str:
     """A field's text (`default` when it is absent, empty or null), one copy per string."""
     return shared(value) if value else default
+
+
+def shared_texts(*values: Any) -> tuple[str, ...]:
+    """Each value as text ("" when empty or null), one copy per distinct string: one call
+    for all of an object's repeated fields, at the speed of `map`."""
+    try:
+        return tuple(map(_intern, values))
+    except TypeError:  # one that is not text (or is null): each one alone
+        return tuple(
+            _intern(value if type(value) is str else str(value)) if value else ""
+            for value in values
+        )
 
 
 def shared_nearby(value: Any) -> str:
@@ -182,9 +197,8 @@ def str_map(value: Any) -> Mapping[str, str]:
         return EMPTY
     if not value:
         return EMPTY
-    intern = sys.intern
     try:
-        return {key: intern(text) for key, text in value.items()}
+        return dict(zip(value, map(_intern, value.values()), strict=True))
     except TypeError:  # a value that is not a string: kept as the server sent it
         return value
 
@@ -200,11 +214,17 @@ class Condition:
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Condition:
+        type_, status, reason, message = shared_texts(
+            raw.get("type") or "",
+            raw.get("status") or "Unknown",
+            raw.get("reason") or "",
+            raw.get("message") or "",
+        )
         return cls(
-            type=shared_or(raw.get("type")),
-            status=shared_or(raw.get("status"), "Unknown"),
-            reason=shared_or(raw.get("reason")),
-            message=shared_or(raw.get("message")),
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message,
             last_transition=parse_time(raw.get("lastTransitionTime")),
             last_heartbeat=parse_time(raw.get("lastHeartbeatTime")),
         )
@@ -241,9 +261,10 @@ class Taint:
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Taint:
-        return cls(
-            shared_or(raw.get("key")), shared_or(raw.get("value")), shared_or(raw.get("effect"))
+        key, value, effect = shared_texts(
+            raw.get("key") or "", raw.get("value") or "", raw.get("effect") or ""
         )
+        return cls(key, value, effect)
 
     def __str__(self) -> str:
         value = f"={self.value}" if self.value else ""
