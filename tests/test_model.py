@@ -391,3 +391,8 @@ def test_a_long_run_of_distinct_times_and_messages_keeps_the_caches_bounded() ->
         fields.shared_nearby(f"Back-off restarting failed container in pod job-{index}")
     assert 0 < len(fields._times) <= fields._TIMES_KEPT
     assert 0 < len(fields._nearby) <= fields._NEARBY_KEPT
+    # A hostile server's megabyte-long "timestamp" or message is never kept past its object.
+    huge = "2026-11-29T02:00:00Z" + "9" * 2**20
+    assert parse_time(huge) is None and huge not in fields._times
+    message = "x" * 2**20
+    assert fields.shared_nearby(message) == message and message not in fields._nearby

@@ -67,7 +67,9 @@ _times: dict[str, datetime | None] = {}
 # listed beside that object's other events; its wording): a bounded cache, as interning
 # each would cost an entry in the interpreter's table for every one.
 _NEARBY_KEPT = 4_096
+_NEARBY_LONGEST = 1_024
 _nearby: dict[str, str] = {}
+_TIME_LONGEST = 64  # RFC 3339 with nanoseconds and an offset is 35 characters
 
 
 _intern = sys.intern
@@ -76,11 +78,6 @@ _intern = sys.intern
 def shared(value: Any) -> str:
     """`value` as text, one copy per distinct string (for the strings many objects repeat)."""
     return _intern(value) if type(value) is str else _intern(str(value))
-
-
-def shared_or(value: Any, default: str = "") -> str:
-    """A field's text (`default` when it is absent, empty or null), one copy per string."""
-    return shared(value) if value else default
 
 
 def shared_texts(*values: Any) -> tuple[str, ...]:
@@ -101,6 +98,8 @@ def shared_nearby(value: Any) -> str:
     if not value:
         return ""
     text = value if type(value) is str else str(value)
+    if len(text) > _NEARBY_LONGEST:  # kept past the list, a cache of long ones would weigh
+        return text
     found = _nearby.get(text)
     if found is not None:
         return found
@@ -131,9 +130,10 @@ def parse_time(value: Any) -> datetime | None:
         parsed = None
     if parsed is not None and parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    if len(_times) >= _TIMES_KEPT:
-        _times.clear()
-    _times[value] = parsed
+    if len(value) <= _TIME_LONGEST:
+        if len(_times) >= _TIMES_KEPT:
+            _times.clear()
+        _times[value] = parsed
     return parsed
 
 
