@@ -8,6 +8,7 @@ import gc
 import http.server
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ class Pages:
     total: int
     remaining: bool = False
     requests: list[int] = field(default_factory=list)
+    mark: str = field(default_factory=lambda: uuid.uuid4().hex)  # this list's items alone
 
     def body(self, start: int) -> bytes:
         count = min(PAGE, self.total - start)
@@ -39,12 +41,13 @@ class Pages:
             meta["continue"] = str(start + count)
             if self.remaining:
                 meta["remainingItemCount"] = self.total - start - count
-        items = [event(start + i) for i in range(count)]
+        items = [event(start + i, self.mark) for i in range(count)]
         return json.dumps({"kind": "EventList", "metadata": meta, "items": items}).encode()
 
 
-def event(index: int) -> dict[str, Any]:
+def event(index: int, mark: str) -> dict[str, Any]:
     return {
+        "mark": mark,
         "metadata": {"name": f"gpu-job-{index}.18a2", "namespace": "team-llm", "uid": str(index)},
         "involvedObject": {"kind": "Pod", "name": f"gpu-job-{index}", "namespace": "team-llm"},
         "reason": "BackOff",
@@ -164,13 +167,13 @@ def test_list_pages_refuses_a_list_said_to_be_past_the_cap_at_its_first_page(
     assert pages.requests == [0]
 
 
-def _live_items_of_pages_before(page: int) -> int:
-    """Decoded list items still alive from pages before `page` (each holds a dict, so the
-    collector tracks it)."""
+def _live_items_of_pages_before(mark: str, page: int) -> int:
+    """Decoded items of this list still alive from pages before `page` (each holds a dict,
+    so the collector tracks it)."""
     return sum(
         1
         for obj in gc.get_objects()
-        if type(obj) is dict and "involvedObject" in obj and obj.get("page", page) < page
+        if type(obj) is dict and obj.get("mark") == mark and obj["page"] < page
     )
 
 
@@ -179,13 +182,14 @@ def test_each_page_is_let_go_once_its_events_are_built(
     serve: Callable[[Pages], ClusterClient], monkeypatch: pytest.MonkeyPatch, page_bytes: int
 ) -> None:
     monkeypatch.setattr(pages_module, "WHOLE_PAGE_BYTES", page_bytes)
-    client = serve(Pages(6 * PAGE))
+    pages = Pages(6 * PAGE)
+    client = serve(pages)
     alive: dict[int, int] = {}
 
     def parse(raw: dict[str, Any]) -> Event:
         page = raw["page"]
         if page not in alive:  # the first object of each page: what of earlier pages lives
-            alive[page] = _live_items_of_pages_before(page)
+            alive[page] = _live_items_of_pages_before(pages.mark, page)
         return Event.from_api(raw)
 
     listing = client.list(EVENTS, parse)
