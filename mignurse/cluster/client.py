@@ -713,34 +713,36 @@ class ClusterClient:
             resource_version = ""
             try:
                 pages = _prefetched(self._page_bodies(resource, **selectors))
-                for body, page_version, remaining in pages:
-                    with paused_gc():
-                        whole = _page_list(body, resource)
-                        over = False
-                        if whole is None:  # a page too large to parse whole: walked
-                            if len(items) + remaining > cap and not cut:
-                                raise BadAnswer(_too_many(resource))
-                            for raw in _page_items(body, resource):
-                                if len(items) >= cap:
-                                    if not cut:
-                                        raise BadAnswer(_too_many(resource))
-                                    over = True
-                                    break
-                                items.append(_parsed(parse, raw, resource, len(items)))
-                        else:
-                            del body
-                            room = cap - len(items)
-                            over = len(whole) > room or (len(whole) == room and remaining > 0)
-                            if len(whole) + remaining > room and not cut:
-                                raise BadAnswer(_too_many(resource))
-                            _parse_into(items, whole[:room], parse, resource)
-                        # The page's JSON freed while the collector is still paused: alive
-                        # past it, the collector's next pass would walk all of it.
-                        del whole
-                    resource_version = page_version
-                    if over:
-                        pages.close()
-                        return Listing(items, resource_version, cut=True)
+                try:
+                    for body, page_version, remaining in pages:
+                        with paused_gc():
+                            whole = _page_list(body, resource)
+                            over = False
+                            if whole is None:  # a page too large to parse whole: walked
+                                if len(items) + remaining > cap and not cut:
+                                    raise BadAnswer(_too_many(resource))
+                                for raw in _page_items(body, resource):
+                                    if len(items) >= cap:
+                                        if not cut:
+                                            raise BadAnswer(_too_many(resource))
+                                        over = True
+                                        break
+                                    items.append(_parsed(parse, raw, resource, len(items)))
+                            else:
+                                del body
+                                room = cap - len(items)
+                                over = len(whole) > room or (len(whole) == room and remaining > 0)
+                                if len(whole) + remaining > room and not cut:
+                                    raise BadAnswer(_too_many(resource))
+                                _parse_into(items, whole[:room], parse, resource)
+                            # The page's JSON freed while the collector is still paused: alive
+                            # past it, the collector's next pass would walk all of it.
+                            del whole
+                        resource_version = page_version
+                        if over:
+                            return Listing(items, resource_version, cut=True)
+                finally:  # a refusal or a cut: the thread fetching ahead stops
+                    pages.close()
             except Expired:
                 continue
             return Listing(items, resource_version)
