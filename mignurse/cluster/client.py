@@ -26,14 +26,12 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
+from mignurse.cluster import kubeconfig as k8s_config
 from mignurse.cluster import kubeconfig as kubeconfig_files
+from mignurse.cluster import transport as k8s_client
 from mignurse.cluster.deadline import Deadline, DeadlinePassed, guard_pools
-from mignurse.cluster.kubeconfig import one_line
+from mignurse.cluster.kubeconfig import ConfigException, one_line
 from mignurse.cluster.pages import (
     PageError,
     check_depth,
@@ -41,6 +39,7 @@ from mignurse.cluster.pages import (
     page_items,
     why_not_json,
 )
+from mignurse.cluster.transport import ApiException
 from mignurse.gcpause import paused_gc
 from mignurse.inert import inert
 from mignurse.untrusted import (
