@@ -15,9 +15,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from kubernetes import client as k8s_client
 
 from mignurse.cluster import pages as pages_module
+from mignurse.cluster import transport
 from mignurse.cluster.client import EVENTS, BadAnswer, ClusterClient, ContextInfo
 from mignurse.model import Event
 
@@ -92,10 +92,10 @@ def serve() -> Iterator[Callable[[Pages], ClusterClient]]:
         server.pages = pages
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
-        configuration = k8s_client.Configuration()
+        configuration = transport.Configuration()
         configuration.host = f"http://127.0.0.1:{server.server_port}"
         info = ContextInfo("paging", "c", configuration.host, "u")
-        return ClusterClient(k8s_client.ApiClient(configuration), info)
+        return ClusterClient(transport.ApiClient(configuration), info)
 
     yield start
     for server in servers:
