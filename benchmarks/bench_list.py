@@ -51,7 +51,6 @@ CHILD = textwrap.dedent(
     mode, kubeconfig, page = sys.argv[1], sys.argv[2], int(sys.argv[3])
     from mignurse.cluster.client import ClusterClient, NODES, EVENTS
     from mignurse.model import Node, Event
-    from kubernetes import client as k8s
     api = ClusterClient.connect(kubeconfig=kubeconfig)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     counts = {}
@@ -87,7 +86,9 @@ CHILD = textwrap.dedent(
         paused_seconds = time.perf_counter() - t0
         gc.enable()
     else:
-        core = k8s.CoreV1Api(api.api)
+        # The kubernetes client itself, from the same kubeconfig (mignurse no longer uses it).
+        from kubernetes import client as k8s, config as k8s_config
+        core = k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=kubeconfig))
         for name, call in (("nodes", core.list_node),
                            ("events", core.list_event_for_all_namespaces)):
             n, token = 0, None
