@@ -486,6 +486,11 @@ PASSES = 3
 # newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
+# The same words choose the lines whose views are read (`_mask_views`), so a word cannot be
+# narrowed to the shape its own rule needs without losing masks: `://` only leads to a
+# url-credentials mask when user info follows, but a probe's `Get "http://…"` line is also
+# what has its JSON strings decoded, and a key spelled with escapes there (\u0041KIA…) is
+# found in that view.
 TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
