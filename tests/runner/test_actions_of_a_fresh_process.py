@@ -50,7 +50,8 @@ def test_a_runbook_step_imports_only_its_own_action_s_module() -> None:
         "from mignurse.runner.schema import load_runbooks\n"
         "book = load_runbooks()['cordon']\n"
         "assert [s.make().name for s in book.steps]\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('mignurse.runner.steps.'))))\n"
+        "steps = [m for m in sys.modules if m.startswith('mignurse.runner.steps.')]\n"
+        "print(json.dumps(steps))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
