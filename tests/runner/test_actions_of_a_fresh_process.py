@@ -59,3 +59,10 @@ def test_a_runbook_step_imports_only_its_own_action_s_module() -> None:
     loaded = set(json.loads(done.stdout))
     wanted = {MODULES[step.action] for step in load_runbooks()["cordon"].steps}
     assert loaded == wanted
+
+
+def test_the_pause_record_the_runbook_writes_is_the_one_the_diagnosis_reads() -> None:
+    from mignurse.diagnose.inputs import REPAIR_PAUSED_ANNOTATION
+    from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
+
+    assert ANNOTATION_PAUSED == REPAIR_PAUSED_ANNOTATION
