@@ -390,3 +390,46 @@ def test_a_kubeconfig_that_skips_tls_verification_prints_no_warning_as_kubectl_p
                 stacklevel=1,
             )
     assert [str(w.message).split("'")[1] for w in caught] == ["10.0.0.9"]
+
+
+# Listing the runbooks reads their YAML and each step's harm: none of the collector, its
+# redaction rules, the diagnosis, the fleet view, node access or AWS's SDK runs.
+NEVER_FOR_THE_RUNBOOK_LIST = (
+    "textual",
+    "boto3",
+    "botocore",
+    "kubernetes",
+    "mignurse.tui",
+    "mignurse.sim",
+    "mignurse.collect",
+    "mignurse.diagnose.engine",
+    "mignurse.diagnose.rules",
+    "mignurse.diagnose.sources",
+    "mignurse.evidence",
+    "mignurse.fleetview",
+    "mignurse.nodeaccess",
+    "mignurse.cluster.history",
+)
+
+
+def test_the_runbook_list_loads_no_step_s_collector_diagnosis_or_aws_sdk(
+    tmp_path: Path,
+) -> None:
+    modules, done = loaded_by(tmp_path, "runbooks")
+    assert "pause-node-repair" in done.stdout and "reapply-mig-no-hooks" in done.stdout
+    assert among(modules, NEVER_FOR_THE_RUNBOOK_LIST) == []
+
+
+def test_a_live_diagnosis_loads_none_of_the_offline_readers(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A bundle's readers (the bounded tar reader, each node's files) serve `--from` only."""
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout
+    offline = (
+        "mignurse.diagnose.sources.offline",
+        "mignurse.diagnose.sources.files",
+        "mignurse.diagnose.sources.node_files",
+        "tarfile",
+    )
+    assert among(modules, offline) == []
