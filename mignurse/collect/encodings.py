@@ -682,14 +682,22 @@ def _views(
     wanted = _CHILDREN[kind]
     # pieces of a message split over CRI partial lines are seen joined, never alone
     triggered = _whole(text, lines_at(text, trigger_positions(text)))
+    # a JSON escape can spell a trigger word (`\u0041KIA`, `http:\/\/`): such lines are
+    # unescaped too, and the rules see the word in the view
+    spelled = (
+        _whole(text, lines_at(text, _word_escapes(text)))
+        if "json" in wanted and '"' in text
+        else []
+    )
     made: list[tuple[str, View | None]] = []
-    if triggered:
-        if "separated" in wanted:
+    if triggered or spelled:
+        if triggered and "separated" in wanted:
             made.append(("separated", _separated(text, triggered, parent)))
-        if "prefixed" in wanted:
+        if triggered and "prefixed" in wanted:
             made.append(("prefixed", _prefixed(text, triggered, parent)))
         if "json" in wanted and '"' in text:
-            made.append(("json", _json_strings(text, triggered, parent)))
+            json_lines = sorted(set(triggered) | set(spelled)) if spelled else triggered
+            made.append(("json", _json_strings(text, json_lines, parent)))
     if "url" in wanted and ("%" in text or "+" in text):
         form = "+" in text and "=" in text
         encoded = (_URL_FINDER if form else _PERCENT_FINDER).last_characters(text)
@@ -895,6 +903,20 @@ def _holds_partial_tag(text: str) -> bool:
     it ran (a search for a word with spaces around it is slow for `str.find` in a log)."""
     found = _PARTIAL_TAG.last_characters(text)
     return " P " in text if found is None else bool(found)
+
+
+def _word_escapes(text: str) -> list[int]:
+    """Where a JSON escape that can stand for a letter, digit or `/` begins (`\\u`, `\\/`):
+    the other escapes (RFC 8259 section 7) stand for quotes, backslashes and control
+    characters, which no trigger word holds but `"kind":"secret"`, a trigger in its escaped
+    spelling too."""
+    found: list[int] = []
+    for escape in ("\\u", "\\/"):
+        at = text.find(escape)
+        while at != -1:
+            found.append(at)
+            at = text.find(escape, at + 2)
+    return found
 
 
 def _whole(text: str, lines: list[Span]) -> list[Span]:

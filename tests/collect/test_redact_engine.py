@@ -257,3 +257,36 @@ def test_trigger_positions_after_masks_are_those_a_new_scan_gives(
     fresh = redact._Scan(masked)
     for trigger in redact.TRIGGERS:
         assert carried.positions(trigger) == fresh.positions(trigger), (trigger, masked)
+
+
+# A client that logs a JSON body quotes it with its own escapes: Go's encoding/json writes
+# `\u003c`-style escapes for <, > and & and `json.dumps` with ensure_ascii writes `\uXXXX` for
+# every non-ASCII letter (docs.python.org/3/library/json.html#json.dumps); a JavaScript or
+# PHP encoder writes `\/` for every slash (php.net/manual/en/function.json-encode.php,
+# JSON_UNESCAPED_SLASHES). The word a rule waits for is then only in the unescaped string.
+SPELLED_WITH_ESCAPES = (
+    (
+        'I1129 03:12:01.000001    2391 prober.go:107] "Probe failed" output="\\u0041KIA'
+        'IOSFODNN7EXAMPLE"\n',
+        "AKIAIOSFODNN7EXAMPLE"[4:],
+    ),
+    (
+        'Nov 29 03:12:01.000001 ip-10-0-1-2 app[81]: {"registry":"https:\\/\\/deploy:'
+        'Sup3r-S3cret@artifacts.corp.example.com\\/v2"}\n',
+        "Sup3r-S3cret",
+    ),
+)
+
+
+@pytest.mark.parametrize(("line", "secret"), SPELLED_WITH_ESCAPES)
+@pytest.mark.parametrize("engine", ["hyperscan", "python"])
+def test_a_secret_whose_trigger_word_is_spelled_with_json_escapes_is_masked(
+    monkeypatch: pytest.MonkeyPatch, line: str, secret: str, engine: str
+) -> None:
+    if engine == "python":
+        monkeypatch.setattr(scanner, "_hyperscan", None)
+    elif scanner.engine_name() == "Python str.find":
+        pytest.skip("no Hyperscan wheel on this machine")
+    masked, counts = mask_secrets("kubelet.log", line.encode())
+    assert secret.encode() not in masked, masked
+    assert counts
