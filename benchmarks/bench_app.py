@@ -110,17 +110,20 @@ def _ended(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 gc_pauses: dict[str, float] = {}  # per phase: the longest collection on the UI thread (CPU)
+collections: list[tuple[float, str, str, int]] = []  # ms, phase, thread, generation
 _gc_started = 0.0
 
 
 def _gc_timer(stage: str, info: dict[str, int]) -> None:
     global _gc_started
-    if threading.current_thread() is not threading.main_thread():
-        return
     if stage == "start":
         _gc_started = time.thread_time()
-    else:
-        gc_pauses[phase] = max(gc_pauses.get(phase, 0.0), time.thread_time() - _gc_started)
+        return
+    spent = time.thread_time() - _gc_started
+    thread = threading.current_thread()
+    collections.append((spent * 1000, phase, thread.name, info["generation"]))
+    if thread is threading.main_thread():
+        gc_pauses[phase] = max(gc_pauses.get(phase, 0.0), spent)
 
 
 def instrument() -> None:
@@ -307,6 +310,14 @@ def main() -> None:
         f"{gc_pauses.get('start', 0) * 1000:.0f} ms of CPU"
     )
     print(f"peak RSS of the app's process: {peak:.0f} MB")
+    longest = sorted(collections, reverse=True)[:5]
+    print(
+        "longest collections, any thread: "
+        + "; ".join(
+            f"{ms:.0f} ms generation {gen} on {thread} ({when})"
+            for ms, when, thread, gen in longest
+        )
+    )
     finding = marks.get("first finding on screen", float("inf"))
     critical = marks.get("first critical finding on screen", float("inf"))
     whole = marks["first whole diagnosis on screen"]

@@ -29,6 +29,7 @@ from mignurse.cluster.client import (
 )
 from mignurse.cluster.dra import resource_slices
 from mignurse.cluster.snapshot import PARSERS, ClusterState
+from mignurse.gcpause import freeze_survivors
 
 WATCH_TIMEOUT_SECONDS = 300
 MAX_BACKOFF_SECONDS = 30.0
@@ -153,6 +154,7 @@ class ClusterWatcher:
                     self.state.replace(resource.plural, listing.items)
                     version = listing.resource_version
                     del listing
+                    freeze_survivors()  # the listed state, out of every later collection
                     self._synced[resource.plural].set()
                     self._report(ResourceStatus(resource.plural, synced=True))
                 for event in self.client.watch(
