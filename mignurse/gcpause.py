@@ -40,10 +40,12 @@ def paused_gc() -> Iterator[None]:
 
 def freeze_survivors() -> None:
     """Move every object alive now out of the collector's walks (gc.freeze): called once a
-    big listing is held, since it lives as long as the session. A full collection over
-    scale-5000's listed state takes a quarter of a second of CPU, holding the GIL, so it
-    stalls the app's event loop whichever thread runs it (benchmarks/bench_app.py); frozen,
-    those objects are never walked again. Reference counting still frees each one the state
-    drops later; only cyclic garbage among them would stay, and the models hold no cycles.
-    """
+    big listing is held, after a burst of watched changes and after each whole diagnosis.
+    A full collection over scale-5000's state takes a quarter of a second of CPU, holding
+    the GIL, so it stalls the app's event loop whichever thread runs it
+    (benchmarks/bench_app.py); frozen, those objects are never walked again. Reference
+    counting still frees each one dropped later; only cyclic garbage among them would stay,
+    so the young generations (cheap: a few thousand objects) are collected first and the
+    models hold no cycles."""
+    gc.collect(1)
     gc.freeze()

@@ -44,6 +44,9 @@ class ResourceStatus:
 
 
 EVENTS_WAIT_FOR_NODES_SECONDS = 10.0
+# Watched changes between two freezes of what they built (see mignurse/gcpause.py): a minute
+# of scale-5000's heartbeats replaces every Node object.
+FREEZE_EVERY_CHANGES = 2000
 
 
 class ClusterWatcher:
@@ -71,6 +74,7 @@ class ClusterWatcher:
         self._open: dict[str, Any] = {}
         self._open_lock = threading.Lock()
         self._synced = {r.plural: threading.Event() for r in self.resources}
+        self._changes = 0  # applied since the last freeze, every resource together
         self.status: dict[str, ResourceStatus] = {
             r.plural: ResourceStatus(r.plural, synced=False) for r in self.resources
         }
@@ -132,6 +136,10 @@ class ClusterWatcher:
         server's fault, reported like any failed watch (the thread goes on)."""
         try:
             self.state.apply(resource.plural, change, raw)
+            self._changes += 1  # a lost increment between threads only delays a freeze
+            if self._changes >= FREEZE_EVERY_CHANGES:
+                self._changes = 0
+                freeze_survivors()
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
             raise BadAnswer(
                 f"the API server's watch of {resource.qualified} sent an object mignurse "

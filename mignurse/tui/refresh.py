@@ -35,6 +35,7 @@ from mignurse.cluster.watcher import ResourceStatus
 from mignurse.diagnose.engine import Diagnosis, RuleResult, all_rules, combine, diagnose_stream
 from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
 from mignurse.fleetview import UNPOOLED, PoolRow, fleet_rows
+from mignurse.gcpause import freeze_survivors
 from mignurse.inert import inert_markup as escape
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, NodeRow, bundle_row, format_age, node_rows
 from mignurse.render import SEVERITY_STYLE
@@ -309,6 +310,8 @@ class Refresher:
             self.fleet_base = fleet_rows(inp, diagnosis)
             self.badges = badges(diagnosis.findings)
             self.whole_sent = True
+        del inp  # its indexes go before the freeze
+        freeze_survivors()  # what the state gained since, out of the UI thread's collections
         send(update)
 
     def _update(self, rules_done: int, rules: int, lacks: str) -> DiagnosisUpdate:
