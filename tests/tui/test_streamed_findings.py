@@ -13,6 +13,7 @@ import pytest
 
 from mignurse import session
 from mignurse.cluster.client import DEFAULT_PAGE_SIZE, ClusterClient
+from mignurse.diagnose.engine import CRITICAL_FIRST, all_rules, combine, diagnose, diagnose_stream
 from mignurse.diagnose.findings import CRITICAL, NOTREADY_LOOP
 from mignurse.session import LiveSource
 from mignurse.sim import SimCluster, load_scenario
@@ -74,3 +75,21 @@ async def test_the_first_page_of_nodes_is_judged_while_the_rest_are_still_listin
         await until(lambda: "diagnosis partial" not in static_text(panel))
         assert NOTREADY_LOOP in static_text(panel)
         assert {f.id for f in app.diagnosis.findings} >= {NOTREADY_LOOP}
+
+
+def test_a_streamed_diagnosis_runs_the_critical_rules_first_and_adds_up_to_the_whole(
+    held_lists: tuple[LiveSource, threading.Event],
+) -> None:
+    source, release = held_lists
+    release.set()
+    source.start(on_status=lambda _status: None)
+    try:
+        assert source.watcher is not None and source.watcher.wait_synced(30)
+        inp, lacks = source.diagnosis_input()
+    finally:
+        source.stop()
+    assert lacks == ""  # every watch has listed: the input is whole
+    streamed = list(diagnose_stream(inp))
+    assert [r.rule for r in streamed[: len(CRITICAL_FIRST)]] == list(CRITICAL_FIRST)
+    assert {r.rule for r in streamed} == {name for name, _rule in all_rules()}
+    assert combine(streamed) == diagnose(inp)
