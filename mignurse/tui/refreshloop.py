@@ -81,7 +81,9 @@ class RefreshLoop(Panels, DetailPane):
         self._force = False
         self._refresh_worker(self._refresher, request)
 
-    @work(thread=True, group="refresh", exit_on_error=False)
+    # A description of its own: Textual's default is the repr of every argument, made on the
+    # UI thread, and the request holds the node table's rows (5,000 at scale)
+    @work(thread=True, group="refresh", exit_on_error=False, description="refresh")
     def _refresh_worker(self, refresher: Refresher, request: RefreshRequest) -> None:
         self.post_message(Refreshed(refresher.compute(request)))
 
@@ -113,7 +115,7 @@ class RefreshLoop(Panels, DetailPane):
             return
         self._diagnosing = self._diagnose_worker(self._refresher)
 
-    @work(thread=True, group="diagnose", exit_on_error=False)
+    @work(thread=True, group="diagnose", exit_on_error=False, description="diagnosis")
     def _diagnose_worker(self, refresher: Refresher) -> None:
         def send(update: DiagnosisUpdate) -> None:
             self.post_message(Diagnosed(update, refresher))
