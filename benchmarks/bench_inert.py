@@ -15,6 +15,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from figures import figure
+
 from mignurse.cli import _QuietPipe
 from mignurse.inert import inert
 from mignurse.render import plain_table
@@ -98,6 +100,11 @@ def main() -> None:
     }
     for what, ms in figures.items():
         print(f"{what}: {ms:.0f} ms (median of {args.rounds})")
+    names = list(figures)
+    figure(names[0], figures[names[0]], "ms")
+    figure(names[1], figures[names[1]], "ms")
+    # The net in front of stdout, against the same write without it.
+    figure(names[6], figures[names[6]], "ms", peer="without the net", peer_value=figures[names[5]])
 
 
 if __name__ == "__main__":

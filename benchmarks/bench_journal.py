@@ -9,6 +9,8 @@ import argparse
 import statistics
 import time
 
+from figures import figure
+
 from mignurse.evidence import parse_journal, systemd_unit_actions, xid_errors
 
 HOST = "ip-10-0-37-142.us-west-2.compute.internal"
@@ -45,6 +47,8 @@ def main() -> None:
         systemd_unit_actions(parsed.entries)
         xid_errors(parsed.entries)
         helper_times.append(time.perf_counter() - started)
+    figure(f"parse {args.lines:,} journal lines", statistics.median(parse_times), "s")
+    figure("unit actions + Xid scan of them", statistics.median(helper_times), "s")
     print(
         f"{args.lines} journal lines: parse {statistics.median(parse_times):.2f} s, "
         f"unit actions + Xid scan {statistics.median(helper_times):.2f} s "

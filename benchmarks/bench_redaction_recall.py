@@ -19,6 +19,9 @@ from pathlib import Path
 
 from mignurse.collect.redact import Redactor
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from figures import figure
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from hostile.secrets_corpus import (
     RENDERINGS,
@@ -113,6 +116,15 @@ def main() -> None:
     for name in changed:
         print(f"  changed: {name}")
     print(f"({time.perf_counter() - started:.1f} s)")
+    figure(
+        f"secrets leaked, of {total} placements",
+        leaked_total,
+        "placements",
+        target=0,
+        peer="placements masked",
+        peer_value=total - leaked_total,
+    )
+    figure(f"benign samples changed, of {samples}", len(changed), "samples", target=0)
 
 
 if __name__ == "__main__":

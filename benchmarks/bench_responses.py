@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from figures import figure
 from hostile import test_responses as hostile
 from hostile.inputs import node_object
 from hostile.peak import mignurse_peak
@@ -113,6 +114,7 @@ def main() -> int:
             line = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
             ok = peak < TARGET_BYTES and result.returncode in (0, 2)
             failed = failed or not ok
+            figure(f"hostile answer: {name}, peak RSS", peak / 2**20, "MiB", target=1024)
             print(
                 f"{name:<24} {result.returncode:>4} {wall:>7.1f} {peak / 2**20:>9.0f}  {line[:150]}"
             )

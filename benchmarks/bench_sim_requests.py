@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from figures import figure
+
 from mignurse.cluster.client import NODES, ClusterClient
 from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.apiserver.base import HandlerBase
@@ -53,6 +55,8 @@ def main() -> None:
     print(f"Nagle's algorithm {nagle}: median of {ROUNDS}")
     print(f"  GET node           {get:7.2f} ms")
     print(f"  PATCH node labels  {patch:7.2f} ms")
+    figure(f"simulator GET of a node, Nagle {nagle}", get, "ms")
+    figure(f"simulator label PATCH, Nagle {nagle}", patch, "ms")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,29 @@
 """Run the benchmarks one after another and print one table of their figures.
 
     make bench                      (every benchmark)
-    .venv/bin/python benchmarks/run_all.py [--only bench_app,bench_cli] [--markdown]
+    .venv/bin/python benchmarks/run_all.py [--only bench_app,bench_cli] [--markdown FILE]
+        [--busy N]
 
 Each benchmark runs in its own interpreter, in turn (never two at once: they share the
 machine's cores), and prints its own report as it goes; every figure it holds to a target is
 also printed as one `FIGURE` line (benchmarks/figures.py), which this file gathers into the
 table: the figure, its target, the peer or floor measured in the same run (kubectl, bare
 json.loads, one node alone) and the ratio to it. A benchmark that fails is one row saying so.
+
+`--busy N` keeps N other processes spinning on the CPU for the whole run (one per core is
+"both cores busy"), to show which ratios hold when the machine is not quiet.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import multiprocessing
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +105,25 @@ def run(bench: str, args: tuple[str, ...]) -> tuple[list[Row], str | None]:
     return rows, (f"exit status {rc}" if rc else None)
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def busy(processes: int) -> Iterator[None]:
+    """N processes that keep a core each busy until the block ends."""
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(processes)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.join()
+
+
 def _number(value: float | None, unit: str = "") -> str:
     if value is None:
         return "—"
@@ -132,6 +158,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated benchmark names (bench_app,...)")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument(
+        "--busy", type=int, default=0, metavar="N", help="keep N other processes spinning"
+    )
     options = parser.parse_args()
     chosen = BENCHMARKS
     if options.only:
@@ -143,12 +172,15 @@ def main() -> int:
         chosen = tuple(b for b in BENCHMARKS if b[0] in wanted)
     rows: list[Row] = []
     failures: dict[str, str] = {}
-    for bench, args in chosen:
-        found, failed = run(bench, args)
-        rows.extend(found)
-        if failed:
-            failures[bench] = failed
+    with busy(options.busy):
+        for bench, args in chosen:
+            found, failed = run(bench, args)
+            rows.extend(found)
+            if failed:
+                failures[bench] = failed
     lines = table(rows, failures)
+    if options.busy:
+        lines.insert(0, f"(with {options.busy} other processes spinning on the CPU)\n")
     print("\n" + "\n".join(lines))
     if options.markdown:
         options.markdown.parent.mkdir(parents=True, exist_ok=True)

@@ -37,14 +37,27 @@ _EMOJI_ZWJ = f"[{_PICTOGRAPH}]\ufe0f?(?:\u200d[{_PICTOGRAPH}]\ufe0f?)+"
 # A subdivision flag: black flag, tag letters, cancel tag (Unicode TS #51, ED-14c).
 _TAG_FLAG = "\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f"
 
-_ONE_LINE = re.compile(f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x1f{_UNSAFE}]")
-_LINES = re.compile(f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x09\x0b-\x1f{_UNSAFE}]")
-_LINES_TABS = re.compile(f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x08\x0b-\x1f{_UNSAFE}]")
-# The same characters alone, without the sequences kept: the quick look for any at all.
-_ANY_LINES = re.compile(f"[\x00-\x09\x0b-\x1f{_UNSAFE}]")
-_ANY_LINES_TABS = re.compile(f"[\x00-\x08\x0b-\x1f{_UNSAFE}]")
-# rich's markup escape (rich/markup.py `escape`, rich 13-15): a backslash before a tag.
-_MARKUP_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+# Compiled when first needed: most text is printable (or ASCII) and never reaches them, and
+# compiling the Unicode classes costs every command a few milliseconds of start-up.
+_PATTERNS = {
+    "one_line": f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x1f{_UNSAFE}]",
+    "lines": f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x09\x0b-\x1f{_UNSAFE}]",
+    "lines_tabs": f"(?P<keep>{_EMOJI_ZWJ}|{_TAG_FLAG})|[\x00-\x08\x0b-\x1f{_UNSAFE}]",
+    # The same characters alone, without the sequences kept: the quick look for any at all.
+    "any_lines": f"[\x00-\x09\x0b-\x1f{_UNSAFE}]",
+    "any_lines_tabs": f"[\x00-\x08\x0b-\x1f{_UNSAFE}]",
+    # rich's markup escape (rich/markup.py `escape`, rich 13-15): a backslash before a tag.
+    "markup_tag": r"(\\*)(\[[a-z#/@][^[]*?])",
+}
+_compiled: dict[str, re.Pattern[str]] = {}
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    pattern = _compiled.get(name)
+    if pattern is None:
+        pattern = _compiled[name] = re.compile(_PATTERNS[name])
+    return pattern
+
 
 # The ASCII bytes a page may hold as they are (deleted from it, nothing must be left).
 _ASCII_TEXT = bytes(range(0x20, 0x7F)) + b"\n"
@@ -77,13 +90,13 @@ def inert(text: str, *, lines: bool = False, tabs: bool = False) -> str:
         if text.isascii():  # O(1) in CPython; then only C0 controls and DEL can be there
             if not text.encode().translate(None, _ASCII_TEXT_TABS if tabs else _ASCII_TEXT):
                 return text
-        elif (_ANY_LINES_TABS if tabs else _ANY_LINES).search(text) is None:
+        elif _pattern("any_lines_tabs" if tabs else "any_lines").search(text) is None:
             return text
-        return (_LINES_TABS if tabs else _LINES).sub(_replace, text)
-    return _ONE_LINE.sub(_replace, text)
+        return _pattern("lines_tabs" if tabs else "lines").sub(_replace, text)
+    return _pattern("one_line").sub(_replace, text)
 
 
 def inert_markup(text: str, *, lines: bool = False) -> str:
     """`inert(text)` that is also plain inside rich (or Textual) markup: `[link=…]`, `[/]`
     and every other tag in it are shown, not obeyed."""
-    return _MARKUP_TAG.sub(r"\1\1\\\2", inert(text, lines=lines))
+    return _pattern("markup_tag").sub(r"\1\1\\\2", inert(text, lines=lines))

@@ -8,25 +8,33 @@ and makes no hyperlink: see docs/architecture.md, "Text from outside"."""
 
 from __future__ import annotations
 
-import shutil
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TextIO
 
-from rich.console import Console, ConsoleOptions, RenderableType
-from rich.segment import Segment
-from rich.table import Table
-from rich.text import Text
-
-from mignurse.diagnose.findings import Finding
-from mignurse.diagnose.timeline import TimelineEntry
 from mignurse.inert import inert, inert_markup
-from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS, NodeRow
-from mignurse.runner.step import Harm
 
+# rich, the node view, the diagnosis and the runner load where they are drawn: `mignurse nodes`
+# piped is kubectl's plain table and needs no rich, `mignurse runs` no node model.
 if TYPE_CHECKING:
+    from rich.text import Text
+
+    from mignurse.diagnose.findings import Finding
+    from mignurse.diagnose.timeline import TimelineEntry
+    from mignurse.inertconsole import InertConsole
+    from mignurse.nodeview import NodeRow
     from mignurse.runner.plan import Plan
+
+
+def __getattr__(name: str) -> Any:
+    """`InertConsole`, where the faces have always found it, loaded with rich when asked."""
+    if name == "InertConsole":
+        from mignurse.inertconsole import InertConsole
+
+        return InertConsole
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 NO_WRAP = ("NAME", "POOL", "TYPE", "STATUS", "AGE", "GPU")
 
@@ -38,42 +46,19 @@ STATUS_STYLE = {
 }
 
 
-class InertConsole(Console):
-    """A rich console whose output holds no control, escape or invisible character but the
-    ones rich itself writes for styles and cursor moves, and no hyperlink: what a renderable's
-    text still holds is shown by `inert`. Text should be made inert before it is laid out
-    (`inert`, `cell_text`), so columns line up; this is the net under it."""
-
-    def render(
-        self, renderable: RenderableType, options: ConsoleOptions | None = None
-    ) -> Iterable[Segment]:
-        for segment in super().render(renderable, options):
-            text, style, control = segment
-            if control:
-                yield segment
-                continue
-            shown = inert(text, lines=True)
-            if style is not None and style.link:
-                style = style.update_link(None)
-            elif shown is text:
-                yield segment
-                continue
-            yield Segment(shown, style)
-
-    def render_str(self, text: str, **options: Any) -> Text:
-        """A string cell or line made inert before it is measured: columns line up."""
-        return super().render_str(inert(text, lines=True), **options)
-
-
 def console_for(out: IO[str], **options: Any) -> InertConsole:
     """The rich console every face draws through onto `out`. The command line's own stdout
     and stderr make what is printed on them inert; rich writes its styles past that, to
     `out.styled`, having made its text inert itself."""
+    from mignurse.inertconsole import InertConsole
+
     return InertConsole(file=getattr(out, "styled", out), **options)
 
 
 def cell_text(value: object, style: str = "") -> Text:
     """A table cell from outside: one line, inert, never read as markup."""
+    from rich.text import Text
+
     return Text(inert(str(value)), style=style)
 
 
@@ -91,11 +76,18 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextI
 
 
 def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None = None) -> None:
+    from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS
+
     out = out or sys.stdout
     header = WIDE_COLUMNS if wide else COLUMNS
     if not out.isatty():
         plain_table(header, [r.cells(wide=wide) for r in rows], out)
         return
+    import shutil
+
+    from rich.table import Table
+    from rich.text import Text
+
     width = shutil.get_terminal_size((100, 24)).columns
     # Full EC2 host names take half of an 80-column line; wide mode keeps them whole.
     shorten = not wide and width < 140
@@ -185,6 +177,18 @@ def print_findings(
     when it is not the present ("collection": a bundle's), so deadlines are moments."""
     out = out or sys.stdout
     tty = out.isatty()
+    lines = [line for f in findings for line in _finding_lines(f, now, evidence, as_of)]
+    if not tty and not _forced_terminal():
+        # What rich writes where it draws no style: each line's text, made inert (rich is
+        # not loaded for it: a tenth of a piped diagnosis's start-up).
+        out.write(
+            "".join(inert("".join(t for t, _ in pieces), lines=True) + "\n" for pieces, _ in lines)
+        )
+        return
+    import shutil
+
+    from rich.text import Text
+
     console = console_for(
         out,
         width=shutil.get_terminal_size((120, 24)).columns if tty else 10_000,
@@ -192,33 +196,56 @@ def print_findings(
         no_color=not tty,
         soft_wrap=not tty,  # piped: one line per line, for grep
     )
-    for finding in findings:
-        head = Text()
-        head.append(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, ""))
-        head.append(f"  {finding.id}  ", style="bold")
-        head.append(inert(finding.nodepool or "(no pool)"))
-        if finding.nodes:  # a pool-level finding (a setting at risk) names no node
-            head.append(f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}")
-        if finding.deadline:
-            words = deadline_words(finding.deadline, now, as_of=as_of)
-            head.append(f"  {words}", style="bold")
-        console.print(head)
-        console.print(Text("  " + inert(finding.summary)))
-        # Timeless evidence (settings, labels) first, then the newest timed lines.
-        timeless = [e for e in finding.evidence if e.time is None]
-        timed = sorted((e for e in finding.evidence if e.time), key=lambda e: e.time or now)
-        shown = timeless[:2] + timed[-max(evidence - len(timeless[:2]), 1) :]
-        for item in shown:
-            when = item.time.astimezone(UTC).strftime("%m-%d %H:%M:%S") if item.time else "-"
-            line = f"    {when}  {inert(item.source):<18} {inert(item.text)}"
-            console.print(Text(line, style="dim"))
-        if len(finding.evidence) > len(shown):
-            console.print(
-                Text(f"    … {len(finding.evidence) - len(shown)} more (-o json)", style="dim")
-            )
-        if finding.runbooks:
-            console.print(Text("  runbooks: " + inert(", ".join(finding.runbooks))))
-        console.print()
+    for pieces, style in lines:
+        if not pieces:
+            console.print()
+            continue
+        line = Text(style=style)
+        for text, piece_style in pieces:
+            line.append(text, style=piece_style or None)
+        console.print(line)
+
+
+# A line of a finding's block: its pieces (text, style) and the style of the whole line.
+_Line = tuple[list[tuple[str, str]], str]
+
+
+def _finding_lines(finding: Finding, now: datetime, evidence: int, as_of: str) -> list[_Line]:
+    head = [
+        (finding.severity.upper(), SEVERITY_STYLE.get(finding.severity, "")),
+        (f"  {finding.id}  ", "bold"),
+        (inert(finding.nodepool or "(no pool)"), ""),
+    ]
+    if finding.nodes:  # a pool-level finding (a setting at risk) names no node
+        head.append((f"  {len(finding.nodes)} node{'s' if len(finding.nodes) != 1 else ''}", ""))
+    if finding.deadline:
+        head.append((f"  {deadline_words(finding.deadline, now, as_of=as_of)}", "bold"))
+    lines: list[_Line] = [(head, ""), ([("  " + inert(finding.summary), "")], "")]
+    # Timeless evidence (settings, labels) first, then the newest timed lines.
+    timeless = [e for e in finding.evidence if e.time is None]
+    timed = sorted((e for e in finding.evidence if e.time), key=lambda e: e.time or now)
+    shown = timeless[:2] + timed[-max(evidence - len(timeless[:2]), 1) :]
+    for item in shown:
+        when = item.time.astimezone(UTC).strftime("%m-%d %H:%M:%S") if item.time else "-"
+        lines.append(([(f"    {when}  {inert(item.source):<18} {inert(item.text)}", "")], "dim"))
+    if len(finding.evidence) > len(shown):
+        more = f"    … {len(finding.evidence) - len(shown)} more (-o json)"
+        lines.append(([(more, "")], "dim"))
+    if finding.runbooks:
+        lines.append(([("  runbooks: " + inert(", ".join(finding.runbooks)), "")], ""))
+    lines.append(([], ""))
+    return lines
+
+
+def _forced_terminal() -> bool:
+    """Whether rich would draw styles on a pipe: TTY_COMPATIBLE=1, or FORCE_COLOR set to
+    anything but "" (rich 15 `Console.is_terminal`, https://force-color.org/)."""
+    import os
+
+    compatible = os.environ.get("TTY_COMPATIBLE", "")
+    if compatible in ("0", "1"):
+        return compatible == "1"
+    return os.environ.get("FORCE_COLOR") not in (None, "")
 
 
 def print_timeline(
@@ -235,6 +262,8 @@ def print_timeline(
 
 
 def plan_markup(plan: Plan) -> str:
+    from mignurse.runner.step import Harm
+
     lines = [f"[bold]{inert_markup(plan.book.name)}[/] on [bold]{inert_markup(plan.target)}[/]: "]
     lines[0] += inert_markup(plan.book.title)
     for i, step in enumerate(plan.steps, 1):

@@ -258,3 +258,36 @@ def test_events_past_the_list_cap_are_cut_with_a_notice_and_the_rest_still_loads
         n.startswith("only the first 40 events of a list were read (MIGNURSE_MAX_LIST_ITEMS raises")
         for n in loaded.notices
     ), loaded.notices
+
+
+def test_events_about_one_object_follow_a_relist_and_each_watch_change() -> None:
+    """A node with one event and a node with several, through LIST, ADDED, MODIFIED and
+    DELETED: the per-object index keeps what the node's detail shows right."""
+    from mignurse.model import Event
+
+    def raw(name: str, node: str, second: int, message: str = "XID 79") -> dict[str, object]:
+        return {
+            "metadata": {"name": name, "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": node},
+            "reason": "AcceleratedHardwareReady",
+            "message": message,
+            "lastTimestamp": f"2026-11-29T02:00:{second:02d}Z",
+        }
+
+    state = ClusterState()
+    state.replace("events", [Event.from_api(raw("a.1", "a", 1))])
+    state.apply("events", "ADDED", raw("b.1", "b", 2))
+    assert [e.name for e in state.node_events("a")] == ["a.1"]
+    state.apply("events", "ADDED", raw("a.2", "a", 3))
+    state.apply("events", "ADDED", raw("a.3", "a", 4))
+    state.apply("events", "MODIFIED", raw("a.1", "a", 5, "XID 79 again"))
+    assert [e.name for e in state.node_events("a")] == ["a.2", "a.3", "a.1"]
+    assert state.node_events("a")[-1].message == "XID 79 again"
+    state.apply("events", "DELETED", raw("a.2", "a", 3))
+    state.apply("events", "DELETED", raw("b.1", "b", 2))
+    state.apply("events", "MODIFIED", raw("b.2", "b", 6))
+    assert [e.name for e in state.node_events("a")] == ["a.3", "a.1"]
+    assert [e.name for e in state.node_events("b")] == ["b.2"]
+    state.apply("events", "DELETED", raw("b.2", "b", 6))
+    assert state.node_events("b") == [] and state.node_events("nowhere") == []
+    assert len(state.snapshot().events) == 2

@@ -321,3 +321,78 @@ def test_a_pod_whose_restart_counts_are_garbled_reads_as_no_restarts_not_a_crash
     assert pod.restarts == 0
     statuses.append({"restartCount": 2})
     assert Pod.from_api({"status": {"containerStatuses": statuses}}).restarts == 2
+
+
+def test_nodes_of_one_pool_keep_one_copy_of_the_labels_conditions_and_times_they_repeat() -> None:
+    """A quarter of a million nodes fit in memory because what they repeat is kept once:
+    each node decoded from its own JSON, as pages are, shares it with the others."""
+    text = json.dumps(p5_node())
+    first, second = (json.loads(text) for _ in range(2))
+    second["metadata"]["name"] = "ip-10-0-37-143.us-west-2.compute.internal"
+    a, b = Node.from_api(first), Node.from_api(second)
+    assert a.labels == p5_node()["metadata"]["labels"]
+    assert a.name != b.name
+    for key in a.labels:
+        assert a.labels[key] is b.labels[key], key
+    assert a.instance_type is b.instance_type and a.os_image is b.os_image
+    assert a.kernel is b.kernel and a.kubelet_version is b.kubelet_version
+    for mine, theirs in zip(a.conditions, b.conditions, strict=True):
+        assert (mine.type, mine.reason, mine.message) == (
+            theirs.type,
+            theirs.reason,
+            theirs.message,
+        )
+        assert mine.reason is theirs.reason and mine.message is theirs.message
+        assert mine.last_transition is theirs.last_transition
+    assert a.created is not None and a.created is b.created
+
+
+def test_events_about_one_pod_keep_one_copy_of_its_name_uid_and_the_wording() -> None:
+    def backoff(name: str, at: str) -> dict[str, Any]:
+        return json.loads(
+            json.dumps(
+                {
+                    "metadata": {"name": name, "namespace": "team-llm", "uid": name},
+                    "involvedObject": {"kind": "Pod", "name": "trainer-0", "uid": "a1b2"},
+                    "reason": "BackOff",
+                    "message": "Back-off restarting failed container server in pod trainer-0",
+                    "source": {"component": "kubelet", "host": "ip-10-0-7-21"},
+                    "firstTimestamp": at,
+                    "lastTimestamp": at,
+                    "type": "Warning",
+                }
+            )
+        )
+
+    a = Event.from_api(backoff("trainer-0.1", "2026-11-29T02:00:00Z"))
+    b = Event.from_api(backoff("trainer-0.2", "2026-11-29T02:00:00Z"))
+    assert (a.name, b.name) == ("trainer-0.1", "trainer-0.2")
+    assert a.involved_name == "trainer-0" and a.message.startswith("Back-off restarting")
+    for field_name in ("namespace", "involved_name", "involved_uid", "reason", "message", "host"):
+        assert getattr(a, field_name) is getattr(b, field_name), field_name
+    assert a.first_seen == datetime(2026, 11, 29, 2, tzinfo=UTC)
+    assert a.first_seen is b.first_seen is b.last_seen
+
+
+def test_labels_that_are_not_text_and_times_that_are_not_times_stay_as_before() -> None:
+    node = Node.from_api({"metadata": {"name": "n", "labels": {"team": 7, "zone": None}}})
+    assert node.labels == {"team": 7, "zone": None}
+    for _ in range(2):  # the second read comes from the cache of parsed times
+        assert parse_time("2026-13-45T99:00:00Z") is None
+        assert parse_time("2026-11-29T02:00:00") == datetime(2026, 11, 29, 2, tzinfo=UTC)
+
+
+def test_a_long_run_of_distinct_times_and_messages_keeps_the_caches_bounded() -> None:
+    from mignurse.model import fields
+
+    for micro in range(3 * fields._TIMES_KEPT):
+        parse_time(f"2026-11-29T02:00:00.{micro:06d}Z")
+    for index in range(3 * fields._NEARBY_KEPT):
+        fields.shared_nearby(f"Back-off restarting failed container in pod job-{index}")
+    assert 0 < len(fields._times) <= fields._TIMES_KEPT
+    assert 0 < len(fields._nearby) <= fields._NEARBY_KEPT
+    # A hostile server's megabyte-long "timestamp" or message is never kept past its object.
+    huge = "2026-11-29T02:00:00Z" + "9" * 2**20
+    assert parse_time(huge) is None and huge not in fields._times
+    message = "x" * 2**20
+    assert fields.shared_nearby(message) == message and message not in fields._nearby

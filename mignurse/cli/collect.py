@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -233,6 +232,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         out = _bundle_path(
             args.output, f"mignurse-bundle-{client.info.context}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
         )
+        import tempfile  # here: a command that needs no folder never loads it
+
         # ignore_cleanup_errors: a sandbox killed at Ctrl-C may still be writing for a moment
         with tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True

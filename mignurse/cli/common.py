@@ -111,7 +111,9 @@ def connect(args: argparse.Namespace) -> Any:
 
 
 def _say_busy(line: str) -> None:
-    print(f"mignurse: {line}", file=sys.stderr, flush=True)
+    # one write: reads waiting side by side may each say so, a line each
+    sys.stderr.write(f"mignurse: {line}\n")
+    sys.stderr.flush()
 
 
 def check_state_folder(folder: Path, source: str) -> None:

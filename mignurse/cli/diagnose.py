@@ -57,7 +57,6 @@ def add_parser(sub: Any) -> None:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.diagnose.engine import Diagnosis, diagnose
-    from mignurse.diagnose.timeline import node_timeline
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings, print_timeline
 
@@ -79,7 +78,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         ],
         everything.rule_errors,
     )
-    timeline = node_timeline(inp, node) if node else []
+    timeline = []
+    if node:
+        from mignurse.diagnose.timeline import node_timeline  # only a node's diagnosis shows one
+
+        timeline = node_timeline(inp, node)
     for error in result.rule_errors:
         print(f"warning: a rule failed and was skipped: {error}", file=sys.stderr)
     if args.output == "json":

@@ -19,7 +19,6 @@ import contextlib
 import json
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,12 +35,11 @@ from mignurse.cli.runbooks import (
     loaded_runbooks,
 )
 from mignurse.cli.signalwake import SignalWake
-from mignurse.runner.outcome import Followup, RunResult
-from mignurse.runner.schema import Runbook, RunbookError, parse_assignments, resolve_params
-from mignurse.runner.step import Harm
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the runner loads when `run` runs, not for every command
     from mignurse.runner.engine import Runner
+    from mignurse.runner.outcome import Followup, RunResult
+    from mignurse.runner.schema import Runbook
 
 
 def add_parser(sub: Any) -> None:
@@ -157,7 +155,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mignurse.collect.access import AccessError
     from mignurse.collect.transports import shell_factory
     from mignurse.runner.engine import Runner
-    from mignurse.runner.schema import reversal_words
+    from mignurse.runner.schema import (
+        RunbookError,
+        parse_assignments,
+        resolve_params,
+        reversal_words,
+    )
+    from mignurse.runner.step import Harm
     from mignurse.runner.wiring import aws_for, node_shells
 
     access = access_for(args)
@@ -236,6 +240,8 @@ def _sandboxes(args: argparse.Namespace) -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         yield folder
         return
+    import tempfile  # here: a command that needs no folder never loads it
+
     with tempfile.TemporaryDirectory(
         prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
     ) as tmp:
@@ -262,6 +268,8 @@ def _followups_after(
 
 def _unchecked(run_id: str) -> dict[str, Followup]:
     """What can follow, when reading it was cut short: both commands, said as unchecked."""
+    from mignurse.runner.outcome import Followup
+
     why = "(not checked: the report was cut short; `mignurse runs` shows the run)"
     return {"resume": Followup(True, why), "undo": Followup(True, why)} if run_id else {}
 

@@ -8,11 +8,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import EXIT_USAGE
-from mignurse.runner.outcome import Followup
-from mignurse.runner.schema import Runbook, load_runbooks
+
+if TYPE_CHECKING:  # the runner loads when a runbook command runs, not for every command
+    from mignurse.runner.outcome import Followup
+    from mignurse.runner.schema import Runbook
 
 
 class RunCommandError(Exception):
@@ -34,6 +36,8 @@ def add_parser(sub: Any) -> None:
 def loaded_runbooks(wanted: str | None = None) -> tuple[dict[str, Runbook], dict[str, str]]:
     """The runbooks that load, and one line for each file that does not: said on stderr,
     except the `wanted` one's (the caller refuses with it)."""
+    from mignurse.runner.schema import load_runbooks
+
     problems: dict[str, str] = {}
     books = load_runbooks(problems=problems)
     for stem, line in problems.items():

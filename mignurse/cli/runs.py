@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +17,10 @@ from mignurse.cli.runbooks import (
     followups_json,
     loaded_runbooks,
 )
-from mignurse.runner.outcome import Followup
 
 if TYPE_CHECKING:  # paramiko and boto3 load only when a node or AWS is reached
     from mignurse.collect.access import Access
+    from mignurse.runner.outcome import Followup
 
 RUNS_SHOWN = 30
 
@@ -76,6 +75,8 @@ def _followups_now(
         return f"cannot tell what can follow: context {saved.context!r}: {exc}"
     try:
         simulated = is_simulated(getattr(args, "kubeconfig", None), client.info.cluster)
+        import tempfile  # here: a command that needs no folder never loads it
+
         with tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         ) as sandboxes:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import connect, connection_options
 from mignurse.cli.runbooks import RunCommandError, find_node
-from mignurse.runner.step import Harm
 
 if TYPE_CHECKING:
     from mignurse.cluster.client import ClusterClient, Resource
@@ -41,6 +40,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
     from mignurse.cli.runview import TerminalConfirmer
     from mignurse.runner.audit import Audit, local_holder
     from mignurse.runner.lock import holder_alive, liveness, lock_resource, read_lock
+    from mignurse.runner.step import Harm
 
     if bool(args.node) == bool(args.cluster):
         raise RunCommandError("name the locked node, or pass --cluster for the cluster lock")

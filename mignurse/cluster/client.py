@@ -26,14 +26,12 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
+from mignurse.cluster import kubeconfig as k8s_config
 from mignurse.cluster import kubeconfig as kubeconfig_files
+from mignurse.cluster import transport as k8s_client
 from mignurse.cluster.deadline import Deadline, DeadlinePassed, guard_pools
-from mignurse.cluster.kubeconfig import one_line
+from mignurse.cluster.kubeconfig import ConfigException, one_line
 from mignurse.cluster.pages import (
     PageError,
     check_depth,
@@ -41,6 +39,7 @@ from mignurse.cluster.pages import (
     page_items,
     why_not_json,
 )
+from mignurse.cluster.transport import ApiException
 from mignurse.gcpause import paused_gc
 from mignurse.inert import inert
 from mignurse.untrusted import (
@@ -622,10 +621,11 @@ class ClusterClient:
         field_selector: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
     ) -> Iterator[tuple[list[dict[str, Any]], str]]:
-        """Yield each page's items and the list's resourceVersion, one page in memory at a time."""
+        """Yield each page's items and the list's resourceVersion, one page in memory at a time.
+        A list the server says is longer than LIST_ITEMS is refused at its first page."""
         cap = _limit(LIST_ITEMS)
         total = 0
-        for body, version in self._page_bodies(
+        for body, version, remaining in self._page_bodies(
             resource,
             namespace=namespace,
             label_selector=label_selector,
@@ -641,10 +641,12 @@ class ClusterClient:
                         check_depth(items)
                     except PageError as exc:
                         raise BadAnswer(_page_refusal(resource, exc)) from None
+                del body
             total += len(items)
-            if total > cap:
+            if total + remaining > cap:
                 raise BadAnswer(_too_many(resource))
             yield items, version
+            del items
 
     def _page_bodies(
         self,
@@ -654,8 +656,10 @@ class ClusterClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int = DEFAULT_PAGE_SIZE,
-    ) -> Iterator[tuple[bytes, str]]:
-        """Raw page bodies; only each page's small list metadata is parsed here."""
+    ) -> Iterator[tuple[bytes, str, int]]:
+        """Raw page bodies, the list's resourceVersion and how many objects the server says
+        remain after the page (its `remainingItemCount`, 0 when it does not say); only each
+        page's small list metadata is parsed here."""
         query: dict[str, str] = {"limit": str(limit)}
         if label_selector:
             query["labelSelector"] = label_selector
@@ -669,8 +673,9 @@ class ClusterClient:
                 meta = list_metadata(body)
             except PageError as exc:
                 raise BadAnswer(_page_refusal(resource, exc)) from None
-            yield body, _text(meta.get("resourceVersion"))
             token = meta.get("continue")
+            yield body, _text(meta.get("resourceVersion")), _remaining(meta) if token else 0
+            del body  # not kept while the next page is fetched
             if not token:
                 return
             token = _text(token)
@@ -693,38 +698,50 @@ class ClusterClient:
         """List every object of a resource (paged), parsed at the edge.
 
         The next page is fetched while this one is parsed, so the API server's time and
-        ours overlap; at most three pages are in memory. A continue token that expires
-        mid-way (410) restarts the listing, as client-go does. At most LIST_ITEMS objects:
-        past them the list is refused (BadAnswer), or with `cut` (events, where some are
-        worth more than none) the first LIST_ITEMS are kept and the listing says so."""
+        ours overlap; at most three pages are in memory, and each is let go once its
+        objects are built. A continue token that expires mid-way (410) restarts the
+        listing, as client-go does. At most LIST_ITEMS objects: past them the list is
+        refused (BadAnswer), or with `cut` (events, where some are worth more than none)
+        the first LIST_ITEMS are kept and the listing says so. The cap is judged before a
+        page's objects are built, on the page's count and the count the server says
+        remains (`remainingItemCount`), so a refused list is refused at its first page
+        when the server says how long it is, and never holds more than the cap."""
         cap = _limit(LIST_ITEMS)
         for _attempt in range(3):
             items: list[T] = []
             resource_version = ""
             try:
                 pages = _prefetched(self._page_bodies(resource, **selectors))
-                for body, page_version in pages:
-                    with paused_gc():
-                        whole = _page_list(body, resource)
-                        over = False
-                        if whole is None:  # a page too large to parse whole: walked
-                            for raw in _page_items(body, resource):
-                                if len(items) >= cap:
-                                    over = True
-                                    break
-                                items.append(_parsed(parse, raw, resource, len(items)))
-                        else:
-                            over = len(items) + len(whole) > cap
-                            _parse_into(items, whole[: cap - len(items)], parse, resource)
-                        # The page's JSON freed while the collector is still paused: alive
-                        # past it, the collector's next pass would walk all of it.
-                        del whole
-                    resource_version = page_version
-                    if over:
-                        if not cut:
-                            raise BadAnswer(_too_many(resource))
-                        pages.close()
-                        return Listing(items, resource_version, cut=True)
+                try:
+                    for body, page_version, remaining in pages:
+                        with paused_gc():
+                            whole = _page_list(body, resource)
+                            over = False
+                            if whole is None:  # a page too large to parse whole: walked
+                                if len(items) + remaining > cap and not cut:
+                                    raise BadAnswer(_too_many(resource))
+                                for raw in _page_items(body, resource):
+                                    if len(items) >= cap:
+                                        if not cut:
+                                            raise BadAnswer(_too_many(resource))
+                                        over = True
+                                        break
+                                    items.append(_parsed(parse, raw, resource, len(items)))
+                            else:
+                                del body
+                                room = cap - len(items)
+                                over = len(whole) > room or (len(whole) == room and remaining > 0)
+                                if len(whole) + remaining > room and not cut:
+                                    raise BadAnswer(_too_many(resource))
+                                _parse_into(items, whole[:room], parse, resource)
+                            # The page's JSON freed while the collector is still paused: alive
+                            # past it, the collector's next pass would walk all of it.
+                            del whole
+                        resource_version = page_version
+                        if over:
+                            return Listing(items, resource_version, cut=True)
+                finally:  # a refusal or a cut: the thread fetching ahead stops
+                    pages.close()
             except Expired:
                 continue
             return Listing(items, resource_version)
@@ -911,7 +928,7 @@ class ClusterClient:
 _DONE = object()
 
 
-def _prefetched(pages: Iterator[tuple[bytes, str]]) -> Generator[tuple[bytes, str], None, None]:
+def _prefetched(pages: Iterator[T]) -> Generator[T, None, None]:
     """Run `pages` one step ahead in a thread: its network waits overlap our parsing."""
     handoff: queue.Queue[Any] = queue.Queue(maxsize=1)
     stop = threading.Event()
@@ -935,12 +952,12 @@ def _prefetched(pages: Iterator[tuple[bytes, str]]) -> Generator[tuple[bytes, st
     thread.start()
     try:
         while True:
-            item = handoff.get()
-            if item is _DONE:
+            got = [handoff.get()]
+            if got[0] is _DONE:
                 return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
+            if isinstance(got[0], BaseException):
+                raise got[0]
+            yield got.pop()  # held by the consumer alone, which lets it go once parsed
     finally:
         stop.set()
 
@@ -1108,6 +1125,14 @@ def _page_list(body: bytes, resource: Resource) -> list[dict[str, Any]] | None:
     except PageError as exc:
         raise BadAnswer(_page_refusal(resource, exc)) from None
     return items if isinstance(items, list) else None
+
+
+def _remaining(meta: dict[str, Any]) -> int:
+    """The objects the server says are left after a page (ListMeta.remainingItemCount,
+    kubernetes v1.34 staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/types.go): 0 when it
+    does not say, or says something that is not a count."""
+    count = meta.get("remainingItemCount")
+    return count if type(count) is int and count > 0 else 0
 
 
 def _page_refusal(resource: Resource, exc: PageError) -> str:

@@ -15,15 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.inert import inert
 from mignurse.untrusted import (
@@ -31,6 +28,9 @@ from mignurse.untrusted import (
     CREDENTIAL_PLUGIN_SECONDS,
     human_bytes,
 )
+
+if TYPE_CHECKING:  # subprocess loads when a plugin runs: most kubeconfigs name none
+    import subprocess
 
 _STDERR_KEPT = 64 * 1024  # the end of what a plugin says on stderr, for its error line
 # A credential is renewed this long before it expires, so a request never carries one that
@@ -143,6 +143,8 @@ def token_problem(token: str) -> str:
 
 def run_plugin(plugin: Plugin) -> Credential:
     """The credential the plugin answers, or CredentialError."""
+    import subprocess
+
     timeout = CREDENTIAL_PLUGIN_SECONDS.value()
     cap = CREDENTIAL_PLUGIN_BYTES.value()
     spec: dict[str, Any] = {"interactive": False}
@@ -199,6 +201,9 @@ def _communicate(
 ) -> tuple[bytes, bytes, str]:
     """stdout (at most `cap` bytes), the end of stderr, and "" or why the plugin was cut
     short ("timeout", "output")."""
+    import selectors
+    import subprocess
+
     assert process.stdout is not None and process.stderr is not None
     deadline = time.monotonic() + timeout
     out, err = bytearray(), bytearray()
@@ -230,6 +235,9 @@ def _communicate(
 def _stop(process: subprocess.Popen[bytes], *, everything: bool) -> None:
     """Its pipes closed and the plugin gone; `everything`: when it was cut short, whatever
     it started in its process group too (a child that holds its pipes)."""
+    import signal
+    import subprocess
+
     if everything:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)

@@ -17,6 +17,7 @@ reach a message: `shown_url` and `scrub` mask them.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import logging
@@ -31,9 +32,6 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import yaml
-from kubernetes import client as k8s_client
-from kubernetes.config.config_exception import ConfigException
-from kubernetes.config.kube_config import KubeConfigLoader
 
 from mignurse.cluster.credentials import (
     Credential,
@@ -43,6 +41,7 @@ from mignurse.cluster.credentials import (
     run_plugin,
     token_problem,
 )
+from mignurse.cluster.transport import Configuration
 from mignurse.inert import inert
 from mignurse.untrusted import KUBECONFIG_BYTES, LimitError, compose_yaml, read_regular_file
 
@@ -199,9 +198,7 @@ def list_contexts(kubeconfig: str | None) -> list[str]:
 # -- loading one context ---------------------------------------------------------------------
 
 
-def load(
-    label: str, paths: list[str], context: str | None, configuration: k8s_client.Configuration
-) -> Loaded:
+def load(label: str, paths: list[str], context: str | None, configuration: Configuration) -> Loaded:
     """Set `configuration` up for `context` (else current-context) of the kubeconfig files
     `paths`; KubeconfigProblem (one line, no secret in it) when it cannot be."""
     merged = merge(label, paths)
@@ -238,11 +235,12 @@ def load(
         "users": [{"name": user_name, "user": user}] if user_entry is not None else [],
     }
     try:
-        with logged_errors() as logged:
-            KubeConfigLoader(
-                config_dict=minimal, active_context=chosen, config_base_path=""
-            ).load_and_set(configuration)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        if "auth-provider" in user:
+            logged = _load_with_provider(minimal, chosen, configuration)
+        else:
+            logged = []
+            _configure(configuration, cluster, user)
+    except ConfigException as exc:
         raise KubeconfigProblem(
             f"context {chosen!r} in {label} is unusable: {one_line(scrub(str(exc), configuration))}"
         ) from None
@@ -253,8 +251,112 @@ def load(
     # The client's own refresh (an oidc auth-provider's) calls the identity provider with no
     # timeout: mignurse renews only what it can bound, and an expired token is the API
     # server's 401, said in one line.
-    configuration.refresh_api_key_hook = renewal  # type: ignore[assignment]
+    configuration.refresh_api_key_hook = renewal
     return Loaded(chosen, cluster_name, user_name)
+
+
+class ConfigException(Exception):
+    """The kubernetes client's loaders (or the same checks made here) refused a
+    configuration; str() says why."""
+
+
+def _load_with_provider(
+    minimal: dict[str, Any], chosen: str, configuration: Configuration
+) -> list[str]:
+    """An auth-provider (oidc) user set up by the kubernetes client's own loader, which
+    knows each provider; what it logged at ERROR meanwhile (a failed provider is only
+    logged). The client is loaded only for such a user: importing it costs every command
+    a third of a second."""
+    from kubernetes.config.config_exception import ConfigException as LoaderException
+    from kubernetes.config.kube_config import KubeConfigLoader
+
+    try:
+        with logged_errors() as logged:
+            KubeConfigLoader(
+                config_dict=minimal, active_context=chosen, config_base_path=""
+            ).load_and_set(configuration)
+    except (LoaderException, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigException(str(exc)) from None
+    return logged
+
+
+def _configure(configuration: Configuration, cluster: dict[str, Any], user: dict[str, Any]) -> None:
+    """`configuration` set up for an inlined cluster and user (no auth-provider) as the
+    kubernetes client's KubeConfigLoader sets it up (kubernetes/config/kube_config.py
+    `_load_cluster_info`, `_load_user_token`, `_load_user_pass_token`, `_set_config`,
+    kubernetes-client/python v37.0.3): the server without its trailing slashes; for https,
+    the certificate authority and client certificate as files; a token, else a user name
+    and password, as the Authorization header."""
+    token = user.get("token")
+    if token:
+        configuration.api_key["BearerToken"] = f"Bearer {token}"
+    elif "username" in user and "password" in user:
+        try:
+            pair = user["username"] + ":" + user["password"]
+        except TypeError as exc:
+            raise ConfigException(str(exc)) from None
+        try:
+            basic = base64.b64encode(pair.encode("latin-1")).decode()  # as urllib3 encodes it
+        except UnicodeEncodeError as exc:
+            raise ConfigException(str(exc)) from None
+        configuration.api_key["BearerToken"] = f"Basic {basic}"
+    host = str(cluster["server"]).rstrip("/")
+    configuration.host = host
+    if host.startswith("https"):
+        configuration.ssl_ca_cert = _data_file(cluster.get("certificate-authority-data"))
+        configuration.cert_file = _data_file(user.get("client-certificate-data"))
+        configuration.key_file = _data_file(user.get("client-key-data"))
+    if "insecure-skip-tls-verify" in cluster:
+        configuration.verify_ssl = not cluster["insecure-skip-tls-verify"]
+    if "tls-server-name" in cluster:
+        configuration.tls_server_name = cluster["tls-server-name"]
+    if "proxy-url" in cluster:
+        configuration.proxy = cluster["proxy-url"]
+
+
+_data_files: dict[bytes, str] = {}
+
+
+def _data_file(data: object) -> str | None:
+    """A file holding base64 `data` decoded, as urllib3 takes certificates and keys: one
+    file per content, private to the user (mkstemp: 0600), removed at exit."""
+    if data in (None, ""):
+        return None
+    try:
+        content = base64.standard_b64decode(data)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ConfigException(str(exc)) from None
+    name = _data_files.get(content)
+    if name is None:
+        import atexit
+        import tempfile
+
+        if not _data_files:
+            atexit.register(_remove_data_files)
+        descriptor, name = tempfile.mkstemp()
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(content)
+        _data_files[content] = name
+    return name
+
+
+def _remove_data_files() -> None:
+    for name in _data_files.values():
+        with contextlib.suppress(OSError):
+            os.remove(name)
+    _data_files.clear()
+
+
+def load_incluster_config(client_configuration: Configuration) -> None:
+    """`client_configuration` set up from the pod's service account by the kubernetes
+    client's loader (its token file re-read as it renews); ConfigException when unusable."""
+    from kubernetes.config.config_exception import ConfigException as LoaderException
+    from kubernetes.config.incluster_config import load_incluster_config as load_service_account
+
+    try:
+        load_service_account(client_configuration=client_configuration)
+    except LoaderException as exc:
+        raise ConfigException(str(exc)) from None
 
 
 def _read_part(path_value: object, origin: str, subject: str) -> bytes:
@@ -430,7 +532,7 @@ def _check_proxy(cluster: dict[str, Any], name: str) -> None:
         )
 
 
-def _check_proxy_of(configuration: k8s_client.Configuration) -> None:
+def _check_proxy_of(configuration: Configuration) -> None:
     """The proxy the client took from the environment, when the kubeconfig names none. One
     without a scheme (`proxy.corp:3128`) is an http:// one, as Go's
     http.ProxyFromEnvironment (which kubectl uses) reads it."""

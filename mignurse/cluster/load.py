@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from mignurse.cluster.client import (
     EVENTS,
@@ -13,11 +16,14 @@ from mignurse.cluster.client import (
     PODS,
     ClusterClient,
     Forbidden,
+    Listing,
 )
 from mignurse.cluster.dra import load_dra, node_claims
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.model import Event, Node, NodeClaim, NodePool, Pod, with_gpu_claims
 from mignurse.untrusted import LIST_ITEMS
+
+T = TypeVar("T")
 
 KARPENTER_GROUP = ("karpenter.sh", "v1")
 KARPENTER_ABSENT_NOTICE = (
@@ -36,6 +42,35 @@ def karpenter_available(client: ClusterClient) -> bool:
     return client.api_group_available(*KARPENTER_GROUP)
 
 
+def _begun(read: Callable[[], T]) -> Callable[[], T]:
+    """`read` started on its own thread; the function returned waits for it and gives its
+    value, or raises what it raised. The reads of one snapshot wait on the API server side
+    by side: a round trip each, not one after another (five for `mignurse nodes`)."""
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, read()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="mignurse-read", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        done, value = outcome[0]
+        if not done:
+            raise value  # type: ignore[misc]
+        return value  # type: ignore[return-value]
+
+    return result
+
+
+def _events(client: ClusterClient, selector: dict[str, str]) -> Callable[[], Listing[Event]]:
+    return lambda: client.list(EVENTS, Event.from_api, cut=True, **selector)
+
+
 def load_snapshot(
     client: ClusterClient,
     *,
@@ -49,33 +84,35 @@ def load_snapshot(
     100,000-event cluster answers far faster). Optional parts that fail become notices, not
     errors."""
     notices: list[str] = []
-    nodes = client.list(NODES, Node.from_api, label_selector=label_selector)
-    karpenter = karpenter_available(client)
+    # Side by side; read back, and refused, in the order they were read one by one.
+    nodes_read = _begun(lambda: client.list(NODES, Node.from_api, label_selector=label_selector))
+    karpenter_read = _begun(lambda: karpenter_available(client))
+    dra_read = _begun(lambda: load_dra(client))
+    # Only about objects of these kinds (a field selector each), or all of them. A list past
+    # LIST_ITEMS is cut there, not refused: some events beat none.
+    selectors = [{"field_selector": f"involvedObject.kind={kind}"} for kind in event_kinds]
+    event_reads = [_begun(_events(client, s)) for s in selectors or [{}]] if with_events else []
+    nodes = nodes_read()
+    karpenter = karpenter_read()
     claims: dict[str, NodeClaim] = {}
     pools: dict[str, NodePool] = {}
     if not karpenter:
         notices.append(KARPENTER_ABSENT_NOTICE)
     else:
+        claims_read = _begun(lambda: client.list(NODECLAIMS, NodeClaim.from_api).items)
+        pools_read = _begun(lambda: client.list(NODEPOOLS, NodePool.from_api).items)
         try:
-            claims = {c.name: c for c in client.list(NODECLAIMS, NodeClaim.from_api).items}
-            pools = {p.name: p for p in client.list(NODEPOOLS, NodePool.from_api).items}
+            claims = {c.name: c for c in claims_read()}
+            pools = {p.name: p for p in pools_read()}
         except Forbidden as exc:
             notices.append(f"{exc}; Karpenter details are left out")
-    dra = load_dra(client)
+    dra = dra_read()
     if dra.notice:
         notices.append(dra.notice)
     events: tuple[Event, ...] = ()
     if with_events:
         try:
-            # Only about objects of these kinds (a field selector each), or all of them. A
-            # list past LIST_ITEMS is cut there, not refused: some events beat none.
-            listings = [
-                client.list(EVENTS, Event.from_api, cut=True, **selector)
-                for selector in (
-                    [{"field_selector": f"involvedObject.kind={kind}"} for kind in event_kinds]
-                    or [{}]
-                )
-            ]
+            listings = [read() for read in event_reads]
             events = tuple(e for listing in listings for e in listing.items)
             if any(listing.cut for listing in listings):
                 notices.append(

@@ -124,6 +124,9 @@ PARSERS: dict[str, Any] = {
 }
 
 
+EventKeys = tuple[str, str] | set[tuple[str, str]]  # one event's key, or several
+
+
 class ClusterState:
     """Live objects kept current by watches, safe to read from any thread."""
 
@@ -133,8 +136,11 @@ class ClusterState:
         self._nodeclaims: dict[str, NodeClaim] = {}
         self._nodepools: dict[str, NodePool] = {}
         self._events: dict[tuple[str, str], Event] = {}
-        # (involved kind, involved name) → event keys: a node's detail without a full scan
-        self._events_by_object: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        # (involved kind, involved name) → event keys: a node's detail without a full scan.
+        # An object with one event holds that event's key alone, the very tuple `_events`
+        # is keyed by (a set costs 216 bytes, and a list of a million events is mostly
+        # objects with one: a pod's Scheduled, a node's one warning).
+        self._events_by_object: dict[tuple[str, str], EventKeys] = {}
         self._slices: dict[str, ResourceSlice] = {}
         self._claims: tuple[ResourceClaim, ...] = ()  # re-read with each assessment
         self._plugin_nodes: frozenset[str] = frozenset()
@@ -185,11 +191,12 @@ class ClusterState:
                         self._dirty_nodes.add(piece.node_name)
                 self._slices = fresh_slices
             elif plural == "events":
-                self._events = {e.key: e for e in models}
+                self._events = {}
                 self._events_by_object = {}
                 for event in models:
-                    about = (event.involved_kind, event.involved_name)
-                    self._events_by_object.setdefault(about, set()).add(event.key)
+                    key = (event.namespace, event.name)
+                    self._events[key] = event
+                    self._index_event((event.involved_kind, event.involved_name), key)
                 self._dirty_other = True
             self.generation += 1
         self._notify(plural, "LIST", models)
@@ -234,14 +241,17 @@ class ClusterState:
                     self._dirty_nodes.add(piece.node_name)
             elif plural == "events":
                 event = model = Event.from_api(raw)
-                about = (event.involved_kind, event.involved_name)
-                keys = self._events_by_object.setdefault(about, set())
+                about, key = (event.involved_kind, event.involved_name), event.key
                 if deleted:
-                    self._events.pop(event.key, None)
-                    keys.discard(event.key)
+                    self._events.pop(key, None)
+                    held = self._events_by_object.get(about)
+                    if isinstance(held, set):
+                        held.discard(key)
+                    elif held == key:
+                        del self._events_by_object[about]
                 else:
-                    self._events[event.key] = event
-                    keys.add(event.key)
+                    self._events[key] = event
+                    self._index_event(about, key)
                 if event.involved_kind == "Node":
                     self._dirty_nodes.add(event.involved_name)
                 self._dirty_other = True
@@ -249,6 +259,15 @@ class ClusterState:
                 return
             self.generation += 1
         self._notify(plural, change_type, [model])
+
+    def _index_event(self, about: tuple[str, str], key: tuple[str, str]) -> None:
+        held = self._events_by_object.get(about)
+        if held is None:
+            self._events_by_object[about] = key
+        elif isinstance(held, set):
+            held.add(key)
+        elif held != key:
+            self._events_by_object[about] = {held, key}
 
     def set_dra_usage(self, claims: Iterable[ResourceClaim], plugin_nodes: Iterable[str]) -> None:
         """What is read again with each assessment rather than watched: the ResourceClaims
@@ -296,7 +315,8 @@ class ClusterState:
     def events_about(self, kind: str, name: str) -> list[Event]:
         """Events about one object, oldest first, without scanning every event."""
         with self._lock:
-            keys = self._events_by_object.get((kind, name), ())
+            held = self._events_by_object.get((kind, name))
+            keys = held if isinstance(held, set) else () if held is None else (held,)
             found = [self._events[k] for k in keys if k in self._events]
         # a set's order changes per process: same-second ties go by name (it carries the time)
         found.sort(key=lambda e: (e.last_seen or e.first_seen or _EPOCH, e.key))

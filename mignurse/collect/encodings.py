@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from mignurse.collect import structured
+from mignurse.collect import scanner, structured
 from mignurse.collect.secretnames import MARKER, is_secret_name
 from mignurse.collect.secretrules import LINE, LOG_PREFIX, LOG_TIME, TEXT, Edit, Rule
 
@@ -334,8 +334,10 @@ _SIMPLE_ESCAPES = {
 
 # the field that holds the message in a log record: journalctl -o json, the json-file
 # driver, Go's slog and zap, logrus, Python's json loggers, and logfmt's msg="…"
+# (the look-behind comes after the `m`, so that the pattern starts with `"` or `m` and `re`
+# skips to those characters instead of trying the pattern at every position of a line)
 _MESSAGE_KEY = re.compile(
-    r'(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|(?<![\w.-])(?:msg|message)=)'
+    r'(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|m(?<![\w.-]m)(?:sg|essage)=)'
     r'[ \t]{0,16}(?=")'
 )
 
@@ -351,7 +353,8 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
         for body_start, body_end in _quoted(text, message.end() if message else start, end):
             body = text[body_start:body_end]
             if message is None and (
-                len(body) < 6 or ("\\" not in body and not any(c in body for c in ":=%"))
+                len(body) < 6
+                or ("\\" not in body and ":" not in body and "=" not in body and "%" not in body)
             ):
                 continue
             at = body_start
@@ -489,30 +492,119 @@ _ONE_ALPHABET = re.compile(r"[A-Za-z0-9+/]+|[A-Za-z0-9_-]+")
 _AFTER_RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-")
 
 
-def base64_runs(text: str) -> Iterator[tuple[int, int]]:
-    """(start, end) of every match of _BASE64 in `text`, in order."""
+def base64_runs(text: str, skip: frozenset[str] = frozenset()) -> Iterator[tuple[int, int]]:
+    """(start, end) of every match of _BASE64 in `text`, in order; in ASCII text, less the
+    runs with a character of `skip` at the start of a group of four (see _UNPRINTABLE_LEADS)."""
     if not text.isascii():
         for found in _BASE64.finditer(text):
             yield found.span()
         return
-    size = len(text)
     for run in _RUN.finditer(text.encode("ascii").translate(_RUN_MAP)):
         start, end = run.span()
-        if not _ONE_ALPHABET.fullmatch(text, start, end):
-            continue
-        stop = end
-        while stop < size and stop - end < 2 and text[stop] == "=":
-            stop += 1
-        if stop < size and text[stop] in _AFTER_RUN:
-            continue
-        yield start, stop
+        stop = _run_stop(text, start, end, skip)
+        if stop is not None:
+            yield start, stop
+
+
+def _run_stop(text: str, start: int, end: int, skip: frozenset[str]) -> int | None:
+    """Where the base64 run of ASCII `text` at [start, end) (a maximal run of base64
+    characters of either alphabet) ends with its padding, or None: not one alphabet, base64
+    characters after its padding, or a character of `skip` at the start of a group."""
+    if not skip.isdisjoint(text[start:end:4]):
+        return None
+    if not _ONE_ALPHABET.fullmatch(text, start, end):
+        return None
+    size = len(text)
+    stop = end
+    while stop < size and stop - end < 2 and text[stop] == "=":
+        stop += 1
+    if stop < size and text[stop] in _AFTER_RUN:
+        return None
+    return stop
+
+
+# The runs worth decoding found by the multi-pattern engine in one pass, a superset of those
+# `_base64_decoded` decodes: a maximal run of one alphabet, at least 24 characters, no
+# character of _UNPRINTABLE_LEADS at the start of a group of four (C, D, I-Z, a-z, 0-9 there),
+# and not all lower-case hex (a character outside 0-9a-f somewhere). Each run it names is then
+# checked as `base64_runs` checks it; a digest, a UUID, a pod name never reaches Python.
+def _base64_candidates() -> str:
+    run = r"A-Za-z0-9+/_\-"
+    lead, lead_not_hex = "[CDI-Za-z0-9]", "[CDI-Zg-z]"
+
+    def body(char: str, not_hex: str) -> str:
+        group = f"{lead}{char}{{3}}"
+        marked = (
+            f"(?:{lead_not_hex}{char}{{3}}|{lead}{not_hex}{char}{{2}}"
+            f"|{lead}{char}{not_hex}{char}|{lead}{char}{{2}}{not_hex})"
+        )
+        tail = f"(?:{lead}{char}{{0,2}})?"
+        marked_tail = (
+            f"(?:{lead_not_hex}{char}{{0,2}}|{lead}{not_hex}{char}?|{lead}{char}{not_hex})"
+        )
+        # six groups or more, one of them marked: k plain groups before it, at least 5 - k after
+        spread = [f"{marked}(?:{group}){{5,}}"]
+        spread += [f"(?:{group}){{{k}}}{marked}(?:{group}){{{5 - k},}}" for k in range(1, 6)]
+        spread.append(f"(?:{group}){{6,}}{marked}(?:{group})*")
+        return f"(?:(?:{'|'.join(spread)}){tail}|(?:{group}){{6,}}{marked_tail})"
+
+    standard = body("[A-Za-z0-9+/]", "[A-Zg-z+/]")
+    url_safe = body(r"[A-Za-z0-9_\-]", r"[A-Zg-z_\-]")
+    return f"(?:^|[^{run}])(?:{standard}|{url_safe})={{0,2}}(?:[^{run}=]|$)"
+
+
+_BASE64_FINDER = scanner.Finder(_base64_candidates())
+
+
+def _engine_runs(text: str) -> list[tuple[int, int]] | None:
+    """(start, stop) of the base64 runs `base64_runs(text, _UNPRINTABLE_LEADS)` yields that
+    can decode to text (see above), found by the engine; None where it is not used."""
+    found = _BASE64_FINDER.last_characters(text)
+    if found is None:
+        return None
+    runs: dict[int, int] = {}
+    for last in found:
+        end = last + 1
+        if text[last] not in _AFTER_RUN:  # the character after the run, matched
+            end = last
+        while end > 0 and text[end - 1] == "=":
+            end -= 1
+        start = _run_start(text, end)
+        stop = _run_stop(text, start, end, _UNPRINTABLE_LEADS)
+        if stop is not None and end - start >= MIN_BASE64:
+            runs[start] = stop
+    return sorted(runs.items())
+
+
+def _run_start(text: str, end: int) -> int:
+    """The start of the run of base64 characters that ends at `end` in ASCII `text`."""
+    low, step = end, 64
+    while low > 0:
+        start = max(0, low - step)
+        mapped = text[start:low].encode("ascii").translate(_RUN_MAP)
+        space = mapped.rfind(b" ")
+        if space != -1:
+            return start + space + 1
+        low, step = start, step * 2
+    return 0
+
+
+# The first character of each group of four makes the top six bits of a decoded byte: A, B
+# and E to H make 0x00-0x07 and 0x10-0x1f (control bytes other than tab, LF and CR), and +, /
+# and -, _ make 0xf8-0xff (never in UTF-8). A run with one of them at the start of a group
+# decodes to no printable UTF-8 text, whatever its other characters: it is passed over before
+# any other work, as the decoding would reject it (most logged names and ids are such runs).
+_UNPRINTABLE_LEADS = frozenset("ABEFGH+/-_")
 
 
 def _base64_decoded(text: str, parent: View | None) -> View | None:
     """Each long base64 run whose bytes are UTF-8 text (a docker `auth`, a credentials file
     held whole in a log line or an object), decoded; a match anywhere in it masks the run."""
     build = _Builder()
-    for start, end in base64_runs(text):
+    runs = _engine_runs(text)
+    for start, end in base64_runs(text, _UNPRINTABLE_LEADS) if runs is None else runs:
+        if not _UNPRINTABLE_LEADS.isdisjoint(text[start:end:4]):
+            continue  # some decoded byte is a control byte or never UTF-8: see below
         run = text[start:end]
         if len(run) % 4 == 1 or run.startswith("LS0tLS1CRUdJTi"):
             continue  # not base64, or a PEM block: the pem-base64 rule decides on it
@@ -537,6 +629,13 @@ def _base64_decoded(text: str, parent: View | None) -> View | None:
         build.decoded(decoded, start, end)
         build.separator()
     return build.view(parent)
+
+
+# The same matches found by the multi-pattern engine in one pass (the last character of each,
+# on the same line as its first: none of these patterns matches a line break)
+_PERCENT_FINDER = scanner.Finder(_PERCENT.pattern)
+_URL_FINDER = scanner.Finder(_PERCENT.pattern, _FORM_PARAMETER.pattern)
+_ENTITY_FINDER = scanner.Finder(_ENTITY.pattern)
 
 
 # --- all views -------------------------------------------------------------------------------
@@ -585,9 +684,12 @@ def _views(
         if "json" in wanted and '"' in text:
             made.append(("json", _json_strings(text, triggered, parent)))
     if "url" in wanted and ("%" in text or "+" in text):
-        encoded = [m.start() for m in _PERCENT.finditer(text)]
-        if "+" in text and "=" in text:
-            encoded += [m.start() for m in _FORM_PARAMETER.finditer(text)]
+        form = "+" in text and "=" in text
+        encoded = (_URL_FINDER if form else _PERCENT_FINDER).last_characters(text)
+        if encoded is None:  # no engine, or text it cannot read as `re` does
+            encoded = [m.start() for m in _PERCENT.finditer(text)]
+            if form:
+                encoded += [m.start() for m in _FORM_PARAMETER.finditer(text)]
         escaped = [
             (start, end)
             for start, end in _whole(text, lines_at(text, encoded))
@@ -596,10 +698,13 @@ def _views(
         if escaped:
             made.append(("url", _url_decoded(text, escaped, parent)))
     if "html" in wanted and "&" in text:
-        entities = _whole(text, lines_at(text, (m.start() for m in _ENTITY.finditer(text))))
+        found = _ENTITY_FINDER.last_characters(text)
+        if found is None:
+            found = [m.start() for m in _ENTITY.finditer(text)]
+        entities = _whole(text, lines_at(text, found))
         if entities:
             made.append(("html", _html_decoded(text, _with_context(text, entities), parent)))
-    if "cri" in wanted and " P " in text:
+    if "cri" in wanted and _holds_partial_tag(text):
         made.append(("cri", _cri_joined(text, parent)))
     if "base64" in wanted:
         made.append(("base64", _base64_decoded(text, parent)))
@@ -630,7 +735,7 @@ def json_document_edits(
                 break
             tries += 1
             try:
-                document, doc_end = _DECODER.raw_decode(text, m.start())
+                document, doc_end = _decode_at(text, m.start(), end)
             except (ValueError, RecursionError):
                 at = m.start() + 1
                 continue
@@ -642,6 +747,31 @@ def json_document_edits(
                 rule = max(counts, key=lambda r: counts[r]) if counts else "secret-field"
                 yield from _string_edits(text, m.start(), doc_end, replacements, rule)
             at = doc_end
+
+
+# how close to its end a parse of a line's slice may fail for lack of what follows (a number,
+# `-Infinity`, a \\uXXXX escape cut off): the whole text is parsed there instead
+_CUT_MARGIN = 16
+
+
+def _decode_at(text: str, start: int, line_end: int) -> tuple[object, int]:
+    """`_DECODER.raw_decode(text, start)`, parsing the line's slice first. A failed parse builds
+    a `JSONDecodeError`, which counts the newlines before the failure (json/decoder.py): on the
+    whole text that is linear in the position, and a large log with a `{` on every line took
+    quadratic time. A document that ends on its line parses the same from the slice (its
+    closing bracket needs nothing after it), and a failure well inside the slice fails the
+    same way in the whole text; a failure near the slice's end, or an unterminated string,
+    may only be the line ending, so the whole text decides."""
+    if line_end >= len(text):
+        return _DECODER.raw_decode(text, start)
+    line = text[start:line_end]
+    try:
+        document, end = _DECODER.raw_decode(line)
+    except json.JSONDecodeError as error:
+        if error.pos >= len(line) - _CUT_MARGIN or error.msg.startswith("Unterminated"):
+            return _DECODER.raw_decode(text, start)
+        raise
+    return document, start + end
 
 
 def _string_edits(
@@ -749,9 +879,21 @@ def _crosses_records(text: str, start: int, end: int) -> bool:
     return False
 
 
+_FEW_LINES = 256
+_PARTIAL_TAG = scanner.Finder(" P ")
+
+
+def _holds_partial_tag(text: str) -> bool:
+    """Whether `text` holds " P " (a CRI partial line's tag), from the engine's one pass where
+    it ran (a search for a word with spaces around it is slow for `str.find` in a log)."""
+    found = _PARTIAL_TAG.last_characters(text)
+    return " P " in text if found is None else bool(found)
+
+
 def _whole(text: str, lines: list[Span]) -> list[Span]:
     """The lines that are not part of a message split over CRI partial lines."""
-    if " P " not in text:
+    # a partial line holds " P ": a few lines are looked at, many only where the text has one
+    if not lines or (len(lines) > _FEW_LINES and not _holds_partial_tag(text)):
         return lines
     return [(start, end) for start, end in lines if not _partial(text, start)]
 
@@ -786,7 +928,7 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
     scalar (`password: |`), list items (`passwords:` then `- …`), a flow sequence."""
     edits: list[Edit] = []
     block_until = 0
-    for n, m in enumerate(_YAML_KEY.finditer(text)):
+    for n, m in enumerate(_at_line_starts(_YAML_KEY, text)):
         if n % 256 == 0:
             check()
         if m.start() < block_until:
@@ -827,6 +969,21 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
         if edit[0] >= pos and edit[1] > edit[0] and MARKER not in text[edit[0] : edit[1]]:
             yield edit
             pos = edit[1]
+
+
+def _at_line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """`pattern.finditer(text)` for a pattern that matches only at the start of a line and
+    within it (`(?m)^…` with no line break in it): tried once per line rather than at every
+    character (`re` has no fast skip to a `^`)."""
+    at = 0
+    while True:
+        m = pattern.match(text, at)
+        if m is not None:
+            yield m
+        newline = text.find("\n", at)
+        if newline == -1:
+            return
+        at = newline + 1
 
 
 _MAP_KEY = re.compile(r"[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}'")

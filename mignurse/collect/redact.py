@@ -3,8 +3,10 @@ walker that applies the rules, and the `Redactor` that keeps one bundle's counts
 
 A JSON document is first masked by its structure (`structured`: Kubernetes env, args, Secret
 data, secret-named keys, last-applied annotations), then every file by the text rules of
-`secretrules`. Every rule has literal trigger words; only where one occurs is the rule tried,
-so unrelated text costs one search per trigger (found by grep for large texts).
+`secretrules`. Every rule has literal trigger words; only where one occurs is the rule tried.
+All the words are found in one pass by Hyperscan (`scanner`); without its wheel, by one
+`str.find` per word, and by grep for large texts. Either way the same positions, so the same
+masks.
 
 Linear time, whatever the input: every quantifier in a rule is bounded, a rule is tried at a
 trigger (or once per line holding one) and never again inside an edit it made, and PEM
@@ -33,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mignurse.collect import encodings, structured
+from mignurse.collect import encodings, scanner, structured
 from mignurse.collect.secretnames import MARKER
 from mignurse.collect.secretrules import FILE_FORMAT_RULES, LINE, TEXT, TEXT_RULES, Edit, Rule
 
@@ -280,6 +282,13 @@ def mask_secrets(
         if masked.data is None:
             raise MaskTimeout("; ".join(why for _, why in masked.left_out))
         return masked.data, dict(masked.counts)
+    try:
+        return _mask_secrets(name, data, structured_done)
+    finally:
+        scanner.forget()  # the engine's answer for the last text holds that text
+
+
+def _mask_secrets(name: str, data: bytes, structured_done: bool) -> tuple[bytes, dict[str, int]]:
     clock = _Clock(MASK_SECONDS_PER_FILE)
     counts: dict[str, int] = {}
     if not structured_done and structured.looks_like_json(name, data):
@@ -297,7 +306,8 @@ def mask_secrets(
     # a mask can make a boundary another rule needed (abcdef.<16>AKIA… once the bootstrap
     # token is masked): go round again until nothing changes, so masking twice changes
     # nothing.
-    lines = trigger_lines(data)
+    # the engine finds the words in this process, in one pass; without it grep names the lines
+    lines = None if scanner.engine_name() == "Hyperscan" else trigger_lines(data)
     scan = None
     if lines != []:  # []: grep saw no trigger anywhere, so no text rule can match
         text, found, scan = _mask_text(text, lines, clock)
@@ -466,16 +476,18 @@ PASSES = 3
 
 # --- finding triggers ------------------------------------------------------------------------
 #
-# Python's str.find runs at ~2 GB/s per trigger, and there are ~40 triggers: ~50 MB/s for a
-# text, most of a collection's CPU. grep -F finds all of them in one pass (Aho-Corasick) at
-# ~500 MB/s, so for large ASCII texts grep names the lines holding any trigger and the finds
-# run on those lines only. Exactly the same positions: every trigger lies within one line (no
-# trigger holds a newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
+# Hyperscan (`scanner.Words`) finds every trigger in one pass in this process. Without it:
+# Python's str.find runs at ~2 GB/s per trigger, and there are ~230 triggers: ~10 MB/s for a
+# text. grep -F finds all of them in one pass (Aho-Corasick) at ~500 MB/s, so for large ASCII
+# texts grep names the lines holding any trigger and the finds run on those lines only.
+# Exactly the same positions: every trigger lies within one line (no trigger holds a
+# newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
 TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
+_WORDS = scanner.Words(TRIGGERS)
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves
 _grep: list[str | None] = []  # [path] once checked; [None] when unusable
 
@@ -534,6 +546,12 @@ class _Scan:
 
     def __init__(self, text: str, lines: list[tuple[int, int]] | None = None) -> None:
         self.text = text
+        self._found: dict[str, list[int]] = {}
+        found = _WORDS.positions(text) if lines is None else None
+        if found is not None:  # every trigger's positions, found by the engine in one pass
+            self._found = found
+            self._joined, self._starts, self._offsets = "", [0], [0]
+            return
         if lines is None and text.isascii():
             lines = trigger_lines(text.encode("ascii"))
         if lines is None:
@@ -548,7 +566,6 @@ class _Scan:
             self._offsets = list(
                 itertools.accumulate((end - start + 1 for start, end in lines), initial=0)
             )
-        self._found: dict[str, list[int]] = {}
 
     def positions(self, trigger: str) -> list[int]:
         found = self._found.get(trigger)

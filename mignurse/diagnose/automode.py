@@ -39,7 +39,7 @@ def auto_mode_nodes(inp: DiagnosisInput) -> Mapping[str, str]:
 
 
 def _auto_mode_nodes(inp: DiagnosisInput) -> dict[str, str]:
-    claims = inp.snapshot.claims_by_node()
+    claims = inp.claims_by_node
     # A NodePool has one nodeClassRef: any of its NodeClaims speaks for all its nodes.
     pool_claims = {
         c.pool: c.name

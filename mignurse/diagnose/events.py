@@ -8,13 +8,14 @@ The API server forgets events after about an hour; the local history keeps them 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from mignurse.diagnose.facts import TRANSITION_PREFIX
 from mignurse.diagnose.findings import Evidence
-from mignurse.diagnose.inputs import DiagnosisInput
+from mignurse.diagnose.inputs import NEVER_BEFORE, DiagnosisInput
 from mignurse.model import Event, format_time
 
 _TRANSITION = re.compile(
@@ -22,15 +23,14 @@ _TRANSITION = re.compile(
     r"(?P<new>\w+)(?:, Reason: (?P<reason>[^,]*))?(?:, Message: (?P<message>.*))?$",
     re.DOTALL,
 )
-_NEVER_BEFORE = datetime.min.replace(tzinfo=UTC)
+_NEVER_BEFORE = NEVER_BEFORE
 
 
 @dataclass(frozen=True, slots=True)
 class Transition:
-    """One Karpenter "Status condition transitioned" event, parsed."""
+    """One Karpenter "Status condition transitioned" event, parsed (the object it is about:
+    `event.involved_kind`, `event.involved_name`)."""
 
-    object_kind: str
-    object_name: str
     type: str
     old: str
     new: str
@@ -47,8 +47,6 @@ def parse_transition(event: Event) -> Transition | None:
     if match is None:
         return None
     return Transition(
-        object_kind=event.involved_kind,
-        object_name=event.involved_name,
         type=match["type"].strip(),
         old=match["old"],
         new=match["new"],
@@ -64,17 +62,49 @@ def parse_transition(event: Event) -> Transition | None:
 def all_events(inp: DiagnosisInput) -> list[Event]:
     """The snapshot's events plus those only the history still holds, one copy each
     (the newest occurrence wins), oldest first. Computed once per input."""
-    return inp.memo("events.all_events", lambda: _all_events(inp))
+    return event_index(inp).events
 
 
-def _all_events(inp: DiagnosisInput) -> list[Event]:
-    merged: dict[str, Event] = {}
-    for event in (*inp.history.events, *inp.snapshot.events):
-        key = event.uid or f"{event.namespace}/{event.name}"
-        held = merged.get(key)
-        if held is None or event_time(event) >= event_time(held):
-            merged[key] = event
-    return sorted(merged.values(), key=event_time)
+@dataclass(frozen=True, slots=True)
+class EventIndex:
+    """`all_events` read once for every rule, each list oldest first: a rule looks events up
+    by the object they are about instead of scanning every event of the cluster."""
+
+    events: list[Event]
+    by_object: dict[str, list[Event]]  # by involved name, whatever its kind
+    by_reason: dict[str, list[Event]]
+    node_names: dict[str, None]  # every name a Node event is about, in order
+    claim_names: dict[str, None]  # every name a NodeClaim event is about, in order
+    node_transitions: dict[str, list[Transition]]  # Nodes' transitions, by Node name
+
+
+def event_index(inp: DiagnosisInput) -> EventIndex:
+    return inp.memo("events.index", lambda: _event_index(inp))
+
+
+def _event_index(inp: DiagnosisInput) -> EventIndex:
+    events = inp.merged_events.events
+    by_object: defaultdict[str, list[Event]] = defaultdict(list)
+    by_reason: defaultdict[str, list[Event]] = defaultdict(list)
+    node_names: dict[str, None] = {}
+    claim_names: dict[str, None] = {}
+    node_transitions: dict[str, list[Transition]] = {}
+    # One pass: 100,000 events scattered in memory cost more to reach than to file.
+    for event in events:
+        name, kind = event.involved_name, event.involved_kind
+        by_object[name].append(event)
+        by_reason[event.reason].append(event)
+        if kind == "Node":
+            node_names[name] = None
+            if event.message.startswith(TRANSITION_PREFIX):
+                transition = parse_transition(event)
+                if transition is not None:
+                    node_transitions.setdefault(name, []).append(transition)
+        elif kind == "NodeClaim":
+            claim_names[name] = None
+    return EventIndex(
+        events, dict(by_object), dict(by_reason), node_names, claim_names, node_transitions
+    )
 
 
 def event_time(event: Event) -> datetime:

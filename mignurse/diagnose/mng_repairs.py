@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from mignurse.diagnose.events import Transition, all_events, event_evidence, parse_transition
+from mignurse.diagnose.events import Transition, event_evidence, event_index, parse_transition
 from mignurse.diagnose.facts import REPAIR_TOLERATIONS
 from mignurse.diagnose.findings import Evidence
 from mignurse.diagnose.inputs import DiagnosisInput
@@ -96,10 +96,12 @@ def _mng_repairs(inp: DiagnosisInput, window: timedelta) -> list[MngRepair]:
         n.pool_kind == "nodegroup" for n in inp.snapshot.nodes.values()
     ):
         return []
-    about: dict[str, list[Event]] = {}
-    for event in all_events(inp):
-        if event.involved_kind == "Node" and event.involved_name not in inp.snapshot.nodes:
-            about.setdefault(event.involved_name, []).append(event)
+    index = event_index(inp)
+    about = {
+        name: [e for e in index.by_object[name] if e.involved_kind == "Node"]
+        for name in index.node_names
+        if name not in inp.snapshot.nodes
+    }
     history_pool = {
         lc.name: lc.pool for lc in inp.history.lifecycles if lc.kind == "Node" and lc.pool
     }

@@ -15,8 +15,9 @@ answer for every rule (the NotReady, hardware and loop findings all print it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from mignurse.diagnose.automode import AUTO, repair_kind
 from mignurse.diagnose.facts import REPAIR_TOLERATIONS, repair_allowance, unhealthy_for_repair
@@ -73,13 +74,12 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
         return RepairOutlook(
             None, "Karpenter (NodeRepair gate unknown: the Deployment was not read)", due
         )
-    pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == node.pool]
-    unhealthy = sum(1 for n in pool_nodes if unhealthy_for_repair(n, inp.repair_tolerations))
-    allowance = repair_allowance(len(pool_nodes))
+    unhealthy, pool_size = pool_health(inp, node.pool, inp.repair_tolerations)
+    allowance = repair_allowance(pool_size)
     if unhealthy > allowance:
         return RepairOutlook(
             None,
-            f"Karpenter repair held by the 20% guard ({unhealthy} of {len(pool_nodes)} nodes "
+            f"Karpenter repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
             f"unhealthy, {allowance} allowed); due since {format_time(due)}",
         )
     proof = "" if gate else " (NodeRepair evidently on: repairs seen in this pool)"
@@ -99,20 +99,39 @@ def _auto_mode(
     if since is None:
         return RepairOutlook(None, f"{type_} has no transition time")
     due = since + toleration
-    members = [n for n in inp.snapshot.nodes.values() if n.pool == node.pool]
-    unhealthy = sum(1 for n in members if unhealthy_for_repair(n, REPAIR_TOLERATIONS))
-    allowance = repair_allowance(len(members))
+    unhealthy, pool_size = pool_health(inp, node.pool, REPAIR_TOLERATIONS)
+    allowance = repair_allowance(pool_size)
     if unhealthy > allowance:
         return RepairOutlook(
             None,
-            f"EKS Auto Mode repair held by the 20% guard ({unhealthy} of {len(members)} nodes "
+            f"EKS Auto Mode repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
             f"unhealthy, {allowance} allowed); due since {format_time(due)}",
         )
     return RepairOutlook(due, "EKS Auto Mode repair (always on)", action="Replace")
 
 
+def pool_health(
+    inp: DiagnosisInput, pool: str, tolerations: Mapping[tuple[str, str], timedelta]
+) -> tuple[int, int]:
+    """(nodes matching a repair policy now, nodes) of a pool, as a repair guard counts them:
+    counted once per pool and set of policies, not once for each of its nodes."""
+    # By the policies' id, the policies kept beside the count so that the id is never reused.
+    counted: dict[tuple[str, int], tuple[Mapping[tuple[str, str], timedelta], int, int]] = inp.memo(
+        "outlook.pool_health", dict
+    )
+    held = counted.get((pool, id(tolerations)))
+    if held is None:
+        members = inp.nodes_by_pool.get(pool, ())
+        unhealthy = sum(1 for n in members if unhealthy_for_repair(n, tolerations))
+        held = counted[(pool, id(tolerations))] = (tolerations, unhealthy, len(members))
+    return held[1], held[2]
+
+
 def _repairs_seen(inp: DiagnosisInput, pool: str) -> bool:
-    return any(r.cause == "repair" and r.pool == pool for r in replacements(inp))
+    repaired = inp.memo(
+        "outlook.repaired_pools", lambda: {r.pool for r in replacements(inp) if r.cause == "repair"}
+    )
+    return pool in repaired
 
 
 def _managed_node_group(
@@ -127,9 +146,11 @@ def _managed_node_group(
     settings = inp.nodegroups.get(group)
     if settings is None:
         action = default_action(type_, status, reason)
-        seen = any(
-            r.group == group and r.unhealthy is not None and r.unhealthy[:2] == (type_, status)
-            for r in mng_repairs(inp)
+        seen = (group, type_, status) in inp.memo(
+            "outlook.mng_repaired_for",
+            lambda: {
+                (r.group, *r.unhealthy[:2]) for r in mng_repairs(inp) if r.unhealthy is not None
+            },
         )
         if seen:
             # It has been replacing nodes for exactly this: enabled, and (for a reason the
@@ -160,12 +181,11 @@ def _managed_node_group(
             f"managed node group {group} does not repair it: {action.source}",
             action=NO_ACTION,
         )
-    members = [n for n in inp.snapshot.nodes.values() if n.pool == group]
-    unhealthy = sum(1 for n in members if unhealthy_for_repair(n))
-    if not settings.threshold_allows(unhealthy, len(members)):
+    unhealthy, group_size = pool_health(inp, group, REPAIR_TOLERATIONS)
+    if not settings.threshold_allows(unhealthy, group_size):
         return RepairOutlook(
             None,
-            f"managed node group {group}: repair held, {unhealthy} of {len(members)} nodes "
+            f"managed node group {group}: repair held, {unhealthy} of {group_size} nodes "
             "unhealthy is over its threshold",
         )
     return RepairOutlook(

@@ -10,6 +10,7 @@ pairs each with its gone Node and reads its end and cause from events alone).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -17,10 +18,11 @@ from datetime import UTC, datetime, timedelta
 from mignurse.cluster.history import Lifecycle
 from mignurse.diagnose.automode import auto_mode_pool
 from mignurse.diagnose.events import (
+    EventIndex,
     Transition,
-    all_events,
     cause_events,
     event_evidence,
+    event_index,
     event_time,
     parse_transition,
 )
@@ -118,13 +120,8 @@ def replacements(inp: DiagnosisInput, window: timedelta = WINDOW) -> list[Replac
 
 
 def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
-    events = all_events(inp)
-    about = _events_by_object(events)
-    transitions = [t for e in events if (t := parse_transition(e)) is not None]
-    node_transitions: dict[str, list[Transition]] = {}
-    for tr in transitions:
-        if tr.object_kind == "Node":
-            node_transitions.setdefault(tr.object_name, []).append(tr)
+    index = event_index(inp)
+    about, node_transitions = index.by_object, index.node_transitions
     expire = {
         name: parse_go_duration(pool.expire_after) for name, pool in inp.snapshot.nodepools.items()
     }
@@ -145,22 +142,13 @@ def _replacements(inp: DiagnosisInput, window: timedelta) -> list[Replacement]:
     known_nodes = set(inp.snapshot.nodes) | {
         lc.name for lc in inp.history.lifecycles if lc.kind == "Node" and lc.ended is None
     }
-    for rebuilt in _from_events(
-        events, about, node_transitions, set(found), inp, known_nodes, expire
-    ):
+    for rebuilt in _from_events(index, set(found), inp, known_nodes, expire):
         found[rebuilt.claim] = rebuilt
 
     since = inp.now - window
     chosen = [r for r in found.values() if r.ended is None or r.ended >= since]
     chosen.sort(key=lambda r: (r.ended or inp.now, r.claim))
     return chosen
-
-
-def _events_by_object(events: Iterable[Event]) -> dict[str, list[Event]]:
-    index: dict[str, list[Event]] = {}
-    for event in events:
-        index.setdefault(event.involved_name, []).append(event)
-    return index
 
 
 def _about(about: Mapping[str, list[Event]], *names: str) -> list[Event]:
@@ -251,8 +239,8 @@ def _history_since(
     if not node or unhealthy is None:
         return None
     best: datetime | None = None
-    for tr in inp.history.transitions:
-        if tr.kind != "Node" or tr.name != node or tr.condition != unhealthy[0]:
+    for tr in inp.transitions_by_name.get(("Node", node), ()):
+        if tr.condition != unhealthy[0]:
             continue
         if tr.status != unhealthy[1] or (ended is not None and tr.time > ended):
             continue
@@ -363,9 +351,7 @@ def _unique(evidence: Iterable[Evidence]) -> tuple[Evidence, ...]:
 
 
 def _from_events(
-    events: list[Event],
-    about: Mapping[str, list[Event]],
-    node_transitions: Mapping[str, list[Transition]],
+    index: EventIndex,
     skip: set[str],
     inp: DiagnosisInput,
     known_nodes: set[str],
@@ -373,20 +359,14 @@ def _from_events(
 ) -> list[Replacement]:
     """NodeClaims gone from the API that only their events remember, each paired with the
     gone Node that was it (no Node twice)."""
+    about, node_transitions = index.by_object, index.node_transitions
     claims = {
-        e.involved_name
-        for e in events
-        if e.involved_kind == "NodeClaim"
-        and e.involved_name not in skip
-        and e.involved_name not in inp.snapshot.nodeclaims
+        name
+        for name in index.claim_names
+        if name not in skip and name not in inp.snapshot.nodeclaims
     }
-    gone_nodes = {
-        e.involved_name
-        for e in events
-        if e.involved_kind == "Node" and e.involved_name and e.involved_name not in known_nodes
-    }
-    node_registered = {n: _node_registered(about.get(n, ())) for n in gone_nodes}
-    paired: set[str] = set()
+    gone_nodes = {name for name in index.node_names if name and name not in known_nodes}
+    gone = _GoneNodes.of(gone_nodes, about, node_transitions)
     out: list[Replacement] = []
     for name in sorted(claims):
         own = about.get(name, [])
@@ -396,14 +376,11 @@ def _from_events(
             + [t.event for t in own_transitions if (t.type, t.new) in REPAIR_TOLERATIONS],
             _transition_time(own, "Registered"),
             _termination_start(own, []),
-            gone_nodes - paired,
-            about,
-            node_registered,
+            gone,
             node_transitions,
             inp.repair_tolerations,
         )
-        if node:
-            paired.add(node)
+        gone.unpaired.discard(node)
         rebuilt = _gone_claim(name, node, own_transitions, about, node_transitions, inp, expire)
         if rebuilt is not None:
             out.append(rebuilt)
@@ -628,13 +605,6 @@ def _node_registered(events: Iterable[Event]) -> datetime | None:
     return min(times) if times else None
 
 
-def _same_message(node_event: Event, claim_event: Event) -> bool:
-    """Karpenter words one disruption alike for both objects, naming each by its kind."""
-    return node_event.message.replace("NodeClaim", "Node") == claim_event.message.replace(
-        "NodeClaim", "Node"
-    )
-
-
 def _pool_of_claim(name: str, inp: DiagnosisInput) -> str:
     """NodeClaims are named `<nodepool>-<random>`; prefer a NodePool we know."""
     known = [p for p in inp.snapshot.nodepools if name.startswith(p + "-")]
@@ -643,45 +613,94 @@ def _pool_of_claim(name: str, inp: DiagnosisInput) -> str:
     return name.rsplit("-", 1)[0] if "-" in name else ""
 
 
+def _node_words(message: str) -> str:
+    """Karpenter words one disruption alike for a Node and its NodeClaim, naming each by its
+    kind: the message as it reads about the Node."""
+    return message.replace("NodeClaim", "Node")
+
+
+@dataclass(slots=True)
+class _GoneNodes:
+    """The gone Nodes a gone NodeClaim may have been (no Node twice: `unpaired`), indexed so
+    that pairing a claim looks at the few that fit, not at every gone Node."""
+
+    unpaired: set[str]
+    # (reason, message in the Node's words) → (first seen, Node) of each event about one
+    told: dict[tuple[str, str], list[tuple[datetime, str]]]
+    registered: list[tuple[datetime, str]]  # when each registered, oldest first
+    unhealthy: list[tuple[datetime, str]]  # each move into a repair-matching status, oldest first
+
+    @classmethod
+    def of(
+        cls,
+        names: set[str],
+        about: Mapping[str, list[Event]],
+        node_transitions: Mapping[str, list[Transition]],
+    ) -> _GoneNodes:
+        told: dict[tuple[str, str], list[tuple[datetime, str]]] = {}
+        registered: list[tuple[datetime, str]] = []
+        unhealthy: list[tuple[datetime, str]] = []
+        for node in names:
+            events = about.get(node, ())
+            for e in events:
+                if e.first_seen is not None:
+                    told.setdefault((e.reason, _node_words(e.message)), []).append(
+                        (e.first_seen, node)
+                    )
+            if (joined := _node_registered(events)) is not None:
+                registered.append((joined, node))
+            unhealthy.extend(
+                (tr.time, node)
+                for tr in node_transitions.get(node, ())
+                if tr.time is not None and (tr.type, tr.new) in REPAIR_TOLERATIONS
+            )
+        registered.sort()
+        unhealthy.sort()
+        return cls(set(names), told, registered, unhealthy)
+
+
 def _pair_node(
     claim_causes: list[Event],
     registered: datetime | None,
     ended: datetime | None,
-    candidates: set[str],
-    about: Mapping[str, list[Event]],
-    node_registered: Mapping[str, datetime | None],
+    gone: _GoneNodes,
     node_transitions: Mapping[str, list[Transition]],
     tolerations: Mapping[tuple[str, str], timedelta],
 ) -> str:
     """The gone Node that was this gone NodeClaim: told the same disruption at the same
     moment (Karpenter emits it on both), registered together, or unhealthy for exactly a
-    repair toleration before the claim started terminating."""
+    repair toleration before the claim started terminating. Of several, the first by name
+    (the nearest registration first)."""
+    candidates = gone.unpaired
     for event in claim_causes:
         telling = event.reason in _TELLING or event.message.startswith(TRANSITION_PREFIX)
         if not telling or event.first_seen is None:
             continue
-        for node in sorted(candidates):
-            if any(
-                e.reason == event.reason
-                and _same_message(e, event)
-                and e.first_seen is not None
-                and abs(e.first_seen - event.first_seen) <= _SAME_MOMENT
-                for e in about.get(node, ())
-            ):
-                return node
+        same = [
+            node
+            for seen, node in gone.told.get((event.reason, _node_words(event.message)), ())
+            if node in candidates and abs(seen - event.first_seen) <= _SAME_MOMENT
+        ]
+        if same:
+            return min(same)
     if registered is not None:
-        best = min(
-            (
-                (abs(t - registered), n)
-                for n in candidates
-                if (t := node_registered.get(n)) is not None
-            ),
-            default=None,
-        )
-        if best is not None and best[0] <= _REGISTRATION_PAIRING:
-            return best[1]
+        # Only a registration within the pairing window can pair: look at those alone.
+        first = bisect_left(gone.registered, registered - _REGISTRATION_PAIRING, key=_moment)
+        near = []
+        for joined, node in gone.registered[first:]:
+            if joined > registered + _REGISTRATION_PAIRING:
+                break
+            if node in candidates:
+                near.append((abs(joined - registered), node))
+        if near:
+            return min(near)[1]
     if ended is not None:
-        for node in sorted(candidates):
+        # A Node's last move before `ended` pairs only if its toleration (at most the
+        # longest) brings its deadline within the slack of `ended`: it moved in this span.
+        longest = max(tolerations.values(), default=timedelta(0))
+        first = bisect_left(gone.unhealthy, ended - _REPAIR_SLACK - longest, key=_moment)
+        last = bisect_right(gone.unhealthy, ended, key=_moment)
+        for node in sorted({n for _, n in gone.unhealthy[first:last] if n in candidates}):
             tr = _last_unhealthy(node_transitions.get(node, ()), ended)
             toleration = tolerations.get((tr.type, tr.new)) if tr is not None else None
             if tr is None or tr.time is None or toleration is None:
@@ -690,6 +709,10 @@ def _pair_node(
             if deadline - _REPAIR_SLACK <= ended <= deadline + _REPAIR_SLACK:
                 return node
     return ""
+
+
+def _moment(entry: tuple[datetime, str]) -> datetime:
+    return entry[0]
 
 
 def _cause_from_events(

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from mignurse.model.fields import (
+    EMPTY_COUNTS,
     LABEL_ARCH,
     LABEL_CAPACITY_TYPE,
     LABEL_COMPUTE_TYPE,
@@ -38,6 +39,9 @@ from mignurse.model.fields import (
     parse_conditions,
     parse_count,
     parse_time,
+    shared,
+    shared_nearby,
+    shared_texts,
     str_map,
 )
 
@@ -78,6 +82,13 @@ class Node:
         pool, pool_kind = _pool_of(labels)
         provider_id = str(spec.get("providerID") or "")
         taints = spec.get("taints")
+        os_image, kernel, runtime, kubelet, architecture = shared_texts(
+            info.get("osImage") or "",
+            info.get("kernelVersion") or "",
+            info.get("containerRuntimeVersion") or "",
+            info.get("kubeletVersion") or "",
+            info.get("architecture") or labels.get(LABEL_ARCH) or "",
+        )
         return cls(
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
@@ -89,24 +100,24 @@ class Node:
             pool_kind=pool_kind,
             instance_type=labels.get(LABEL_INSTANCE_TYPE)
             or labels.get(LABEL_INSTANCE_TYPE_BETA, ""),
-            capacity_type=(
-                labels.get(LABEL_CAPACITY_TYPE) or labels.get(LABEL_MNG_CAPACITY_TYPE, "")
-            ).lower(),
+            capacity_type=shared(
+                (labels.get(LABEL_CAPACITY_TYPE) or labels.get(LABEL_MNG_CAPACITY_TYPE, "")).lower()
+            ),
             zone=labels.get(LABEL_ZONE, ""),
             provider_id=provider_id,
             instance_id=instance_id_from_provider_id(provider_id),
-            os_image=str(info.get("osImage") or ""),
-            kernel=str(info.get("kernelVersion") or ""),
-            container_runtime=str(info.get("containerRuntimeVersion") or ""),
-            kubelet_version=str(info.get("kubeletVersion") or ""),
-            architecture=str(info.get("architecture") or labels.get(LABEL_ARCH, "")),
+            os_image=os_image,
+            kernel=kernel,
+            container_runtime=runtime,
+            kubelet_version=kubelet,
+            architecture=architecture,
             conditions=parse_conditions(status.get("conditions")),
             taints=tuple(Taint.from_api(t) for t in taints if isinstance(t, dict))
             if isinstance(taints, list)
             else (),
             unschedulable=bool(spec.get("unschedulable")),
-            gpu_capacity=gpu_resources(status.get("capacity")),
-            gpu_allocatable=gpu_resources(status.get("allocatable")),
+            gpu_capacity=gpu_resources(status.get("capacity")) or EMPTY_COUNTS,
+            gpu_allocatable=gpu_resources(status.get("allocatable")) or EMPTY_COUNTS,
         )
 
     def condition(self, type_: str) -> Condition | None:
@@ -213,23 +224,33 @@ class Event:
             or raw.get("eventTime")
             or created
         )
+        # What many events repeat is kept once (model/fields.py): the namespace, kind,
+        # reason, reporting component and host always; the object's name and uid (one
+        # pod's Scheduled, Pulled, Started, … are listed side by side) and the wording
+        # among the strings seen lately.
+        namespace, kind, reason, type_, component, host = shared_texts(
+            meta.get("namespace") or "",
+            involved.get("kind") or "",
+            raw.get("reason") or "",
+            raw.get("type") or "Normal",
+            source.get("component")
+            or raw.get("reportingComponent")
+            or raw.get("reportingController")
+            or "",
+            source.get("host") or "",
+        )
         return cls(
-            namespace=str(meta.get("namespace") or ""),
+            namespace=namespace,
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            involved_kind=str(involved.get("kind") or ""),
-            involved_name=str(involved.get("name") or ""),
-            involved_uid=str(involved.get("uid") or ""),
-            reason=str(raw.get("reason") or ""),
-            message=str(raw.get("message") or raw.get("note") or ""),
-            type=str(raw.get("type") or "Normal"),
-            source=str(
-                source.get("component")
-                or raw.get("reportingComponent")
-                or raw.get("reportingController")
-                or ""
-            ),
-            host=str(source.get("host") or ""),
+            involved_kind=kind,
+            involved_name=shared_nearby(involved.get("name")),
+            involved_uid=shared_nearby(involved.get("uid")),
+            reason=reason,
+            message=shared_nearby(raw.get("message") or raw.get("note")),
+            type=type_,
+            source=component,
+            host=host,
             first_seen=parse_time(first),
             last_seen=parse_time(last),
             count=int(series.get("count") or raw.get("count") or 1),
@@ -279,19 +300,25 @@ class Pod:
             for c in status.get("conditions") or ()
             if isinstance(c, dict)
         )
+        namespace, node_name, phase, owner_kind = shared_texts(
+            meta.get("namespace") or "",
+            spec.get("nodeName") or "",
+            status.get("phase") or "",
+            owner.get("kind") or "",
+        )
         return cls(
-            namespace=str(meta.get("namespace") or ""),
+            namespace=namespace,
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            node_name=str(spec.get("nodeName") or ""),
+            node_name=node_name,
             claims=pod_claim_names(raw),
-            phase=str(status.get("phase") or ""),
+            phase=phase,
             ready=ready,
-            owner_kind=str(owner.get("kind") or ""),
+            owner_kind=owner_kind,
             created=parse_time(meta.get("creationTimestamp")),
             deleting=parse_time(meta.get("deletionTimestamp")),
             restarts=sum(max(0, parse_count(s.get("restartCount"))) for s in statuses),
-            gpu_requests=gpus,
+            gpu_requests=gpus or EMPTY_COUNTS,
             labels=str_map(meta.get("labels")),
         )
 

@@ -7,6 +7,7 @@ an odd value becomes an empty one, never an exception.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -53,6 +54,59 @@ NVIDIA_INSTANCE_FAMILIES = frozenset(
 )  # fmt: skip
 
 EMPTY: Mapping[str, str] = {}
+EMPTY_COUNTS: Mapping[str, int] = {}  # shared, like EMPTY: models are never mutated
+
+# A list of a million events or a quarter million nodes repeats the same few strings (the
+# namespace, the reason, the reporting component, every label key and most label values,
+# the condition wording) and the same few thousand timestamps: each kept once, the
+# objects are half the size. Interned strings are freed with the last object that holds
+# them; the timestamp cache is bounded and dropped whole when full.
+_TIMES_KEPT = 16_384
+_times: dict[str, datetime | None] = {}
+# Strings that repeat nearby but are mostly unique over a whole list (an event's object,
+# listed beside that object's other events; its wording): a bounded cache, as interning
+# each would cost an entry in the interpreter's table for every one.
+_NEARBY_KEPT = 4_096
+_NEARBY_LONGEST = 1_024
+_nearby: dict[str, str] = {}
+_TIME_LONGEST = 64  # RFC 3339 with nanoseconds and an offset is 35 characters
+
+
+_intern = sys.intern
+
+
+def shared(value: Any) -> str:
+    """`value` as text, one copy per distinct string (for the strings many objects repeat)."""
+    return _intern(value) if type(value) is str else _intern(str(value))
+
+
+def shared_texts(*values: Any) -> tuple[str, ...]:
+    """Each value as text ("" when empty or null), one copy per distinct string: one call
+    for all of an object's repeated fields, at the speed of `map`."""
+    try:
+        return tuple(map(_intern, values))
+    except TypeError:  # one that is not text (or is null): each one alone
+        return tuple(
+            _intern(value if type(value) is str else str(value)) if value else ""
+            for value in values
+        )
+
+
+def shared_nearby(value: Any) -> str:
+    """A field's text ("" when it is absent, empty or null), one copy among the strings
+    seen lately: for values that repeat in runs but are mostly unique."""
+    if not value:
+        return ""
+    text = value if type(value) is str else str(value)
+    if len(text) > _NEARBY_LONGEST:  # kept past the list, a cache of long ones would weigh
+        return text
+    found = _nearby.get(text)
+    if found is not None:
+        return found
+    if len(_nearby) >= _NEARBY_KEPT:
+        _nearby.clear()
+    _nearby[text] = text
+    return text
 
 
 def node_class_group(template_spec: Any) -> str:
@@ -67,10 +121,20 @@ def parse_time(value: Any) -> datetime | None:
     if not value or not isinstance(value, str):
         return None
     try:
-        parsed = datetime.fromisoformat(value)
+        return _times[value]
+    except KeyError:
+        pass
+    try:
+        parsed: datetime | None = datetime.fromisoformat(value)
     except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        parsed = None
+    if parsed is not None and parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    if len(value) <= _TIME_LONGEST:
+        if len(_times) >= _TIMES_KEPT:
+            _times.clear()
+        _times[value] = parsed
+    return parsed
 
 
 def format_time(value: datetime | None) -> str | None:
@@ -127,7 +191,16 @@ def gpu_resources(resources: Any) -> dict[str, int]:
 
 
 def str_map(value: Any) -> Mapping[str, str]:
-    return value if isinstance(value, dict) else EMPTY
+    """A label or annotation map, its values kept once each (keys are shared already: the
+    JSON parser keeps one copy of each short key). Not a dict: the empty map."""
+    if not isinstance(value, dict):
+        return EMPTY
+    if not value:
+        return EMPTY
+    try:
+        return dict(zip(value, map(_intern, value.values()), strict=True))
+    except TypeError:  # a value that is not a string: kept as the server sent it
+        return value
 
 
 @dataclass(slots=True)  # read-only by convention: see HOT_PATH_NOTE in model/__init__.py
@@ -141,11 +214,17 @@ class Condition:
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Condition:
+        type_, status, reason, message = shared_texts(
+            raw.get("type") or "",
+            raw.get("status") or "Unknown",
+            raw.get("reason") or "",
+            raw.get("message") or "",
+        )
         return cls(
-            type=str(raw.get("type") or ""),
-            status=str(raw.get("status") or "Unknown"),
-            reason=str(raw.get("reason") or ""),
-            message=str(raw.get("message") or ""),
+            type=type_,
+            status=status,
+            reason=reason,
+            message=message,
             last_transition=parse_time(raw.get("lastTransitionTime")),
             last_heartbeat=parse_time(raw.get("lastHeartbeatTime")),
         )
@@ -182,9 +261,10 @@ class Taint:
 
     @classmethod
     def from_api(cls, raw: Mapping[str, Any]) -> Taint:
-        return cls(
-            str(raw.get("key") or ""), str(raw.get("value") or ""), str(raw.get("effect") or "")
+        key, value, effect = shared_texts(
+            raw.get("key") or "", raw.get("value") or "", raw.get("effect") or ""
         )
+        return cls(key, value, effect)
 
     def __str__(self) -> str:
         value = f"={self.value}" if self.value else ""

@@ -254,6 +254,51 @@ def test_the_same_repair_block_told_to_a_claim_and_its_node_pairs_them() -> None
     assert (rep.node, rep.cause) == (NODE, "repair")
 
 
+def test_the_same_unhealthy_flip_told_to_a_claim_and_its_node_at_once_pairs_them() -> None:
+    # Both flipped AcceleratedHardwareReady at the same moment; nothing else ties them (the
+    # drain came long after the repair deadline, the launch events expired).
+    flipped = ago(60)
+    events = [
+        transition("NodeClaim", CLAIM, AHR, "True", "False", "DCGMError", flipped),
+        dcgm_error(NODE, flipped + 3 * SECOND),
+        event("Node", OTHER_NODE, "RegisteredNode", f"Registered Node {OTHER_NODE}", ago(50)),
+        drained(CLAIM, ago(5)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and rep.node == NODE
+
+
+def test_a_gone_claim_pairs_with_a_node_notready_its_whole_toleration_less_the_slack() -> None:
+    # Ready=False waits 30 min, the longest toleration: the drain 1 min short of 31 min after
+    # the flip is within the slack of the repair deadline.
+    flipped = ago(40)
+    events = [
+        transition("Node", NODE, "Ready", "True", "False", "KubeletNotReady", flipped),
+        drained(CLAIM, flipped + timedelta(minutes=31)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and (rep.node, rep.cause) == (NODE, "repair")
+
+
+def test_a_gone_claim_pairs_with_the_gone_node_registered_nearest_among_many() -> None:
+    registered = ago(300)
+    others = [f"ip-10-0-9-{k}.us-west-2.compute.internal" for k in range(8)]
+    events = [
+        *launched_and_registered(CLAIM, NODE, registered),
+        *(
+            event("Node", name, "RegisteredNode", f"Registered Node {name}", ago(400 - 11 * k))
+            for k, name in enumerate(others)
+        ),
+        *(
+            event("Node", name, "RegisteredNode", f"Registered Node {name}", ago(290 - 3 * k))
+            for k, name in enumerate(others[:4])
+        ),
+        drained(CLAIM, ago(5)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and rep.node == NODE
+
+
 def test_a_node_the_history_still_watches_alive_is_no_gone_claims_node() -> None:
     alive = Lifecycle(
         context="ml-prod",
@@ -617,6 +662,23 @@ def test_an_ec2_echo_is_dated_by_its_first_sighting() -> None:
     echo = [e for e in rep.evidence if "came after the deletion" in e.text]
     assert [e.time for e in echo] == [ago(15)]
     assert "(drift)" in echo[0].text
+
+
+def test_of_echoes_on_a_gone_claim_and_its_node_the_first_sighted_is_quoted() -> None:
+    # The interruption queue echoes the termination on both objects; the Node's came first.
+    events = [
+        *launched_and_registered(CLAIM, NODE, ago(300)),
+        event(
+            "NodeClaim", CLAIM, "DisruptionTerminating", "Disrupting NodeClaim: Drifted", ago(20)
+        ),
+        event("NodeClaim", CLAIM, "InstanceTerminating", "Instance is terminating", ago(12)),
+        event("Node", NODE, "InstanceTerminating", "Instance is terminating", ago(14)),
+    ]
+    rep = gone(cluster(events))
+    assert rep is not None and (rep.node, rep.cause) == (NODE, "drift")
+    [echo] = [e for e in rep.evidence if "came after the deletion" in e.text]
+    assert echo.time == ago(14)
+    assert f"InstanceTerminating on Node {NODE}" in echo.text
 
 
 def test_events_without_any_time_are_read_without_an_error() -> None:

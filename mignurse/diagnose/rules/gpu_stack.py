@@ -142,7 +142,7 @@ def _findings(inp: DiagnosisInput) -> list[Finding]:
         if pod.crash_looping and pod.node_name:
             failing.setdefault(pod.node_name, []).append(pod)
     findings: list[Finding] = []
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         pods = failing.get(node.name)
         if not pods or node.deleting is not None or not _healthy_says(node):
             continue

@@ -172,7 +172,7 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
 
 def rule(inp: DiagnosisInput) -> list[Finding]:
     findings: list[Finding] = []
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         if node.deleting is not None:
             continue
         finding = _node_finding(inp, node)

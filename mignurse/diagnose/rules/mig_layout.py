@@ -42,6 +42,7 @@ from mignurse.gpu.profiles import (
     MIG_INVALID,
     MODEL_UNKNOWN,
     GpuIdentity,
+    GpuModel,
     Layout,
     describe_counts,
     expected_layout,
@@ -254,7 +255,7 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     mig = evidence.mig if evidence is not None else None
     ok_mig = mig if mig is not None and mig.status == PROBE_OK else None
     ident = identify_gpus(node, ok_mig)
-    layout = expected_layout(config, ident.model)
+    layout = _expected_layout(inp, config, ident.model)
 
     problems: list[str] = []
     found: list[Evidence] = []
@@ -301,6 +302,19 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     )
 
 
+def _expected_layout(inp: DiagnosisInput, config: str, model: GpuModel | None) -> Layout | None:
+    """`expected_layout`, worked out once per config and GPU model: a fleet has thousands of
+    nodes but a handful of both."""
+    # By the model's id, the model kept beside its layout so that the id is never reused.
+    known: dict[tuple[str, int], tuple[GpuModel | None, Layout | None]] = inp.memo(
+        f"{MIG_LAYOUT_MISMATCH}.layouts", dict
+    )
+    held = known.get((config, id(model)))
+    if held is None:
+        held = known[(config, id(model))] = (model, expected_layout(config, model))
+    return held[1]
+
+
 def _asks(config: str, layout: Layout | None) -> str:
     """The config label as the summary quotes it, with the layout it means when known."""
     if layout is None:
@@ -340,7 +354,7 @@ def _node_gpus(node: Node, ident: GpuIdentity, supply: Supply) -> list[Evidence]
 
 def rule(inp: DiagnosisInput) -> list[Finding]:
     findings: list[Finding] = []
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         if not node.mig_config or node.deleting is not None:
             continue
         if node.mig_config_state in MIG_STATES_IN_FLIGHT:

@@ -57,7 +57,7 @@ _NODE_EVENTS = frozenset(
 
 def rule(inp: DiagnosisInput) -> list[Finding]:
     by_pool: dict[tuple[str, str], list[tuple[Node, datetime | None, str]]] = {}
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         ready = node.ready
         if ready is None or ready.status == "True" or node.deleting is not None:
             continue

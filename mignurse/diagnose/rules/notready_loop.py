@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from mignurse.cluster.history import Transition
 from mignurse.diagnose.findings import (
     CRITICAL,
     NOTREADY_LOOP,
@@ -38,7 +39,7 @@ from mignurse.diagnose.rules.mig_hook import (
     transition_evidence,
     usable_journal,
 )
-from mignurse.model import LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE, Node
+from mignurse.model import LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE, Condition, Event, Node
 
 # A node that fails this soon after its first Ready failed while bootstrapping, not from wear.
 SOON_AFTER_READY = timedelta(minutes=10)
@@ -64,7 +65,20 @@ class ReadyHistory:
     changes: list[tuple[datetime, str]] = field(default_factory=list)  # (time, Ready status)
     first_ready: datetime | None = None
     kubelet_starts: list[datetime] = field(default_factory=list)
-    evidence: list[Evidence] = field(default_factory=list)
+    # What the evidence quotes, in order: worded only for a node that gets a finding, since
+    # most of 5,000 nodes get none.
+    quoted: list[Transition | Event | Condition] = field(default_factory=list)
+
+    def evidence(self) -> list[Evidence]:
+        return [_quote(item) for item in self.quoted]
+
+
+def _quote(item: Transition | Event | Condition) -> Evidence:
+    if isinstance(item, Event):
+        return event_evidence(item)
+    if isinstance(item, Condition):
+        return condition_evidence(item)
+    return transition_evidence(item)
 
 
 def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
@@ -78,7 +92,7 @@ def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
     if transitions:
         for t in transitions:
             raw.append((t.time, t.status))
-            found.evidence.append(transition_evidence(t))
+            found.quoted.append(t)
     for event in node_events(inp, node):
         status = READY_EVENTS.get(event.reason)
         if event.reason == "Starting" and event.message.strip() == KUBELET_START_MESSAGE:
@@ -87,11 +101,11 @@ def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
                 found.kubelet_starts.append(event.first_seen)
                 extra = max(event.count - 1, 0)
                 found.kubelet_starts.extend([event.last_seen or event.first_seen] * extra)
-            found.evidence.append(event_evidence(event))
+            found.quoted.append(event)
             continue
         if status is None:
             continue
-        found.evidence.append(event_evidence(event))
+        found.quoted.append(event)
         if transitions:
             continue  # the recorded transitions are exact; events only add context
         if event.first_seen is not None:
@@ -101,7 +115,7 @@ def _ready_history(inp: DiagnosisInput, node: Node) -> ReadyHistory:
     ready = node.ready
     if ready is not None and ready.last_transition is not None:
         raw.append((ready.last_transition, ready.status))
-        found.evidence.append(condition_evidence(ready))
+        found.quoted.append(ready)
     raw.sort(key=lambda item: item[0])
     for when, status in raw:
         if not found.changes or found.changes[-1][1] != status:
@@ -130,7 +144,16 @@ def _suspect_mig(node: Node, ready_for: timedelta | None) -> bool:
 
 
 def node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
-    """The node's notready-loop finding, or None (node-not-ready asks too)."""
+    """The node's notready-loop finding, or None (node-not-ready asks too: judged once)."""
+    # By the node's id, the node kept beside its verdict so that the id is never reused.
+    judged: dict[int, tuple[Node, Finding | None]] = inp.memo(f"{NOTREADY_LOOP}.by-node", dict)
+    held = judged.get(id(node))
+    if held is None:
+        held = judged[id(node)] = (node, _node_finding(inp, node))
+    return held[1]
+
+
+def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     ready = node.ready
     if ready is None or node.deleting is not None:
         return None  # no kubelet report yet, or Karpenter is already taking it away
@@ -224,7 +247,7 @@ def _flaps(history: ReadyHistory, now: datetime) -> tuple[int, int]:
 def _finding_evidence(
     history: ReadyHistory, node: Node, evidence: NodeEvidence | None, has_logs: bool
 ) -> list[Evidence]:
-    found = list(history.evidence)
+    found = history.evidence()
     if node.mig_config:
         found.append(label_evidence(node, LABEL_MIG_CONFIG))
         if node.mig_config_state:
@@ -241,7 +264,7 @@ def _finding_evidence(
 
 def rule(inp: DiagnosisInput) -> list[Finding]:
     findings: list[Finding] = []
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         finding = node_finding(inp, node)
         if finding is not None:
             findings.append(finding)

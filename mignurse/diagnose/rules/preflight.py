@@ -150,7 +150,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
 
 def _gpu_pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
     pools: dict[str, list[Node]] = {}
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         if node.deleting is None:
             pools.setdefault(node.pool, []).append(node)
     return pools

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from mignurse.diagnose.agent_reasons import plumbing
 from mignurse.diagnose.automode import AUTO_MODE_INSTEAD, any_auto_mode, auto_mode_pool
-from mignurse.diagnose.events import all_events, event_evidence
+from mignurse.diagnose.events import event_evidence, event_index
 from mignurse.diagnose.facts import (
     AHR,
     REPAIR_BLOCKED_EVENT,
@@ -51,9 +51,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
     pools: dict[str, _Pool] = {}
     node_pool = _node_pools(inp)
     since = inp.now - RECENT
-    for event in all_events(inp):
-        if event.reason != REPAIR_BLOCKED_EVENT:
-            continue
+    for event in event_index(inp).by_reason.get(REPAIR_BLOCKED_EVENT, ()):
         if (event.last_seen or event.first_seen or since) < since:
             continue
         scope_cluster = CLUSTER_SCOPE in event.message
@@ -88,7 +86,7 @@ def _karpenter_pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
     for node in inp.snapshot.nodes.values():
         if node.pool and node.pool_kind in ("nodepool", "auto"):
             pools.setdefault(node.pool, []).append(node)
-    gpu_pools = {n.pool for n in inp.snapshot.gpu_nodes()}
+    gpu_pools = {n.pool for n in inp.gpu_nodes}
     return {pool: nodes for pool, nodes in pools.items() if pool in gpu_pools}
 
 

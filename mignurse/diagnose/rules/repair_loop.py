@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from mignurse.diagnose.agent_reasons import GPU, agent_reason
@@ -69,6 +70,19 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
     return findings
 
 
+def _claims_by_pool(inp: DiagnosisInput) -> dict[str, list[NodeClaim]]:
+    """The snapshot's NodeClaims by pool, each pool's by name: sorted once, not once for
+    every young repair."""
+
+    def index() -> dict[str, list[NodeClaim]]:
+        pools: dict[str, list[NodeClaim]] = {}
+        for claim in sorted(inp.snapshot.nodeclaims.values(), key=lambda c: c.name):
+            pools.setdefault(claim.pool, []).append(claim)
+        return pools
+
+    return inp.memo(f"{NODE_REPAIR_LOOP}.claims_by_pool", index)
+
+
 def _young_repair_twin(inp: DiagnosisInput, rep: Replacement) -> NodeClaim | None:
     """The NodeClaim launched to replace a node repaired in its youth, built the same way
     (pool, instance type, image): it will fail the same way."""
@@ -76,8 +90,8 @@ def _young_repair_twin(inp: DiagnosisInput, rep: Replacement) -> NodeClaim | Non
     if lifetime is None or lifetime > YOUNG_REPAIR or rep.ended is None:
         return None
     repaired = inp.snapshot.nodeclaims.get(rep.claim)
-    for claim in sorted(inp.snapshot.nodeclaims.values(), key=lambda c: c.name):
-        if claim.name == rep.claim or claim.pool != rep.pool or claim.deleting is not None:
+    for claim in _claims_by_pool(inp).get(rep.pool, ()):
+        if claim.name == rep.claim or claim.deleting is not None:
             continue
         if claim.created is None or not (
             rep.ended - TWIN_LAUNCH <= claim.created <= rep.ended + TWIN_LAUNCH
@@ -100,7 +114,7 @@ def _finding(
     reps: list[Replacement],
     twin: NodeClaim | None = None,
 ) -> Finding:
-    pool_nodes = [n for n in inp.snapshot.nodes.values() if n.pool == pool]
+    pool_nodes = inp.nodes_by_pool.get(pool, ())
     auto_mode = (
         auto_mode_pool(inp, pool)
         or any(is_auto_mode(inp, n) for n in pool_nodes)
@@ -208,12 +222,15 @@ def _current_conditions(
 
 def _without_requotes(evidence: list[Evidence]) -> list[Evidence]:
     """A repaired node's condition quoted again with its fate is one line, not two."""
+    # Only evidence of the same moment and source can requote: compare within those.
+    same_moment: dict[tuple[datetime | None, str], list[Evidence]] = {}
+    for e in evidence:
+        same_moment.setdefault((e.time, e.source), []).append(e)
     return [
         e
         for e in evidence
         if not any(
-            o is not e and o.time == e.time and o.source == e.source and o.text.startswith(e.text)
-            for o in evidence
+            o is not e and o.text.startswith(e.text) for o in same_moment[(e.time, e.source)]
         )
     ]
 
@@ -260,7 +277,7 @@ def _whats_next(
 
 
 def _current_nodes(
-    pool_nodes: list[Node], type_: str, status: str, reps: list[Replacement]
+    pool_nodes: Sequence[Node], type_: str, status: str, reps: list[Replacement]
 ) -> list[Node]:
     """The pool's nodes whose same condition is unhealthy now: the loop's next victims."""
     if not type_:
@@ -288,9 +305,8 @@ def _mng_findings(inp: DiagnosisInput) -> list[Finding]:
     for (group, type_, status, reason), repairs in sorted(groups.items()):
         current = [
             n
-            for n in inp.snapshot.nodes.values()
+            for n in (inp.nodes_by_pool.get(group, ()) if group else inp.snapshot.nodes.values())
             if n.pool_kind == "nodegroup"
-            and (not group or n.pool == group)
             and (failing := unhealthy_now(n)) is not None
             and failing[:2] == (type_, status)
         ]

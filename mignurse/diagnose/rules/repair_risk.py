@@ -46,7 +46,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
 def _pools(inp: DiagnosisInput) -> dict[str, list[Node]]:
     """Live GPU nodes per Karpenter-managed pool (self-managed or Auto Mode)."""
     pools: dict[str, list[Node]] = {}
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         if node.pool and node.pool_kind in ("nodepool", "auto") and node.deleting is None:
             pools.setdefault(node.pool, []).append(node)
     return pools
@@ -128,7 +128,7 @@ def _small_pools(inp: DiagnosisInput) -> list[Finding]:
 
 def _dcgm_images(inp: DiagnosisInput) -> list[Finding]:
     """Images on which a node already hit DCGMError, and the healthy nodes still on them."""
-    claims = inp.snapshot.claims_by_node()
+    claims = inp.claims_by_node
     bad_images, failing_now = _dcgm_failures(inp, claims)
     # An image lacks DCGM when its nodes fail as a rule, not by exception: one bad node
     # among hundreds healthy on the same image is that node's problem.
@@ -253,7 +253,7 @@ def _mig_manager_cgroup2(inp: DiagnosisInput) -> list[Finding]:
         return []
     driver_enabled = _enabled(spec, "driver")
     groups: dict[str, list[tuple[Node, str]]] = {}  # pool → (node, what we know of it)
-    for node in inp.snapshot.gpu_nodes():
+    for node in inp.gpu_nodes:
         if node.labels.get(MIG_MANAGER_LABEL) != "true" or not node.labels.get(LABEL_MIG_CONFIG):
             continue
         collected = inp.node_evidence.get(node.name)

@@ -1,0 +1,224 @@
+"""The multi-pattern engine (Hyperscan) only says where the rules may match: a file is masked
+byte for byte the same with it and without it (a platform with no wheel, Python `re` alone),
+and a missing wheel is one warning line, never a crash."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mignurse.collect import encodings, redact, scanner
+from mignurse.collect.redact import mask_secrets
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_redaction import journal
+from hostile.secrets_corpus import (
+    HOSTILE_PATTERNS,
+    RENDERINGS,
+    LookAlike,
+    Secret,
+    file_name,
+    hostile_text,
+    look_alikes,
+    real_evidence_files,
+    secrets,
+)
+
+ENGINE = pytest.mark.skipif(
+    scanner.engine_name() != "Hyperscan", reason="no Hyperscan wheel on this platform"
+)
+QUICK_RENDERINGS = ("text", "json-line", "journal", "nul", "url-encoded", "invalid-utf8")
+
+
+def _raw(data: str | bytes) -> bytes:
+    return data if isinstance(data, bytes) else data.encode()
+
+
+Masked = tuple[bytes, dict[str, int]]
+
+
+def _both(name: str, data: bytes) -> tuple[Masked, Masked]:
+    with_engine = mask_secrets(name, data)
+    with scanner.engine_disabled():
+        without = mask_secrets(name, data)
+    return with_engine, without
+
+
+def _samples(renderings: tuple[str, ...]) -> Iterator[tuple[str, bytes]]:
+    for rendering in renderings:
+        render = RENDERINGS[rendering]
+        cases: list[Secret | LookAlike] = [*secrets(), *look_alikes()]
+        for case in cases:
+            yield file_name(rendering), _raw(render(case))
+
+
+@ENGINE
+def test_every_secret_and_look_alike_is_masked_the_same_with_the_engine_and_without() -> None:
+    for name, data in _samples(QUICK_RENDERINGS):
+        with_engine, without = _both(name, data)
+        assert with_engine == without, (name, data[:200])
+
+
+@ENGINE
+def test_every_rendering_of_the_corpus_is_masked_the_same_with_the_engine_and_without() -> None:
+    rest = tuple(r for r in RENDERINGS if r not in QUICK_RENDERINGS)
+    for name, data in _samples(rest):
+        with_engine, without = _both(name, data)
+        assert with_engine == without, (name, data[:200])
+    for path in real_evidence_files():
+        with_engine, without = _both(path.name, path.read_bytes())
+        assert with_engine == without, path
+
+
+@ENGINE
+def test_a_large_journal_with_credentials_nuls_and_utf8_is_masked_the_same_both_ways() -> None:
+    text = journal(1.5)
+    lines = text.splitlines(keepends=True)
+    # a NUL-torn record, a Kelvin sign (lower-cased to "k"), other UTF-8, a CRI partial line
+    lines[10] = "Nov 29 03:00:01 host app[1]: password=\x00hunter2-secret\n"
+    lines[20] = "Nov 29 03:00:02 host app[1]: \u212aey: AKIAIOSFODNN7EXAMPLE °C ✓\n"
+    lines[30] = "2026-11-29T03:00:03.1Z stdout P token=abcdefghijklmn\n"
+    lines[31] = "2026-11-29T03:00:03.2Z stdout F opqrstuvwxyz0123\n"
+    lines[40] = f'kubelet[2]: I1129 round_trippers.go:473] Authorization="Bearer {"Ab1" * 20}"\n'
+    lines[50] = "sudo[9]: ec2-user : COMMAND=/usr/bin/docker login -u AWS -p Pa55w0rdX host\n"
+    for variant in (
+        "".join(lines),
+        "".join(lines[:10] + lines[11:20] + lines[21:]),  # no NUL, still UTF-8
+        "".join(lines[:10] + lines[11:]),  # the Kelvin sign: the words found by str.find
+    ):
+        data = variant.encode()
+        (masked, counts), without = _both("kubelet.log", data)
+        assert (masked, counts) == without
+        assert counts["bearer-token"] >= 1 and counts["registry-login"] >= 1
+
+
+@ENGINE
+@pytest.mark.parametrize("pattern", sorted(HOSTILE_PATTERNS))
+def test_hostile_patterns_are_masked_the_same_both_ways(pattern: str) -> None:
+    data = hostile_text(pattern, 64 * 1024)
+    with_engine, without = _both("kubelet.log", data)
+    assert with_engine == without
+
+
+@ENGINE
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "token ",
+                "Token: ",
+                "TOKEN=",
+                "\u212a",
+                "é",
+                "\x00",
+                "\x1c",
+                "\n",
+                "%41",
+                "&amp;",
+                "?a=b+c",
+                "://u:p@h",
+                "-----BEGIN ",
+                "secret",
+                "x",
+            ]
+        ),
+        max_size=40,
+    )
+)
+def test_trigger_positions_are_those_str_find_gives(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    with scanner.engine_disabled():
+        reference = redact._Scan(text)
+    scan = redact._Scan(text)
+    for trigger in redact.TRIGGERS:
+        assert scan.positions(trigger) == reference.positions(trigger), trigger
+
+
+@ENGINE
+def test_a_missing_wheel_is_one_warning_and_masks_through_python_re(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = journal(0.2).encode()
+    expected = mask_secrets("kubelet.log", data)
+    monkeypatch.setitem(sys.modules, "hyperscan", None)  # `import hyperscan` fails
+    monkeypatch.setattr(scanner, "_warned", [])
+    with caplog.at_level(logging.WARNING, logger=scanner.__name__):
+        loaded = scanner._load()
+    assert loaded is None
+    assert [r.getMessage().count("\n") for r in caplog.records] == [0]
+    assert "without Hyperscan" in caplog.text
+    monkeypatch.setattr(scanner, "_hyperscan", None)
+    assert scanner.engine_name() == "Python str.find"
+    assert mask_secrets("kubelet.log", data) == expected
+
+
+def test_without_the_wheel_every_finder_answers_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scanner, "_hyperscan", None)
+    assert scanner.engine_name() == "Python str.find"
+    assert redact._WORDS.positions("a token") is None
+    assert encodings._PERCENT_FINDER.last_characters("%41") is None
+    assert encodings._engine_runs("x" + "QUJD" * 10) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                '{"a": ',
+                "[1, ",
+                '"x',
+                '"',
+                "\\u00e9",
+                "\\ud83d",
+                "-Infinity",
+                "123",
+                "}",
+                "]",
+                ", ",
+                "\n",
+                "true",
+                "nul",
+                "{",
+                '{"k": "v"}',
+                " ",
+            ]
+        ),
+        max_size=30,
+    )
+)
+def test_a_document_parsed_from_its_line_is_the_one_the_whole_text_holds(parts: list[str]) -> None:
+    text = "".join(parts)
+    for start, char in enumerate(text):
+        if char not in "{[":
+            continue
+        line_end = text.find("\n", start)
+        line_end = len(text) if line_end == -1 else line_end
+        try:
+            expected: object = json.JSONDecoder().raw_decode(text, start)
+        except (ValueError, RecursionError):
+            expected = "fails"
+        try:
+            got: object = encodings._decode_at(text, start, line_end)
+        except (ValueError, RecursionError):
+            got = "fails"
+        assert got == expected, (text, start)
+
+
+@ENGINE
+def test_threads_that_mask_at_once_each_get_what_one_thread_gets() -> None:
+    data = journal(0.3).encode() + b"Authorization: Bearer " + b"Zx9" * 10 + b"\n"
+    expected = mask_secrets("kubelet.log", data)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: mask_secrets("kubelet.log", data), range(8)))
+    assert results == [expected] * 8
+    assert expected[1]["bearer-token"] == 1

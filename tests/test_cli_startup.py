@@ -1,0 +1,346 @@
+"""What a command loads before it answers: an on-call engineer runs `mignurse nodes` beside
+`kubectl get nodes`, and every library a read command imports without using it is start-up
+time paid on each run. Each command runs in its own interpreter, as a user runs it, and the
+modules it ended with are read back; a heavy import moved to a module's top is caught here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from mignurse.sim import SimCluster, load_scenario
+
+# Runs one command as `mignurse` does, then writes the names of the modules it loaded.
+WRAPPER = """
+import json, sys
+from mignurse.cli import main
+try:
+    code = main(sys.argv[2:])
+except SystemExit as exc:  # --help and --version end here
+    code = exc.code
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted(sys.modules), out)
+sys.exit(code)
+"""
+
+# What a one-shot read never needs: the app's terminal library, AWS's SDK, the kubernetes
+# client's own package (its __init__ loads pydantic models and OAuth libraries), the
+# runbook engine, the simulator.
+NEVER_FOR_READS = (
+    "textual",
+    "boto3",
+    "botocore",
+    "kubernetes",
+    "pydantic",
+    "mignurse.tui",
+    "mignurse.runner",
+    "mignurse.sim",
+)
+# A piped node table is kubectl's plain text: no rich, no diagnosis.
+NEVER_FOR_THE_NODE_TABLE = (*NEVER_FOR_READS, "rich", "mignurse.diagnose", "mignurse.collect")
+# Help and the version read nothing: no connection, no kubeconfig.
+NEVER_FOR_HELP = (*NEVER_FOR_THE_NODE_TABLE, "urllib3", "yaml", "orjson", "mignurse.cluster")
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    sim = SimCluster(load_scenario("healthy"), speed=0).start()
+    yield sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    sim.stop()
+
+
+def loaded_by(tmp_path: Path, *argv: str) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    listing = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(listing), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(listing.read_text())), done
+
+
+def among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The packages of `names` that `modules` holds (a package or any module of it)."""
+    return sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in modules))
+
+
+@pytest.mark.parametrize("output", ["table", "json", "wide"])
+def test_the_node_table_loads_no_library_it_does_not_draw_with(
+    kubeconfig: Path, tmp_path: Path, output: str
+) -> None:
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "nodes", "-o", output)
+    assert "ip-10-0-" in done.stdout  # it really listed the nodes
+    assert among(modules, NEVER_FOR_THE_NODE_TABLE) == []
+
+
+def test_a_piped_diagnosis_loads_neither_the_app_nor_aws_nor_rich(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout  # it really diagnosed, and printed a finding
+    assert among(modules, (*NEVER_FOR_READS, "rich")) == []
+
+
+@pytest.mark.parametrize(
+    "argv", [("--help",), ("--version",), ("watch", "--help"), ("collect", "--help")]
+)
+def test_help_and_the_version_load_nothing_that_reaches_a_cluster(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    modules, done = loaded_by(tmp_path, *argv)
+    assert done.stdout.startswith(("usage: mignurse", "mignurse "))
+    assert among(modules, NEVER_FOR_HELP) == []
+
+
+def test_the_past_runs_load_neither_the_app_nor_the_kubernetes_client(tmp_path: Path) -> None:
+    modules, done = loaded_by(tmp_path, "runs")
+    assert done.returncode == 0
+    assert among(modules, ("textual", "kubernetes", "pydantic", "mignurse.tui")) == []
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """An API server that answers an empty node list and keeps each request's headers."""
+
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def do_GET(self) -> None:
+        self.seen.append({k.lower(): v for k, v in self.headers.items()})
+        body = json.dumps(
+            {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": []}
+            if self.path.startswith("/api/v1/nodes")
+            else {"kind": "Status", "code": 404}
+        ).encode()
+        self.send_response(200 if self.path.startswith("/api/v1/nodes") else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_a_user_with_a_name_and_password_is_sent_as_kubectl_sends_it(tmp_path: Path) -> None:
+    """Basic authentication, as the kubernetes client and kubectl send a kubeconfig's
+    username and password (client-go rest.Config Username/Password); no token, no
+    kubernetes package loaded for it."""
+    _Recorder.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = tmp_path / "config"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "basic",
+                    "clusters": [
+                        {
+                            "name": "c",
+                            "cluster": {"server": f"http://127.0.0.1:{server.server_port}/"},
+                        }
+                    ],
+                    "contexts": [{"name": "basic", "context": {"cluster": "c", "user": "u"}}],
+                    "users": [{"name": "u", "user": {"username": "oncall", "password": "pä55"}}],
+                }
+            )
+        )
+        modules, done = loaded_by(tmp_path, "--kubeconfig", str(config), "nodes")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "No GPU nodes" in done.stderr
+    expected = "Basic " + base64.b64encode("oncall:pä55".encode("latin-1")).decode()
+    assert _Recorder.seen and all(h.get("authorization") == expected for h in _Recorder.seen)
+    assert among(modules, ("kubernetes",)) == []
+
+
+def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[object, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            result: object = sorted(vars(parser.parse_args(argv)).items(), key=str)
+        except SystemExit as exc:
+            result = exc.code
+    return result, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["nodes", "-o", "json"],
+        ["--kubeconfig=k", "--context", "c", "diagnose", "--node", "x"],
+        ["--debug", "--read-only", "runbooks", "-o", "json"],
+        ["nodes", "-o", "bogus"],  # the sub-parser's own error
+        ["nodes", "--bogus"],  # the top level's error, with its usage
+        ["nodes", "--help"],
+        ["sim", "serve", "--speed", "x"],
+        ["--context", "nodes"],  # a context named like a command is no command
+        ["--cont", "nodes", "diagnose"],  # an abbreviated flag: the whole parser judges
+        ["bogus"],
+    ],
+)
+def test_a_command_read_by_its_own_sub_parser_reads_as_the_whole_parser_reads_it(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse.cli import build_parser, named_command
+
+    monkeypatch.setenv("COLUMNS", "100")  # both draw their usage for the same terminal
+    assert _parsed(build_parser(named_command(argv)), argv) == _parsed(build_parser(), argv)
+
+
+# The collector as a one-shot read leaves it, where that read is the whole process.
+GC_WRAPPER = """
+import gc, json, os, sys
+from mignurse.cli import main
+sys.argv = ["mignurse", *sys.argv[2:]]
+code = main()
+with open(os.environ["GC_OUT"], "w") as out:
+    json.dump({"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}, out)
+sys.exit(code)
+"""
+
+
+def test_a_one_shot_read_does_not_walk_what_it_loaded_again_as_it_exits(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    from mignurse.cli import ONE_SHOT_GC_THRESHOLDS
+
+    out = tmp_path / "gc.json"
+    done = subprocess.run(
+        [sys.executable, "-c", GC_WRAPPER, "-", "--kubeconfig", str(kubeconfig), "nodes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "GC_OUT": str(out)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ip-10-0-" in done.stdout
+    collector = json.loads(out.read_text())
+    assert tuple(collector["threshold"]) == ONE_SHOT_GC_THRESHOLDS
+    assert collector["frozen"] > 10_000  # the modules, classes and answers it ended with
+
+
+def test_a_read_run_inside_another_program_leaves_its_collector_alone(
+    kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tests (and any program that calls `main` with its words) keep their collector."""
+    import gc
+
+    from mignurse.cli import main
+
+    before = gc.get_threshold(), gc.get_freeze_count()
+    assert main(["--kubeconfig", str(kubeconfig), "nodes"]) == 0
+    assert "ip-10-0-" in capsys.readouterr().out
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+@pytest.mark.parametrize(
+    ("proxy_env", "reached"),
+    [
+        ({"HTTPS_PROXY": "http://127.0.0.1:{closed}", "NO_PROXY": "127.0.0.1"}, True),
+        ({"https_proxy": "http://127.0.0.1:{closed}", "no_proxy": ".internal,127.0.0.0/8"}, True),
+        ({"HTTPS_PROXY": "http://127.0.0.1:{closed}", "NO_PROXY": "10.0.0.1"}, False),
+        ({"HTTP_PROXY": "http://127.0.0.1:{closed}"}, True),  # http's proxy, not https's
+    ],
+)
+def test_the_environment_s_proxy_is_taken_or_passed_by_as_the_kubernetes_client_chooses(
+    kubeconfig: Path, proxy_env: dict[str, str], reached: bool
+) -> None:
+    """HTTPS_PROXY for an https server unless NO_PROXY names its host or network, as the
+    kubernetes client (kubernetes-client/python v37.0.3 kubernetes/client/rest.py
+    `should_bypass_proxies`) and Go's http.ProxyFromEnvironment choose. The proxy here
+    listens nowhere: a request sent through it fails in one line naming it."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k.lower() not in ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
+    }
+    env.update({k: v.format(closed=closed) for k, v in proxy_env.items()})
+    done = subprocess.run(
+        [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), "nodes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    if reached:
+        assert done.returncode == 0, done.stderr
+        assert "ip-10-0-" in done.stdout
+    else:
+        assert done.returncode != 0
+        assert f"through proxy http://127.0.0.1:{closed}" in done.stderr
+
+
+NASTY = [
+    "plain",
+    "tab\there",
+    "line\nfeed",
+    "\x1b]52;c;cGF5bG9hZA==\x07",
+    "\u202egnp.exe",
+    "漢字 é",
+    "👩\u200d🔧 and 🏳️\u200d🌈",
+    "[bold]markup[/]",
+    "cr\rover",
+    "\x9b31m",
+    "zero\u200bwidth",
+    "",
+]
+
+
+@pytest.mark.parametrize("nasty", NASTY)
+def test_a_piped_finding_reads_as_rich_wrote_it(
+    nasty: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped, findings are written without rich; what is written is what rich wrote there
+    (no style on a pipe), byte for byte, whatever the cluster put in the text."""
+    from datetime import UTC, datetime, timedelta
+
+    from mignurse import render
+    from mignurse.diagnose.findings import Evidence, Finding
+
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
+    now = datetime(2026, 12, 6, 4, 0, tzinfo=UTC)
+    evidence = tuple(
+        Evidence(time=None if i % 3 == 0 else now - timedelta(minutes=i), source=nasty, text=nasty)
+        for i in range(12)
+    )
+    findings = [
+        Finding(
+            "node-repair-loop", "critical", nasty, (nasty, "b"), nasty, evidence, (nasty,), now
+        ),
+        Finding("repair-risk", "info", "", (), nasty),
+    ]
+    plain, drawn = io.StringIO(), io.StringIO()
+    render.print_findings(findings, now + timedelta(seconds=75), out=plain, as_of="collection")
+    monkeypatch.setattr(render, "_forced_terminal", lambda: True)  # rich draws it, unstyled
+    render.print_findings(findings, now + timedelta(seconds=75), out=drawn, as_of="collection")
+    assert plain.getvalue() == drawn.getvalue()
+    assert "\x1b" not in plain.getvalue() and "\u202e" not in plain.getvalue()
