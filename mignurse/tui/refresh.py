@@ -171,6 +171,8 @@ class RowChanges:
     dirty: set[str] = field(default_factory=set)
     widths: dict[str, int] | None = None  # the node table's column widths (cells cut to fit)
     listed: bool = False  # every watch has listed once: counts and "all ready" are true
+    # the latest whole diagnosis: these rows carry its badges and the fleet its ranks
+    diagnosis: Diagnosis | None = None
     gone_marks: list[str] = field(default_factory=list)  # marked nodes the cluster no longer has
 
 
@@ -270,6 +272,7 @@ class Refresher:
         # From the last whole diagnosis (written by the diagnosis worker, read by refreshes)
         self.badges: dict[str, str] = {}
         self.fleet_base: list[PoolRow] = []  # counts come fresh
+        self.whole: Diagnosis | None = None  # the diagnosis they come from
         self.last_full = 0.0
         self.last_diagnosis = 0.0
         self.judged_stage = -1  # the source's judge_stage() the last diagnosis ran at
@@ -309,6 +312,7 @@ class Refresher:
         if update.whole:
             self.fleet_base = fleet_rows(inp, diagnosis)
             self.badges = badges(diagnosis.findings)
+            self.whole = diagnosis
             self.whole_sent = True
         del inp  # its indexes go before the freeze
         freeze_survivors()  # what the state gained since, out of the UI thread's collections
@@ -326,7 +330,7 @@ class Refresher:
         dirty, other = source.state.take_changes()
         monotonic = time.monotonic()
         full = request.force or monotonic - self.last_full >= FULL_REFRESH_SECONDS
-        changes = RowChanges(epoch=request.epoch, dirty=dirty)
+        changes = RowChanges(epoch=request.epoch, dirty=dirty, diagnosis=self.whole)
         if not (dirty or other or full or api_busy(source)):  # a Retry-After counts down
             return changes
         self.last_full = monotonic

@@ -24,6 +24,7 @@ from textual.widgets import ContentSwitcher
 from textual.worker import Worker, WorkerState
 
 from mignurse.cluster.watcher import ResourceStatus
+from mignurse.diagnose.engine import Diagnosis
 from mignurse.nodeview import short_name
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS
 from mignurse.tui.detailpane import DetailPane
@@ -134,15 +135,17 @@ class RefreshLoop(Panels, DetailPane):
             self._partial = update
             self._show_findings()
             return
+        # A whole diagnosis lands with the refresh that shows its badges and ranks (_apply)
+        self.request_refresh(force=True)
+
+    def _take_diagnosis(self, diagnosis: Diagnosis) -> None:
         first = self._diagnosis is None
         if first and len(self._gpu_names) > ADD_CHUNK:
             gc.freeze()  # a big cluster as first listed and judged: see _drain
-        self._diagnosis = update.diagnosis
+        self._diagnosis = diagnosis
         self._partial = None
-        self._show_findings()
         if first:
             self.refresh_bindings()  # the footer offers `f` from the first diagnosis on
-        self.request_refresh(force=True)  # its badges and the fleet's ranks
 
     def _refresh_ended(self) -> None:
         self._in_flight = False
@@ -169,6 +172,9 @@ class RefreshLoop(Panels, DetailPane):
         if changes.epoch != self._epoch:
             self._refresh_ended()  # computed for a table that has since been cleared
             return
+        if changes.diagnosis is not None and changes.diagnosis is not self._diagnosis:
+            self._diagnosis_error = ""
+            self._take_diagnosis(changes.diagnosis)
         if changes.status:
             self._listed = changes.listed
             self._status = changes.status
