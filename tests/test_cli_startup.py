@@ -344,3 +344,92 @@ def test_a_piped_finding_reads_as_rich_wrote_it(
     render.print_findings(findings, now + timedelta(seconds=75), out=drawn, as_of="collection")
     assert plain.getvalue() == drawn.getvalue()
     assert "\x1b" not in plain.getvalue() and "\u202e" not in plain.getvalue()
+
+
+def test_a_kubeconfig_that_skips_tls_verification_prints_no_warning_as_kubectl_prints_none(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """`insecure-skip-tls-verify: true` is the user's choice in the kubeconfig: the nodes
+    come back with nothing on stderr (urllib3's InsecureRequestWarning is a path and a long
+    line), while an unverified request to another host still warns."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    for entry in config["clusters"]:
+        entry["cluster"].pop("certificate-authority-data", None)
+        entry["cluster"].pop("certificate-authority", None)
+        entry["cluster"]["insecure-skip-tls-verify"] = True
+    skipping = tmp_path / "config"
+    skipping.write_text(yaml.safe_dump(config))
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-m", "mignurse", "--kubeconfig", str(skipping), "nodes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ip-10-0-" in done.stdout
+    assert done.stderr == ""
+
+    import warnings
+
+    import urllib3
+
+    from mignurse.cluster.transport import Configuration, RestClient
+
+    configuration = Configuration()
+    configuration.host = config["clusters"][0]["cluster"]["server"]
+    configuration.verify_ssl = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        RestClient(configuration)
+        for host in ("127.0.0.1", "10.0.0.9"):
+            warnings.warn(
+                f"Unverified HTTPS request is being made to host '{host}'. Adding certificate "
+                "verification is strongly advised.",
+                urllib3.exceptions.InsecureRequestWarning,
+                stacklevel=1,
+            )
+    assert [str(w.message).split("'")[1] for w in caught] == ["10.0.0.9"]
+
+
+# Listing the runbooks reads their YAML and each step's harm: none of the collector, its
+# redaction rules, the diagnosis, the fleet view, node access or AWS's SDK runs.
+NEVER_FOR_THE_RUNBOOK_LIST = (
+    "textual",
+    "boto3",
+    "botocore",
+    "kubernetes",
+    "mignurse.tui",
+    "mignurse.sim",
+    "mignurse.collect",
+    "mignurse.diagnose.engine",
+    "mignurse.diagnose.rules",
+    "mignurse.diagnose.sources",
+    "mignurse.evidence",
+    "mignurse.fleetview",
+    "mignurse.nodeaccess",
+    "mignurse.cluster.history",
+)
+
+
+def test_the_runbook_list_loads_no_step_s_collector_diagnosis_or_aws_sdk(
+    tmp_path: Path,
+) -> None:
+    modules, done = loaded_by(tmp_path, "runbooks")
+    assert "pause-node-repair" in done.stdout and "reapply-mig-no-hooks" in done.stdout
+    assert among(modules, NEVER_FOR_THE_RUNBOOK_LIST) == []
+
+
+def test_a_live_diagnosis_loads_none_of_the_offline_readers(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A bundle's readers (the bounded tar reader, each node's files) serve `--from` only."""
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout
+    offline = (
+        "mignurse.diagnose.sources.offline",
+        "mignurse.diagnose.sources.files",
+        "mignurse.diagnose.sources.node_files",
+        "tarfile",
+    )
+    assert among(modules, offline) == []

@@ -136,10 +136,9 @@ def _now_flag(text: str | None) -> datetime | None:
 def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, datetime, str]:
     """What to diagnose (a bundle or dump folder with `--from`, else the live cluster), the
     moment to judge at (`now`, else the source's own), and the context's name."""
-    from mignurse.cluster.history import default_history_path
-    from mignurse.diagnose.sources import load_live, load_offline
-
     if args.source:
+        from mignurse.diagnose.sources import load_offline  # the offline readers, only here
+
         gathered = load_offline(Path(args.source).expanduser())
         now = now or gathered.judge_time()
         if now is None:
@@ -149,6 +148,9 @@ def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, d
                 f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
             )
         return gathered, now, gathered.context or Path(args.source).name
+    from mignurse.cluster.history import default_history_path
+    from mignurse.diagnose.sources import load_live
+
     client = connect(args)
     try:
         state_dir = Path(args.state_dir).expanduser() if args.state_dir else None

@@ -42,7 +42,7 @@ def karpenter_available(client: ClusterClient) -> bool:
     return client.api_group_available(*KARPENTER_GROUP)
 
 
-def _begun(read: Callable[[], T]) -> Callable[[], T]:
+def begun(read: Callable[[], T]) -> Callable[[], T]:
     """`read` started on its own thread; the function returned waits for it and gives its
     value, or raises what it raised. The reads of one snapshot wait on the API server side
     by side: a round trip each, not one after another (five for `mignurse nodes`)."""
@@ -85,13 +85,13 @@ def load_snapshot(
     errors."""
     notices: list[str] = []
     # Side by side; read back, and refused, in the order they were read one by one.
-    nodes_read = _begun(lambda: client.list(NODES, Node.from_api, label_selector=label_selector))
-    karpenter_read = _begun(lambda: karpenter_available(client))
-    dra_read = _begun(lambda: load_dra(client))
+    nodes_read = begun(lambda: client.list(NODES, Node.from_api, label_selector=label_selector))
+    karpenter_read = begun(lambda: karpenter_available(client))
+    dra_read = begun(lambda: load_dra(client))
     # Only about objects of these kinds (a field selector each), or all of them. A list past
     # LIST_ITEMS is cut there, not refused: some events beat none.
     selectors = [{"field_selector": f"involvedObject.kind={kind}"} for kind in event_kinds]
-    event_reads = [_begun(_events(client, s)) for s in selectors or [{}]] if with_events else []
+    event_reads = [begun(_events(client, s)) for s in selectors or [{}]] if with_events else []
     nodes = nodes_read()
     karpenter = karpenter_read()
     claims: dict[str, NodeClaim] = {}
@@ -99,8 +99,8 @@ def load_snapshot(
     if not karpenter:
         notices.append(KARPENTER_ABSENT_NOTICE)
     else:
-        claims_read = _begun(lambda: client.list(NODECLAIMS, NodeClaim.from_api).items)
-        pools_read = _begun(lambda: client.list(NODEPOOLS, NodePool.from_api).items)
+        claims_read = begun(lambda: client.list(NODECLAIMS, NodeClaim.from_api).items)
+        pools_read = begun(lambda: client.list(NODEPOOLS, NodePool.from_api).items)
         try:
             claims = {c.name: c for c in claims_read()}
             pools = {p.name: p for p in pools_read()}

@@ -130,6 +130,23 @@ def _env_proxy(proxies: dict[str, str], host: str) -> str | None:
     return proxies.get(urlparse(host).scheme) or proxies.get("all")
 
 
+def _quiet_unverified(*urls: str | None) -> None:
+    """The kubeconfig said `insecure-skip-tls-verify: true`: the user chose it, and kubectl
+    says nothing of it, so neither does urllib3's InsecureRequestWarning (a source path and a
+    long line on stderr, urllib3 2.x src/urllib3/connectionpool.py `_validate_conn`). Only
+    that warning, only for this server's host (or its proxy's): any other stays."""
+    import warnings
+
+    for url in urls:
+        host = (urlparse(url).hostname or "").rstrip(".") if url else None
+        if host:
+            warnings.filterwarnings(
+                "ignore",
+                message=f"Unverified HTTPS request is being made to host '{re.escape(host)}'",
+                category=urllib3.exceptions.InsecureRequestWarning,
+            )
+
+
 class Response:
     """An answer whose body is still to be read (`response`: urllib3's)."""
 
@@ -143,6 +160,8 @@ class RestClient:
     """The urllib3 pool manager a connection's requests go through."""
 
     def __init__(self, configuration: Configuration) -> None:
+        if not configuration.verify_ssl:
+            _quiet_unverified(configuration.host, configuration.proxy)
         pool_args: dict[str, Any] = {
             "cert_reqs": ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE,
             "ca_certs": configuration.ssl_ca_cert,

@@ -351,14 +351,21 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
     for start, end in _with_context(text, lines):
         message = _MESSAGE_KEY.search(text, start, end)
         for body_start, body_end in _quoted(text, message.end() if message else start, end):
-            body = text[body_start:body_end]
+            # (found in the line rather than in a copy of the string: most strings are short
+            # and left out, and one with no backslash is copied as it is)
+            escaped = text.find("\\", body_start, body_end) != -1
             if message is None and (
-                len(body) < 6
-                or ("\\" not in body and ":" not in body and "=" not in body and "%" not in body)
+                body_end - body_start < 6
+                or (
+                    not escaped
+                    and text.find(":", body_start, body_end) == -1
+                    and text.find("=", body_start, body_end) == -1
+                    and text.find("%", body_start, body_end) == -1
+                )
             ):
                 continue
             at = body_start
-            for esc in _ESCAPE.finditer(text, at, body_end):
+            for esc in _ESCAPE.finditer(text, at, body_end) if escaped else ():
                 build.copy(text, at, esc.start())
                 code = esc[0][1:]
                 if code[0] == "u" and len(code) == 5:

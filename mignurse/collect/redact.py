@@ -344,13 +344,15 @@ def _mask_text(
         changed_now = False
         for rule in ALL_RULES:
             clock.check()
-            text, n = _apply_rule(scan, rule, clock)
-            if n:
-                counts[rule.name] = counts.get(rule.name, 0) + n
+            text, applied = _apply_rule(scan, rule, clock)
+            if applied:
+                counts[rule.name] = counts.get(rule.name, 0) + len(applied)
                 changed_now = True
                 # an edit moves positions; after the first pass only masked lines can change
-                scan = _Scan(text, _marked_lines(text) if again else None)
-                complete = None
+                if again:
+                    scan, complete = _Scan(text, _marked_lines(text)), None
+                else:  # every trigger still found: the views can start from it
+                    scan = complete = scan.after(text, applied)
         if not changed_now:
             break
         scan = _Scan(text, _marked_lines(text))
@@ -484,10 +486,16 @@ PASSES = 3
 # newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
+# The same words choose the lines whose views are read (`_mask_views`), so a word cannot be
+# narrowed to the shape its own rule needs without losing masks: `://` only leads to a
+# url-credentials mask when user info follows, but a probe's `Get "http://…"` line is also
+# what has its JSON strings decoded, and a key spelled with escapes there (\u0041KIA…) is
+# found in that view.
 TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
 _WORDS = scanner.Words(TRIGGERS)
+_LONGEST = max(len(trigger) for trigger in TRIGGERS)
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves
 _grep: list[str | None] = []  # [path] once checked; [None] when unusable
 
@@ -548,6 +556,8 @@ class _Scan:
         self.text = text
         self._found: dict[str, list[int]] = {}
         found = _WORDS.positions(text) if lines is None else None
+        # every trigger's positions in the whole text, found by the engine (see `after`)
+        self._whole = found is not None
         if found is not None:  # every trigger's positions, found by the engine in one pass
             self._found = found
             self._joined, self._starts, self._offsets = "", [0], [0]
@@ -567,6 +577,61 @@ class _Scan:
                 itertools.accumulate((end - start + 1 for start, end in lines), initial=0)
             )
 
+    @classmethod
+    def _of(cls, text: str, found: dict[str, list[int]]) -> _Scan:
+        scan = cls.__new__(cls)
+        scan.text, scan._found, scan._whole = text, found, True
+        scan._joined, scan._starts, scan._offsets = "", [0], [0]
+        return scan
+
+    def after(self, text: str, applied: list[Edit]) -> _Scan:
+        """The scan of `text`, which is this scan's text with the `applied` edits made (in
+        order, disjoint, as `_apply` made them), without scanning the whole text again.
+
+        Exact, so the same positions as a scan of `text`: an occurrence of a trigger in
+        `text` either lies within a stretch no edit touched, where it was an occurrence in
+        the old text too (moved by the edits before it), or overlaps a replacement (or
+        straddles the point where text was deleted), and then lies within `_LONGEST` - 1
+        characters of it on either side, where the engine looks again. Where the engine
+        was not what found the old positions, or will not read a stretch (a Kelvin sign),
+        the whole text is scanned as before."""
+        if not self._whole:
+            return _Scan(text)
+        ends = [end for _, end, _ in applied]
+        starts = [start for start, _, _ in applied]
+        shifts = list(
+            itertools.accumulate(
+                (len(new) - (end - start) for start, end, new in applied), initial=0
+            )
+        )
+        found: dict[str, list[int]] = {}
+        for word, old in self._found.items():
+            n = len(word)
+            kept: list[int] = []
+            for at in old:
+                i = bisect.bisect_right(ends, at)  # the edits before `at` end at or before it
+                if i < len(starts) and starts[i] < at + n:
+                    continue  # the next edit overlaps this occurrence (or cuts into it)
+                kept.append(at + shifts[i])
+            found[word] = kept
+        added: dict[str, set[int]] = {}
+        for (start, _, new), shift in zip(applied, shifts, strict=False):
+            placed = start + shift  # where the replacement lies in `text`
+            placed_end = placed + len(new)
+            window = max(0, placed - _LONGEST + 1)
+            near = _WORDS.positions(text[window : placed_end + _LONGEST - 1])
+            if near is None:
+                return _Scan(text)
+            for word, hits in near.items():
+                n = len(word)
+                for at in hits:
+                    at += window
+                    if at < placed_end and at + n > placed:
+                        added.setdefault(word, set()).add(at)
+        for word, more in added.items():
+            found[word] = sorted(found[word] + list(more))
+        return _Scan._of(text, found)
+
     def positions(self, trigger: str) -> list[int]:
         found = self._found.get(trigger)
         if found is None:
@@ -581,10 +646,11 @@ class _Scan:
         return found
 
 
-def _apply_rule(scan: _Scan, rule: Rule, clock: _Clock) -> tuple[str, int]:
-    """Try one rule only where its triggers occur, so unrelated text costs one find per trigger."""
+def _apply_rule(scan: _Scan, rule: Rule, clock: _Clock) -> tuple[str, list[Edit]]:
+    """Try one rule only where its triggers occur, so unrelated text costs one find per trigger;
+    the new text and the edits made, in order."""
     if not any(scan.positions(t) for t, _ in rule.triggers):
-        return scan.text, 0
+        return scan.text, []
     return _apply(scan.text, _edits(scan, rule, clock))
 
 
@@ -652,20 +718,21 @@ def _rule_edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _apply(text: str, edits: Iterable[Edit]) -> tuple[str, int]:
+def _apply(text: str, edits: Iterable[Edit]) -> tuple[str, list[Edit]]:
     """Apply each edit in order, skipping any that overlaps the one before; return the new
-    text and the count."""
+    text and the edits made (in order, disjoint)."""
     parts: list[str] = []
     pos = 0
-    count = 0
-    for start, end, new in edits:
+    applied: list[Edit] = []
+    for edit in edits:
+        start, end, new = edit
         if start < pos:
             continue
         parts.append(text[pos:start])
         parts.append(new)
         pos = end
-        count += 1
-    if not count:
-        return text, 0
+        applied.append(edit)
+    if not applied:
+        return text, applied
     parts.append(text[pos:])
-    return "".join(parts), count
+    return "".join(parts), applied

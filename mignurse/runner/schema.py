@@ -31,7 +31,7 @@ import yaml
 
 from mignurse.paths import runbooks_dir
 from mignurse.runner.step import Action, Harm
-from mignurse.runner.steps import load_actions
+from mignurse.runner.steps import action_names, load_action
 from mignurse.untrusted import RUNBOOK_BYTES, LimitError, compose_yaml, read_regular_file
 from mignurse.yamlfile import LDict, LList, construct_lined
 
@@ -100,7 +100,7 @@ class StepSpec:
     line: int = 0
 
     def make(self) -> Action:
-        return load_actions()[self.action]()
+        return load_action(self.action)()
 
 
 @dataclass(frozen=True)
@@ -390,7 +390,7 @@ def _params(doc: _Doc, raw: Any) -> dict[str, ParamSpec]:
 def _steps(doc: _Doc, raw: Any, params: Mapping[str, ParamSpec]) -> list[StepSpec]:
     if not isinstance(raw, list) or not raw:
         raise doc.error("steps", "must be a non-empty list")
-    actions = load_actions()
+    actions = action_names()
     steps: list[StepSpec] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):

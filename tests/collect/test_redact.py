@@ -329,3 +329,15 @@ def test_token_counts_are_not_secrets_but_quoted_digits_are() -> None:
     assert '"completion_tokens": 77' in out and '"bearer-token": 2' in out
     assert '"password": "***REDACTED***"' in out
     assert "DB_PASSWORD=***REDACTED***" in out
+
+
+def test_a_key_spelled_with_escapes_in_a_failed_probes_output_is_masked() -> None:
+    # kubelet logs a readiness probe's output as a Go-quoted string (kubernetes/kubernetes
+    # @v1.32.0 pkg/kubelet/prober/prober.go); the URL in it is what has the line decoded
+    line = (
+        'I1129 03:12:09.000001    2391 prober.go:107] "Probe failed" probeType="Readiness" '
+        'output="Get \\"http://10.0.1.2:8000/health\\": \\u0041KIAIOSFODNN7EXAMPLE"\n'
+    )
+    out = Redactor().redact("journal/kubelet.log", line.encode()).decode()
+    assert "IOSFODNN7EXAMPLE" not in out
+    assert "http://10.0.1.2:8000/health" in out

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mignurse.collect import encodings, redact, scanner
-from mignurse.collect.redact import mask_secrets
+from mignurse.collect.redact import MARKER, mask_secrets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_redaction import journal
@@ -222,3 +222,38 @@ def test_threads_that_mask_at_once_each_get_what_one_thread_gets() -> None:
         results = list(pool.map(lambda _: mask_secrets("kubelet.log", data), range(8)))
     assert results == [expected] * 8
     assert expected[1]["bearer-token"] == 1
+
+
+_PIECES = st.sampled_from(
+    ["tok", "en", "token", "://", "u:p@h", " -p ", "Bearer ", "kEy", "\n", "é", "\u212a", "x", ""]
+)
+
+
+@ENGINE
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(_PIECES, max_size=30),
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 200), st.integers(0, 12), st.sampled_from(["", MARKER, "en", "y"])
+        ),
+        max_size=6,
+    ),
+)
+def test_trigger_positions_after_masks_are_those_a_new_scan_gives(
+    pieces: list[str], edits: list[tuple[int, int, str]]
+) -> None:
+    # a mask can make a trigger (to|ken → token), cut one, or sit inside one; the positions
+    # carried over from before the masks must be those of scanning the masked text afresh
+    text = "".join(pieces)
+    ordered: list[tuple[int, int, str]] = []
+    for start, length, new in sorted(edits):
+        start = min(start, len(text))
+        if ordered and start < ordered[-1][1]:
+            continue
+        ordered.append((start, min(start + length, len(text)), new))
+    masked, applied = redact._apply(text, ordered)
+    carried = redact._Scan(text).after(masked, applied)
+    fresh = redact._Scan(masked)
+    for trigger in redact.TRIGGERS:
+        assert carried.positions(trigger) == fresh.positions(trigger), (trigger, masked)

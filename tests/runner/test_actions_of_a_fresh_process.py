@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from mignurse.runner.schema import load_runbooks
+from mignurse.runner.steps import MODULES
 
 LOADED = """
 import json
@@ -25,3 +26,43 @@ def test_a_fresh_process_knows_every_action_the_shipped_runbooks_name() -> None:
     named = {step.action for book in load_runbooks().values() for step in book.steps}
     assert {"delete-nodeclaim", "apply-mig-layout", "pause-node-repair"} <= named
     assert named <= known, f"not registered: {sorted(named - known)}"
+
+
+REGISTERED = """
+import json
+from mignurse.runner.steps import load_actions
+print(json.dumps({name: cls.__module__ for name, cls in load_actions().items()}))
+"""
+
+
+def test_the_runner_s_table_names_the_module_that_registers_each_action() -> None:
+    # A step imports only the module MODULES names for its action: a new @action missing
+    # from the table, or one moved to another module, would be refused or fail to register.
+    done = subprocess.run(
+        [sys.executable, "-c", REGISTERED], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout) == MODULES
+
+
+def test_a_runbook_step_imports_only_its_own_action_s_module() -> None:
+    code = (
+        "import json, sys\n"
+        "from mignurse.runner.schema import load_runbooks\n"
+        "book = load_runbooks()['cordon']\n"
+        "assert [s.make().name for s in book.steps]\n"
+        "steps = [m for m in sys.modules if m.startswith('mignurse.runner.steps.')]\n"
+        "print(json.dumps(steps))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = set(json.loads(done.stdout))
+    wanted = {MODULES[step.action] for step in load_runbooks()["cordon"].steps}
+    assert loaded == wanted
+
+
+def test_the_pause_record_the_runbook_writes_is_the_one_the_diagnosis_reads() -> None:
+    from mignurse.diagnose.inputs import REPAIR_PAUSED_ANNOTATION
+    from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
+
+    assert ANNOTATION_PAUSED == REPAIR_PAUSED_ANNOTATION

@@ -5,19 +5,41 @@ bundle, a folder of bare kubectl dumps or another tool's node bundle, as a folde
 `.tar.gz` (`offline.py`, through `files.py`'s bounded reader and `node_files.py` for each
 node's own files). Both give a `Gathered` (`gathered.py`), which becomes a `DiagnosisInput`
 once the moment to judge at is known.
+
+Each name loads its module on first use (PEP 562 `__getattr__`), so a live diagnosis loads
+none of the offline readers and an offline one none of the live reads.
 """
 
-from mignurse.diagnose.sources.files import is_read
-from mignurse.diagnose.sources.gathered import Gathered, SourceError
-from mignurse.diagnose.sources.live import (
-    DAEMONSETS,
-    find_karpenter_deployment,
-    karpenter_settings,
-    load_live,
-    read_daemonsets,
-    read_history,
-)
-from mignurse.diagnose.sources.offline import load_offline
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mignurse.diagnose.sources.files import is_read
+    from mignurse.diagnose.sources.gathered import Gathered, SourceError
+    from mignurse.diagnose.sources.live import (
+        DAEMONSETS,
+        find_karpenter_deployment,
+        karpenter_settings,
+        load_live,
+        read_daemonsets,
+        read_history,
+    )
+    from mignurse.diagnose.sources.offline import load_offline
+
+_HOMES = {
+    "DAEMONSETS": "live",
+    "Gathered": "gathered",
+    "SourceError": "gathered",
+    "find_karpenter_deployment": "live",
+    "is_read": "files",
+    "karpenter_settings": "live",
+    "load_live": "live",
+    "load_offline": "offline",
+    "read_daemonsets": "live",
+    "read_history": "live",
+}
 
 __all__ = [
     "DAEMONSETS",
@@ -31,3 +53,12 @@ __all__ = [
     "read_daemonsets",
     "read_history",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -20,7 +20,7 @@ from mignurse.cluster.client import (
 )
 from mignurse.cluster.dra import load_gpu_plugin_pods
 from mignurse.cluster.history import HistoryError, HistoryStore
-from mignurse.cluster.load import load_snapshot
+from mignurse.cluster.load import begun, load_snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.inputs import History, KarpenterSettings, controller_container_index
 from mignurse.diagnose.mng import parse_nodegroups
@@ -42,6 +42,12 @@ def load_live(
     of GPU managed node groups (through `nodegroups`, the EKS API, when given), and the
     local history when there is one (read-only: a running `mignurse watch` keeps writing).
     `event_kinds` limits the events to those about objects of these kinds."""
+    # The DaemonSets and the GPU plugin pods wait on the API server beside the snapshot's own
+    # reads, the Karpenter Deployment beside the node groups' (once the snapshot says Karpenter
+    # is there); notices keep the order the reads had one after another.
+    daemonset_notices: list[str] = []
+    daemonsets_read = begun(lambda: read_daemonsets(client, daemonset_notices))
+    plugin_pods_read = begun(lambda: load_gpu_plugin_pods(client))
     loaded = load_snapshot(client, with_events=True, event_kinds=event_kinds)
     gathered = Gathered(
         snapshot=loaded.snapshot,
@@ -49,20 +55,30 @@ def load_live(
         context=client.info.context,
         notices=list(loaded.notices),
     )
-    if loaded.snapshot.karpenter:
-        gathered.karpenter = karpenter_settings(client, gathered.notices)
-    gathered.daemonsets = read_daemonsets(client, gathered.notices)
-    try:
-        gathered.gpu_plugin_pods = load_gpu_plugin_pods(client)
-    except ClusterError as exc:
-        gathered.notices.append(f"cannot list the GPU plugin pods: {exc}; gpu-stack-down is off")
+    karpenter_notices: list[str] = []
+    settings_read = (
+        begun(lambda: karpenter_settings(client, karpenter_notices))
+        if loaded.snapshot.karpenter
+        else None
+    )
     groups = sorted(
         {n.pool for n in loaded.snapshot.gpu_nodes() if n.pool_kind == "nodegroup" and n.pool}
     )
+    nodegroup_notices: list[str] = []
     if groups and nodegroups is not None:
         documents, unread = nodegroups(groups)
         gathered.nodegroups, problems = parse_nodegroups({"nodegroups": documents})
-        gathered.notices.extend(unread + problems)
+        nodegroup_notices = unread + problems
+    if settings_read is not None:
+        gathered.karpenter = settings_read()
+        gathered.notices.extend(karpenter_notices)
+    gathered.daemonsets = daemonsets_read()
+    gathered.notices.extend(daemonset_notices)
+    try:
+        gathered.gpu_plugin_pods = plugin_pods_read()
+    except ClusterError as exc:
+        gathered.notices.append(f"cannot list the GPU plugin pods: {exc}; gpu-stack-down is off")
+    gathered.notices.extend(nodegroup_notices)
     if history_path is not None and history_path.exists():
         gathered.history = _read_history_file(
             history_path, client.info.context, loaded.snapshot.taken_at, gathered.notices

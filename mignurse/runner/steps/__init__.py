@@ -1,9 +1,10 @@
 """The actions runbooks name, one module (or subpackage) per area (kube, collect, mig,
 repair, instance).
 
-`load_actions()` imports every module here, subpackages' modules included, so each
-`@action` registers itself; the schema and the engine call it, so a new step module needs no
-registry edit.
+`MODULES` says which module registers each action (`@action`), so a runbook's steps import
+only their own modules: listing the runbooks or checking one loads no collector, diagnosis or
+AWS SDK it does not run. `load_actions()` imports every module here, subpackages' modules
+included; a test holds `MODULES` to what that registers, so the table cannot drift.
 """
 
 from __future__ import annotations
@@ -13,8 +14,43 @@ import pkgutil
 
 from mignurse.runner.step import ACTIONS, Action
 
+MODULES: dict[str, str] = {
+    "cordon": f"{__name__}.kube",
+    "uncordon": f"{__name__}.kube",
+    "drain": f"{__name__}.kube",
+    "report-node": f"{__name__}.kube",
+    "collect-bundle": f"{__name__}.collect",
+    "delete-nodeclaim": f"{__name__}.instance",
+    "terminate-asg-instance": f"{__name__}.instance",
+    "wait-replacement": f"{__name__}.instance",
+    "pause-node-repair": f"{__name__}.repair",
+    "resume-node-repair": f"{__name__}.repair",
+    "apply-mig-layout": f"{__name__}.mig.layout",
+    "verify-mig-layout": f"{__name__}.mig.layout",
+    "mig-preflight": f"{__name__}.mig.preflight",
+    "confirm-no-gpu-processes": f"{__name__}.mig.preflight",
+    "resume-gpu-operands": f"{__name__}.mig.resume",
+    "mig-manager-off": f"{__name__}.mig.labels",
+    "pause-gpu-operands": f"{__name__}.mig.labels",
+}
+
+
+def action_names() -> list[str]:
+    """Every action a runbook may name, without importing a step module."""
+    return sorted(MODULES)
+
+
+def load_action(name: str) -> type[Action]:
+    """The action registered as `name`, importing its module (and only it) on first use."""
+    found = ACTIONS.get(name)
+    if found is None:
+        importlib.import_module(MODULES[name])
+        found = ACTIONS[name]
+    return found
+
 
 def load_actions() -> dict[str, type[Action]]:
+    """Every action, each module here imported (the table's test, the schema's reference)."""
     for module in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
         if not module.name.rpartition(".")[2].startswith("_"):
             importlib.import_module(module.name)

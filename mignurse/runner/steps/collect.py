@@ -18,9 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from mignurse.cluster.client import ClusterError
-from mignurse.cluster.snapshot import Snapshot
-from mignurse.collect.redact import Redactor
-from mignurse.collect.run import DEFAULT_SINCE, CollectError, collect, journal_since_words
 from mignurse.model import Node
 from mignurse.runner.step import (
     Action,
@@ -62,6 +59,8 @@ class CollectBundle(Action):
             return None
         if ctx.shell_for is None:
             return "no node access configured (pass --transport)"
+        from mignurse.collect.run import DEFAULT_SINCE, journal_since_words
+
         since = str(ctx.param("since", DEFAULT_SINCE) or DEFAULT_SINCE)
         try:
             journal_since_words(since)
@@ -75,6 +74,8 @@ class CollectBundle(Action):
     def plan(self, ctx: StepContext) -> StepPlan:
         if not _wanted(ctx):
             return StepPlan(notes=["collection skipped (collect=false)"], nothing_to_do=True)
+        from mignurse.collect.run import DEFAULT_SINCE
+
         since = str(ctx.param("since", DEFAULT_SINCE) or DEFAULT_SINCE)
         out = _out_path(ctx, ctx.client.server_now())
         return StepPlan(
@@ -91,6 +92,12 @@ class CollectBundle(Action):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         assert ctx.shell_for is not None  # check() refused otherwise
+        # The collector, its redaction rules and the snapshot load when a bundle is taken,
+        # not when a runbook naming this step is listed or checked.
+        from mignurse.cluster.snapshot import Snapshot
+        from mignurse.collect.redact import Redactor
+        from mignurse.collect.run import DEFAULT_SINCE, CollectError, collect, journal_since_words
+
         shell_for = ctx.shell_for
         since = str(plan.data.get("since") or DEFAULT_SINCE)
         raw = get_node(ctx)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from mignurse.evidence.nvml_json import parse_nvml_json
-from mignurse.evidence.nvsmi import merge_smi, parse_mig_lgi, parse_smi_list, parse_smi_xml
 from mignurse.gpu.profiles import (
     describe_counts,
 )
@@ -212,6 +210,10 @@ def _gpu_words(gpu: dict[str, Any] | None) -> str:
 
 def read_mig_state(ctx: StepContext) -> MigState:
     """The node's MIG state: `mignurse probe -o json` (NVML) where installed, else nvidia-smi."""
+    # The evidence parsers load when a node is read, not when a runbook is listed.
+    from mignurse.evidence.nvml_json import parse_nvml_json
+    from mignurse.evidence.nvsmi import merge_smi, parse_mig_lgi, parse_smi_list, parse_smi_xml
+
     probe = run_script(
         ctx,
         "command -v mignurse >/dev/null 2>&1 || exit 127\nmignurse probe -o json\n",

@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, PODS, ClusterClient, ClusterError, Conflict
-from mignurse.diagnose.inputs import REPAIR_PAUSED_ANNOTATION
-from mignurse.diagnose.sources import find_karpenter_deployment
 from mignurse.runner.step import StepContext, StepFailed, transient
 from mignurse.runner.steps.repair.backend import cluster_failed, wait_until
 from mignurse.runner.steps.repair.gates import deploy_ref, namespace_of, pod_repair_enabled
 
-ANNOTATION_PAUSED = REPAIR_PAUSED_ANNOTATION
+# The diagnosis reads the same record (diagnose/inputs.py REPAIR_PAUSED_ANNOTATION, a test holds
+# them equal); named here so that listing the repair runbooks loads no diagnosis.
+ANNOTATION_PAUSED = "mignurse.io/node-repair-paused"
 HELM_SETTING = "settings.featureGates.nodeRepair"
 
 
@@ -133,6 +133,8 @@ def pause_record(deployment: Mapping[str, Any]) -> dict[str, Any] | None:
 def karpenter_pause_record(client: ClusterClient) -> dict[str, Any] | None:
     """The pause record on the Karpenter Deployment, read now; None when there is none, or no
     Deployment, or it cannot be read."""
+    from mignurse.diagnose.sources import find_karpenter_deployment
+
     try:
         deploy = find_karpenter_deployment(client)
     except ClusterError:
@@ -148,6 +150,8 @@ def describe_record(record: Mapping[str, Any]) -> str:
 
 def find_karpenter(client: ClusterClient, namespace: str = "") -> dict[str, Any] | None:
     """The karpenter controller Deployment (the diagnosis finds it the same way)."""
+    from mignurse.diagnose.sources import find_karpenter_deployment
+
     try:
         return find_karpenter_deployment(client, namespace)
     except ClusterError as exc:

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mignurse.diagnose.inputs import controller_container_index, gate_setting
 from mignurse.runner.step import StepFailed
 
 NODE_REPAIR = "NodeRepair"
@@ -71,6 +70,8 @@ def gate_settings(deployment: Mapping[str, Any]) -> list[GateSetting]:
     """Where the controller container sets feature gates: env, args, command.
 
     Raises StepFailed when the env comes from a ConfigMap or Secret (not ours to edit)."""
+    from mignurse.diagnose.inputs import controller_container_index  # with the diagnosis'
+
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = spec.get("containers") or []
     index = controller_container_index(containers)
@@ -117,6 +118,8 @@ def effective_repair(settings: list[GateSetting]) -> bool:
     wins is false (`DefaultFeatureGates`): kubernetes-sigs/karpenter
     pkg/operator/options/options.go, v1.1.0, v1.6.0, v1.8.0 and v1.14.1. The chart
     (aws/karpenter-provider-aws charts/karpenter/templates/deployment.yaml) sets only the env."""
+    from mignurse.diagnose.inputs import gate_setting  # the diagnosis reads the gates alike
+
     flags = [s for s in settings if s.where.startswith("arg")]
     chosen = flags[-1:] or [s for s in settings if s.where.startswith("env")][-1:]
     if not chosen:

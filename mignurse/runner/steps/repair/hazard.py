@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from mignurse.diagnose.facts import repair_allowance, repair_clock, unhealthy_for_repair
 from mignurse.model import LABEL_NODEPOOL, Node, format_time
 
 
@@ -45,6 +44,9 @@ def resume_risk(nodes: list[Node], now: datetime) -> list[PoolRisk]:
     """Per NodePool: which nodes Karpenter replaces as soon as repair runs again.
 
     Only pools with a node past its toleration are listed. Pure: `now` is passed in."""
+    # The repair clock lives with the diagnosis' facts, loaded when a resume is checked.
+    from mignurse.diagnose.facts import repair_allowance, repair_clock, unhealthy_for_repair
+
     by_pool: dict[str, list[Node]] = {}
     for node in nodes:
         if node.pool_kind == "nodegroup" or node.deleting is not None:

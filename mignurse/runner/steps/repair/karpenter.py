@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from mignurse.cluster.client import DEPLOYMENTS, NODES, ClusterError
-from mignurse.fleetview import RepairState
 from mignurse.model import Node, format_time
 from mignurse.runner.step import Change, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.repair.backend import Found, cluster_failed, paused_by
@@ -89,6 +88,8 @@ class KarpenterRepair:
                 },
             )
         if not effective_repair(settings):
+            from mignurse.fleetview import RepairState  # the fleet view loads the diagnosis
+
             state = RepairState.read(False, record)
             why = " (NodeRepair is not true)" if not record else ""
             notes.insert(0, f"nothing to pause: {state.sentence()} in {ref}{why}")
@@ -203,6 +204,8 @@ class KarpenterRepair:
         if deploy is None:
             return "no karpenter Deployment was found: pass --param namespace=NS"
         if pause_record(deploy) is None and not ctx.prior.get("record"):
+            from mignurse.fleetview import RepairState
+
             state = RepairState.read(effective_repair(gate_settings(deploy)), None)
             return (
                 f"{state.sentence()}: {deploy_ref(deploy)} has no {ANNOTATION_PAUSED} record "

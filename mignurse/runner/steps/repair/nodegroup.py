@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from mignurse.cluster.client import NODES, ClusterError
-from mignurse.fleetview import RepairState
 from mignurse.model import LABEL_NODEGROUP, Node, format_time
 from mignurse.runner.step import Change, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.awserror import aws_step_failed
@@ -78,6 +77,8 @@ class NodegroupRepair:
                 },
             )
         if not prior.get("enabled"):
+            from mignurse.fleetview import RepairState  # the fleet view loads the diagnosis
+
             state = RepairState.read(False, nodegroup_record(eks, cluster, group))
             return StepPlan(
                 notes=[f"nothing to pause: {state.sentence()} for node group {group}", *notes],
@@ -182,6 +183,8 @@ class NodegroupRepair:
                 data=data,
             )
         if record is None:
+            from mignurse.fleetview import RepairState
+
             state = RepairState.read(bool(_repair_config(nodegroup).get("enabled")), None)
             raise StepFailed(
                 f"{state.sentence()}: node group {group} has no {TAG_PAUSED}/{group}.* tag "
