@@ -4,7 +4,9 @@ and `mignurse watch` shares its recording (`Recording`); nothing here imports a 
 library.
 
 All offer the same few things to the app (`Source`): a `ClusterState`, a clock, `assess()` (the
-diagnosis and the fleet view's rows, called off the UI thread), the node's pods and
+diagnosis and the fleet view's rows, called off the UI thread), `diagnosis_input()` (what a
+diagnosis judges now, and what it still lacks while the cluster is listed: the app judges
+the first page of nodes and the history before the rest arrive), the node's pods and
 collected evidence, and collection. A bundle is read-only: `read_only_reason` says so and
 the app hides every key that would change something.
 """
@@ -46,6 +48,9 @@ from mignurse.fleetview import PoolRow, fleet_rows
 from mignurse.model import GpuPluginPod, Node, Pod
 
 FIRST_PAGE = 500  # nodes shown (counted "so far") while the whole list is still coming
+# How much of the cluster a diagnosis would judge now (`judge_stage`): a higher stage is a
+# fuller input, judged again at once.
+NOTHING_YET, FIRST_PAGE_LISTED, NODES_LISTED, ALL_LISTED = range(4)
 
 
 class Source(Protocol):
@@ -69,6 +74,8 @@ class Source(Protocol):
     def synced(self) -> bool: ...
     def listed(self) -> bool: ...
     def early_snapshot(self) -> Snapshot | None: ...
+    def judge_stage(self) -> int: ...
+    def diagnosis_input(self) -> tuple[DiagnosisInput, str]: ...
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]: ...
     def evidence(self, name: str) -> NodeEvidence | None: ...
     def evidence_only(self) -> list[NodeEvidence]: ...
@@ -312,14 +319,64 @@ class LiveSource:
         """The first page of nodes while the full list is still coming, else None."""
         return None if self.listed() else self._early
 
-    def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
-        """Every rule, and the fleet view's rows, over what the app holds now (off the UI
-        thread). The Karpenter Deployment is read again: a pause shows up within seconds."""
+    def judge_stage(self) -> int:
+        """How much a diagnosis would judge now: nothing yet, the first page of nodes,
+        every node (other watches still listing), or everything listed."""
+        if self.synced():
+            return ALL_LISTED
+        if self.listed():
+            return NODES_LISTED
+        return FIRST_PAGE_LISTED if self._early is not None else NOTHING_YET
+
+    def diagnosis_input(self) -> tuple[DiagnosisInput, str]:
+        """What a diagnosis judges now, and what that input lacks ("" when it is whole:
+        every watch has listed once). Before then it is the nodes listed so far (the first
+        page while the rest come), the history recorded before this start, and the
+        settings read at `check`; the API is asked again only for a whole input."""
         now = self.now()
         history = History()
         if self.recording.history is not None:
             history = read_history(self.recording.history, self.context, now)
             self.last_history = history  # the detail pane's timeline reads it too
+        stage = self.judge_stage()
+        if stage == ALL_LISTED:
+            self._reread()
+            snapshot = self.state.snapshot(taken_at=now)
+            lacks = ""
+        elif stage == NODES_LISTED:
+            snapshot = self.state.snapshot(taken_at=now)
+            lacks = f"every node; {self._still_listing()} still listing"
+        else:
+            early = self._early
+            snapshot = early if early is not None else Snapshot(nodes={}, karpenter=self.karpenter)
+            listing = self._still_listing()
+            lacks = f"the first {len(snapshot.nodes):,} nodes; {listing} still listing"
+        inp = DiagnosisInput(
+            snapshot=snapshot,
+            now=now,
+            history=history,
+            node_evidence=dict(self._evidence),  # what `c` collected in this session
+            karpenter=self.karpenter_settings,
+            daemonsets=self._daemonsets,
+            gpu_plugin_pods=self._plugin_pods,
+        )
+        return inp, lacks
+
+    def _still_listing(self) -> str:
+        """The watched resources not listed yet, in words ("the other nodes, events")."""
+        watcher = self.watcher
+        if watcher is None:
+            return "every resource"
+        waiting = [
+            "the other nodes" if plural == NODES.plural else plural
+            for plural, status in watcher.status.items()
+            if not status.synced
+        ]
+        return ", ".join(waiting) or "nothing"
+
+    def _reread(self) -> None:
+        """What the rules read besides the watched state, asked again for each whole
+        diagnosis. The Karpenter Deployment is read again: a pause shows up within seconds."""
         if self.karpenter:
             asked = time.monotonic()
             settings = self._reread_karpenter()
@@ -331,15 +388,11 @@ class LiveSource:
         daemonsets = read_daemonsets(self.client, [])  # a refusal keeps the last good reading
         if daemonsets is not None:
             self._daemonsets = daemonsets
-        inp = DiagnosisInput(
-            snapshot=self.state.snapshot(taken_at=now),
-            now=now,
-            history=history,
-            node_evidence=dict(self._evidence),  # what `c` collected in this session
-            karpenter=self.karpenter_settings,
-            daemonsets=self._daemonsets,
-            gpu_plugin_pods=self._plugin_pods,
-        )
+
+    def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
+        """Every rule, and the fleet view's rows, over what the app holds now (off the UI
+        thread)."""
+        inp, _lacks = self.diagnosis_input()
         diagnosis = diagnose(inp)
         return diagnosis, fleet_rows(inp, diagnosis)
 
@@ -482,8 +535,14 @@ class BundleSource:
     def synced(self) -> bool:
         return True
 
+    def judge_stage(self) -> int:
+        return ALL_LISTED
+
+    def diagnosis_input(self) -> tuple[DiagnosisInput, str]:
+        return self.gathered.to_input(self.now()), ""  # what `diagnose --from` judges, all of it
+
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
-        inp = self.gathered.to_input(self.now())  # what `diagnose --from` judges, all of it
+        inp, _lacks = self.diagnosis_input()
         diagnosis = diagnose(inp)
         return diagnosis, fleet_rows(inp, diagnosis)
 
@@ -562,6 +621,12 @@ class BuildingSource:
 
     def early_snapshot(self) -> Snapshot | None:
         return None
+
+    def judge_stage(self) -> int:
+        return NOTHING_YET
+
+    def diagnosis_input(self) -> tuple[DiagnosisInput, str]:
+        raise ValueError("the cluster is still being built")
 
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
         raise ValueError("the cluster is still being built")

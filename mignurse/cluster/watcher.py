@@ -29,6 +29,7 @@ from mignurse.cluster.client import (
 )
 from mignurse.cluster.dra import resource_slices
 from mignurse.cluster.snapshot import PARSERS, ClusterState
+from mignurse.gcpause import freeze_survivors
 
 WATCH_TIMEOUT_SECONDS = 300
 MAX_BACKOFF_SECONDS = 30.0
@@ -43,6 +44,9 @@ class ResourceStatus:
 
 
 EVENTS_WAIT_FOR_NODES_SECONDS = 10.0
+# Watched changes between two freezes of what they built (see mignurse/gcpause.py): a minute
+# of scale-5000's heartbeats replaces every Node object.
+FREEZE_EVERY_CHANGES = 2000
 
 
 class ClusterWatcher:
@@ -70,6 +74,7 @@ class ClusterWatcher:
         self._open: dict[str, Any] = {}
         self._open_lock = threading.Lock()
         self._synced = {r.plural: threading.Event() for r in self.resources}
+        self._changes = 0  # applied since the last freeze, every resource together
         self.status: dict[str, ResourceStatus] = {
             r.plural: ResourceStatus(r.plural, synced=False) for r in self.resources
         }
@@ -131,6 +136,10 @@ class ClusterWatcher:
         server's fault, reported like any failed watch (the thread goes on)."""
         try:
             self.state.apply(resource.plural, change, raw)
+            self._changes += 1  # a lost increment between threads only delays a freeze
+            if self._changes >= FREEZE_EVERY_CHANGES:
+                self._changes = 0
+                freeze_survivors()
         except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
             raise BadAnswer(
                 f"the API server's watch of {resource.qualified} sent an object mignurse "
@@ -153,6 +162,7 @@ class ClusterWatcher:
                     self.state.replace(resource.plural, listing.items)
                     version = listing.resource_version
                     del listing
+                    freeze_survivors()  # the listed state, out of every later collection
                     self._synced[resource.plural].set()
                     self._report(ResourceStatus(resource.plural, synced=True))
                 for event in self.client.watch(

@@ -21,6 +21,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
+from textual.worker import Worker
 
 from mignurse.diagnose.engine import Diagnosis
 from mignurse.diagnose.findings import Finding
@@ -31,7 +32,13 @@ from mignurse.nodeview import NodeRow
 from mignurse.session import Source
 from mignurse.tui.detail import sorted_findings
 from mignurse.tui.filters import RowFilter
-from mignurse.tui.refresh import TABLE_COLUMNS, Refresher, StatusPart, table_columns
+from mignurse.tui.refresh import (
+    TABLE_COLUMNS,
+    DiagnosisUpdate,
+    Refresher,
+    StatusPart,
+    table_columns,
+)
 from mignurse.tui.shown import DataTable, Static, install_console
 from mignurse.tui.table import BatchTable
 
@@ -102,7 +109,9 @@ class AppState(App[None]):
         self._status: list[StatusPart] = []
         self._listed = False
         self._pods: dict[str, tuple[float, list[Pod] | str]] = {}
-        self._diagnosis: Diagnosis | None = None
+        self._diagnosis: Diagnosis | None = None  # the latest whole diagnosis
+        self._partial: DiagnosisUpdate | None = None  # findings so far, until the first whole
+        self._diagnosing: Worker[None] | None = None  # the diagnosis worker in flight
         self._diagnosis_error = ""
         self._detail_for: str | None = None
         self._placeholder = ""  # what the pane says while no node is highlighted

@@ -32,6 +32,7 @@ from mignurse.tui.refresh import (
     NARROW_WIDTH,
     STATUS_STYLE,
     TABLE_COLUMNS,
+    DiagnosisUpdate,
     StatusPart,
     column_label,
     fit_cell,
@@ -49,6 +50,19 @@ _WORST, _NOTREADY, _REPAIR = (FLEET_COLUMNS.index(c) for c in ("WORST", "NOTREAD
 FLEET_DROPS = ("READY", "LIFETIME", "REPL 6H", "KIND")  # dropped first to last when too wide
 
 
+def partial_line(update: DiagnosisUpdate) -> Text:
+    """What a partial diagnosis is: "diagnosis partial: 4 of 12 rules over the first 500
+    nodes; the other nodes, events still listing: findings may change"."""
+    line = Text("diagnosis partial", style="bold yellow")
+    line.append(f": {update.rules_done} of {update.rules} rules")
+    if update.lacks:
+        line.append(f" over {update.lacks}")
+    if update.earlier:
+        line.append(f"; the others' findings from {update.earlier}")
+    line.append(": findings may change", style="yellow")
+    return line
+
+
 class Panels(AppState):
     """The status line, the findings panel, the bars, the fleet table and its preview."""
 
@@ -61,24 +75,36 @@ class Panels(AppState):
 
     def _show_findings(self) -> None:
         """The findings panel: worst first, the nearest deadline first within a severity,
-        a live countdown to each (in a bundle, the moment repair would have fired)."""
+        a live countdown to each (in a bundle, the moment repair would have fired). Before
+        the first whole diagnosis, the findings so far under a line that says how partial
+        they are and what they were judged from."""
         panel = self.query_one("#findings", Static)
         if self._diagnosis_error:
             panel.update(Text(self._diagnosis_error, style="yellow"))
             return
-        if self._diagnosis is None:
+        partial = self._partial if self._diagnosis is None else None
+        if self._diagnosis is None and partial is None:
             waiting = "Diagnosing…" if self._listed else "Listing the cluster: findings follow."
             panel.update(Text(waiting, style="dim"))
             return
         findings = self.shown_findings()
+        width = max(self.size.width - 2, 40)
+        lines = Text()
+        shown = FINDINGS_SHOWN
+        if partial is not None:
+            lines = partial_line(partial)
+            lines.truncate(width, overflow="ellipsis")
+            shown -= 1  # the panel's height stays
         if not findings:
-            panel.update(Text("No findings.", style="green"))
+            none = "No findings so far." if partial is not None else "No findings."
+            if lines:
+                lines.append("\n")
+            lines.append(none, style="dim" if partial is not None else "green")
+            panel.update(lines)
             return
         now = self.source.now()
         # One line per finding: the countdown goes first so no long summary can push it off.
-        width = max(self.size.width - 2, 40)
-        lines = Text()
-        for finding in findings[:FINDINGS_SHOWN]:
+        for finding in findings[:shown]:
             line = Text()
             line.append(
                 f"{finding.severity.upper():<8}", style=SEVERITY_STYLE.get(finding.severity, "")
@@ -92,10 +118,9 @@ class Panels(AppState):
             if lines:
                 lines.append("\n")
             lines.append_text(line)
-        if len(findings) > FINDINGS_SHOWN:
-            lines.append(
-                f"\n… {len(findings) - FINDINGS_SHOWN} more: f shows every finding", style="dim"
-            )
+        if len(findings) > shown:
+            more = "f shows every finding" if partial is None else "f, once it is whole"
+            lines.append(f"\n… {len(findings) - shown} more: {more}", style="dim")
         panel.update(lines)
 
     @property
@@ -105,10 +130,12 @@ class Panels(AppState):
         return "collection" if self.source.read_only_reason else ""
 
     def shown_findings(self) -> list[Finding]:
-        """The findings the panel lists, in its order (the pool's own in a pool's view)."""
-        if self._diagnosis is None:
+        """The findings the panel lists, in its order (the pool's own in a pool's view):
+        the whole diagnosis's, else those found so far."""
+        judged = self._diagnosis or (self._partial.diagnosis if self._partial else None)
+        if judged is None:
             return []
-        findings = self._diagnosis.findings
+        findings = judged.findings
         if self.view == NODES and self.pool_filter:
             findings = [f for f in findings if f.nodepool in ("", self.pool_filter)]
         return sorted_findings(findings)

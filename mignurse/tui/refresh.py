@@ -1,5 +1,6 @@
 """The app's refresh, off the UI thread: what the tables, the status line and the findings
-must show now, as a `RowChanges` for the UI thread to apply.
+must show now, as a `RowChanges` for the UI thread to apply; and the diagnosis, in a worker
+of its own, each rule's findings sent on as the rule finishes (`DiagnosisUpdate`).
 
 The app takes a `RefreshRequest` (what it shows, which filters, which marks) on the UI
 thread, a worker runs `Refresher.compute` on it, and the result comes back as a
@@ -8,6 +9,12 @@ been applied or has failed (dolphie's worker manager does the same: charles-001/
 6.14.0, dolphie/Modules/WorkerManager.py, on_worker_state_changed), so refreshes never
 pile up and one exception never stops them. Styled cells and the table's order are made
 here too: the UI thread only places them.
+
+The diagnosis runs beside the refreshes, never inside one (its rules take a second at
+5,000 nodes): from the first page of nodes and the history on, and again at once each time
+the input grows (every node listed, then every watch), then every DIAGNOSE_SECONDS. Until
+the first diagnosis of a whole input, each rule's result is sent as it finishes, critical
+rules first, with what the input still lacked; from then on only whole diagnoses are sent.
 """
 
 from __future__ import annotations
@@ -25,9 +32,10 @@ from textual.message import Message
 
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.cluster.watcher import ResourceStatus
-from mignurse.diagnose.engine import Diagnosis
+from mignurse.diagnose.engine import Diagnosis, RuleResult, all_rules, combine, diagnose_stream
 from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
-from mignurse.fleetview import UNPOOLED, PoolRow
+from mignurse.fleetview import UNPOOLED, PoolRow, fleet_rows
+from mignurse.gcpause import freeze_survivors
 from mignurse.inert import inert_markup as escape
 from mignurse.nodeview import COLUMNS, NARROW_DROPS, NodeRow, bundle_row, format_age, node_rows
 from mignurse.render import SEVERITY_STYLE
@@ -163,8 +171,8 @@ class RowChanges:
     dirty: set[str] = field(default_factory=set)
     widths: dict[str, int] | None = None  # the node table's column widths (cells cut to fit)
     listed: bool = False  # every watch has listed once: counts and "all ready" are true
-    diagnosis: Diagnosis | None = None  # set when the rules ran in this refresh
-    diagnosis_error: str = ""
+    # the latest whole diagnosis: these rows carry its badges and the fleet its ranks
+    diagnosis: Diagnosis | None = None
     gone_marks: list[str] = field(default_factory=list)  # marked nodes the cluster no longer has
 
 
@@ -174,6 +182,30 @@ class Refreshed(Message):
     def __init__(self, changes: RowChanges) -> None:
         super().__init__()
         self.changes = changes
+
+
+@dataclass(frozen=True)
+class DiagnosisUpdate:
+    """The findings so far: whole once every rule has run over a whole input."""
+
+    diagnosis: Diagnosis
+    rules_done: int  # of this run's rules, finished
+    rules: int
+    lacks: str = ""  # what this run's input lacked ("" whole): the findings may change
+    earlier: str = ""  # what the rules not run yet were last judged from (their findings)
+
+    @property
+    def whole(self) -> bool:
+        return self.rules_done == self.rules and not self.lacks
+
+
+class Diagnosed(Message):
+    """A diagnosis worker's update (a rule finished, or the whole diagnosis)."""
+
+    def __init__(self, update: DiagnosisUpdate, refresher: Refresher) -> None:
+        super().__init__()
+        self.update = update
+        self.refresher = refresher  # whose source it judged: one switched away from is dropped
 
 
 def styled_cells(
@@ -237,21 +269,68 @@ class Refresher:
 
     def __init__(self, source: Any) -> None:
         self.source = source
+        # From the last whole diagnosis (written by the diagnosis worker, read by refreshes)
         self.badges: dict[str, str] = {}
-        self.fleet_base: list[PoolRow] = []  # from the last diagnosis; counts come fresh
+        self.fleet_base: list[PoolRow] = []  # counts come fresh
+        self.whole: Diagnosis | None = None  # the diagnosis they come from
         self.last_full = 0.0
         self.last_diagnosis = 0.0
+        self.judged_stage = -1  # the source's judge_stage() the last diagnosis ran at
+        self.whole_sent = False  # a whole diagnosis has been sent: no more partial ones
+        self._results: dict[str, tuple[RuleResult, str]] = {}  # rule → result, its input's lack
         self.statuses: dict[str, ResourceStatus] = {}  # written by the UI thread
 
     def diagnose_soon(self) -> None:
         self.last_diagnosis = 0.0
+
+    def diagnosis_due(self) -> bool:
+        """Whether to diagnose now: the input has grown since the last diagnosis, or
+        DIAGNOSE_SECONDS have passed (never over a cluster with nothing listed yet)."""
+        stage = self.source.judge_stage()
+        if stage <= 0:
+            return False
+        return (
+            stage > self.judged_stage or time.monotonic() - self.last_diagnosis >= DIAGNOSE_SECONDS
+        )
+
+    def diagnose(self, send: Callable[[DiagnosisUpdate], None]) -> None:
+        """One diagnosis (on the diagnosis worker only): each rule's update sent as it
+        finishes until a whole diagnosis has been sent, then only the whole one. A whole
+        diagnosis also gives the badges and the fleet's rows the next refresh shows."""
+        self.judged_stage = self.source.judge_stage()
+        self.last_diagnosis = time.monotonic()
+        inp, lacks = self.source.diagnosis_input()
+        rules = all_rules()
+        done: dict[str, RuleResult] = {}
+        for result in diagnose_stream(inp, rules=rules):
+            done[result.rule] = result
+            self._results[result.rule] = (result, lacks)
+            if not self.whole_sent and len(done) < len(rules):
+                send(self._update(len(done), len(rules), lacks))
+        diagnosis = combine(done.values())
+        update = DiagnosisUpdate(diagnosis, len(rules), len(rules), lacks)
+        if update.whole:
+            self.fleet_base = fleet_rows(inp, diagnosis)
+            self.badges = badges(diagnosis.findings)
+            self.whole = diagnosis
+            self.whole_sent = True
+        del inp  # its indexes go before the freeze
+        freeze_survivors()  # what the state gained since, out of the UI thread's collections
+        send(update)
+
+    def _update(self, rules_done: int, rules: int, lacks: str) -> DiagnosisUpdate:
+        """The findings of every rule's latest result: this run's for those done, an
+        earlier run's (over a smaller input) for the others."""
+        earlier = next((lack for _, lack in self._results.values() if lack != lacks), "")
+        diagnosis = combine(result for result, _ in self._results.values())
+        return DiagnosisUpdate(diagnosis, rules_done, rules, lacks, earlier)
 
     def compute(self, request: RefreshRequest) -> RowChanges:
         source = self.source
         dirty, other = source.state.take_changes()
         monotonic = time.monotonic()
         full = request.force or monotonic - self.last_full >= FULL_REFRESH_SECONDS
-        changes = RowChanges(epoch=request.epoch, dirty=dirty)
+        changes = RowChanges(epoch=request.epoch, dirty=dirty, diagnosis=self.whole)
         if not (dirty or other or full or api_busy(source)):  # a Retry-After counts down
             return changes
         self.last_full = monotonic
@@ -259,15 +338,6 @@ class Refresher:
         synced = source.synced()
         listed = source.listed()
         changes.listed = listed
-        # Judging a half-listed cluster would report "no findings" that are not true.
-        if synced and monotonic - self.last_diagnosis >= DIAGNOSE_SECONDS:
-            self.last_diagnosis = monotonic
-            try:
-                changes.diagnosis, self.fleet_base = source.assess()
-            except Exception as exc:  # noqa: BLE001 - a diagnosis bug must not stop the refreshes
-                changes.diagnosis_error = f"diagnosis failed: {type(exc).__name__}: {exc}"
-            if changes.diagnosis is not None:
-                self.badges = badges(changes.diagnosis.findings)
         if synced:
             source.auto_tick()
         snapshot: Snapshot | None = None if listed else source.early_snapshot()

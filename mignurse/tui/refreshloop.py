@@ -6,6 +6,10 @@ panels, the fleet table, and the node table's new rows a chunk per frame (`ADD_C
 5,000-row fill never freezes the screen) before the order and the detail pane. Clearing the
 node table (another pool, another filter, a resize that changes the columns) and switching
 between the fleet and node views are here too: both start the refresh that fills them.
+
+The diagnosis has a worker of its own (one in flight), started when a refresh ends and the
+`Refresher` says one is due; its updates (`Diagnosed`) fill the findings panel, and a whole
+diagnosis starts a refresh that shows its badges and the fleet's ranks.
 """
 
 from __future__ import annotations
@@ -20,11 +24,20 @@ from textual.widgets import ContentSwitcher
 from textual.worker import Worker, WorkerState
 
 from mignurse.cluster.watcher import ResourceStatus
+from mignurse.diagnose.engine import Diagnosis
 from mignurse.nodeview import short_name
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS
 from mignurse.tui.detailpane import DetailPane
 from mignurse.tui.panels import Panels
-from mignurse.tui.refresh import Refreshed, Refresher, RefreshRequest, RowChanges, column_label
+from mignurse.tui.refresh import (
+    Diagnosed,
+    DiagnosisUpdate,
+    Refreshed,
+    Refresher,
+    RefreshRequest,
+    RowChanges,
+    column_label,
+)
 
 REFRESH_SECONDS = 0.5
 ADD_CHUNK = 250  # new rows placed per frame: a 5,000-row fill paints as it goes
@@ -69,7 +82,9 @@ class RefreshLoop(Panels, DetailPane):
         self._force = False
         self._refresh_worker(self._refresher, request)
 
-    @work(thread=True, group="refresh", exit_on_error=False)
+    # A description of its own: Textual's default is the repr of every argument, made on the
+    # UI thread, and the request holds the node table's rows (5,000 at scale)
+    @work(thread=True, group="refresh", exit_on_error=False, description="refresh")
     def _refresh_worker(self, refresher: Refresher, request: RefreshRequest) -> None:
         self.post_message(Refreshed(refresher.compute(request)))
 
@@ -80,11 +95,63 @@ class RefreshLoop(Panels, DetailPane):
             with contextlib.suppress(NoMatches):
                 self._show_findings()
             self._refresh_ended()  # the next refresh is armed all the same
+        if event.worker.group == "diagnose" and event.state in (
+            WorkerState.SUCCESS,
+            WorkerState.ERROR,
+            WorkerState.CANCELLED,
+        ):
+            if event.state == WorkerState.ERROR:
+                error = event.worker.error
+                self._diagnosis_error = f"diagnosis failed: {type(error).__name__}: {error}"
+                with contextlib.suppress(NoMatches):
+                    self._show_findings()
+            if event.worker is self._diagnosing:
+                self._diagnosing = None
+
+    # -- the diagnosis --------------------------------------------------------------------
+
+    def _diagnose_if_due(self) -> None:
+        """Start a diagnosis when none is running and the refresher says one is due."""
+        if self._diagnosing is not None or not self._refresher.diagnosis_due():
+            return
+        self._diagnosing = self._diagnose_worker(self._refresher)
+
+    @work(thread=True, group="diagnose", exit_on_error=False, description="diagnosis")
+    def _diagnose_worker(self, refresher: Refresher) -> None:
+        def send(update: DiagnosisUpdate) -> None:
+            self.post_message(Diagnosed(update, refresher))
+
+        refresher.diagnose(send)
+
+    @on(Diagnosed)
+    def _diagnosed(self, message: Diagnosed) -> None:
+        if message.refresher is not self._refresher:
+            return  # judged another source (the app has switched since)
+        self._show_diagnosis(message.update)
+
+    def _show_diagnosis(self, update: DiagnosisUpdate) -> None:
+        self._diagnosis_error = ""
+        if not update.whole:
+            self._partial = update
+            self._show_findings()
+            return
+        # A whole diagnosis lands with the refresh that shows its badges and ranks (_apply)
+        self.request_refresh(force=True)
+
+    def _take_diagnosis(self, diagnosis: Diagnosis) -> None:
+        first = self._diagnosis is None
+        if first and len(self._gpu_names) > ADD_CHUNK:
+            gc.freeze()  # a big cluster as first listed and judged: see _drain
+        self._diagnosis = diagnosis
+        self._partial = None
+        if first:
+            self.refresh_bindings()  # the footer offers `f` from the first diagnosis on
 
     def _refresh_ended(self) -> None:
         self._in_flight = False
         if not self.is_running:
             return
+        self._diagnose_if_due()
         if self._again:
             self._again = False
             self.request_refresh()
@@ -105,14 +172,9 @@ class RefreshLoop(Panels, DetailPane):
         if changes.epoch != self._epoch:
             self._refresh_ended()  # computed for a table that has since been cleared
             return
-        if changes.diagnosis is not None or changes.diagnosis_error:
-            first = self._diagnosis is None and changes.diagnosis is not None
-            if first and len(changes.gpu_names or ()) > ADD_CHUNK:
-                gc.freeze()  # a big cluster as first listed and judged: see _drain
-            self._diagnosis = changes.diagnosis or self._diagnosis
-            self._diagnosis_error = changes.diagnosis_error
-            if first and self._diagnosis is not None:
-                self.refresh_bindings()  # the footer offers `f` from the first diagnosis on
+        if changes.diagnosis is not None and changes.diagnosis is not self._diagnosis:
+            self._diagnosis_error = ""
+            self._take_diagnosis(changes.diagnosis)
         if changes.status:
             self._listed = changes.listed
             self._status = changes.status
