@@ -17,7 +17,11 @@ Measures:
 - the longest the UI thread's event loop went without running (a stall, GIL waits included;
   target < 150 ms during refreshes), and the longest garbage collection on the UI thread
   (target < 50 ms during refreshes), from the start too;
-- peak RSS (target < 500 MB).
+- peak RSS (target < 500 MB);
+- what the UI thread was running during the longest stalls: another thread samples its
+  stack while the event loop is late;
+- with `--minutes N`, the last phase's churn goes on for N minutes and the app's RSS and
+  the collector's frozen objects are printed each half minute: whether memory grows.
 The simulator runs in its own process (this file with `--serve`, advanced through its
 stdin), so the RSS is the app's own; both share the machine's CPUs.
 """
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections as counting
 import gc
+import os
 import resource
 import statistics
 import subprocess
@@ -140,14 +146,55 @@ def mark(marks: dict[str, float], what: str, seconds: float) -> None:
     print(f"  {what}: {seconds:.2f} s", flush=True)
 
 
+_last_tick = time.perf_counter()
+LATE_SECONDS = 0.08  # the loop this late: sample what the UI thread runs
+stall_samples: list[tuple[float, str, list[str]]] = []  # ms, phase, the frames sampled
+
+
 async def watch_stalls() -> None:
     """The event loop's longest gap between two 10 ms ticks, per phase."""
-    last = time.perf_counter()
+    global _last_tick
+    _last_tick = time.perf_counter()
     while True:
         await asyncio.sleep(0.01)
         now = time.perf_counter()
-        stalls[phase] = max(stalls.get(phase, 0.0), now - last - 0.01)
-        last = now
+        stalls[phase] = max(stalls.get(phase, 0.0), now - _last_tick - 0.01)
+        _last_tick = now
+
+
+def _innermost(frame: Any) -> str:
+    """The innermost frames of the app's own code and of Textual, outermost first."""
+    names: list[str] = []
+    while frame is not None and len(names) < 4:
+        path = frame.f_code.co_filename
+        if "mignurse" in path or "textual" in path or "rich" in path:
+            where = Path(path).parent.name + "/" + Path(path).name
+            names.append(f"{where}:{frame.f_code.co_name}")
+        frame = frame.f_back
+    return " < ".join(names) or "(outside the app: the GIL or the collector)"
+
+
+def sample_stalls(stop: threading.Event) -> None:
+    """Every 10 ms, while the loop is late, the UI thread's stack; each stall's samples
+    are kept with its length once the loop ticks again."""
+    main = threading.main_thread().ident
+    samples: list[str] = []
+    began = 0.0
+    while not stop.wait(0.01):
+        late = time.perf_counter() - _last_tick
+        if late > LATE_SECONDS:
+            if not samples:
+                began = _last_tick
+            frame = sys._current_frames().get(main)
+            samples.append(_innermost(frame))
+        elif samples:
+            stall_samples.append(((_last_tick - began) * 1000, phase, samples))
+            samples = []
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 class RemoteSim:
@@ -206,13 +253,30 @@ async def watch_findings(app: Any, marks: dict[str, float], started: float) -> N
         await asyncio.sleep(0.01)
 
 
-async def churn(sim: RemoteSim, seconds: int = 12) -> None:
-    for _ in range(seconds // 2):  # a minute of simulated churn every two seconds
+memory: list[tuple[float, float, int]] = []  # minutes into the long churn, RSS MB, frozen
+
+
+async def churn(sim: RemoteSim, seconds: float = 12, *, watch_memory: bool = False) -> None:
+    """A minute of simulated churn every two seconds: `seconds // 2` times, or, watching
+    memory, until `seconds` have passed, the RSS taken each half minute."""
+    began = sampled = time.perf_counter()
+    steps = 0
+    while time.perf_counter() - began < seconds if watch_memory else steps < seconds // 2:
         await asyncio.to_thread(sim.advance, 60)
         await asyncio.sleep(2)
+        steps += 1
+        if watch_memory and time.perf_counter() - sampled >= 30:
+            sampled = time.perf_counter()
+            minutes = (sampled - began) / 60
+            memory.append((minutes, rss_mb(), gc.get_freeze_count()))
+            print(
+                f"  {minutes:.1f} min of churn ({steps} simulated minutes): RSS "
+                f"{rss_mb():.0f} MB, {gc.get_freeze_count()} objects frozen",
+                flush=True,
+            )
 
 
-async def run(sim: RemoteSim, kubeconfig: Path) -> dict[str, float]:
+async def run(sim: RemoteSim, kubeconfig: Path, minutes: float) -> dict[str, float]:
     global phase
     client = ClusterClient.connect(kubeconfig=str(kubeconfig))
     source = LiveSource(client, simulated="scale-5000", access=SIM_ACCESS)
@@ -255,7 +319,7 @@ async def run(sim: RemoteSim, kubeconfig: Path) -> dict[str, float]:
         while table.row_count < 5000:
             await asyncio.sleep(0.05)
         mark(marks, "all 5,000 nodes shown", time.perf_counter() - opened)
-        await churn(sim)
+        await churn(sim, minutes * 60 if minutes else 12, watch_memory=bool(minutes))
         stall_task.cancel()
     return marks
 
@@ -263,6 +327,12 @@ async def run(sim: RemoteSim, kubeconfig: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--serve", metavar="KUBECONFIG", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=0,
+        help="churn the all-nodes view this long and print RSS each half minute",
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args.serve)
@@ -272,9 +342,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         sim = RemoteSim(kubeconfig)
+        stop_sampling = threading.Event()
+        sampler = threading.Thread(target=sample_stalls, args=(stop_sampling,), daemon=True)
+        sampler.start()
         try:
-            marks = asyncio.run(run(sim, kubeconfig))
+            marks = asyncio.run(run(sim, kubeconfig, args.minutes))
         finally:
+            stop_sampling.set()
+            sampler.join()
             sim.stop()
     worst = worst_frame = 0.0
     for name, refreshes in placed.items():
@@ -318,6 +393,20 @@ def main() -> None:
             for ms, when, thread, gen in longest
         )
     )
+    for ms, when, samples in sorted(stall_samples, key=lambda s: -s[0])[:5]:
+        common = counting.Counter(samples).most_common(2)
+        print(
+            f"stall of {ms:.0f} ms ({when}), the UI thread in: "
+            + "; ".join(f"{where} ({count}x)" for where, count in common)
+        )
+    if len(memory) >= 2:
+        first_rss, last_rss = memory[0][1], memory[-1][1]
+        print(
+            f"RSS over {memory[-1][0]:.1f} min of churn: {first_rss:.0f} MB at "
+            f"{memory[0][0]:.1f} min, {last_rss:.0f} MB at the end "
+            f"({last_rss - first_rss:+.0f} MB); frozen objects {memory[0][2]} then "
+            f"{memory[-1][2]}"
+        )
     finding = marks.get("first finding on screen", float("inf"))
     critical = marks.get("first critical finding on screen", float("inf"))
     whole = marks["first whole diagnosis on screen"]
