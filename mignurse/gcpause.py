@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from collections.abc import Iterator
 
 _lock = threading.Lock()
@@ -38,14 +39,45 @@ def paused_gc() -> Iterator[None]:
                 gc.enable()
 
 
+# gc.freeze() keeps any cyclic garbage alive at that moment until the objects are
+# unfrozen; a full pass over everything frozen reclaims it, at most this often and only
+# once the frozen set has grown by a quarter since the last (CPython's own rule for its
+# oldest generation: Modules/gcmodule.c, `long_lived_pending > long_lived_total / 4`).
+RECLAIM_EVERY_SECONDS = 600.0
+RECLAIM_GROWTH = 1.25
+
+_freeze_lock = threading.Lock()
+_last_reclaim = time.monotonic()
+_frozen_after_reclaim = 0
+
+
 def freeze_survivors() -> None:
     """Move every object alive now out of the collector's walks (gc.freeze): called once a
-    big listing is held, after a burst of watched changes and after each whole diagnosis.
-    A full collection over scale-5000's state takes a quarter of a second of CPU, holding
-    the GIL, so it stalls the app's event loop whichever thread runs it
-    (benchmarks/bench_app.py); frozen, those objects are never walked again. Reference
-    counting still frees each one dropped later; only cyclic garbage among them would stay,
-    so the young generations (cheap: a few thousand objects) are collected first and the
-    models hold no cycles."""
-    gc.collect(1)
+    big listing is held, after a burst of watched changes, after each whole diagnosis and
+    after each refresh's rows are computed. A full collection over scale-5000's state takes
+    a quarter of a second of CPU, holding the GIL, so it stalls the app's event loop
+    whichever thread runs it (benchmarks/bench_app.py); frozen, those objects are never
+    walked again. Reference counting still frees each one dropped later. Everything not yet
+    frozen is collected first (only what was born since the last freeze: cheap when this
+    runs every refresh), so no cyclic garbage is frozen; cycles that die after their
+    objects were frozen are reclaimed by `_reclaim_if_due`."""
+    with _freeze_lock:
+        gc.collect()  # walks the unfrozen objects only
+        gc.freeze()
+        _reclaim_if_due()
+
+
+def _reclaim_if_due() -> None:
+    """Unfreeze and collect everything, rarely: bounds what frozen cycles can hold to a
+    quarter of the live set or RECLAIM_EVERY_SECONDS of garbage, whichever is more."""
+    global _last_reclaim, _frozen_after_reclaim
+    now = time.monotonic()
+    if now - _last_reclaim < RECLAIM_EVERY_SECONDS:
+        return
+    if gc.get_freeze_count() <= _frozen_after_reclaim * RECLAIM_GROWTH:
+        return
+    _last_reclaim = now
+    gc.unfreeze()
+    gc.collect()
     gc.freeze()
+    _frozen_after_reclaim = gc.get_freeze_count()

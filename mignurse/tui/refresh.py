@@ -368,6 +368,11 @@ class Refresher:
         changes.status = status_parts(rows, source, self.statuses, now, marked, listed=listed)
         if request.nodes_view:
             self._node_table(request, rows, snapshot, changes)
+        del rows, snapshot, by_pool
+        # This refresh's rows and what the watches and the last frames built, out of the
+        # collector's walks: otherwise they pile up in its oldest generation, whose passes
+        # over them stalled the event loop (benchmarks/bench_app.py)
+        freeze_survivors()
         return changes
 
     def _node_table(
