@@ -177,7 +177,7 @@ def _innermost(frame: Any) -> str:
 def sample_stalls(stop: threading.Event) -> None:
     """Every 10 ms, while the loop is late, the UI thread's stack; each stall's samples
     are kept with its length once the loop ticks again."""
-    main = threading.main_thread().ident
+    main = threading.main_thread().ident or 0
     samples: list[str] = []
     began = 0.0
     while not stop.wait(0.01):
