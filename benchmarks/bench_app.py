@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,14 +148,30 @@ def mark(marks: dict[str, float], what: str, seconds: float) -> None:
 
 
 _last_tick = time.perf_counter()
+_ticking = False  # the loop's ticks have begun: a gap before them is no stall
 LATE_SECONDS = 0.08  # the loop this late: sample what the UI thread runs
-stall_samples: list[tuple[float, str, list[str]]] = []  # ms, phase, the frames sampled
+
+
+@dataclass
+class Stall:
+    """A stall as the sampler saw it: its length, what the UI thread ran, and where the
+    time went (the UI thread's own CPU, the process's other threads', or off the CPU)."""
+
+    ms: float
+    phase: str
+    frames: list[str]
+    ui_cpu_ms: float
+    other_threads_ms: float
+
+
+stall_samples: list[Stall] = []
 
 
 async def watch_stalls() -> None:
     """The event loop's longest gap between two 10 ms ticks, per phase."""
-    global _last_tick
+    global _last_tick, _ticking
     _last_tick = time.perf_counter()
+    _ticking = True
     while True:
         await asyncio.sleep(0.01)
         now = time.perf_counter()
@@ -163,32 +180,47 @@ async def watch_stalls() -> None:
 
 
 def _innermost(frame: Any) -> str:
-    """The innermost frames of the app's own code and of Textual, outermost first."""
+    """The innermost frame, then the innermost of the app's own code, Textual's and rich's."""
     names: list[str] = []
     while frame is not None and len(names) < 4:
         path = frame.f_code.co_filename
-        if "mignurse" in path or "textual" in path or "rich" in path:
+        if not names or "mignurse" in path or "textual" in path or "rich" in path:
             where = Path(path).parent.name + "/" + Path(path).name
             names.append(f"{where}:{frame.f_code.co_name}")
         frame = frame.f_back
-    return " < ".join(names) or "(outside the app: the GIL or the collector)"
+    return " < ".join(names)
 
 
 def sample_stalls(stop: threading.Event) -> None:
     """Every 10 ms, while the loop is late, the UI thread's stack; each stall's samples
-    are kept with its length once the loop ticks again."""
+    are kept with its length once the loop ticks again, and with the CPU the UI thread
+    and the whole process used meanwhile (a stall with neither was the machine's)."""
     main = threading.main_thread().ident or 0
+    ui_clock = time.pthread_getcpuclockid(main)
+    recent: deque[tuple[float, float, float]] = deque(maxlen=200)  # when, UI CPU, process CPU
     samples: list[str] = []
     began = 0.0
     while not stop.wait(0.01):
+        recent.append((time.perf_counter(), time.clock_gettime(ui_clock), time.process_time()))
         late = time.perf_counter() - _last_tick
-        if late > LATE_SECONDS:
+        if _ticking and late > LATE_SECONDS:
             if not samples:
                 began = _last_tick
             frame = sys._current_frames().get(main)
             samples.append(_innermost(frame))
         elif samples:
-            stall_samples.append(((_last_tick - began) * 1000, phase, samples))
+            before = next((r for r in reversed(recent) if r[0] <= began), recent[0])
+            _, ui_now, process_now = recent[-1]
+            ui_ms = (ui_now - before[1]) * 1000
+            stall_samples.append(
+                Stall(
+                    (_last_tick - began) * 1000,
+                    phase,
+                    samples,
+                    ui_ms,
+                    (process_now - before[2]) * 1000 - ui_ms,
+                )
+            )
             samples = []
 
 
@@ -393,10 +425,12 @@ def main() -> None:
             for ms, when, thread, gen in longest
         )
     )
-    for ms, when, samples in sorted(stall_samples, key=lambda s: -s[0])[:5]:
-        common = counting.Counter(samples).most_common(2)
+    for longest_stall in sorted(stall_samples, key=lambda s: -s.ms)[:6]:
+        common = counting.Counter(longest_stall.frames).most_common(2)
         print(
-            f"stall of {ms:.0f} ms ({when}), the UI thread in: "
+            f"stall of {longest_stall.ms:.0f} ms ({longest_stall.phase}): the UI thread on the CPU "
+            f"{longest_stall.ui_cpu_ms:.0f} ms, the process's other threads "
+            f"{longest_stall.other_threads_ms:.0f} ms; the UI thread sampled in: "
             + "; ".join(f"{where} ({count}x)" for where, count in common)
         )
     if len(memory) >= 2:
