@@ -435,6 +435,27 @@ def test_a_live_diagnosis_loads_none_of_the_offline_readers(
     assert among(modules, offline) == []
 
 
+def test_a_live_diagnosis_loads_no_parser_for_files_only_a_bundle_holds(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A live read has the cluster's objects, not a node's files: of the evidence parsers
+    the rules load the journal's and GPU health's; nvidia-smi's, cloud-init's, the
+    container logs', the XML library and the foreign bundles' reader wait for `--from`."""
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout
+    assert "mignurse.evidence.journal" in modules  # the rules did load what they read
+    bundle_only = (
+        "mignurse.evidence.nvsmi",
+        "mignurse.evidence.nvml_json",
+        "mignurse.evidence.cloudinit",
+        "mignurse.evidence.containerlog",
+        "mignurse.diagnose.foreign_bundles",
+        "xml.etree",
+        "xml.parsers",
+    )
+    assert among(modules, bundle_only) == []
+
+
 def test_a_live_diagnosis_loads_neither_the_history_writer_nor_its_watcher(
     kubeconfig: Path, tmp_path: Path
 ) -> None:
