@@ -456,6 +456,19 @@ def test_a_live_diagnosis_loads_no_parser_for_files_only_a_bundle_holds(
     assert among(modules, bundle_only) == []
 
 
+def test_every_evidence_parser_is_still_reached_through_the_package() -> None:
+    """The package loads each parser on first use; every name it lists is the parser's own
+    object, and a name it does not have is still missing."""
+    import importlib
+
+    import mignurse.evidence as evidence
+
+    for name in evidence.__all__:
+        home = importlib.import_module(f"mignurse.evidence.{evidence._HOMES[name]}")
+        assert getattr(evidence, name) is getattr(home, name), name
+    assert not hasattr(evidence, "parse_everything")
+
+
 def test_a_live_diagnosis_loads_neither_the_history_writer_nor_its_watcher(
     kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -488,5 +501,6 @@ def test_the_past_runs_piped_load_no_rich_runner_plan_or_node_access(tmp_path: P
     audit.write("finished", "r-7f3a", outcome="verified")
     modules, done = loaded_by(tmp_path, "runs")
     assert "r-7f3a" in done.stdout and "cordon" in done.stdout and "verified" in done.stdout
-    unused = ("rich", "mignurse.runner.outcome", "mignurse.runner.plan", "mignurse.collect")
+    # The audit log is JSON lines: no YAML reader either (only a YAML input loads it).
+    unused = ("rich", "mignurse.runner.outcome", "mignurse.runner.plan", "mignurse.collect", "yaml")
     assert among(modules, unused) == []
