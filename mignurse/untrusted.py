@@ -13,8 +13,10 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import yaml
+if TYPE_CHECKING:
+    import yaml
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -156,6 +158,8 @@ def compose_yaml(text: str, *, fast: bool = False) -> yaml.Node | None:
     YAML_MAX_DEPTH, refers to itself, or expands its aliases past YAML_MAX_ALIASES /
     YAML_MAX_ALIAS_NODES. yaml.YAMLError for bad syntax. `fast`: libyaml's parser where
     installed (its error messages are worded differently from PyYAML's)."""
+    import yaml  # only a YAML reader pays for loading it
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader) if fast else yaml.SafeLoader
     try:
         root = yaml.compose(text, Loader=loader)
@@ -205,6 +209,8 @@ def check_yaml_shape(root: yaml.Node) -> None:
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
+    import yaml  # loaded already: the node came from it
+
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
     if isinstance(node, yaml.MappingNode):

@@ -433,3 +433,74 @@ def test_a_live_diagnosis_loads_none_of_the_offline_readers(
         "tarfile",
     )
     assert among(modules, offline) == []
+
+
+def test_a_live_diagnosis_loads_no_parser_for_files_only_a_bundle_holds(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A live read has the cluster's objects, not a node's files: of the evidence parsers
+    the rules load the journal's and GPU health's; nvidia-smi's, cloud-init's, the
+    container logs', the XML library and the foreign bundles' reader wait for `--from`."""
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout
+    assert "mignurse.evidence.journal" in modules  # the rules did load what they read
+    bundle_only = (
+        "mignurse.evidence.nvsmi",
+        "mignurse.evidence.nvml_json",
+        "mignurse.evidence.cloudinit",
+        "mignurse.evidence.containerlog",
+        "mignurse.diagnose.foreign_bundles",
+        "xml.etree",
+        "xml.parsers",
+    )
+    assert among(modules, bundle_only) == []
+
+
+def test_every_evidence_parser_is_still_reached_through_the_package() -> None:
+    """The package loads each parser on first use; every name it lists is the parser's own
+    object, and a name it does not have is still missing."""
+    import importlib
+
+    import mignurse.evidence as evidence
+
+    for name in evidence.__all__:
+        home = importlib.import_module(f"mignurse.evidence.{evidence._HOMES[name]}")
+        assert getattr(evidence, name) is getattr(home, name), name
+    assert not hasattr(evidence, "parse_everything")
+
+
+def test_a_live_diagnosis_loads_neither_the_history_writer_nor_its_watcher(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The rules read lifecycles; the recorder that writes them, and the watcher it follows,
+    serve `watch` and the app."""
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout
+    writer = ("mignurse.cluster.history.recorder", "mignurse.cluster.watcher")
+    assert among(modules, writer) == []
+
+
+def test_the_diagnosis_engine_loads_no_sqlite_until_a_history_file_is_read() -> None:
+    """Lifecycles and flips are plain records; the store that reads them off disk loads when
+    a history is opened."""
+    probe = "import json, sys, mignurse.diagnose.engine; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    modules = set(json.loads(done.stdout))
+    assert "mignurse.diagnose.rules.repair_loop" in modules  # the rules did register
+    store = ("sqlite3", "mignurse.cluster.history.store", "mignurse.cluster.history.recorder")
+    assert among(modules, store) == []
+
+
+def test_the_past_runs_piped_load_no_rich_runner_plan_or_node_access(tmp_path: Path) -> None:
+    from mignurse.runner.audit import Audit
+
+    audit = Audit()
+    audit.write("started", "r-7f3a", runbook="cordon", target="ip-10-0-1-5", context="prod")
+    audit.write("finished", "r-7f3a", outcome="verified")
+    modules, done = loaded_by(tmp_path, "runs")
+    assert "r-7f3a" in done.stdout and "cordon" in done.stdout and "verified" in done.stdout
+    # The audit log is JSON lines: no YAML reader either (only a YAML input loads it).
+    unused = ("rich", "mignurse.runner.outcome", "mignurse.runner.plan", "mignurse.collect", "yaml")
+    assert among(modules, unused) == []

@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from mignurse.diagnose.sources.gathered import LAYOUT_MIGNURSE as LAYOUT_MIGNURSE
 from mignurse.evidence import CgroupInfo, JournalEntry, JournalParse, parse_journal
 from mignurse.evidence.system import parse_cgroup_mounts
 from mignurse.model import format_time
 from mignurse.untrusted import FILE_BYTES, human_bytes
 
-LAYOUT_MIGNURSE = "mignurse"
 LAYOUT_EKS_LOG_COLLECTOR = "eks-log-collector"
 LAYOUT_LOGDOG = "logdog"
 

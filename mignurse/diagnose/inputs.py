@@ -8,21 +8,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mignurse.cluster.history import Lifecycle, Transition
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.facts import parse_version, repair_tolerations
 from mignurse.diagnose.mng import NodeGroupRepair
-from mignurse.evidence import (
-    CgroupInfo,
-    CloudInitStatus,
-    GpuHealthReport,
-    JournalParse,
-    OsRelease,
-)
 from mignurse.model import Event, GpuPluginPod, MigState, Node, NodeClaim
+
+if TYPE_CHECKING:  # annotations only: each parser loads where its text is read
+    from mignurse.evidence import (
+        CgroupInfo,
+        CloudInitStatus,
+        GpuHealthReport,
+        JournalParse,
+        OsRelease,
+    )
 
 T = TypeVar("T")
 

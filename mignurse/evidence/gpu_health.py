@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import json
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.evidence._common import ProblemLog, clip, split_lines
 from mignurse.evidence.journal import JournalEntry
-from mignurse.evidence.nvsmi import read_smi_tree
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 SOURCE_XML = "nvidia-smi -q -x"
 SOURCE_TEXT = "nvidia-smi -q"
@@ -128,6 +129,8 @@ def _xml_gpu(position: int, gpu: ET.Element) -> GpuHealth:
 
 def parse_gpu_health_xml(text: str) -> GpuHealthReport:
     """`nvidia-smi -q -x`: each complete `<gpu>`'s memory-error state."""
+    from mignurse.evidence.nvsmi import read_smi_tree  # the XML reader, only for XML
+
     problems = ProblemLog()
     text = text.replace("\x00", "")
     if "<nvidia_smi_log" not in text:

@@ -13,10 +13,12 @@ from typing import Any
 
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
-from mignurse.diagnose.foreign_bundles import LAYOUT_MIGNURSE
 from mignurse.diagnose.inputs import DiagnosisInput, History, KarpenterSettings, NodeEvidence
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.model import GpuPluginPod, Pod, format_time
+
+# What a mignurse bundle or a live read is; foreign_bundles.py names the other tools' layouts.
+LAYOUT_MIGNURSE = "mignurse"
 
 
 class SourceError(Exception):
