@@ -28,8 +28,10 @@ def unfrozen() -> Iterator[None]:
     gc.collect()
 
 
-def test_a_cycle_dropped_before_a_freeze_is_freed_not_frozen(unfrozen: None) -> None:
+@pytest.mark.usefixtures("unfrozen")
+def test_a_cycle_dropped_before_a_freeze_is_freed_not_frozen() -> None:
     dropped = Linked()
+    assert dropped.me is dropped  # a cycle: reference counting alone never frees it
     gone = weakref.ref(dropped)
     gc.collect()  # it lived long enough to reach the oldest generation, as rows do
     del dropped
@@ -37,8 +39,9 @@ def test_a_cycle_dropped_before_a_freeze_is_freed_not_frozen(unfrozen: None) -> 
     assert gone() is None, "cyclic garbage was frozen instead of collected"
 
 
+@pytest.mark.usefixtures("unfrozen")
 def test_cycles_that_die_frozen_are_reclaimed_once_the_frozen_set_grows(
-    unfrozen: None, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(gcpause, "RECLAIM_EVERY_SECONDS", 3600.0)
     monkeypatch.setattr(gcpause, "_last_reclaim", float("-inf"))
@@ -58,8 +61,9 @@ def test_cycles_that_die_frozen_are_reclaimed_once_the_frozen_set_grows(
     assert gc.get_freeze_count() >= len(grown), "the live objects went back to the walks"
 
 
+@pytest.mark.usefixtures("unfrozen")
 def test_no_reclaim_before_its_interval_however_much_is_frozen(
-    unfrozen: None, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(gcpause, "_last_reclaim", float("-inf"))
     monkeypatch.setattr(gcpause, "_frozen_after_reclaim", 0)
