@@ -8,6 +8,7 @@ and makes no hyperlink: see docs/architecture.md, "Text from outside"."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -73,6 +74,46 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextI
     for row in [tuple(header), *rows]:
         line = "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         out.write(line.rstrip() + "\n")
+
+
+# A cell the fast path below draws as rich would: printable ASCII words one space apart (rich
+# measures, wraps or trims anything else in its own way, so that goes to rich).
+_PLAIN_CELL = re.compile(r"(?:[!-~]+(?: [!-~]+)*)?")
+PIPED_WIDTH = 200
+
+
+def print_listing(columns: Sequence[str], rows: Sequence[Sequence[object]], out: IO[str]) -> None:
+    """A list (runbooks, past runs) as a borderless rich table: on a terminal at its width,
+    piped at `PIPED_WIDTH` columns, a long cell folded onto more lines.
+
+    Piped, a table whose cells are all plain words and whose columns fit the width is written
+    here, byte for byte as rich writes it (rich 15 `Table(box=None, pad_edge=False,
+    show_edge=False)`: two spaces between columns, each line padded to the table's width), so
+    a piped list loads no rich; anything else is drawn by rich itself."""
+    cells = [[inert(str(cell)) for cell in row] for row in rows]
+    if not out.isatty() and not _forced_terminal():
+        widths = [len(name) for name in columns]
+        for row in cells:
+            widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+        plain = all(_PLAIN_CELL.fullmatch(cell) for row in cells for cell in row)
+        if plain and sum(widths) + 2 * (len(widths) - 1) <= PIPED_WIDTH:
+            lines = (
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + "\n"
+                for row in [list(columns), *cells]
+            )
+            target = getattr(out, "styled", out)
+            target.write("".join(lines))
+            target.flush()
+            return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in cells:
+        table.add_row(*(Text(cell) for cell in row))
+    console_for(out, highlight=False, width=PIPED_WIDTH if not out.isatty() else None).print(table)
 
 
 def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None = None) -> None:

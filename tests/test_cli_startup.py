@@ -433,3 +433,39 @@ def test_a_live_diagnosis_loads_none_of_the_offline_readers(
         "tarfile",
     )
     assert among(modules, offline) == []
+
+
+def test_a_live_diagnosis_loads_neither_the_history_writer_nor_its_watcher(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The rules read lifecycles; the recorder that writes them, and the watcher it follows,
+    serve `watch` and the app."""
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout
+    writer = ("mignurse.cluster.history.recorder", "mignurse.cluster.watcher")
+    assert among(modules, writer) == []
+
+
+def test_the_diagnosis_engine_loads_no_sqlite_until_a_history_file_is_read() -> None:
+    """Lifecycles and flips are plain records; the store that reads them off disk loads when
+    a history is opened."""
+    probe = "import json, sys, mignurse.diagnose.engine; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    modules = set(json.loads(done.stdout))
+    assert "mignurse.diagnose.rules.repair_loop" in modules  # the rules did register
+    store = ("sqlite3", "mignurse.cluster.history.store", "mignurse.cluster.history.recorder")
+    assert among(modules, store) == []
+
+
+def test_the_past_runs_piped_load_no_rich_runner_plan_or_node_access(tmp_path: Path) -> None:
+    from mignurse.runner.audit import Audit
+
+    audit = Audit()
+    audit.write("started", "r-7f3a", runbook="cordon", target="ip-10-0-1-5", context="prod")
+    audit.write("finished", "r-7f3a", outcome="verified")
+    modules, done = loaded_by(tmp_path, "runs")
+    assert "r-7f3a" in done.stdout and "cordon" in done.stdout and "verified" in done.stdout
+    unused = ("rich", "mignurse.runner.outcome", "mignurse.runner.plan", "mignurse.collect")
+    assert among(modules, unused) == []

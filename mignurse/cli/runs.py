@@ -98,7 +98,6 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from mignurse.runner import state as st
     from mignurse.runner.audit import read_audit, runs_from_audit
 
-    access = access_for(args)
     check_state_home()
     events = read_audit()
     if args.run_id:
@@ -111,7 +110,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
             raise RunCommandError(f"no run {args.run_id!r}: `mignurse runs` lists them")
         follow: dict[str, Followup] | str = {}
         if saved is not None:
-            follow = _followups_now(args, saved, access)
+            # How nodes and AWS are reached: only a saved run's follow-ups reach them.
+            follow = _followups_now(args, saved, access_for(args))
         if args.output == "json":
             from dataclasses import asdict
 

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import IO, Any
-
-from rich.table import Table
+from typing import IO, TYPE_CHECKING, Any
 
 from mignurse.inert import inert_markup as escape
-from mignurse.render import InertConsole, cell_text, console_for, plan_markup
-from mignurse.runner.outcome import RunEvent, RunResult
-from mignurse.runner.schema import Runbook
-from mignurse.runner.step import Harm
+from mignurse.render import console_for, plan_markup, print_listing
+
+# The runner's types name what is drawn; a list of runbooks or of past runs loads no step, plan
+# or outcome of the runner for them, and rich only where it draws (`print_listing`).
+if TYPE_CHECKING:
+    from mignurse.inertconsole import InertConsole
+    from mignurse.runner.outcome import RunEvent, RunResult
+    from mignurse.runner.schema import Runbook
+    from mignurse.runner.step import Harm
 
 _MARK = {
     "verified": "[green]✓[/]",
@@ -98,6 +101,8 @@ class TerminalConfirmer:
         return line.strip()
 
     def confirm(self, level: Harm, plan_text: str, expected_word: str) -> bool:
+        from mignurse.runner.step import Harm
+
         try:
             if level >= Harm.HIGH:
                 how = f" ({self.reversal})" if self.reversal else ": hard to reverse"
@@ -122,27 +127,19 @@ def print_report(result: RunResult, stream: IO[str] | None = None) -> None:
 
 
 def print_runbooks(books: dict[str, Runbook], stream: IO[str] | None = None) -> None:
-    out = stream or sys.stdout
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    for column in ("NAME", "TARGET", "HARM", "TITLE", "PARAMS"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for book in books.values():
         params = " ".join(
             f"{p.name}{'*' if p.required else ''}:{p.type}" + (f"={p.default}" if p.default else "")
             for p in book.params.values()
         )
-        cells = (book.name, book.target, book.harm.name.lower(), book.title, params)
-        table.add_row(*(cell_text(cell) for cell in cells))
-    console_for(out, highlight=False, width=200 if not out.isatty() else None).print(table)
+        rows.append((book.name, book.target, book.harm.name.lower(), book.title, params))
+    print_listing(("NAME", "TARGET", "HARM", "TITLE", "PARAMS"), rows, stream or sys.stdout)
 
 
 def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> None:
-    out = stream or sys.stdout
-    table = Table(box=None, pad_edge=False, show_edge=False)
-    for column in ("STARTED", "RUN", "RUNBOOK", "CONTEXT", "TARGET", "WHO", "OUTCOME"):
-        table.add_column(column, overflow="fold")
-    for run in runs:
-        cells = (
+    rows = [
+        (
             str(run.get("started", ""))[:19].replace("T", " "),
             str(run.get("run", "")),
             str(run.get("runbook", "")),
@@ -151,5 +148,7 @@ def print_runs(runs: list[dict[str, Any]], stream: IO[str] | None = None) -> Non
             str(run.get("who", "")),
             str(run.get("outcome", "")) + (f" (then {run['last']})" if run.get("last") else ""),
         )
-        table.add_row(*(cell_text(cell) for cell in cells))
-    console_for(out, highlight=False, width=200 if not out.isatty() else None).print(table)
+        for run in runs
+    ]
+    columns = ("STARTED", "RUN", "RUNBOOK", "CONTEXT", "TARGET", "WHO", "OUTCOME")
+    print_listing(columns, rows, stream or sys.stdout)

@@ -22,36 +22,66 @@ Times are stored as epoch seconds (REAL, UTC) and always returned as tz-aware UT
 """
 
 # lifecycle.py: what the rules read and the reducer; store.py: the file; recorder.py: the
-# background writer; schema.py: the SQL.
-from mignurse.cluster.history.lifecycle import (
-    CHANGES,
-    LAST_SEEN_STEP,
-    NODE_CONDITIONS,
-    PLURAL_KIND,
-    Lifecycle,
-    Transition,
-)
-from mignurse.cluster.history.recorder import (
-    DEFAULT_MAX_QUEUE,
-    PRUNE_EVERY_SECONDS,
-    HistoryRecorder,
-    run_recorder,
-)
-from mignurse.cluster.history.schema import (
-    SCHEMA_VERSION,
-)
-from mignurse.cluster.history.store import (
-    DEFAULT_MAX_AGE,
-    DEFAULT_MAX_BYTES,
-    HistoryError,
-    HistoryReadOnly,
-    HistorySchemaError,
-    HistoryStore,
-    WriterBusy,
-    default_history_path,
-    default_state_dir,
-)
+# background writer; schema.py: the SQL. Each name loads its module on first use (PEP 562
+# `__getattr__`), so a diagnosis that reads lifecycles loads neither the SQLite file's store nor
+# the recorder's watcher and client.
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mignurse.paths import HISTORY_FILENAME
+
+if TYPE_CHECKING:
+    from mignurse.cluster.history.lifecycle import (
+        CHANGES,
+        LAST_SEEN_STEP,
+        NODE_CONDITIONS,
+        PLURAL_KIND,
+        Lifecycle,
+        Transition,
+    )
+    from mignurse.cluster.history.recorder import (
+        DEFAULT_MAX_QUEUE,
+        PRUNE_EVERY_SECONDS,
+        HistoryRecorder,
+        run_recorder,
+    )
+    from mignurse.cluster.history.schema import SCHEMA_VERSION
+    from mignurse.cluster.history.store import (
+        DEFAULT_MAX_AGE,
+        DEFAULT_MAX_BYTES,
+        HistoryError,
+        HistoryReadOnly,
+        HistorySchemaError,
+        HistoryStore,
+        WriterBusy,
+        default_history_path,
+        default_state_dir,
+    )
+
+_HOMES = {
+    "CHANGES": "lifecycle",
+    "LAST_SEEN_STEP": "lifecycle",
+    "NODE_CONDITIONS": "lifecycle",
+    "PLURAL_KIND": "lifecycle",
+    "Lifecycle": "lifecycle",
+    "Transition": "lifecycle",
+    "DEFAULT_MAX_QUEUE": "recorder",
+    "PRUNE_EVERY_SECONDS": "recorder",
+    "HistoryRecorder": "recorder",
+    "run_recorder": "recorder",
+    "SCHEMA_VERSION": "schema",
+    "DEFAULT_MAX_AGE": "store",
+    "DEFAULT_MAX_BYTES": "store",
+    "HistoryError": "store",
+    "HistoryReadOnly": "store",
+    "HistorySchemaError": "store",
+    "HistoryStore": "store",
+    "WriterBusy": "store",
+    "default_history_path": "store",
+    "default_state_dir": "store",
+}
 
 __all__ = [
     "CHANGES",
@@ -76,3 +106,12 @@ __all__ = [
     "default_state_dir",
     "run_recorder",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

@@ -4,13 +4,15 @@ observation of a Node or NodeClaim into its lifecycle row."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.model import Condition, Event
+
+if TYPE_CHECKING:
+    import sqlite3  # the store's cursor, passed in: reading lifecycles needs no SQLite
 
 PLURAL_KIND = {"nodes": "Node", "nodeclaims": "NodeClaim", "nodepools": "NodePool"}
 CHANGES = frozenset({"LIST", "ADDED", "MODIFIED", "DELETED"})
