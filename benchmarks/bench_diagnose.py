@@ -195,7 +195,8 @@ def time_rules(inp: DiagnosisInput, rounds: int) -> RuleTimes:
 def _sizes(inp: DiagnosisInput) -> str:
     return (
         f"{len(inp.snapshot.nodes)} nodes, {len(inp.snapshot.events)} events "
-        f"(+{len(inp.history.events)} in the history), {len(inp.history.lifecycles)} "
+        f"(+{len(inp.history.events)} in the history, which leaves Pods' on disk), "
+        f"{len(inp.history.lifecycles)} "
         f"lifecycles, {len(inp.history.transitions)} transitions"
     )
 

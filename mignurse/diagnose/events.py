@@ -2,7 +2,7 @@
 "Status condition transitioned" events parsed, and an event quoted as evidence.
 
 The API server forgets events after about an hour; the local history keeps them longer, so
-`all_events` merges both (one copy each, the newest occurrence wins).
+`all_events` merges both (one copy each, the newest occurrence wins), Pods' events left out.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ def parse_transition(event: Event) -> Transition | None:
 
 def all_events(inp: DiagnosisInput) -> list[Event]:
     """The snapshot's events plus those only the history still holds, one copy each
-    (the newest occurrence wins), oldest first. Computed once per input."""
+    (the newest occurrence wins), oldest first, about anything but Pods (no rule judges a
+    Pod). Computed once per input."""
     return event_index(inp).events
 
 

@@ -15,8 +15,8 @@ import pytest
 from mignurse.cluster.client import DEPLOYMENTS, ClusterClient, NotFound, Resource
 from mignurse.cluster.history import HistoryStore
 from mignurse.diagnose.sources import find_karpenter_deployment, load_live
-from mignurse.diagnose.sources.live import karpenter_settings
-from mignurse.model import NodeClaim
+from mignurse.diagnose.sources.live import karpenter_settings, read_history
+from mignurse.model import Event, NodeClaim
 from mignurse.sim import SimCluster, load_scenario
 
 START = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
@@ -136,6 +136,50 @@ def test_the_history_a_running_watch_writes_is_read_for_the_last_six_hours(
         watch.close()
     assert not [n for n in gathered.notices if n.startswith("history not used")]
     assert [c.name for c in gathered.history.lifecycles] == ["gpu-replaced-1", "gpu-recent-1"]
+
+
+def test_the_history_read_for_a_diagnosis_leaves_the_pods_events_on_disk(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "history.sqlite3")
+    try:
+        listed = [
+            recorded_event(kind, name, reason, minutes)
+            for kind, name, reason, minutes in (
+                ("Pod", "trainer-0", "Scheduled", 40),
+                ("Node", "ip-10-0-1-1", "NodeNotReady", 30),
+                ("Pod", "trainer-0", "Pulled", 25),
+                ("NodeClaim", "gpu-a-1", "Launched", 20),
+                ("NodePool", "gpu-a", "NodeRepairBlocked", 10),
+            )
+        ]
+        store.record("ctx", "events", "LIST", listed, START)
+        history = read_history(store, "ctx", START)
+    finally:
+        store.close()
+    assert [(e.involved_kind, e.reason) for e in history.events] == [
+        ("Node", "NodeNotReady"),
+        ("NodeClaim", "Launched"),
+        ("NodePool", "NodeRepairBlocked"),
+    ]
+
+
+def recorded_event(kind: str, name: str, reason: str, minutes_ago: int) -> Event:
+    when = START - timedelta(minutes=minutes_ago)
+    return Event(
+        namespace="default",
+        name=f"{name}.{reason.lower()}",
+        uid=f"uid-{name}-{reason}",
+        involved_kind=kind,
+        involved_name=name,
+        involved_uid=f"uid-{name}",
+        reason=reason,
+        message=f"{reason} on {name}",
+        type="Normal",
+        source="kubelet",
+        host="",
+        first_seen=when,
+        last_seen=when,
+        count=1,
+    )
 
 
 def test_without_a_history_file_none_is_made_and_nothing_is_said(

@@ -130,11 +130,25 @@ def test_a_nodes_events_at_one_moment_list_the_api_servers_first_then_the_histor
 
 def test_events_about_other_kinds_are_no_nodes_events_even_under_a_nodes_name() -> None:
     claim_event = event("NodeClaim", "n1", "Launched", ago(20))
+    pool_event = event("NodePool", "n1", "NodeRepairBlocked", ago(18))
     pod_event = event("Pod", "n1", "Scheduled", ago(15))
     own = event("Node", "n1", "NodeReady", ago(10))
-    inp = cluster(events=(claim_event, pod_event), history=History(events=(own,)))
+    inp = cluster(events=(claim_event, pool_event, pod_event), history=History(events=(own,)))
     assert [e.reason for e in inp.events_by_node["n1"]] == ["NodeReady"]
-    assert [e.reason for e in all_events(inp)] == ["Launched", "Scheduled", "NodeReady"]
+    # No rule judges a Pod: its events are left out of the merge, whatever name they carry.
+    assert [e.reason for e in all_events(inp)] == ["Launched", "NodeRepairBlocked", "NodeReady"]
+
+
+def test_a_pods_events_from_either_source_are_filed_under_no_claim_of_the_same_name() -> None:
+    live_pod = event("Pod", "c1", "Scheduled", ago(30))
+    kept_pod = event("Pod", "c1", "Started", ago(25))
+    launched = event("NodeClaim", "c1", "Launched", ago(20))
+    index = event_index(
+        cluster(events=(live_pod, launched), history=History(events=(kept_pod, launched)))
+    )
+    assert [e.reason for e in index.by_object["c1"]] == ["Launched"]
+    assert list(index.claim_names) == ["c1"]
+    assert "Scheduled" not in index.by_reason and "Started" not in index.by_reason
 
 
 def test_the_event_index_files_each_event_by_object_reason_and_kind() -> None:

@@ -22,7 +22,12 @@ from mignurse.cluster.dra import load_gpu_plugin_pods
 from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import begun, load_snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
-from mignurse.diagnose.inputs import History, KarpenterSettings, controller_container_index
+from mignurse.diagnose.inputs import (
+    UNJUDGED_KIND,
+    History,
+    KarpenterSettings,
+    controller_container_index,
+)
 from mignurse.diagnose.mng import parse_nodegroups
 from mignurse.diagnose.sources.gathered import Gathered
 
@@ -152,7 +157,8 @@ def _read_history_file(
 
 
 def read_history(store: HistoryStore, context: str, now: datetime) -> History:
-    """The last HISTORY_WINDOW of one context: what the rules compare against."""
+    """The last HISTORY_WINDOW of one context: what the rules compare against. Events
+    about Pods stay on disk: no rule reads them, and they are most of what is recorded."""
     since = now - HISTORY_WINDOW
     return History(
         lifecycles=tuple(
@@ -160,5 +166,7 @@ def read_history(store: HistoryStore, context: str, now: datetime) -> History:
             + store.lifecycles(context, kind="Node", since=since)
         ),
         transitions=tuple(store.transitions(context, kind="Node", since=since)),
-        events=tuple(store.events(context, since=since)),
+        events=tuple(
+            e for e in store.events(context, since=since) if e.involved_kind != UNJUDGED_KIND
+        ),
     )
