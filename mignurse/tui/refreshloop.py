@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from mignurse.cluster.watcher import ResourceStatus
 from mignurse.diagnose.engine import Diagnosis
+from mignurse.gcpause import freeze_survivors
 from mignurse.nodeview import short_name
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS
 from mignurse.tui.detailpane import DetailPane
@@ -255,6 +256,10 @@ class RefreshLoop(Panels, DetailPane):
             self._rows[row.name] = row
             table.add_row(*cells, key=row.name)
         if self._pending:
+            if first_fill:
+                # each chunk's rows out of the collector's walks as they are placed: the
+                # oldest generation's passes over a filling 5,000-row table took 70 ms here
+                freeze_survivors()
             self.call_after_refresh(self._drain, changes, changed, first_fill=first_fill)
             return
         self._filled = True
