@@ -102,7 +102,9 @@ def run(bench: str, args: tuple[str, ...]) -> tuple[list[Row], str | None]:
                 sys.stdout.write(line)
         rc = proc.wait()
     print(f"=== {bench}: {time.monotonic() - started:.0f} s", flush=True)
-    return rows, (f"exit status {rc}" if rc else None)
+    # A benchmark that printed its figures and exits 1 for a target it missed has said so in
+    # its rows; only one that printed none (it crashed, or its set-up failed) gets a row here.
+    return rows, (f"exit status {rc}" if rc and not rows else None)
 
 
 def _spin() -> None:
