@@ -11,8 +11,9 @@ parsers (nor the XML library).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mignurse.lazynames import name_loader
 
 if TYPE_CHECKING:
     from mignurse.evidence.cloudinit import (
@@ -133,10 +134,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = name_loader(__name__, _HOMES, globals())

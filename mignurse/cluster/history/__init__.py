@@ -27,9 +27,9 @@ Times are stored as epoch seconds (REAL, UTC) and always returned as tz-aware UT
 # the recorder's watcher and client.
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mignurse.lazynames import name_loader
 from mignurse.paths import HISTORY_FILENAME
 
 if TYPE_CHECKING:
@@ -108,10 +108,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = name_loader(__name__, _HOMES, globals())

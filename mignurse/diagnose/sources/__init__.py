@@ -12,8 +12,9 @@ none of the offline readers and an offline one none of the live reads.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mignurse.lazynames import name_loader
 
 if TYPE_CHECKING:
     from mignurse.diagnose.sources.files import is_read
@@ -55,10 +56,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = name_loader(__name__, _HOMES, globals())
