@@ -10,7 +10,7 @@ answers the rules had before they were shared.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -30,12 +30,7 @@ from mignurse.model import Condition, Event, Node
 
 from . import test_gone_nodeclaims as gone_claims
 
-NOW = datetime(2026, 12, 5, 10, 0, tzinfo=UTC)
-POOL = "gpu-training"
-
-
-def ago(minutes: float) -> datetime:
-    return NOW - timedelta(minutes=minutes)
+NOW, POOL, ago = gone_claims.NOW, gone_claims.POOL, gone_claims.ago
 
 
 def event(
