@@ -122,7 +122,10 @@ class _Command:
 class SSMFleet:
     """Runs one script on many instances through SSM, in batches of ≤ 50 with SSM's rate control.
 
-    `poll` is (first delay, longest delay) between polls of one command, growing ×1.5.
+    `poll` is (first delay, longest delay) between polls of one command, growing ×1.5. From
+    0.1 s a short command is seen sooner (one ending at 0.75 s at 0.81 s, not 1.25 s), a long
+    one as before, for four more ListCommandInvocations calls per command (per 50 nodes) in
+    its first five seconds.
     `delivery_timeout` is SendCommand's TimeoutSeconds (≥ 30): how long the agent may take to
     pick the command up. `race` is how long a missing invocation is tolerated after send.
     `max_concurrency` and `max_errors` are SendCommand's MaxConcurrency and MaxErrors.
@@ -140,7 +143,7 @@ class SSMFleet:
         s3_client: Any,
         bucket: str,
         key_prefix: str = "mignurse/",
-        poll: tuple[float, float] = (0.5, 5.0),
+        poll: tuple[float, float] = (0.1, 5.0),
         delivery_timeout: int = 60,
         race: float = 10.0,
         max_concurrency: int = 10,
