@@ -6,15 +6,21 @@ collection still closes a valid archive whose manifest says it was interrupted.
 
 Speed: a node brings ~20 MB of journals, and turning that into bundle bytes means gunzip,
 untar, mask secrets, tar and gzip again: ~0.2 CPU-s per node. All of it for one node happens
-in one worker process (one per CPU, at most 8; spawned, not forked, since the caller has
-threads), which sends back only the node's compressed tar members (a `gzjoin.Segment`), its
-file names, digests and redaction counts. This process downloads, hands out archives and
-writes segments in the order nodes finish, so it never becomes the bottleneck, and at most
-two archives per worker are in flight, which bounds memory. With network obfuscation (one
-consistent map), an archive too small to be worth shipping, or a pool that cannot start or
-dies, the same packing runs here. The archive is compressed at level 1, by ISA-L
-(`gzjoin`): a thirtieth of the CPU of zlib at tarfile's default level 9 for a bundle ~15%
-larger, the right trade when the node may be gone in minutes.
+in one worker process (one per CPU, at most 8), which sends back only the node's compressed
+tar members (a `gzjoin.Segment`), its file names, digests and redaction counts. This process
+downloads, hands out archives and writes segments in the order nodes finish, so it never
+becomes the bottleneck, and at most two archives per worker are in flight, which bounds
+memory. With network obfuscation (one consistent map), an archive too small to be worth
+shipping, or a pool that cannot start or dies, the same packing runs here.
+
+Workers are not forked from this process, which has threads, but from Python's forkserver
+(Unix; elsewhere they are spawned): a single-threaded process that imported this module
+once, started while the nodes run (`warm`), so a worker is ready in milliseconds instead of
+starting Python and importing the masking code (~0.15 CPU-s each, before any node).
+
+The archive is compressed at level 1, by ISA-L (`gzjoin`): a thirtieth of the CPU of zlib at
+tarfile's default level 9 for a bundle ~15% larger, the right trade when the node may be
+gone in minutes.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import errno
 import hashlib
 import json
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import secrets
 import signal
@@ -141,6 +148,20 @@ def _ignore_ctrl_c() -> None:
     """Workers finish the node in hand on Ctrl-C (a fraction of a second); the writer decides
     what to keep, so an interrupt never loses a node that was already downloaded."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _start_method() -> str:
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Where pack workers come from: the forkserver, which imports this module (not the
+    program's __main__) before it forks any, or spawn where there is no forkserver."""
+    method = _start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload([__name__])
+    return context
 
 
 class BundleWriteError(Exception):
@@ -322,15 +343,22 @@ class BundleWriter:
         self._sums.extend((digest, name) for name, digest, _ in packed.files)
         on_done(len(packed.files), packed.problems)
 
+    def warm(self) -> None:
+        """Start what the workers are forked from, so the first node archive finds it ready:
+        call it once the nodes are running. Harmless when no worker will be needed."""
+        if self._pool_failed or _start_method() != "forkserver":
+            return
+        _worker_context()
+        with contextlib.suppress(OSError):  # then the pool fails to start too, and says so
+            multiprocessing.forkserver.ensure_running()
+
     def _pool_for(self, size: int) -> concurrent.futures.ProcessPoolExecutor | None:
         if not POOL_MIN_BYTES <= size <= POOL_MAX_BYTES or self._pool_failed:
             return None
         if self._pool is None:
             try:
                 self._pool = concurrent.futures.ProcessPoolExecutor(
-                    self._workers,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_ignore_ctrl_c,
+                    self._workers, mp_context=_worker_context(), initializer=_ignore_ctrl_c
                 )
             except (OSError, ValueError):
                 self._pool_failed = True
