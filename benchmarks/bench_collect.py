@@ -79,6 +79,51 @@ def cpu_seconds(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def mignurse_children_cpu() -> float:
+    """CPU seconds of mignurse's ended worker processes: children of this process (spawned
+    workers) and of the forkserver they are forked from on Unix, whose own time and its
+    reaped children's /proc/<pid>/stat holds (proc(5): utime, stime, cutime, cstime)."""
+    total = cpu_seconds(resource.RUSAGE_CHILDREN)
+    import multiprocessing.forkserver
+
+    pid = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text() if pid else ""
+    except OSError:
+        stat = ""
+    if stat:
+        fields = stat.rsplit(")", 1)[1].split()  # from the state on: utime is the 12th
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def packing_split(archive: Path, rounds: int = 3) -> tuple[float, float]:
+    """CPU seconds to pack one node's archive as a worker does, and those spent masking text
+    in it (mask_secrets), each the mean of `rounds` after one to warm up."""
+    from mignurse.collect import archives
+    from mignurse.collect.bundle import pack_node_archive
+
+    data = archive.read_bytes()
+    masking = [0.0]
+
+    def timed(name: str, text: bytes) -> Any:
+        started = time.process_time()
+        try:
+            return archives.mask_secrets(name, text)
+        finally:
+            masking[0] += time.process_time() - started
+
+    def mask(name: str, text: bytes, budget: archives.Budget) -> Any:
+        return archives.mask_file(name, text, budget, timed)
+
+    pack_node_archive("node", data, "bundle", mask)
+    masking[0] = 0.0
+    started = time.process_time()
+    for _ in range(rounds):
+        pack_node_archive("node", data, "bundle", mask)
+    return (time.process_time() - started) / rounds, masking[0] / rounds
+
+
 def serve(kind: str, arg: str) -> None:
     """Start one stand-in, print `READY <endpoint or kubeconfig>`, serve until stdin ends,
     then print `CPU <own seconds> <children's seconds>` (the simulated nodes' share)."""
@@ -301,15 +346,16 @@ def main() -> None:
             assert single_node["ok"], single_node
             started = time.monotonic()
             self_before = cpu_seconds(resource.RUSAGE_SELF)
-            cpu_before = self_before + cpu_seconds(resource.RUSAGE_CHILDREN)
+            cpu_before = self_before + mignurse_children_cpu()
             fleet = run(nodes, root / "fleet.tar.gz", args.concurrency)
             wall = time.monotonic() - started
-            # its redaction workers are reaped when the bundle closes: children, counted
+            # its redaction workers are reaped when the bundle closes: counted
             mignurse_cpu = (
-                cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN)
+                cpu_seconds(resource.RUSAGE_SELF) + mignurse_children_cpu()
             ) - cpu_before
             main_cpu = cpu_seconds(resource.RUSAGE_SELF) - self_before
             rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            split = packing_split(archive) if args.replay else None
             client.close()
         finally:
             for proc in servers:
@@ -362,6 +408,11 @@ def main() -> None:
             f"{' (replaying)' if args.replay else ''}, SSM stand-in {ssm_own:.1f}, "
             f"moto S3 {s3_cpu:.1f}; {os.cpu_count()} CPUs"
         )
+        if split is not None:
+            print(
+                f"one replayed node packed here: {split[0]:.3f} CPU-s, of which masking "
+                f"{split[1]:.3f} and gunzip, untar, hashing and deflate {split[0] - split[1]:.3f}"
+            )
 
 
 if __name__ == "__main__":
