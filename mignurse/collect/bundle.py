@@ -155,12 +155,13 @@ def _start_method() -> str:
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:
-    """Where pack workers come from: the forkserver, which imports this module (not the
-    program's __main__) before it forks any, or spawn where there is no forkserver."""
+    """Where pack workers come from: the forkserver, which imports the program's main module
+    (as every worker would, multiprocessing's rule) and this one before it forks any, or
+    spawn where there is no forkserver."""
     method = _start_method()
     context = multiprocessing.get_context(method)
     if method == "forkserver":
-        context.set_forkserver_preload([__name__])
+        context.set_forkserver_preload(["__main__", __name__])
     return context
 
 
