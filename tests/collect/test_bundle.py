@@ -93,6 +93,26 @@ def test_node_archives_packed_in_workers_match_in_process_masking(tmp_path: Path
 
 
 @pytest.mark.usefixtures("pool_always")
+def test_without_a_forkserver_spawned_workers_mask_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where Python has no forkserver (Windows), workers are spawned; `warm` does nothing."""
+    monkeypatch.setattr(bundle_module, "_start_method", lambda: "spawn")
+    big = _big_journal()
+    writer = BundleWriter(tmp_path / "b.tar.gz", top="b", redactor=Redactor())
+    writer.warm()
+    done: list[tuple[int, list[str]]] = []
+    writer.add_node_tar("n1", _node_tar({"kubelet.log": big}), lambda *r: done.append(r))
+    assert writer._pool is not None
+    context = writer._pool._mp_context
+    assert context is not None and context.get_start_method() == "spawn"
+    writer.close({"tool": "test"})
+    assert done == [(1, [])]
+    written, _ = _read(tmp_path / "b.tar.gz")
+    assert written["nodes/n1/kubelet.log"] == Redactor().redact("x", big)
+
+
+@pytest.mark.usefixtures("pool_always")
 def test_a_broken_worker_pool_falls_back_to_masking_in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
