@@ -31,7 +31,6 @@ import errno
 import hashlib
 import json
 import multiprocessing
-import multiprocessing.forkserver
 import os
 import secrets
 import signal
@@ -349,7 +348,9 @@ class BundleWriter:
         call it once the nodes are running. Harmless when no worker will be needed."""
         if self._pool_failed or _start_method() != "forkserver":
             return
-        _worker_context()
+        import multiprocessing.forkserver  # Unix only
+
+        _worker_context()  # what the server imports, set before it starts
         with contextlib.suppress(OSError):  # then the pool fails to start too, and says so
             multiprocessing.forkserver.ensure_running()
 
