@@ -93,7 +93,10 @@ class Unpacked(io.RawIOBase):
         self._budget = budget
         self._input = self._source.read(8)
         self.kind = sniff(self._input)
-        self._buffer = bytearray()
+        # unpacked and not read yet: pieces joined once when read, not a buffer grown and
+        # shifted (growing it copied a file read whole several times over)
+        self._pieces: list[bytes] = []
+        self._buffered = 0
         self._decoder: Any = self._new_decoder()
         self._in_member = self._decoder is not None
         self._done = False
@@ -107,17 +110,23 @@ class Unpacked(io.RawIOBase):
         return len(data)
 
     def read(self, size: int | None = -1) -> bytes:
-        while (size is None or size < 0 or len(self._buffer) < size) and self._fill():
+        want = -1 if size is None else size  # below 0: to the end
+        while (want < 0 or self._buffered < want) and self._fill():
             pass
-        size = len(self._buffer) if size is None or size < 0 else size
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
+        data = b"".join(self._pieces)
+        self._pieces = []
+        if 0 <= want < len(data):
+            self._pieces = [data[want:]]
+            data = data[:want]
+        self._buffered = len(self._pieces[0]) if self._pieces else 0
         return data
 
     def peek(self, size: int) -> bytes:
-        while len(self._buffer) < size and self._fill():
+        while self._buffered < size and self._fill():
             pass
-        return bytes(self._buffer[:size])
+        if len(self._pieces) > 1:
+            self._pieces = [b"".join(self._pieces)]
+        return self._pieces[0][:size] if self._pieces else b""
 
     def _new_decoder(self) -> Any:
         if self.kind == "gzip":
@@ -157,7 +166,9 @@ class Unpacked(io.RawIOBase):
                 self._input = self._decoder.unused_data
                 self._in_member = False
         self._budget.take(len(out))
-        self._buffer += out
+        if out:
+            self._pieces.append(out)
+            self._buffered += len(out)
         return True
 
     def _wants_flush(self) -> bool:
