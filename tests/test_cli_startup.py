@@ -51,8 +51,15 @@ NEVER_FOR_READS = (
     "mignurse.runner",
     "mignurse.sim",
 )
-# A piped node table is kubectl's plain text: no rich, no diagnosis.
-NEVER_FOR_THE_NODE_TABLE = (*NEVER_FOR_READS, "rich", "mignurse.diagnose", "mignurse.collect")
+# A piped node table is kubectl's plain text: no rich, no diagnosis, and no MIG state read on
+# a node (the table reads the API's labels).
+NEVER_FOR_THE_NODE_TABLE = (
+    *NEVER_FOR_READS,
+    "rich",
+    "mignurse.diagnose",
+    "mignurse.collect",
+    "mignurse.model.mig",
+)
 # Help and the version read nothing: no connection, no kubeconfig.
 NEVER_FOR_HELP = (*NEVER_FOR_THE_NODE_TABLE, "urllib3", "yaml", "orjson", "mignurse.cluster")
 
