@@ -51,8 +51,15 @@ NEVER_FOR_READS = (
     "mignurse.runner",
     "mignurse.sim",
 )
-# A piped node table is kubectl's plain text: no rich, no diagnosis.
-NEVER_FOR_THE_NODE_TABLE = (*NEVER_FOR_READS, "rich", "mignurse.diagnose", "mignurse.collect")
+# A piped node table is kubectl's plain text: no rich, no diagnosis, and no MIG state read on
+# a node (the table reads the API's labels).
+NEVER_FOR_THE_NODE_TABLE = (
+    *NEVER_FOR_READS,
+    "rich",
+    "mignurse.diagnose",
+    "mignurse.collect",
+    "mignurse.model.mig",
+)
 # Help and the version read nothing: no connection, no kubeconfig.
 NEVER_FOR_HELP = (*NEVER_FOR_THE_NODE_TABLE, "urllib3", "yaml", "orjson", "mignurse.cluster")
 
@@ -438,13 +445,17 @@ def test_a_live_diagnosis_loads_none_of_the_offline_readers(
 def test_a_live_diagnosis_loads_no_parser_for_files_only_a_bundle_holds(
     kubeconfig: Path, tmp_path: Path
 ) -> None:
-    """A live read has the cluster's objects, not a node's files: of the evidence parsers
-    the rules load the journal's and GPU health's; nvidia-smi's, cloud-init's, the
-    container logs', the XML library and the foreign bundles' reader wait for `--from`."""
+    """A live read has the cluster's objects, not a node's files: the rules that read a
+    node's journal and GPU health ran, and none of the evidence parsers loaded (the
+    journal's, GPU health's, nvidia-smi's, cloud-init's, the container logs'), nor the XML
+    library and the foreign bundles' reader: they wait for `--from`."""
     modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
     assert "repair-risk" in done.stdout
-    assert "mignurse.evidence.journal" in modules  # the rules did load what they read
+    rules = ("mignurse.diagnose.rules.mig_hook", "mignurse.diagnose.rules.hardware")
+    assert among(modules, rules) == sorted(rules)  # the rules that read journals did load
     bundle_only = (
+        "mignurse.evidence.journal",
+        "mignurse.evidence.gpu_health",
         "mignurse.evidence.nvsmi",
         "mignurse.evidence.nvml_json",
         "mignurse.evidence.cloudinit",
@@ -478,6 +489,22 @@ def test_a_live_diagnosis_loads_neither_the_history_writer_nor_its_watcher(
     assert "repair-risk" in done.stdout
     writer = ("mignurse.cluster.history.recorder", "mignurse.cluster.watcher")
     assert among(modules, writer) == []
+
+
+def test_a_live_diagnosis_without_a_history_file_loads_no_sqlite_and_no_statistics(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """With no `mignurse watch` history on disk there is nothing for SQLite to open, and the
+    medians of replacement lifetimes are taken only where a pool has replacements."""
+    modules, done = loaded_by(
+        tmp_path, "--kubeconfig", str(kubeconfig), "diagnose", "--state-dir", str(tmp_path)
+    )
+    assert "repair-risk" in done.stdout
+    from mignurse.paths import HISTORY_FILENAME
+
+    assert not (tmp_path / HISTORY_FILENAME).exists()
+    unused = ("sqlite3", "mignurse.cluster.history.store", "statistics")
+    assert among(modules, unused) == []
 
 
 def test_the_diagnosis_engine_loads_no_sqlite_until_a_history_file_is_read() -> None:
