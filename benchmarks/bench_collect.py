@@ -17,7 +17,9 @@ On this benchmark's machine the 50 simulated nodes run their collector on the sa
 mignurse (on EKS each node has its own), so their work is reported apart. `--replay` makes
 every node answer with one real collector archive made beforehand (`cat` of it): SSM, S3,
 the download, unpacking, redaction and packing are all still real, the nodes' own work is
-gone, which isolates mignurse's side.
+gone, which isolates mignurse's side; it then packs the archive once more in this process
+and prints that node's CPU split: masking, and the gunzip, untar, hashing and deflate around
+it.
 """
 
 from __future__ import annotations
