@@ -130,7 +130,7 @@ def _plain_listing(columns: list[str], rows: list[list[str]], width: int) -> lis
         if sum(widths) > width:
             widths = _ratio_reduce(sum(widths) - width, [1] * count, widths, widths)
     inner = [w - pad for w, pad in zip(widths, pads, strict=True)]
-    if min(inner) < 1 or sum(widths) > width:
+    if min(inner, default=0) < 1 or sum(widths) > width:
         return None
     lines: list[str] = []
     for index, row in enumerate(table):
