@@ -399,32 +399,42 @@ def test_a_kubeconfig_that_skips_tls_verification_prints_no_warning_as_kubectl_p
     assert [str(w.message).split("'")[1] for w in caught] == ["10.0.0.9"]
 
 
-# Listing the runbooks reads their YAML and each step's harm: none of the collector, its
-# redaction rules, the diagnosis, the fleet view, node access or AWS's SDK runs.
+# Listing the runbooks reads their YAML and the steps' table of harms: none of the steps it
+# would run (and through them the cluster client and urllib3), the diagnosis (its finding ids
+# are a table too), the node model, the collector, node access or AWS's SDK loads; piped, the
+# list of plain words is written without rich.
 NEVER_FOR_THE_RUNBOOK_LIST = (
+    "rich",
     "textual",
     "boto3",
     "botocore",
     "kubernetes",
+    "urllib3",
     "mignurse.tui",
     "mignurse.sim",
     "mignurse.collect",
-    "mignurse.diagnose.engine",
-    "mignurse.diagnose.rules",
-    "mignurse.diagnose.sources",
+    "mignurse.cluster",
+    "mignurse.diagnose",
+    "mignurse.model",
+    "mignurse.gpu",
     "mignurse.evidence",
     "mignurse.fleetview",
     "mignurse.nodeaccess",
-    "mignurse.cluster.history",
+    "mignurse.runner.core",
+    "mignurse.runner.plan",
+    "mignurse.runner.lock",
 )
 
 
-def test_the_runbook_list_loads_no_step_s_collector_diagnosis_or_aws_sdk(
-    tmp_path: Path,
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_the_runbook_list_loads_no_step_cluster_client_diagnosis_or_aws_sdk(
+    tmp_path: Path, output: str
 ) -> None:
-    modules, done = loaded_by(tmp_path, "runbooks")
+    modules, done = loaded_by(tmp_path, "runbooks", "-o", output)
     assert "pause-node-repair" in done.stdout and "reapply-mig-no-hooks" in done.stdout
+    assert '"high"' in done.stdout if output == "json" else " high " in done.stdout
     assert among(modules, NEVER_FOR_THE_RUNBOOK_LIST) == []
+    assert [m for m in modules if m.startswith("mignurse.runner.steps.")] == []
 
 
 def test_a_live_diagnosis_loads_none_of_the_offline_readers(
