@@ -60,8 +60,16 @@ NEVER_FOR_THE_NODE_TABLE = (
     "mignurse.collect",
     "mignurse.model.mig",
 )
-# Help and the version read nothing: no connection, no kubeconfig.
-NEVER_FOR_HELP = (*NEVER_FOR_THE_NODE_TABLE, "urllib3", "yaml", "orjson", "mignurse.cluster")
+# Help and the version read nothing: no connection, no kubeconfig; the parser finds the
+# terminal's width without shutil (which brings bz2 and lzma).
+NEVER_FOR_HELP = (
+    *NEVER_FOR_THE_NODE_TABLE,
+    "urllib3",
+    "yaml",
+    "orjson",
+    "mignurse.cluster",
+    "shutil",
+)
 
 
 @pytest.fixture(scope="module")
@@ -423,6 +431,7 @@ NEVER_FOR_THE_RUNBOOK_LIST = (
     "mignurse.runner.core",
     "mignurse.runner.plan",
     "mignurse.runner.lock",
+    "shutil",
 )
 
 
@@ -541,3 +550,25 @@ def test_the_past_runs_piped_load_no_rich_runner_plan_or_node_access(tmp_path: P
     # The audit log is JSON lines: no YAML reader either (only a YAML input loads it).
     unused = ("rich", "mignurse.runner.outcome", "mignurse.runner.plan", "mignurse.collect", "yaml")
     assert among(modules, unused) == []
+
+
+@pytest.mark.parametrize("columns", ["", "0", "x", "37", "200"])
+def test_help_is_as_wide_as_argparse_makes_it_without_the_parsers_own_formatter(
+    monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    """The width found without shutil is shutil's: $COLUMNS when a positive number, else
+    the terminal's, else 80."""
+    import argparse
+
+    from mignurse.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", columns)
+    ours = build_parser("nodes")
+    plain = build_parser("nodes")
+    for parser in (plain, *plain._subparsers._group_actions[0].choices.values()):  # type: ignore[union-attr]
+        parser.formatter_class = argparse.HelpFormatter
+    assert ours.format_help() == plain.format_help()
+    assert ours.format_help().startswith("usage: mignurse")
+    sub = ours._subparsers._group_actions[0].choices["nodes"]  # type: ignore[union-attr]
+    stock = plain._subparsers._group_actions[0].choices["nodes"]  # type: ignore[union-attr]
+    assert sub.format_help() == stock.format_help()
