@@ -553,22 +553,24 @@ def test_the_past_runs_piped_load_no_rich_runner_plan_or_node_access(tmp_path: P
 
 
 @pytest.mark.parametrize("columns", ["", "0", "x", "37", "200"])
+def _sub_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices)
+
+
+@pytest.mark.parametrize("columns", ["", "0", "x", "37", "200"])
 def test_help_is_as_wide_as_argparse_makes_it_without_the_parsers_own_formatter(
     monkeypatch: pytest.MonkeyPatch, columns: str
 ) -> None:
     """The width found without shutil is shutil's: $COLUMNS when a positive number, else
     the terminal's, else 80."""
-    import argparse
-
     from mignurse.cli import build_parser
 
     monkeypatch.setenv("COLUMNS", columns)
     ours = build_parser("nodes")
     plain = build_parser("nodes")
-    for parser in (plain, *plain._subparsers._group_actions[0].choices.values()):  # type: ignore[union-attr]
+    for parser in (plain, *_sub_parsers(plain).values()):
         parser.formatter_class = argparse.HelpFormatter
     assert ours.format_help() == plain.format_help()
     assert ours.format_help().startswith("usage: mignurse")
-    sub = ours._subparsers._group_actions[0].choices["nodes"]  # type: ignore[union-attr]
-    stock = plain._subparsers._group_actions[0].choices["nodes"]  # type: ignore[union-attr]
-    assert sub.format_help() == stock.format_help()
+    assert _sub_parsers(ours)["nodes"].format_help() == _sub_parsers(plain)["nodes"].format_help()
