@@ -60,8 +60,16 @@ NEVER_FOR_THE_NODE_TABLE = (
     "mignurse.collect",
     "mignurse.model.mig",
 )
-# Help and the version read nothing: no connection, no kubeconfig.
-NEVER_FOR_HELP = (*NEVER_FOR_THE_NODE_TABLE, "urllib3", "yaml", "orjson", "mignurse.cluster")
+# Help and the version read nothing: no connection, no kubeconfig; the parser finds the
+# terminal's width without shutil (which brings bz2 and lzma).
+NEVER_FOR_HELP = (
+    *NEVER_FOR_THE_NODE_TABLE,
+    "urllib3",
+    "yaml",
+    "orjson",
+    "mignurse.cluster",
+    "shutil",
+)
 
 
 @pytest.fixture(scope="module")
@@ -399,32 +407,43 @@ def test_a_kubeconfig_that_skips_tls_verification_prints_no_warning_as_kubectl_p
     assert [str(w.message).split("'")[1] for w in caught] == ["10.0.0.9"]
 
 
-# Listing the runbooks reads their YAML and each step's harm: none of the collector, its
-# redaction rules, the diagnosis, the fleet view, node access or AWS's SDK runs.
+# Listing the runbooks reads their YAML and the steps' table of harms: none of the steps it
+# would run (and through them the cluster client and urllib3), the diagnosis (its finding ids
+# are a table too), the node model, the collector, node access or AWS's SDK loads; piped, the
+# list of plain words is written without rich.
 NEVER_FOR_THE_RUNBOOK_LIST = (
+    "rich",
     "textual",
     "boto3",
     "botocore",
     "kubernetes",
+    "urllib3",
     "mignurse.tui",
     "mignurse.sim",
     "mignurse.collect",
-    "mignurse.diagnose.engine",
-    "mignurse.diagnose.rules",
-    "mignurse.diagnose.sources",
+    "mignurse.cluster",
+    "mignurse.diagnose",
+    "mignurse.model",
+    "mignurse.gpu",
     "mignurse.evidence",
     "mignurse.fleetview",
     "mignurse.nodeaccess",
-    "mignurse.cluster.history",
+    "mignurse.runner.core",
+    "mignurse.runner.plan",
+    "mignurse.runner.lock",
+    "shutil",
 )
 
 
-def test_the_runbook_list_loads_no_step_s_collector_diagnosis_or_aws_sdk(
-    tmp_path: Path,
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_the_runbook_list_loads_no_step_cluster_client_diagnosis_or_aws_sdk(
+    tmp_path: Path, output: str
 ) -> None:
-    modules, done = loaded_by(tmp_path, "runbooks")
+    modules, done = loaded_by(tmp_path, "runbooks", "-o", output)
     assert "pause-node-repair" in done.stdout and "reapply-mig-no-hooks" in done.stdout
+    assert '"high"' in done.stdout if output == "json" else " high " in done.stdout
     assert among(modules, NEVER_FOR_THE_RUNBOOK_LIST) == []
+    assert [m for m in modules if m.startswith("mignurse.runner.steps.")] == []
 
 
 def test_a_live_diagnosis_loads_none_of_the_offline_readers(
@@ -531,3 +550,27 @@ def test_the_past_runs_piped_load_no_rich_runner_plan_or_node_access(tmp_path: P
     # The audit log is JSON lines: no YAML reader either (only a YAML input loads it).
     unused = ("rich", "mignurse.runner.outcome", "mignurse.runner.plan", "mignurse.collect", "yaml")
     assert among(modules, unused) == []
+
+
+@pytest.mark.parametrize("columns", ["", "0", "x", "37", "200"])
+def _sub_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices)
+
+
+@pytest.mark.parametrize("columns", ["", "0", "x", "37", "200"])
+def test_help_is_as_wide_as_argparse_makes_it_without_the_parsers_own_formatter(
+    monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    """The width found without shutil is shutil's: $COLUMNS when a positive number, else
+    the terminal's, else 80."""
+    from mignurse.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", columns)
+    ours = build_parser("nodes")
+    plain = build_parser("nodes")
+    for parser in (plain, *_sub_parsers(plain).values()):
+        parser.formatter_class = argparse.HelpFormatter
+    assert ours.format_help() == plain.format_help()
+    assert ours.format_help().startswith("usage: mignurse")
+    assert _sub_parsers(ours)["nodes"].format_help() == _sub_parsers(plain)["nodes"].format_help()
