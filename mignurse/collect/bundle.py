@@ -14,9 +14,10 @@ memory. With network obfuscation (one consistent map), an archive too small to b
 shipping, or a pool that cannot start or dies, the same packing runs here.
 
 Workers are not forked from this process, which has threads, but from Python's forkserver
-(Unix; elsewhere they are spawned): a single-threaded process that imported this module
-once, started while the nodes run (`warm`), so a worker is ready in milliseconds instead of
-starting Python and importing the masking code (~0.15 CPU-s each, before any node).
+(Unix; elsewhere they are spawned): a single-threaded process, started with the first pool,
+that imports this module once, so each worker is forked ready instead of starting Python and
+importing the masking code itself (~0.15 CPU-s each, before any node). A collection whose
+archives are all small (packed here) starts neither.
 
 The archive is compressed at level 1, by ISA-L (`gzjoin`): a thirtieth of the CPU of zlib at
 tarfile's default level 9 for a bundle ~15% larger, the right trade when the node may be
@@ -342,17 +343,6 @@ class BundleWriter:
         self._gz.append(packed.segment)
         self._sums.extend((digest, name) for name, digest, _ in packed.files)
         on_done(len(packed.files), packed.problems)
-
-    def warm(self) -> None:
-        """Start what the workers are forked from, so the first node archive finds it ready:
-        call it once the nodes are running. Harmless when no worker will be needed."""
-        if self._pool_failed or _start_method() != "forkserver":
-            return
-        import multiprocessing.forkserver  # Unix only
-
-        _worker_context()  # what the server imports, set before it starts
-        with contextlib.suppress(OSError):  # then the pool fails to start too, and says so
-            multiprocessing.forkserver.ensure_running()
 
     def _pool_for(self, size: int) -> concurrent.futures.ProcessPoolExecutor | None:
         if not POOL_MIN_BYTES <= size <= POOL_MAX_BYTES or self._pool_failed:

@@ -298,8 +298,6 @@ def _collect_into(
             # the nodes first: they take longest and may be gone in minutes; the cluster's
             # view is read meanwhile, and their results wait in a queue
             runner.start({node.name: shell_for(node) for node in nodes})
-            if nodes:
-                bundle.warm()  # the packing workers' parent starts while the nodes run
             if client is not None:
                 groups = {n.pool for n in snapshot.gpu_nodes() if n.pool_kind == "nodegroup"}
                 manifest["problems"] = write_cluster_part(

@@ -96,11 +96,10 @@ def test_node_archives_packed_in_workers_match_in_process_masking(tmp_path: Path
 def test_without_a_forkserver_spawned_workers_mask_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Where Python has no forkserver (Windows), workers are spawned; `warm` does nothing."""
+    """Where Python has no forkserver (Windows), workers are spawned."""
     monkeypatch.setattr(bundle_module, "_start_method", lambda: "spawn")
     big = _big_journal()
     writer = BundleWriter(tmp_path / "b.tar.gz", top="b", redactor=Redactor())
-    writer.warm()
     done: list[tuple[int, list[str]]] = []
     writer.add_node_tar("n1", _node_tar({"kubelet.log": big}), lambda *r: done.append(r))
     assert writer._pool is not None
