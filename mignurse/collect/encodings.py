@@ -1003,7 +1003,20 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
 def _at_line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """`pattern.finditer(text)` for a pattern that matches only at the start of a line and
     within it (`(?m)^…` with no line break in it): tried once per line rather than at every
-    character (`re` has no fast skip to a `^`)."""
+    character (`re` has no fast skip to a `^`), and with the engine only on the lines where
+    it reported a match of the pattern's superset (`scanner.Prefilter`): a match of the
+    pattern at a line's start ends in that line, where the superset's match ends too."""
+    ends = _prefilter(pattern).ends(text)
+    if ends is not None:
+        last = -1
+        for end in ends:  # (never empty matches: the line holding end - 1)
+            at = text.rfind("\n", 0, end - 1) + 1
+            if at > last:
+                last = at
+                m = pattern.match(text, at)
+                if m is not None:
+                    yield m
+        return
     at = 0
     while True:
         m = pattern.match(text, at)
@@ -1013,6 +1026,16 @@ def _at_line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[st
         if newline == -1:
             return
         at = newline + 1
+
+
+_PREFILTERS: dict[re.Pattern[str], scanner.Prefilter] = {}
+
+
+def _prefilter(pattern: re.Pattern[str]) -> scanner.Prefilter:
+    found = _PREFILTERS.get(pattern)
+    if found is None:
+        found = _PREFILTERS.setdefault(pattern, scanner.Prefilter(pattern))
+    return found
 
 
 _MAP_KEY = re.compile(r"[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}'")
