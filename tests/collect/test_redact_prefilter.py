@@ -6,6 +6,7 @@ engine and without it, and every place a rule's regex matches is one its prefilt
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import random
 import re
@@ -105,6 +106,7 @@ def _line(rng: random.Random, pieces: list[str], odd: tuple[str, ...]) -> str:
     return line
 
 
+@functools.cache
 def _files() -> list[tuple[str, bytes]]:
     rng = random.Random(SEED)
     pieces = _pieces()
@@ -153,18 +155,42 @@ def _assert_prefilter_reports_every_match(regex: re.Pattern[str], texts: list[st
         assert matched <= reported, sorted(matched - reported)[:5]
 
 
+# rules whose superset compiles in milliseconds, with anchors, lookarounds, a back-reference,
+# IGNORECASE and MULTILINE among them (the others take seconds to compile: with -m slow)
+QUICK_RULES = tuple(
+    rule
+    for rule in ALL_RULES
+    if rule.name
+    in (
+        "pem-block",
+        "aws-access-key-id",
+        "aws-secret-access-key",
+        "bootstrap-token",
+        "docker-auth",
+        "k8s-secret-yaml",
+        "k8s-secret-json",
+        "context-token",
+        "object-value",
+        "secret-env",
+        "secret-field",
+    )
+)
+
+
 @ENGINE
-@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.name)
+@pytest.mark.parametrize("rule", QUICK_RULES, ids=lambda rule: rule.name)
 def test_every_match_of_a_rule_ends_where_its_prefilter_reported_one(rule: Rule) -> None:
-    _assert_prefilter_reports_every_match(rule.regex, _ascii_texts()[:4])
+    _assert_prefilter_reports_every_match(rule.regex, _ascii_texts()[:2])
 
 
 @ENGINE
 @pytest.mark.slow
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.name)
 def test_every_match_of_a_rule_in_every_random_journal_ends_where_its_prefilter_reported_one(
-    rule: Rule,
+    rule: Rule, request: pytest.FixtureRequest
 ) -> None:
+    if "slow" not in str(request.config.getoption("markexpr") or ""):
+        pytest.skip("every journal and every rule: with -m slow")
     _assert_prefilter_reports_every_match(rule.regex, _ascii_texts())
 
 
