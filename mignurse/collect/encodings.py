@@ -273,6 +273,11 @@ def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
 _NOT_TEXT = re.compile(r"[\x00\x1c\udc80-\udcff]+")
 
 
+def _holds_not_text(text: str) -> bool:
+    """Whether `_NOT_TEXT` may match in `text` (a surrogate is never ASCII)."""
+    return not text.isascii() or "\x00" in text or "\x1c" in text
+
+
 def _separated(text: str, lines: list[Span], parent: View | None) -> View | None:
     """The given lines with NUL bytes and invalid UTF-8 read as line breaks (a torn write,
     /proc/<pid>/environ), so a `key: value` after them starts a line."""
@@ -691,7 +696,9 @@ def _views(
     )
     made: list[tuple[str, View | None]] = []
     if triggered or spelled:
-        if triggered and "separated" in wanted:
+        # (a text with nothing `_NOT_TEXT` matches has no separated view: not looked for
+        # line by line; str.isascii and `in` are single C passes)
+        if triggered and "separated" in wanted and _holds_not_text(text):
             made.append(("separated", _separated(text, triggered, parent)))
         if triggered and "prefixed" in wanted:
             made.append(("prefixed", _prefixed(text, triggered, parent)))
