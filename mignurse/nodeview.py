@@ -327,7 +327,7 @@ def node_json(
     dra: NodeDevices | None = None,
     source: str = GPU_SOURCE_DEVICE_PLUGIN,
 ) -> dict[str, Any]:
-    """The stable per-node document of `mignurse nodes -o json` (documented in README)."""
+    """The stable per-node document of `mignurse nodes -o json` (documented in docs/commands.md)."""
     ready = node.ready
     ahr = node.condition(AHR)
     return {

@@ -1,5 +1,5 @@
-"""README's diagnose contract (finding ids, the JSON shape) is what `diagnose -o json` prints:
-scripts are written against the README."""
+"""The documented contract (finding ids, the JSON shape, the keys, the examples) is what
+mignurse does: scripts are written against README.md and docs/commands.md."""
 
 from __future__ import annotations
 
@@ -12,26 +12,30 @@ import pytest
 from mignurse.cli import main
 from mignurse.diagnose.rules import MODULES
 
-README = Path(__file__).parent.parent / "README.md"
+ROOT = Path(__file__).parent.parent
+README = ROOT / "README.md"
+COMMANDS = ROOT / "docs" / "commands.md"
+# every page a reader may copy a command from
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))
 SNAPSHOT = Path(__file__).parent / "corpus" / "incidents" / "karpenter-dcgm-repair-loop" / "full"
 
 
 def _section(title: str) -> str:
-    text = README.read_text()
+    text = COMMANDS.read_text()
     start = text.index(title)
-    end = text.find("\n### ", start + len(title))
+    end = text.find("\n## ", start + len(title))
     return text[start : end if end >= 0 else len(text)]
 
 
 def test_the_finding_table_lists_exactly_the_ids_the_rules_raise() -> None:
-    section = _section("### `mignurse diagnose`")
+    section = _section("## `mignurse diagnose`")
     table = section[section.index("Finding ids") :]
     listed = re.findall(r"^\| `([a-z-]+)` \|", table, re.MULTILINE)
     assert sorted(listed) == sorted(MODULES.values())
 
 
 def test_the_json_example_has_the_keys_diagnose_prints(capsys: pytest.CaptureFixture[str]) -> None:
-    section = _section("### `mignurse diagnose`")
+    section = _section("## `mignurse diagnose`")
     example = section[
         section.index("```json") + len("```json") : section.index(
             "```", section.index("```json") + 7
@@ -48,12 +52,25 @@ def test_the_json_example_has_the_keys_diagnose_prints(capsys: pytest.CaptureFix
     )
 
 
+def _json_example(text: str) -> dict[str, object]:
+    start = text.index("```json") + len("```json")
+    return json.loads(text[start : text.index("```", start)].replace("…", ""))
+
+
+def test_the_readmes_diagnose_json_is_the_one_the_reference_documents() -> None:
+    """The front door's copy of the `diagnose -o json` example cannot drift from the
+    reference's, which the test above holds to what diagnose prints."""
+    readme = README.read_text()
+    front = _json_example(readme[readme.index("## Formats for scripts") :])
+    assert front == _json_example(_section("## `mignurse diagnose`"))
+
+
 def test_the_key_table_lists_every_key_the_help_screen_lists() -> None:
-    """README's key table and `?` (tui/screens/help.py) name the same keys, each where it
-    works."""
+    """docs/commands.md's key table and `?` (tui/screens/help.py) name the same keys, each
+    where it works."""
     from mignurse.tui.screens.help import KEYS
 
-    section = _section("### The terminal app")
+    section = _section("## The terminal app")
     table = section[section.index("| key | does | where |") :]
     rows = re.findall(r"^\| (.+?) \| .+ \| (.+?) \|$", table, re.MULTILINE)
     documented = {(keys.replace("`", ""), where.replace("`", "")) for keys, where in rows}
@@ -63,26 +80,31 @@ def test_the_key_table_lists_every_key_the_help_screen_lists() -> None:
         for keys, _what, place in KEYS
         if not any(keys == k and place.split(",")[0] in w for k, w in documented)
     ]
-    assert not missing, f"in `?` but not in README's key table: {missing}"
+    assert not missing, f"in `?` but not in the key table: {missing}"
 
 
-# -- the README's scenario examples, run on the simulator ------------------------------------
+# -- the documents' scenario examples, run on the simulator ---------------------------------
 #
-# Every command the README shows against a shipped scenario runs here, as a reader would type
-# it: a block that starts `mignurse sim serve --scenario S --kubeconfig-out K` serves S (on a
-# manual clock), its `--kubeconfig K` and `export KUBECONFIG=K` point at it, and each command
-# must end as shown (exit 0; a `mignurse: error` line is exit 2; `diagnose` by its worst
-# finding) and print every line shown beneath it: the same words, digits, run ids and
-# user@host aside, a node's short name matching its full one. The scenario table's commands
-# run on their scenario too, `N` standing for the node its worst finding names.
+# Every command README.md or docs/ shows against a shipped scenario runs here, as a reader
+# would type it: a block that starts `mignurse sim serve --scenario S --kubeconfig-out K`
+# serves S (on a manual clock), its `--kubeconfig K` and `export KUBECONFIG=K` point at it,
+# and each command must end as shown (exit 0; a `mignurse: error` line is exit 2; `diagnose`
+# by its worst finding) and print every line shown beneath it: the same words, digits, run
+# ids and user@host aside, a node's short name matching its full one. The scenario table's
+# commands run on their scenario too, `N` standing for the node its worst finding names.
 
 SERVE = re.compile(r"mignurse sim serve --scenario (\S+) --kubeconfig-out (\S+)")
 TERMINAL_ONLY = ("names without their .compute.internal domain",)  # a TTY's footer
 
 
 def _blocks() -> list[str]:
-    text = README.read_text()
-    return re.findall(r"^```(?:console|sh)\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    return [
+        block
+        for page in PAGES
+        for block in re.findall(
+            r"^```(?:console|sh)\n(.*?)^```", page.read_text(), re.MULTILINE | re.DOTALL
+        )
+    ]
 
 
 def _examples() -> list[tuple[str, list[tuple[str, list[str]]]]]:
@@ -193,7 +215,8 @@ def test_the_readme_scenario_examples_run_as_shown(
 
 
 def _scenario_rows() -> list[tuple[str, str]]:
-    section = README.read_text().split("| scenario | what it shows |", 1)[1].split("\n\n", 1)[0]
+    text = "\n".join(page.read_text() for page in PAGES)
+    section = text.split("| scenario | what it shows |", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `([a-z0-9-]+)` \| (.+) \|$", section, re.MULTILINE)
     return [
         (name, command)

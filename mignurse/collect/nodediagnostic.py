@@ -68,7 +68,7 @@ MAX_URL_SECONDS = 7 * 24 * 3600  # the longest a SigV4 presigned URL may be vali
 MAX_ARCHIVE_BYTES = 512 * 2**20
 ARCHIVE_NAME = "nodediagnostic-logs.tar.gz"
 CAPTURE_RECORD = "nodediagnostic.json"
-ROLE_HINT = 'README, "Collecting through NodeDiagnostic"'
+ROLE_HINT = 'docs/commands.md, "Collecting through NodeDiagnostic"'
 # The agent's files → the names mignurse's parsers read under nodes/<node>/ (nodeaccess/script.py
 # writes the same names); several sources for one name are joined in this order.
 MAPPED: dict[str, tuple[str, ...]] = {

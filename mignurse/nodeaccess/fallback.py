@@ -10,7 +10,7 @@ from mignurse.nodeaccess.base import CommandResult, NodeShell
 
 
 class FallbackShell:
-    """SSM first, SSH when SSM does not manage the instance (README, "How nodes are
+    """SSM first, SSH when SSM does not manage the instance (docs/commands.md, "How nodes are
     reached"). Only a refusal before anything ran falls back: a script that ran and failed
     is reported as it is, never run twice."""
 
