@@ -33,6 +33,7 @@ import bisect
 import html
 import json
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -171,6 +172,33 @@ _OPENS_BLOCK = re.compile(
     r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?$|^\[[^\]\n]{1,256}\]$"
 )
 _SECRET_KIND = re.compile(r"kind:[ \t]{0,16}[\"']?Secret")
+# Where either may match in a line of the whole text: the line `_with_context` looks at is
+# the text's line less its trailing \r, which `\r*$` (MULTILINE) stands for; `^` dropped
+# (what is left matches more). A line with no end of a match of this pattern's superset
+# (`scanner.Prefilter`) holds neither, and its searches are skipped.
+_BLOCK_OR_KIND = scanner.Prefilter(
+    re.compile(
+        r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?\r*$|\[[^\]\n]{1,256}\]\r*$"
+        r"|kind:[ \t]{0,16}[\"']?Secret",
+        re.MULTILINE,
+    )
+)
+_context = threading.local()  # the last text's answer (asked for again by the next view)
+
+
+def forget() -> None:
+    """Drop the answer kept for the last text (it holds the text)."""
+    _context.last = None
+
+
+def _block_or_kind_ends(text: str) -> list[int] | None:
+    last = getattr(_context, "last", None)
+    if last is not None and last[0] is text:
+        ends: list[int] | None = last[1]
+        return ends
+    ends = _BLOCK_OR_KIND.ends(text)
+    _context.last = (text, ends)
+    return ends
 
 
 def _with_context(
@@ -180,12 +208,21 @@ def _with_context(
     block, the `CONTEXT_LINES` after it; before a `kind: Secret`, those before it. In order,
     each line once."""
     out: list[Span] = []
+    ends = _block_or_kind_ends(text) if len(lines) > _FEW_LINES else None
+    size = len(text)
     for start, end in lines:
         if not wanted(start, end):
             continue
-        line = text[start:end].rstrip("\r")
-        before = CONTEXT_LINES if _SECRET_KIND.search(line) else 1
-        after = CONTEXT_LINES if _OPENS_BLOCK.search(line) else 2
+        if (
+            ends is not None
+            and (end == size or text[end] == "\n")  # a whole line's end, where `$` is
+            and not _ends_within(ends, start, end)
+        ):
+            before, after = 1, 2
+        else:
+            line = text[start:end].rstrip("\r")
+            before = CONTEXT_LINES if _SECRET_KIND.search(line) else 1
+            after = CONTEXT_LINES if _OPENS_BLOCK.search(line) else 2
         for _ in range(before):
             if start == 0 or (out and start <= out[-1][1] + 1):
                 break
@@ -200,6 +237,12 @@ def _with_context(
         else:
             out.append((start, end))
     return _whole(text, [(s, e) for start, end in out for s, e in _split_lines(text, start, end)])
+
+
+def _ends_within(ends: list[int], start: int, end: int) -> bool:
+    """Whether one of the sorted `ends` lies in (start, end]."""
+    i = bisect.bisect_right(ends, start)
+    return i < len(ends) and ends[i] <= end
 
 
 # a line whose start matters: a key, a directive naming a secret (redis.conf `requirepass x`),

@@ -202,3 +202,28 @@ def test_yaml_keys_found_from_the_prefilter_are_those_found_line_by_line() -> No
             slow = [m.span() for m in encodings._at_line_starts(encodings._YAML_KEY, text)]
         assert fast == slow
         assert slow == [m.span() for m in encodings._YAML_KEY.finditer(text)]
+
+
+@ENGINE
+def test_the_random_journals_joined_are_masked_the_same_with_the_engine_and_without() -> None:
+    # over 256 lines: the paths taken for many trigger lines at once
+    data = b"\n".join(data for _, data in _files() if data.isascii())
+    with_engine = mask_secrets("journal/kubelet.log", data)
+    with scanner.engine_disabled():
+        without = mask_secrets("journal/kubelet.log", data)
+    assert with_engine == without
+
+
+@ENGINE
+def test_the_lines_around_a_block_opener_or_a_secret_kind_are_those_found_line_by_line() -> None:
+    joined = "\n".join(_ascii_texts())
+    extra = "\r\n".join(("kind: Secret\r", "password: |\r\r", "[db]", "x", "-----BEGIN X-----"))
+    for text in (joined, joined + "\n" + extra * 60, extra * 80 + "\r"):
+        every = encodings.lines_at(text, [m.start() for m in re.finditer("(?m)^", text)])
+        some = every[::3]
+        for lines in (every, some):
+            fast = encodings._with_context(text, lines)
+            encodings.forget()
+            with scanner.engine_disabled():
+                slow = encodings._with_context(text, lines)
+            assert fast == slow
