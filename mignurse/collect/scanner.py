@@ -293,7 +293,7 @@ def forget() -> None:
 #   `line_end` only in the cut string, so it is dropped;
 # - a back-reference is its group's pattern again, a conditional group either branch, an
 #   atomic group or possessive repeat a plain one, a lazy repeat a greedy one;
-# - a repeat bounded above 1,000 is unbounded (Hyperscan refuses large bounds).
+# - a repeat bounded above 64 is unbounded (large bounds make the compile slow, or refused).
 # A pattern that may match the empty string, or that Hyperscan will not compile even so, is
 # answered None: the caller tries every place, as it does without the engine.
 
@@ -347,7 +347,7 @@ class Prefilter:
             return self._database
 
 
-_REPEAT_LIMIT = 1000
+_REPEAT_LIMIT = 64
 
 
 def _superset(pattern: re.Pattern[str]) -> bytes | None:
