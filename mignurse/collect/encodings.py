@@ -718,6 +718,30 @@ def views(
     yield from _views(text, trigger_positions, parent, "file", 1)
 
 
+# Why every line holding a trigger word still has its views made (the slow path: on journal
+# text nearly all of the time), even where a rule's prefilter (`scanner.Prefilter`) sees no
+# match on the line itself. A view of a line can match where the raw line cannot:
+# - decoding makes characters the line does not hold (\u0040, %40, &#64;, base64, `\k` read
+#   as `k`), so a regex, its triggers and its superset all see other text;
+# - a view line starts where a string, a message or a record starts: `^`, `\b`, a
+#   lookbehind and `_KEY_FIRST` hold there and not in the raw line (`password: x` in a
+#   `msg="…"`), and a view line ends where the string does (`$`, a lookahead);
+# - separators join what the line kept apart: the strings of one line, and the lines of a
+#   CRI message or of a block, are consecutive view lines, and the rules that may cross a
+#   line break (url-credentials, chpasswd-list, secret-env, cli-password, k8s-secret-json,
+#   the paired PEM, YAML and Secret rules, a JSON document parsed on from its line) read
+#   them together;
+# - a view is made of the trigger lines and the lines around them (`_with_context`): 1
+#   before, 2 after, 256 after a block opener and before a kind: Secret, counted in lines,
+#   and the views of a view count again in its lines. Leaving one trigger line out of a
+#   view changes which other lines the counts reach, in that view and in every view made
+#   from it, and what the paired rules see beside each other there; so a line can be left
+#   out only where everything around it, at every depth, is shown to be unchanged.
+# A line without any decoding mark is still not free of the last three, and the journal's
+# trigger lines (`Get \"http://…\"` in a probe's output, `\"key\"` in containerd's) hold
+# escapes. What the engine may skip without changing any view: a rule's work where its
+# prefilter saw nothing in the whole text (`_at_line_starts`), and the per-line searches
+# for block openers (`_with_context`).
 def _views(
     text: str,
     trigger_positions: Callable[[str], list[int]],
