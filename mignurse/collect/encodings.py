@@ -397,6 +397,8 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
     block or a YAML document logged line by line)."""
     build = _Builder()
     for start, end in _with_context(text, lines):
+        if text.find('"', start, end) == -1:
+            continue  # no string; a message key holds a quote or ends before one (`(?=")`)
         message = _MESSAGE_KEY.search(text, start, end)
         for body_start, body_end in _quoted(text, message.end() if message else start, end):
             # (found in the line rather than in a copy of the string: most strings are short
