@@ -5,7 +5,7 @@
 #   1. /readyz, `kubectl get --raw /version` and `kubectl get ns` with the repository's kubectl;
 #   2. kube-controller-manager, a new Node object and its taints: node.kubernetes.io/not-ready
 #      from the TaintNodesByCondition admission plugin at creation, then the node lifecycle
-#      controller's verdict on a node whose kubelet never reports;
+#      controller's verdict on a node whose kubelet never reports (Ready=Unknown);
 #   3. when Karpenter was built: its CRDs of that version, kube-scheduler, the kwok controller
 #      and Karpenter with its kwok provider; a NodePool, a KWOKNodeClass and a pod no node can
 #      hold; how far it got (NodeClaim launched, Node registered, Ready, pod bound).
@@ -164,9 +164,12 @@ taints() { k get node smoke-node-1 -o jsonpath='{range .spec.taints[*]}{.key}:{.
 say "smoke-node-1 taints right after the create: $(taints)"
 [[ $(taints) == *node.kubernetes.io/not-ready:NoSchedule* ]] \
   || die "the new Node has no node.kubernetes.io/not-ready:NoSchedule taint"
-has_unreachable() { [[ $(taints) == *node.kubernetes.io/unreachable:NoExecute* ]]; }
+# With every node not ready the controller enters "master disruption mode" and adds no
+# NoExecute taint (kubernetes pkg/controller/nodelifecycle, v1.34.4): one silent node is
+# marked Ready=Unknown and unreachable:NoSchedule, its not-ready:NoSchedule lifted.
+has_unreachable() { [[ $(taints) == *node.kubernetes.io/unreachable:NoSchedule* ]]; }
 until_ok 90 "the node lifecycle controller marked the silent node unreachable" has_unreachable \
-  || die "no node.kubernetes.io/unreachable:NoExecute taint after 90 s; taints: $(taints)"
+  || die "no node.kubernetes.io/unreachable:NoSchedule taint after 90 s; taints: $(taints)"
 say "smoke-node-1 now: taints $(taints); Ready=$(k get node smoke-node-1 \
   -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} ({.status.conditions[?(@.type=="Ready")].reason})')"
 k delete node smoke-node-1 --wait=false > /dev/null
