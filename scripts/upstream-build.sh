@@ -14,7 +14,7 @@
 # go.sum and build flags, hashed) matches: a second run builds nothing. Builds run with
 # CGO_ENABLED=0 and -trimpath, at the lowest CPU and I/O priority.
 # Exit code: 0 all built or found, 1 no usable Go, 2 a module could not be downloaded,
-# 3 a build failed, 64 a bad argument.
+# 3 a build failed or go.sum does not match go.mod, 64 a bad argument.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 repo=$PWD
@@ -104,10 +104,13 @@ command -v ionice > /dev/null 2>&1 && lowest+=(ionice -c3)
 mkdir -p "$cache" || { say "cannot create the cache folder $cache"; exit 1; }
 
 # The line of a failed go command that names what failed: the module path@version that could
-# not be fetched, or the first compiler error.
+# not be fetched, or the first compiler error; else the last line the go command printed.
 first_error() {
-  grep -E '@v[0-9][^ :]*: |^go: |: (Get|dial|lookup) |\.go:[0-9]+:[0-9]+: |^# ' "$1" \
-    | grep -v '^go: downloading ' | head -n 1
+  local line
+  line=$(grep -E '@v[0-9][^ :]*: |^go: |: (Get|dial|lookup) |\.go:[0-9]+:[0-9]+: ' "$1" \
+    | grep -v '^go: downloading ' | head -n 1)
+  [[ -n $line ]] || line=$(grep -v '^\s*$' "$1" | tail -n 1)
+  echo "${line:-no output}"
 }
 
 build_one() {
@@ -141,6 +144,10 @@ build_one() {
   # here, naming the module, before any compiling starts.
   if ! (cd "upstream/$comp" && go list -deps "${pkgs[@]}" > /dev/null) > "$log" 2>&1; then
     rm -rf "$tmp"
+    if grep -q 'missing go.sum entry' "$log"; then
+      say "$comp $version: upstream/$comp/go.sum does not match go.mod ($(grep -m1 'missing go.sum entry' "$log" | cut -d';' -f1)): run 'go mod tidy' in upstream/$comp"
+      return 3
+    fi
     say "$comp $version: a module could not be downloaded: $(first_error "$log") (log: $log)"
     return 2
   fi
