@@ -14,6 +14,10 @@ compile every module on every start). The kubectl is the one in the virtual envi
 
 Targets: every command within 2.5x of its kubectl peer's wall time; `--help` and
 `--version` within 0.15 s.
+
+Floors, measured in the same rounds and printed under the table: the interpreter starting
+alone, and starting then importing the libraries every live read needs (urllib3, PyYAML for
+the kubeconfig, orjson for list pages). What a read takes above the second is mignurse's own.
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ PAIRS = (
     Pair(("collect", "--help"), ("get", "--help")),
     Pair(("--help",), ("--help",), HELP_TARGET),
     Pair(("--version",), ("version", "--client"), HELP_TARGET),
+)
+
+
+# What no change inside mignurse removes: the same interpreter, started as the tool starts.
+FLOORS = (
+    ("interpreter alone", ("-c", "pass")),
+    ("+ urllib3, yaml, orjson", ("-c", "import urllib3, yaml, orjson")),
 )
 
 
@@ -137,6 +148,7 @@ def main() -> None:
         server, kubeconfig = _serve(args.scenario, folder, env)
         env["KUBECONFIG"] = str(kubeconfig)
         results = {pair: (Timings(), Timings()) for pair in PAIRS}
+        floors = {name: Timings() for name, _argv in FLOORS}
         try:
             for pair in PAIRS:  # untimed: bytecode written, kubectl's cache warm
                 _time([*mignurse, *pair.mignurse], env, Timings())
@@ -150,13 +162,20 @@ def main() -> None:
                     ]
                     for command, into in runs if round_number % 2 == 0 else runs[::-1]:
                         _time(command, env, into)
+                for name, argv in FLOORS:
+                    _time([sys.executable, *argv], env, floors[name])
         finally:
             server.terminate()
             server.wait(timeout=30)
-    _report(results, args.rounds, args.scenario)
+    _report(results, floors, args.rounds, args.scenario)
 
 
-def _report(results: dict[Pair, tuple[Timings, Timings]], rounds: int, scenario: str) -> None:
+def _report(
+    results: dict[Pair, tuple[Timings, Timings]],
+    floors: dict[str, Timings],
+    rounds: int,
+    scenario: str,
+) -> None:
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     print(
         f"mignurse against kubectl on scenario {scenario!r}: medians of {rounds} rounds, wall "
@@ -171,6 +190,9 @@ def _report(results: dict[Pair, tuple[Timings, Timings]], rounds: int, scenario:
             f"{wall:>7.3f} ({cpu:.3f}) {peer_wall:>7.3f} ({peer_cpu:.3f}) "
             f"{wall / peer_wall:>6.2f}"
         )
+    for name, timings in floors.items():
+        wall, cpu = statistics.median(timings.wall), statistics.median(timings.cpu)
+        print(f"floor: {name:<31} {'':<22} {wall:>7.3f} ({cpu:.3f})")
     for pair, (ours, theirs) in results.items():
         figure(
             f"mignurse {' '.join(pair.mignurse)}",

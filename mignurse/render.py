@@ -79,6 +79,7 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextI
 # A cell the fast path below draws as rich would: printable ASCII words one space apart (rich
 # measures, wraps or trims anything else in its own way, so that goes to rich).
 _PLAIN_CELL = re.compile(r"(?:[!-~]+(?: [!-~]+)*)?")
+_PLAIN_HEADER = re.compile(r"[A-Z][A-Z0-9_-]*")  # rich reads a header's `:x:` and `[x]`
 PIPED_WIDTH = 200
 
 
@@ -86,23 +87,20 @@ def print_listing(columns: Sequence[str], rows: Sequence[Sequence[object]], out:
     """A list (runbooks, past runs) as a borderless rich table: on a terminal at its width,
     piped at `PIPED_WIDTH` columns, a long cell folded onto more lines.
 
-    Piped, a table whose cells are all plain words and whose columns fit the width is written
-    here, byte for byte as rich writes it (rich 15 `Table(box=None, pad_edge=False,
-    show_edge=False)`: two spaces between columns, each line padded to the table's width), so
-    a piped list loads no rich; anything else is drawn by rich itself."""
+    Piped, a table whose cells are all plain words is written here, byte for byte as rich
+    writes it (rich 15 `Table(box=None, pad_edge=False, show_edge=False)`: two spaces between
+    columns, each line padded to the table's width, the widest columns narrowed and their
+    cells folded when the table is wider than the page), so a piped list loads no rich;
+    anything else is drawn by rich itself."""
     cells = [[inert(str(cell)) for cell in row] for row in rows]
     if not out.isatty() and not _forced_terminal():
-        widths = [len(name) for name in columns]
-        for row in cells:
-            widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-        plain = all(_PLAIN_CELL.fullmatch(cell) for row in cells for cell in row)
-        if plain and sum(widths) + 2 * (len(widths) - 1) <= PIPED_WIDTH:
-            lines = (
-                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + "\n"
-                for row in [list(columns), *cells]
-            )
+        plain = all(_PLAIN_HEADER.fullmatch(name) for name in columns) and all(
+            _PLAIN_CELL.fullmatch(cell) for row in cells for cell in row
+        )
+        lines = _plain_listing(list(columns), cells, PIPED_WIDTH) if plain else None
+        if lines is not None:
             target = getattr(out, "styled", out)
-            target.write("".join(lines))
+            target.write("".join(line + "\n" for line in lines))
             target.flush()
             return
     from rich.table import Table
@@ -114,6 +112,111 @@ def print_listing(columns: Sequence[str], rows: Sequence[Sequence[object]], out:
     for row in cells:
         table.add_row(*(Text(cell) for cell in row))
     console_for(out, highlight=False, width=PIPED_WIDTH if not out.isatty() else None).print(table)
+
+
+def _plain_listing(columns: list[str], rows: list[list[str]], width: int) -> list[str] | None:
+    """The lines of `print_listing`'s rich table, for cells of plain words, as rich 15 lays it
+    out (rich/table.py `_calculate_column_widths`, `_collapse_widths`; rich/text.py `wrap`):
+    each column as wide as its longest cell plus its padding (one space inside each gap);
+    while too wide for the page, the widest columns shrink to the next widest, then all
+    evenly; each cell folded at word breaks, a word longer than its column cut. None where a
+    column is left no room (rich is left to draw that)."""
+    count = len(columns)
+    pads = [(i > 0) + (i < count - 1) for i in range(count)]
+    table = [columns, *rows]
+    widths = [min(max(len(row[i]) for row in table) + pads[i], width) or 1 for i in range(count)]
+    if sum(widths) > width:
+        widths = _collapsed(widths, width)
+        if sum(widths) > width:
+            widths = _ratio_reduce(sum(widths) - width, [1] * count, widths, widths)
+    inner = [w - pad for w, pad in zip(widths, pads, strict=True)]
+    if min(inner, default=0) < 1 or sum(widths) > width:
+        return None
+    lines: list[str] = []
+    for index, row in enumerate(table):
+        folded = [_fold(cell, w) for cell, w in zip(row, inner, strict=True)]
+        height = max(len(cell_lines) for cell_lines in folded)
+        # A folded row's shorter cells are blank below; the header's above (its names sit
+        # on the line over the first row).
+        folded = [
+            [*[" " * w] * (height - len(cell_lines)), *cell_lines]
+            if index == 0
+            else [*cell_lines, *[" " * w] * (height - len(cell_lines))]
+            for cell_lines, w in zip(folded, inner, strict=True)
+        ]
+        lines.extend("  ".join(parts) for parts in zip(*folded, strict=True))
+    return lines
+
+
+def _collapsed(widths: list[int], width: int) -> list[int]:
+    """rich 15 `Table._collapse_widths`, every column wrapable: the widest columns narrowed
+    to the next widest until the table fits or they are all as wide."""
+    excess = sum(widths) - width
+    while excess > 0:
+        widest = max(widths)
+        second = max((w for w in widths if w != widest), default=0)
+        if not widest - second:
+            break
+        ratios = [1 if w == widest else 0 for w in widths]
+        widths = _ratio_reduce(excess, ratios, [min(excess, widest - second)] * len(widths), widths)
+        excess = sum(widths) - width
+    return widths
+
+
+def _ratio_reduce(
+    total: int, ratios: list[int], maximums: list[int], values: list[int]
+) -> list[int]:
+    """rich 15 `rich._ratio.ratio_reduce`: `total` taken from `values` in proportion to
+    `ratios`, no more than `maximums` from each."""
+    ratios = [ratio if most else 0 for ratio, most in zip(ratios, maximums, strict=True)]
+    total_ratio = sum(ratios)
+    if not total_ratio:
+        return values[:]
+    result: list[int] = []
+    for ratio, most, value in zip(ratios, maximums, values, strict=True):
+        if ratio and total_ratio > 0:
+            taken = min(most, round(ratio * total / total_ratio))
+            result.append(value - taken)
+            total -= taken
+            total_ratio -= ratio
+        else:
+            result.append(value)
+    return result
+
+
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def _fold(text: str, width: int) -> list[str]:
+    """A plain cell's lines at `width`, each padded to it: rich 15 `Text.wrap` with
+    overflow "fold", justify "left" (rich/_wrap.py `divide_line`; a word with the spaces after
+    it; one longer than the line cut into lines of `width`)."""
+    breaks: list[int] = []
+    offset = 0
+    for match in _WORD.finditer(text):
+        start, word = match.start(), match.group()
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:
+            chunks = [word[i : i + width] for i in range(0, len(word), width)]
+            for n, chunk in enumerate(chunks):
+                if start:
+                    breaks.append(start)
+                if n == len(chunks) - 1:
+                    offset = len(chunk)
+                else:
+                    start += len(chunk)
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    lines = []
+    for begin, end in zip([0, *breaks], [*breaks, len(text)], strict=True):
+        line = text[begin:end]
+        if len(line) > width:  # the spaces past the width go (`Text.rstrip_end`)
+            line = line[: len(line) - min(len(line) - len(line.rstrip()), len(line) - width)]
+        lines.append(line[:width].ljust(width))
+    return lines
 
 
 def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None = None) -> None:

@@ -51,10 +51,25 @@ NEVER_FOR_READS = (
     "mignurse.runner",
     "mignurse.sim",
 )
-# A piped node table is kubectl's plain text: no rich, no diagnosis.
-NEVER_FOR_THE_NODE_TABLE = (*NEVER_FOR_READS, "rich", "mignurse.diagnose", "mignurse.collect")
-# Help and the version read nothing: no connection, no kubeconfig.
-NEVER_FOR_HELP = (*NEVER_FOR_THE_NODE_TABLE, "urllib3", "yaml", "orjson", "mignurse.cluster")
+# A piped node table is kubectl's plain text: no rich, no diagnosis, and no MIG state read on
+# a node (the table reads the API's labels).
+NEVER_FOR_THE_NODE_TABLE = (
+    *NEVER_FOR_READS,
+    "rich",
+    "mignurse.diagnose",
+    "mignurse.collect",
+    "mignurse.model.mig",
+)
+# Help and the version read nothing: no connection, no kubeconfig; the parser finds the
+# terminal's width without shutil (which brings bz2 and lzma).
+NEVER_FOR_HELP = (
+    *NEVER_FOR_THE_NODE_TABLE,
+    "urllib3",
+    "yaml",
+    "orjson",
+    "mignurse.cluster",
+    "shutil",
+)
 
 
 @pytest.fixture(scope="module")
@@ -392,32 +407,43 @@ def test_a_kubeconfig_that_skips_tls_verification_prints_no_warning_as_kubectl_p
     assert [str(w.message).split("'")[1] for w in caught] == ["10.0.0.9"]
 
 
-# Listing the runbooks reads their YAML and each step's harm: none of the collector, its
-# redaction rules, the diagnosis, the fleet view, node access or AWS's SDK runs.
+# Listing the runbooks reads their YAML and the steps' table of harms: none of the steps it
+# would run (and through them the cluster client and urllib3), the diagnosis (its finding ids
+# are a table too), the node model, the collector, node access or AWS's SDK loads; piped, the
+# list of plain words is written without rich.
 NEVER_FOR_THE_RUNBOOK_LIST = (
+    "rich",
     "textual",
     "boto3",
     "botocore",
     "kubernetes",
+    "urllib3",
     "mignurse.tui",
     "mignurse.sim",
     "mignurse.collect",
-    "mignurse.diagnose.engine",
-    "mignurse.diagnose.rules",
-    "mignurse.diagnose.sources",
+    "mignurse.cluster",
+    "mignurse.diagnose",
+    "mignurse.model",
+    "mignurse.gpu",
     "mignurse.evidence",
     "mignurse.fleetview",
     "mignurse.nodeaccess",
-    "mignurse.cluster.history",
+    "mignurse.runner.core",
+    "mignurse.runner.plan",
+    "mignurse.runner.lock",
+    "shutil",
 )
 
 
-def test_the_runbook_list_loads_no_step_s_collector_diagnosis_or_aws_sdk(
-    tmp_path: Path,
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_the_runbook_list_loads_no_step_cluster_client_diagnosis_or_aws_sdk(
+    tmp_path: Path, output: str
 ) -> None:
-    modules, done = loaded_by(tmp_path, "runbooks")
+    modules, done = loaded_by(tmp_path, "runbooks", "-o", output)
     assert "pause-node-repair" in done.stdout and "reapply-mig-no-hooks" in done.stdout
+    assert '"high"' in done.stdout if output == "json" else " high " in done.stdout
     assert among(modules, NEVER_FOR_THE_RUNBOOK_LIST) == []
+    assert [m for m in modules if m.startswith("mignurse.runner.steps.")] == []
 
 
 def test_a_live_diagnosis_loads_none_of_the_offline_readers(
@@ -438,13 +464,17 @@ def test_a_live_diagnosis_loads_none_of_the_offline_readers(
 def test_a_live_diagnosis_loads_no_parser_for_files_only_a_bundle_holds(
     kubeconfig: Path, tmp_path: Path
 ) -> None:
-    """A live read has the cluster's objects, not a node's files: of the evidence parsers
-    the rules load the journal's and GPU health's; nvidia-smi's, cloud-init's, the
-    container logs', the XML library and the foreign bundles' reader wait for `--from`."""
+    """A live read has the cluster's objects, not a node's files: the rules that read a
+    node's journal and GPU health ran, and none of the evidence parsers loaded (the
+    journal's, GPU health's, nvidia-smi's, cloud-init's, the container logs'), nor the XML
+    library and the foreign bundles' reader: they wait for `--from`."""
     modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
     assert "repair-risk" in done.stdout
-    assert "mignurse.evidence.journal" in modules  # the rules did load what they read
+    rules = ("mignurse.diagnose.rules.mig_hook", "mignurse.diagnose.rules.hardware")
+    assert among(modules, rules) == sorted(rules)  # the rules that read journals did load
     bundle_only = (
+        "mignurse.evidence.journal",
+        "mignurse.evidence.gpu_health",
         "mignurse.evidence.nvsmi",
         "mignurse.evidence.nvml_json",
         "mignurse.evidence.cloudinit",
@@ -480,6 +510,22 @@ def test_a_live_diagnosis_loads_neither_the_history_writer_nor_its_watcher(
     assert among(modules, writer) == []
 
 
+def test_a_live_diagnosis_without_a_history_file_loads_no_sqlite_and_no_statistics(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """With no `mignurse watch` history on disk there is nothing for SQLite to open, and the
+    medians of replacement lifetimes are taken only where a pool has replacements."""
+    modules, done = loaded_by(
+        tmp_path, "--kubeconfig", str(kubeconfig), "diagnose", "--state-dir", str(tmp_path)
+    )
+    assert "repair-risk" in done.stdout
+    from mignurse.paths import HISTORY_FILENAME
+
+    assert not (tmp_path / HISTORY_FILENAME).exists()
+    unused = ("sqlite3", "mignurse.cluster.history.store", "statistics")
+    assert among(modules, unused) == []
+
+
 def test_the_diagnosis_engine_loads_no_sqlite_until_a_history_file_is_read() -> None:
     """Lifecycles and flips are plain records; the store that reads them off disk loads when
     a history is opened."""
@@ -504,3 +550,27 @@ def test_the_past_runs_piped_load_no_rich_runner_plan_or_node_access(tmp_path: P
     # The audit log is JSON lines: no YAML reader either (only a YAML input loads it).
     unused = ("rich", "mignurse.runner.outcome", "mignurse.runner.plan", "mignurse.collect", "yaml")
     assert among(modules, unused) == []
+
+
+@pytest.mark.parametrize("columns", ["", "0", "x", "37", "200"])
+def _sub_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices)
+
+
+@pytest.mark.parametrize("columns", ["", "0", "x", "37", "200"])
+def test_help_is_as_wide_as_argparse_makes_it_without_the_parsers_own_formatter(
+    monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    """The width found without shutil is shutil's: $COLUMNS when a positive number, else
+    the terminal's, else 80."""
+    from mignurse.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", columns)
+    ours = build_parser("nodes")
+    plain = build_parser("nodes")
+    for parser in (plain, *_sub_parsers(plain).values()):
+        parser.formatter_class = argparse.HelpFormatter
+    assert ours.format_help() == plain.format_help()
+    assert ours.format_help().startswith("usage: mignurse")
+    assert _sub_parsers(ours)["nodes"].format_help() == _sub_parsers(plain)["nodes"].format_help()

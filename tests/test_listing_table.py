@@ -5,6 +5,7 @@ script reading `mignurse runs | awk …` sees the same bytes either way."""
 from __future__ import annotations
 
 import io
+import random
 import sys
 
 import pytest
@@ -77,19 +78,68 @@ def test_a_forced_colour_list_is_still_drawn_by_rich(monkeypatch: pytest.MonkeyP
     assert "\x1b[" in out.getvalue() and "r-7f3a" in out.getvalue()
 
 
-PLAIN = ("no runs yet", "one run", "an empty cell", "a failed undo", "exactly the width")
+PLAIN = (
+    "no runs yet",
+    "one run",
+    "an empty cell",
+    "a failed undo",
+    "exactly the width",
+    "one past the width",
+    "a long EKS context ARN",
+    "words past the width",
+)
 
 
 @pytest.mark.parametrize("case", PLAIN)
-def test_a_piped_run_list_of_plain_words_that_fits_is_written_without_rich(
+def test_a_piped_run_list_of_plain_words_is_written_without_rich(
     case: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "COLUMNS"):
         monkeypatch.delenv(name, raising=False)
-    for module in ("rich.table", "rich.text", "rich.console"):
-        monkeypatch.setitem(sys.modules, module, None)  # any import of it fails
     out = io.StringIO()
-    print_listing(COLUMNS, CASES[case], out)
+    with monkeypatch.context() as blocked:
+        for module in ("rich.table", "rich.text", "rich.console"):
+            blocked.setitem(sys.modules, module, None)  # any import of it fails
+        print_listing(COLUMNS, CASES[case], out)
     lines = out.getvalue().splitlines()
     assert lines[0].split() == list(COLUMNS)
-    assert [line.split()[2] for line in lines[1:]] == ["r-7f3a"] * len(CASES[case])
+    assert sum("r-7f3a" in line for line in lines) == len(CASES[case])
+    assert out.getvalue() == drawn_by_rich(COLUMNS, CASES[case])
+
+
+def random_table(rng: random.Random) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """Columns and rows of plain words, from a word of one letter to one wider than the page:
+    tables that fit, and tables whose widest columns rich narrows and folds."""
+    scale = rng.choice([(1, 3, 6, 10, 20), (5, 15, 40, 60), (1, 2, 100, 150, 210), (30, 45, 70)])
+
+    def word() -> str:
+        size = max(1, rng.choice(scale) + rng.randint(-3, 3))
+        return "".join(
+            rng.choice("abcdefghijklmnopqrstuvwxyz0123456789-_:/=*.!~[]") for _ in range(size)
+        )
+
+    def cell() -> str:
+        return " ".join(word() for _ in range(rng.choice([0, 1, 1, 2, 3, 5, 8, 12])))
+
+    count = rng.randint(1, 9)
+    columns = tuple(rng.choice([*COLUMNS, "X" * rng.randint(1, 30)]) for _ in range(count))
+    return columns, [tuple(cell() for _ in range(count)) for _ in range(rng.randint(0, 6))]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_piped_list_too_wide_for_the_page_folds_its_widest_columns_as_rich_folds_them(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long parameter lists, ARNs and outcomes: the columns rich narrows, and where it breaks
+    each cell, are the same written here without rich."""
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    rng = random.Random(seed)
+    for _ in range(40):
+        columns, rows = random_table(rng)
+        out = io.StringIO()
+        with monkeypatch.context() as blocked:
+            for module in ("rich.table", "rich.text", "rich.console"):
+                blocked.setitem(sys.modules, module, None)  # drawn here, or it fails
+            print_listing(columns, rows, out)
+        assert out.getvalue() == drawn_by_rich(columns, rows), (columns, rows)

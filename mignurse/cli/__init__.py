@@ -77,11 +77,50 @@ def named_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+def _columns() -> int:
+    """The width `shutil.get_terminal_size()` gives argparse (CPython 3.11 Lib/shutil.py):
+    $COLUMNS when positive, else the terminal's on stdout, else 80. Computed here so that
+    building a parser does not import shutil (and bz2 and lzma with it) on every command."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's own help layout, its width found without shutil."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        super().__init__(
+            prog, indent_increment, max_help_position, _columns() - 2 if width is None else width
+        )
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser (and its sub-parsers') with `_Formatter` unless told otherwise."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `command`, the top level and that command's sub-parser only,
     which parses that command's words as the whole one does (a quarter of the start-up of
     `mignurse nodes` went to building the sub-parsers it never used)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="mignurse",
         description="On-call companion for GPU nodes on Amazon EKS that will not stay up. "
         "Without a command: the terminal app on the current kube context.",

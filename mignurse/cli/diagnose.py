@@ -148,15 +148,15 @@ def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, d
                 f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
             )
         return gathered, now, gathered.context or Path(args.source).name
-    from mignurse.cluster.history import default_history_path
     from mignurse.diagnose.sources import load_live
+    from mignurse.paths import history_file  # the store (and SQLite) load only if it exists
 
     client = connect(args)
     try:
         state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
         gathered = load_live(
             client,
-            history_path=default_history_path(state_dir),
+            history_path=history_file(state_dir),
             nodegroups=None
             if is_simulated(args.kubeconfig, client.info.cluster)
             else nodegroup_reader(args, client.info.cluster),

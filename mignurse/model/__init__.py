@@ -9,11 +9,14 @@ Taint), `core` (Node, Event, Pod), `karpenter` (NodeClaim, NodePool), `mig` (MIG
 from the GPU) and `dra` (ResourceSlices and ResourceClaims of the NVIDIA DRA driver).
 """
 
+from typing import TYPE_CHECKING
+
+from mignurse.lazynames import name_loader
+
 # HOT_PATH_NOTE: Node, NodeClaim, Event, Condition, Taint and Pod are built by the hundred
 # thousand on every list of a large cluster. A frozen dataclass's __init__ sets each field
 # through object.__setattr__ and costs six times a plain one (0.31 s against 0.05 s for
 # 100,000 events), so these are plain slotted dataclasses that no code ever mutates.
-
 from mignurse.model.core import (
     Event,
     Node,
@@ -72,20 +75,42 @@ from mignurse.model.karpenter import (
     NodeClaim,
     NodePool,
 )
-from mignurse.model.mig import (
-    MIG_DISABLED,
-    MIG_ENABLED,
-    MIG_NOT_SUPPORTED,
-    MIG_UNKNOWN,
-    PROBE_DRIVER_NOT_LOADED,
-    PROBE_ERROR,
-    PROBE_LIBRARY_NOT_FOUND,
-    PROBE_NO_GPUS,
-    PROBE_OK,
-    GpuMigState,
-    MigDevice,
-    MigState,
-)
+
+if TYPE_CHECKING:
+    from mignurse.model.mig import (
+        MIG_DISABLED,
+        MIG_ENABLED,
+        MIG_NOT_SUPPORTED,
+        MIG_UNKNOWN,
+        PROBE_DRIVER_NOT_LOADED,
+        PROBE_ERROR,
+        PROBE_LIBRARY_NOT_FOUND,
+        PROBE_NO_GPUS,
+        PROBE_OK,
+        GpuMigState,
+        MigDevice,
+        MigState,
+    )
+
+# The MIG state read on a node (`mignurse.gpu`, a bundle's probe) loads on first use: the
+# node table and the other reads of the API never build one.
+_HOMES = {
+    name: "mig"
+    for name in (
+        "MIG_DISABLED",
+        "MIG_ENABLED",
+        "MIG_NOT_SUPPORTED",
+        "MIG_UNKNOWN",
+        "PROBE_DRIVER_NOT_LOADED",
+        "PROBE_ERROR",
+        "PROBE_LIBRARY_NOT_FOUND",
+        "PROBE_NO_GPUS",
+        "PROBE_OK",
+        "GpuMigState",
+        "MigDevice",
+        "MigState",
+    )
+}
 
 __all__ = [
     "ANNOTATION_TERMINATION_TIMESTAMP",
@@ -151,3 +176,5 @@ __all__ = [
     "pod_claim_names",
     "with_gpu_claims",
 ]
+
+__getattr__ = name_loader(__name__, _HOMES, globals())

@@ -31,7 +31,7 @@ import yaml
 
 from mignurse.paths import runbooks_dir
 from mignurse.runner.step import Action, Harm
-from mignurse.runner.steps import action_names, load_action
+from mignurse.runner.steps import action_names, effect, load_action
 from mignurse.untrusted import RUNBOOK_BYTES, LimitError, compose_yaml, read_regular_file
 from mignurse.yamlfile import LDict, LList, construct_lined
 
@@ -53,6 +53,25 @@ STEP_KEYS = ("id", "action", "with", "timeout")
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The finding ids a runbook's `suggested_for` may name: mignurse.diagnose.findings' id
+# constants, written out so that loading a runbook loads no diagnosis; a test holds the two
+# to each other.
+FINDING_IDS = frozenset(
+    {
+        "node-repair-loop",
+        "node-not-ready",
+        "replacement-churn",
+        "notready-loop",
+        "mig-hook-kubelet-restart",
+        "accelerated-hardware-not-ready",
+        "repair-blocked",
+        "mig-config-failed",
+        "mig-layout-mismatch",
+        "repair-risk",
+        "known-bad-combination",
+        "gpu-stack-down",
+    }
+)
 _TRUE = ("true", "yes", "y", "1", "on")
 _FALSE = ("false", "no", "n", "0", "off")
 
@@ -117,13 +136,14 @@ class Runbook:
 
     @property
     def mutates(self) -> bool:
-        return any(step.make().mutates for step in self.steps)
+        return any(effect(step.action).mutates for step in self.steps)
 
     @property
     def harm(self) -> Harm:
-        """The confirmation level: the highest harm among the mutating steps."""
-        levels = [s.make().harm for s in self.steps if s.make().mutates]
-        return max(levels, default=Harm.NONE)
+        """The confirmation level: the highest harm among the mutating steps (read from the
+        steps' table: listing the runbooks imports no step module)."""
+        effects = [effect(step.action) for step in self.steps]
+        return max((e.harm for e in effects if e.mutates), default=Harm.NONE)
 
     def step_timeout(self, step: StepSpec, params: Mapping[str, Any]) -> float:
         if step.timeout is None:
@@ -303,12 +323,11 @@ def _build(doc: _Doc, path: Path) -> Runbook:
     suggested = top.get("suggested_for") or []
     if not isinstance(suggested, list) or not all(isinstance(s, str) for s in suggested):
         raise doc.error("suggested_for", "must be a list of finding ids")
-    known_findings = finding_ids()
     for i, finding in enumerate(suggested):
-        if finding not in known_findings:
+        if finding not in FINDING_IDS:
             raise doc.error(
                 f"suggested_for[{i}]",
-                f"unknown finding {finding!r} (known: {', '.join(sorted(known_findings))})",
+                f"unknown finding {finding!r} (known: {', '.join(sorted(FINDING_IDS))})",
             )
     params = _params(doc, top.get("params") or {})
     if target == "node" and (params.get("node") is None or params["node"].type != "node"):
@@ -325,20 +344,6 @@ def _build(doc: _Doc, path: Path) -> Runbook:
         undo=undo,
         path=str(path),
     )
-
-
-def finding_ids() -> set[str]:
-    from mignurse.diagnose import findings
-
-    return {
-        value
-        for key, value in vars(findings).items()
-        if key.isupper()
-        and isinstance(value, str)
-        and not key.startswith("RUNBOOK_")
-        and key not in ("CRITICAL", "WARNING", "INFO")
-        and re.fullmatch(r"[a-z0-9-]+", value)
-    }
 
 
 def _params(doc: _Doc, raw: Any) -> dict[str, ParamSpec]:

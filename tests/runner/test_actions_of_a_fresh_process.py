@@ -66,3 +66,36 @@ def test_the_pause_record_the_runbook_writes_is_the_one_the_diagnosis_reads() ->
     from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
 
     assert ANNOTATION_PAUSED == REPAIR_PAUSED_ANNOTATION
+
+
+EFFECTS_OF_THE_CLASSES = """
+import json
+from mignurse.runner.steps import load_actions
+print(json.dumps({n: [int(c.harm), c.mutates] for n, c in load_actions().items()}))
+"""
+
+
+def test_the_runner_s_table_of_harms_is_what_each_action_s_class_declares() -> None:
+    # The runbook list and a runbook's confirmation level read the table, not the classes: an
+    # action whose harm is raised, or a new one missing from the table, must show here.
+    from mignurse.runner.steps import EFFECTS
+
+    done = subprocess.run(
+        [sys.executable, "-c", EFFECTS_OF_THE_CLASSES],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    declared = json.loads(done.stdout)
+    assert {n: [int(e.harm), e.mutates] for n, e in EFFECTS.items()} == declared
+    assert set(EFFECTS) == set(MODULES)
+
+
+def test_a_runbook_s_harm_read_from_the_table_is_the_one_its_steps_declare() -> None:
+    from mignurse.runner.step import Harm
+
+    for book in load_runbooks().values():
+        actions = [step.make() for step in book.steps]
+        declared = max((a.harm for a in actions if a.mutates), default=Harm.NONE)
+        assert (book.harm, book.mutates) == (declared, any(a.mutates for a in actions)), book.name

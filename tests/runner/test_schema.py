@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from mignurse.runner.schema import (
+    FINDING_IDS,
     RunbookError,
     duration_seconds,
     load_runbook,
@@ -97,6 +98,31 @@ def test_errors_name_the_file_line_and_path(
     assert "\n" not in message
     if "unknown action" in expected:
         assert "cordon" in message and "drain" in message
+
+
+def test_the_findings_a_runbook_may_suggest_itself_for_are_the_diagnosis_finding_ids(
+    tmp_path: Path,
+) -> None:
+    """A runbook is loaded without the diagnosis, from a table of its finding ids: every id
+    constant of mignurse.diagnose.findings is in it (and nothing else), so no runbook naming a
+    real finding is refused, nor one naming a gone finding accepted."""
+    import re
+
+    from mignurse.diagnose import findings
+
+    constants = {
+        value
+        for key, value in vars(findings).items()
+        if key.isupper()
+        and isinstance(value, str)
+        and not key.startswith("RUNBOOK_")
+        and key not in ("CRITICAL", "WARNING", "INFO")
+        and re.fullmatch(r"[a-z0-9-]+", value)
+    }
+    assert constants == FINDING_IDS
+    for finding in sorted(constants):
+        text = GOOD.format(name="try").replace("[notready-loop]", f"[{finding}]")
+        assert load_runbook(write(tmp_path, "try", text)).suggested_for == (finding,)
 
 
 def test_broken_yaml_says_where(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ and lifetimes.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from datetime import timedelta
 
@@ -38,6 +37,12 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
     return findings
 
 
+def _median(lifetimes: list[timedelta]) -> timedelta:
+    import statistics  # only a pool that has churned loads it: most diagnoses have none
+
+    return timedelta(seconds=statistics.median(lt.total_seconds() for lt in lifetimes))
+
+
 def _pool_finding(inp: DiagnosisInput, pool: str, reps: list[Replacement]) -> Finding | None:
     causes = Counter(r.cause for r in reps)
     registration = causes.get("registration", 0)
@@ -47,11 +52,7 @@ def _pool_finding(inp: DiagnosisInput, pool: str, reps: list[Replacement]) -> Fi
     span = max(inp.now - earliest, timedelta(hours=1))
     rate = len(reps) / (span.total_seconds() / 3600)
     lifetimes = [lt for r in reps if (lt := r.lifetime) is not None]
-    median = (
-        timedelta(seconds=statistics.median(lt.total_seconds() for lt in lifetimes))
-        if lifetimes
-        else None
-    )
+    median = _median(lifetimes) if lifetimes else None
     benign = causes.get("consolidation", 0) + causes.get("drift", 0)
     non_benign_rate = (len(reps) - benign) / (span.total_seconds() / 3600)
     reasons: list[str] = []

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from mignurse.diagnose.agent_reasons import (
     GPU,
@@ -57,9 +58,12 @@ from mignurse.diagnose.findings import (
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.diagnose.outlook import RepairOutlook, repair_outlook
 from mignurse.diagnose.wording import condition_text, short_time, some_of
-from mignurse.evidence import AgentCondition, GpuHealthReport, agent_conditions, xid_errors
 from mignurse.evidence._common import clip
 from mignurse.model import Node, format_time
+
+if TYPE_CHECKING:
+    # A live read has no journal nor nvidia-smi report: their parsers load where one is read.
+    from mignurse.evidence import AgentCondition, GpuHealthReport
 
 # A repair this close (or already due) leaves just enough time to collect evidence first.
 URGENT = timedelta(minutes=10)
@@ -407,6 +411,8 @@ def _node_signs(name: str, evidence: NodeEvidence) -> _NodeSigns:
 def _kernel_signs(name: str, evidence: NodeEvidence, found: _NodeSigns) -> None:
     """Xid lines from every kernel-side journal the bundle holds (kernel.log, the previous
     boot's, syslog or dmesg copies), the same line read twice counted once."""
+    from mignurse.evidence import xid_errors
+
     seen: set[tuple[str, int, int, str]] = set()
     groups: dict[tuple[int, str, bool], list[tuple[datetime, str]]] = {}
     for unit, journal in evidence.journals.items():
@@ -546,6 +552,8 @@ def _agent_signs(name: str, evidence: NodeEvidence, found: _NodeSigns) -> None:
     journal = evidence.journals.get("nma")
     if journal is None:
         return
+    from mignurse.evidence import agent_conditions
+
     entries = list(journal.entries)
     starts = [i for i, e in enumerate(entries) if _AGENT_START in e.message]
     if starts:

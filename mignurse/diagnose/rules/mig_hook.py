@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from mignurse.cluster.history import Transition
 from mignurse.diagnose.facts import parse_version
@@ -25,14 +26,6 @@ from mignurse.diagnose.findings import (
 )
 from mignurse.diagnose.inputs import DiagnosisInput, NodeEvidence
 from mignurse.diagnose.outlook import repair_outlook
-from mignurse.evidence import JournalEntry, JournalParse, systemd_unit_actions
-from mignurse.evidence.journal import (
-    UNIT_STARTED,
-    UNIT_STARTING,
-    UNIT_STOPPED,
-    UNIT_STOPPING,
-    UnitAction,
-)
 from mignurse.model import (
     LABEL_GPU_DEPLOY_PREFIX,
     LABEL_MIG_CONFIG,
@@ -42,6 +35,11 @@ from mignurse.model import (
     Event,
     Node,
 )
+
+if TYPE_CHECKING:
+    # A live read has no journal: the parser loads where a bundle's journal is read.
+    from mignurse.evidence import JournalEntry, JournalParse
+    from mignurse.evidence.journal import UnitAction
 
 # mig-manager reconfigures as soon as its pod runs on a new node, so a stop this soon after
 # kubelet's first start is the bootstrap-time restart (the report: under a minute).
@@ -377,6 +375,14 @@ def _early_restart(
 ) -> tuple[UnitAction, UnitAction, UnitAction] | None:
     """kubelet's first start, a stop within RESTART_WINDOW of it, and the start after that
     stop; None unless all three are in the journal."""
+    from mignurse.evidence.journal import (
+        UNIT_STARTED,
+        UNIT_STARTING,
+        UNIT_STOPPED,
+        UNIT_STOPPING,
+        systemd_unit_actions,
+    )
+
     actions = systemd_unit_actions(entries, "kubelet.service")
     first = next((a for a in actions if a.action == UNIT_STARTED), None) or next(
         (a for a in actions if a.action == UNIT_STARTING), None

@@ -9,7 +9,6 @@ gone, from the NodeClaim's and Node's events alone (`mignurse.diagnose.replaceme
 from __future__ import annotations
 
 import json
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -245,9 +244,15 @@ def _dominant_reason(reps: list[Replacement], current: list[Node], type_: str) -
     return reasons.most_common(1)[0][0] if reasons else ""
 
 
+def _median(seconds: list[float]) -> timedelta:
+    import statistics  # only a loop's summary loads it: most diagnoses find none
+
+    return timedelta(seconds=statistics.median(seconds))
+
+
 def _loop_summary(pool: str, condition: str, reason: str, reps: list[Replacement]) -> str:
     lifetimes = [lt.total_seconds() for r in reps if (lt := r.lifetime) is not None]
-    median = timedelta(seconds=statistics.median(lifetimes)) if lifetimes else None
+    median = _median(lifetimes) if lifetimes else None
     first = min((r.ended for r in reps if r.ended), default=None)
     return (
         f"NodePool {pool or '(none)'}: {len(reps)} nodes replaced by Karpenter repair for "
@@ -343,7 +348,7 @@ def _mng_finding(
     conditions, deadlines = _mng_conditions(inp, current, type_)
     evidence.extend(conditions)
     lifetimes = [lt.total_seconds() for r in repairs if (lt := r.lifetime) is not None]
-    median = timedelta(seconds=statistics.median(lifetimes)) if lifetimes else None
+    median = _median(lifetimes) if lifetimes else None
     where = f"Node group {group}" if group else "A managed node group"
     condition = f"{type_}={status}{f' ({reason})' if reason else ''}"
     summary = (

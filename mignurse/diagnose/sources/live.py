@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cluster.client import (
     DEPLOYMENTS,
@@ -19,7 +19,6 @@ from mignurse.cluster.client import (
     Resource,
 )
 from mignurse.cluster.dra import load_gpu_plugin_pods
-from mignurse.cluster.history import HistoryError, HistoryStore
 from mignurse.cluster.load import begun, load_snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.inputs import (
@@ -30,6 +29,9 @@ from mignurse.diagnose.inputs import (
 )
 from mignurse.diagnose.mng import parse_nodegroups
 from mignurse.diagnose.sources.gathered import Gathered
+
+if TYPE_CHECKING:
+    from mignurse.cluster.history import HistoryStore
 
 HISTORY_WINDOW = timedelta(hours=6)
 KARPENTER_LOCATIONS = (("kube-system", "karpenter"), ("karpenter", "karpenter"))
@@ -145,6 +147,9 @@ def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSe
 def _read_history_file(
     path: Path, context: str, now: datetime | None, notices: list[str]
 ) -> History:
+    # The SQLite store loads here, where a history file exists: most reads have none.
+    from mignurse.cluster.history import HistoryError, HistoryStore
+
     try:
         store = HistoryStore(path, readonly=True)
     except HistoryError as exc:

@@ -5,14 +5,19 @@ repair, instance).
 only their own modules: listing the runbooks or checking one loads no collector, diagnosis or
 AWS SDK it does not run. `load_actions()` imports every module here, subpackages' modules
 included; a test holds `MODULES` to what that registers, so the table cannot drift.
+
+`EFFECTS` says what each action's class declares of itself (`harm`, `mutates`), for what needs
+only that: a runbook's harm, the runbook list's HARM column and its JSON. A test holds it to
+the registered classes, as `MODULES` is held to the registrations.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import NamedTuple
 
-from mignurse.runner.step import ACTIONS, Action
+from mignurse.runner.step import ACTIONS, Action, Harm
 
 MODULES: dict[str, str] = {
     "cordon": f"{__name__}.kube",
@@ -33,6 +38,44 @@ MODULES: dict[str, str] = {
     "mig-manager-off": f"{__name__}.mig.labels",
     "pause-gpu-operands": f"{__name__}.mig.labels",
 }
+
+
+class Effect(NamedTuple):
+    """An action's `harm` and `mutates`, as its class declares them."""
+
+    harm: Harm
+    mutates: bool
+
+
+EFFECTS: dict[str, Effect] = {
+    "cordon": Effect(Harm.LOW, mutates=True),
+    "uncordon": Effect(Harm.LOW, mutates=True),
+    "drain": Effect(Harm.HIGH, mutates=True),
+    "report-node": Effect(Harm.NONE, mutates=False),
+    "collect-bundle": Effect(Harm.NONE, mutates=False),
+    "delete-nodeclaim": Effect(Harm.HIGH, mutates=True),
+    "terminate-asg-instance": Effect(Harm.HIGH, mutates=True),
+    "wait-replacement": Effect(Harm.NONE, mutates=False),
+    "pause-node-repair": Effect(Harm.HIGH, mutates=True),
+    "resume-node-repair": Effect(Harm.HIGH, mutates=True),
+    "apply-mig-layout": Effect(Harm.HIGH, mutates=True),
+    "verify-mig-layout": Effect(Harm.NONE, mutates=False),
+    "mig-preflight": Effect(Harm.NONE, mutates=False),
+    "confirm-no-gpu-processes": Effect(Harm.NONE, mutates=False),
+    "resume-gpu-operands": Effect(Harm.LOW, mutates=True),
+    "mig-manager-off": Effect(Harm.LOW, mutates=True),
+    "pause-gpu-operands": Effect(Harm.LOW, mutates=True),
+}
+
+
+def effect(name: str) -> Effect:
+    """The action's harm and whether it changes anything, without importing its module; an
+    action missing from the table (registered by a test, say) is asked itself."""
+    found = EFFECTS.get(name)
+    if found is None:
+        cls = load_action(name)
+        return Effect(cls.harm, cls.mutates)
+    return found
 
 
 def action_names() -> list[str]:
