@@ -29,7 +29,7 @@ done
 
 # component=directory lines; builds whatever is missing first (nothing when it is cached).
 built=$(scripts/upstream-build.sh --print kubernetes etcd) || { say "upstream-build failed"; exit 2; }
-karpenter_built=$(scripts/upstream-build.sh --print karpenter kwok 2> /dev/null) || karpenter_built=
+karpenter_built=$(scripts/upstream-build.sh --print karpenter kwok) || karpenter_built=
 dir_of() { printf '%s\n%s\n' "$built" "$karpenter_built" | sed -n "s/^$1=//p" | head -n 1; }
 k8s=$(dir_of kubernetes)/bin
 etcd_bin=$(dir_of etcd)/bin/etcd
