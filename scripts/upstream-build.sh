@@ -71,111 +71,117 @@ ldflags_of() {
   echo "$flags"
 }
 
-print=0
-wanted=()
-for arg in "$@"; do
-  case $arg in
-    --print) print=1 ;;
-    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *)
-      if [[ ! " ${all[*]} " == *" $arg "* ]]; then
-        say "unknown component '$arg' (one of: ${all[*]}, --print)"
-        exit 64
-      fi
-      wanted+=("$arg")
-      ;;
-  esac
-done
-((${#wanted[@]})) || wanted=("${all[@]}")
-
-if ! command -v go > /dev/null 2>&1; then
-  say "Go is not installed or not on PATH: install Go 1.25.6 or later (https://go.dev/dl/)"
-  exit 1
-fi
-goversion=$(go env GOVERSION 2> /dev/null) || {
-  say "'go env GOVERSION' failed: $(go env GOVERSION 2>&1 | head -n 1)"
-  exit 1
-}
-
-export CGO_ENABLED=0
-export GOFLAGS="-trimpath -buildvcs=false -mod=readonly"
-lowest=(nice -n 19)
-command -v ionice > /dev/null 2>&1 && lowest+=(ionice -c3)
-mkdir -p "$cache" || { say "cannot create the cache folder $cache"; exit 1; }
-
-# The line of a failed go command that names what failed: the module path@version that could
-# not be fetched, or the first compiler error; else the last line the go command printed.
-first_error() {
-  local line
-  line=$(grep -E '@v[0-9][^ :]*: |^go: |: (Get|dial|lookup) |\.go:[0-9]+:[0-9]+: ' "$1" \
-    | grep -v '^go: downloading ' | head -n 1)
-  [[ -n $line ]] || line=$(grep -v '^\s*$' "$1" | tail -n 1)
-  echo "${line:-no output}"
-}
-
-build_one() {
-  local comp=$1 module version key dir tmp log started flags pkg bin pairs=() pkgs=() p
-  module=$(module_of "$comp")
-  version=$(required_version "$comp" "$module")
-  if [[ -z $version ]]; then
-    say "upstream/$comp/go.mod does not require $module"
-    return 3
-  fi
-  read -ra pairs <<< "$(targets_of "$comp")"
-  flags=$(ldflags_of "$comp" "$version")
-  key=$(cat "upstream/$comp/go.mod" "upstream/$comp/go.sum" <(echo "$flags $GOFLAGS ${pairs[*]}") \
-    | sha256sum | cut -c1-16)
-  dir="$cache/$comp-$version"
-  local have=1
-  for p in "${pairs[@]}"; do [[ -x $dir/bin/${p#*=} ]] || have=0; done
-  if ((have)) && [[ $(cat "$dir/key" 2> /dev/null) == "$key" ]]; then
-    say "$comp $version: found in $dir (nothing to build)"
-    echo "$comp=$dir" >> "$printed"
-    return 0
-  fi
-
-  tmp=$(mktemp -d "$cache/.$comp-$version.XXXXXX") || return 3
-  building=$tmp
-  log="$cache/$comp-$version.log"
-  started=$SECONDS
-  say "$comp $version: downloading modules (GOPROXY=$(go env GOPROXY))"
-  for p in "${pairs[@]}"; do pkgs+=("${p%%=*}"); done
-  # go list fetches exactly the modules these packages need, so a proxy failure is reported
-  # here, naming the module, before any compiling starts.
-  if ! (cd "upstream/$comp" && go list -deps "${pkgs[@]}" > /dev/null) > "$log" 2>&1; then
-    rm -rf "$tmp"
-    if grep -q 'missing go.sum entry' "$log"; then
-      say "$comp $version: upstream/$comp/go.sum does not match go.mod ($(grep -m1 'missing go.sum entry' "$log" | cut -d';' -f1)): run 'go mod tidy' in upstream/$comp"
-      return 3
-    fi
-    say "$comp $version: a module could not be downloaded: $(first_error "$log") (log: $log)"
-    return 2
-  fi
-  say "$comp $version: building ${pairs[*]#*=} with $goversion (log: $log)"
-  for p in "${pairs[@]}"; do
-    pkg=${p%%=*}
-    bin=${p#*=}
-    if ! (cd "upstream/$comp" && "${lowest[@]}" go build -ldflags "$flags" -o "$tmp/bin/$bin" "$pkg") \
-      >> "$log" 2>&1; then
-      rm -rf "$tmp"
-      say "$comp $version: building $bin failed: $(first_error "$log") (log: $log)"
-      return 3
-    fi
+# The whole run is one function, read in full before it starts: a checkout that changes this
+# file during a long build cannot change the run.
+main() {
+  print=0
+  wanted=()
+  for arg in "$@"; do
+    case $arg in
+      --print) print=1 ;;
+      -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *)
+        if [[ ! " ${all[*]} " == *" $arg "* ]]; then
+          say "unknown component '$arg' (one of: ${all[*]}, --print)"
+          exit 64
+        fi
+        wanted+=("$arg")
+        ;;
+    esac
   done
-  echo "$key" > "$tmp/key"
-  rm -rf "$dir" && mv "$tmp" "$dir" || { rm -rf "$tmp"; say "cannot move the build to $dir"; return 3; }
+  ((${#wanted[@]})) || wanted=("${all[@]}")
+
+  if ! command -v go > /dev/null 2>&1; then
+    say "Go is not installed or not on PATH: install Go 1.25.6 or later (https://go.dev/dl/)"
+    exit 1
+  fi
+  goversion=$(go env GOVERSION 2> /dev/null) || {
+    say "'go env GOVERSION' failed: $(go env GOVERSION 2>&1 | head -n 1)"
+    exit 1
+  }
+
+  export CGO_ENABLED=0
+  export GOFLAGS="-trimpath -buildvcs=false -mod=readonly"
+  lowest=(nice -n 19)
+  command -v ionice > /dev/null 2>&1 && lowest+=(ionice -c3)
+  mkdir -p "$cache" || { say "cannot create the cache folder $cache"; exit 1; }
+
+  # The line of a failed go command that names what failed: the module path@version that could
+  # not be fetched, or the first compiler error; else the last line the go command printed.
+  first_error() {
+    local line
+    line=$(grep -E '@v[0-9][^ :]*: |^go: |: (Get|dial|lookup) |\.go:[0-9]+:[0-9]+: ' "$1" \
+      | grep -v '^go: downloading ' | head -n 1)
+    [[ -n $line ]] || line=$(grep -v '^\s*$' "$1" | tail -n 1)
+    echo "${line:-no output}"
+  }
+
+  build_one() {
+    local comp=$1 module version key dir tmp log started flags pkg bin pairs=() pkgs=() p
+    module=$(module_of "$comp")
+    version=$(required_version "$comp" "$module")
+    if [[ -z $version ]]; then
+      say "upstream/$comp/go.mod does not require $module"
+      return 3
+    fi
+    read -ra pairs <<< "$(targets_of "$comp")"
+    flags=$(ldflags_of "$comp" "$version")
+    key=$(cat "upstream/$comp/go.mod" "upstream/$comp/go.sum" <(echo "$flags $GOFLAGS ${pairs[*]}") \
+      | sha256sum | cut -c1-16)
+    dir="$cache/$comp-$version"
+    local have=1
+    for p in "${pairs[@]}"; do [[ -x $dir/bin/${p#*=} ]] || have=0; done
+    if ((have)) && [[ $(cat "$dir/key" 2> /dev/null) == "$key" ]]; then
+      say "$comp $version: found in $dir (nothing to build)"
+      echo "$comp=$dir" >> "$printed"
+      return 0
+    fi
+
+    tmp=$(mktemp -d "$cache/.$comp-$version.XXXXXX") || return 3
+    building=$tmp
+    log="$cache/$comp-$version.log"
+    started=$SECONDS
+    say "$comp $version: downloading modules (GOPROXY=$(go env GOPROXY))"
+    for p in "${pairs[@]}"; do pkgs+=("${p%%=*}"); done
+    # go list fetches exactly the modules these packages need, so a proxy failure is reported
+    # here, naming the module, before any compiling starts.
+    if ! (cd "upstream/$comp" && go list -deps "${pkgs[@]}" > /dev/null) > "$log" 2>&1; then
+      rm -rf "$tmp"
+      if grep -q 'missing go.sum entry' "$log"; then
+        say "$comp $version: upstream/$comp/go.sum does not match go.mod ($(grep -m1 'missing go.sum entry' "$log" | cut -d';' -f1)): run 'go mod tidy' in upstream/$comp"
+        return 3
+      fi
+      say "$comp $version: a module could not be downloaded: $(first_error "$log") (log: $log)"
+      return 2
+    fi
+    say "$comp $version: building ${pairs[*]#*=} with $goversion (log: $log)"
+    for p in "${pairs[@]}"; do
+      pkg=${p%%=*}
+      bin=${p#*=}
+      if ! (cd "upstream/$comp" && "${lowest[@]}" go build -ldflags "$flags" -o "$tmp/bin/$bin" "$pkg") \
+        >> "$log" 2>&1; then
+        rm -rf "$tmp"
+        say "$comp $version: building $bin failed: $(first_error "$log") (log: $log)"
+        return 3
+      fi
+    done
+    echo "$key" > "$tmp/key"
+    rm -rf "$dir" && mv "$tmp" "$dir" || { rm -rf "$tmp"; say "cannot move the build to $dir"; return 3; }
+    building=
+    say "$comp $version: built in $((SECONDS - started)) s, $(du -sh "$dir" | cut -f1) in $dir"
+    echo "$comp=$dir" >> "$printed"
+  }
+
+  printed=$(mktemp) || exit 1
   building=
-  say "$comp $version: built in $((SECONDS - started)) s, $(du -sh "$dir" | cut -f1) in $dir"
-  echo "$comp=$dir" >> "$printed"
+  # An interrupted build leaves no half-filled folder behind.
+  trap 'rm -f "$printed"; [[ -z $building ]] || rm -rf "$building"' EXIT
+  status=0
+  for comp in "${wanted[@]}"; do
+    build_one "$comp" || { status=$?; break; }
+  done
+  ((print)) && cat "$printed"
+  exit "$status"
 }
 
-printed=$(mktemp) || exit 1
-building=
-# An interrupted build leaves no half-filled folder behind.
-trap 'rm -f "$printed"; [[ -z $building ]] || rm -rf "$building"' EXIT
-status=0
-for comp in "${wanted[@]}"; do
-  build_one "$comp" || { status=$?; break; }
-done
-((print)) && cat "$printed"
-exit "$status"
+main "$@"
