@@ -148,7 +148,7 @@ start kube-controller-manager "$k8s/kube-controller-manager" --kubeconfig kubeco
   --service-account-private-key-file sa.key --root-ca-file ca.crt \
   --cluster-signing-cert-file ca.crt --cluster-signing-key-file ca.key \
   --use-service-account-credentials --controllers '*' \
-  --node-monitor-period 2s --node-monitor-grace-period 20s
+  --node-monitor-period 2s --node-monitor-grace-period 20s --node-startup-grace-period 20s
 kcm_healthz() { curl -skf "https://127.0.0.1:$kcm_port/healthz"; }
 until_ok 60 "kube-controller-manager /healthz answers ok" kcm_healthz \
   || die "kube-controller-manager was not healthy in 60 s (log: $work/kube-controller-manager.log)"
