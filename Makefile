@@ -89,3 +89,11 @@ clean:
 ## Screens of the app on the demo scenarios, into screenshots/ (SVG and PNG: rsvg-convert).
 screenshots: $(STAMP)
 	$(BIN)/python scripts/screenshots.py
+
+## The real control plane from its Go modules (not part of `make test`; needs Go and the Go
+## module proxy): kube-apiserver, kube-controller-manager, kube-scheduler, etcd, Karpenter
+## with its kwok provider and kwok, into ~/.cache/mignurse-upstream (MIGNURSE_UPSTREAM_CACHE
+## to move it). A second run finds the binaries and builds nothing. docs/upstream.md.
+.PHONY: upstream
+upstream:
+	scripts/upstream-build.sh

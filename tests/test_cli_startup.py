@@ -570,7 +570,7 @@ def test_help_is_as_wide_as_argparse_makes_it_without_the_parsers_own_formatter(
     ours = build_parser("nodes")
     plain = build_parser("nodes")
     for parser in (plain, *_sub_parsers(plain).values()):
-        parser.formatter_class = argparse.HelpFormatter
+        monkeypatch.setattr(parser, "formatter_class", argparse.HelpFormatter)
     assert ours.format_help() == plain.format_help()
     assert ours.format_help().startswith("usage: mignurse")
     assert _sub_parsers(ours)["nodes"].format_help() == _sub_parsers(plain)["nodes"].format_help()

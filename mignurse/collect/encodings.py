@@ -33,6 +33,7 @@ import bisect
 import html
 import json
 import re
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -171,6 +172,33 @@ _OPENS_BLOCK = re.compile(
     r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?$|^\[[^\]\n]{1,256}\]$"
 )
 _SECRET_KIND = re.compile(r"kind:[ \t]{0,16}[\"']?Secret")
+# Where either may match in a line of the whole text: the line `_with_context` looks at is
+# the text's line less its trailing \r, which `\r*$` (MULTILINE) stands for; `^` dropped
+# (what is left matches more). A line with no end of a match of this pattern's superset
+# (`scanner.Prefilter`) holds neither, and its searches are skipped.
+_BLOCK_OR_KIND = scanner.Prefilter(
+    re.compile(
+        r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?\r*$|\[[^\]\n]{1,256}\]\r*$"
+        r"|kind:[ \t]{0,16}[\"']?Secret",
+        re.MULTILINE,
+    )
+)
+_context = threading.local()  # the last text's answer (asked for again by the next view)
+
+
+def forget() -> None:
+    """Drop the answer kept for the last text (it holds the text)."""
+    _context.last = None
+
+
+def _block_or_kind_ends(text: str) -> list[int] | None:
+    last = getattr(_context, "last", None)
+    if last is not None and last[0] is text:
+        ends: list[int] | None = last[1]
+        return ends
+    ends = _BLOCK_OR_KIND.ends(text)
+    _context.last = (text, ends)
+    return ends
 
 
 def _with_context(
@@ -180,12 +208,21 @@ def _with_context(
     block, the `CONTEXT_LINES` after it; before a `kind: Secret`, those before it. In order,
     each line once."""
     out: list[Span] = []
+    ends = _block_or_kind_ends(text) if len(lines) > _FEW_LINES else None
+    size = len(text)
     for start, end in lines:
         if not wanted(start, end):
             continue
-        line = text[start:end].rstrip("\r")
-        before = CONTEXT_LINES if _SECRET_KIND.search(line) else 1
-        after = CONTEXT_LINES if _OPENS_BLOCK.search(line) else 2
+        if (
+            ends is not None
+            and (end == size or text[end] == "\n")  # a whole line's end, where `$` is
+            and not _ends_within(ends, start, end)
+        ):
+            before, after = 1, 2
+        else:
+            line = text[start:end].rstrip("\r")
+            before = CONTEXT_LINES if _SECRET_KIND.search(line) else 1
+            after = CONTEXT_LINES if _OPENS_BLOCK.search(line) else 2
         for _ in range(before):
             if start == 0 or (out and start <= out[-1][1] + 1):
                 break
@@ -200,6 +237,12 @@ def _with_context(
         else:
             out.append((start, end))
     return _whole(text, [(s, e) for start, end in out for s, e in _split_lines(text, start, end)])
+
+
+def _ends_within(ends: list[int], start: int, end: int) -> bool:
+    """Whether one of the sorted `ends` lies in (start, end]."""
+    i = bisect.bisect_right(ends, start)
+    return i < len(ends) and ends[i] <= end
 
 
 # a line whose start matters: a key, a directive naming a secret (redis.conf `requirepass x`),
@@ -271,6 +314,11 @@ def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
 # NUL (or \x1c, which `redact` reads NUL as), and the bytes that are not UTF-8 (decoded as
 # lone surrogates by surrogateescape)
 _NOT_TEXT = re.compile(r"[\x00\x1c\udc80-\udcff]+")
+
+
+def _holds_not_text(text: str) -> bool:
+    """Whether `_NOT_TEXT` may match in `text` (a surrogate is never ASCII)."""
+    return not text.isascii() or "\x00" in text or "\x1c" in text
 
 
 def _separated(text: str, lines: list[Span], parent: View | None) -> View | None:
@@ -349,6 +397,8 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
     block or a YAML document logged line by line)."""
     build = _Builder()
     for start, end in _with_context(text, lines):
+        if text.find('"', start, end) == -1:
+            continue  # no string; a message key holds a quote or ends before one (`(?=")`)
         message = _MESSAGE_KEY.search(text, start, end)
         for body_start, body_end in _quoted(text, message.end() if message else start, end):
             # (found in the line rather than in a copy of the string: most strings are short
@@ -670,6 +720,30 @@ def views(
     yield from _views(text, trigger_positions, parent, "file", 1)
 
 
+# Why every line holding a trigger word still has its views made (the slow path: on journal
+# text nearly all of the time), even where a rule's prefilter (`scanner.Prefilter`) sees no
+# match on the line itself. A view of a line can match where the raw line cannot:
+# - decoding makes characters the line does not hold (\u0040, %40, &#64;, base64, `\k` read
+#   as `k`), so a regex, its triggers and its superset all see other text;
+# - a view line starts where a string, a message or a record starts: `^`, `\b`, a
+#   lookbehind and `_KEY_FIRST` hold there and not in the raw line (`password: x` in a
+#   `msg="…"`), and a view line ends where the string does (`$`, a lookahead);
+# - separators join what the line kept apart: the strings of one line, and the lines of a
+#   CRI message or of a block, are consecutive view lines, and the rules that may cross a
+#   line break (url-credentials, chpasswd-list, secret-env, cli-password, k8s-secret-json,
+#   the paired PEM, YAML and Secret rules, a JSON document parsed on from its line) read
+#   them together;
+# - a view is made of the trigger lines and the lines around them (`_with_context`): 1
+#   before, 2 after, 256 after a block opener and before a kind: Secret, counted in lines,
+#   and the views of a view count again in its lines. Leaving one trigger line out of a
+#   view changes which other lines the counts reach, in that view and in every view made
+#   from it, and what the paired rules see beside each other there; so a line can be left
+#   out only where everything around it, at every depth, is shown to be unchanged.
+# A line without any decoding mark is still not free of the last three, and the journal's
+# trigger lines (`Get \"http://…\"` in a probe's output, `\"key\"` in containerd's) hold
+# escapes. What the engine may skip without changing any view: a rule's work where its
+# prefilter saw nothing in the whole text (`_at_line_starts`), and the per-line searches
+# for block openers (`_with_context`).
 def _views(
     text: str,
     trigger_positions: Callable[[str], list[int]],
@@ -691,7 +765,9 @@ def _views(
     )
     made: list[tuple[str, View | None]] = []
     if triggered or spelled:
-        if triggered and "separated" in wanted:
+        # (a text with nothing `_NOT_TEXT` matches has no separated view: not looked for
+        # line by line; str.isascii and `in` are single C passes)
+        if triggered and "separated" in wanted and _holds_not_text(text):
             made.append(("separated", _separated(text, triggered, parent)))
         if triggered and "prefixed" in wanted:
             made.append(("prefixed", _prefixed(text, triggered, parent)))
@@ -1003,7 +1079,20 @@ def _yaml_edits(text: str, check: Callable[[], None]) -> Iterator[Edit]:
 def _at_line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
     """`pattern.finditer(text)` for a pattern that matches only at the start of a line and
     within it (`(?m)^…` with no line break in it): tried once per line rather than at every
-    character (`re` has no fast skip to a `^`)."""
+    character (`re` has no fast skip to a `^`), and with the engine only on the lines where
+    it reported a match of the pattern's superset (`scanner.Prefilter`): a match of the
+    pattern at a line's start ends in that line, where the superset's match ends too."""
+    ends = _prefilter(pattern).ends(text)
+    if ends is not None:
+        last = -1
+        for end in ends:  # (never empty matches: the line holding end - 1)
+            at = text.rfind("\n", 0, end - 1) + 1
+            if at > last:
+                last = at
+                m = pattern.match(text, at)
+                if m is not None:
+                    yield m
+        return
     at = 0
     while True:
         m = pattern.match(text, at)
@@ -1013,6 +1102,16 @@ def _at_line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[st
         if newline == -1:
             return
         at = newline + 1
+
+
+_PREFILTERS: dict[re.Pattern[str], scanner.Prefilter] = {}
+
+
+def _prefilter(pattern: re.Pattern[str]) -> scanner.Prefilter:
+    found = _PREFILTERS.get(pattern)
+    if found is None:
+        found = _PREFILTERS.setdefault(pattern, scanner.Prefilter(pattern))
+    return found
 
 
 _MAP_KEY = re.compile(r"[A-Za-z_][\w.-]{0,127}|\"[^\"\n]{1,128}\"|'[^'\n]{1,128}'")

@@ -285,7 +285,8 @@ def mask_secrets(
     try:
         return _mask_secrets(name, data, structured_done)
     finally:
-        scanner.forget()  # the engine's answer for the last text holds that text
+        scanner.forget()  # the engine's answers for the last text hold that text
+        encodings.forget()
 
 
 def _mask_secrets(name: str, data: bytes, structured_done: bool) -> tuple[bytes, dict[str, int]]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -126,11 +127,11 @@ class Words:
 def _scan(database: Any, data: bytes, on_match: Callable[..., None]) -> None:
     """Scan with this thread's scratch space for `database` (Hyperscan's scratch may serve
     one scan at a time: threads that mask at once each have their own)."""
-    scratches: dict[int, Any] = _state.__dict__.setdefault("scratches", {})
-    scratch = scratches.get(id(database))
-    if scratch is None:
-        scratch = scratches[id(database)] = _hyperscan.Scratch(database)
-    database.scan(data, match_event_handler=on_match, scratch=scratch)
+    scratches: dict[int, tuple[Any, Any]] = _state.__dict__.setdefault("scratches", {})
+    kept = scratches.get(id(database))
+    if kept is None or kept[0] is not database:  # (the database is held: its id stays its own)
+        kept = scratches[id(database)] = (database, _hyperscan.Scratch(database))
+    database.scan(data, match_event_handler=on_match, scratch=kept[1])
 
 
 def _literal(word: str) -> bytes:
@@ -269,3 +270,239 @@ def _survey(text: str) -> _Found:
 def forget() -> None:
     """Drop the answer kept for the last text (it holds the text)."""
     _state.last = None
+
+
+# --- where a rule may match ------------------------------------------------------------------
+#
+# A regex rewritten into a pattern whose matches in an ASCII text are a superset of the
+# regex's, compiled in Hyperscan's prefiltering mode (HS_FLAG_PREFILTER: the database matches
+# a superset of what the pattern matches, never fewer; intel.github.io/hyperscan/
+# dev-reference/compilation.html, "Prefiltering Mode"). Every match `re` can find ends where
+# the engine reported one, so the places it reported are the only ones worth trying. The
+# rewriting (`_superset`), node by node of the regex as Python parses it (`re._parser`,
+# CPython v3.11.7 Lib/re/_parser.py):
+# - every character class, `\d \w \s` and a literal under IGNORECASE are written out as the
+#   ASCII characters Python's `re` matches with them in a str (`\s` is `str.isspace`, so it
+#   holds \x1c-\x1f as Python's does); only ASCII texts are asked about, where a non-ASCII
+#   character of the regex matches nothing;
+# - lookahead and lookbehind are dropped (what is left matches more);
+# - a regex runs in a whole text (`match` at a position, `finditer` through it) or in one
+#   line (`finditer(text, start, line_end)`: the string ends at `line_end`, a newline or the
+#   text's end): `^`, `\A`, `\b`, `\B` and a MULTILINE `$` mean the same there as in the
+#   whole text Hyperscan reads; a `$` or `\Z` that is not MULTILINE would match at
+#   `line_end` only in the cut string, so it is dropped;
+# - a back-reference is its group's pattern again, a conditional group either branch, an
+#   atomic group or possessive repeat a plain one, a lazy repeat a greedy one;
+# - a repeat bounded above 64 is unbounded (large bounds make the compile slow, or refused).
+# A pattern that may match the empty string, or that Hyperscan will not compile even so, is
+# answered None: the caller tries every place, as it does without the engine.
+
+
+class Prefilter:
+    """Where a regex may match in an ASCII text, found by Hyperscan in one pass: the end of
+    every match of its superset pattern (see above), so every match of the regex ends at one
+    of them."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+        self._database: Any = None  # False once found not compilable: answered None
+        self._lock = threading.Lock()
+
+    def ends(self, text: str) -> list[int] | None:
+        """The sorted end offsets of the matches of the superset pattern in `text`; None
+        where the engine is not used (not installed, disabled, a text that is not ASCII, a
+        pattern it cannot read)."""
+        if not _active() or not text.isascii():
+            return None
+        database = self._compiled()
+        if database is False:
+            return None
+        ends: list[int] = []
+
+        def on_match(_id: int, _from: int, to: int, _flags: int, _context: object) -> None:
+            ends.append(to)
+
+        if text:
+            _scan(database, text.encode("ascii"), on_match)
+        return ends
+
+    def _compiled(self) -> Any:
+        with self._lock:
+            if self._database is None:
+                source = _superset(self.pattern)
+                self._database = False
+                if source is not None:
+                    database = _hyperscan.Database(mode=_hyperscan.HS_MODE_BLOCK)
+                    try:
+                        database.compile(
+                            expressions=[source],
+                            ids=[0],
+                            elements=1,
+                            flags=[_hyperscan.HS_FLAG_PREFILTER],
+                        )
+                    except _hyperscan.error:
+                        pass  # answered None: the caller tries every place, as without it
+                    else:
+                        self._database = database
+            return self._database
+
+
+_REPEAT_LIMIT = 64
+
+
+def _superset(pattern: re.Pattern[str]) -> bytes | None:
+    """`pattern` as a Hyperscan pattern that matches wherever it may (see above); None when
+    it may match the empty string or holds something not handled here."""
+    try:
+        parsed = re._parser.parse(pattern.pattern, pattern.flags)  # type: ignore[attr-defined]
+        groups: dict[int, Any] = {}
+        _collect_groups(parsed, groups)
+        source = _emit(parsed, pattern.flags, groups, 0)
+    except (_Unhandled, RecursionError):
+        return None
+    if re.fullmatch(source, ""):  # (the output is Python syntax too)
+        return None
+    return source.encode("ascii")
+
+
+class _Unhandled(Exception):
+    pass
+
+
+def _collect_groups(items: Any, groups: dict[int, Any]) -> None:
+    c = re._constants  # type: ignore[attr-defined]
+    for op, av in items:
+        if op is c.SUBPATTERN:
+            if av[0] is not None:
+                groups[av[0]] = (av[3], av[1])
+            _collect_groups(av[3], groups)
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            _collect_groups(av[2], groups)
+        elif op is c.BRANCH:
+            for branch in av[1]:
+                _collect_groups(branch, groups)
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            _collect_groups(av[1], groups)
+        elif op is c.ATOMIC_GROUP:
+            _collect_groups(av, groups)
+        elif op is c.GROUPREF_EXISTS:
+            _collect_groups(av[1], groups)
+            if av[2] is not None:
+                _collect_groups(av[2], groups)
+
+
+def _emit(items: Any, flags: int, groups: dict[int, Any], depth: int) -> str:
+    c = re._constants  # type: ignore[attr-defined]
+    if depth > 32:
+        raise _Unhandled
+    out: list[str] = []
+    for op, av in items:
+        if op is c.LITERAL:
+            out.append(_class({av}, flags))
+        elif op is c.NOT_LITERAL:
+            out.append(_class(set(range(128)) - _cased({av}, flags), 0))
+        elif op is c.ANY:
+            out.append(_class(set(range(128)) - ({10} if not flags & re.S else set()), 0))
+        elif op is c.IN:
+            out.append(_class(_members(av, flags), 0))
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            low, high, body = av
+            inner = _emit(body, flags, groups, depth + 1)
+            if high is c.MAXREPEAT or high > _REPEAT_LIMIT:
+                out.append(f"(?:{inner}){{{low},}}")
+            else:
+                out.append(f"(?:{inner}){{{low},{high}}}")
+        elif op is c.SUBPATTERN:
+            _, add, remove, body = av
+            out.append(f"(?:{_emit(body, (flags | add) & ~remove, groups, depth + 1)})")
+        elif op is c.ATOMIC_GROUP:
+            out.append(f"(?:{_emit(av, flags, groups, depth + 1)})")
+        elif op is c.BRANCH:
+            out.append("(?:" + "|".join(_emit(b, flags, groups, depth + 1) for b in av[1]) + ")")
+        elif op is c.GROUPREF:
+            body, group_flags = groups[av]
+            out.append(f"(?:{_emit(body, flags | group_flags, groups, depth + 1)})")
+        elif op is c.GROUPREF_EXISTS:
+            yes = _emit(av[1], flags, groups, depth + 1)
+            no = _emit(av[2], flags, groups, depth + 1) if av[2] is not None else ""
+            out.append(f"(?:{yes}|{no})")
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            continue  # lookaround: dropped
+        elif op is c.AT:
+            if av in (c.AT_BEGINNING, c.AT_BEGINNING_LINE):
+                out.append("(?m:^)" if flags & re.M else "(?:\\A)")
+            elif av is c.AT_BEGINNING_STRING:
+                out.append("(?:\\A)")
+            elif av in (c.AT_END, c.AT_END_LINE) and flags & re.M:
+                out.append("(?m:$)")
+            elif av is c.AT_BOUNDARY:
+                out.append("(?:\\b)")
+            elif av is c.AT_NON_BOUNDARY:
+                out.append("(?:\\B)")
+            # a `$` or `\Z` that is not MULTILINE: dropped
+        else:
+            raise _Unhandled(op)
+    return "".join(out)
+
+
+def _cased(chars: set[int], flags: int) -> set[int]:
+    if not flags & re.I:
+        return {ch for ch in chars if ch < 128}
+    out: set[int] = set()
+    for ch in chars:
+        for variant in {ch, ord(chr(ch).lower()), ord(chr(ch).upper())}:
+            if variant < 128:
+                out.add(variant)
+    return out
+
+
+_CATEGORIES: dict[str, Callable[[str], bool]] = {
+    "CATEGORY_DIGIT": lambda ch: ch.isdigit(),
+    "CATEGORY_NOT_DIGIT": lambda ch: not ch.isdigit(),
+    "CATEGORY_SPACE": lambda ch: ch.isspace(),
+    "CATEGORY_NOT_SPACE": lambda ch: not ch.isspace(),
+    "CATEGORY_WORD": lambda ch: ch.isalnum() or ch == "_",
+    "CATEGORY_NOT_WORD": lambda ch: not (ch.isalnum() or ch == "_"),
+}
+
+
+def _members(items: Any, flags: int) -> set[int]:
+    """The ASCII characters a character class matches, as Python's `re` matches them in a
+    str (`\\s` is `str.isspace`, `\\w` alphanumerics and `_`)."""
+    c = re._constants  # type: ignore[attr-defined]
+    negate = False
+    chars: set[int] = set()
+    for op, av in items:
+        if op is c.NEGATE:
+            negate = True
+        elif op is c.LITERAL:
+            chars.add(av)
+        elif op is c.RANGE:
+            chars.update(range(av[0], min(av[1], 127) + 1))
+            if flags & re.I:  # a range folds per character (A-Z also matches a-z)
+                chars.update(ch for ch in range(128) if av[0] <= ord(chr(ch).swapcase()) <= av[1])
+        elif op is c.CATEGORY:
+            test = _CATEGORIES.get(str(av))
+            if test is None:
+                raise _Unhandled(av)
+            chars.update(ch for ch in range(128) if test(chr(ch)))
+        else:
+            raise _Unhandled(op)
+    chars = _cased(chars, flags)
+    return set(range(128)) - chars if negate else chars
+
+
+def _class(chars: set[int], flags: int) -> str:
+    chars = _cased(chars, flags)
+    if not chars:
+        return "\\xff"  # nothing in ASCII: a byte no ASCII text holds
+    ranges: list[list[int]] = []
+    for ch in sorted(chars):
+        if ranges and ranges[-1][1] == ch - 1:
+            ranges[-1][1] = ch
+        else:
+            ranges.append([ch, ch])
+    body = "".join(
+        f"\\x{low:02x}" if low == high else f"\\x{low:02x}-\\x{high:02x}" for low, high in ranges
+    )
+    return f"[{body}]"

@@ -50,7 +50,8 @@ class Diagnosis:
 
     @property
     def exit_code(self) -> int:
-        """0 no findings (or info only), 1 warnings, 2 critical (README, `mignurse diagnose`)."""
+        """0 no findings (or info only), 1 warnings, 2 critical (docs/commands.md,
+        `mignurse diagnose`)."""
         severities = {f.severity for f in self.findings}
         if CRITICAL in severities:
             return 2

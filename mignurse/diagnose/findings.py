@@ -21,7 +21,7 @@ WARNING = "warning"
 INFO = "info"
 SEVERITY_ORDER = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
-# The finding ids README's `mignurse diagnose` table promises; rules may add more, never
+# The finding ids docs/commands.md's `mignurse diagnose` table promises; rules may add more, never
 # rename these.
 NODE_REPAIR_LOOP = "node-repair-loop"
 NODE_NOT_READY = "node-not-ready"
@@ -36,7 +36,7 @@ REPAIR_RISK = "repair-risk"
 KNOWN_BAD_COMBINATION = "known-bad-combination"
 GPU_STACK_DOWN = "gpu-stack-down"
 
-# Runbook names (README, Runbooks): what a finding may point the engineer at.
+# Runbook names (docs/commands.md, Runbooks): what a finding may point the engineer at.
 RUNBOOK_CORDON_AND_COLLECT = "cordon-and-collect"
 RUNBOOK_REAPPLY_MIG = "reapply-mig-no-hooks"
 RUNBOOK_PAUSE_REPAIR = "pause-node-repair"

@@ -1,4 +1,4 @@
-"""The contract between the runbook engine and the steps it runs (README, "Runbooks").
+"""The contract between the runbook engine and the steps it runs (docs/commands.md, "Runbooks").
 
 A runbook (YAML in `runbooks/`) is a list of steps; each names an action registered here
 with `@action("name")`. An action is a class with five phases, always called in this order

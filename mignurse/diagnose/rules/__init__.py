@@ -18,7 +18,7 @@ from mignurse.diagnose.rules import (
     repair_risk,
 )
 
-# finding id → its rule, in the order the engine runs them (README's finding table)
+# finding id → its rule, in the order the engine runs them (docs/commands.md's finding table)
 RULES: list[tuple[str, Rule]] = [
     ("node-repair-loop", repair_loop.rule),
     ("replacement-churn", churn.rule),

@@ -15,7 +15,7 @@ from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.replacements import CAUSE_WORDS, Replacement, replacements
 from mignurse.diagnose.wording import human_duration
 
-# Churn thresholds: `replacement-churn`'s severity goes by rate (README's finding table).
+# Churn thresholds: `replacement-churn`'s severity goes by rate (docs/commands.md's finding table).
 MIN_REPLACEMENTS = 2  # one replacement is ordinary life; two in the window is a pattern
 SHORT_LIFETIME = timedelta(minutes=30)  # a GPU node that lives less than this wastes its boot
 REPEATED_REGISTRATION_FAILURES = 2  # NodePool NodeRegistrationHealthy flips on repeats

@@ -1,5 +1,5 @@
 """notready-loop: a GPU node that went NotReady soon after its first Ready and stayed
-there, or that flaps between Ready and NotReady (README's finding table; docs/repair.md).
+there, or that flaps between Ready and NotReady (docs/commands.md's finding table; docs/repair.md).
 
 Ready history comes from the local history's transitions when present, else from the
 kubelet's NodeReady/NodeNotReady events and its "Starting kubelet." repeats, and always

@@ -1,7 +1,7 @@
 """An offline snapshot read into a `Gathered`: a mignurse bundle, a folder of kubectl dumps,
 or another tool's bundle of one node, each as a folder or a tarball.
 
-One layout for mignurse's bundles (README, `mignurse collect`): `cluster/nodes.json` and
+One layout for mignurse's bundles (docs/commands.md, `mignurse collect`): `cluster/nodes.json` and
 friends are plain `kubectl get … -o json` documents, `nodes/<node>/` holds the node's own
 files. A directory of bare kubectl dumps (`nodes.json`, `events.json`, … at the top) works
 too; a `.tar.gz` is read in place without extracting anything to disk.
