@@ -1,4 +1,5 @@
-"""The support bundle: one `.tar.gz` in the layout `diagnose --from` reads (docs/commands.md, `mignurse collect`).
+"""The support bundle: one `.tar.gz` in the layout `diagnose --from` reads (docs/commands.md,
+`mignurse collect`).
 
 Written as a stream: each file goes into the archive as it is ready, so a 50-node bundle is
 never held in memory. `close()` adds `manifest.json` and `SHA256SUMS`; an interrupted
