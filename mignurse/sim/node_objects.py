@@ -17,6 +17,7 @@ from mignurse.sim.hardware import (
     kernel_for,
     mig_resources,
 )
+from mignurse.sim.dra import quantity
 from mignurse.sim.karpenter_objects import TERMINATION_FINALIZER
 from mignurse.sim.objects import JsonDict, stable_hex, stable_uuid, ts
 
@@ -215,7 +216,7 @@ def node_resources(n: NodeSpecInput) -> tuple[dict[str, str], dict[str, str]]:
         "ephemeral-storage": f"{eph_ki}Ki",
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
-        "memory": f"{mem_ki}Ki",
+        "memory": quantity(mem_ki * 1024),
         "pods": str(it.max_pods),
     }
     allocatable = {
@@ -223,7 +224,7 @@ def node_resources(n: NodeSpecInput) -> tuple[dict[str, str], dict[str, str]]:
         "ephemeral-storage": str(int(eph_ki * 1024 * 0.9)),
         "hugepages-1Gi": "0",
         "hugepages-2Mi": "0",
-        "memory": f"{mem_ki - reserved_mem_ki}Ki",
+        "memory": quantity((mem_ki - reserved_mem_ki) * 1024),
         "pods": str(it.max_pods),
     }
     if it.efa:

@@ -86,6 +86,18 @@ _POOL_NAME_DESC = (
     "must consist of one or more DNS sub-domains separated by slashes. This field is "
     "immutable."
 )
+# kubernetes v1.34 staging/src/k8s.io/api/core/v1/types.go, NodeStatus.Addresses (the
+# Internal-IP and External-IP columns of pkg/printers/internalversion/printers.go)
+_NODE_ADDRESSES = (
+    "List of addresses reachable to the node. Queried from cloud provider, if available. More "
+    "info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is "
+    "declared as mergeable, but the merge key is not sufficiently unique, which can cause data "
+    "corruption when it is merged. Callers should instead use a full-replacement patch. See "
+    "https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change "
+    "during the lifetime of a Node. However, there are some exceptions where this may not be "
+    "possible, such as Pods that inherit a Node's address in its own status or consumers of the "
+    "downward API (status.hostIP)."
+)
 
 BUILTIN: dict[str, tuple[list[Column], Printer]] = {
     # kubernetes v1.34 pkg/printers/internalversion/printers.go AddHandlers
@@ -119,14 +131,25 @@ BUILTIN: dict[str, tuple[list[Column], Printer]] = {
             col("Roles", desc="The roles of the node"),
             AGE,
             col("Version", desc="Kubelet Version reported by the node."),
-            col("Internal-IP", priority=1, desc="List of addresses reachable to the node."),
-            col("External-IP", priority=1, desc="List of addresses reachable to the node."),
-            col("OS-Image", priority=1, desc="OS Image reported by the node."),
-            col("Kernel-Version", priority=1, desc="Kernel Version reported by the node."),
+            col("Internal-IP", priority=1, desc=_NODE_ADDRESSES),
+            col("External-IP", priority=1, desc=_NODE_ADDRESSES),
+            col(
+                "OS-Image",
+                priority=1,
+                desc="OS Image reported by the node from /etc/os-release (e.g. Debian "
+                "GNU/Linux 7 (wheezy)).",
+            ),
+            col(
+                "Kernel-Version",
+                priority=1,
+                desc="Kernel Version reported by the node from 'uname -r' (e.g. "
+                "3.16.0-0.bpo.4-amd64).",
+            ),
             col(
                 "Container-Runtime",
                 priority=1,
-                desc="ContainerRuntime Version reported by the node.",
+                desc="ContainerRuntime Version reported by the node through runtime remote API "
+                "(e.g. containerd://1.4.2).",
             ),
         ],
         print_node,

@@ -1,0 +1,478 @@
+"""Differential checks: the same requests to the simulator and to kube-apiserver v1.34.
+
+The simulator's own scenario objects (its namespaces and Nodes, with their status) are copied to
+the real server first, so a request names the same objects on both sides. Each test is one
+request kind; a difference the simulator keeps on purpose is an `xfail(strict=True)` with its
+reason, listed in docs/simulator-fidelity.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from differ import TABLE, Answer, Client, clean, differences, status_of
+
+from controlplane import ControlPlane
+
+from mignurse.sim import SimCluster
+
+_serial = itertools.count(1)
+NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+NO_POD_CREATE = "the simulator creates no Pods (405 MethodNotAllowed): its workloads make them"
+SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{next(_serial)}"
+
+
+def q(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def wait_for(what: str, check: Callable[[], bool], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {seconds:.0f} s")
+        time.sleep(0.5)
+
+
+def agree(sim: Answer, real: Answer) -> None:
+    """The same status code and the same body once cleaned; the differences named if not."""
+    found = differences(clean(sim.body), clean(real.body))
+    if sim.status != real.status:
+        found.insert(0, f"status: simulator {sim.status} != real {real.status}")
+    assert not found, "\n".join(found)
+
+
+class Pair:
+    """Sends each request to both servers and returns (real, simulated) answers."""
+
+    def __init__(self, real: Client, simulated: Client, sim: SimCluster) -> None:
+        self.real, self.simulated, self.sim = real, simulated, sim
+
+    def send(self, method: str, path: str, body: Any = None, **kw: Any) -> tuple[Answer, Answer]:
+        return (
+            self.real.request(method, path, body, **kw),
+            self.simulated.request(method, path, body, **kw),
+        )
+
+    def same(self, method: str, path: str, body: Any = None, **kw: Any) -> tuple[Answer, Answer]:
+        """Both answers, asserted equal on the status code and the cleaned body."""
+        real, sim = self.send(method, path, body, **kw)
+        agree(sim, real)
+        return real, sim
+
+    def same_error(
+        self, method: str, path: str, body: Any = None, **kw: Any
+    ) -> tuple[Answer, Answer]:
+        """Both answers are errors with the same code, reason and whole Status."""
+        real, sim = self.send(method, path, body, **kw)
+        assert real.status >= 400
+        agree(sim, real)
+        return real, sim
+
+
+def copy_of(obj: dict[str, Any]) -> dict[str, Any]:
+    """A simulator object as a create request: no server-set metadata."""
+    kept = ("name", "namespace", "labels", "annotations", "finalizers", "ownerReferences")
+    meta = {k: v for k, v in obj["metadata"].items() if k in kept}
+    return {**{k: v for k, v in obj.items() if k != "metadata"}, "metadata": meta}
+
+
+@pytest.fixture(scope="module")
+def seeded(real: Client, simulated: Client, sim: SimCluster) -> list[str]:
+    """The simulator's namespaces and Nodes copied to the real server; the Node names."""
+    for namespace in sim.objects("namespaces"):
+        if namespace["metadata"]["name"] not in SYSTEM_NAMESPACES:
+            body = copy_of(namespace)
+            body.pop("status", None)
+            answer = real.request("POST", "/api/v1/namespaces", body)
+            assert answer.status in (201, 409), answer.body
+    names = []
+    for node in sim.objects("nodes"):
+        body = {"apiVersion": "v1", "kind": "Node", **copy_of(node)}
+        answer = real.request("POST", "/api/v1/nodes", body)
+        assert answer.status in (201, 409), answer.body
+        names.append(node["metadata"]["name"])
+
+    # A Ready node loses the admission plugin's not-ready taint once the node lifecycle
+    # controller has seen it (kubernetes pkg/controller/nodelifecycle, v1.34.4).
+    def untainted() -> bool:
+        listed = real.request("GET", "/api/v1/nodes").body["items"]
+        return all(NOT_READY not in (n["spec"].get("taints") or []) for n in listed)
+
+    wait_for("the controller manager lifted the not-ready taints", untainted)
+    # the default ServiceAccount, without which the real server refuses pods
+    wait_for(
+        "the default ServiceAccount",
+        lambda: real.request("GET", "/api/v1/namespaces/default/serviceaccounts/default").status
+        == 200,
+    )
+    return sorted(names)
+
+
+@pytest.fixture
+def pair(real: Client, simulated: Client, sim: SimCluster, seeded: list[str]) -> Pair:
+    return Pair(real, simulated, sim)
+
+
+@pytest.fixture
+def nodes(seeded: list[str]) -> list[str]:
+    return seeded
+
+
+_next_node = itertools.count()
+
+
+@pytest.fixture
+def node(seeded: list[str]) -> str:
+    """A copied Node of its own for a test that writes (the tests share one cluster)."""
+    return seeded[next(_next_node) % len(seeded)]
+
+
+def node_body(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+
+
+def pod_body(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]},
+    }
+
+
+# ------------------------------------------------------------------ reads
+
+
+def test_get_a_node(pair: Pair, nodes: list[str]) -> None:
+    pair.same("GET", f"/api/v1/nodes/{nodes[0]}")
+
+
+def test_get_a_missing_node_is_404_not_found(pair: Pair) -> None:
+    real, _ = pair.same_error("GET", "/api/v1/nodes/no-such-node")
+    assert status_of(real) == (404, "NotFound", 404)
+
+
+def test_list_nodes(pair: Pair) -> None:
+    pair.same("GET", "/api/v1/nodes")
+
+
+def test_list_nodes_with_an_equality_label_selector(pair: Pair) -> None:
+    pair.same("GET", "/api/v1/nodes?labelSelector=" + q("topology.kubernetes.io/zone=us-west-2a"))
+
+
+def test_list_nodes_with_a_set_based_label_selector(pair: Pair) -> None:
+    selector = "eks.amazonaws.com/nodegroup in (general),kubernetes.io/arch notin (arm64)"
+    pair.same("GET", "/api/v1/nodes?labelSelector=" + q(selector))
+
+
+def test_list_nodes_with_an_existence_label_selector(pair: Pair) -> None:
+    pair.same("GET", "/api/v1/nodes?labelSelector=" + q("!karpenter.sh/nodepool"))
+
+
+def test_an_unparsable_label_selector_is_400(pair: Pair) -> None:
+    real, _ = pair.same_error("GET", "/api/v1/nodes?labelSelector=" + q("a in b"))
+    assert real.status == 400
+
+
+def test_list_nodes_with_a_name_field_selector(pair: Pair, nodes: list[str]) -> None:
+    pair.same("GET", "/api/v1/nodes?fieldSelector=" + q(f"metadata.name={nodes[1]}"))
+
+
+def test_list_nodes_with_a_negated_field_selector(pair: Pair, nodes: list[str]) -> None:
+    pair.same("GET", "/api/v1/nodes?fieldSelector=" + q(f"metadata.name!={nodes[1]}"))
+
+
+def test_list_nodes_with_the_unschedulable_field_selector(pair: Pair) -> None:
+    pair.same("GET", "/api/v1/nodes?fieldSelector=" + q("spec.unschedulable=false"))
+
+
+def test_an_unsupported_field_selector_is_400(pair: Pair) -> None:
+    real, _ = pair.same_error("GET", "/api/v1/nodes?fieldSelector=" + q("spec.nope=x"))
+    assert real.status == 400
+
+
+def test_a_node_as_a_table(pair: Pair, nodes: list[str]) -> None:
+    pair.same("GET", f"/api/v1/nodes/{nodes[2]}", headers={"Accept": TABLE})
+
+
+def test_a_node_list_as_a_table(pair: Pair) -> None:
+    pair.same("GET", "/api/v1/nodes?labelSelector=" + q("kubernetes.io/os=linux"), headers={"Accept": TABLE})
+
+
+def test_a_namespace_list_as_a_table(pair: Pair) -> None:
+    pair.same("GET", "/api/v1/namespaces", headers={"Accept": TABLE})
+
+
+def test_get_a_namespace(pair: Pair) -> None:
+    pair.same("GET", "/api/v1/namespaces/inference")
+
+
+def test_list_nodes_with_limit_and_continue(pair: Pair) -> None:
+    pages: dict[str, list[Any]] = {}
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        answer = client.request("GET", "/api/v1/nodes?limit=5")
+        got = [answer.body]
+        while token := got[-1]["metadata"].get("continue"):
+            got.append(client.request("GET", f"/api/v1/nodes?limit=5&continue={q(token)}").body)
+        pages[side] = got
+    assert [clean(p) for p in pages["sim"]] == [clean(p) for p in pages["real"]]
+    remaining = {s: [p["metadata"].get("remainingItemCount") for p in got] for s, got in pages.items()}
+    assert remaining["sim"] == remaining["real"]
+
+
+def test_an_invalid_continue_token_is_400(pair: Pair) -> None:
+    pair.same_error("GET", "/api/v1/nodes?limit=1&continue=garbage")
+
+
+def test_get_a_pod_in_a_missing_namespace_is_404(pair: Pair) -> None:
+    pair.same_error("GET", "/api/v1/namespaces/no-such-ns/pods/x")
+
+
+# ------------------------------------------------------------------ watches
+
+
+def test_watch_a_node_from_a_resource_version(pair: Pair, node: str) -> None:
+    streams = {}
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        rv = client.request("GET", f"/api/v1/nodes/{node}").body["metadata"]["resourceVersion"]
+        for value in ("a", "b"):
+            patch = {"metadata": {"labels": {"diff/watch": value}}}
+            answer = client.request(
+                "PATCH", f"/api/v1/nodes/{node}", patch, content_type="application/merge-patch+json"
+            )
+            assert answer.status == 200
+        path = f"/api/v1/nodes?watch=1&resourceVersion={rv}&fieldSelector=" + q(f"metadata.name={node}")
+        status, events = client.watch(path + "&timeoutSeconds=5", events=2)
+        streams[side] = (status, [(e["type"], clean(e["object"])) for e in events])
+    assert streams["sim"] == streams["real"]
+    assert [t for t, _ in streams["real"][1]] == ["MODIFIED", "MODIFIED"]
+
+
+def test_a_watch_from_a_compacted_resource_version_is_410_gone(pair: Pair, plane: ControlPlane) -> None:
+    pair.sim.compact()
+    plane.compact(int(pair.real.request("GET", "/api/v1/nodes").body["metadata"]["resourceVersion"]))
+    streams = {}
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        status, events = client.watch("/api/v1/nodes?watch=1&resourceVersion=1&timeoutSeconds=5", events=1)
+        streams[side] = (status, [(e.get("type"), clean(e.get("object"))) for e in events])
+    assert streams["sim"] == streams["real"]
+
+
+def test_watch_with_a_label_selector_sees_a_node_leave_it(pair: Pair, node: str) -> None:
+    streams = {}
+    label = q(f"diff/leaving={node}")
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        url = f"/api/v1/nodes/{node}"
+        merge = "application/merge-patch+json"
+        client.request("PATCH", url, {"metadata": {"labels": {"diff/leaving": node}}}, content_type=merge)
+        rv = client.request("GET", url).body["metadata"]["resourceVersion"]
+        client.request("PATCH", url, {"metadata": {"labels": {"diff/leaving": None}}}, content_type=merge)
+        path = f"/api/v1/nodes?watch=1&resourceVersion={rv}&labelSelector={label}&timeoutSeconds=5"
+        status, events = client.watch(path, events=1)
+        streams[side] = (status, [(e["type"], clean(e["object"])) for e in events])
+    assert streams["sim"] == streams["real"]
+
+
+# ------------------------------------------------------------------ patches and updates
+
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+def test_merge_patch_a_node(pair: Pair, node: str) -> None:
+    pair.same("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {"diff/merge": "yes"}}}, content_type=MERGE)
+
+
+def test_strategic_merge_patch_a_nodes_taints(pair: Pair, node: str) -> None:
+    taint = {"key": "diff/strategic", "value": "x", "effect": "NoSchedule"}
+    pair.same("PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": [taint]}}, content_type=STRATEGIC)
+
+
+def test_json_patch_a_node(pair: Pair, node: str) -> None:
+    ops = [{"op": "add", "path": "/metadata/labels/diff~1json", "value": "yes"}]
+    pair.same("PATCH", f"/api/v1/nodes/{node}", ops, content_type=JSON_PATCH)
+
+
+def test_a_failed_json_patch_test_op(pair: Pair, node: str) -> None:
+    ops = [{"op": "test", "path": "/spec/providerID", "value": "wrong"}]
+    pair.same_error("PATCH", f"/api/v1/nodes/{node}", ops, content_type=JSON_PATCH)
+
+
+def test_a_patch_of_an_unsupported_media_type_is_415(pair: Pair, node: str) -> None:
+    real, _ = pair.same_error("PATCH", f"/api/v1/nodes/{node}", {"a": 1}, content_type="text/plain")
+    assert real.status == 415
+
+
+def test_cordon_a_node_by_merge_patch(pair: Pair, node: str) -> None:
+    pair.same("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, content_type=MERGE)
+
+
+def test_replace_a_node_with_a_stale_resource_version_is_409_conflict(pair: Pair, node: str) -> None:
+    answers = {}
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        stale = client.request("GET", f"/api/v1/nodes/{node}").body
+        client.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {"diff/put": "1"}}}, content_type=MERGE)
+        answers[side] = client.request("PUT", f"/api/v1/nodes/{node}", stale)
+    assert status_of(answers["sim"]) == status_of(answers["real"]) == (409, "Conflict", 409)
+    assert clean(answers["sim"].body) == clean(answers["real"].body)
+
+
+def test_replace_a_node(pair: Pair, node: str) -> None:
+    answers = {}
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        current = client.request("GET", f"/api/v1/nodes/{node}").body
+        current["metadata"]["labels"]["diff/replaced"] = "yes"
+        answers[side] = client.request("PUT", f"/api/v1/nodes/{node}", current)
+    assert (answers["sim"].status, clean(answers["sim"].body)) == (
+        answers["real"].status,
+        clean(answers["real"].body),
+    )
+
+
+def test_patch_a_nodes_status_subresource(pair: Pair, node: str) -> None:
+    patch = {"status": {"capacity": {"example.com/widgets": "3"}}, "metadata": {"labels": {"diff/ignored": "x"}}}
+    pair.same("PATCH", f"/api/v1/nodes/{node}/status", patch, content_type=MERGE)
+
+
+def test_a_main_resource_patch_ignores_status(pair: Pair, node: str) -> None:
+    patch = {"status": {"capacity": {"example.com/ignored": "1"}}, "metadata": {"labels": {"diff/main": "x"}}}
+    pair.same("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE)
+
+
+def test_merge_patch_a_namespace(pair: Pair) -> None:
+    patch = {"metadata": {"annotations": {"diff/lock": "held"}}}
+    pair.same("PATCH", "/api/v1/namespaces/inference", patch, content_type=MERGE)
+
+
+# ------------------------------------------------------------------ finalizers and deletes
+
+
+def test_delete_a_node_with_a_finalizer_leaves_it_terminating(pair: Pair, node: str) -> None:
+    patch = {"metadata": {"finalizers": ["example.com/hold"]}}
+    pair.same("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE)
+    real, _ = pair.same("DELETE", f"/api/v1/nodes/{node}")
+    assert real.body["metadata"]["deletionTimestamp"]
+    pair.same("GET", f"/api/v1/nodes/{node}")
+    pair.same("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"finalizers": None}}, content_type=MERGE)
+    pair.same_error("GET", f"/api/v1/nodes/{node}")
+
+
+def test_a_dry_run_delete_keeps_the_node(pair: Pair, nodes: list[str]) -> None:
+    pair.same("DELETE", f"/api/v1/nodes/{nodes[3]}?dryRun=All")
+    pair.same("GET", f"/api/v1/nodes/{nodes[3]}")
+
+
+def test_delete_a_missing_node_is_404(pair: Pair) -> None:
+    pair.same_error("DELETE", "/api/v1/nodes/no-such-node")
+
+
+# ------------------------------------------------------------------ creates
+
+
+@pytest.mark.xfail(strict=True, reason="the simulator does not create Nodes (405): nodes register through its scenarios")
+def test_a_new_node_carries_the_not_ready_taint(pair: Pair) -> None:
+    name = unique("diff-new-node")
+    real, sim = pair.send("POST", "/api/v1/nodes", node_body(name))
+    assert real.status == 201
+    assert real.body["spec"]["taints"] == [NOT_READY]
+    assert (sim.status, clean(sim.body)) == (real.status, clean(real.body))
+
+
+@pytest.mark.xfail(strict=True, reason="the simulator does not create Namespaces (405)")
+def test_create_a_namespace(pair: Pair) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": unique("diff-ns")}}
+    pair.same("POST", "/api/v1/namespaces", body)
+
+
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
+def test_create_a_pod(pair: Pair) -> None:
+    pair.same("POST", "/api/v1/namespaces/default/pods", pod_body(unique("diff-pod")))
+
+
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
+def test_create_a_duplicate_pod_is_409_already_exists(pair: Pair) -> None:
+    name = unique("diff-pod")
+    pair.send("POST", "/api/v1/namespaces/default/pods", pod_body(name))
+    real, _ = pair.same_error("POST", "/api/v1/namespaces/default/pods", pod_body(name))
+    assert status_of(real) == (409, "AlreadyExists", 409)
+
+
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
+def test_create_a_pod_with_an_invalid_name_is_422_invalid(pair: Pair) -> None:
+    real, _ = pair.same_error("POST", "/api/v1/namespaces/default/pods", pod_body("Bad_Name"))
+    assert status_of(real) == (422, "Invalid", 422)
+
+
+def test_create_a_pod_in_a_missing_namespace_is_404(pair: Pair) -> None:
+    pair.same_error("POST", "/api/v1/namespaces/no-such-ns/pods", pod_body("x"))
+
+
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
+def test_a_dry_run_create_stores_nothing(pair: Pair) -> None:
+    name = unique("diff-dry")
+    pair.same("POST", "/api/v1/namespaces/default/pods?dryRun=All", pod_body(name))
+    pair.same_error("GET", f"/api/v1/namespaces/default/pods/{name}")
+
+
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
+def test_list_pods_with_a_node_name_field_selector(pair: Pair) -> None:
+    name = unique("diff-pod")
+    pair.send("POST", "/api/v1/namespaces/default/pods", pod_body(name, {"diff": name}))
+    pair.same(
+        "GET",
+        "/api/v1/namespaces/default/pods?fieldSelector=" + q("spec.nodeName=") + "&labelSelector=" + q(f"diff={name}"),
+    )
+
+
+def test_create_a_pod_disruption_budget(pair: Pair) -> None:
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": unique("diff-pdb")},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "diff-guarded"}}},
+    }
+    pair.same("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", body)
+
+
+def eviction(name: str) -> dict[str, Any]:
+    return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}}
+
+
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
+def test_an_eviction_a_pdb_forbids_is_429(pair: Pair) -> None:
+    app = unique("diff-guarded")
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": app},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
+    }
+    pair.send("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb)
+    name = unique("diff-guarded-pod")
+    pair.send("POST", "/api/v1/namespaces/default/pods", pod_body(name, {"app": app}))
+    real, _ = pair.same_error(
+        "POST", f"/api/v1/namespaces/default/pods/{name}/eviction", eviction(name)
+    )
+    assert status_of(real) == (429, "TooManyRequests", 429)
+
+
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
+def test_an_eviction_with_no_pdb_deletes_the_pod(pair: Pair) -> None:
+    name = unique("diff-free-pod")
+    pair.send("POST", "/api/v1/namespaces/default/pods", pod_body(name))
+    pair.same("POST", f"/api/v1/namespaces/default/pods/{name}/eviction", eviction(name))
+
+
+def test_an_eviction_of_a_missing_pod_is_404(pair: Pair) -> None:
+    pair.same_error("POST", "/api/v1/namespaces/default/pods/no-such-pod/eviction", eviction("no-such-pod"))
