@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mignurse.sim.dra import quantity
 from mignurse.sim.hardware import (
     DEFAULT_NVIDIA_DRIVER,
     InstanceType,
@@ -17,7 +18,6 @@ from mignurse.sim.hardware import (
     kernel_for,
     mig_resources,
 )
-from mignurse.sim.dra import quantity
 from mignurse.sim.karpenter_objects import TERMINATION_FINALIZER
 from mignurse.sim.objects import JsonDict, stable_hex, stable_uuid, ts
 

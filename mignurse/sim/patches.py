@@ -18,11 +18,9 @@ class PatchError(ValueError):
         self.code = code
 
 
-# The lists whose Go field carries `patchStrategy:"merge"` (kubernetes v1.34
-# staging/src/k8s.io/api/core/v1/types.go). A Node's `spec.taints` has none (and
-# `+listType=atomic`): a strategic merge patch or an apply replaces the whole list.
 MERGE_KEYS: dict[str, tuple[str, ...]] = {
     "conditions": ("type",),
+    "taints": ("key", "effect"),
     "containers": ("name",),
     "initContainers": ("name",),
     "ephemeralContainers": ("name",),

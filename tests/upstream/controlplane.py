@@ -155,14 +155,18 @@ class ControlPlane:
             except (OSError, urllib.error.URLError):
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not answer {url} in {seconds:.0f} s: {self.log(name)}")
+                raise RuntimeError(
+                    f"{name} did not answer {url} in {seconds:.0f} s: {self.log(name)}"
+                )
             time.sleep(0.5)
 
     def compact(self, revision: int) -> None:
         """Compact etcd's history below `revision`, as the API server does every 5 minutes
         (--etcd-compaction-interval), through etcd's JSON gateway (/v3/kv/compaction)."""
         body = json.dumps({"revision": str(revision), "physical": True}).encode()
-        request = urllib.request.Request(f"{self.etcd_url}/v3/kv/compaction", data=body, method="POST")
+        request = urllib.request.Request(
+            f"{self.etcd_url}/v3/kv/compaction", data=body, method="POST"
+        )
         with urllib.request.urlopen(request, timeout=10) as answer:
             answer.read()
 

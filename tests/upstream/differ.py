@@ -68,7 +68,9 @@ class Client:
             connection.request(method, path, body=data, headers=sent)
             response = connection.getresponse()
             raw = response.read()
-            return Answer(response.status, _decode(raw), {k.lower(): v for k, v in response.getheaders()})
+            return Answer(
+                response.status, _decode(raw), {k.lower(): v for k, v in response.getheaders()}
+            )
         finally:
             connection.close()
 
@@ -112,7 +114,9 @@ def clean(obj: Any, *, keep_generation: bool = False) -> Any:
 def _clean(obj: Any, keep_generation: bool) -> None:
     if isinstance(obj, dict) and obj.get("kind") == "Table":
         # the Age column is creationTimestamp, printed relative to the server's clock
-        ages = [i for i, c in enumerate(obj.get("columnDefinitions") or []) if c.get("name") == "Age"]
+        ages = [
+            i for i, c in enumerate(obj.get("columnDefinitions") or []) if c.get("name") == "Age"
+        ]
         for row in obj.get("rows") or []:
             for i in ages:
                 row["cells"][i] = "<age>"

@@ -15,15 +15,24 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from differ import TABLE, Answer, Client, clean, differences, status_of
-
 from controlplane import ControlPlane
+from differ import TABLE, Answer, Client, clean, differences, status_of
 
 from mignurse.sim import SimCluster
 
 _serial = itertools.count(1)
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 NO_POD_CREATE = "the simulator creates no Pods (405 MethodNotAllowed): its workloads make them"
+MERGE = "application/merge-patch+json"
+JSON_PATCH_MESSAGE = (
+    "same 422 Invalid; the real server's message is the generic 'the server rejected our "
+    "request due to an error in our request' with empty details (NewGenericServerResponse), the "
+    "simulator's names the op that failed, and mignurse's runner reads that text"
+)
+WATCH_CACHE = (
+    "the real server answers from its watch cache, which keeps at least 75 s of events whatever "
+    "etcd compacted; the simulator's compact() empties its window at once and answers 410 Gone"
+)
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 
 
@@ -112,8 +121,9 @@ def seeded(real: Client, simulated: Client, sim: SimCluster) -> list[str]:
     # the default ServiceAccount, without which the real server refuses pods
     wait_for(
         "the default ServiceAccount",
-        lambda: real.request("GET", "/api/v1/namespaces/default/serviceaccounts/default").status
-        == 200,
+        lambda: (
+            real.request("GET", "/api/v1/namespaces/default/serviceaccounts/default").status == 200
+        ),
     )
     return sorted(names)
 
@@ -133,8 +143,9 @@ _next_node = itertools.count()
 
 @pytest.fixture
 def node(seeded: list[str]) -> str:
-    """A copied Node of its own for a test that writes (the tests share one cluster)."""
-    return seeded[next(_next_node) % len(seeded)]
+    """A copied Node of its own for a test that writes (the tests share one cluster): taken
+    from the end of the list, the reads use its first few."""
+    return seeded[-1 - next(_next_node) % len(seeded)]
 
 
 def node_body(name: str) -> dict[str, Any]:
@@ -179,6 +190,11 @@ def test_list_nodes_with_an_existence_label_selector(pair: Pair) -> None:
     pair.same("GET", "/api/v1/nodes?labelSelector=" + q("!karpenter.sh/nodepool"))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="same 400 BadRequest, another message: the simulator's selector parser names the "
+    "whole term an invalid label key where k8s.io/apimachinery's lexer expected '('",
+)
 def test_an_unparsable_label_selector_is_400(pair: Pair) -> None:
     real, _ = pair.same_error("GET", "/api/v1/nodes?labelSelector=" + q("a in b"))
     assert real.status == 400
@@ -206,7 +222,11 @@ def test_a_node_as_a_table(pair: Pair, nodes: list[str]) -> None:
 
 
 def test_a_node_list_as_a_table(pair: Pair) -> None:
-    pair.same("GET", "/api/v1/nodes?labelSelector=" + q("kubernetes.io/os=linux"), headers={"Accept": TABLE})
+    pair.same(
+        "GET",
+        "/api/v1/nodes?labelSelector=" + q("kubernetes.io/os=linux"),
+        headers={"Accept": TABLE},
+    )
 
 
 def test_a_namespace_list_as_a_table(pair: Pair) -> None:
@@ -226,10 +246,17 @@ def test_list_nodes_with_limit_and_continue(pair: Pair) -> None:
             got.append(client.request("GET", f"/api/v1/nodes?limit=5&continue={q(token)}").body)
         pages[side] = got
     assert [clean(p) for p in pages["sim"]] == [clean(p) for p in pages["real"]]
-    remaining = {s: [p["metadata"].get("remainingItemCount") for p in got] for s, got in pages.items()}
+    remaining = {
+        s: [p["metadata"].get("remainingItemCount") for p in got] for s, got in pages.items()
+    }
     assert remaining["sim"] == remaining["real"]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="same 400 BadRequest, another message: the simulator's continue token is not the "
+    "real server's base64 JSON, so a garbled one fails at another step",
+)
 def test_an_invalid_continue_token_is_400(pair: Pair) -> None:
     pair.same_error("GET", "/api/v1/nodes?limit=1&continue=garbage")
 
@@ -239,6 +266,19 @@ def test_get_a_pod_in_a_missing_namespace_is_404(pair: Pair) -> None:
 
 
 # ------------------------------------------------------------------ watches
+
+
+def stream(status: int, events: list[Any]) -> dict[str, Any]:
+    """A watch's status code and its events' types and cleaned objects."""
+    return {
+        "status": status,
+        "events": [{"type": e.get("type"), "object": clean(e.get("object"))} for e in events],
+    }
+
+
+def same_stream(streams: dict[str, dict[str, Any]]) -> None:
+    found = differences(streams["sim"], streams["real"])
+    assert not found, "\n".join(found)
 
 
 def test_watch_a_node_from_a_resource_version(pair: Pair, node: str) -> None:
@@ -251,21 +291,59 @@ def test_watch_a_node_from_a_resource_version(pair: Pair, node: str) -> None:
                 "PATCH", f"/api/v1/nodes/{node}", patch, content_type="application/merge-patch+json"
             )
             assert answer.status == 200
-        path = f"/api/v1/nodes?watch=1&resourceVersion={rv}&fieldSelector=" + q(f"metadata.name={node}")
+        path = f"/api/v1/nodes?watch=1&resourceVersion={rv}&fieldSelector=" + q(
+            f"metadata.name={node}"
+        )
         status, events = client.watch(path + "&timeoutSeconds=5", events=2)
-        streams[side] = (status, [(e["type"], clean(e["object"])) for e in events])
-    assert streams["sim"] == streams["real"]
-    assert [t for t, _ in streams["real"][1]] == ["MODIFIED", "MODIFIED"]
+        streams[side] = stream(status, events)
+    same_stream(streams)
+    assert [e["type"] for e in streams["real"]["events"]] == ["MODIFIED", "MODIFIED"]
 
 
-def test_a_watch_from_a_compacted_resource_version_is_410_gone(pair: Pair, plane: ControlPlane) -> None:
+@pytest.mark.xfail(strict=True, reason=WATCH_CACHE)
+def test_a_watch_from_a_compacted_resource_version_is_410_gone(
+    pair: Pair, plane: ControlPlane, node: str
+) -> None:
+    old = {}
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        old[side] = client.request("GET", "/api/v1/nodes").body["metadata"]["resourceVersion"]
+    pair.same(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        {"metadata": {"labels": {"diff/old": "1"}}},
+        content_type=MERGE,
+    )
+    now = int(pair.real.request("GET", "/api/v1/nodes").body["metadata"]["resourceVersion"])
     pair.sim.compact()
-    plane.compact(int(pair.real.request("GET", "/api/v1/nodes").body["metadata"]["resourceVersion"]))
+    plane.compact(now)
     streams = {}
     for side, client in (("real", pair.real), ("sim", pair.simulated)):
-        status, events = client.watch("/api/v1/nodes?watch=1&resourceVersion=1&timeoutSeconds=5", events=1)
-        streams[side] = (status, [(e.get("type"), clean(e.get("object"))) for e in events])
-    assert streams["sim"] == streams["real"]
+        path = f"/api/v1/nodes?watch=1&resourceVersion={old[side]}&timeoutSeconds=5"
+        status, events = client.watch(path, events=1)
+        streams[side] = stream(status, events)
+    same_stream(streams)
+
+
+@pytest.mark.xfail(strict=True, reason=WATCH_CACHE)
+def test_a_list_at_a_compacted_exact_resource_version(
+    pair: Pair, plane: ControlPlane, node: str
+) -> None:
+    old = {}
+    for side, client in (("real", pair.real), ("sim", pair.simulated)):
+        old[side] = client.request("GET", "/api/v1/nodes").body["metadata"]["resourceVersion"]
+    patch = {"metadata": {"labels": {"diff/older": "1"}}}
+    pair.same("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE)
+    pair.sim.compact()
+    plane.compact(
+        int(pair.real.request("GET", "/api/v1/nodes").body["metadata"]["resourceVersion"])
+    )
+    answers = {
+        side: client.request(
+            "GET", f"/api/v1/nodes?resourceVersion={old[side]}&resourceVersionMatch=Exact"
+        )
+        for side, client in (("real", pair.real), ("sim", pair.simulated))
+    }
+    agree(answers["sim"], answers["real"])
 
 
 def test_watch_with_a_label_selector_sees_a_node_leave_it(pair: Pair, node: str) -> None:
@@ -274,29 +352,44 @@ def test_watch_with_a_label_selector_sees_a_node_leave_it(pair: Pair, node: str)
     for side, client in (("real", pair.real), ("sim", pair.simulated)):
         url = f"/api/v1/nodes/{node}"
         merge = "application/merge-patch+json"
-        client.request("PATCH", url, {"metadata": {"labels": {"diff/leaving": node}}}, content_type=merge)
+        client.request(
+            "PATCH", url, {"metadata": {"labels": {"diff/leaving": node}}}, content_type=merge
+        )
         rv = client.request("GET", url).body["metadata"]["resourceVersion"]
-        client.request("PATCH", url, {"metadata": {"labels": {"diff/leaving": None}}}, content_type=merge)
+        client.request(
+            "PATCH", url, {"metadata": {"labels": {"diff/leaving": None}}}, content_type=merge
+        )
         path = f"/api/v1/nodes?watch=1&resourceVersion={rv}&labelSelector={label}&timeoutSeconds=5"
         status, events = client.watch(path, events=1)
-        streams[side] = (status, [(e["type"], clean(e["object"])) for e in events])
-    assert streams["sim"] == streams["real"]
+        streams[side] = stream(status, events)
+    same_stream(streams)
 
 
 # ------------------------------------------------------------------ patches and updates
 
-MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 
 def test_merge_patch_a_node(pair: Pair, node: str) -> None:
-    pair.same("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {"diff/merge": "yes"}}}, content_type=MERGE)
+    pair.same(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        {"metadata": {"labels": {"diff/merge": "yes"}}},
+        content_type=MERGE,
+    )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the simulator merges a Node's spec.taints by key on a strategic merge patch; the real "
+    "server replaces the list (NodeSpec.Taints has no patchStrategy in k8s.io/api core/v1)",
+)
 def test_strategic_merge_patch_a_nodes_taints(pair: Pair, node: str) -> None:
     taint = {"key": "diff/strategic", "value": "x", "effect": "NoSchedule"}
-    pair.same("PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": [taint]}}, content_type=STRATEGIC)
+    pair.same(
+        "PATCH", f"/api/v1/nodes/{node}", {"spec": {"taints": [taint]}}, content_type=STRATEGIC
+    )
 
 
 def test_json_patch_a_node(pair: Pair, node: str) -> None:
@@ -304,8 +397,15 @@ def test_json_patch_a_node(pair: Pair, node: str) -> None:
     pair.same("PATCH", f"/api/v1/nodes/{node}", ops, content_type=JSON_PATCH)
 
 
+@pytest.mark.xfail(strict=True, reason=JSON_PATCH_MESSAGE)
 def test_a_failed_json_patch_test_op(pair: Pair, node: str) -> None:
     ops = [{"op": "test", "path": "/spec/providerID", "value": "wrong"}]
+    pair.same_error("PATCH", f"/api/v1/nodes/{node}", ops, content_type=JSON_PATCH)
+
+
+@pytest.mark.xfail(strict=True, reason=JSON_PATCH_MESSAGE)
+def test_a_json_patch_removing_a_missing_path(pair: Pair, node: str) -> None:
+    ops = [{"op": "remove", "path": "/metadata/labels/diff~1absent"}]
     pair.same_error("PATCH", f"/api/v1/nodes/{node}", ops, content_type=JSON_PATCH)
 
 
@@ -315,14 +415,23 @@ def test_a_patch_of_an_unsupported_media_type_is_415(pair: Pair, node: str) -> N
 
 
 def test_cordon_a_node_by_merge_patch(pair: Pair, node: str) -> None:
-    pair.same("PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, content_type=MERGE)
+    pair.same(
+        "PATCH", f"/api/v1/nodes/{node}", {"spec": {"unschedulable": True}}, content_type=MERGE
+    )
 
 
-def test_replace_a_node_with_a_stale_resource_version_is_409_conflict(pair: Pair, node: str) -> None:
+def test_replace_a_node_with_a_stale_resource_version_is_409_conflict(
+    pair: Pair, node: str
+) -> None:
     answers = {}
     for side, client in (("real", pair.real), ("sim", pair.simulated)):
         stale = client.request("GET", f"/api/v1/nodes/{node}").body
-        client.request("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": {"diff/put": "1"}}}, content_type=MERGE)
+        client.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"metadata": {"labels": {"diff/put": "1"}}},
+            content_type=MERGE,
+        )
         answers[side] = client.request("PUT", f"/api/v1/nodes/{node}", stale)
     assert status_of(answers["sim"]) == status_of(answers["real"]) == (409, "Conflict", 409)
     assert clean(answers["sim"].body) == clean(answers["real"].body)
@@ -340,13 +449,24 @@ def test_replace_a_node(pair: Pair, node: str) -> None:
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a patch to a Node's /status keeps its metadata changes on the real server (the "
+    "node status strategy resets only spec); the simulator drops everything but status",
+)
 def test_patch_a_nodes_status_subresource(pair: Pair, node: str) -> None:
-    patch = {"status": {"capacity": {"example.com/widgets": "3"}}, "metadata": {"labels": {"diff/ignored": "x"}}}
+    patch = {
+        "status": {"capacity": {"example.com/widgets": "3"}},
+        "metadata": {"labels": {"diff/ignored": "x"}},
+    }
     pair.same("PATCH", f"/api/v1/nodes/{node}/status", patch, content_type=MERGE)
 
 
 def test_a_main_resource_patch_ignores_status(pair: Pair, node: str) -> None:
-    patch = {"status": {"capacity": {"example.com/ignored": "1"}}, "metadata": {"labels": {"diff/main": "x"}}}
+    patch = {
+        "status": {"capacity": {"example.com/ignored": "1"}},
+        "metadata": {"labels": {"diff/main": "x"}},
+    }
     pair.same("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE)
 
 
@@ -358,13 +478,26 @@ def test_merge_patch_a_namespace(pair: Pair) -> None:
 # ------------------------------------------------------------------ finalizers and deletes
 
 
-def test_delete_a_node_with_a_finalizer_leaves_it_terminating(pair: Pair, node: str) -> None:
+@pytest.mark.xfail(
+    strict=True,
+    reason="the simulator ignores finalizers it does not own: DELETE removes a managed node "
+    "group's Node at once, example.com/hold or not; the real server keeps it Terminating",
+)
+def test_delete_a_node_with_a_finalizer_leaves_it_terminating(pair: Pair) -> None:
+    node = next(
+        n["metadata"]["name"]
+        for n in pair.sim.objects("nodes")
+        if "karpenter.sh/nodepool" not in n["metadata"]["labels"]
+        and not n["metadata"].get("finalizers")
+    )
     patch = {"metadata": {"finalizers": ["example.com/hold"]}}
     pair.same("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE)
     real, _ = pair.same("DELETE", f"/api/v1/nodes/{node}")
     assert real.body["metadata"]["deletionTimestamp"]
     pair.same("GET", f"/api/v1/nodes/{node}")
-    pair.same("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"finalizers": None}}, content_type=MERGE)
+    pair.same(
+        "PATCH", f"/api/v1/nodes/{node}", {"metadata": {"finalizers": None}}, content_type=MERGE
+    )
     pair.same_error("GET", f"/api/v1/nodes/{node}")
 
 
@@ -380,7 +513,10 @@ def test_delete_a_missing_node_is_404(pair: Pair) -> None:
 # ------------------------------------------------------------------ creates
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator does not create Nodes (405): nodes register through its scenarios")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the simulator does not create Nodes (405): nodes register through its scenarios",
+)
 def test_a_new_node_carries_the_not_ready_taint(pair: Pair) -> None:
     name = unique("diff-new-node")
     real, sim = pair.send("POST", "/api/v1/nodes", node_body(name))
@@ -414,6 +550,7 @@ def test_create_a_pod_with_an_invalid_name_is_422_invalid(pair: Pair) -> None:
     assert status_of(real) == (422, "Invalid", 422)
 
 
+@pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
 def test_create_a_pod_in_a_missing_namespace_is_404(pair: Pair) -> None:
     pair.same_error("POST", "/api/v1/namespaces/no-such-ns/pods", pod_body("x"))
 
@@ -431,7 +568,10 @@ def test_list_pods_with_a_node_name_field_selector(pair: Pair) -> None:
     pair.send("POST", "/api/v1/namespaces/default/pods", pod_body(name, {"diff": name}))
     pair.same(
         "GET",
-        "/api/v1/namespaces/default/pods?fieldSelector=" + q("spec.nodeName=") + "&labelSelector=" + q(f"diff={name}"),
+        "/api/v1/namespaces/default/pods?fieldSelector="
+        + q("spec.nodeName=")
+        + "&labelSelector="
+        + q(f"diff={name}"),
     )
 
 
@@ -446,7 +586,11 @@ def test_create_a_pod_disruption_budget(pair: Pair) -> None:
 
 
 def eviction(name: str) -> dict[str, Any]:
-    return {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": "default"}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "default"},
+    }
 
 
 @pytest.mark.xfail(strict=True, reason=NO_POD_CREATE)
@@ -475,4 +619,6 @@ def test_an_eviction_with_no_pdb_deletes_the_pod(pair: Pair) -> None:
 
 
 def test_an_eviction_of_a_missing_pod_is_404(pair: Pair) -> None:
-    pair.same_error("POST", "/api/v1/namespaces/default/pods/no-such-pod/eviction", eviction("no-such-pod"))
+    pair.same_error(
+        "POST", "/api/v1/namespaces/default/pods/no-such-pod/eviction", eviction("no-such-pod")
+    )

@@ -478,7 +478,11 @@ class ReadHandler(HandlerBase):
         if now_match:
             return self._event(rtype, "ADDED", change.raw)
         if was_match:
-            return self._event(rtype, "DELETED", change.raw)
+            # the object as it last matched, at the change's resourceVersion (k8s.io/apiserver
+            # v0.34.0 pkg/storage/cacher/cache_watcher.go convertToWatchEvent)
+            return self._event(
+                rtype, "DELETED", _at_version(change.prev_raw, change.rv) or change.raw
+            )
         return None
 
     def _chunk(self, data: bytes) -> None:
@@ -508,3 +512,12 @@ class ReadHandler(HandlerBase):
             )
             return
         self._send(200, b"{" + rtype.kind_header() + self._raw(raw)[1:])
+
+
+def _at_version(raw: bytes | None, rv: int) -> bytes | None:
+    """A stored object's JSON with its metadata.resourceVersion replaced."""
+    if raw is None:
+        return None
+    obj = json.loads(raw)
+    obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
+    return json.dumps(obj, separators=(",", ":")).encode()

@@ -6,6 +6,7 @@ schema, DELETE with grace periods, and the Eviction API with PodDisruptionBudget
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -18,6 +19,7 @@ from mignurse.sim.apiserver.errors import ApiError, conflict, invalid, not_found
 from mignurse.sim.discovery import Served
 from mignurse.sim.objects import JsonDict, ts
 from mignurse.sim.resources import RESOURCES, ResourceType
+from mignurse.sim.workloads import POD_TERMINATION_GRACE
 
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
@@ -80,18 +82,10 @@ class WriteHandler(HandlerBase):
         kind = PATCH_TYPES.get(content_type)
         custom = rtype.plural in CUSTOM
         if kind is None or kind == "apply-cbor" or (kind == "strategic" and custom):
-            accepted = (
-                "application/json-patch+json, application/merge-patch+json, "
-                "application/apply-patch+yaml"
-            )
-            if not custom:
-                accepted += ", application/strategic-merge-patch+json"
-            raise ApiError(
-                415,
-                "UnsupportedMediaType",
-                "the body of the request was in an unknown format - "
-                f"accepted media types include: {accepted}",
-            )
+            # No PATCH route consumes it (k8s.io/apiserver v0.34.0 pkg/endpoints/installer.go):
+            # go-restful's 415, made a Status by pkg/server/handler.go serviceErrorHandler
+            # (apierrors.NewGenericServerResponse), as kube-apiserver v1.34.4 answers it.
+            raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
         if kind == "apply":
             self._apply(served, namespace, name, sub, body)
             return
@@ -353,7 +347,9 @@ class WriteHandler(HandlerBase):
             if current is None:
                 raise not_found(rtype, name)
             self._check_preconditions(rtype, name, current, body)
-            if rtype.plural == "nodediagnostics":
+            if self._query.get("dryRun") == "All":
+                result = self._dry_run_deleted(rtype, current, body)
+            elif rtype.plural == "nodediagnostics":
                 # no finalizers: gone at once; a running capture ends unseen (the agent's
                 # handleDelete cancels packet captures only, a log capture just finishes)
                 tx.delete(rtype.plural, key_ns, name)
@@ -378,6 +374,34 @@ class WriteHandler(HandlerBase):
                     raise not_found(rtype, name)
                 result = deleted
         self._send(200, self._with_kind(rtype, result))
+
+    def _dry_run_deleted(self, rtype: ResourceType, current: JsonDict, body: bytes) -> JsonDict:
+        """What a dryRun=All DELETE answers: the object as the delete would leave it, with
+        nothing stored and no controller told (k8s.io/apiserver v0.34.0
+        pkg/registry/generic/registry/store.go Delete skips only the storage write on a dry
+        run; pkg/registry/rest/delete.go BeforeDelete sets the deletion timestamp of a graceful
+        delete, store.go markAsDeleting that of an object finalizers keep)."""
+        result = copy.deepcopy(current)
+        meta = result.setdefault("metadata", {})
+        if meta.get("deletionTimestamp") is not None:
+            return result
+        now = self.sim.loops.now
+        if rtype.plural == "pods":
+            grace = self._grace_period(body)
+            spec = result.get("spec") or {}
+            if grace is None:
+                grace = int(spec.get("terminationGracePeriodSeconds", POD_TERMINATION_GRACE))
+            # pkg/registry/core/pod/strategy.go CheckGracefulDelete: an unbound or finished pod
+            # goes at once
+            phase = (result.get("status") or {}).get("phase")
+            if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+                grace = 0
+            meta["deletionTimestamp"] = ts(now + grace)
+            meta["deletionGracePeriodSeconds"] = grace
+        elif meta.get("finalizers"):
+            meta["deletionTimestamp"] = ts(now)
+            meta["deletionGracePeriodSeconds"] = 0
+        return result
 
     @staticmethod
     def _check_preconditions(
