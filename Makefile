@@ -97,3 +97,10 @@ screenshots: $(STAMP)
 .PHONY: upstream
 upstream:
 	scripts/upstream-build.sh
+
+## The real control plane tier (not part of `make test`; needs `make upstream` first, and is
+## skipped with that reason without it): etcd, kube-apiserver and kube-controller-manager on
+## 127.0.0.1 beside the simulator, the same requests to both (docs/simulator-fidelity.md).
+.PHONY: upstream-test
+upstream-test: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= nice -n 19 $(BIN)/pytest -p no:cacheprovider -q tests/upstream

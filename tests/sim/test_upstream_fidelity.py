@@ -1,0 +1,115 @@
+"""What the simulated API server does the way kube-apiserver v1.34.4 does it, as the real
+control plane tier (tests/upstream, docs/simulator-fidelity.md) found it."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Callable
+
+from simhelpers import Http
+
+from mignurse.sim import SimCluster
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def test_every_nodes_memory_is_the_canonical_quantity_the_api_server_stores(
+    dcgm: SimCluster,
+) -> None:
+    # resource.Quantity's canonical form, as kube-apiserver stores and serves it: 67108864Ki
+    # comes back as 64Gi, so a whole number of a larger binary unit never keeps a smaller one
+    seen = set()
+    for node in dcgm.objects("nodes"):
+        for part in ("capacity", "allocatable"):
+            value = node["status"][part]["memory"]
+            number, suffix = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti|Pi|Ei)", value).groups()  # type: ignore[union-attr]
+            assert suffix == "Ei" or int(number) % 1024, f"{value} is not canonical"
+            seen.add(value)
+    assert seen  # the scenario has nodes
+
+
+def test_the_node_table_describes_its_columns_as_the_api_server_does(dcgm: SimCluster) -> None:
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+    request = urllib.request.Request(
+        dcgm.url + f"/api/v1/nodes/{name}",
+        headers={"Authorization": f"Bearer {dcgm.token}", "Accept": TABLE},
+    )
+    with urllib.request.urlopen(request, timeout=10, context=dcgm.ssl_context()) as answer:
+        table = json.loads(answer.read())
+    described = {c["name"]: c["description"] for c in table["columnDefinitions"]}
+    assert described["OS-Image"] == (
+        "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."
+    )
+    assert described["Internal-IP"].startswith(
+        "List of addresses reachable to the node. Queried from cloud provider, if available."
+    )
+    assert described["Internal-IP"] == described["External-IP"]
+
+
+def test_a_dry_run_delete_of_a_node_answers_terminating_and_deletes_nothing(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    node = next(n for n in dcgm.objects("nodes") if n["metadata"].get("finalizers"))
+    name = node["metadata"]["name"]
+
+    status, answer = http.request("DELETE", f"/api/v1/nodes/{name}?dryRun=All")
+
+    assert status == 200
+    assert answer["metadata"]["deletionTimestamp"]  # what the delete would do: its finalizer
+    assert answer["metadata"]["deletionGracePeriodSeconds"] == 0  # keeps it Terminating
+    status, stored = http.get(f"/api/v1/nodes/{name}")
+    assert status == 200
+    assert "deletionTimestamp" not in stored["metadata"]
+    dcgm.advance(120)
+    assert name in {n["metadata"]["name"] for n in dcgm.objects("nodes")}
+    assert not any(c["metadata"].get("deletionTimestamp") for c in dcgm.objects("nodeclaims"))
+
+
+def test_a_node_leaving_a_watchs_selector_is_deleted_with_the_labels_it_matched(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+    _, nodes = http.get("/api/v1/nodes?labelSelector=team%3Dblue")
+    rv = nodes["metadata"]["resourceVersion"]
+    merge = "application/merge-patch+json"
+    http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"metadata": {"labels": {"team": "blue"}}},
+        content_type=merge,
+    )
+    _, left = http.request(
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        {"metadata": {"labels": {"team": None}}},
+        content_type=merge,
+    )
+
+    frames = http.watch(
+        f"/api/v1/nodes?watch=true&labelSelector=team%3Dblue&resourceVersion={rv}&timeoutSeconds=1"
+    )
+
+    deleted = frames[-1]
+    assert deleted["type"] == "DELETED"
+    assert deleted["object"]["metadata"]["labels"]["team"] == "blue"
+    assert deleted["object"]["metadata"]["resourceVersion"] == left["metadata"]["resourceVersion"]
+
+
+def test_a_patch_of_a_media_type_no_route_consumes_is_go_restfuls_415(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+
+    status, body = http.request("PATCH", f"/api/v1/nodes/{name}", {}, content_type="text/plain")
+
+    assert status == 415
+    assert (body["reason"], body["message"], body["details"]) == (
+        "UnsupportedMediaType",
+        "415: Unsupported Media Type",
+        {},
+    )
