@@ -113,3 +113,23 @@ def test_a_patch_of_a_media_type_no_route_consumes_is_go_restfuls_415(
         "415: Unsupported Media Type",
         {},
     )
+
+
+def test_a_cordon_is_followed_by_the_unschedulable_taint_stamped_with_its_time(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    name = dcgm.objects("nodes")[0]["metadata"]["name"]
+    merge = "application/merge-patch+json"
+    http.request(
+        "PATCH", f"/api/v1/nodes/{name}", {"spec": {"unschedulable": True}}, content_type=merge
+    )
+
+    dcgm.advance(10)
+
+    _, node = http.get(f"/api/v1/nodes/{name}")
+    taint = next(
+        t for t in node["spec"]["taints"] if t["key"] == "node.kubernetes.io/unschedulable"
+    )
+    assert taint["effect"] == "NoSchedule"
+    assert taint["timeAdded"]  # the node lifecycle controller's SwapNodeControllerTaint sets it

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 VOLATILE_METADATA = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "selfLink")
+STAMPS = ("lastTransitionTime", "timeAdded")
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
@@ -137,6 +138,10 @@ def _clean(obj: Any, keep_generation: bool) -> None:
         if obj.get("kind", "").endswith("List") or obj.get("kind") in ("Table", "Status"):
             meta.pop("continue", None)
             meta.pop("remainingItemCount", None)
+    for key in STAMPS:
+        # when a controller set a condition or a taint: each server's own clock
+        if obj.get(key):
+            obj[key] = "<set>"
     for key, value in obj.items():
         if key != "metadata":
             _clean(value, keep_generation)

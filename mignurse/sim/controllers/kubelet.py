@@ -477,7 +477,9 @@ class Kubelet:
         if node is None:
             return
         if node["spec"].get("unschedulable"):
-            self.loops.set_taint(machine, "node.kubernetes.io/unschedulable", "NoSchedule")
+            self.loops.set_taint(
+                machine, "node.kubernetes.io/unschedulable", "NoSchedule", stamped=True
+            )
         else:
             self.loops.remove_taint(machine, "node.kubernetes.io/unschedulable")
             self.loops.workloads.schedule_soon()

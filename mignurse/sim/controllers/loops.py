@@ -387,7 +387,18 @@ class ControlLoops:
         self.repair.conditions_changed(machine, node, transitioned)
         return True
 
-    def set_taint(self, machine: Machine, key: str, effect: str, value: str | None = None) -> None:
+    def set_taint(
+        self,
+        machine: Machine,
+        key: str,
+        effect: str,
+        value: str | None = None,
+        *,
+        stamped: bool = False,
+    ) -> None:
+        """Add a taint; `stamped`: with its timeAdded, as the node lifecycle controller adds
+        every taint (kubernetes v1.34 pkg/controller/util/node/controller_utils.go
+        SwapNodeControllerTaint), and every NoExecute one has."""
         node = self.node(machine)
         if node is None:
             return
@@ -397,7 +408,7 @@ class ControlLoops:
         taint: JsonDict = {"key": key, "effect": effect}
         if value is not None:
             taint["value"] = value
-        if effect == "NoExecute":
+        if effect == "NoExecute" or stamped:
             taint["timeAdded"] = ts(self.t)
         taints.append(taint)
         self.tx.put("nodes", node)
