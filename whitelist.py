@@ -61,6 +61,7 @@ _.hourly_usd
 _.pytestmark
 _.pytest_configure
 _.pytest_collection_modifyitems
+_.pytest_ignore_collect
 _.fake_aws
 
 # tests/gpu: the profile table mirrors fake_nvml.c's H100_PROFILES column for column.
