@@ -133,3 +133,34 @@ def test_a_cordon_is_followed_by_the_unschedulable_taint_stamped_with_its_time(
     )
     assert taint["effect"] == "NoSchedule"
     assert taint["timeAdded"]  # the node lifecycle controller's SwapNodeControllerTaint sets it
+
+
+def test_deleting_a_pod_disruption_budget_answers_a_success_status_naming_it(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    http = http_for(dcgm)
+    path = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "doomed"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "none"}}},
+    }
+    _, created = http.request("POST", path, budget)
+
+    status, answer = http.request("DELETE", f"{path}/doomed")
+
+    assert status == 200
+    assert answer == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": "doomed",
+            "group": "policy",
+            "kind": "poddisruptionbudgets",
+            "uid": created["metadata"]["uid"],
+        },
+    }
+    assert http.get(f"{path}/doomed")[0] == 404

@@ -138,6 +138,12 @@ def _clean(obj: Any, keep_generation: bool) -> None:
         if obj.get("kind", "").endswith("List") or obj.get("kind") in ("Table", "Status"):
             meta.pop("continue", None)
             meta.pop("remainingItemCount", None)
+    if (
+        obj.get("kind") == "Status"
+        and isinstance(obj.get("details"), dict)
+        and obj["details"].get("uid")
+    ):
+        obj["details"]["uid"] = "<set>"  # the deleted object's uid
     for key in STAMPS:
         # when a controller set a condition or a taint: each server's own clock
         if obj.get(key):

@@ -373,6 +373,17 @@ class WriteHandler(HandlerBase):
                 if deleted is None:
                     raise not_found(rtype, name)
                 result = deleted
+        if rtype.plural != "pods" and not result.get("metadata", {}).get("deletionTimestamp"):
+            # Gone at once: the generic store answers a Status naming it, unless the kind
+            # returns the deleted object (pods do) (k8s.io/apiserver v0.34.0
+            # pkg/registry/generic/registry/store.go finalizeDelete)
+            meta = result.get("metadata") or {}
+            details = {"name": meta.get("name"), "kind": rtype.plural, "uid": meta.get("uid")}
+            if rtype.group:
+                details["group"] = rtype.group
+            success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
+            self._send_json(200, {**success, "details": details})
+            return
         self._send(200, self._with_kind(rtype, result))
 
     def _dry_run_deleted(self, rtype: ResourceType, current: JsonDict, body: bytes) -> JsonDict:
