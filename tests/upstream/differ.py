@@ -2,9 +2,11 @@
 server with a plain HTTP client, and the answers reduced to what both must agree on.
 
 What is removed before comparing is only what differs between any two API servers by design:
-identities and clocks (uid, resourceVersion, creationTimestamp, deletionTimestamp's value,
-managedFields, the generation of objects whose generation is not asked about), and the list
-metadata's resourceVersion/continue tokens (opaque). Everything else stays.
+identities and clocks (uid, resourceVersion, creationTimestamp, managedFields, selfLink; the
+value, not the presence, of
+deletionTimestamp, a condition's lastTransitionTime, a taint's timeAdded and a deleted object's
+uid in a Status; a Table's Age cells), and the list metadata's continue token and
+remainingItemCount (opaque; the pages are compared). Everything else stays.
 """
 
 from __future__ import annotations
@@ -105,14 +107,14 @@ def _decode(raw: bytes) -> Any:
         return raw.decode(errors="replace")
 
 
-def clean(obj: Any, *, keep_generation: bool = False) -> Any:
+def clean(obj: Any) -> Any:
     """An object, list, Table, Status or watch event without what differs by design."""
     obj = copy.deepcopy(obj)
-    _clean(obj, keep_generation)
+    _clean(obj)
     return obj
 
 
-def _clean(obj: Any, keep_generation: bool) -> None:
+def _clean(obj: Any) -> None:
     if isinstance(obj, dict) and obj.get("kind") == "Table":
         # the Age column is creationTimestamp, printed relative to the server's clock
         ages = [
@@ -123,7 +125,7 @@ def _clean(obj: Any, keep_generation: bool) -> None:
                 row["cells"][i] = "<age>"
     if isinstance(obj, list):
         for item in obj:
-            _clean(item, keep_generation)
+            _clean(item)
         return
     if not isinstance(obj, dict):
         return
@@ -131,8 +133,6 @@ def _clean(obj: Any, keep_generation: bool) -> None:
     if isinstance(meta, dict):
         for key in VOLATILE_METADATA:
             meta.pop(key, None)
-        if not keep_generation:
-            meta.pop("generation", None)
         if "deletionTimestamp" in meta:
             meta["deletionTimestamp"] = "<set>"
         if obj.get("kind", "").endswith("List") or obj.get("kind") in ("Table", "Status"):
@@ -150,7 +150,7 @@ def _clean(obj: Any, keep_generation: bool) -> None:
             obj[key] = "<set>"
     for key, value in obj.items():
         if key != "metadata":
-            _clean(value, keep_generation)
+            _clean(value)
 
 
 def status_of(answer: Answer) -> tuple[int, Any, Any]:

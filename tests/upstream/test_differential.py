@@ -1,7 +1,8 @@
 """Differential checks: the same requests to the simulator and to kube-apiserver v1.34.
 
-The simulator's own scenario objects (its namespaces and Nodes, with their status) are copied to
-the real server first, so a request names the same objects on both sides. Each test is one
+The simulator's own scenario objects (its namespaces, its Nodes with their status, and the pods of
+two namespaces) are copied to the real server first, so a request names the same objects on both
+sides. Each test is one
 request kind; a difference the simulator keeps on purpose is an `xfail(strict=True)` with its
 reason, listed in docs/simulator-fidelity.md.
 """
