@@ -781,6 +781,59 @@ def test_a_watch_that_streams_the_initial_list_ends_it_with_a_bookmark(
     assert [e["type"] for e in streams["real"]["events"]] == ["ADDED", "BOOKMARK"]
 
 
+def test_patch_a_missing_node_is_404(pair: Pair) -> None:
+    patch = {"metadata": {"labels": {"diff/x": "1"}}}
+    pair.same_error("PATCH", "/api/v1/nodes/no-such-node", patch, content_type=MERGE)
+
+
+def test_replace_a_node_under_another_name_is_400(pair: Pair, nodes: list[str]) -> None:
+    body = pair.real.request("GET", f"/api/v1/nodes/{nodes[0]}").body
+    body["metadata"]["name"] = "another-name"
+    pair.same_error("PUT", f"/api/v1/nodes/{nodes[0]}", body)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='the real server answers 500 with no reason (\'resourceVersion: Invalid value: "abc": '
+    "strconv.ParseUint: ...'); the simulator answers 400 BadRequest",
+)
+def test_get_at_an_unparsable_resource_version_is_400(pair: Pair, nodes: list[str]) -> None:
+    pair.same_error("GET", f"/api/v1/nodes/{nodes[0]}?resourceVersion=abc")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="same 422 Invalid; the real message prints the spec as Go's internal struct "
+    "(MinAvailable, Selector, with Go field names), the simulator as JSON",
+)
+def test_a_pdb_with_both_min_available_and_max_unavailable_is_422(pair: Pair) -> None:
+    body = budget("diff-both", "trainer", 1)
+    body["spec"]["maxUnavailable"] = 1
+    real, _ = pair.same_error(
+        "POST", "/apis/policy/v1/namespaces/training/poddisruptionbudgets", body
+    )
+    assert status_of(real) == (422, "Invalid", 422)
+
+
+def test_an_eviction_naming_another_pod_is_400(pair: Pair) -> None:
+    name = next(
+        p["metadata"]["name"]
+        for p in pair.sim.objects("pods")
+        if p["metadata"]["namespace"] == "research"
+    )
+    pair.same_error(
+        "POST",
+        f"/api/v1/namespaces/research/pods/{name}/eviction",
+        eviction("another-pod", "research"),
+    )
+
+
+def test_a_node_table_page_with_limit(pair: Pair) -> None:
+    # the Nodes both servers hold (a failed create check leaves one on the real server only)
+    path = "/api/v1/nodes?limit=3&labelSelector=" + q("kubernetes.io/os=linux")
+    pair.same("GET", path, headers={"Accept": TABLE})
+
+
 # Last: on the simulator it deletes a Node the real server keeps, which every later list sees.
 @pytest.mark.xfail(
     strict=True,
