@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import DEPLOYMENTS
+from mignurse.cluster.client import DEPLOYMENTS, ApiError
 from mignurse.runner.step import StepFailed, StepPlan
 from mignurse.runner.steps.repair import PauseNodeRepair, ResumeNodeRepair
 from mignurse.runner.steps.repair.deployment import ANNOTATION_PAUSED
@@ -253,6 +253,53 @@ def test_a_gate_edited_between_the_read_and_the_patch_fails_its_test_and_changes
         "what the plan showed); nothing was changed: plan again"
     )
     assert not failed.value.retryable
+    assert gates_env(c) == theirs and record_of(c) is None
+
+
+class AnswersAsTheRealServer:
+    """The same race, answered as kube-apiserver v1.34.4 answers a failed `test` op: 422 with
+    its generic message and no details, naming neither the op nor the path (seen against the
+    real server in tests/upstream, test_a_failed_json_patch_test_op)."""
+
+    def __init__(self, racing: EditsFirst) -> None:
+        self._racing = racing
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._racing, name)
+        if name != "patch":
+            return target
+
+        def patch(resource: Any, obj: str, body: Any, **kwargs: Any) -> Any:
+            try:
+                return target(resource, obj, body, **kwargs)
+            except ApiError as exc:
+                assert "testing value" in str(exc)
+                raise ApiError(
+                    "the API server answered 422 to patch deployments.apps: the server "
+                    "rejected our request due to an error in our request"
+                ) from None
+
+        return patch
+
+
+def test_a_raced_gate_reads_as_changed_since_the_plan_from_the_real_servers_answer(
+    cluster_for: Make,
+) -> None:
+    c = cluster_for("dcgm-repair-loop")
+    theirs = "NodeRepair=true,ReservedCapacity=false"
+    racing = EditsFirst(c, theirs)
+    ctx = sim_ctx(c.sim, AnswersAsTheRealServer(racing), timeout=60)
+    step = PauseNodeRepair()
+    plan = StepPlan.from_json(step.plan(ctx).to_json())
+
+    with pytest.raises(StepFailed) as failed:
+        step.apply(ctx, plan)
+
+    assert racing.raced
+    assert str(failed.value) == (
+        "deployment/kube-system/karpenter changed since the plan (its feature gates are not "
+        "what the plan showed); nothing was changed: plan again"
+    )
     assert gates_env(c) == theirs and record_of(c) is None
 
 

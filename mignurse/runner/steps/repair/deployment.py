@@ -219,6 +219,30 @@ def gate_patch(
     return ops
 
 
+_MISSING = object()
+
+
+def _at_pointer(doc: Any, path: str) -> Any:
+    """The value at RFC 6901 JSON pointer `path` in `doc`, or `_MISSING`."""
+    for raw in path.split("/")[1:] if path else ():
+        key = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(doc, dict) and key in doc:
+            doc = doc[key]
+        elif isinstance(doc, list) and key.isdigit() and int(key) < len(doc):
+            doc = doc[int(key)]
+        else:
+            return _MISSING
+    return doc
+
+
+def _a_test_fails(ops: list[dict[str, Any]], doc: Mapping[str, Any]) -> bool:
+    """Whether one of the patch's `test` ops would fail on `doc` (RFC 6902 section 4.6)."""
+    return any(
+        op.get("op") == "test" and _at_pointer(doc, op.get("path", "")) != op.get("value")
+        for op in ops
+    )
+
+
 def patch_deployment(
     ctx: StepContext,
     namespace: str,
@@ -261,7 +285,11 @@ def patch_deployment(
     if landed(after):
         ctx.log(f"the patch's answer was lost ({failure}); read back: it is in place")
         return after
-    if "test" in str(failure) and "failed" in str(failure):
+    # A JSON patch's `test` op refused: the real API server says only "the server rejected
+    # our request due to an error in our request" (422, no details: kubernetes v1.34.4
+    # staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go, NewGenericServerResponse),
+    # so the read-back decides: a value the patch tested is no longer what it tested.
+    if _a_test_fails(ops, after) or ("test" in str(failure) and "failed" in str(failure)):
         raise StepFailed(
             f"deployment/{namespace}/{name} changed since the plan (its feature gates "
             "are not what the plan showed); nothing was changed: plan again"
