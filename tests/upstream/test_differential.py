@@ -29,7 +29,7 @@ MERGE = "application/merge-patch+json"
 JSON_PATCH_MESSAGE = (
     "same 422 Invalid; the real server's message is the generic 'the server rejected our "
     "request due to an error in our request' with empty details (NewGenericServerResponse), the "
-    "simulator's names the op that failed, and mignurse's runner reads that text"
+    "simulator's names the op that failed (the runner reads the object back instead)"
 )
 WATCH_CACHE = (
     "the real server answers from its watch cache, which keeps at least 75 s of events whatever "
