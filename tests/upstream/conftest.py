@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from controlplane import ControlPlane, find_binaries
 from differ import Client
+from karpenter import KarpenterCluster, find_karpenter_binaries
 
 from mignurse.sim import SimCluster, load_scenario
 
@@ -59,6 +60,25 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
         yield control
     finally:
         control.stop()
+    shutil.rmtree(work / "etcd", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def karpenter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KarpenterCluster]:
+    """A control plane of its own with kube-scheduler, kwok and Karpenter (karpenter.py)."""
+    bins, why = find_binaries()
+    if bins is None:
+        pytest.skip(why)
+    extra, why = find_karpenter_binaries()
+    if extra is None:
+        pytest.skip(why)
+    work = tmp_path_factory.mktemp("karpenter")
+    cluster = KarpenterCluster(work, bins, extra)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
     shutil.rmtree(work / "etcd", ignore_errors=True)
 
 

@@ -120,6 +120,9 @@ class ControlPlane:
     bins: Binaries
     api_port: int = 0
     etcd_url: str = ""
+    # How long the node lifecycle controller waits for a Node's heartbeat: long for the
+    # differential checks' copied Nodes, which never heartbeat; short where kwok heartbeats.
+    node_grace: str = "30m"
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -131,18 +134,23 @@ class ControlPlane:
         context.load_cert_chain(self.work / "admin.crt", self.work / "admin.key")
         return context
 
-    def _start(self, name: str, *argv: str | Path) -> None:
-        log = (self.work / f"{name}.log").open("wb")
+    def start_process(
+        self, name: str, *argv: str | Path, env: dict[str, str] | None = None
+    ) -> None:
+        log = (self.work / f"{name}.log").open("ab")
         self.processes[name] = subprocess.Popen(
             ["nice", "-n", "19", *map(str, argv)],
             cwd=self.work,
+            env={**os.environ, **env} if env else None,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stop() leaves no orphan
         )
         log.close()
 
-    def _wait(self, name: str, url: str, seconds: float, context: ssl.SSLContext | None) -> None:
+    def wait_ready(
+        self, name: str, url: str, seconds: float, context: ssl.SSLContext | None
+    ) -> None:
         deadline = time.monotonic() + seconds
         while True:
             process = self.processes[name]
@@ -178,7 +186,7 @@ class ControlPlane:
         etcd_port, peer_port, self.api_port = free_port(), free_port(), free_port()
         etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
         self.etcd_url = etcd_url
-        self._start(
+        self.start_process(
             "etcd",
             self.bins.etcd,
             *("--name", "tier", "--data-dir", self.work / "etcd"),
@@ -186,8 +194,8 @@ class ControlPlane:
             *("--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url),
             *("--initial-cluster", f"tier={peer_url}", "--log-level", "warn"),
         )
-        self._wait("etcd", f"{etcd_url}/health", 60, None)
-        self._start(
+        self.wait_ready("etcd", f"{etcd_url}/health", 60, None)
+        self.start_process(
             "kube-apiserver",
             self.bins.kube_apiserver,
             *("--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1"),
@@ -199,7 +207,7 @@ class ControlPlane:
             *("--service-cluster-ip-range", "10.96.0.0/16", "--authorization-mode", "Node,RBAC"),
             *("--allow-privileged", "--cert-dir", self.work / "apiserver-certs"),
         )
-        self._wait("kube-apiserver", f"{self.url}/readyz", 240, self.ssl_context())
+        self.wait_ready("kube-apiserver", f"{self.url}/readyz", 240, self.ssl_context())
         kubeconfig = self.work / "kubeconfig"
         kubeconfig.write_text(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: tier\n  cluster:\n"
@@ -211,7 +219,7 @@ class ControlPlane:
             "current-context: tier\n"
         )
         kcm_port = free_port()
-        self._start(
+        self.start_process(
             "kube-controller-manager",
             self.bins.kube_controller_manager,
             *("--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig),
@@ -221,25 +229,31 @@ class ControlPlane:
             *("--cluster-signing-cert-file", "ca.crt", "--cluster-signing-key-file", "ca.key"),
             *("--use-service-account-credentials", "--controllers", "*"),
             # The nodes copied from the simulator never heartbeat: a grace period longer than
-            # the tier keeps them Ready, as their kubelets would.
-            *("--node-monitor-period", "2s", "--node-monitor-grace-period", "30m"),
-            "--node-startup-grace-period=30m",
+            # the tier keeps them Ready, as their kubelets would (`node_grace`).
+            *("--node-monitor-period", "2s", "--node-monitor-grace-period", self.node_grace),
+            f"--node-startup-grace-period={self.node_grace}",
         )
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
-        self._wait("kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz", 90, insecure)
+        self.wait_ready(
+            "kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz", 90, insecure
+        )
         return self
+
+    def stop_process(self, name: str) -> None:
+        """Stop one process (its whole group): SIGTERM, SIGKILL after 10 s."""
+        process = self.processes.pop(name, None)
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
     def stop(self) -> None:
         """The newest first: the controller manager, the API server, etcd last."""
         for name in reversed(list(self.processes)):
-            process = self.processes[name]
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
-        self.processes.clear()
+            self.stop_process(name)

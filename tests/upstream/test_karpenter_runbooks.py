@@ -1,0 +1,525 @@
+"""The runbooks run end to end through the real CLI (`python -m mignurse run … --yes`) against
+real Karpenter v1.9.0 with its kwok provider (karpenter.py, docs/upstream.md), and every claim
+the CLI prints is read back from the cluster here.
+
+The tests run in file order on one cluster: the workload fixture makes Karpenter launch three
+GPU nodes (`g6e.12xlarge`, 4 GPUs each): `web`'s (a Deployment's pod, which needs a new node
+when evicted), `seed`'s (a bare pod deleted later, leaving only a DaemonSet pod), and
+`lonely`'s, whose kwok heartbeat is stopped at once so the node lifecycle controller marks it
+`Ready=Unknown` and `diagnose` judges it, minutes later, on what the real controllers wrote.
+
+What cannot run here, and why:
+- the `collect` step (cordon-and-collect, replace-instance's default): it needs a shell on the
+  node (SSH or SSM); a kwok node is a Node object with no machine behind it. The test shows
+  the run failing at that step with one line and its undo leaving the node as it was.
+- reapply-mig-no-hooks: it runs nvidia-mig-parted and nvidia-smi on the node and waits for a
+  device plugin to advertise the new MIG layout; a kwok node has none of them. Its plan
+  (`--dry-run`) reads only the cluster, and is checked.
+- Karpenter's repair firing: the kwok provider's policies are Ready False/Unknown for 10 minutes
+  (kubernetes-sigs/karpenter v1.9.0 kwok/cloudprovider/cloudprovider.go RepairPolicies), longer
+  than the tier; the gate is verified from the restarted controller instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controlplane import free_port
+from differ import Client
+from karpenter import (
+    DEPLOYMENT,
+    FEATURE_GATES,
+    INSTANCE_TYPE,
+    KWOK_LABEL,
+    NAMESPACE,
+    KarpenterCluster,
+    wait_for,
+)
+
+# One GPU pod per node (hostname anti-affinity), each asking for one of the node's 8 GPUs.
+APART = (
+    "{podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: ["
+    "{labelSelector: {matchLabels: {spread: one-per-node}}, topologyKey: kubernetes.io/hostname}]}}"
+)
+GPU_CONTAINERS = (
+    "[{name: main, image: registry.k8s.io/pause:3.10, resources: {requests: "
+    '{cpu: "1", memory: 1Gi, nvidia.com/gpu: "1"}, limits: {nvidia.com/gpu: "1"}}}]'
+)
+POOL = "{karpenter.sh/nodepool: default}"
+WORK = f"""
+apiVersion: v1
+kind: Namespace
+metadata: {{name: work}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {{name: node-agent, namespace: work}}
+spec:
+  selector: {{matchLabels: {{app: node-agent}}}}
+  template:
+    metadata: {{labels: {{app: node-agent}}}}
+    spec:
+      nodeSelector: {POOL}
+      tolerations: [{{operator: Exists}}]
+      containers:
+      - {{name: agent, image: registry.k8s.io/pause:3.10,
+         resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: work}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web, spread: one-per-node}}}}
+    spec: {{nodeSelector: {POOL}, affinity: {APART}, containers: {GPU_CONTAINERS}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: seed, namespace: work, labels: {{app: seed, spread: one-per-node}}}}
+spec: {{nodeSelector: {POOL}, affinity: {APART}, containers: {GPU_CONTAINERS}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: lonely, namespace: work, labels: {{app: lonely, spread: one-per-node}}}}
+spec: {{nodeSelector: {POOL}, affinity: {APART}, containers: {GPU_CONTAINERS}}}
+"""
+
+
+@dataclass
+class Workload:
+    web: str  # the node running web's pod
+    seed: str  # the node running the bare pod `seed`
+    lonely: str  # the node whose heartbeat is stopped
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+
+    @property
+    def run_id(self) -> str:
+        found = re.search(r"^run ([0-9a-f]{8}): ", self.out, re.M)
+        assert found, self.out
+        return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, karpenter: KarpenterCluster) -> Path:
+    """HOME of the CLI: its audit log and run state, and an SSH config that sends every node
+    to a closed port of 127.0.0.1 (a kwok node has no machine to reach)."""
+    home = tmp_path_factory.mktemp("home")
+    ssh = home / ".ssh"
+    ssh.mkdir(mode=0o700)
+    # A port nothing listens on: bound, then closed.
+    (ssh / "config").write_text(f"Host *\n  HostName 127.0.0.1\n  Port {free_port()}\n")
+    return home
+
+
+def mignurse(karpenter: KarpenterCluster, home: Path, *args: str) -> Ran:
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "KUBECONFIG": str(karpenter.kubeconfig),
+        "NO_COLOR": "1",
+    }
+    done = subprocess.run(
+        ["nice", "-n", "19", sys.executable, "-m", "mignurse", *args],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    return Ran(done.returncode, done.stdout + done.stderr)
+
+
+def node_of(karpenter: KarpenterCluster, pod: str) -> str:
+    def bound() -> str:
+        found = karpenter.get("pod", pod, "-n", "work")
+        if not found or (found.get("status") or {}).get("phase") != "Running":
+            return ""
+        return str(found["spec"].get("nodeName") or "")
+
+    return str(wait_for(f"pod work/{pod} running on a node", bound, 180))
+
+
+def ready(node: dict[str, Any]) -> str:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition["type"] == "Ready":
+            return str(condition["status"])
+    return ""
+
+
+def claim_of(karpenter: KarpenterCluster, node: str) -> dict[str, Any] | None:
+    for claim in karpenter.items("nodeclaims"):
+        if (claim.get("status") or {}).get("nodeName") == node:
+            return claim
+    return None
+
+
+@pytest.fixture(scope="module")
+def workload(karpenter: KarpenterCluster) -> Workload:
+    karpenter.kubectl("apply", "-f", "-", stdin=WORK)
+    web_pod = wait_for(
+        "web's pod",
+        lambda: [
+            p["metadata"]["name"] for p in karpenter.items("pods", "-n", "work", "-l", "app=web")
+        ],
+    )[0]
+    found = Workload(
+        node_of(karpenter, web_pod), node_of(karpenter, "seed"), node_of(karpenter, "lonely")
+    )
+    # Stop kwok's heartbeat for `lonely`'s node: kwok manages only the nodes its label
+    # selector matches, and its Lease stops being renewed.
+    karpenter.kubectl("label", "node", found.lonely, f"{KWOK_LABEL}-")
+    return found
+
+
+# -- cordon, uncordon ---------------------------------------------------------------------
+
+
+def test_cordon_then_uncordon_a_karpenter_node(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    node = workload.seed
+    ran = mignurse(karpenter, home, "run", "cordon", "--node", node, "--yes")
+    assert ran.code == 0, ran.out
+    assert f"run {ran.run_id}: succeeded" in ran.out
+    assert f"now: node {node} is Ready, cordoned by this run" in ran.out
+    seen = karpenter.get("node", node)
+    assert seen["spec"].get("unschedulable") is True
+    holder = json.loads(seen["metadata"]["annotations"]["mignurse.io/cordoned-by"])
+    assert holder["run"] == ran.run_id
+    assert ready(seen) == "True"
+    # The node lifecycle controller taints a cordoned node, as on EKS.
+    wait_for(
+        "the node.kubernetes.io/unschedulable taint",
+        lambda: any(
+            t["key"] == "node.kubernetes.io/unschedulable"
+            for t in karpenter.get("node", node)["spec"].get("taints") or []
+        ),
+        60,
+    )
+
+    ran = mignurse(karpenter, home, "run", "uncordon", "--node", node, "--yes")
+    assert ran.code == 0, ran.out
+    assert f"run {ran.run_id}: succeeded" in ran.out
+    assert f"now: node {node} is Ready, schedulable" in ran.out
+    seen = karpenter.get("node", node)
+    assert not seen["spec"].get("unschedulable")
+    assert "mignurse.io/cordoned-by" not in (seen["metadata"].get("annotations") or {})
+    wait_for(
+        "the unschedulable taint lifted",
+        lambda: (
+            not any(
+                t["key"] == "node.kubernetes.io/unschedulable"
+                for t in karpenter.get("node", node)["spec"].get("taints") or []
+            )
+        ),
+        60,
+    )
+
+
+def test_cordon_and_collect_stops_at_collect_without_a_node_shell_and_undoes_the_cordon(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    node = workload.seed
+    ran = mignurse(
+        karpenter, home, "run", "cordon-and-collect", "--node", node, "--yes",
+        "--transport", "ssh", "--param", f"out={home / 'b.tar.gz'}",
+    )  # fmt: skip
+    assert ran.code != 0, ran.out
+    assert f"run {ran.run_id}: undone: step collect failed: could not collect {node}" in ran.out
+    assert "Traceback" not in ran.out
+    assert f"now: node {node} is Ready, schedulable" in ran.out
+    seen = karpenter.get("node", node)
+    assert not seen["spec"].get("unschedulable")
+    assert "mignurse.io/cordoned-by" not in (seen["metadata"].get("annotations") or {})
+    assert ready(seen) == "True"
+
+
+# -- pause and resume of node repair ------------------------------------------------------
+
+
+def controller_env(karpenter: KarpenterCluster) -> dict[str, str]:
+    return karpenter.deployment_env()
+
+
+def rolled_out(karpenter: KarpenterCluster) -> dict[str, Any]:
+    deploy = karpenter.get("deployment", DEPLOYMENT, "-n", NAMESPACE)
+    status = deploy.get("status") or {}
+    assert status.get("observedGeneration") == deploy["metadata"]["generation"]
+    assert status.get("updatedReplicas") == status.get("replicas") == 1
+    assert status.get("availableReplicas") == 1
+    return deploy
+
+
+def running_controller_gates(karpenter: KarpenterCluster) -> list[str]:
+    pods = karpenter.items("pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/name=karpenter")
+    gates = []
+    for pod in pods:
+        if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") != "Running":
+            continue
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env") or []}
+        gates.append(str(env.get("FEATURE_GATES")))
+    return gates
+
+
+def health_controller_running(karpenter: KarpenterCluster) -> tuple[bool, bool]:
+    """Whether the Karpenter process now running started its `node.health` controller, by
+    its own log and by its metrics (controller-runtime's per-controller series)."""
+    wait_for(
+        "the restarted Karpenter started its controllers",
+        lambda: '"controller":"nodeclaim.lifecycle"' in karpenter.karpenter_log(),
+        120,
+    )
+    log = karpenter.karpenter_log()
+    in_log = '"message":"Starting Controller","controller":"node.health"' in log
+    metrics = karpenter.karpenter_metrics()
+    in_metrics = 'controller_runtime_reconcile_total{controller="node.health"' in metrics
+    return in_log, in_metrics
+
+
+def test_pause_node_repair_restarts_karpenter_without_its_health_controller(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    assert health_controller_running(karpenter) == (True, True)
+
+    ran = mignurse(karpenter, home, "run", "pause-node-repair", "--yes")
+    assert ran.code == 0, ran.out
+    assert f"run {ran.run_id}: succeeded" in ran.out
+    assert "pause: verified" in ran.out
+    assert re.search(r"now: node repair is paused by this run since \S+Z", ran.out), ran.out
+
+    paused = FEATURE_GATES.replace("NodeRepair=true", "NodeRepair=false")
+    assert controller_env(karpenter)["FEATURE_GATES"] == paused
+    deploy = rolled_out(karpenter)
+    record = json.loads(deploy["metadata"]["annotations"]["mignurse.io/node-repair-paused"])
+    assert record["run"] == ran.run_id
+    assert record["settings"][0]["prior"] == FEATURE_GATES
+    assert running_controller_gates(karpenter) == [paused]
+
+    # No kubelet runs the real controller: restart it with the Deployment's settings.
+    karpenter.restart_karpenter()
+    assert health_controller_running(karpenter) == (False, False)
+
+
+def test_resume_node_repair_restarts_karpenter_with_its_health_controller(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    ran = mignurse(karpenter, home, "run", "resume-node-repair", "--yes")
+    assert ran.code == 0, ran.out
+    assert f"run {ran.run_id}: succeeded" in ran.out
+    assert "resume: verified" in ran.out
+
+    assert controller_env(karpenter)["FEATURE_GATES"] == FEATURE_GATES
+    deploy = rolled_out(karpenter)
+    assert "mignurse.io/node-repair-paused" not in (deploy["metadata"].get("annotations") or {})
+    assert running_controller_gates(karpenter) == [FEATURE_GATES]
+
+    karpenter.restart_karpenter()
+    assert health_controller_running(karpenter) == (True, True)
+
+
+# -- replace-instance ---------------------------------------------------------------------
+
+
+def test_replace_instance_held_by_a_pdb_then_resumed_replaces_the_node(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    node = workload.web
+    old_claim = claim_of(karpenter, node)
+    assert old_claim is not None
+    karpenter.kubectl(
+        "create", "pdb", "web", "-n", "work", "--selector=app=web", "--min-available=1"
+    )
+    wait_for(
+        "the disruption controller's status of PDB work/web",
+        lambda: (karpenter.get("pdb", "web", "-n", "work").get("status") or {}).get(
+            "observedGeneration"
+        ),
+        60,
+    )
+    args = ("--param", "collect=false", "--param", "settle=10s", "--param", "wait=5m")
+    ran = mignurse(
+        karpenter, home, "run", "replace-instance", "--node", node, "--yes",
+        "--param", "drain_timeout=15s", *args,
+    )  # fmt: skip
+    assert ran.code != 0, ran.out
+    run_id = ran.run_id
+    assert "drain: 1 pod(s) refused by their disruption budget" in ran.out
+    assert re.search(
+        rf"run {run_id}: failed: step drain failed: drain of {node} timed out after 15 s: "
+        r"1 pod\(s\) left: work/web-\S+ \(PDB work/web \(allows 0 disruption\(s\) now\)\)",
+        ran.out,
+    ), ran.out
+    assert f"now: node {node} is Ready, cordoned by this run" in ran.out
+
+    # The real server's answer to that eviction: 429, the PDB named.
+    pod = karpenter.items("pods", "-n", "work", "-l", "app=web")[0]["metadata"]["name"]
+    client = Client(karpenter.plane.url, karpenter.plane.ssl_context())
+    refused = client.request(
+        "POST",
+        f"/api/v1/namespaces/work/pods/{pod}/eviction",
+        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod}},
+    )
+    assert refused.status == 429
+    assert refused.body["reason"] == "TooManyRequests"
+    assert refused.body["message"] == (
+        "Cannot evict pod as it would violate the pod's disruption budget."
+    )
+    causes = refused.body["details"]["causes"]
+    assert causes[0]["reason"] == "DisruptionBudget"
+    assert causes[0]["message"].startswith("The disruption budget web needs 1 healthy pods")
+
+    seen = karpenter.get("node", node)
+    assert seen["spec"].get("unschedulable") is True
+    assert json.loads(seen["metadata"]["annotations"]["mignurse.io/cordoned-by"])["run"] == run_id
+    claim = karpenter.get("nodeclaim", old_claim["metadata"]["name"])
+    assert claim is not None and not claim["metadata"].get("deletionTimestamp")
+    assert karpenter.get("pod", pod, "-n", "work")["spec"]["nodeName"] == node
+
+    # The engineer relaxes the budget and resumes the run.
+    karpenter.kubectl("delete", "pdb", "web", "-n", "work")
+    ran = mignurse(karpenter, home, "run", "--resume", run_id, "--yes")
+    assert ran.code == 0, ran.out
+    assert f"run {run_id}: succeeded" in ran.out
+    assert f"drain: evicted work/{pod}" in ran.out
+    assert f"now: node {node} no longer exists" in ran.out
+    found = re.search(
+        r"wait-replacement: verified: replacement (\S+) stayed Ready with its GPUs advertised: "
+        r"served for \d+ s of cluster time",
+        ran.out,
+    )
+    assert found, ran.out
+    new = found.group(1)
+
+    assert karpenter.get("node", node) is None
+    assert karpenter.get("nodeclaim", old_claim["metadata"]["name"]) is None
+    replacement = karpenter.get("node", new)
+    assert ready(replacement) == "True"
+    assert replacement["metadata"]["labels"]["karpenter.sh/nodepool"] == "default"
+    assert replacement["metadata"]["labels"]["node.kubernetes.io/instance-type"] == INSTANCE_TYPE
+    assert replacement["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    new_claim = claim_of(karpenter, new)
+    assert new_claim is not None
+    conditions = {c["type"]: c["status"] for c in new_claim["status"]["conditions"]}
+    assert conditions["Initialized"] == "True"
+    assert (
+        node_of(
+            karpenter, karpenter.items("pods", "-n", "work", "-l", "app=web")[0]["metadata"]["name"]
+        )
+        == new
+    )
+    workload.web = new
+
+
+def test_replace_instance_of_a_node_with_only_a_daemonset_pod_expects_no_replacement(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    node = workload.seed
+    karpenter.kubectl("delete", "pod", "seed", "-n", "work", "--wait=true")
+    claim = claim_of(karpenter, node)
+    assert claim is not None
+    before = {c["metadata"]["name"] for c in karpenter.items("nodeclaims")}
+
+    ran = mignurse(
+        karpenter, home, "run", "replace-instance", "--node", node, "--yes",
+        "--param", "collect=false", "--param", "settle=10s", "--param", "wait=3m",
+    )  # fmt: skip
+    assert ran.code == 0, ran.out
+    assert f"run {ran.run_id}: succeeded" in ran.out
+    assert (
+        f"wait-replacement: verified: none expected: no pod on {node} needs a new node "
+        "(1 DaemonSet pod)"
+    ) in ran.out
+    assert f"now: node {node} no longer exists" in ran.out
+    assert karpenter.get("node", node) is None
+    assert karpenter.get("nodeclaim", claim["metadata"]["name"]) is None
+
+    # Karpenter batches pending pods for up to 10 s (BATCH_MAX_DURATION); none needs a node.
+    time.sleep(15)
+    after = {c["metadata"]["name"] for c in karpenter.items("nodeclaims")}
+    assert after <= before - {claim["metadata"]["name"]}
+
+
+# -- diagnose on what real Karpenter and the controllers wrote ----------------------------
+
+
+def test_the_mig_runbook_plans_against_a_karpenter_gpu_node_but_cannot_run_there(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    """reapply-mig-no-hooks runs nvidia-mig-parted on the node: a kwok node has no shell. Its
+    plan reads only the cluster: the H100 layout exists, the pods to evict are the node's."""
+    node = workload.web
+    ran = mignurse(
+        karpenter, home, "run", "reapply-mig-no-hooks", "--node", node, "--dry-run",
+        "--param", "config=all-1g.10gb",
+    )  # fmt: skip
+    assert ran.code == 0, ran.out
+    assert f"run {ran.run_id}: dry-run" in ran.out
+    assert "BLOCKED" not in ran.out
+    pod = karpenter.items("pods", "-n", "work", "-l", "app=web")[0]["metadata"]["name"]
+    assert f"change pod/work/{pod}: evicted (policy/v1 Eviction) '{node}' → (absent)" in ran.out
+    assert "left alone: 1 DaemonSet pod" in ran.out
+    # A dry-run writes nothing.
+    seen = karpenter.get("node", node)
+    assert not seen["spec"].get("unschedulable")
+    assert "nvidia.com/gpu.deploy.mig-manager" not in seen["metadata"]["labels"]
+
+
+def test_diagnose_reads_the_node_lifecycle_controller_and_karpenter_on_a_silent_node(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    node = workload.lonely
+
+    def unknown_since() -> datetime | None:
+        for condition in karpenter.get("node", node)["status"]["conditions"]:
+            if condition["type"] == "Ready" and condition["status"] == "Unknown":
+                return datetime.fromisoformat(condition["lastTransitionTime"])
+        return None
+
+    since = wait_for(f"{node} Ready=Unknown once kwok stopped its heartbeat", unknown_since, 180)
+    # node-not-ready waits out 2 minutes of NotReady (a blip) before it speaks.
+    settle = since + timedelta(minutes=2, seconds=5) - datetime.now(UTC)
+    time.sleep(max(0.0, settle.total_seconds()))
+
+    ran = mignurse(karpenter, home, "diagnose", "-o", "json")
+    assert ran.code in (0, 1), ran.out
+    report = json.loads(ran.out[ran.out.index("{") :])
+    assert report["ruleErrors"] == []
+    by_id = {f["id"]: f for f in report["findings"]}
+
+    silent = by_id["node-not-ready"]
+    assert silent["nodepool"] == "default"
+    assert silent["nodes"] == [node]
+    assert f"{node} Ready=Unknown for " in silent["summary"]
+    assert "the kubelet stopped posting status" in silent["summary"]
+    texts = [e["text"] for e in silent["evidence"]]
+    assert any(f"Node {node}: Ready=Unknown NodeStatusUnknown" in t for t in texts), texts
+    # The node lifecycle controller's event, as kube-controller-manager v1.34.4 words it.
+    assert any(f"Node {node} status is now: NodeNotReady" in t for t in texts), texts
+    # mignurse reads the AWS provider's policy (Ready Unknown: 30 min); the kwok provider
+    # repairs after 10 min (docs/simulator-fidelity.md).
+    deadline = datetime.fromisoformat(silent["deadline"])
+    assert deadline == since + timedelta(minutes=30)
+
+    risk = by_id["repair-risk"]
+    assert "1 node(s) match a repair policy now" in risk["summary"]
+    assert any("NodeRepair=true" in e["text"] for e in risk["evidence"])
