@@ -13,8 +13,9 @@ What cannot run here, and why:
   node (SSH or SSM); a kwok node is a Node object with no machine behind it. The test shows
   the run failing at that step with one line and its undo leaving the node as it was.
 - reapply-mig-no-hooks: it runs nvidia-mig-parted and nvidia-smi on the node and waits for a
-  device plugin to advertise the new MIG layout; a kwok node has none of them. Its plan
-  (`--dry-run`) reads only the cluster, and is checked.
+  device plugin to advertise the new MIG layout; a kwok node has none of them, and even its
+  plan asks the node (`systemctl is-active nvidia-mig-manager`): the test shows the plan
+  blocked in one line, the rest of it read from the cluster, and nothing written.
 - Karpenter's repair firing: the kwok provider's policies are Ready False/Unknown for 10 minutes
   (kubernetes-sigs/karpenter v1.9.0 kwok/cloudprovider/cloudprovider.go RepairPolicies), longer
   than the tier; the gate is verified from the restarted controller instead.
@@ -462,26 +463,33 @@ def test_replace_instance_of_a_node_with_only_a_daemonset_pod_expects_no_replace
 # -- diagnose on what real Karpenter and the controllers wrote ----------------------------
 
 
-def test_the_mig_runbook_plans_against_a_karpenter_gpu_node_but_cannot_run_there(
+def test_the_mig_runbook_cannot_even_be_planned_without_a_node_shell(
     karpenter: KarpenterCluster, workload: Workload, home: Path
 ) -> None:
-    """reapply-mig-no-hooks runs nvidia-mig-parted on the node: a kwok node has no shell. Its
-    plan reads only the cluster: the H100 layout exists, the pods to evict are the node's."""
+    """reapply-mig-no-hooks runs nvidia-mig-parted on the node, and its plan already asks the
+    node whether a host nvidia-mig-manager.service is active (a read-only command): a kwok
+    node has no machine to ask. The plan says so in one line, shows the rest of the plan
+    from the cluster (the H100 layout, the pods it would evict), and writes nothing."""
     node = workload.web
     ran = mignurse(
         karpenter, home, "run", "reapply-mig-no-hooks", "--node", node, "--dry-run",
-        "--param", "config=all-1g.10gb",
+        "--transport", "ssh", "--param", "config=all-1g.10gb",
     )  # fmt: skip
-    assert ran.code == 0, ran.out
-    assert f"run {ran.run_id}: dry-run" in ran.out
-    assert "BLOCKED" not in ran.out
+    assert ran.code == 1, ran.out
+    assert re.search(
+        rf"^run {ran.run_id}: blocked: step preflight cannot run: systemctl is-active on "
+        rf"{node}: connection refused by root@127\.0\.0\.1:\d+$",
+        ran.out,
+        re.M,
+    ), ran.out
+    assert "Traceback" not in ran.out
     pod = karpenter.items("pods", "-n", "work", "-l", "app=web")[0]["metadata"]["name"]
     assert f"change pod/work/{pod}: evicted (policy/v1 Eviction) '{node}' → (absent)" in ran.out
-    assert "left alone: 1 DaemonSet pod" in ran.out
-    # A dry-run writes nothing.
+    assert "as 7×1g.10gb per GPU" in ran.out
     seen = karpenter.get("node", node)
     assert not seen["spec"].get("unschedulable")
     assert "nvidia.com/gpu.deploy.mig-manager" not in seen["metadata"]["labels"]
+    assert "mignurse.io/lock" not in (seen["metadata"].get("annotations") or {})
 
 
 def test_diagnose_reads_the_node_lifecycle_controller_and_karpenter_on_a_silent_node(
