@@ -100,7 +100,9 @@ upstream:
 
 ## The real control plane tier (not part of `make test`; needs `make upstream` first, and is
 ## skipped with that reason without it): etcd, kube-apiserver and kube-controller-manager on
-## 127.0.0.1 beside the simulator, the same requests to both (docs/simulator-fidelity.md).
+## 127.0.0.1 beside the simulator, the same requests to both (docs/simulator-fidelity.md);
+## then the runbooks and diagnose through the CLI against Karpenter v1.9.0 with kwok, on a
+## control plane of their own with kube-scheduler (docs/upstream.md).
 .PHONY: upstream-test
 upstream-test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= nice -n 19 $(BIN)/pytest -p no:cacheprovider -q tests/upstream
