@@ -221,7 +221,7 @@ class KarpenterCluster:
     def kubeconfig(self) -> Path:
         return self.work / "kubeconfig"
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    def kubectl(self, *args: str, stdin: str | None = None) -> str:
         done = subprocess.run(
             [
                 str(kubectl_path()),
@@ -235,7 +235,7 @@ class KarpenterCluster:
             text=True,
             check=False,
         )
-        if check and done.returncode:
+        if done.returncode:
             raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
 

@@ -47,6 +47,10 @@ from karpenter import (
     wait_for,
 )
 
+# The first test also starts the cluster and waits for Karpenter's three nodes; the last waits
+# out node-not-ready's settle: more than the suite's 300 s hang guard on two busy cores.
+pytestmark = pytest.mark.timeout(900)
+
 # One GPU pod per node (hostname anti-affinity), each asking for one of the node's 8 GPUs.
 APART = (
     "{podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: ["
@@ -258,10 +262,6 @@ def test_cordon_and_collect_stops_at_collect_without_a_node_shell_and_undoes_the
 # -- pause and resume of node repair ------------------------------------------------------
 
 
-def controller_env(karpenter: KarpenterCluster) -> dict[str, str]:
-    return karpenter.deployment_env()
-
-
 def rolled_out(karpenter: KarpenterCluster) -> dict[str, Any]:
     deploy = karpenter.get("deployment", DEPLOYMENT, "-n", NAMESPACE)
     status = deploy.get("status") or {}
@@ -309,7 +309,7 @@ def test_pause_node_repair_restarts_karpenter_without_its_health_controller(
     assert re.search(r"now: node repair is paused by this run since \S+Z", ran.out), ran.out
 
     paused = FEATURE_GATES.replace("NodeRepair=true", "NodeRepair=false")
-    assert controller_env(karpenter)["FEATURE_GATES"] == paused
+    assert karpenter.deployment_env()["FEATURE_GATES"] == paused
     deploy = rolled_out(karpenter)
     record = json.loads(deploy["metadata"]["annotations"]["mignurse.io/node-repair-paused"])
     assert record["run"] == ran.run_id
@@ -329,7 +329,7 @@ def test_resume_node_repair_restarts_karpenter_with_its_health_controller(
     assert f"run {ran.run_id}: succeeded" in ran.out
     assert "resume: verified" in ran.out
 
-    assert controller_env(karpenter)["FEATURE_GATES"] == FEATURE_GATES
+    assert karpenter.deployment_env()["FEATURE_GATES"] == FEATURE_GATES
     deploy = rolled_out(karpenter)
     assert "mignurse.io/node-repair-paused" not in (deploy["metadata"].get("annotations") or {})
     assert running_controller_gates(karpenter) == [FEATURE_GATES]
