@@ -20,6 +20,7 @@ from mignurse.cli import (
     app,
     collect,
     diagnose,
+    inventory,
     nodes,
     probe,
     run_runbook,
@@ -44,6 +45,7 @@ from mignurse.inert import inert
 _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
     (("nodes",), nodes.add_parser),
     (("diagnose",), diagnose.add_parser),
+    (("inventory",), inventory.add_parser),
     (("watch",), watch.add_parser),
     (("collect",), collect.add_parser),
     (("probe",), probe.add_parser),
@@ -154,6 +156,7 @@ def _handlers(
         None: app.cmd_app,
         "nodes": nodes.cmd_nodes,
         "diagnose": diagnose.cmd_diagnose,
+        "inventory": inventory.cmd_inventory,
         "collect": collect.cmd_collect,
         "probe": probe.cmd_probe,
         "watch": watch.cmd_watch,
