@@ -90,7 +90,7 @@ def _from_bundles(paths: Sequence[str]) -> list[Entry]:
             entries.append((name, None, why))
             continue
         for notice in held.notices:
-            print(f"note: {name}: {notice}", file=sys.stderr)
+            _say(sys.stderr, f"note: {name}: {notice}")
         entries.append((name, _inventory_of(held, held.judge_time(), name), ""))
     return entries
 
@@ -115,7 +115,7 @@ def _live(args: argparse.Namespace) -> Entry:
     finally:
         client.close()
     for notice in gathered.notices:
-        print(f"note: {notice}", file=sys.stderr)
+        _say(sys.stderr, f"note: {notice}")
     name = client.info.context
     return name, _inventory_of(gathered, now, name), ""
 
@@ -145,10 +145,7 @@ def _inventory_of(gathered: Gathered, now: datetime | None, name: str) -> Cluste
     from mignurse.diagnose.inventory import inventory
 
     if now is None or not _judgeable(now):
-        print(
-            f"note: {name}: no time to judge by, so its findings were not looked for",
-            file=sys.stderr,
-        )
+        _say(sys.stderr, f"note: {name}: no time to judge by, so its findings were not looked for")
         return inventory(gathered.to_input(datetime.now(UTC)))
     inp = gathered.to_input(now)
     return inventory(inp, diagnose(inp).findings)
@@ -172,7 +169,7 @@ def show(entries: Sequence[Entry], *, output: str, out: IO[str] | None = None) -
     good = [(name, inv) for name, inv, _why in entries if inv is not None]
     failed = [(name, why) for name, inv, why in entries if inv is None]
     for name, why in failed:
-        print(f"mignurse: {name}: {why}", file=sys.stderr)
+        _say(sys.stderr, f"mignurse: {name}: {why}")
     diffs = differences(good)
     shared = shared_combinations(good)
     if output == "json":
@@ -216,7 +213,7 @@ def _counted(count: int) -> str:
 def _print_one(name: str, inv: ClusterInventory, out: IO[str]) -> None:
     from mignurse.diagnose.inventory import CLUSTER_FIELDS, KIND_WORDS, POOL_FIELDS
 
-    out.write(f"Cluster {name}\n")
+    _say(out, f"Cluster {name}")
     stack_rows = [
         [title, value.value, value.source]
         for key, title in CLUSTER_FIELDS
@@ -224,9 +221,10 @@ def _print_one(name: str, inv: ClusterInventory, out: IO[str]) -> None:
     ]
     _table(("FIELD", "VALUE", "READ FROM"), stack_rows, out)
     if not inv.pools:
-        out.write("\nNo GPU pools.\n")
+        _say(out, "")
+        _say(out, "No GPU pools.")
         return
-    out.write("\n")
+    _say(out, "")
     rows: list[list[str]] = []
     for pool in inv.pools:
         kind = KIND_WORDS.get(pool.kind, pool.kind)
@@ -258,9 +256,9 @@ def _print_differences(
     names = ", ".join(name for name, _inv in clusters)
     differing = {d.field for d in diffs}
     if not diffs:
-        out.write(f"No field differs between {names}.\n")
+        _say(out, f"No field differs between {names}.")
     else:
-        out.write(f"Where {names} differ:\n")
+        _say(out, f"Where {names} differ:")
         rows: list[list[str]] = []
         for diff in diffs:
             for value, holders in diff.values[:SHOWN_VALUES]:
@@ -287,7 +285,8 @@ def _print_differences(
         if held:
             same.append(f"{title} {held[0]}")
     if same:
-        out.write(f"\nThe same everywhere: {'; '.join(same)}.\n")
+        _say(out, "")
+        _say(out, f"The same everywhere: {'; '.join(same)}.")
 
 
 def _print_shared(shared: Sequence[SharedCombination], *, several: bool, out: IO[str]) -> None:
@@ -295,20 +294,27 @@ def _print_shared(shared: Sequence[SharedCombination], *, several: bool, out: IO
 
     for item in shared:
         where = f"{item.cluster} pool {item.pool}" if several else f"Pool {item.pool}"
-        out.write(
-            f"\n{where}: {', '.join(item.findings)} (critical) on {_counted(item.nodes)} "
-            f"running {item.combination.words()}.\n"
+        _say(out, "")
+        _say(
+            out,
+            f"{where}: {', '.join(item.findings)} (critical) on {_counted(item.nodes)} "
+            f"running {item.combination.words()}.",
         )
         if item.unknown:
-            out.write(
-                "  Not compared (not known there): "
-                + ", ".join(FIELD_TITLES[f] for f in item.unknown)
-                + ".\n"
-            )
+            unknown = ", ".join(FIELD_TITLES[f] for f in item.unknown)
+            _say(out, f"  Not compared (not known there): {unknown}.")
         if not item.elsewhere:
-            out.write("  No other pool runs this combination.\n")
+            _say(out, "  No other pool runs this combination.")
             continue
-        out.write("  The same combination runs in:\n")
+        _say(out, "  The same combination runs in:")
         for holder in item.elsewhere:
             cluster = f"{holder.cluster} " if several else ""
-            out.write(f"    {cluster}pool {holder.pool} ({_counted(holder.nodes)})\n")
+            _say(out, f"    {cluster}pool {holder.pool} ({_counted(holder.nodes)})")
+
+
+def _say(out: IO[str], line: str) -> None:
+    """One line of ours that quotes cluster strings: inert whatever stream it goes to (a
+    line feed in a name shows as `\\n`, it starts no line of its own)."""
+    from mignurse.inert import inert
+
+    out.write(inert(line) + "\n")

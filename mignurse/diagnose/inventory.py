@@ -49,7 +49,9 @@ NO_LABEL = "no label"  # the node does not carry the label
 NOT_READ = "not read"  # the source was not read (RBAC, an older bundle, EKS not asked)
 NOT_REPORTED = "not reported"  # kubelet left the nodeInfo field empty
 NONE = "none"  # read, and nothing of the kind runs there
-NOT_INSTALLED = "not installed"
+# Neither its objects nor its controller were seen: "not installed" live, or left out of a
+# bundle: the words claim no more than that.
+NONE_SEEN = "none seen"
 NO_NODECLAIM = "no NodeClaim"
 UNKNOWN_WORDS = frozenset({NO_LABEL, NOT_READ, NOT_REPORTED, NO_NODECLAIM})
 
@@ -94,6 +96,7 @@ MIG_MANAGER_IMAGE = "k8s-mig-manager"
 VALIDATOR_DAEMONSET = "nvidia-operator-validator"
 VALIDATOR_IMAGES = ("gpu-operator", "gpu-operator-validator")
 # aws/eks-node-monitoring-agent v1.7.0 charts/eks-node-monitoring-agent/templates/daemonset.yaml
+# and _helpers.tpl selectorLabels (its dcgm-server DaemonSet, same image, is k8s-app=dcgm-server)
 NMA_NAME = "eks-node-monitoring-agent"
 # The DRA driver's image names: kubernetes-sigs/dra-driver-nvidia-gpu v0.4.1 and
 # NVIDIA/k8s-dra-driver-gpu v25.8.0 deployments/helm/*/values.yaml image.repository
@@ -322,7 +325,7 @@ def _spread(values: Iterable[str]) -> Spread:
 
 def _karpenter_words(inp: DiagnosisInput) -> str:
     if not inp.snapshot.karpenter:
-        return NOT_INSTALLED
+        return NONE_SEEN
     if inp.karpenter is None:
         return NOT_READ
     return inp.karpenter.version or "no version (image and chart label)"
@@ -337,7 +340,7 @@ def _karpenter_source(inp: DiagnosisInput) -> str:
 def _karpenter_gates(inp: DiagnosisInput) -> StackValue:
     settings: KarpenterSettings | None = inp.karpenter
     if not inp.snapshot.karpenter:
-        return StackValue(NOT_INSTALLED)
+        return StackValue(NONE_SEEN)
     if settings is None:
         return StackValue(NOT_READ)
     return StackValue(
@@ -401,7 +404,7 @@ def _gpu_operator(inp: DiagnosisInput) -> tuple[StackValue, ...]:
         return tuple(StackValue(tag, source) for tag, source in found)
     if policy is not None:
         return (StackValue("installed, no version", "ClusterPolicy without a version label"),)
-    return (StackValue(NOT_INSTALLED, "no ClusterPolicy, no nvidia-operator-validator"),)
+    return (StackValue(NONE_SEEN, "no ClusterPolicy, no nvidia-operator-validator"),)
 
 
 # ------------------------------------------------------------------ several clusters
