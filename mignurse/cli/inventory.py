@@ -187,12 +187,11 @@ def show(entries: Sequence[Entry], *, output: str, out: IO[str] | None = None) -
         }
         out.write(json.dumps(document, indent=2) + "\n")  # one write: json.dumps escaped all
         return EXIT_USAGE if failed else EXIT_OK
-    if len(entries) == 1 and good:
-        name, inv = good[0]
-        _print_one(name, inv, out)
+    if len(good) == 1:
+        _print_one(*good[0], out)
     elif good:
         _print_differences(good, diffs, out)
-    _print_shared(shared, several=len(entries) > 1, out=out)
+    _print_shared(shared, several=len(good) > 1, out=out)
     return EXIT_USAGE if failed else EXIT_OK
 
 
@@ -255,24 +254,17 @@ def _print_differences(
 
     names = ", ".join(name for name, _inv in clusters)
     differing = {d.field for d in diffs}
-    if not diffs:
-        _say(out, f"No field differs between {names}.")
-    else:
+    between = [d for d in diffs if d.between_clusters]
+    within = [d for d in diffs if not d.between_clusters]
+    if between:
         _say(out, f"Where {names} differ:")
-        rows: list[list[str]] = []
-        for diff in diffs:
-            for value, holders in diff.values[:SHOWN_VALUES]:
-                by_cluster: dict[str, list[str]] = {}
-                for holder in holders:
-                    pools = by_cluster.setdefault(holder.cluster, [])
-                    if holder.pool:
-                        pools.append(f"{holder.pool} ({holder.nodes})")
-                for cluster, pools in by_cluster.items():
-                    rows.append([diff.title, value, cluster, ", ".join(pools) or "(cluster-wide)"])
-            if len(diff.values) > SHOWN_VALUES:
-                more = len(diff.values) - SHOWN_VALUES
-                rows.append([diff.title, f"… {more} more values (-o json lists them)", "-", "-"])
-        _table(("FIELD", "VALUE", "CLUSTER", "POOLS (NODES)"), rows, out)
+        _difference_table(between, out)
+    else:
+        _say(out, f"No field differs between {names}.")
+    if within:
+        _say(out, "")
+        _say(out, "Where pools, or the nodes of a pool, differ within a cluster:")
+        _difference_table(within, out)
     same: list[str] = []
     first = clusters[0][1]
     for key, title in CLUSTER_FIELDS:
@@ -287,6 +279,24 @@ def _print_differences(
     if same:
         _say(out, "")
         _say(out, f"The same everywhere: {'; '.join(same)}.")
+
+
+def _difference_table(diffs: Sequence[Difference], out: IO[str]) -> None:
+    """FIELD, VALUE, CLUSTER, POOLS (NODES): a row per value and cluster that runs it."""
+    rows: list[list[str]] = []
+    for diff in diffs:
+        for value, holders in diff.values[:SHOWN_VALUES]:
+            by_cluster: dict[str, list[str]] = {}
+            for holder in holders:
+                pools = by_cluster.setdefault(holder.cluster, [])
+                if holder.pool:
+                    pools.append(f"{holder.pool} ({holder.nodes})")
+            for cluster, pools in by_cluster.items():
+                rows.append([diff.title, value, cluster, ", ".join(pools) or "(cluster-wide)"])
+        if len(diff.values) > SHOWN_VALUES:
+            more = len(diff.values) - SHOWN_VALUES
+            rows.append([diff.title, f"… {more} more values (-o json lists them)", "-", "-"])
+    _table(("FIELD", "VALUE", "CLUSTER", "POOLS (NODES)"), rows, out)
 
 
 def _print_shared(shared: Sequence[SharedCombination], *, several: bool, out: IO[str]) -> None:
