@@ -208,3 +208,28 @@ def test_the_inventory_is_not_loaded_by_nodes_or_diagnose_and_loads_no_app_or_aw
     modules = loaded_by(tmp_path, "inventory", "--from", bundle)
     heavy = ("textual", "boto3", "kubernetes", "mignurse.tui", "mignurse.runner", "mignurse.sim")
     assert sorted(m for m in modules if m.split(".")[0] in heavy or m.startswith(heavy)) == []
+
+
+def test_the_documented_json_has_the_keys_inventory_prints(clusters: dict[str, Any]) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "commands.md").read_text()
+    section = text[text.index("## `mignurse inventory`") :]
+    start = section.index("```json") + len("```json")
+    documented = json.loads(section[start : section.index("```", start)].replace("…", ""))
+    bundle = str(clusters["dcgm-repair-loop"]["bundle"])
+    done = mignurse(
+        "inventory", "--from", bundle, "--from", "old-bundle.tar.gz", "-o", "json",
+        state=clusters["state"],
+    )  # fmt: skip
+    printed = json.loads(done.stdout)
+    assert set(documented) == set(printed)
+    for shown, real in zip(documented["clusters"], printed["clusters"], strict=True):
+        assert set(shown) == set(real)
+    cluster, real_cluster = documented["clusters"][0], printed["clusters"][0]
+    assert set(cluster["stack"]) == set(real_cluster["stack"])
+    assert set(cluster["pools"][0]) == set(real_cluster["pools"][0])
+    assert list(cluster["pools"][0]["fields"]) == list(real_cluster["pools"][0]["fields"])
+    assert set(cluster["criticalFindings"][0]) == set(real_cluster["criticalFindings"][0])
+    assert set(documented["differences"][0]) == set(printed["differences"][0])
+    (shared,) = printed["sharedCombinations"]
+    assert set(documented["sharedCombinations"][0]) == set(shared)
+    assert set(documented["sharedCombinations"][0]["combination"]) == set(shared["combination"])

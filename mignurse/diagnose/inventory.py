@@ -345,7 +345,7 @@ def _karpenter_gates(inp: DiagnosisInput) -> StackValue:
         return StackValue(NOT_READ)
     return StackValue(
         settings.feature_gates or "none set (defaults)",
-        "controller Deployment: --feature-gates / FEATURE_GATES",
+        "controller Deployment",
     )
 
 
