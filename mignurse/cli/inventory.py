@@ -89,34 +89,43 @@ def _from_bundles(paths: Sequence[str]) -> list[Entry]:
         if held is None:
             entries.append((name, None, why))
             continue
+        now = held.judge_time()  # may add a note of its own
         for notice in held.notices:
             _say(sys.stderr, f"note: {name}: {notice}")
-        entries.append((name, _inventory_of(held, held.judge_time(), name), ""))
+        entries.append((name, _inventory_of(held, now, name), ""))
     return entries
 
 
 def _live(args: argparse.Namespace) -> Entry:
-    from mignurse.diagnose.sources import load_live
-    from mignurse.paths import history_file
     from mignurse.untrusted import COMMAND_SECONDS
 
     client = connect(args)
     client.limit_command(COMMAND_SECONDS.value())  # a one-shot read, as `nodes` and `diagnose`
     try:
-        gathered = load_live(
-            client,
-            history_path=history_file(),
-            nodegroups=None
-            if is_simulated(args.kubeconfig, client.info.cluster)
-            else nodegroup_reader(args, client.info.cluster),
-        )
-        gathered.cluster_policy = _cluster_policy(client, gathered.notices)
-        now = gathered.collected_at or client.server_now()
+        return live_entry(client, args)
     finally:
         client.close()
-    for notice in gathered.notices:
-        _say(sys.stderr, f"note: {notice}")
+
+
+def live_entry(client: ClusterClient, args: argparse.Namespace) -> Entry:
+    """One connected cluster's inventory, named by its context: what `diagnose` reads (the
+    snapshot, DaemonSets, the Karpenter Deployment, node groups through EKS, the local
+    history) and its ClusterPolicy; its notes on stderr."""
+    from mignurse.diagnose.sources import load_live
+    from mignurse.paths import history_file
+
     name = client.info.context
+    gathered = load_live(
+        client,
+        history_path=history_file(),
+        nodegroups=None
+        if is_simulated(args.kubeconfig, client.info.cluster)
+        else nodegroup_reader(args, client.info.cluster),
+    )
+    gathered.cluster_policy = _cluster_policy(client, gathered.notices)
+    now = gathered.collected_at or client.server_now()
+    for notice in gathered.notices:
+        _say(sys.stderr, f"note: {name}: {notice}")
     return name, _inventory_of(gathered, now, name), ""
 
 
