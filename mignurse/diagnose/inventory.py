@@ -402,7 +402,7 @@ def _gpu_operator(inp: DiagnosisInput) -> tuple[StackValue, ...]:
     )
     if found:
         return tuple(StackValue(tag, source) for tag, source in found)
-    if policy is not None:
+    if isinstance(policy, Mapping):
         return (StackValue("installed, no version", "ClusterPolicy without a version label"),)
     return (StackValue(NONE_SEEN, "no ClusterPolicy, no nvidia-operator-validator"),)
 
