@@ -237,6 +237,8 @@ def _print_one(name: str, inv: ClusterInventory, out: IO[str]) -> None:
     for pool in inv.pools:
         kind = KIND_WORDS.get(pool.kind, pool.kind)
         rows.append([pool.pool, "kind", str(pool.nodes), kind])
+        if not pool.nodes:
+            rows.append([pool.pool, "nodes", "0", "none yet: nothing to read"])
         for key, title in POOL_FIELDS:
             values = pool.fields[key]
             for value, count in values[:SHOWN_VALUES]:

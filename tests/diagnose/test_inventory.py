@@ -4,6 +4,7 @@ DaemonSets and node groups in the shapes the API server and EKS return them."""
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +24,7 @@ from mignurse.diagnose.inventory import (
     shared_combinations,
 )
 from mignurse.diagnose.mng import parse_nodegroups
-from mignurse.model import Node, NodeClaim
+from mignurse.model import Node, NodeClaim, NodePool
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 OLD_AL2023 = "Amazon Linux 2023.6.20241212"
@@ -205,6 +206,34 @@ def test_a_cluster_without_karpenter_or_gpu_operator_says_none_was_seen() -> Non
     assert inv.stack["karpenterFeatureGates"][0].value == NONE_SEEN
     assert inv.stack["gpuOperator"][0].value == NONE_SEEN
     assert inv.pools[0].fields["migManager"] == ((NONE, 1),)  # DaemonSets read: none runs
+
+
+def test_an_empty_gpu_nodepool_is_listed_with_no_values_claimed() -> None:
+    inp = cluster_input([node("ip-10-0-3-9")])
+    empty = NodePool.from_api(
+        {
+            "metadata": {"name": "gpu-spare"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "requirements": [
+                            {
+                                "key": "karpenter.k8s.aws/instance-gpu-manufacturer",
+                                "operator": "In",
+                                "values": ["nvidia"],
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+    )
+    assert empty.requests_gpu
+    snapshot = Snapshot(nodes=inp.snapshot.nodes, nodepools={"gpu-spare": empty}, karpenter=True)
+    pools = {p.pool: p for p in inventory(replace(inp, snapshot=snapshot)).pools}
+    assert pools["gpu-spare"].nodes == 0 and pools["gpu-spare"].kind == "nodepool"
+    assert all(spread == () for spread in pools["gpu-spare"].fields.values())
+    assert pools["gpu-inference"].nodes == 1
 
 
 def test_the_driver_comes_from_the_full_label_else_the_deprecated_three() -> None:
