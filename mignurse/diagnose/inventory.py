@@ -53,7 +53,8 @@ NONE = "none"  # read, and nothing of the kind runs there
 # bundle: the words claim no more than that.
 NONE_SEEN = "none seen"
 NO_NODECLAIM = "no NodeClaim"
-UNKNOWN_WORDS = frozenset({NO_LABEL, NOT_READ, NOT_REPORTED, NO_NODECLAIM})
+# What says nothing of the value: a broken combination is not compared on it.
+UNKNOWN_WORDS = frozenset({NO_LABEL, NOT_READ, NOT_REPORTED, NO_NODECLAIM, NONE_SEEN})
 
 UNPOOLED = "(no pool)"  # as the fleet view calls GPU nodes outside any pool
 KIND_WORDS = {"nodepool": "NodePool", "nodegroup": "node group", "auto": "Auto Mode", "": "none"}
