@@ -172,6 +172,11 @@ def test_two_bundles_of_one_context_are_told_apart_by_their_file(
     )
     # what differs is between the pools of each: which of them mig-manager runs on
     assert "Where pools, or the nodes of a pool, differ within a cluster:" in done.stdout
+    bundle = str(clusters["healthy"]["bundle"])
+    twice = mignurse("inventory", "--from", bundle, "--from", bundle, state=clusters["state"])
+    assert twice.stdout.startswith(
+        "No field differs between sim-healthy (healthy.tar.gz) #1, sim-healthy (healthy.tar.gz) #2."
+    )
 
 
 # What the inventory needs and the read commands must not pay for: see test_cli_startup.py.

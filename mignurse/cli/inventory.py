@@ -82,10 +82,14 @@ def _from_bundles(paths: Sequence[str]) -> list[Entry]:
             continue
         read.append((gathered.context or path.name or text, gathered, ""))
     names = [name for name, _g, _why in read]
+    # two bundles of one context are told apart by their file, the same file by its place
+    names = [
+        f"{name} ({Path(text).name or text})" if names.count(name) > 1 else name
+        for name, text in zip(names, paths, strict=True)
+    ]
+    names = [f"{name} #{i + 1}" if names.count(name) > 1 else name for i, name in enumerate(names)]
     entries: list[Entry] = []
-    for (name, held, why), text in zip(read, paths, strict=True):
-        if names.count(name) > 1:  # two bundles of one context: tell them apart by file
-            name = f"{name} ({Path(text).name})"
+    for (_context, held, why), name in zip(read, names, strict=True):
         if held is None:
             entries.append((name, None, why))
             continue
