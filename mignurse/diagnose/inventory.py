@@ -208,7 +208,7 @@ def inventory(inp: DiagnosisInput, findings: Iterable[Finding] = ()) -> ClusterI
         fields = {key: _spread(row[key] for row in rows) for key, _title in POOL_FIELDS[:-1]}
         fields["nodeRepair"] = ((repair, len(nodes)),) if nodes else ()
         pools.append(PoolInventory(pool=pool, kind=kind, nodes=len(nodes), fields=fields))
-        node_karpenter = karpenter if kind == "nodepool" else f"none ({KIND_WORDS[kind]})"
+        node_karpenter = karpenter if kind == "nodepool" else f"none ({KIND_WORDS.get(kind, kind)})"
         for node, row in zip(nodes, rows, strict=True):
             combinations[node.name] = (
                 pool,
@@ -329,7 +329,7 @@ def _karpenter_words(inp: DiagnosisInput) -> str:
         return NONE_SEEN
     if inp.karpenter is None:
         return NOT_READ
-    return inp.karpenter.version or "no version (image and chart label)"
+    return inp.karpenter.version or "version unknown (no image tag, no chart label)"
 
 
 def _karpenter_source(inp: DiagnosisInput) -> str:
@@ -355,12 +355,12 @@ def _repair_words(inp: DiagnosisInput, pool: str, kind: str) -> str:
         group = inp.nodegroups.get(pool)
         return nodegroup_repair_words(group) if group is not None else NOT_READ
     if kind == "nodepool":
-        if inp.karpenter is None:
+        on = inp.karpenter.node_repair if inp.karpenter is not None else None
+        if on is None:
             return NOT_READ
-        on = inp.karpenter.node_repair
         return f"Karpenter NodeRepair {'on' if on else 'off'}"
     if kind == "auto":
-        return "Auto Mode (always on)"
+        return "always on (Auto Mode)"
     return NONE
 
 
