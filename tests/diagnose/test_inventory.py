@@ -3,10 +3,14 @@ DaemonSets and node groups in the shapes the API server and EKS return them."""
 
 from __future__ import annotations
 
+import io
+import json
 import zlib
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
@@ -429,3 +433,58 @@ def test_a_part_of_the_broken_combination_that_is_not_known_is_named_not_compare
     (item,) = shared_combinations([("prod", broken), ("eu", elsewhere)])
     assert item.unknown == ("driver",)
     assert [(h.cluster, h.pool) for h in item.elsewhere] == [("eu", "gpu-inference")]
+
+
+# ------------------------------------------------------------------ the face's renderer
+
+
+def test_the_table_lists_a_dozen_values_and_counts_the_rest() -> None:
+    from mignurse.cli.inventory import show
+
+    kernels = [
+        node(f"ip-10-0-10-{i}", info={"osImage": NEW_AL2023, "kernelVersion": f"6.1.{i}"})
+        for i in range(15)
+    ]
+    out = io.StringIO()
+    assert show([("prod", inventory(cluster_input(kernels)), "")], output="table", out=out) == 0
+    shown = [line.split() for line in out.getvalue().splitlines()]
+    assert sum(1 for line in shown if line[1:2] == ["kernel"]) == 13
+    assert shown[next(i for i, line in enumerate(shown) if "more" in line)][:7] == [
+        "gpu-inference",
+        "kernel",
+        "3",
+        "…",
+        "3",
+        "more",
+        "values",
+    ]
+
+
+def test_the_renderer_takes_several_clusters_and_one_that_failed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from mignurse.cli.inventory import show
+
+    prod = inventory(rolling_pool(), [critical("gpu-inference", "ip-10-0-1-3")])
+    eu = inventory(cluster_input([node("ip-10-2-0-1", pool="gpu-batch")]))
+    entries = [
+        ("prod", prod, ""),
+        ("eu", eu, ""),
+        ("staging", None, "credentials expired: run `aws sso login --profile staging`"),
+    ]
+    out = io.StringIO()
+    assert show(entries, output="table", out=out) == 2
+    text = out.getvalue()
+    assert text.startswith("Where prod, eu differ:")
+    assert "prod pool gpu-inference: node-repair-loop (critical) on 1 node" in text
+    assert "    eu pool gpu-batch (1 node)" in text
+    assert capsys.readouterr().err == (
+        "mignurse: staging: credentials expired: run `aws sso login --profile staging`\n"
+    )
+    as_json = io.StringIO()
+    assert show(entries, output="json", out=as_json) == 2
+    document = json.loads(as_json.getvalue())
+    assert document["clusters"][2] == {
+        "cluster": "staging",
+        "error": "credentials expired: run `aws sso login --profile staging`",
+    }
