@@ -100,6 +100,7 @@ def test_the_live_json_holds_every_pool_field_and_the_cluster_stack(
     assert set(pools) == {"gpu-train", "gpu-infer", "gpu-mig", "ng-gpu-l4"}
     assert pools["ng-gpu-l4"]["kind"] == "nodegroup"
     assert pools["ng-gpu-l4"]["fields"]["nodeRepair"] == [{"value": "not read", "nodes": 3}]
+    assert "repair settings are not read: a simulated cluster has no EKS API" in done.stderr
     assert pools["gpu-mig"]["fields"]["migManager"] == [
         {"value": "v0.10.0-ubuntu20.04", "nodes": 2}
     ]

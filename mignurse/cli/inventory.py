@@ -119,13 +119,17 @@ def live_entry(client: ClusterClient, args: argparse.Namespace) -> Entry:
     from mignurse.paths import history_file
 
     name = client.info.context
+    simulated = is_simulated(args.kubeconfig, client.info.cluster)
     gathered = load_live(
         client,
         history_path=history_file(),
-        nodegroups=None
-        if is_simulated(args.kubeconfig, client.info.cluster)
-        else nodegroup_reader(args, client.info.cluster),
+        nodegroups=None if simulated else nodegroup_reader(args, client.info.cluster),
     )
+    if simulated and any(n.pool_kind == "nodegroup" for n in gathered.snapshot.gpu_nodes()):
+        gathered.notices.append(
+            "the managed node groups' repair settings are not read: a simulated cluster has "
+            "no EKS API to describe them"
+        )
     gathered.cluster_policy = _cluster_policy(client, gathered.notices)
     now = gathered.collected_at or client.server_now()
     for notice in gathered.notices:
