@@ -53,8 +53,17 @@ NONE = "none"  # read, and nothing of the kind runs there
 # bundle: the words claim no more than that.
 NONE_SEEN = "none seen"
 NO_NODECLAIM = "no NodeClaim"
-# What says nothing of the value: a broken combination is not compared on it.
+# What says nothing of the value: a broken combination is not compared on it; nor on what
+# a cluster itself writes for a value it could not tell.
 UNKNOWN_WORDS = frozenset({NO_LABEL, NOT_READ, NOT_REPORTED, NO_NODECLAIM, NONE_SEEN})
+CLUSTER_UNKNOWNS = frozenset({"", "n/a", "na", "unknown", "<none>", "null"})
+
+
+def is_unknown(value: str) -> bool:
+    """Whether a value tells nothing: one of mignurse's words for it, or N/A, unknown, …
+    as the cluster wrote it."""
+    return value in UNKNOWN_WORDS or value.strip().lower() in CLUSTER_UNKNOWNS
+
 
 UNPOOLED = "(no pool)"  # as the fleet view calls GPU nodes outside any pool
 KIND_WORDS = {"nodepool": "NodePool", "nodegroup": "node group", "auto": "Auto Mode", "": "none"}
@@ -542,12 +551,12 @@ def shared_combinations(
         for (pool, combination), (ids, broken_nodes) in broken.items():
             wanted = combination.values()
             unknown = tuple(
-                f for f, v in zip(COMBINATION_FIELDS, wanted, strict=True) if v in UNKNOWN_WORDS
+                f for f, v in zip(COMBINATION_FIELDS, wanted, strict=True) if is_unknown(v)
             )
             elsewhere: list[Holder] = []
             for values, held in running.items():
                 if not all(
-                    want == have or want in UNKNOWN_WORDS
+                    (want == have and not is_unknown(have)) or is_unknown(want)
                     for want, have in zip(wanted, values, strict=True)
                 ):
                     continue

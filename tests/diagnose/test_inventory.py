@@ -32,6 +32,7 @@ from mignurse.model import Node, NodeClaim, NodePool
 
 NOW = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 OLD_AL2023 = "Amazon Linux 2023.6.20241212"
+LABEL_FULL = "nvidia.com/cuda.driver-version.full"
 NEW_AL2023 = "Amazon Linux 2023.6.20250218"
 KARPENTER = KarpenterSettings(node_repair=True, feature_gates="NodeRepair=true", version="1.4.0")
 
@@ -488,3 +489,22 @@ def test_the_renderer_takes_several_clusters_and_one_that_failed(
         "cluster": "staging",
         "error": "credentials expired: run `aws sso login --profile staging`",
     }
+
+
+def test_a_driver_the_cluster_wrote_as_n_a_is_shown_but_matches_nothing() -> None:
+    not_known = node("ip-10-0-11-1", labels={"nvidia.com/cuda.driver-version.full": "N/A"})
+    broken = inventory(cluster_input([not_known]), [critical("gpu-inference", "ip-10-0-11-1")])
+    assert broken.pools[0].fields["driver"] == (("N/A", 1),)  # as the cluster said it
+    also_na = inventory(cluster_input([node("ip-10-6-0-1", labels={LABEL_FULL: "N/A"})]))
+    known = inventory(cluster_input([node("ip-10-7-0-1")]))
+    (item,) = shared_combinations([("prod", broken), ("eu", also_na), ("us", known)])
+    assert item.unknown == ("driver",)  # left out of the comparison, and said so
+    # what runs elsewhere is compared on the rest; an N/A there never counts as the same
+    assert [h.cluster for h in item.elsewhere] == ["eu", "us"]
+    (reverse,) = shared_combinations(
+        [
+            ("us", inventory(cluster_input([node("ip-10-7-0-1")]), [critical("gpu-inference")])),
+            ("eu", also_na),
+        ]
+    )
+    assert reverse.unknown == () and reverse.elsewhere == ()
