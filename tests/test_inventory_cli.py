@@ -240,3 +240,42 @@ def test_the_documented_json_has_the_keys_inventory_prints(clusters: dict[str, A
     (shared,) = printed["sharedCombinations"]
     assert set(documented["sharedCombinations"][0]) == set(shared)
     assert set(documented["sharedCombinations"][0]["combination"]) == set(shared["combination"])
+
+
+def test_a_folder_of_node_dumps_says_what_it_could_not_read(
+    clusters: dict[str, Any], tmp_path: Path
+) -> None:
+    """`kubectl get nodes -o json` alone: what is on the nodes is shown, the rest is
+    `not read` with a note naming the file that would have told it."""
+    labels = {
+        "eks.amazonaws.com/nodegroup": "ng-gpu",
+        "eks.amazonaws.com/nodegroup-image": "ami-0123456789abcdef0",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/cuda.driver.major": "550",
+        "nvidia.com/cuda.driver.minor": "54",
+        "nvidia.com/cuda.driver.rev": "15",
+    }
+    info = {
+        "osImage": "Bottlerocket OS 1.34.0 (aws-k8s-1.31-nvidia)",
+        "kernelVersion": "6.1.119",
+        "kubeletVersion": "v1.31.4-eks-0f56d01",
+        "containerRuntimeVersion": "containerd://1.7.24+bottlerocket",
+    }
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "ip-10-0-1-1.us-west-2.compute.internal", "labels": labels},
+        "status": {"nodeInfo": info, "conditions": [ready]},
+    }
+    (tmp_path / "nodes.json").write_text(json.dumps({"kind": "List", "items": [node]}))
+    done = mignurse("inventory", "--from", str(tmp_path), state=clusters["state"])
+    assert done.returncode == 0, done.stderr
+    table = rows(done.stdout)
+    assert ["ng-gpu", "NVIDIA driver", "1", "550.54.15"] in table
+    assert ["ng-gpu", "AMI", "1", "ami-0123456789abcdef0"] in table
+    assert ["ng-gpu", "mig-manager", "1", "not read"] in table
+    assert ["ng-gpu", "node repair", "1", "not read"] in table
+    assert ["Karpenter", "none seen"] in table
+    assert "no daemonsets.json: mig-manager" in done.stderr
+    assert "no repair settings for node group(s) ng-gpu (nodegroups.json)" in done.stderr

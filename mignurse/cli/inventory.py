@@ -94,10 +94,33 @@ def _from_bundles(paths: Sequence[str]) -> list[Entry]:
             entries.append((name, None, why))
             continue
         now = held.judge_time()  # may add a note of its own
+        held.notices.extend(_unread_in_bundle(held))
         for notice in held.notices:
             _say(sys.stderr, f"note: {name}: {notice}")
         entries.append((name, _inventory_of(held, now, name), ""))
     return entries
+
+
+def _unread_in_bundle(gathered: Gathered) -> list[str]:
+    """What a bundle (or a folder of dumps) left out that the inventory would show, each
+    said once: the table says `not read` where it shows."""
+    notes = []
+    if gathered.daemonsets is None:
+        notes.append(
+            "no daemonsets.json: mig-manager, the DRA driver, the node monitoring agent and "
+            "gpu-operator's validator are not read"
+        )
+    if gathered.snapshot.karpenter and gathered.karpenter is None:
+        notes.append("no karpenter.json: Karpenter's version, gates and NodeRepair are not read")
+    groups = sorted(
+        {n.pool for n in gathered.snapshot.gpu_nodes() if n.pool_kind == "nodegroup"}
+        - set(gathered.nodegroups)
+    )
+    if groups:
+        notes.append(
+            f"no repair settings for node group(s) {', '.join(groups)} (nodegroups.json): not read"
+        )
+    return notes
 
 
 def _live(args: argparse.Namespace) -> Entry:
