@@ -342,7 +342,7 @@ def _difference_table(diffs: Sequence[Difference], out: IO[str]) -> None:
 
 
 def _print_shared(shared: Sequence[SharedCombination], *, several: bool, out: IO[str]) -> None:
-    from mignurse.diagnose.inventory import FIELD_TITLES
+    from mignurse.diagnose.inventory import COMBINATION_FIELDS, FIELD_TITLES
 
     for item in shared:
         where = f"{item.cluster} pool {item.pool}" if several else f"Pool {item.pool}"
@@ -355,6 +355,8 @@ def _print_shared(shared: Sequence[SharedCombination], *, several: bool, out: IO
         if item.unknown:
             unknown = ", ".join(FIELD_TITLES[f] for f in item.unknown)
             _say(out, f"  Not compared (not known there): {unknown}.")
+        if len(item.unknown) == len(COMBINATION_FIELDS):
+            continue  # nothing of it known: nothing compared
         if not item.elsewhere:
             _say(out, "  No other pool runs this combination.")
             continue

@@ -554,7 +554,8 @@ def shared_combinations(
                 f for f, v in zip(COMBINATION_FIELDS, wanted, strict=True) if is_unknown(v)
             )
             elsewhere: list[Holder] = []
-            for values, held in running.items():
+            # a combination of which nothing is known matches everything: it is not compared
+            for values, held in running.items() if len(unknown) < len(wanted) else ():
                 if not all(
                     (want == have and not is_unknown(have)) or is_unknown(want)
                     for want, have in zip(wanted, values, strict=True)

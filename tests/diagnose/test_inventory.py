@@ -508,3 +508,13 @@ def test_a_driver_the_cluster_wrote_as_n_a_is_shown_but_matches_nothing() -> Non
         ]
     )
     assert reverse.unknown == () and reverse.elsewhere == ()
+
+
+def test_a_broken_combination_of_which_nothing_is_known_matches_nothing() -> None:
+    blank = node("ip-10-0-12-1", labels={"nvidia.com/gpu.present": "true"}, info={})
+    broken = inventory(
+        cluster_input([blank], daemonsets=None, karpenter=None), [critical("gpu-inference")]
+    )
+    (item,) = shared_combinations([("prod", broken), ("eu", inventory(rolling_pool()))])
+    assert item.unknown == ("driver", "migManager", "osImage", "karpenter")
+    assert item.elsewhere == ()
