@@ -24,7 +24,8 @@ Where each field comes from:
   (NVIDIA/gpu-operator v26.7.0 deployments/gpu-operator/templates/clusterpolicy.yaml
   `validator.version | default .Chart.AppVersion`).
 - Karpenter's version and feature gates: the controller Deployment (`KarpenterSettings`).
-- Node repair: a node group's `nodeRepairConfig` (EKS API), Karpenter's `NodeRepair` gate.
+- AMI release and node repair: a node group's `releaseVersion`, `amiType` and
+  `nodeRepairConfig` (EKS API), Karpenter's `NodeRepair` gate.
 
 Pure: built from a `DiagnosisInput` (and, for the combinations, the findings of its
 diagnosis); the faces render it.
@@ -72,6 +73,7 @@ KIND_WORDS = {"nodepool": "NodePool", "nodegroup": "node group", "auto": "Auto M
 POOL_FIELDS: tuple[tuple[str, str], ...] = (
     ("osImage", "OS image"),
     ("ami", "AMI"),
+    ("amiRelease", "AMI release"),
     ("kernel", "kernel"),
     ("kubelet", "kubelet"),
     ("containerd", "containerd"),
@@ -212,10 +214,13 @@ def inventory(inp: DiagnosisInput, findings: Iterable[Finding] = ()) -> ClusterI
     combinations: dict[str, tuple[str, Combination]] = {}
     for pool, nodes in per_pool.items():
         kind = kinds[pool]
-        rows = [_node_fields(inp, node, stacks) for node in nodes]
-        repair = _repair_words(inp, pool, kind)
-        fields = {key: _spread(row[key] for row in rows) for key, _title in POOL_FIELDS[:-1]}
-        fields["nodeRepair"] = ((repair, len(nodes)),) if nodes else ()
+        # what the pool's repairer and EKS say hold for each of its nodes
+        per_pool_fields = {
+            "amiRelease": _ami_release(inp, pool, kind),
+            "nodeRepair": _repair_words(inp, pool, kind),
+        }
+        rows = [{**_node_fields(inp, node, stacks), **per_pool_fields} for node in nodes]
+        fields = {key: _spread(row[key] for row in rows) for key, _title in POOL_FIELDS}
         pools.append(PoolInventory(pool=pool, kind=kind, nodes=len(nodes), fields=fields))
         node_karpenter = karpenter if kind == "nodepool" else f"none ({KIND_WORDS.get(kind, kind)})"
         for node, row in zip(nodes, rows, strict=True):
@@ -357,6 +362,26 @@ def _karpenter_gates(inp: DiagnosisInput) -> StackValue:
         settings.feature_gates or "none set (defaults)",
         "controller Deployment",
     )
+
+
+def _ami_release(inp: DiagnosisInput, pool: str, kind: str) -> str:
+    """The EKS optimized AMI release a managed node group runs and its AMI type, as EKS
+    describes the group (`releaseVersion`, `amiType`: EKS API reference, Nodegroup). A
+    NodePool's AMI is chosen by its EC2NodeClass, which mignurse does not read."""
+    if kind == "auto":
+        return "chosen by EKS Auto Mode"
+    if kind != "nodegroup":
+        return NOT_READ if kind == "nodepool" else NO_LABEL
+    group = inp.nodegroups.get(pool)
+    if group is None:
+        return NOT_READ
+    release = str(group.raw.get("releaseVersion") or "")
+    ami_type = str(group.raw.get("amiType") or "")
+    if ami_type == "CUSTOM" and not release:
+        return "none (custom AMI)"
+    if not release:
+        return NOT_REPORTED
+    return f"{release} ({ami_type})" if ami_type else release
 
 
 def _repair_words(inp: DiagnosisInput, pool: str, kind: str) -> str:

@@ -301,11 +301,13 @@ def test_mig_manager_and_the_dra_driver_are_where_their_daemonsets_run() -> None
     assert pools["gpu-train"].fields["draDriver"] == ((NONE, 1),)
 
 
-def test_a_node_groups_repair_config_is_worded_from_its_eks_settings() -> None:
+def test_a_node_groups_ami_release_and_repair_config_come_from_its_eks_settings() -> None:
     documents = {
         "nodegroups": [
             {
                 "nodegroupName": "ng-gpu",
+                "releaseVersion": "1.32.3-20250610",
+                "amiType": "AL2023_x86_64_NVIDIA",
                 "nodeRepairConfig": {
                     "enabled": True,
                     "maxUnhealthyNodeThresholdPercentage": 20,
@@ -319,7 +321,11 @@ def test_a_node_groups_repair_config_is_worded_from_its_eks_settings() -> None:
                     ],
                 },
             },
-            {"nodegroupName": "ng-off", "nodeRepairConfig": {"enabled": False}},
+            {
+                "nodegroupName": "ng-off",
+                "amiType": "CUSTOM",  # a launch template's own AMI: EKS names no release
+                "nodeRepairConfig": {"enabled": False},
+            },
         ]
     }
     inp = cluster_input(
@@ -332,6 +338,8 @@ def test_a_node_groups_repair_config_is_worded_from_its_eks_settings() -> None:
     assert "AcceleratedHardwareReady/DCGMError Replace after 10m" in words
     assert "stops above 20% unhealthy" in words
     assert pools["ng-off"].fields["nodeRepair"] == (("node group auto repair off", 1),)
+    assert pools["ng-gpu"].fields["amiRelease"] == (("1.32.3-20250610 (AL2023_x86_64_NVIDIA)", 1),)
+    assert pools["ng-off"].fields["amiRelease"] == (("none (custom AMI)", 1),)
 
 
 def test_the_json_names_every_field_of_every_pool_and_the_cluster_stack() -> None:

@@ -85,11 +85,14 @@ def test_a_bottlerocket_pool_shows_its_release_and_repair_off(read: Any) -> None
 def test_a_managed_node_group_shows_its_ami_label_and_its_repair_overrides(read: Any) -> None:
     unread = fields(read("mng-dcgm-repair-loop"), "ng-gpu-inference")
     assert unread["nodeRepair"] == {"not read": 3}  # no EKS to ask
+    assert unread["amiRelease"] == {"not read": 3}
     inv = read("mng-dcgm-repair-loop", eks=True)
     assert inv.stack["karpenter"][0].value == "none seen"
     group = fields(inv, "ng-gpu-inference")
     (ami,) = group["ami"]
     assert ami.startswith("ami-")  # eks.amazonaws.com/nodegroup-image
+    # the scenario's releaseVersion, as describe-nodegroup gives it
+    assert group["amiRelease"] == {"1.32.3-20250610 (AL2023_x86_64_NVIDIA)": 3}
     (repair,) = group["nodeRepair"]
     assert repair.startswith("node group auto repair on")
     assert "AcceleratedHardwareReady/DCGMError Replace" in repair
