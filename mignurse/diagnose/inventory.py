@@ -371,7 +371,7 @@ def _ami_release(inp: DiagnosisInput, pool: str, kind: str) -> str:
     if kind == "auto":
         return "chosen by EKS Auto Mode"
     if kind != "nodegroup":
-        return NOT_READ if kind == "nodepool" else NO_LABEL
+        return f"{NOT_READ} (EC2NodeClass)" if kind == "nodepool" else NO_LABEL
     group = inp.nodegroups.get(pool)
     if group is None:
         return NOT_READ

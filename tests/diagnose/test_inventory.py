@@ -173,6 +173,7 @@ def test_a_pool_mid_ami_roll_shows_both_releases_with_their_node_counts() -> Non
     assert pool.pool == "gpu-inference" and pool.nodes == 3
     assert pool.fields["osImage"] == ((OLD_AL2023, 2), (NEW_AL2023, 1))
     assert pool.fields["ami"] == (("ami-07e1b3c9d8f2a6e54", 2), ("ami-0c2d1a7f6e5b4a391", 1))
+    assert pool.fields["amiRelease"] == (("not read (EC2NodeClass)", 3),)
     # what every node agrees on is one value for all of them
     assert pool.fields["kubelet"] == (("v1.32.1-eks-5d632ec", 3),)
     assert pool.fields["driver"] == (("570.124.06", 3),)
