@@ -326,6 +326,7 @@ GLOBAL_FLAGS = [
 COMMANDS = {
     "nodes": [],
     "diagnose": [],
+    "inventory": [],
     "watch": [],
     "collect": [],
     "probe": [],
@@ -440,6 +441,8 @@ PRINTING = [
     ["diagnose"],
     ["diagnose", "-o", "json"],
     ["diagnose", "--node", "NODE"],
+    ["inventory"],
+    ["inventory", "-o", "json"],
     ["runbooks"],
     ["runbooks", "-o", "json"],
     ["runs"],

@@ -35,6 +35,7 @@ class RepairOutlook:
     who: str  # who repairs, or why nothing will
     would_be: datetime | None = None  # the deadline if an unknown gate or setting is on
     action: str = ""  # Replace | Reboot | NoAction | "" (unknown)
+    held_due: datetime | None = None  # the deadline a guard or threshold holds back for now
 
     def fate(self, now: datetime) -> str:
         """One phrase for an evidence line: "Karpenter repair replaces it at …"."""
@@ -80,7 +81,8 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
         return RepairOutlook(
             None,
             f"Karpenter repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
-            f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+            f"unhealthy, {allowance} allowed); {_due_words(inp, due)}",
+            held_due=due,
         )
     proof = "" if gate else " (NodeRepair evidently on: repairs seen in this pool)"
     return RepairOutlook(
@@ -105,7 +107,8 @@ def _auto_mode(
         return RepairOutlook(
             None,
             f"EKS Auto Mode repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
-            f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+            f"unhealthy, {allowance} allowed); {_due_words(inp, due)}",
+            held_due=due,
         )
     return RepairOutlook(due, "EKS Auto Mode repair (always on)", action="Replace")
 
@@ -187,9 +190,14 @@ def _managed_node_group(
             None,
             f"managed node group {group}: repair held, {unhealthy} of {group_size} nodes "
             "unhealthy is over its threshold",
+            held_due=since + action.wait,
         )
     return RepairOutlook(
         since + action.wait,
         f"managed node group {group} repair ({action.source})",
         action=action.action,
     )
+
+
+def _due_words(inp: DiagnosisInput, due: datetime) -> str:
+    return f"due {'since' if due <= inp.now else 'at'} {format_time(due)}"
