@@ -112,7 +112,8 @@ class Workload:
 @dataclass
 class Ran:
     code: int
-    out: str
+    out: str  # stdout and stderr, as an engineer's terminal shows them
+    stdout: str
 
     @property
     def run_id(self) -> str:
@@ -151,7 +152,7 @@ def mignurse(karpenter: KarpenterCluster, home: Path, *args: str) -> Ran:
         timeout=600,
         check=False,
     )
-    return Ran(done.returncode, done.stdout + done.stderr)
+    return Ran(done.returncode, done.stdout + done.stderr, done.stdout)
 
 
 def node_of(karpenter: KarpenterCluster, pod: str) -> str:
@@ -522,7 +523,7 @@ def test_diagnose_reads_the_node_lifecycle_controller_and_karpenter_on_a_silent_
 
     ran = mignurse(karpenter, home, "diagnose", "-o", "json")
     assert ran.code in (0, 1), ran.out
-    report = json.loads(ran.out[ran.out.index("{") :])
+    report = json.loads(ran.stdout)
     assert report["ruleErrors"] == []
     by_id = {f["id"]: f for f in report["findings"]}
     # Nothing else: two replacements by the runbook, Karpenter's DisruptionBlocked and
