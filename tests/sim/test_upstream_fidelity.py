@@ -11,6 +11,7 @@ from collections.abc import Callable
 from simhelpers import Http
 
 from mignurse.sim import SimCluster
+from mignurse.sim.scenario import parse_scenario
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
@@ -164,3 +165,47 @@ def test_deleting_a_pod_disruption_budget_answers_a_success_status_naming_it(
         },
     }
     assert http.get(f"{path}/doomed")[0] == 404
+
+
+SILENT = """
+name: silent
+seed: 3
+karpenter: {version: 1.9.0, nodeRepair: true}
+nodePools:
+  - name: gpu-train
+    instanceType: p5.48xlarge
+    nodes: 1
+    existing:
+      - count: 1
+        age: 5d
+        names: [ip-10-0-1-1.us-west-2.compute.internal]
+    workload: {name: train, namespace: training, podsPerNode: 1}
+timeline:
+  - at: 30s
+    node: ip-10-0-1-1.us-west-2.compute.internal
+    kubelet: stop
+"""
+
+
+def test_a_silent_nodes_unreachable_taints_are_stamped_with_their_time(
+    make_sim: Callable[..., SimCluster],
+) -> None:
+    # Kubernetes v1.34.4 with kwok (tests/upstream/test_karpenter_runbooks.py): once a node's
+    # heartbeat stops for the grace period, the node lifecycle controller adds
+    # node.kubernetes.io/unreachable NoSchedule and NoExecute, both with timeAdded
+    # (pkg/controller/util/node/controller_utils.go SwapNodeControllerTaint stamps every taint
+    # it adds); the simulator left the NoSchedule one unstamped.
+    sim = make_sim(parse_scenario(SILENT, "silent.yaml"))
+    sim.advance(5 * 60)
+
+    node = sim.objects("nodes")[0]
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("Unknown", "NodeStatusUnknown")
+    unreachable = {
+        t["effect"]: t
+        for t in node["spec"]["taints"]
+        if t["key"] == "node.kubernetes.io/unreachable"
+    }
+    assert set(unreachable) == {"NoSchedule", "NoExecute"}
+    assert unreachable["NoSchedule"].get("timeAdded")
+    assert unreachable["NoSchedule"]["timeAdded"] == unreachable["NoExecute"]["timeAdded"]

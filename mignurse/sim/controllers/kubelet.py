@@ -257,7 +257,8 @@ class Kubelet:
             self.loops.kubelet_event(
                 machine, "NodeNotReady", f"Node {machine.node} status is now: NodeNotReady"
             )
-        self.loops.set_taint(machine, "node.kubernetes.io/not-ready", "NoSchedule")
+        # The node lifecycle controller stamps every taint it adds (SwapNodeControllerTaint).
+        self.loops.set_taint(machine, "node.kubernetes.io/not-ready", "NoSchedule", stamped=True)
         self.loops.set_taint(machine, "node.kubernetes.io/not-ready", "NoExecute")
 
     def restart(self, machine: Machine) -> None:
@@ -309,7 +310,7 @@ class Kubelet:
                 "Kubelet stopped posting node status.",
             )
         machine.ready = False
-        self.loops.set_taint(machine, "node.kubernetes.io/unreachable", "NoSchedule")
+        self.loops.set_taint(machine, "node.kubernetes.io/unreachable", "NoSchedule", stamped=True)
         self.loops.set_taint(machine, "node.kubernetes.io/unreachable", "NoExecute")
         if changed:
             self.loops.emit(
