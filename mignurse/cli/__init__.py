@@ -57,7 +57,7 @@ _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
 )
 RUNBOOK_COMMANDS = ("runbooks", "run", "runs", "unlock")
 # The top level's own flags, spelled out whole: what may come before a command's name.
-_TOP_FLAGS = ("--debug", "--read-only", "--light")
+_TOP_FLAGS = ("--debug", "--read-only", "--light", "--all-contexts")
 _TOP_VALUED = ("--kubeconfig", "--context", "--auto-collect", "--profile", "--region")
 
 

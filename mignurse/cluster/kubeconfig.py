@@ -38,6 +38,7 @@ from mignurse.cluster.credentials import (
     CredentialError,
     Plugin,
     TokenRenewal,
+    login_command,
     run_plugin,
     token_problem,
 )
@@ -51,6 +52,16 @@ class KubeconfigProblem(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(_bounded(inert(message), 1000))
+
+
+class PluginProblem(KubeconfigProblem):
+    """A context's credential plugin failed: `kind` as CredentialError's, `login` the command
+    that renews the login (`credentials.login_command`)."""
+
+    def __init__(self, message: str, *, kind: str, login: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.login = login
 
 
 def _bounded(text: str, most: int) -> str:
@@ -187,6 +198,13 @@ def config_paths(kubeconfig: str | None) -> tuple[str, list[str]]:
     return label, [os.path.expanduser(p) for p in label.split(os.pathsep) if p]
 
 
+def context_names(kubeconfig: str | None) -> tuple[str, list[str]]:
+    """How the user named the kubeconfig, and its context names in kubeconfig order (the
+    first file's first); KubeconfigProblem when it cannot be read."""
+    label, paths = config_paths(kubeconfig)
+    return label, list(merge(label, paths).contexts)
+
+
 def list_contexts(kubeconfig: str | None) -> list[str]:
     """The context names of a kubeconfig, read within the same bounds; [] when unusable."""
     try:
@@ -226,7 +244,11 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
     try:
         user, renewal = _inline_user(user_entry, user_name, cluster)
     except CredentialError as exc:
-        raise KubeconfigProblem(f"context {chosen!r}: {exc}") from None
+        raise PluginProblem(
+            f"context {chosen!r}: {exc}",
+            kind=exc.kind,
+            login=login_command(exc.plugin) if exc.plugin is not None else "",
+        ) from None
     _check_proxy(cluster, cluster_name)
     minimal = {
         "current-context": chosen,
@@ -454,7 +476,11 @@ def _inline_user(
             )
         except ValueError as exc:
             raise KubeconfigProblem(f"user {name!r} in {origin}: {exc}") from None
-        credential = run_plugin(plugin)
+        try:
+            credential = run_plugin(plugin)
+        except CredentialError as exc:
+            exc.plugin = plugin  # what renews it: load() says
+            raise
         if credential.token:
             user["token"] = credential.token
             renewal = TokenRenewal(lambda: run_plugin(plugin), credential.expires)
