@@ -19,7 +19,6 @@ from mignurse.cli.common import (
     nodegroup_reader,
     read_clusters,
 )
-from mignurse.cluster.contexts import several
 
 if TYPE_CHECKING:
     from mignurse.diagnose.engine import Diagnosis
@@ -64,8 +63,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings, print_timeline
 
+    from mignurse.cluster.contexts import several
+
     given = _now_flag(args.now)
-    if not args.source and several(args.context, bool(args.all_contexts)):
+    if several(args.context, bool(args.all_contexts)):
+        if args.source:
+            raise UserError("--from reads one snapshot or bundle: leave out --context and "
+                            "--all-contexts")  # fmt: skip
         return _several(args, given)
     gathered, now, context = _gather(args, given)
     for notice in gathered.notices:

@@ -1,0 +1,240 @@
+"""`nodes` and `diagnose` across several kube contexts, run as a user runs them, against
+several simulated clusters served in one process with one kubeconfig (`sim serve`'s
+`SimFleet`), one of them failing in each way: refused connections, an expired AWS SSO login
+behind `aws eks get-token`, RBAC refusing `list nodes`, and an API server that accepts and
+never answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import cliserver
+import pytest
+import yaml
+
+from mignurse.sim import load_scenario
+from mignurse.sim.fleet import SimFleet
+
+SCENARIOS = ("healthy", "dcgm-repair-loop")
+WORKING = "sim-*,prod-eu,prod-us,staging"  # every context but the hung one
+# The hung context's reads end at this deadline; the command's own run is judged by what it
+# printed, never by how long it took.
+DEADLINE = "6"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, Path]]:
+    kubeconfig = tmp_path_factory.mktemp("kube") / "config"
+    served = SimFleet(kubeconfig)
+    for name in SCENARIOS:
+        served.serve(load_scenario(name), speed=0)
+    served.fail("unreachable", "prod-eu", speed=0)
+    served.fail("expired", "prod-us", speed=0)
+    served.fail("forbidden", "staging", speed=0)
+    served.fail("hung", "prod-ap", speed=0)
+    served.write_kubeconfig()
+    yield served, kubeconfig
+    served.stop()
+
+
+def mignurse(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MIGNURSE_COMMAND_TIMEOUT": DEADLINE, "COLUMNS": "200"}
+    argv = ["--kubeconfig", str(kubeconfig), *args]
+    return cliserver.run(argv, env=env, cwd=os.getcwd(), timeout=120)
+
+
+def errors(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """Each failing context's one stderr line, by context."""
+    lines = [line for line in done.stderr.splitlines() if line.startswith("mignurse: error:")]
+    by_context = {line.split("'")[1]: line for line in lines}
+    assert len(by_context) == len(lines), done.stderr  # one line per cluster
+    return by_context
+
+
+def gpu_nodes(served: SimFleet, context: str) -> set[str]:
+    sim = next(s for s in served.sims if s.scenario.context_name == context)
+    return {
+        o["metadata"]["name"]
+        for o in sim.objects("nodes")
+        if any(k.startswith("nvidia.com/") for k in (o.get("status") or {}).get("capacity") or {})
+    }
+
+
+def test_each_failing_cluster_is_one_line_and_the_others_still_print(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--context", WORKING, "nodes")
+    assert done.returncode == 2, done.stderr
+    failed = errors(done)
+    assert set(failed) == {"prod-eu", "prod-us", "staging"}
+    assert "unreachable" in failed["prod-eu"] and "127.0.0.1:" in failed["prod-eu"]
+    assert "connection refused" in failed["prod-eu"]
+    assert "credentials expired: run `aws sso login --profile prod-us`" in failed["prod-us"]
+    assert "The SSO session associated with this profile has expired" in failed["prod-us"]
+    assert "RBAC denied" in failed["staging"] and "cannot list nodes" in failed["staging"]
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["CLUSTER", "NAME", "POOL"]
+    shown = {(line.split()[0], line.split()[1]) for line in lines[1:]}
+    for context in ("sim-healthy", "sim-dcgm-repair-loop"):
+        assert {name for c, name in shown if c == context} == gpu_nodes(served, context)
+
+
+def test_the_worst_node_of_any_cluster_comes_first(fleet: tuple[SimFleet, Path]) -> None:
+    _served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--context", "sim-*", "nodes")
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[1].split()
+    # the repair loop's node whose AcceleratedHardwareReady is False, ahead of the healthy
+    # cluster's nodes listed before it in the kubeconfig
+    assert first[0] == "sim-dcgm-repair-loop"
+    assert "DCGMError" in first
+
+
+def test_json_names_the_cluster_of_every_node_and_each_failed_cluster(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--context", WORKING, "nodes", "-o", "json")
+    assert done.returncode == 2, done.stderr
+    document = json.loads(done.stdout)
+    assert document["kind"] == "GPUNodeList"
+    assert document["contexts"] == [
+        "sim-healthy", "sim-dcgm-repair-loop", "prod-eu", "prod-us", "staging",
+    ]  # fmt: skip
+    records = {r["context"]: r for r in document["clusters"]}
+    assert {c: r["status"] for c, r in records.items()} == {
+        "sim-healthy": "connected",
+        "sim-dcgm-repair-loop": "connected",
+        "prod-eu": "unreachable",
+        "prod-us": "credentials-expired",
+        "staging": "rbac-denied",
+    }
+    assert records["prod-us"]["login"] == "aws sso login --profile prod-us"
+    assert "cannot list nodes" in records["staging"]["message"]
+    assert records["sim-healthy"]["version"].startswith("v1.")
+    assert isinstance(records["sim-healthy"]["clockSkewSeconds"], float)
+    clusters = {r["context"]: r["cluster"] for r in document["clusters"]}
+    for node in document["nodes"]:
+        assert node["cluster"] == clusters[node["context"]]
+    for context in ("sim-healthy", "sim-dcgm-repair-loop"):
+        named = {n["name"] for n in document["nodes"] if n["context"] == context}
+        assert named == gpu_nodes(served, context)
+
+
+def test_diagnose_across_clusters_names_each_finding_s_cluster_and_exits_with_the_worst(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    alone = mignurse(kubeconfig, "--context", "sim-healthy", "diagnose")
+    assert alone.returncode == 0, alone.stderr  # the healthy cluster alone: info at most
+    done = mignurse(kubeconfig, "--context", "sim-healthy,prod-eu", "diagnose", "-o", "json")
+    assert done.returncode == 2, done.stderr  # the unreachable one counts as its error
+    assert set(errors(done)) == {"prod-eu"}
+    document = json.loads(done.stdout)
+    assert document["findings"]
+    assert {f["context"] for f in document["findings"]} == {"sim-healthy"}
+    assert [r["status"] for r in document["clusters"]] == ["connected", "unreachable"]
+
+    both = mignurse(kubeconfig, "--context", "sim-*", "diagnose")
+    assert both.returncode == 2, both.stderr  # the repair loop is critical
+    heads = [line for line in both.stdout.splitlines() if line and not line.startswith(" ")]
+    assert heads[0].split()[:3] == ["sim-dcgm-repair-loop", "CRITICAL", "node-repair-loop"]
+    assert any(line.startswith("sim-healthy  INFO") for line in heads)
+
+
+def test_comma_and_glob_select_in_kubeconfig_order_each_once(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--context", "sim-dcgm-repair-loop,sim-*", "nodes", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["contexts"] == ["sim-healthy", "sim-dcgm-repair-loop"]
+
+
+def test_a_selection_that_matches_nothing_is_one_line_naming_the_contexts(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    for selection in ("prod-*,nope-*", "sim-healthy,typo"):
+        done = mignurse(kubeconfig, "--context", selection, "nodes")
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "matches no context" in done.stderr
+        assert "use one of: sim-healthy, sim-dcgm-repair-loop, prod-eu" in done.stderr
+        assert done.stdout == ""
+
+
+def test_a_glob_that_selects_one_context_prints_what_that_context_prints(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    for output in ("json", "table"):
+        one = mignurse(kubeconfig, "--context", "sim-healthy", "nodes", "-o", output)
+        globbed = mignurse(kubeconfig, "--context", "sim-heal*", "nodes", "-o", output)
+        assert one.returncode == globbed.returncode == 0
+        assert one.stdout == globbed.stdout and one.stdout
+
+
+def test_a_hung_cluster_times_out_alone_and_the_others_print(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--all-contexts", "nodes", "-o", "json")
+    assert done.returncode == 2, done.stderr
+    failed = errors(done)
+    assert set(failed) == {"prod-eu", "prod-us", "staging", "prod-ap"}
+    assert "timed out" in failed["prod-ap"]
+    document = json.loads(done.stdout)
+    statuses = {r["context"]: r["status"] for r in document["clusters"]}
+    assert statuses["prod-ap"] == "timed-out"
+    assert statuses["sim-healthy"] == statuses["sim-dcgm-repair-loop"] == "connected"
+    named = {n["name"] for n in document["nodes"] if n["context"] == "sim-healthy"}
+    assert named == gpu_nodes(served, "sim-healthy")
+
+
+def test_watch_and_the_offline_diagnosis_take_one_context(fleet: tuple[SimFleet, Path]) -> None:
+    _served, kubeconfig = fleet
+    watch = mignurse(kubeconfig, "--context", "sim-*", "watch", "--state-dir", "/nonexistent")
+    assert watch.returncode == 2
+    assert "works on one context at a time" in watch.stderr
+    offline = mignurse(kubeconfig, "--all-contexts", "diagnose", "--from", "/nonexistent")
+    assert offline.returncode == 2
+    assert offline.stderr.count("\n") == 1 and "--from reads one" in offline.stderr
+
+
+def test_sim_serve_several_scenarios_then_every_context_as_a_user_would(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "fleet.yaml"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mignurse", "sim", "serve", "--scenario", "healthy",
+         "--scenario", "mig-hook-notready", "--unreachable", "prod-eu",
+         "--kubeconfig-out", str(kubeconfig)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert first.startswith("Serving 2 scenarios and 1 failing context"), first
+        config = yaml.safe_load(kubeconfig.read_text())
+        assert config["current-context"] == "sim-healthy"
+        assert [c["name"] for c in config["contexts"]] == [
+            "sim-healthy", "sim-mig-hook-notready", "prod-eu",
+        ]  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig),
+             "--all-contexts", "nodes"],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1 and "'prod-eu': unreachable" in done.stderr
+        clusters = {line.split()[0] for line in done.stdout.splitlines()[1:]}
+        assert clusters == {"sim-healthy", "sim-mig-hook-notready"}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
