@@ -59,11 +59,10 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
+    from mignurse.cluster.contexts import several
     from mignurse.diagnose.engine import Diagnosis, diagnose
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings, print_timeline
-
-    from mignurse.cluster.contexts import several
 
     given = _now_flag(args.now)
     if several(args.context, bool(args.all_contexts)):
