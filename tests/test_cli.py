@@ -320,6 +320,7 @@ GLOBAL_FLAGS = [
     (["--auto-collect", "/tmp/bundles"], "auto_collect", "/tmp/bundles"),
     (["--kubeconfig", "/tmp/kube"], "kubeconfig", "/tmp/kube"),
     (["--context", "prod"], "context", "prod"),
+    (["--all-contexts"], "all_contexts", True),
     (["--debug"], "debug", True),
 ]
 # What each command needs besides the flags to parse.

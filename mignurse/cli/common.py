@@ -194,7 +194,8 @@ def connect(args: argparse.Namespace) -> Any:
     from mignurse.cluster.client import ClusterClient
     from mignurse.untrusted import COMMAND_SECONDS
 
-    one_context(args, f"`{getattr(args, 'command', None) or 'mignurse'}`")
+    command = getattr(args, "command", None)
+    one_context(args, f"`mignurse {command}`" if command else "the app, for now,")
     client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
     client.on_busy = _say_busy  # the app's own status line shows it too, once it runs
     if getattr(args, "command", None) in BOUNDED_COMMANDS:

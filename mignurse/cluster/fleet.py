@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -54,26 +53,30 @@ STATUS_WORDS = {
 # -- connecting and reading -----------------------------------------------------------------
 
 
-@dataclass
 class Cluster(Generic[T]):
     """One selected context: how its connection ended and what was read through it. The
     faces hold a list of these; `result` is the request's read, set when `status` is
-    CONNECTED; `error` is what ended it otherwise."""
+    CONNECTED; `error` is what ended it otherwise. (A plain class: a dataclass's generated
+    methods are compiled as the module loads, a cost on every `nodes` and `diagnose`.)"""
 
-    context: str  # as selected ("" for the current context, until connected)
-    cluster: str = ""  # the kubeconfig's cluster entry
-    server: str = ""  # its API server, as it may be shown
-    status: str = ""
-    message: str = ""  # one line: why it is not connected
-    login: str = ""  # for expired credentials: the command that renews them
-    version: str = ""  # the API server's gitVersion ("" when it did not say)
-    clock_skew: float | None = None  # seconds the API server's clock is ahead of this one's
-    now: datetime | None = None  # the API server's clock when the read ended
-    result: T | None = None
-    error: BaseException | None = None
-    _done: threading.Event = field(default_factory=threading.Event, repr=False)
-    _started: float | None = field(default=None, repr=False)
-    _client: ClusterClient | None = field(default=None, repr=False)
+    def __init__(self, context: str) -> None:
+        self.context = context  # as selected ("" for the current context, until connected)
+        self.cluster = ""  # the kubeconfig's cluster entry
+        self.server = ""  # its API server, as it may be shown
+        self.status = ""
+        self.message = ""  # one line: why it is not connected
+        self.login = ""  # for expired credentials: the command that renews them
+        self.version = ""  # the API server's gitVersion ("" when it did not say)
+        self.clock_skew: float | None = None  # seconds its clock is ahead of this machine's
+        self.now: datetime | None = None  # the API server's clock when the read ended
+        self.result: T | None = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        self._started: float | None = None
+        self._client: ClusterClient | None = None
+
+    def __repr__(self) -> str:
+        return f"Cluster({self.context!r}, {self.status or 'pending'})"
 
     @property
     def connected(self) -> bool:
@@ -84,16 +87,26 @@ class Cluster(Generic[T]):
         return STATUS_WORDS.get(self.status, self.status)
 
 
-@dataclass(frozen=True)
 class FleetRequest(Generic[T]):
     """What a face asks of every selected cluster: `read` runs on each connection (on a
-    thread of its own) and its value becomes that Cluster's `result`."""
+    thread of its own) and its value becomes that Cluster's `result`; `seconds` is each
+    cluster's deadline for its reads (None: none); `on_busy` is told of a Retry-After
+    wait, one line."""
 
-    kubeconfig: str | None
-    contexts: tuple[str | None, ...]
-    read: Callable[[ClusterClient], T]
-    seconds: int | None = None  # each cluster's deadline for its reads (None: none)
-    on_busy: Callable[[str], None] | None = None  # a Retry-After wait, one line
+    def __init__(
+        self,
+        kubeconfig: str | None,
+        contexts: tuple[str | None, ...],
+        read: Callable[[ClusterClient], T],
+        *,
+        seconds: int | None = None,
+        on_busy: Callable[[str], None] | None = None,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.contexts = contexts
+        self.read = read
+        self.seconds = seconds
+        self.on_busy = on_busy
 
 
 def run_fleet(
