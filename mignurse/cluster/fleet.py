@@ -192,7 +192,11 @@ def _read_one(cluster: Cluster[T], context: str | None, request: FleetRequest[T]
     cluster.cluster = client.info.cluster
     cluster.server = client.info.server
     try:
-        client.on_busy = request.on_busy
+        busy = request.on_busy
+        if busy is not None and len(request.contexts) > 1:  # whose server is busy
+            client.on_busy = lambda line: busy(f"{cluster.context}: {line}")
+        else:
+            client.on_busy = busy
         if request.seconds is not None:
             client.limit_command(request.seconds)
         version_read = begun(lambda: _version(client))  # beside the read, not after it
