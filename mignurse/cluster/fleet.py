@@ -26,6 +26,7 @@ from mignurse.cluster.client import (
     Unauthorized,
     Unreachable,
 )
+from mignurse.cluster.kubeconfig import shared_merges
 from mignurse.inert import inert
 
 T = TypeVar("T")
@@ -112,26 +113,38 @@ class FleetRequest(Generic[T]):
 def run_fleet(
     request: FleetRequest[T], progress: Callable[[Cluster[T]], None] | None = None
 ) -> list[Cluster[T]]:
-    """Every cluster of `request` connected and read, at most PARALLEL at once, each under
+    """Every cluster of `request` connected and read, at most PARALLEL at once (by as many
+    worker threads, however many clusters there are), each under
     its own deadline; `progress` is told of each cluster as it ends (on the caller's
     thread). A cluster still unanswered past its deadline, its credential plugin's and
     GRACE_SECONDS ends TIMED_OUT and is left behind."""
     from mignurse.untrusted import CREDENTIAL_PLUGIN_SECONDS
 
     clusters: list[Cluster[T]] = [Cluster(context or "") for context in request.contexts]
-    gate = threading.Semaphore(PARALLEL)
-    for cluster, context in zip(clusters, request.contexts, strict=True):
-        threading.Thread(
-            target=_connect_and_read,
-            args=(cluster, context, request, gate),
-            name="mignurse-cluster",
-            daemon=True,  # one left behind past its deadline does not keep the process
-        ).start()
     budget = (
         None
         if request.seconds is None
         else request.seconds + CREDENTIAL_PLUGIN_SECONDS.value() + GRACE_SECONDS
     )
+    queue = list(zip(clusters, request.contexts, strict=True))
+    queue.reverse()  # popped from the end: in the order selected
+    with shared_merges():  # the kubeconfig read once for all of them
+        for _ in range(min(PARALLEL, len(queue))):
+            threading.Thread(
+                target=_work,
+                args=(queue, request),
+                name="mignurse-cluster",
+                daemon=True,  # one left behind past its deadline does not keep the process
+            ).start()
+        _wait(clusters, budget, progress)
+    return clusters
+
+
+def _wait(
+    clusters: list[Cluster[T]],
+    budget: float | None,
+    progress: Callable[[Cluster[T]], None] | None,
+) -> None:
     waiting = list(clusters)
     while waiting:
         for cluster in list(waiting):
@@ -146,7 +159,6 @@ def run_fleet(
                     progress(cluster)
         if waiting:
             waiting[0]._done.wait(0.05)
-    return clusters
 
 
 def _overdue(cluster: Cluster[T], budget: float) -> bool:
@@ -165,13 +177,13 @@ def _give_up(cluster: Cluster[T], budget: float) -> None:
     cluster.error = TooSlow(cluster.message)
 
 
-def _connect_and_read(
-    cluster: Cluster[T],
-    context: str | None,
-    request: FleetRequest[T],
-    gate: threading.Semaphore,
-) -> None:
-    with gate:
+def _work(queue: list[tuple[Cluster[T], str | None]], request: FleetRequest[T]) -> None:
+    """One of at most PARALLEL workers: the next cluster of `queue` until none is left."""
+    while True:
+        try:
+            cluster, context = queue.pop()  # atomic: each cluster to one worker
+        except IndexError:
+            return
         cluster._started = time.monotonic()
         try:
             _read_one(cluster, context, request)

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -162,8 +163,56 @@ def _named(entry: yaml.Node) -> bool:
     )
 
 
+# While `shared_merges` is on, the last merge, by its files' identity (path, inode, size,
+# mtime): every context of one kubeconfig connected side by side (`--all-contexts`) reads
+# and parses it once, not once per context. Merged entries are only read (load copies what
+# it changes).
+_last_merge: tuple[tuple[object, ...], Merged] | None = None
+_sharing = 0
+_merging = threading.Lock()  # the first of the contexts connecting at once reads it
+
+
+@contextmanager
+def shared_merges() -> Iterator[None]:
+    """Meanwhile, a kubeconfig unchanged since its last merge is not read again."""
+    global _sharing, _last_merge
+    _sharing += 1
+    try:
+        yield
+    finally:
+        _sharing -= 1
+        if not _sharing:
+            _last_merge = None
+
+
 def merge(label: str, paths: list[str]) -> Merged:
     """The files of `paths` that exist, each read once, merged (first one wins)."""
+    global _last_merge
+    if not _sharing:
+        return _merge(label, paths)
+    with _merging:
+        key = (label, *_identities(paths))
+        last = _last_merge
+        if last is not None and last[0] == key:
+            return last[1]
+        merged = _merge(label, paths)
+        _last_merge = (key, merged)
+        return merged
+
+
+def _identities(paths: list[str]) -> list[tuple[object, ...]]:
+    found: list[tuple[object, ...]] = []
+    for path in dict.fromkeys(paths):
+        try:
+            stat = os.stat(path)
+        except (OSError, ValueError):
+            found.append((path,))
+            continue
+        found.append((path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    return found
+
+
+def _merge(label: str, paths: list[str]) -> Merged:
     merged = Merged(label)
     # Each file once, as client-go reads $KUBECONFIG (tools/clientcmd/loader.go, deduplicate).
     for path in dict.fromkeys(paths):

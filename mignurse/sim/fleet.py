@@ -41,7 +41,6 @@ EXPIRED_SCRIPT = f"""#!/bin/sh
 printf '\\n%s\\n' '{EXPIRED_MESSAGE}' >&2
 exit 255
 """
-FAILING_KINDS = ("unreachable", "hung", "expired", "forbidden")
 
 
 class SimFleet:
