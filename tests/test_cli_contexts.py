@@ -117,6 +117,8 @@ def test_json_names_the_cluster_of_every_node_and_each_failed_cluster(
     }
     assert records["prod-us"]["login"] == "aws sso login --profile prod-us"
     assert "cannot list nodes" in records["staging"]["message"]
+    assert (records["staging"]["verb"], records["staging"]["resource"]) == ("list", "nodes")
+    assert records["prod-eu"]["server"].startswith("https://127.0.0.1:")
     assert records["sim-healthy"]["version"].startswith("v1.")
     assert isinstance(records["sim-healthy"]["clockSkewSeconds"], float)
     clusters = {r["context"]: r["cluster"] for r in document["clusters"]}

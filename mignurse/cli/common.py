@@ -180,6 +180,11 @@ def cluster_record(cluster: Any) -> dict[str, Any]:
     }
     if cluster.login:
         record["login"] = cluster.login
+    verb, resource = getattr(cluster.error, "verb", None), getattr(cluster.error, "resource", None)
+    if verb and resource:  # what RBAC refused (a 403's)
+        record.update(verb=verb, resource=resource)
+    if cluster.server and not cluster.connected:
+        record["server"] = cluster.server
     if cluster.connected:
         record.update(
             server=cluster.server,

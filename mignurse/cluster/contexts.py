@@ -1,8 +1,10 @@
 """Which kube contexts a `--context` selection names: names and fnmatch globs joined by
-commas, or every context of the kubeconfig. Light to import: every command's parser module
-loads it, and the kubeconfig reader loads only where a selection must be read."""
+commas, or every context of the kubeconfig. Light to import: the kubeconfig reader loads
+only where a selection must be read."""
 
 from __future__ import annotations
+
+import os
 
 from mignurse.inert import inert
 
@@ -28,6 +30,9 @@ def select_contexts(
     from mignurse.cluster import kubeconfig as files
     from mignurse.cluster.client import KubeconfigError
 
+    label, paths = files.config_paths(kubeconfig)
+    if not any(os.path.exists(path) for path in paths):
+        raise KubeconfigError(f"no kubeconfig found at {inert(label)}: check --kubeconfig")
     try:
         label, names = files.context_names(kubeconfig)
     except files.KubeconfigProblem as exc:
