@@ -240,3 +240,20 @@ def test_sim_serve_several_scenarios_then_every_context_as_a_user_would(tmp_path
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_the_documented_several_context_json_has_the_keys_nodes_prints(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    """docs/commands.md's example of a several-context document is what `nodes` writes."""
+    _served, kubeconfig = fleet
+    text = (Path(__file__).parent.parent / "docs" / "commands.md").read_text()
+    section = text[text.index("## Several clusters at once") :]
+    start = section.index("```json") + len("```json")
+    documented = json.loads(section[start : section.index("```", start)].replace("…", ""))
+    done = mignurse(kubeconfig, "--context", "sim-healthy,prod-us", "nodes", "-o", "json")
+    printed = json.loads(done.stdout)
+    assert set(documented) == set(printed)
+    for shown, written in zip(documented["clusters"], printed["clusters"], strict=True):
+        assert set(shown) == set(written)
+    assert set(documented["nodes"][0]) - {""} <= set(printed["nodes"][0])
