@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import cliserver
 import pytest
@@ -257,3 +258,31 @@ def test_the_documented_several_context_json_has_the_keys_nodes_prints(
     for shown, written in zip(documented["clusters"], printed["clusters"], strict=True):
         assert set(shown) == set(written)
     assert set(documented["nodes"][0]) - {""} <= set(printed["nodes"][0])
+
+
+def test_a_bug_in_one_cluster_s_read_is_an_internal_error_line_and_exit_3(
+    fleet: tuple[SimFleet, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A read that breaks on one cluster's data (a bug) is that cluster's line, worded as
+    `mignurse` words a bug, and exit 3; the other cluster still prints."""
+    from mignurse.cli import main
+    from mignurse.cluster import load
+
+    _served, kubeconfig = fleet
+    real = load.load_snapshot
+
+    def breaks_on_one(client: Any, **kwargs: Any) -> Any:
+        if client.info.context == "sim-dcgm-repair-loop":
+            raise KeyError("status")
+        return real(client, **kwargs)
+
+    monkeypatch.setattr(load, "load_snapshot", breaks_on_one)
+    assert main(["--kubeconfig", str(kubeconfig), "--context", "sim-*", "nodes"]) == 3
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "mignurse: internal error: context 'sim-dcgm-repair-loop': KeyError: 'status' (run "
+        "again with --debug for the traceback, and report it)"
+    ]
+    assert {line.split()[0] for line in out.splitlines()[1:]} == {"sim-healthy"}

@@ -143,17 +143,31 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
         if cluster.error is not None:
             raise cluster.error
         return [cluster]
-    return run_fleet(request, progress=_say_failed)
+    command = getattr(args, "command", None)
+    clusters = run_fleet(request, progress=lambda cluster: _say_failed(cluster, command))
+    debug = bool(getattr(args, "debug", False))
+    for cluster in clusters:  # --debug: a bug's traceback, as for one context
+        error = cluster.error
+        if debug and error is not None and cluster_exit_code(cluster, command) == EXIT_INTERNAL:
+            raise error
+    return clusters
 
 
-def _say_failed(cluster: Any) -> None:
-    if not cluster.connected:
-        # the message may open with the context's name too (a kubeconfig problem's does)
-        said = cluster.message.removeprefix(f"context {cluster.context!r}: ")
-        sys.stderr.write(
-            f"mignurse: error: context {cluster.context!r}: {cluster.status_words}: {said}\n"
+def _say_failed(cluster: Any, command: str | None) -> None:
+    if cluster.connected:
+        return
+    # the message may open with the context's name too (a kubeconfig problem's does)
+    said = cluster.message.removeprefix(f"context {cluster.context!r}: ")
+    if cluster_exit_code(cluster, command) == EXIT_INTERNAL:  # a bug, as `_main` says one
+        line = (
+            f"mignurse: internal error: context {cluster.context!r}: "
+            f"{type(cluster.error).__name__}: {said} (run again with --debug for the "
+            "traceback, and report it)"
         )
-        sys.stderr.flush()
+    else:
+        line = f"mignurse: error: context {cluster.context!r}: {cluster.status_words}: {said}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def cluster_exit_code(cluster: Any, command: str | None) -> int:
