@@ -137,6 +137,7 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
         read,
         seconds=COMMAND_SECONDS.value() if bounded else None,
         on_busy=_say_busy,
+        versions=len(contexts) > 1,  # one context's output shows no version
     )
     if len(contexts) == 1:
         (cluster,) = run_fleet(request)

@@ -92,7 +92,8 @@ class FleetRequest(Generic[T]):
     """What a face asks of every selected cluster: `read` runs on each connection (on a
     thread of its own) and its value becomes that Cluster's `result`; `seconds` is each
     cluster's deadline for its reads (None: none); `on_busy` is told of a Retry-After
-    wait, one line."""
+    wait, one line; `versions`: read each API server's `/version` beside (a request, and
+    a TLS handshake, that a face which shows no version is spared)."""
 
     def __init__(
         self,
@@ -102,12 +103,14 @@ class FleetRequest(Generic[T]):
         *,
         seconds: int | None = None,
         on_busy: Callable[[str], None] | None = None,
+        versions: bool = True,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.contexts = contexts
         self.read = read
         self.seconds = seconds
         self.on_busy = on_busy
+        self.versions = versions
 
 
 def run_fleet(
@@ -211,7 +214,7 @@ def _read_one(cluster: Cluster[T], context: str | None, request: FleetRequest[T]
             client.on_busy = busy
         if request.seconds is not None:
             client.limit_command(request.seconds)
-        version_read = begun(lambda: _version(client))  # beside the read, not after it
+        version_read = begun(lambda: _version(client)) if request.versions else (lambda: "")
         result = request.read(client)
         cluster.version = version_read()
         cluster.now = client.server_now()
