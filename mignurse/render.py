@@ -444,7 +444,7 @@ def print_timeline(
 def plan_markup(plan: Plan) -> str:
     from mignurse.runner.step import Harm
 
-    lines = [f"[bold]{inert_markup(plan.book.name)}[/] on [bold]{inert_markup(plan.target)}[/]: "]
+    lines = [f"[bold]{inert_markup(plan.book.name)}[/] on [bold]{inert_markup(plan.where())}[/]: "]
     lines[0] += inert_markup(plan.book.title)
     for i, step in enumerate(plan.steps, 1):
         head = f"[bold]{i}. {inert_markup(step.spec.id)}[/] {inert_markup(step.action.title)}"

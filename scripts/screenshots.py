@@ -42,6 +42,7 @@ from mignurse.tui.screens.confirm import ConfirmScreen
 from mignurse.tui.screens.params import ParamsScreen
 from mignurse.tui.screens.picker import RunbookPicker
 from mignurse.tui.screens.plan import PlanScreen
+from mignurse.tui.screens.radar import RadarScreen
 
 SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
 
@@ -164,6 +165,17 @@ async def high_harm_confirm(app: MigNurseApp, pilot: Pilot[None]) -> None:
     await pilot.pause(0.3)
 
 
+async def repair_radar(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    """`D` once the first diagnosis is in: the nodes whose repair comes soonest, each with
+    its countdown, its worst finding and the action enter takes."""
+    await until(lambda: app.diagnosis is not None, "the diagnosis")
+    await pilot.press("D")
+    await until(
+        lambda: isinstance(app.screen, RadarScreen) and bool(app.screen.rows()), "the radar"
+    )
+    await pilot.pause(0.3)
+
+
 async def pool_nodes(app: MigNurseApp, pilot: Pilot[None]) -> None:
     """Enter on the looping pool: its nodes and the worst one's detail."""
     await highlight_broken_node(app, pilot)
@@ -186,6 +198,7 @@ SHOTS = (
     Shot("nodes-80x24", pool_nodes, size=SMALL),
     Shot("runbook-plan", runbook_plan),
     Shot("confirm-80x24", high_harm_confirm, size=SMALL),
+    Shot("radar", repair_radar),
     Shot("help", help_screen, size=TALL),
 )
 

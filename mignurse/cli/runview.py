@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from mignurse.inert import inert
 from mignurse.inert import inert_markup as escape
 from mignurse.render import console_for, plan_markup, print_listing
 
@@ -106,7 +107,8 @@ class TerminalConfirmer:
         try:
             if level >= Harm.HIGH:
                 how = f" ({self.reversal})" if self.reversal else ": hard to reverse"
-                answer = self.ask(f"HIGH HARM{how}. Type {expected_word} to proceed: ")
+                shown = inert(expected_word)  # a kubeconfig's names are outside input
+                answer = self.ask(f"HIGH HARM{how}. Type {shown} to proceed: ")
                 return answer == expected_word
             return self.ask("Proceed? [y/N] ").lower() in ("y", "yes")
         except (EOFError, KeyboardInterrupt):

@@ -40,6 +40,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
     from mignurse.cli.runview import TerminalConfirmer
     from mignurse.runner.audit import Audit, local_holder
     from mignurse.runner.lock import holder_alive, liveness, lock_resource, read_lock
+    from mignurse.runner.plan import typed_word
     from mignurse.runner.step import Harm
 
     if bool(args.node) == bool(args.cluster):
@@ -74,12 +75,13 @@ def cmd_unlock(args: argparse.Namespace) -> int:
             )
             return 1
         who = {"local": local_holder(), "kube": client.info.user}
+        word = typed_word(client.info.name, name, node=target == "node")
         if not args.yes:
             if not sys.stdin.isatty():
                 raise RunCommandError(
                     "stdin is not a terminal, so nobody can confirm: pass --yes to unlock"
                 )
-            if not TerminalConfirmer().confirm(Harm.HIGH, shown, name):
+            if not TerminalConfirmer().confirm(Harm.HIGH, shown, word):
                 audit.write("unlock-declined", str(current.get("run") or ""), target=name, who=who)
                 print(f"{what}: declined, still locked")
                 return 1
@@ -91,7 +93,7 @@ def cmd_unlock(args: argparse.Namespace) -> int:
             lock=current,
             liveness=liveness(current, now),
             forced=bool(args.force and alive),
-            confirmed="--yes" if args.yes else f"typed {name}",
+            confirmed="--yes" if args.yes else f"typed {word}",
             who=who,
         )
         print(f"{what}: unlocked (the lock of run {current.get('run', '?')} is removed)")

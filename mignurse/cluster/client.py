@@ -200,6 +200,16 @@ class ContextInfo:
     server: str
     user: str
 
+    @property
+    def name(self) -> str:
+        """The cluster's name as its operators say it: the last part of an EKS ARN
+        (`aws eks update-kubeconfig` names the kubeconfig's cluster entry
+        `arn:aws:eks:REGION:ACCOUNT:cluster/NAME`), else the cluster entry, else the context."""
+        entry = self.cluster or self.context
+        if entry.startswith("arn:") and ":cluster/" in entry:
+            return entry.rsplit(":cluster/", 1)[1]
+        return entry
+
 
 def _verb_for(method: str, query: dict[str, str], named: bool = False) -> str:
     """The RBAC verb of a request: a GET of one object is `get`, of a collection `list`."""

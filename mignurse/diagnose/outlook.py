@@ -35,6 +35,7 @@ class RepairOutlook:
     who: str  # who repairs, or why nothing will
     would_be: datetime | None = None  # the deadline if an unknown gate or setting is on
     action: str = ""  # Replace | Reboot | NoAction | "" (unknown)
+    held_due: datetime | None = None  # the deadline a guard or threshold holds back for now
 
     def fate(self, now: datetime) -> str:
         """One phrase for an evidence line: "Karpenter repair replaces it at …"."""
@@ -81,6 +82,7 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
             None,
             f"Karpenter repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
             f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+            held_due=due,
         )
     proof = "" if gate else " (NodeRepair evidently on: repairs seen in this pool)"
     return RepairOutlook(
@@ -106,6 +108,7 @@ def _auto_mode(
             None,
             f"EKS Auto Mode repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
             f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+            held_due=due,
         )
     return RepairOutlook(due, "EKS Auto Mode repair (always on)", action="Replace")
 
@@ -187,6 +190,7 @@ def _managed_node_group(
             None,
             f"managed node group {group}: repair held, {unhealthy} of {group_size} nodes "
             "unhealthy is over its threshold",
+            held_due=since + action.wait,
         )
     return RepairOutlook(
         since + action.wait,

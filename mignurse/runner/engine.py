@@ -121,7 +121,8 @@ class Runner(RunUndo):
             (p.action.harm for p in planned if p.action.mutates and p.status not in st.DONE),
             default=Harm.NONE,
         )
-        plan = Plan(self.book, self.target, planned, harm)
+        info = self.client.info
+        plan = Plan(self.book, self.target, planned, harm, context=info.context, cluster=info.name)
         if self.book.mutates and not self.resuming:
             self._judge_leftovers(plan)
         return plan
@@ -172,7 +173,7 @@ class Runner(RunUndo):
             return True
         if self.confirmer is None:
             raise RunError("this runbook changes the cluster: confirm it, or pass --yes")
-        word = self.target if plan.harm >= Harm.HIGH else "y"
+        word = plan.typed_word() if plan.harm >= Harm.HIGH else "y"
         return self._ask(plan.harm, plan.text(), word)
 
     # -- running ----------------------------------------------------------------------

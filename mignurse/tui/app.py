@@ -79,6 +79,7 @@ class MigNurseApp(Navigation, SourceSwitching):
         Binding("f", "findings", "Findings"),
         # `?` lists these too: out of the footer, the others fit in 120 columns
         Binding("A", "audit", "Audit", key_display="A", show=False),
+        Binding("D", "radar", "Deadlines", key_display="D", show=False),
         Binding("p", "next_pool", "Next pool", show=False),
         Binding("a", "all_pools", "All pools", show=False),
         Binding("r", "refresh_now", "Refresh", show=False),
@@ -211,11 +212,11 @@ class MigNurseApp(Navigation, SourceSwitching):
         marked = [n for n in sorted(self.marks) if state.node(n) is not None]
         return marked or [n for n in [self.highlighted_node()] if n and state.node(n) is not None]
 
-    def selection(self) -> Selection:
-        """The marked nodes, else the highlighted one, with what the app knows about them:
-        what the runbook screens read."""
+    def selection(self, names: list[str] | None = None) -> Selection:
+        """The marked nodes, else the highlighted one (or the `names` given), with what the
+        app knows about them: what the runbook screens read."""
         state = self.source.state
-        names = self.targets()
+        names = self.targets() if names is None else names
         objects = {n: node for n in names if (node := state.node(n)) is not None}
         findings = self._diagnosis.findings if self._diagnosis else []
         return Selection(
@@ -262,6 +263,43 @@ class MigNurseApp(Navigation, SourceSwitching):
         from mignurse.tui.screens.audit import AuditScreen
 
         self.push_screen(AuditScreen())
+
+    def action_radar(self) -> None:
+        """The repair-deadline radar; enter on a row takes its action on that node."""
+        from mignurse.tui import runbooks
+        from mignurse.tui.screens.radar import RadarScreen
+
+        cannot: dict[str, str] = {}
+        if self.source.read_only_reason:
+            cannot["collect"] = self.source.read_only_reason
+        if self.read_only:
+            why = self.source.read_only_reason or "--read-only"
+            cannot.update({"pause": why, "cordon": why})
+
+        def act(chosen: tuple[str, str] | None) -> None:
+            if chosen is None:
+                return
+            node, action = chosen
+            if self.source.state.node(node) is None:
+                self.notify(f"{short_name(node)} is gone from the cluster.", timeout=5)
+            elif action == "collect":
+                self.notify(f"Collecting {short_name(node)}…", timeout=4)
+                self._collect_nodes(self.source, [node])
+            elif action == "pause":
+                runbooks.start_runbook(
+                    self, self.source, self.selection([node]), "pause-node-repair"
+                )
+            else:
+                runbooks.cordon_nodes(self, self.source, self.selection([node]))
+
+        screen = RadarScreen(
+            self._refresher.radar,
+            self.source.now(),
+            judged=self._diagnosis is not None,
+            as_of=self.judged_at,
+            cannot=cannot,
+        )
+        self.push_screen(screen, act)
 
     # -- pagers ----------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rich.cells import cell_len
@@ -34,6 +34,7 @@ from mignurse.cluster.snapshot import Snapshot
 from mignurse.cluster.watcher import ResourceStatus
 from mignurse.diagnose.engine import Diagnosis, RuleResult, all_rules, combine, diagnose_stream
 from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
+from mignurse.diagnose.radar import Blip, radar
 from mignurse.fleetview import UNPOOLED, PoolRow, fleet_rows
 from mignurse.gcpause import freeze_survivors
 from mignurse.inert import inert_markup as escape
@@ -42,6 +43,7 @@ from mignurse.render import SEVERITY_STYLE
 from mignurse.tui.filters import RowFilter
 
 DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
+RADAR_HORIZON = timedelta(hours=24)  # the radar screen's widest horizon
 FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
 NARROW_WIDTH = 100  # under this, the node table drops TYPE and AGE, as `mignurse nodes` does
 STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "Launching": "cyan"}
@@ -273,6 +275,8 @@ class Refresher:
         self.badges: dict[str, str] = {}
         self.fleet_base: list[PoolRow] = []  # counts come fresh
         self.whole: Diagnosis | None = None  # the diagnosis they come from
+        # every GPU node whose repair acts within a day, soonest first (the `D` screen)
+        self.radar: list[Blip] = []
         self.last_full = 0.0
         self.last_diagnosis = 0.0
         self.judged_stage = -1  # the source's judge_stage() the last diagnosis ran at
@@ -312,6 +316,7 @@ class Refresher:
         if update.whole:
             self.fleet_base = fleet_rows(inp, diagnosis)
             self.badges = badges(diagnosis.findings)
+            self.radar = radar(inp, diagnosis.findings, RADAR_HORIZON)
             self.whole = diagnosis
             self.whole_sent = True
         del inp  # its indexes go before the freeze

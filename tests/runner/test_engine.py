@@ -101,18 +101,20 @@ def test_low_harm_asks_y_n_and_a_no_changes_nothing(cluster_for: Make, state_hom
     assert writes(c) == [] and not unschedulable(c, node)
 
 
-def test_high_harm_needs_the_node_name_typed(
+def test_high_harm_needs_the_cluster_and_node_name_typed(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for(speed=30)  # the drain waits for the kubelet to confirm the pod is gone
     node = c.nodes("gpu-train")[0]
     book = drain_book(tmp_path)
-    wrong = Answer("y")
-    assert Runner(book, {"node": node}, client=c.client, confirmer=wrong).run().status == (
-        "declined"
-    )
-    assert wrong.asked == [(Harm.HIGH, node)] and writes(c) == []
-    typed = Answer(node)
+    word = f"{c.client.info.name}/{node}"
+    for answer in ("y", node):  # the node alone does not say which cluster was meant
+        wrong = Answer(answer)
+        assert Runner(book, {"node": node}, client=c.client, confirmer=wrong).run().status == (
+            "declined"
+        )
+        assert wrong.asked == [(Harm.HIGH, word)] and writes(c) == []
+    typed = Answer(word)
     result = Runner(book, {"node": node}, client=c.client, confirmer=typed).run()
     assert result.status == "succeeded", result.error
     assert result.report_lines() == ["cordon: verified", "drain: verified"]
@@ -120,6 +122,7 @@ def test_high_harm_needs_the_node_name_typed(
     events = read_audit()
     # Every change is announced before it is sent: the cordon, then each eviction.
     assert [e["event"] for e in events] == [
+        "declined",
         "declined",
         "started",
         "intent",
@@ -129,12 +132,12 @@ def test_high_harm_needs_the_node_name_typed(
         "step",
         "finished",
     ]
-    assert events[2]["change"] == f"cordon node {node}"
-    assert events[2]["prior"] == {"wasUnschedulable": False}
-    assert events[4]["change"].startswith("evict pod training/trainer-")
+    assert events[3]["change"] == f"cordon node {node}"
+    assert events[3]["prior"] == {"wasUnschedulable": False}
+    assert events[5]["change"].startswith("evict pod training/trainer-")
     started = next(e for e in events if e["event"] == "started")
     assert started["who"]["kube"] == "sim-oncall" and "@" in started["who"]["local"]
-    assert started["confirmed"] == f"typed {node}"
+    assert started["confirmed"] == f"typed {word}"
     assert events[0]["who"]["kube"] == "sim-oncall"  # a refusal says who too
     assert started["params"] == {"node": node, "drain_timeout": "60s"}
     assert started["context"] == c.client.info.context

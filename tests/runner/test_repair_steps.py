@@ -657,7 +657,10 @@ def test_replace_instance_runbook_end_to_end_on_a_karpenter_node(
         listener=events.append,
     ).run()
     assert result.status == "succeeded", result.error
-    assert [word for _text, word in typed.shown] == [node]  # typed node name (HIGH)
+    # HIGH: the cluster's and the node's names typed; the plan names both, and the context
+    name = cluster.client.info.name
+    assert [word for _text, word in typed.shown] == [f"{name}/{node}"]
+    assert typed.shown[0][0].startswith(f"replace-instance on node {node} in cluster {name}")
     assert bundle.exists()  # collected before anything changed
     by_step = {s.id: s for s in result.steps}
     assert by_step["terminate"].status == "skipped"  # Karpenter's NodeClaim path instead

@@ -293,7 +293,13 @@ def test_the_pause_prompt_says_resume_reverses_it_and_replace_that_nothing_does(
         "HIGH HARM (reversible: resume-node-repair puts it back). Type ml-prod-usw2 to proceed: "
         in paused.stderr
     ), paused.stderr
-    assert "HIGH HARM (cannot be undone). Type " in replaced.stderr, replaced.stderr
+    assert f"HIGH HARM (cannot be undone). Type ml-prod-usw2/{node} to proceed: " in (
+        replaced.stderr
+    ), replaced.stderr
+    # the plan's first line names the cluster and the context that reaches it
+    assert f"replace-instance on node {node} in cluster ml-prod-usw2 (context " in (
+        replaced.stdout + replaced.stderr
+    )
     assert "hard to reverse" not in paused.stderr + replaced.stderr
     assert "declined" in paused.stdout, paused.stdout
     assert not [r for r in c.sim.requests if r["method"] != "GET"]

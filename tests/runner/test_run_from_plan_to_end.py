@@ -150,7 +150,7 @@ def test_a_change_without_a_confirmer_or_yes_is_refused_before_anything(
     assert not unschedulable(c, node) and not has_state(runner.run_id)
 
 
-def test_a_drain_asks_for_the_node_name_and_any_other_answer_declines(
+def test_a_drain_asks_for_the_cluster_and_node_name_and_any_other_answer_declines(
     cluster_for: Make, state_home: Path, tmp_path: Path
 ) -> None:
     c = cluster_for()
@@ -160,15 +160,16 @@ def test_a_drain_asks_for_the_node_name_and_any_other_answer_declines(
 
     result = runner.run()
 
-    assert answer.asked == [(Harm.HIGH, node)]
+    word = f"{c.client.info.name}/{node}"
+    assert answer.asked == [(Harm.HIGH, word)]
     assert (result.status, result.exit_code, result.error) == ("declined", 1, "")
     assert not unschedulable(c, node) and not has_state(runner.run_id)
     assert [e["event"] for e in audit_of(runner.run_id)] == ["declined"]
 
-    typed, watch = run_of(drain_book(tmp_path), c, node, confirmer=Answer(node))
+    typed, watch = run_of(drain_book(tmp_path), c, node, confirmer=Answer(word))
     on_step(typed, watch, "cordon", typed.cancel)  # stopped at once: only its start matters
     assert typed.run().status == "interrupted"
-    assert audit_of(typed.run_id)[0]["confirmed"] == f"typed {node}"
+    assert audit_of(typed.run_id)[0]["confirmed"] == f"typed {word}"
 
 
 def test_an_undo_answered_yes_after_ctrl_c_at_its_prompt_changes_nothing(

@@ -249,7 +249,7 @@ async def test_x_on_marked_nodes_plans_both_and_asks_once(
         await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
         asked = app.screen
         assert isinstance(asked, ConfirmScreen)
-        assert all(f"cordon on {n}" in asked.plan_text for n in app.marks)
+        assert all(f"cordon on node {n} in cluster " in asked.plan_text for n in app.marks)
         await confirm(app, pilot, "y")
         screen = await run_done(app)
         assert [r.status for r in screen.results] == ["succeeded", "succeeded"], screen.report
@@ -425,11 +425,12 @@ async def test_read_only_hides_runbooks_and_cordon(tmp_path: Path, state_home: P
         sim.stop()
 
 
-async def test_high_harm_prompt_is_on_screen_at_80x24_and_takes_the_short_name(
+async def test_high_harm_prompt_is_on_screen_at_80x24_and_takes_the_cluster_and_short_name(
     repair_loop: tuple[SimCluster, MigNurseApp],
 ) -> None:
-    """The plan scrolls above a pinned prompt; the node's name as the table shows it is
-    enough where only one node has it; no placeholder reads like the answer."""
+    """The plan scrolls above a pinned prompt; after the cluster's name, the node's name as
+    the table shows it is enough where only one node has it; no placeholder reads like the
+    answer."""
     sim, app = repair_loop
     async with app.run_test(size=(80, 24)) as pilot:
         name, _ = await finding_node(app)
@@ -449,8 +450,13 @@ async def test_high_harm_prompt_is_on_screen_at_80x24_and_takes_the_short_name(
         assert word in visible and word.region.bottom <= 24 and word.has_focus
         assert asked.query_one("#confirm-harm") in visible  # the harm line too
         assert "cannot be undone" in screen_text(app, "#confirm-harm")
-        assert word.placeholder not in (name, name.split(".")[0])
-        await pilot.press(*name.split(".")[0], "enter")  # the short name, as the table shows it
+        short = name.split(".")[0]
+        assert f"{CLUSTER}/{short}" in screen_text(app)  # the cluster's name, then the node's
+        assert word.placeholder not in (name, short)
+        await pilot.press(*short, "enter")  # the node alone does not say which cluster
+        await until(lambda: f"is not {CLUSTER}/{short}" in screen_text(app, "#confirm-error"))
+        assert app.screen is asked and not node_obj(sim, name)["spec"].get("unschedulable")
+        await pilot.press(*f"{CLUSTER}/{short}", "enter")  # the node as the table shows it
         await until(lambda: isinstance(app.screen, RunScreen))
         # it ran: the node is cordoned first (the log names every step before they run)
         await until(lambda: node_obj(sim, name)["spec"].get("unschedulable") is True, timeout=30)
@@ -479,7 +485,7 @@ async def test_undo_is_not_offered_when_the_node_it_would_restore_is_gone(
         await pilot.press("enter")
         await plan_ready(app)
         await pilot.press("enter")
-        await confirm(app, pilot, name)
+        await confirm(app, pilot, f"{CLUSTER}/{name}")
         running = app.screen
         assert isinstance(running, RunScreen)
 

@@ -171,10 +171,17 @@ class ModalConfirmer:
             answer["ok"] = bool(ok)
             answered.set()
 
-        def accept(typed: str) -> bool:
-            return typed == expected_word or self.accept_node(typed) == expected_word
+        # `CLUSTER/NODE` (`Plan.typed_word`): the node's short name is accepted after the
+        # cluster's, where it names one node
+        cluster, slash, node = expected_word.rpartition("/")
+        prefix = cluster + slash
 
-        short = short_name(expected_word)
+        def accept(typed: str) -> bool:
+            return typed == expected_word or (
+                typed.startswith(prefix) and self.accept_node(typed[len(prefix) :]) == node
+            )
+
+        short = prefix + short_name(node)
         screen = ConfirmScreen(
             level,
             plan_text,

@@ -63,6 +63,12 @@ KEYS: tuple[tuple[str, str, str], ...] = (
     ("x", "cordon the marked nodes, else the highlighted one (y/N)", f"nodes, {CHANGES}"),
     ("p / a", "next pool / all pools", "nodes"),
     ("A", "the audit log: past runbook runs; enter shows one", "everywhere"),
+    (
+        "D",
+        "repair deadlines: GPU nodes whose automatic repair acts within the horizon, soonest "
+        "first; enter takes the row's action (collect, pause repair, cordon), h the horizon",
+        "everywhere",
+    ),
     ("r", "refresh now", "everywhere"),
     ("?", "this help", "everywhere"),
     ("q", "quit (closes a pager or this help)", "everywhere"),

@@ -30,7 +30,7 @@ from mignurse.runner import state as st
 from mignurse.runner.engine import Runner
 from mignurse.runner.lock import LockError
 from mignurse.runner.outcome import Followup, RunError, RunEvent, RunResult
-from mignurse.runner.plan import Plan
+from mignurse.runner.plan import Plan, batch_word
 from mignurse.runner.schema import OPPOSITES, RunbookError, reversal_words
 from mignurse.runner.step import Harm, StepFailed
 from mignurse.tui.launcher import RunbookLauncher
@@ -289,7 +289,7 @@ class RunScreen(ModalScreen[None]):
         how = "not needed (no change)"
         if harm > Harm.NONE:
             text = "\n\n".join(p.text() for p in plans)
-            word = f"{len(plans)} nodes" if harm >= Harm.HIGH else "y"
+            word = batch_word(plans) if harm >= Harm.HIGH else "y"
             if not confirmer.confirm(harm, text, word):
                 return False
             how = f"{'typed' if harm >= Harm.HIGH else 'answered'} {word} for the batch"
