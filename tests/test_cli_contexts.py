@@ -201,11 +201,15 @@ def test_a_hung_cluster_times_out_alone_and_the_others_print(
     assert named == gpu_nodes(served, "sim-healthy")
 
 
-def test_watch_and_the_offline_diagnosis_take_one_context(fleet: tuple[SimFleet, Path]) -> None:
+def test_watch_the_app_and_the_offline_diagnosis_take_one_context(
+    fleet: tuple[SimFleet, Path],
+) -> None:
     _served, kubeconfig = fleet
-    watch = mignurse(kubeconfig, "--context", "sim-*", "watch", "--state-dir", "/nonexistent")
-    assert watch.returncode == 2
-    assert "works on one context at a time" in watch.stderr
+    for command in (["watch"], [], ["collect", "--unhealthy"], ["unlock", "n1"]):
+        refused = mignurse(kubeconfig, "--context", "sim-*", *command)
+        assert refused.returncode == 2, command
+        assert refused.stderr.count("\n") == 1, refused.stderr
+        assert "works on one context at a time: give one --context NAME" in refused.stderr
     offline = mignurse(kubeconfig, "--all-contexts", "diagnose", "--from", "/nonexistent")
     assert offline.returncode == 2
     assert offline.stderr.count("\n") == 1 and "--from reads one" in offline.stderr
