@@ -251,10 +251,12 @@ def print_node_table(
     width = shutil.get_terminal_size((100, 24)).columns
     # Full EC2 host names take half of an 80-column line; wide mode keeps them whole.
     shorten = not wide and width < 140
+    # the CLUSTER column takes its width from the others: TYPE and AGE step aside sooner
+    extra = max((len(c) for c in clusters), default=0) + 1 if clusters is not None else 0
     keep = [
         index
         for index, name in enumerate(header)
-        if wide or width >= 100 or name not in NARROW_DROPS
+        if wide or width >= 100 + extra or name not in NARROW_DROPS
     ]
     console = console_for(out, width=width, highlight=False)
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")

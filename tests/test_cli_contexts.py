@@ -6,8 +6,10 @@ never answers."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -290,3 +292,27 @@ def test_a_bug_in_one_cluster_s_read_is_an_internal_error_line_and_exit_3(
         "again with --debug for the traceback, and report it)"
     ]
     assert {line.split()[0] for line in out.splitlines()[1:]} == {"sim-healthy"}
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_cluster_column_comes_first_too(
+    fleet: tuple[SimFleet, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mignurse.cli import main
+
+    _served, kubeconfig = fleet
+    screen = _Terminal()
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setattr(sys, "stdout", screen)
+    assert main(["--kubeconfig", str(kubeconfig), "--context", "sim-*", "nodes"]) == 0
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", screen.getvalue())  # the styles drawn
+    lines = [line for line in plain.splitlines() if line.strip()]
+    assert lines[0].split()[:2] == ["CLUSTER", "NAME"]
+    assert lines[1].split()[0] == "sim-dcgm-repair-loop"  # the worst node first
+    rows = [line.split() for line in lines[1:] if line.startswith("sim-")]  # not a cell's fold
+    assert {row[0] for row in rows} == {"sim-healthy", "sim-dcgm-repair-loop"}
+    assert "TYPE" not in lines[0]  # stepped aside for the CLUSTER column at 120 columns
