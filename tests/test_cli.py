@@ -327,6 +327,7 @@ GLOBAL_FLAGS = [
 COMMANDS = {
     "nodes": [],
     "diagnose": [],
+    "inventory": [],
     "watch": [],
     "collect": [],
     "probe": [],
@@ -441,6 +442,8 @@ PRINTING = [
     ["diagnose"],
     ["diagnose", "-o", "json"],
     ["diagnose", "--node", "NODE"],
+    ["inventory"],
+    ["inventory", "-o", "json"],
     ["runbooks"],
     ["runbooks", "-o", "json"],
     ["runs"],

@@ -39,11 +39,21 @@ from mignurse.cli.common import (
 )
 from mignurse.inert import inert
 
+
+def _inventory() -> Any:
+    """`mignurse inventory`'s module, loaded only for it: `nodes` and `diagnose` start
+    without it."""
+    from mignurse.cli import inventory
+
+    return inventory
+
+
 # Each adds the sub-parsers of its commands in this order, the order `mignurse --help` lists
 # them.
 _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
     (("nodes",), nodes.add_parser),
     (("diagnose",), diagnose.add_parser),
+    (("inventory",), lambda sub: _inventory().add_parser(sub)),
     (("watch",), watch.add_parser),
     (("collect",), collect.add_parser),
     (("probe",), probe.add_parser),
@@ -56,6 +66,7 @@ _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
     (("unlock",), unlock.add_parser),
 )
 RUNBOOK_COMMANDS = ("runbooks", "run", "runs", "unlock")
+
 # The top level's own flags, spelled out whole: what may come before a command's name.
 _TOP_FLAGS = ("--debug", "--read-only", "--light", "--all-contexts")
 _TOP_VALUED = ("--kubeconfig", "--context", "--auto-collect", "--profile", "--region")
@@ -154,6 +165,7 @@ def _handlers(
         None: app.cmd_app,
         "nodes": nodes.cmd_nodes,
         "diagnose": diagnose.cmd_diagnose,
+        "inventory": lambda args: _inventory().cmd_inventory(args),
         "collect": collect.cmd_collect,
         "probe": probe.cmd_probe,
         "watch": watch.cmd_watch,

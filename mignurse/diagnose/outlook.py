@@ -81,7 +81,7 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
         return RepairOutlook(
             None,
             f"Karpenter repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
-            f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+            f"unhealthy, {allowance} allowed); {_due_words(inp, due)}",
             held_due=due,
         )
     proof = "" if gate else " (NodeRepair evidently on: repairs seen in this pool)"
@@ -107,7 +107,7 @@ def _auto_mode(
         return RepairOutlook(
             None,
             f"EKS Auto Mode repair held by the 20% guard ({unhealthy} of {pool_size} nodes "
-            f"unhealthy, {allowance} allowed); due since {format_time(due)}",
+            f"unhealthy, {allowance} allowed); {_due_words(inp, due)}",
             held_due=due,
         )
     return RepairOutlook(due, "EKS Auto Mode repair (always on)", action="Replace")
@@ -197,3 +197,7 @@ def _managed_node_group(
         f"managed node group {group} repair ({action.source})",
         action=action.action,
     )
+
+
+def _due_words(inp: DiagnosisInput, due: datetime) -> str:
+    return f"due {'since' if due <= inp.now else 'at'} {format_time(due)}"

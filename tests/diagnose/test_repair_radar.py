@@ -137,3 +137,12 @@ def test_the_json_record_says_when_who_and_what_to_do() -> None:
         "severity": None,
         "summary": None,
     }
+
+
+def test_a_held_repair_not_yet_due_says_when_it_falls_due_not_since() -> None:
+    inp = fleet((READY, xid79(2)), (READY, xid79(20)), size=5)
+
+    later, earlier = sorted(radar(inp, []), key=lambda b: b.node)  # host 0, then host 1
+
+    assert later.who.endswith(f"due at {(NOW + 8 * MIN):%Y-%m-%dT%H:%M:%SZ}"), later.who
+    assert earlier.who.endswith(f"due since {(NOW - 10 * MIN):%Y-%m-%dT%H:%M:%SZ}"), earlier.who
