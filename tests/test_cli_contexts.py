@@ -316,3 +316,27 @@ def test_on_a_terminal_the_cluster_column_comes_first_too(
     rows = [line.split() for line in lines[1:] if line.startswith("sim-")]  # not a cell's fold
     assert {row[0] for row in rows} == {"sim-healthy", "sim-dcgm-repair-loop"}
     assert "TYPE" not in lines[0]  # stepped aside for the CLUSTER column at 120 columns
+
+
+def test_context_names_with_escapes_are_shown_inert_in_the_column_and_the_lines(
+    fleet: tuple[SimFleet, Path], tmp_path: Path
+) -> None:
+    """A kubeconfig someone sent may name its contexts with terminal escapes and bidi
+    controls: the CLUSTER column and each failing cluster's line show them, never obey."""
+    _served, kubeconfig = fleet
+    config = yaml.safe_load(kubeconfig.read_text())
+    hostile = {
+        "sim-healthy": "prod\x1b]52;c;cm0gLXJmIH4=\x07-eu",
+        "prod-eu": "stag\u202eing\x9b2J",
+    }
+    for context in config["contexts"]:
+        context["name"] = hostile.get(context["name"], context["name"])
+    config["contexts"] = [c for c in config["contexts"] if c["name"] in hostile.values()]
+    renamed = tmp_path / "hostile.yaml"
+    renamed.write_text(yaml.safe_dump(config))
+    done = mignurse(renamed, "--all-contexts", "nodes")
+    assert done.returncode == 2
+    for text in (done.stdout, done.stderr):
+        assert not {"\x1b", "\x07", "\x9b", "\u202e"} & set(text), repr(text)
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07-eu" in done.stdout  # shown, as inert text
+    assert done.stderr.count("\n") == 1 and "unreachable" in done.stderr
