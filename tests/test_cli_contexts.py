@@ -340,3 +340,24 @@ def test_context_names_with_escapes_are_shown_inert_in_the_column_and_the_lines(
         assert not {"\x1b", "\x07", "\x9b", "\u202e"} & set(text), repr(text)
     assert "\\x1b]52;c;cm0gLXJmIH4=\\x07-eu" in done.stdout  # shown, as inert text
     assert done.stderr.count("\n") == 1 and "unreachable" in done.stderr
+
+
+def test_inventory_across_clusters_shows_where_they_differ_and_a_line_per_failed_one(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--context", WORKING, "inventory", "-o", "json")
+
+    assert done.returncode == 2, done.stderr
+    assert set(errors(done)) == {"prod-eu", "prod-us", "staging"}  # each once, on stderr
+    document = json.loads(done.stdout)
+    by_cluster = {c["cluster"]: c for c in document["clusters"]}
+    assert set(by_cluster) == {"sim-healthy", "sim-dcgm-repair-loop", "prod-eu", "prod-us",
+                               "staging"}  # fmt: skip
+    assert "credentials expired" in by_cluster["prod-us"]["error"]
+    assert "error" not in by_cluster["sim-healthy"]
+    differing = {d["field"] for d in document["differences"]}
+    assert "osImage" in differing  # the repair loop's pool runs an older AMI release
+    table = mignurse(kubeconfig, "--context", "sim-*", "inventory")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.startswith("Where sim-healthy, sim-dcgm-repair-loop differ:")
