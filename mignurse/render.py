@@ -83,6 +83,15 @@ _PLAIN_HEADER = re.compile(r"[A-Z][A-Z0-9_-]*")  # rich reads a header's `:x:` a
 PIPED_WIDTH = 200
 
 
+def print_rows(header: Sequence[str], rows: Sequence[Sequence[str]], out: IO[str]) -> None:
+    """On a terminal a rich table (`print_listing`); piped, kubectl's plain columns, every
+    row whole on one line (a command in a cell can be copied as it is)."""
+    if out.isatty():
+        print_listing(header, rows, out)
+    else:
+        plain_table(header, rows, out)  # type: ignore[arg-type]
+
+
 def print_listing(columns: Sequence[str], rows: Sequence[Sequence[object]], out: IO[str]) -> None:
     """A list (runbooks, past runs) as a borderless rich table: on a terminal at its width,
     piped at `PIPED_WIDTH` columns, a long cell folded onto more lines.

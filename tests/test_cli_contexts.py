@@ -361,3 +361,44 @@ def test_inventory_across_clusters_shows_where_they_differ_and_a_line_per_failed
     table = mignurse(kubeconfig, "--context", "sim-*", "inventory")
     assert table.returncode == 0, table.stderr
     assert table.stdout.startswith("Where sim-healthy, sim-dcgm-repair-loop differ:")
+
+
+def test_radar_lists_the_repair_due_in_any_cluster_with_the_command_pinned_to_its_context(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--context", WORKING, "radar", "-o", "json")
+
+    assert done.returncode == 2, done.stderr  # three clusters could not be read
+    assert set(errors(done)) == {"prod-eu", "prod-us", "staging"}
+    document = json.loads(done.stdout)
+    assert document["kind"] == "RepairRadar"
+    (due,) = document["nodes"]  # the repair loop's node, AcceleratedHardwareReady=False
+    assert due["context"] == "sim-dcgm-repair-loop" and due["state"] == "fires"
+    assert due["node"] in gpu_nodes(served, "sim-dcgm-repair-loop")
+    assert due["condition"] == "AcceleratedHardwareReady=False"
+    assert due["finding"] == "node-repair-loop" and due["act"] == "pause"
+    assert due["command"] == (
+        f"mignurse --context sim-dcgm-repair-loop run pause-node-repair --node {due['node']}"
+    )
+    piped = mignurse(kubeconfig, "--context", "sim-*", "radar")
+    assert piped.returncode == 1, piped.stderr  # a node is due: 1, as a warning
+    header, row = piped.stdout.splitlines()  # every row whole on its line, piped
+    assert header.split()[:3] == ["CLUSTER", "REPAIR", "NODE"]
+    assert row.split()[0] == "sim-dcgm-repair-loop" and row.endswith(due["node"])
+
+
+def test_radar_with_nothing_due_says_so_and_a_bad_horizon_is_one_line(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    calm = mignurse(kubeconfig, "--context", "sim-healthy", "radar")
+    assert (calm.returncode, calm.stdout) == (
+        0,
+        "No GPU node is due for automatic repair within 1h.\n",
+    ), calm.stderr
+    bad = mignurse(kubeconfig, "--context", "sim-healthy", "radar", "--horizon", "soon")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        "mignurse: error: --horizon: 'soon' is not a duration like 90s, 90m, 6h or 2d"
+    ]

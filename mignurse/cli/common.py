@@ -33,8 +33,8 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument(
         "--context",
         default=default,
-        help="kubeconfig context (default: the current one); nodes, diagnose and inventory "
-        "take several: "
+        help="kubeconfig context (default: the current one); nodes, diagnose, inventory and "
+        "radar take several: "
         "names and globs joined by commas ('prod-*,staging')",
     )
     group.add_argument(
@@ -106,7 +106,7 @@ def positive_speed(speed: float) -> float:
 
 # One-shot reads: all their requests end within MIGNURSE_COMMAND_TIMEOUT (the app, `watch`,
 # `collect` and the runbooks run as long as they must, each request within its own deadline).
-BOUNDED_COMMANDS = ("nodes", "diagnose", "inventory")
+BOUNDED_COMMANDS = ("nodes", "diagnose", "inventory", "radar")
 
 
 def one_context(args: argparse.Namespace, what: str) -> None:
@@ -116,7 +116,7 @@ def one_context(args: argparse.Namespace, what: str) -> None:
     if several(getattr(args, "context", None), bool(getattr(args, "all_contexts", False))):
         raise UserError(
             f"{what} works on one context at a time: give one --context NAME "
-            "(nodes, diagnose and inventory take several)"
+            "(nodes, diagnose, inventory and radar take several)"
         )
 
 

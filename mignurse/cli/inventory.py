@@ -255,13 +255,9 @@ def show(
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: IO[str]) -> None:
-    """On a terminal a rich table; piped, kubectl's plain columns (every row whole)."""
-    from mignurse.render import plain_table, print_listing
+    from mignurse.render import print_rows
 
-    if out.isatty():
-        print_listing(header, rows, out)
-    else:
-        plain_table(header, rows, out)  # type: ignore[arg-type]
+    print_rows(header, rows, out)
 
 
 def _counted(count: int) -> str:
