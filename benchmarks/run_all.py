@@ -37,6 +37,7 @@ BENCHMARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("bench_list", ("--rounds", "3")),
     ("bench_list_memory", ()),
     ("bench_diagnose", ()),
+    ("bench_fleet", ()),
     ("bench_app", ()),
     ("bench_redaction", ()),
     ("bench_collect", ("--replay",)),

@@ -83,6 +83,15 @@ _PLAIN_HEADER = re.compile(r"[A-Z][A-Z0-9_-]*")  # rich reads a header's `:x:` a
 PIPED_WIDTH = 200
 
 
+def print_rows(header: Sequence[str], rows: Sequence[Sequence[str]], out: IO[str]) -> None:
+    """On a terminal a rich table (`print_listing`); piped, kubectl's plain columns, every
+    row whole on one line (a command in a cell can be copied as it is)."""
+    if out.isatty():
+        print_listing(header, rows, out)
+    else:
+        plain_table(header, rows, out)  # type: ignore[arg-type]
+
+
 def print_listing(columns: Sequence[str], rows: Sequence[Sequence[object]], out: IO[str]) -> None:
     """A list (runbooks, past runs) as a borderless rich table: on a terminal at its width,
     piped at `PIPED_WIDTH` columns, a long cell folded onto more lines.
@@ -219,13 +228,29 @@ def _fold(text: str, width: int) -> list[str]:
     return lines
 
 
-def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None = None) -> None:
+def print_node_table(
+    rows: Sequence[NodeRow],
+    *,
+    wide: bool,
+    out: TextIO | None = None,
+    clusters: Sequence[str] | None = None,
+) -> None:
+    """The node table; with `clusters` (each row's context, rows from several clusters), a
+    CLUSTER column first."""
     from mignurse.nodeview import COLUMNS, NARROW_DROPS, WIDE_COLUMNS
 
     out = out or sys.stdout
-    header = WIDE_COLUMNS if wide else COLUMNS
+    header: tuple[str, ...] = WIDE_COLUMNS if wide else COLUMNS
+    lead: tuple[str, ...] = ("CLUSTER",) if clusters is not None else ()
     if not out.isatty():
-        plain_table(header, [r.cells(wide=wide) for r in rows], out)
+        plain_table(
+            (*lead, *header),
+            [
+                (*([clusters[i]] if clusters is not None else []), *r.cells(wide=wide))
+                for i, r in enumerate(rows)
+            ],
+            out,
+        )
         return
     import shutil
 
@@ -235,22 +260,27 @@ def print_node_table(rows: Sequence[NodeRow], *, wide: bool, out: TextIO | None 
     width = shutil.get_terminal_size((100, 24)).columns
     # Full EC2 host names take half of an 80-column line; wide mode keeps them whole.
     shorten = not wide and width < 140
+    # the CLUSTER column takes its width from the others: TYPE and AGE step aside sooner
+    extra = max((len(c) for c in clusters), default=0) + 1 if clusters is not None else 0
     keep = [
         index
         for index, name in enumerate(header)
-        if wide or width >= 100 or name not in NARROW_DROPS
+        if wide or width >= 100 + extra or name not in NARROW_DROPS
     ]
     console = console_for(out, width=width, highlight=False)
     table = Table(box=None, pad_edge=False, padding=(0, 1, 0, 0), header_style="bold")
+    for name in lead:
+        table.add_column(name, no_wrap=True, overflow="fold")
     for index in keep:
         name = header[index]
         table.add_column(name, no_wrap=name in NO_WRAP, overflow="fold")
-    for row in rows:
+    for position, row in enumerate(rows):
         cells = [cell_text(cell) for cell in row.cells(wide=wide, shorten=shorten)]
         cells[3] = cell_text(row.status, STATUS_STYLE.get(row.status_word, ""))
         if row.ahr_ok is False:
             cells[7] = cell_text(row.ahr, "bold red")
-        table.add_row(*(cells[index] for index in keep))
+        first = [cell_text(clusters[position])] if clusters is not None else []
+        table.add_row(*first, *(cells[index] for index in keep))
     console.print(table)
     notes = []
     if shorten:
@@ -315,13 +345,27 @@ def print_findings(
     out: TextIO | None = None,
     evidence: int = 8,
     as_of: str = "",
+    clusters: Sequence[str] | None = None,
+    nows: Sequence[datetime] | None = None,
 ) -> None:
     """Findings as blocks: severity, id, pool, nodes, deadline; the summary; the newest
     evidence lines; the runbooks that fit. Plain text when piped. `as_of`: what `now` is
-    when it is not the present ("collection": a bundle's), so deadlines are moments."""
+    when it is not the present ("collection": a bundle's), so deadlines are moments.
+    `clusters`: each finding's context (findings from several clusters), first on its line;
+    `nows`: each one's cluster clock, for its deadline."""
     out = out or sys.stdout
     tty = out.isatty()
-    lines = [line for f in findings for line in _finding_lines(f, now, evidence, as_of)]
+    lines = [
+        line
+        for i, f in enumerate(findings)
+        for line in _finding_lines(
+            f,
+            nows[i] if nows is not None else now,
+            evidence,
+            as_of,
+            clusters[i] if clusters is not None else None,
+        )
+    ]
     if not tty and not _forced_terminal():
         # What rich writes where it draws no style: each line's text, made inert (rich is
         # not loaded for it: a tenth of a piped diagnosis's start-up).
@@ -354,8 +398,11 @@ def print_findings(
 _Line = tuple[list[tuple[str, str]], str]
 
 
-def _finding_lines(finding: Finding, now: datetime, evidence: int, as_of: str) -> list[_Line]:
-    head = [
+def _finding_lines(
+    finding: Finding, now: datetime, evidence: int, as_of: str, cluster: str | None = None
+) -> list[_Line]:
+    head = [] if cluster is None else [(inert(cluster) + "  ", "bold")]
+    head += [
         (finding.severity.upper(), SEVERITY_STYLE.get(finding.severity, "")),
         (f"  {finding.id}  ", "bold"),
         (inert(finding.nodepool or "(no pool)"), ""),

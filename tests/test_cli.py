@@ -320,6 +320,7 @@ GLOBAL_FLAGS = [
     (["--auto-collect", "/tmp/bundles"], "auto_collect", "/tmp/bundles"),
     (["--kubeconfig", "/tmp/kube"], "kubeconfig", "/tmp/kube"),
     (["--context", "prod"], "context", "prod"),
+    (["--all-contexts"], "all_contexts", True),
     (["--debug"], "debug", True),
 ]
 # What each command needs besides the flags to parse.
@@ -327,6 +328,7 @@ COMMANDS = {
     "nodes": [],
     "diagnose": [],
     "inventory": [],
+    "radar": [],
     "watch": [],
     "collect": [],
     "probe": [],
@@ -443,6 +445,8 @@ PRINTING = [
     ["diagnose", "--node", "NODE"],
     ["inventory"],
     ["inventory", "-o", "json"],
+    ["radar"],
+    ["radar", "-o", "json"],
     ["runbooks"],
     ["runbooks", "-o", "json"],
     ["runs"],

@@ -3,8 +3,10 @@ mignurse does: scripts are written against README.md and docs/commands.md."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -87,13 +89,14 @@ def test_the_key_table_lists_every_key_the_help_screen_lists() -> None:
 #
 # Every command README.md or docs/ shows against a shipped scenario runs here, as a reader
 # would type it: a block that starts `mignurse sim serve --scenario S --kubeconfig-out K`
-# serves S (on a manual clock), its `--kubeconfig K` and `export KUBECONFIG=K` point at it,
+# serves S (on a manual clock; several `--scenario` and the failing contexts as `sim serve`
+# serves them), its `--kubeconfig K` and `export KUBECONFIG=K` point at it,
 # and each command must end as shown (exit 0; a `mignurse: error` line is exit 2; `diagnose`
 # by its worst finding) and print every line shown beneath it: the same words, digits, run
 # ids and user@host aside, a node's short name matching its full one. The scenario table's
 # commands run on their scenario too, `N` standing for the node its worst finding names.
 
-SERVE = re.compile(r"mignurse sim serve --scenario (\S+) --kubeconfig-out (\S+)")
+SERVE = re.compile(r"mignurse sim serve --scenario (\S+) (?:.*?)--kubeconfig-out (\S+)")
 TERMINAL_ONLY = ("names without their .compute.internal domain",)  # a TTY's footer
 
 
@@ -159,6 +162,8 @@ def _expected_exit(command: list[str], shown: list[str]) -> int:
     if "diagnose" in command:
         severities = {line.split()[0] for line in shown if line.strip()}
         return 2 if "CRITICAL" in severities else 1 if "WARNING" in severities else 0
+    if "radar" in command:  # 1: a node is due for repair
+        return 0 if shown[0].startswith("No GPU node is due") else 1
     return 0
 
 
@@ -190,19 +195,16 @@ def test_the_readme_scenario_examples_run_as_shown(
 ) -> None:
     import shlex
 
-    from mignurse.sim import SimCluster, load_scenario
-
     monkeypatch.chdir(tmp_path)
-    with SimCluster(load_scenario(scenario), speed=0) as sim:
-        kubeconfigs: dict[str, str] = {}
-        for command, shown in steps:
-            serve = SERVE.search(command)
-            if serve:
-                path = tmp_path / Path(serve.group(2)).name
-                kubeconfigs[serve.group(2)] = str(sim.write_kubeconfig(path))
-                continue
-            for given, path in kubeconfigs.items():
-                command = command.replace(given, path)
+    (serve_command, _), *rest = steps
+    serve = SERVE.search(serve_command)
+    assert serve is not None
+    path = tmp_path / Path(serve.group(2)).name
+    with _served(serve_command, path):
+        kubeconfigs = {serve.group(2): str(path)}
+        for command, shown in rest:
+            for given, written in kubeconfigs.items():
+                command = command.replace(given, written)
             if command.startswith("export KUBECONFIG="):
                 monkeypatch.setenv("KUBECONFIG", command.split("=", 1)[1])
                 continue
@@ -212,6 +214,39 @@ def test_the_readme_scenario_examples_run_as_shown(
             assert code == _expected_exit(argv, shown), (command, printed)
             missing = [line for line in shown if not _shows(line, printed)]
             assert not missing, f"`{command}` printed:\n" + "\n".join(printed)
+
+
+@contextlib.contextmanager
+def _served(command: str, kubeconfig: Path) -> Iterator[None]:
+    """What a `sim serve` line serves, on a manual clock, its kubeconfig at `kubeconfig`:
+    one scenario as `SimCluster` serves it, several (and failing contexts) as `sim serve`
+    serves them, in one `SimFleet`."""
+    import shlex
+
+    from mignurse.cli import build_parser
+    from mignurse.sim import SimCluster, load_scenario
+    from mignurse.sim.fleet import SimFleet
+
+    args = build_parser("sim").parse_args([w for w in shlex.split(command)[1:] if w != "&"])
+    failing = [
+        (kind, name) for kind in ("unreachable", "expired", "forbidden", "hung")
+        for name in getattr(args, kind)
+    ]  # fmt: skip
+    if len(args.scenario) == 1 and not failing:
+        with SimCluster(load_scenario(args.scenario[0]), speed=0) as sim:
+            sim.write_kubeconfig(kubeconfig)
+            yield
+        return
+    fleet = SimFleet(kubeconfig)
+    try:
+        for name in args.scenario:
+            fleet.serve(load_scenario(name), speed=0)
+        for kind, name in failing:
+            fleet.fail(kind, name, speed=0)
+        fleet.write_kubeconfig()
+        yield
+    finally:
+        fleet.stop()
 
 
 def _scenario_rows() -> list[tuple[str, str]]:

@@ -40,6 +40,13 @@ from mignurse.cli.common import (
 from mignurse.inert import inert
 
 
+def _radar() -> Any:
+    """`mignurse radar`'s module, loaded only for it."""
+    from mignurse.cli import radar
+
+    return radar
+
+
 def _inventory() -> Any:
     """`mignurse inventory`'s module, loaded only for it: `nodes` and `diagnose` start
     without it."""
@@ -54,6 +61,7 @@ _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
     (("nodes",), nodes.add_parser),
     (("diagnose",), diagnose.add_parser),
     (("inventory",), lambda sub: _inventory().add_parser(sub)),
+    (("radar",), lambda sub: _radar().add_parser(sub)),
     (("watch",), watch.add_parser),
     (("collect",), collect.add_parser),
     (("probe",), probe.add_parser),
@@ -68,7 +76,7 @@ _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
 RUNBOOK_COMMANDS = ("runbooks", "run", "runs", "unlock")
 
 # The top level's own flags, spelled out whole: what may come before a command's name.
-_TOP_FLAGS = ("--debug", "--read-only", "--light")
+_TOP_FLAGS = ("--debug", "--read-only", "--light", "--all-contexts")
 _TOP_VALUED = ("--kubeconfig", "--context", "--auto-collect", "--profile", "--region")
 
 
@@ -166,6 +174,7 @@ def _handlers(
         "nodes": nodes.cmd_nodes,
         "diagnose": diagnose.cmd_diagnose,
         "inventory": lambda args: _inventory().cmd_inventory(args),
+        "radar": lambda args: _radar().cmd_radar(args),
         "collect": collect.cmd_collect,
         "probe": probe.cmd_probe,
         "watch": watch.cmd_watch,

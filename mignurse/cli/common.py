@@ -31,7 +31,17 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
     )
     group.add_argument(
-        "--context", default=default, help="kubeconfig context (default: the current one)"
+        "--context",
+        default=default,
+        help="kubeconfig context (default: the current one); nodes, diagnose, inventory and "
+        "radar take several: "
+        "names and globs joined by commas ('prod-*,staging')",
+    )
+    group.add_argument(
+        "--all-contexts",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="nodes and diagnose: every context of the kubeconfig",
     )
     if "--debug" not in parser._option_string_actions:
         parser.add_argument(
@@ -96,13 +106,117 @@ def positive_speed(speed: float) -> float:
 
 # One-shot reads: all their requests end within MIGNURSE_COMMAND_TIMEOUT (the app, `watch`,
 # `collect` and the runbooks run as long as they must, each request within its own deadline).
-BOUNDED_COMMANDS = ("nodes", "diagnose")
+BOUNDED_COMMANDS = ("nodes", "diagnose", "inventory", "radar")
+
+
+def one_context(args: argparse.Namespace, what: str) -> None:
+    """Refuse a selection of several contexts where `what` works on one."""
+    from mignurse.cluster.contexts import several
+
+    if several(getattr(args, "context", None), bool(getattr(args, "all_contexts", False))):
+        raise UserError(
+            f"{what} works on one context at a time: give one --context NAME "
+            "(nodes, diagnose, inventory and radar take several)"
+        )
+
+
+def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[Any]:
+    """The selected contexts (`--context a,b`, `'prod-*'`, `--all-contexts`; else the
+    current one), each connected and `read`, side by side, each under the command's
+    deadline: one `fleet.Cluster` each, in kubeconfig order. A failing cluster's one line
+    goes to stderr as it ends, when several are selected; with one, its error is raised as
+    it always was."""
+    from mignurse.cluster.contexts import select_contexts
+    from mignurse.cluster.fleet import FleetRequest, run_fleet
+    from mignurse.untrusted import COMMAND_SECONDS
+
+    contexts = select_contexts(args.kubeconfig, args.context, bool(args.all_contexts))
+    bounded = getattr(args, "command", None) in BOUNDED_COMMANDS
+    request = FleetRequest(
+        args.kubeconfig,
+        tuple(contexts),
+        read,
+        seconds=COMMAND_SECONDS.value() if bounded else None,
+        on_busy=_say_busy,
+        versions=len(contexts) > 1,  # one context's output shows no version
+    )
+    if len(contexts) == 1:
+        (cluster,) = run_fleet(request)
+        if cluster.error is not None:
+            raise cluster.error
+        return [cluster]
+    command = getattr(args, "command", None)
+    clusters = run_fleet(request, progress=lambda cluster: _say_failed(cluster, command))
+    debug = bool(getattr(args, "debug", False))
+    for cluster in clusters:  # --debug: a bug's traceback, as for one context
+        error = cluster.error
+        if debug and error is not None and cluster_exit_code(cluster, command) == EXIT_INTERNAL:
+            raise error
+    return clusters
+
+
+def _say_failed(cluster: Any, command: str | None) -> None:
+    if cluster.connected:
+        return
+    # the message may open with the context's name too (a kubeconfig problem's does)
+    said = cluster.message.removeprefix(f"context {cluster.context!r}: ")
+    if cluster_exit_code(cluster, command) == EXIT_INTERNAL:  # a bug, as `_main` says one
+        line = (
+            f"mignurse: internal error: context {cluster.context!r}: "
+            f"{type(cluster.error).__name__}: {said} (run again with --debug for the "
+            "traceback, and report it)"
+        )
+    else:
+        line = f"mignurse: error: context {cluster.context!r}: {cluster.status_words}: {said}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def cluster_exit_code(cluster: Any, command: str | None) -> int:
+    """The exit code a failed cluster would give alone: a user error's (2), else a bug's."""
+    from mignurse.cli import user_errors
+
+    error = cluster.error
+    if isinstance(error, user_errors(command)):
+        return int(getattr(error, "exit_code", EXIT_USAGE))
+    return EXIT_INTERNAL
+
+
+def cluster_record(cluster: Any) -> dict[str, Any]:
+    """A cluster's record in a several-context JSON document: its context and cluster, its
+    status (`connected`, `credentials-expired`, `rbac-denied`, `unreachable`, `timed-out`,
+    `error`) and, when not connected, the one line that says why."""
+    from mignurse.model import format_time
+
+    record: dict[str, Any] = {
+        "context": cluster.context,
+        "cluster": cluster.cluster,
+        "status": cluster.status,
+        "message": cluster.message or None,
+    }
+    if cluster.login:
+        record["login"] = cluster.login
+    verb, resource = getattr(cluster.error, "verb", None), getattr(cluster.error, "resource", None)
+    if verb and resource:  # what RBAC refused (a 403's)
+        record.update(verb=verb, resource=resource)
+    if cluster.server and not cluster.connected:
+        record["server"] = cluster.server
+    if cluster.connected:
+        record.update(
+            server=cluster.server,
+            version=cluster.version or None,
+            clockSkewSeconds=cluster.clock_skew,
+            now=format_time(cluster.now),
+        )
+    return record
 
 
 def connect(args: argparse.Namespace) -> Any:
     from mignurse.cluster.client import ClusterClient
     from mignurse.untrusted import COMMAND_SECONDS
 
+    command = getattr(args, "command", None)
+    one_context(args, f"`mignurse {command}`" if command else "the app, for now,")
     client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
     client.on_busy = _say_busy  # the app's own status line shows it too, once it runs
     if getattr(args, "command", None) in BOUNDED_COMMANDS:

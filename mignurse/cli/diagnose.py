@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import (
     UserError,
-    connect,
+    cluster_exit_code,
+    cluster_record,
     connection_options,
     is_simulated,
     nodegroup_reader,
+    read_clusters,
 )
 
 if TYPE_CHECKING:
@@ -56,11 +59,17 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
+    from mignurse.cluster.contexts import several
     from mignurse.diagnose.engine import Diagnosis, diagnose
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings, print_timeline
 
     given = _now_flag(args.now)
+    if several(args.context, bool(args.all_contexts)):
+        if args.source:
+            raise UserError("--from reads one snapshot or bundle: leave out --context and "
+                            "--all-contexts")  # fmt: skip
+        return _several(args, given)
     gathered, now, context = _gather(args, given)
     for notice in gathered.notices:
         print(f"note: {notice}", file=sys.stderr)
@@ -148,22 +157,109 @@ def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, d
                 f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
             )
         return gathered, now, gathered.context or Path(args.source).name
+    (cluster,) = read_clusters(args, _live_reader(args))
+    gathered = cluster.result
+    return gathered, now or gathered.collected_at or cluster.now, cluster.context
+
+
+def _live_reader(args: argparse.Namespace) -> Callable[[Any], Gathered]:
+    """What is read of each live cluster: its snapshot, the Karpenter settings, its managed
+    node groups' repair settings (through EKS) and its part of the local history."""
     from mignurse.diagnose.sources import load_live
     from mignurse.paths import history_file  # the store (and SQLite) load only if it exists
 
-    client = connect(args)
-    try:
-        state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
-        gathered = load_live(
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
+
+    def read(client: Any) -> Gathered:
+        return load_live(
             client,
             history_path=history_file(state_dir),
             nodegroups=None
             if is_simulated(args.kubeconfig, client.info.cluster)
             else nodegroup_reader(args, client.info.cluster),
         )
-    finally:
-        client.close()
-    return gathered, now or gathered.collected_at or client.server_now(), client.info.context
+
+    return read
+
+
+def _several(args: argparse.Namespace, given: datetime | None) -> int:
+    """Several clusters diagnosed: their findings worst first across them all, each with
+    its cluster; a failed cluster was one line on stderr and is a record in the JSON. The
+    exit code is the worst of them (a failed cluster counts as the error it gives alone)."""
+    from mignurse.diagnose.engine import Diagnosis, diagnose
+    from mignurse.diagnose.findings import SEVERITY_ORDER, sort_findings
+    from mignurse.model import format_time
+    from mignurse.render import as_of_words, print_findings
+
+    if args.node:
+        raise UserError("--node names a node of one cluster: give one --context with it")
+    clusters = read_clusters(args, _live_reader(args))
+    code = max([0, *(cluster_exit_code(c, args.command) for c in clusters if not c.connected)])
+    found: list[tuple[Any, Any, datetime]] = []  # (cluster, finding, its clock)
+    records = []
+    pools: set[str] = set()
+    for cluster in clusters:
+        record = cluster_record(cluster)
+        records.append(record)
+        if not cluster.connected:
+            continue
+        gathered = cluster.result
+        for notice in gathered.notices:
+            print(f"note: {cluster.context}: {notice}", file=sys.stderr)
+        now = given or gathered.collected_at or cluster.now
+        inp = gathered.to_input(now)
+        result = diagnose(inp)
+        pools |= {n.pool for n in inp.snapshot.nodes.values() if n.pool}
+        pools |= set(inp.snapshot.nodepools) | {f.nodepool for f in result.findings}
+        findings = [
+            f for f in result.findings if args.nodepool is None or f.nodepool == args.nodepool
+        ]
+        for error in result.rule_errors:
+            print(f"warning: {cluster.context}: a rule failed and was skipped: {error}",
+                  file=sys.stderr)  # fmt: skip
+        code = max(code, Diagnosis(findings, result.rule_errors).exit_code)
+        found += [(cluster, f, now) for f in findings]
+        record["now"] = format_time(now)
+        record["gpuSources"] = {
+            name: inp.snapshot.gpu_source(inp.snapshot.nodes[name])
+            for name in sorted({n for f in findings for n in f.nodes})
+            if name in inp.snapshot.nodes
+        }
+        record["ruleErrors"] = result.rule_errors
+    connected = [c for c in clusters if c.connected]
+    if args.nodepool and connected and args.nodepool not in pools:
+        names = ", ".join(repr(c.context) for c in connected)
+        raise UserError(f"no NodePool or node group named {args.nodepool!r} in {names}")
+    # Worst first across the clusters: the engine's order, each cluster's findings kept in
+    # kubeconfig order within the same rank.
+    rank = {id(f): i for i, f in enumerate(sort_findings([f for _, f, _ in found]))}
+    found.sort(key=lambda item: (SEVERITY_ORDER.get(item[1].severity, 9), rank[id(item[1])]))
+    if args.output == "json":
+        document = {
+            "apiVersion": "mignurse/v1",
+            "kind": "Diagnosis",
+            "contexts": [c.context for c in clusters],
+            "clusters": records,
+            "findings": [
+                {"context": c.context, "cluster": c.cluster, **f.to_json()} for c, f, _ in found
+            ],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return code
+    if found:
+        if given:
+            print(as_of_words(given, "--now"))
+        print_findings(
+            [f for _, f, _ in found],
+            given or found[0][2],
+            as_of="--now" if given else "",
+            clusters=[c.context for c, _, _ in found],
+            nows=[now for _, _, now in found],
+        )
+    elif connected:
+        names = ", ".join(c.context for c in connected)
+        print(f"No findings in {names}.")
+    return code
 
 
 def _json_document(

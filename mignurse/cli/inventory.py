@@ -16,10 +16,12 @@ from typing import IO, TYPE_CHECKING, Any
 from mignurse.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
-    connect,
+    UserError,
+    cluster_exit_code,
     connection_options,
     is_simulated,
     nodegroup_reader,
+    read_clusters,
 )
 
 if TYPE_CHECKING:
@@ -60,8 +62,13 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_inventory(args: argparse.Namespace) -> int:
-    entries = _from_bundles(args.sources) if args.sources else [_live(args)]
-    return show(entries, output=args.output)
+    from mignurse.cluster.contexts import several
+
+    if not args.sources:
+        return _live(args)
+    if several(args.context, bool(args.all_contexts)):
+        raise UserError("--from reads bundles: leave out --context and --all-contexts")
+    return show(_from_bundles(args.sources), output=args.output)
 
 
 # ------------------------------------------------------------------ reading
@@ -123,15 +130,25 @@ def _unread_in_bundle(gathered: Gathered) -> list[str]:
     return notes
 
 
-def _live(args: argparse.Namespace) -> Entry:
-    from mignurse.untrusted import COMMAND_SECONDS
-
-    client = connect(args)
-    client.limit_command(COMMAND_SECONDS.value())  # a one-shot read, as `nodes` and `diagnose`
-    try:
-        return live_entry(client, args)
-    finally:
-        client.close()
+def _live(args: argparse.Namespace) -> int:
+    """The selected contexts' inventories side by side (`read_clusters`: each under the
+    one-shot deadline; a failing one is a line on stderr as it ends), and where they differ.
+    The exit code is the worst a cluster gave."""
+    clusters = read_clusters(args, lambda client: live_entry(client, args))
+    entries: list[Entry] = [
+        cluster.result
+        if cluster.connected
+        else (
+            cluster.context,
+            None,
+            f"{cluster.status_words}: "
+            + cluster.message.removeprefix(f"context {cluster.context!r}: "),
+        )
+        for cluster in clusters
+    ]
+    code = show(entries, output=args.output, said=True)
+    failed = [cluster_exit_code(c, args.command) for c in clusters if not c.connected]
+    return max([code, *failed])
 
 
 def live_entry(client: ClusterClient, args: argparse.Namespace) -> Entry:
@@ -199,16 +216,18 @@ def _judgeable(moment: datetime) -> bool:
 # ------------------------------------------------------------------ showing
 
 
-def show(entries: Sequence[Entry], *, output: str, out: IO[str] | None = None) -> int:
-    """Draw one or more clusters' inventories (a failed one as its reason) as a table, or
-    the JSON document; with more than one, the fields that differ between them. Returns the
-    exit code: 2 when any cluster failed."""
+def show(
+    entries: Sequence[Entry], *, output: str, out: IO[str] | None = None, said: bool = False
+) -> int:
+    """Draw one or more clusters' inventories (a failed one as its reason, on stderr unless
+    `said` already) as a table, or the JSON document; with more than one, the fields that
+    differ between them. Returns the exit code: 2 when any cluster failed."""
     from mignurse.diagnose.inventory import differences, shared_combinations
 
     out = out or sys.stdout
     good = [(name, inv) for name, inv, _why in entries if inv is not None]
     failed = [(name, why) for name, inv, why in entries if inv is None]
-    for name, why in failed:
+    for name, why in [] if said else failed:
         _say(sys.stderr, f"mignurse: {name}: {why}")
     diffs = differences(good)
     shared = shared_combinations(good)
@@ -236,13 +255,9 @@ def show(entries: Sequence[Entry], *, output: str, out: IO[str] | None = None) -
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: IO[str]) -> None:
-    """On a terminal a rich table; piped, kubectl's plain columns (every row whole)."""
-    from mignurse.render import plain_table, print_listing
+    from mignurse.render import print_rows
 
-    if out.isatty():
-        print_listing(header, rows, out)
-    else:
-        plain_table(header, rows, out)  # type: ignore[arg-type]
+    print_rows(header, rows, out)
 
 
 def _counted(count: int) -> str:

@@ -17,9 +17,47 @@ def add_parser(sub: Any) -> None:
         "sim", help="the simulated EKS cluster on its own, for kubectl-style clients"
     )
     sim_sub = sim.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
-    serve = sim_sub.add_parser("serve", help="serve a scenario on 127.0.0.1 until Ctrl-C")
+    serve = sim_sub.add_parser(
+        "serve",
+        help="serve a scenario (or several, each on its own port) on 127.0.0.1 until Ctrl-C",
+    )
     serve.add_argument(
-        "--scenario", required=True, help="scenario name or YAML file (see `mignurse sim list`)"
+        "--scenario",
+        required=True,
+        action="append",
+        help="scenario name or YAML file (see `mignurse sim list`); again for another cluster "
+        "(context sim-<scenario> each, the first the current one)",
+    )
+    failing = serve.add_argument_group(
+        "clusters that fail, beside the scenarios (each a context of its own, NAME)"
+    )
+    failing.add_argument(
+        "--unreachable",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a context whose API server refuses connections",
+    )
+    failing.add_argument(
+        "--expired",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a context whose `aws eks get-token` fails as after the AWS SSO session expired",
+    )
+    failing.add_argument(
+        "--forbidden",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a context on the healthy scenario whose user RBAC refuses to list nodes",
+    )
+    failing.add_argument(
+        "--hung",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a context whose API server accepts connections and never answers",
     )
     serve.add_argument(
         "--kubeconfig-out",
@@ -30,7 +68,10 @@ def add_parser(sub: Any) -> None:
         "--speed", type=float, default=1.0, help="simulated seconds per real second (default: 1)"
     )
     serve.add_argument(
-        "--port", type=int, default=0, help="port on 127.0.0.1 (default: any free one)"
+        "--port",
+        type=int,
+        default=0,
+        help="port on 127.0.0.1 (default: any free one); with several scenarios, the first's",
     )
     sim_sub.add_parser("list", help="the shipped scenarios")
 
@@ -65,7 +106,16 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out = Path(args.kubeconfig_out)
     if not out.parent.exists():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
-    scenario = load_scenario(args.scenario)
+    names = list(args.scenario)
+    failing = [
+        *(("unreachable", n) for n in args.unreachable),
+        *(("expired", n) for n in args.expired),
+        *(("forbidden", n) for n in args.forbidden),
+        *(("hung", n) for n in args.hung),
+    ]
+    if len(names) > 1 or failing:
+        return _serve_several(names, failing, out, speed, args.port)
+    scenario = load_scenario(names[0])
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
     started = time.monotonic()
     try:
@@ -98,3 +148,53 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return EXIT_OK
     finally:
         sim.stop()
+
+
+def _serve_several(
+    names: list[str], failing: list[tuple[str, str]], out: Path, speed: float, port: int
+) -> int:
+    """Each scenario on its own port in this one process, and the failing contexts beside
+    them, in ONE kubeconfig: a context per scenario (`sim-<scenario>`, the first the current
+    one) and one per failing NAME."""
+    from mignurse.sim import SimCluster, load_scenario
+    from mignurse.sim.fleet import SimFleet
+
+    scenarios = [load_scenario(name) for name in names]
+    contexts = [s.context_name for s in scenarios] + [name for _kind, name in failing]
+    repeated = sorted({c for c in contexts if contexts.count(c) > 1})
+    if repeated:
+        raise UserError(
+            f"context {repeated[0]!r} would be served twice: give each scenario and NAME once"
+        )
+    signal.signal(signal.SIGTERM, _interrupt)
+    started = time.monotonic()
+    fleet = SimFleet(out)
+    try:
+        try:
+            start = SimCluster.wall_anchored_start(speed)
+            for index, scenario in enumerate(scenarios):
+                fleet.serve(scenario, speed=speed, port=port if index == 0 else 0, start=start)
+            for kind, name in failing:
+                fleet.fail(kind, name, start=start, speed=speed)
+        except OSError as exc:
+            raise UserError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+        fleet.write_kubeconfig()
+        width = max(len(c) for c in contexts)
+        lines = [
+            f"Serving {len(scenarios)} scenario{'s' if len(scenarios) > 1 else ''}"
+            + (f" and {len(failing)} failing context{'s' if len(failing) > 1 else ''}"
+               if failing else "")
+            + f" (speed ×{speed:g}, ready in {time.monotonic() - started:.1f}s):",
+            *(f"  {context:<{width}}  {what}" for context, what in fleet.described),
+            f"kubeconfig: {out} (current context {contexts[0]})",
+            f"Try: mignurse --kubeconfig {out} --all-contexts nodes",
+            "Ctrl-C to stop.",
+        ]  # fmt: skip
+        print("\n".join(lines), flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopped.", file=sys.stderr)
+        return EXIT_OK
+    finally:
+        fleet.stop()

@@ -114,6 +114,16 @@ class KubeconfigError(ClusterError):
     """No usable kubeconfig, or the context asked for is not in it."""
 
 
+class CredentialsFailed(KubeconfigError):
+    """The context's credential plugin failed: `kind` "failed" (an expired login) or
+    "timeout"; `login` the command that renews the login."""
+
+    def __init__(self, message: str, *, kind: str, login: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.login = login
+
+
 class Unreachable(ClusterError):
     """The API server did not answer (connection refused, DNS, timeout, TLS)."""
 
@@ -296,6 +306,8 @@ class ClusterClient:
             raise KubeconfigError(f"kubeconfig {kubeconfig} does not exist: check --kubeconfig")
         try:
             loaded = kubeconfig_files.load(config_file, paths, context, configuration)
+        except kubeconfig_files.PluginProblem as exc:
+            raise CredentialsFailed(str(exc), kind=exc.kind, login=exc.login) from None
         except kubeconfig_files.KubeconfigProblem as exc:
             raise KubeconfigError(str(exc)) from None
         info = ContextInfo(

@@ -42,10 +42,14 @@ RETRY_AFTER = timedelta(seconds=60)
 
 
 class CredentialError(Exception):
-    """A plugin that failed, hung, or answered no credential; str() is one line."""
+    """A plugin that failed, hung, or answered no credential; str() is one line. `kind`:
+    "failed" (it exited non-zero: an expired login, as `aws eks get-token` after the SSO
+    session ended), "timeout" (stopped unanswered), else "error"."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(inert(message))
+        self.kind = kind
+        self.plugin: Plugin | None = None  # the plugin that failed, once known
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +136,28 @@ def _shown(command: str, args: list[Any] | tuple[str, ...]) -> str:
     return " ".join(inert(w[:40]) for w in words)
 
 
+def login_command(plugin: Plugin) -> str:
+    """The command that renews what a failed plugin needs: `aws sso login --profile P` for
+    `aws eks get-token` with a profile (its `--profile`, else AWS_PROFILE in the exec block's
+    env; the aws CLI's own advice when the SSO session expired, botocore
+    botocore/exceptions.py `UnauthorizedSSOTokenError`, boto/botocore 1.44.18), else the
+    plugin's command line as the kubeconfig writes it, to run in a shell."""
+    import shlex
+
+    args = list(plugin.args)
+    if os.path.basename(plugin.command) == "aws" and "eks" in args and "get-token" in args:
+        profile = dict(plugin.env).get("AWS_PROFILE", "")
+        for index, arg in enumerate(args):
+            if arg == "--profile" and index + 1 < len(args):
+                profile = args[index + 1]
+            elif arg.startswith("--profile="):
+                profile = arg.partition("=")[2]
+        if profile:
+            return inert(f"aws sso login --profile {shlex.quote(profile)}"[:300])
+    line = shlex.join([plugin.command, *args])
+    return inert(line if len(line) <= 300 else line[:299] + "…")
+
+
 def token_problem(token: str) -> str:
     """Why `token` cannot go in an Authorization header ("" when it can); never the token."""
     if not token:
@@ -181,7 +207,8 @@ def run_plugin(plugin: Plugin) -> Credential:
     if stopped == "timeout":
         raise CredentialError(
             f"{who} gave no answer in {timeout} s: it was stopped; check that it runs on its "
-            f"own in a shell ({CREDENTIAL_PLUGIN_SECONDS.env}={timeout * 4} waits longer)"
+            f"own in a shell ({CREDENTIAL_PLUGIN_SECONDS.env}={timeout * 4} waits longer)",
+            "timeout",
         )
     if stopped == "output":
         raise CredentialError(
@@ -191,7 +218,7 @@ def run_plugin(plugin: Plugin) -> Credential:
     if process.returncode != 0:
         said = _last_lines(err)
         raise CredentialError(
-            f"{who} failed (exit {process.returncode})" + (f": {said}" if said else "")
+            f"{who} failed (exit {process.returncode})" + (f": {said}" if said else ""), "failed"
         )
     return _credential(out, plugin, who)
 

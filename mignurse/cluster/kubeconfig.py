@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from mignurse.cluster.credentials import (
     CredentialError,
     Plugin,
     TokenRenewal,
+    login_command,
     run_plugin,
     token_problem,
 )
@@ -51,6 +53,16 @@ class KubeconfigProblem(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(_bounded(inert(message), 1000))
+
+
+class PluginProblem(KubeconfigProblem):
+    """A context's credential plugin failed: `kind` as CredentialError's, `login` the command
+    that renews the login (`credentials.login_command`)."""
+
+    def __init__(self, message: str, *, kind: str, login: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.login = login
 
 
 def _bounded(text: str, most: int) -> str:
@@ -151,8 +163,56 @@ def _named(entry: yaml.Node) -> bool:
     )
 
 
+# While `shared_merges` is on, the last merge, by its files' identity (path, inode, size,
+# mtime): every context of one kubeconfig connected side by side (`--all-contexts`) reads
+# and parses it once, not once per context. Merged entries are only read (load copies what
+# it changes).
+_last_merge: tuple[tuple[object, ...], Merged] | None = None
+_sharing = 0
+_merging = threading.Lock()  # the first of the contexts connecting at once reads it
+
+
+@contextmanager
+def shared_merges() -> Iterator[None]:
+    """Meanwhile, a kubeconfig unchanged since its last merge is not read again."""
+    global _sharing, _last_merge
+    _sharing += 1
+    try:
+        yield
+    finally:
+        _sharing -= 1
+        if not _sharing:
+            _last_merge = None
+
+
 def merge(label: str, paths: list[str]) -> Merged:
     """The files of `paths` that exist, each read once, merged (first one wins)."""
+    global _last_merge
+    if not _sharing:
+        return _merge(label, paths)
+    with _merging:
+        key = (label, *_identities(paths))
+        last = _last_merge
+        if last is not None and last[0] == key:
+            return last[1]
+        merged = _merge(label, paths)
+        _last_merge = (key, merged)
+        return merged
+
+
+def _identities(paths: list[str]) -> list[tuple[object, ...]]:
+    found: list[tuple[object, ...]] = []
+    for path in dict.fromkeys(paths):
+        try:
+            stat = os.stat(path)
+        except (OSError, ValueError):
+            found.append((path,))
+            continue
+        found.append((path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    return found
+
+
+def _merge(label: str, paths: list[str]) -> Merged:
     merged = Merged(label)
     # Each file once, as client-go reads $KUBECONFIG (tools/clientcmd/loader.go, deduplicate).
     for path in dict.fromkeys(paths):
@@ -185,6 +245,13 @@ def config_paths(kubeconfig: str | None) -> tuple[str, list[str]]:
     as the user named it, and as paths."""
     label = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     return label, [os.path.expanduser(p) for p in label.split(os.pathsep) if p]
+
+
+def context_names(kubeconfig: str | None) -> tuple[str, list[str]]:
+    """How the user named the kubeconfig, and its context names in kubeconfig order (the
+    first file's first); KubeconfigProblem when it cannot be read."""
+    label, paths = config_paths(kubeconfig)
+    return label, list(merge(label, paths).contexts)
 
 
 def list_contexts(kubeconfig: str | None) -> list[str]:
@@ -226,7 +293,11 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
     try:
         user, renewal = _inline_user(user_entry, user_name, cluster)
     except CredentialError as exc:
-        raise KubeconfigProblem(f"context {chosen!r}: {exc}") from None
+        raise PluginProblem(
+            f"context {chosen!r}: {exc}",
+            kind=exc.kind,
+            login=login_command(exc.plugin) if exc.plugin is not None else "",
+        ) from None
     _check_proxy(cluster, cluster_name)
     minimal = {
         "current-context": chosen,
@@ -454,7 +525,11 @@ def _inline_user(
             )
         except ValueError as exc:
             raise KubeconfigProblem(f"user {name!r} in {origin}: {exc}") from None
-        credential = run_plugin(plugin)
+        try:
+            credential = run_plugin(plugin)
+        except CredentialError as exc:
+            exc.plugin = plugin  # what renews it: load() says
+            raise
         if credential.token:
             user["token"] = credential.token
             renewal = TokenRenewal(lambda: run_plugin(plugin), credential.expires)

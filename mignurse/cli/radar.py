@@ -1,0 +1,143 @@
+"""`mignurse radar`: every GPU node whose automatic repair acts within the horizon, in every
+selected cluster, soonest first, with its worst finding and the one command to run first
+(`mignurse.diagnose.radar`; the app's `D` shows the same)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from mignurse.cli.common import (
+    EXIT_OK,
+    UserError,
+    cluster_exit_code,
+    cluster_record,
+    connection_options,
+    read_clusters,
+)
+
+if TYPE_CHECKING:
+    from mignurse.diagnose.radar import Blip
+
+EXIT_DUE = 1  # a node is on the radar
+
+
+def add_parser(sub: Any) -> None:
+    radar = sub.add_parser(
+        "radar",
+        help="GPU nodes whose automatic repair acts within the horizon, soonest first, across "
+        "every selected cluster",
+        description="Exit code: 0 no GPU node due for repair within the horizon, 1 some are, "
+        "2 a cluster could not be read (said on stderr).",
+    )
+    connection_options(radar, top=False)
+    radar.add_argument(
+        "--horizon",
+        default="1h",
+        metavar="DURATION",
+        help="how far ahead to look, e.g. 15m, 1h, 6h, 1d (default: 1h)",
+    )
+    radar.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    radar.add_argument("--profile", help="AWS profile for managed node groups' repair settings")
+    radar.add_argument("--region", help="AWS region, as the aws CLI")
+    radar.add_argument("--state-dir", help="where `mignurse watch` keeps the history")
+
+
+def cmd_radar(args: argparse.Namespace) -> int:
+    from mignurse.cli.diagnose import _live_reader
+    from mignurse.diagnose.engine import diagnose
+    from mignurse.diagnose.radar import radar
+    from mignurse.runner.schema import duration_seconds
+
+    try:
+        horizon = timedelta(seconds=duration_seconds(args.horizon))
+    except ValueError as exc:
+        raise UserError(f"--horizon: {exc}") from None
+    clusters = read_clusters(args, _live_reader(args))
+    failed = [cluster_exit_code(c, args.command) for c in clusters if not c.connected]
+    code = max([EXIT_OK, *failed])
+    found: list[tuple[Any, Blip, datetime]] = []  # (cluster, blip, that cluster's clock)
+    records = []
+    for cluster in clusters:
+        records.append(cluster_record(cluster))
+        if not cluster.connected:
+            continue
+        gathered = cluster.result
+        for notice in gathered.notices:
+            print(f"note: {cluster.context}: {notice}", file=sys.stderr)
+        now = gathered.collected_at or cluster.now
+        inp = gathered.to_input(now)
+        found += [(cluster, blip, inp.now) for blip in radar(inp, diagnose(inp).findings, horizon)]
+    order = {"fires": 0, "conditional": 1, "held": 2}
+    found.sort(key=lambda item: (order[item[1].state], item[1].due, item[0].context, item[1].node))
+    if found:
+        code = max(code, EXIT_DUE)
+    several = len(clusters) > 1
+    if args.output == "json":
+        document = {
+            "apiVersion": "mignurse/v1",
+            "kind": "RepairRadar",
+            "horizon": args.horizon,
+            "clusters": records,
+            "nodes": [
+                {
+                    "context": c.context,
+                    "cluster": c.cluster,
+                    **blip.to_json(),
+                    "command": _command(c.context, blip, several),
+                }
+                for c, blip, _now in found
+            ],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return code
+    _print(found, several, args.horizon)
+    return code
+
+
+def _command(context: str, blip: Blip, several: bool) -> str:
+    """The one command to run first, pinned to the node's context when several are read."""
+    from shlex import quote
+
+    from mignurse.diagnose.radar import COLLECT, PAUSE
+
+    pin = f" --context {quote(context)}" if several else ""
+    node = quote(blip.node)
+    if blip.act == PAUSE:
+        return f"mignurse{pin} run pause-node-repair --node {node}"
+    if blip.act == COLLECT:
+        return f"mignurse{pin} collect {node}"
+    return f"mignurse{pin} run cordon --node {node}"
+
+
+def _print(found: list[tuple[Any, Blip, datetime]], several: bool, horizon: str) -> None:
+    from mignurse.inert import inert
+    from mignurse.nodeview import short_name
+    from mignurse.render import countdown, print_rows
+
+    if not found:
+        print(f"No GPU node is due for automatic repair within {horizon}.")
+        return
+    header: tuple[str, ...] = ("CLUSTER",) if several else ()
+    header += ("REPAIR", "NODE", "POOL", "CONDITION", "FINDING", "FIRST")
+    rows = []
+    for cluster, blip, now in found:
+        when = countdown(blip.due, now)
+        if blip.state == "held":
+            when = f"held; due {when}"
+        elif blip.state == "conditional":
+            when = f"{when} if on"
+        row: tuple[str, ...] = (inert(cluster.context),) if several else ()
+        row += (
+            when,
+            short_name(blip.node),
+            inert(blip.pool),
+            blip.condition,
+            blip.finding.id if blip.finding else "-",
+            inert(_command(cluster.context, blip, several)),
+        )
+        rows.append(row)
+    print_rows(header, rows, sys.stdout)
