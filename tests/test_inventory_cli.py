@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import cliserver
 import pytest
+import test_cli_startup as startup
 
 from mignurse.sim import SimCluster, load_scenario
 
@@ -180,28 +180,11 @@ def test_two_bundles_of_one_context_are_told_apart_by_their_file(
     )
 
 
-# What the inventory needs and the read commands must not pay for: see test_cli_startup.py.
-WRAPPER = """
-import json, sys
-from mignurse.cli import main
-code = main(sys.argv[2:])
-with open(sys.argv[1], "w") as out:
-    json.dump(sorted(sys.modules), out)
-sys.exit(code)
-"""
-
-
 def loaded_by(tmp_path: Path, *argv: str) -> set[str]:
-    listing = tmp_path / "modules.json"
-    done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, str(listing), *argv],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode in (0, 1, 2) and "error" not in done.stderr, done.stderr
-    return set(json.loads(listing.read_text()))
+    """What the inventory needs and the read commands must not pay for (findings exit 1 or 2)."""
+    modules, done = startup.loaded_by(tmp_path, *argv, ok=(0, 1, 2))
+    assert "error" not in done.stderr, done.stderr
+    return modules
 
 
 def test_the_inventory_is_not_loaded_by_nodes_or_diagnose_and_loads_no_app_or_aws(

@@ -141,13 +141,19 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             + "Ctrl-C to stop.",
             flush=True,
         )
+        return _until_stopped()
+    finally:
+        sim.stop()
+
+
+def _until_stopped() -> int:
+    """Serve until Ctrl-C or SIGTERM (`_interrupt`), then say so."""
+    try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         print("stopped.", file=sys.stderr)
         return EXIT_OK
-    finally:
-        sim.stop()
 
 
 def _serve_several(
@@ -191,10 +197,6 @@ def _serve_several(
             "Ctrl-C to stop.",
         ]  # fmt: skip
         print("\n".join(lines), flush=True)
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        print("stopped.", file=sys.stderr)
-        return EXIT_OK
+        return _until_stopped()
     finally:
         fleet.stop()
