@@ -207,7 +207,7 @@ def test_watch_the_app_and_the_offline_diagnosis_take_one_context(
     fleet: tuple[SimFleet, Path],
 ) -> None:
     _served, kubeconfig = fleet
-    for command in (["watch"], [], ["collect", "--unhealthy"], ["unlock", "n1"]):
+    for command in (["watch"], [], ["unlock", "n1"]):
         refused = mignurse(kubeconfig, "--context", "sim-*", *command)
         assert refused.returncode == 2, command
         assert refused.stderr.count("\n") == 1, refused.stderr
@@ -402,3 +402,33 @@ def test_radar_with_nothing_due_says_so_and_a_bad_horizon_is_one_line(
     assert bad.stderr.strip().splitlines() == [
         "mignurse: error: --horizon: 'soon' is not a duration like 90s, 90m, 6h or 2d"
     ]
+
+
+def test_collect_unhealthy_across_clusters_writes_one_bundle_per_cluster_and_goes_on_past_failures(
+    fleet: tuple[SimFleet, Path], tmp_path: Path
+) -> None:
+    _served, kubeconfig = fleet
+    done = mignurse(kubeconfig, "--context", WORKING, "collect", "--unhealthy", "-o", str(tmp_path))
+
+    assert done.returncode == 2, done.stderr  # three clusters could not be read
+    assert set(errors(done)) == {"prod-eu", "prod-us", "staging"}
+    bundles = sorted(p.name for p in tmp_path.iterdir())
+    # the healthy cluster has nothing unhealthy; the repair loop's cluster one bundle
+    assert [b.rsplit("-", 1)[0] for b in bundles] == ["mignurse-bundle-sim-dcgm-repair-loop"]
+    assert "context sim-healthy:\nNo node matches: nothing to collect." in done.stderr
+    shown = mignurse(kubeconfig, "diagnose", "--from", str(tmp_path / bundles[0]), "-o", "json")
+    assert json.loads(shown.stdout)["findings"], shown.stderr  # a bundle diagnose can read
+
+
+def test_collect_across_clusters_refuses_node_names_and_a_file_for_several_bundles(
+    fleet: tuple[SimFleet, Path], tmp_path: Path
+) -> None:
+    _served, kubeconfig = fleet
+    named = mignurse(kubeconfig, "--context", "sim-*", "collect", "ip-10-0-1-1")
+    to_file = mignurse(
+        kubeconfig, "--context", "sim-*", "collect", "--unhealthy", "-o", str(tmp_path / "b.tgz")
+    )
+
+    assert named.returncode == 2 and "a node belongs to one cluster" in named.stderr
+    assert to_file.returncode == 2 and "-o names a folder" in to_file.stderr
+    assert list(tmp_path.iterdir()) == []

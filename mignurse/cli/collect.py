@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import (
     EXIT_OK,
+    EXIT_USAGE,
     UserError,
     access_for,
     check_ssm_upload,
@@ -215,6 +216,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     check_ssm_upload(args)
     if not (args.nodes or args.nodepool or args.unhealthy):
         raise UserError("name the nodes to collect, or use --nodepool POOL or --unhealthy")
+    from mignurse.cluster.contexts import several
+
+    if several(args.context, bool(getattr(args, "all_contexts", False))):
+        return _collect_each_context(args)
     client = connect(args)
     try:
         loaded = load_snapshot(client)
@@ -257,6 +262,43 @@ def cmd_collect(args: argparse.Namespace) -> int:
     for name, node in failed.items():
         print(f"  not collected: {name}: {node['error'] or '; '.join(node['problems'])}")
     return 1 if failed else EXIT_OK
+
+
+def _collect_each_context(args: argparse.Namespace) -> int:
+    """`--unhealthy` or `--nodepool` across several contexts: one bundle per cluster, each
+    cluster collected in turn as one context is (its nodes side by side), in kubeconfig
+    order. A cluster that cannot be read or collected is one line, and the next one goes
+    on; Ctrl-C stops them all. The exit code is the worst a cluster gave."""
+    from mignurse.cli import user_errors
+    from mignurse.cluster.contexts import select_contexts
+    from mignurse.inert import inert
+
+    if args.nodes:
+        raise UserError(
+            "a node belongs to one cluster: give one --context with NODE names, or use "
+            "--unhealthy or --nodepool POOL across contexts"
+        )
+    if args.output and not Path(args.output).expanduser().is_dir():
+        raise UserError(
+            f"-o {args.output}: with several contexts, -o names a folder (one bundle per "
+            "cluster goes into it)"
+        )
+    contexts = select_contexts(args.kubeconfig, args.context, bool(args.all_contexts))
+    worst = EXIT_OK
+    for context in contexts:
+        print(f"context {context}:", file=sys.stderr, flush=True)
+        one = argparse.Namespace(**{**vars(args), "context": context, "all_contexts": False})
+        try:
+            code = cmd_collect(one)
+        except Exception as exc:
+            if not isinstance(exc, user_errors(args.command)) or getattr(args, "debug", False):
+                raise
+            print(f"mignurse: error: context {context!r}: {inert(str(exc))}", file=sys.stderr)
+            code = int(getattr(exc, "exit_code", EXIT_USAGE))
+        if code == 130:
+            return code
+        worst = max(worst, code)
+    return worst
 
 
 def _collect_with_progress(

@@ -33,8 +33,8 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument(
         "--context",
         default=default,
-        help="kubeconfig context (default: the current one); nodes, diagnose, inventory and "
-        "radar take several: "
+        help="kubeconfig context (default: the current one); nodes, diagnose, radar, inventory "
+        "and collect take several: "
         "names and globs joined by commas ('prod-*,staging')",
     )
     group.add_argument(
@@ -116,7 +116,7 @@ def one_context(args: argparse.Namespace, what: str) -> None:
     if several(getattr(args, "context", None), bool(getattr(args, "all_contexts", False))):
         raise UserError(
             f"{what} works on one context at a time: give one --context NAME "
-            "(nodes, diagnose, inventory and radar take several)"
+            "(nodes, diagnose, radar, inventory and collect take several)"
         )
 
 
