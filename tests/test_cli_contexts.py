@@ -80,6 +80,7 @@ def test_each_failing_cluster_is_one_line_and_the_others_still_print(
     assert "connection refused" in failed["prod-eu"]
     assert "credentials expired: run `aws sso login --profile prod-us`" in failed["prod-us"]
     assert "The SSO session associated with this profile has expired" in failed["prod-us"]
+    assert failed["prod-us"].count("context 'prod-us'") == 1  # said once, at the start
     assert "RBAC denied" in failed["staging"] and "cannot list nodes" in failed["staging"]
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["CLUSTER", "NAME", "POOL"]

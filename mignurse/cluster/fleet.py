@@ -193,7 +193,7 @@ def _work(queue: list[tuple[Cluster[T], str | None]], request: FleetRequest[T]) 
         except BaseException as exc:  # noqa: BLE001 - becomes the cluster's status
             if not cluster._done.is_set():
                 cluster.error = exc
-                cluster.status, cluster.message, cluster.login = classify(exc)
+                cluster.status, cluster.message, cluster.login = classify(exc, cluster.context)
         finally:
             cluster._done.set()
 
@@ -236,16 +236,18 @@ def _version(client: ClusterClient) -> str:
     return inert(version[:80]) if isinstance(version, str) else ""
 
 
-def classify(exc: BaseException) -> tuple[str, str, str]:
+def classify(exc: BaseException, context: str = "") -> tuple[str, str, str]:
     """A cluster's status, its one line, and the command that renews its login, from what
-    ended it."""
+    ended it (reading `context`)."""
     message = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, CredentialsFailed):
         if exc.kind == "timeout":
             return TIMED_OUT, message, ""
         if exc.kind == "failed":
+            # the hint first; the context the loader names is said once, at the line's start
+            said = message.removeprefix(f"context {context!r}: ") if context else message
             run = f"run `{exc.login}`: " if exc.login else ""
-            return CREDENTIALS_EXPIRED, f"{run}{message}", exc.login
+            return CREDENTIALS_EXPIRED, f"{run}{said}", exc.login
         return FAILED, message, ""
     if isinstance(exc, Unauthorized):
         return CREDENTIALS_EXPIRED, message, ""
