@@ -65,3 +65,29 @@ def test_diagnose_from_a_bundle_says_as_of_and_never_counts_down(
     assert first.startswith("as of ") and first.endswith("(bundle incident.tar.gz, when collected)")
     assert "repair would have fired at " in second and "after collection" in second
     assert "deadline in" not in out
+
+
+async def test_the_radar_of_a_bundle_reads_repairs_as_moments_and_offers_no_action(
+    bundle: Path,
+) -> None:
+    """`D` on a bundle: the node under the repair clock when it was collected, its repair a
+    moment then (never a countdown), and enter refused: a bundle is read-only."""
+    from mignurse.tui.screens.radar import RadarScreen
+
+    app = bundle_app(build_parser().parse_args(["open", str(bundle)]))
+    assert isinstance(app, MigNurseApp)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(lambda: app.diagnosis is not None and app.refreshes > 1)
+        await pilot.press("D")
+        await until(lambda: isinstance(app.screen, RadarScreen) and app.screen.is_mounted)
+        radar = app.screen
+        assert isinstance(radar, RadarScreen)
+        rows = radar.rows()
+        assert rows and rows[0][0].startswith("repair would have fired at "), rows
+        assert "in " not in rows[0][0].split("fired at")[0]  # no countdown
+        title = static_text(radar.query_one("#radar-title", Static))
+        assert "times are moments then, not countdowns" in title
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.screen is radar  # refused with a notice: nothing to act on in a bundle
+        assert any("bundle" in str(n.message).lower() for n in app._notifications)
