@@ -304,6 +304,17 @@ def countdown(deadline: datetime | None, now: datetime) -> str:
     return f"passed {_clock(-seconds)} ago"
 
 
+def repair_when(due: datetime, state: str, now: datetime, *, as_of: str = "") -> str:
+    """When a radar node's repair acts (`diagnose.radar`): a countdown, or with `as_of` a
+    moment then; "held" behind a guard, "if on" where a gate could not be read."""
+    words = deadline_words(due, now, as_of=as_of, short=True) if as_of else countdown(due, now)
+    if state == "held":
+        return f"held by a guard; due {words}"
+    if state == "conditional":
+        return f"{words} if repair is on"
+    return words
+
+
 def deadline_words(
     deadline: datetime, now: datetime, *, as_of: str = "", short: bool = False
 ) -> str:

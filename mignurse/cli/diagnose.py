@@ -157,12 +157,12 @@ def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, d
                 f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
             )
         return gathered, now, gathered.context or Path(args.source).name
-    (cluster,) = read_clusters(args, _live_reader(args))
+    (cluster,) = read_clusters(args, live_reader(args))
     gathered = cluster.result
     return gathered, now or gathered.collected_at or cluster.now, cluster.context
 
 
-def _live_reader(args: argparse.Namespace) -> Callable[[Any], Gathered]:
+def live_reader(args: argparse.Namespace) -> Callable[[Any], Gathered]:
     """What is read of each live cluster: its snapshot, the Karpenter settings, its managed
     node groups' repair settings (through EKS) and its part of the local history."""
     from mignurse.diagnose.sources import load_live
@@ -193,7 +193,7 @@ def _several(args: argparse.Namespace, given: datetime | None) -> int:
 
     if args.node:
         raise UserError("--node names a node of one cluster: give one --context with it")
-    clusters = read_clusters(args, _live_reader(args))
+    clusters = read_clusters(args, live_reader(args))
     code = max([0, *(cluster_exit_code(c, args.command) for c in clusters if not c.connected)])
     found: list[tuple[Any, Any, datetime]] = []  # (cluster, finding, its clock)
     records = []

@@ -23,6 +23,7 @@ from mignurse.cli.common import (
     nodegroup_reader,
     read_clusters,
 )
+from mignurse.render import print_rows
 
 if TYPE_CHECKING:
     from mignurse.cluster.client import ClusterClient
@@ -254,12 +255,6 @@ def show(
     return EXIT_USAGE if failed else EXIT_OK
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: IO[str]) -> None:
-    from mignurse.render import print_rows
-
-    print_rows(header, rows, out)
-
-
 def _counted(count: int) -> str:
     return f"{count} node{'s' if count != 1 else ''}"
 
@@ -273,7 +268,7 @@ def _print_one(name: str, inv: ClusterInventory, out: IO[str]) -> None:
         for key, title in CLUSTER_FIELDS
         for value in inv.stack[key]
     ]
-    _table(("FIELD", "VALUE", "READ FROM"), stack_rows, out)
+    print_rows(("FIELD", "VALUE", "READ FROM"), stack_rows, out)
     if not inv.pools:
         _say(out, "")
         _say(out, "No GPU pools.")
@@ -299,7 +294,7 @@ def _print_one(name: str, inv: ClusterInventory, out: IO[str]) -> None:
                         f"… {len(rest)} more values (-o json lists them)",
                     ]
                 )
-    _table(("POOL", "FIELD", "NODES", "VALUE"), rows, out)
+    print_rows(("POOL", "FIELD", "NODES", "VALUE"), rows, out)
 
 
 def _print_differences(
@@ -353,7 +348,7 @@ def _difference_table(diffs: Sequence[Difference], out: IO[str]) -> None:
         if len(diff.values) > SHOWN_VALUES:
             more = len(diff.values) - SHOWN_VALUES
             rows.append([diff.title, f"… {more} more values (-o json lists them)", "-", "-"])
-    _table(("FIELD", "VALUE", "CLUSTER", "POOLS (NODES)"), rows, out)
+    print_rows(("FIELD", "VALUE", "CLUSTER", "POOLS (NODES)"), rows, out)
 
 
 def _print_shared(shared: Sequence[SharedCombination], *, several: bool, out: IO[str]) -> None:

@@ -47,16 +47,16 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_radar(args: argparse.Namespace) -> int:
-    from mignurse.cli.diagnose import _live_reader
+    from mignurse.cli.diagnose import live_reader
     from mignurse.diagnose.engine import diagnose
-    from mignurse.diagnose.radar import radar
+    from mignurse.diagnose.radar import STATE_ORDER, radar
     from mignurse.runner.schema import duration_seconds
 
     try:
         horizon = timedelta(seconds=duration_seconds(args.horizon))
     except ValueError as exc:
         raise UserError(f"--horizon: {exc}") from None
-    clusters = read_clusters(args, _live_reader(args))
+    clusters = read_clusters(args, live_reader(args))
     failed = [cluster_exit_code(c, args.command) for c in clusters if not c.connected]
     code = max([EXIT_OK, *failed])
     found: list[tuple[Any, Blip, datetime]] = []  # (cluster, blip, that cluster's clock)
@@ -71,8 +71,9 @@ def cmd_radar(args: argparse.Namespace) -> int:
         now = gathered.collected_at or cluster.now
         inp = gathered.to_input(now)
         found += [(cluster, blip, inp.now) for blip in radar(inp, diagnose(inp).findings, horizon)]
-    order = {"fires": 0, "conditional": 1, "held": 2}
-    found.sort(key=lambda item: (order[item[1].state], item[1].due, item[0].context, item[1].node))
+    found.sort(
+        key=lambda item: (STATE_ORDER[item[1].state], item[1].due, item[0].context, item[1].node)
+    )
     if found:
         code = max(code, EXIT_DUE)
     several = len(clusters) > 1
@@ -116,7 +117,7 @@ def _command(context: str, blip: Blip, several: bool) -> str:
 def _print(found: list[tuple[Any, Blip, datetime]], several: bool, horizon: str) -> None:
     from mignurse.inert import inert
     from mignurse.nodeview import short_name
-    from mignurse.render import countdown, print_rows
+    from mignurse.render import print_rows, repair_when
 
     if not found:
         print(f"No GPU node is due for automatic repair within {horizon}.")
@@ -125,11 +126,7 @@ def _print(found: list[tuple[Any, Blip, datetime]], several: bool, horizon: str)
     header += ("REPAIR", "NODE", "POOL", "CONDITION", "FINDING", "FIRST")
     rows = []
     for cluster, blip, now in found:
-        when = countdown(blip.due, now)
-        if blip.state == "held":
-            when = f"held; due {when}"
-        elif blip.state == "conditional":
-            when = f"{when} if on"
+        when = repair_when(blip.due, blip.state, now)
         row: tuple[str, ...] = (inert(cluster.context),) if several else ()
         row += (
             when,

@@ -34,6 +34,7 @@ from mignurse.model import Node, format_time
 DEFAULT_HORIZON = timedelta(hours=1)
 
 FIRES, CONDITIONAL, HELD = "fires", "conditional", "held"
+STATE_ORDER = {FIRES: 0, CONDITIONAL: 1, HELD: 2}  # how sure: those that fire first
 PAUSE, COLLECT, CORDON = "pause", "collect", "cordon"
 
 
@@ -102,8 +103,7 @@ def radar(
                 finding=finding,
             )
         )
-    order = {FIRES: 0, CONDITIONAL: 1, HELD: 2}
-    return sorted(blips, key=lambda b: (order[b.state], b.due, b.node))
+    return sorted(blips, key=lambda b: (STATE_ORDER[b.state], b.due, b.node))
 
 
 def _first_repair(

@@ -16,10 +16,10 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Footer
 
-from mignurse.diagnose.radar import CONDITIONAL, HELD, PAUSE, Blip
+from mignurse.diagnose.radar import HELD, PAUSE, Blip
 from mignurse.inert import inert
 from mignurse.nodeview import short_name
-from mignurse.render import SEVERITY_STYLE, countdown, deadline_words
+from mignurse.render import SEVERITY_STYLE, repair_when
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 from mignurse.tui.shown import DataTable, Static
 
@@ -92,7 +92,10 @@ class RadarScreen(ModalScreen[tuple[str, str] | None]):
                 finding.append(blip.finding.id, style=style)
             act = ACT_WORDS.get(blip.act, blip.act)
             table.add_row(
-                Text(self._when(blip), style="bold" if blip.state not in (HELD,) else "dim"),
+                Text(
+                    repair_when(blip.due, blip.state, self.now, as_of="then" if self.as_of else ""),
+                    style="dim" if blip.state == HELD else "bold",
+                ),
                 short_name(blip.node),
                 inert(blip.pool),
                 blip.condition,
@@ -119,17 +122,6 @@ class RadarScreen(ModalScreen[tuple[str, str] | None]):
         if self.as_of:
             head.append(f"\n{self.as_of}: times are moments then, not countdowns", style="dim")
         self.query_one("#radar-title", Static).update(head)
-
-    def _when(self, blip: Blip) -> str:
-        if self.as_of:
-            words = deadline_words(blip.due, self.now, as_of="then", short=True)
-        else:
-            words = countdown(blip.due, self.now)
-        if blip.state == HELD:
-            return f"held by a guard; due {words}"
-        if blip.state == CONDITIONAL:
-            return f"{words} if repair is on"
-        return words
 
     def rows(self) -> list[tuple[str, ...]]:
         table = self.query_one("#radar-nodes", DataTable)
