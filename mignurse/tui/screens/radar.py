@@ -20,6 +20,7 @@ from mignurse.diagnose.radar import HELD, PAUSE, Blip
 from mignurse.inert import inert
 from mignurse.nodeview import short_name
 from mignurse.render import SEVERITY_STYLE, repair_when
+from mignurse.tui.refresh import RADAR_HORIZON
 from mignurse.tui.screens.vimkeys import VIM_BINDINGS, move_focused
 from mignurse.tui.shown import DataTable, Static
 
@@ -27,7 +28,7 @@ HORIZONS = {
     timedelta(minutes=15): "15 minutes",
     timedelta(hours=1): "an hour",
     timedelta(hours=6): "6 hours",
-    timedelta(hours=24): "a day",
+    RADAR_HORIZON: "a day",  # the widest: what the diagnosis worker computes
 }
 DEFAULT_HORIZON = timedelta(hours=1)
 # what enter does on a row, as the footer and the ACT column say it
