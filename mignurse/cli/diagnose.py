@@ -182,6 +182,15 @@ def live_reader(args: argparse.Namespace) -> Callable[[Any], Gathered]:
     return read
 
 
+def judged_input(cluster: Any, given: datetime | None = None) -> DiagnosisInput:
+    """A connected cluster's read (`live_reader`) as a diagnosis input, judged at `given`
+    or at that cluster's own clock; its notices said on stderr, named by its context."""
+    gathered = cluster.result
+    for notice in gathered.notices:
+        print(f"note: {cluster.context}: {notice}", file=sys.stderr)
+    return gathered.to_input(given or gathered.collected_at or cluster.now)
+
+
 def _several(args: argparse.Namespace, given: datetime | None) -> int:
     """Several clusters diagnosed: their findings worst first across them all, each with
     its cluster; a failed cluster was one line on stderr and is a record in the JSON. The
@@ -203,11 +212,8 @@ def _several(args: argparse.Namespace, given: datetime | None) -> int:
         records.append(record)
         if not cluster.connected:
             continue
-        gathered = cluster.result
-        for notice in gathered.notices:
-            print(f"note: {cluster.context}: {notice}", file=sys.stderr)
-        now = given or gathered.collected_at or cluster.now
-        inp = gathered.to_input(now)
+        inp = judged_input(cluster, given)
+        now = inp.now
         result = diagnose(inp)
         pools |= {n.pool for n in inp.snapshot.nodes.values() if n.pool}
         pools |= set(inp.snapshot.nodepools) | {f.nodepool for f in result.findings}

@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_radar(args: argparse.Namespace) -> int:
-    from mignurse.cli.diagnose import live_reader
+    from mignurse.cli.diagnose import judged_input, live_reader
     from mignurse.diagnose.engine import diagnose
     from mignurse.diagnose.radar import STATE_ORDER, radar
     from mignurse.runner.schema import duration_seconds
@@ -65,11 +65,7 @@ def cmd_radar(args: argparse.Namespace) -> int:
         records.append(cluster_record(cluster))
         if not cluster.connected:
             continue
-        gathered = cluster.result
-        for notice in gathered.notices:
-            print(f"note: {cluster.context}: {notice}", file=sys.stderr)
-        now = gathered.collected_at or cluster.now
-        inp = gathered.to_input(now)
+        inp = judged_input(cluster)
         found += [(cluster, blip, inp.now) for blip in radar(inp, diagnose(inp).findings, horizon)]
     found.sort(
         key=lambda item: (STATE_ORDER[item[1].state], item[1].due, item[0].context, item[1].node)
