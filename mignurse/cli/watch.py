@@ -27,6 +27,12 @@ from mignurse.cli.common import (
 )
 from mignurse.cli.signalwake import SignalWake
 
+# Said once as `watch` starts, while the single history of earlier versions is there.
+LEGACY_NOTE = (
+    "{} is the single history of earlier versions: nothing writes it any more, and a "
+    "cluster without its own file under history/ yet still reads its part of it"
+)
+
 
 def add_parser(sub: Any) -> None:
     watch = sub.add_parser(
@@ -60,15 +66,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
     import threading
     from datetime import UTC, datetime
 
-    from mignurse.cluster.history import default_history_path
     from mignurse.cluster.load import KARPENTER_ABSENT_NOTICE, karpenter_available
+    from mignurse.paths import history_file, legacy_history, state_home
     from mignurse.session import Recording
 
     seconds_option("--progress-every", args.progress_every)
     check_ssm_upload(args)
-    path = default_history_path(Path(args.state_dir).expanduser() if args.state_dir else None)
-    check_state_folder(path.parent, "--state-dir" if args.state_dir else "XDG_STATE_HOME")
+    state_dir = Path(args.state_dir).expanduser() if args.state_dir else None
+    check_state_folder(state_dir or state_home(), "--state-dir" if state_dir else "XDG_STATE_HOME")
     client = connect(args)
+    path = history_file(client.info, state_dir)
+    legacy = legacy_history(state_dir)
+    if legacy is not None:
+        print(f"note: {LEGACY_NOTE.format(legacy)}", file=sys.stderr)
     karpenter = karpenter_available(client)
     if not karpenter:
         print(f"note: {KARPENTER_ABSENT_NOTICE}", file=sys.stderr)
