@@ -30,8 +30,8 @@ from mignurse.cluster.snapshot import ClusterState, Snapshot
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
 from mignurse.collect.access import Access, ShellFor
 from mignurse.collect.auto import AutoCollector
-from mignurse.collect.redact import Redactor
-from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
+from mignurse.collect.events import CollectEvent
+from mignurse.collect.request import CollectRequest, run_collect
 from mignurse.collect.transports import shell_factory
 from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.engine import Diagnosis, diagnose
@@ -508,23 +508,26 @@ class LiveSource:
         if not nodes:
             raise ValueError(f"{', '.join(names)}: gone from the cluster")
         now = self.now()
-        what = nodes[0].name.split(".", 1)[0] if len(nodes) == 1 else f"{len(nodes)}-nodes"
-        out = self.bundle_dir / f"mignurse-bundle-{self.context}-{what}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
-        with tempfile.TemporaryDirectory(
-            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
-        ) as sandboxes:
-            shell_for = self.shells(Path(sandboxes), collecting=True)
-            manifest = collect(
+
+        def told(event: CollectEvent) -> None:
+            if event.node:
+                progress(event.node, event.text)
+
+        collected = run_collect(
+            CollectRequest(
                 self.client,
-                self.state.snapshot(taken_at=now),
-                nodes,
-                shell_for=shell_for,
-                out=out,
-                since=journal_since_words(DEFAULT_SINCE),
-                redactor=Redactor(),
-                progress=progress,
+                out=self.bundle_dir,
+                nodes=nodes,
+                snapshot=self.state.snapshot(taken_at=now),
+                access=self.access,
+                simulated=bool(self.simulated),
+                label=nodes[0].name.split(".", 1)[0] if len(nodes) == 1 else f"{len(nodes)}-nodes",
                 collected_at=now,  # the moment in the file's name, on the cluster's clock
-            )
+            ),
+            told,
+        )
+        out, manifest = collected.out, collected.manifest
+        assert out is not None and manifest is not None  # the nodes were given
         with contextlib.suppress(Exception):  # the bundle is written; reading it back is a bonus
             self._evidence.update(load_offline(out).node_evidence)
         return out, manifest
