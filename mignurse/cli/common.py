@@ -33,15 +33,16 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument(
         "--context",
         default=default,
-        help="kubeconfig context (default: the current one); nodes, diagnose, radar, inventory "
-        "and collect take several: "
+        help="kubeconfig context (default: the current one); nodes, diagnose, radar, inventory, "
+        "collect and watch take several: "
         "names and globs joined by commas ('prod-*,staging')",
     )
     group.add_argument(
         "--all-contexts",
         action="store_true",
         default=False if top else argparse.SUPPRESS,
-        help="nodes and diagnose: every context of the kubeconfig",
+        help="nodes, diagnose, radar, inventory, collect and watch: every context of the "
+        "kubeconfig",
     )
     if "--debug" not in parser._option_string_actions:
         parser.add_argument(
