@@ -20,16 +20,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
+import re
 import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
-HISTORY_FILENAME = "history.sqlite3"
+HISTORY_FILENAME = "history.sqlite3"  # the single history of earlier versions
+HISTORY_FOLDER = "history"  # one file per cluster (history_file)
 DEMO_STATE = "state"  # the demo's state folder, inside the demo's own temporary folder
 
 _demo_home: Path | None = None  # set while the demo runs (demo_state)
@@ -63,9 +67,55 @@ def in_demo() -> bool:
     return _demo_home is not None
 
 
-def history_file(state_dir: Path | None = None) -> Path:
-    """The history database: in `state_dir` (`--state-dir`) when given, else the state home."""
-    return (state_dir or state_home()) / HISTORY_FILENAME
+class ClusterIdentity(Protocol):
+    """What names a cluster's history (`cluster.client.ContextInfo` is one)."""
+
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def server(self) -> str: ...
+
+
+def history_file(
+    info: ClusterIdentity, state_dir: Path | None = None, *, reading: bool = False
+) -> Path:
+    """One cluster's history database, in `state_dir` (`--state-dir`) when given, else the
+    state home: `history/<name>-<hash>.sqlite3`, one file (and one writer) per cluster, so
+    two clusters' lifecycles never mix. The cluster is its kubeconfig cluster entry and API
+    server URL (two entries for one endpoint are two histories; a context renamed keeps its
+    file); `<name>` is only for people (the entry's last part, made safe for a file name),
+    `<hash>` tells clusters apart.
+
+    `reading`: a cluster whose own file does not exist yet reads the single
+    `history.sqlite3` that earlier versions kept for every cluster, when there is one (its
+    rows name their context, so a cluster reads its own); nothing writes it any more."""
+    base = state_dir or state_home()
+    name = f"{_file_safe(info.cluster)}-{_identity(info.cluster, info.server)}.sqlite3"
+    own = base / HISTORY_FOLDER / name
+    legacy = base / HISTORY_FILENAME
+    if reading and not os.path.lexists(own) and os.path.lexists(legacy):
+        return legacy
+    return own
+
+
+def legacy_history(state_dir: Path | None = None) -> Path | None:
+    """The single history of earlier versions, when it is still there (see `history_file`)."""
+    legacy = (state_dir or state_home()) / HISTORY_FILENAME
+    return legacy if os.path.lexists(legacy) else None
+
+
+def _identity(cluster: str, server: str) -> str:
+    """A short hash of what makes a cluster itself: its API server and cluster entry."""
+    return hashlib.sha256(f"{server}\n{cluster}".encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _file_safe(cluster: str) -> str:
+    """The readable part of a history's file name: an EKS ARN's cluster name (or the entry),
+    with anything but letters, digits, `.`, `_` and `-` as `_`, no leading dot or dash (no
+    `..`, no hidden file, no option), at most 40 characters; "cluster" when nothing is left."""
+    name = cluster.rsplit(":cluster/", 1)[-1] if cluster.startswith("arn:") else cluster
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name.replace("/", "_"))[:40].lstrip(".-")
+    return safe or "cluster"
 
 
 def runs_dir() -> Path:

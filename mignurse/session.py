@@ -30,8 +30,8 @@ from mignurse.cluster.snapshot import ClusterState, Snapshot
 from mignurse.cluster.watcher import ClusterWatcher, ResourceStatus
 from mignurse.collect.access import Access, ShellFor
 from mignurse.collect.auto import AutoCollector
-from mignurse.collect.redact import Redactor
-from mignurse.collect.run import DEFAULT_SINCE, collect, journal_since_words
+from mignurse.collect.events import CollectEvent
+from mignurse.collect.request import CollectRequest, run_collect
 from mignurse.collect.transports import shell_factory
 from mignurse.diagnose.daemonsets import DaemonSetInfo
 from mignurse.diagnose.engine import Diagnosis, diagnose
@@ -180,6 +180,83 @@ class Recording:
             self._recorder.stop()
         if self.history is not None:
             self.history.close()
+
+
+RETRY_FIRST_SECONDS = 5.0  # a cluster that failed is tried again after this, then twice as long
+RETRY_MOST_SECONDS = 300.0  # … up to this: a cluster down for hours is not hammered
+
+
+class RecordingLoop:
+    """One cluster of a `mignurse watch` that records several, on its own thread (`run`):
+    connect, open its history (`start`: the face opens it and turns auto-collect on), record
+    until `stop` is set. A cluster that cannot be connected, or whose recording ends in an
+    error, is reported (`on_failure`, the face says it once per reason) and tried again,
+    later each time, until stopped: it never stops the others. Watches that break while
+    recording are retried inside the recorder, as for one context.
+
+    `failure`: what the cluster's last attempt ended in, None while it records (the face's
+    exit code is the worst of these when it stops)."""
+
+    def __init__(
+        self,
+        context: str,
+        *,
+        connect: Callable[[str], ClusterClient],
+        start: Callable[[Recording], None],
+        stop: threading.Event,
+        on_progress: Callable[[str], None],
+        on_failure: Callable[[BaseException, float], None],
+        progress_every: float,
+    ) -> None:
+        self.context = context
+        self.connect = connect
+        self.start = start
+        self.stop = stop
+        self.on_progress = on_progress
+        self.on_failure = on_failure
+        self.progress_every = progress_every
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        delay = RETRY_FIRST_SECONDS
+        while not self.stop.is_set():
+            if self._attempt():
+                delay = RETRY_FIRST_SECONDS  # it recorded: a later failure starts over
+            if self.stop.is_set():
+                return
+            assert self.failure is not None
+            self.on_failure(self.failure, delay)
+            self.stop.wait(delay)
+            delay = min(delay * 2, RETRY_MOST_SECONDS)
+
+    def _attempt(self) -> bool:
+        """Connect and record until stopped (True once it recorded) or until it fails
+        (`failure` says why)."""
+        recorded = False
+        try:
+            client = self.connect(self.context)
+        except Exception as exc:  # noqa: BLE001 - reported and retried; the others go on
+            self.failure = exc
+            return recorded
+        recording = Recording(client, clock=client.server_now)
+        try:
+            karpenter = karpenter_available(client)
+            self.start(recording)
+            self.failure, recorded = None, True
+            if not karpenter:
+                self.on_progress(f"note: {KARPENTER_ABSENT_NOTICE}")
+            recording.run(
+                karpenter=karpenter,
+                stop=self.stop,
+                on_progress=self.on_progress,
+                progress_every=self.progress_every,
+            )
+        except Exception as exc:  # noqa: BLE001 - reported and retried; the others go on
+            self.failure = exc
+        finally:
+            recording.close()  # running collections finish their bundles first
+            client.close()
+        return recorded
 
 
 class LiveSource:
@@ -438,23 +515,26 @@ class LiveSource:
         if not nodes:
             raise ValueError(f"{', '.join(names)}: gone from the cluster")
         now = self.now()
-        what = nodes[0].name.split(".", 1)[0] if len(nodes) == 1 else f"{len(nodes)}-nodes"
-        out = self.bundle_dir / f"mignurse-bundle-{self.context}-{what}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
-        with tempfile.TemporaryDirectory(
-            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
-        ) as sandboxes:
-            shell_for = self.shells(Path(sandboxes), collecting=True)
-            manifest = collect(
+
+        def told(event: CollectEvent) -> None:
+            if event.node:
+                progress(event.node, event.text)
+
+        collected = run_collect(
+            CollectRequest(
                 self.client,
-                self.state.snapshot(taken_at=now),
-                nodes,
-                shell_for=shell_for,
-                out=out,
-                since=journal_since_words(DEFAULT_SINCE),
-                redactor=Redactor(),
-                progress=progress,
+                out=self.bundle_dir,
+                nodes=nodes,
+                snapshot=self.state.snapshot(taken_at=now),
+                access=self.access,
+                simulated=bool(self.simulated),
+                label=nodes[0].name.split(".", 1)[0] if len(nodes) == 1 else f"{len(nodes)}-nodes",
                 collected_at=now,  # the moment in the file's name, on the cluster's clock
-            )
+            ),
+            told,
+        )
+        out, manifest = collected.out, collected.manifest
+        assert out is not None and manifest is not None  # the nodes were given
         with contextlib.suppress(Exception):  # the bundle is written; reading it back is a bonus
             self._evidence.update(load_offline(out).node_evidence)
         return out, manifest

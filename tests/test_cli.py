@@ -260,7 +260,9 @@ def test_sim_serve_then_nodes_as_a_user_would(tmp_path: Path) -> None:
 
 def test_watch_records_history_until_stopped(tmp_path: Path) -> None:
     """`mignurse watch` as an on-call engineer leaves it running, then stops it with Ctrl-C."""
-    from mignurse.cluster.history import HistoryStore, default_history_path
+    from mignurse.cluster.client import ClusterClient
+    from mignurse.cluster.history import HistoryStore
+    from mignurse.paths import history_file
 
     with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
         kubeconfig = sim.write_kubeconfig(tmp_path / "config")
@@ -289,7 +291,11 @@ def test_watch_records_history_until_stopped(tmp_path: Path) -> None:
         finally:
             recorder.send_signal(signal.SIGINT)
             assert recorder.wait(timeout=20) == 0
-    store = HistoryStore(default_history_path(state_dir), readonly=True)
+        client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+        client.close()
+    (recorded,) = (state_dir / "history").glob("*.sqlite3")  # the cluster's own, and no other
+    assert recorded == history_file(client.info, state_dir)
+    store = HistoryStore(recorded, readonly=True)
     try:
         lifecycles = store.lifecycles(sim.scenario.context_name, kind="Node")
     finally:

@@ -20,16 +20,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mignurse.cluster.client import ContextInfo
 from mignurse.cluster.history import (
     HistoryReadOnly,
     HistoryRecorder,
     HistorySchemaError,
     HistoryStore,
     WriterBusy,
-    default_history_path,
     default_state_dir,
 )
 from mignurse.model import Event, Node, NodeClaim, NodePool
+from mignurse.paths import history_file
 
 T0 = datetime(2026, 11, 29, 3, 0, 0, tzinfo=UTC)
 CTX = "ml-prod-usw2"
@@ -452,7 +453,7 @@ def test_state_dir_follows_xdg_and_is_private(
     monkeypatch.setenv("XDG_STATE_HOME", "relative/path")  # invalid per the spec: ignored
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_state_dir() == tmp_path / "home" / ".local" / "state" / "mignurse"
-    path = default_history_path()
+    path = history_file(ContextInfo("ctx", "cluster", "https://127.0.0.1:6443", "me"))
     with HistoryStore(path):
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -481,6 +482,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from mignurse.cluster.history import HistoryStore
+from mignurse.cluster.client import ContextInfo
 from mignurse.model import Event
 
 store = HistoryStore(Path(sys.argv[1]))

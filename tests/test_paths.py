@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from mignurse.paths import StateFileError, open_private, private_dir
+from mignurse.cluster.client import ContextInfo
+from mignurse.paths import StateFileError, history_file, open_private, private_dir
+
+CLUSTER = ContextInfo(
+    "prod",
+    "arn:aws:eks:eu-west-1:111122223333:cluster/prod",
+    "https://A1.gr7.eu-west-1.eks.amazonaws.com",
+    "me",
+)
 
 
 def _mode(path: Path) -> int:
@@ -66,13 +74,14 @@ def test_a_pipe_where_a_file_belongs_is_refused_and_keeps_its_mode(tmp_path: Pat
 
 def _write_everything() -> None:
     """What a run and a watch leave behind: run state, an audit line, the history."""
-    from mignurse.cluster.history import HistoryStore, default_history_path
+    from mignurse.cluster.history import HistoryStore
+    from mignurse.paths import history_file
     from mignurse.runner.audit import Audit
     from mignurse.runner.state import RunState
 
     RunState("0a1b2c3d", "cordon", {}, "ctx", "cluster", "node-1", "me@here").save()
     Audit().write("started", "0a1b2c3d")
-    with HistoryStore(default_history_path()):
+    with HistoryStore(history_file(CLUSTER)):
         pass
 
 
@@ -86,11 +95,12 @@ def test_state_audit_and_history_are_private_under_an_open_umask(
     _write_everything()
     home = paths.state_home()
     assert home == tmp_path / "state" / "mignurse"
-    for folder in (tmp_path / "state", home, paths.runs_dir()):
+    history = paths.history_file(CLUSTER)
+    for folder in (tmp_path / "state", home, paths.runs_dir(), history.parent):
         assert _mode(folder) == 0o700, folder
-    written = [paths.audit_log(), paths.history_file(), *paths.runs_dir().glob("*.json")]
+    written = [paths.audit_log(), history, *paths.runs_dir().glob("*.json")]
     assert len(written) == 3
-    for file in (*written, home / "history.sqlite3.lock"):
+    for file in (*written, history.with_name(history.name + ".lock")):
         assert _mode(file) == 0o600, file
 
 
@@ -102,13 +112,15 @@ def test_a_state_folder_left_0755_by_an_earlier_version_is_tightened(
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     home = paths.state_home()
+    history = paths.history_file(CLUSTER)
     (home / "runs").mkdir(parents=True, mode=0o755)
+    history.parent.mkdir(mode=0o755)
     home.chmod(0o755)
-    paths.history_file().write_bytes(b"")
-    paths.history_file().chmod(0o644)
+    history.write_bytes(b"")
+    history.chmod(0o644)
     _write_everything()
     assert _mode(home) == 0o700 and _mode(paths.runs_dir()) == 0o700
-    assert _mode(paths.history_file()) == 0o600
+    assert _mode(history) == 0o600
 
 
 def test_every_module_takes_its_state_paths_from_one_place(
@@ -116,14 +128,64 @@ def test_every_module_takes_its_state_paths_from_one_place(
 ) -> None:
     """A relative XDG_STATE_HOME is ignored (the spec calls it invalid) by runs, the audit
     log and the history alike."""
-    from mignurse.cluster.history import default_history_path
+    from mignurse.paths import history_file
     from mignurse.runner.audit import audit_path
     from mignurse.runner.state import RunState
 
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_STATE_HOME", "relative/state")
     home = tmp_path / ".local" / "state" / "mignurse"
-    assert default_history_path() == home / "history.sqlite3"
+    assert history_file(CLUSTER).parent == home / "history"
     assert audit_path() == home / "audit.jsonl"
     run = RunState("0a1b2c3d", "cordon", {}, "ctx", "cluster", "node-1", "me@here")
     assert run.path == home / "runs" / "0a1b2c3d.json"
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        "../../../etc/passwd",
+        "..",
+        "a/b\\c",
+        "-rf",
+        ".hidden",
+        "ctl\x1b]52;c;AAAA\x07\n\r\t",
+        "\u202eevil\u200b",
+        "\udcff",
+        "x" * 5000,
+        "",
+    ],
+    ids=str.split("parents dotdot slashes option hidden controls bidi surrogate long empty"),
+)
+def test_a_hostile_cluster_name_gives_a_plain_file_in_the_history_folder(
+    tmp_path: Path, cluster: str
+) -> None:
+    path = history_file(ContextInfo("c", cluster, "https://10.0.0.1", "me"), tmp_path)
+    assert path.parent == tmp_path / "history"
+    assert path.name.endswith(".sqlite3") and len(path.name) <= 64
+    assert path.name[0] not in ".-"
+    assert all(ch.isascii() and (ch.isalnum() or ch in "._-") for ch in path.name), path.name
+
+
+def test_each_cluster_has_its_own_history_and_a_context_renamed_keeps_it(tmp_path: Path) -> None:
+    server, other = "https://A1.eks.amazonaws.com", "https://B2.eks.amazonaws.com"
+    one = history_file(ContextInfo("prod", "prod", server, "me"), tmp_path)
+    assert one == history_file(ContextInfo("renamed", "prod", server, "you"), tmp_path)
+    assert one != history_file(ContextInfo("prod", "prod", other, "me"), tmp_path)
+    assert one != history_file(ContextInfo("prod", "staging", server, "me"), tmp_path)
+    assert one.name.startswith("prod-")
+    assert history_file(CLUSTER, tmp_path).name.startswith("prod-")  # an ARN's cluster name
+
+
+def test_the_single_history_of_earlier_versions_is_read_until_the_cluster_has_its_own(
+    tmp_path: Path,
+) -> None:
+    legacy = tmp_path / "history.sqlite3"
+    own = history_file(CLUSTER, tmp_path)
+    assert history_file(CLUSTER, tmp_path, reading=True) == own  # neither: its own, unmade
+    legacy.write_bytes(b"")
+    assert history_file(CLUSTER, tmp_path, reading=True) == legacy
+    assert history_file(CLUSTER, tmp_path) == own  # never written again
+    own.parent.mkdir()
+    own.write_bytes(b"")
+    assert history_file(CLUSTER, tmp_path, reading=True) == own

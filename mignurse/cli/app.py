@@ -86,15 +86,15 @@ def simulated_label(kubeconfig: str | None, cluster: str) -> str | None:
 def live_app(args: argparse.Namespace) -> Any:
     """The app on the current (or `--context`) cluster, built as `mignurse` builds it."""
     from mignurse.cluster.client import ClusterClient
-    from mignurse.cluster.history import default_history_path
     from mignurse.cluster.kubeconfig import list_contexts
+    from mignurse.paths import history_file
     from mignurse.session import LiveSource
     from mignurse.tui.app import make_app
     from mignurse.untrusted import folder_problem
 
-    history_path = default_history_path()
-    unusable = folder_problem(history_path.parent)
     client = connect(args)
+    history_path = history_file(client.info)
+    unusable = folder_problem(history_path.parent)
     access = access_for(args)
     source = LiveSource(
         client,
@@ -113,7 +113,7 @@ def live_app(args: argparse.Namespace) -> Any:
         other = LiveSource(
             other_client,
             simulated=simulated_label(args.kubeconfig, other_client.info.cluster),
-            history_path=default_history_path(),
+            history_path=history_file(other_client.info),
             access=access,
         )
         other.check()
@@ -224,7 +224,7 @@ def demo_session(args: argparse.Namespace) -> Iterator[Any]:
                 client,
                 simulated=simulated,
                 clock=sim.now,
-                history_path=history_file(),  # the demo's own, never the user's
+                history_path=history_file(client.info),  # the demo's own, never the user's
                 auto_collect=_auto_collect_dir(args),
                 access=access_for(args),  # the simulator's sandboxes: `c` and runbooks use them
             )

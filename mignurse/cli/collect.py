@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +22,8 @@ from mignurse.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from mignurse.cluster.client import ClusterClient
-    from mignurse.cluster.snapshot import Snapshot
-    from mignurse.model import Node
-    from mignurse.nodeaccess.base import NodeShell
+    from mignurse.collect.events import CollectEvent
+    from mignurse.collect.request import CollectRequest, CollectResult
 
 _SINCE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SINCE_DAYS = 365
@@ -108,31 +104,42 @@ def journal_since(text: str) -> str:
     return words
 
 
-def _collect_local(args: argparse.Namespace, since: str) -> int:
+def _collect_local(args: argparse.Namespace) -> int:
     """This machine's own files, for break-glass use on a node without the API."""
     import socket
 
-    from mignurse.cluster.snapshot import Snapshot
-    from mignurse.collect.redact import Redactor
-    from mignurse.collect.run import collect
+    from mignurse.collect.events import STARTED
+    from mignurse.collect.request import CollectRequest, run_collect
     from mignurse.model import Node
     from mignurse.nodeaccess.local import LocalShell
 
     if args.nodes or args.nodepool or args.unhealthy:
         raise UserError("--local collects this machine only: leave out node names and filters")
     host = socket.gethostname()
-    out = _bundle_path(args.output, f"mignurse-bundle-local-{host}.tar.gz")
-    print(f"collecting this machine ({host}) into {out} (journals since {since})", file=sys.stderr)
-    manifest = collect(
-        None,
-        Snapshot(nodes={}),
-        [Node(name=host)],
-        shell_for=lambda node: LocalShell(node.name),
-        out=out,
-        since=since,
-        redactor=Redactor(enabled=not args.no_redact, obfuscate_network=args.obfuscate_network),
-        node_timeout=args.timeout,
+
+    def progress(event: CollectEvent) -> None:
+        if event.kind == STARTED:
+            print(
+                f"collecting this machine ({host}) into {event.out} (journals since {event.text})",
+                file=sys.stderr,
+            )
+
+    collected = run_collect(
+        CollectRequest(
+            None,
+            out=_output(args),
+            nodes=[Node(name=host)],
+            shell_for=lambda node: LocalShell(node.name),
+            since=args.since,
+            node_timeout=args.timeout,
+            redact=not args.no_redact,
+            obfuscate_network=args.obfuscate_network,
+            file_name=f"mignurse-bundle-local-{host}.tar.gz",
+        ),
+        progress,
     )
+    out, manifest = collected.out, collected.manifest
+    assert out is not None and manifest is not None  # this machine is always collected
     outcome = manifest["nodes"][host]
     print(f"bundle: {out} ({out.stat().st_size / 2**20:.1f} MiB) in {manifest['seconds']:.1f} s")
     if not outcome["ok"]:
@@ -142,13 +149,47 @@ def _collect_local(args: argparse.Namespace, since: str) -> int:
 
 
 class _CollectProgress:
-    """Per-node progress: a live rich bar and node list on a terminal, else one line a node."""
+    """What a collection says on stderr: its notes, the line it starts with, and per-node
+    progress: a live rich bar and node list on a terminal, else one line a node."""
 
-    def __init__(self, total: int) -> None:
-        self.total = total
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self.total = 0
         self.done = 0
         self.ok = 0
-        self._live = None
+        self.out: Path | None = None  # the bundle's, once started
+        self._live: Any = None
+
+    def __call__(self, event: CollectEvent) -> None:
+        from mignurse.collect.events import NODE_DONE, NODE_STEP, NOTICE, STARTED
+
+        if event.kind == NOTICE:
+            print(f"note: {event.text}", file=sys.stderr)
+        elif event.kind == STARTED:
+            self._start(event)
+        elif event.kind == NODE_STEP:
+            if self._live is not None:
+                from mignurse.inert import inert_markup
+
+                self._live.update(
+                    self._task, description=inert_markup(f"{event.node}: {event.text}")
+                )
+            elif ": " in event.text:  # a step of a long capture (NodeDiagnostic): one line each
+                print(f"  {event.node}: {event.text}", file=sys.stderr, flush=True)
+        elif event.kind == NODE_DONE:
+            self.done += 1
+            self.ok += event.ok
+            line = f"[{self.done}/{self.total}] {event.node}: {event.text}"
+            if self._live is not None:
+                from mignurse.render import cell_text
+
+                self._live.console.print(cell_text(line))
+                self._live.update(self._task, advance=1, description="")
+            else:
+                print(line, file=sys.stderr, flush=True)
+
+    def _start(self, event: CollectEvent) -> None:
+        self.total, self.out = event.nodes, event.out
         if sys.stderr.isatty():
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -162,28 +203,14 @@ class _CollectProgress:
                 console=console_for(sys.stderr),
                 transient=False,
             )
-            self._task = self._live.add_task("", total=total)
+            self._task = self._live.add_task("", total=self.total)
             self._live.start()
-
-    def __call__(self, node: str, state: str) -> None:
-        if state.startswith("collecting"):
-            if self._live is not None:
-                from mignurse.inert import inert_markup
-
-                self._live.update(self._task, description=inert_markup(f"{node}: {state}"))
-            elif ": " in state:  # a step of a long capture (NodeDiagnostic): one line each
-                print(f"  {node}: {state}", file=sys.stderr, flush=True)
-            return
-        self.done += 1
-        self.ok += state == "ok"
-        line = f"[{self.done}/{self.total}] {node}: {state}"
-        if self._live is not None:
-            from mignurse.render import cell_text
-
-            self._live.console.print(cell_text(line))
-            self._live.update(self._task, advance=1, description="")
-        else:
-            print(line, file=sys.stderr, flush=True)
+        print(
+            f"collecting {self.total} node(s) over {event.transport} into {self.out} "
+            f"(journals since {event.text}, {self.concurrency} at once)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def close(self) -> None:
         if self._live is not None:
@@ -191,28 +218,20 @@ class _CollectProgress:
             self._live = None
 
 
-def _bundle_path(output: str | None, name: str) -> Path:
-    """`-o FILE`, or `name` in the current folder, or in `-o DIR` when that is a folder."""
-    out = Path(output or name)
-    if out.is_dir():
-        out = out / name
-    if not out.parent.is_dir():
-        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
-    return out
+def _output(args: argparse.Namespace) -> Path | None:
+    return Path(args.output) if args.output else None
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from mignurse.cluster.load import load_snapshot
-    from mignurse.collect.run import select_nodes
-    from mignurse.collect.transports import shell_factory
+    from mignurse.collect.request import CollectRequest
 
     access = access_for(args)
-    since = journal_since(args.since)
+    journal_since(args.since)
     if args.concurrency < 1:
         raise UserError("--concurrency must be at least 1")
     seconds_option("--timeout", args.timeout)
     if args.local:
-        return _collect_local(args, since)
+        return _collect_local(args)
     check_ssm_upload(args)
     if not (args.nodes or args.nodepool or args.unhealthy):
         raise UserError("name the nodes to collect, or use --nodepool POOL or --unhealthy")
@@ -222,37 +241,31 @@ def cmd_collect(args: argparse.Namespace) -> int:
         return _collect_each_context(args)
     client = connect(args)
     try:
-        loaded = load_snapshot(client)
-        for notice in loaded.notices:
-            print(f"note: {notice}", file=sys.stderr)
-        nodes = select_nodes(
-            loaded.snapshot, names=args.nodes, nodepool=args.nodepool, unhealthy=args.unhealthy
+        request = CollectRequest(
+            client,
+            out=_output(args),
+            names=args.nodes,
+            nodepool=args.nodepool,
+            unhealthy=args.unhealthy,
+            access=access,
+            simulated=is_simulated(args.kubeconfig, client.info.cluster),
+            nodegroups=nodegroup_reader(args, client.info.cluster),
+            since=args.since,
+            concurrency=args.concurrency,
+            node_timeout=args.timeout,
+            redact=not args.no_redact,
+            obfuscate_network=args.obfuscate_network,
         )
-        if not nodes:
-            print("No node matches: nothing to collect.", file=sys.stderr)
-            return EXIT_OK
-        simulated = is_simulated(args.kubeconfig, client.info.cluster)
-        transport = access.resolve(simulated=simulated)
-        now = client.server_now()
-        out = _bundle_path(
-            args.output, f"mignurse-bundle-{client.info.context}-{now:%Y%m%dT%H%M%SZ}.tar.gz"
-        )
-        import tempfile  # here: a command that needs no folder never loads it
-
-        # ignore_cleanup_errors: a sandbox killed at Ctrl-C may still be writing for a moment
-        with tempfile.TemporaryDirectory(
-            prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
-        ) as sandboxes:
-            shell_for = shell_factory(
-                client, access, sandboxes=Path(sandboxes), simulated=simulated, collecting=True
-            )
-            manifest = _collect_with_progress(
-                args, client, loaded.snapshot, nodes, shell_for, out, since, transport, now
-            )
+        collected = _collect_with_progress(request)
     finally:
         client.close()
-    if manifest is None:
+    if collected is None:
         return 130
+    if not collected.nodes:
+        print("No node matches: nothing to collect.", file=sys.stderr)
+        return EXIT_OK
+    out, nodes, manifest = collected.out, collected.nodes, collected.manifest
+    assert out is not None and manifest is not None  # nodes were collected
     failed = {name: n for name, n in manifest["nodes"].items() if not n["ok"]}
     size = out.stat().st_size / 2**20
     print(
@@ -301,51 +314,24 @@ def _collect_each_context(args: argparse.Namespace) -> int:
     return worst
 
 
-def _collect_with_progress(
-    args: argparse.Namespace,
-    client: ClusterClient,
-    snapshot: Snapshot,
-    nodes: list[Node],
-    shell_for: Callable[[Node], NodeShell],
-    out: Path,
-    since: str,
-    transport: str,
-    collected_at: datetime,
-) -> dict[str, Any] | None:
-    """The bundle's manifest, collected with per-node progress on stderr; None when Ctrl-C
-    stopped it (stderr then says the partial bundle is valid)."""
-    from mignurse.collect.redact import Redactor
-    from mignurse.collect.run import collect
+def _collect_with_progress(request: CollectRequest) -> CollectResult | None:
+    """The collection `request` asks for, with its progress on stderr; None when Ctrl-C
+    stopped it (stderr then says whether the partial bundle is valid)."""
+    from mignurse.collect.request import run_collect
 
-    progress = _CollectProgress(len(nodes))
-    print(
-        f"collecting {len(nodes)} node(s) over {transport} into {out} "
-        f"(journals since {since}, {args.concurrency} at once)",
-        file=sys.stderr,
-        flush=True,
-    )
+    progress = _CollectProgress(request.concurrency)
     try:
-        return collect(
-            client,
-            snapshot,
-            nodes,
-            shell_for=shell_for,
-            out=out,
-            since=since,
-            redactor=Redactor(enabled=not args.no_redact, obfuscate_network=args.obfuscate_network),
-            concurrency=args.concurrency,
-            node_timeout=args.timeout,
-            progress=progress,
-            nodegroups=None if transport == "sim" else nodegroup_reader(args, client.info.cluster),
-            collected_at=collected_at,  # the moment in the bundle's name
-        )
+        return run_collect(request, progress)
     except KeyboardInterrupt:
         progress.close()
+        out = progress.out
+        if out is None:  # stopped before any node started: nothing was written
+            raise
         if not out.exists():  # stopped again while the bundle was being closed
             print(f"interrupted: no bundle was written to {out}", file=sys.stderr)
             return None
         print(
-            f"interrupted: {out} is a valid partial bundle ({progress.ok}/{len(nodes)} "
+            f"interrupted: {out} is a valid partial bundle ({progress.ok}/{progress.total} "
             f"nodes collected); read it with: mignurse diagnose --from {out}",
             file=sys.stderr,
         )

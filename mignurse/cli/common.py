@@ -33,15 +33,16 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument(
         "--context",
         default=default,
-        help="kubeconfig context (default: the current one); nodes, diagnose, radar, inventory "
-        "and collect take several: "
+        help="kubeconfig context (default: the current one); nodes, diagnose, radar, inventory, "
+        "collect and watch take several: "
         "names and globs joined by commas ('prod-*,staging')",
     )
     group.add_argument(
         "--all-contexts",
         action="store_true",
         default=False if top else argparse.SUPPRESS,
-        help="nodes and diagnose: every context of the kubeconfig",
+        help="nodes, diagnose, radar, inventory, collect and watch: every context of the "
+        "kubeconfig",
     )
     if "--debug" not in parser._option_string_actions:
         parser.add_argument(
@@ -116,7 +117,7 @@ def one_context(args: argparse.Namespace, what: str) -> None:
     if several(getattr(args, "context", None), bool(getattr(args, "all_contexts", False))):
         raise UserError(
             f"{what} works on one context at a time: give one --context NAME "
-            "(nodes, diagnose, radar, inventory and collect take several)"
+            "(nodes, diagnose, radar, inventory, collect and watch take several)"
         )
 
 
@@ -137,7 +138,7 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
         tuple(contexts),
         read,
         seconds=COMMAND_SECONDS.value() if bounded else None,
-        on_busy=_say_busy,
+        on_busy=say_busy,
         versions=len(contexts) > 1,  # one context's output shows no version
     )
     if len(contexts) == 1:
@@ -218,13 +219,13 @@ def connect(args: argparse.Namespace) -> Any:
     command = getattr(args, "command", None)
     one_context(args, f"`mignurse {command}`" if command else "the app, for now,")
     client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
-    client.on_busy = _say_busy  # the app's own status line shows it too, once it runs
+    client.on_busy = say_busy  # the app's own status line shows it too, once it runs
     if getattr(args, "command", None) in BOUNDED_COMMANDS:
         client.limit_command(COMMAND_SECONDS.value())
     return client
 
 
-def _say_busy(line: str) -> None:
+def say_busy(line: str) -> None:
     # one write: reads waiting side by side may each say so, a line each
     sys.stderr.write(f"mignurse: {line}\n")
     sys.stderr.flush()

@@ -173,7 +173,7 @@ def live_reader(args: argparse.Namespace) -> Callable[[Any], Gathered]:
     def read(client: Any) -> Gathered:
         return load_live(
             client,
-            history_path=history_file(state_dir),
+            history_path=history_file(client.info, state_dir, reading=True),
             nodegroups=None
             if is_simulated(args.kubeconfig, client.info.cluster)
             else nodegroup_reader(args, client.info.cluster),

@@ -163,7 +163,7 @@ def live_entry(client: ClusterClient, args: argparse.Namespace) -> Entry:
     simulated = is_simulated(args.kubeconfig, client.info.cluster)
     gathered = load_live(
         client,
-        history_path=history_file(),
+        history_path=history_file(client.info, reading=True),
         nodegroups=None if simulated else nodegroup_reader(args, client.info.cluster),
     )
     if simulated and any(n.pool_kind == "nodegroup" for n in gathered.snapshot.gpu_nodes()):

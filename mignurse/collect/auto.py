@@ -17,8 +17,8 @@ from typing import Any
 
 from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.snapshot import ClusterState
-from mignurse.collect.redact import Redactor
-from mignurse.collect.run import collect, journal_since_words
+from mignurse.collect.request import CollectRequest, run_collect
+from mignurse.collect.run import journal_since_words
 from mignurse.diagnose.facts import repair_clock
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
@@ -42,7 +42,8 @@ class AutoCollector:
         self.out_dir = out_dir
         self.shell_for = shell_for
         self.clock = clock
-        self.since = journal_since_words(since)
+        journal_since_words(since)  # ValueError now, not in each collection
+        self.since = since
         self.report = report
         self._done: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
@@ -81,21 +82,20 @@ class AutoCollector:
         return started
 
     def _collect(self, node: Node, snapshot: Any) -> Path:
-        now = self.clock()
-        out = self.out_dir / (
-            f"mignurse-bundle-{self.client.info.context}-{node.name.split('.', 1)[0]}-"
-            f"{now:%Y%m%dT%H%M%SZ}.tar.gz"
+        collected = run_collect(
+            CollectRequest(
+                self.client,
+                out=self.out_dir,
+                nodes=[node],
+                snapshot=snapshot,
+                shell_for=self.shell_for,
+                since=self.since,
+                label=node.name.split(".", 1)[0],
+                collected_at=self.clock(),  # the moment in the file's name
+            )
         )
-        manifest = collect(
-            self.client,
-            snapshot,
-            [node],
-            shell_for=self.shell_for,
-            out=out,
-            since=self.since,
-            redactor=Redactor(),
-            collected_at=now,  # the moment in the file's name
-        )
+        out, manifest = collected.out, collected.manifest
+        assert out is not None and manifest is not None  # the node was given
         outcome = manifest["nodes"].get(node.name, {})
         state = "ok" if outcome.get("ok") else (outcome.get("error") or "incomplete")
         self.report(f"{node.name}: bundle {out} ({state})")

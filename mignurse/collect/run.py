@@ -33,6 +33,7 @@ from mignurse.cluster.client import (
 from mignurse.cluster.dra import dra_version, raw_gpu_plugin_pods, resource_claims, resource_slices
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.collect.bundle import BundleWriteError, BundleWriter
+from mignurse.collect.events import NODE_DONE, NODE_STEP, CollectEvent, Progress
 from mignurse.collect.nodediagnostic import TRANSPORT, wire_reports
 from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
@@ -246,11 +247,12 @@ def collect(
     redactor: Redactor,
     concurrency: int = DEFAULT_CONCURRENCY,
     node_timeout: float = NODE_TIMEOUT_SECONDS,
-    progress: Callable[[str, str], None] = lambda node, state: None,
+    progress: Progress = lambda event: None,
     nodegroups: NodeGroupReader | None = None,
     collected_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """Write the bundle to `out`; returns its manifest. Without a client (`collect --local`
+    """Write the bundle to `out`; returns its manifest (faces call `run_collect`, which
+    chooses the nodes, the path and the transport first). Without a client (`collect --local`
     on the node itself) the bundle holds the node's files only. `nodegroups` describes
     managed node groups (their repair settings) when AWS is at hand. `collected_at`: the
     moment the caller named the bundle after (else now, on the cluster's clock)."""
@@ -273,7 +275,7 @@ def _collect_into(
     since: str,
     concurrency: int,
     node_timeout: float,
-    progress: Callable[[str, str], None],
+    progress: Progress,
     nodegroups: NodeGroupReader | None,
 ) -> None:
     """The collection itself. Done or stopped by Ctrl-C, the bundle is closed (a partial one
@@ -367,16 +369,16 @@ def _open_bundle(
     return bundle, manifest
 
 
-def _packed(
-    outcome: NodeOutcome, progress: Callable[[str, str], None]
-) -> Callable[[int, list[str]], None]:
+def _packed(outcome: NodeOutcome, progress: Progress) -> Callable[[int, list[str]], None]:
     """What to do once a node's files are in the bundle (or it brought none)."""
 
     def done(files: int, problems: list[str]) -> None:
         outcome.files, outcome.problems = files, problems
         result = outcome.result
         ok = result is not None and result.ok and not problems
-        progress(outcome.node, "ok" if ok else (result.error if result else "") or "failed")
+        text = "ok" if ok else (result.error if result else "") or "failed"
+        sent = result.bytes_out if result else 0
+        progress(CollectEvent(NODE_DONE, outcome.node, text, ok=ok, bytes=sent, files=files))
 
     return done
 
@@ -395,7 +397,7 @@ class _NodeRuns:
         script: str,
         timeout: float,
         concurrency: int,
-        progress: Callable[[str, str], None],
+        progress: Progress,
     ) -> None:
         self.script = script
         self.timeout = timeout
@@ -430,7 +432,7 @@ class _NodeRuns:
 
     def _reporter(self, name: str) -> Callable[[str], None]:
         def report(state: str) -> None:
-            self.progress(name, f"collecting over {TRANSPORT}: {state}")
+            self.progress(CollectEvent(NODE_STEP, name, f"collecting over {TRANSPORT}: {state}"))
 
         return report
 
@@ -458,7 +460,7 @@ class _NodeRuns:
             thread.join(None if wait else CANCEL_GRACE_SECONDS)
 
     def _one(self, name: str, shell: NodeShell) -> None:
-        self.progress(name, f"collecting over {shell.transport}")
+        self.progress(CollectEvent(NODE_STEP, name, f"collecting over {shell.transport}"))
         try:
             result = shell.run(
                 self.script, timeout=self.timeout, stdout=self.spools[name], cancel=self.cancel
@@ -481,7 +483,7 @@ class _NodeRuns:
                 self.results.put((result.node, result))
 
         for name, _ in targets:
-            self.progress(name, f"collecting over {fleet.transport}")
+            self.progress(CollectEvent(NODE_STEP, name, f"collecting over {fleet.transport}"))
         try:
             fleet.run(
                 targets,
@@ -502,7 +504,8 @@ class _NodeRuns:
                 )
 
     def _fallback(self, shell: FallbackShell, first: CommandResult) -> None:
-        self.progress(shell.node, f"collecting over {shell.fallback.transport}")
+        step = f"collecting over {shell.fallback.transport}"
+        self.progress(CollectEvent(NODE_STEP, shell.node, step))
         try:
             result = shell.then(
                 first,

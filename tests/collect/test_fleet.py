@@ -19,6 +19,7 @@ from mignurse.cli import main
 from mignurse.cluster.client import NODES, ClusterClient
 from mignurse.cluster.load import load_snapshot
 from mignurse.collect import bundle as bundle_module
+from mignurse.collect.events import NODE_DONE, CollectEvent
 from mignurse.collect.redact import Redactor
 from mignurse.collect.run import collect, select_nodes
 from mignurse.model import Node
@@ -216,11 +217,11 @@ def test_an_interrupted_fleet_collection_leaves_a_valid_partial_bundle(
     finished: list[str] = []
     ok: set[str] = set()
 
-    def progress(node: str, state: str) -> None:
-        if state.startswith("collecting"):
+    def progress(event: CollectEvent) -> None:
+        if event.kind != NODE_DONE:
             return
-        finished.append(node)
-        ok.update([node] if state == "ok" else [])
+        finished.append(event.node)
+        ok.update([event.node] if event.ok else [])
         if len(finished) == 5:
             raise KeyboardInterrupt
 

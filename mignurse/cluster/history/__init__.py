@@ -56,7 +56,6 @@ if TYPE_CHECKING:
         HistorySchemaError,
         HistoryStore,
         WriterBusy,
-        default_history_path,
         default_state_dir,
     )
 
@@ -79,7 +78,6 @@ _HOMES = {
     "HistorySchemaError": "store",
     "HistoryStore": "store",
     "WriterBusy": "store",
-    "default_history_path": "store",
     "default_state_dir": "store",
 }
 
@@ -102,7 +100,6 @@ __all__ = [
     "Lifecycle",
     "Transition",
     "WriterBusy",
-    "default_history_path",
     "default_state_dir",
     "run_recorder",
 ]

@@ -46,7 +46,6 @@ from mignurse.cluster.history.schema import (
 from mignurse.model import Event
 from mignurse.paths import (
     StateFileError,
-    history_file,
     open_private,
     private_dir,
     state_home,
@@ -78,10 +77,6 @@ class WriterBusy(HistoryError):
 
 def default_state_dir() -> Path:
     return state_home()
-
-
-def default_history_path(state_dir: Path | None = None) -> Path:
-    return history_file(state_dir)
 
 
 # -- the store -------------------------------------------------------------------------------

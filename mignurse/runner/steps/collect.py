@@ -1,9 +1,10 @@
 """`collect-bundle`: the node's support bundle, as `mignurse collect NODE` writes it.
 
 Decisions:
-- It reuses `mignurse.collect.run.collect` unchanged (same layout, redaction, manifest), for
-  one node, through the run's own node access (`ctx.shell_for`), so a runbook collects
-  over the same transport its other node steps use.
+- It asks the collector's one entry (`mignurse.collect.request.run_collect`) for one node,
+  as `mignurse collect NODE` does (same layout, redaction, manifest), through the run's own
+  node access (`ctx.shell_for`), so a runbook collects over the same transport its other
+  node steps use.
 - Harm NONE and `mutates = False`: it reads the node and writes a local file only; no
   confirmation, and nothing to undo.
 - An unreachable node is a failed step (the runbook asked for evidence and got none); a
@@ -95,8 +96,9 @@ class CollectBundle(Action):
         # The collector, its redaction rules and the snapshot load when a bundle is taken,
         # not when a runbook naming this step is listed or checked.
         from mignurse.cluster.snapshot import Snapshot
-        from mignurse.collect.redact import Redactor
-        from mignurse.collect.run import DEFAULT_SINCE, CollectError, collect, journal_since_words
+        from mignurse.collect.events import NOTICE, STARTED, CollectEvent
+        from mignurse.collect.request import CollectRequest, run_collect
+        from mignurse.collect.run import DEFAULT_SINCE, CollectError
 
         shell_for = ctx.shell_for
         since = str(plan.data.get("since") or DEFAULT_SINCE)
@@ -108,23 +110,32 @@ class CollectBundle(Action):
         except ClusterError as exc:
             raise StepFailed(str(exc), retryable=transient(exc)) from None
         out = _out_path(ctx, now)
-        ctx.log(f"collecting {ctx.node} into {out}")
+
+        def progress(event: CollectEvent) -> None:
+            if event.kind == STARTED:
+                ctx.log(f"collecting {ctx.node} into {event.out}")
+            elif event.kind != NOTICE:
+                ctx.log(f"{event.node}: {event.text}")
+
+        request = CollectRequest(
+            ctx.client,
+            out=out,
+            nodes=[node],
+            snapshot=Snapshot(nodes={node.name: node}, karpenter=karpenter, taken_at=now),
+            shell_for=lambda chosen: shell_for(chosen.name),
+            since=since,
+            concurrency=1,
+            node_timeout=max(5.0, ctx.time_left()),
+            redact=not bool(ctx.param("no_redact", False)),
+            collected_at=now,
+        )
         try:
-            manifest = collect(
-                ctx.client,
-                Snapshot(nodes={node.name: node}, karpenter=karpenter, taken_at=now),
-                [node],
-                shell_for=lambda chosen: shell_for(chosen.name),
-                out=out,
-                since=journal_since_words(since),
-                redactor=Redactor(enabled=not bool(ctx.param("no_redact", False))),
-                concurrency=1,
-                node_timeout=max(5.0, ctx.time_left()),
-                progress=lambda name, state: ctx.log(f"{name}: {state}"),
-            )
+            collected = run_collect(request, progress)
         except (ClusterError, CollectError) as exc:  # CollectError: a full disk, a bad -o
             raise StepFailed(f"collecting {ctx.node} failed: {exc}") from None
-        outcome = manifest["nodes"].get(node.name) or {}
+        out = collected.out or out
+        manifest = collected.manifest or {}
+        outcome = (manifest.get("nodes") or {}).get(node.name) or {}
         if outcome.get("rc") is None:
             raise StepFailed(
                 f"could not collect {ctx.node}: {outcome.get('error') or 'not reached'} "

@@ -372,7 +372,11 @@ def recurring_causes(client: ClusterClient, node: str, pool: str) -> list[str]:
     try:
         # The findings that recur read the nodes' and NodeClaims' events only: the pods'
         # events, most of a busy cluster's, are left on the server.
-        gathered = load_live(client, history_path=history_file(), event_kinds=("Node", "NodeClaim"))
+        gathered = load_live(
+            client,
+            history_path=history_file(client.info, reading=True),
+            event_kinds=("Node", "NodeClaim"),
+        )
     except ClusterError as exc:
         return [f"whether the cause recurs on the new node is unknown: {exc}"]
     found = diagnose(gathered.to_input(client.server_now()), rules=rules).findings
