@@ -28,6 +28,7 @@ from mignurse.cluster.client import (
     PODS,
     ClusterClient,
     ClusterError,
+    NotFound,
     Resource,
 )
 from mignurse.cluster.dra import dra_version, raw_gpu_plugin_pods, resource_claims, resource_slices
@@ -38,6 +39,7 @@ from mignurse.collect.nodediagnostic import TRANSPORT, wire_reports
 from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
 from mignurse.diagnose.sources import DAEMONSETS, find_karpenter_deployment
+from mignurse.diagnose.sources.live import CLUSTER_POLICIES
 from mignurse.model import Node, format_time
 from mignurse.nodeaccess.base import CommandResult, NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
@@ -140,6 +142,8 @@ def _raw(client: ClusterClient, resource: Resource, **selectors: Any) -> list[di
     return items
 
 
+CLUSTERPOLICY_PART = "clusterpolicy"  # what `diagnose --from` reads (sources/files.py)
+
 NodeGroupReader = Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]]
 
 
@@ -158,6 +162,7 @@ def write_cluster_part(
         ("nodes", NODES, {}),
         ("events", EVENTS, {}),
         ("daemonsets", DAEMONSETS, {}),  # what the known-bad-combination findings read
+        (CLUSTERPOLICY_PART, CLUSTER_POLICIES, {}),  # the GPU operator's settings, where it runs
     ]
     if karpenter:
         parts += [("nodeclaims", NODECLAIMS, {}), ("nodepools", NODEPOOLS, {})]
@@ -179,6 +184,8 @@ def write_cluster_part(
         except ClusterError as exc:
             if name == "nodes":
                 raise
+            if name == CLUSTERPOLICY_PART and isinstance(exc, NotFound):
+                continue  # no GPU operator: its CRD is not served, and that is no problem
             problems.append(f"cluster/{name}.json: {exc}")
     pods = _pods_on(client, nodes, problems)
     try:

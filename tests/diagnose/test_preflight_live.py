@@ -133,6 +133,10 @@ def test_a_bundle_carries_the_daemonsets_and_diagnose_from_reads_them(
     with tarfile.open(bundle) as tar:
         top = tar.getnames()[0].split("/", 1)[0]
         raw = tar.extractfile(f"{top}/cluster/daemonsets.json").read()  # type: ignore[union-attr]
+        manifest = tar.extractfile(f"{top}/manifest.json").read()  # type: ignore[union-attr]
+        # no GPU operator here: its ClusterPolicy is not served, which is no problem to report
+        assert f"{top}/cluster/clusterpolicy.json" not in tar.getnames()
+    assert b"clusterpolicy" not in manifest.lower()
     names = {d["metadata"]["name"] for d in json.loads(raw)["items"]}
     assert {"dcgm-server", "eks-node-monitoring-agent"} <= names
 
