@@ -137,7 +137,7 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
         tuple(contexts),
         read,
         seconds=COMMAND_SECONDS.value() if bounded else None,
-        on_busy=_say_busy,
+        on_busy=say_busy,
         versions=len(contexts) > 1,  # one context's output shows no version
     )
     if len(contexts) == 1:
@@ -216,15 +216,15 @@ def connect(args: argparse.Namespace) -> Any:
     from mignurse.untrusted import COMMAND_SECONDS
 
     command = getattr(args, "command", None)
-    one_context(args, f"`mignurse {command}`" if command else "the app, for now,")
+    one_context(args, f"`mignurse {command}`")
     client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
-    client.on_busy = _say_busy  # the app's own status line shows it too, once it runs
+    client.on_busy = say_busy  # the app's own status line shows it too, once it runs
     if getattr(args, "command", None) in BOUNDED_COMMANDS:
         client.limit_command(COMMAND_SECONDS.value())
     return client
 
 
-def _say_busy(line: str) -> None:
+def say_busy(line: str) -> None:
     # one write: reads waiting side by side may each say so, a line each
     sys.stderr.write(f"mignurse: {line}\n")
     sys.stderr.flush()
