@@ -28,7 +28,10 @@ def add_parsers(sub: Any) -> None:
         "file name), each judged at its own moment. Nothing can be changed from it.",
     )
     opened.add_argument(
-        "bundle", metavar="BUNDLE", nargs="+", help="a .tar.gz bundle or a folder; several: one view"
+        "bundle",
+        metavar="BUNDLE",
+        nargs="+",
+        help="a .tar.gz bundle or a folder; several: one view",
     )
     opened.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"

@@ -33,15 +33,15 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument(
         "--context",
         default=default,
-        help="kubeconfig context (default: the current one); nodes, diagnose, radar, inventory "
-        "and collect take several: "
+        help="kubeconfig context (default: the current one); the app, nodes, diagnose, radar, "
+        "inventory and collect take several: "
         "names and globs joined by commas ('prod-*,staging')",
     )
     group.add_argument(
         "--all-contexts",
         action="store_true",
         default=False if top else argparse.SUPPRESS,
-        help="nodes and diagnose: every context of the kubeconfig",
+        help="the app, nodes, diagnose, radar, inventory: every context of the kubeconfig",
     )
     if "--debug" not in parser._option_string_actions:
         parser.add_argument(
@@ -116,7 +116,7 @@ def one_context(args: argparse.Namespace, what: str) -> None:
     if several(getattr(args, "context", None), bool(getattr(args, "all_contexts", False))):
         raise UserError(
             f"{what} works on one context at a time: give one --context NAME "
-            "(nodes, diagnose, radar, inventory and collect take several)"
+            "(the app, nodes, diagnose, radar, inventory and collect take several)"
         )
 
 

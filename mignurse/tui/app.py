@@ -324,9 +324,7 @@ class MigNurseApp(Navigation, SourceSwitching):
                 self.notify(f"Collecting {short_name(node)}…", timeout=4)
                 self._collect_nodes(self.source, [node])
             elif action == "pause":
-                runbooks.start_runbook(
-                    self, pinned[0], self.selection([node]), "pause-node-repair"
-                )
+                runbooks.start_runbook(self, pinned[0], self.selection([node]), "pause-node-repair")
             else:
                 runbooks.cordon_nodes(self, pinned[0], self.selection([node]))
 

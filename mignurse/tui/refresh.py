@@ -132,9 +132,7 @@ def fit_cell(text: str, width: int, column: str) -> str:
     return text[: max(width - 1, 0)] + "…"
 
 
-def table_columns(
-    width: int, *, one_pool: bool = False, clusters: bool = False
-) -> tuple[str, ...]:
+def table_columns(width: int, *, one_pool: bool = False, clusters: bool = False) -> tuple[str, ...]:
     """The node table's columns: under 100 cells TYPE and AGE go, as in `mignurse nodes`,
     and POOL too when the table shows one pool (its bar names it), so AHR and
     CORDONED/TAINTS fit in 80. `clusters`: several are shown, CLUSTER comes after the

@@ -160,7 +160,8 @@ async def test_an_action_goes_to_the_highlighted_nodes_own_cluster_only(
     # the other cluster's server saw no write: every node as it was
     other = "sim-dcgm-repair-loop"
     assert {n: o["metadata"]["resourceVersion"] for n, o in after[other].items()} == {  # type: ignore[index]
-        n: o["metadata"]["resourceVersion"] for n, o in before[other].items()  # type: ignore[index]
+        n: o["metadata"]["resourceVersion"]
+        for n, o in before[other].items()  # type: ignore[index]
     }
 
 
@@ -242,3 +243,64 @@ def test_open_one_bundle_is_the_bundle_source_as_ever(bundles: list[Path]) -> No
 
     app = bundle_app(build_parser().parse_args(["open", str(bundles[0])]))
     assert isinstance(app, MigNurseApp) and isinstance(app.source, BundleSource)
+
+
+async def test_a_cluster_that_failed_is_tried_again_and_joins_the_view(
+    fleet: tuple[SimFleet, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster whose start failed is retried in the background; once it connects its
+    status line says so and its pools join the others'."""
+    from mignurse.cluster.fleet import UNREACHABLE, Cluster, FleetRequest, run_fleet
+    from mignurse.session import Member
+    from mignurse.tui.app import make_app
+
+    monkeypatch.setattr("mignurse.session.RETRY_SECONDS", 0.5)
+    _served, kubeconfig = fleet
+    tries: list[str] = []
+
+    def started(client: object) -> LiveSource:
+        source = LiveSource(client)  # type: ignore[arg-type]
+        source.check()
+        return source
+
+    def retry(context: str) -> Cluster[LiveSource]:
+        tries.append(context)
+        if len(tries) == 1:  # still down at the first try
+            down: Cluster[LiveSource] = Cluster(context)
+            down.status, down.message = UNREACHABLE, "cannot reach it (still)"
+            return down
+        request = FleetRequest(str(kubeconfig), (context,), started, keep=True)
+        return run_fleet(request)[0]
+
+    first = Cluster("sim-healthy")
+    first.status, first.message = UNREACHABLE, "cannot reach it"
+    (other,) = run_fleet(
+        FleetRequest(str(kubeconfig), ("sim-dcgm-repair-loop",), started, keep=True)
+    )
+    source = FleetSource([Member(first), Member(other, other.result)], retry=retry)
+    app = make_app(source)
+    async with app.run_test(size=(160, 50)):
+        await until(
+            lambda: "unreachable (retrying): cannot reach it" in lines_of(app)["sim-healthy"]
+        )
+        await until(lambda: {split_key(r.pool)[0] for r in app._fleet} == set(GOOD), timeout=90)
+        assert lines_of(app)["sim-healthy"].startswith("sim-healthy connected")
+        assert tries[:2] == ["sim-healthy", "sim-healthy"]
+
+
+async def test_a_cluster_whose_watch_broke_says_stale_since_until_it_recovers(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    served, kubeconfig = fleet
+    app = app_on(kubeconfig, "--context", ",".join(GOOD))
+    healthy = next(s for s in served.sims if s.scenario.context_name == "sim-healthy")
+    async with app.run_test(size=(160, 50)):
+        await until(lambda: {split_key(r.pool)[0] for r in app._fleet} == set(GOOD))
+        with healthy.outage():
+            await until(lambda: "stale since" in lines_of(app)["sim-healthy"], timeout=30)
+            line = lines_of(app)["sim-dcgm-repair-loop"]
+            assert line.startswith("sim-dcgm-repair-loop connected"), line
+            assert any(split_key(r.pool)[0] == "sim-healthy" for r in app._fleet)  # kept
+        await until(
+            lambda: lines_of(app)["sim-healthy"].startswith("sim-healthy connected"), timeout=30
+        )
