@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mignurse.cli.common import EXIT_OK, UserError, say_busy, access_for, positive_speed
+from mignurse.cli.common import EXIT_OK, UserError, access_for, positive_speed, say_busy
 
 DEMO_DEFAULT_SCENARIO = "dcgm-repair-loop"
 DEMO_DEFAULT_SPEED = 10.0

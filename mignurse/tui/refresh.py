@@ -38,6 +38,7 @@ from mignurse.diagnose.radar import Blip, radar
 from mignurse.fleetview import UNPOOLED, PoolRow, fleet_rows
 from mignurse.gcpause import freeze_survivors
 from mignurse.inert import inert_markup as escape
+from mignurse.model import Node
 from mignurse.nodeview import (
     COLUMNS,
     NARROW_DROPS,
@@ -47,7 +48,6 @@ from mignurse.nodeview import (
     node_rows,
     short_name,
 )
-from mignurse.model import Node
 from mignurse.render import SEVERITY_STYLE
 from mignurse.session import parts, qualified, split_key
 from mignurse.tui.filters import RowFilter

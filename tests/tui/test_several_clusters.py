@@ -74,7 +74,7 @@ async def test_each_cluster_has_its_status_line_and_the_good_ones_rows_worst_fir
 ) -> None:
     served, kubeconfig = fleet
     app = app_on(kubeconfig, "--context", SELECTION)
-    async with app.run_test(size=(160, 50)) as pilot:
+    async with app.run_test(size=(160, 50)):
         await settled(app)
         lines = lines_of(app)
         assert list(lines) == [*GOOD, "prod-eu", "prod-us"]  # kubeconfig order
@@ -136,7 +136,7 @@ async def test_an_action_goes_to_the_highlighted_nodes_own_cluster_only(
         await until(lambda: len(source.parts()) == 2)
         await until(lambda: any(k.startswith("sim-healthy/") for k in app.node_names()))
         key = next(k for k in app.node_names() if k.startswith("sim-healthy/"))
-        context, name = split_key(key)
+        _context, name = split_key(key)
         app.jump_to_node(key)
         await until(lambda: app.view == NODES and app.highlighted_node() == key)
         pinned = app.pinned()
