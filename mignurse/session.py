@@ -788,6 +788,16 @@ class FleetSource:
             member.source.collect_reports = self.collect_reports  # shown as they come
             self.notices += [f"{member.context}: {n}" for n in member.source.notices]
 
+    def _join(self, member: Member, cluster: Any) -> None:
+        """A member connected since: its source started (its auto-collect reporting into
+        the fleet's list), then shown."""
+        source = cluster.result
+        source.collect_reports = self.collect_reports
+        source.start(on_status=member.on_status)
+        with self._lock:
+            member.cluster, member.source = cluster, source
+            self._adopt(member)
+
     @property
     def context(self) -> str:
         return ", ".join(m.context for m in self.members)
@@ -851,10 +861,7 @@ class FleetSource:
         elif self._stop.is_set():
             cluster.result.stop()
         else:
-            cluster.result.start(on_status=member.on_status)
-            with self._lock:
-                member.cluster, member.source = cluster, cluster.result
-                self._adopt(member)
+            self._join(member, cluster)
 
     def _retrying(self) -> None:
         """Each cluster that failed to start, tried again every RETRY_SECONDS (each try in
@@ -883,10 +890,7 @@ class FleetSource:
             if cluster.connected and self._stop.is_set():
                 cluster.result.stop()
             elif cluster.connected:
-                cluster.result.start(on_status=member.on_status)
-                with self._lock:
-                    member.cluster, member.source = cluster, cluster.result
-                    self._adopt(member)
+                self._join(member, cluster)
             else:
                 member.cluster = cluster
         finally:

@@ -20,6 +20,7 @@ from mignurse.sim.fleet import SimFleet
 from mignurse.tui.app import MigNurseApp
 from mignurse.tui.appstate import NODES
 from mignurse.tui.screens.confirm import ConfirmScreen
+from mignurse.tui.screens.radar import RadarScreen
 
 from .test_node_screen import static_text, until
 from .test_runbook_screens import run_done
@@ -74,7 +75,7 @@ async def test_each_cluster_has_its_status_line_and_the_good_ones_rows_worst_fir
 ) -> None:
     served, kubeconfig = fleet
     app = app_on(kubeconfig, "--context", SELECTION)
-    async with app.run_test(size=(160, 50)):
+    async with app.run_test(size=(160, 50)) as pilot:
         await settled(app)
         lines = lines_of(app)
         assert list(lines) == [*GOOD, "prod-eu", "prod-us"]  # kubeconfig order
@@ -98,6 +99,15 @@ async def test_each_cluster_has_its_status_line_and_the_good_ones_rows_worst_fir
         assert findings and findings[0].severity == "critical"
         assert all(f.summary.split(":")[0] in GOOD for f in findings)
         assert any(f.summary.startswith("sim-healthy: ") for f in findings)
+
+        # the radar: every cluster's repairs about to happen, each node named with its cluster
+        await pilot.press("D")
+        await until(lambda: isinstance(app.screen, RadarScreen) and bool(app.screen.rows()))
+        assert isinstance(app.screen, RadarScreen)
+        nodes_due = [row[1] for row in app.screen.rows()]
+        assert nodes_due and all(n.split("/")[0] in GOOD for n in nodes_due), nodes_due
+        assert any(n.startswith("sim-dcgm-repair-loop/") for n in nodes_due)
+        await pilot.press("escape")
 
         # every good cluster's GPU nodes, as their servers have them, under CLUSTER
         app.open_pool(None)  # every pool's nodes
