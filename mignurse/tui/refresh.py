@@ -406,8 +406,9 @@ class Refresher:
         # Across clusters, each cluster's part is its own latest: one still listing (or one
         # that joins late) never keeps the others' badges, ranks and radar back.
         if update.whole or len(members) > 1:
-            fleet.sort(key=lambda r: r.rank)  # worst first across the clusters (a stable sort)
-            blips.sort(key=lambda b: b.due)
+            if len(members) > 1:  # worst (soonest) first across them; each one's order kept
+                fleet.sort(key=lambda r: r.rank)
+                blips.sort(key=lambda b: b.due)
             self.fleet_base = fleet
             self.badges = badges(diagnosis.findings)
             self.radar = blips
