@@ -37,6 +37,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, 
         served.serve(load_scenario(name), speed=0)
     served.fail("unreachable", "prod-eu", speed=0)
     served.fail("expired", "prod-us", speed=0)
+    served.fail("forbidden", "staging", speed=0)
+    served.fail("hung", "prod-ap", speed=0)
     served.write_kubeconfig()
     yield served, kubeconfig
     served.stop()
@@ -131,6 +133,22 @@ async def test_each_cluster_has_its_status_line_and_the_good_ones_rows_worst_fir
         # grouped by cluster, then pool, as one cluster's table is by pool
         clusters = [row[2] for row in rows]
         assert clusters == sorted(clusters, key=clusters.index) and len(set(clusters)) == 2
+
+
+async def test_rbac_denied_and_timed_out_clusters_say_so_and_never_hold_the_others(
+    fleet: tuple[SimFleet, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MIGNURSE_COMMAND_TIMEOUT", "3")  # each cluster's start deadline
+    _served, kubeconfig = fleet
+    app = app_on(kubeconfig, "--context", "sim-healthy,staging,prod-ap")
+    async with app.run_test(size=(160, 50)):
+        # the good cluster's pools are up while the hung one still has not answered
+        await until(lambda: bool(app._fleet))
+        await until(lambda: "timed out (retrying)" in lines_of(app)["prod-ap"], timeout=60)
+        lines = lines_of(app)
+        assert lines["sim-healthy"].startswith("sim-healthy connected"), lines
+        assert "RBAC denied (retrying): cannot list nodes" in lines["staging"], lines
+        assert {split_key(r.pool)[0] for r in app._fleet} == {"sim-healthy"}
 
 
 async def test_an_action_goes_to_the_highlighted_nodes_own_cluster_only(
@@ -314,3 +332,14 @@ async def test_a_cluster_whose_watch_broke_says_stale_since_until_it_recovers(
         await until(
             lambda: lines_of(app)["sim-healthy"].startswith("sim-healthy connected"), timeout=30
         )
+
+
+def test_a_glob_that_selects_one_context_is_the_one_cluster_app(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    app = app_on(kubeconfig, "--context", "sim-heal*")
+    try:
+        assert isinstance(app.source, LiveSource) and app.source.context == "sim-healthy"
+    finally:
+        app.source.stop()
