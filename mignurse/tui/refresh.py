@@ -383,7 +383,9 @@ class Refresher:
             if lacks and prefix:
                 lacks = f"{prefix}: {lacks}"
             lacking += [lacks] if lacks else []
-            shift = app_now - inp.now  # the cluster's clock onto the app's
+            # A live cluster's clock onto the app's, so that a countdown reads its own time;
+            # a bundle's deadlines are moments then, shown as they were (no shift).
+            shift = timedelta(0) if part.read_only_reason else app_now - inp.now
             own: list[RuleResult] = []
             for result in diagnose_stream(inp, rules=rules):
                 own.append(result)

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Static
 
 from mignurse.cli import build_parser, main
 from mignurse.cli.app import bundle_app, live_app
-from mignurse.session import FleetSource, LiveSource, split_key
+from mignurse.session import BundleSource, FleetSource, LiveSource, split_key
 from mignurse.sim import load_scenario
 from mignurse.sim.fleet import SimFleet
 from mignurse.tui.app import MigNurseApp
@@ -264,11 +264,16 @@ async def test_open_two_bundles_is_one_read_only_view_named_by_their_contexts(
         assert "READ-ONLY (bundles are read-only)" in app.sub_title
         findings = app.diagnosis.findings if app.diagnosis else []
         assert findings[0].summary.startswith("sim-dcgm-repair-loop: ")
+        # each bundle's deadlines are the moments it alone gives (judged at its own time)
+        alone, _rows = BundleSource(bundles[1]).assess()
+        wanted = {(f.id, f.deadline) for f in alone.findings}
+        got = {
+            (f.id, f.deadline) for f in findings if f.summary.startswith("sim-dcgm-repair-loop: ")
+        }
+        assert got == wanted and any(deadline for _, deadline in got)
 
 
 def test_open_one_bundle_is_the_bundle_source_as_ever(bundles: list[Path]) -> None:
-    from mignurse.session import BundleSource
-
     app = bundle_app(build_parser().parse_args(["open", str(bundles[0])]))
     assert isinstance(app, MigNurseApp) and isinstance(app.source, BundleSource)
 
