@@ -13,6 +13,7 @@ import contextlib
 import time
 from typing import Any
 
+from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.css.query import NoMatches
@@ -22,7 +23,7 @@ from mignurse.cluster.client import ClusterError
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.model import Pod, format_time
-from mignurse.session import part_of
+from mignurse.session import part_of, split_key
 from mignurse.tui.appstate import NODES, AppState
 from mignurse.tui.detail import evidence_detail, node_detail
 from mignurse.tui.shown import DataTable
@@ -125,7 +126,7 @@ class DetailPane(AppState):
             snapshot=state.node_view(name, taken_at=now), now=now, history=source.last_history
         )
         runbooks = list(dict.fromkeys(r for f in findings for r in f.runbooks))
-        return node_detail(
+        detail = node_detail(
             node,
             node_timeline(view, name),
             now,
@@ -135,6 +136,12 @@ class DetailPane(AppState):
             runbooks=[] if self.read_only else runbooks,
             full=full,
         )
+        context = split_key(key)[0]
+        if not context:
+            return detail
+        # across clusters: whose node this is, as its own API server answers for it
+        where = Text.assemble(("cluster ", "dim"), (context, "bold"), f" · {source.cluster}")
+        return Group(where, detail)
 
     def pods_of(self, name: str) -> list[Pod] | str | None:
         """The node's pods as last fetched (a string: why they could not be read)."""

@@ -167,6 +167,9 @@ async def test_an_action_goes_to_the_highlighted_nodes_own_cluster_only(
         _context, name = split_key(key)
         app.jump_to_node(key)
         await until(lambda: app.view == NODES and app.highlighted_node() == key)
+        detail = app.query_one("#detail", Static)
+        await until(lambda: "cluster sim-healthy" in static_text(detail))
+        assert name in static_text(detail)
         pinned = app.pinned()
         assert pinned is not None
         part, names = pinned
