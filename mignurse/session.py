@@ -911,8 +911,9 @@ class FleetSource:
                 if cluster.status == "rbac-denied":
                     verb = getattr(cluster.error, "verb", "")
                     resource = getattr(cluster.error, "resource", "")
-                    if verb and resource:
-                        rest = f"cannot {verb} {resource}: {rest}"
+                    refused = f"cannot {verb} {resource}"
+                    if verb and resource and refused not in rest:  # the client's says it
+                        rest = f"{refused}: {rest}"
                 retry = " (retrying)" if self._retry is not None else ""
                 lines.append((member.context, cluster.status_words + retry, rest))
                 continue
