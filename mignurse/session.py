@@ -737,3 +737,342 @@ class BuildingSource:
 
     def stop(self) -> None:
         return None
+
+
+# -- several clusters ---------------------------------------------------------------------
+
+RETRY_SECONDS = 30.0  # a cluster that failed to start is tried again this often
+SEP = "/"  # a key across clusters: "CONTEXT/NAME" (node and pool names never hold a "/")
+
+
+def qualified(context: str, name: str) -> str:
+    """A node's (or pool's) key in a view across clusters; "" is the one-cluster view's."""
+    return f"{context}{SEP}{name}" if context else name
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(context, name) of a key; ("", key) for a one-cluster key."""
+    context, sep, name = key.rpartition(SEP)
+    return (context, name) if sep else ("", key)
+
+
+def parts(source: Any) -> list[tuple[str, Any]]:
+    """The per-cluster sources a face reads, each with the prefix of its keys: the connected
+    members of a `FleetSource`, or the one source itself with no prefix (the one-element
+    list: one cluster goes through the same loop, its keys unchanged)."""
+    if isinstance(source, FleetSource):
+        return source.parts()
+    return [("", source)]
+
+
+def part_of(source: Any, key: str) -> tuple[Any, str]:
+    """The per-cluster source that holds `key`, and the name there (a plain source: itself)."""
+    if isinstance(source, FleetSource):
+        return source.part_of(key)
+    return source, key
+
+
+class Member:
+    """One cluster of a `FleetSource`: its `fleet.Cluster` record (status, the line that
+    says why it is not connected, the login command, version and skew), its source once it
+    started, and its watches' state ("stale since T" when one broke)."""
+
+    def __init__(self, cluster: Any, source: Any | None = None) -> None:
+        self.cluster = cluster
+        self.source = source
+        self.statuses: dict[str, ResourceStatus] = {}
+        self.tried_at = time.monotonic()
+        self.trying = False  # a try to start it is under way
+
+    @property
+    def context(self) -> str:
+        return str(self.cluster.context)
+
+    def on_status(self, status: ResourceStatus) -> None:
+        self.statuses[status.plural] = status  # a dict write from a watch thread
+
+    def stale(self) -> ResourceStatus | None:
+        """A watch that broke and has not recovered, if any."""
+        return next((s for s in list(self.statuses.values()) if s.error), None)
+
+
+class FleetState:
+    """What the app asks of `source.state` across clusters, each key routed to its cluster."""
+
+    def __init__(self, fleet: FleetSource) -> None:
+        self._fleet = fleet
+        self.karpenter = False
+
+    def _at(self, key: str) -> tuple[ClusterState | None, str]:
+        part, name = self._fleet.part_of(key)
+        return (part.state if part is not None else None), name
+
+    def node(self, key: str) -> Node | None:
+        state, name = self._at(key)
+        return state.node(name) if state is not None else None
+
+    def nodeclaim(self, key: str) -> Any:
+        state, name = self._at(key)
+        return state.nodeclaim(name) if state is not None else None
+
+    def node_names(self) -> list[str]:
+        return sorted(
+            qualified(prefix, name)
+            for prefix, part in self._fleet.parts()
+            for name in part.state.node_names()
+        )
+
+    def take_changes(self) -> tuple[set[str], bool]:
+        dirty: set[str] = set()
+        other = False
+        for prefix, part in self._fleet.parts():
+            names, changed = part.state.take_changes()
+            dirty |= {qualified(prefix, n) for n in names}
+            other = other or changed
+        return dirty, other
+
+
+class FleetSource:
+    """Several clusters (or bundles) in one view: a list of `Member`s, each with its own
+    source (watches, history, diagnosis input, clock) once connected. Keys are
+    "CONTEXT/NAME"; `part_of` finds a key's cluster, so an action goes to that cluster's
+    own client only. A cluster that failed to start is tried again in the background every
+    RETRY_SECONDS (`retry`), and its status line follows.
+
+    A live fleet starts with every member pending: `connect` runs in the background
+    (`cluster.fleet.run_fleet` with a progress callback), so the screen comes at once and
+    each cluster joins as it ends, the slowest never holding the others."""
+
+    client: ClusterClient | None = None
+    watcher: ClusterWatcher | None = None
+    karpenter_settings: KarpenterSettings | None = None
+
+    def __init__(
+        self,
+        members: list[Member],
+        *,
+        connect: Callable[[Callable[[Any], None]], Any] | None = None,
+        retry: Callable[[str], Any] | None = None,
+        read_only_reason: str = "",
+    ) -> None:
+        self.members = members
+        self._connect = connect  # runs every pending member's start, telling each as it ends
+        self._retry = retry  # context → its `fleet.Cluster`, connected (a source) or not
+        self.read_only_reason = read_only_reason
+        self.state = FleetState(self)
+        self.collect_reports: list[str] = []
+        self.last_history = History()
+        self.bundle_dir = Path.cwd()
+        self.notices: list[str] = []
+        self._on_status: Callable[[ResourceStatus], None] | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        for member in members:
+            self._adopt(member)
+
+    def _adopt(self, member: Member) -> None:
+        if member.source is not None:
+            member.source.collect_reports = self.collect_reports  # shown as they come
+            self.notices += [f"{member.context}: {n}" for n in member.source.notices]
+
+    def _join(self, member: Member, cluster: Any) -> None:
+        """A member connected since: its source started (its auto-collect reporting into
+        the fleet's list), then shown."""
+        source = cluster.result
+        source.collect_reports = self.collect_reports
+        source.start(on_status=member.on_status)
+        with self._lock:
+            member.cluster, member.source = cluster, source
+            self._adopt(member)
+
+    @property
+    def context(self) -> str:
+        return ", ".join(m.context for m in self.members)
+
+    @property
+    def cluster(self) -> str:
+        return f"{len(self.members)} clusters"
+
+    @property
+    def simulated(self) -> str | None:
+        """The simulated clusters' words, joined (None: none is simulated)."""
+        said = {part.simulated for _, part in self.parts() if part.simulated}
+        return ", ".join(sorted(said)) or None
+
+    @property
+    def karpenter(self) -> bool:
+        return any(part.karpenter for _, part in self.parts())
+
+    def parts(self) -> list[tuple[str, Any]]:
+        with self._lock:
+            return [(m.context, m.source) for m in self.members if m.source is not None]
+
+    def member(self, context: str) -> Member | None:
+        return next((m for m in self.members if m.context == context), None)
+
+    def part_of(self, key: str) -> tuple[Any, str]:
+        context, name = split_key(key)
+        member = self.member(context)
+        return (member.source if member is not None else None), name
+
+    def now(self) -> datetime:
+        """The app's own clock: each cluster's times are judged by that cluster's (`parts`)."""
+        for _, part in self.parts():
+            return part.now()
+        return datetime.now(UTC)
+
+    def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
+        self._on_status = on_status
+        for member in self.members:
+            if member.source is not None:
+                member.source.start(on_status=member.on_status)
+        connect = self._connect
+        if connect is not None:
+            threading.Thread(
+                target=connect, args=(self._arrived,), name="fleet-connect", daemon=True
+            ).start()
+        if self._retry is not None:
+            threading.Thread(target=self._retrying, name="fleet-retry", daemon=True).start()
+
+    def _arrived(self, cluster: Any) -> None:
+        """A pending member's start ended (on the connecting thread): it joins the view, or
+        its status line says why not and the retries take it from there."""
+        member = next(
+            (m for m in self.members if m.source is None and m.context == cluster.context), None
+        )
+        if member is None:
+            return
+        member.tried_at = time.monotonic()
+        if not cluster.connected:
+            member.cluster = cluster
+        elif self._stop.is_set():
+            cluster.result.stop()
+        else:
+            self._join(member, cluster)
+
+    def _retrying(self) -> None:
+        """Each cluster that failed to start, tried again every RETRY_SECONDS (each try in
+        a thread of its own: a hung one never holds the others)."""
+        while not self._stop.wait(1.0):
+            due = [
+                m
+                for m in self.members
+                if m.source is None
+                and m.cluster.status  # pending: its first start has not ended
+                and not m.trying
+                and time.monotonic() - m.tried_at >= RETRY_SECONDS
+            ]
+            for member in due:
+                member.trying = True
+                threading.Thread(
+                    target=self._try, args=(member,), name="fleet-retry-one", daemon=True
+                ).start()
+
+    def _try(self, member: Member) -> None:
+        """One try: `retry` answers a `fleet.Cluster` for the context, connected with its
+        source as `result`, or how it failed (its status line then says so)."""
+        assert self._retry is not None
+        try:
+            cluster = self._retry(member.context)
+            if cluster.connected and self._stop.is_set():
+                cluster.result.stop()
+            elif cluster.connected:
+                self._join(member, cluster)
+            else:
+                member.cluster = cluster
+        finally:
+            member.tried_at = time.monotonic()
+            member.trying = False
+
+    def status_lines(self) -> list[tuple[str, str, str]]:
+        """Each cluster's status line: (context, its state in words, the rest), the
+        clusters in their order."""
+        lines = []
+        for member in self.members:
+            cluster = member.cluster
+            if member.source is None and not cluster.status:
+                lines.append((member.context, "connecting…", ""))
+                continue
+            if member.source is None:
+                rest = cluster.message
+                if cluster.status == "rbac-denied":
+                    verb = getattr(cluster.error, "verb", "")
+                    resource = getattr(cluster.error, "resource", "")
+                    refused = f"cannot {verb} {resource}"
+                    if verb and resource and refused not in rest:  # the client's says it
+                        rest = f"{refused}: {rest}"
+                retry = " (retrying)" if self._retry is not None else ""
+                lines.append((member.context, cluster.status_words + retry, rest))
+                continue
+            stale = member.stale()
+            if stale is not None:
+                since = stale.stale_since
+                when = f"{since.astimezone(UTC):%H:%M:%SZ}" if since else "?"
+                lines.append((member.context, f"stale since {when}", str(stale.error)))
+                continue
+            words = []
+            if cluster.version:
+                words.append(cluster.version)
+            if cluster.clock_skew is not None and abs(cluster.clock_skew) >= 1:
+                words.append(f"clock {cluster.clock_skew:+.0f} s")
+            if member.source.read_only_reason:
+                words.append(f"bundle as of {member.source.now():%Y-%m-%d %H:%MZ}")
+            elif not member.source.listed():
+                words.append("listing…")
+            state = "connected" if not member.source.read_only_reason else "opened"
+            lines.append((member.context, state, " · ".join(words)))
+        return lines
+
+    def synced(self) -> bool:
+        return all(part.synced() for _, part in self.parts())
+
+    def listed(self) -> bool:
+        return all(part.listed() for _, part in self.parts())
+
+    def early_snapshot(self) -> Snapshot | None:
+        return None
+
+    def judge_stage(self) -> int:
+        """The least a diagnosis would judge of the clusters that have listed something (one
+        still listing, or joining late, never holds the others' diagnosis back)."""
+        stages = [stage for _, part in self.parts() if (stage := part.judge_stage())]
+        return min(stages, default=NOTHING_YET)
+
+    def diagnosis_input(self) -> tuple[DiagnosisInput, str]:
+        raise ValueError("several clusters: each is judged by its own clock (`parts`)")
+
+    def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
+        raise ValueError("several clusters: each is judged by its own clock (`parts`)")
+
+    def evidence(self, key: str) -> NodeEvidence | None:
+        part, name = self.part_of(key)
+        return part.evidence(name) if part is not None else None
+
+    def evidence_only(self) -> list[NodeEvidence]:
+        return []  # each part's, read through `parts`
+
+    def pods(self, key: str) -> list[Pod]:
+        part, name = self.part_of(key)
+        return part.pods(name) if part is not None else []
+
+    def collect_nodes(
+        self, keys: list[str], progress: Callable[[str, str], None]
+    ) -> tuple[Path, dict[str, Any]]:
+        """The nodes' bundle from their one cluster (a bundle is one cluster's)."""
+        where = {split_key(k)[0] for k in keys}
+        if len(where) > 1:
+            raise ValueError(f"the nodes are in {len(where)} clusters: collect one cluster's")
+        part, _ = self.part_of(keys[0])
+        if part is None:
+            raise ValueError(f"{split_key(keys[0])[0]}: not connected")
+        return part.collect_nodes([split_key(k)[1] for k in keys], progress)
+
+    def auto_tick(self) -> None:
+        return None  # each part's, from the refresh (`parts`)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            sources = [m.source for m in self.members if m.source is not None]
+        for source in sources:
+            source.stop()

@@ -211,11 +211,11 @@ def test_a_hung_cluster_times_out_alone_and_the_others_print(
     assert named == gpu_nodes(served, "sim-healthy")
 
 
-def test_the_app_and_the_offline_diagnosis_take_one_context(
+def test_unlock_and_the_offline_diagnosis_take_one_context(
     fleet: tuple[SimFleet, Path],
 ) -> None:
     _served, kubeconfig = fleet
-    for command in ([], ["unlock", "n1"]):
+    for command in (["unlock", "n1"], ["run", "cordon", "--node", "n1"]):
         refused = mignurse(kubeconfig, "--context", "sim-*", *command)
         assert refused.returncode == 2, command
         assert refused.stderr.count("\n") == 1, refused.stderr

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from mignurse.cli.common import EXIT_OK, UserError, access_for, connect, positive_speed
+from mignurse.cli.common import EXIT_OK, UserError, access_for, positive_speed, say_busy
 
 DEMO_DEFAULT_SCENARIO = "dcgm-repair-loop"
 DEMO_DEFAULT_SPEED = 10.0
@@ -20,13 +20,19 @@ DEMO_DEFAULT_SPEED = 10.0
 def add_parsers(sub: Any) -> None:
     opened = sub.add_parser(
         "open",
-        help="the app on a support bundle, read-only, for post-mortems and vendor support",
+        help="the app on support bundles, read-only, for post-mortems and vendor support",
         description="Shows a bundle written by `mignurse collect` (or a folder of `kubectl get "
         "-o json` dumps) in the terminal app, judged at the moment it was collected: the "
-        "fleet view, each node with its timeline and the evidence collected on it. Nothing "
-        "can be changed from it.",
+        "fleet view, each node with its timeline and the evidence collected on it. Several "
+        "bundles open as one view across them, each under its recorded context (else its "
+        "file name), each judged at its own moment. Nothing can be changed from it.",
     )
-    opened.add_argument("bundle", metavar="BUNDLE", help="a .tar.gz bundle or a folder")
+    opened.add_argument(
+        "bundle",
+        metavar="BUNDLE",
+        nargs="+",
+        help="a .tar.gz bundle or a folder; several: one view",
+    )
     opened.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
     )
@@ -84,49 +90,99 @@ def simulated_label(kubeconfig: str | None, cluster: str) -> str | None:
 
 
 def live_app(args: argparse.Namespace) -> Any:
-    """The app on the current (or `--context`) cluster, built as `mignurse` builds it."""
-    from mignurse.cluster.client import ClusterClient
-    from mignurse.cluster.kubeconfig import list_contexts
+    """The app on the current (or `--context`) cluster, or on every context a selection
+    names (`--context a,b`, `'prod-*'`, `--all-contexts`), built as `mignurse` builds it."""
+    from mignurse.cluster.contexts import select_contexts
+
+    contexts = select_contexts(args.kubeconfig, args.context, bool(args.all_contexts))
+    return fleet_app(args, contexts)
+
+
+def history_path_for(info: Any) -> tuple[Path | None, str]:
+    """The history file the app keeps for a cluster (`paths.history_file`: one file and one
+    writer per cluster), and why none is kept ("" when one is): the one place the app picks
+    it."""
     from mignurse.paths import history_file
-    from mignurse.session import LiveSource
-    from mignurse.tui.app import make_app
     from mignurse.untrusted import folder_problem
 
-    client = connect(args)
-    history_path = history_file(client.info)
-    unusable = folder_problem(history_path.parent)
-    access = access_for(args)
-    source = LiveSource(
-        client,
-        simulated=simulated_label(args.kubeconfig, client.info.cluster),
-        history_path=None if unusable else history_path,
-        auto_collect=_auto_collect_dir(args),
-        access=access,
-    )
-    if unusable:  # the app works without its history; it says why there is none
-        source.notices.append(f"history not kept: XDG_STATE_HOME: {unusable}")
-    source.check()  # a dead endpoint or RBAC refusal is one line here, not a broken screen
+    path = history_file(info)
+    unusable = folder_problem(path.parent)
+    return (None, unusable) if unusable else (path, "")
 
-    def connect_to(context: str) -> LiveSource:
-        """Another context of the same kubeconfig, from the palette (off the UI thread)."""
-        other_client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=context)
-        other = LiveSource(
-            other_client,
-            simulated=simulated_label(args.kubeconfig, other_client.info.cluster),
-            history_path=history_file(other_client.info),
+
+def fleet_app(args: argparse.Namespace, contexts: list[str | None]) -> Any:
+    """The app on these contexts of `args.kubeconfig` (None: the current one), each
+    connected and started side by side through `cluster.fleet.run_fleet` (at most
+    `PARALLEL` at once, each under its own deadline), each a `LiveSource` of its own. One
+    context is the one-element list: its source is the app's, and a failure to connect is
+    one line, as ever. With several, the app holds them all (`session.FleetSource`) and
+    opens at once: each cluster joins as its start ends, and one that failed shows its
+    status line and is tried again in the background."""
+    from mignurse.cluster.fleet import Cluster, FleetRequest, run_fleet
+    from mignurse.cluster.kubeconfig import list_contexts
+    from mignurse.session import FleetSource, LiveSource, Member
+    from mignurse.tui.app import make_app
+    from mignurse.untrusted import COMMAND_SECONDS
+
+    access = access_for(args)
+    auto_collect = _auto_collect_dir(args)
+    several = len(contexts) > 1
+
+    def started(client: Any) -> LiveSource:
+        """A cluster's source, checked (one small request: a dead endpoint or an RBAC
+        refusal ends here, not in a broken screen); on run_fleet's thread."""
+        history_path, unusable = history_path_for(client.info)
+        source = LiveSource(
+            client,
+            simulated=simulated_label(args.kubeconfig, client.info.cluster),
+            history_path=history_path,
+            auto_collect=auto_collect,
             access=access,
         )
-        other.check()
-        return other
+        if unusable:  # the app works without its history; it says why there is none
+            source.notices.append(f"history not kept: XDG_STATE_HOME: {unusable}")
+        source.check()
+        return source
 
-    def contexts() -> list[str]:
+    def request(selected: tuple[str | None, ...]) -> FleetRequest[LiveSource]:
+        return FleetRequest(
+            args.kubeconfig,
+            selected,
+            started,
+            # one cluster waits as long as it must, as the app always has; several: each
+            # start under its own deadline, so that a hung one never holds the others
+            seconds=COMMAND_SECONDS.value() if several else None,
+            on_busy=None if several else say_busy,  # several: each status line says it
+            versions=several,
+            keep=True,
+        )
+
+    def connect_to(context: str) -> Any:
+        """Another context of the same kubeconfig, from the palette (off the UI thread)."""
+        (other,) = run_fleet(request((context,)))
+        if other.error is not None:
+            raise other.error
+        return other.result
+
+    def contexts_of() -> list[str]:
         return list_contexts(args.kubeconfig)  # read within the kubeconfig's bounds
 
+    if not several:
+        (cluster,) = run_fleet(request(tuple(contexts)))
+        if cluster.error is not None:
+            raise cluster.error
+        source: Any = cluster.result
+    else:
+        source = FleetSource(
+            [Member(Cluster(context or "")) for context in contexts],
+            connect=lambda arrived: run_fleet(request(tuple(contexts)), progress=arrived),
+            retry=lambda context: run_fleet(request((context,)))[0],
+        )
     return make_app(
         source,
         read_only=args.read_only,
         connect=connect_to,
-        contexts=contexts,
+        contexts=contexts_of,
         light=args.light,
     )
 
@@ -166,19 +222,38 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def bundle_app(args: argparse.Namespace) -> Any:
-    """The app on a bundle (or a folder of dumps), read-only, as `mignurse open` builds it."""
+    """The app on a bundle (or a folder of dumps), read-only, as `mignurse open` builds it;
+    on several, one view across them (`session.FleetSource`), each bundle a cluster named
+    by the context it recorded, else by its file name."""
+    from mignurse.cluster.fleet import CONNECTED, Cluster
     from mignurse.diagnose.sources import SourceError
-    from mignurse.session import BundleSource
+    from mignurse.session import BundleSource, FleetSource, Member
     from mignurse.tui.app import make_app
 
-    path = Path(args.bundle)
-    if not path.exists():
-        raise UserError(f"{path}: no such file or folder")
-    try:
-        source = BundleSource(path)
-    except (SourceError, ValueError) as exc:
-        raise UserError(str(exc)) from None
-    return make_app(source, light=args.light)
+    paths = [Path(p) for p in ([args.bundle] if isinstance(args.bundle, str) else args.bundle)]
+    sources = []
+    for path in paths:
+        if not path.exists():
+            raise UserError(f"{path}: no such file or folder")
+        try:
+            sources.append(BundleSource(path))
+        except (SourceError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+    if len(sources) == 1:
+        return make_app(sources[0], light=args.light)
+    members = []
+    named: set[str] = set()
+    for source in sources:
+        name = source.context if source.context not in named else source.path.name
+        number = 2
+        while name in named:  # the same bundle twice, or two of one name
+            name, number = f"{source.path.name}#{number}", number + 1
+        named.add(name)
+        cluster: Cluster[BundleSource] = Cluster(name)
+        cluster.cluster, cluster.status, cluster.result = source.cluster, CONNECTED, source
+        members.append(Member(cluster, source))
+    fleet: Any = FleetSource(members, read_only_reason="bundles are read-only")
+    return make_app(fleet, light=args.light)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

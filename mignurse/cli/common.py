@@ -33,16 +33,16 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     group.add_argument(
         "--context",
         default=default,
-        help="kubeconfig context (default: the current one); nodes, diagnose, radar, inventory, "
-        "collect and watch take several: "
+        help="kubeconfig context (default: the current one); the app, nodes, diagnose, radar, "
+        "inventory, collect and watch take several: "
         "names and globs joined by commas ('prod-*,staging')",
     )
     group.add_argument(
         "--all-contexts",
         action="store_true",
         default=False if top else argparse.SUPPRESS,
-        help="nodes, diagnose, radar, inventory, collect and watch: every context of the "
-        "kubeconfig",
+        help="the app, nodes, diagnose, radar, inventory, collect and watch: every context of "
+        "the kubeconfig",
     )
     if "--debug" not in parser._option_string_actions:
         parser.add_argument(
@@ -117,7 +117,7 @@ def one_context(args: argparse.Namespace, what: str) -> None:
     if several(getattr(args, "context", None), bool(getattr(args, "all_contexts", False))):
         raise UserError(
             f"{what} works on one context at a time: give one --context NAME "
-            "(nodes, diagnose, radar, inventory, collect and watch take several)"
+            "(the app, nodes, diagnose, radar, inventory, collect and watch take several)"
         )
 
 
@@ -217,7 +217,7 @@ def connect(args: argparse.Namespace) -> Any:
     from mignurse.untrusted import COMMAND_SECONDS
 
     command = getattr(args, "command", None)
-    one_context(args, f"`mignurse {command}`" if command else "the app, for now,")
+    one_context(args, f"`mignurse {command}`")
     client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
     client.on_busy = say_busy  # the app's own status line shows it too, once it runs
     if getattr(args, "command", None) in BOUNDED_COMMANDS:

@@ -333,6 +333,11 @@ class ClusterClient:
         self._command_seconds = seconds
         self._command_deadline = time.monotonic() + seconds
 
+    def unlimit_command(self) -> None:
+        """No deadline from here on: a connection kept for watches after its first, bounded
+        reads (the app's clusters, `fleet.FleetRequest(keep=True)`)."""
+        self._command_deadline = None
+
     def busy(self) -> str:
         """While a request waits out a Retry-After: the line that says so, with the seconds
         left; else ""."""

@@ -93,7 +93,9 @@ class FleetRequest(Generic[T]):
     thread of its own) and its value becomes that Cluster's `result`; `seconds` is each
     cluster's deadline for its reads (None: none); `on_busy` is told of a Retry-After
     wait, one line; `versions`: read each API server's `/version` beside (a request, and
-    a TLS handshake, that a face which shows no version is spared)."""
+    a TLS handshake, that a face which shows no version is spared); `keep`: a connection
+    whose read succeeded stays open, without a deadline from then on, for the `result`
+    that uses it (the app's per-cluster sources, which watch for as long as they live)."""
 
     def __init__(
         self,
@@ -104,7 +106,9 @@ class FleetRequest(Generic[T]):
         seconds: int | None = None,
         on_busy: Callable[[str], None] | None = None,
         versions: bool = True,
+        keep: bool = False,
     ) -> None:
+        self.keep = keep
         self.kubeconfig = kubeconfig
         self.contexts = contexts
         self.read = read
@@ -203,6 +207,7 @@ def _read_one(cluster: Cluster[T], context: str | None, request: FleetRequest[T]
 
     client = ClusterClient.connect(kubeconfig=request.kubeconfig, context=context)
     cluster._client = client
+    kept = False
     cluster.context = client.info.context
     cluster.cluster = client.info.cluster
     cluster.server = client.info.server
@@ -219,11 +224,17 @@ def _read_one(cluster: Cluster[T], context: str | None, request: FleetRequest[T]
         cluster.version = version_read()
         cluster.now = client.server_now()
         cluster.clock_skew = round((cluster.now - datetime.now(UTC)).total_seconds(), 1) + 0.0
+        kept = request.keep
     finally:
-        client.close()
+        if not kept:
+            client.close()
     if not cluster._done.is_set():  # not given up on meanwhile
+        if kept:
+            client.unlimit_command()
         cluster.result = result
         cluster.status = CONNECTED
+    elif kept:
+        client.close()
 
 
 def _version(client: ClusterClient) -> str:

@@ -38,13 +38,13 @@ from textual.widgets import ContentSwitcher, Footer, Header, Input
 from mignurse.fleetview import RepairState
 from mignurse.nodeview import short_name
 from mignurse.render import as_of_words
-from mignurse.session import BuildingSource, Source
+from mignurse.session import BuildingSource, Source, part_of, split_key
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS, Notice
 from mignurse.tui.detail import sorted_findings
 from mignurse.tui.navigation import Navigation
 from mignurse.tui.pages import describe_page, findings_page, journal_pages
 from mignurse.tui.palette import MigNurseCommands
-from mignurse.tui.refresh import column_label
+from mignurse.tui.refresh import column_label, local_findings
 from mignurse.tui.screens.help import HelpScreen
 from mignurse.tui.screens.pager import PagerScreen
 from mignurse.tui.selection import Selection
@@ -96,6 +96,7 @@ class MigNurseApp(Navigation, SourceSwitching):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="status")
+        yield Static(id="clusters")  # several clusters: a status line each
         yield Static("Diagnosing…", id="findings")
         with ContentSwitcher(initial=VIEW_IDS[FLEET], id="views"):
             with Vertical(id=VIEW_IDS[FLEET]):
@@ -203,7 +204,10 @@ class MigNurseApp(Navigation, SourceSwitching):
     def runbook_names(self) -> list[str]:
         from mignurse.tui import runbooks
 
-        return runbooks.runbook_names(self.source, self.selection())
+        pinned = self.pinned()
+        if pinned is None:
+            return []
+        return runbooks.runbook_names(pinned[0], self.selection())
 
     def targets(self) -> list[str]:
         """What `c`, `x` and `R` act on: the marked nodes the cluster still has, else the
@@ -212,33 +216,60 @@ class MigNurseApp(Navigation, SourceSwitching):
         marked = [n for n in sorted(self.marks) if state.node(n) is not None]
         return marked or [n for n in [self.highlighted_node()] if n and state.node(n) is not None]
 
+    def pinned(self, names: list[str] | None = None) -> tuple[Source, list[str]] | None:
+        """The one cluster an action on these nodes (else the targets) goes to: its own
+        source (client, shells, runbooks) and the nodes' names there. Across clusters, the
+        highlighted node's cluster, or None when the marked nodes are in several (said to
+        the operator): an action never spans clusters."""
+        keys = self.targets() if names is None else names
+        contexts = {split_key(k)[0] for k in keys}
+        if len(contexts) > 1:
+            self.notify(
+                f"The marked nodes are in {len(contexts)} clusters: act on one cluster's "
+                "nodes at a time.",
+                severity="warning",
+                timeout=6,
+            )
+            return None
+        key = keys[0] if keys else (self.highlighted_node() or "")
+        source, _ = part_of(self.source, key) if split_key(key)[0] else (self.source, key)
+        if source is None:
+            return None
+        return source, [split_key(k)[1] for k in keys]
+
     def selection(self, names: list[str] | None = None) -> Selection:
         """The marked nodes, else the highlighted one (or the `names` given), with what the
-        app knows about them: what the runbook screens read."""
-        state = self.source.state
-        names = self.targets() if names is None else names
+        app knows about them: what the runbook screens read. Across clusters, as the one
+        cluster they are in has them (`pinned`)."""
+        keys = self.targets() if names is None else names
+        prefix = split_key(keys[0])[0] if keys else ""
+        source, _ = part_of(self.source, keys[0]) if prefix else (self.source, "")
+        source = source or self.source
+        state = source.state
+        names = [n for k, n in map(split_key, keys) if k == prefix]
         objects = {n: node for n in names if (node := state.node(n)) is not None}
-        findings = self._diagnosis.findings if self._diagnosis else []
+        findings = local_findings(prefix, self._diagnosis.findings if self._diagnosis else [])
+        gpu = [n for k, n in map(split_key, self._gpu_names) if k == prefix]
         return Selection(
             nodes=tuple(n for n in names if n in objects),
-            cluster=self.source.cluster,
-            read_only_reason=self.source.read_only_reason
+            cluster=source.cluster,
+            read_only_reason=source.read_only_reason
             or ("--read-only" if self.user_read_only else ""),
             findings=tuple(sorted_findings(findings)),
             node_objects=objects,
-            repair=self._repair_state(list(objects.values())),
-            gpu_nodes=tuple(self._gpu_names or state.node_names()),
+            repair=self._repair_state(source, list(objects.values())),
+            gpu_nodes=tuple(gpu or state.node_names()),
         )
 
-    def _repair_state(self, nodes: list[Any]) -> RepairState | None:
+    def _repair_state(self, source: Source, nodes: list[Any]) -> RepairState | None:
         """Karpenter's node repair for these nodes, as the fleet's REPAIR column reads it
         (None: unknown, or not Karpenter's pool). Settings asked for before the last run
         finished are unknown: that run may have paused or resumed repair, and the runbook's
         own plan reads the gate live."""
-        settings = getattr(self.source, "karpenter_settings", None)
-        if not self.source.karpenter or settings is None or settings.node_repair is None:
+        settings = getattr(source, "karpenter_settings", None)
+        if not source.karpenter or settings is None or settings.node_repair is None:
             return None
-        if getattr(self.source, "karpenter_read_at", float("inf")) < self._changed_at:
+        if getattr(source, "karpenter_read_at", float("inf")) < self._changed_at:
             return None
         if any(node.pool_kind != "nodepool" for node in nodes):
             return None  # a node group's or Auto Mode's repair is not Karpenter's gate
@@ -247,17 +278,23 @@ class MigNurseApp(Navigation, SourceSwitching):
     def start_runbook(self, name: str) -> None:
         from mignurse.tui import runbooks
 
-        runbooks.start_runbook(self, self.source, self.selection(), name)
+        pinned = self.pinned()
+        if pinned is not None:
+            runbooks.start_runbook(self, pinned[0], self.selection(), name)
 
     def action_runbooks(self) -> None:
         from mignurse.tui import runbooks
 
-        runbooks.open_picker(self, self.source, self.selection())
+        pinned = self.pinned()
+        if pinned is not None:
+            runbooks.open_picker(self, pinned[0], self.selection())
 
     def action_cordon(self) -> None:
         from mignurse.tui import runbooks
 
-        runbooks.cordon_nodes(self, self.source, self.selection())
+        pinned = self.pinned()
+        if pinned is not None:
+            runbooks.cordon_nodes(self, pinned[0], self.selection())
 
     def action_audit(self) -> None:
         from mignurse.tui.screens.audit import AuditScreen
@@ -280,17 +317,16 @@ class MigNurseApp(Navigation, SourceSwitching):
             if chosen is None:
                 return
             node, action = chosen
-            if self.source.state.node(node) is None:
+            pinned = self.pinned([node])  # the node's own cluster
+            if self.source.state.node(node) is None or pinned is None:
                 self.notify(f"{short_name(node)} is gone from the cluster.", timeout=5)
             elif action == "collect":
                 self.notify(f"Collecting {short_name(node)}…", timeout=4)
                 self._collect_nodes(self.source, [node])
             elif action == "pause":
-                runbooks.start_runbook(
-                    self, self.source, self.selection([node]), "pause-node-repair"
-                )
+                runbooks.start_runbook(self, pinned[0], self.selection([node]), "pause-node-repair")
             else:
-                runbooks.cordon_nodes(self, self.source, self.selection([node]))
+                runbooks.cordon_nodes(self, pinned[0], self.selection([node]))
 
         screen = RadarScreen(
             self._refresher.radar,
@@ -367,6 +403,8 @@ class MigNurseApp(Navigation, SourceSwitching):
         if not names:
             self.notify("Highlight or mark (space) a node to collect it.", timeout=4)
             return
+        if self.pinned(names) is None:
+            return  # in several clusters: a bundle is one cluster's
         self.notify(f"Collecting {len(names)} node(s)…", timeout=4)
         self._collect_nodes(self.source, names)
 

@@ -29,7 +29,7 @@ from mignurse.fleetview import PoolRow
 from mignurse.inert import inert, inert_markup
 from mignurse.model import Pod
 from mignurse.nodeview import NodeRow
-from mignurse.session import Source
+from mignurse.session import FleetSource, Source
 from mignurse.tui.detail import sorted_findings
 from mignurse.tui.filters import RowFilter
 from mignurse.tui.refresh import (
@@ -206,7 +206,11 @@ class AppState(App[None]):
         return int(view * NODES_SHARE) - 1
 
     def _wanted_columns(self) -> tuple[str, ...]:
-        return table_columns(self.size.width, one_pool=self.pool_filter is not None)
+        return table_columns(
+            self.size.width,
+            one_pool=self.pool_filter is not None,
+            clusters=isinstance(self.source, FleetSource),
+        )
 
     # -- what workers tell the operator ---------------------------------------------------
 

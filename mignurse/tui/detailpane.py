@@ -13,6 +13,7 @@ import contextlib
 import time
 from typing import Any
 
+from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.css.query import NoMatches
@@ -22,6 +23,7 @@ from mignurse.cluster.client import ClusterError
 from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.timeline import node_timeline
 from mignurse.model import Pod, format_time
+from mignurse.session import part_of, split_key
 from mignurse.tui.appstate import NODES, AppState
 from mignurse.tui.detail import evidence_detail, node_detail
 from mignurse.tui.shown import DataTable
@@ -90,12 +92,15 @@ class DetailPane(AppState):
                 self._fetch_pods(name)
         detail.update(self._detail_renderable(name))
 
-    def _detail_renderable(self, name: str, *, full: bool = False) -> Any:
-        state = self.source.state
+    def _detail_renderable(self, key: str, *, full: bool = False) -> Any:
+        findings = self._findings_about(key)
+        source, name = part_of(self.source, key)  # its own cluster, read by its own clock
+        if source is None:
+            return Text(f"{key}: its cluster is not connected.")
+        state = source.state
         node = state.node(name)
-        evidence = self.source.evidence(name)
-        now = self.source.now()
-        findings = self._findings_about(name)
+        evidence = source.evidence(name)
+        now = source.now()
         if node is None and evidence is not None:
             alone = DiagnosisInput(
                 snapshot=state.node_view(name, taken_at=now),
@@ -118,10 +123,10 @@ class DetailPane(AppState):
             return Text(f"{name} is gone.")
         pods = self._pods.get(name)
         view = DiagnosisInput(
-            snapshot=state.node_view(name, taken_at=now), now=now, history=self.source.last_history
+            snapshot=state.node_view(name, taken_at=now), now=now, history=source.last_history
         )
         runbooks = list(dict.fromkeys(r for f in findings for r in f.runbooks))
-        return node_detail(
+        detail = node_detail(
             node,
             node_timeline(view, name),
             now,
@@ -131,6 +136,12 @@ class DetailPane(AppState):
             runbooks=[] if self.read_only else runbooks,
             full=full,
         )
+        context = split_key(key)[0]
+        if not context:
+            return detail
+        # across clusters: whose node this is, as its own API server answers for it
+        where = Text.assemble(("cluster ", "dim"), (context, "bold"), f" · {source.cluster}")
+        return Group(where, detail)
 
     def pods_of(self, name: str) -> list[Pod] | str | None:
         """The node's pods as last fetched (a string: why they could not be read)."""

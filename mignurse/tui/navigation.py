@@ -15,6 +15,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Input
 
 from mignurse.fleetview import UNPOOLED
+from mignurse.session import qualified, split_key
 from mignurse.tui.appstate import FLEET, NODES
 from mignurse.tui.filters import FilterError, RowFilter, parse
 from mignurse.tui.refreshloop import RefreshLoop
@@ -45,7 +46,8 @@ class Navigation(RefreshLoop):
     def jump_to_node(self, name: str) -> None:
         node = self.source.state.node(name)
         self.filters[NODES] = None
-        self.open_pool(node.pool if node is not None and node.pool else None)
+        context = split_key(name)[0]  # a key across clusters: the pool's is keyed alike
+        self.open_pool(qualified(context, node.pool) if node is not None and node.pool else None)
         self._jump_target = name
         self._jump_tries = 0
         self.set_timer(0.1, self._jump_when_shown)

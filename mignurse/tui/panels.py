@@ -24,14 +24,13 @@ from mignurse.fleetview import PoolRow
 from mignurse.inert import inert_markup as escape
 from mignurse.nodeview import short_name
 from mignurse.render import SEVERITY_STYLE, deadline_words
-from mignurse.session import BuildingSource
+from mignurse.session import BuildingSource, FleetSource, split_key
 from mignurse.tui.appstate import FLEET, NODES, AppState
 from mignurse.tui.detail import clock_time, sorted_findings
 from mignurse.tui.refresh import (
     BADGE_WORDS,
     NARROW_WIDTH,
     STATUS_STYLE,
-    TABLE_COLUMNS,
     DiagnosisUpdate,
     StatusPart,
     column_label,
@@ -48,6 +47,35 @@ PREVIEW_EVIDENCE = 8  # of the worst node's worst finding, below the fleet
 PANE_CHROME = 4  # the pane's padding and its scrollbar
 _WORST, _NOTREADY, _REPAIR = (FLEET_COLUMNS.index(c) for c in ("WORST", "NOTREADY", "REPAIR"))
 FLEET_DROPS = ("READY", "LIFETIME", "REPL 6H", "KIND")  # dropped first to last when too wide
+CLUSTER_STYLE = {  # a cluster's state on its status line
+    "connected": "green",
+    "opened": "green",
+    "credentials expired": "bold red",
+    "RBAC denied": "bold red",
+    "unreachable": "bold red",
+    "timed out": "bold yellow",
+    "failed": "bold red",
+}
+
+
+def cluster_lines(source: FleetSource, width: int) -> Text:
+    """Each cluster's status line: its context, its state (connected with version and
+    clock skew, credentials expired with the login command, RBAC denied, unreachable,
+    timed out, stale since T), why."""
+    lines = Text()
+    for context, state, rest in source.status_lines():
+        line = Text()
+        line.append(context, style="bold")
+        word = state.removesuffix(" (retrying)")
+        style = CLUSTER_STYLE.get(word, "bold yellow" if word.startswith("stale") else "")
+        line.append(f"  {state}", style=style)
+        if rest:
+            line.append(f": {rest}" if state != "connected" else f"  {rest}")
+        line.truncate(width, overflow="ellipsis")
+        if lines:
+            lines.append("\n")
+        lines.append_text(line)
+    return lines
 
 
 def partial_line(update: DiagnosisUpdate) -> Text:
@@ -72,6 +100,11 @@ class Panels(AppState):
         if isinstance(self.source, BuildingSource):
             parts = [StatusPart(f"[b yellow]{escape(self.source.waiting)}[/]", 0)]
         status.update(fit_status(parts, max(self.size.width - 2, 20)))
+        with contextlib.suppress(NoMatches):
+            panel = self.query_one("#clusters", Static)
+            if isinstance(self.source, FleetSource):
+                panel.update(cluster_lines(self.source, max(self.size.width - 2, 20)))
+            panel.display = isinstance(self.source, FleetSource)  # the CSS hides it
 
     def _show_findings(self) -> None:
         """The findings panel: worst first, the nearest deadline first within a severity,
@@ -159,7 +192,7 @@ class Panels(AppState):
         )
         if node_filter is not None:
             nodes.append(f" · filter /{node_filter.text} (esc clears)", style="bold yellow")
-        if self._columns != TABLE_COLUMNS:
+        if "TYPE" not in self._columns:
             nodes.append(" · TYPE, AGE in d", style="dim")
         with contextlib.suppress(NoMatches):
             self.query_one("#fleet-bar", Static).update(fleet)
@@ -190,7 +223,7 @@ class Panels(AppState):
         words = [
             {
                 "!": BADGE_WORDS.get(row.badge, ""),
-                "NAME": short_name(row.name),
+                "NAME": short_name(split_key(row.name)[1]),
                 "STATUS": row.status,
                 "AHR": row.ahr,
                 "MIG": row.mig,
@@ -259,7 +292,7 @@ class Panels(AppState):
                 table.add_column(name, key=name)
         else:
             table.clear()
-        keep = [FLEET_COLUMNS.index(name) for name in shown]
+        keep = [(("CLUSTER", *FLEET_COLUMNS)).index(name) for name in shown]
         for row, cells in zip(rows, cells_by_row, strict=True):
             table.add_row(*(cells[i] for i in keep), key=row.pool)
         # Rows shown before the first diagnosis are not ranked yet: following the pool the
@@ -272,24 +305,28 @@ class Panels(AppState):
 
     @staticmethod
     def _fleet_cells(row: PoolRow) -> list[Any]:
+        """CLUSTER's cell first (shown only across clusters: "" in one), then COLUMNS'."""
         cells: list[Any] = list(row.cells())
+        context, cells[0] = split_key(row.pool)
         if row.worst is not None:
             cells[_WORST] = Text(cells[_WORST], style=SEVERITY_STYLE.get(row.worst.severity, ""))
         if row.not_ready:
             cells[_NOTREADY] = Text(cells[_NOTREADY], style="bold red")
         if row.repair.startswith("PAUSED"):
             cells[_REPAIR] = Text(_short_repair(row.repair), style="bold yellow")
-        return cells
+        return [context, *cells]
 
     def _fleet_columns(self, cells_by_row: list[list[Any]]) -> tuple[str, ...]:
         """Columns by content: the least needed go when the fleet is wider than the screen
         (READY is NODES less NOTREADY), so REPAIR and KIND stay in view."""
+        everything = ("CLUSTER", *FLEET_COLUMNS)
         widths = {
             name: max([len(name), *(Text(str(c[i])).cell_len for c in cells_by_row)]) + 2
-            for i, name in enumerate(FLEET_COLUMNS)
+            for i, name in enumerate(everything)
         }
         room = self.size.width - 2
-        shown = list(FLEET_COLUMNS)
+        several = isinstance(self.source, FleetSource)
+        shown = list(everything if several else FLEET_COLUMNS)
         for name in FLEET_DROPS:
             if sum(widths[c] for c in shown) <= room:
                 break

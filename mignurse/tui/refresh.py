@@ -38,8 +38,18 @@ from mignurse.diagnose.radar import Blip, radar
 from mignurse.fleetview import UNPOOLED, PoolRow, fleet_rows
 from mignurse.gcpause import freeze_survivors
 from mignurse.inert import inert_markup as escape
-from mignurse.nodeview import COLUMNS, NARROW_DROPS, NodeRow, bundle_row, format_age, node_rows
+from mignurse.model import Node
+from mignurse.nodeview import (
+    COLUMNS,
+    NARROW_DROPS,
+    NodeRow,
+    bundle_row,
+    format_age,
+    node_rows,
+    short_name,
+)
 from mignurse.render import SEVERITY_STYLE
+from mignurse.session import parts, qualified, split_key
 from mignurse.tui.filters import RowFilter
 
 DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
@@ -50,6 +60,8 @@ STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "
 # "M" shows the marks; "!" carries the worst finding's severity, in words
 TABLE_COLUMNS = ("M", "!", *COLUMNS)
 NARROW_COLUMNS = tuple(c for c in TABLE_COLUMNS if c not in NARROW_DROPS)
+CLUSTER = "CLUSTER"  # the node's cluster, a column only when the app shows several
+CELLS = (*TABLE_COLUMNS, CLUSTER)  # what `display_cells` gives, in this order
 BADGE_WORDS = {CRITICAL: "CRIT", WARNING: "WARN", INFO: "info"}
 BADGE_RANK = {CRITICAL: 0, WARNING: 1, INFO: 2}
 
@@ -75,6 +87,7 @@ SHRINK_ORDER = (
     ("AHR", 6),
     ("CORDONED/TAINTS", 8),
     ("NAME", 12),
+    (CLUSTER, 10),
 )
 CELL_PADDING = 2  # the table's padding: one cell each side of every column
 SCROLLBAR = 2  # kept free for the table's vertical scrollbar
@@ -119,13 +132,19 @@ def fit_cell(text: str, width: int, column: str) -> str:
     return text[: max(width - 1, 0)] + "…"
 
 
-def table_columns(width: int, *, one_pool: bool = False) -> tuple[str, ...]:
+def table_columns(width: int, *, one_pool: bool = False, clusters: bool = False) -> tuple[str, ...]:
     """The node table's columns: under 100 cells TYPE and AGE go, as in `mignurse nodes`,
     and POOL too when the table shows one pool (its bar names it), so AHR and
-    CORDONED/TAINTS fit in 80."""
-    if width >= NARROW_WIDTH:
-        return TABLE_COLUMNS
-    return tuple(c for c in NARROW_COLUMNS if not (one_pool and c == "POOL"))
+    CORDONED/TAINTS fit in 80. `clusters`: several are shown, CLUSTER comes after the
+    badge."""
+    chosen = (
+        TABLE_COLUMNS
+        if width >= NARROW_WIDTH
+        else tuple(c for c in NARROW_COLUMNS if not (one_pool and c == "POOL"))
+    )
+    if clusters:
+        return (*chosen[:2], CLUSTER, *chosen[2:])
+    return chosen
 
 
 @dataclass(frozen=True)
@@ -231,7 +250,7 @@ def fitted_cells(
     row: NodeRow, marks: frozenset[str], widths: Mapping[str, int] | None = None
 ) -> dict[str, str]:
     """The row's words by column, each cut to its column's width."""
-    plain = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
+    plain = dict(zip(CELLS, display_cells(row, marks), strict=True))
     if widths:
         for column, width in widths.items():
             plain[column] = fit_cell(plain[column], width, column)
@@ -239,13 +258,57 @@ def fitted_cells(
 
 
 def display_cells(row: NodeRow, marks: frozenset[str]) -> tuple[str, ...]:
-    """The row in TABLE_COLUMNS order as words (the table shows the short node name; the
-    detail pane has the full one)."""
-    return (
-        "*" if row.name in marks else "",
-        BADGE_WORDS.get(row.badge, ""),
-        *row.cells(shorten=True),
+    """The row in CELLS order as words (the table shows the short node name; the
+    detail pane has the full one). A row of a view across clusters (its keys
+    "CONTEXT/NAME") shows its name and pool as the cluster has them, its context under
+    CLUSTER."""
+    cells = row.cells(shorten=True)
+    context, name = split_key(row.name)
+    if context:
+        pool = split_key(row.pool)[1]
+        cells = (short_name(name), "-" if pool == UNPOOLED else pool, *cells[2:])
+    return ("*" if row.name in marks else "", BADGE_WORDS.get(row.badge, ""), *cells, context)
+
+
+def qualified_row(prefix: str, row: NodeRow) -> NodeRow:
+    """A cluster's row in a view across clusters: its name and pool keyed by its context."""
+    return dataclasses.replace(
+        row, name=qualified(prefix, row.name), pool=qualified(prefix, row.pool or UNPOOLED)
     )
+
+
+def qualified_finding(prefix: str, finding: Finding, shift: timedelta) -> Finding:
+    """A cluster's finding in a view across clusters: its nodes and pool keyed by the
+    context, the summary naming it, the deadline moved onto the app's clock (`shift`: the
+    app's now less the cluster's, so a countdown reads that cluster's own time)."""
+    return dataclasses.replace(
+        finding,
+        nodes=tuple(qualified(prefix, n) for n in finding.nodes),
+        nodepool=qualified(prefix, finding.nodepool) if finding.nodepool else "",
+        summary=f"{prefix}: {finding.summary}",
+        deadline=finding.deadline + shift if finding.deadline else None,
+    )
+
+
+def local_findings(prefix: str, findings: list[Finding]) -> list[Finding]:
+    """The findings about one cluster of a view across clusters, as that cluster has them
+    (what a runbook run there reads); a one-cluster view's as they are."""
+    if not prefix:
+        return findings
+    mine = []
+    for f in findings:
+        nodes = [split_key(n) for n in f.nodes]
+        if not any(c == prefix for c, _ in nodes) and split_key(f.nodepool)[0] != prefix:
+            continue
+        mine.append(
+            dataclasses.replace(
+                f,
+                nodes=tuple(n for c, n in nodes if c == prefix),
+                nodepool=split_key(f.nodepool)[1],
+                summary=f.summary.removeprefix(f"{prefix}: "),
+            )
+        )
+    return mine
 
 
 def sort_key(row: NodeRow) -> tuple[str, int, str]:
@@ -281,7 +344,8 @@ class Refresher:
         self.last_diagnosis = 0.0
         self.judged_stage = -1  # the source's judge_stage() the last diagnosis ran at
         self.whole_sent = False  # a whole diagnosis has been sent: no more partial ones
-        self._results: dict[str, tuple[RuleResult, str]] = {}  # rule → result, its input's lack
+        # (cluster prefix, rule) → its result, its input's lack
+        self._results: dict[tuple[str, str], tuple[RuleResult, str]] = {}
         self.statuses: dict[str, ResourceStatus] = {}  # written by the UI thread
 
     def diagnose_soon(self) -> None:
@@ -303,23 +367,55 @@ class Refresher:
         diagnosis also gives the badges and the fleet's rows the next refresh shows."""
         self.judged_stage = self.source.judge_stage()
         self.last_diagnosis = time.monotonic()
-        inp, lacks = self.source.diagnosis_input()
         rules = all_rules()
-        done: dict[str, RuleResult] = {}
-        for result in diagnose_stream(inp, rules=rules):
-            done[result.rule] = result
-            self._results[result.rule] = (result, lacks)
-            if not self.whole_sent and len(done) < len(rules):
-                send(self._update(len(done), len(rules), lacks))
+        members = parts(self.source)  # one source: itself, its keys as they are
+        total = len(rules) * len(members)
+        app_now = self.source.now()
+        done: dict[tuple[str, str], RuleResult] = {}
+        lacking: list[str] = []
+        fleet: list[PoolRow] = []
+        blips: list[Blip] = []
+        for prefix, part in members:
+            if prefix and not part.judge_stage():  # a cluster that has listed nothing yet
+                lacking.append(f"{prefix}: still listing")
+                continue
+            inp, lacks = part.diagnosis_input()
+            if lacks and prefix:
+                lacks = f"{prefix}: {lacks}"
+            lacking += [lacks] if lacks else []
+            # A live cluster's clock onto the app's, so that a countdown reads its own time;
+            # a bundle's deadlines are moments then, shown as they were (no shift).
+            shift = timedelta(0) if part.read_only_reason else app_now - inp.now
+            own: list[RuleResult] = []
+            for result in diagnose_stream(inp, rules=rules):
+                own.append(result)
+                shown = result if not prefix else _qualified_result(prefix, result, shift)
+                done[(prefix, result.rule)] = shown
+                self._results[(prefix, result.rule)] = (shown, lacks)
+                if not self.whole_sent and len(done) < total:
+                    send(self._update(len(done), total, lacks))
+            mine = combine(own)
+            rows = fleet_rows(inp, mine)
+            found = radar(inp, mine.findings, RADAR_HORIZON)
+            if prefix:
+                rows = [_qualified_pool(prefix, r, shift) for r in rows]
+                found = [_qualified_blip(prefix, b, shift) for b in found]
+            fleet += rows
+            blips += found
+            del inp, own, mine  # its indexes go before the freeze
         diagnosis = combine(done.values())
-        update = DiagnosisUpdate(diagnosis, len(rules), len(rules), lacks)
-        if update.whole:
-            self.fleet_base = fleet_rows(inp, diagnosis)
+        update = DiagnosisUpdate(diagnosis, total, total, "; ".join(lacking))
+        # Across clusters, each cluster's part is its own latest: one still listing (or one
+        # that joins late) never keeps the others' badges, ranks and radar back.
+        if update.whole or len(members) > 1:
+            if len(members) > 1:  # worst (soonest) first across them; each one's order kept
+                fleet.sort(key=lambda r: r.rank)
+                blips.sort(key=lambda b: b.due)
+            self.fleet_base = fleet
             self.badges = badges(diagnosis.findings)
-            self.radar = radar(inp, diagnosis.findings, RADAR_HORIZON)
+            self.radar = blips
             self.whole = diagnosis
             self.whole_sent = True
-        del inp  # its indexes go before the freeze
         freeze_survivors()  # what the state gained since, out of the UI thread's collections
         send(update)
 
@@ -331,6 +427,8 @@ class Refresher:
         return DiagnosisUpdate(diagnosis, rules_done, rules, lacks, earlier)
 
     def compute(self, request: RefreshRequest) -> RowChanges:
+        """The changes to show, from every cluster the source holds (one: itself), each
+        cluster's rows aged by its own clock."""
         source = self.source
         dirty, other = source.state.take_changes()
         monotonic = time.monotonic()
@@ -340,40 +438,51 @@ class Refresher:
             return changes
         self.last_full = monotonic
         now = source.now()
-        synced = source.synced()
         listed = source.listed()
         changes.listed = listed
-        if synced:
-            source.auto_tick()
-        snapshot: Snapshot | None = None if listed else source.early_snapshot()
-        if snapshot is None:
-            snapshot = source.state.snapshot(taken_at=now)
-        rows = [
-            dataclasses.replace(r, badge=self.badges[r.name]) if r.name in self.badges else r
-            for r in [
-                *node_rows(snapshot, now),
+        every: list[NodeRow] = []
+        keyed: dict[str, Node] = {}  # across clusters, by key: the label filters, gone marks
+        nodes: Mapping[str, Node] = keyed
+        for prefix, part in parts(source):
+            part_now = part.now() if prefix else now
+            if part.synced():
+                part.auto_tick()
+            snapshot: Snapshot | None = None if part.listed() else part.early_snapshot()
+            if snapshot is None:
+                snapshot = part.state.snapshot(taken_at=part_now)
+            part_rows = [
+                *node_rows(snapshot, part_now),
                 *(
                     bundle_row(e.node, layout=e.layout, instance_id=e.instance_id)
-                    for e in source.evidence_only()
+                    for e in part.evidence_only()
                 ),
             ]
+            if prefix:
+                every += [qualified_row(prefix, r) for r in part_rows]
+                keyed.update((qualified(prefix, k), n) for k, n in snapshot.nodes.items())
+            else:
+                every += part_rows
+                nodes = snapshot.nodes
+            del snapshot, part_rows
+        rows = [
+            dataclasses.replace(r, badge=self.badges[r.name]) if r.name in self.badges else r
+            for r in every
         ]
+        del every
         changes.pools = sorted({r.pool for r in rows if r.pool})
         changes.gpu_names = sorted(r.name for r in rows if r.status_word != "Launching")
-        changes.fleet = fleet_now(
-            self.fleet_base, rows, _pool_filter(request.fleet_filter, snapshot)
-        )
+        changes.fleet = fleet_now(self.fleet_base, rows, _pool_filter(request.fleet_filter, nodes))
         by_pool: dict[str, list[NodeRow]] = {}
         for row in sorted(rows, key=sort_key):
             by_pool.setdefault(row.pool or UNPOOLED, []).append(row)
         changes.pool_rows = by_pool
         if listed:  # a partial list proves nothing gone
-            changes.gone_marks = sorted(m for m in request.marks if m not in snapshot.nodes)
+            changes.gone_marks = sorted(m for m in request.marks if m not in nodes)
         marked = len(request.marks) - len(changes.gone_marks)
         changes.status = status_parts(rows, source, self.statuses, now, marked, listed=listed)
         if request.nodes_view:
-            self._node_table(request, rows, snapshot, changes)
-        del rows, snapshot, by_pool
+            self._node_table(request, rows, nodes, changes)
+        del rows, nodes, by_pool
         # This refresh's rows and what the watches and the last frames built, out of the
         # collector's walks: otherwise they pile up in its oldest generation, whose passes
         # over them stalled the event loop (benchmarks/bench_app.py)
@@ -381,12 +490,15 @@ class Refresher:
         return changes
 
     def _node_table(
-        self, request: RefreshRequest, rows: list[NodeRow], snapshot: Snapshot, changes: RowChanges
+        self,
+        request: RefreshRequest,
+        rows: list[NodeRow],
+        nodes: Mapping[str, Node],
+        changes: RowChanges,
     ) -> None:
         shown = [r for r in rows if request.pool is None or r.pool == request.pool]
         node_filter = request.node_filter
         if node_filter is not None:
-            nodes = snapshot.nodes
             shown = [
                 r
                 for r in shown
@@ -429,26 +541,57 @@ def column_widths(
     here, off the UI thread; cells wider than their column are cut)."""
     content = dict.fromkeys(columns, 0)
     for row in rows:
-        cells = dict(zip(TABLE_COLUMNS, display_cells(row, marks), strict=True))
+        cells = dict(zip(CELLS, display_cells(row, marks), strict=True))
         for column in columns:
             content[column] = max(content[column], cell_len(cells[column]))
     labels = {c: column_label(c, width) for c in columns}
     return fit_widths(content, labels, width - (SCROLLBAR if scrollbar else 0))
 
 
-def _pool_filter(row_filter: RowFilter | None, snapshot: Snapshot) -> Callable[[str], bool] | None:
-    """The fleet's filter: a regex on the pool's name; a label selector keeps the pools
-    with a node that matches it."""
+def _pool_filter(
+    row_filter: RowFilter | None, nodes: Mapping[str, Node]
+) -> Callable[[str], bool] | None:
+    """The fleet's filter: a regex on the pool's name (its key: across clusters the
+    context's name too); a label selector keeps the pools with a node that matches it."""
     if row_filter is None:
         return None
     if not row_filter.needs_labels:
         return row_filter.matches
     pools = {
-        node.pool or UNPOOLED
-        for node in snapshot.nodes.values()
+        qualified(split_key(key)[0], node.pool or UNPOOLED)
+        for key, node in nodes.items()
         if row_filter.matches(node.name, node.labels)
     }
     return pools.__contains__
+
+
+def _qualified_result(prefix: str, result: RuleResult, shift: timedelta) -> RuleResult:
+    return dataclasses.replace(
+        result,
+        findings=[qualified_finding(prefix, f, shift) for f in result.findings],
+        error=f"{prefix}: {result.error}" if result.error else "",
+    )
+
+
+def _qualified_pool(prefix: str, row: PoolRow, shift: timedelta) -> PoolRow:
+    worst = row.worst
+    return dataclasses.replace(
+        row,
+        pool=qualified(prefix, row.pool),
+        worst=qualified_finding(prefix, worst, shift) if worst is not None else None,
+    )
+
+
+def _qualified_blip(prefix: str, blip: Blip, shift: timedelta) -> Blip:
+    finding = blip.finding
+    return dataclasses.replace(
+        blip,
+        node=qualified(prefix, blip.node),
+        pool=qualified(prefix, blip.pool) if blip.pool else "",
+        due=blip.due + shift,
+        since=blip.since + shift if blip.since else None,
+        finding=qualified_finding(prefix, finding, shift) if finding is not None else None,
+    )
 
 
 def fleet_now(
