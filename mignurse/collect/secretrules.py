@@ -328,6 +328,18 @@ _URL_CRED = re.compile(
 )
 
 
+# Where the url-credentials trigger `://` can start a match, of the rule or in a view of its
+# line (`redact.TRIGGER_SHAPES`): with an `@` after it before the next space, slash, quote or
+# angle bracket (a backslash is let through: a JSON view reads `\@` as `@`). A probe's
+# `Get "http://10.0.1.2:8000/health"` has none, and is the most common line in a kubelet's
+# journal that holds a trigger word. (`-u` keeps every occurrence: the lines it brings into
+# the views, `ec2-user:…` in a chpasswd list logged as journal JSON records, are what masks
+# that list's passwords there.)
+URL_CREDENTIAL_SHAPES: dict[str, re.Pattern[str]] = {
+    "://": re.compile(r"://[^\t\n\x0b\x0c\r \"'/<>]{0,8192}@"),
+}
+
+
 def _url_cred(m: re.Match[str]) -> Edit | None:
     if m["val3"] is not None:
         window = m.string[max(0, m.start() - 512) : m.start()]
