@@ -613,6 +613,10 @@ class _Scan:
         the whole text is scanned as before."""
         if not self._whole:
             return _Scan(text)
+        if scanner.carry(self.text, text, applied):  # the engine's answer moved, lines rescanned
+            carried = _WORDS.positions(text)
+            if carried is not None:
+                return _Scan._of(text, carried)
         ends = [end for _, end, _ in applied]
         starts = [start for start, _, _ in applied]
         shifts = list(

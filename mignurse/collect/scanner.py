@@ -20,6 +20,7 @@ left to `str.find`: the caller's path is used for a text that holds one.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import re
@@ -238,6 +239,12 @@ def _survey(text: str) -> _Found:
         found: _Found = last[1]
         return found
     database, owners = _database()
+    found = _survey_of(database, owners, text)
+    _state.last = (text, found)
+    return found
+
+
+def _survey_of(database: Any, owners: list[tuple[Words | Finder, int]], text: str) -> _Found:
     found = _Found()
     words_hits: dict[int, list[list[int]]] = {}
     for owner in dict.fromkeys(o for o, _ in owners):
@@ -263,13 +270,95 @@ def _survey(text: str) -> _Found:
     for owner in dict.fromkeys(o for o, _ in owners):
         if isinstance(owner, Words):
             found.words[id(owner)] = dict(zip(owner.words, words_hits[id(owner)], strict=True))
-    _state.last = (text, found)
     return found
 
 
 def forget() -> None:
     """Drop the answer kept for the last text (it holds the text)."""
     _state.last = None
+
+
+# A text edited in a few places (the rules' masks) is asked about again: its answer is the
+# last one's, moved by the edits, and scanned again only on the lines an edit touched. Every
+# match lies within one line and the line breaks around it (no word holds a line break, no
+# finder's pattern matches one but as the character before or after a run), so a match on
+# a line no edit touched, nor the line breaks around it, is the same match in both texts.
+
+
+def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
+    """Keep, for `new`, the answer for `old` (the last text asked about) moved by `edits`
+    ((start, end, replacement) in `old`, in order, disjoint; `new` is `old` with them made),
+    scanning again only the lines they touched. False (nothing kept) where the answer for
+    `old` is not the one kept, the texts are not ASCII, or `old` holds \x1c-\x1f."""
+    last = getattr(_state, "last", None)
+    if last is None or last[0] is not old or not new.isascii() or not edits:
+        return False
+    found: _Found = last[1]
+    if found.unsafe:
+        return False
+    # the lines the edits touched, in `old` and in `new`: [start, end) from the line break
+    # before them (or the text's start) to the line break after them (or the text's end),
+    # both breaks included
+    dirty_old: list[tuple[int, int]] = []
+    dirty_new: list[tuple[int, int]] = []
+    shift = 0
+    for start, end, replacement in edits:
+        placed, placed_end = start + shift, start + shift + len(replacement)
+        shift += len(replacement) - (end - start)
+        a_old = max(0, old.rfind("\n", 0, start))
+        b_old = old.find("\n", end)
+        b_old = len(old) if b_old == -1 else b_old + 1
+        a_new = max(0, new.rfind("\n", 0, placed))
+        b_new = new.find("\n", placed_end)
+        b_new = len(new) if b_new == -1 else b_new + 1
+        if dirty_old and a_old < dirty_old[-1][1]:
+            dirty_old[-1] = (dirty_old[-1][0], b_old)
+            dirty_new[-1] = (dirty_new[-1][0], b_new)
+        else:
+            dirty_old.append((a_old, b_old))
+            dirty_new.append((a_new, b_new))
+    olds = [a for a, _ in dirty_old]
+    ends = [b for _, b in dirty_old]
+    shifts = [b_new - b_old for (_, b_old), (_, b_new) in zip(dirty_old, dirty_new, strict=True)]
+
+    def moved(at: int, width: int) -> int | None:
+        """Where a word of `width` at `at` in `old` (a finder's last character: width 0)
+        lies in `new`; None when it is in a stretch scanned again (a finder's match that
+        ends on a clean line starts at most at the line break before it, which no edit
+        changed)."""
+        i = bisect.bisect_right(ends, at)  # the stretches before it end at or before `at`
+        if i < len(olds) and olds[i] < at + width:
+            return None
+        return at + (shifts[i - 1] if i else 0)
+
+    database, owners = _database()
+    carried = _Found()
+    for owner in dict.fromkeys(o for o, _ in owners):
+        if isinstance(owner, Words):
+            carried.words[id(owner)] = {
+                word: [p for at in hits if (p := moved(at, len(word))) is not None]
+                for word, hits in found.words[id(owner)].items()
+            }
+        else:
+            carried.ends[id(owner)] = [
+                p for at in found.ends[id(owner)] if (p := moved(at, 0)) is not None
+            ]
+    for a, b in dirty_new:
+        # and the character after: a `$` matches before a newline that ends the text scanned
+        again = _survey_of(database, owners, new[a : b + 1])
+        carried.unsafe = carried.unsafe or again.unsafe
+        for key, per_word in again.words.items():
+            for word, hits in per_word.items():
+                carried.words[key][word].extend(at + a for at in hits if at + a < b)
+        for key, hits in again.ends.items():
+            carried.ends[key].extend(at + a for at in hits if at + a < b)
+    for per_word in carried.words.values():
+        for hits in per_word.values():
+            hits.sort()
+    for hits in carried.ends.values():
+        hits.sort()
+    _state.last = (new, carried)
+    return True
 
 
 # --- where a rule may match ------------------------------------------------------------------

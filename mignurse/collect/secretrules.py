@@ -328,15 +328,17 @@ _URL_CRED = re.compile(
 )
 
 
-# Where the url-credentials trigger `://` can start a match, of the rule or in a view of its
-# line (`redact.TRIGGER_SHAPES`): with an `@` after it before the next space, slash, quote or
-# angle bracket (a backslash is let through: a JSON view reads `\@` as `@`). A probe's
-# `Get "http://10.0.1.2:8000/health"` has none, and is the most common line in a kubelet's
-# journal that holds a trigger word. (`-u` keeps every occurrence: the lines it brings into
-# the views, `ec2-user:…` in a chpasswd list logged as journal JSON records, are what masks
-# that list's passwords there.)
+# Where a url-credentials trigger can start a match, of the rule or in a view of its line
+# (`redact.TRIGGER_SHAPES`): `://` with an `@` after it before the next space, slash, quote or
+# angle bracket (a backslash is let through: a JSON view reads `\@` as `@`), and `-u` or
+# `--user` with a space, tab or `=` after it. A probe's `Get "http://10.0.1.2:8000/health"`
+# and a pod named `…-7d9f8b6c5d-ux2kq` are neither, and are the most common lines in a
+# kubelet's journal that hold a trigger word. `-user` counts wherever it is: the line of a
+# user name such as `ec2-user:…` in a chpasswd list logged one journal JSON record a line
+# brings the list's other lines into the views, which is what masks them there.
 URL_CREDENTIAL_SHAPES: dict[str, re.Pattern[str]] = {
     "://": re.compile(r"://[^\t\n\x0b\x0c\r \"'/<>]{0,8192}@"),
+    "-u": re.compile(r"-u(?:ser|[ \t=])"),
 }
 
 
