@@ -311,7 +311,7 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
         a_new = max(0, new.rfind("\n", 0, placed))
         b_new = new.find("\n", placed_end)
         b_new = len(new) if b_new == -1 else b_new + 1
-        if dirty_old and a_old < dirty_old[-1][1]:
+        if dirty_old and a_old <= dirty_old[-1][1]:  # touching: one stretch
             dirty_old[-1] = (dirty_old[-1][0], b_old)
             dirty_new[-1] = (dirty_new[-1][0], b_new)
         else:
@@ -343,20 +343,39 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
             carried.ends[id(owner)] = [
                 p for at in found.ends[id(owner)] if (p := moved(at, 0)) is not None
             ]
+    # the stretches scanned again in one pass, one after the other, and the character after
+    # the last (a `$` matches before a newline that ends the text scanned): each starts with
+    # a line break or the text's start and all but the last end with one, as in `new`, so
+    # what is found in each is what is found there in `new`
+    placed: list[int] = []  # where each stretch starts in what is scanned
+    size = 0
     for a, b in dirty_new:
-        # and the character after: a `$` matches before a newline that ends the text scanned
-        again = _survey_of(database, owners, new[a : b + 1])
-        carried.unsafe = carried.unsafe or again.unsafe
-        for key, per_word in again.words.items():
-            for word, hits in per_word.items():
-                carried.words[key][word].extend(at + a for at in hits if at + a < b)
-        for key, hits in again.ends.items():
-            carried.ends[key].extend(at + a for at in hits if at + a < b)
-    for per_word in carried.words.values():
-        for hits in per_word.values():
+        placed.append(size)
+        size += b - a
+    last = dirty_new[-1][1]
+    data = "".join([*(new[a:b] for a, b in dirty_new), new[last : last + 1]])
+    unsafe = len(owners)
+    lengths = [len(o.words[i]) if isinstance(o, Words) else 0 for o, i in owners]
+    lists = [
+        carried.words[id(o)][o.words[i]] if isinstance(o, Words) else carried.ends[id(o)]
+        for o, i in owners
+    ]
+
+    def on_match(index: int, _from: int, to: int, _flags: int, _context: object) -> None:
+        if index == unsafe:
+            carried.unsafe = True
+            return
+        at = to - lengths[index] if lengths[index] else to - 1
+        i = bisect.bisect_right(placed, at) - 1
+        a, b = dirty_new[i]
+        at += a - placed[i]
+        if at < b:
+            lists[index].append(at)
+
+    _scan(database, data.encode("ascii"), on_match)
+    for hits in lists:
+        if len(hits) > 1:
             hits.sort()
-    for hits in carried.ends.values():
-        hits.sort()
     _state.last = (new, carried)
     return True
 
