@@ -756,10 +756,11 @@ def views(
 #   from it, and what the paired rules see beside each other there; so a line can be left
 #   out only where everything around it, at every depth, is shown to be unchanged.
 # A line without any decoding mark is still not free of the last three, and the journal's
-# trigger lines (`Get \"http://…\"` in a probe's output, `\"key\"` in containerd's) hold
-# escapes. What the engine may skip without changing any view: a rule's work where its
-# prefilter saw nothing in the whole text (`_at_line_starts`), and the per-line searches
-# for block openers (`_with_context`).
+# trigger lines (`\"key\"` in containerd's) hold escapes. What the engine may skip without
+# changing any view: a rule's work where its prefilter saw nothing in the whole text
+# (`_at_line_starts`), and the per-line searches for block openers (`_with_context`). What
+# is not a trigger line at all: a word outside the shape its one rule needs
+# (`redact.TRIGGER_SHAPES`: a probe's `Get \"http://…\"` holds `://` with no user info).
 def _views(
     text: str,
     trigger_positions: Callable[[str], list[int]],

@@ -347,10 +347,10 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
     # the last (a `$` matches before a newline that ends the text scanned): each starts with
     # a line break or the text's start and all but the last end with one, as in `new`, so
     # what is found in each is what is found there in `new`
-    placed: list[int] = []  # where each stretch starts in what is scanned
+    offsets: list[int] = []  # where each stretch starts in what is scanned
     size = 0
     for a, b in dirty_new:
-        placed.append(size)
+        offsets.append(size)
         size += b - a
     last = dirty_new[-1][1]
     data = "".join([*(new[a:b] for a, b in dirty_new), new[last : last + 1]])
@@ -366,9 +366,9 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
             carried.unsafe = True
             return
         at = to - lengths[index] if lengths[index] else to - 1
-        i = bisect.bisect_right(placed, at) - 1
+        i = bisect.bisect_right(offsets, at) - 1
         a, b = dirty_new[i]
-        at += a - placed[i]
+        at += a - offsets[i]
         if at < b:
             lists[index].append(at)
 
