@@ -285,11 +285,15 @@ def forget() -> None:
 # a line no edit touched, nor the line breaks around it, is the same match in both texts.
 
 
+_CARRY_WHATEVER = 1 << 20  # below this, carried however much the edits touched
+
+
 def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
     """Keep, for `new`, the answer for `old` (the last text asked about) moved by `edits`
     ((start, end, replacement) in `old`, in order, disjoint; `new` is `old` with them made),
     scanning again only the lines they touched. False (nothing kept) where the answer for
-    `old` is not the one kept, the texts are not ASCII, or `old` holds \x1c-\x1f."""
+    `old` is not the one kept, the texts are not ASCII, `old` holds \x1c-\x1f, or the edits
+    touched most of a large text."""
     last = getattr(_state, "last", None)
     if last is None or last[0] is not old or not new.isascii() or not edits:
         return False
@@ -317,6 +321,8 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
         else:
             dirty_old.append((a_old, b_old))
             dirty_new.append((a_new, b_new))
+    if len(new) > _CARRY_WHATEVER and 2 * sum(b - a for a, b in dirty_new) > len(new):
+        return False  # most of a large text touched (a log on one line): scanned again whole
     olds = [a for a, _ in dirty_old]
     ends = [b for _, b in dirty_old]
     shifts = [b_new - b_old for (_, b_old), (_, b_new) in zip(dirty_old, dirty_new, strict=True)]
