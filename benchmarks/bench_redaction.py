@@ -34,7 +34,7 @@ try:
     from mignurse.collect import scanner
 except ImportError:
     scanner = None  # type: ignore
-from mignurse.collect.redact import TRIGGERS, mask_secrets
+from mignurse.collect.redact import TRIGGER_SHAPES, TRIGGERS, mask_secrets
 
 HOST = "ip-10-0-37-142.us-west-2.compute.internal"
 
@@ -223,11 +223,24 @@ def slow_lines(text: str) -> tuple[int, list[tuple[str, int]]]:
     most lines there."""
     per_word: Counter[str] = Counter()
     held = 0
-    for line in text.lower().splitlines():
-        words = [word for word in TRIGGERS if word in line]
+    for line, lowered in zip(text.splitlines(), text.lower().splitlines(), strict=True):
+        words = [word for word in TRIGGERS if word in lowered and _shaped(line, lowered, word)]
         held += bool(words)
         per_word.update(words)
     return held, per_word.most_common(6)
+
+
+def _shaped(line: str, lowered: str, word: str) -> bool:
+    """Whether `word` counts in `line` (some occurrence has the shape its rule needs)."""
+    shape = TRIGGER_SHAPES.get(word)
+    if shape is None:
+        return True
+    at = lowered.find(word)
+    while at != -1:
+        if shape.match(line, at):
+            return True
+        at = lowered.find(word, at + 1)
+    return False
 
 
 def cpu_seconds() -> float:

@@ -395,40 +395,56 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
     them) unescaped: a log message, a JSON document held in a string. Where a line is a log
     record, only its message, so that messages on consecutive lines stay consecutive (a PEM
     block or a YAML document logged line by line)."""
-    build = _Builder()
+    # the view's pieces made here rather than through `_Builder` (a call per escape): a piece
+    # copied is never next to another one (an escape or a separator lies between), so none
+    # is merged, as `_Builder.copy` would not merge them either
+    parts: list[str] = []
+    pieces: list[tuple[int, int, int, int]] = []
+    length = 0
+    find = text.find
     for start, end in _with_context(text, lines):
-        if text.find('"', start, end) == -1:
+        if find('"', start, end) == -1:
             continue  # no string; a message key holds a quote or ends before one (`(?=")`)
         message = _MESSAGE_KEY.search(text, start, end)
         for body_start, body_end in _quoted(text, message.end() if message else start, end):
             # (found in the line rather than in a copy of the string: most strings are short
             # and left out, and one with no backslash is copied as it is)
-            escaped = text.find("\\", body_start, body_end) != -1
+            escaped = find("\\", body_start, body_end) != -1
             if message is None and (
                 body_end - body_start < 6
                 or (
                     not escaped
-                    and text.find(":", body_start, body_end) == -1
-                    and text.find("=", body_start, body_end) == -1
-                    and text.find("%", body_start, body_end) == -1
+                    and find(":", body_start, body_end) == -1
+                    and find("=", body_start, body_end) == -1
+                    and find("%", body_start, body_end) == -1
                 )
             ):
                 continue
             at = body_start
             for esc in _ESCAPE.finditer(text, at, body_end) if escaped else ():
-                build.copy(text, at, esc.start())
-                code = esc[0][1:]
+                esc_start, esc_end = esc.span()
+                if esc_start > at:
+                    parts.append(text[at:esc_start])
+                    pieces.append((length, length + esc_start - at, at, esc_start))
+                    length += esc_start - at
+                code = text[esc_start + 1 : esc_end]
                 if code[0] == "u" and len(code) == 5:
                     value = chr(int(code[1:], 16))
                 else:
                     value = _SIMPLE_ESCAPES.get(code, code)
-                build.decoded(value, esc.start(), esc.end())
-                at = esc.end()
-            build.copy(text, at, body_end)
-            build.separator()
+                parts.append(value)  # (one character, for an escape of two or six)
+                pieces.append((length, length + 1, esc_start, esc_end))
+                length += 1
+                at = esc_end
+            if body_end > at:
+                parts.append(text[at:body_end])
+                pieces.append((length, length + body_end - at, at, body_end))
+                length += body_end - at
+            parts.append("\n")
+            length += 1
             if message is not None:
                 break
-    return build.view(parent)
+    return View("".join(parts), pieces, parent) if pieces else None
 
 
 def _quoted(text: str, start: int, end: int) -> Iterator[Span]:
@@ -740,10 +756,11 @@ def views(
 #   from it, and what the paired rules see beside each other there; so a line can be left
 #   out only where everything around it, at every depth, is shown to be unchanged.
 # A line without any decoding mark is still not free of the last three, and the journal's
-# trigger lines (`Get \"http://…\"` in a probe's output, `\"key\"` in containerd's) hold
-# escapes. What the engine may skip without changing any view: a rule's work where its
-# prefilter saw nothing in the whole text (`_at_line_starts`), and the per-line searches
-# for block openers (`_with_context`).
+# trigger lines (`\"key\"` in containerd's) hold escapes. What the engine may skip without
+# changing any view: a rule's work where its prefilter saw nothing in the whole text
+# (`_at_line_starts`), and the per-line searches for block openers (`_with_context`). What
+# is not a trigger line at all: a word outside the shape its one rule needs
+# (`redact.TRIGGER_SHAPES`: a probe's `Get \"http://…\"` holds `://` with no user info).
 def _views(
     text: str,
     trigger_positions: Callable[[str], list[int]],
@@ -986,6 +1003,9 @@ def _word_escapes(text: str) -> list[int]:
     the other escapes (RFC 8259 section 7) stand for quotes, backslashes and control
     characters, which no trigger word holds but `"kind":"secret"`, a trigger in its escaped
     spelling too."""
+    engine = _WORD_ESCAPE_FINDER.last_characters(text)
+    if engine is not None:  # (str.find stops at every backslash of a log's \" quotes)
+        return [at - 1 for at in engine]
     found: list[int] = []
     for escape in ("\\u", "\\/"):
         at = text.find(escape)
@@ -993,6 +1013,9 @@ def _word_escapes(text: str) -> list[int]:
             found.append(at)
             at = text.find(escape, at + 2)
     return found
+
+
+_WORD_ESCAPE_FINDER = scanner.Finder(r"\\[u/]")
 
 
 def _whole(text: str, lines: list[Span]) -> list[Span]:

@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.collect import encodings, scanner, structured
 from mignurse.collect.secretnames import MARKER
-from mignurse.collect.secretrules import FILE_FORMAT_RULES, LINE, TEXT, TEXT_RULES, Edit, Rule
+from mignurse.collect.secretrules import (
+    FILE_FORMAT_RULES,
+    LINE,
+    TEXT,
+    TEXT_RULES,
+    URL_CREDENTIAL_SHAPES,
+    Edit,
+    Rule,
+)
 
 if TYPE_CHECKING:
     from mignurse.collect import archives
@@ -487,14 +495,20 @@ PASSES = 3
 # newline), and for ASCII text `grep -i` under LC_ALL=C and str.lower() agree.
 # A grep that fails its self-test on first use (an odd implementation) is never used again.
 
-# The same words choose the lines whose views are read (`_mask_views`), so a word cannot be
-# narrowed to the shape its own rule needs without losing masks: `://` only leads to a
-# url-credentials mask when user info follows, but a probe's `Get "http://…"` line is also
-# what has its JSON strings decoded, and a key spelled with escapes there (\u0041KIA…) is
-# found in that view.
+# The same words choose the lines whose views are read (`_mask_views`). A word whose every
+# rule needs a shape around it (`TRIGGER_SHAPES`) counts only where that shape is: what the
+# views of its line could add is covered without it. A view makes trigger words out of
+# escapes (`\u0041KIA`, `http:\/\/` and `%40` have views of their own, wherever they are:
+# `encodings.views`), so the shape lets through what a view decodes into one of its
+# characters (a backslash). What such a line still gave up is what a view of it showed
+# beside a word it did not hold (a JSON document with an escaped key, on a probe's line by
+# chance): no rule was ever meant to find that there.
 TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(t for r in ALL_RULES for t, _ in r.triggers))
 # what grep looks for: a line holding "identitytoken" holds "token" too, so fewer patterns
 _GREP_PATTERNS = tuple(t for t in TRIGGERS if not any(o != t and o in t for o in TRIGGERS))
+# trigger → where, at an occurrence of it, a match of a rule it triggers can start: words
+# that in most logs stand for nothing (a probe's URL) and for one rule each
+TRIGGER_SHAPES: dict[str, re.Pattern[str]] = dict(URL_CREDENTIAL_SHAPES)
 _WORDS = scanner.Words(TRIGGERS)
 _LONGEST = max(len(trigger) for trigger in TRIGGERS)
 GREP_MIN_BYTES = 1 << 20  # below this, starting grep costs more than the finds it saves
@@ -556,6 +570,7 @@ class _Scan:
     def __init__(self, text: str, lines: list[tuple[int, int]] | None = None) -> None:
         self.text = text
         self._found: dict[str, list[int]] = {}
+        self._shaped: dict[str, list[int]] = {}  # positions() of a word in TRIGGER_SHAPES
         found = _WORDS.positions(text) if lines is None else None
         # every trigger's positions in the whole text, found by the engine (see `after`)
         self._whole = found is not None
@@ -581,7 +596,7 @@ class _Scan:
     @classmethod
     def _of(cls, text: str, found: dict[str, list[int]]) -> _Scan:
         scan = cls.__new__(cls)
-        scan.text, scan._found, scan._whole = text, found, True
+        scan.text, scan._found, scan._whole, scan._shaped = text, found, True, {}
         scan._joined, scan._starts, scan._offsets = "", [0], [0]
         return scan
 
@@ -598,6 +613,10 @@ class _Scan:
         the whole text is scanned as before."""
         if not self._whole:
             return _Scan(text)
+        if scanner.carry(self.text, text, applied):  # the engine's answer moved, lines rescanned
+            carried = _WORDS.positions(text)
+            if carried is not None:
+                return _Scan._of(text, carried)
         ends = [end for _, end, _ in applied]
         starts = [start for start, _, _ in applied]
         shifts = list(
@@ -634,6 +653,19 @@ class _Scan:
         return _Scan._of(text, found)
 
     def positions(self, trigger: str) -> list[int]:
+        """Where `trigger` occurs in the text and, for a word of `TRIGGER_SHAPES`, has the
+        shape its rule needs there."""
+        shape = TRIGGER_SHAPES.get(trigger)
+        if shape is None:
+            return self._occurrences(trigger)
+        found = self._shaped.get(trigger)
+        if found is None:
+            text = self.text
+            found = [at for at in self._occurrences(trigger) if shape.match(text, at)]
+            self._shaped[trigger] = found
+        return found
+
+    def _occurrences(self, trigger: str) -> list[int]:
         found = self._found.get(trigger)
         if found is None:
             found = []

@@ -20,6 +20,7 @@ left to `str.find`: the caller's path is used for a text that holds one.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import re
@@ -238,6 +239,12 @@ def _survey(text: str) -> _Found:
         found: _Found = last[1]
         return found
     database, owners = _database()
+    found = _survey_of(database, owners, text)
+    _state.last = (text, found)
+    return found
+
+
+def _survey_of(database: Any, owners: list[tuple[Words | Finder, int]], text: str) -> _Found:
     found = _Found()
     words_hits: dict[int, list[list[int]]] = {}
     for owner in dict.fromkeys(o for o, _ in owners):
@@ -263,13 +270,120 @@ def _survey(text: str) -> _Found:
     for owner in dict.fromkeys(o for o, _ in owners):
         if isinstance(owner, Words):
             found.words[id(owner)] = dict(zip(owner.words, words_hits[id(owner)], strict=True))
-    _state.last = (text, found)
     return found
 
 
 def forget() -> None:
     """Drop the answer kept for the last text (it holds the text)."""
     _state.last = None
+
+
+# A text edited in a few places (the rules' masks) is asked about again: its answer is the
+# last one's, moved by the edits, and scanned again only on the lines an edit touched. Every
+# match lies within one line and the line breaks around it (no word holds a line break, no
+# finder's pattern matches one but as the character before or after a run), so a match on
+# a line no edit touched, nor the line breaks around it, is the same match in both texts.
+
+
+_CARRY_WHATEVER = 1 << 20  # below this, carried however much the edits touched
+
+
+def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
+    """Keep, for `new`, the answer for `old` (the last text asked about) moved by `edits`
+    ((start, end, replacement) in `old`, in order, disjoint; `new` is `old` with them made),
+    scanning again only the lines they touched. False (nothing kept) where the answer for
+    `old` is not the one kept, the texts are not ASCII, `old` holds \x1c-\x1f, or the edits
+    touched most of a large text."""
+    last = getattr(_state, "last", None)
+    if last is None or last[0] is not old or not new.isascii() or not edits:
+        return False
+    found: _Found = last[1]
+    if found.unsafe:
+        return False
+    # the lines the edits touched, in `old` and in `new`: [start, end) from the line break
+    # before them (or the text's start) to the line break after them (or the text's end),
+    # both breaks included
+    dirty_old: list[tuple[int, int]] = []
+    dirty_new: list[tuple[int, int]] = []
+    shift = 0
+    for start, end, replacement in edits:
+        placed, placed_end = start + shift, start + shift + len(replacement)
+        shift += len(replacement) - (end - start)
+        a_old = max(0, old.rfind("\n", 0, start))
+        b_old = old.find("\n", end)
+        b_old = len(old) if b_old == -1 else b_old + 1
+        a_new = max(0, new.rfind("\n", 0, placed))
+        b_new = new.find("\n", placed_end)
+        b_new = len(new) if b_new == -1 else b_new + 1
+        if dirty_old and a_old <= dirty_old[-1][1]:  # touching: one stretch
+            dirty_old[-1] = (dirty_old[-1][0], b_old)
+            dirty_new[-1] = (dirty_new[-1][0], b_new)
+        else:
+            dirty_old.append((a_old, b_old))
+            dirty_new.append((a_new, b_new))
+    if len(new) > _CARRY_WHATEVER and 2 * sum(b - a for a, b in dirty_new) > len(new):
+        return False  # most of a large text touched (a log on one line): scanned again whole
+    olds = [a for a, _ in dirty_old]
+    ends = [b for _, b in dirty_old]
+    shifts = [b_new - b_old for (_, b_old), (_, b_new) in zip(dirty_old, dirty_new, strict=True)]
+
+    def moved(at: int, width: int) -> int | None:
+        """Where a word of `width` at `at` in `old` (a finder's last character: width 0)
+        lies in `new`; None when it is in a stretch scanned again (a finder's match that
+        ends on a clean line starts at most at the line break before it, which no edit
+        changed)."""
+        i = bisect.bisect_right(ends, at)  # the stretches before it end at or before `at`
+        if i < len(olds) and olds[i] < at + width:
+            return None
+        return at + (shifts[i - 1] if i else 0)
+
+    database, owners = _database()
+    carried = _Found()
+    for owner in dict.fromkeys(o for o, _ in owners):
+        if isinstance(owner, Words):
+            carried.words[id(owner)] = {
+                word: [p for at in hits if (p := moved(at, len(word))) is not None]
+                for word, hits in found.words[id(owner)].items()
+            }
+        else:
+            carried.ends[id(owner)] = [
+                p for at in found.ends[id(owner)] if (p := moved(at, 0)) is not None
+            ]
+    # the stretches scanned again in one pass, one after the other, and the character after
+    # the last (a `$` matches before a newline that ends the text scanned): each starts with
+    # a line break or the text's start and all but the last end with one, as in `new`, so
+    # what is found in each is what is found there in `new`
+    offsets: list[int] = []  # where each stretch starts in what is scanned
+    size = 0
+    for a, b in dirty_new:
+        offsets.append(size)
+        size += b - a
+    last = dirty_new[-1][1]
+    data = "".join([*(new[a:b] for a, b in dirty_new), new[last : last + 1]])
+    unsafe = len(owners)
+    lengths = [len(o.words[i]) if isinstance(o, Words) else 0 for o, i in owners]
+    lists = [
+        carried.words[id(o)][o.words[i]] if isinstance(o, Words) else carried.ends[id(o)]
+        for o, i in owners
+    ]
+
+    def on_match(index: int, _from: int, to: int, _flags: int, _context: object) -> None:
+        if index == unsafe:
+            carried.unsafe = True
+            return
+        at = to - lengths[index] if lengths[index] else to - 1
+        i = bisect.bisect_right(offsets, at) - 1
+        a, b = dirty_new[i]
+        at += a - offsets[i]
+        if at < b:
+            lists[index].append(at)
+
+    _scan(database, data.encode("ascii"), on_match)
+    for hits in lists:
+        if len(hits) > 1:
+            hits.sort()
+    _state.last = (new, carried)
+    return True
 
 
 # --- where a rule may match ------------------------------------------------------------------

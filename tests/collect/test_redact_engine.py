@@ -259,6 +259,66 @@ def test_trigger_positions_after_masks_are_those_a_new_scan_gives(
         assert carried.positions(trigger) == fresh.positions(trigger), (trigger, masked)
 
 
+_LINE_PIECES = st.sampled_from(
+    [
+        "dG9rZW4gcGFzc3dvcmQgc2VjcmV0IGtleQ",
+        "c2VjcmV0OiBodW50ZXIyCg==",
+        "0123456789abcdef0123456789abcdef",
+        " P ",
+        "%41",
+        "&amp;",
+        "?a=b",
+        "token",
+        "://u:p@h",
+        "\n",
+        " ",
+        "-",
+        "x",
+    ]
+)
+
+
+@ENGINE
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(_LINE_PIECES, max_size=30),
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 400), st.integers(0, 40), st.sampled_from(["", MARKER, "\n", "QUFB"])
+        ),
+        max_size=6,
+    ),
+)
+def test_what_the_engine_found_carried_over_masks_is_what_a_new_scan_finds(
+    pieces: list[str], edits: list[tuple[int, int, str]]
+) -> None:
+    # every word and every finder's match (base64 runs, %XX, " P "), moved past the masks
+    # and found again on the lines they touched, as one pass over the masked text finds them
+    text = "".join(pieces)
+    ordered: list[tuple[int, int, str]] = []
+    for start, length, new in sorted(edits):
+        start = min(start, len(text))
+        if ordered and start < ordered[-1][1]:
+            continue
+        ordered.append((start, min(start + length, len(text)), new))
+    masked, applied = redact._apply(text, ordered)
+    scanner.forget()
+    scanner._survey(text)
+    if not scanner.carry(text, masked, applied):
+        assert not applied
+        return
+    carried = scanner._survey(masked)
+    scanner.forget()
+    fresh = scanner._survey("".join([masked[:1], masked[1:]]))  # another object: scanned afresh
+    assert carried.words == {
+        owner: {word: sorted(hits) for word, hits in words.items()}
+        for owner, words in fresh.words.items()
+    }, masked
+    # (the engine reports a finder's matches in no set order; those who ask sort them)
+    assert carried.ends == {owner: sorted(ends) for owner, ends in fresh.ends.items()}, masked
+    assert carried.unsafe == fresh.unsafe
+
+
 # A client that logs a JSON body quotes it with its own escapes: Go's encoding/json writes
 # `\u003c`-style escapes for <, > and & and `json.dumps` with ensure_ascii writes `\uXXXX` for
 # every non-ASCII letter (docs.python.org/3/library/json.html#json.dumps); a JavaScript or
