@@ -41,6 +41,7 @@ from mignurse.diagnose.sources import (
     find_karpenter_deployment,
     karpenter_settings,
     load_offline,
+    read_cluster_policy,
     read_daemonsets,
     read_history,
 )
@@ -210,6 +211,7 @@ class LiveSource:
         self._evidence: dict[str, NodeEvidence] = {}  # from bundles collected in this session
         self._plugin_pods: tuple[GpuPluginPod, ...] = ()  # read again with each assessment
         self._daemonsets: tuple[DaemonSetInfo, ...] | None = None  # likewise; None: not read
+        self._cluster_policy: dict[str, Any] | None = None  # likewise (the GPU operator's)
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
         self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
@@ -359,6 +361,7 @@ class LiveSource:
             karpenter=self.karpenter_settings,
             daemonsets=self._daemonsets,
             gpu_plugin_pods=self._plugin_pods,
+            cluster_policy=self._cluster_policy,
         )
         return inp, lacks
 
@@ -388,6 +391,10 @@ class LiveSource:
         daemonsets = read_daemonsets(self.client, [])  # a refusal keeps the last good reading
         if daemonsets is not None:
             self._daemonsets = daemonsets
+        refused: list[str] = []
+        policy = read_cluster_policy(self.client, refused)
+        if not refused:  # read, or no GPU operator: a refusal keeps the last good reading
+            self._cluster_policy = policy
 
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
         """Every rule, and the fleet view's rows, over what the app holds now (off the UI

@@ -154,8 +154,8 @@ def _live(args: argparse.Namespace) -> int:
 
 def live_entry(client: ClusterClient, args: argparse.Namespace) -> Entry:
     """One connected cluster's inventory, named by its context: what `diagnose` reads (the
-    snapshot, DaemonSets, the Karpenter Deployment, node groups through EKS, the local
-    history) and its ClusterPolicy; its notes on stderr."""
+    snapshot, DaemonSets, the Karpenter Deployment, the ClusterPolicy, node groups through
+    EKS, the local history); its notes on stderr."""
     from mignurse.diagnose.sources import load_live
     from mignurse.paths import history_file
 
@@ -171,29 +171,10 @@ def live_entry(client: ClusterClient, args: argparse.Namespace) -> Entry:
             "the managed node groups' repair settings are not read: a simulated cluster has "
             "no EKS API to describe them"
         )
-    gathered.cluster_policy = _cluster_policy(client, gathered.notices)
     now = gathered.collected_at or client.server_now()
     for notice in gathered.notices:
         _say(sys.stderr, f"note: {name}: {notice}")
     return name, _inventory_of(gathered, now, name), ""
-
-
-def _cluster_policy(client: ClusterClient, notices: list[str]) -> dict[str, Any] | None:
-    """The NVIDIA ClusterPolicy (gpu-operator's version label); None without the CRD."""
-    from mignurse.cluster.client import ClusterError, NotFound, Resource
-
-    policies = Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy")
-    try:
-        items = client.list(policies, dict).items
-    except NotFound:
-        return None
-    except ClusterError as exc:
-        notices.append(
-            f"cannot list ClusterPolicies ({exc}): gpu-operator's version is read from its "
-            "validator's image"
-        )
-        return None
-    return items[0] if items else None
 
 
 def _inventory_of(gathered: Gathered, now: datetime | None, name: str) -> ClusterInventory:

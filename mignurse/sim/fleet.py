@@ -156,3 +156,41 @@ class SimFleet:
         for listener in self._sockets:
             with contextlib.suppress(OSError):
                 listener.close()
+
+
+# `mignurse demo --clusters N`: the clusters in the order they are added. The first four are
+# the ones an on-call engineer meets on a bad night: a pool in Karpenter's repair loop, a new
+# MIG node that mig-manager's hook left NotReady, a calm cluster, and one that cannot be
+# reached; past four, the other troubles the scenarios hold.
+DEMO_CLUSTERS: tuple[str, ...] = (
+    "dcgm-repair-loop",
+    "mig-hook-notready",
+    "healthy",
+    "unreachable:sim-eu-central-1",
+    "mng-dcgm-repair-loop",
+    "gpu-plugin-crashloop",
+    "preflight-dcgm-g5g",
+    "mig-dra-hook-notready",
+)
+DEMO_MAX_CLUSTERS = len(DEMO_CLUSTERS)
+
+
+def serve_demo(kubeconfig: Path, clusters: int, *, speed: float) -> SimFleet:
+    """The first `clusters` of DEMO_CLUSTERS served on one clock, their kubeconfig written:
+    on failure, whatever was started is stopped before the error is raised."""
+    if not 1 <= clusters <= DEMO_MAX_CLUSTERS:
+        raise ValueError(f"the demo serves 1 to {DEMO_MAX_CLUSTERS} clusters, not {clusters}")
+    fleet = SimFleet(kubeconfig)
+    try:
+        start = SimCluster.wall_anchored_start(speed)
+        for entry in DEMO_CLUSTERS[:clusters]:
+            kind, _, name = entry.partition(":")
+            if name:
+                fleet.fail(kind, name, speed=speed, start=start)
+            else:
+                fleet.serve(load_scenario(kind), speed=speed, start=start)
+        fleet.write_kubeconfig()
+    except BaseException:
+        fleet.stop()
+        raise
+    return fleet

@@ -295,3 +295,73 @@ def test_no_karpenter_deployment_anywhere_says_repair_is_unknown() -> None:
     notices: list[str] = []
     assert karpenter_settings(Deployments(list_refused=True), notices) is None  # type: ignore[arg-type]
     assert notices == ["no Karpenter Deployment found: whether repair is on is unknown"]
+
+
+class Policies:
+    """The GPU operator's ClusterPolicies as an API server answers a LIST of them: its CRD
+    not served (404, no GPU operator), RBAC refusing the list, or the objects it holds."""
+
+    def __init__(self, *held: dict[str, Any], answer: str = "held") -> None:
+        self.held = held
+        self.answer = answer
+
+    def list(self, resource: Resource, parse: Any) -> Any:
+        from types import SimpleNamespace
+
+        from mignurse.cluster.client import Forbidden
+
+        assert (resource.group, resource.version, resource.plural) == (
+            "nvidia.com",
+            "v1",
+            "clusterpolicies",
+        )
+        if self.answer == "404":
+            raise NotFound("the server could not find the requested resource")
+        if self.answer == "403":
+            raise Forbidden("clusterpolicies.nvidia.com is forbidden", "list", resource.plural)
+        return SimpleNamespace(items=[parse(p) for p in self.held])
+
+
+# The shape of the chart's ClusterPolicy (NVIDIA/gpu-operator v26.7.0
+# deployments/gpu-operator/templates/clusterpolicy.yaml), trimmed to what the rules read.
+OPERATOR_POLICY = {
+    "apiVersion": "nvidia.com/v1",
+    "kind": "ClusterPolicy",
+    "metadata": {"name": "cluster-policy", "labels": {"app.kubernetes.io/version": "v26.7.0"}},
+    "spec": {"driver": {"enabled": True}, "migManager": {"enabled": True}},
+}
+
+
+def test_the_gpu_operators_cluster_policy_is_read_live() -> None:
+    from mignurse.diagnose.sources import read_cluster_policy
+
+    notices: list[str] = []
+    policy = read_cluster_policy(Policies(OPERATOR_POLICY), notices)  # type: ignore[arg-type]
+    assert policy == OPERATOR_POLICY and notices == []
+
+
+def test_a_cluster_without_the_gpu_operator_reads_no_policy_and_says_nothing() -> None:
+    from mignurse.diagnose.sources import read_cluster_policy
+
+    notices: list[str] = []
+    assert read_cluster_policy(Policies(answer="404"), notices) is None  # type: ignore[arg-type]
+    assert read_cluster_policy(Policies(), notices) is None  # type: ignore[arg-type]
+    assert notices == []
+
+
+def test_a_refused_cluster_policy_list_is_one_notice_naming_what_is_assumed() -> None:
+    from mignurse.diagnose.sources import read_cluster_policy
+
+    notices: list[str] = []
+    assert read_cluster_policy(Policies(answer="403"), notices) is None  # type: ignore[arg-type]
+    assert len(notices) == 1 and notices[0].startswith("cannot list ClusterPolicies (")
+    assert "a host driver is assumed" in notices[0]
+
+
+def test_a_live_read_without_the_gpu_operator_has_no_policy_and_no_notice_of_it(
+    mng: tuple[SimCluster, ClusterClient],
+) -> None:
+    _sim, client = mng
+    gathered = load_live(client, history_path=None)
+    assert gathered.cluster_policy is None
+    assert not [n for n in gathered.notices if "ClusterPolicies" in n]

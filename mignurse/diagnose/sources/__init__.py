@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         find_karpenter_deployment,
         karpenter_settings,
         load_live,
+        read_cluster_policy,
         read_daemonsets,
         read_history,
     )
@@ -38,6 +39,7 @@ _HOMES = {
     "karpenter_settings": "live",
     "load_live": "live",
     "load_offline": "offline",
+    "read_cluster_policy": "live",
     "read_daemonsets": "live",
     "read_history": "live",
 }
@@ -51,6 +53,7 @@ __all__ = [
     "karpenter_settings",
     "load_live",
     "load_offline",
+    "read_cluster_policy",
     "read_daemonsets",
     "read_history",
 ]

@@ -1,6 +1,6 @@
 """A live cluster read into a `Gathered`: the snapshot, the Karpenter Deployment's settings,
-the managed node groups' repair settings, and the local history of lifecycles and condition
-flips (read-only: a running `mignurse watch` keeps writing it).
+the managed node groups' repair settings, NVIDIA's ClusterPolicy, and the local history of
+lifecycles and condition flips (read-only: a running `mignurse watch` keeps writing it).
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 HISTORY_WINDOW = timedelta(hours=6)
 KARPENTER_LOCATIONS = (("kube-system", "karpenter"), ("karpenter", "karpenter"))
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
+# The GPU operator's one cluster-scoped custom resource (NVIDIA/gpu-operator v26.7.0
+# api/nvidia/v1/clusterpolicy_types.go: group nvidia.com, version v1, scope Cluster).
+CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy")
 
 
 def load_live(
@@ -54,6 +57,8 @@ def load_live(
     # is there); notices keep the order the reads had one after another.
     daemonset_notices: list[str] = []
     daemonsets_read = begun(lambda: read_daemonsets(client, daemonset_notices))
+    policy_notices: list[str] = []
+    policy_read = begun(lambda: read_cluster_policy(client, policy_notices))
     plugin_pods_read = begun(lambda: load_gpu_plugin_pods(client))
     loaded = load_snapshot(client, with_events=True, event_kinds=event_kinds)
     gathered = Gathered(
@@ -81,6 +86,8 @@ def load_live(
         gathered.notices.extend(karpenter_notices)
     gathered.daemonsets = daemonsets_read()
     gathered.notices.extend(daemonset_notices)
+    gathered.cluster_policy = policy_read()
+    gathered.notices.extend(policy_notices)
     try:
         gathered.gpu_plugin_pods = plugin_pods_read()
     except ClusterError as exc:
@@ -130,6 +137,24 @@ def read_daemonsets(client: ClusterClient, notices: list[str]) -> tuple[DaemonSe
             "driver combinations are not checked"
         )
         return None
+
+
+def read_cluster_policy(client: ClusterClient, notices: list[str]) -> dict[str, Any] | None:
+    """The GPU operator's ClusterPolicy (how its driver, mig-manager and validator are
+    deployed, and the chart's version label); None where the CRD is not served (no GPU
+    operator: the common EKS case, said nowhere) or the list is refused (said in one notice).
+    The operator reconciles one ClusterPolicy per cluster; the first is taken."""
+    try:
+        items = client.list(CLUSTER_POLICIES, dict).items
+    except NotFound:
+        return None
+    except ClusterError as exc:
+        notices.append(
+            f"cannot list ClusterPolicies ({exc}): the GPU operator's settings are not read, "
+            "a host driver is assumed and its version is read from the validator's image"
+        )
+        return None
+    return dict(items[0]) if items else None
 
 
 def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:
