@@ -22,9 +22,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## The app on the built-in simulated cluster (SCENARIO=name SPEED=x to change it).
+## The app on the built-in simulated cluster (SCENARIO=name SPEED=x to change it; CLUSTERS=4:
+## several simulated clusters in one view).
 demo: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/mignurse demo --scenario $(or $(SCENARIO),dcgm-repair-loop) --speed $(or $(SPEED),10)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/mignurse demo $(if $(CLUSTERS),--clusters $(CLUSTERS),--scenario $(or $(SCENARIO),dcgm-repair-loop)) --speed $(or $(SPEED),10)
 
 ## Lint, types, layer contracts, dead code and the whole test suite on every core
 ## (WORKERS=n to choose the number of pytest workers). The type, layer and dead-code checks

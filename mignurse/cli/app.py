@@ -15,6 +15,7 @@ from mignurse.cli.common import EXIT_OK, UserError, access_for, positive_speed, 
 
 DEMO_DEFAULT_SCENARIO = "dcgm-repair-loop"
 DEMO_DEFAULT_SPEED = 10.0
+DEMO_MAX_CLUSTERS = 8  # sim.fleet.DEMO_CLUSTERS, named here so that the help loads no simulator
 
 
 def add_parsers(sub: Any) -> None:
@@ -50,6 +51,15 @@ def add_parsers(sub: Any) -> None:
         type=float,
         default=DEMO_DEFAULT_SPEED,
         help=f"simulated seconds per real second (default: {DEMO_DEFAULT_SPEED:g})",
+    )
+    demo.add_argument(
+        "--clusters",
+        type=int,
+        default=1,
+        metavar="N",
+        help="N simulated clusters in one view, each under its own context (2 to "
+        f"{DEMO_MAX_CLUSTERS}; the first four: a Karpenter repair loop, the MIG hook, a calm "
+        "cluster, one that cannot be reached); replaces --scenario",
     )
     demo.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
@@ -257,9 +267,45 @@ def bundle_app(args: argparse.Namespace) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    with demo_session(args) as app:
+    clusters = getattr(args, "clusters", 1)
+    session = demo_fleet_session if clusters != 1 else demo_session
+    with session(args) as app:
         _run_app(app)
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def demo_fleet_session(args: argparse.Namespace) -> Iterator[Any]:
+    """`mignurse demo --clusters N`: the first N of the demo's clusters (sim.fleet
+    DEMO_CLUSTERS) served in this process on one clock, with one kubeconfig of a context
+    each, opened as `mignurse --all-contexts` opens them; their kubeconfig and every file of
+    state live in the demo's temporary folder, removed at the end with the clusters stopped."""
+    import sys
+
+    from mignurse.demo_folder import demo_folder
+    from mignurse.paths import demo_state
+    from mignurse.sim.fleet import serve_demo
+
+    clusters = int(args.clusters)
+    if not 2 <= clusters <= DEMO_MAX_CLUSTERS:
+        raise UserError(
+            f"--clusters {clusters} is out of range: give 2 to {DEMO_MAX_CLUSTERS} "
+            "(or leave it out for one cluster)"
+        )
+    if args.scenario != DEMO_DEFAULT_SCENARIO:
+        raise UserError("--clusters picks the demo's clusters itself: leave out --scenario")
+    speed = positive_speed(args.speed)
+    with demo_folder() as tmp, demo_state(Path(tmp)):
+        print(f"Starting {clusters} simulated clusters…", file=sys.stderr, flush=True)
+        fleet = serve_demo(Path(tmp) / "kubeconfig", clusters, speed=speed)
+        try:
+            contexts: list[str | None] = [context for context, _what in fleet.described]
+            opened = argparse.Namespace(**vars(args))
+            opened.kubeconfig = str(fleet.kubeconfig)
+            opened.read_only = getattr(args, "read_only", False)
+            yield fleet_app(opened, contexts)
+        finally:
+            fleet.stop()
 
 
 @contextlib.contextmanager

@@ -175,14 +175,17 @@ DEMO_CLUSTERS: tuple[str, ...] = (
 DEMO_MAX_CLUSTERS = len(DEMO_CLUSTERS)
 
 
-def serve_demo(kubeconfig: Path, clusters: int, *, speed: float) -> SimFleet:
-    """The first `clusters` of DEMO_CLUSTERS served on one clock, their kubeconfig written:
-    on failure, whatever was started is stopped before the error is raised."""
+def serve_demo(
+    kubeconfig: Path, clusters: int, *, speed: float, start: datetime | None = None
+) -> SimFleet:
+    """The first `clusters` of DEMO_CLUSTERS served on one clock (from `start`, else the
+    wall clock's), their kubeconfig written: on failure, whatever was started is stopped
+    before the error is raised."""
     if not 1 <= clusters <= DEMO_MAX_CLUSTERS:
         raise ValueError(f"the demo serves 1 to {DEMO_MAX_CLUSTERS} clusters, not {clusters}")
     fleet = SimFleet(kubeconfig)
     try:
-        start = SimCluster.wall_anchored_start(speed)
+        start = start or SimCluster.wall_anchored_start(speed)
         for entry in DEMO_CLUSTERS[:clusters]:
             kind, _, name = entry.partition(":")
             if name:
