@@ -1014,7 +1014,7 @@ class FleetSource:
             if cluster.version:
                 words.append(cluster.version)
             if cluster.clock_skew is not None and abs(cluster.clock_skew) >= 1:
-                words.append(f"clock {cluster.clock_skew:+.0f} s")
+                words.append(skew_words(cluster.clock_skew))
             if member.source.read_only_reason:
                 words.append(f"bundle as of {member.source.now():%Y-%m-%d %H:%MZ}")
             elif not member.source.listed():
@@ -1076,3 +1076,11 @@ class FleetSource:
             sources = [m.source for m in self.members if m.source is not None]
         for source in sources:
             source.stop()
+
+
+def skew_words(seconds: float) -> str:
+    """How far a cluster's clock is from this machine's, as kubectl words an age: "clock 3s
+    ahead", "clock 4d behind" (its times are judged by its own clock all the same)."""
+    from mignurse.nodeview import format_age
+
+    return f"clock {format_age(abs(seconds))} {'ahead' if seconds > 0 else 'behind'}"

@@ -142,3 +142,15 @@ def test_a_cluster_that_fails_to_connect_is_an_error_beside_the_connected(
     )
     assert [c.status for c in clusters] == ["connected", "connected", "error"]
     assert "context 'gone' not found" in clusters[2].message
+
+
+@pytest.mark.parametrize(
+    "seconds, words",
+    [(7.4, "clock 7s ahead"), (-345585, "clock 3d23h behind"), (-90, "clock 90s behind")],
+)
+def test_a_clusters_clock_skew_is_worded_as_an_age_ahead_or_behind(
+    seconds: float, words: str
+) -> None:
+    from mignurse.session import skew_words
+
+    assert skew_words(seconds) == words
