@@ -5,7 +5,8 @@
 Every shot is deterministic, so re-running changes no byte: the simulator runs at speed 0
 from a fixed start (its clock never moves), each shot waits until the app has settled (a
 refresh after the first diagnosis) and is driven with the keys an engineer would press,
-and a collected bundle is written under a fixed relative name.
+and a collected bundle is written under a fixed relative name. (The one exception: the
+several-clusters shot names its unreachable cluster's port, which the kernel picks.)
 
 PNGs are Textual's SVG drawn by `rsvg-convert` (Debian: librsvg2-bin) in DejaVu Sans Mono
 (fonts-dejavu-core): a real monospace font, not whatever a browser would fetch for the
@@ -181,12 +182,25 @@ async def pool_nodes(app: MigNurseApp, pilot: Pilot[None]) -> None:
     await highlight_broken_node(app, pilot)
 
 
+async def several_clusters(app: MigNurseApp, pilot: Pilot[None]) -> None:
+    """`mignurse demo --clusters 4`: every cluster's start ended, the three it reached each
+    with its pools on screen, worst first across them."""
+    from mignurse.session import split_key
+
+    box = app.query_one("#clusters", Static)
+    await until(lambda: "connecting" not in str(box.render()), "every cluster's status")
+    await until(lambda: len({split_key(r.pool)[0] for r in app._fleet}) == 3, "3 clusters' pools")
+    await settle(app)
+    await pilot.pause()
+
+
 @dataclass(frozen=True)
 class Shot:
     name: str  # screenshots/NAME.svg and .png; the README says what each shows
     step: Step
     size: tuple[int, int] = WIDE
     light: bool = False
+    clusters: int = 1  # several: the demo's clusters (`mignurse demo --clusters N`)
 
 
 SHOTS = (
@@ -200,11 +214,16 @@ SHOTS = (
     Shot("confirm-80x24", high_harm_confirm, size=SMALL),
     Shot("radar", repair_radar),
     Shot("help", help_screen, size=TALL),
+    Shot("clusters", several_clusters, size=TALL, clusters=4),
 )
 
 
 @contextlib.contextmanager
-def demo_app(tmp: Path, *, light: bool) -> Iterator[MigNurseApp]:
+def demo_app(tmp: Path, *, light: bool, clusters: int = 1) -> Iterator[MigNurseApp]:
+    if clusters > 1:
+        with fleet_app_on(tmp, light=light, clusters=clusters) as app:
+            yield app
+        return
     sim = SimCluster(load_scenario(SCENARIO), speed=0, start=START).start()
     try:
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp / "kubeconfig")))
@@ -217,8 +236,28 @@ def demo_app(tmp: Path, *, light: bool) -> Iterator[MigNurseApp]:
         sim.stop()
 
 
+@contextlib.contextmanager
+def fleet_app_on(tmp: Path, *, light: bool, clusters: int) -> Iterator[MigNurseApp]:
+    """The demo's clusters on the fixed start, opened as `mignurse --all-contexts` opens
+    them (each cluster's clock is its API server's)."""
+    from mignurse.cli import build_parser
+    from mignurse.cli.app import fleet_app
+    from mignurse.sim.fleet import serve_demo
+
+    served = serve_demo(tmp / "kubeconfig", clusters, speed=0, start=START)
+    try:
+        flags = ["--kubeconfig", str(served.kubeconfig), "--all-contexts"]
+        args = build_parser().parse_args([*flags, *(["--light"] if light else [])])
+        clocks = {sim.scenario.context_name: sim.now for sim in served.sims}
+        app = fleet_app(args, [context for context, _what in served.described], clocks=clocks)
+        assert isinstance(app, MigNurseApp)
+        yield app
+    finally:
+        served.stop()
+
+
 async def render(shot: Shot, tmp: Path) -> Path:
-    with demo_app(tmp, light=shot.light) as app:
+    with demo_app(tmp, light=shot.light, clusters=shot.clusters) as app:
         async with app.run_test(size=shot.size, notifications=True) as pilot:
             await shot.step(app, pilot)
             return Path(app.save_screenshot(filename=f"{shot.name}.svg", path=str(OUT)))

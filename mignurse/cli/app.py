@@ -9,9 +9,13 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import EXIT_OK, UserError, access_for, positive_speed, say_busy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from datetime import datetime
 
 DEMO_DEFAULT_SCENARIO = "dcgm-repair-loop"
 DEMO_DEFAULT_SPEED = 10.0
@@ -120,14 +124,20 @@ def history_path_for(info: Any) -> tuple[Path | None, str]:
     return (None, unusable) if unusable else (path, "")
 
 
-def fleet_app(args: argparse.Namespace, contexts: list[str | None]) -> Any:
+def fleet_app(
+    args: argparse.Namespace,
+    contexts: list[str | None],
+    *,
+    clocks: Mapping[str, Callable[[], datetime]] | None = None,
+) -> Any:
     """The app on these contexts of `args.kubeconfig` (None: the current one), each
     connected and started side by side through `cluster.fleet.run_fleet` (at most
     `PARALLEL` at once, each under its own deadline), each a `LiveSource` of its own. One
     context is the one-element list: its source is the app's, and a failure to connect is
     one line, as ever. With several, the app holds them all (`session.FleetSource`) and
     opens at once: each cluster joins as its start ends, and one that failed shows its
-    status line and is tried again in the background."""
+    status line and is tried again in the background. `clocks`: a context's own clock (the
+    demo's simulators'), in place of its API server's Date headers."""
     from mignurse.cluster.fleet import Cluster, FleetRequest, run_fleet
     from mignurse.cluster.kubeconfig import list_contexts
     from mignurse.session import FleetSource, LiveSource, Member
@@ -145,6 +155,7 @@ def fleet_app(args: argparse.Namespace, contexts: list[str | None]) -> Any:
         source = LiveSource(
             client,
             simulated=simulated_label(args.kubeconfig, client.info.cluster),
+            clock=(clocks or {}).get(client.info.context),
             history_path=history_path,
             auto_collect=auto_collect,
             access=access,
@@ -303,7 +314,8 @@ def demo_fleet_session(args: argparse.Namespace) -> Iterator[Any]:
             opened = argparse.Namespace(**vars(args))
             opened.kubeconfig = str(fleet.kubeconfig)
             opened.read_only = getattr(args, "read_only", False)
-            yield fleet_app(opened, contexts)
+            clocks = {sim.scenario.context_name: sim.now for sim in fleet.sims}
+            yield fleet_app(opened, contexts, clocks=clocks)
         finally:
             fleet.stop()
 
