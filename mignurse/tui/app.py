@@ -122,7 +122,7 @@ class MigNurseApp(Navigation, SourceSwitching):
         if not table.columns:  # a resize before the mount may have added them
             for name in self._columns:
                 table.add_column(column_label(name, self.size.width), key=name)
-        self.query_one("#filter", Input).display = False
+        self.own_widget("#filter", Input).display = False
         self._show_status()
         self._show_bars()
         fleet.focus()
@@ -166,7 +166,7 @@ class MigNurseApp(Navigation, SourceSwitching):
         return True
 
     def action_leave(self) -> None:
-        filter_input = self.query_one("#filter", Input)
+        filter_input = self.own_widget("#filter", Input)
         if filter_input.display:
             filter_input.display = False  # the filter typed so far stays applied
             self._focus_table()

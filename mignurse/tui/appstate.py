@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from textual import on
 from textual.app import App
@@ -21,6 +21,7 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
+from textual.widget import Widget
 from textual.worker import Worker
 
 from mignurse.diagnose.engine import Diagnosis
@@ -45,6 +46,9 @@ from mignurse.tui.table import BatchTable
 NODES_SHARE = 0.55  # the node table's max-height in mignurse.tcss
 FLEET, NODES = "fleet", "nodes-view"
 VIEW_IDS = {FLEET: "fleet-view", NODES: NODES}
+
+
+W = TypeVar("W", bound=Widget)
 
 
 class Notice(Message):
@@ -162,14 +166,29 @@ class AppState(App[None]):
 
     # -- widgets and cursors -------------------------------------------------------------
 
+    @overload
+    def own_widget(self, selector: str) -> Widget: ...
+    @overload
+    def own_widget(self, selector: str, expect_type: type[W]) -> W: ...
+    def own_widget(self, selector: str, expect_type: type[W] | None = None) -> W | Widget:
+        """One of the app's own widgets, on its first screen. `App.query_one` searches the
+        screen on top, so while help, the radar or a plan is open a diagnosis or refresh
+        arriving would find nothing (NoMatches, raised in a message handler, ends the app);
+        the widgets below are kept current instead, and show it when the screen closes."""
+        stack = self.screen_stack
+        if not stack:  # before the first screen is up, or once the app has closed it
+            raise NoMatches(f"no screen to find {selector} on")
+        base = stack[0]
+        return base.query_one(selector, expect_type) if expect_type else base.query_one(selector)
+
     def _fleet_table(self) -> DataTable[Any]:
-        return self.query_one(f"#{FLEET}", DataTable)
+        return self.own_widget(f"#{FLEET}", DataTable)
 
     def _node_table(self) -> BatchTable:
-        return self.query_one("#nodes", BatchTable)
+        return self.own_widget("#nodes", BatchTable)
 
     def _detail(self) -> Static:
-        return self.query_one("#detail", Static)
+        return self.own_widget("#detail", Static)
 
     def _focus_table(self) -> None:
         (self._node_table() if self.view == NODES else self._fleet_table()).focus()
@@ -200,7 +219,7 @@ class AppState(App[None]):
         """How many rows the node table shows before it scrolls (its share of the view,
         less the header)."""
         try:
-            view = self.query_one("#views").size.height  # laid out whichever view shows
+            view = self.own_widget("#views").size.height  # laid out whichever view shows
         except NoMatches:
             return 0
         return int(view * NODES_SHARE) - 1

@@ -90,12 +90,12 @@ class Navigation(RefreshLoop):
 
     def action_pane(self, direction: int) -> None:
         """ctrl+d / ctrl+u: the pane below the table, half a page, the cursor left alone."""
-        pane = self.query_one("#detail-pane" if self.view == NODES else "#fleet-preview-pane")
+        pane = self.own_widget("#detail-pane" if self.view == NODES else "#fleet-preview-pane")
         step = max(pane.scrollable_content_region.height // 2, 1)
         pane.scroll_to(y=pane.scroll_y + direction * step, animate=False)
 
     def action_filter(self) -> None:
-        filter_input = self.query_one("#filter", Input)
+        filter_input = self.own_widget("#filter", Input)
         current = self.row_filter
         filter_input.value = current.text if current else ""
         filter_input.display = True
@@ -117,7 +117,7 @@ class Navigation(RefreshLoop):
             row_filter = parse(text)
         except FilterError as exc:
             with contextlib.suppress(NoMatches):
-                bar = self.query_one("#nodes-bar" if view == NODES else "#fleet-bar", Static)
+                bar = self.own_widget("#nodes-bar" if view == NODES else "#fleet-bar", Static)
                 bar.update(Text(f"filter /{text}: {exc}", style="yellow"))
             return
         current = self.filters[view]

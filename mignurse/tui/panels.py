@@ -95,13 +95,13 @@ class Panels(AppState):
     """The status line, the findings panel, the bars, the fleet table and its preview."""
 
     def _show_status(self) -> None:
-        status = self.query_one("#status", Static)
+        status = self.own_widget("#status", Static)
         parts = self._status or [StatusPart("connecting…", 0)]
         if isinstance(self.source, BuildingSource):
             parts = [StatusPart(f"[b yellow]{escape(self.source.waiting)}[/]", 0)]
         status.update(fit_status(parts, max(self.size.width - 2, 20)))
         with contextlib.suppress(NoMatches):
-            panel = self.query_one("#clusters", Static)
+            panel = self.own_widget("#clusters", Static)
             if isinstance(self.source, FleetSource):
                 panel.update(cluster_lines(self.source, max(self.size.width - 2, 20)))
             panel.display = isinstance(self.source, FleetSource)  # the CSS hides it
@@ -111,7 +111,7 @@ class Panels(AppState):
         a live countdown to each (in a bundle, the moment repair would have fired). Before
         the first whole diagnosis, the findings so far under a line that says how partial
         they are and what they were judged from."""
-        panel = self.query_one("#findings", Static)
+        panel = self.own_widget("#findings", Static)
         if self._diagnosis_error:
             panel.update(Text(self._diagnosis_error, style="yellow"))
             return
@@ -195,14 +195,14 @@ class Panels(AppState):
         if "TYPE" not in self._columns:
             nodes.append(" · TYPE, AGE in d", style="dim")
         with contextlib.suppress(NoMatches):
-            self.query_one("#fleet-bar", Static).update(fleet)
-            self.query_one("#nodes-bar", Static).update(nodes)
+            self.own_widget("#fleet-bar", Static).update(fleet)
+            self.own_widget("#nodes-bar", Static).update(nodes)
 
     def _show_preview(self) -> None:
         """Below the fleet: the highlighted pool's nodes, worst first, and what is wrong
         with the worst of them (a small fleet leaves room for it)."""
         pool = self._highlighted_pool() or (self._fleet[0].pool if self._fleet else None)
-        preview = self.query_one("#fleet-preview", Static)
+        preview = self.own_widget("#fleet-preview", Static)
         if pool is None:
             preview.update(Text("No pool with GPU nodes yet.", style="dim"))
             return

@@ -301,7 +301,7 @@ class RefreshLoop(Panels, DetailPane):
 
     def _switch(self, view: str) -> None:
         self.view = view
-        self.query_one("#views", ContentSwitcher).current = VIEW_IDS[view]
+        self.own_widget("#views", ContentSwitcher).current = VIEW_IDS[view]
         (self._node_table() if view == NODES else self._fleet_table()).focus()
         self.refresh_bindings()
         self._show_findings()

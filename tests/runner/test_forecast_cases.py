@@ -341,6 +341,11 @@ def test_a_node_group_keeps_its_capacity_so_a_replacement_comes() -> None:
 
 
 class _Clock:
+    """What recurring_causes asks of a client besides the live read: its clock, and who it
+    is (the history file is the cluster's own)."""
+
+    info = ContextInfo(context="prod", cluster="prod", server="https://127.0.0.1:6443", user="u")
+
     def server_now(self) -> Any:
         from datetime import UTC, datetime
 

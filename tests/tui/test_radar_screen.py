@@ -83,3 +83,27 @@ async def test_before_the_first_diagnosis_the_radar_says_so_rather_than_none_due
         await until(lambda: isinstance(app.screen, RadarScreen) and app.screen.is_mounted)
         assert "still running" in screen_text(app, "#radar-title")
         assert "no GPU node is due" not in screen_text(app, "#radar-title")
+
+
+async def test_what_arrives_while_a_screen_is_open_lands_on_the_app_underneath(
+    repair_loop: tuple[SimCluster, MigNurseApp],
+) -> None:
+    """A diagnosis, partial or whole, and the status line arrive on the app's own screen
+    while the radar (or help, or a plan) is on top: Textual's `query_one` searches the top
+    screen, and a NoMatches raised in a message handler would end the app."""
+    from textual.widgets import Static
+
+    from .test_node_screen import static_text
+
+    _sim, app = repair_loop
+    async with app.run_test(size=(160, 45)) as pilot:
+        app.push_screen(RadarScreen([], app.source.now(), judged=False))
+        await until(lambda: isinstance(app.screen, RadarScreen) and app.screen.is_mounted)
+        app._diagnosis_error = "diagnosis failed: a test's own words"
+        app._show_findings()  # on the app's own screen, not the radar's
+        app._show_status()
+        app._show_bars()
+        panel = app.screen_stack[0].query_one("#findings", Static)
+        assert "a test's own words" in static_text(panel)
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, RadarScreen))
