@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mignurse.cluster.client import NotFound
+from mignurse.cluster.client import ContextInfo, NotFound
 from mignurse.diagnose.findings import Finding
 from mignurse.runner.steps.forecast import (
     Forecast,
