@@ -21,8 +21,8 @@ The product is unchanged: `--transport ssh` connects to the node's name, and the
 it. Nodes without a block fall to `Host *`, a closed port of 127.0.0.1: no way in.
 
 `MigDevicePlugin` stands in for the one piece of a GPU node no sandbox has: the NVIDIA device
-plugin that the GPU operator starts again once mig-manager's state is `success`, which reads
-the MIG devices from NVML and has kubelet advertise them. It reads them from the sandbox's
+plugin, which reads the GPUs from NVML and has kubelet advertise them, and which the GPU
+operator starts again once mig-manager's state is `success`. It reads them from the sandbox's
 GPUs (what its nvidia-smi reports) and patches the Node's status as kubelet would.
 """
 
@@ -114,12 +114,14 @@ class NodeShells:
         (self.home / ".ssh" / "config").write_text("\n".join(blocks))
 
 
-def advertised_mig(sandbox: NodeSandbox) -> dict[str, int]:
-    """The MIG devices the sandbox's GPUs hold, as the device plugin's mixed strategy names
-    them (`nvidia.com/mig-<profile>`, NVIDIA/k8s-device-plugin README "MIG support")."""
-    counts: dict[str, int] = {}
+def advertised(sandbox: NodeSandbox) -> dict[str, int]:
+    """What the NVIDIA device plugin advertises for the sandbox's GPUs with the mixed MIG
+    strategy (NVIDIA/k8s-device-plugin README "MIG support"): `nvidia.com/gpu` the GPUs
+    with MIG off, `nvidia.com/mig-<profile>` the MIG devices of those with it on."""
+    counts: dict[str, int] = {"nvidia.com/gpu": 0}
     for gpu in sandbox.mig_state()["gpus"]:
         if gpu["current"] != "Enabled":
+            counts["nvidia.com/gpu"] += 1
             continue
         for instance in gpu["instances"]:
             resource = f"nvidia.com/mig-{instance['profile']}"
@@ -128,11 +130,14 @@ def advertised_mig(sandbox: NodeSandbox) -> dict[str, int]:
 
 
 class MigDevicePlugin:
-    """Watches one Node; when its `nvidia.com/mig.config.state` turns `success` (the runbook
-    resumed the operands, as mig-manager does), advertises the sandbox's MIG devices: status
-    capacity and allocatable `nvidia.com/mig-<profile>` counts, and `nvidia.com/gpu` 0 (the
-    whole GPUs are MIG-enabled; kubelet keeps a resource whose plugin reports no device at 0,
-    kubernetes/kubernetes v1.34.4 pkg/kubelet/cm/devicemanager/manager.go GetCapacity)."""
+    """The device plugin's part on one Node, from its sandbox's GPUs, patched into the Node's
+    status capacity and allocatable as kubelet reports them: at start, the GPUs as they are
+    (a kwok Node's capacity holds only what its NodeClaim asked for, one GPU of eight:
+    docs/simulator-fidelity.md); then, once its `nvidia.com/mig.config.state` turns `success`
+    (the runbook resumed the operands, as mig-manager does and after which the GPU operator
+    starts the plugin again), the MIG devices. A resource no longer offered stays at 0: kubelet
+    keeps it (kubernetes/kubernetes v1.34.4 pkg/kubelet/cm/devicemanager/manager.go
+    GetCapacity)."""
 
     def __init__(
         self,
@@ -148,8 +153,10 @@ class MigDevicePlugin:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.advertised: dict[str, int] = {}
+        self.restarted = False
 
     def __enter__(self) -> MigDevicePlugin:
+        self._advertise()
         self._thread.start()
         return self
 
@@ -157,15 +164,18 @@ class MigDevicePlugin:
         self._stop.set()
         self._thread.join(10)
 
+    def _advertise(self) -> None:
+        devices = advertised(self.sandbox)
+        resources = {r: str(n) for r, n in devices.items()}
+        self._patch(json.dumps({"status": {"capacity": resources, "allocatable": resources}}))
+        self.advertised = devices
+
     def _loop(self) -> None:
         while not self._stop.wait(1.0):
             seen = self._get()
             if seen is None:
                 return
             labels = seen["metadata"].get("labels") or {}
-            if labels.get("nvidia.com/mig.config.state") != "success" or self.advertised:
-                continue
-            devices = advertised_mig(self.sandbox)
-            resources = {"nvidia.com/gpu": "0", **{r: str(n) for r, n in devices.items()}}
-            self._patch(json.dumps({"status": {"capacity": resources, "allocatable": resources}}))
-            self.advertised = devices
+            if labels.get("nvidia.com/mig.config.state") == "success" and not self.restarted:
+                self._advertise()
+                self.restarted = True
