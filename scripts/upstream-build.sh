@@ -2,7 +2,8 @@
 # Build the real control plane from its Go modules (`make upstream`): kube-apiserver,
 # kube-controller-manager and kube-scheduler (k8s.io/kubernetes), etcd
 # (go.etcd.io/etcd/server/v3), Karpenter with its kwok cloud provider (sigs.k8s.io/karpenter,
-# its kwok/ main) and the kwok controller (sigs.k8s.io/kwok). Each component is a small module
+# its kwok/ main, and upstream/karpenter/awsrepair: that main with the AWS provider's repair
+# policies) and the kwok controller (sigs.k8s.io/kwok). Each component is a small module
 # under upstream/<component>/ whose go.mod and go.sum pin every version; nothing is vendored.
 #
 #   scripts/upstream-build.sh                   # build what is missing, print where it is
@@ -41,7 +42,11 @@ targets_of() {
         k8s.io/kubernetes/cmd/kube-scheduler=kube-scheduler
       ;;
     etcd) echo go.etcd.io/etcd/server/v3=etcd ;;
-    karpenter) echo sigs.k8s.io/karpenter/kwok=karpenter-kwok ;;
+    # awsrepair: the kwok main with the AWS provider's repair policies (its own source says how)
+    karpenter)
+      echo sigs.k8s.io/karpenter/kwok=karpenter-kwok \
+        mignurse/upstream/karpenter/awsrepair=karpenter-kwok-awsrepair
+      ;;
     kwok) echo sigs.k8s.io/kwok/cmd/kwok=kwok ;;
   esac
 }
@@ -126,7 +131,9 @@ main() {
     fi
     read -ra pairs <<< "$(targets_of "$comp")"
     flags=$(ldflags_of "$comp" "$version")
+    # The component's own Go files (a main of ours, where it has one) are part of the key.
     key=$(cat "upstream/$comp/go.mod" "upstream/$comp/go.sum" <(echo "$flags $GOFLAGS ${pairs[*]}") \
+      <(find "upstream/$comp" -name '*.go' | LC_ALL=C sort | xargs -r cat) \
       | sha256sum | cut -c1-16)
     dir="$cache/$comp-$version"
     local have=1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -160,6 +161,70 @@ def test_cordon_and_collect_end_to_end_over_the_sandbox(cluster_for: Make, tmp_p
     assert runs.returncode == 0
     assert f"run {run_id}: cordon-and-collect on {node}" in runs.stdout
     assert "  collect (collect-bundle): verified" in runs.stdout
+
+
+def _no_way_in(state: Path) -> None:
+    """An ~/.ssh/config that sends every node to a port of 127.0.0.1 nothing listens on."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (state / ".ssh").mkdir(parents=True, mode=0o700)
+    (state / ".ssh" / "config").write_text(f"Host *\n  HostName 127.0.0.1\n  Port {port}\n")
+
+
+def test_cordon_and_collect_with_no_way_into_the_node_fails_in_one_line_and_undoes(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    env = env_for(tmp_path / "state")
+    _no_way_in(tmp_path / "state")
+    done = mignurse(
+        c, env, "run", "cordon-and-collect", "--node", node, "--yes", "--transport", "ssh",
+        "--param", f"out={tmp_path / 'node.tar.gz'}",
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    run_id = done.stdout.split()[1].rstrip(":")
+    assert re.search(
+        rf"^run {run_id}: undone: step collect failed: could not collect {node}: "
+        r"connection refused by \S+@127\.0\.0\.1:\d+",
+        out,
+        re.M,
+    ), out
+    assert "Traceback" not in out
+    assert f"now: node {node} is Ready, schedulable" in out
+    seen = c.node(node)
+    assert not seen["spec"].get("unschedulable")
+    assert "mignurse.io/cordoned-by" not in (seen["metadata"].get("annotations") or {})
+
+
+def test_the_mig_runbook_with_no_way_into_the_node_is_blocked_in_its_plan(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    """Its plan already asks the node whether a host nvidia-mig-manager.service is active."""
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    env = env_for(tmp_path / "state")
+    _no_way_in(tmp_path / "state")
+    before = c.node(node)
+    done = mignurse(
+        c, env, "run", "reapply-mig-no-hooks", "--node", node, "--dry-run",
+        "--transport", "ssh", "--param", "config=all-1g.10gb",
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert re.search(
+        r"^run [0-9a-f]{8}: blocked: step preflight cannot run: systemctl is-active on "
+        rf"{node}: connection refused by \S+@127\.0\.0\.1:\d+$",
+        out,
+        re.M,
+    ), out
+    assert "Traceback" not in out
+    assert c.node(node)["metadata"] == before["metadata"]
+    assert not c.node(node)["spec"].get("unschedulable")
 
 
 def _log(root: Path) -> Any:

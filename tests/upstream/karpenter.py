@@ -54,6 +54,8 @@ class KarpenterBinaries:
     karpenter: Path
     kwok: Path
     crds: tuple[Path, ...]
+    # The kwok main with the AWS provider's repair policies (upstream/karpenter/awsrepair)
+    awsrepair: Path
 
 
 def kubectl_path() -> Path:
@@ -85,11 +87,12 @@ def find_karpenter_binaries() -> tuple[KarpenterBinaries | None, str]:
         kube_scheduler=cache / f"kubernetes-{k8s}" / "bin" / "kube-scheduler",
         karpenter=cache / f"karpenter-{karpenter}" / "bin" / "karpenter-kwok",
         kwok=cache / f"kwok-{kwok}" / "bin" / "kwok",
+        awsrepair=cache / f"karpenter-{karpenter}" / "bin" / "karpenter-kwok-awsrepair",
         crds=(source / "pkg" / "apis" / "crds", source / "kwok" / "apis" / "crds"),
     )
     missing = [
         str(p)
-        for p in (bins.kube_scheduler, bins.karpenter, bins.kwok)
+        for p in (bins.kube_scheduler, bins.karpenter, bins.kwok, bins.awsrepair)
         if not os.access(p, os.X_OK)
     ]
     if missing:
@@ -216,6 +219,10 @@ class KarpenterCluster:
     plane: ControlPlane = field(init=False)
     metrics_port: int = 0
     karpenter_starts: int = 0
+    # What restart_karpenter() runs: the kwok main, unless a test switched to another program
+    # of the same release (the AWS provider's repair policies) with settings of its own.
+    program: Path | None = None
+    program_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def kubeconfig(self) -> Path:
@@ -307,7 +314,7 @@ class KarpenterCluster:
             out.write(f"=== start {self.karpenter_starts}\n")
         self.plane.start_process(
             "karpenter",
-            self.extra.karpenter,
+            self.program or self.extra.karpenter,
             env={
                 **self.deployment_env(),
                 "KUBECONFIG": str(self.kubeconfig),
@@ -317,6 +324,7 @@ class KarpenterCluster:
                 "HEALTH_PROBE_PORT": str(health),
                 "LOG_LEVEL": "info",
                 "INSTANCE_TYPES_FILE_PATH": str(self.instance_types),
+                **self.program_env,
             },
         )
         self.plane.wait_ready("karpenter", f"http://127.0.0.1:{health}/readyz", 120, None)

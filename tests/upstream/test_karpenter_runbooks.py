@@ -3,22 +3,23 @@ real Karpenter v1.9.0 with its kwok provider (karpenter.py, docs/upstream.md), a
 the CLI prints is read back from the cluster here.
 
 The tests run in file order on one cluster: the workload fixture makes Karpenter launch three
-GPU nodes (`g6e.12xlarge`, 4 GPUs each): `web`'s (a Deployment's pod, which needs a new node
+GPU nodes (`p5.48xlarge`, 8 GPUs each): `web`'s (a Deployment's pod, which needs a new node
 when evicted), `seed`'s (a bare pod deleted later, leaving only a DaemonSet pod), and
 `lonely`'s, whose kwok heartbeat is stopped at once so the node lifecycle controller marks it
 `Ready=Unknown` and `diagnose` judges it, minutes later, on what the real controllers wrote.
 
-What cannot run here, and why:
-- the `collect` step (cordon-and-collect, replace-instance's default): it needs a shell on the
-  node (SSH or SSM); a kwok node is a Node object with no machine behind it. The test shows
-  the run failing at that step with one line and its undo leaving the node as it was.
-- reapply-mig-no-hooks: it runs nvidia-mig-parted and nvidia-smi on the node and waits for a
-  device plugin to advertise the new MIG layout; a kwok node has none of them, and even its
-  plan asks the node (`systemctl is-active nvidia-mig-manager`): the test shows the plan
-  blocked in one line, the rest of it read from the cluster, and nothing written.
-- Karpenter's repair firing: the kwok provider's policies are Ready False/Unknown for 10 minutes
-  (kubernetes-sigs/karpenter v1.9.0 kwok/cloudprovider/cloudprovider.go RepairPolicies), longer
-  than the tier; the gate is verified from the restarted controller instead.
+A kwok node is a Node object with no machine behind it. The runbooks that run commands on
+the node (`cordon-and-collect`, `reapply-mig-no-hooks`) reach it with `--transport ssh`, the
+product's own SSH transport, through a real OpenSSH sshd on 127.0.0.1 whose login for that
+node is a NodeSandbox built from the Node (nodeshells.py): the collector's and the MIG
+runbook's real scripts run against the sandbox's journals and simulated GPU tools. The CLI's
+`~/.ssh/config` maps each node's name to that sshd; the product is unchanged.
+
+Karpenter's repair firing: the kwok provider's own policies are Ready False/Unknown for 10
+minutes (kubernetes-sigs/karpenter v1.9.0 kwok/cloudprovider/cloudprovider.go RepairPolicies),
+longer than the tier. The last test restarts Karpenter as its kwok main with the AWS provider's
+policies (upstream/karpenter/awsrepair), AcceleratedHardwareReady's toleration shortened to
+60 s and logged as such, and watches the real node health controller delete the node.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,6 +49,10 @@ from karpenter import (
     KarpenterCluster,
     wait_for,
 )
+from nodeaccess.sshd import running_sshd
+from nodeshells import MigDevicePlugin, NodeShells
+
+from mignurse.runner.steps.mig.nodecmd import CONFIG_FILE, HOOKS_FILE
 
 # The first test also starts the cluster and waits for Karpenter's three nodes; the last waits
 # out node-not-ready's settle: more than the suite's 300 s hang guard on two busy cores.
@@ -125,7 +132,8 @@ class Ran:
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory, karpenter: KarpenterCluster) -> Path:
     """HOME of the CLI: its audit log and run state, and an SSH config that sends every node
-    to a closed port of 127.0.0.1 (a kwok node has no machine to reach)."""
+    to a closed port of 127.0.0.1 (a kwok node has no machine to reach) until `shells` gives
+    it a way in."""
     home = tmp_path_factory.mktemp("home")
     ssh = home / ".ssh"
     ssh.mkdir(mode=0o700)
@@ -134,9 +142,16 @@ def home(tmp_path_factory: pytest.TempPathFactory, karpenter: KarpenterCluster) 
     return home
 
 
+@pytest.fixture(scope="module")
+def shells(tmp_path_factory: pytest.TempPathFactory, home: Path) -> Iterator[NodeShells]:
+    """The sshd on 127.0.0.1 that logs each added node into its NodeSandbox (nodeshells.py)."""
+    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield NodeShells(server, home, tmp_path_factory.mktemp("nodes"))
+
+
 def mignurse(karpenter: KarpenterCluster, home: Path, *args: str) -> Ran:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"},  # keys: ~/.ssh/config
         "HOME": str(home),
         "XDG_STATE_HOME": str(home / "state"),
         "XDG_CONFIG_HOME": str(home / "config"),
@@ -242,22 +257,66 @@ def test_cordon_then_uncordon_a_karpenter_node(
     )
 
 
-def test_cordon_and_collect_stops_at_collect_without_a_node_shell_and_undoes_the_cordon(
-    karpenter: KarpenterCluster, workload: Workload, home: Path
+def test_cordon_and_collect_over_ssh_cordons_and_writes_a_bundle_diagnose_reads(
+    karpenter: KarpenterCluster, workload: Workload, home: Path, shells: NodeShells
 ) -> None:
     node = workload.seed
+    sandbox = shells.add(karpenter.get("node", node))
+    bundle = home / "seed.tar.gz"
     ran = mignurse(
         karpenter, home, "run", "cordon-and-collect", "--node", node, "--yes",
-        "--transport", "ssh", "--param", f"out={home / 'b.tar.gz'}",
+        "--transport", "ssh", "--param", f"out={bundle}", "--param", "since=2h",
     )  # fmt: skip
-    assert ran.code != 0, ran.out
-    assert f"run {ran.run_id}: undone: step collect failed: could not collect {node}" in ran.out
+    assert ran.code == 0, ran.out
+    run_id = ran.run_id
+    assert f"run {run_id}: succeeded" in ran.out
+    assert f"  collect: verified: {bundle}" in ran.out
+    assert f"  report: verified: {node}: cordoned, Ready=True; bundle {bundle}" in ran.out
+    assert f"now: node {node} is Ready, cordoned by this run" in ran.out
     assert "Traceback" not in ran.out
+
+    # Cordoned, as the runbook leaves it on success (its undo is for a failure only).
+    seen = karpenter.get("node", node)
+    assert seen["spec"].get("unschedulable") is True
+    assert json.loads(seen["metadata"]["annotations"]["mignurse.io/cordoned-by"])["run"] == run_id
+    assert ready(seen) == "True"
+    assert "mignurse.io/lock" not in (seen["metadata"].get("annotations") or {})
+
+    # The collector's script ran in the node's sandbox, over SSH, and changed nothing there.
+    calls = [" ".join((c.command, *c.args)) for c in sandbox.calls()]
+    assert any(c.startswith("journalctl") and "kubelet" in c for c in calls), calls
+    assert any(c.startswith("nvidia-smi") for c in calls), calls
+    assert not [c for c in calls if re.search(r"restart|daemon-reload|\bstop\b|\bstart\b", c)]
+
+    # The bundle holds the node's journals as the sandbox served them, and reads back in
+    # diagnose: the node's timeline has its kubelet and containerd journals.
+    with tarfile.open(bundle) as archive:
+        names = archive.getnames()
+        member = next(n for n in names if n.endswith(f"nodes/{node}/kubelet.log"))
+        journal = archive.extractfile(member)
+        assert journal is not None
+        text = journal.read().decode()
+    assert f'"Successfully registered node" node="{node}"' in text
+    assert any(n.endswith("cluster/nodes.json") for n in names), names
+    opened = mignurse(karpenter, home, "diagnose", "--from", str(bundle), "--node", node,
+                      "-o", "json")  # fmt: skip
+    assert opened.code in (0, 1), opened.out
+    report = json.loads(opened.stdout)
+    assert report["layout"] == "mignurse"
+    assert report["ruleErrors"] == []
+    timeline = report["timeline"]
+    kubelet = [e["text"] for e in timeline if e["source"] == "journal:kubelet"]
+    assert any("Started kubelet.service" in t for t in kubelet), timeline
+    assert any(e["source"] == "journal:containerd" for e in timeline), timeline
+    assert any(e["source"] == "node" and "p5.48xlarge" in e["text"] for e in timeline), timeline
+
+    # The engineer hands the node back: uncordon lifts this run's cordon.
+    ran = mignurse(karpenter, home, "run", "uncordon", "--node", node, "--yes")
+    assert ran.code == 0, ran.out
     assert f"now: node {node} is Ready, schedulable" in ran.out
     seen = karpenter.get("node", node)
     assert not seen["spec"].get("unschedulable")
     assert "mignurse.io/cordoned-by" not in (seen["metadata"].get("annotations") or {})
-    assert ready(seen) == "True"
 
 
 # -- pause and resume of node repair ------------------------------------------------------
@@ -476,33 +535,85 @@ def test_replace_instance_of_a_node_with_only_a_daemonset_pod_expects_no_replace
 # -- diagnose on what real Karpenter and the controllers wrote ----------------------------
 
 
-def test_the_mig_runbook_cannot_even_be_planned_without_a_node_shell(
-    karpenter: KarpenterCluster, workload: Workload, home: Path
+def test_reapply_mig_without_hooks_partitions_a_kwok_gpu_node_over_ssh(
+    karpenter: KarpenterCluster, workload: Workload, home: Path, shells: NodeShells
 ) -> None:
-    """reapply-mig-no-hooks runs nvidia-mig-parted on the node, and its plan already asks the
-    node whether a host nvidia-mig-manager.service is active (a read-only command): a kwok
-    node has no machine to ask. The plan says so in one line, shows the rest of the plan
-    from the cluster (the H100 layout, the pods it would evict), and writes nothing."""
+    """reapply-mig-no-hooks on web's node: mig-parted and nvidia-smi run in the node's
+    sandbox over SSH, the labels go through the real API server, web's pod is evicted (its
+    Deployment's new pod makes Karpenter launch another node), and the device plugin's part
+    (MigDevicePlugin) advertises what the sandbox's GPUs then hold."""
     node = workload.web
-    ran = mignurse(
-        karpenter, home, "run", "reapply-mig-no-hooks", "--node", node, "--dry-run",
-        "--transport", "ssh", "--param", "config=all-1g.10gb",
-    )  # fmt: skip
-    assert ran.code == 1, ran.out
-    assert re.search(
-        rf"^run {ran.run_id}: blocked: step preflight cannot run: systemctl is-active on "
-        rf"{node}: connection refused by root@127\.0\.0\.1:\d+$",
-        ran.out,
-        re.M,
-    ), ran.out
-    assert "Traceback" not in ran.out
+    sandbox = shells.add(karpenter.get("node", node))
     pod = karpenter.items("pods", "-n", "work", "-l", "app=web")[0]["metadata"]["name"]
-    assert f"change pod/work/{pod}: evicted (policy/v1 Eviction) '{node}' → (absent)" in ran.out
-    assert "as 7×1g.10gb per GPU" in ran.out
+    plugin = MigDevicePlugin(
+        node,
+        sandbox,
+        get=lambda: karpenter.get("node", node),
+        patch_status=lambda body: karpenter.kubectl(
+            "patch", "node", node, "--subresource=status", "--type=merge", "-p", body
+        ),
+    )
+    with plugin:
+        ran = mignurse(
+            karpenter, home, "run", "reapply-mig-no-hooks", "--node", node, "--yes",
+            "--transport", "ssh", "--param", "config=all-1g.10gb", "--param", "settle=10s",
+            "--param", "drain_timeout=2m", "--param", "allocatable_timeout=3m",
+        )  # fmt: skip
+    assert ran.code == 0, ran.out
+    assert f"run {ran.run_id}: succeeded" in ran.out
+    assert "Traceback" not in ran.out
+    assert f"drain-gpu-pods: evicted work/{pod}" in ran.out
+    assert f"now: node {node} is Ready, schedulable" in ran.out
+
+    # The sandbox's GPUs: MIG on, 7×1g.10gb on each of the 8 H100s.
+    gpus = sandbox.mig_state()["gpus"]
+    assert len(gpus) == 8
+    for gpu in gpus:
+        assert gpu["current"] == gpu["pending"] == "Enabled"
+        assert [i["profile"] for i in gpu["instances"]] == ["1g.10gb"] * 7
+    assert plugin.restarted
+    assert plugin.advertised == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 56}
+
+    # Read back from the cluster: labels, allocatable, no cordon, no lock, Ready.
     seen = karpenter.get("node", node)
+    labels = seen["metadata"]["labels"]
+    assert labels["nvidia.com/mig.config"] == "all-1g.10gb"
+    assert labels["nvidia.com/mig.config.state"] == "success"
+    assert labels["nvidia.com/gpu.deploy.mig-manager"] == "false"  # mignurse the only writer
+    assert seen["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] == "56"
+    assert seen["status"]["allocatable"]["nvidia.com/gpu"] == "0"
     assert not seen["spec"].get("unschedulable")
-    assert "nvidia.com/gpu.deploy.mig-manager" not in seen["metadata"]["labels"]
-    assert "mignurse.io/lock" not in (seen["metadata"].get("annotations") or {})
+    annotations = seen["metadata"].get("annotations") or {}
+    assert "mignurse.io/cordoned-by" not in annotations
+    assert "mignurse.io/lock" not in annotations
+    assert ready(seen) == "True"
+    assert karpenter.get("pod", pod, "-n", "work") is None
+
+    # No hook ran, and nothing restarted kubelet or containerd or reloaded systemd: the
+    # sandbox's systemctl records every call, and only read-only questions were asked.
+    systemctl = [c.args for c in sandbox.calls() if c.command == "systemctl"]
+    assert systemctl, "the preflight asks systemctl about a host nvidia-mig-manager.service"
+    assert {args[0] for args in systemctl} <= {"is-active", "is-enabled"}, systemctl
+    # mig-parted's sequence (docs/mig.md), with no hooks file in its environment and an
+    # empty one named: the node's profile.d MIG_PARTED_HOOKS_FILE was unset.
+    root = str(sandbox.fs)
+    cfg = ["-f", root + CONFIG_FILE, "-c", "all-1g.10gb"]
+    hooks = ["-k", root + HOOKS_FILE]
+    runs = sandbox.mig_parted_runs()
+    assert [r["argv"] for r in runs] == [
+        ["assert", *cfg],
+        ["-d", "apply", "--mode-only", *cfg, *hooks],
+        ["-d", "assert", "--mode-only", *cfg],
+        ["-d", "apply", *cfg, *hooks],
+        ["assert", *cfg],
+        ["assert", *cfg],
+    ], runs
+    assert [r["rc"] for r in runs] == [1, 0, 0, 0, 0, 0]
+    assert all(r["hooksFileEnv"] is None and not r["hooksRun"] for r in runs), runs
+    workload.web = node_of(
+        karpenter, karpenter.items("pods", "-n", "work", "-l", "app=web")[0]["metadata"]["name"]
+    )
+    assert workload.web != node
 
 
 def test_diagnose_reads_the_node_lifecycle_controller_and_karpenter_on_a_silent_node(
@@ -547,3 +658,127 @@ def test_diagnose_reads_the_node_lifecycle_controller_and_karpenter_on_a_silent_
     risk = by_id["repair-risk"]
     assert "1 node(s) match a repair policy now" in risk["summary"]
     assert any("NodeRepair=true" in e["text"] for e in risk["evidence"])
+
+
+# -- Karpenter's node repair, with the AWS provider's policies ----------------------------
+
+REPAIR_POOL = f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: repair}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements:
+      - {{key: kubernetes.io/os, operator: In, values: [linux]}}
+      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+      - {{key: node.kubernetes.io/instance-type, operator: In, values: [{INSTANCE_TYPE}]}}
+      expireAfter: Never
+  disruption: {{consolidationPolicy: WhenEmpty, consolidateAfter: Never}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: hw, namespace: work, labels: {{app: hw}}}}
+spec: {{nodeSelector: {{karpenter.sh/nodepool: repair}}, containers: {GPU_CONTAINERS}}}
+"""
+# The AWS provider's toleration for AcceleratedHardwareReady=False, which mignurse predicts
+# with (aws/karpenter-provider-aws v1.9.0 pkg/cloudprovider/cloudprovider.go RepairPolicies),
+# and the one the tier's Karpenter runs with: REPAIR_TOLERATIONS shortens it, and says so in
+# its log (upstream/karpenter/awsrepair/main.go).
+AWS_TOLERATION = timedelta(minutes=10)
+TIER_TOLERATION = timedelta(seconds=60)
+
+
+def test_karpenter_repairs_a_node_whose_gpu_the_agent_reports_unhealthy(
+    karpenter: KarpenterCluster, workload: Workload, home: Path
+) -> None:
+    """Real Karpenter's node health controller, with the AWS provider's repair policies,
+    deletes a GPU node `AcceleratedHardwareReady=False` once the toleration has passed;
+    `diagnose` and `radar` named the repair beforehand. Its own NodePool, so that the 20%
+    guard (one unhealthy node of one) lets it through beside `lonely`'s NotReady node."""
+    karpenter.program = karpenter.extra.awsrepair
+    karpenter.program_env = {
+        "REPAIR_TOLERATIONS": f"AcceleratedHardwareReady={TIER_TOLERATION.seconds}s"
+    }
+    karpenter.restart_karpenter()
+    log = karpenter.karpenter_log()
+    assert (
+        '"condition":"AcceleratedHardwareReady","status":"False","toleration":"1m0s",'
+        '"source":"REPAIR_TOLERATIONS, not the AWS provider\'s"'
+    ) in log, log[-3000:]
+    assert '"condition":"Ready","status":"Unknown","toleration":"30m0s"' in log
+
+    karpenter.kubectl("apply", "-f", "-", stdin=REPAIR_POOL)
+    node = node_of(karpenter, "hw")
+    claim = claim_of(karpenter, node)
+    assert claim is not None and claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "repair"
+
+    # The node monitoring agent's verdict, written by the test in its place: the condition
+    # type and a Fatal reason as the agent names them (docs/repair.md); the message is ours.
+    since = datetime.now(UTC).replace(microsecond=0)
+    stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {
+        "type": "AcceleratedHardwareReady",
+        "status": "False",
+        "reason": "NvidiaXID79Error",
+        "message": "written by the upstream tier in the node monitoring agent's place",
+        "lastTransitionTime": stamp,
+        "lastHeartbeatTime": stamp,
+    }
+    karpenter.kubectl(
+        "patch", "node", node, "--subresource=status", "--type=strategic",
+        "-p", json.dumps({"status": {"conditions": [condition]}}),
+    )  # fmt: skip
+
+    def unhealthy() -> bool:
+        seen = karpenter.get("node", node) or {}
+        return any(
+            c["type"] == "AcceleratedHardwareReady" and c["status"] == "False"
+            for c in (seen.get("status") or {}).get("conditions") or []
+        )
+
+    assert unhealthy()
+
+    # mignurse predicts the repair with the AWS provider's toleration (10 minutes), as it
+    # would on EKS; the tier's Karpenter was told to act after one.
+    ran = mignurse(karpenter, home, "diagnose", "-o", "json")
+    report = json.loads(ran.stdout)
+    hardware = [
+        f
+        for f in report["findings"]
+        if f["id"] == "accelerated-hardware-not-ready" and node in f["nodes"]
+    ]
+    assert hardware, report["findings"]
+    assert datetime.fromisoformat(hardware[0]["deadline"]) == since + AWS_TOLERATION
+    ran = mignurse(karpenter, home, "radar", "-o", "json")
+    rows = [r for r in json.loads(ran.stdout)["nodes"] if r["node"] == node]
+    assert len(rows) == 1, ran.out
+    assert rows[0]["condition"] == "AcceleratedHardwareReady=False"
+    assert rows[0]["state"] == "fires"
+    assert datetime.fromisoformat(rows[0]["due"]) == since + AWS_TOLERATION
+
+    # Real Karpenter deletes the NodeClaim once the toleration has passed, not before.
+    name = claim["metadata"]["name"]
+
+    def deleting() -> str:
+        found = karpenter.get("nodeclaim", name)
+        if found is None:
+            return "gone"
+        return str(found["metadata"].get("deletionTimestamp") or "")
+
+    assert unhealthy()
+    when = wait_for(f"Karpenter's repair of {node}", deleting, 240)
+    if when != "gone":
+        assert datetime.fromisoformat(when) >= since + TIER_TOLERATION
+    assert '"message":"deleting unhealthy node"' in karpenter.karpenter_log()
+    disrupted = [
+        line
+        for line in karpenter.karpenter_metrics().splitlines()
+        if line.startswith("karpenter_nodeclaims_disrupted_total{")
+        and 'reason="unhealthy"' in line
+        and 'nodepool="repair"' in line
+    ]
+    assert [line.rsplit(" ", 1)[1] for line in disrupted] == ["1"], disrupted
+    wait_for(f"{node} and its NodeClaim gone", lambda: karpenter.get("node", node) is None, 180)
+    assert karpenter.get("nodeclaim", name) is None
