@@ -77,21 +77,28 @@ def load_snapshot(
     label_selector: str | None = None,
     with_events: bool = False,
     event_kinds: tuple[str, ...] = (),
+    events_not_about: str = "",
 ) -> Loaded:
     """Nodes (required), NodeClaims and NodePools (when Karpenter is there and RBAC allows),
     DRA ResourceSlices and ResourceClaims (when `resource.k8s.io` is served), events (when
     asked; with `event_kinds`, only the events about objects of those kinds, which a
-    100,000-event cluster answers far faster). Optional parts that fail become notices, not
-    errors."""
+    100,000-event cluster answers far faster; else, with `events_not_about`, all but those
+    about objects of that kind). Optional parts that fail become notices, not errors."""
     notices: list[str] = []
     # Side by side; read back, and refused, in the order they were read one by one.
     nodes_read = begun(lambda: client.list(NODES, Node.from_api, label_selector=label_selector))
     karpenter_read = begun(lambda: karpenter_available(client))
     dra_read = begun(lambda: load_dra(client))
-    # Only about objects of these kinds (a field selector each), or all of them. A list past
-    # LIST_ITEMS is cut there, not refused: some events beat none.
+    # Only about objects of these kinds (a field selector each), or all of them but one kind
+    # (`!=`, which the API server's field selectors take: k8s.io/apimachinery v0.34.0
+    # pkg/fields/selector.go `parseSelector`; events select on involvedObject.kind,
+    # kubernetes/kubernetes v1.34.0 pkg/registry/core/event/strategy.go `ToSelectableFields`).
+    # A list past LIST_ITEMS is cut there, not refused: some events beat none.
     selectors = [{"field_selector": f"involvedObject.kind={kind}"} for kind in event_kinds]
-    event_reads = [begun(_events(client, s)) for s in selectors or [{}]] if with_events else []
+    if not selectors:
+        not_about = f"involvedObject.kind!={events_not_about}" if events_not_about else None
+        selectors = [{"field_selector": not_about} if not_about else {}]
+    event_reads = [begun(_events(client, s)) for s in selectors] if with_events else []
     nodes = nodes_read()
     karpenter = karpenter_read()
     claims: dict[str, NodeClaim] = {}
