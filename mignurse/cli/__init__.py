@@ -10,26 +10,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mignurse import __version__
-from mignurse.cli import (
-    app,
-    collect,
-    diagnose,
-    nodes,
-    probe,
-    run_runbook,
-    runbooks,
-    runs,
-    sim,
-    unlock,
-    userdata,
-    watch,
-)
 from mignurse.cli.common import (
     EXIT_INTERNAL,
     EXIT_USAGE,
@@ -40,38 +27,29 @@ from mignurse.cli.common import (
 from mignurse.inert import inert
 
 
-def _radar() -> Any:
-    """`mignurse radar`'s module, loaded only for it."""
-    from mignurse.cli import radar
-
-    return radar
-
-
-def _inventory() -> Any:
-    """`mignurse inventory`'s module, loaded only for it: `nodes` and `diagnose` start
-    without it."""
-    from mignurse.cli import inventory
-
-    return inventory
+def _module(name: str) -> Any:
+    """A command's module (`mignurse.cli.NAME`), loaded when its command is parsed or run:
+    `mignurse nodes` loads neither the app's, the collector's nor the runbooks' modules."""
+    return importlib.import_module(f"mignurse.cli.{name}")
 
 
-# Each adds the sub-parsers of its commands in this order, the order `mignurse --help` lists
-# them.
-_PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
-    (("nodes",), nodes.add_parser),
-    (("diagnose",), diagnose.add_parser),
-    (("inventory",), lambda sub: _inventory().add_parser(sub)),
-    (("radar",), lambda sub: _radar().add_parser(sub)),
-    (("watch",), watch.add_parser),
-    (("collect",), collect.add_parser),
-    (("probe",), probe.add_parser),
-    (("userdata",), userdata.add_parser),
-    (("open", "demo"), app.add_parsers),
-    (("sim",), sim.add_parser),
-    (("runbooks",), runbooks.add_parser),
-    (("run",), run_runbook.add_parser),
-    (("runs",), runs.add_parser),
-    (("unlock",), unlock.add_parser),
+# Each module adds the sub-parsers of its commands in this order, the order `mignurse --help`
+# lists them: (commands, module, the module's function that adds them).
+_PARSERS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("nodes",), "nodes", "add_parser"),
+    (("diagnose",), "diagnose", "add_parser"),
+    (("inventory",), "inventory", "add_parser"),
+    (("radar",), "radar", "add_parser"),
+    (("watch",), "watch", "add_parser"),
+    (("collect",), "collect", "add_parser"),
+    (("probe",), "probe", "add_parser"),
+    (("userdata",), "userdata", "add_parser"),
+    (("open", "demo"), "app", "add_parsers"),
+    (("sim",), "sim", "add_parser"),
+    (("runbooks",), "runbooks", "add_parser"),
+    (("run",), "run_runbook", "add_parser"),
+    (("runs",), "runs", "add_parser"),
+    (("unlock",), "unlock", "add_parser"),
 )
 RUNBOOK_COMMANDS = ("runbooks", "run", "runs", "unlock")
 
@@ -84,7 +62,7 @@ def named_command(argv: Sequence[str]) -> str | None:
     """The command `argv` runs, when only whole top-level flags come before its name; else
     None (help, the version, an abbreviated or unknown flag, no command: the whole parser
     judges those)."""
-    commands = {name for names, _add in _PARSERS for name in names}
+    commands = {name for names, _module_name, _add in _PARSERS for name in names}
     tokens = iter(argv)
     for token in tokens:
         if token in _TOP_FLAGS or (token.partition("=")[0] in _TOP_VALUED and "=" in token):
@@ -148,9 +126,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     app_options(parser, top=True)
     connection_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for names, add in _PARSERS:
+    for names, module, add in _PARSERS:
         if command is None or command in names:
-            add(sub)
+            getattr(_module(module), add)(sub)
     for chosen in sub.choices.values():
         for parser_or_leaf in _with_sub_parsers(chosen):
             global_options(parser_or_leaf)
@@ -166,27 +144,35 @@ def _with_sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Argu
                 yield from _with_sub_parsers(leaf)
 
 
-def _handlers(
-    parser: argparse.ArgumentParser,
-) -> dict[str | None, Callable[[argparse.Namespace], int]]:
-    return {
-        None: app.cmd_app,
-        "nodes": nodes.cmd_nodes,
-        "diagnose": diagnose.cmd_diagnose,
-        "inventory": lambda args: _inventory().cmd_inventory(args),
-        "radar": lambda args: _radar().cmd_radar(args),
-        "collect": collect.cmd_collect,
-        "probe": probe.cmd_probe,
-        "watch": watch.cmd_watch,
-        "userdata": userdata.cmd_userdata,
-        "open": app.cmd_open,
-        "demo": app.cmd_demo,
-        "sim": lambda args: sim.cmd_sim(args, parser),
-        "runbooks": runbooks.cmd_runbooks,
-        "run": run_runbook.cmd_run,
-        "runs": runs.cmd_runs,
-        "unlock": unlock.cmd_unlock,
-    }
+# Each command's handler: (module, function), loaded as it runs. No command: the app.
+_HANDLERS: dict[str | None, tuple[str, str]] = {
+    None: ("app", "cmd_app"),
+    "nodes": ("nodes", "cmd_nodes"),
+    "diagnose": ("diagnose", "cmd_diagnose"),
+    "inventory": ("inventory", "cmd_inventory"),
+    "radar": ("radar", "cmd_radar"),
+    "collect": ("collect", "cmd_collect"),
+    "probe": ("probe", "cmd_probe"),
+    "watch": ("watch", "cmd_watch"),
+    "userdata": ("userdata", "cmd_userdata"),
+    "open": ("app", "cmd_open"),
+    "demo": ("app", "cmd_demo"),
+    "sim": ("sim", "cmd_sim"),
+    "runbooks": ("runbooks", "cmd_runbooks"),
+    "run": ("run_runbook", "cmd_run"),
+    "runs": ("runs", "cmd_runs"),
+    "unlock": ("unlock", "cmd_unlock"),
+}
+
+
+def _handler(
+    command: str | None, parser: argparse.ArgumentParser
+) -> Callable[[argparse.Namespace], int]:
+    module, name = _HANDLERS.get(command, _HANDLERS[None])
+    handler: Callable[..., int] = getattr(_module(module), name)
+    if command == "sim":  # `mignurse sim` without a sub-command prints its parser's help
+        return lambda args: handler(args, parser)
+    return handler
 
 
 # -- entry point ------------------------------------------------------------------------
@@ -303,7 +289,7 @@ def user_errors(command: str | None) -> tuple[type[Exception], ...]:
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
-    handler = _handlers(parser).get(args.command, app.cmd_app)
+    handler = _handler(args.command, parser)
     try:
         return handler(args)
     except KeyboardInterrupt:

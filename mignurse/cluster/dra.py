@@ -240,7 +240,7 @@ def raw_gpu_plugin_pods(client: ClusterClient) -> list[dict[str, Any]]:
     # not six one after another. Each is waited for; the first refusal, in selector order,
     # is raised.
     reads = [
-        begun(lambda selector=selector: client.list(PODS, lambda r: r, label_selector=selector))
+        begun(_pods_listed(client, selector))
         for selector in (*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS)
     ]
     listings: list[Any] = []
@@ -261,6 +261,10 @@ def raw_gpu_plugin_pods(client: ClusterClient) -> list[dict[str, Any]]:
                 seen.add(key)
                 raws.append(raw)
     return raws
+
+
+def _pods_listed(client: ClusterClient, selector: str) -> Callable[[], Any]:
+    return lambda: client.list(PODS, lambda raw: raw, label_selector=selector)
 
 
 def plugin_node_names(client: ClusterClient) -> frozenset[str]:
