@@ -621,7 +621,7 @@ def test_a_live_diagnosis_begins_its_read_before_it_loads_the_rules(
     assert json.loads(noted.read_text()) == {"seen": [False], "rules": True}
 
 
-def test_a_live_diagnosis_asks_for_what_the_rules_read_in_one_round_of_requests(
+def test_a_live_diagnosis_asks_only_for_what_the_rules_read(
     healthy: tuple[SimCluster, Path], tmp_path: Path
 ) -> None:
     """Events about Pods (no rule reads them) stay on the server; Karpenter's lists are

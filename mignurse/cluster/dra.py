@@ -234,37 +234,16 @@ def raw_gpu_plugin_pods(client: ClusterClient) -> list[dict[str, Any]]:
     """The GPU plugin pods as the API server sent them, by each selector, each once (a bundle
     keeps them cluster-wide: which nodes run the DRA driver decides how every node's GPUs are
     read). ClusterError goes to the caller."""
-    from mignurse.cluster.load import begun  # which imports this module
-
-    # One list per selector, all waiting on the API server side by side: one round trip,
-    # not six one after another. Each is waited for; the first refusal, in selector order,
-    # is raised.
-    reads = [
-        begun(_pods_listed(client, selector))
-        for selector in (*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS)
-    ]
-    listings: list[Any] = []
-    for read in reads:
-        try:
-            listings.append(read())
-        except ClusterError as exc:
-            listings.append(exc)
     seen: set[tuple[str, str]] = set()
     raws: list[dict[str, Any]] = []
-    for listing in listings:
-        if isinstance(listing, ClusterError):
-            raise listing
-        for raw in listing.items:
+    for selector in (*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS):
+        for raw in client.list(PODS, lambda r: r, label_selector=selector).items:
             meta = raw.get("metadata") or {}
             key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
             if key not in seen:
                 seen.add(key)
                 raws.append(raw)
     return raws
-
-
-def _pods_listed(client: ClusterClient, selector: str) -> Callable[[], Any]:
-    return lambda: client.list(PODS, lambda raw: raw, label_selector=selector)
 
 
 def plugin_node_names(client: ClusterClient) -> frozenset[str]:

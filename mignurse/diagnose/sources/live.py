@@ -54,16 +54,14 @@ def load_live(
     `event_kinds` limits the events to those about objects of these kinds; without it, the
     events about Pods are left on the server (no rule reads them, and they are two thirds of
     a cluster's events: `inputs.UNJUDGED_KIND`)."""
-    # The DaemonSets, the GPU plugin pods and the Karpenter Deployment wait on the API server
-    # beside the snapshot's own reads (the Deployment's is used once the snapshot says
-    # Karpenter is there); notices keep the order the reads had one after another.
+    # The DaemonSets and the GPU plugin pods wait on the API server beside the snapshot's own
+    # reads, the Karpenter Deployment beside the node groups' (once the snapshot says Karpenter
+    # is there); notices keep the order the reads had one after another.
     daemonset_notices: list[str] = []
     daemonsets_read = begun(lambda: read_daemonsets(client, daemonset_notices))
     policy_notices: list[str] = []
     policy_read = begun(lambda: read_cluster_policy(client, policy_notices))
     plugin_pods_read = begun(lambda: load_gpu_plugin_pods(client))
-    karpenter_notices: list[str] = []
-    settings_read = begun(lambda: karpenter_settings(client, karpenter_notices))
     loaded = load_snapshot(
         client, with_events=True, event_kinds=event_kinds, events_not_about=UNJUDGED_KIND
     )
@@ -73,6 +71,12 @@ def load_live(
         context=client.info.context,
         notices=list(loaded.notices),
     )
+    karpenter_notices: list[str] = []
+    settings_read = (
+        begun(lambda: karpenter_settings(client, karpenter_notices))
+        if loaded.snapshot.karpenter
+        else None
+    )
     groups = sorted(
         {n.pool for n in loaded.snapshot.gpu_nodes() if n.pool_kind == "nodegroup" and n.pool}
     )
@@ -81,9 +85,8 @@ def load_live(
         documents, unread = nodegroups(groups)
         gathered.nodegroups, problems = parse_nodegroups({"nodegroups": documents})
         nodegroup_notices = unread + problems
-    settings = settings_read()  # waited for either way: no read outlives the command's
-    if loaded.snapshot.karpenter:
-        gathered.karpenter = settings
+    if settings_read is not None:
+        gathered.karpenter = settings_read()
         gathered.notices.extend(karpenter_notices)
     gathered.daemonsets = daemonsets_read()
     gathered.notices.extend(daemonset_notices)
