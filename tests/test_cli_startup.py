@@ -114,6 +114,23 @@ def test_the_node_table_loads_no_library_it_does_not_draw_with(
     assert among(modules, NEVER_FOR_THE_NODE_TABLE) == []
 
 
+# Every command's module but the one run: a read loads only its own face.
+OTHER_COMMANDS = tuple(
+    f"mignurse.cli.{name}"
+    for name in ("app", "collect", "diagnose", "inventory", "nodes", "probe", "radar",
+                 "run_runbook", "runbooks", "runs", "sim", "unlock", "userdata", "watch")
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["nodes", "diagnose"])
+def test_a_read_loads_no_other_command_s_module(
+    kubeconfig: Path, tmp_path: Path, command: str
+) -> None:
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), command)
+    assert "ip-10-0-" in done.stdout or "repair-risk" in done.stdout
+    assert among(modules, OTHER_COMMANDS) == [f"mignurse.cli.{command}"]
+
+
 def test_a_piped_diagnosis_loads_neither_the_app_nor_aws_nor_rich(
     kubeconfig: Path, tmp_path: Path
 ) -> None:

@@ -33,23 +33,23 @@ def _module(name: str) -> Any:
     return importlib.import_module(f"mignurse.cli.{name}")
 
 
-# Each module adds the sub-parsers of its commands in this order, the order `mignurse --help`
-# lists them: (commands, module, the module's function that adds them).
-_PARSERS: tuple[tuple[tuple[str, ...], str, str], ...] = (
-    (("nodes",), "nodes", "add_parser"),
-    (("diagnose",), "diagnose", "add_parser"),
-    (("inventory",), "inventory", "add_parser"),
-    (("radar",), "radar", "add_parser"),
-    (("watch",), "watch", "add_parser"),
-    (("collect",), "collect", "add_parser"),
-    (("probe",), "probe", "add_parser"),
-    (("userdata",), "userdata", "add_parser"),
-    (("open", "demo"), "app", "add_parsers"),
-    (("sim",), "sim", "add_parser"),
-    (("runbooks",), "runbooks", "add_parser"),
-    (("run",), "run_runbook", "add_parser"),
-    (("runs",), "runs", "add_parser"),
-    (("unlock",), "unlock", "add_parser"),
+# Each adds the sub-parsers of its commands in this order, the order `mignurse --help` lists
+# them.
+_PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
+    (("nodes",), lambda sub: _module("nodes").add_parser(sub)),
+    (("diagnose",), lambda sub: _module("diagnose").add_parser(sub)),
+    (("inventory",), lambda sub: _module("inventory").add_parser(sub)),
+    (("radar",), lambda sub: _module("radar").add_parser(sub)),
+    (("watch",), lambda sub: _module("watch").add_parser(sub)),
+    (("collect",), lambda sub: _module("collect").add_parser(sub)),
+    (("probe",), lambda sub: _module("probe").add_parser(sub)),
+    (("userdata",), lambda sub: _module("userdata").add_parser(sub)),
+    (("open", "demo"), lambda sub: _module("app").add_parsers(sub)),
+    (("sim",), lambda sub: _module("sim").add_parser(sub)),
+    (("runbooks",), lambda sub: _module("runbooks").add_parser(sub)),
+    (("run",), lambda sub: _module("run_runbook").add_parser(sub)),
+    (("runs",), lambda sub: _module("runs").add_parser(sub)),
+    (("unlock",), lambda sub: _module("unlock").add_parser(sub)),
 )
 RUNBOOK_COMMANDS = ("runbooks", "run", "runs", "unlock")
 
@@ -62,7 +62,7 @@ def named_command(argv: Sequence[str]) -> str | None:
     """The command `argv` runs, when only whole top-level flags come before its name; else
     None (help, the version, an abbreviated or unknown flag, no command: the whole parser
     judges those)."""
-    commands = {name for names, _module_name, _add in _PARSERS for name in names}
+    commands = {name for names, _add in _PARSERS for name in names}
     tokens = iter(argv)
     for token in tokens:
         if token in _TOP_FLAGS or (token.partition("=")[0] in _TOP_VALUED and "=" in token):
@@ -126,9 +126,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     app_options(parser, top=True)
     connection_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for names, module, add in _PARSERS:
+    for names, add in _PARSERS:
         if command is None or command in names:
-            getattr(_module(module), add)(sub)
+            add(sub)
     for chosen in sub.choices.values():
         for parser_or_leaf in _with_sub_parsers(chosen):
             global_options(parser_or_leaf)
@@ -144,35 +144,28 @@ def _with_sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Argu
                 yield from _with_sub_parsers(leaf)
 
 
-# Each command's handler: (module, function), loaded as it runs. No command: the app.
-_HANDLERS: dict[str | None, tuple[str, str]] = {
-    None: ("app", "cmd_app"),
-    "nodes": ("nodes", "cmd_nodes"),
-    "diagnose": ("diagnose", "cmd_diagnose"),
-    "inventory": ("inventory", "cmd_inventory"),
-    "radar": ("radar", "cmd_radar"),
-    "collect": ("collect", "cmd_collect"),
-    "probe": ("probe", "cmd_probe"),
-    "watch": ("watch", "cmd_watch"),
-    "userdata": ("userdata", "cmd_userdata"),
-    "open": ("app", "cmd_open"),
-    "demo": ("app", "cmd_demo"),
-    "sim": ("sim", "cmd_sim"),
-    "runbooks": ("runbooks", "cmd_runbooks"),
-    "run": ("run_runbook", "cmd_run"),
-    "runs": ("runs", "cmd_runs"),
-    "unlock": ("unlock", "cmd_unlock"),
-}
-
-
-def _handler(
-    command: str | None, parser: argparse.ArgumentParser
-) -> Callable[[argparse.Namespace], int]:
-    module, name = _HANDLERS.get(command, _HANDLERS[None])
-    handler: Callable[..., int] = getattr(_module(module), name)
-    if command == "sim":  # `mignurse sim` without a sub-command prints its parser's help
-        return lambda args: handler(args, parser)
-    return handler
+def _handlers(
+    parser: argparse.ArgumentParser,
+) -> dict[str | None, Callable[[argparse.Namespace], int]]:
+    """Each command's handler; its module loads as it runs. No command: the app."""
+    return {
+        None: lambda args: _module("app").cmd_app(args),
+        "nodes": lambda args: _module("nodes").cmd_nodes(args),
+        "diagnose": lambda args: _module("diagnose").cmd_diagnose(args),
+        "inventory": lambda args: _module("inventory").cmd_inventory(args),
+        "radar": lambda args: _module("radar").cmd_radar(args),
+        "collect": lambda args: _module("collect").cmd_collect(args),
+        "probe": lambda args: _module("probe").cmd_probe(args),
+        "watch": lambda args: _module("watch").cmd_watch(args),
+        "userdata": lambda args: _module("userdata").cmd_userdata(args),
+        "open": lambda args: _module("app").cmd_open(args),
+        "demo": lambda args: _module("app").cmd_demo(args),
+        "sim": lambda args: _module("sim").cmd_sim(args, parser),
+        "runbooks": lambda args: _module("runbooks").cmd_runbooks(args),
+        "run": lambda args: _module("run_runbook").cmd_run(args),
+        "runs": lambda args: _module("runs").cmd_runs(args),
+        "unlock": lambda args: _module("unlock").cmd_unlock(args),
+    }
 
 
 # -- entry point ------------------------------------------------------------------------
@@ -289,7 +282,8 @@ def user_errors(command: str | None) -> tuple[type[Exception], ...]:
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
-    handler = _handler(args.command, parser)
+    handlers = _handlers(parser)
+    handler = handlers.get(args.command, handlers[None])
     try:
         return handler(args)
     except KeyboardInterrupt:

@@ -113,7 +113,6 @@ def _scenario_mark(body: Any) -> str | None:
             named = extension.get("extension")
             return str(named.get("scenario") or "") if isinstance(named, dict) else ""
     return None
-    return None
 
 
 def aws_session(access: Access) -> Any:
