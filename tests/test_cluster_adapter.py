@@ -327,3 +327,33 @@ def test_events_about_one_object_follow_a_relist_and_each_watch_change() -> None
     state.apply("events", "DELETED", raw("b.2", "b", 6))
     assert state.node_events("b") == [] and state.node_events("nowhere") == []
     assert len(state.snapshot().events) == 2
+
+
+def test_every_connection_of_a_client_shares_one_tls_context(
+    healthy: tuple[SimCluster, Path],
+) -> None:
+    """The CA is loaded into one context for the client, not into a new one per connection
+    (urllib3's own way); a CA that cannot be loaded is left to urllib3, which says so."""
+    from mignurse.cluster.transport import Configuration, RestClient
+
+    _sim, kubeconfig = healthy
+    client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+    shared = client.api.rest_client.pool_manager.connection_pool_kw["ssl_context"]
+    method, url, headers, _ = client.api.param_serialize(
+        "GET", "/version", auth_settings=["BearerToken"]
+    )
+    held = [client.api.call_api(method, url, headers) for _ in range(2)]  # two connections
+    try:
+        assert all(answer.status == 200 for answer in held)
+        sockets = [answer.response.connection.sock for answer in held]
+        assert sockets[0] is not sockets[1]
+        assert {id(sock.context) for sock in sockets} == {id(shared)}
+    finally:
+        for answer in held:
+            answer.response.release_conn()
+
+    broken = Configuration()
+    broken.host = "https://127.0.0.1:1"
+    broken.ca_cert_data = "not a certificate"
+    kw = RestClient(broken).pool_manager.connection_pool_kw
+    assert "ssl_context" not in kw and kw["ca_cert_data"] == "not a certificate"
