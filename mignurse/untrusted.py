@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import yaml
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+# A limit set in the environment only: compiled on first use (through `re`'s own cache).
+_SIZE = r"(?i)^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$"
 _SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
@@ -63,7 +64,7 @@ class Limit:
             return self.default
         number = 0
         if self.unit == "bytes":
-            found = _SIZE.match(raw)
+            found = re.match(_SIZE, raw)
             if found:
                 number = int(found.group(1)) * _SCALE[found.group(2).lower()]
         elif raw.isascii() and raw.isdigit():

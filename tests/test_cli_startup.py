@@ -73,10 +73,15 @@ NEVER_FOR_HELP = (
 
 
 @pytest.fixture(scope="module")
-def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
     sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    yield sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    yield sim, sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
     sim.stop()
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(healthy: tuple[SimCluster, Path]) -> Path:
+    return healthy[1]
 
 
 def loaded_by(
@@ -107,6 +112,23 @@ def test_the_node_table_loads_no_library_it_does_not_draw_with(
     modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "nodes", "-o", output)
     assert "ip-10-0-" in done.stdout  # it really listed the nodes
     assert among(modules, NEVER_FOR_THE_NODE_TABLE) == []
+
+
+# Every command's module but the one run: a read loads only its own face.
+OTHER_COMMANDS = tuple(
+    f"mignurse.cli.{name}"
+    for name in ("app", "collect", "diagnose", "inventory", "nodes", "probe", "radar",
+                 "run_runbook", "runbooks", "runs", "sim", "unlock", "userdata", "watch")
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("command", ["nodes", "diagnose"])
+def test_a_read_loads_no_other_command_s_module(
+    kubeconfig: Path, tmp_path: Path, command: str
+) -> None:
+    modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), command)
+    assert "ip-10-0-" in done.stdout or "repair-risk" in done.stdout
+    assert among(modules, OTHER_COMMANDS) == [f"mignurse.cli.{command}"]
 
 
 def test_a_piped_diagnosis_loads_neither_the_app_nor_aws_nor_rich(
@@ -577,3 +599,62 @@ def test_help_is_as_wide_as_argparse_makes_it_without_the_parsers_own_formatter(
     assert ours.format_help() == plain.format_help()
     assert ours.format_help().startswith("usage: mignurse")
     assert _sub_parsers(ours)["nodes"].format_help() == _sub_parsers(plain)["nodes"].format_help()
+
+
+# Runs `mignurse diagnose` noting, when its live read is begun, whether the rules had loaded.
+BEGUN_WRAPPER = """
+import json, sys
+import mignurse.cli.diagnose as face
+from mignurse.cli import build_parser
+
+begun = face.read_clusters_begun
+seen = []
+
+def noting(*args, **kwargs):
+    seen.append("mignurse.diagnose.engine" in sys.modules)
+    return begun(*args, **kwargs)
+
+face.read_clusters_begun = noting
+face.cmd_diagnose(build_parser("diagnose").parse_args(sys.argv[2:]))
+with open(sys.argv[1], "w") as out:
+    json.dump({"seen": seen, "rules": "mignurse.diagnose.engine" in sys.modules}, out)
+"""
+
+
+def test_a_live_diagnosis_begins_its_read_before_it_loads_the_rules(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The rules load while the API server answers, not before the first request."""
+    noted = tmp_path / "noted.json"
+    done = subprocess.run(
+        [sys.executable, "-c", BEGUN_WRAPPER, str(noted), "--kubeconfig", str(kubeconfig),
+         "diagnose"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert "repair-risk" in done.stdout, done.stderr
+    assert json.loads(noted.read_text()) == {"seen": [False], "rules": True}
+
+
+def test_a_live_diagnosis_asks_only_for_what_the_rules_read(
+    healthy: tuple[SimCluster, Path], tmp_path: Path
+) -> None:
+    """Events about Pods (no rule reads them) stay on the server; Karpenter's lists are
+    asked for without its discovery first; each GPU plugin selector is asked once."""
+    sim, kubeconfig = healthy
+    already = len(sim.requests)
+    _modules, done = loaded_by(tmp_path, "--kubeconfig", str(kubeconfig), "diagnose")
+    assert "repair-risk" in done.stdout
+    asked = sim.requests[already:]
+    events = [r for r in asked if r["path"] == "/api/v1/events"]
+    assert events and all(r["query"].get("fieldSelector") == "involvedObject.kind!=Pod"
+                          for r in events)  # fmt: skip
+    paths = [r["path"] for r in asked]
+    assert "/apis/karpenter.sh/v1" not in paths
+    assert "/apis/karpenter.sh/v1/nodeclaims" in paths
+    from mignurse.cluster.dra import DEVICE_PLUGIN_SELECTORS, DRA_PLUGIN_SELECTORS
+
+    selectors = [r["query"].get("labelSelector") for r in asked if r["path"] == "/api/v1/pods"]
+    assert sorted(selectors) == sorted((*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS))

@@ -177,6 +177,42 @@ def test_without_karpenter_crds_features_turn_off_with_one_notice(tmp_path: Path
     assert loaded.snapshot.gpu_nodes()  # GPU nodes are still found without NodeClaims
 
 
+def test_karpenter_s_lists_are_asked_for_beside_the_nodes_without_a_discovery_first(
+    healthy: tuple[SimCluster, Path],
+) -> None:
+    sim, kubeconfig = healthy
+    client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+    already = len(sim.requests)
+    loaded = load_snapshot(client)
+    paths = [r["path"] for r in sim.requests[already:]]
+    assert loaded.snapshot.karpenter and loaded.snapshot.nodeclaims and loaded.notices == []
+    assert "/apis/karpenter.sh/v1/nodeclaims" in paths
+    assert "/apis/karpenter.sh/v1" not in paths  # only where a list fails is the group asked
+
+
+@pytest.mark.parametrize("karpenter", [True, False])
+def test_a_refused_nodeclaim_list_is_told_from_a_cluster_without_karpenter(
+    tmp_path: Path, karpenter: bool
+) -> None:
+    """RBAC refuses a list before the API server looks for its resource: a refusal on a
+    cluster without Karpenter still reads as no Karpenter, one on a cluster with it as a
+    refusal."""
+    data = yaml.safe_load(scenario_path("healthy").read_text())
+    if not karpenter:
+        data["nodeGroups"] += data.pop("nodePools")
+        data["karpenter"] = None
+    data["rbac"] = {"deny": [{"verb": "list", "resource": "nodeclaims"}]}
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with SimCluster(load_scenario(str(path)), speed=0) as sim:
+        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "c")))
+        loaded = load_snapshot(client)
+    assert loaded.snapshot.karpenter is karpenter
+    assert len(loaded.notices) == 1
+    said = "cannot list nodeclaims.karpenter.sh" if karpenter else "Karpenter CRDs"
+    assert said in loaded.notices[0]
+
+
 def test_watch_from_a_compacted_version_raises_expired(healthy: tuple[SimCluster, Path]) -> None:
     sim, kubeconfig = healthy
     client = ClusterClient.connect(kubeconfig=str(kubeconfig))
@@ -291,3 +327,33 @@ def test_events_about_one_object_follow_a_relist_and_each_watch_change() -> None
     state.apply("events", "DELETED", raw("b.2", "b", 6))
     assert state.node_events("b") == [] and state.node_events("nowhere") == []
     assert len(state.snapshot().events) == 2
+
+
+def test_every_connection_of_a_client_shares_one_tls_context(
+    healthy: tuple[SimCluster, Path],
+) -> None:
+    """The CA is loaded into one context for the client, not into a new one per connection
+    (urllib3's own way); a CA that cannot be loaded is left to urllib3, which says so."""
+    from mignurse.cluster.transport import Configuration, RestClient
+
+    _sim, kubeconfig = healthy
+    client = ClusterClient.connect(kubeconfig=str(kubeconfig))
+    shared = client.api.rest_client.pool_manager.connection_pool_kw["ssl_context"]
+    method, url, headers, _ = client.api.param_serialize(
+        "GET", "/version", auth_settings=["BearerToken"]
+    )
+    held = [client.api.call_api(method, url, headers) for _ in range(2)]  # two connections
+    try:
+        assert all(answer.status == 200 for answer in held)
+        sockets = [answer.response.connection.sock for answer in held]
+        assert sockets[0] is not sockets[1]
+        assert {id(sock.context) for sock in sockets} == {id(shared)}
+    finally:
+        for answer in held:
+            answer.response.release_conn()
+
+    broken = Configuration()
+    broken.host = "https://127.0.0.1:1"
+    broken.ca_cert_data = "not a certificate"
+    kw = RestClient(broken).pool_manager.connection_pool_kw
+    assert "ssl_context" not in kw and kw["ca_cert_data"] == "not a certificate"

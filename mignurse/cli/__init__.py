@@ -10,26 +10,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mignurse import __version__
-from mignurse.cli import (
-    app,
-    collect,
-    diagnose,
-    nodes,
-    probe,
-    run_runbook,
-    runbooks,
-    runs,
-    sim,
-    unlock,
-    userdata,
-    watch,
-)
 from mignurse.cli.common import (
     EXIT_INTERNAL,
     EXIT_USAGE,
@@ -40,38 +27,29 @@ from mignurse.cli.common import (
 from mignurse.inert import inert
 
 
-def _radar() -> Any:
-    """`mignurse radar`'s module, loaded only for it."""
-    from mignurse.cli import radar
-
-    return radar
-
-
-def _inventory() -> Any:
-    """`mignurse inventory`'s module, loaded only for it: `nodes` and `diagnose` start
-    without it."""
-    from mignurse.cli import inventory
-
-    return inventory
+def _module(name: str) -> Any:
+    """A command's module (`mignurse.cli.NAME`), loaded when its command is parsed or run:
+    `mignurse nodes` loads neither the app's, the collector's nor the runbooks' modules."""
+    return importlib.import_module(f"mignurse.cli.{name}")
 
 
 # Each adds the sub-parsers of its commands in this order, the order `mignurse --help` lists
 # them.
 _PARSERS: tuple[tuple[tuple[str, ...], Callable[[Any], None]], ...] = (
-    (("nodes",), nodes.add_parser),
-    (("diagnose",), diagnose.add_parser),
-    (("inventory",), lambda sub: _inventory().add_parser(sub)),
-    (("radar",), lambda sub: _radar().add_parser(sub)),
-    (("watch",), watch.add_parser),
-    (("collect",), collect.add_parser),
-    (("probe",), probe.add_parser),
-    (("userdata",), userdata.add_parser),
-    (("open", "demo"), app.add_parsers),
-    (("sim",), sim.add_parser),
-    (("runbooks",), runbooks.add_parser),
-    (("run",), run_runbook.add_parser),
-    (("runs",), runs.add_parser),
-    (("unlock",), unlock.add_parser),
+    (("nodes",), lambda sub: _module("nodes").add_parser(sub)),
+    (("diagnose",), lambda sub: _module("diagnose").add_parser(sub)),
+    (("inventory",), lambda sub: _module("inventory").add_parser(sub)),
+    (("radar",), lambda sub: _module("radar").add_parser(sub)),
+    (("watch",), lambda sub: _module("watch").add_parser(sub)),
+    (("collect",), lambda sub: _module("collect").add_parser(sub)),
+    (("probe",), lambda sub: _module("probe").add_parser(sub)),
+    (("userdata",), lambda sub: _module("userdata").add_parser(sub)),
+    (("open", "demo"), lambda sub: _module("app").add_parsers(sub)),
+    (("sim",), lambda sub: _module("sim").add_parser(sub)),
+    (("runbooks",), lambda sub: _module("runbooks").add_parser(sub)),
+    (("run",), lambda sub: _module("run_runbook").add_parser(sub)),
+    (("runs",), lambda sub: _module("runs").add_parser(sub)),
+    (("unlock",), lambda sub: _module("unlock").add_parser(sub)),
 )
 RUNBOOK_COMMANDS = ("runbooks", "run", "runs", "unlock")
 
@@ -169,23 +147,24 @@ def _with_sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Argu
 def _handlers(
     parser: argparse.ArgumentParser,
 ) -> dict[str | None, Callable[[argparse.Namespace], int]]:
+    """Each command's handler; its module loads as it runs. No command: the app."""
     return {
-        None: app.cmd_app,
-        "nodes": nodes.cmd_nodes,
-        "diagnose": diagnose.cmd_diagnose,
-        "inventory": lambda args: _inventory().cmd_inventory(args),
-        "radar": lambda args: _radar().cmd_radar(args),
-        "collect": collect.cmd_collect,
-        "probe": probe.cmd_probe,
-        "watch": watch.cmd_watch,
-        "userdata": userdata.cmd_userdata,
-        "open": app.cmd_open,
-        "demo": app.cmd_demo,
-        "sim": lambda args: sim.cmd_sim(args, parser),
-        "runbooks": runbooks.cmd_runbooks,
-        "run": run_runbook.cmd_run,
-        "runs": runs.cmd_runs,
-        "unlock": unlock.cmd_unlock,
+        None: lambda args: _module("app").cmd_app(args),
+        "nodes": lambda args: _module("nodes").cmd_nodes(args),
+        "diagnose": lambda args: _module("diagnose").cmd_diagnose(args),
+        "inventory": lambda args: _module("inventory").cmd_inventory(args),
+        "radar": lambda args: _module("radar").cmd_radar(args),
+        "collect": lambda args: _module("collect").cmd_collect(args),
+        "probe": lambda args: _module("probe").cmd_probe(args),
+        "watch": lambda args: _module("watch").cmd_watch(args),
+        "userdata": lambda args: _module("userdata").cmd_userdata(args),
+        "open": lambda args: _module("app").cmd_open(args),
+        "demo": lambda args: _module("app").cmd_demo(args),
+        "sim": lambda args: _module("sim").cmd_sim(args, parser),
+        "runbooks": lambda args: _module("runbooks").cmd_runbooks(args),
+        "run": lambda args: _module("run_runbook").cmd_run(args),
+        "runs": lambda args: _module("runs").cmd_runs(args),
+        "unlock": lambda args: _module("unlock").cmd_unlock(args),
     }
 
 
@@ -303,7 +282,8 @@ def user_errors(command: str | None) -> tuple[type[Exception], ...]:
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     debug = bool(getattr(args, "debug", False)) or os.environ.get("MIGNURSE_DEBUG") == "1"
-    handler = _handlers(parser).get(args.command, app.cmd_app)
+    handlers = _handlers(parser)
+    handler = handlers.get(args.command, handlers[None])
     try:
         return handler(args)
     except KeyboardInterrupt:

@@ -156,6 +156,23 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
     return clusters
 
 
+def read_clusters_begun(
+    args: argparse.Namespace, read: Callable[[Any], Any]
+) -> Callable[[], list[Any]]:
+    """`read_clusters(args, read)` begun on a thread of its own; what is returned waits for
+    it and gives its clusters, or raises what it raised. The caller loads what judges the
+    answers meanwhile (a live `diagnose` loads its rules while the API server answers).
+    The modules the read needs are loaded here first, so that the two threads never import
+    one module at once (Python's per-module import locks can deadlock on a cycle)."""
+    import importlib
+
+    from mignurse.cluster.load import begun
+
+    for module in ("mignurse.cluster.contexts", "mignurse.cluster.fleet"):
+        importlib.import_module(module)  # what `read_clusters` imports, on this thread
+    return begun(lambda: read_clusters(args, read))
+
+
 def _say_failed(cluster: Any, command: str | None) -> None:
     if cluster.connected:
         return

@@ -15,9 +15,8 @@ from mignurse.cli.common import (
     cluster_exit_code,
     cluster_record,
     connection_options,
-    is_simulated,
     nodegroup_reader,
-    read_clusters,
+    read_clusters_begun,
 )
 
 if TYPE_CHECKING:
@@ -60,17 +59,25 @@ def add_parser(sub: Any) -> None:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.cluster.contexts import several
+
+    given = _now_flag(args.now)
+    many = several(args.context, bool(args.all_contexts))
+    if many and args.source:
+        raise UserError("--from reads one snapshot or bundle: leave out --context and "
+                        "--all-contexts")  # fmt: skip
+    if many and args.node:
+        raise UserError("--node names a node of one cluster: give one --context with it")
+    # A live read waits on the API server for as long as the rules take to load: it is begun
+    # first, and the rules load while the cluster answers.
+    reading = None if args.source else read_clusters_begun(args, live_reader(args))
     from mignurse.diagnose.engine import Diagnosis, diagnose
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings, print_timeline
 
-    given = _now_flag(args.now)
-    if several(args.context, bool(args.all_contexts)):
-        if args.source:
-            raise UserError("--from reads one snapshot or bundle: leave out --context and "
-                            "--all-contexts")  # fmt: skip
-        return _several(args, given)
-    gathered, now, context = _gather(args, given)
+    if many:
+        assert reading is not None
+        return _several(args, given, reading())
+    gathered, now, context = _gather(args, given, reading)
     for notice in gathered.notices:
         print(f"note: {notice}", file=sys.stderr)
     inp = gathered.to_input(now)
@@ -142,10 +149,13 @@ def _now_flag(text: str | None) -> datetime | None:
     return now
 
 
-def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, datetime, str]:
-    """What to diagnose (a bundle or dump folder with `--from`, else the live cluster), the
-    moment to judge at (`now`, else the source's own), and the context's name."""
-    if args.source:
+def _gather(
+    args: argparse.Namespace, now: datetime | None, reading: Callable[[], list[Any]] | None
+) -> tuple[Gathered, datetime, str]:
+    """What to diagnose (a bundle or dump folder with `--from`, else the live cluster that
+    `reading` is reading), the moment to judge at (`now`, else the source's own), and the
+    context's name."""
+    if reading is None:
         from mignurse.diagnose.sources import load_offline  # the offline readers, only here
 
         gathered = load_offline(Path(args.source).expanduser())
@@ -157,7 +167,7 @@ def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, d
                 f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
             )
         return gathered, now, gathered.context or Path(args.source).name
-    (cluster,) = read_clusters(args, live_reader(args))
+    (cluster,) = reading()
     gathered = cluster.result
     return gathered, now or gathered.collected_at or cluster.now, cluster.context
 
@@ -165,6 +175,7 @@ def _gather(args: argparse.Namespace, now: datetime | None) -> tuple[Gathered, d
 def live_reader(args: argparse.Namespace) -> Callable[[Any], Gathered]:
     """What is read of each live cluster: its snapshot, the Karpenter settings, its managed
     node groups' repair settings (through EKS) and its part of the local history."""
+    from mignurse.collect.access import simulated_scenario  # loaded before any read begins
     from mignurse.diagnose.sources import load_live
     from mignurse.paths import history_file  # the store (and SQLite) load only if it exists
 
@@ -175,7 +186,7 @@ def live_reader(args: argparse.Namespace) -> Callable[[Any], Gathered]:
             client,
             history_path=history_file(client.info, state_dir, reading=True),
             nodegroups=None
-            if is_simulated(args.kubeconfig, client.info.cluster)
+            if simulated_scenario(args.kubeconfig, client.info.cluster) is not None
             else nodegroup_reader(args, client.info.cluster),
         )
 
@@ -191,7 +202,7 @@ def judged_input(cluster: Any, given: datetime | None = None) -> DiagnosisInput:
     return gathered.to_input(given or gathered.collected_at or cluster.now)
 
 
-def _several(args: argparse.Namespace, given: datetime | None) -> int:
+def _several(args: argparse.Namespace, given: datetime | None, clusters: list[Any]) -> int:
     """Several clusters diagnosed: their findings worst first across them all, each with
     its cluster; a failed cluster was one line on stderr and is a record in the JSON. The
     exit code is the worst of them (a failed cluster counts as the error it gives alone)."""
@@ -200,9 +211,6 @@ def _several(args: argparse.Namespace, given: datetime | None) -> int:
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings
 
-    if args.node:
-        raise UserError("--node names a node of one cluster: give one --context with it")
-    clusters = read_clusters(args, live_reader(args))
     code = max([0, *(cluster_exit_code(c, args.command) for c in clusters if not c.connected)])
     found: list[tuple[Any, Any, datetime]] = []  # (cluster, finding, its clock)
     records = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from typing import Any
@@ -13,7 +14,7 @@ from mignurse.cli.common import (
     cluster_exit_code,
     cluster_record,
     connection_options,
-    read_clusters,
+    read_clusters_begun,
 )
 
 
@@ -38,9 +39,15 @@ def add_parser(sub: Any) -> None:
 def cmd_nodes(args: argparse.Namespace) -> int:
     from mignurse.cluster.load import load_snapshot
 
-    clusters = read_clusters(
+    reading = read_clusters_begun(
         args, lambda client: load_snapshot(client, label_selector=args.selector)
     )
+    # What draws the answer loads while the cluster answers (rich stays unloaded: render
+    # loads it only where it draws).
+    drawing = ("mignurse.nodeview",) + (() if args.output == "json" else ("mignurse.render",))
+    for module in drawing:
+        importlib.import_module(module)
+    clusters = reading()
     if len(clusters) > 1:
         return _several(args, clusters)
     (cluster,) = clusters

@@ -237,8 +237,9 @@ def _status_causes(body: bytes | str | None) -> list[str]:
     ]
 
 
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]*>")
+# A proxy's error page only: compiled on first use (through `re`'s own cache).
+_TITLE = r"(?is)<title[^>]*>(.*?)</title"
+_TAG = r"<[^>]*>"
 
 
 def _status_message(body: bytes | str | None) -> str:
@@ -250,9 +251,9 @@ def _status_message(body: bytes | str | None) -> str:
     try:
         parsed = orjson.loads(text)
     except (orjson.JSONDecodeError, RecursionError):
-        title = _TITLE.search(text[:65536])
+        title = re.search(_TITLE, text[:65536])
         if title:
-            words = " ".join(_TAG.sub(" ", title.group(1)).split())
+            words = " ".join(re.sub(_TAG, " ", title.group(1)).split())
             return f"an HTML page titled {_inert(words, 120)!r}" if words else "an HTML page"
         if "<html" in text[:2048].lower() or "<!doctype" in text[:2048].lower():
             return "an HTML page"

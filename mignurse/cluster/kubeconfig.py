@@ -652,12 +652,14 @@ def logged_errors() -> Iterator[list[str]]:
 
 # -- secrets in messages --------------------------------------------------------------------
 
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://\S+")
+# Error messages only: these two are compiled on first use (through `re`'s own cache), not
+# on every command's start (a case-blind pattern takes about a millisecond to compile).
+_URL = r"(?i)\b[a-z][a-z0-9+.-]*://\S+"
 _USERINFO = re.compile(r"^((?:[^:/@\s]*://)?)\S*@")
 _QUERY_VALUE = re.compile(r"([?&;][^=&#\s]*=)[^&#\s]*")
 # In a message's URLs (a request the client made: `?limit=500&continue=…`), the values of
 # parameters named like a credential (X-Amz-Signature, access_token, sig, apiKey, …).
-_SECRET_QUERY = re.compile(
+_SECRET_QUERY = (
     r"(?i)([?&;][^=&#\s]*(?:token|key|secret|sig|pass|pwd|auth|credential|session|code)"
     r"[^=&#\s]*=)[^&#\s]*"
 )
@@ -675,7 +677,9 @@ def scrub(text: str, configuration: Any = None) -> str:
     """`text` with the user info and credential-named query values of every URL in it
     masked, and every secret the connection holds (the URLs' passwords and query values,
     the token) too."""
-    text = _URL.sub(lambda m: _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", m[0])), text)
+    text = re.sub(
+        _URL, lambda m: re.sub(_SECRET_QUERY, r"\1***", _USERINFO.sub(r"\1***@", m[0])), text
+    )
     for secret in _secrets_of(configuration):
         text = text.replace(secret, "***")
         # A message cut short may end in the first part of one.

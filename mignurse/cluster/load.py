@@ -17,6 +17,7 @@ from mignurse.cluster.client import (
     ClusterClient,
     Forbidden,
     Listing,
+    NotFound,
 )
 from mignurse.cluster.dra import load_dra, node_claims
 from mignurse.cluster.snapshot import Snapshot
@@ -77,35 +78,34 @@ def load_snapshot(
     label_selector: str | None = None,
     with_events: bool = False,
     event_kinds: tuple[str, ...] = (),
+    events_not_about: str = "",
 ) -> Loaded:
     """Nodes (required), NodeClaims and NodePools (when Karpenter is there and RBAC allows),
     DRA ResourceSlices and ResourceClaims (when `resource.k8s.io` is served), events (when
     asked; with `event_kinds`, only the events about objects of those kinds, which a
-    100,000-event cluster answers far faster). Optional parts that fail become notices, not
-    errors."""
+    100,000-event cluster answers far faster; else, with `events_not_about`, all but those
+    about objects of that kind). Optional parts that fail become notices, not errors."""
     notices: list[str] = []
     # Side by side; read back, and refused, in the order they were read one by one.
     nodes_read = begun(lambda: client.list(NODES, Node.from_api, label_selector=label_selector))
-    karpenter_read = begun(lambda: karpenter_available(client))
+    # NodeClaims and NodePools are asked for at once, not after the API group's discovery
+    # says Karpenter is there: a round trip less. Where a list is refused or not found, the
+    # discovery says which it was (`_karpenter_lists`).
+    claims_read = begun(lambda: client.list(NODECLAIMS, NodeClaim.from_api).items)
+    pools_read = begun(lambda: client.list(NODEPOOLS, NodePool.from_api).items)
     dra_read = begun(lambda: load_dra(client))
-    # Only about objects of these kinds (a field selector each), or all of them. A list past
-    # LIST_ITEMS is cut there, not refused: some events beat none.
+    # Only about objects of these kinds (a field selector each), or all of them but one kind
+    # (`!=`, which the API server's field selectors take: k8s.io/apimachinery v0.34.0
+    # pkg/fields/selector.go `parseSelector`; events select on involvedObject.kind,
+    # kubernetes/kubernetes v1.34.0 pkg/registry/core/event/strategy.go `ToSelectableFields`).
+    # A list past LIST_ITEMS is cut there, not refused: some events beat none.
     selectors = [{"field_selector": f"involvedObject.kind={kind}"} for kind in event_kinds]
-    event_reads = [begun(_events(client, s)) for s in selectors or [{}]] if with_events else []
+    if not selectors:
+        not_about = f"involvedObject.kind!={events_not_about}" if events_not_about else None
+        selectors = [{"field_selector": not_about} if not_about else {}]
+    event_reads = [begun(_events(client, s)) for s in selectors] if with_events else []
     nodes = nodes_read()
-    karpenter = karpenter_read()
-    claims: dict[str, NodeClaim] = {}
-    pools: dict[str, NodePool] = {}
-    if not karpenter:
-        notices.append(KARPENTER_ABSENT_NOTICE)
-    else:
-        claims_read = begun(lambda: client.list(NODECLAIMS, NodeClaim.from_api).items)
-        pools_read = begun(lambda: client.list(NODEPOOLS, NodePool.from_api).items)
-        try:
-            claims = {c.name: c for c in claims_read()}
-            pools = {p.name: p for p in pools_read()}
-        except Forbidden as exc:
-            notices.append(f"{exc}; Karpenter details are left out")
+    karpenter, claims, pools = _karpenter_lists(client, claims_read, pools_read, notices)
     dra = dra_read()
     if dra.notice:
         notices.append(dra.notice)
@@ -134,6 +134,42 @@ def load_snapshot(
         dra_plugin_nodes=dra.plugin_nodes,
     )
     return Loaded(snapshot, notices)
+
+
+def _karpenter_lists(
+    client: ClusterClient,
+    claims_read: Callable[[], list[NodeClaim]],
+    pools_read: Callable[[], list[NodePool]],
+    notices: list[str],
+) -> tuple[bool, dict[str, NodeClaim], dict[str, NodePool]]:
+    """Whether Karpenter is there, its NodeClaims and NodePools, from the two lists begun
+    beside the nodes; as asking the discovery first said it. A refused list (403) or one
+    not found (404) leaves the question to the discovery: the API server authorizes a
+    request before it routes it, so a user RBAC refuses on karpenter.sh is refused the same
+    on a cluster that serves no such group (kubernetes/kubernetes v1.34.0
+    staging/src/k8s.io/apiserver/pkg/server/config.go `DefaultBuildHandlerChain`: the
+    authorization filter wraps the handler that finds the resource). Where the group is
+    not there: no Karpenter, as before; where it is, a refusal is one notice and a list not
+    found is the error it always was."""
+    try:
+        claims = {c.name: c for c in claims_read()}
+        pools = {p.name: p for p in pools_read()}
+    except (Forbidden, NotFound) as exc:
+        _waited_out(pools_read)
+        if not karpenter_available(client):
+            notices.append(KARPENTER_ABSENT_NOTICE)
+            return False, {}, {}
+        if isinstance(exc, NotFound):
+            raise
+        notices.append(f"{exc}; Karpenter details are left out")
+        return True, {}, {}
+    return True, claims, pools
+
+
+def _waited_out(read: Callable[[], object]) -> None:
+    """Waits for a read begun beside one that failed: its answer, or error, is not used."""
+    with contextlib.suppress(Exception):
+        read()
 
 
 def node_pods(client: ClusterClient, node_name: str) -> list[Pod]:

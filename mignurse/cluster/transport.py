@@ -162,13 +162,18 @@ class RestClient:
     def __init__(self, configuration: Configuration) -> None:
         if not configuration.verify_ssl:
             _quiet_unverified(configuration.host, configuration.proxy)
-        pool_args: dict[str, Any] = {
-            "cert_reqs": ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE,
-            "ca_certs": configuration.ssl_ca_cert,
-            "cert_file": configuration.cert_file,
-            "key_file": configuration.key_file,
-            "ca_cert_data": configuration.ca_cert_data,
-        }
+        cert_reqs = ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE
+        pool_args: dict[str, Any] = {"cert_reqs": cert_reqs}
+        context = _shared_context(configuration, cert_reqs)
+        if context is not None:
+            pool_args["ssl_context"] = context
+        else:  # each connection loads them, and fails on them, as urllib3 does by itself
+            pool_args.update(
+                ca_certs=configuration.ssl_ca_cert,
+                cert_file=configuration.cert_file,
+                key_file=configuration.key_file,
+                ca_cert_data=configuration.ca_cert_data,
+            )
         if configuration.assert_hostname is not None:
             pool_args["assert_hostname"] = configuration.assert_hostname
         if configuration.retries is not None:
@@ -216,6 +221,37 @@ class RestClient:
         except urllib3.exceptions.SSLError as exc:
             raise ApiException(status=0, reason=f"{type(exc).__name__}\n{exc}") from None
         return Response(raw)
+
+
+def _shared_context(configuration: Configuration, cert_reqs: int) -> ssl.SSLContext | None:
+    """One TLS context for every connection of a client. Given none, urllib3 builds one per
+    connection and loads the CA and the client certificate into it each time (urllib3 2.x
+    src/urllib3/connection.py `_ssl_wrap_socket_and_match_hostname`, util/ssl_.py
+    `ssl_wrap_socket`), and the system's trust store where the kubeconfig names no CA: tens
+    of milliseconds a connection, and a command opens one per parallel read. This is the
+    context urllib3 would build, loaded once (no trust store where nothing is verified).
+    None where something cannot be loaded here (a missing or bad file, an encrypted key):
+    then urllib3 loads it per connection and says what is wrong as it always has."""
+    from urllib3.util.ssl_ import create_urllib3_context
+
+    def no_password() -> str:
+        raise ValueError("the client key is encrypted")  # urllib3 refuses it in its words
+
+    context = create_urllib3_context(cert_reqs=cert_reqs)
+    try:
+        if configuration.ssl_ca_cert or configuration.ca_cert_data:
+            context.load_verify_locations(
+                configuration.ssl_ca_cert, None, configuration.ca_cert_data
+            )
+        elif cert_reqs != ssl.CERT_NONE:
+            context.load_default_certs()
+        if configuration.cert_file:
+            context.load_cert_chain(
+                configuration.cert_file, configuration.key_file, password=no_password
+            )
+    except (OSError, ValueError, TypeError):
+        return None
+    return context
 
 
 def _encoded(body: Any, headers: dict[str, str]) -> Any:

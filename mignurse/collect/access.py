@@ -76,7 +76,19 @@ def simulated_scenario(kubeconfig: str | None, cluster: str) -> str | None:
     else $KUBECONFIG, else ~/.kube/config): `mignurse sim serve` and the demo write it as an
     extension of the cluster entry (`SIM_EXTENSION`). "" for a mark without a name; None for
     any other cluster, or a kubeconfig that cannot be read (then nothing is simulated)."""
-    from mignurse.cluster import SIM_EXTENSION
+    from mignurse.cluster.kubeconfig import KubeconfigProblem, config_paths, merge
+
+    try:
+        # The files as the connection merged them (the first file's entry wins); while a
+        # command's connections share their merge, not read again.
+        entry = merge(*config_paths(kubeconfig)).clusters.get(cluster)
+    except KubeconfigProblem:
+        return _scenario_in_readable_files(kubeconfig, cluster)
+    return None if entry is None else _scenario_mark(entry.body)
+
+
+def _scenario_in_readable_files(kubeconfig: str | None, cluster: str) -> str | None:
+    """`simulated_scenario` where a file of the kubeconfig cannot be read: the others'."""
     from mignurse.cluster.kubeconfig import KubeconfigProblem, read_kubeconfig
 
     paths = (kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)
@@ -88,13 +100,18 @@ def simulated_scenario(kubeconfig: str | None, cluster: str) -> str | None:
         except KubeconfigProblem:
             continue
         for entry in config.get("clusters") or ():
-            if not (isinstance(entry, dict) and entry.get("name") == cluster):
-                continue
-            for extension in (entry.get("cluster") or {}).get("extensions") or ():
-                if isinstance(extension, dict) and extension.get("name") == SIM_EXTENSION:
-                    named = extension.get("extension")
-                    return str(named.get("scenario") or "") if isinstance(named, dict) else ""
-            return None
+            if isinstance(entry, dict) and entry.get("name") == cluster:
+                return _scenario_mark(entry.get("cluster") or {})
+    return None
+
+
+def _scenario_mark(body: Any) -> str | None:
+    from mignurse.cluster import SIM_EXTENSION
+
+    for extension in (body.get("extensions") if isinstance(body, dict) else None) or ():
+        if isinstance(extension, dict) and extension.get("name") == SIM_EXTENSION:
+            named = extension.get("extension")
+            return str(named.get("scenario") or "") if isinstance(named, dict) else ""
     return None
 
 

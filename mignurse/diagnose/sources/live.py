@@ -51,7 +51,9 @@ def load_live(
     """Nodes, NodeClaims, NodePools, events, the Karpenter Deployment, the repair settings
     of GPU managed node groups (through `nodegroups`, the EKS API, when given), and the
     local history when there is one (read-only: a running `mignurse watch` keeps writing).
-    `event_kinds` limits the events to those about objects of these kinds."""
+    `event_kinds` limits the events to those about objects of these kinds; without it, the
+    events about Pods are left on the server (no rule reads them, and they are two thirds of
+    a cluster's events: `inputs.UNJUDGED_KIND`)."""
     # The DaemonSets and the GPU plugin pods wait on the API server beside the snapshot's own
     # reads, the Karpenter Deployment beside the node groups' (once the snapshot says Karpenter
     # is there); notices keep the order the reads had one after another.
@@ -60,7 +62,9 @@ def load_live(
     policy_notices: list[str] = []
     policy_read = begun(lambda: read_cluster_policy(client, policy_notices))
     plugin_pods_read = begun(lambda: load_gpu_plugin_pods(client))
-    loaded = load_snapshot(client, with_events=True, event_kinds=event_kinds)
+    loaded = load_snapshot(
+        client, with_events=True, event_kinds=event_kinds, events_not_about=UNJUDGED_KIND
+    )
     gathered = Gathered(
         snapshot=loaded.snapshot,
         collected_at=loaded.snapshot.taken_at,
