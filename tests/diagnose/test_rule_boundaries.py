@@ -1115,6 +1115,19 @@ def test_one_failed_launch_is_no_churn() -> None:
 REPAIR_ON = KarpenterSettings(node_repair=True, feature_gates="NodeRepair=true", version="1.6.3")
 
 
+# The Ready conditions a node that is not Ready shows (kubernetes v1.34.4: the node lifecycle
+# controller's pkg/controller/nodelifecycle/node_lifecycle_controller.go, and the kubelet's
+# pkg/kubelet/nodestatus/setters.go `ReadyCondition` while the CNI is not up yet).
+SILENT = ("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+NEVER_POSTED = ("Unknown", "NodeStatusNeverUpdated", "Kubelet never posted node status.")
+NO_CNI_YET = (
+    "False",
+    "KubeletNotReady",
+    "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+    "message:Network plugin returns error: cni plugin not initialized",
+)
+
+
 def not_ready_nodes(
     down_since: datetime,
     *,
@@ -1122,18 +1135,14 @@ def not_ready_nodes(
     healthy: int = 4,
     unhealthy: int = 1,
     events: list[Event] | None = None,
+    ready: tuple[str, str, str] = SILENT,
 ) -> list[Finding]:
-    """`unhealthy` long-lived GPU nodes gone Ready=Unknown at `down_since`, among `healthy`."""
+    """`unhealthy` long-lived GPU nodes not Ready since `down_since` (their kubelet gone
+    silent unless `ready` says otherwise), among `healthy`."""
     nodes = [
         gpu_node(
             f"ip-10-0-9{i}-8.us-west-2.compute.internal",
-            Condition(
-                "Ready",
-                "Unknown",
-                "NodeStatusUnknown",
-                "Kubelet stopped posting node status.",
-                down_since,
-            ),
+            Condition("Ready", *ready, down_since),
             created=created,
         )
         for i in range(unhealthy)
@@ -1153,11 +1162,22 @@ def test_a_node_unknown_for_under_two_minutes_is_a_blip_not_yet_reported() -> No
     assert not_ready_nodes(NOW - SETTLE + SECOND) == []
 
 
-def test_a_young_node_never_ready_is_left_to_join_for_ten_minutes() -> None:
+@pytest.mark.parametrize("ready", [NEVER_POSTED, NO_CNI_YET], ids=["never-posted", "no-cni"])
+def test_a_young_node_never_ready_is_left_to_join_for_ten_minutes(
+    ready: tuple[str, str, str],
+) -> None:
     down = _ago(3)
-    assert not_ready_nodes(down, created=NOW - JOINING + SECOND) == []
-    (found,) = not_ready_nodes(down, created=NOW - JOINING)
+    assert not_ready_nodes(down, created=NOW - JOINING + SECOND, ready=ready) == []
+    (found,) = not_ready_nodes(down, created=NOW - JOINING, ready=ready)
     assert "10m old" in found.summary
+
+
+def test_a_young_node_whose_kubelet_went_silent_is_reported_without_its_events() -> None:
+    """`Kubelet stopped posting node status.`: it posted, so it joined; its NodeReady event
+    may be gone (events expire) or never sent (a kwok node has no kubelet to send it)."""
+    (found,) = not_ready_nodes(_ago(3), created=NOW - JOINING + SECOND)
+    assert "Ready=Unknown for 3m" in found.summary
+    assert "kubelet stopped posting status" in found.summary
 
 
 def test_a_young_node_that_failed_after_its_first_ready_is_named_once_by_notready_loop() -> None:
@@ -1569,14 +1589,8 @@ def karpenter_ready_transition(node: str, old: str, new: str, when: datetime) ->
 YOUNG = "ip-10-0-93-8.us-west-2.compute.internal"
 
 
-def young_down(*events: Event) -> list[Finding]:
-    node = gpu_node(
-        YOUNG,
-        Condition(
-            "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", _ago(3)
-        ),
-        created=_ago(6),
-    )
+def young_down(*events: Event, ready: tuple[str, str, str] = SILENT) -> list[Finding]:
+    node = gpu_node(YOUNG, Condition("Ready", *ready, _ago(3)), created=_ago(6))
     inp = replace(cluster([node], [], list(events)), karpenter=REPAIR_ON)
     return [f for f in findings(inp, "not_ready", not_ready.rule) if f.id == NODE_NOT_READY]
 
@@ -1587,7 +1601,14 @@ def test_a_young_node_karpenter_saw_ready_is_reported_at_once() -> None:
 
 
 def test_a_young_node_never_seen_ready_is_still_joining() -> None:
-    assert young_down(karpenter_ready_transition(YOUNG, "True", "Unknown", _ago(3))) == []
+    joining = karpenter_ready_transition(YOUNG, "Unknown", "False", _ago(3))
+    assert young_down(joining, ready=NO_CNI_YET) == []
+    assert young_down(ready=NEVER_POSTED) == []
+
+
+def test_a_young_node_whose_kubelet_stopped_posting_is_past_joining() -> None:
+    (found,) = young_down(karpenter_ready_transition(YOUNG, "True", "Unknown", _ago(3)))
+    assert found.nodes == (YOUNG,)
 
 
 def test_a_not_ready_node_without_a_creation_time_is_reported() -> None:

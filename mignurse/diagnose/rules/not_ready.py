@@ -68,6 +68,7 @@ def rule(inp: DiagnosisInput) -> list[Finding]:
             node.created is not None
             and inp.now - node.created < JOINING
             and not _was_ready(inp, node)
+            and not _kubelet_went_silent(ready.reason)
         ):
             continue
         if mig_hook_holds(inp, node.name) or notready_loop.node_finding(inp, node) is not None:
@@ -86,6 +87,15 @@ def _was_ready(inp: DiagnosisInput, node: Node) -> bool:
         e.reason == "NodeReady" or (e.reason == "Ready" and "-> True" in e.message)
         for e in node_events(inp, node)
     )
+
+
+def _kubelet_went_silent(reason: str) -> bool:
+    """The node lifecycle controller's word for a kubelet that posted its status and then
+    stopped: a node past joining, whatever its events say (they may be gone, or never sent,
+    as for a kwok node). A kubelet that never posted is `NodeStatusNeverUpdated` instead
+    (kubernetes v1.34.4 pkg/controller/nodelifecycle/node_lifecycle_controller.go
+    `tryUpdateNodeHealth`)."""
+    return reason == "NodeStatusUnknown"
 
 
 def _hint(reason: str, message: str) -> str:
