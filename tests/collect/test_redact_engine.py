@@ -229,6 +229,17 @@ _PIECES = st.sampled_from(
 )
 
 
+def _ordered(text: str, edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """Random edits as the rules' masks are: in order, none overlapping, inside the text."""
+    ordered: list[tuple[int, int, str]] = []
+    for start, length, new in sorted(edits):
+        start = min(start, len(text))
+        if ordered and start < ordered[-1][1]:
+            continue
+        ordered.append((start, min(start + length, len(text)), new))
+    return ordered
+
+
 @ENGINE
 @settings(max_examples=300, deadline=None)
 @given(
@@ -246,13 +257,7 @@ def test_trigger_positions_after_masks_are_those_a_new_scan_gives(
     # a mask can make a trigger (to|ken → token), cut one, or sit inside one; the positions
     # carried over from before the masks must be those of scanning the masked text afresh
     text = "".join(pieces)
-    ordered: list[tuple[int, int, str]] = []
-    for start, length, new in sorted(edits):
-        start = min(start, len(text))
-        if ordered and start < ordered[-1][1]:
-            continue
-        ordered.append((start, min(start + length, len(text)), new))
-    masked, applied = redact._apply(text, ordered)
+    masked, applied = redact._apply(text, _ordered(text, edits))
     carried = redact._Scan(text).after(masked, applied)
     fresh = redact._Scan(masked)
     for trigger in redact.TRIGGERS:
@@ -295,13 +300,7 @@ def test_what_the_engine_found_carried_over_masks_is_what_a_new_scan_finds(
     # every word and every finder's match (base64 runs, %XX, " P "), moved past the masks
     # and found again on the lines they touched, as one pass over the masked text finds them
     text = "".join(pieces)
-    ordered: list[tuple[int, int, str]] = []
-    for start, length, new in sorted(edits):
-        start = min(start, len(text))
-        if ordered and start < ordered[-1][1]:
-            continue
-        ordered.append((start, min(start + length, len(text)), new))
-    masked, applied = redact._apply(text, ordered)
+    masked, applied = redact._apply(text, _ordered(text, edits))
     scanner.forget()
     scanner._survey(text)
     if not scanner.carry(text, masked, applied):

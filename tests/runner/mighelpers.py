@@ -6,6 +6,7 @@ from typing import Any
 
 from mignurse.cluster.client import NODES
 from mignurse.model import LABEL_MIG_CONFIG, LABEL_MIG_CONFIG_STATE
+from mignurse.runner.steps.mig.nodecmd import CONFIG_FILE, HOOKS_FILE
 
 from .enginehelpers import Cluster
 
@@ -60,3 +61,18 @@ def set_not_ready(c: Cluster, node: str, message: str = "container runtime is do
         for cond in raw["status"].get("conditions") or ()
     ]
     c.client.patch(NODES, node, {"status": {"conditions": conditions}}, subresource="status")
+
+
+def no_hooks_sequence(root: str, config: str) -> list[list[str]]:
+    """mig-parted's exact runs for a layout applied with no hooks (docs/mig.md), then the
+    verify's assert: the config file and the empty hooks file under the sandbox's `root`."""
+    cfg = ["-f", root + CONFIG_FILE, "-c", config]
+    hooks = ["-k", root + HOOKS_FILE]
+    return [
+        ["assert", *cfg],
+        ["-d", "apply", "--mode-only", *cfg, *hooks],
+        ["-d", "assert", "--mode-only", *cfg],
+        ["-d", "apply", *cfg, *hooks],
+        ["assert", *cfg],
+        ["assert", *cfg],
+    ]

@@ -21,12 +21,18 @@ from mignurse.runner import state as st
 from mignurse.runner.engine import Runner
 from mignurse.runner.outcome import RunEvent
 from mignurse.runner.step import ACTIONS, Action, StepContext, StepFailed, StepPlan
-from mignurse.runner.steps.mig.nodecmd import CONFIG_FILE, HOOKS_FILE
+from mignurse.runner.steps.mig.nodecmd import HOOKS_FILE
 from mignurse.sim.nodes import NodeSandbox, SandboxShell, story_for
 
 from .enginehelpers import Cluster
 from .interrupthelpers import book, resumed, shells, writes_to
-from .mighelpers import incident_node, ready_mig_node, set_not_ready, stuck_mig_node
+from .mighelpers import (
+    incident_node,
+    no_hooks_sequence,
+    ready_mig_node,
+    set_not_ready,
+    stuck_mig_node,
+)
 
 # Anything that would restart kubelet/containerd, reload systemd or change a unit.
 FORBIDDEN = re.compile(
@@ -154,17 +160,8 @@ def test_reapply_applies_the_layout_with_no_hook_and_no_restart(
     assert {i["profile"] for g in state["gpus"] for i in g["instances"]} == {"1g.10gb"}
     # The exact mig-parted sequence (docs/mig.md), then verify's assert; never a hooks file.
     root = str(sandbox.fs)
-    cfg = ["-f", root + CONFIG_FILE, "-c", "all-1g.10gb"]
-    hooks = ["-k", root + HOOKS_FILE]
     runs = sandbox.mig_parted_runs()
-    assert [r["argv"] for r in runs] == [
-        ["assert", *cfg],
-        ["-d", "apply", "--mode-only", *cfg, *hooks],
-        ["-d", "assert", "--mode-only", *cfg],
-        ["-d", "apply", *cfg, *hooks],
-        ["assert", *cfg],
-        ["assert", *cfg],
-    ]
+    assert [r["argv"] for r in runs] == no_hooks_sequence(root, "all-1g.10gb")
     assert [r["rc"] for r in runs] == [1, 0, 0, 0, 0, 0]
     assert all(r["hooksFileEnv"] is None and not r["hooksRun"] for r in runs)
     assert (sandbox.fs / HOOKS_FILE.lstrip("/")).read_text() == "version: v1\nhooks: {}\n"

@@ -149,6 +149,27 @@ INSTANCE_TYPES = [
     }
 ]
 
+
+def nodepool(name: str, more: str = "") -> str:
+    """A NodePool of the custom GPU instance type on the kwok node class, never consolidated
+    or expired (the checks decide when a node goes), with `more` lines under its spec."""
+    return f"""
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
+      requirements:
+      - {{key: kubernetes.io/os, operator: In, values: [linux]}}
+      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+      - {{key: node.kubernetes.io/instance-type, operator: In, values: [{INSTANCE_TYPE}]}}
+      expireAfter: Never
+  disruption: {{consolidationPolicy: WhenEmpty, consolidateAfter: Never}}
+{more}"""
+
+
 BASE = f"""
 apiVersion: v1
 kind: Namespace
@@ -190,21 +211,7 @@ spec:
 apiVersion: karpenter.kwok.sh/v1alpha1
 kind: KWOKNodeClass
 metadata: {{name: default}}
----
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: default}}
-spec:
-  template:
-    spec:
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
-      requirements:
-      - {{key: kubernetes.io/os, operator: In, values: [linux]}}
-      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
-      - {{key: node.kubernetes.io/instance-type, operator: In, values: [{INSTANCE_TYPE}]}}
-      expireAfter: Never
-  disruption: {{consolidationPolicy: WhenEmpty, consolidateAfter: Never}}
-  limits: {{cpu: "1000"}}
+---{nodepool("default", '  limits: {cpu: "1000"}')}
 """
 
 

@@ -47,12 +47,12 @@ from karpenter import (
     KWOK_LABEL,
     NAMESPACE,
     KarpenterCluster,
+    nodepool,
     wait_for,
 )
 from nodeaccess.sshd import running_sshd
 from nodeshells import MigDevicePlugin, NodeShells
-
-from mignurse.runner.steps.mig.nodecmd import CONFIG_FILE, HOOKS_FILE
+from runner.mighelpers import no_hooks_sequence
 
 # The first test also starts the cluster and waits for Karpenter's three nodes; the last waits
 # out node-not-ready's settle: more than the suite's 300 s hang guard on two busy cores.
@@ -597,17 +597,8 @@ def test_reapply_mig_without_hooks_partitions_a_kwok_gpu_node_over_ssh(
     # mig-parted's sequence (docs/mig.md), with no hooks file in its environment and an
     # empty one named: the node's profile.d MIG_PARTED_HOOKS_FILE was unset.
     root = str(sandbox.fs)
-    cfg = ["-f", root + CONFIG_FILE, "-c", "all-1g.10gb"]
-    hooks = ["-k", root + HOOKS_FILE]
     runs = sandbox.mig_parted_runs()
-    assert [r["argv"] for r in runs] == [
-        ["assert", *cfg],
-        ["-d", "apply", "--mode-only", *cfg, *hooks],
-        ["-d", "assert", "--mode-only", *cfg],
-        ["-d", "apply", *cfg, *hooks],
-        ["assert", *cfg],
-        ["assert", *cfg],
-    ], runs
+    assert [r["argv"] for r in runs] == no_hooks_sequence(root, "all-1g.10gb"), runs
     assert [r["rc"] for r in runs] == [1, 0, 0, 0, 0, 0]
     assert all(r["hooksFileEnv"] is None and not r["hooksRun"] for r in runs), runs
     workload.web = node_of(
@@ -662,20 +653,7 @@ def test_diagnose_reads_the_node_lifecycle_controller_and_karpenter_on_a_silent_
 
 # -- Karpenter's node repair, with the AWS provider's policies ----------------------------
 
-REPAIR_POOL = f"""
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {{name: repair}}
-spec:
-  template:
-    spec:
-      nodeClassRef: {{group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}}
-      requirements:
-      - {{key: kubernetes.io/os, operator: In, values: [linux]}}
-      - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
-      - {{key: node.kubernetes.io/instance-type, operator: In, values: [{INSTANCE_TYPE}]}}
-      expireAfter: Never
-  disruption: {{consolidationPolicy: WhenEmpty, consolidateAfter: Never}}
+REPAIR_POOL = f"""{nodepool("repair")}
 ---
 apiVersion: v1
 kind: Pod
