@@ -177,21 +177,23 @@ _OPENS_BLOCK = re.compile(
 _SECRET_KIND = re.compile(r"kind:[ \t]{0,16}[\"']?Secret")
 # A log record written as one JSON object or logfmt line a line (journalctl -o json, the
 # json-file driver, slog) holds its line of the block in its message string: the opener is
-# looked for there, less the line break the json-file driver ends each `log` with. Its
-# escapes stay as they are: no opener holds one.
-_MESSAGE_END = re.compile(r"(?:\\[rnt]|[ \t])+$")
+# looked for there, less the blanks and the line break (the json-file driver ends each `log`
+# with one) after it. Its escapes stay as they are: no opener holds one. What an opener can
+# end with, once those are taken off (a block indicator's chomping and indent, an INI
+# section's bracket, the heading's last letter):
+_OPENER_LAST = frozenset(":|>-+0123456789]s")
 # Where any of them may match in a line of the whole text: the line `_with_context` looks at
 # is the text's line less its trailing \r, which `\r*$` (MULTILINE) stands for; `^` dropped
 # (what is left matches more); a record's message is a string after a message key that ends
-# in an opener, then escaped line breaks or blanks, then its closing quote. A line with no
-# end of a match of this pattern's superset (`scanner.Prefilter`) holds none, and its
-# searches are skipped.
+# in an opener or is an INI section, then escaped line breaks or blanks, then its closing
+# quote. A line with no end of a match of this pattern's superset (`scanner.Prefilter`)
+# holds none, and its searches are skipped.
 _BLOCK_OR_KIND = scanner.Prefilter(
     re.compile(
         r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?\r*$|\[[^\]\n]{1,256}\]\r*$"
         r"|kind:[ \t]{0,16}[\"']?Secret|Set the following 'random' passwords"
         r'|(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|msg=|message=)[ \t]{0,16}"'
-        r'(?:[^"\n]|\\")*(?::[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?|\])'
+        r'(?:(?:[^"\n]|\\")*:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?|\[[^\]\n]{1,256}\])'
         r'(?:\\[rnt]|[ \t])*"',
         re.MULTILINE,
     )
@@ -218,8 +220,8 @@ def _with_context(
     text: str, lines: list[Span], wanted: Callable[[int, int], bool] = lambda s, e: True
 ) -> list[Span]:
     """The `wanted` lines, each with the line before and after it; after a line that opens a
-    block, the `CONTEXT_LINES` after it; before a `kind: Secret`, those before it. In order,
-    each line once."""
+    block (itself, or the message of the log record it is), the `CONTEXT_LINES` after it;
+    before a `kind: Secret`, those before it. In order, each line once."""
     out: list[Span] = []
     ends = _block_or_kind_ends(text) if len(lines) > _FEW_LINES else None
     size = len(text)
@@ -265,9 +267,17 @@ def _message_opens_block(text: str, start: int, end: int) -> bool:
     body = next(_quoted(text, key.end(), end), None)
     if body is None:
         return False
-    message = text[body[0] : body[1]]
-    cut = _MESSAGE_END.search(message)
-    return _OPENS_BLOCK.search(message if cut is None else message[: cut.start()]) is not None
+    start, end = body
+    while end > start:  # less the blanks and escaped line breaks and tabs it ends with
+        if text[end - 1] in " \t":
+            end -= 1
+        elif end - 2 >= start and text[end - 2] == "\\" and text[end - 1] in "rnt":
+            end -= 2
+        else:
+            break
+    if end == start or text[end - 1] not in _OPENER_LAST:
+        return False
+    return _OPENS_BLOCK.search(text[start:end]) is not None
 
 
 def _ends_within(ends: list[int], start: int, end: int) -> bool:
