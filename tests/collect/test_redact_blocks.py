@@ -65,6 +65,32 @@ BLOCKS: dict[str, tuple[list[str], tuple[str, ...], tuple[str, ...]]] = {
         PASSWORDS,
         ("root:", "admin2:", "backup:", "Cloud-init v. 24.4 finished"),
     ),
+    # cloud-config users with a password hash (cc_users_groups) and a kubeconfig whose
+    # token is a YAML block scalar (kubernetes.io/docs/reference/config-api/kubeconfig.v1/)
+    "cloud-config-users-passwd": (
+        [
+            "users:",
+            "  - default",
+            "  - name: admin2",
+            "    lock_passwd: false",
+            f"    passwd: $6$rounds=4096$Hk4mR7nQ${PASSWORDS[1]}{PASSWORDS[2]}",
+            "    shell: /bin/bash",
+        ],
+        (f"{PASSWORDS[1]}{PASSWORDS[2]}",),
+        ("name: admin2", "lock_passwd: false", "shell: /bin/bash"),
+    ),
+    "kubeconfig-token-block": (
+        [
+            "users:",
+            "- name: gpu-prod",
+            "  user:",
+            "    token: |",
+            f"      k8s-aws-v1.aHR0cHM6Ly9zdHMuYW1hem9uYXdzLmNvbS8_{PASSWORDS[0]}",
+            "contexts: []",
+        ],
+        (f"aHR0cHM6Ly9zdHMuYW1hem9uYXdzLmNvbS8_{PASSWORDS[0]}",),
+        ("name: gpu-prod", "token: |", "contexts: []"),
+    ),
     "pem-cut-off": (
         ["-----BEGIN RSA PRIVATE KEY-----", *KEY_LINES, "Cloud-init v. 24.4 finished"],
         KEY_LINES,
