@@ -167,19 +167,34 @@ CONTEXT_LINES = 256  # after a line with a trigger: a PEM block, a YAML Secret, 
 
 
 # a line after which the next ones belong to it: a PEM BEGIN, a YAML key with a block or a
-# nested value, an INI section; and lines before a `kind: Secret` (kubectl sorts data first)
+# nested value, an INI section, cloud-init's heading over the passwords it made up
+# (canonical/cloud-init@24.4 cloudinit/config/cc_set_passwords.py: the heading, then one
+# `user:password` line each); and lines before a `kind: Secret` (kubectl sorts data first)
 _OPENS_BLOCK = re.compile(
     r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?$|^\[[^\]\n]{1,256}\]$"
+    r"|Set the following 'random' passwords[ \t]{0,16}$"
 )
 _SECRET_KIND = re.compile(r"kind:[ \t]{0,16}[\"']?Secret")
-# Where either may match in a line of the whole text: the line `_with_context` looks at is
-# the text's line less its trailing \r, which `\r*$` (MULTILINE) stands for; `^` dropped
-# (what is left matches more). A line with no end of a match of this pattern's superset
-# (`scanner.Prefilter`) holds neither, and its searches are skipped.
+# A log record written as one JSON object or logfmt line a line (journalctl -o json, the
+# json-file driver, slog) holds its line of the block in its message string: the opener is
+# looked for there, less the blanks and the line break (the json-file driver ends each `log`
+# with one) after it. Its escapes stay as they are: no opener holds one. What an opener can
+# end with, once those are taken off (a block indicator's chomping and indent, an INI
+# section's bracket, the heading's last letter):
+_OPENER_LAST = frozenset(":|>-+0123456789]s")
+# Where any of them may match in a line of the whole text: the line `_with_context` looks at
+# is the text's line less its trailing \r, which `\r*$` (MULTILINE) stands for; `^` dropped
+# (what is left matches more); a record's message is a string after a message key that ends
+# in an opener or is an INI section, then escaped line breaks or blanks, then its closing
+# quote. A line with no end of a match of this pattern's superset (`scanner.Prefilter`)
+# holds none, and its searches are skipped.
 _BLOCK_OR_KIND = scanner.Prefilter(
     re.compile(
         r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?\r*$|\[[^\]\n]{1,256}\]\r*$"
-        r"|kind:[ \t]{0,16}[\"']?Secret",
+        r"|kind:[ \t]{0,16}[\"']?Secret|Set the following 'random' passwords"
+        r'|(?:"(?:MESSAGE|message|msg|log|Message)"[ \t]{0,16}:|msg=|message=)[ \t]{0,16}"'
+        r'(?:(?:[^"\n]|\\")*:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?|\[[^\]\n]{1,256}\])'
+        r'(?:\\[rnt]|[ \t])*"',
         re.MULTILINE,
     )
 )
@@ -205,8 +220,8 @@ def _with_context(
     text: str, lines: list[Span], wanted: Callable[[int, int], bool] = lambda s, e: True
 ) -> list[Span]:
     """The `wanted` lines, each with the line before and after it; after a line that opens a
-    block, the `CONTEXT_LINES` after it; before a `kind: Secret`, those before it. In order,
-    each line once."""
+    block (itself, or the message of the log record it is), the `CONTEXT_LINES` after it;
+    before a `kind: Secret`, those before it. In order, each line once."""
     out: list[Span] = []
     ends = _block_or_kind_ends(text) if len(lines) > _FEW_LINES else None
     size = len(text)
@@ -222,7 +237,8 @@ def _with_context(
         else:
             line = text[start:end].rstrip("\r")
             before = CONTEXT_LINES if _SECRET_KIND.search(line) else 1
-            after = CONTEXT_LINES if _OPENS_BLOCK.search(line) else 2
+            opens = _OPENS_BLOCK.search(line) or _message_opens_block(text, start, end)
+            after = CONTEXT_LINES if opens else 2
         for _ in range(before):
             if start == 0 or (out and start <= out[-1][1] + 1):
                 break
@@ -237,6 +253,31 @@ def _with_context(
         else:
             out.append((start, end))
     return _whole(text, [(s, e) for start, end in out for s, e in _split_lines(text, start, end)])
+
+
+def _message_opens_block(text: str, start: int, end: int) -> bool:
+    """Whether the line at [start, end) is a log record whose message opens a block (one
+    JSON object or logfmt line per record: each line of the block is a record of its own,
+    and the records after it are the block's lines as the message views show them)."""
+    if text.find('"', start, end) == -1:
+        return False
+    key = _MESSAGE_KEY.search(text, start, end)
+    if key is None:
+        return False
+    body = next(_quoted(text, key.end(), end), None)
+    if body is None:
+        return False
+    start, end = body
+    while end > start:  # less the blanks and escaped line breaks and tabs it ends with
+        if text[end - 1] in " \t":
+            end -= 1
+        elif end - 2 >= start and text[end - 2] == "\\" and text[end - 1] in "rnt":
+            end -= 2
+        else:
+            break
+    if end == start or text[end - 1] not in _OPENER_LAST:
+        return False
+    return _OPENS_BLOCK.search(text[start:end]) is not None
 
 
 def _ends_within(ends: list[int], start: int, end: int) -> bool:
@@ -410,6 +451,8 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
             # (found in the line rather than in a copy of the string: most strings are short
             # and left out, and one with no backslash is copied as it is)
             escaped = find("\\", body_start, body_end) != -1
+            if message is not None and escaped:
+                body_end = _without_line_break(text, body_start, body_end)
             if message is None and (
                 body_end - body_start < 6
                 or (
@@ -445,6 +488,20 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
             if message is not None:
                 break
     return View("".join(parts), pieces, parent) if pieces else None
+
+
+def _without_line_break(text: str, start: int, end: int) -> int:
+    """Where a record's message string [start, end) ends less the escaped line break that
+    ends it (the json-file driver keeps each line's break in its `log`, moby/moby v27.3.1
+    daemon/logger/jsonfilelog/jsonfilelog.go): the view's own line break stands for it, so
+    the lines of a block logged a record each stay consecutive there, as journal messages
+    are."""
+    if not text.endswith("\\n", start, end):
+        return end
+    slash = end - 2
+    while slash > start and text[slash - 1] == "\\":
+        slash -= 1
+    return end - 2 if (end - 1 - slash) % 2 else end
 
 
 def _quoted(text: str, start: int, end: int) -> Iterator[Span]:

@@ -333,9 +333,10 @@ _URL_CRED = re.compile(
 # angle bracket (a backslash is let through: a JSON view reads `\@` as `@`), and `-u` or
 # `--user` with a space, tab or `=` after it. A probe's `Get "http://10.0.1.2:8000/health"`
 # and a pod named `…-7d9f8b6c5d-ux2kq` are neither, and are the most common lines in a
-# kubelet's journal that hold a trigger word. `-user` counts wherever it is: the line of a
-# user name such as `ec2-user:…` in a chpasswd list logged one journal JSON record a line
-# brings the list's other lines into the views, which is what masks them there.
+# kubelet's journal that hold a trigger word. `-user` counts wherever it is (`--user`, and a
+# name such as `ec2-user`, whose line's views are read as well); a chpasswd list logged one
+# journal JSON record a line no longer depends on that: the opener in its first record
+# carries the list's context over the records after it (`encodings._with_context`).
 URL_CREDENTIAL_SHAPES: dict[str, re.Pattern[str]] = {
     "://": re.compile(r"://[^\t\n\x0b\x0c\r \"'/<>]{0,8192}@"),
     "-u": re.compile(r"-u(?:ser|[ \t=])"),

@@ -196,7 +196,25 @@ def test_the_random_journals_joined_are_masked_the_same_with_the_engine_and_with
 def test_the_lines_around_a_block_opener_or_a_secret_kind_are_those_found_line_by_line() -> None:
     joined = "\n".join(_ascii_texts())
     extra = "\r\n".join(("kind: Secret\r", "password: |\r\r", "[db]", "x", "-----BEGIN X-----"))
-    for text in (joined, joined + "\n" + extra * 60, extra * 80 + "\r"):
+    # log records a line each whose message opens a block (journal JSON, json-file, logfmt)
+    records = "\n".join(
+        (
+            '{"MESSAGE": "chpasswd:", "_PID": "1201"}',
+            '{"log":"  list: |\\n","stream":"stdout"}',
+            "msg=\"Set the following 'random' passwords\" unit=x",
+            '{"msg":"a \\"q\\" b:  \\r\\n"}',
+            '{"MESSAGE":"foo\\:"}',
+            '{"log":"[db]\\n"}',
+            '{"MESSAGE":"no opener","note":"x:"}',
+            "root:pw",
+        )
+    )
+    for text in (
+        joined,
+        joined + "\n" + extra * 60,
+        extra * 80 + "\r",
+        joined + "\n" + (records + "\n") * 40,
+    ):
         every = encodings.lines_at(text, [m.start() for m in re.finditer("(?m)^", text)])
         some = every[::3]
         for lines in (every, some):

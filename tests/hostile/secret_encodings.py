@@ -92,6 +92,24 @@ def journal_json(case: Case) -> str:
     )
 
 
+def json_file_lines(case: Case) -> str:
+    """A container's log by Docker's json-file driver, one record per line, each `log`
+    ending with its line break (moby/moby v27.3.1 daemon/logger/jsonfilelog/jsonfilelog.go)."""
+    return "".join(
+        json.dumps({"log": line + "\n", "stream": "stdout", "time": "2026-12-05T03:12:44Z"}) + "\n"
+        for line in _lines(case, ": ")
+    )
+
+
+def logfmt(case: Case) -> str:
+    """Go's log/slog text handler, one record per line, the line a quoted `msg` (go1.23
+    src/log/slog/text_handler.go)."""
+    return "".join(
+        f"time=2026-12-05T03:12:44.123Z level=INFO msg={json.dumps(line)} unit=node-setup\n"
+        for line in _lines(case, ": ")
+    )
+
+
 PARTIAL = 23  # characters per CRI partial line: splits tokens, keys and prefixes alike
 
 
@@ -192,6 +210,8 @@ RENDERINGS: dict[str, Callable[[Case], str | bytes]] = {
     "journal": journal,
     "cri-klog-tab": cri_klog_tab,
     "journal-json": journal_json,
+    "json-file-lines": json_file_lines,
+    "logfmt": logfmt,
     "cri-partial": cri_partial,
     "klog-json": klog_json,
     "json-escaped": json_escaped,
@@ -206,6 +226,8 @@ RENDERINGS: dict[str, Callable[[Case], str | bytes]] = {
 
 FILE_NAMES = {
     "journal-json": "journal.json",
+    "json-file-lines": "container.log",
+    "logfmt": "node-setup.log",
     "json-nested": "objects.json",
     "yaml-block": "objects.yaml",
     "binary-data": "configmaps.yaml",
@@ -246,9 +268,14 @@ def read_back(rendering: str, out: bytes) -> bytes:
         return b"".join(
             json.loads(line)["MESSAGE"].encode() + b"\n" for line in out.splitlines() if line
         )
-    if rendering == "json-escaped":
+    if rendering in ("json-escaped", "json-file-lines"):
         return b"".join(json.loads(line)["log"].encode() for line in out.splitlines() if line)
+    if rendering == "logfmt":
+        return b"".join(json.loads(m[1]).encode() + b"\n" for m in _LOGFMT_MESSAGE.finditer(out))
     return out
+
+
+_LOGFMT_MESSAGE = re.compile(rb'msg=("(?:[^"\\\n]|\\.)*")')
 
 
 # text that once made a decoder look ahead or back over the whole file: repeated, it must

@@ -1502,7 +1502,46 @@ def secrets() -> list[Secret]:
         keep=("karpenter",),
     )
     _file_format_secrets(add)
+    _block_secrets(add)
     return out
+
+
+def _block_secrets(add: Callable[..., None]) -> None:
+    """Blocks whose secret lines hold no trigger word, only the opener above them does: the
+    lines are masked for the block they are in, also where each is a log record of its own
+    (no user name here holds a word such as `-user` that a rule looks for)."""
+    p1, p2, p3 = password(), password(), password()
+    add(
+        "chpasswd-list-plain-users",
+        DOC_CHPASSWD,
+        f"#cloud-config\nchpasswd:\n  expire: false\n  list: |\n    root:{p1}\n"
+        f"    admin2:{p2}\n    backup:{p3}\nssh_pwauth: false",
+        p1,
+        p2,
+        p3,
+        keep=("admin2:", "backup:", "ssh_pwauth: false"),
+    )
+    p1, p2, p3 = password(), password(), password()
+    add(
+        "chpasswd-list-items-plain-users",
+        DOC_CHPASSWD,
+        f"chpasswd:\n  list:\n    - root:{p1}\n    - admin2:{p2}\n    - backup:{p3}\n"
+        "  expire: false",
+        p1,
+        p2,
+        p3,
+        keep=("- admin2:", "- backup:", "expire: false"),
+    )
+    p1, p2, p3 = password(), password(), password()
+    add(
+        "chpasswd-random-output-users",
+        DOC_CHPASSWD_RANDOM,
+        f"Set the following 'random' passwords\n\nroot:{p1}\nadmin2:{p2}\nbackup:{p3}",
+        p1,
+        p2,
+        p3,
+        keep=("admin2:", "backup:"),
+    )
 
 
 DOC_TOML = "https://toml.io/en/v1.0.0#string"
