@@ -491,3 +491,24 @@ def test_a_nodeclaim_recreated_between_the_read_and_the_delete_is_refused_by_its
     now = c.client.get(NODECLAIMS, name)
     assert now["metadata"]["uid"] == newcomer["metadata"]["uid"]
     assert not now["metadata"].get("deletionTimestamp")
+
+
+@pytest.mark.parametrize(
+    "provider_id, words",
+    [
+        ("aws:///us-west-2a/i-0abc123def4567890", "instance i-0abc123def4567890"),
+        ("kwok://p5-48xlarge-abcde", "its machine (kwok://p5-48xlarge-abcde)"),
+        ("", "its machine (the Node names no providerID)"),
+    ],
+)
+def test_the_plan_names_the_machine_karpenter_terminates_as_its_provider_id_does(
+    provider_id: str, words: str
+) -> None:
+    from mignurse.model import instance_id_from_provider_id
+    from mignurse.runner.steps.instance import _instance_words
+
+    node = Node.from_api(
+        {"metadata": {"name": "n1"}, "spec": {"providerID": provider_id} if provider_id else {}}
+    )
+    assert node.instance_id == instance_id_from_provider_id(provider_id)
+    assert _instance_words(node) == words

@@ -157,8 +157,8 @@ class DeleteNodeClaim(Action):
         return StepPlan(
             changes=[Change(f"nodeclaim/{name}", "metadata.deletionTimestamp", None, "now")],
             notes=[
-                f"Karpenter drains what is left on {node.name} and terminates instance "
-                f"{node.instance_id or '?'}; NodePool {pool} launches a new node only for pods "
+                f"Karpenter drains what is left on {node.name} and terminates "
+                f"{_instance_words(node)}; NodePool {pool} launches a new node only for pods "
                 "that need one (wait-replacement says whether any will)",
                 "this cannot be undone: the instance and its local disks are gone",
             ],
@@ -279,6 +279,16 @@ def _aws(ctx: StepContext, service: str) -> Any:
             "(set AWS_PROFILE or credentials)"
         )
     return ctx.aws(service)
+
+
+def _instance_words(node: Node) -> str:
+    """The machine behind a node as its providerID names it: an EC2 instance id, else the
+    providerID itself (another cloud provider's, or kwok's), else that none is set."""
+    if node.instance_id:
+        return f"instance {node.instance_id}"
+    if node.provider_id:
+        return f"its machine ({node.provider_id})"
+    return "its machine (the Node names no providerID)"
 
 
 def _instance_state(ec2: Any, instance_id: str) -> str:
