@@ -176,9 +176,8 @@ class AppState(App[None]):
         arriving would find nothing (NoMatches, raised in a message handler, ends the app);
         the widgets below are kept current instead, and show it when the screen closes."""
         stack = self.screen_stack
-        if not stack:  # before the first screen is up, or once the app has closed it
-            raise NoMatches(f"no screen to find {selector} on")
-        base = stack[0]
+        # before the first screen is up, or once the app has closed it: as Textual finds it
+        base: Any = stack[0] if stack else self
         return base.query_one(selector, expect_type) if expect_type else base.query_one(selector)
 
     def _fleet_table(self) -> DataTable[Any]:
