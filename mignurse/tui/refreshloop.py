@@ -134,7 +134,8 @@ class RefreshLoop(Panels, DetailPane):
         self._diagnosis_error = ""
         if not update.whole:
             self._partial = update
-            self._show_findings()
+            with contextlib.suppress(NoMatches):  # not composed yet: shown when it is
+                self._show_findings()
             return
         # A whole diagnosis lands with the refresh that shows its badges and ranks (_apply)
         self.request_refresh(force=True)
