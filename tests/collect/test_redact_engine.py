@@ -10,6 +10,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -229,6 +230,14 @@ _PIECES = st.sampled_from(
 )
 
 
+def _edits(at: int, length: int, texts: list[str]) -> Any:
+    """Up to 6 random edits: where (up to `at`), how long (up to `length`), what instead."""
+    return st.lists(
+        st.tuples(st.integers(0, at), st.integers(0, length), st.sampled_from(texts)),
+        max_size=6,
+    )
+
+
 def _ordered(text: str, edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
     """Random edits as the rules' masks are: in order, none overlapping, inside the text."""
     ordered: list[tuple[int, int, str]] = []
@@ -244,12 +253,7 @@ def _ordered(text: str, edits: list[tuple[int, int, str]]) -> list[tuple[int, in
 @settings(max_examples=300, deadline=None)
 @given(
     pieces=st.lists(_PIECES, max_size=30),
-    edits=st.lists(
-        st.tuples(
-            st.integers(0, 200), st.integers(0, 12), st.sampled_from(["", MARKER, "en", "y"])
-        ),
-        max_size=6,
-    ),
+    edits=_edits(200, 12, ["", MARKER, "en", "y"]),
 )
 def test_trigger_positions_after_masks_are_those_a_new_scan_gives(
     pieces: list[str], edits: list[tuple[int, int, str]]
@@ -287,12 +291,7 @@ _LINE_PIECES = st.sampled_from(
 @settings(max_examples=300, deadline=None)
 @given(
     pieces=st.lists(_LINE_PIECES, max_size=30),
-    edits=st.lists(
-        st.tuples(
-            st.integers(0, 400), st.integers(0, 40), st.sampled_from(["", MARKER, "\n", "QUFB"])
-        ),
-        max_size=6,
-    ),
+    edits=_edits(400, 40, ["", MARKER, "\n", "QUFB"]),
 )
 def test_what_the_engine_found_carried_over_masks_is_what_a_new_scan_finds(
     pieces: list[str], edits: list[tuple[int, int, str]]

@@ -163,8 +163,12 @@ def test_cordon_and_collect_end_to_end_over_the_sandbox(cluster_for: Make, tmp_p
     assert "  collect (collect-bundle): verified" in runs.stdout
 
 
-def _no_way_in(state: Path) -> None:
-    """An ~/.ssh/config that sends every node to a port of 127.0.0.1 nothing listens on."""
+def _no_way_in(cluster_for: Make, tmp_path: Path) -> tuple[Cluster, str, dict[str, str]]:
+    """A cluster, one of its GPU nodes, and the environment of a user whose ~/.ssh/config
+    sends every node to a port of 127.0.0.1 nothing listens on."""
+    c = cluster_for()
+    state = tmp_path / "state"
+    env = env_for(state)
     import socket
 
     with socket.socket() as s:
@@ -172,15 +176,13 @@ def _no_way_in(state: Path) -> None:
         port = s.getsockname()[1]
     (state / ".ssh").mkdir(parents=True, mode=0o700)
     (state / ".ssh" / "config").write_text(f"Host *\n  HostName 127.0.0.1\n  Port {port}\n")
+    return c, c.nodes("gpu-train")[0], env
 
 
 def test_cordon_and_collect_with_no_way_into_the_node_fails_in_one_line_and_undoes(
     cluster_for: Make, tmp_path: Path
 ) -> None:
-    c = cluster_for()
-    node = c.nodes("gpu-train")[0]
-    env = env_for(tmp_path / "state")
-    _no_way_in(tmp_path / "state")
+    c, node, env = _no_way_in(cluster_for, tmp_path)
     done = mignurse(
         c, env, "run", "cordon-and-collect", "--node", node, "--yes", "--transport", "ssh",
         "--param", f"out={tmp_path / 'node.tar.gz'}",
@@ -205,10 +207,7 @@ def test_the_mig_runbook_with_no_way_into_the_node_is_blocked_in_its_plan(
     cluster_for: Make, tmp_path: Path
 ) -> None:
     """Its plan already asks the node whether a host nvidia-mig-manager.service is active."""
-    c = cluster_for()
-    node = c.nodes("gpu-train")[0]
-    env = env_for(tmp_path / "state")
-    _no_way_in(tmp_path / "state")
+    c, node, env = _no_way_in(cluster_for, tmp_path)
     before = c.node(node)
     done = mignurse(
         c, env, "run", "reapply-mig-no-hooks", "--node", node, "--dry-run",
