@@ -138,11 +138,7 @@ def _watch_one(args: argparse.Namespace, state_dir: Path | None, out_dir: Path |
         _stop_on_signals(stop)
         progress(f"recording context {client.info.context!r} into {path}; Ctrl-C to stop")
         if out_dir is not None:
-            simulated = is_simulated(args.kubeconfig, client.info.cluster)
-            recording.collect_into(
-                out_dir, access=access_for(args), simulated=simulated, report=progress
-            )
-            progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
+            _collect_into(recording, args, out_dir, access_for(args), progress)
         recording.run(
             karpenter=karpenter,
             stop=stop,
@@ -153,6 +149,19 @@ def _watch_one(args: argparse.Namespace, state_dir: Path | None, out_dir: Path |
         recording.close()  # running collections finish their bundles first
         client.close()
     return EXIT_OK
+
+
+def _collect_into(
+    recording: Any,
+    args: argparse.Namespace,
+    out_dir: Path,
+    access: Any,
+    progress: Callable[[str], None],
+) -> None:
+    """`--auto-collect DIR` for one cluster's recording, said on its progress lines."""
+    simulated = is_simulated(args.kubeconfig, recording.client.info.cluster)
+    recording.collect_into(out_dir, access=access, simulated=simulated, report=progress)
+    progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
 
 
 def _watch_several(
@@ -190,9 +199,7 @@ def _watch_several(
             recording.open_history(path)  # another recorder of this cluster: WriterBusy
             progress(f"recording context {client.info.context!r} into {path}")
             if out_dir is not None and access is not None:
-                simulated = is_simulated(args.kubeconfig, client.info.cluster)
-                recording.collect_into(out_dir, access=access, simulated=simulated, report=progress)
-                progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
+                _collect_into(recording, args, out_dir, access, progress)
 
         loops.append(
             RecordingLoop(
