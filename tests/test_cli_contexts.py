@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from mignurse.sim import load_scenario
-from mignurse.sim.fleet import SimFleet
+from mignurse.sim.fleet import SimFleet, serve_fleet
 
 SCENARIOS = ("healthy", "dcgm-repair-loop")
 WORKING = "sim-*,prod-eu,prod-us,staging"  # every context but the hung one
@@ -33,14 +33,10 @@ DEADLINE = "6"
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, Path]]:
     kubeconfig = tmp_path_factory.mktemp("kube") / "config"
-    served = SimFleet(kubeconfig)
-    for name in SCENARIOS:
-        served.serve(load_scenario(name), speed=0)
-    served.fail("unreachable", "prod-eu", speed=0)
-    served.fail("expired", "prod-us", speed=0)
-    served.fail("forbidden", "staging", speed=0)
-    served.fail("hung", "prod-ap", speed=0)
-    served.write_kubeconfig()
+    failing = [("unreachable", "prod-eu"), ("expired", "prod-us")]
+    failing += [("forbidden", "staging"), ("hung", "prod-ap")]
+    scenarios = [load_scenario(name) for name in SCENARIOS]
+    served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
     yield served, kubeconfig
     served.stop()
 

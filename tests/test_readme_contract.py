@@ -225,7 +225,7 @@ def _served(command: str, kubeconfig: Path) -> Iterator[None]:
 
     from mignurse.cli import build_parser
     from mignurse.sim import SimCluster, load_scenario
-    from mignurse.sim.fleet import SimFleet
+    from mignurse.sim.fleet import serve_fleet
 
     args = build_parser("sim").parse_args([w for w in shlex.split(command)[1:] if w != "&"])
     failing = [
@@ -237,13 +237,8 @@ def _served(command: str, kubeconfig: Path) -> Iterator[None]:
             sim.write_kubeconfig(kubeconfig)
             yield
         return
-    fleet = SimFleet(kubeconfig)
+    fleet = serve_fleet(kubeconfig, [load_scenario(n) for n in args.scenario], failing, speed=0)
     try:
-        for name in args.scenario:
-            fleet.serve(load_scenario(name), speed=0)
-        for kind, name in failing:
-            fleet.fail(kind, name, speed=0)
-        fleet.write_kubeconfig()
         yield
     finally:
         fleet.stop()

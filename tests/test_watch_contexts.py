@@ -19,7 +19,7 @@ from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.history import HistoryStore
 from mignurse.paths import history_file
 from mignurse.sim import load_scenario
-from mignurse.sim.fleet import SimFleet
+from mignurse.sim.fleet import SimFleet, serve_fleet
 
 SCENARIOS = ("healthy", "dcgm-repair-loop")
 RECORDED = ("sim-healthy", "sim-dcgm-repair-loop")
@@ -28,11 +28,8 @@ RECORDED = ("sim-healthy", "sim-dcgm-repair-loop")
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, Path]]:
     kubeconfig = tmp_path_factory.mktemp("kube") / "config"
-    served = SimFleet(kubeconfig)
-    for name in SCENARIOS:
-        served.serve(load_scenario(name), speed=0)
-    served.fail("unreachable", "prod-eu", speed=0)
-    served.write_kubeconfig()
+    scenarios = [load_scenario(name) for name in SCENARIOS]
+    served = serve_fleet(kubeconfig, scenarios, [("unreachable", "prod-eu")], speed=0)
     yield served, kubeconfig
     served.stop()
 

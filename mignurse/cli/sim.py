@@ -162,8 +162,8 @@ def _serve_several(
     """Each scenario on its own port in this one process, and the failing contexts beside
     them, in ONE kubeconfig: a context per scenario (`sim-<scenario>`, the first the current
     one) and one per failing NAME."""
-    from mignurse.sim import SimCluster, load_scenario
-    from mignurse.sim.fleet import SimFleet
+    from mignurse.sim import load_scenario
+    from mignurse.sim.fleet import serve_fleet
 
     scenarios = [load_scenario(name) for name in names]
     contexts = [s.context_name for s in scenarios] + [name for _kind, name in failing]
@@ -174,17 +174,13 @@ def _serve_several(
         )
     signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
-    fleet = SimFleet(out)
     try:
-        try:
-            start = SimCluster.wall_anchored_start(speed)
-            for index, scenario in enumerate(scenarios):
-                fleet.serve(scenario, speed=speed, port=port if index == 0 else 0, start=start)
-            for kind, name in failing:
-                fleet.fail(kind, name, start=start, speed=speed)
-        except OSError as exc:
-            raise UserError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-        fleet.write_kubeconfig()
+        fleet = serve_fleet(out, scenarios, failing, speed=speed, port=port)
+    except OSError as exc:
+        if exc.filename is not None:  # the kubeconfig, not a port
+            raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    try:
         width = max(len(c) for c in contexts)
         lines = [
             f"Serving {len(scenarios)} scenario{'s' if len(scenarios) > 1 else ''}"

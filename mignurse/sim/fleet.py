@@ -175,25 +175,39 @@ DEMO_CLUSTERS: tuple[str, ...] = (
 DEMO_MAX_CLUSTERS = len(DEMO_CLUSTERS)
 
 
-def serve_demo(
-    kubeconfig: Path, clusters: int, *, speed: float, start: datetime | None = None
+def serve_fleet(
+    kubeconfig: Path,
+    scenarios: list[Scenario],
+    failing: list[tuple[str, str]] = [],  # noqa: B006 (read, never changed)
+    *,
+    speed: float,
+    start: datetime | None = None,
+    port: int = 0,
 ) -> SimFleet:
-    """The first `clusters` of DEMO_CLUSTERS served on one clock (from `start`, else the
-    wall clock's), their kubeconfig written: on failure, whatever was started is stopped
-    before the error is raised."""
-    if not 1 <= clusters <= DEMO_MAX_CLUSTERS:
-        raise ValueError(f"the demo serves 1 to {DEMO_MAX_CLUSTERS} clusters, not {clusters}")
+    """The scenarios served side by side on one clock (from `start`, else the wall clock's;
+    the first on `port`), then the failing contexts as (kind, name), their one kubeconfig
+    written: on failure, whatever was started is stopped before the error is raised."""
     fleet = SimFleet(kubeconfig)
     try:
         start = start or SimCluster.wall_anchored_start(speed)
-        for entry in DEMO_CLUSTERS[:clusters]:
-            kind, _, name = entry.partition(":")
-            if name:
-                fleet.fail(kind, name, speed=speed, start=start)
-            else:
-                fleet.serve(load_scenario(kind), speed=speed, start=start)
+        for index, scenario in enumerate(scenarios):
+            fleet.serve(scenario, speed=speed, port=port if index == 0 else 0, start=start)
+        for kind, name in failing:
+            fleet.fail(kind, name, speed=speed, start=start)
         fleet.write_kubeconfig()
     except BaseException:
         fleet.stop()
         raise
     return fleet
+
+
+def serve_demo(
+    kubeconfig: Path, clusters: int, *, speed: float, start: datetime | None = None
+) -> SimFleet:
+    """The first `clusters` of DEMO_CLUSTERS, as `serve_fleet` serves them."""
+    if not 1 <= clusters <= DEMO_MAX_CLUSTERS:
+        raise ValueError(f"the demo serves 1 to {DEMO_MAX_CLUSTERS} clusters, not {clusters}")
+    chosen = [entry.partition(":") for entry in DEMO_CLUSTERS[:clusters]]
+    scenarios = [load_scenario(kind) for kind, _, name in chosen if not name]
+    failing = [(kind, name) for kind, _, name in chosen if name]
+    return serve_fleet(kubeconfig, scenarios, failing, speed=speed, start=start)

@@ -16,7 +16,7 @@ from mignurse.cli import build_parser, main
 from mignurse.cli.app import bundle_app, live_app
 from mignurse.session import BundleSource, FleetSource, LiveSource, split_key
 from mignurse.sim import load_scenario
-from mignurse.sim.fleet import SimFleet
+from mignurse.sim.fleet import SimFleet, serve_fleet
 from mignurse.tui.app import MigNurseApp
 from mignurse.tui.appstate import NODES
 from mignurse.tui.screens.confirm import ConfirmScreen
@@ -32,14 +32,10 @@ SELECTION = "sim-*,prod-eu,prod-us"
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, Path]]:
     kubeconfig = tmp_path_factory.mktemp("kube") / "config"
-    served = SimFleet(kubeconfig)
-    for name in ("healthy", "dcgm-repair-loop"):
-        served.serve(load_scenario(name), speed=0)
-    served.fail("unreachable", "prod-eu", speed=0)
-    served.fail("expired", "prod-us", speed=0)
-    served.fail("forbidden", "staging", speed=0)
-    served.fail("hung", "prod-ap", speed=0)
-    served.write_kubeconfig()
+    failing = [("unreachable", "prod-eu"), ("expired", "prod-us")]
+    failing += [("forbidden", "staging"), ("hung", "prod-ap")]
+    scenarios = [load_scenario(name) for name in ("healthy", "dcgm-repair-loop")]
+    served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
     yield served, kubeconfig
     served.stop()
 
