@@ -436,3 +436,16 @@ def test_collect_across_clusters_refuses_node_names_and_a_file_for_several_bundl
     assert named.returncode == 2 and "a node belongs to one cluster" in named.stderr
     assert to_file.returncode == 2 and "-o names a folder" in to_file.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sim_serve_says_a_kubeconfig_it_cannot_write_rather_than_a_port(tmp_path: Path) -> None:
+    taken = tmp_path / "fleet.yaml"
+    taken.mkdir()  # a folder where the kubeconfig should go
+    done = subprocess.run(
+        [sys.executable, "-m", "mignurse", "sim", "serve", "--scenario", "healthy",
+         "--unreachable", "prod-eu", "--kubeconfig-out", str(taken)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"mignurse: error: cannot write {taken}: "), done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
