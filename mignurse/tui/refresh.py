@@ -20,8 +20,10 @@ rules first, with what the input still lacked; from then on only whole diagnoses
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,6 +36,7 @@ from mignurse.cluster.snapshot import Snapshot
 from mignurse.cluster.watcher import ResourceStatus
 from mignurse.diagnose.engine import Diagnosis, RuleResult, all_rules, combine, diagnose_stream
 from mignurse.diagnose.findings import CRITICAL, INFO, SEVERITY_ORDER, WARNING, Finding
+from mignurse.diagnose.inputs import DiagnosisInput
 from mignurse.diagnose.radar import Blip, radar
 from mignurse.fleetview import UNPOOLED, PoolRow, fleet_rows
 from mignurse.gcpause import freeze_survivors
@@ -53,6 +56,9 @@ from mignurse.session import parts, qualified, split_key
 from mignurse.tui.filters import RowFilter
 
 DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
+# Across clusters, this many clusters' inputs are read side by side (each its own API server
+# and history file) and at most this many are held at once, waiting for the rules
+INPUT_READERS = 4
 RADAR_HORIZON = timedelta(hours=24)  # the radar screen's widest horizon
 FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
 NARROW_WIDTH = 100  # under this, the node table drops TYPE and AGE, as `mignurse nodes` does
@@ -328,6 +334,18 @@ def badges(findings: list[Finding]) -> dict[str, str]:
     return worst
 
 
+@dataclass
+class _Judged:
+    """One cluster's latest judgement, across clusters (its keys qualified by its context)."""
+
+    stage: int  # the cluster's judge_stage() it was judged at
+    at: float  # when (monotonic); 0 to judge it again at once
+    results: list[RuleResult]
+    rows: list[PoolRow]
+    blips: list[Blip]
+    lacks: str  # what its input lacked, named by its context ("" whole)
+
+
 class Refresher:
     """Runs on the refresh worker only (one at a time): the source's state → RowChanges.
     It remembers what the next refresh needs (the last diagnosis's badges and pool rows)."""
@@ -347,13 +365,21 @@ class Refresher:
         # (cluster prefix, rule) → its result, its input's lack
         self._results: dict[tuple[str, str], tuple[RuleResult, str]] = {}
         self.statuses: dict[str, ResourceStatus] = {}  # written by the UI thread
+        # across clusters: each cluster's latest judgement (written by the diagnosis worker)
+        self._clusters: dict[str, _Judged] = {}
 
     def diagnose_soon(self) -> None:
         self.last_diagnosis = 0.0
+        for judged in list(self._clusters.values()):
+            judged.at = 0.0
 
     def diagnosis_due(self) -> bool:
         """Whether to diagnose now: the input has grown since the last diagnosis, or
-        DIAGNOSE_SECONDS have passed (never over a cluster with nothing listed yet)."""
+        DIAGNOSE_SECONDS have passed (never over a cluster with nothing listed yet); across
+        clusters, whether that holds for one of them."""
+        members = parts(self.source)
+        if any(prefix for prefix, _ in members):
+            return bool(self._due(members))
         stage = self.source.judge_stage()
         if stage <= 0:
             return False
@@ -364,60 +390,177 @@ class Refresher:
     def diagnose(self, send: Callable[[DiagnosisUpdate], None]) -> None:
         """One diagnosis (on the diagnosis worker only): each rule's update sent as it
         finishes until a whole diagnosis has been sent, then only the whole one. A whole
-        diagnosis also gives the badges and the fleet's rows the next refresh shows."""
+        diagnosis also gives the badges and the fleet's rows the next refresh shows. Across
+        clusters (keys qualified by their context), `_diagnose_clusters`."""
+        members = parts(self.source)  # one source: itself, its keys as they are
+        if any(prefix for prefix, _ in members):
+            self._diagnose_clusters(members, send)
+            return
         self.judged_stage = self.source.judge_stage()
         self.last_diagnosis = time.monotonic()
         rules = all_rules()
-        members = parts(self.source)  # one source: itself, its keys as they are
-        total = len(rules) * len(members)
-        app_now = self.source.now()
-        done: dict[tuple[str, str], RuleResult] = {}
-        lacking: list[str] = []
-        fleet: list[PoolRow] = []
-        blips: list[Blip] = []
-        for prefix, part in members:
-            if prefix and not part.judge_stage():  # a cluster that has listed nothing yet
-                lacking.append(f"{prefix}: still listing")
-                continue
-            inp, lacks = part.diagnosis_input()
-            if lacks and prefix:
-                lacks = f"{prefix}: {lacks}"
-            lacking += [lacks] if lacks else []
-            # A live cluster's clock onto the app's, so that a countdown reads its own time;
-            # a bundle's deadlines are moments then, shown as they were (no shift).
-            shift = timedelta(0) if part.read_only_reason else app_now - inp.now
-            own: list[RuleResult] = []
-            for result in diagnose_stream(inp, rules=rules):
-                own.append(result)
-                shown = result if not prefix else _qualified_result(prefix, result, shift)
-                done[(prefix, result.rule)] = shown
-                self._results[(prefix, result.rule)] = (shown, lacks)
-                if not self.whole_sent and len(done) < total:
-                    send(self._update(len(done), total, lacks))
-            mine = combine(own)
-            rows = fleet_rows(inp, mine)
-            found = radar(inp, mine.findings, RADAR_HORIZON)
-            if prefix:
-                rows = [_qualified_pool(prefix, r, shift) for r in rows]
-                found = [_qualified_blip(prefix, b, shift) for b in found]
-            fleet += rows
-            blips += found
-            del inp, own, mine  # its indexes go before the freeze
-        diagnosis = combine(done.values())
-        update = DiagnosisUpdate(diagnosis, total, total, "; ".join(lacking))
-        # Across clusters, each cluster's part is its own latest: one still listing (or one
-        # that joins late) never keeps the others' badges, ranks and radar back.
-        if update.whole or len(members) > 1:
-            if len(members) > 1:  # worst (soonest) first across them; each one's order kept
-                fleet.sort(key=lambda r: r.rank)
-                blips.sort(key=lambda b: b.due)
-            self.fleet_base = fleet
+        total = len(rules)
+        inp, lacks = self.source.diagnosis_input()
+        own: list[RuleResult] = []
+        for result in diagnose_stream(inp, rules=rules):
+            own.append(result)
+            self._results[("", result.rule)] = (result, lacks)
+            if not self.whole_sent and len(own) < total:
+                send(self._update(len(own), total, lacks))
+        diagnosis = combine(own)
+        update = DiagnosisUpdate(diagnosis, total, total, lacks)
+        if update.whole:
+            self.fleet_base = fleet_rows(inp, diagnosis)
             self.badges = badges(diagnosis.findings)
-            self.radar = blips
+            self.radar = radar(inp, diagnosis.findings, RADAR_HORIZON)
             self.whole = diagnosis
             self.whole_sent = True
+        del inp, own  # its indexes go before the freeze
         freeze_survivors()  # what the state gained since, out of the UI thread's collections
         send(update)
+
+    def _due(self, members: list[tuple[str, Any]]) -> list[tuple[str, Any, int]]:
+        """The clusters to judge now, with the stage each has reached: those that have
+        listed more since they were last judged, or were judged DIAGNOSE_SECONDS ago; never
+        judged first, each group in the source's order."""
+        now = time.monotonic()
+        fresh: list[tuple[str, Any, int]] = []
+        again: list[tuple[str, Any, int]] = []
+        for prefix, part in members:
+            stage = part.judge_stage()
+            if stage <= 0:
+                continue
+            judged = self._clusters.get(prefix)
+            if judged is None:
+                fresh.append((prefix, part, stage))
+            elif stage > judged.stage or now - judged.at >= DIAGNOSE_SECONDS:
+                again.append((prefix, part, stage))
+        return fresh + again
+
+    def _diagnose_clusters(
+        self, members: list[tuple[str, Any]], send: Callable[[DiagnosisUpdate], None]
+    ) -> None:
+        """Across clusters: only the clusters that are due are judged, each over its own
+        input by its own clock, and every cluster's latest judgement is merged and sent as
+        each one ends. The inputs are read side by side (a cluster's API server answering
+        slowly, or a large history, never holds the others back), and a cluster whose input
+        cannot be read keeps its last judgement and is named in what the diagnosis lacks."""
+        due = self._due(members)
+        self.judged_stage = self.source.judge_stage()
+        self.last_diagnosis = time.monotonic()
+        if not due:
+            return
+        rules = all_rules()
+        app_now = self.source.now()
+        failed: dict[str, str] = {}
+        held = threading.Semaphore(INPUT_READERS)  # inputs read and not judged yet
+        ended = threading.Event()  # the judging ended early: the readers waiting read nothing
+
+        def read(part: Any) -> tuple[DiagnosisInput, str]:
+            held.acquire()
+            if ended.is_set():
+                raise CancelledError
+            try:
+                inp: tuple[DiagnosisInput, str] = part.diagnosis_input()
+                return inp
+            except BaseException:
+                held.release()
+                raise
+
+        with ThreadPoolExecutor(
+            max_workers=min(INPUT_READERS, len(due)), thread_name_prefix="mignurse-input"
+        ) as pool:
+            futures: dict[Future[tuple[DiagnosisInput, str]], tuple[str, Any, int]] = {
+                pool.submit(read, part): (prefix, part, stage) for prefix, part, stage in due
+            }
+            try:
+                for future in as_completed(futures):
+                    prefix, part, stage = futures[future]
+                    try:
+                        inp, lacks = future.result()
+                    except Exception as exc:  # noqa: BLE001 - that cluster's, said in its lack
+                        failed[prefix] = f"{prefix}: not judged: {type(exc).__name__}: {exc}"
+                        self._publish(members, len(rules), failed, send)
+                        continue
+                    try:
+                        self._clusters[prefix] = self._judge(
+                            prefix, part, stage, inp, lacks, rules, app_now
+                        )
+                    finally:
+                        held.release()
+                    del inp
+                    self._publish(members, len(rules), failed, send)
+            finally:  # (a judging that raised: no reader is left waiting on `held`)
+                ended.set()
+                for _ in due:
+                    held.release()
+
+    def _judge(
+        self,
+        prefix: str,
+        part: Any,
+        stage: int,
+        inp: DiagnosisInput,
+        lacks: str,
+        rules: list[tuple[str, Any]],
+        app_now: datetime,
+    ) -> _Judged:
+        """One cluster's rules over its input: its findings, fleet rows and radar blips with
+        keys qualified by its context; a live cluster's times moved onto the app's clock, so
+        a countdown reads its own time (a bundle's deadlines are moments then: no shift)."""
+        shift = timedelta(0) if part.read_only_reason else app_now - inp.now
+        own = list(diagnose_stream(inp, rules=rules))
+        mine = combine(own)
+        return _Judged(
+            stage=stage,
+            at=time.monotonic(),
+            results=[_qualified_result(prefix, r, shift) for r in own],
+            rows=[_qualified_pool(prefix, r, shift) for r in fleet_rows(inp, mine)],
+            blips=[
+                _qualified_blip(prefix, b, shift) for b in radar(inp, mine.findings, RADAR_HORIZON)
+            ],
+            lacks=f"{prefix}: {lacks}" if lacks else "",
+        )
+
+    def _publish(
+        self,
+        members: list[tuple[str, Any]],
+        rules: int,
+        failed: dict[str, str],
+        send: Callable[[DiagnosisUpdate], None],
+    ) -> None:
+        """Every cluster's latest judgement merged, worst (soonest) first across them with
+        each one's own order kept, made what the next refresh shows, and sent."""
+        results: list[RuleResult] = []
+        fleet: list[PoolRow] = []
+        blips: list[Blip] = []
+        lacking: list[str] = []
+        judged = 0
+        for prefix, part in members:
+            mine = self._clusters.get(prefix)
+            if prefix in failed:
+                lacking.append(failed[prefix])
+            elif mine is None:
+                listing = not part.judge_stage()
+                lacking.append(f"{prefix}: {'still listing' if listing else 'being judged'}")
+            elif mine.lacks:
+                lacking.append(mine.lacks)
+            if mine is None:
+                continue
+            judged += 1
+            results += mine.results
+            fleet += mine.rows
+            blips += mine.blips
+        fleet.sort(key=lambda r: r.rank)
+        blips.sort(key=lambda b: b.due)
+        diagnosis = combine(results)
+        self.fleet_base = fleet
+        self.badges = badges(diagnosis.findings)
+        self.radar = blips
+        self.whole = diagnosis
+        self.whole_sent = True
+        freeze_survivors()  # what the state gained since, out of the UI thread's collections
+        send(DiagnosisUpdate(diagnosis, judged * rules, len(members) * rules, "; ".join(lacking)))
 
     def _update(self, rules_done: int, rules: int, lacks: str) -> DiagnosisUpdate:
         """The findings of every rule's latest result: this run's for those done, an
