@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -18,6 +17,7 @@ from mignurse.cli.common import (
     nodegroup_reader,
     read_clusters_begun,
 )
+from mignurse.jsontext import dumps_indented
 
 if TYPE_CHECKING:
     from mignurse.diagnose.engine import Diagnosis
@@ -105,8 +105,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         document = _json_document(args, context, now, gathered, inp, result)
         if node:
             document["timeline"] = [entry.to_json() for entry in timeline]
-        # One write: the inert stdout looks at it once (json.dumps escaped every control).
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        # One write: the inert stdout looks at it once (every control escaped in it).
+        sys.stdout.write(dumps_indented(document) + "\n")
     else:
         # A bundle is judged at its collection time: its deadlines are moments then, not a
         # countdown from now, and the first line says so.
@@ -258,7 +258,7 @@ def _several(args: argparse.Namespace, given: datetime | None, clusters: list[An
                 {"context": c.context, "cluster": c.cluster, **f.to_json()} for c, f, _ in found
             ],
         }
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(dumps_indented(document) + "\n")
         return code
     if found:
         if given:

@@ -6,7 +6,6 @@ that broke one of them."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from mignurse.cli.common import (
     nodegroup_reader,
     read_clusters,
 )
+from mignurse.jsontext import dumps_indented
 from mignurse.render import print_rows
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ def show(
             "differences": [d.to_json() for d in diffs],
             "sharedCombinations": [s.to_json() for s in shared],
         }
-        out.write(json.dumps(document, indent=2) + "\n")  # one write: json.dumps escaped all
+        out.write(dumps_indented(document) + "\n")  # one write: every control escaped
         return EXIT_USAGE if failed else EXIT_OK
     if len(good) == 1:
         _print_one(*good[0], out)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 from typing import Any
 
@@ -16,6 +15,7 @@ from mignurse.cli.common import (
     connection_options,
     read_clusters_begun,
 )
+from mignurse.jsontext import dumps_indented
 
 
 def add_parser(sub: Any) -> None:
@@ -66,8 +66,8 @@ def _one(args: argparse.Namespace, context: str, loaded: Any, server_now: Any) -
         raise UserError(_unknown_pool(pool, f"in context {context!r}", [snapshot]))
     if args.output == "json":
         document = nodes_document(snapshot, now, context=context, pool=pool)
-        # One write: the inert stdout looks at it once (json.dumps escaped every control).
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        # One write: the inert stdout looks at it once (every control escaped in it).
+        sys.stdout.write(dumps_indented(document) + "\n")
         return EXIT_OK
     rows = node_rows(snapshot, now, pool=pool)
     if not rows:
@@ -140,7 +140,7 @@ def _several(args: argparse.Namespace, clusters: list[Any]) -> int:
             "clusters": [cluster_record(c) for c in clusters],
             "nodes": nodes,
         }
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(dumps_indented(document) + "\n")
         return code
     rows = [
         (cluster.context, row)

@@ -5,7 +5,6 @@ selected cluster, soonest first, with its worst finding and the one command to r
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from mignurse.cli.common import (
     connection_options,
     read_clusters,
 )
+from mignurse.jsontext import dumps_indented
 
 if TYPE_CHECKING:
     from mignurse.diagnose.radar import Blip
@@ -89,7 +89,7 @@ def cmd_radar(args: argparse.Namespace) -> int:
                 for c, blip, _now in found
             ],
         }
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(dumps_indented(document) + "\n")
         return code
     _print(found, several, args.horizon)
     return code
