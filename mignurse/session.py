@@ -416,7 +416,9 @@ class LiveSource:
         history = History()
         if self.recording.history is not None:
             history = read_history(self.recording.history, self.context, now)
-            self.last_history = history  # the detail pane's timeline reads it too
+            # the detail pane's timeline reads it too, one node at a time (its index built
+            # here, off the UI thread)
+            self.last_history = history.indexed()
         stage = self.judge_stage()
         if stage == ALL_LISTED:
             self._reread()

@@ -107,6 +107,8 @@ class AppState(App[None]):
         self._order: tuple[str, ...] = ()
         self._pools: list[str] = []
         self._fleet: list[PoolRow] = []
+        # the fleet preview last drawn: its widget and what it showed (drawn again on a change)
+        self._preview_drawn: tuple[Any, list[tuple[str, str, tuple[Any, ...]]]] | None = None
         self._fleet_ranked = False  # the fleet rows on screen came after a diagnosis
         self._pool_rows: dict[str, list[NodeRow]] = {}
         self._gpu_names: list[str] = []

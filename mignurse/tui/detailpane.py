@@ -122,8 +122,11 @@ class DetailPane(AppState):
                 return Text(f"loading {name}…", style="dim")
             return Text(f"{name} is gone.")
         pods = self._pods.get(name)
+        snapshot = state.node_view(name, taken_at=now)
         view = DiagnosisInput(
-            snapshot=state.node_view(name, taken_at=now), now=now, history=source.last_history
+            snapshot=snapshot,
+            now=now,
+            history=source.last_history.of_node(name, snapshot.nodeclaims),
         )
         runbooks = list(dict.fromkeys(r for f in findings for r in f.runbooks))
         detail = node_detail(

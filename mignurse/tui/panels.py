@@ -13,7 +13,6 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.css.query import NoMatches
@@ -219,7 +218,6 @@ class Panels(AppState):
                 repair = Text(held.repair_words, style=style or "dim")
             else:  # the REPAIR column's words ("repair off (config)") on the title's line
                 title.append(f" · repair {held.repair}", style=style)
-        table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
         words = [
             {
                 "!": BADGE_WORDS.get(row.badge, ""),
@@ -235,19 +233,21 @@ class Panels(AppState):
         labels = {c: column_label(c, self.size.width) for c in PREVIEW_COLUMNS}
         content = {c: max((cell_len(w[c]) for w in words), default=0) for c in labels}
         widths = fit_widths(content, labels, self.size.width - PANE_CHROME)
-        for column, label in labels.items():
-            table.add_column(label, no_wrap=True, min_width=widths[column])
+        styled = []
         for row, cells in zip(rows, words, strict=False):
             cut = {c: fit_cell(text, widths[c], c) for c, text in cells.items()}
-            table.add_row(
-                Text(cut["!"], style=SEVERITY_STYLE.get(row.badge, "")),
-                cut["NAME"],
-                Text(cut["STATUS"], style=STATUS_STYLE.get(row.status_word, "")),
-                Text(cut["AHR"], style="bold red" if row.ahr_ok is False else ""),
-                cut["MIG"],
-                cut["CORDONED/TAINTS"],
+            styled.append(
+                {
+                    "!": (cut["!"], SEVERITY_STYLE.get(row.badge, "")),
+                    "NAME": (cut["NAME"], ""),
+                    "STATUS": (cut["STATUS"], STATUS_STYLE.get(row.status_word, "")),
+                    "AHR": (cut["AHR"], "bold red" if row.ahr_ok is False else ""),
+                    "MIG": (cut["MIG"], ""),
+                    "CORDONED/TAINTS": (cut["CORDONED/TAINTS"], ""),
+                }
             )
-        parts: list[Any] = [title, *([repair] if repair is not None else []), table]
+        table = _columns(labels, widths, styled)
+        parts: list[Text] = [title, *([repair] if repair is not None else []), table]
         if len(rows) > PREVIEW_ROWS:
             parts.append(Text(f"… {len(rows) - PREVIEW_ROWS} more (enter)", style="dim"))
         worst = rows[0] if rows and rows[0].badge else None
@@ -269,7 +269,12 @@ class Panels(AppState):
                     parts.append(Text(f"\nEvidence of {about[0].id}, newest last", style="bold"))
                 for when, where, what in timed[-PREVIEW_EVIDENCE:]:
                     parts.append(Text(f"{clock_time(when, now)}  {where:<10} {what}", style="dim"))
-        preview.update(Group(*parts))
+        # Drawn again only when it changed: a refresh every half second mostly brings the same
+        # rows, and each drawing of them is the UI thread's (benchmarks/bench_app.py)
+        drawn = [(t.plain, str(t.style), tuple(t.spans)) for t in parts]
+        if self._preview_drawn != (preview, drawn):
+            self._preview_drawn = (preview, drawn)
+            preview.update(Group(*parts))
 
     @on(DataTable.RowHighlighted, f"#{FLEET}")
     def _pool_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -339,3 +344,28 @@ def _short_repair(repair: str) -> str:
     if " since " in repair:
         return "PAUSED since " + repair.split(" since ", 1)[1]
     return repair
+
+
+def _columns(
+    labels: dict[str, str], widths: dict[str, int], rows: list[dict[str, tuple[str, str]]]
+) -> Text:
+    """Rows of cells already cut to their columns' widths, laid out as a borderless table
+    with a bold header and a space either side of each cell (what `rich.table.Table(box=None,
+    padding=(0, 1))` draws), as lines of text: a table measures and wraps every cell again at
+    each drawing, 40 ms of the UI thread for the preview's 40 rows."""
+    out = Text(no_wrap=True, overflow="crop")
+    widths = {c: max(widths[c], cell_len(label)) for c, label in labels.items()}  # as a Table
+    header = "".join(f" {_padded(label, widths[c])} " for c, label in labels.items())
+    out.append(header, style="bold")
+    for cells in rows:
+        out.append("\n")
+        for column in labels:
+            text, style = cells[column]
+            out.append(" ")
+            out.append(_padded(text, widths[column]), style=style or None)
+            out.append(" ")
+    return out
+
+
+def _padded(text: str, width: int) -> str:
+    return text + " " * max(0, width - cell_len(text))
