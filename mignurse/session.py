@@ -49,6 +49,7 @@ from mignurse.fleetview import PoolRow, fleet_rows
 from mignurse.model import GpuPluginPod, Node, Pod
 
 FIRST_PAGE = 500  # nodes shown (counted "so far") while the whole list is still coming
+FIRST_PAGE_LEAST = 50  # across clusters the first pages share FIRST_PAGE, this many each at least
 # How much of the cluster a diagnosis would judge now (`judge_stage`): a higher stage is a
 # fuller input, judged again at once.
 NOTHING_YET, FIRST_PAGE_LISTED, NODES_LISTED, ALL_LISTED = range(4)
@@ -296,6 +297,8 @@ class LiveSource:
         self.dra_version = ""  # the resource.k8s.io version watched; "" none
         self.notices: list[str] = []
         self.watcher: ClusterWatcher | None = None
+        self._stopping = threading.Lock()
+        self._stopped = False
         self.history_path = history_path
         self.bundle_dir = bundle_dir or Path.cwd()
         self.access = access or Access()  # how `c`, auto-collect and runbooks reach nodes and AWS
@@ -346,9 +349,39 @@ class LiveSource:
             return
         self.state.set_dra_usage(dra.claims, dra.plugin_nodes)
 
-    def start(self, on_status: Callable[[ResourceStatus], None]) -> None:
+    def start(
+        self,
+        on_status: Callable[[ResourceStatus], None],
+        *,
+        watch_after_first_page: bool = False,
+        first_page: int | None = None,
+    ) -> None:
+        """The watches begun, and the first page of nodes (`first_page` of them, else
+        FIRST_PAGE) asked for before anything else: it is what the first screen shows.
+        `watch_after_first_page`: the watches only once that page is in (or failed), on its
+        thread: where several clusters start at once, each one's first page then never waits
+        behind the others' whole lists."""
         if not self._checked:
             self.check()
+
+        def watch() -> None:
+            with self._stopping:
+                if self._stopped:
+                    return
+                self.watcher = ClusterWatcher(
+                    self.client,
+                    self.state,
+                    karpenter=self.karpenter,
+                    on_status=on_status,
+                    dra_version=self.dra_version,
+                ).start()
+
+        def first_page_then_watch() -> None:
+            self._first_page(FIRST_PAGE if first_page is None else first_page)
+            if watch_after_first_page:
+                watch()
+
+        threading.Thread(target=first_page_then_watch, name="first-page", daemon=True).start()
         if self.history_path is not None:
             self._open_history(self.history_path)
         if self.auto_collect is not None:
@@ -358,19 +391,13 @@ class LiveSource:
                 simulated=bool(self.simulated),
                 report=self.collect_reports.append,
             )
-        self.watcher = ClusterWatcher(
-            self.client,
-            self.state,
-            karpenter=self.karpenter,
-            on_status=on_status,
-            dra_version=self.dra_version,
-        ).start()
-        threading.Thread(target=self._first_page, name="first-page", daemon=True).start()
+        if not watch_after_first_page:
+            watch()
 
-    def _first_page(self) -> None:
+    def _first_page(self, limit: int) -> None:
         """The first page of nodes, so the pools show while thousands more are listed."""
         with contextlib.suppress(ClusterError, StopIteration):
-            items, _version = next(self.client.list_pages(NODES, limit=FIRST_PAGE))
+            items, _version = next(self.client.list_pages(NODES, limit=limit))
             nodes = [Node.from_api(raw) for raw in items]
             if not self.listed():
                 self._early = Snapshot(nodes={n.name: n for n in nodes}, karpenter=self.karpenter)
@@ -561,6 +588,8 @@ class LiveSource:
         self.recording.tick(self.state)
 
     def stop(self) -> None:
+        with self._stopping:  # a watch begun after its first page begins no more
+            self._stopped = True
         if self.watcher is not None:
             self.watcher.stop()
         self.recording.close()
@@ -882,10 +911,18 @@ class FleetSource:
         the fleet's list), then shown."""
         source = cluster.result
         source.collect_reports = self.collect_reports
-        source.start(on_status=member.on_status)
+        # the first screen's one page shared: each cluster's first page a part of it
+        share = max(FIRST_PAGE_LEAST, FIRST_PAGE // max(1, len(self.members)))
+        source.start(on_status=member.on_status, watch_after_first_page=True, first_page=share)
         with self._lock:
-            member.cluster, member.source = cluster, source
-            self._adopt(member)
+            stopped = (
+                self._stop.is_set()
+            )  # (under the lock: `stop` sees this source, or this sees it)
+            if not stopped:
+                member.cluster, member.source = cluster, source
+                self._adopt(member)
+        if stopped:
+            source.stop()
 
     @property
     def context(self) -> str:
@@ -949,8 +986,21 @@ class FleetSource:
             member.cluster = cluster
         elif self._stop.is_set():
             cluster.result.stop()
-        else:
-            self._join(member, cluster)
+        else:  # each start on a thread of its own: one cluster's start (its history opened,
+            # its watches begun, while the others' lists take the interpreter) never holds
+            # back the clusters that connected after it
+            threading.Thread(
+                target=self._join_unless_stopped,
+                args=(member, cluster),
+                name="fleet-join",
+                daemon=True,
+            ).start()
+
+    def _join_unless_stopped(self, member: Member, cluster: Any) -> None:
+        if self._stop.is_set():
+            cluster.result.stop()
+            return
+        self._join(member, cluster)
 
     def _retrying(self) -> None:
         """Each cluster that failed to start, tried again every RETRY_SECONDS (each try in
