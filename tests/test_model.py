@@ -396,3 +396,16 @@ def test_a_long_run_of_distinct_times_and_messages_keeps_the_caches_bounded() ->
     assert parse_time(huge) is None and huge not in fields._times
     message = "x" * 2**20
     assert fields.shared_nearby(message) == message and message not in fields._nearby
+
+
+def test_format_time_is_the_apis_form_of_the_moment_whatever_its_zone_and_kept_once() -> None:
+    from datetime import timedelta, timezone
+
+    from mignurse.model.fields import format_time
+
+    utc = datetime(2026, 1, 1, 12, 0, 5, 999_999, tzinfo=UTC)
+    east = datetime(2026, 1, 1, 14, 0, 5, 999_999, tzinfo=timezone(timedelta(hours=2)))
+    assert format_time(utc) == format_time(east) == "2026-01-01T12:00:05Z"
+    assert format_time(utc) is format_time(utc)  # formatted once, then looked up
+    assert format_time(utc + timedelta(seconds=1)) == "2026-01-01T12:00:06Z"
+    assert format_time(None) is None
