@@ -48,7 +48,8 @@ from mignurse.nodeview import (
     NodeRow,
     bundle_row,
     format_age,
-    node_rows,
+    launching_row,
+    node_row,
     short_name,
 )
 from mignurse.render import SEVERITY_STYLE
@@ -365,6 +366,8 @@ class Refresher:
         # (cluster prefix, rule) → its result, its input's lack
         self._results: dict[tuple[str, str], tuple[RuleResult, str]] = {}
         self.statuses: dict[str, ResourceStatus] = {}  # written by the UI thread
+        # each cluster's rows as last made, by node name, with what they were made from
+        self._rows: dict[str, dict[str, tuple[Any, ...]]] = {}
         # across clusters: each cluster's latest judgement (written by the diagnosis worker)
         self._clusters: dict[str, _Judged] = {}
 
@@ -579,7 +582,8 @@ class Refresher:
         changes = RowChanges(epoch=request.epoch, dirty=dirty, diagnosis=self.whole)
         if not (dirty or other or full or api_busy(source)):  # a Retry-After counts down
             return changes
-        self.last_full = monotonic
+        if full:  # every row made again (`_node_rows`): ages and "for how long" move
+            self.last_full = monotonic
         now = source.now()
         listed = source.listed()
         changes.listed = listed
@@ -593,8 +597,9 @@ class Refresher:
             snapshot: Snapshot | None = None if part.listed() else part.early_snapshot()
             if snapshot is None:
                 snapshot = part.state.snapshot(taken_at=part_now)
+            kept = self._rows.setdefault(prefix, {})
             part_rows = [
-                *node_rows(snapshot, part_now),
+                *_node_rows(snapshot, part_now, kept, fresh=full),
                 *(
                     bundle_row(e.node, layout=e.layout, instance_id=e.instance_id)
                     for e in part.evidence_only()
@@ -670,6 +675,43 @@ class Refresher:
         order = tuple(r.name for r in sorted(shown, key=sort_key))
         if order != request.order:
             changes.order = order
+
+
+def _node_rows(
+    snapshot: Snapshot, now: datetime, kept: dict[str, tuple[Any, ...]], *, fresh: bool
+) -> list[NodeRow]:
+    """`nodeview.node_rows(snapshot, now)`, each node's row made again only where the node,
+    its NodeClaim or its DRA devices changed since `kept` was written, or when `fresh` (ages
+    and "for how long" move: every FULL_REFRESH_SECONDS); the others' rows as last made.
+    Under churn a few nodes change between refreshes, and making all 5,000 rows twice a
+    second took the interpreter from the UI thread (benchmarks/bench_app.py)."""
+    claims = snapshot.claims_by_node()
+    devices = snapshot.dra_devices
+    rows: list[NodeRow] = []
+    now_kept: dict[str, tuple[Any, ...]] = {}
+    for node in snapshot.gpu_nodes():
+        claim = claims.get(node.name) or claims.get(node.provider_id)
+        dra = devices.get(node.name)
+        source = snapshot.gpu_source(node)
+        held = kept.get(node.name)
+        if (
+            not fresh
+            and held is not None
+            and held[0] is node
+            and held[1] is claim
+            and held[2] == dra
+            and held[3] == source
+        ):
+            row = held[4]
+        else:
+            row = node_row(node, claim, now, dra=dra, source=source)
+        now_kept[node.name] = (node, claim, dra, source, row)
+        rows.append(row)
+    kept.clear()
+    kept.update(now_kept)
+    rows += [launching_row(claim, now) for claim in snapshot.launching_claims()]
+    rows.sort(key=lambda r: (r.pool, r.status_word == "Launching", r.name))
+    return rows
 
 
 def column_widths(
