@@ -136,12 +136,20 @@ def held_first_page(
     sim.stop()
 
 
+def started_as_in_a_fleet(
+    held: tuple[LiveSource, threading.Event, list[str]],
+) -> tuple[LiveSource, threading.Event, list[str]]:
+    """The held cluster started as a fleet starts one, its first page asked for."""
+    source, _release, asked = held
+    source.start(on_status=lambda status: None, watch_after_first_page=True, first_page=7)
+    until(lambda: "nodes?limit=7" in asked)
+    return held
+
+
 def test_a_clusters_watches_begin_once_its_first_page_is_in(
     held_first_page: tuple[LiveSource, threading.Event, list[str]],
 ) -> None:
-    source, release, asked = held_first_page
-    source.start(on_status=lambda status: None, watch_after_first_page=True, first_page=7)
-    until(lambda: "nodes?limit=7" in asked)
+    source, release, asked = started_as_in_a_fleet(held_first_page)
     assert source.watcher is None and not source.listed()
     assert asked == ["nodes?limit=7"]  # nothing else asked for while the first page is out
     release.set()
@@ -152,9 +160,7 @@ def test_a_clusters_watches_begin_once_its_first_page_is_in(
 def test_a_cluster_stopped_before_its_first_page_came_begins_no_watch(
     held_first_page: tuple[LiveSource, threading.Event, list[str]],
 ) -> None:
-    source, release, asked = held_first_page
-    source.start(on_status=lambda status: None, watch_after_first_page=True, first_page=7)
-    until(lambda: "nodes?limit=7" in asked)
+    source, release, asked = started_as_in_a_fleet(held_first_page)
     source.stop()
     release.set()
     threading.Event().wait(1.0)  # time for a watch to have begun, were it going to
