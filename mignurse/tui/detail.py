@@ -294,3 +294,33 @@ def _pods_part(pods: list[Pod] | str | None, now: datetime) -> Any:
     gpu_users = sum(1 for p in pods if p.uses_gpu)
     title = Text(f"Pods ({len(pods)}, {gpu_users} using GPUs)", style="bold underline")
     return Group(title, table) if pods else Group(title, Text("none", style="dim"))
+
+
+def drawn_key(renderable: Any) -> object | None:
+    """What a pane would show for `renderable`, as a value to compare with what it showed:
+    its words, styles and layout, for the renderables the panes are made of (text, groups of
+    them, borderless tables); None for anything else (then it is always drawn)."""
+    if isinstance(renderable, str):
+        return renderable
+    if isinstance(renderable, Text):
+        text = renderable
+        return (
+            text.plain,
+            str(text.style),
+            tuple(text.spans),
+            (text.justify, text.overflow, text.no_wrap, text.end),
+        )
+    if isinstance(renderable, Group):
+        keys = tuple(drawn_key(part) for part in renderable.renderables)
+        return None if None in keys else keys
+    if isinstance(renderable, Table):
+        columns = []
+        for column in renderable.columns:
+            cells = tuple(drawn_key(cell) for cell in (column.header, *column.cells))
+            if None in cells:
+                return None
+            columns.append(
+                ((column.overflow, str(column.style), column.min_width, column.no_wrap), cells)
+            )
+        return ("table", renderable.show_header, str(renderable.header_style), tuple(columns))
+    return None

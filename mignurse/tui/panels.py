@@ -269,12 +269,7 @@ class Panels(AppState):
                     parts.append(Text(f"\nEvidence of {about[0].id}, newest last", style="bold"))
                 for when, where, what in timed[-PREVIEW_EVIDENCE:]:
                     parts.append(Text(f"{clock_time(when, now)}  {where:<10} {what}", style="dim"))
-        # Drawn again only when it changed: a refresh every half second mostly brings the same
-        # rows, and each drawing of them is the UI thread's (benchmarks/bench_app.py)
-        drawn = [(t.plain, str(t.style), tuple(t.spans)) for t in parts]
-        if self._preview_drawn != (preview, drawn):
-            self._preview_drawn = (preview, drawn)
-            preview.update(Group(*parts))
+        self._draw(preview, Group(*parts))
 
     @on(DataTable.RowHighlighted, f"#{FLEET}")
     def _pool_highlighted(self, event: DataTable.RowHighlighted) -> None:
