@@ -207,7 +207,11 @@ def test_a_judging_that_raises_leaves_no_reader_waiting(monkeypatch: pytest.Monk
     def broken(update: DiagnosisUpdate) -> None:
         raise RuntimeError("the app went away")
 
-    worker = threading.Thread(target=lambda: pytest.raises(RuntimeError, refresher.diagnose, broken))
+    def judging() -> None:
+        with pytest.raises(RuntimeError):
+            refresher.diagnose(broken)
+
+    worker = threading.Thread(target=judging)
     worker.start()
     worker.join(WAIT)
     assert not worker.is_alive(), "a reader was left waiting for a judging that ended"
