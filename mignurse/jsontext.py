@@ -21,8 +21,6 @@ import json
 import re
 from typing import Any
 
-import orjson
-
 # What ensure_ascii escapes (json.encoder ESCAPE_ASCII: `[\\"]|[^\ -~]`), less what orjson
 # escaped already (quotes, backslashes, controls) and the layout's line breaks
 _RAW = re.compile(r"[^\n -~]")
@@ -38,6 +36,8 @@ def _escaped(m: re.Match[str]) -> str:
 
 def dumps_indented(document: Any) -> str:
     """`json.dumps(document, indent=2)`, quickly (see the module's note)."""
+    import orjson  # here, not above: `--help` and `--version` load no part of a read
+
     try:
         text = orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
     except (TypeError, orjson.JSONEncodeError):
