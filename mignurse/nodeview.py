@@ -291,20 +291,47 @@ def bundle_row(name: str, *, layout: str, instance_id: str = "") -> NodeRow:
 
 
 def node_rows(
-    snapshot: Snapshot, now: datetime, *, pool: str | None = None, launching: bool = True
+    snapshot: Snapshot,
+    now: datetime,
+    *,
+    pool: str | None = None,
+    launching: bool = True,
+    kept: dict[str, tuple[Any, ...]] | None = None,
+    fresh: bool = True,
 ) -> list[NodeRow]:
+    """The GPU nodes' rows (and the launching NodeClaims', with `launching`), sorted by pool.
+
+    `kept`: the rows made last time, by node name, with what each was made from, written
+    anew here. A node's row is made again only where the node, its NodeClaim or its DRA
+    devices changed since, or when `fresh` (ages and "for how long" move). The app's refresh
+    keeps them: under churn a few nodes change between refreshes, and making all 5,000 rows
+    twice a second took the interpreter from the UI thread (benchmarks/bench_app.py)."""
     claims = snapshot.claims_by_node()
-    rows = [
-        node_row(
-            node,
-            claims.get(node.name) or claims.get(node.provider_id),
-            now,
-            dra=snapshot.dra_devices.get(node.name),
-            source=snapshot.gpu_source(node),
-        )
-        for node in snapshot.gpu_nodes()
-        if pool is None or node.pool == pool
-    ]
+    devices = snapshot.dra_devices
+    rows: list[NodeRow] = []
+    made: dict[str, tuple[Any, ...]] = {}
+    for node in snapshot.gpu_nodes():
+        if pool is not None and node.pool != pool:
+            continue
+        claim = claims.get(node.name) or claims.get(node.provider_id)
+        dra = devices.get(node.name)
+        source = snapshot.gpu_source(node)
+        held = kept.get(node.name) if kept is not None and not fresh else None
+        if (
+            held is not None
+            and held[0] is node
+            and held[1] is claim
+            and held[2] == dra
+            and held[3] == source
+        ):
+            row = held[4]
+        else:
+            row = node_row(node, claim, now, dra=dra, source=source)
+        made[node.name] = (node, claim, dra, source, row)
+        rows.append(row)
+    if kept is not None:
+        kept.clear()
+        kept.update(made)
     if launching:
         rows += [
             launching_row(claim, now)

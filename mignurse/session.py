@@ -910,14 +910,15 @@ class FleetSource:
         """A member connected since: its source started (its auto-collect reporting into
         the fleet's list), then shown."""
         source = cluster.result
+        if self._stop.is_set():
+            source.stop()
+            return
         source.collect_reports = self.collect_reports
         # the first screen's one page shared: each cluster's first page a part of it
         share = max(FIRST_PAGE_LEAST, FIRST_PAGE // max(1, len(self.members)))
         source.start(on_status=member.on_status, watch_after_first_page=True, first_page=share)
-        with self._lock:
-            stopped = (
-                self._stop.is_set()
-            )  # (under the lock: `stop` sees this source, or this sees it)
+        with self._lock:  # under the lock: `stop` sees this source, or this sees the stop
+            stopped = self._stop.is_set()
             if not stopped:
                 member.cluster, member.source = cluster, source
                 self._adopt(member)
@@ -984,23 +985,12 @@ class FleetSource:
         member.tried_at = time.monotonic()
         if not cluster.connected:
             member.cluster = cluster
-        elif self._stop.is_set():
-            cluster.result.stop()
         else:  # each start on a thread of its own: one cluster's start (its history opened,
             # its watches begun, while the others' lists take the interpreter) never holds
             # back the clusters that connected after it
             threading.Thread(
-                target=self._join_unless_stopped,
-                args=(member, cluster),
-                name="fleet-join",
-                daemon=True,
+                target=self._join, args=(member, cluster), name="fleet-join", daemon=True
             ).start()
-
-    def _join_unless_stopped(self, member: Member, cluster: Any) -> None:
-        if self._stop.is_set():
-            cluster.result.stop()
-            return
-        self._join(member, cluster)
 
     def _retrying(self) -> None:
         """Each cluster that failed to start, tried again every RETRY_SECONDS (each try in
@@ -1026,9 +1016,7 @@ class FleetSource:
         assert self._retry is not None
         try:
             cluster = self._retry(member.context)
-            if cluster.connected and self._stop.is_set():
-                cluster.result.stop()
-            elif cluster.connected:
+            if cluster.connected:  # (a fleet stopped since: `_join` stops it)
                 self._join(member, cluster)
             else:
                 member.cluster = cluster

@@ -48,8 +48,7 @@ from mignurse.nodeview import (
     NodeRow,
     bundle_row,
     format_age,
-    launching_row,
-    node_row,
+    node_rows,
     short_name,
 )
 from mignurse.render import SEVERITY_STYLE
@@ -449,8 +448,6 @@ class Refresher:
         slowly, or a large history, never holds the others back), and a cluster whose input
         cannot be read keeps its last judgement and is named in what the diagnosis lacks."""
         due = self._due(members)
-        self.judged_stage = self.source.judge_stage()
-        self.last_diagnosis = time.monotonic()
         if not due:
             return
         rules = all_rules()
@@ -582,7 +579,7 @@ class Refresher:
         changes = RowChanges(epoch=request.epoch, dirty=dirty, diagnosis=self.whole)
         if not (dirty or other or full or api_busy(source)):  # a Retry-After counts down
             return changes
-        if full:  # every row made again (`_node_rows`): ages and "for how long" move
+        if full:  # every row made again (`node_rows`): ages and "for how long" move
             self.last_full = monotonic
         now = source.now()
         listed = source.listed()
@@ -599,7 +596,7 @@ class Refresher:
                 snapshot = part.state.snapshot(taken_at=part_now)
             kept = self._rows.setdefault(prefix, {})
             part_rows = [
-                *_node_rows(snapshot, part_now, kept, fresh=full),
+                *node_rows(snapshot, part_now, kept=kept, fresh=full),
                 *(
                     bundle_row(e.node, layout=e.layout, instance_id=e.instance_id)
                     for e in part.evidence_only()
@@ -675,43 +672,6 @@ class Refresher:
         order = tuple(r.name for r in sorted(shown, key=sort_key))
         if order != request.order:
             changes.order = order
-
-
-def _node_rows(
-    snapshot: Snapshot, now: datetime, kept: dict[str, tuple[Any, ...]], *, fresh: bool
-) -> list[NodeRow]:
-    """`nodeview.node_rows(snapshot, now)`, each node's row made again only where the node,
-    its NodeClaim or its DRA devices changed since `kept` was written, or when `fresh` (ages
-    and "for how long" move: every FULL_REFRESH_SECONDS); the others' rows as last made.
-    Under churn a few nodes change between refreshes, and making all 5,000 rows twice a
-    second took the interpreter from the UI thread (benchmarks/bench_app.py)."""
-    claims = snapshot.claims_by_node()
-    devices = snapshot.dra_devices
-    rows: list[NodeRow] = []
-    now_kept: dict[str, tuple[Any, ...]] = {}
-    for node in snapshot.gpu_nodes():
-        claim = claims.get(node.name) or claims.get(node.provider_id)
-        dra = devices.get(node.name)
-        source = snapshot.gpu_source(node)
-        held = kept.get(node.name)
-        if (
-            not fresh
-            and held is not None
-            and held[0] is node
-            and held[1] is claim
-            and held[2] == dra
-            and held[3] == source
-        ):
-            row = held[4]
-        else:
-            row = node_row(node, claim, now, dra=dra, source=source)
-        now_kept[node.name] = (node, claim, dra, source, row)
-        rows.append(row)
-    kept.clear()
-    kept.update(now_kept)
-    rows += [launching_row(claim, now) for claim in snapshot.launching_claims()]
-    rows.sort(key=lambda r: (r.pool, r.status_word == "Launching", r.name))
-    return rows
 
 
 def column_widths(
