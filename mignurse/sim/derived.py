@@ -9,6 +9,7 @@ running one of its pods, ready and available those whose pod is Ready.
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from mignurse.sim.objects import stable_uuid, ts
@@ -71,7 +72,7 @@ def daemonsets(
     }
     derived = [
         d
-        for d in _derived_daemonsets(store)
+        for d in _derived_daemonsets_of(store)
         if (d["metadata"]["namespace"], d["metadata"]["name"]) not in written
     ]
     return sorted(
@@ -100,6 +101,23 @@ def _as_served(manifest: JsonDict, created: float) -> JsonDict:
         },
     )
     return obj
+
+
+# Each store's derived DaemonSets as JSON, by the version of its pods they were made from:
+# made again only when a pod changed (each is every pod decoded, under the store's lock).
+_made: weakref.WeakKeyDictionary[Store, tuple[int, bytes]] = weakref.WeakKeyDictionary()
+
+
+def _derived_daemonsets_of(store: Store) -> list[JsonDict]:
+    """`_derived_daemonsets(store)`, a copy of the last one made while no pod changed."""
+    with store.lock:
+        version = store.written_at["pods"]
+        made = _made.get(store)
+        if made is None or made[0] != version:
+            made = (version, json.dumps(_derived_daemonsets(store)).encode())
+            _made[store] = made
+    found: list[JsonDict] = json.loads(made[1])
+    return found
 
 
 def _derived_daemonsets(store: Store) -> list[JsonDict]:

@@ -105,6 +105,9 @@ class SimCluster:
             maxlen=REQUEST_LOG_SIZE
         )
         self._audit = 0
+        # The faults, races, request log and audit ids: not the store's lock, which the
+        # controllers and every list hold (each request takes this one four times).
+        self._books = threading.Lock()
         self.tls: ServingCert = make_serving_cert(scenario.cluster_name)
         self._server: SimServer | None = None
         self._threads: list[threading.Thread] = []
@@ -237,7 +240,7 @@ class SimCluster:
         API Priority and Fairness rejects a request, with `Retry-After: retry_after`, else 1):
         a fault in the middle of a run, for the runbook engine's tests."""
         fault = Fault(method.upper(), re.compile(path), code, times, retry_after=retry_after)
-        with self.store.lock:
+        with self._books:
             self._faults.append(fault)
         return fault
 
@@ -256,17 +259,17 @@ class SimCluster:
         resourceVersion it had read is (the object has been modified): the concurrent writer
         between a step's read and its write."""
         race = Race(method.upper(), re.compile(path), write, times, conflict)
-        with self.store.lock:
+        with self._books:
             self._races.append(race)
         return race
 
     def clear_faults(self) -> None:
-        with self.store.lock:
+        with self._books:
             self._faults.clear()
             self._races.clear()
 
     def _fault_for(self, method: str, path: str) -> Fault | None:
-        with self.store.lock:
+        with self._books:
             for fault in self._faults:
                 if fault.method in (method, "*") and fault.path.search(path):
                     if fault.times is not None:
@@ -279,7 +282,7 @@ class SimCluster:
 
     def _race_for(self, method: str, path: str) -> Race | None:
         """The race that matches this request (its write already made), or None."""
-        with self.store.lock:
+        with self._books:
             race = next(
                 (r for r in self._races if r.method in (method, "*") and r.path.search(path)),
                 None,
@@ -384,17 +387,17 @@ class SimCluster:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        with self.store.lock:
+        with self._books:
             return copy.deepcopy(list(self._requests))
 
     def _log_request(self, method: str, path: str, query: dict[str, str], status: int) -> None:
-        with self.store.lock:
+        with self._books:
             self._requests.append(
                 {"method": method, "path": path, "query": dict(query), "status": status}
             )
 
     def _audit_id(self) -> str:
-        with self.store.lock:
+        with self._books:
             self._audit += 1
             return f"{self._audit:08x}-sim"
 

@@ -110,6 +110,13 @@ def _dumps(obj: JsonDict) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+_VERSIONS_KEPT = 4  # exact lists remembered per resource: a few paged lists at once
+
+
+def _first(row: tuple[Key, Entry]) -> Key:
+    return row[0]
+
+
 def watch_line(rtype: ResourceType, event_type: str, raw: bytes) -> bytes:
     """One watch frame; splices kind/apiVersion into the cached item bytes."""
     return b'{"type":"%s","object":{%s%s}}\n' % (
@@ -133,6 +140,13 @@ class Store:
         self._history: dict[str, list[Change]] = {p: [] for p in RESOURCES}
         self._history_rvs: dict[str, list[int]] = {p: [] for p in RESOURCES}
         self._floors: dict[str, int] = dict.fromkeys(RESOURCES, 1)  # changes after it are kept
+        # The resourceVersion of each resource's last write: what is derived from a resource
+        # (the DaemonSets from their pods) is made again only when it moved.
+        self.written_at: dict[str, int] = dict.fromkeys(RESOURCES, 0)
+        # `list_at`'s last few states, by resource and version (oldest first)
+        self._at: dict[str, dict[int, builtins.list[tuple[Key, Entry]]]] = {
+            p: {} for p in RESOURCES
+        }
         self.max_history = max_history
         self.recording = True
         self.clock: Callable[[], float] = lambda: 0.0  # the sim clock, set by SimCluster
@@ -254,6 +268,7 @@ class Store:
         meta = obj["metadata"]
         key = (meta.get("namespace", "") if rtype.namespaced else "", meta["name"])
         self.rv += 1
+        self.written_at[plural] = self.rv
         meta["resourceVersion"] = str(self.rv)
         obj.pop("kind", None)
         obj.pop("apiVersion", None)
@@ -317,6 +332,7 @@ class Store:
             self._sorted[plural] = None
             obj: JsonDict = json.loads(entry.raw)
             self.rv += 1
+            self.written_at[plural] = self.rv
             obj["metadata"]["resourceVersion"] = str(self.rv)
             raw = _dumps(obj)
             self._record(
@@ -353,14 +369,22 @@ class Store:
         with self.lock:
             return max(self._windows[plural].oldest(), self._floors[plural] + 1)
 
-    def list_at(self, plural: str, rv: int) -> builtins.list[tuple[Key, bytes]]:
-        """The objects of one resource as they were at resourceVersion `rv` (an exact list);
-        Expired when that version was compacted."""
+    def list_at(self, plural: str, rv: int) -> builtins.list[tuple[Key, Entry]]:
+        """The objects of one resource as they were at resourceVersion `rv` (an exact list),
+        in key order; Expired when that version was compacted. The state at a version never
+        changes once later versions exist, so the last few asked for are kept: a paged list
+        asks for the same version once per page."""
         with self.lock:
             floor = self._floors[plural]
             if rv < floor:
                 raise Expired(rv, floor + 1)
-            state = {key: entry.raw for key, entry in self._data[plural].items()}
+            kept = self._at[plural]
+            for gone in [version for version in kept if version < floor]:
+                del kept[gone]  # compacted since: no list is served at it again
+            found = kept.get(rv)
+            if found is not None:
+                return found
+            state = dict(self._data[plural])
             namespaced = RESOURCES[plural].namespaced
             history = self._history[plural]
             start = bisect.bisect_right(self._history_rvs[plural], rv)
@@ -369,8 +393,18 @@ class Store:
                 if change.type == "ADDED":
                     state.pop(key, None)
                 elif change.prev_raw is not None:
-                    state[key] = change.prev_raw
-            return sorted(state.items())
+                    # a deletion keeps the object's own labels and fields, not "prev" ones
+                    state[key] = Entry(
+                        change.prev_raw,
+                        change.labels if change.prev_labels is None else change.prev_labels,
+                        change.fields if change.prev_fields is None else change.prev_fields,
+                        change.rv,
+                    )
+            rows = sorted(state.items(), key=_first)
+            if len(kept) >= _VERSIONS_KEPT:
+                del kept[next(iter(kept))]
+            kept[rv] = rows
+            return rows
 
     def changes_after(self, rv: int, plural: str | None = None) -> builtins.list[Change]:
         """Changes (of one resource, or of all) with resourceVersion > rv; raises Expired

@@ -569,6 +569,53 @@ def test_continue_pages_are_one_snapshot(
     assert "team" not in last["metadata"]["labels"]
 
 
+def test_continue_pages_select_on_the_labels_of_their_version(
+    dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
+) -> None:
+    """A paged, selected list goes on at its first page's version: a node relabelled between
+    pages is judged by its labels then (apiserver's etcd3 store lists the later pages at that
+    revision), and a list begun after the change is judged by the change."""
+    http = http_for(dcgm)
+
+    def label(name: str, team: str) -> None:
+        http.request(
+            "PATCH",
+            f"/api/v1/nodes/{name}",
+            {"metadata": {"labels": {"team": team}}},
+            content_type="application/merge-patch+json",
+        )
+
+    def red(between: dict[str, str], delete: str = "") -> list[str]:
+        """The red nodes, a page of one at a time; `between` relabelled after the first,
+        and `delete` deleted."""
+        _, page = http.get("/api/v1/nodes?limit=1&labelSelector=team%3Dred")
+        version = page["metadata"]["resourceVersion"]
+        seen = [n["metadata"]["name"] for n in page["items"]]
+        for name, team in between.items():
+            label(name, team)
+        if delete:
+            status, _ = http.request("DELETE", f"/api/v1/nodes/{delete}")
+            assert status == 200
+        token = page["metadata"].get("continue")
+        while token:
+            _, page = http.get(f"/api/v1/nodes?limit=1&labelSelector=team%3Dred&continue={token}")
+            assert page["metadata"]["resourceVersion"] == version
+            seen += [n["metadata"]["name"] for n in page["items"]]
+            token = page["metadata"].get("continue")
+        return seen
+
+    names = sorted(n["metadata"]["name"] for n in dcgm.objects("nodes"))
+    assert len(names) >= 5
+    for i, name in enumerate(names):
+        label(name, "red" if i % 2 == 0 else "none")
+    evens = names[::2]
+    assert red({names[1]: "red", names[2]: "blue"}) == evens
+    # the first list's version is kept for its pages; this one is at a later version
+    assert red({names[3]: "red"}) == [names[0], names[1], *names[4::2]]
+    assert red({}, delete=names[4]) == [names[0], names[1], names[3], *names[4::2]]
+    assert names[4] not in red({names[0]: "none"})
+
+
 def test_a_busy_resource_forgets_old_versions_but_a_quiet_one_replays(
     dcgm: SimCluster, http_for: Callable[[SimCluster], Http]
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import json
 import random
 import time
@@ -28,7 +29,7 @@ from mignurse.sim.apiserver.errors import (
     too_large,
 )
 from mignurse.sim.discovery import Served
-from mignurse.sim.resources import RESOURCES, JsonDict, Key, ResourceType
+from mignurse.sim.resources import JsonDict, Key, ResourceType
 from mignurse.sim.selectors import (
     Selection,
     SelectorError,
@@ -255,22 +256,16 @@ class ReadHandler(HandlerBase):
             return store.list(plural, sel, start_after=start_after, limit=limit)
         # The resource changed since that version: rebuild it as it was, as etcd reads it.
         state = store.list_at(plural, at)
-        rtype = RESOURCES[plural]
         items: list[bytes] = []
         last: Key | None = None
         remaining: int | None = None
         keys = [k for k, _ in state]
-        lo = (
-            0
-            if start_after is None
-            else next((i for i, k in enumerate(keys) if k > start_after), len(keys))
-        )
+        lo = 0 if start_after is None else bisect.bisect_right(keys, start_after)
         for idx in range(lo, len(state)):
-            raw = state[idx][1]
-            obj = json.loads(raw)
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            if not sel.matches(labels, extract_fields(rtype, obj)):
+            entry = state[idx][1]
+            if not sel.matches(entry.labels, entry.fields):
                 continue
+            raw = entry.raw
             if limit and len(items) >= limit:
                 last = keys[idx - 1]
                 if not sel.filtered:
