@@ -13,6 +13,7 @@ what went wrong and what to do about it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -40,6 +41,7 @@ from mignurse.cluster.pages import (
     list_metadata,
     page_items,
     why_not_json,
+    without_images,
 )
 from mignurse.cluster.transport import ApiException
 from mignurse.gcpause import paused_gc
@@ -725,7 +727,8 @@ class ClusterClient:
         cut: bool = False,
         **selectors: Any,
     ) -> Listing[T]:
-        """List every object of a resource (paged), parsed at the edge.
+        """List every object of a resource (paged), parsed at the edge. Nodes are parsed
+        without their `status.images`, which no model reads (`list_pages` keeps them).
 
         The next page is fetched while this one is parsed, so the API server's time and
         ours overlap; at most three pages are in memory, and each is let go once its
@@ -1149,7 +1152,16 @@ def _page_items(body: bytes, resource: Resource) -> Iterator[dict[str, Any]]:
 
 
 def _page_list(body: bytes, resource: Resource) -> list[dict[str, Any]] | None:
-    """The page's items when it was parsed whole (None: walk it with _page_items)."""
+    """The page's items when it was parsed whole (None: walk it with _page_items). A page of
+    nodes is parsed without their images (`pages.without_images`) where it can be."""
+    if resource is NODES:
+        lean = without_images(body)
+        if lean is not body:
+            with contextlib.suppress(PageError):
+                items = page_items(lean)
+                if isinstance(items, list):
+                    return items
+            # not the shape it was cut for: the page as it came, refused on its own terms
     try:
         items = page_items(body)
     except PageError as exc:
