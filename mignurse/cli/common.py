@@ -127,12 +127,30 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
     deadline: one `fleet.Cluster` each, in kubeconfig order. A failing cluster's one line
     goes to stderr as it ends, when several are selected; with one, its error is raised as
     it always was."""
+    return read_clusters_begun(args, read)()
+
+
+def read_clusters_begun(
+    args: argparse.Namespace, read: Callable[[Any], Any]
+) -> Callable[[], list[Any]]:
+    """`read_clusters(args, read)` begun: what is returned waits for it and gives its
+    clusters, or raises what it raised. The caller loads what judges the answers meanwhile
+    (a live `diagnose` loads its rules while the API server answers). The modules the read
+    needs are loaded here first, so that the two threads never import one module at once
+    (Python's per-module import locks can deadlock on a cycle). A one-shot command's read
+    of several clusters is shared among worker processes (`fleet.start_fleet`); its `read`
+    gives a value that pickles."""
+    import importlib
+
+    for module in ("mignurse.cluster.contexts", "mignurse.cluster.fleet"):
+        importlib.import_module(module)  # what the read imports, on this thread
     from mignurse.cluster.contexts import select_contexts
-    from mignurse.cluster.fleet import FleetRequest, run_fleet
+    from mignurse.cluster.fleet import FleetRequest, start_fleet
     from mignurse.untrusted import COMMAND_SECONDS
 
     contexts = select_contexts(args.kubeconfig, args.context, bool(args.all_contexts))
-    bounded = getattr(args, "command", None) in BOUNDED_COMMANDS
+    command = getattr(args, "command", None)
+    bounded = command in BOUNDED_COMMANDS
     request = FleetRequest(
         args.kubeconfig,
         tuple(contexts),
@@ -140,37 +158,27 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
         seconds=COMMAND_SECONDS.value() if bounded else None,
         on_busy=say_busy,
         versions=len(contexts) > 1,  # one context's output shows no version
+        processes=bounded and len(contexts) > 1,
     )
-    if len(contexts) == 1:
-        (cluster,) = run_fleet(request)
-        if cluster.error is not None:
-            raise cluster.error
-        return [cluster]
-    command = getattr(args, "command", None)
-    clusters = run_fleet(request, progress=lambda cluster: _say_failed(cluster, command))
-    debug = bool(getattr(args, "debug", False))
-    for cluster in clusters:  # --debug: a bug's traceback, as for one context
-        error = cluster.error
-        if debug and error is not None and cluster_exit_code(cluster, command) == EXIT_INTERNAL:
-            raise error
+    several = len(contexts) > 1
+    progress = (lambda cluster: _say_failed(cluster, command)) if several else None
+    reading = start_fleet(request, progress)
+
+    def clusters() -> list[Any]:
+        found = reading()
+        if not several:
+            (cluster,) = found
+            if cluster.error is not None:
+                raise cluster.error
+            return found
+        debug = bool(getattr(args, "debug", False))
+        for cluster in found:  # --debug: a bug's traceback, as for one context
+            error = cluster.error
+            if debug and error is not None and cluster_exit_code(cluster, command) == EXIT_INTERNAL:
+                raise error
+        return found
+
     return clusters
-
-
-def read_clusters_begun(
-    args: argparse.Namespace, read: Callable[[Any], Any]
-) -> Callable[[], list[Any]]:
-    """`read_clusters(args, read)` begun on a thread of its own; what is returned waits for
-    it and gives its clusters, or raises what it raised. The caller loads what judges the
-    answers meanwhile (a live `diagnose` loads its rules while the API server answers).
-    The modules the read needs are loaded here first, so that the two threads never import
-    one module at once (Python's per-module import locks can deadlock on a cycle)."""
-    import importlib
-
-    from mignurse.cluster.load import begun
-
-    for module in ("mignurse.cluster.contexts", "mignurse.cluster.fleet"):
-        importlib.import_module(module)  # what `read_clusters` imports, on this thread
-    return begun(lambda: read_clusters(args, read))
 
 
 def _say_failed(cluster: Any, command: str | None) -> None:

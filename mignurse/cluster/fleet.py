@@ -7,10 +7,20 @@ connection, the per-cluster deadline) and hands it to `run_fleet`, which answers
 of the same path. A cluster that fails, hangs or is refused ends in its own status
 (connected, credentials expired, RBAC denied, unreachable, timed out, error) and never holds
 the others past its deadline.
+
+A one-shot read of several clusters (`FleetRequest(processes=True)`: `nodes`, `diagnose`)
+is spread over worker processes by `start_fleet`: one interpreter parses and models every
+cluster's answers under one lock (ten clusters' 100 MB of node JSON held it for about two
+seconds), so each process reads its share and sends each cluster back, pickled, as it ends.
+The app keeps its connections open and reads in one process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,10 +38,15 @@ from mignurse.cluster.client import (
 )
 from mignurse.cluster.kubeconfig import shared_merges
 from mignurse.inert import inert
+from mignurse.untrusted import Limit
 
 T = TypeVar("T")
 
 PARALLEL = 8  # connections opened and read at once; the others wait their turn
+# Processes that read clusters side by side (this one included), at most one per CPU.
+PROCESSES = Limit(
+    "MIGNURSE_FLEET_PROCESSES", 8, "processes reading several clusters at once", "processes"
+)
 # Past its own deadline (and the credential plugin's), a cluster's outcome is not waited for.
 GRACE_SECONDS = 5.0
 
@@ -95,7 +110,9 @@ class FleetRequest(Generic[T]):
     wait, one line; `versions`: read each API server's `/version` beside (a request, and
     a TLS handshake, that a face which shows no version is spared); `keep`: a connection
     whose read succeeded stays open, without a deadline from then on, for the `result`
-    that uses it (the app's per-cluster sources, which watch for as long as they live)."""
+    that uses it (the app's per-cluster sources, which watch for as long as they live);
+    `processes`: `start_fleet` may read the clusters in worker processes (a one-shot read,
+    whose `read` gives a value that pickles)."""
 
     def __init__(
         self,
@@ -107,8 +124,10 @@ class FleetRequest(Generic[T]):
         on_busy: Callable[[str], None] | None = None,
         versions: bool = True,
         keep: bool = False,
+        processes: bool = False,
     ) -> None:
         self.keep = keep
+        self.processes = processes
         self.kubeconfig = kubeconfig
         self.contexts = contexts
         self.read = read
@@ -125,25 +144,83 @@ def run_fleet(
     its own deadline; `progress` is told of each cluster as it ends (on the caller's
     thread). A cluster still unanswered past its deadline, its credential plugin's and
     GRACE_SECONDS ends TIMED_OUT and is left behind."""
-    from mignurse.untrusted import CREDENTIAL_PLUGIN_SECONDS
+    clusters: list[Cluster[T]] = [Cluster(context or "") for context in request.contexts]
+    return _run(request, clusters, list(range(len(clusters))), [], progress)
+
+
+def start_fleet(
+    request: FleetRequest[T], progress: Callable[[Cluster[T]], None] | None = None
+) -> Callable[[], list[Cluster[T]]]:
+    """`run_fleet(request, progress)` begun on a thread of its own; what is returned waits
+    for it and gives its clusters, or raises what it raised. With `request.processes`, the
+    clusters are first shared out among worker processes forked here (round robin: this
+    process reads the first, the first worker the second…), while this process has no
+    other thread (a fork copies only the thread that forks; a lock another one held would
+    stay held), on Linux (elsewhere a fork without exec is not safe with the system's
+    libraries). Each worker sends each cluster back as it ends."""
+    from mignurse.cluster.load import begun
 
     clusters: list[Cluster[T]] = [Cluster(context or "") for context in request.contexts]
+    workers = _worker_count(request)
+    children: list[_Child] = []
+    if workers > 1:
+        sys.stdout.flush()  # what is buffered is written once, not once per process
+        sys.stderr.flush()
+        started = time.monotonic()
+        for share in range(1, workers):
+            indexes = list(range(share, len(clusters), workers))
+            children.append(_Child.fork(request, indexes))
+            for index in indexes:
+                clusters[index]._started = started
+    local = list(range(0, len(clusters), workers)) if children else list(range(len(clusters)))
+    return begun(lambda: _run(request, clusters, local, children, progress))
+
+
+def _worker_count(request: FleetRequest[T]) -> int:
+    """How many processes read `request`'s clusters: one per CPU, at most PROCESSES (as many
+    as MIGNURSE_FLEET_PROCESSES says, when it is set) and one per cluster."""
+    if not request.processes or sys.platform != "linux" or threading.active_count() > 1:
+        return 1
+    wanted = PROCESSES.value()
+    if not os.environ.get(PROCESSES.env, "").strip():
+        wanted = min(wanted, os.cpu_count() or 1)
+    return max(1, min(wanted, len(request.contexts)))
+
+
+def _run(
+    request: FleetRequest[T],
+    clusters: list[Cluster[T]],
+    local: list[int],
+    children: list[_Child],
+    progress: Callable[[Cluster[T]], None] | None,
+) -> list[Cluster[T]]:
+    """The clusters at `local` read on this process's threads, the others received from
+    `children`, all waited for under the same deadline."""
+    from mignurse.untrusted import CREDENTIAL_PLUGIN_SECONDS
+
     budget = (
         None
         if request.seconds is None
         else request.seconds + CREDENTIAL_PLUGIN_SECONDS.value() + GRACE_SECONDS
     )
-    queue = list(zip(clusters, request.contexts, strict=True))
-    queue.reverse()  # popped from the end: in the order selected
-    with shared_merges():  # the kubeconfig read once for all of them
-        for _ in range(min(PARALLEL, len(queue))):
-            threading.Thread(
-                target=_work,
-                args=(queue, request),
-                name="mignurse-cluster",
-                daemon=True,  # one left behind past its deadline does not keep the process
-            ).start()
-        _wait(clusters, budget, progress)
+    queue = [(clusters[i], request.contexts[i]) for i in reversed(local)]  # popped from the end
+    try:
+        with shared_merges():  # the kubeconfig read once for all of them
+            for child in children:
+                threading.Thread(
+                    target=child.receive, args=(clusters,), name="mignurse-worker", daemon=True
+                ).start()
+            for _ in range(min(PARALLEL, len(queue))):
+                threading.Thread(
+                    target=_work,
+                    args=(queue, request),
+                    name="mignurse-cluster",
+                    daemon=True,  # one left behind past its deadline does not keep the process
+                ).start()
+            _wait(clusters, budget, progress)
+    finally:
+        for child in children:
+            child.end()
     return clusters
 
 
@@ -235,6 +312,175 @@ def _read_one(cluster: Cluster[T], context: str | None, request: FleetRequest[T]
         cluster.status = CONNECTED
     elif kept:
         client.close()
+
+
+# -- worker processes -----------------------------------------------------------------------
+
+# What a worker sends of each cluster (the rest of a Cluster is this process's own).
+_SENT = ("context", "cluster", "server", "status", "message", "login", "version",
+         "clock_skew", "now", "result", "error")  # fmt: skip
+_HEADER = 8  # bytes of each message's length
+
+
+class _Child:
+    """A worker process reading some of the clusters, and the pipe its clusters come on."""
+
+    def __init__(self, pid: int, pipe: int, indexes: list[int]) -> None:
+        self.pid = pid
+        self.pipe = pipe
+        self.indexes = indexes  # the clusters it reads, by their place in the selection
+        self._reaped = False
+
+    @classmethod
+    def fork(cls, request: FleetRequest[T], indexes: list[int]) -> _Child:
+        readable, writable = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the worker: it never returns
+            code = 1
+            try:
+                os.close(readable)
+                _die_with(parent)
+                # Nothing of the command's output is a worker's: a `| jq` never waits on one.
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                _serve(request, indexes, writable)
+                code = 0
+            except KeyboardInterrupt:
+                code = 130
+            except BaseException:  # noqa: BLE001 - said by the clusters it did not send
+                pass
+            finally:
+                os._exit(code)
+        os.close(writable)
+        return cls(pid, readable, indexes)
+
+    def receive(self, clusters: list[Cluster[T]]) -> None:
+        """Each cluster as it comes, until the worker ends; a cluster it never sent ends
+        FAILED, saying how the worker ended."""
+        with os.fdopen(self.pipe, "rb") as pipe:
+            while True:
+                head = pipe.read(_HEADER)
+                if len(head) < _HEADER:
+                    break
+                body = pipe.read(int.from_bytes(head, "big"))
+                try:
+                    position, state = pickle.loads(body)
+                    cluster = clusters[self.indexes[position]]
+                except Exception:  # noqa: BLE001 - a message cut short: the worker died
+                    break
+                if not cluster._done.is_set():  # not given up on meanwhile
+                    for name in _SENT:
+                        setattr(cluster, name, state[name])
+                    cluster._done.set()
+        how = self._ended()
+        for index in self.indexes:
+            cluster = clusters[index]
+            if not cluster._done.is_set():
+                cluster.status = FAILED
+                cluster.message = f"the process reading it ended ({how}) before it answered"
+                cluster.error = ClusterError(cluster.message)  # the OOM killer's, say
+                cluster._done.set()
+
+    def _ended(self) -> str:
+        try:
+            _pid, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            return "exit status unknown"
+        self._reaped = True
+        if os.WIFSIGNALED(status):
+            return f"signal {os.WTERMSIG(status)}"
+        return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+    def end(self) -> None:
+        """The worker stopped, if it still reads a cluster given up on."""
+        if not self._reaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, 9)  # SIGKILL: its requests in flight end with it
+
+
+def _die_with(parent: int) -> None:
+    """A worker ends when the process that forked it does (Linux's PR_SET_PDEATHSIG, which
+    follows the thread that forked: the only one, `_worker_count` makes sure)."""
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it ended before that was asked
+        os._exit(1)
+
+
+def _serve(request: FleetRequest[T], indexes: list[int], pipe: int) -> None:
+    """In a worker: the clusters at `indexes` read, each written to `pipe` as it ends."""
+    mine = FleetRequest(
+        request.kubeconfig,
+        tuple(request.contexts[i] for i in indexes),
+        request.read,
+        seconds=request.seconds,
+        on_busy=request.on_busy,
+        versions=request.versions,
+    )
+    clusters: list[Cluster[T]] = [Cluster(context or "") for context in mine.contexts]
+    positions = {id(cluster): position for position, cluster in enumerate(clusters)}
+
+    def send(cluster: Cluster[T]) -> None:
+        body = _pickled(positions[id(cluster)], cluster)
+        message = memoryview(len(body).to_bytes(_HEADER, "big") + body)
+        while message:
+            message = message[os.write(pipe, message) :]
+
+    _run(mine, clusters, list(range(len(clusters))), [], send)
+
+
+def _pickled(position: int, cluster: Cluster[T]) -> bytes:
+    state = {name: getattr(cluster, name) for name in _SENT}
+    state["error"] = _portable(cluster.error)
+    try:
+        return pickle.dumps((position, state), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - a read whose value does not pickle is a bug
+        state.update(result=None, status=FAILED)
+        state["message"] = f"its answer could not be sent between processes: {exc!r}"
+        state["error"] = RuntimeError(state["message"])
+        return pickle.dumps((position, state), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _portable(error: BaseException | None) -> BaseException | None:
+    """`error` as the other process can rebuild it: an exception whose `__init__` takes
+    other arguments than its `args` (Forbidden's verb and resource) is rebuilt without
+    calling it; one whose attributes do not pickle keeps its class and message."""
+    if error is None:
+        return None
+    for state in (error.__dict__, {}):
+        rebuilt = _Rebuilt(type(error), error.args, state)
+        try:
+            pickle.dumps(rebuilt, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - the next, plainer form is tried
+            continue
+        return rebuilt  # type: ignore[return-value]
+    kind = ClusterError if isinstance(error, ClusterError) else RuntimeError
+    return kind(f"{type(error).__name__}: {error}")
+
+
+class _Rebuilt:
+    """Pickles as the exception it names, made again without its `__init__`."""
+
+    def __init__(
+        self, kind: type[BaseException], args: tuple[object, ...], state: dict[str, object]
+    ) -> None:
+        self.kind, self.args, self.state = kind, args, state
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild, (self.kind, self.args, self.state)
+
+
+def _rebuild(
+    kind: type[BaseException], args: tuple[object, ...], state: dict[str, object]
+) -> BaseException:
+    error = kind.__new__(kind, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 def _version(client: ClusterClient) -> str:
