@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import sys
 import threading
 import time
@@ -358,6 +357,8 @@ class _Child:
     def receive(self, clusters: list[Cluster[T]]) -> None:
         """Each cluster as it comes, until the worker ends; a cluster it never sent ends
         FAILED, saying how the worker ended."""
+        import pickle
+
         with os.fdopen(self.pipe, "rb") as pipe:
             while True:
                 head = pipe.read(_HEADER)
@@ -434,6 +435,8 @@ def _serve(request: FleetRequest[T], indexes: list[int], pipe: int) -> None:
 
 
 def _pickled(position: int, cluster: Cluster[T]) -> bytes:
+    import pickle
+
     state = {name: getattr(cluster, name) for name in _SENT}
     state["error"] = _portable(cluster.error)
     try:
@@ -449,6 +452,8 @@ def _portable(error: BaseException | None) -> BaseException | None:
     """`error` as the other process can rebuild it: an exception whose `__init__` takes
     other arguments than its `args` (Forbidden's verb and resource) is rebuilt without
     calling it; one whose attributes do not pickle keeps its class and message."""
+    import pickle
+
     if error is None:
         return None
     for state in (error.__dict__, {}):
