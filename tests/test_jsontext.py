@@ -47,3 +47,20 @@ def test_what_a_cluster_may_send_is_escaped_as_json_escaped_it() -> None:
 def test_small_floats_keep_their_value_and_nan_is_null() -> None:
     assert json.loads(dumps_indented([1e-05, 2.5e-9])) == [1e-05, 2.5e-9]
     assert dumps_indented({"k": [math.nan]}) == '{\n  "k": [\n    null\n  ]\n}'
+
+
+_items = st.lists(st.dictionaries(st.text(), _documents, max_size=4), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(), _documents, max_size=4), st.lists(_items, max_size=4))
+def test_a_several_cluster_answer_joined_from_parts_is_the_whole_one_s_text(
+    head: dict[str, object], parts: list[list[dict[str, object]]]
+) -> None:
+    """`nodes` across clusters: each cluster's items written where it was read, joined into
+    the answer, are the text of the answer written whole."""
+    from mignurse.cli.nodes import _items_text, _json_answer
+
+    head.pop("nodes", None)
+    whole = {**head, "nodes": [item for part in parts for item in part]}
+    assert _json_answer(head, [_items_text(part) for part in parts]) == dumps_indented(whole)

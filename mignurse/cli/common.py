@@ -131,7 +131,10 @@ def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[
 
 
 def read_clusters_begun(
-    args: argparse.Namespace, read: Callable[[Any], Any]
+    args: argparse.Namespace,
+    read: Callable[[Any], Any],
+    *,
+    several_read: Callable[[Any], Any] | None = None,
 ) -> Callable[[], list[Any]]:
     """`read_clusters(args, read)` begun: what is returned waits for it and gives its
     clusters, or raises what it raised. The caller loads what judges the answers meanwhile
@@ -139,7 +142,8 @@ def read_clusters_begun(
     needs are loaded here first, so that the two threads never import one module at once
     (Python's per-module import locks can deadlock on a cycle). A one-shot command's read
     of several clusters is shared among worker processes (`fleet.start_fleet`); its `read`
-    gives a value that pickles."""
+    gives a value that pickles. `several_read`, when given, is what is read of each cluster
+    when several are selected (the part of the answer a cluster makes where it is read)."""
     import importlib
 
     for module in ("mignurse.cluster.contexts", "mignurse.cluster.fleet"):
@@ -151,16 +155,16 @@ def read_clusters_begun(
     contexts = select_contexts(args.kubeconfig, args.context, bool(args.all_contexts))
     command = getattr(args, "command", None)
     bounded = command in BOUNDED_COMMANDS
+    several = len(contexts) > 1
     request = FleetRequest(
         args.kubeconfig,
         tuple(contexts),
-        read,
+        several_read if several and several_read is not None else read,
         seconds=COMMAND_SECONDS.value() if bounded else None,
         on_busy=say_busy,
-        versions=len(contexts) > 1,  # one context's output shows no version
-        processes=bounded and len(contexts) > 1,
+        versions=several,  # one context's output shows no version
+        processes=bounded and several,
     )
-    several = len(contexts) > 1
     progress = (lambda cluster: _say_failed(cluster, command)) if several else None
     reading = start_fleet(request, progress)
 

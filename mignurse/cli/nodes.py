@@ -40,7 +40,11 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     from mignurse.cluster.load import load_snapshot
 
     reading = read_clusters_begun(
-        args, lambda client: load_snapshot(client, label_selector=args.selector)
+        args,
+        lambda client: load_snapshot(client, label_selector=args.selector),
+        several_read=lambda client: _part(
+            args, client, load_snapshot(client, label_selector=args.selector)
+        ),
     )
     # What draws the answer loads while the cluster answers (rich stays unloaded: render
     # loads it only where it draws).
@@ -63,7 +67,8 @@ def _one(args: argparse.Namespace, context: str, loaded: Any, server_now: Any) -
     now = snapshot.taken_at or server_now
     pool = args.nodepool
     if pool and not _has_pool(snapshot, pool):
-        raise UserError(_unknown_pool(pool, f"in context {context!r}", [snapshot]))
+        pools = sorted({n.pool for n in snapshot.gpu_nodes() if n.pool})
+        raise UserError(_unknown_pool(pool, f"in context {context!r}", [pools]))
     if args.output == "json":
         document = nodes_document(snapshot, now, context=context, pool=pool)
         # One write: the inert stdout looks at it once (every control escaped in it).
@@ -87,8 +92,9 @@ def _has_pool(snapshot: Any, pool: str) -> bool:
     return any(n.pool == pool for n in snapshot.nodes.values()) or pool in snapshot.nodepools
 
 
-def _unknown_pool(pool: str, where: str, snapshots: list[Any]) -> str:
-    known = sorted({n.pool for s in snapshots for n in s.gpu_nodes() if n.pool})
+def _unknown_pool(pool: str, where: str, pools: list[list[str]]) -> str:
+    """The line for a `--nodepool` no cluster has; `pools`: each cluster's GPU pools."""
+    known = sorted({name for names in pools for name in names})
     return f"no NodePool or node group named {pool!r} {where}" + (
         f": known GPU pools are {', '.join(known)}" if known else ""
     )
@@ -98,12 +104,73 @@ def _unknown_pool(pool: str, where: str, snapshots: list[Any]) -> str:
 _STATUS_RANK = {"NotReady": 0, "Unknown": 1, "Launching": 2, "Ready": 3}
 
 
+class _Part:
+    """What one of several clusters gives the answer, made where it was read (a worker
+    process sends this, not the snapshot: a tenth of the bytes to pickle): its notices,
+    its GPU pools, whether it has `--nodepool`'s pool, and its nodes, as the JSON text of
+    the answer's `nodes` items or as table rows."""
+
+    def __init__(
+        self, notices: list[str], pools: list[str], has_pool: bool, json: str, rows: list[Any]
+    ) -> None:
+        self.notices, self.pools, self.has_pool = notices, pools, has_pool
+        self.json, self.rows = json, rows
+
+
+def _part(args: argparse.Namespace, client: Any, loaded: Any) -> _Part:
+    from mignurse.nodeview import node_json, node_rows
+
+    snapshot = loaded.snapshot
+    pool = args.nodepool
+    pools = sorted({n.pool for n in snapshot.gpu_nodes() if n.pool})
+    has_pool = pool is None or _has_pool(snapshot, pool)
+    if args.output != "json":
+        return _Part(
+            loaded.notices, pools, has_pool, "", node_rows(snapshot, snapshot.taken_at, pool=pool)
+        )
+    claims = snapshot.claims_by_node()
+    named = {"context": client.info.context, "cluster": client.info.cluster}
+    nodes = [
+        {
+            **named,
+            **node_json(
+                node,
+                claims.get(node.name) or claims.get(node.provider_id),
+                snapshot.taken_at,
+                dra=snapshot.dra_devices.get(node.name),
+                source=snapshot.gpu_source(node),
+            ),
+        }
+        for node in snapshot.gpu_nodes()
+        if pool is None or node.pool == pool
+    ]
+    return _Part(loaded.notices, pools, has_pool, _items_text(nodes), [])
+
+
+def _items_text(items: list[Any]) -> str:
+    """`items` as they are written in the answer's `nodes` array (a member of the top-level
+    object: each item indented by 4), joined by commas, without the brackets."""
+    if not items:
+        return ""
+    text = dumps_indented(items)  # "[\n  {…},\n  {…}\n]": items indented by 2
+    return "  " + text[2:-2].replace("\n", "\n  ")
+
+
+def _json_answer(document: dict[str, Any], parts: list[str]) -> str:
+    """`dumps_indented(document)` with its (last, empty) `nodes` array holding `parts`, each
+    cluster's items already written (`_items_text`)."""
+    text = dumps_indented({**document, "nodes": []})
+    empty = '  "nodes": []\n}'
+    parts = [part for part in parts if part]
+    if not parts or not text.endswith(empty):
+        return text
+    return text[: -len(empty)] + '  "nodes": [\n' + ",\n".join(parts) + "\n  ]\n}"
+
+
 def _several(args: argparse.Namespace, clusters: list[Any]) -> int:
     """Several clusters: each connected one's nodes under a CLUSTER column, worst first
     across them all; a failed one was one line on stderr and is a record in the JSON. The
-    exit code is the worst of them."""
-    from mignurse.nodeview import node_json, node_rows
-
+    exit code is the worst of them. Each cluster's result is its `_Part`."""
     connected = [c for c in clusters if c.connected]
     code = max(
         [EXIT_OK, *(cluster_exit_code(c, args.command) for c in clusters if not c.connected)]
@@ -112,41 +179,20 @@ def _several(args: argparse.Namespace, clusters: list[Any]) -> int:
         for notice in cluster.result.notices:
             print(f"note: {cluster.context}: {notice}", file=sys.stderr)
     pool = args.nodepool
-    snapshots = [c.result.snapshot for c in connected]
-    if pool and connected and not any(_has_pool(s, pool) for s in snapshots):
+    parts: list[_Part] = [c.result for c in connected]
+    if pool and connected and not any(part.has_pool for part in parts):
         names = ", ".join(repr(c.context) for c in connected)
-        raise UserError(_unknown_pool(pool, f"in contexts {names}", snapshots))
+        raise UserError(_unknown_pool(pool, f"in contexts {names}", [p.pools for p in parts]))
     if args.output == "json":
-        nodes = []
-        for cluster in connected:
-            snapshot = cluster.result.snapshot
-            claims = snapshot.claims_by_node()
-            for node in snapshot.gpu_nodes():
-                if pool is None or node.pool == pool:
-                    document = node_json(
-                        node,
-                        claims.get(node.name) or claims.get(node.provider_id),
-                        snapshot.taken_at,
-                        dra=snapshot.dra_devices.get(node.name),
-                        source=snapshot.gpu_source(node),
-                    )
-                    nodes.append(
-                        {"context": cluster.context, "cluster": cluster.cluster, **document}
-                    )
         document = {
             "apiVersion": "mignurse/v1",
             "kind": "GPUNodeList",
             "contexts": [c.context for c in clusters],
             "clusters": [cluster_record(c) for c in clusters],
-            "nodes": nodes,
         }
-        sys.stdout.write(dumps_indented(document) + "\n")
+        sys.stdout.write(_json_answer(document, [part.json for part in parts]) + "\n")
         return code
-    rows = [
-        (cluster.context, row)
-        for cluster in connected
-        for row in node_rows(cluster.result.snapshot, cluster.result.snapshot.taken_at, pool=pool)
-    ]
+    rows = [(cluster.context, row) for cluster in connected for row in cluster.result.rows]
     # Worst first across the clusters; within a state, each cluster's own order.
     rows.sort(
         key=lambda pair: (_STATUS_RANK.get(pair[1].status_word, 1), pair[1].ahr_ok is not False)
