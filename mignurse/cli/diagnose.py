@@ -69,7 +69,14 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         raise UserError("--node names a node of one cluster: give one --context with it")
     # A live read waits on the API server for as long as the rules take to load: it is begun
     # first, and the rules load while the cluster answers.
-    reading = None if args.source else read_clusters_begun(args, live_reader(args))
+    reading = None
+    if not args.source:
+        reader = live_reader(args)
+        reading = read_clusters_begun(
+            args,
+            reader,
+            several_read=lambda client: _judged(reader(client), given, client.server_now()),
+        )
     from mignurse.diagnose.engine import Diagnosis, diagnose
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings, print_timeline
@@ -202,11 +209,48 @@ def judged_input(cluster: Any, given: datetime | None = None) -> DiagnosisInput:
     return gathered.to_input(given or gathered.collected_at or cluster.now)
 
 
+class _Judged:
+    """One of several clusters diagnosed where it was read (a worker process sends this,
+    not the read: a hundredth of the bytes to pickle, and the rules run beside the other
+    clusters'): its notices, the clock it was judged at, every finding, the rules that
+    failed, its pools, and how each node a finding names gets its GPUs."""
+
+    def __init__(
+        self,
+        notices: list[str],
+        now: datetime,
+        diagnosis: Any,
+        pools: set[str],
+        gpu_sources: dict[str, str],
+    ) -> None:
+        self.notices, self.now, self.diagnosis = notices, now, diagnosis
+        self.pools, self.gpu_sources = pools, gpu_sources
+
+
+def _judged(gathered: Gathered, given: datetime | None, clock: datetime) -> _Judged:
+    """A cluster's read (`live_reader`) diagnosed at `given`, else at its API server's
+    `clock` (as `judged_input`)."""
+    from mignurse.diagnose.engine import diagnose
+
+    inp = gathered.to_input(given or gathered.collected_at or clock)
+    result = diagnose(inp)
+    snapshot = inp.snapshot
+    pools = {n.pool for n in snapshot.nodes.values() if n.pool}
+    pools |= set(snapshot.nodepools) | {f.nodepool for f in result.findings}
+    sources = {
+        name: snapshot.gpu_source(snapshot.nodes[name])
+        for name in sorted({n for f in result.findings for n in f.nodes})
+        if name in snapshot.nodes
+    }
+    return _Judged(list(gathered.notices), inp.now, result, pools, sources)
+
+
 def _several(args: argparse.Namespace, given: datetime | None, clusters: list[Any]) -> int:
     """Several clusters diagnosed: their findings worst first across them all, each with
     its cluster; a failed cluster was one line on stderr and is a record in the JSON. The
-    exit code is the worst of them (a failed cluster counts as the error it gives alone)."""
-    from mignurse.diagnose.engine import Diagnosis, diagnose
+    exit code is the worst of them (a failed cluster counts as the error it gives alone).
+    Each cluster's result is its `_Judged` (a selection that named one is judged here)."""
+    from mignurse.diagnose.engine import Diagnosis
     from mignurse.diagnose.findings import SEVERITY_ORDER, sort_findings
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings
@@ -220,11 +264,14 @@ def _several(args: argparse.Namespace, given: datetime | None, clusters: list[An
         records.append(record)
         if not cluster.connected:
             continue
-        inp = judged_input(cluster, given)
-        now = inp.now
-        result = diagnose(inp)
-        pools |= {n.pool for n in inp.snapshot.nodes.values() if n.pool}
-        pools |= set(inp.snapshot.nodepools) | {f.nodepool for f in result.findings}
+        judged = cluster.result
+        if not isinstance(judged, _Judged):
+            judged = _judged(judged, given, cluster.now)
+        for notice in judged.notices:
+            print(f"note: {cluster.context}: {notice}", file=sys.stderr)
+        now = judged.now
+        result = judged.diagnosis
+        pools |= judged.pools
         findings = [
             f for f in result.findings if args.nodepool is None or f.nodepool == args.nodepool
         ]
@@ -234,11 +281,8 @@ def _several(args: argparse.Namespace, given: datetime | None, clusters: list[An
         code = max(code, Diagnosis(findings, result.rule_errors).exit_code)
         found += [(cluster, f, now) for f in findings]
         record["now"] = format_time(now)
-        record["gpuSources"] = {
-            name: inp.snapshot.gpu_source(inp.snapshot.nodes[name])
-            for name in sorted({n for f in findings for n in f.nodes})
-            if name in inp.snapshot.nodes
-        }
+        named = {n for f in findings for n in f.nodes}
+        record["gpuSources"] = {n: s for n, s in judged.gpu_sources.items() if n in named}
         record["ruleErrors"] = result.rule_errors
     connected = [c for c in clusters if c.connected]
     if args.nodepool and connected and args.nodepool not in pools:
