@@ -3,10 +3,15 @@ own temporary folders, so any number of them can run at once (pytest-xdist) in a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from mignurse.sim.fleet import SimFleet
 
 # CI machines have two cores shared with the stand-in servers: judge correctness, not speed.
 # No example database: parallel workers would share one folder in the checkout.
@@ -74,3 +79,23 @@ def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def failing_fleet(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[SimFleet, Path]]:
+    """Two simulated clusters (`sim-healthy`, `sim-dcgm-repair-loop`) and a context failing
+    in each way a real one does, in one kubeconfig (`sim serve`'s `SimFleet`): `prod-eu`
+    refuses connections, `prod-us`'s AWS SSO login has expired, RBAC refuses `staging` its
+    `list nodes`, and `prod-ap` accepts and never answers. One per test module."""
+    from mignurse.sim import load_scenario
+    from mignurse.sim.fleet import serve_fleet
+
+    kubeconfig = tmp_path_factory.mktemp("kube") / "config"
+    failing = [("unreachable", "prod-eu"), ("expired", "prod-us")]
+    failing += [("forbidden", "staging"), ("hung", "prod-ap")]
+    scenarios = [load_scenario(name) for name in ("healthy", "dcgm-repair-loop")]
+    served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
+    yield served, kubeconfig
+    served.stop()

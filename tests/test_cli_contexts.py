@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,7 @@ import cliserver
 import pytest
 import yaml
 
-from mignurse.sim import load_scenario
-from mignurse.sim.fleet import SimFleet, serve_fleet
+from mignurse.sim.fleet import SimFleet
 
 SCENARIOS = ("healthy", "dcgm-repair-loop")
 WORKING = "sim-*,prod-eu,prod-us,staging"  # every context but the hung one
@@ -31,14 +29,8 @@ DEADLINE = "6"
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, Path]]:
-    kubeconfig = tmp_path_factory.mktemp("kube") / "config"
-    failing = [("unreachable", "prod-eu"), ("expired", "prod-us")]
-    failing += [("forbidden", "staging"), ("hung", "prod-ap")]
-    scenarios = [load_scenario(name) for name in SCENARIOS]
-    served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
-    yield served, kubeconfig
-    served.stop()
+def fleet(failing_fleet: tuple[SimFleet, Path]) -> tuple[SimFleet, Path]:
+    return failing_fleet
 
 
 def mignurse(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:

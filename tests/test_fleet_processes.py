@@ -12,14 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mignurse.sim import load_scenario
-from mignurse.sim.fleet import SimFleet, serve_fleet
+from mignurse.sim.fleet import SimFleet
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux")
 
@@ -57,14 +55,8 @@ print(json.dumps({
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, Path]]:
-    kubeconfig = tmp_path_factory.mktemp("kube") / "config"
-    failing = [("unreachable", "prod-eu"), ("expired", "prod-us")]
-    failing += [("forbidden", "staging"), ("hung", "prod-ap")]
-    scenarios = [load_scenario(name) for name in ("healthy", "dcgm-repair-loop")]
-    served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
-    yield served, kubeconfig
-    served.stop()
+def fleet(failing_fleet: tuple[SimFleet, Path]) -> tuple[SimFleet, Path]:
+    return failing_fleet
 
 
 def _env(processes: int, **more: str) -> dict[str, str]:

@@ -6,7 +6,6 @@ first with their cluster named, actions pinned to the highlighted node's own clu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ from textual.widgets import DataTable, Static
 from mignurse.cli import build_parser, main
 from mignurse.cli.app import bundle_app, live_app
 from mignurse.session import BundleSource, FleetSource, LiveSource, split_key
-from mignurse.sim import load_scenario
-from mignurse.sim.fleet import SimFleet, serve_fleet
+from mignurse.sim.fleet import SimFleet
 from mignurse.tui.app import MigNurseApp
 from mignurse.tui.appstate import NODES
 from mignurse.tui.screens.confirm import ConfirmScreen
@@ -30,14 +28,8 @@ SELECTION = "sim-*,prod-eu,prod-us"
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimFleet, Path]]:
-    kubeconfig = tmp_path_factory.mktemp("kube") / "config"
-    failing = [("unreachable", "prod-eu"), ("expired", "prod-us")]
-    failing += [("forbidden", "staging"), ("hung", "prod-ap")]
-    scenarios = [load_scenario(name) for name in ("healthy", "dcgm-repair-loop")]
-    served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
-    yield served, kubeconfig
-    served.stop()
+def fleet(failing_fleet: tuple[SimFleet, Path]) -> tuple[SimFleet, Path]:
+    return failing_fleet
 
 
 def app_on(kubeconfig: Path, *flags: str) -> MigNurseApp:
