@@ -530,17 +530,23 @@ class Refresher:
         send: Callable[[DiagnosisUpdate], None],
     ) -> None:
         """Every cluster's latest judgement merged, worst (soonest) first across them with
-        each one's own order kept, made what the next refresh shows, and sent."""
+        each one's own order kept, made what the next refresh shows, and sent. It becomes the
+        app's diagnosis (`whole`) only once no cluster is still to be judged for the first
+        time: until then it is sent as a partial one, said as such, and the app does not
+        show it as what every cluster holds. A cluster whose input failed is named in what
+        it lacks and holds nothing back."""
         results: list[RuleResult] = []
         fleet: list[PoolRow] = []
         blips: list[Blip] = []
         lacking: list[str] = []
         judged = 0
+        pending = False
         for prefix, part in members:
             mine = self._clusters.get(prefix)
             if prefix in failed:
                 lacking.append(failed[prefix])
             elif mine is None:
+                pending = True
                 listing = not part.judge_stage()
                 lacking.append(f"{prefix}: {'still listing' if listing else 'being judged'}")
             elif mine.lacks:
@@ -557,8 +563,9 @@ class Refresher:
         self.fleet_base = fleet
         self.badges = badges(diagnosis.findings)
         self.radar = blips
-        self.whole = diagnosis
-        self.whole_sent = True
+        if not pending:
+            self.whole = diagnosis
+            self.whole_sent = True
         freeze_survivors()  # what the state gained since, out of the UI thread's collections
         send(DiagnosisUpdate(diagnosis, judged * rules, len(members) * rules, "; ".join(lacking)))
 

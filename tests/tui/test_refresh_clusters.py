@@ -161,11 +161,14 @@ def test_a_cluster_whose_input_is_slow_never_holds_the_others_findings_back(
         assert qualified("west", "gpu-d") in judged_nodes(first)
         assert not first.whole and "east: being judged" in first.lacks
         assert {r.pool.split("/")[0] for r in refresher.fleet_base} == {"west"}
+        # not what the app takes as every cluster's diagnosis while east is still judged
+        assert refresher.whole is None
     finally:
         east.gate.set()
         worker.join(WAIT)
     assert not worker.is_alive()
     assert sent[-1].whole and qualified("east", "gpu-a") in judged_nodes(sent[-1])
+    assert refresher.whole is sent[-1].diagnosis
 
 
 def test_a_cluster_whose_input_cannot_be_read_keeps_its_last_judgement_and_is_named(
@@ -182,6 +185,7 @@ def test_a_cluster_whose_input_cannot_be_read_keeps_its_last_judgement_and_is_na
     assert not last.whole
     assert "east: not judged: ConnectionError: the API server went away" in last.lacks
     assert {qualified("east", "gpu-a"), qualified("west", "gpu-d")} <= judged_nodes(last)
+    assert refresher.whole is last.diagnosis  # a failed input holds the others back no more
     east.fails = None
     refresher.diagnose(sent.append)
     assert sent[-1].whole
