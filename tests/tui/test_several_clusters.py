@@ -58,6 +58,18 @@ async def settled(app: MigNurseApp) -> None:
     assert isinstance(source, FleetSource)
     await until(lambda: all(len(source.parts()) == 2 and p.synced() for _, p in source.parts()))
     await until(lambda: {split_key(r.pool)[0] for r in app._fleet} == set(GOOD))
+    await judged_both(app)
+
+
+async def judged_both(app: MigNurseApp) -> None:
+    """A diagnosis of both good clusters on screen: each is judged as it joins, and the
+    first diagnosis may be of the one that joined first (each has findings of its own)."""
+    await until(
+        lambda: (
+            app.diagnosis is not None
+            and {f.summary.split(":")[0] for f in app.diagnosis.findings} >= set(GOOD)
+        )
+    )
 
 
 async def test_each_cluster_has_its_status_line_and_the_good_ones_rows_worst_first(
@@ -248,6 +260,7 @@ async def test_open_two_bundles_is_one_read_only_view_named_by_their_contexts(
     async with app.run_test(size=(160, 50)):
         await until(lambda: app.diagnosis is not None and app.refreshes > 1)
         await until(lambda: {split_key(r.pool)[0] for r in app._fleet} == set(GOOD))
+        await judged_both(app)
         lines = lines_of(app)
         assert list(lines) == list(GOOD)
         assert all("opened" in line and "bundle as of" in line for line in lines.values())
