@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mignurse.cluster.client import NODES, _page_list
+from mignurse.cluster.client import NODES, _lean_json, _page_list
 from mignurse.cluster.pages import without_images
 from mignurse.model import Node
 from mignurse.sim import SimCluster, load_scenario
@@ -101,3 +101,22 @@ def test_the_models_are_the_same_whatever_the_strings(nodes: list[dict[str, Any]
         assert models(parsed) == models(orjson.loads(body)["items"])
         cut += all("images" not in n["status"] for n in parsed)
     assert cut > 150  # most pages still take the fast way: the strings rarely break the shape
+
+
+def test_a_watched_node_is_read_without_images_and_models_the_same(
+    nodes: list[dict[str, Any]],
+) -> None:
+    """A node watch event (`{"type":…,"object":{node}}` per line) is read as list pages are."""
+    rng = random.Random(7)
+    cut = 0
+    for index in range(200):
+        node = json.loads(json.dumps(nodes[index % len(nodes)]))
+        if index % 2:  # every other one carries hostile strings
+            node["status"]["images"][0]["names"].append(_hostile(rng))
+            node["metadata"]["labels"]["team"] = _hostile(rng)
+        line = json.dumps({"type": "MODIFIED", "object": node}, separators=(",", ":")).encode()
+        event = _lean_json(line, "watch of nodes")
+        assert event["type"] == "MODIFIED"
+        assert Node.from_api(event["object"]) == Node.from_api(node)
+        cut += "images" not in event["object"]["status"]
+    assert cut > 100

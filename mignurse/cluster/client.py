@@ -751,7 +751,8 @@ class ClusterClient:
         **selectors: Any,
     ) -> Listing[T]:
         """List every object of a resource (paged), parsed at the edge. Nodes are parsed
-        without their `status.images`, which no model reads (`list_pages` keeps them).
+        without their `status.images`, which no model reads, here and in `watch`
+        (`list_pages` and `get` keep them).
 
         The next page is fetched while this one is parsed, so the API server's time and
         ours overlap; at most three pages are in memory, and each is let go once its
@@ -957,8 +958,9 @@ class ClusterClient:
         try:
             if on_open is not None:
                 on_open(response)
+            lean = resource is NODES  # a node's status.images, cut as from a list's pages
             for line in _lines(_Inflater(response, what)):
-                event = _json(line, what)
+                event = _lean_json(line, what) if lean else _json(line, what)
                 obj = event.get("object") if isinstance(event, dict) else None
                 if not isinstance(obj, dict):
                     raise BadAnswer(
@@ -1258,6 +1260,16 @@ def _json(data: bytes, what: str) -> Any:
     except (orjson.JSONDecodeError, RecursionError) as exc:
         reason = why_not_json(data, exc)
     raise BadAnswer(f"the API server's answer to {what} cannot be read: {reason}")
+
+
+def _lean_json(data: bytes, what: str) -> Any:
+    """`_json(data)` of a node (or a watch event of one) without its `status.images`
+    (`pages.without_images`); as it came where the cut does not give JSON."""
+    lean = without_images(data)
+    if lean is not data:
+        with contextlib.suppress(orjson.JSONDecodeError, RecursionError):
+            return orjson.loads(lean)
+    return _json(data, what)
 
 
 def _object(data: bytes, what: str) -> dict[str, Any]:
