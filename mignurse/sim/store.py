@@ -113,10 +113,6 @@ def _dumps(obj: JsonDict) -> bytes:
 _VERSIONS_KEPT = 4  # exact lists remembered per resource: a few paged lists at once
 
 
-def _first(row: tuple[Key, Entry]) -> Key:
-    return row[0]
-
-
 def watch_line(rtype: ResourceType, event_type: str, raw: bytes) -> bytes:
     """One watch frame; splices kind/apiVersion into the cached item bytes."""
     return b'{"type":"%s","object":{%s%s}}\n' % (
@@ -144,7 +140,7 @@ class Store:
         # (the DaemonSets from their pods) is made again only when it moved.
         self.written_at: dict[str, int] = dict.fromkeys(RESOURCES, 0)
         # `list_at`'s last few states, by resource and version (oldest first)
-        self._at: dict[str, dict[int, builtins.list[tuple[Key, Entry]]]] = {
+        self._at: dict[str, dict[int, tuple[builtins.list[Key], builtins.list[Entry]]]] = {
             p: {} for p in RESOURCES
         }
         self.max_history = max_history
@@ -369,11 +365,11 @@ class Store:
         with self.lock:
             return max(self._windows[plural].oldest(), self._floors[plural] + 1)
 
-    def list_at(self, plural: str, rv: int) -> builtins.list[tuple[Key, Entry]]:
-        """The objects of one resource as they were at resourceVersion `rv` (an exact list),
-        in key order; Expired when that version was compacted. The state at a version never
-        changes once later versions exist, so the last few asked for are kept: a paged list
-        asks for the same version once per page."""
+    def list_at(self, plural: str, rv: int) -> tuple[builtins.list[Key], builtins.list[Entry]]:
+        """The keys and objects of one resource as they were at resourceVersion `rv` (an
+        exact list), in key order; Expired when that version was compacted. The state at a
+        version never changes once later versions exist, so the last few asked for are
+        kept: a paged list asks for the same version once per page."""
         with self.lock:
             floor = self._floors[plural]
             if rv < floor:
@@ -400,11 +396,12 @@ class Store:
                         change.fields if change.prev_fields is None else change.prev_fields,
                         change.rv,
                     )
-            rows = sorted(state.items(), key=_first)
+            keys = sorted(state)
+            found = (keys, [state[key] for key in keys])
             if len(kept) >= _VERSIONS_KEPT:
                 del kept[next(iter(kept))]
-            kept[rv] = rows
-            return rows
+            kept[rv] = found
+            return found
 
     def changes_after(self, rv: int, plural: str | None = None) -> builtins.list[Change]:
         """Changes (of one resource, or of all) with resourceVersion > rv; raises Expired

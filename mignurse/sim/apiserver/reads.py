@@ -255,14 +255,13 @@ class ReadHandler(HandlerBase):
         if at is None or not store.changes_after(at, plural):
             return store.list(plural, sel, start_after=start_after, limit=limit)
         # The resource changed since that version: rebuild it as it was, as etcd reads it.
-        state = store.list_at(plural, at)
+        keys, entries = store.list_at(plural, at)
         items: list[bytes] = []
         last: Key | None = None
         remaining: int | None = None
-        keys = [k for k, _ in state]
         lo = 0 if start_after is None else bisect.bisect_right(keys, start_after)
-        for idx in range(lo, len(state)):
-            entry = state[idx][1]
+        for idx in range(lo, len(keys)):
+            entry = entries[idx]
             if not sel.matches(entry.labels, entry.fields):
                 continue
             raw = entry.raw
