@@ -67,8 +67,7 @@ def _one(args: argparse.Namespace, context: str, loaded: Any, server_now: Any) -
     now = snapshot.taken_at or server_now
     pool = args.nodepool
     if pool and not _has_pool(snapshot, pool):
-        pools = sorted({n.pool for n in snapshot.gpu_nodes() if n.pool})
-        raise UserError(_unknown_pool(pool, f"in context {context!r}", [pools]))
+        raise UserError(_unknown_pool(pool, f"in context {context!r}", [_gpu_pools(snapshot)]))
     if args.output == "json":
         document = nodes_document(snapshot, now, context=context, pool=pool)
         # One write: the inert stdout looks at it once (every control escaped in it).
@@ -90,6 +89,10 @@ def _one(args: argparse.Namespace, context: str, loaded: Any, server_now: Any) -
 
 def _has_pool(snapshot: Any, pool: str) -> bool:
     return any(n.pool == pool for n in snapshot.nodes.values()) or pool in snapshot.nodepools
+
+
+def _gpu_pools(snapshot: Any) -> list[str]:
+    return sorted({n.pool for n in snapshot.gpu_nodes() if n.pool})
 
 
 def _unknown_pool(pool: str, where: str, pools: list[list[str]]) -> str:
@@ -122,7 +125,7 @@ def _part(args: argparse.Namespace, client: Any, loaded: Any) -> _Part:
 
     snapshot = loaded.snapshot
     pool = args.nodepool
-    pools = sorted({n.pool for n in snapshot.gpu_nodes() if n.pool})
+    pools = _gpu_pools(snapshot)
     has_pool = pool is None or _has_pool(snapshot, pool)
     if args.output != "json":
         return _Part(
