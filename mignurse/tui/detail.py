@@ -10,13 +10,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from rich.console import Group
+from rich.cells import cell_len, chop_cells
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from mignurse.diagnose.findings import SEVERITY_ORDER, Finding
 from mignurse.diagnose.inputs import NodeEvidence
 from mignurse.diagnose.timeline import TimelineEntry
+from mignurse.inert import inert
 from mignurse.model import Node, Pod
 from mignurse.nodeview import AHR, format_age
 from mignurse.render import SEVERITY_STYLE
@@ -58,9 +61,7 @@ def node_detail(
         f"  {node.pool or 'no pool'} ({node.pool_kind or 'unmanaged'}) · {node.instance_type}"
         f" · {node.instance_id or 'no instance id'} · age {age}",
     )
-    conditions = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    for column in ("CONDITION", "STATUS", "FOR", "REASON", "MESSAGE"):
-        conditions.add_column(column, overflow="fold")
+    condition_rows: list[list[Cell]] = []
     for cond in node.conditions:
         bad = (cond.type in ("Ready", AHR) and cond.status != "True") or (
             cond.type.endswith("Pressure") and cond.status == "True"
@@ -70,23 +71,25 @@ def node_detail(
             if cond.last_transition
             else "?"
         )
-        conditions.add_row(
-            cond.type,
-            Text(cond.status, style="bold red" if bad else ""),
-            since,
-            cond.reason,
-            cond.message,
+        condition_rows.append(
+            [
+                cond.type,
+                (cond.status, "bold red" if bad else ""),
+                since,
+                cond.reason,
+                cond.message,
+            ]
         )
-    labels = Table(box=None, padding=(0, 1), show_header=False)
-    labels.add_column(style="dim")
-    labels.add_column()
+    conditions = ColumnLines(("CONDITION", "STATUS", "FOR", "REASON", "MESSAGE"), condition_rows)
+    label_rows: list[list[Cell]] = []
     for key in sorted(node.labels) if full else INTERESTING_LABELS:
         if key in node.labels:
-            labels.add_row(key, node.labels[key])
+            label_rows.append([(key, "dim"), node.labels[key]])
     if node.unschedulable:
-        labels.add_row("spec.unschedulable", Text("true (cordoned)", style="yellow"))
+        label_rows.append([("spec.unschedulable", "dim"), ("true (cordoned)", "yellow")])
     for taint in node.taints:
-        labels.add_row("taint", str(taint))
+        label_rows.append([("taint", "dim"), str(taint)])
+    labels = ColumnLines(None, label_rows)
     parts: list[Any] = [title, *_findings_part(findings)]
     if runbooks:
         parts.append(Text(f"Runbooks that fit (R): {', '.join(runbooks)}", style="cyan"))
@@ -188,23 +191,21 @@ def _timeline_heading(timeline: Sequence[TimelineEntry], shown: int) -> Text:
     )
 
 
-def _timeline_table(timeline: Sequence[TimelineEntry], now: datetime, shown: int) -> Table:
-    recent = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    recent.add_column("TIME", no_wrap=True)
-    recent.add_column("AGO", no_wrap=True, justify="right")
-    for column in ("SOURCE", "WHAT"):
-        recent.add_column(column, overflow="fold")
+def _timeline_table(timeline: Sequence[TimelineEntry], now: datetime, shown: int) -> ColumnLines:
+    rows: list[list[Cell]] = []
     for entry in timeline[-shown:] if shown else ():
         warning = "Warning" in entry.text[:20] or entry.text.startswith(
             ("Ready=False", "Ready=Unknown")
         )
-        recent.add_row(
-            clock_time(entry.time, now),
-            since_words(entry.time, now),
-            entry.source,
-            Text(entry.text, style="yellow" if warning else ""),
+        rows.append(
+            [
+                clock_time(entry.time, now),
+                since_words(entry.time, now),
+                entry.source,
+                (entry.text, "yellow" if warning else ""),
+            ]
         )
-    return recent
+    return ColumnLines(("TIME", "AGO", "SOURCE", "WHAT"), rows, right=(1,))
 
 
 _CITED_LINE = re.compile(r"^line (\d+):")
@@ -232,20 +233,21 @@ def _evidence_part(evidence: NodeEvidence, findings: Sequence[Finding] = ()) -> 
     elif mig.status != "ok":
         parts.append(Text(f"MIG state ({mig.source}): {mig.status} {mig.detail}", style="yellow"))
     else:
-        table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-        for column in ("GPU", "NAME", "MIG", "PENDING", "DEVICES"):
-            table.add_column(column, overflow="fold")
+        gpu_rows: list[list[Cell]] = []
         for gpu in mig.gpus:
             profiles: dict[str, int] = {}
             for device in gpu.devices:
                 profiles[device.profile or "?"] = profiles.get(device.profile or "?", 0) + 1
-            table.add_row(
-                str(gpu.index),
-                gpu.name,
-                gpu.mig_current,
-                Text(gpu.mig_pending, style="bold yellow" if gpu.mode_change_pending else ""),
-                " ".join(f"{n}×{p}" for p, n in sorted(profiles.items())) or "-",
+            gpu_rows.append(
+                [
+                    str(gpu.index),
+                    gpu.name,
+                    gpu.mig_current,
+                    (gpu.mig_pending, "bold yellow" if gpu.mode_change_pending else ""),
+                    " ".join(f"{n}×{p}" for p, n in sorted(profiles.items())) or "-",
+                ]
             )
+        table = ColumnLines(("GPU", "NAME", "MIG", "PENDING", "DEVICES"), gpu_rows)
         parts += [Text(f"MIG state ({mig.source}, driver {mig.driver_version or '?'})"), table]
     if evidence.journals:
         parts.append(Text("Journals (l opens them; n jumps to the lines below)", style="bold"))
@@ -272,9 +274,7 @@ def _pods_part(pods: list[Pod] | str | None, now: datetime) -> Any:
         return Text("Pods: loading…", style="dim")
     if isinstance(pods, str):
         return Text(f"Pods: {pods}", style="yellow")
-    table = Table(box=None, padding=(0, 1), show_header=True, header_style="bold")
-    for column in ("NAMESPACE", "POD", "PHASE", "READY", "GPU", "OWNER", "AGE"):
-        table.add_column(column, overflow="fold")
+    rows: list[list[Cell]] = []
     for pod in pods:
         gpu = " ".join(
             [
@@ -282,18 +282,135 @@ def _pods_part(pods: list[Pod] | str | None, now: datetime) -> Any:
                 *(f"claim {held}" for held in pod.gpu_claims),  # DRA: "claim c1: gpu-0-mig-…"
             ]
         )
-        table.add_row(
-            pod.namespace,
-            pod.name,
-            Text(pod.phase, style="" if pod.phase in ("Running", "Succeeded") else "yellow"),
-            "yes" if pod.ready else Text("no", style="yellow"),
-            gpu or "-",
-            pod.owner_kind or "-",
-            format_age((now - pod.created).total_seconds()) if pod.created else "?",
+        rows.append(
+            [
+                pod.namespace,
+                pod.name,
+                (pod.phase, "" if pod.phase in ("Running", "Succeeded") else "yellow"),
+                "yes" if pod.ready else ("no", "yellow"),
+                gpu or "-",
+                pod.owner_kind or "-",
+                format_age((now - pod.created).total_seconds()) if pod.created else "?",
+            ]
         )
+    table = ColumnLines(("NAMESPACE", "POD", "PHASE", "READY", "GPU", "OWNER", "AGE"), rows)
     gpu_users = sum(1 for p in pods if p.uses_gpu)
     title = Text(f"Pods ({len(pods)}, {gpu_users} using GPUs)", style="bold underline")
     return Group(title, table) if pods else Group(title, Text("none", style="dim"))
+
+
+Cell = str | tuple[str, str]  # text from outside, or (text, style)
+LAST_COLUMN_ROOM = 16  # the last (long) column is given this much before others are folded
+
+
+class ColumnLines:
+    """Rows laid out as a borderless table with a bold header and a space either side of
+    each cell (what `rich.table.Table(box=None, padding=(0, 1))` draws, a cell too wide for
+    its column folded onto more lines in it), drawn as lines of text. A rich Table measures
+    and wraps every cell again at each drawing, and a pane is drawn twice (its height, then
+    its lines) each time its words change: about 50 ms of the UI thread for a node's detail.
+    Here the cells are made inert and measured once; a drawing only divides the width among
+    the columns and folds the few cells that do not fit. The last column takes the room that
+    is left (the long messages go there): its cells wrap under it, not under the row."""
+
+    def __init__(
+        self,
+        header: Sequence[str] | None,
+        rows: Sequence[Sequence[Cell]],
+        *,
+        right: Sequence[int] = (),
+    ) -> None:
+        # Inert with their line feeds, as the console shows a string cell: a line feed
+        # starts another line in the cell, every other control is shown, not obeyed.
+        self._header = None if header is None else [[h] for h in header]
+        self._rows: list[list[tuple[list[str], str]]] = []
+        for row in rows:
+            cells = []
+            for cell in row:
+                text, style = (cell, "") if isinstance(cell, str) else cell
+                cells.append((inert(text, lines=True).split("\n"), style))
+            self._rows.append(cells)
+        self._right = frozenset(right)
+        count = len(header) if header is not None else len(rows[0]) if rows else 0
+        self._natural = [0] * count
+        for pieces_row in ([] if self._header is None else [self._header]) + [
+            [pieces for pieces, _style in cells] for cells in self._rows
+        ]:
+            for i, pieces in enumerate(pieces_row):
+                self._natural[i] = max(self._natural[i], *(cell_len(p) for p in pieces))
+        self._least = [
+            min(natural, max(4, len(self._header[i][0]) if self._header else 4))
+            for i, natural in enumerate(self._natural)
+        ]
+        self._drawn: tuple[int, Text] | None = None
+        self.key = (header, tuple(tuple(row) for row in rows), tuple(right))
+
+    def _widths(self, room: int) -> list[int]:
+        """The columns' widths in `room` cells: each its widest cell if they fit; else the
+        last column keeps `LAST_COLUMN_ROOM`, then the widest of the others narrows, one
+        cell at a time, to what its header needs, then the last one does."""
+        widths = list(self._natural)
+        room -= 2 * len(widths)  # a space either side of each cell
+        if not widths or sum(widths) <= room:
+            return widths
+        last = len(widths) - 1
+        widths[last] = min(widths[last], max(LAST_COLUMN_ROOM, self._least[last]))
+        excess = sum(widths) - room
+        while excess > 0:
+            narrowable = [i for i in range(last) if widths[i] > self._least[i]]
+            if not narrowable:
+                break
+            widths[max(narrowable, key=lambda i: widths[i])] -= 1
+            excess -= 1
+        # what is left goes to the last column; too narrow a room narrows it too
+        widths[last] = max(1, widths[last] - excess)
+        return widths
+
+    def lines(self, console: Console, width: int) -> Text:
+        """Every row laid out in `width` cells, as one text of lines."""
+        if self._drawn is not None and self._drawn[0] == width:
+            return self._drawn[1]
+        widths = self._widths(width)
+        out = Text(no_wrap=True, overflow="crop")
+        rows = [] if self._header is None else [[(p, "bold") for p in self._header]]
+        rows += self._rows
+        for number, cells in enumerate(rows):
+            columns: list[list[str]] = []
+            for i, (pieces, _style) in enumerate(cells):
+                folded: list[str] = []
+                for piece in pieces:
+                    if cell_len(piece) <= widths[i]:
+                        folded.append(piece)
+                    elif i == len(cells) - 1:  # the long one: at words where it can
+                        folded += [line.plain for line in Text(piece).wrap(console, widths[i])]
+                    else:
+                        folded += chop_cells(piece, widths[i])
+                columns.append(folded or [""])
+            # the header's spaces are bold too, as a Table's header row is
+            spaces = "bold" if number == 0 and self._header is not None else None
+            for line in range(max(len(c) for c in columns)):
+                if number or line:
+                    out.append("\n")
+                for i, (column, (_pieces, style)) in enumerate(zip(columns, cells, strict=True)):
+                    text = column[line] if line < len(column) else ""
+                    pad = " " * max(0, widths[i] - cell_len(text))
+                    out.append(" ", style=spaces)
+                    if i in self._right:
+                        out.append(pad, style=spaces)
+                    out.append(text, style=style or None)
+                    if i not in self._right:
+                        out.append(pad, style=spaces)
+                    out.append(" ", style=spaces)
+        self._drawn = (width, out)
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.lines(console, options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = sum(self._natural) + 2 * len(self._natural)
+        least = sum(self._least) + 2 * len(self._least)
+        return Measurement(min(least, options.max_width), min(widest, options.max_width))
 
 
 def drawn_key(renderable: Any) -> object | None:
@@ -313,6 +430,8 @@ def drawn_key(renderable: Any) -> object | None:
     if isinstance(renderable, Group):
         keys = tuple(drawn_key(part) for part in renderable.renderables)
         return None if None in keys else keys
+    if isinstance(renderable, ColumnLines):
+        return ("lines", renderable.key)
     if isinstance(renderable, Table):
         columns = []
         for column in renderable.columns:
