@@ -347,7 +347,7 @@ def test_inventory_across_clusters_shows_where_they_differ_and_a_line_per_failed
     assert done.returncode == 2, done.stderr
     assert set(errors(done)) == {"prod-eu", "prod-us", "staging"}  # each once, on stderr
     document = json.loads(done.stdout)
-    by_cluster = {c["cluster"]: c for c in document["clusters"]}
+    by_cluster = {c["context"]: c for c in document["clusters"]}
     assert set(by_cluster) == {"sim-healthy", "sim-dcgm-repair-loop", "prod-eu", "prod-us",
                                "staging"}  # fmt: skip
     assert "credentials expired" in by_cluster["prod-us"]["error"]

@@ -95,7 +95,7 @@ def test_the_live_json_holds_every_pool_field_and_the_cluster_stack(
     document = json.loads(done.stdout)
     assert document["kind"] == "Inventory"
     (cluster,) = document["clusters"]
-    assert cluster["cluster"] == load_scenario("healthy").context_name
+    assert cluster["context"] == load_scenario("healthy").context_name
     pools = {p["pool"]: p for p in cluster["pools"]}
     assert set(pools) == {"gpu-train", "gpu-infer", "gpu-mig", "ng-gpu-l4"}
     assert pools["ng-gpu-l4"]["kind"] == "nodegroup"
@@ -131,13 +131,15 @@ def test_two_bundles_show_where_they_differ_and_who_runs_the_broken_combination(
         state=clusters["state"],
     )  # fmt: skip
     document = json.loads(as_json.stdout)
-    assert [c["cluster"] for c in document["clusters"]] == [healthy, loop]
+    assert [c["context"] for c in document["clusters"]] == [healthy, loop]
     differing = {d["field"]: d for d in document["differences"]}
     assert "driver" not in differing and "osImage" in differing
     assert differing["migManager"]["betweenClusters"] is True
     (shared,) = document["sharedCombinations"]
-    assert shared["cluster"] == loop and shared["pool"] == "gpu-inference"
-    assert {"cluster": healthy, "pool": "gpu-infer", "nodes": 6} in shared["alsoRunningIn"]
+    assert shared["context"] == loop and shared["pool"] == "gpu-inference"
+    assert {"context": healthy, "cluster": None, "pool": "gpu-infer", "nodes": 6} in shared[
+        "alsoRunningIn"
+    ]
 
 
 def test_a_bundle_that_cannot_be_read_is_one_line_and_the_others_still_show(
@@ -155,7 +157,7 @@ def test_a_bundle_that_cannot_be_read_is_one_line_and_the_others_still_show(
         "inventory", "--from", good, "--from", str(missing), "-o", "json", state=clusters["state"]
     )
     failed = json.loads(as_json.stdout)["clusters"][1]
-    assert failed["cluster"] == "no-such-bundle.tar.gz" and failed["error"]
+    assert failed["context"] == "no-such-bundle.tar.gz" and failed["error"]
 
 
 def test_two_bundles_of_one_context_are_told_apart_by_their_file(

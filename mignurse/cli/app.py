@@ -41,13 +41,19 @@ def add_parsers(sub: Any) -> None:
     opened.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
     )
+    # A bundle is read-only and its nodes are gone: nothing to collect. Taken (as every
+    # command takes the app's flags) only to be refused in words, and left out of the help.
+    opened.add_argument(
+        "--auto-collect", metavar="DIR", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
 
     demo = sub.add_parser(
         "demo", help="the app on a built-in simulated cluster (no cluster or AWS account needed)"
     )
+    hidden_connection_flags(demo)
     demo.add_argument(
         "--scenario",
-        default=DEMO_DEFAULT_SCENARIO,
+        default=None,
         help=f"scenario name or YAML file (default: {DEMO_DEFAULT_SCENARIO}; `mignurse sim list`)",
     )
     demo.add_argument(
@@ -59,7 +65,7 @@ def add_parsers(sub: Any) -> None:
     demo.add_argument(
         "--clusters",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
         help="N simulated clusters in one view, each under its own context (2 to "
         f"{DEMO_MAX_CLUSTERS}; the first four: a Karpenter repair loop, the MIG hook, a calm "
@@ -74,6 +80,32 @@ def add_parsers(sub: Any) -> None:
         default=argparse.SUPPRESS,
         help="collect each simulated node into DIR as soon as its repair clock starts",
     )
+
+
+def hidden_connection_flags(parser: argparse.ArgumentParser) -> None:
+    """--kubeconfig, --context and --all-contexts on a command that reads no kubeconfig of
+    the user's (the demo, the simulator): still parsed, as every command parses the global
+    flags, so that the command can refuse a selection in words; left out of its help."""
+    for flag, action in (
+        ("--kubeconfig", None),
+        ("--context", None),
+        ("--all-contexts", "store_true"),
+    ):
+        options: dict[str, Any] = {"default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+        if action:
+            options["action"] = action
+        parser.add_argument(flag, **options)
+
+
+def refuse_selection(args: argparse.Namespace, command: str, why: str) -> None:
+    """A context selection given to a command that serves its own simulated clusters."""
+    given = [
+        flag
+        for flag, dest in (("--context", "context"), ("--all-contexts", "all_contexts"))
+        if getattr(args, dest, None)
+    ]
+    if given:
+        raise UserError(f"{command} {why}: leave out {' and '.join(given)}")
 
 
 def _auto_collect_dir(args: argparse.Namespace) -> Path | None:
@@ -178,6 +210,14 @@ def fleet_app(
             keep=True,
         )
 
+    def on_own_clock(cluster: Any) -> Any:
+        """A cluster that runs on a clock of its own (the demo's simulators, each on its
+        scenario's moment) is far from this machine's clock on purpose: its status line
+        shows no skew to warn of. A real cluster keeps its skew."""
+        if clocks and cluster.context in clocks:
+            cluster.clock_skew = None
+        return cluster
+
     def connect_to(context: str) -> Any:
         """Another context of the same kubeconfig, from the palette (off the UI thread)."""
         (other,) = run_fleet(request((context,)))
@@ -196,8 +236,10 @@ def fleet_app(
     else:
         source = FleetSource(
             [Member(Cluster(context or "")) for context in contexts],
-            connect=lambda arrived: run_fleet(request(tuple(contexts)), progress=arrived),
-            retry=lambda context: run_fleet(request((context,)))[0],
+            connect=lambda arrived: run_fleet(
+                request(tuple(contexts)), progress=lambda c: arrived(on_own_clock(c))
+            ),
+            retry=lambda context: on_own_clock(run_fleet(request((context,)))[0]),
         )
     return make_app(
         source,
@@ -238,6 +280,11 @@ def _raise_exit(signum: int) -> None:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
+    if getattr(args, "auto_collect", None):
+        raise UserError(
+            "open shows bundles, read-only: there is no node to collect from "
+            "(--auto-collect is for the app on a cluster)"
+        )
     _run_app(bundle_app(args))
     return EXIT_OK
 
@@ -251,11 +298,18 @@ def bundle_app(args: argparse.Namespace) -> Any:
     from mignurse.session import BundleSource, FleetSource, Member
     from mignurse.tui.app import make_app
 
-    paths = [Path(p) for p in ([args.bundle] if isinstance(args.bundle, str) else args.bundle)]
-    sources = []
-    for path in paths:
+    given = [Path(p) for p in ([args.bundle] if isinstance(args.bundle, str) else args.bundle)]
+    for path in given:
         if not path.exists():
             raise UserError(f"{path}: no such file or folder")
+    # A bundle named twice (or by two spellings of one path) is one cluster, shown once, as
+    # a context named twice is read once: its nodes are never counted twice.
+    first: dict[Path, Path] = {}
+    for path in given:
+        first.setdefault(path.resolve(), path)
+    paths = list(first.values())
+    sources = []
+    for path in paths:
         try:
             sources.append(BundleSource(path))
         except (SourceError, ValueError) as exc:
@@ -267,7 +321,7 @@ def bundle_app(args: argparse.Namespace) -> Any:
     for source in sources:
         name = source.context if source.context not in named else source.path.name
         number = 2
-        while name in named:  # the same bundle twice, or two of one name
+        while name in named:  # two bundles of one name
             name, number = f"{source.path.name}#{number}", number + 1
         named.add(name)
         cluster: Cluster[BundleSource] = Cluster(name)
@@ -278,8 +332,8 @@ def bundle_app(args: argparse.Namespace) -> Any:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    clusters = getattr(args, "clusters", 1)
-    session = demo_fleet_session if clusters != 1 else demo_session
+    refuse_selection(args, "demo", "runs its own simulated clusters (--clusters N for several)")
+    session = demo_session if getattr(args, "clusters", None) is None else demo_fleet_session
     with session(args) as app:
         _run_app(app)
     return EXIT_OK
@@ -303,7 +357,7 @@ def demo_fleet_session(args: argparse.Namespace) -> Iterator[Any]:
             f"--clusters {clusters} is out of range: give 2 to {DEMO_MAX_CLUSTERS} "
             "(or leave it out for one cluster)"
         )
-    if args.scenario != DEMO_DEFAULT_SCENARIO:
+    if args.scenario is not None:
         raise UserError("--clusters picks the demo's clusters itself: leave out --scenario")
     speed = positive_speed(args.speed)
     with demo_folder() as tmp, demo_state(Path(tmp)):
@@ -326,15 +380,16 @@ def demo_session(args: argparse.Namespace) -> Iterator[Any]:
     build thread, and a temporary folder that holds its kubeconfig and all of its state (the
     history, and the audit log and run state of the runbooks run from it: `paths.demo_state`),
     removed at the end with the cluster stopped."""
+    from mignurse.cli.sim import scenario_named
     from mignurse.cluster.client import ClusterClient
     from mignurse.demo_folder import demo_folder
     from mignurse.paths import demo_state, history_file
     from mignurse.session import BuildingSource, LiveSource
-    from mignurse.sim import SimCluster, load_scenario
+    from mignurse.sim import SimCluster
     from mignurse.tui.app import make_app
 
     speed = positive_speed(args.speed)
-    scenario = load_scenario(args.scenario)
+    scenario = scenario_named(args.scenario or DEMO_DEFAULT_SCENARIO)
     simulated = f"{scenario.name} ×{speed:g}"
     with demo_folder() as tmp, demo_state(Path(tmp)):
         started: list[SimCluster] = []

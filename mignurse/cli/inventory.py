@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from mignurse.diagnose.sources import Gathered
 
 # (cluster name, its inventory or None, why it failed or ""): what `show` draws, one per
-# cluster or bundle.
+# cluster or bundle. The name is the context live, a bundle's recorded context (else its
+# file name) offline.
 Entry = tuple[str, "ClusterInventory | None", str]
 
 # A field with more values than this shows the first ones and how many more (-o json has all).
@@ -147,7 +148,9 @@ def _live(args: argparse.Namespace) -> int:
         )
         for cluster in clusters
     ]
-    code = show(entries, output=args.output, said=True)
+    # the kubeconfig cluster entry of each context, as `nodes` and `diagnose` name it
+    on = {cluster.context: cluster.cluster or None for cluster in clusters}
+    code = show(entries, output=args.output, said=True, clusters=on)
     failed = [cluster_exit_code(c, args.command) for c in clusters if not c.connected]
     return max([code, *failed])
 
@@ -199,11 +202,17 @@ def _judgeable(moment: datetime) -> bool:
 
 
 def show(
-    entries: Sequence[Entry], *, output: str, out: IO[str] | None = None, said: bool = False
+    entries: Sequence[Entry],
+    *,
+    output: str,
+    out: IO[str] | None = None,
+    said: bool = False,
+    clusters: Mapping[str, str | None] | None = None,
 ) -> int:
     """Draw one or more clusters' inventories (a failed one as its reason, on stderr unless
     `said` already) as a table, or the JSON document; with more than one, the fields that
-    differ between them. Returns the exit code: 2 when any cluster failed."""
+    differ between them. `clusters`: each name's kubeconfig cluster entry, for the JSON
+    (a bundle's is not known: null). Returns the exit code: 2 when any cluster failed."""
     from mignurse.diagnose.inventory import differences, shared_combinations
 
     out = out or sys.stdout
@@ -218,13 +227,12 @@ def show(
             "apiVersion": "mignurse/v1",
             "kind": "Inventory",
             "clusters": [
-                {"cluster": name, **inv.to_json()}
-                if inv is not None
-                else {"cluster": name, "error": why}
+                {"context": name, "cluster": (clusters or {}).get(name)}
+                | (inv.to_json() if inv is not None else {"error": why})
                 for name, inv, why in entries
             ],
-            "differences": [d.to_json() for d in diffs],
-            "sharedCombinations": [s.to_json() for s in shared],
+            "differences": [d.to_json(clusters) for d in diffs],
+            "sharedCombinations": [s.to_json(clusters) for s in shared],
         }
         out.write(dumps_indented(document) + "\n")  # one write: every control escaped
         return EXIT_USAGE if failed else EXIT_OK

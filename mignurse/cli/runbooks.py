@@ -4,6 +4,7 @@ usage error, the runbooks that load, the state folder check, node names, follow-
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -67,8 +68,17 @@ def cmd_runbooks(args: argparse.Namespace) -> int:
     books, problems = loaded_runbooks()
     if args.output == "json":
         print(json.dumps([b.to_json() for b in books.values()], indent=2))
-    else:
+    elif sys.stdout.isatty():
         print_runbooks(books)
+    else:
+        # The listing pads each line to the table's width, which a file or a pipe keeps as
+        # trailing spaces: written without them. Its cells were made inert as it drew them.
+        drawn = io.StringIO()
+        print_runbooks(books, drawn)
+        lines = drawn.getvalue().splitlines()
+        target = getattr(sys.stdout, "styled", sys.stdout)
+        target.write("".join(line.rstrip() + "\n" for line in lines))
+        target.flush()
     return 1 if problems else 0
 
 

@@ -7,20 +7,31 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import EXIT_OK, EXIT_USAGE, UserError, positive_speed
 
+if TYPE_CHECKING:
+    from mignurse.sim.scenario_spec import Scenario
+
+
+FAILING_FLAGS = ("unreachable", "expired", "forbidden", "hung")
+
 
 def add_parser(sub: Any) -> None:
+    from mignurse.cli.app import hidden_connection_flags
+
     sim = sub.add_parser(
         "sim", help="the simulated EKS cluster on its own, for kubectl-style clients"
     )
+    # It reads no kubeconfig and selects no context: it writes its own (--kubeconfig-out).
+    hidden_connection_flags(sim)
     sim_sub = sim.add_subparsers(dest="sim_command", metavar="SIM_COMMAND")
     serve = sim_sub.add_parser(
         "serve",
         help="serve a scenario (or several, each on its own port) on 127.0.0.1 until Ctrl-C",
     )
+    hidden_connection_flags(serve)
     serve.add_argument(
         "--scenario",
         required=True,
@@ -73,20 +84,39 @@ def add_parser(sub: Any) -> None:
         default=0,
         help="port on 127.0.0.1 (default: any free one); with several scenarios, the first's",
     )
-    sim_sub.add_parser("list", help="the shipped scenarios")
+    hidden_connection_flags(sim_sub.add_parser("list", help="the shipped scenarios"))
 
 
 def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def scenario_named(name: str) -> Scenario:
+    """A shipped scenario or a scenario file, as `load_scenario` reads it; a name that is
+    neither is one line about the name (no `:0`, the line number of a file never read)."""
+    from mignurse.sim import load_scenario
+    from mignurse.sim.scenario_fields import ScenarioError
+
+    try:
+        return load_scenario(name)
+    except ScenarioError as exc:
+        where, sep, why = str(exc).partition(":0: ")
+        if not sep:
+            raise
+        raise ScenarioError(f"{where}: {why}") from None
+
+
 def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from mignurse.sim import SimCluster, list_scenarios, load_scenario
+    from mignurse.cli.app import refuse_selection
+    from mignurse.sim import SimCluster, list_scenarios
     from mignurse.sim.simcluster import KUBECTL_AGE_HOURS
 
+    refuse_selection(args, "sim", "serves simulated clusters and reads none")
     if args.sim_command == "list":
-        for name, description in list_scenarios():
-            print(f"{name:<22} {description}")
+        listed = list_scenarios()
+        width = max((len(name) for name, _description in listed), default=0)
+        for name, description in listed:
+            print(f"{name:<{width}}  {description}".rstrip())
         return EXIT_OK
     if args.sim_command != "serve":
         parser.parse_args(["sim", "--help"])
@@ -106,6 +136,10 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out = Path(args.kubeconfig_out)
     if not out.parent.exists():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    for flag in FAILING_FLAGS:
+        for name in getattr(args, flag):
+            if not name.strip():
+                raise UserError(f"--{flag} {name!r}: a context needs a name that is not blank")
     names = list(args.scenario)
     failing = [
         *(("unreachable", n) for n in args.unreachable),
@@ -115,7 +149,7 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     ]
     if len(names) > 1 or failing:
         return _serve_several(names, failing, out, speed, args.port)
-    scenario = load_scenario(names[0])
+    scenario = scenario_named(names[0])
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
     started = time.monotonic()
     try:
@@ -162,10 +196,9 @@ def _serve_several(
     """Each scenario on its own port in this one process, and the failing contexts beside
     them, in ONE kubeconfig: a context per scenario (`sim-<scenario>`, the first the current
     one) and one per failing NAME."""
-    from mignurse.sim import load_scenario
     from mignurse.sim.fleet import serve_fleet
 
-    scenarios = [load_scenario(name) for name in names]
+    scenarios = [scenario_named(name) for name in names]
     contexts = [s.context_name for s in scenarios] + [name for _kind, name in failing]
     repeated = sorted({c for c in contexts if contexts.count(c) > 1})
     if repeated:

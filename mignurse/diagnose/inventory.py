@@ -445,18 +445,29 @@ def _gpu_operator(inp: DiagnosisInput) -> tuple[StackValue, ...]:
 # ------------------------------------------------------------------ several clusters
 
 
+# What the JSON calls each cluster: its name (the context, or the bundle's) → the
+# kubeconfig cluster entry it is on (None where that is not known: a bundle), so that its
+# records read as those of `nodes` and `diagnose`: `context` and `cluster`.
+ClusterEntries = Mapping[str, "str | None"]
+
+
+def _named(name: str, entries: ClusterEntries | None) -> dict[str, Any]:
+    return {"context": name, "cluster": (entries or {}).get(name)}
+
+
 @dataclass(frozen=True)
 class Holder:
-    """Where a value runs: a cluster, and for a pool's field the pool and its nodes."""
+    """Where a value runs: a cluster (by its name: its context, or its bundle's), and for
+    a pool's field the pool and its nodes."""
 
     cluster: str
     pool: str = ""  # "" for a cluster-wide field
     nodes: int = 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, entries: ClusterEntries | None = None) -> dict[str, Any]:
         if not self.pool:
-            return {"cluster": self.cluster}
-        return {"cluster": self.cluster, "pool": self.pool, "nodes": self.nodes}
+            return _named(self.cluster, entries)
+        return {**_named(self.cluster, entries), "pool": self.pool, "nodes": self.nodes}
 
 
 @dataclass(frozen=True)
@@ -479,12 +490,12 @@ class Difference:
                 seen.setdefault(holder.cluster, set()).add(value)
         return len({frozenset(v) for v in seen.values()}) > 1
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, entries: ClusterEntries | None = None) -> dict[str, Any]:
         return {
             "field": self.field,
             "betweenClusters": self.between_clusters,
             "values": [
-                {"value": value, "where": [h.to_json() for h in holders]}
+                {"value": value, "where": [h.to_json(entries) for h in holders]}
                 for value, holders in self.values
             ],
         }
@@ -526,7 +537,7 @@ def _difference(key: str, by_value: Mapping[str, list[Holder]]) -> Difference:
 class SharedCombination:
     """A combination that a critical finding's nodes run, and where else it runs."""
 
-    cluster: str
+    cluster: str  # its name: the context, or the bundle's
     findings: tuple[str, ...]  # ids of the critical findings about these nodes
     pool: str
     combination: Combination
@@ -534,15 +545,15 @@ class SharedCombination:
     unknown: tuple[str, ...]  # COMBINATION_FIELDS not known on the broken side: not compared
     elsewhere: tuple[Holder, ...]  # other pools (any cluster) running the same combination
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, entries: ClusterEntries | None = None) -> dict[str, Any]:
         return {
-            "cluster": self.cluster,
+            **_named(self.cluster, entries),
             "findings": list(self.findings),
             "pool": self.pool,
             "nodes": self.nodes,
             "combination": self.combination.to_json(),
             "notCompared": list(self.unknown),
-            "alsoRunningIn": [h.to_json() for h in self.elsewhere],
+            "alsoRunningIn": [h.to_json(entries) for h in self.elsewhere],
         }
 
 

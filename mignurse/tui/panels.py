@@ -68,8 +68,8 @@ def cluster_lines(source: FleetSource, width: int) -> Text:
         word = state.removesuffix(" (retrying)")
         style = CLUSTER_STYLE.get(word, "bold yellow" if word.startswith("stale") else "")
         line.append(f"  {state}", style=style)
-        if rest:
-            line.append(f": {rest}" if state != "connected" else f"  {rest}")
+        if rest:  # a cluster that is fine is followed by what it is; one that is not, by why
+            line.append(f"  {rest}" if state in ("connected", "opened") else f": {rest}")
         line.truncate(width, overflow="ellipsis")
         if lines:
             lines.append("\n")

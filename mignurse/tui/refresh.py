@@ -52,7 +52,7 @@ from mignurse.nodeview import (
     short_name,
 )
 from mignurse.render import SEVERITY_STYLE
-from mignurse.session import parts, qualified, split_key
+from mignurse.session import FleetSource, parts, qualified, split_key
 from mignurse.tui.filters import RowFilter
 
 DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
@@ -589,7 +589,8 @@ class Refresher:
         if full:  # every row made again (`node_rows`): ages and "for how long" move
             self.last_full = monotonic
         now = source.now()
-        listed = source.listed()
+        progress = fleet_progress(source)
+        listed = source.listed() if progress is None else progress.whole
         changes.listed = listed
         every: list[NodeRow] = []
         keyed: dict[str, Node] = {}  # across clusters, by key: the label filters, gone marks
@@ -631,7 +632,9 @@ class Refresher:
         if listed:  # a partial list proves nothing gone
             changes.gone_marks = sorted(m for m in request.marks if m not in nodes)
         marked = len(request.marks) - len(changes.gone_marks)
-        changes.status = status_parts(rows, source, self.statuses, now, marked, listed=listed)
+        changes.status = status_parts(
+            rows, source, self.statuses, now, marked, listed=listed, fleet=progress
+        )
         if request.nodes_view:
             self._node_table(request, rows, nodes, changes)
         del rows, nodes, by_pool
@@ -776,6 +779,48 @@ def fleet_now(
     return out
 
 
+@dataclass(frozen=True)
+class FleetProgress:
+    """How far the clusters of a several-cluster view have come: the status line claims
+    nothing ("all ready", "no Karpenter") of a cluster whose nodes are not listed yet."""
+
+    clusters: int
+    connecting: int  # their start has not ended yet
+    listing: int  # connected, their nodes not listed in full yet
+    listed: int  # connected, every node listed
+    # the rest failed to start: their own status lines say why, and they are retried
+
+    @property
+    def pending(self) -> int:
+        return self.connecting + self.listing
+
+    @property
+    def whole(self) -> bool:
+        """Whether every cluster that can be read has listed its nodes (and one has)."""
+        return self.listed > 0 and not self.pending
+
+
+def fleet_progress(source: Any) -> FleetProgress | None:
+    """For several clusters, how many are connecting, listing and listed; None for one
+    cluster or one bundle (its own `listed` says it)."""
+    if not isinstance(source, FleetSource):
+        return None
+    connecting = listing = listed = 0
+    for member in list(source.members):
+        part = member.source
+        if part is None:
+            connecting += not member.cluster.status  # else it failed, and says so
+        elif part.listed():
+            listed += 1
+        else:
+            listing += 1
+    return FleetProgress(len(source.members), connecting, listing, listed)
+
+
+def _clusters(count: int) -> str:
+    return f"{count} cluster{'' if count == 1 else 's'}"
+
+
 def status_parts(
     rows: list[NodeRow],
     source: Any,
@@ -784,9 +829,11 @@ def status_parts(
     marked: int,
     *,
     listed: bool,
+    fleet: FleetProgress | None = None,
 ) -> list[StatusPart]:
     """The status line, most urgent first: a stale view or a list still loading, then the
-    counts; where the data comes from after."""
+    counts; where the data comes from after. Across clusters (`fleet`), the counts come
+    once one cluster has listed its nodes, and say how many clusters are still to come."""
     nodes = [r for r in rows if r.status_word != "Launching"]
     not_ready = sum(1 for r in nodes if r.status_word != "Ready")
     hardware = sum(1 for r in nodes if r.ahr_ok is False)
@@ -801,11 +848,26 @@ def status_parts(
         since = format_age((now - worst.stale_since).total_seconds()) if worst.stale_since else "?"
         parts.append(StatusPart(f"[b yellow]STALE {since}[/]: {worst.error}", 0))
     waiting = getattr(source, "waiting", "")  # a simulated cluster still being built
+    so_far = f"{len(nodes)} GPU nodes so far" if nodes else "no node yet"
     if waiting:
         parts.append(StatusPart(f"[b yellow]{escape(waiting)}[/]", 0))
+    elif fleet is not None and not fleet.whole:
+        # Counts over the clusters listed so far are not the fleet's: never "all ready".
+        if fleet.listed:
+            waited = f"{fleet.pending} of {_clusters(fleet.clusters)} still loading…"
+        elif fleet.listing:
+            waited = f"listing {_clusters(fleet.listing)}…"
+        elif fleet.connecting:
+            waited = f"connecting to {_clusters(fleet.connecting)}…"
+        else:
+            waited = "no cluster connected yet"
+        shown = f"[b yellow]{waited}[/]"
+        read = fleet.listed or fleet.listing  # a cluster is connected: its nodes are coming
+        parts.append(StatusPart(f"{shown} {so_far}" if read else shown, 0))
+        if not_ready:
+            parts.append(StatusPart(f"[b red]{not_ready} not ready[/]", 1))
     elif not listed:
         # A partial list proves nothing is fine: say what is known, never "all ready".
-        so_far = f"{len(nodes)} GPU nodes so far" if nodes else "no node yet"
         parts.append(StatusPart(f"[b yellow]listing the cluster…[/] {so_far}", 0))
         if not_ready:
             parts.append(StatusPart(f"[b red]{not_ready} not ready[/]", 1))
@@ -827,7 +889,10 @@ def status_parts(
         parts.append(
             StatusPart(f"[b reverse] BUNDLE [/] as of {now.astimezone(UTC):%Y-%m-%d %H:%MZ}", 0)
         )
-    parts.append(StatusPart("Karpenter on" if source.karpenter else "no Karpenter", 2))
+    if source.karpenter:
+        parts.append(StatusPart("Karpenter on", 2))
+    elif fleet is None or fleet.whole:  # a cluster still to come may run it
+        parts.append(StatusPart("no Karpenter", 2))
     if not source.read_only_reason:
         parts.append(StatusPart(f"as of {now.astimezone(UTC):%H:%M:%S} UTC", 2))
     return parts

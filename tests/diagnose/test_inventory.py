@@ -426,7 +426,9 @@ def test_the_combination_that_broke_one_cluster_is_found_running_in_another() ->
     )
     assert item.combination.values() == ("570.124.06", NONE, NEW_AL2023, "1.4.0")
     assert [(h.cluster, h.pool, h.nodes) for h in item.elsewhere] == [("eu", "gpu-batch", 1)]
-    assert item.to_json()["alsoRunningIn"] == [{"cluster": "eu", "pool": "gpu-batch", "nodes": 1}]
+    assert item.to_json()["alsoRunningIn"] == [
+        {"context": "eu", "cluster": None, "pool": "gpu-batch", "nodes": 1}
+    ]
 
 
 def test_warnings_do_not_count_as_a_breakage() -> None:
@@ -495,7 +497,8 @@ def test_the_renderer_takes_several_clusters_and_one_that_failed(
     assert show(entries, output="json", out=as_json) == 2
     document = json.loads(as_json.getvalue())
     assert document["clusters"][2] == {
-        "cluster": "staging",
+        "context": "staging",
+        "cluster": None,
         "error": "credentials expired: run `aws sso login --profile staging`",
     }
 
