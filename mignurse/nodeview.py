@@ -426,14 +426,17 @@ def nodes_document(
             for n in nodes
         ],
         "launching": [
-            {
-                "nodeClaim": c.name,
-                "pool": c.pool,
-                "instanceType": c.instance_type,
-                "instanceId": c.instance_id or None,
-                "created": format_time(c.created),
-            }
-            for c in snapshot.launching_claims()
-            if pool is None or c.pool == pool
+            launching_json(c) for c in snapshot.launching_claims() if pool is None or c.pool == pool
         ],
+    }
+
+
+def launching_json(claim: NodeClaim) -> dict[str, Any]:
+    """A NodeClaim with no Node yet, as `mignurse nodes -o json` lists it in `launching`."""
+    return {
+        "nodeClaim": claim.name,
+        "pool": claim.pool,
+        "instanceType": claim.instance_type,
+        "instanceId": claim.instance_id or None,
+        "created": format_time(claim.created),
     }

@@ -235,10 +235,16 @@ def cmd_collect(args: argparse.Namespace) -> int:
     check_ssm_upload(args)
     if not (args.nodes or args.nodepool or args.unhealthy):
         raise UserError("name the nodes to collect, or use --nodepool POOL or --unhealthy")
-    from mignurse.cluster.contexts import several
+    from mignurse.cluster.contexts import select_contexts, several
 
-    if several(args.context, bool(getattr(args, "all_contexts", False))):
-        return _collect_each_context(args)
+    all_contexts = bool(getattr(args, "all_contexts", False))
+    if several(args.context, all_contexts):
+        # What was selected decides, not how: a glob or list that selects one context is
+        # the single-context collection, its bundle where one context's goes.
+        contexts = select_contexts(args.kubeconfig, args.context, all_contexts)
+        if len(contexts) > 1:
+            return _collect_each_context(args, contexts)
+        args = argparse.Namespace(**{**vars(args), "context": contexts[0], "all_contexts": False})
     client = connect(args)
     try:
         request = CollectRequest(
@@ -277,28 +283,25 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 1 if failed else EXIT_OK
 
 
-def _collect_each_context(args: argparse.Namespace) -> int:
+def _collect_each_context(args: argparse.Namespace, contexts: list[str | None]) -> int:
     """`--unhealthy` or `--nodepool` across several contexts: one bundle per cluster, each
     cluster collected in turn as one context is (its nodes side by side), in kubeconfig
-    order. A cluster that cannot be read or collected is one line, and the next one goes
-    on; Ctrl-C stops them all. The exit code is the worst a cluster gave."""
+    order. A cluster that cannot be read or collected is one line, worded as `nodes` words
+    a failed cluster, and the next one goes on; Ctrl-C stops them all. The exit code is the
+    worst a cluster gave."""
     from mignurse.cli import user_errors
-    from mignurse.cluster.contexts import select_contexts
-    from mignurse.inert import inert
+    from mignurse.cli.common import say_context_failed
 
     if args.nodes:
         raise UserError(
             "a node belongs to one cluster: give one --context with NODE names, or use "
             "--unhealthy or --nodepool POOL across contexts"
         )
-    if args.output and not Path(args.output).expanduser().is_dir():
-        raise UserError(
-            f"-o {args.output}: with several contexts, -o names a folder (one bundle per "
-            "cluster goes into it)"
-        )
-    contexts = select_contexts(args.kubeconfig, args.context, bool(args.all_contexts))
+    if args.output:
+        _check_bundle_folder(args.output)
     worst = EXIT_OK
     for context in contexts:
+        assert context is not None  # several contexts are always named
         print(f"context {context}:", file=sys.stderr, flush=True)
         one = argparse.Namespace(**{**vars(args), "context": context, "all_contexts": False})
         try:
@@ -306,12 +309,32 @@ def _collect_each_context(args: argparse.Namespace) -> int:
         except Exception as exc:
             if not isinstance(exc, user_errors(args.command)) or getattr(args, "debug", False):
                 raise
-            print(f"mignurse: error: context {context!r}: {inert(str(exc))}", file=sys.stderr)
+            say_context_failed(context, exc, args.command)
             code = int(getattr(exc, "exit_code", EXIT_USAGE))
         if code == 130:
             return code
         worst = max(worst, code)
     return worst
+
+
+def _check_bundle_folder(output: str) -> None:
+    """Several clusters' bundles go into the folder `-o` names, which must exist: one line
+    when it is a file (or is named as a bundle is), and one saying to create it when it is
+    missing."""
+    from shlex import quote
+
+    folder = Path(output).expanduser()
+    if folder.is_dir():
+        return
+    if folder.exists() or folder.name.endswith((".tar.gz", ".tgz")):
+        raise UserError(
+            f"-o {output}: with several contexts, -o names a folder (one bundle per cluster "
+            "goes into it), not a file"
+        )
+    raise UserError(
+        f"-o {output}: no such folder: create it first (mkdir -p {quote(output)}); with "
+        "several contexts, -o names a folder (one bundle per cluster goes into it)"
+    )
 
 
 def _collect_with_progress(request: CollectRequest) -> CollectResult | None:

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mignurse.inert import inert
+
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
@@ -110,15 +112,42 @@ def positive_speed(speed: float) -> float:
 BOUNDED_COMMANDS = ("nodes", "diagnose", "inventory", "radar")
 
 
-def one_context(args: argparse.Namespace, what: str) -> None:
-    """Refuse a selection of several contexts where `what` works on one."""
-    from mignurse.cluster.contexts import several
+def one_context(
+    args: argparse.Namespace,
+    what: str,
+    *,
+    several: str = "the app, nodes, diagnose, radar, inventory, collect and watch take several",
+) -> str | None:
+    """The one context `what` works on: `--context` resolved (a glob or list that selects
+    one context is that context; None is the current one). Refused in one line, naming
+    what it selected and what takes `several`, when the selection names more than one."""
+    from mignurse.cluster.contexts import listed, select_contexts
 
-    if several(getattr(args, "context", None), bool(getattr(args, "all_contexts", False))):
+    selection = getattr(args, "context", None)
+    all_contexts = bool(getattr(args, "all_contexts", False))
+    contexts = select_contexts(getattr(args, "kubeconfig", None), selection, all_contexts)
+    if len(contexts) > 1:
+        flag = "--all-contexts" if all_contexts else f"--context {inert(selection or '')!r}"
+        names = listed([name for name in contexts if name is not None])
         raise UserError(
-            f"{what} works on one context at a time: give one --context NAME "
-            "(the app, nodes, diagnose, radar, inventory, collect and watch take several)"
+            f"{what} works on one context at a time: give one --context NAME ({flag} selects "
+            f"{len(contexts)}: {names}; {several})"
         )
+    return contexts[0]
+
+
+def named_context_error(
+    kubeconfig: str | None, context: str | None, error: BaseException
+) -> BaseException:
+    """What connecting to one `context` failed with, or, where the kubeconfig does not
+    define that name, the line a selection gives a name that matches no context (one
+    wording for an unknown context, however it was named)."""
+    from mignurse.cluster.client import KubeconfigError
+    from mignurse.cluster.contexts import unknown_context
+
+    if isinstance(error, KubeconfigError):
+        return unknown_context(kubeconfig, context) or error
+    return error
 
 
 def read_clusters(args: argparse.Namespace, read: Callable[[Any], Any]) -> list[Any]:
@@ -173,7 +202,7 @@ def read_clusters_begun(
         if not several:
             (cluster,) = found
             if cluster.error is not None:
-                raise cluster.error
+                raise named_context_error(args.kubeconfig, contexts[0], cluster.error)
             return found
         debug = bool(getattr(args, "debug", False))
         for cluster in found:  # --debug: a bug's traceback, as for one context
@@ -200,6 +229,18 @@ def _say_failed(cluster: Any, command: str | None) -> None:
         line = f"mignurse: error: context {cluster.context!r}: {cluster.status_words}: {said}"
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+def say_context_failed(context: str, error: BaseException, command: str | None) -> None:
+    """A context that failed outside a fleet read (one of several collected in turn), said
+    as `_say_failed` says a fleet's cluster: its status, its context once, and the login
+    hint where one is known."""
+    from mignurse.cluster.fleet import Cluster, classify
+
+    cluster: Any = Cluster(context)
+    cluster.error = error
+    cluster.status, cluster.message, cluster.login = classify(error, context)
+    _say_failed(cluster, command)
 
 
 def cluster_exit_code(cluster: Any, command: str | None) -> int:
@@ -242,12 +283,17 @@ def cluster_record(cluster: Any) -> dict[str, Any]:
 
 
 def connect(args: argparse.Namespace) -> Any:
-    from mignurse.cluster.client import ClusterClient
+    """A connection to the one context `args` selects (`one_context`), under the command's
+    deadline where it is a one-shot read."""
+    from mignurse.cluster.client import ClusterClient, KubeconfigError
     from mignurse.untrusted import COMMAND_SECONDS
 
     command = getattr(args, "command", None)
-    one_context(args, f"`mignurse {command}`")
-    client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=args.context)
+    context = one_context(args, f"`mignurse {command}`")
+    try:
+        client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=context)
+    except KubeconfigError as exc:
+        raise named_context_error(args.kubeconfig, context, exc) from None
     client.on_busy = say_busy  # the app's own status line shows it too, once it runs
     if getattr(args, "command", None) in BOUNDED_COMMANDS:
         client.limit_command(COMMAND_SECONDS.value())

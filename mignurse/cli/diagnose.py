@@ -15,6 +15,7 @@ from mignurse.cli.common import (
     cluster_record,
     connection_options,
     nodegroup_reader,
+    one_context,
     read_clusters_begun,
 )
 from mignurse.jsontext import dumps_indented
@@ -61,12 +62,15 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.cluster.contexts import several
 
     given = _now_flag(args.now)
-    many = several(args.context, bool(args.all_contexts))
-    if many and args.source:
+    if args.source and several(args.context, bool(args.all_contexts)):
         raise UserError("--from reads one snapshot or bundle: leave out --context and "
                         "--all-contexts")  # fmt: skip
-    if many and args.node:
-        raise UserError("--node names a node of one cluster: give one --context with it")
+    if args.node and not args.source:
+        # A node belongs to one cluster: a glob or list that selects one context is it.
+        context = one_context(
+            args, "`mignurse diagnose --node`", several="diagnose without --node takes several"
+        )
+        args = argparse.Namespace(**{**vars(args), "context": context, "all_contexts": False})
     # A live read waits on the API server for as long as the rules take to load: it is begun
     # first, and the rules load while the cluster answers.
     reading = None
@@ -81,10 +85,12 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from mignurse.model import format_time
     from mignurse.render import as_of_words, print_findings, print_timeline
 
-    if many:
-        assert reading is not None
-        return _several(args, given, reading())
-    gathered, now, context = _gather(args, given, reading)
+    # How many contexts were selected decides the output, not how they were named: a glob
+    # that selects one is the single-context diagnosis.
+    clusters = reading() if reading is not None else None
+    if clusters is not None and len(clusters) > 1:
+        return _several(args, given, clusters)
+    gathered, now, context = _gather(args, given, clusters)
     for notice in gathered.notices:
         print(f"note: {notice}", file=sys.stderr)
     inp = gathered.to_input(now)
@@ -157,12 +163,12 @@ def _now_flag(text: str | None) -> datetime | None:
 
 
 def _gather(
-    args: argparse.Namespace, now: datetime | None, reading: Callable[[], list[Any]] | None
+    args: argparse.Namespace, now: datetime | None, clusters: list[Any] | None
 ) -> tuple[Gathered, datetime, str]:
-    """What to diagnose (a bundle or dump folder with `--from`, else the live cluster that
-    `reading` is reading), the moment to judge at (`now`, else the source's own), and the
+    """What to diagnose (a bundle or dump folder with `--from`, else the one live cluster
+    read, `clusters`), the moment to judge at (`now`, else the source's own), and the
     context's name."""
-    if reading is None:
+    if clusters is None:
         from mignurse.diagnose.sources import load_offline  # the offline readers, only here
 
         gathered = load_offline(Path(args.source).expanduser())
@@ -174,7 +180,7 @@ def _gather(
                 f"{args.source}: its newest time ({now.isoformat()}) is out of range: pass --now"
             )
         return gathered, now, gathered.context or Path(args.source).name
-    (cluster,) = reading()
+    (cluster,) = clusters
     gathered = cluster.result
     return gathered, now or gathered.collected_at or cluster.now, cluster.context
 
@@ -249,7 +255,8 @@ def _several(args: argparse.Namespace, given: datetime | None, clusters: list[An
     """Several clusters diagnosed: their findings worst first across them all, each with
     its cluster; a failed cluster was one line on stderr and is a record in the JSON. The
     exit code is the worst of them (a failed cluster counts as the error it gives alone).
-    Each cluster's result is its `_Judged` (a selection that named one is judged here)."""
+    Each cluster's result is its `_Judged`. A command a finding suggests names its
+    cluster's context, so that run as printed it acts on that cluster."""
     from mignurse.diagnose.engine import Diagnosis
     from mignurse.diagnose.findings import SEVERITY_ORDER, sort_findings
     from mignurse.model import format_time
@@ -264,16 +271,16 @@ def _several(args: argparse.Namespace, given: datetime | None, clusters: list[An
         records.append(record)
         if not cluster.connected:
             continue
-        judged = cluster.result
-        if not isinstance(judged, _Judged):
-            judged = _judged(judged, given, cluster.now)
+        judged: _Judged = cluster.result
         for notice in judged.notices:
             print(f"note: {cluster.context}: {notice}", file=sys.stderr)
         now = judged.now
         result = judged.diagnosis
         pools |= judged.pools
         findings = [
-            f for f in result.findings if args.nodepool is None or f.nodepool == args.nodepool
+            _with_context(f, cluster.context)
+            for f in result.findings
+            if args.nodepool is None or f.nodepool == args.nodepool
         ]
         for error in result.rule_errors:
             print(f"warning: {cluster.context}: a rule failed and was skipped: {error}",
@@ -318,6 +325,17 @@ def _several(args: argparse.Namespace, given: datetime | None, clusters: list[An
         names = ", ".join(c.context for c in connected)
         print(f"No findings in {names}.")
     return code
+
+
+def _with_context(finding: Any, context: str) -> Any:
+    """`finding` with the mignurse commands its summary suggests pinned to `context`
+    (`wording.with_context`, as `radar` pins its commands across clusters)."""
+    from dataclasses import replace
+
+    from mignurse.diagnose.wording import with_context
+
+    summary = with_context(finding.summary, context)
+    return finding if summary == finding.summary else replace(finding, summary=summary)
 
 
 def _json_document(

@@ -110,18 +110,25 @@ _STATUS_RANK = {"NotReady": 0, "Unknown": 1, "Launching": 2, "Ready": 3}
 class _Part:
     """What one of several clusters gives the answer, made where it was read (a worker
     process sends this, not the snapshot: a tenth of the bytes to pickle): its notices,
-    its GPU pools, whether it has `--nodepool`'s pool, and its nodes, as the JSON text of
-    the answer's `nodes` items or as table rows."""
+    its GPU pools, whether it has `--nodepool`'s pool, and its nodes and launching
+    NodeClaims, as the JSON text of the answer's `nodes` and `launching` items or as table
+    rows."""
 
     def __init__(
-        self, notices: list[str], pools: list[str], has_pool: bool, json: str, rows: list[Any]
+        self,
+        notices: list[str],
+        pools: list[str],
+        has_pool: bool,
+        json: str,
+        rows: list[Any],
+        launching: str = "",
     ) -> None:
         self.notices, self.pools, self.has_pool = notices, pools, has_pool
-        self.json, self.rows = json, rows
+        self.json, self.rows, self.launching = json, rows, launching
 
 
 def _part(args: argparse.Namespace, client: Any, loaded: Any) -> _Part:
-    from mignurse.nodeview import node_json, node_rows
+    from mignurse.nodeview import launching_json, node_json, node_rows
 
     snapshot = loaded.snapshot
     pool = args.nodepool
@@ -147,11 +154,18 @@ def _part(args: argparse.Namespace, client: Any, loaded: Any) -> _Part:
         for node in snapshot.gpu_nodes()
         if pool is None or node.pool == pool
     ]
-    return _Part(loaded.notices, pools, has_pool, _items_text(nodes), [])
+    launching = [
+        {**named, **launching_json(claim)}
+        for claim in snapshot.launching_claims()
+        if pool is None or claim.pool == pool
+    ]
+    return _Part(
+        loaded.notices, pools, has_pool, _items_text(nodes), [], launching=_items_text(launching)
+    )
 
 
 def _items_text(items: list[Any]) -> str:
-    """`items` as they are written in the answer's `nodes` array (a member of the top-level
+    """`items` as they are written in one of the answer's arrays (a member of the top-level
     object: each item indented by 4), joined by commas, without the brackets."""
     if not items:
         return ""
@@ -159,15 +173,23 @@ def _items_text(items: list[Any]) -> str:
     return "  " + text[2:-2].replace("\n", "\n  ")
 
 
-def _json_answer(document: dict[str, Any], parts: list[str]) -> str:
-    """`dumps_indented(document)` with its (last, empty) `nodes` array holding `parts`, each
-    cluster's items already written (`_items_text`)."""
-    text = dumps_indented({**document, "nodes": []})
-    empty = '  "nodes": []\n}'
-    parts = [part for part in parts if part]
-    if not parts or not text.endswith(empty):
-        return text
-    return text[: -len(empty)] + '  "nodes": [\n' + ",\n".join(parts) + "\n  ]\n}"
+def _json_answer(
+    document: dict[str, Any], parts: list[str], launching: list[str] | None = None
+) -> str:
+    """`dumps_indented(document)` ending with its `nodes` array holding `parts` (each
+    cluster's items already written, `_items_text`), then, when given, its `launching` array
+    holding `launching` (the same): the text the whole document would be written as."""
+    arrays = {"nodes": parts} if launching is None else {"nodes": parts, "launching": launching}
+    head = {key: value for key, value in document.items() if key not in arrays}
+    text = dumps_indented({**head, **{key: [] for key in arrays}})
+    empty = ",\n".join(f"  {dumps_indented(key)}: []" for key in arrays) + "\n}"
+    assert text.endswith(empty)  # the arrays come last, each empty
+    filled = []
+    for key, texts in arrays.items():
+        items = [part for part in texts if part]
+        opened = f"  {dumps_indented(key)}: ["
+        filled.append(opened + "\n" + ",\n".join(items) + "\n  ]" if items else opened + "]")
+    return text[: -len(empty)] + ",\n".join(filled) + "\n}"
 
 
 def _several(args: argparse.Namespace, clusters: list[Any]) -> int:
@@ -193,7 +215,10 @@ def _several(args: argparse.Namespace, clusters: list[Any]) -> int:
             "contexts": [c.context for c in clusters],
             "clusters": [cluster_record(c) for c in clusters],
         }
-        sys.stdout.write(_json_answer(document, [part.json for part in parts]) + "\n")
+        answer = _json_answer(
+            document, [part.json for part in parts], [part.launching for part in parts]
+        )
+        sys.stdout.write(answer + "\n")
         return code
     rows = [(cluster.context, row) for cluster in connected for row in cluster.result.rows]
     # Worst first across the clusters; within a state, each cluster's own order.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -56,6 +57,24 @@ def human_duration(delta: timedelta) -> str:
     if minutes:
         return f"{minutes}m {secs}s" if secs and minutes < 10 else f"{minutes}m"
     return f"{secs}s"
+
+
+# The mignurse commands that act on a cluster. Where several clusters are shown together, a
+# command suggested for one names its context: run as printed, it would otherwise act on the
+# current context, which may be another cluster.
+_CLUSTER_COMMAND = re.compile(
+    r"(?<![\w-])mignurse (?=(?:collect|diagnose|inventory|nodes|radar|run|unlock|watch)\b)"
+)
+
+
+def with_context(text: str, context: str) -> str:
+    """`text` with every mignurse command in it that acts on a cluster (`mignurse collect
+    NODE`, `mignurse run cordon --node NODE`) given `--context CONTEXT` first, the context
+    quoted for a shell."""
+    from shlex import quote
+
+    pinned = f"mignurse --context {quote(context)} "
+    return _CLUSTER_COMMAND.sub(lambda _found: pinned, text)
 
 
 def short_time(when: datetime | None) -> str:
