@@ -100,14 +100,16 @@ def _command(context: str, blip: Blip, several: bool) -> str:
     from shlex import quote
 
     from mignurse.diagnose.radar import COLLECT, PAUSE
+    from mignurse.diagnose.wording import with_context
 
-    pin = f" --context {quote(context)}" if several else ""
     node = quote(blip.node)
     if blip.act == PAUSE:
-        return f"mignurse{pin} run pause-node-repair --node {node}"
-    if blip.act == COLLECT:
-        return f"mignurse{pin} collect {node}"
-    return f"mignurse{pin} run cordon --node {node}"
+        command = f"mignurse run pause-node-repair --node {node}"
+    elif blip.act == COLLECT:
+        command = f"mignurse collect {node}"
+    else:
+        command = f"mignurse run cordon --node {node}"
+    return with_context(command, context) if several else command
 
 
 def _print(found: list[tuple[Any, Blip, datetime]], several: bool, horizon: str) -> None:
