@@ -117,8 +117,8 @@ class KubeconfigError(ClusterError):
 
 
 class CredentialsFailed(KubeconfigError):
-    """The context's credential plugin failed: `kind` "failed" (an expired login) or
-    "timeout"; `login` the command that renews the login."""
+    """The context's credential plugin failed: `kind` "expired" (an expired login),
+    "timeout", or "error" (any other failure); `login` the command that renews the login."""
 
     def __init__(self, message: str, *, kind: str, login: str) -> None:
         super().__init__(message)
@@ -128,6 +128,13 @@ class CredentialsFailed(KubeconfigError):
 
 class Unreachable(ClusterError):
     """The API server did not answer (connection refused, DNS, timeout, TLS)."""
+
+
+class NoAnswer(Unreachable):
+    """The connection was made, and then the API server gave no answer in time: the TLS
+    handshake or the answer never came. Its status is `timed-out`, not `unreachable`: the
+    endpoint is reachable, the server behind it is not answering. It stays an Unreachable
+    so that whatever tries an unreachable server again tries this one again too."""
 
 
 class Unauthorized(ClusterError):
@@ -535,6 +542,10 @@ class ClusterClient:
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if deadline.passed or deadline.closed:
                 raise self._ended(deadline) from None
+            waited = _waited_for(exc)
+            if waited:
+                seconds = CONNECT_TIMEOUT if waited == "the TLS handshake" else read_timeout
+                raise NoAnswer(self._no_answer(waited, seconds)) from None
             raise Unreachable(self._unreachable(_reason_of(exc))) from None
         return response.response
 
@@ -620,6 +631,17 @@ class ClusterClient:
         return kubeconfig_files.inert(
             f"cannot reach the Kubernetes API at {self.info.server}{through} (context "
             f"{self.info.context!r}): {why}; check the context and the endpoint's network path"
+        )
+
+    def _no_answer(self, waited: str, seconds: float) -> str:
+        configuration = self.api.configuration
+        proxy = getattr(configuration, "proxy", None)
+        through = f" through proxy {kubeconfig_files.shown_url(proxy)}" if proxy else ""
+        return kubeconfig_files.inert(
+            f"the Kubernetes API at {self.info.server}{through} (context "
+            f"{self.info.context!r}) accepted the connection but gave no answer to {waited} "
+            f"within {seconds:g} s; check that the API server is up and what stands in front "
+            "of it"
         )
 
     def _error(
@@ -1283,6 +1305,25 @@ def _inert(text: str, limit: int) -> str:
     """Text from the server, at most `limit` characters of it, made inert (mignurse.inert):
     an error line can never drive the terminal it is printed on."""
     return inert(text[:limit]) + ("…" if len(text) > limit else "")
+
+
+def _waited_for(exc: BaseException) -> str:
+    """What a connection that was made waited for in vain ("the TLS handshake", "the
+    request"), or "" when the failure is another one. urllib3 raises ReadTimeoutError only
+    once its connection is up: the TCP connection was accepted and then no byte of the
+    handshake or of the answer came within the timeout. A connection that could not be
+    made at all (a ConnectTimeoutError: a dropped SYN, a host that is down) is no such
+    wait, and stays unreachable."""
+    reason: BaseException = exc
+    while True:
+        inner = getattr(reason, "reason", None)
+        if not isinstance(inner, BaseException) or inner is reason:
+            break
+        reason = inner
+    if not isinstance(reason, urllib3.exceptions.ReadTimeoutError):
+        return ""
+    cause = reason.__cause__ or reason.__context__
+    return "the TLS handshake" if "handshake" in str(cause) else "the request"
 
 
 def _reason_of(exc: BaseException) -> str:

@@ -40,11 +40,36 @@ _RENEW_BEFORE = timedelta(seconds=60)
 # (client-go re-reads it each minute: kubernetes/client-go transport/token_source.go).
 RETRY_AFTER = timedelta(seconds=60)
 
+# What the aws CLI (v2, and v1 with the same botocore) prints when the SSO login behind a
+# profile has to be renewed, as aws/aws-cli branch v2 has it (tag 2.36.7, commit
+# 73fb33bb171ace3e9eaa03308f76e5de50c21393):
+# - awscli/botocore/exceptions.py `UnauthorizedSSOTokenError`: the SSO session expired or was
+#   revoked (raised by awscli/botocore/credentials.py `SSOCredentialFetcher._get_credentials`
+#   when the cached token is past its expiresAt or GetRoleCredentials refuses it);
+# - awscli/botocore/exceptions.py `SSOTokenLoadError`, "Error loading SSO Token: Token for NAME
+#   does not exist" or "... is invalid" (awscli/botocore/utils.py `SSOTokenLoader`): no login
+#   in the cache, or a damaged one;
+# - awscli/botocore/tokens.py `DeferredRefreshableToken._protected_refresh`, a
+#   `TokenRetrievalError` "Token has expired and refresh failed": an sso-session's token
+#   that could not be refreshed.
+# `aws sso login` cures each. Anything else it says is another failure, and is said as it is:
+# `ProfileNotFound` (awscli/botocore/exceptions.py), "The config profile (NAME) could not be
+# found", is no expired login, and logging in again would not help.
+_SSO_LOGIN_NEEDED = (
+    "The SSO session associated with this profile has expired or is otherwise invalid",
+    "Error loading SSO Token:",
+    "Token has expired and refresh failed",
+)
+# The aws CLI's own error line from v2.34 on (awscli/errorformat.py `format_error_message`);
+# before, the message alone (awscli/utils.py `write_exception`).
+_AWS_ERROR_PREFIX = "aws: [ERROR]:"
+
 
 class CredentialError(Exception):
     """A plugin that failed, hung, or answered no credential; str() is one line. `kind`:
-    "failed" (it exited non-zero: an expired login, as `aws eks get-token` after the SSO
-    session ended), "timeout" (stopped unanswered), else "error"."""
+    "expired" (it exited non-zero because its login has to be renewed: `failure_kind`),
+    "timeout" (stopped unanswered), else "error" (not found, a missing profile, an answer
+    that is no credential, ...)."""
 
     def __init__(self, message: str, kind: str = "error") -> None:
         super().__init__(inert(message))
@@ -145,7 +170,7 @@ def login_command(plugin: Plugin) -> str:
     import shlex
 
     args = list(plugin.args)
-    if os.path.basename(plugin.command) == "aws" and "eks" in args and "get-token" in args:
+    if _is_eks_get_token(plugin):
         profile = dict(plugin.env).get("AWS_PROFILE", "")
         for index, arg in enumerate(args):
             if arg == "--profile" and index + 1 < len(args):
@@ -156,6 +181,22 @@ def login_command(plugin: Plugin) -> str:
             return inert(f"aws sso login --profile {shlex.quote(profile)}"[:300])
     line = shlex.join([plugin.command, *args])
     return inert(line if len(line) <= 300 else line[:299] + "…")
+
+
+def _is_eks_get_token(plugin: Plugin) -> bool:
+    return os.path.basename(plugin.command) == "aws" and {"eks", "get-token"} <= set(plugin.args)
+
+
+def failure_kind(plugin: Plugin, stderr: str) -> str:
+    """The CredentialError kind of a plugin that exited non-zero having said `stderr`:
+    "expired" when its login has to be renewed, else "error". What `aws eks get-token` says
+    is known (_SSO_LOGIN_NEEDED): only an SSO login to renew is "expired". Any other plugin's
+    words are not known, so its failure is taken for an expired login, whose hint is the
+    plugin's own command line: run in a shell, it says what it needs."""
+    if not _is_eks_get_token(plugin):
+        return "expired"
+    said = " ".join(stderr.split())
+    return "expired" if any(text in said for text in _SSO_LOGIN_NEEDED) else "error"
 
 
 def token_problem(token: str) -> str:
@@ -216,9 +257,10 @@ def run_plugin(plugin: Plugin) -> Credential:
             f"({CREDENTIAL_PLUGIN_BYTES.env} raises the limit)"
         )
     if process.returncode != 0:
-        said = _last_lines(err)
+        said = _error_line(err)
         raise CredentialError(
-            f"{who} failed (exit {process.returncode})" + (f": {said}" if said else ""), "failed"
+            f"{who} failed (exit {process.returncode})" + (f": {said}" if said else ""),
+            failure_kind(plugin, err.decode("utf-8", "replace")),
         )
     return _credential(out, plugin, who)
 
@@ -277,8 +319,14 @@ def _stop(process: subprocess.Popen[bytes], *, everything: bool) -> None:
         process.wait(timeout=5)
 
 
-def _last_lines(err: bytes) -> str:
+def _error_line(err: bytes) -> str:
+    """What a failed plugin said on stderr, as one inert line: the aws CLI's own error line
+    where it wrote one (its details, warnings and notes around it left out), else the last
+    lines, where a command writes its error."""
     lines = [" ".join(line.split()) for line in err.decode("utf-8", "replace").splitlines()]
+    for line in lines:
+        if line.startswith(_AWS_ERROR_PREFIX) or any(t in line for t in _SSO_LOGIN_NEEDED):
+            return inert(line)[:300]
     said = " ".join(line for line in lines[-3:] if line)
     return inert(said)[-300:]
 

@@ -31,11 +31,18 @@ from mignurse.cluster.client import (
     ClusterError,
     CredentialsFailed,
     Forbidden,
+    NoAnswer,
     TooSlow,
     Unauthorized,
     Unreachable,
 )
-from mignurse.cluster.kubeconfig import shared_merges
+from mignurse.cluster.kubeconfig import (
+    KubeconfigProblem,
+    config_paths,
+    merge,
+    shared_merges,
+    shown_url,
+)
 from mignurse.inert import inert
 from mignurse.untrusted import Limit
 
@@ -281,6 +288,10 @@ def _work(queue: list[tuple[Cluster[T], str | None]], request: FleetRequest[T]) 
 def _read_one(cluster: Cluster[T], context: str | None, request: FleetRequest[T]) -> None:
     from mignurse.cluster.load import begun
 
+    # Named before connecting, so that a cluster whose connection fails (its credential
+    # plugin, its kubeconfig entry, the server) or is given up on still says which cluster
+    # entry and server it is, wherever the kubeconfig names them.
+    cluster.cluster, cluster.server = _named_in_kubeconfig(request.kubeconfig, context)
     client = ClusterClient.connect(kubeconfig=request.kubeconfig, context=context)
     cluster._client = client
     kept = False
@@ -311,6 +322,27 @@ def _read_one(cluster: Cluster[T], context: str | None, request: FleetRequest[T]
         cluster.status = CONNECTED
     elif kept:
         client.close()
+
+
+def _named_in_kubeconfig(kubeconfig: str | None, context: str | None) -> tuple[str, str]:
+    """The cluster entry that `context` (None: the current context) names in the kubeconfig,
+    and that entry's server as it may be shown; each "" where the kubeconfig does not say.
+    The files are the ones `ClusterClient.connect` reads, in the merge it then reuses
+    (`shared_merges`): no other file is read and nothing is run for it, and nothing is
+    checked here that connecting checks (a refused entry's names are said beside its
+    refusal)."""
+    try:
+        merged = merge(*config_paths(kubeconfig))
+    except KubeconfigProblem:  # connecting says why, in its own words
+        return "", ""
+    entry = merged.contexts.get(context or merged.current)
+    name = entry.body.get("cluster") if entry is not None else None
+    if not isinstance(name, str) or not name:
+        return "", ""
+    found = merged.clusters.get(name)
+    server = found.body.get("server") if found is not None else None
+    # as connecting shows it: without trailing slashes, user info and query values masked
+    return name, shown_url(server.rstrip("/")) if isinstance(server, str) and server else ""
 
 
 # -- worker processes -----------------------------------------------------------------------
@@ -503,18 +535,23 @@ def classify(exc: BaseException, context: str = "") -> tuple[str, str, str]:
     ended it (reading `context`)."""
     message = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, CredentialsFailed):
+        # the context the loader names is said once, at the line's start
+        said = message.removeprefix(f"context {context!r}: ") if context else message
         if exc.kind == "timeout":
-            return TIMED_OUT, message, ""
-        if exc.kind == "failed":
-            # the hint first; the context the loader names is said once, at the line's start
-            said = message.removeprefix(f"context {context!r}: ") if context else message
+            return TIMED_OUT, said, ""
+        if exc.kind == "expired":
+            # the hint first: what to run comes before the plugin's own words
             run = f"run `{exc.login}`: " if exc.login else ""
             return CREDENTIALS_EXPIRED, f"{run}{said}", exc.login
-        return FAILED, message, ""
+        # Another failure (a missing profile, no such command): a login would not help, so
+        # none is offered; the plugin's own words say what is wrong.
+        return FAILED, said, ""
     if isinstance(exc, Unauthorized):
         return CREDENTIALS_EXPIRED, message, ""
     if isinstance(exc, Forbidden):
         return RBAC_DENIED, message, ""
+    if isinstance(exc, NoAnswer):  # connected, then nothing came: the server is not answering
+        return TIMED_OUT, message, ""
     if isinstance(exc, Unreachable):
         return UNREACHABLE, message, ""
     if isinstance(exc, TooSlow):
