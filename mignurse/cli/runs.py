@@ -93,6 +93,19 @@ def _followups_now(
         client.close()
 
 
+def _heading(run_id: str, run: dict[str, Any]) -> str:
+    """A run's first line: what ran, on what, through which context and cluster, by whom,
+    and how it ended ("?" for what an older log line did not say)."""
+
+    def said(key: str) -> str:
+        return str(run.get(key) or "?")
+
+    return (
+        f"run {run_id}: {said('runbook')} on {said('target')} (context {said('context')}, "
+        f"cluster {said('cluster')}) by {said('who')}: {said('outcome')}"
+    )
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from mignurse.cli.runview import print_runs
     from mignurse.runner import state as st
@@ -124,14 +137,28 @@ def cmd_runs(args: argparse.Namespace) -> int:
             return 0
         if saved is not None:
             print(
-                f"run {saved.run_id}: {saved.runbook} on {saved.target} ({saved.context}) "
-                f"by {saved.holder}: {saved.shown_status()}"
+                _heading(
+                    saved.run_id,
+                    {
+                        "runbook": saved.runbook,
+                        "target": saved.target,
+                        "context": saved.context,
+                        "cluster": saved.cluster,
+                        "who": saved.holder,
+                        "outcome": saved.shown_status(),
+                    },
+                )
                 + (f": {saved.error}" if saved.error else "")
             )
             for s in saved.steps:
                 detail = f": {s.error}" if s.error else ""
                 undo = f" ({s.undo})" if s.undo else ""
                 print(f"  {s.id} ({s.action}): {s.status}{detail}{undo}")
+        else:
+            # A run that never started (declined, refused, a dry run) keeps no state: its
+            # audit lines are all there is to say what it was and where.
+            for summary in runs_from_audit(mine):  # none when only an unlock names it
+                print(_heading(args.run_id, summary))
         for event in mine:
             extra = (
                 event.get("status")

@@ -11,9 +11,9 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mignurse.cli.common import (
     EXIT_INTERNAL,
@@ -31,6 +31,11 @@ from mignurse.cli.common import (
     ssm_upload_option,
 )
 from mignurse.cli.signalwake import SignalWake
+
+if TYPE_CHECKING:  # the kubernetes client loads when a watch connects, not for `watch --help`
+    from mignurse.cluster.client import ClusterClient, Listing, Resource, WatchEvent
+
+T = TypeVar("T")
 
 # Said once as `watch` starts, while the single history of earlier versions is there.
 LEGACY_NOTE = (
@@ -125,6 +130,7 @@ def _watch_one(args: argparse.Namespace, state_dir: Path | None, out_dir: Path |
     from mignurse.session import Recording
 
     client = connect(args)
+    _check_nodes(client)  # RBAC refusing the nodes: one line and exit 2, as for a dead server
     path = history_file(client.info, state_dir)
     _say_legacy(state_dir)
     karpenter = karpenter_available(client)
@@ -164,6 +170,16 @@ def _collect_into(
     progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
 
 
+def _check_nodes(client: ClusterClient) -> None:
+    """One small list of the nodes, as the app checks a cluster before its first screen: a
+    cluster whose nodes RBAC refuses fails here, before anything is recorded, as one that
+    cannot be reached fails to connect. (Its watches would otherwise take the refusal for
+    a watch that broke, and retry it for as long as the watch runs.)"""
+    from mignurse.cluster.client import NODES
+
+    next(client.list_pages(NODES, limit=1), None)
+
+
 def _watch_several(
     args: argparse.Namespace,
     contexts: list[str | None],
@@ -171,11 +187,11 @@ def _watch_several(
     out_dir: Path | None,
 ) -> int:
     """Every selected cluster recorded by this process, each on its own thread, into its own
-    history with its own writer (`session.RecordingLoop`): one that cannot be reached, or
-    whose recording fails, is one stderr line naming it and is tried again meanwhile;
-    every progress line opens with its context. Ctrl-C or SIGTERM stops them all; the exit
-    code is the worst a cluster was in when they stopped (0: every one recording)."""
-    from mignurse.cluster.client import ClusterClient
+    history with its own writer (`session.RecordingLoop`): one that cannot be reached, whose
+    nodes RBAC refuses, or whose recording fails, is one stderr line naming it and is tried
+    again meanwhile; every progress line opens with its context. Ctrl-C or SIGTERM stops
+    them all; the exit code is the worst a cluster was in when they stopped (0: every one
+    recording, its lists and watches answered)."""
     from mignurse.paths import history_file
     from mignurse.session import Recording, RecordingLoop
 
@@ -184,17 +200,22 @@ def _watch_several(
     stop = threading.Event()
     _stop_on_signals(stop)
     loops: list[RecordingLoop] = []
+    lines: dict[str, _FailureLines] = {}
+    reads: dict[str, _Reads] = {}  # each cluster's, of its latest connection
     for context in contexts:
         assert context is not None  # several contexts are always named
         progress = _progress_to_stderr(f"{context}: ")
+        lines[context] = _FailureLines(context, args.command)
 
         def connect_to(name: str) -> ClusterClient:
-            client = ClusterClient.connect(kubeconfig=args.kubeconfig, context=name)
+            reads[name] = _Reads(stop, refused=lines[name].refused)
+            client = _connect_recording(args.kubeconfig, name, reads[name])
             client.on_busy = say_busy
             return client
 
         def start(recording: Recording, progress: Callable[[str], None] = progress) -> None:
             client = recording.client
+            _check_nodes(client)
             path = history_file(client.info, state_dir)
             recording.open_history(path)  # another recorder of this cluster: WriterBusy
             progress(f"recording context {client.info.context!r} into {path}")
@@ -208,7 +229,7 @@ def _watch_several(
                 start=start,
                 stop=stop,
                 on_progress=progress,
-                on_failure=_failure_reporter(context, args.command),
+                on_failure=lines[context],
                 progress_every=args.progress_every,
             )
         )
@@ -223,33 +244,153 @@ def _watch_several(
         thread.start()
     for thread in threads:
         thread.join()  # each ends once stopped, its bundles finished and its history closed
-    return max(
-        (_exit_code(loop.failure, args.command) for loop in loops if loop.failure is not None),
-        default=EXIT_OK,
-    )
+    worst = EXIT_OK
+    for loop in loops:
+        failure = loop.failure
+        if failure is None and loop.context in reads:
+            # Recording, but a list or watch it needs was still failing: the cluster was
+            # not being recorded whole, and its line says so now if it has not already.
+            failure = reads[loop.context].failure()
+            if failure is not None:
+                lines[loop.context].at_stop(failure)
+        if failure is not None:
+            worst = max(worst, _exit_code(failure, args.command))
+    return worst
 
 
-def _failure_reporter(context: str, command: str | None) -> Callable[[BaseException, float], None]:
+class _Reads:
+    """What one connection of a recording could not read: for each resource it lists and
+    watches whole, the failure that ended its latest list or watch, until one succeeds
+    again. The recording retries its watches itself and goes on, so without this a cluster
+    whose reads keep failing would count as recording for as long as the watch runs."""
+
+    def __init__(self, stop: threading.Event, *, refused: Callable[[BaseException], None]) -> None:
+        self._stop = stop
+        self._refused = refused  # told at once of an RBAC refusal: it will not pass by itself
+        self._lock = threading.Lock()  # each resource is read on a thread of its own
+        self._failing: dict[str, BaseException] = {}
+
+    def failed(self, plural: str, exc: BaseException) -> None:
+        from mignurse.cluster.client import Forbidden
+
+        if self._stop.is_set():
+            return  # a watch cut off because the recording stops is no failure of the cluster
+        with self._lock:
+            self._failing[plural] = exc
+        if isinstance(exc, Forbidden):
+            self._refused(exc)
+
+    def answered(self, plural: str) -> None:
+        with self._lock:
+            self._failing.pop(plural, None)
+
+    def failure(self) -> BaseException | None:
+        """One failure still standing (the first resource's to fail), or None."""
+        with self._lock:
+            return next(iter(self._failing.values()), None)
+
+
+def _connect_recording(kubeconfig: str | None, context: str, reads: _Reads) -> ClusterClient:
+    """A connection to `context` that tells `reads` how each list and watch of a whole
+    resource ended: the recording's own (the other reads of a watch, such as auto-collect's,
+    select what they read)."""
+    from mignurse.cluster.client import ClusterClient, ClusterError, Expired
+
+    class RecordingClient(ClusterClient):
+        def list(
+            self,
+            resource: Resource,
+            parse: Callable[[dict[str, Any]], T],
+            *,
+            cut: bool = False,
+            **selectors: Any,
+        ) -> Listing[T]:
+            try:
+                listing = super().list(resource, parse, cut=cut, **selectors)
+            except Expired:
+                raise  # a list restarted at once, as a watch too old is
+            except ClusterError as exc:
+                if not selectors:
+                    reads.failed(resource.plural, exc)
+                raise
+            if not selectors:
+                reads.answered(resource.plural)
+            return listing
+
+        def watch(
+            self,
+            resource: Resource,
+            resource_version: str,
+            *,
+            timeout_seconds: int = 300,
+            on_open: Callable[[Any], None] | None = None,
+            **selectors: Any,
+        ) -> Iterator[WatchEvent]:
+            def opened(stream: Any) -> None:
+                if not selectors:
+                    reads.answered(resource.plural)
+                if on_open is not None:
+                    on_open(stream)
+
+            try:
+                yield from super().watch(
+                    resource,
+                    resource_version,
+                    timeout_seconds=timeout_seconds,
+                    on_open=opened,
+                    **selectors,
+                )
+            except Expired:
+                raise  # listed again at once
+            except ClusterError as exc:
+                if not selectors:
+                    reads.failed(resource.plural, exc)
+                raise
+
+    return RecordingClient.connect(kubeconfig=kubeconfig, context=context)
+
+
+class _FailureLines:
     """The one stderr line of a cluster that failed, said again only when its reason
-    changes (a cluster down for hours is one line, not one per retry)."""
-    from mignurse.cluster.fleet import STATUS_WORDS, classify
+    changes (a cluster down for hours is one line, not one per retry). Called as the
+    recording loop's `on_failure`."""
 
-    said = [""]
+    def __init__(self, context: str, command: str | None) -> None:
+        self.context = context
+        self.command = command
+        self._said = ""
+        self._lock = threading.Lock()  # the loop's thread, the watches' and the main one say it
 
-    def report(exc: BaseException, retry_in: float) -> None:
+    def __call__(self, exc: BaseException, retry_in: float) -> None:
+        self._say(exc, f"retried in the background, first in {retry_in:g} s")
+
+    def refused(self, exc: BaseException) -> None:
+        """RBAC refused a resource the recording watches: it goes on with the others and
+        tries that one again at the watch's slowest pace."""
+        from mignurse.cluster.watcher import MAX_BACKOFF_SECONDS
+
+        self._say(exc, f"retried in the background, first in {MAX_BACKOFF_SECONDS:g} s")
+
+    def at_stop(self, exc: BaseException) -> None:
+        self._say(exc, "still failing when stopped")
+
+    def _say(self, exc: BaseException, after: str) -> None:
+        from mignurse.cluster.fleet import STATUS_WORDS, classify
+
+        context = self.context
         status, message, _login = classify(exc, context)
         message = message.removeprefix(f"context {context!r}: ")
-        if _exit_code(exc, command) == EXIT_INTERNAL:
+        if _exit_code(exc, self.command) == EXIT_INTERNAL:
             line = f"mignurse: internal error: context {context!r}: {type(exc).__name__}: {message}"
         else:
             line = f"mignurse: error: context {context!r}: {STATUS_WORDS.get(status, status)}: "
             line += message
-        if line != said[0]:
-            said[0] = line
-            sys.stderr.write(f"{line} (retried in the background, first in {retry_in:g} s)\n")
+        with self._lock:
+            if line == self._said:
+                return
+            self._said = line
+            sys.stderr.write(f"{line} ({after})\n")
             sys.stderr.flush()
-
-    return report
 
 
 def _exit_code(exc: BaseException, command: str | None) -> int:

@@ -172,7 +172,8 @@ def read_audit(path: Path | None = None) -> list[dict[str, Any]]:
 def runs_from_audit(
     events: list[dict[str, Any]], states: Mapping[str, RunState] | None = None
 ) -> list[dict[str, Any]]:
-    """One summary a run, newest last: when, run, runbook, target, who, outcome.
+    """One summary a run, newest last: when, run, runbook, context, cluster, target, who,
+    outcome.
 
     A run's outcome is what its last `finished` said; a refusal or a declined prompt counts
     only for a run that never started (a refused `--resume` leaves the outcome as it was,
@@ -186,7 +187,7 @@ def runs_from_audit(
             str(event.get("run")),
             {"run": event.get("run"), "started": event.get("ts"), "outcome": "running"},
         )
-        for key in ("runbook", "target", "context"):
+        for key in ("runbook", "target", "context", "cluster"):
             if event.get(key) and not run.get(key):
                 run[key] = event[key]
         who = event.get("who")

@@ -181,6 +181,16 @@ class RunCore:
                 self.audit.write("identity", self.run_id, aws=identity.arn)
         self.audit.write(event, self.run_id, **fields)
 
+    def _names(self) -> dict[str, Any]:
+        """What names the run on each line that opens or closes its record (started, declined,
+        refused, a dry run): a run that never started has no other line to say them."""
+        return {
+            "runbook": self.book.name,
+            "context": self.client.info.context,
+            "cluster": self.client.info.cluster,
+            "target": self.target,
+        }
+
     def _who(self) -> dict[str, Any]:
         identity = self._identity
         arn = identity.arn if identity is not None and identity.done.is_set() else ""
@@ -227,22 +237,13 @@ class RunCore:
             if self.cancel_event.is_set()
             else ""
         )
-        self._audit(
-            "declined", runbook=self.book.name, target=self.target, who=self._who(), reason=why
-        )
+        self._audit("declined", **self._names(), who=self._who(), reason=why)
         return RunResult(self.run_id, "declined", plan, self.state.steps, error=why)
 
     # -- refusals and the lock -------------------------------------------------------
 
     def _refused(self, why: str, **fields: Any) -> None:
-        self._audit(
-            "refused",
-            runbook=self.book.name,
-            target=self.target,
-            reason=why,
-            **fields,
-            who=self._who(),
-        )
+        self._audit("refused", **self._names(), reason=why, **fields, who=self._who())
 
     def _state_refusal(self, *, undo: bool) -> str:
         """Why the run's status alone rules out a resume (or an undo), or ""."""

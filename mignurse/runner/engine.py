@@ -219,10 +219,7 @@ class Runner(RunUndo):
         try:
             self._audit(
                 "resumed" if resuming else "started",
-                runbook=self.book.name,
-                target=self.target,
-                context=self.client.info.context,
-                cluster=self.client.info.cluster,
+                **self._names(),
                 params=self.params,
                 who=self._who(),
                 confirmed=self.confirmation,
@@ -258,8 +255,7 @@ class Runner(RunUndo):
         why = plan.blocked_line()
         self._audit(
             "refused",
-            runbook=self.book.name,
-            target=self.target,
+            **self._names(),
             reason=why,
             params=self.params,
             resume=resuming,
@@ -270,9 +266,7 @@ class Runner(RunUndo):
     def _dry_run(self, plan: Plan) -> RunResult:
         self._audit(
             "dry-run",
-            runbook=self.book.name,
-            target=self.target,
-            context=self.client.info.context,
+            **self._names(),
             params=self.params,
             who=self._who(),
             plan=plan.to_json(),
@@ -300,8 +294,7 @@ class Runner(RunUndo):
         started and leaves nothing to resume or undo."""
         self._audit(
             "refused",
-            runbook=self.book.name,
-            target=self.target,
+            **self._names(),
             reason=str(exc),
             resume=resuming,
             who=self._who(),
@@ -320,7 +313,7 @@ class Runner(RunUndo):
         if self.state.status not in st.ENDED or lock is None or not lock.clear_left():
             return None
         notice = f"released the lock its process left on {lock.what}"
-        self._audit("lock-released", target=self.target, who=self._who(), detail=notice)
+        self._audit("lock-released", **self._names(), who=self._who(), detail=notice)
         return RunResult(self.run_id, self.state.status, None, self.state.steps, notices=[notice])
 
     def _check_resumable(self) -> None:

@@ -137,8 +137,7 @@ class RunUndo(RunCore):
             self.state.host = st.this_host()
             self._audit(
                 "undo-started",
-                runbook=self.book.name,
-                target=self.target,
+                **self._names(),
                 who=self._who(),
                 confirmed=self.confirmation,
             )
