@@ -548,8 +548,8 @@ def classify(exc: BaseException, context: str = "") -> tuple[str, str, str]:
         return FAILED, said, ""
     if isinstance(exc, Unauthorized):
         return CREDENTIALS_EXPIRED, message, ""
-    if isinstance(exc, Forbidden):
-        return RBAC_DENIED, message, ""
+    if isinstance(exc, Forbidden):  # the status says it: "RBAC denied: cannot list nodes …"
+        return RBAC_DENIED, message.removeprefix("RBAC refused: "), ""
     if isinstance(exc, NoAnswer):  # connected, then nothing came: the server is not answering
         return TIMED_OUT, message, ""
     if isinstance(exc, Unreachable):
