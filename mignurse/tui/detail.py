@@ -300,7 +300,6 @@ def _pods_part(pods: list[Pod] | str | None, now: datetime) -> Any:
 
 
 Cell = str | tuple[str, str]  # text from outside, or (text, style)
-LAST_COLUMN_ROOM = 16  # the last (long) column is given this much before others are folded
 
 
 class ColumnLines:
@@ -310,8 +309,8 @@ class ColumnLines:
     and wraps every cell again at each drawing, and a pane is drawn twice (its height, then
     its lines) each time its words change: about 50 ms of the UI thread for a node's detail.
     Here the cells are made inert and measured once; a drawing only divides the width among
-    the columns and folds the few cells that do not fit. The last column takes the room that
-    is left (the long messages go there): its cells wrap under it, not under the row."""
+    the columns and folds the few cells that do not fit. The last column's cells (the long
+    messages) wrap at words, under it, not under the row."""
 
     def __init__(
         self,
@@ -347,23 +346,33 @@ class ColumnLines:
 
     def _widths(self, room: int) -> list[int]:
         """The columns' widths in `room` cells: each its widest cell if they fit; else the
-        last column keeps `LAST_COLUMN_ROOM`, then the widest of the others narrows, one
-        cell at a time, to what its header needs, then the last one does."""
+        widest columns narrow first, to one width (as a rich Table collapses its columns),
+        none below what its header needs, and the cells left over go to the columns that
+        were narrowed, the last (the long messages) first."""
         widths = list(self._natural)
         room -= 2 * len(widths)  # a space either side of each cell
         if not widths or sum(widths) <= room:
             return widths
-        last = len(widths) - 1
-        widths[last] = min(widths[last], max(LAST_COLUMN_ROOM, self._least[last]))
-        excess = sum(widths) - room
-        while excess > 0:
-            narrowable = [i for i in range(last) if widths[i] > self._least[i]]
-            if not narrowable:
+        pairs = list(zip(self._natural, self._least, strict=True))
+
+        def capped(cap: int) -> list[int]:
+            return [max(least, min(natural, cap)) for natural, least in pairs]
+
+        low, high = 1, max(widths)  # the widest cap whose columns fit
+        while low < high:
+            middle = (low + high + 1) // 2
+            if sum(capped(middle)) <= room:
+                low = middle
+            else:
+                high = middle - 1
+        widths = capped(low)
+        spare = room - sum(widths)
+        for i in reversed(range(len(widths))):
+            if spare <= 0:
                 break
-            widths[max(narrowable, key=lambda i: widths[i])] -= 1
-            excess -= 1
-        # what is left goes to the last column; too narrow a room narrows it too
-        widths[last] = max(1, widths[last] - excess)
+            if widths[i] < self._natural[i]:
+                widths[i] += 1
+                spare -= 1
         return widths
 
     def lines(self, console: Console, width: int) -> Text:

@@ -73,7 +73,7 @@ async def test_no_planted_escape_reaches_the_terminal_from_any_screen(
         source = BundleSource(root / "bundle")
     app = make_app(source)
     seen: dict[str, str] = {}
-    async with app.run_test(size=(220, 160)) as pilot:  # tall: the detail pane fits whole
+    async with app.run_test(size=(220, 200)) as pilot:  # tall: the detail pane fits whole
         fleet = app.query_one("#fleet", DataTable)
         await until(lambda: fleet.row_count > 0 and app.diagnosis is not None)
         await scanned(app, pilot, "fleet", seen)

@@ -12,7 +12,7 @@ from rich.console import Console
 from mignurse.diagnose.timeline import TimelineEntry
 from mignurse.model import Node, Pod
 from mignurse.model.fields import Condition
-from mignurse.tui.detail import drawn_key, node_detail
+from mignurse.tui.detail import ColumnLines, drawn_key, node_detail
 
 NOW = datetime(2025, 11, 29, 2, 55, tzinfo=UTC)
 HOSTILE = "ok\x1b]52;c;aGk=\x07\u202eevil\x9b2J"
@@ -87,3 +87,16 @@ def test_the_same_detail_is_the_same_drawn_key_and_a_changed_cell_another() -> N
     one = drawn_key(node_detail(node("fine"), [], NOW, []))
     assert one is not None and one == drawn_key(node_detail(node("fine"), [], NOW, []))
     assert one != drawn_key(node_detail(node("worse"), [], NOW, []))
+
+
+def test_wide_columns_narrow_together_so_no_one_is_squeezed() -> None:
+    # A condition whose type, reason and message are all long (a hostile or verbose agent):
+    # the three share the room, as a rich Table collapses its widest columns first; the
+    # message is not left a sliver that wraps it over dozens of lines.
+    long = "x" * 250
+    table = ColumnLines(("CONDITION", "STATUS", "REASON", "MESSAGE"), [[long, "True", long, long]])
+    widths = table._widths(100)
+    wide = [widths[0], widths[2], widths[3]]
+    assert sum(widths) + 2 * len(widths) <= 100
+    assert max(wide) - min(wide) <= 1, widths
+    assert widths[1] == len("STATUS")
