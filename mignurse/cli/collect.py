@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -219,7 +220,21 @@ class _CollectProgress:
 
 
 def _output(args: argparse.Namespace) -> Path | None:
-    return Path(args.output) if args.output else None
+    """Where the bundle goes. `-o out/` names a folder (the trailing slash says so), which
+    must exist: without this check it would be taken for the bundle's own file name."""
+    if not args.output:
+        return None
+    if args.output.endswith(("/", os.sep)) and not Path(args.output).expanduser().is_dir():
+        raise _no_folder(args.output, "")
+    return Path(args.output)
+
+
+def _no_folder(output: str, why: str) -> UserError:
+    from shlex import quote
+
+    return UserError(
+        f"-o {output}: no such folder: create it first (mkdir -p {quote(output)}){why}"
+    )
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -321,8 +336,6 @@ def _check_bundle_folder(output: str) -> None:
     """Several clusters' bundles go into the folder `-o` names, which must exist: one line
     when it is a file (or is named as a bundle is), and one saying to create it when it is
     missing."""
-    from shlex import quote
-
     folder = Path(output).expanduser()
     if folder.is_dir():
         return
@@ -331,9 +344,8 @@ def _check_bundle_folder(output: str) -> None:
             f"-o {output}: with several contexts, -o names a folder (one bundle per cluster "
             "goes into it), not a file"
         )
-    raise UserError(
-        f"-o {output}: no such folder: create it first (mkdir -p {quote(output)}); with "
-        "several contexts, -o names a folder (one bundle per cluster goes into it)"
+    raise _no_folder(
+        output, "; with several contexts, -o names a folder (one bundle per cluster goes into it)"
     )
 
 

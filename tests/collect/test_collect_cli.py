@@ -160,6 +160,12 @@ def test_where_the_bundle_goes(tmp_path: Path, capsys: pytest.CaptureFixture[str
         assert main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "-o", below_a_file]) == 2
         assert f"folder {a_file} does not exist" in capsys.readouterr().err
 
+        # `-o out/` names a folder: missing, it is said, not taken for the bundle's name
+        missing = str(tmp_path / "not-made-yet") + "/"
+        assert main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "-o", missing]) == 2
+        assert "no such folder: create it first" in capsys.readouterr().err
+        assert not (tmp_path / "not-made-yet").exists()
+
         # a path nobody can create a file at, root included
         code = main(["--kubeconfig", kubeconfig, "collect", "--unhealthy", "-o", "/proc/b.tar.gz"])
         err = capsys.readouterr().err.strip().splitlines()
