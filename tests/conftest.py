@@ -3,6 +3,8 @@ own temporary folders, so any number of them can run at once (pytest-xdist) in a
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,3 +101,14 @@ def failing_fleet(
     served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
     yield served, kubeconfig
     served.stop()
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_from_a_shell() -> None:
+    """A command a test starts takes Ctrl-C as it does from a shell. A SIGINT ignored or
+    blocked in this test worker (by what ran in it before) is inherited through fork and
+    exec, and a Python started with SIGINT ignored installs no KeyboardInterrupt: the
+    command would run on through the Ctrl-C a test sends it."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -488,13 +488,6 @@ def test_auto_collect_captures_an_auto_mode_node_through_the_agent(tmp_path: Pat
     assert {n["transport"] for n in manifest["nodes"].values()} == {"nodediagnostic"}
 
 
-def _as_from_a_shell() -> None:
-    """Ctrl-C reaches the command as it does from a shell: a signal ignored or blocked in the
-    test's worker (by what ran in it before) would be inherited through exec otherwise."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) -> None:
     """SIGINT to `mignurse collect` while the agent works: a valid partial bundle, exit 130,
     and the object gone from the cluster."""
@@ -507,9 +500,7 @@ def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) ->
         command = [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), "collect"]
         command += [node, "--transport", "nodediagnostic", "-o", str(bundle)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        run = subprocess.Popen(
-            command, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_as_from_a_shell
-        )
+        run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not sim.objects("nodediagnostics"):
