@@ -796,6 +796,14 @@ def parts(source: Any) -> list[tuple[str, Any]]:
     return [("", source)]
 
 
+def finding_now(source: Any, finding: Any) -> datetime:
+    """The moment `finding` is judged at: its own cluster's now (each bundle of several was
+    collected at its own time, each cluster keeps its own clock), else the source's."""
+    key = finding.nodepool or next(iter(finding.nodes), "")
+    part = part_of(source, key)[0] if key else None
+    return (part if part is not None else source).now()
+
+
 def part_of(source: Any, key: str) -> tuple[Any, str]:
     """The per-cluster source that holds `key`, and the name there (a plain source: itself)."""
     if isinstance(source, FleetSource):

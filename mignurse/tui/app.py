@@ -38,7 +38,7 @@ from textual.widgets import ContentSwitcher, Footer, Header, Input
 from mignurse.fleetview import RepairState
 from mignurse.nodeview import short_name
 from mignurse.render import as_of_words
-from mignurse.session import BuildingSource, Source, part_of, split_key
+from mignurse.session import BuildingSource, Source, finding_now, part_of, split_key
 from mignurse.tui.appstate import FLEET, NODES, VIEW_IDS, Notice
 from mignurse.tui.detail import sorted_findings
 from mignurse.tui.navigation import Navigation
@@ -346,7 +346,12 @@ class MigNurseApp(Navigation, SourceSwitching):
         now = self.source.now()
         if self.judged_at:
             title += f", {as_of_words(now, 'bundle, when collected')}"
-        page = findings_page(self._diagnosis.findings, now, title=title, as_of=self.judged_at)
+        page = findings_page(
+            self._diagnosis.findings,
+            lambda finding: finding_now(self.source, finding),
+            title=title,
+            as_of=self.judged_at,
+        )
         self.push_screen(PagerScreen([page]))
 
     def action_describe(self) -> None:

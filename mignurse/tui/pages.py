@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -82,14 +82,20 @@ def describe_page(name: str, renderable: Any, width: int) -> Page:
 
 
 def findings_page(
-    findings: Sequence[Finding], now: datetime, *, title: str, as_of: str = ""
+    findings: Sequence[Finding],
+    now_of: Callable[[Finding], datetime],
+    *,
+    title: str,
+    as_of: str = "",
 ) -> Page:
     """Every finding as `mignurse diagnose` prints it, with all of its evidence; n jumps
-    from one finding to the next. `as_of`: what `now` is when not the present (a bundle's
+    from one finding to the next. `now_of(finding)`: the moment it is judged at (its own
+    cluster's or bundle's); `as_of`: what that is when not the present (a bundle's
     "collection"), so deadlines read as moments then."""
     lines: list[Text] = []
     marks: list[int] = []
     for finding in sorted_findings(findings):
+        now = now_of(finding)
         marks.append(len(lines))
         head = Text()
         head.append(finding.severity.upper(), style=SEVERITY_STYLE.get(finding.severity, ""))

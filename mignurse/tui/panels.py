@@ -23,7 +23,7 @@ from mignurse.fleetview import PoolRow
 from mignurse.inert import inert_markup as escape
 from mignurse.nodeview import short_name
 from mignurse.render import SEVERITY_STYLE, deadline_words
-from mignurse.session import BuildingSource, FleetSource, split_key
+from mignurse.session import BuildingSource, FleetSource, finding_now, split_key
 from mignurse.tui.appstate import FLEET, NODES, AppState
 from mignurse.tui.detail import clock_time, sorted_findings
 from mignurse.tui.refresh import (
@@ -134,7 +134,6 @@ class Panels(AppState):
             lines.append(none, style="dim" if partial is not None else "green")
             panel.update(lines)
             return
-        now = self.source.now()
         # One line per finding: the countdown goes first so no long summary can push it off.
         for finding in findings[:shown]:
             line = Text()
@@ -142,6 +141,7 @@ class Panels(AppState):
                 f"{finding.severity.upper():<8}", style=SEVERITY_STYLE.get(finding.severity, "")
             )
             if finding.deadline:
+                now = finding_now(self.source, finding)  # its own cluster's, or bundle's
                 words = deadline_words(finding.deadline, now, as_of=self.judged_at, short=True)
                 line.append(f" {words}", style="bold")
             line.append(f" {finding.id}", style="bold")
