@@ -20,6 +20,7 @@ from typing import Any
 import cliserver
 import pytest
 import yaml
+from test_cli_contexts import errors
 
 from mignurse.sim.fleet import SimFleet
 
@@ -37,14 +38,6 @@ def mignurse(
     env = {**os.environ, "MIGNURSE_COMMAND_TIMEOUT": deadline, "COLUMNS": "200"}
     argv = ["--kubeconfig", str(kubeconfig), *args]
     return cliserver.run(argv, env=env, cwd=os.getcwd(), timeout=120)
-
-
-def errors(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
-    """Each failing context's one stderr line, by context."""
-    lines = [line for line in done.stderr.splitlines() if line.startswith("mignurse: error:")]
-    by_context = {line.split("'")[1]: line for line in lines}
-    assert len(by_context) == len(lines), done.stderr  # one line per cluster
-    return by_context
 
 
 def records(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import pty
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,3 +96,24 @@ def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(home))
     return home
+
+
+def answered_no(
+    kubeconfig: Path, env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess[str]:
+    """`mignurse run ARGS` on a terminal, its prompt answered with a wrong name: declined,
+    nothing changes."""
+    main_fd, terminal = pty.openpty()
+    try:
+        os.write(main_fd, b"no\n")
+        return subprocess.run(
+            [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=terminal,
+        )
+    finally:
+        os.close(main_fd)
+        os.close(terminal)

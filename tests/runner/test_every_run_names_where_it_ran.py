@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from mignurse.runner.outcome import RunError
 from mignurse.runner.schema import load_runbooks
 from mignurse.runner.step import Harm
 
-from .enginehelpers import Cluster
+from .enginehelpers import Cluster, answered_no
 
 Make = Callable[..., Cluster]
 NAMES = ("runbook", "context", "cluster", "target")
@@ -34,24 +32,6 @@ def _env(state: Path) -> dict[str, str]:
     env["XDG_STATE_HOME"] = str(state)
     env["HOME"] = str(state)  # no ~/.aws: no identity lookup
     return env
-
-
-def _answer_no(c: Cluster, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`mignurse run ARGS` on a terminal, answering its prompt with a wrong name."""
-    main_fd, terminal = pty.openpty()
-    try:
-        os.write(main_fd, b"no\n")
-        return subprocess.run(
-            [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=terminal,
-        )
-    finally:
-        os.close(main_fd)
-        os.close(terminal)
 
 
 def _cli(c: Cluster, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +46,7 @@ def test_a_declined_run_keeps_its_context_in_the_log_and_in_runs(
     env = _env(tmp_path / "state")
     info = c.client.info
 
-    declined = _answer_no(c, env, "run", "pause-node-repair")
+    declined = answered_no(c.kubeconfig, env, "run", "pause-node-repair")
     assert declined.returncode == 1, declined.stdout + declined.stderr
     assert "declined" in declined.stdout, declined.stdout
 

@@ -22,7 +22,7 @@ from mignurse.runner import state as st
 from mignurse.runner.lock import LOCK_ANNOTATION
 from mignurse.sim.nodes import NodeSandbox
 
-from .enginehelpers import Cluster
+from .enginehelpers import Cluster, answered_no
 from .test_engine import CORDON_AND_DRAIN
 
 Make = Callable[..., Cluster]
@@ -328,27 +328,12 @@ def test_the_pause_prompt_says_resume_reverses_it_and_replace_that_nothing_does(
 ) -> None:
     """At the typed confirmation on a terminal, the harm in words agrees with what follows
     the run ("to reverse it, run resume-node-repair"), never "hard to reverse"."""
-    import pty
-
     c = cluster_for("dcgm-repair-loop")
     env = env_for(tmp_path / "state")
     node = c.nodes("gpu-inference")[0]
 
     def prompt(*args: str) -> subprocess.CompletedProcess[str]:
-        main_fd, terminal = pty.openpty()
-        try:
-            os.write(main_fd, b"no\n")  # a wrong answer: declined, nothing changes
-            return subprocess.run(
-                [sys.executable, "-m", "mignurse", "--kubeconfig", str(c.kubeconfig), *args],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                stdin=terminal,
-            )
-        finally:
-            os.close(main_fd)
-            os.close(terminal)
+        return answered_no(c.kubeconfig, env, *args)
 
     paused = prompt("run", "pause-node-repair", "--node", node)
     replaced = prompt("run", "replace-instance", "--node", node, "--param", "collect=false")
