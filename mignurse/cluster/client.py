@@ -1314,26 +1314,26 @@ def _waited_for(exc: BaseException) -> str:
     handshake or of the answer came within the timeout. A connection that could not be
     made at all (a ConnectTimeoutError: a dropped SYN, a host that is down) is no such
     wait, and stays unreachable."""
-    reason: BaseException = exc
-    while True:
-        inner = getattr(reason, "reason", None)
-        if not isinstance(inner, BaseException) or inner is reason:
-            break
-        reason = inner
+    reason = _innermost(exc)
     if not isinstance(reason, urllib3.exceptions.ReadTimeoutError):
         return ""
     cause = reason.__cause__ or reason.__context__
     return "the TLS handshake" if "handshake" in str(cause) else "the request"
 
 
-def _reason_of(exc: BaseException) -> str:
-    """The innermost cause of a urllib3 failure, in words a person can act on."""
-    reason: BaseException = exc
+def _innermost(exc: BaseException) -> BaseException:
+    """The innermost of urllib3's wrapped failures (each holds the next as its `reason`)."""
+    reason = exc
     while True:
         inner = getattr(reason, "reason", None)
         if not isinstance(inner, BaseException) or inner is reason:
-            break
+            return reason
         reason = inner
+
+
+def _reason_of(exc: BaseException) -> str:
+    """The innermost cause of a urllib3 failure, in words a person can act on."""
+    reason = _innermost(exc)
     text = one_line(reason)
     if isinstance(reason, ConnectionRefusedError) or "Connection refused" in text:
         return "connection refused"
