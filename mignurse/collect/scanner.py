@@ -309,10 +309,13 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
     for start, end, replacement in edits:
         placed, placed_end = start + shift, start + shift + len(replacement)
         shift += len(replacement) - (end - start)
-        a_old = max(0, old.rfind("\n", 0, start))
+        # an edit after a line break that ended `old` makes it no longer the last character,
+        # where a `$` matched before it: the line before it is touched too
+        back = 1 if start == len(old) and old.endswith("\n") else 0
+        a_old = max(0, old.rfind("\n", 0, start - back))
         b_old = old.find("\n", end)
         b_old = len(old) if b_old == -1 else b_old + 1
-        a_new = max(0, new.rfind("\n", 0, placed))
+        a_new = max(0, new.rfind("\n", 0, placed - back))
         b_new = new.find("\n", placed_end)
         b_new = len(new) if b_new == -1 else b_new + 1
         if dirty_old and a_old <= dirty_old[-1][1]:  # touching: one stretch
