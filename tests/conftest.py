@@ -38,12 +38,23 @@ RUN_FIRST = (
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::", 1)[0]
         return next((i for i, p in enumerate(RUN_FIRST) if path.startswith(p)), len(RUN_FIRST))
 
     items.sort(key=rank)  # stable: each file's tests stay together and in order
+    chosen = str(config.getoption("markexpr") or "")
+    if "deep" not in chosen and "slow" not in chosen:  # the whole matrices hold deep tests
+        for item in items:
+            if item.get_closest_marker("deep") is not None:
+                item.add_marker(pytest.mark.skip(reason=DEEP_SKIPPED))
+
+
+# The deep tier: the same checks at full size (the whole secrets corpus both ways, the
+# 5,000-node cluster through kubectl, every screen scanned for escapes, the interruption
+# trials), each minutes of CPU; `make deep` runs them, and CI after `make test`.
+DEEP_SKIPPED = "the deep tier: make deep"
 
 
 # Settings a developer's shell may carry that would point a test at their own files.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +53,7 @@ def test_small_floats_keep_their_value_and_nan_is_null() -> None:
 _items = st.lists(st.dictionaries(st.text(), _documents, max_size=4), max_size=4)
 
 
+@pytest.mark.deep
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(), _documents, max_size=4), st.lists(_items, max_size=4))
 def test_a_several_cluster_answer_joined_from_parts_is_the_whole_one_s_text(

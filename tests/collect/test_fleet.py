@@ -145,6 +145,7 @@ def _manifest(bundle: Path) -> tuple[dict[str, Any], list[str]]:
         return json.load(member), names
 
 
+@pytest.mark.deep
 def test_fifty_nodes_over_ssm_each_with_its_own_outcome(
     fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -309,6 +310,7 @@ def _journal(size: int) -> tuple[bytes, int]:
     return (block * repeats).encode(), repeats
 
 
+@pytest.mark.deep
 def test_twenty_megabyte_journal() -> None:
     data, repeats = _journal(20 * 1024 * 1024)
     redactor = Redactor()

@@ -278,6 +278,7 @@ def test_commands_without_a_password_are_left_alone(text: str) -> None:
     assert _masked("node/commands.log", text + "\n") == text + "\n"
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize("unit", ["?a=", "&a=b", " a=b%", "secret --from-literal=a="])
 def test_many_query_parameters_before_one_plus_cost_linear_time(unit: str) -> None:
     """A `+` at the end of a line of parameters once made each parameter read to the line's

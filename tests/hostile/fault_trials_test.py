@@ -3,7 +3,7 @@ tests/hostile/fault_trials.py (signals at every step and mid-step, API faults, c
 faults, lock faults), followed as an on-call engineer follows the report: each trial must end
 known-good or instruction-works (tests/hostile/faultclass.py says what those are).
 
-`make test` runs DEFAULT: a trial of each family. The whole matrix runs only when asked
+`make deep` runs DEFAULT, a trial of each family. The whole matrix runs only when asked
 for: `pytest -m slow tests/hostile/fault_trials_test.py`, or `make faults`, which also prints
 the table (runbook × fault → trials per class, and the failing trials) and writes it with
 their logs to build/fault-trials.md (tests/hostile/faulttable.py)."""
@@ -72,11 +72,15 @@ def test_the_matrix_runs_every_shipped_runbook_on_each_backend_under_every_fault
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", matrix(), ids=lambda s: s.id)
+@pytest.mark.parametrize(
+    "spec",
+    [pytest.param(s, marks=[pytest.mark.deep] if s in DEFAULT else []) for s in matrix()],
+    ids=lambda s: s.id,
+)
 def test_a_runbook_under_a_fault_ends_known_good_or_instruction_works(
     spec: TrialSpec, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """DEFAULT runs in `make test`; the rest of the matrix only with -m slow."""
+    """DEFAULT runs in `make deep`; the rest of the matrix only with -m slow."""
     slow = _slow(request)
     if spec not in DEFAULT and not slow:
         pytest.skip("the whole matrix: run with -m slow (make faults)")

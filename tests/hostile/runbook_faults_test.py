@@ -2,11 +2,11 @@
 `mignurse run` process against the simulator, then resumed or undone (runbook_faults.py says
 what each trial must end in).
 
-The default set (in `make test`) interrupts every step of every shipped runbook once, and
-gives each runbook both SIGINT and SIGKILL and both `--resume` and `--undo`; SIGTERM,
-SIGHUP and a double Ctrl-C stand in for SIGINT at three steps. The whole product (every
-step × SIGINT and SIGKILL × resume and undo) is marked `slow` and runs only when asked
-for: `pytest -m slow tests/hostile/runbook_faults_test.py`."""
+The default set (in the deep tier, `make deep`) interrupts every step of every shipped
+runbook once, and gives each runbook both SIGINT and SIGKILL and both `--resume` and
+`--undo`; SIGTERM, SIGHUP and a double Ctrl-C stand in for SIGINT at three steps. The
+whole product (every step × SIGINT and SIGKILL × resume and undo) is marked `slow` and runs
+only when asked for: `pytest -m slow tests/hostile/runbook_faults_test.py`."""
 
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ def test_every_shipped_runbook_has_a_case_and_every_step_is_interrupted() -> Non
         assert {c[3] for c in mine} == {"resume", "undo"}, book
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize("case", DEFAULT, ids=_id)
 def test_an_interrupted_run_ends_in_a_known_state(
     case: tuple[str, str, str, str], tmp_path: Path

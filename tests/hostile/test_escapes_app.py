@@ -58,6 +58,7 @@ def hostile_sim(
         sim.stop()
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize("where", ["live", "bundle"])
 async def test_no_planted_escape_reaches_the_terminal_from_any_screen(
     hostile_sim: tuple[SimCluster, Path, str], where: str, monkeypatch: pytest.MonkeyPatch

@@ -820,6 +820,7 @@ def every_field(value: object, at: tuple[object, ...] = ()) -> Iterator[tuple[ob
             yield from every_field(inner, (*at, index))
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize(
     "user",
     [

@@ -277,6 +277,7 @@ def test_a_gzip_bomb_with_the_ratio_cap_raised_stops_at_the_size_cap(
     assert "MIGNURSE_MAX_RESPONSE_BYTES=256M raises it" in line
 
 
+@pytest.mark.deep
 def test_a_million_nodes_in_one_page_stay_under_a_gigabyte(
     serve: Callable[[Hostile], Path], tmp_path: Path
 ) -> None:

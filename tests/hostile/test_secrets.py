@@ -149,6 +149,7 @@ def test_a_mask_keeps_what_an_engineer_reads_beside_it(line: str, masked: str) -
     assert Redactor().redact("app.log", out.encode()).decode() == masked
 
 
+@pytest.mark.deep
 def test_redacting_twice_changes_nothing_more() -> None:
     for case in SECRETS + LOOK_ALIKES:  # type: ignore[operator]
         for rendering, render in RENDERINGS.items():
@@ -307,6 +308,7 @@ def test_a_secret_in_the_karpenter_deployment_and_pods_is_masked_in_the_bundle(
     assert "github.com/acme/models" in written_pods
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize("pattern", sorted(HOSTILE_PATTERNS))
 def test_redaction_time_grows_linearly_with_hostile_input(pattern: str) -> None:
     """Four times the input may cost about four times the CPU, never sixteen: each unmatched
@@ -529,6 +531,7 @@ def test_benign_text_in_the_new_encodings_comes_out_byte_identical() -> None:
     assert gzip.decompress(redacted) == texts[0].encode()
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize("pattern", sorted(HOSTILE_ENCODINGS))
 def test_decoding_hostile_encodings_stays_linear(pattern: str) -> None:
     """The decoded views grow with the text, never with its square (same margin as above)."""

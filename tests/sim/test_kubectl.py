@@ -108,15 +108,21 @@ def _warned_node(sim: SimCluster) -> str:
     )
 
 
+# every scenario is read in the deep tier; a calm one and a looping one in `make test`
+IN_MAKE_TEST = ("healthy", "dcgm-repair-loop")
+
+
 @pytest.mark.parametrize(
     "scenario",
     [
         pytest.param(
             s,
-            marks=[pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.xdist_group(s)],
+            marks=[pytest.mark.deep, pytest.mark.timeout(600), pytest.mark.xdist_group(s)],
         )
         if s == "scale-5000"
         else s
+        if s in IN_MAKE_TEST
+        else pytest.param(s, marks=pytest.mark.deep)
         for s in SCENARIOS
     ],
 )

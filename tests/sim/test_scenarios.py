@@ -111,7 +111,7 @@ def test_unknown_scenario_name() -> None:
         load_scenario("does-not-exist")
 
 
-@pytest.mark.slow
+@pytest.mark.deep
 @pytest.mark.timeout(600)
 @pytest.mark.xdist_group("scale-5000")
 def test_scale_5000_has_the_promised_counts(scale_5000: SimCluster) -> None:

@@ -17,6 +17,7 @@ from mignurse.sim import SimCluster, load_scenario
 from mignurse.tui.app import MigNurseApp
 from mignurse.tui.screens.pager import PagerScreen
 
+from .sizes import sizes
 from .test_node_screen import static_text, until
 
 
@@ -31,7 +32,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield out
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+@sizes
 async def test_mignurse_open_reads_a_deadline_as_of_the_collection_with_the_badge_shown(
     bundle: Path, size: tuple[int, int]
 ) -> None:

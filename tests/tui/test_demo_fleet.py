@@ -44,11 +44,14 @@ async def test_four_clusters_one_looping_one_mig_hook_one_calm_one_unreachable()
             for context in list(by_context)[:3]:
                 assert by_context[context].startswith(f"{context} connected"), lines
             assert "unreachable" in by_context["sim-eu-central-1"], lines
-            # the troubled clusters' pools come first, the calm one's after them
-            await until(lambda: len({split_key(r.pool)[0] for r in app._fleet}) == 3)
-            order = [split_key(r.pool)[0] for r in app._fleet]
-            assert order[0] in ("sim-dcgm-repair-loop", "sim-mig-hook-notready"), order
-            assert order[-1] == "sim-healthy", order
+
+            # the troubled clusters' pools come first, the calm one's after them, once each
+            # cluster is judged (a busy machine judges the second troubled one later)
+            def order() -> list[str]:
+                return [split_key(r.pool)[0] for r in app._fleet]
+
+            await until(lambda: len(set(order())) == 3 and order()[-1] == "sim-healthy")
+            assert order()[0] in ("sim-dcgm-repair-loop", "sim-mig-hook-notready"), order()
     assert paths.state_home() == real
     assert not kept.exists()  # the kubeconfig and the state, gone with the demo
 

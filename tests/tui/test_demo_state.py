@@ -20,11 +20,12 @@ from mignurse.tui.appstate import NODES
 from mignurse.tui.screens.audit import AuditScreen
 from mignurse.tui.screens.confirm import ConfirmScreen
 
+from .sizes import sizes
 from .test_node_screen import static_text, until
 from .test_runbook_screens import run_done
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+@sizes
 async def test_a_run_from_the_demo_stays_in_the_demo_and_leaves_the_real_audit_log_alone(
     size: tuple[int, int], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from textual.widgets import DataTable, Static
 
 from mignurse.sim import SimCluster
@@ -13,13 +12,12 @@ from mignurse.tui.app import MigNurseApp
 from mignurse.tui.screens.confirm import ConfirmScreen
 from mignurse.tui.screens.picker import RunbookPicker
 
+from .sizes import sizes
 from .test_node_screen import static_text, table_rows, until
 from .test_runbook_screens import finding_node, highlight
 
-SIZES = [(80, 24), (120, 40)]
 
-
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@sizes
 async def test_a_mark_on_a_node_repair_replaced_is_dropped_and_the_highlighted_row_acts(
     repair_loop: tuple[SimCluster, MigNurseApp],
     size: tuple[int, int],

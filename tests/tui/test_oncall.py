@@ -28,12 +28,11 @@ from mignurse.tui.app import MigNurseApp, make_app
 from mignurse.tui.appstate import FLEET, NODES
 from mignurse.tui.screens.pager import PagerScreen
 
+from .sizes import sizes
 from .test_fleet_app import fleet_rows
 from .test_node_screen import static_text, table_rows, until
 
 SIM_ACCESS = Access(sandbox_shells=sandbox_shells)  # the simulator's node sandboxes
-
-SIZES = [(80, 24), (120, 40)]
 
 
 def live_app(sim: SimCluster, tmp_path: Path, name: str) -> MigNurseApp:
@@ -97,7 +96,7 @@ async def settled(app: MigNurseApp) -> None:
 # -- 1: the pane shows the highlighted node, or says it is loading ---------------------------
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@sizes
 async def test_the_detail_pane_never_shows_another_nodes_data(
     repair_loop: tuple[SimCluster, MigNurseApp], size: tuple[int, int]
 ) -> None:

@@ -25,11 +25,9 @@ from mignurse.tui.screens.help import HelpScreen
 from mignurse.tui.screens.picker import RunbookPicker
 
 from .conftest import SIM_ACCESS
+from .sizes import sizes
 from .test_node_screen import static_text, until
 from .test_runbook_screens import finding_node, highlight, run_done
-
-SIZES = [(80, 24), (120, 40)]
-sizes = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 
 
 @pytest.fixture

@@ -24,9 +24,8 @@ from mignurse.tui.screens.pager import PagerScreen
 from mignurse.tui.screens.params import ParamsScreen
 from mignurse.tui.screens.plan import PlanScreen
 
+from .sizes import sizes
 from .test_node_screen import until
-
-SIZES = [(80, 24), (120, 40)]
 
 
 @pytest.fixture
@@ -71,7 +70,7 @@ def test_the_app_and_the_cli_decide_the_same_transport_for_one_kubeconfig(
     assert source.access.resolve(simulated=bool(source.simulated)) == cli
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@sizes
 async def test_c_on_a_sim_serve_cluster_collects_the_node_and_l_reads_its_journals(
     served: tuple[SimCluster, Path], tmp_path: Path, size: tuple[int, int]
 ) -> None:

@@ -4,7 +4,6 @@ scroll above them, and the findings pager wraps long lines instead of cutting th
 
 from __future__ import annotations
 
-import pytest
 from rich.cells import cell_len
 from textual.containers import VerticalScroll
 from textual.widgets import Input, Label, OptionList, Static
@@ -16,11 +15,9 @@ from mignurse.tui.screens.pager import LinesView, PagerScreen
 from mignurse.tui.screens.params import ParamsScreen
 from mignurse.tui.screens.picker import RunbookPicker
 
+from .sizes import sizes
 from .test_node_screen import static_text, until
 from .test_runbook_screens import finding_node, highlight, params_ready
-
-SIZES = [(80, 24), (120, 40)]
-sizes = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 
 
 def on_screen(app: MigNurseApp, widget: Static) -> bool:
