@@ -162,6 +162,20 @@ class Stall:
     frames: list[str]
     ui_cpu_ms: float
     other_threads_ms: float
+    busiest: list[tuple[str, float]]  # the other threads that ran most meanwhile, CPU ms
+
+
+def _thread_clocks() -> dict[str, float]:
+    """Each live thread's CPU time so far, by name (a thread that ends meanwhile is left out)."""
+    clocks: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            clocks[thread.name] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:
+            continue
+    return clocks
 
 
 stall_samples: list[Stall] = []
@@ -197,11 +211,19 @@ def sample_stalls(stop: threading.Event) -> None:
     and the whole process used meanwhile (a stall with neither was the machine's)."""
     main = threading.main_thread().ident or 0
     ui_clock = time.pthread_getcpuclockid(main)
-    recent: deque[tuple[float, float, float]] = deque(maxlen=200)  # when, UI CPU, process CPU
+    # when, UI CPU, process CPU, every thread's CPU
+    recent: deque[tuple[float, float, float, dict[str, float]]] = deque(maxlen=200)
     samples: list[str] = []
     began = 0.0
     while not stop.wait(0.01):
-        recent.append((time.perf_counter(), time.clock_gettime(ui_clock), time.process_time()))
+        recent.append(
+            (
+                time.perf_counter(),
+                time.clock_gettime(ui_clock),
+                time.process_time(),
+                _thread_clocks(),
+            )
+        )
         late = time.perf_counter() - _last_tick
         if _ticking and late > LATE_SECONDS:
             if not samples:
@@ -210,8 +232,14 @@ def sample_stalls(stop: threading.Event) -> None:
             samples.append(_innermost(frame))
         elif samples:
             before = next((r for r in reversed(recent) if r[0] <= began), recent[0])
-            _, ui_now, process_now = recent[-1]
+            _, ui_now, process_now, threads_now = recent[-1]
             ui_ms = (ui_now - before[1]) * 1000
+            ran = {
+                name: (cpu - before[3].get(name, 0.0)) * 1000
+                for name, cpu in threads_now.items()
+                if name != threading.main_thread().name and name != threading.current_thread().name
+            }
+            busiest = sorted(ran.items(), key=lambda item: -item[1])[:3]
             stall_samples.append(
                 Stall(
                     (_last_tick - began) * 1000,
@@ -219,6 +247,7 @@ def sample_stalls(stop: threading.Event) -> None:
                     samples,
                     ui_ms,
                     (process_now - before[2]) * 1000 - ui_ms,
+                    busiest,
                 )
             )
             samples = []
@@ -430,7 +459,9 @@ def main() -> None:
         print(
             f"stall of {longest_stall.ms:.0f} ms ({longest_stall.phase}): the UI thread on the CPU "
             f"{longest_stall.ui_cpu_ms:.0f} ms, the process's other threads "
-            f"{longest_stall.other_threads_ms:.0f} ms; the UI thread sampled in: "
+            f"{longest_stall.other_threads_ms:.0f} ms ("
+            + ", ".join(f"{name} {ms:.0f}" for name, ms in longest_stall.busiest if ms >= 1)
+            + "); the UI thread sampled in: "
             + "; ".join(f"{where} ({count}x)" for where, count in common)
         )
     if len(memory) >= 2:
