@@ -17,6 +17,8 @@ import threading
 import time
 from collections.abc import Iterator
 
+from mignurse.turns import after_ui
+
 _lock = threading.Lock()
 _holders = 0
 _was_enabled = False
@@ -61,6 +63,7 @@ def freeze_survivors() -> None:
     frozen is collected first (only what was born since the last freeze: cheap when this
     runs every refresh), so no cyclic garbage is frozen; cycles that die after their
     objects were frozen are reclaimed by `_reclaim_if_due`."""
+    after_ui()  # a collection holds the GIL throughout: not while the UI thread works
     with _freeze_lock:
         gc.collect()  # walks the unfrozen objects only
         gc.freeze()

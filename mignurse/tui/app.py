@@ -51,6 +51,7 @@ from mignurse.tui.selection import Selection
 from mignurse.tui.shown import DataTable, Static
 from mignurse.tui.switching import SourceSwitching
 from mignurse.tui.table import BatchTable
+from mignurse.turns import ui_done
 
 __all__ = ["MigNurseApp", "make_app"]
 
@@ -133,6 +134,7 @@ class MigNurseApp(Navigation, SourceSwitching):
         self.request_refresh(force=True)
 
     def on_unmount(self) -> None:
+        ui_done()  # a refresh cut short by the exit never ends
         self.source.stop()
         if self._previous is not None:
             self._previous.stop()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -54,6 +54,7 @@ from mignurse.nodeview import (
 from mignurse.render import SEVERITY_STYLE
 from mignurse.session import FleetSource, parts, qualified, split_key
 from mignurse.tui.filters import RowFilter
+from mignurse.turns import after_ui
 
 DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
 # Across clusters, this many clusters' inputs are read side by side (each its own API server
@@ -346,6 +347,13 @@ class _Judged:
     lacks: str  # what its input lacked, named by its context ("" whole)
 
 
+def _stepping_aside(results: Iterator[RuleResult]) -> Iterator[RuleResult]:
+    """Each rule's result; before the next rule runs, the UI thread's turn (`turns`)."""
+    for result in results:
+        yield result
+        after_ui()
+
+
 class Refresher:
     """Runs on the refresh worker only (one at a time): the source's state → RowChanges.
     It remembers what the next refresh needs (the last diagnosis's badges and pool rows)."""
@@ -404,7 +412,7 @@ class Refresher:
         total = len(rules)
         inp, lacks = self.source.diagnosis_input()
         own: list[RuleResult] = []
-        for result in diagnose_stream(inp, rules=rules):
+        for result in _stepping_aside(diagnose_stream(inp, rules=rules)):
             own.append(result)
             self._results[("", result.rule)] = (result, lacks)
             if not self.whole_sent and len(own) < total:
@@ -412,8 +420,10 @@ class Refresher:
         diagnosis = combine(own)
         update = DiagnosisUpdate(diagnosis, total, total, lacks)
         if update.whole:
+            after_ui()
             self.fleet_base = fleet_rows(inp, diagnosis)
             self.badges = badges(diagnosis.findings)
+            after_ui()
             self.radar = radar(inp, diagnosis.findings, RADAR_HORIZON)
             self.whole = diagnosis
             self.whole_sent = True
@@ -509,7 +519,7 @@ class Refresher:
         keys qualified by its context; a live cluster's times moved onto the app's clock, so
         a countdown reads its own time (a bundle's deadlines are moments then: no shift)."""
         shift = timedelta(0) if part.read_only_reason else app_now - inp.now
-        own = list(diagnose_stream(inp, rules=rules))
+        own = list(_stepping_aside(diagnose_stream(inp, rules=rules)))
         mine = combine(own)
         return _Judged(
             stage=stage,

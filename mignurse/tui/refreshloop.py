@@ -39,6 +39,7 @@ from mignurse.tui.refresh import (
     RowChanges,
     column_label,
 )
+from mignurse.turns import ui_done, ui_working
 
 REFRESH_SECONDS = 0.5
 ADD_CHUNK = 250  # new rows placed per frame: a 5,000-row fill paints as it goes
@@ -152,7 +153,9 @@ class RefreshLoop(Panels, DetailPane):
     def _refresh_ended(self) -> None:
         self._in_flight = False
         if not self.is_running:
+            ui_done()
             return
+        self.call_after_refresh(ui_done)  # once the frame that shows it is drawn
         self._diagnose_if_due()
         if self._again:
             self._again = False
@@ -162,6 +165,7 @@ class RefreshLoop(Panels, DetailPane):
 
     @on(Refreshed)
     def _refreshed(self, message: Refreshed) -> None:
+        ui_working()  # the diagnosis worker waits meanwhile (`turns`)
         try:
             self._apply(message.changes)
         except NoMatches:
