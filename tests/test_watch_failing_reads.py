@@ -163,6 +163,8 @@ class _Cable:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.open: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.is_cut = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -172,7 +174,12 @@ class _Cable:
             except OSError:
                 return  # cut
             far = socket.create_connection(self.upstream)
-            self.open += [near, far]
+            with self.lock:
+                if self.is_cut:  # accepted as the cable was cut: dropped with the others
+                    for sock in (near, far):
+                        _drop(sock)
+                    return
+                self.open += [near, far]
             for a, b in ((near, far), (far, near)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
@@ -188,11 +195,19 @@ class _Cable:
                 sink.shutdown(socket.SHUT_RDWR)
 
     def cut(self) -> None:
-        self.listener.close()
-        for sock in self.open:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+        with self.lock:
+            self.is_cut = True
+            # a listener closed while a thread waits in accept() would go on accepting on
+            # Linux: shut down, the waiting accept() returns an error at once
+            _drop(self.listener)
+            for sock in self.open:
+                _drop(sock)
+
+
+def _drop(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 def test_a_cluster_that_goes_away_mid_way_and_stays_away_exits_2_with_its_line(
@@ -207,19 +222,21 @@ def test_a_cluster_that_goes_away_mid_way_and_stays_away_exits_2_with_its_line(
     entry["cluster"]["server"] = f"https://127.0.0.1:{cable.port}"
     kubeconfig.write_text(yaml.safe_dump(config))
 
+    # each watch breaks on a read of its own: the events watch's line may come last
+    broken = " sim-dcgm-repair-loop: events: cannot reach the Kubernetes API "
     watch = _watch(kubeconfig, tmp_path / "state", "--context", "sim-*")
     try:
         seen = _until(
             watch, lambda s: " sim-healthy: listed " in s and " sim-dcgm-repair-loop: listed " in s
         )
         cable.cut()
-        seen += _until(watch, lambda s: "cannot reach the Kubernetes API" in s)
+        seen += _until(watch, lambda s: broken in s)
     finally:
         code, stderr = _stopped(watch, "")
         cable.cut()
     stderr = seen + stderr
     # its watches broke and are retried, a progress line each
-    assert " sim-dcgm-repair-loop: events: cannot reach the Kubernetes API " in stderr, stderr
+    assert broken in stderr, stderr
     assert code == 2, stderr
     (error,) = _errors(stderr)
     assert error.startswith("mignurse: error: context 'sim-dcgm-repair-loop': unreachable: "), error
