@@ -289,10 +289,13 @@ def test_a_read_run_inside_another_program_leaves_its_collector_alone(
 
     from mignurse.cli import main
 
-    before = gc.get_threshold(), gc.get_freeze_count()
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
     assert main(["--kubeconfig", str(kubeconfig), "nodes"]) == 0
     assert "ip-10-0-" in capsys.readouterr().out
-    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+    assert gc.get_threshold() == threshold
+    # nothing frozen (a freeze moves every live object: thousands); what an earlier test in
+    # this process froze may still be freed meanwhile, one by one
+    assert gc.get_freeze_count() <= frozen
 
 
 @pytest.mark.parametrize(
