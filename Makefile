@@ -61,15 +61,14 @@ WORKERS ?= $(shell $(PYTHON) -c "import os; print(3 * len(os.sched_getaffinity(0
 # the test run's own and reported there.
 unit: $(STAMP)
 	$(BIN)/python -m compileall -q mignurse
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest --collect-only -q --snapshot-warn-unused > /dev/null || true
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest $(TIER) --collect-only -q --snapshot-warn-unused > /dev/null || true
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest $(TIER) -n $(WORKERS) --dist loadgroup
 
 ## The deep tier: checks at full size that take minutes of CPU each (the secrets corpus masked
 ## both ways and twice, the 5,000-node cluster read by kubectl, every screen scanned for
-## escapes, the MIG and replacement runbooks interrupted); CI runs it after `make test`.
-deep: $(STAMP)
-	$(BIN)/python -m compileall -q mignurse
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m deep -n $(WORKERS) --dist loadgroup
+## escapes, every runbook interrupted); CI runs it after `make test`.
+deep:
+	@$(MAKE) --no-print-directory unit TIER="-m deep"
 
 ## Mutation testing of mignurse/runner/, or PACKAGE=diagnose (not part of `make test`;
 ## MUTANTS="--module lock.py" to narrow it, MUTANTS=--again for the last survivors,

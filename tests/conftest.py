@@ -38,6 +38,12 @@ RUN_FIRST = (
 )
 
 
+# The deep tier: the same checks at full size (the whole secrets corpus both ways, the
+# 5,000-node cluster through kubectl, every screen scanned for escapes, the interruption
+# trials), each minutes of CPU; `make deep` runs them, and CI after `make test`.
+DEEP_SKIPPED = "the deep tier: make deep"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.split("::", 1)[0]
@@ -49,12 +55,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("deep") is not None:
                 item.add_marker(pytest.mark.skip(reason=DEEP_SKIPPED))
-
-
-# The deep tier: the same checks at full size (the whole secrets corpus both ways, the
-# 5,000-node cluster through kubectl, every screen scanned for escapes, the interruption
-# trials), each minutes of CPU; `make deep` runs them, and CI after `make test`.
-DEEP_SKIPPED = "the deep tier: make deep"
 
 
 # Settings a developer's shell may carry that would point a test at their own files.

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -112,20 +113,16 @@ def _warned_node(sim: SimCluster) -> str:
 IN_MAKE_TEST = ("healthy", "dcgm-repair-loop")
 
 
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(
-            s,
-            marks=[pytest.mark.deep, pytest.mark.timeout(600), pytest.mark.xdist_group(s)],
-        )
-        if s == "scale-5000"
-        else s
-        if s in IN_MAKE_TEST
-        else pytest.param(s, marks=pytest.mark.deep)
-        for s in SCENARIOS
-    ],
-)
+def _scenario(name: str) -> Any:
+    if name in IN_MAKE_TEST:
+        return name
+    if name == "scale-5000":  # built once, on one worker, in minutes
+        marks = [pytest.mark.deep, pytest.mark.timeout(600), pytest.mark.xdist_group(name)]
+        return pytest.param(name, marks=marks)
+    return pytest.param(name, marks=pytest.mark.deep)
+
+
+@pytest.mark.parametrize("scenario", [_scenario(s) for s in SCENARIOS])
 def test_reading_every_scenario_as_on_eks(
     kubectl_for: Callable[..., Kubectl],
     scenario: str,
