@@ -13,6 +13,14 @@ call a key function on every row's cells, on the UI thread, at every change of a
 `set_widths` takes the column widths measured off the UI thread too (cells already cut to
 them): a cell that got shorter made DataTable measure every cell of its column again, and
 every new row was measured on idle, hundreds of milliseconds at 5,000 rows.
+
+Every row the app places is one line high, so a line of the table is a row: line y is the
+row at index y, the table is as tall as it has rows. DataTable finds both by walking every
+row in order (`_y_offsets`, `ordered_rows`) each frame, again after each change, since every
+change (a cell updated, the order set) bumps the count its caches are keyed by: at 5,000
+rows about 10 ms of each frame of a refresh, and a walk per cursor move. Here they are
+looked up directly while no row of another height was ever added; Textual's walks stay for
+those.
 """
 
 from __future__ import annotations
@@ -22,8 +30,8 @@ from typing import Any
 
 from textual._two_way_dict import TwoWayDict
 from textual.coordinate import Coordinate
-from textual.geometry import Size
-from textual.widgets.data_table import CellKey
+from textual.geometry import Region, Size, Spacing
+from textual.widgets.data_table import CellKey, RowKey
 
 from mignurse.tui.shown import DataTable
 
@@ -50,10 +58,69 @@ class BatchTable(DataTable[Any]):
         self._update_count += 1  # the rendered lines were cut to the old widths
         self.refresh()
 
+    _tall_rows = False  # a row of another height than one line was added since the last clear
+
+    def add_row(self, *cells: Any, **options: Any) -> Any:
+        if options.get("height", 1) != 1:
+            self._tall_rows = True
+        return super().add_row(*cells, **options)
+
     def clear(self, columns: bool = False) -> BatchTable:
         self.measured = False
         super().clear(columns)
+        self._tall_rows = False
         return self
+
+    @property
+    def _total_row_height(self) -> int:
+        if self._tall_rows:
+            return super()._total_row_height
+        return self.row_count
+
+    def _get_offsets(self, y: int) -> tuple[RowKey, int]:
+        """The row at line `y` of the table (the header's first) and the line within it."""
+        if self._tall_rows:
+            return super()._get_offsets(y)
+        if self.show_header:
+            if y < self.header_height:
+                return self._header_row_key, y
+            y -= self.header_height
+        key = self._row_locations.get_key(y) if y >= 0 else None
+        if key is None:
+            raise LookupError(f"Y coord {y!r} is greater than total height")
+        return key, 0
+
+    def _get_cell_region(self, coordinate: Coordinate) -> Region:
+        if self._tall_rows:
+            return super()._get_cell_region(coordinate)
+        if not self.is_valid_coordinate(coordinate):
+            return Region(0, 0, 0, 0)
+        row_index, column_index = coordinate
+        widths = [column.get_render_width(self) for column in self.ordered_columns]
+        x = self._row_label_column_width + sum(widths[:column_index])
+        return Region(x, row_index + self._header_lines, widths[column_index], 1)
+
+    def _get_row_region(self, row_index: int) -> Region:
+        if self._tall_rows:
+            return super()._get_row_region(row_index)
+        if not self.is_valid_row_index(row_index):
+            return Region(0, 0, 0, 0)
+        width = self._row_label_column_width + sum(
+            column.get_render_width(self) for column in self.columns.values()
+        )
+        return Region(0, row_index + self._header_lines, max(self.size.width, width), 1)
+
+    def _get_fixed_offset(self) -> Spacing:
+        if self._tall_rows:
+            return super()._get_fixed_offset()
+        left = self._row_label_column_width + sum(
+            column.get_render_width(self) for column in self.ordered_columns[: self.fixed_columns]
+        )
+        return Spacing(self._header_lines + min(self.fixed_rows, self.row_count), 0, 0, left)
+
+    @property
+    def _header_lines(self) -> int:
+        return self.header_height if self.show_header else 0
 
     def _update_dimensions(self, new_rows: Iterable[Any]) -> None:
         if not self.measured:
@@ -61,9 +128,8 @@ class BatchTable(DataTable[Any]):
             return
         # Row heights are all 1 and the widths are given: only the virtual size is left.
         width = sum(column.get_render_width(self) for column in self.columns.values())
-        header = self.header_height if self.show_header else 0
         self.virtual_size = Size(
-            width + self._row_label_column_width, self._total_row_height + header
+            width + self._row_label_column_width, self._total_row_height + self._header_lines
         )
 
     def remove_rows(self, keys: Iterable[str]) -> None:
