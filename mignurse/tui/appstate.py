@@ -31,7 +31,7 @@ from mignurse.inert import inert, inert_markup
 from mignurse.model import Pod
 from mignurse.nodeview import NodeRow
 from mignurse.session import FleetSource, Source
-from mignurse.tui.detail import drawn_key, sorted_findings
+from mignurse.tui.detail import sorted_findings
 from mignurse.tui.filters import RowFilter
 from mignurse.tui.refresh import (
     TABLE_COLUMNS,
@@ -107,8 +107,6 @@ class AppState(App[None]):
         self._order: tuple[str, ...] = ()
         self._pools: list[str] = []
         self._fleet: list[PoolRow] = []
-        # each pane last drawn by `_draw`: its widget and what it showed, by its id
-        self._drawn: dict[str, tuple[Static, object]] = {}
         self._fleet_ranked = False  # the fleet rows on screen came after a diagnosis
         self._pool_rows: dict[str, list[NodeRow]] = {}
         self._gpu_names: list[str] = []
@@ -190,16 +188,6 @@ class AppState(App[None]):
 
     def _detail(self) -> Static:
         return self.own_widget("#detail", Static)
-
-    def _draw(self, pane: Static, renderable: Any) -> None:
-        """Show `renderable` in `pane`, unless the pane shows the same already: a refresh
-        every half second mostly brings the same words, and each drawing of a pane (rich
-        measuring its tables) is the UI thread's (benchmarks/bench_app.py)."""
-        key = drawn_key(renderable)
-        if key is not None and self._drawn.get(str(pane.id)) == (pane, key):
-            return
-        self._drawn[str(pane.id)] = (pane, key)
-        pane.update(renderable)
 
     def _focus_table(self) -> None:
         (self._node_table() if self.view == NODES else self._fleet_table()).focus()

@@ -13,7 +13,6 @@ from typing import Any
 from rich.cells import cell_len, chop_cells
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
-from rich.table import Table
 from rich.text import Text
 
 from mignurse.diagnose.findings import SEVERITY_ORDER, Finding
@@ -342,7 +341,8 @@ class ColumnLines:
             for i, natural in enumerate(self._natural)
         ]
         self._drawn: tuple[int, Text] | None = None
-        self.key = (header, tuple(tuple(row) for row in rows), tuple(right))
+        # what `shown.drawn_key` compares: the same header, rows and alignment draw the same
+        self.shown_key = ("lines", (header, tuple(tuple(row) for row in rows), tuple(right)))
 
     def _widths(self, room: int) -> list[int]:
         """The columns' widths in `room` cells: each its widest cell if they fit; else the
@@ -420,35 +420,3 @@ class ColumnLines:
         widest = sum(self._natural) + 2 * len(self._natural)
         least = sum(self._least) + 2 * len(self._least)
         return Measurement(min(least, options.max_width), min(widest, options.max_width))
-
-
-def drawn_key(renderable: Any) -> object | None:
-    """What a pane would show for `renderable`, as a value to compare with what it showed:
-    its words, styles and layout, for the renderables the panes are made of (text, groups of
-    them, borderless tables); None for anything else (then it is always drawn)."""
-    if isinstance(renderable, str):
-        return renderable
-    if isinstance(renderable, Text):
-        text = renderable
-        return (
-            text.plain,
-            str(text.style),
-            tuple(text.spans),
-            (text.justify, text.overflow, text.no_wrap, text.end),
-        )
-    if isinstance(renderable, Group):
-        keys = tuple(drawn_key(part) for part in renderable.renderables)
-        return None if None in keys else keys
-    if isinstance(renderable, ColumnLines):
-        return ("lines", renderable.key)
-    if isinstance(renderable, Table):
-        columns = []
-        for column in renderable.columns:
-            cells = tuple(drawn_key(cell) for cell in (column.header, *column.cells))
-            if None in cells:
-                return None
-            columns.append(
-                ((column.overflow, str(column.style), column.min_width, column.no_wrap), cells)
-            )
-        return ("table", renderable.show_header, str(renderable.header_style), tuple(columns))
-    return None

@@ -73,7 +73,7 @@ class DetailPane(AppState):
             if words != self._placeholder:
                 self._placeholder = words
                 with contextlib.suppress(NoMatches):  # the app may be closing
-                    self._draw(self._detail(), Text(words, style="dim"))
+                    self._detail().update(Text(words, style="dim"))
             return
         if name != self._detail_for or name in changed:
             self._show_detail(name)
@@ -90,7 +90,7 @@ class DetailPane(AppState):
             pods = self._pods.get(name)
             if pods is None or time.monotonic() - pods[0] > PODS_MAX_AGE_SECONDS:
                 self._fetch_pods(name)
-        self._draw(detail, self._detail_renderable(name))
+        detail.update(self._detail_renderable(name))
 
     def _detail_renderable(self, key: str, *, full: bool = False) -> Any:
         findings = self._findings_about(key)

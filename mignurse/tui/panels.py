@@ -153,7 +153,9 @@ class Panels(AppState):
         if len(findings) > shown:
             more = "f shows every finding" if partial is None else "f, once it is whole"
             lines.append(f"\n… {len(findings) - shown} more: {more}", style="dim")
-        panel.update(lines)
+        # every line is cut to the width, so the panel is as tall as its lines: a countdown
+        # that moved leaves the screen's layout as it was
+        panel.update(lines, layout=lines.plain.count("\n") + 1 != panel.content_size.height)
 
     @property
     def judged_at(self) -> str:
@@ -269,7 +271,7 @@ class Panels(AppState):
                     parts.append(Text(f"\nEvidence of {about[0].id}, newest last", style="bold"))
                 for when, where, what in timed[-PREVIEW_EVIDENCE:]:
                     parts.append(Text(f"{clock_time(when, now)}  {where:<10} {what}", style="dim"))
-        self._draw(preview, Group(*parts))
+        preview.update(Group(*parts))
 
     @on(DataTable.RowHighlighted, f"#{FLEET}")
     def _pool_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from rich.console import Group
 from rich.segment import Segment
 from rich.style import Style
+from rich.table import Table
 from rich.text import Span, Text
 from textual import constants
 from textual import widgets as textual_widgets
@@ -73,20 +74,67 @@ def cell(value: Any) -> Any:
     return shown(value, lines=False)
 
 
-class Static(textual_widgets.Static):
+def drawn_key(renderable: Any) -> object | None:
+    """What a pane would show for `renderable`, as a value to compare with what it showed:
+    its words, styles and layout, for the renderables the panes are made of (text, groups of
+    them, borderless tables, and any with a `shown_key` of its own); None for anything else
+    (then it is always drawn)."""
+    if isinstance(renderable, str):
+        return renderable
+    if isinstance(renderable, Text):
+        text = renderable
+        return (
+            text.plain,
+            str(text.style),
+            tuple(text.spans),
+            (text.justify, text.overflow, text.no_wrap, text.end),
+        )
+    if isinstance(renderable, Group):
+        keys = tuple(drawn_key(part) for part in renderable.renderables)
+        return None if None in keys else keys
+    own = getattr(renderable, "shown_key", None)
+    if own is not None:
+        return own
+    if isinstance(renderable, Table):
+        columns = []
+        for column in renderable.columns:
+            cells = tuple(drawn_key(cell) for cell in (column.header, *column.cells))
+            if None in cells:
+                return None
+            columns.append(
+                ((column.overflow, str(column.style), column.min_width, column.no_wrap), cells)
+            )
+        return ("table", renderable.show_header, str(renderable.header_style), tuple(columns))
+    return None
+
+
+class _DrawnOnce(textual_widgets.Static):
+    """A pane's `update` with what it shows already is no update, and one that cannot change
+    the pane's size (a height and a width its CSS sets) lays nothing out: a refresh every half
+    second mostly brings the same words, and each update that lays the screen out draws every
+    pane on it again (tens of milliseconds of the UI thread beside a 5,000-row table,
+    benchmarks/bench_app.py)."""
+
+    _drawn_key: object | None = None
+
+    def update(self, content: Any = "", *, layout: bool = True) -> None:
+        key = drawn_key(content)
+        if key is not None and key == self._drawn_key:
+            return
+        self._drawn_key = key
+        height, width = self.styles.height, self.styles.width
+        sized = height is not None and not height.is_auto and not (width and width.is_auto)
+        super().update(shown(content), layout=layout and not sized)
+
+
+class Static(_DrawnOnce):
     def __init__(self, content: Any = "", **options: Any) -> None:
         super().__init__(shown(content), **options)
 
-    def update(self, content: Any = "", *, layout: bool = True) -> None:
-        super().update(shown(content), layout=layout)
 
-
-class Label(textual_widgets.Label):
+class Label(_DrawnOnce, textual_widgets.Label):
     def __init__(self, content: Any = "", **options: Any) -> None:
         super().__init__(shown(content), **options)
-
-    def update(self, content: Any = "", *, layout: bool = True) -> None:
-        super().update(shown(content), layout=layout)
 
 
 CellT = TypeVar("CellT")

@@ -112,7 +112,7 @@ class SourceSwitching(RefreshLoop):
         self._pending.clear()
         self._node_table().clear()
         self._fleet_table().clear()
-        self._draw(self._detail(), "Highlight a node to see its details.")
+        self._detail().update("Highlight a node to see its details.")
         self._titles()
         if stop_old:
             old.stop()

@@ -12,7 +12,8 @@ from rich.console import Console
 from mignurse.diagnose.timeline import TimelineEntry
 from mignurse.model import Node, Pod
 from mignurse.model.fields import Condition
-from mignurse.tui.detail import ColumnLines, drawn_key, node_detail
+from mignurse.tui.detail import ColumnLines, node_detail
+from mignurse.tui.shown import drawn_key
 
 NOW = datetime(2025, 11, 29, 2, 55, tzinfo=UTC)
 HOSTILE = "ok\x1b]52;c;aGk=\x07\u202eevil\x9b2J"

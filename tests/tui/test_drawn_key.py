@@ -1,15 +1,19 @@
 """`drawn_key`: what a pane would show, compared with what it showed, so that a pane is drawn
-again only when its words, styles or layout changed; a renderable it cannot read is always
-drawn."""
+again only when its words, styles or layout changed (`shown.Static.update`); a renderable it
+cannot read is always drawn."""
 
 from __future__ import annotations
+
+import asyncio
+from typing import Any
 
 from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from textual.app import App, ComposeResult
 
-from mignurse.tui.detail import drawn_key
+from mignurse.tui.shown import Static, drawn_key
 
 
 def table(*rows: tuple[str, str], style: str = "") -> Table:
@@ -39,3 +43,42 @@ def test_a_changed_word_style_or_layout_is_another_key() -> None:
 def test_what_it_cannot_read_is_always_drawn() -> None:
     assert drawn_key(Panel("x")) is None
     assert drawn_key(Group(Text("x"), Panel("y"))) is None
+
+
+def test_a_pane_updated_with_what_it_shows_is_not_laid_out_or_drawn_again() -> None:
+    class _Panes(App[None]):
+        CSS = "#line { height: 1; }"
+
+        def compose(self) -> ComposeResult:
+            yield Static("", id="auto")
+            yield Static("", id="line")
+
+    async def run() -> dict[str, list[bool]]:
+        app = _Panes()
+        refreshed: dict[str, list[bool]] = {"auto": [], "line": []}
+        async with app.run_test(size=(60, 10)):
+            for name, laid_out in refreshed.items():
+                pane = app.query_one(f"#{name}", Static)
+                original = pane.refresh
+
+                def refresh(
+                    *args: Any, _to: Any = original, _into: Any = laid_out, **kw: Any
+                ) -> Any:
+                    _into.append(bool(kw.get("layout")))
+                    return _to(*args, **kw)
+
+                pane.refresh = refresh  # type: ignore[method-assign]
+                for content in (
+                    Text("3 findings", style="bold"),
+                    Text("3 findings", style="bold"),  # the same: nothing to do
+                    Text("3 findings", style="red"),  # another style: drawn
+                    Text("4 findings", style="red"),  # other words: drawn
+                    Panel("x"),  # no key: always drawn
+                    Panel("x"),
+                ):
+                    pane.update(content)
+        return refreshed
+
+    refreshed = asyncio.run(run())
+    # a pane as tall as what it shows is laid out again; one whose CSS sets its size is not
+    assert refreshed == {"auto": [True] * 5, "line": [False] * 5}
