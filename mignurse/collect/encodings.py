@@ -30,7 +30,9 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import functools
 import html
+import itertools
 import json
 import re
 import threading
@@ -187,7 +189,10 @@ _OPENER_LAST = frozenset(":|>-+0123456789]s")
 # (what is left matches more); a record's message is a string after a message key that ends
 # in an opener or is an INI section, then escaped line breaks or blanks, then its closing
 # quote. A line with no end of a match of this pattern's superset (`scanner.Prefilter`)
-# holds none, and its searches are skipped.
+# holds none, and its searches are skipped. The engine reads only the lines asked about,
+# joined by line breaks: what a match within a line reads (its characters, and a line break
+# or the text's end after it for `$`) is the same there, so every match the whole text holds
+# within one of them ends within it there too (a match across the joins only adds lines).
 _BLOCK_OR_KIND = scanner.Prefilter(
     re.compile(
         r"-----BEGIN |:[ \t]{0,16}(?:[|>][-+0-9]{0,3}[ \t]{0,16})?\r*$|\[[^\]\n]{1,256}\]\r*$"
@@ -198,22 +203,40 @@ _BLOCK_OR_KIND = scanner.Prefilter(
         re.MULTILINE,
     )
 )
-_context = threading.local()  # the last text's answer (asked for again by the next view)
+_context = threading.local()  # the last text's answers (asked for again by the next view)
 
 
 def forget() -> None:
-    """Drop the answer kept for the last text (it holds the text)."""
+    """Drop the answers kept for the last text (they hold the text)."""
     _context.last = None
 
 
-def _block_or_kind_ends(text: str) -> list[int] | None:
+def _block_or_kind_lines(text: str, lines: list[Span]) -> dict[int, bool] | None:
+    """For each whole line of `lines`, by its start: whether a match of `_BLOCK_OR_KIND`'s
+    superset ends within it (kept for the text: its views ask about its lines again); None
+    where the engine does not answer."""
     last = getattr(_context, "last", None)
     if last is not None and last[0] is text:
-        ends: list[int] | None = last[1]
-        return ends
-    ends = _BLOCK_OR_KIND.ends(text)
-    _context.last = (text, ends)
-    return ends
+        marks: dict[int, bool] = last[1]
+    else:
+        marks = {}
+        _context.last = (text, marks)
+    size = len(text)
+    todo = [(s, e) for s, e in lines if s not in marks and (e == size or text[e] == "\n")]
+    if todo:
+        ends = _BLOCK_OR_KIND.ends("\n".join(text[s:e] for s, e in todo))
+        if ends is None:
+            return None
+        # line i lies at [offsets[i], offsets[i + 1] - 1) of what was read, a line break after
+        offsets = list(itertools.accumulate((e - s + 1 for s, e in todo), initial=0))
+        within: set[int] = set()
+        for end in ends:
+            i = bisect.bisect_left(offsets, end) - 1
+            if end < offsets[i + 1]:
+                within.add(i)
+        for i, (start, _) in enumerate(todo):
+            marks[start] = i in within
+    return marks
 
 
 def _with_context(
@@ -223,15 +246,15 @@ def _with_context(
     block (itself, or the message of the log record it is), the `CONTEXT_LINES` after it;
     before a `kind: Secret`, those before it. In order, each line once."""
     out: list[Span] = []
-    ends = _block_or_kind_ends(text) if len(lines) > _FEW_LINES else None
+    marks = _block_or_kind_lines(text, lines) if len(lines) > _FEW_LINES else None
     size = len(text)
     for start, end in lines:
         if not wanted(start, end):
             continue
         if (
-            ends is not None
+            marks is not None
             and (end == size or text[end] == "\n")  # a whole line's end, where `$` is
-            and not _ends_within(ends, start, end)
+            and not marks[start]
         ):
             before, after = 1, 2
         else:
@@ -280,12 +303,6 @@ def _message_opens_block(text: str, start: int, end: int) -> bool:
     return _OPENS_BLOCK.search(text[start:end]) is not None
 
 
-def _ends_within(ends: list[int], start: int, end: int) -> bool:
-    """Whether one of the sorted `ends` lies in (start, end]."""
-    i = bisect.bisect_right(ends, start)
-    return i < len(ends) and ends[i] <= end
-
-
 # a line whose start matters: a key, a directive naming a secret (redis.conf `requirepass x`),
 # a PEM line, or a heading over a list of passwords (cloud-init's "Set the following 'random'
 # passwords", cc_set_passwords.py)
@@ -308,13 +325,20 @@ def _prefix_end(text: str, start: int, end: int) -> int:
             break
         if text.endswith(": ", at, m.end()):
             ident = text.rfind(" ", at, m.end() - 2) + 1
-            if ident > at and is_secret_name(_PID.sub("", text[ident : m.end() - 2])):
+            if ident > at and _names_secret(text[ident : m.end() - 2]):
                 return ident
         at = m.end()
     return at
 
 
 _PID = re.compile(r"\[\d{1,10}\]$")
+
+
+@functools.lru_cache(maxsize=4096)
+def _names_secret(ident: str) -> bool:
+    """Whether a journal identifier (`kubelet[2391]`, less its pid) names a secret: asked for
+    on every line, where a log has a few identifiers."""
+    return is_secret_name(_PID.sub("", ident))
 
 
 def _split_lines(text: str, start: int, end: int) -> Iterator[Span]:
@@ -332,18 +356,21 @@ def _prefixed(text: str, lines: list[Span], parent: View | None) -> View | None:
     one (journal then klog, CRI then klog: up to three)."""
     build = _Builder()
     stripped = False
+    prefix_ends: dict[tuple[int, int], int] = {}  # a line's `_prefix_end`, found once
 
     def keyed(start: int, end: int) -> bool:
         """Whether a line after its prefix starts with a key (`password: …`) or a PEM line:
         where a line start is what the rules need."""
-        at = _prefix_end(text, start, end)
+        at = prefix_ends[start, end] = _prefix_end(text, start, end)
         return at > start and (
             _KEY_FIRST.match(text, at, end) is not None
             or _OPENS_BLOCK.search(text, at, end) is not None
         )
 
     for start, end in _with_context(text, lines, keyed):
-        at = _prefix_end(text, start, end)
+        at = prefix_ends.get((start, end))
+        if at is None:
+            at = _prefix_end(text, start, end)
         stripped = stripped or at > start
         build.copy(text, at, end)  # a line without a prefix too: a block's lines stay together
         build.separator()
@@ -448,37 +475,46 @@ def _json_strings(text: str, lines: list[Span], parent: View | None) -> View | N
             continue  # no string; a message key holds a quote or ends before one (`(?=")`)
         message = _MESSAGE_KEY.search(text, start, end)
         for body_start, body_end in _quoted(text, message.end() if message else start, end):
+            if message is None and body_end - body_start < 6:
+                continue
             # (found in the line rather than in a copy of the string: most strings are short
             # and left out, and one with no backslash is copied as it is)
-            escaped = find("\\", body_start, body_end) != -1
-            if message is not None and escaped:
+            slash = find("\\", body_start, body_end)
+            if message is not None and slash != -1:
                 body_end = _without_line_break(text, body_start, body_end)
-            if message is None and (
-                body_end - body_start < 6
-                or (
-                    not escaped
-                    and find(":", body_start, body_end) == -1
-                    and find("=", body_start, body_end) == -1
-                    and find("%", body_start, body_end) == -1
-                )
+            if (
+                message is None
+                and slash == -1
+                and find(":", body_start, body_end) == -1
+                and find("=", body_start, body_end) == -1
+                and find("%", body_start, body_end) == -1
             ):
                 continue
             at = body_start
-            for esc in _ESCAPE.finditer(text, at, body_end) if escaped else ():
-                esc_start, esc_end = esc.span()
-                if esc_start > at:
-                    parts.append(text[at:esc_start])
-                    pieces.append((length, length + esc_start - at, at, esc_start))
-                    length += esc_start - at
-                code = text[esc_start + 1 : esc_end]
-                if code[0] == "u" and len(code) == 5:
-                    value = chr(int(code[1:], 16))
-                else:
-                    value = _SIMPLE_ESCAPES.get(code, code)
+            # each escape as `_ESCAPE` matches it, left to right: a backslash and any one
+            # character but a line break, or `u` and four hex digits (a backslash that starts
+            # none is passed over); found with `str.find`, a match object only for a `\u`
+            while slash != -1:
+                code = slash + 1
+                if code >= body_end or text[code] == "\n":
+                    slash = find("\\", code, body_end)
+                    continue
+                if slash > at:
+                    parts.append(text[at:slash])
+                    pieces.append((length, length + slash - at, at, slash))
+                    length += slash - at
+                char = text[code]
+                at = code + 1
+                value = _SIMPLE_ESCAPES.get(char, char)
+                if char == "u":
+                    escape = _ESCAPE.match(text, slash, body_end)
+                    if escape is not None and escape.end() == slash + 6:
+                        at = escape.end()
+                        value = chr(int(text[code + 1 : at], 16))
                 parts.append(value)  # (one character, for an escape of two or six)
-                pieces.append((length, length + 1, esc_start, esc_end))
+                pieces.append((length, length + 1, slash, at))
                 length += 1
-                at = esc_end
+                slash = find("\\", at, body_end)
             if body_end > at:
                 parts.append(text[at:body_end])
                 pieces.append((length, length + body_end - at, at, body_end))
@@ -906,6 +942,11 @@ def json_document_edits(
                 continue
             if not isinstance(document, (dict, list)):
                 at = m.start() + 1
+                continue
+            if isinstance(document, list) and not any(
+                isinstance(item, (dict, list)) for item in document
+            ):
+                at = doc_end  # (a journal's `[1930]`): `structured` masks only in a mapping
                 continue
             _, counts, replacements = structured.mask_document(document, check)
             if replacements:

@@ -24,6 +24,7 @@ Decisions (the rules' own are in `secretrules`):
 from __future__ import annotations
 
 import bisect
+import functools
 import ipaddress
 import itertools
 import os
@@ -716,6 +717,7 @@ def _rule_edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
     if rule.scope == LINE:
         line_end = -1
         positions = sorted({at for trigger, _ in rule.triggers for at in scan.positions(trigger)})
+        anchored = _at_line_start(rule.regex)
         for n, at in enumerate(positions):
             if n % 1024 == 0:
                 clock.check()
@@ -724,7 +726,14 @@ def _rule_edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
             line_start = text.rfind("\n", 0, at) + 1
             line_end = text.find("\n", at)
             line_end = len(text) if line_end == -1 else line_end
-            for m in rule.regex.finditer(text, max(line_start, pos), line_end):
+            if anchored:
+                # `^` holds in the line only at its start (no character of the line is a
+                # line break): finditer finds one match there, or none when `pos` is past it
+                found = rule.regex.match(text, line_start, line_end) if pos <= line_start else None
+                matches: Iterable[re.Match[str]] = () if found is None else (found,)
+            else:
+                matches = rule.regex.finditer(text, max(line_start, pos), line_end)
+            for m in matches:
                 change = rule.edit(m)
                 if change is not None and change[0] >= pos:
                     yield change
@@ -746,6 +755,17 @@ def _rule_edits(scan: _Scan, rule: Rule, clock: _Clock) -> Iterator[Edit]:
         if change is not None and change[0] >= pos:
             yield change
             pos = change[1]
+
+
+@functools.cache
+def _at_line_start(regex: re.Pattern[str]) -> bool:
+    """Whether every match of `regex` starts at a line's start: MULTILINE, and `^` first at
+    its top level (not in one alternative of several)."""
+    if not regex.flags & re.MULTILINE:
+        return False
+    parsed = re._parser.parse(regex.pattern, regex.flags)  # type: ignore[attr-defined]
+    c = re._constants  # type: ignore[attr-defined]
+    return len(parsed.data) > 0 and parsed.data[0] == (c.AT, c.AT_BEGINNING)
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

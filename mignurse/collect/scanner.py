@@ -86,7 +86,7 @@ class Words:
         if not _active():
             return None
         if text.isascii():
-            return _survey(text).words[id(self)]
+            return _survey(text, self).words[id(self)]
         if "\u212a" in text:
             return None
         data = text.encode("utf-8", "surrogatepass")
@@ -171,16 +171,27 @@ class Finder:
     def last_characters(self, text: str) -> list[int] | None:
         if not _active() or not text.isascii():
             return None
-        found = _survey(text)
+        found = _survey(text, self)
         return None if found.unsafe else found.ends[id(self)]
 
 
 # --- one pass for everything ---------------------------------------------------------------
 #
-# Every `Words` and `Finder` made is compiled into one database, and an ASCII text is scanned
-# once for all of them: the rules' triggers, the lines the views start from, the base64 runs.
-# The answer for the last text scanned is kept (per thread) until `forget`, since a text's
-# triggers and its views are asked for one after the other.
+# Every `Words` and `Finder` made is compiled into a few databases, each scanned over an ASCII
+# text in one pass when one of its patterns is first asked about there: the rules' triggers,
+# the lines the views start from, the base64 runs. The answer for the last text scanned is
+# kept (per thread) until `forget`, since a text's triggers and its views are asked for one
+# after the other.
+#
+# Hyperscan reports each pattern's matches whatever else its database holds, so how they are
+# shared out changes no answer, only the cost. The words, and the finders that are a literal
+# or a class of a few characters, are one database: literals alone compile to the engine's
+# literal matcher in a few ms, where one regex among them makes the whole set compile as an
+# automaton, ten times slower (each process compiles once, on its first text). Every other
+# finder is a database of its own, compiled and scanned only where it is asked about (a
+# text without `+` never asks for form parameters), and so is the check for \x1c-\x1f that
+# every finder's answer needs; together they cost less scanned one by one than as one
+# automaton.
 
 
 class _Found:
@@ -188,89 +199,139 @@ class _Found:
         self.words: dict[int, dict[str, list[int]]] = {}
         self.ends: dict[int, list[int]] = {}
         self.unsafe = False
+        self.scanned: set[int] = set()  # the databases (their index) this text was scanned by
+        self.data: bytes | None = None  # the text as bytes, once one was scanned
+
+
+_Entry = tuple[bytes, int, "Words | Finder | None", int]  # (pattern, flags, owner, index)
+
+
+class _Part:
+    """One database, compiled when first used, and what each of its patterns is: a Words and
+    the word's index, a Finder and -1, or None and -1 for the check for \\x1c-\\x1f."""
+
+    def __init__(self, entries: list[_Entry]) -> None:
+        self.expressions = [expression for expression, _, _, _ in entries]
+        self.flags = [flag for _, flag, _, _ in entries]
+        self.owners = [(owner, index) for _, _, owner, index in entries]
+        self.database: Any = None
+
+    def compiled(self) -> Any:
+        with _combined_lock:
+            if self.database is None:
+                database = _hyperscan.Database(mode=_hyperscan.HS_MODE_BLOCK)
+                database.compile(
+                    expressions=self.expressions,
+                    ids=list(range(len(self.expressions))),
+                    elements=len(self.expressions),
+                    flags=self.flags,
+                )
+                self.database = database
+            return self.database
 
 
 _registered: list[Words | Finder] = []
-_combined: list[Any] = []  # [(database, what each id is)] once compiled for `_registered`
-_combined_lock = threading.Lock()
+# [(the databases, owner's id → the index of its database)] once made for `_registered`; the
+# check for \x1c-\x1f is the last database
+_combined: list[tuple[list[_Part], dict[int, int]]] = []
+_combined_lock = threading.RLock()
 
 
 def _register(owner: Words | Finder) -> None:
     with _combined_lock:
         _registered.append(owner)
-        _combined.clear()  # compiled again, with this one, when next needed
+        _combined.clear()  # made again, with this one, when next needed
 
 
-def _database() -> tuple[Any, list[tuple[Words | Finder, int]]]:
+def _is_literal(source: str) -> bool:
+    """Whether a finder's pattern is characters and classes of characters only (read as
+    Python reads it, as a finder's pattern is), which Hyperscan's literal matcher takes."""
+    c = re._constants  # type: ignore[attr-defined]
+    try:
+        parsed = re._parser.parse(source)  # type: ignore[attr-defined]
+    except re.error:
+        return False
+    return all(
+        op is c.LITERAL or (op is c.IN and all(o in (c.LITERAL, c.RANGE) for o, _ in av))
+        for op, av in parsed
+    )
+
+
+def _parts() -> tuple[list[_Part], dict[int, int]]:
     with _combined_lock:
         if not _combined:
-            expressions: list[bytes] = []
-            flags: list[int] = []
-            owners: list[tuple[Words | Finder, int]] = []
+            literal: list[_Entry] = []
+            alone: list[list[_Entry]] = []
             for owner in _registered:
                 if isinstance(owner, Words):
-                    for index, word in enumerate(owner.words):
-                        expressions.append(_literal(word))
-                        flags.append(_hyperscan.HS_FLAG_CASELESS)
-                        owners.append((owner, index))
+                    literal.extend(
+                        (_literal(word), _hyperscan.HS_FLAG_CASELESS, owner, index)
+                        for index, word in enumerate(owner.words)
+                    )
+                    continue
+                entries: list[_Entry] = [
+                    (source.encode("ascii"), 0, owner, -1) for source in owner.sources
+                ]
+                if all(_is_literal(source) for source in owner.sources):
+                    literal.extend(entries)
                 else:
-                    for source in owner.sources:
-                        expressions.append(source.encode("ascii"))
-                        flags.append(0)
-                        owners.append((owner, -1))
-            expressions.append(_UNSAFE)
-            flags.append(_hyperscan.HS_FLAG_SINGLEMATCH)
-            database = _hyperscan.Database(mode=_hyperscan.HS_MODE_BLOCK)
-            database.compile(
-                expressions=expressions,
-                ids=list(range(len(expressions))),
-                elements=len(expressions),
-                flags=flags,
-            )
-            _combined.append((database, owners))
-        database, owners = _combined[0]
-        return database, owners
+                    alone.append(entries)
+            unsafe: list[_Entry] = [(_UNSAFE, _hyperscan.HS_FLAG_SINGLEMATCH, None, -1)]
+            parts = [_Part(entries) for entries in (literal, *alone, unsafe) if entries]
+            where = {id(o): i for i, part in enumerate(parts) for o, _ in part.owners if o}
+            _combined.append((parts, where))
+        return _combined[0]
 
 
-def _survey(text: str) -> _Found:
-    """Everything registered, found in ASCII `text` in one pass (kept for the next ask)."""
+def _survey(text: str, owner: Words | Finder | None = None) -> _Found:
+    """What `owner` (None: everything registered) finds in ASCII `text`, each database
+    scanned over the text in one pass when first needed (kept for the next ask)."""
     last = getattr(_state, "last", None)
     if last is not None and last[0] is text:
         found: _Found = last[1]
-        return found
-    database, owners = _database()
-    found = _survey_of(database, owners, text)
-    _state.last = (text, found)
+    else:
+        found = _Found()
+        _state.last = (text, found)
+    parts, where = _parts()
+    if owner is None:
+        needed = range(len(parts))
+    elif isinstance(owner, Words):
+        needed = range(where[id(owner)], where[id(owner)] + 1)
+    else:  # a finder's answer needs the check for \x1c-\x1f too
+        needed = range(where[id(owner)], where[id(owner)] + 1)
+        if len(parts) - 1 not in found.scanned:
+            _scan_part(parts, len(parts) - 1, text, found)
+    for index in needed:
+        if index not in found.scanned:
+            _scan_part(parts, index, text, found)
     return found
 
 
-def _survey_of(database: Any, owners: list[tuple[Words | Finder, int]], text: str) -> _Found:
-    found = _Found()
-    words_hits: dict[int, list[list[int]]] = {}
-    for owner in dict.fromkeys(o for o, _ in owners):
+def _scan_part(parts: list[_Part], index: int, text: str, found: _Found) -> None:
+    part = parts[index]
+    lengths = [len(o.words[i]) if isinstance(o, Words) else 0 for o, i in part.owners]
+    lists: list[list[int] | None] = []
+    for owner, i in part.owners:
         if isinstance(owner, Words):
-            words_hits[id(owner)] = [[] for _ in owner.words]
+            words = found.words.setdefault(id(owner), {})
+            lists.append(words.setdefault(owner.words[i], []))
+        elif owner is not None:
+            lists.append(found.ends.setdefault(id(owner), []))
         else:
-            found.ends[id(owner)] = []
-    unsafe = len(owners)
-    lengths = [len(o.words[i]) if isinstance(o, Words) else 0 for o, i in owners]
-    lists = [words_hits[id(o)][i] if isinstance(o, Words) else found.ends[id(o)] for o, i in owners]
-    ends = [isinstance(o, Finder) for o, _ in owners]
+            lists.append(None)
 
     def on_match(index: int, _from: int, to: int, _flags: int, _context: object) -> None:
-        if index == unsafe:
+        hits = lists[index]
+        if hits is None:
             found.unsafe = True
-        elif ends[index]:
-            lists[index].append(to - 1)
         else:
-            lists[index].append(to - lengths[index])
+            hits.append(to - (lengths[index] or 1))
 
     if text:
-        _scan(database, text.encode("ascii"), on_match)
-    for owner in dict.fromkeys(o for o, _ in owners):
-        if isinstance(owner, Words):
-            found.words[id(owner)] = dict(zip(owner.words, words_hits[id(owner)], strict=True))
-    return found
+        if found.data is None:
+            found.data = text.encode("ascii")
+        _scan(part.compiled(), found.data, on_match)
+    found.scanned.add(index)
 
 
 def forget() -> None:
@@ -340,18 +401,16 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
             return None
         return at + (shifts[i - 1] if i else 0)
 
-    database, owners = _database()
+    parts, _ = _parts()
     carried = _Found()
-    for owner in dict.fromkeys(o for o, _ in owners):
-        if isinstance(owner, Words):
-            carried.words[id(owner)] = {
-                word: [p for at in hits if (p := moved(at, len(word))) is not None]
-                for word, hits in found.words[id(owner)].items()
-            }
-        else:
-            carried.ends[id(owner)] = [
-                p for at in found.ends[id(owner)] if (p := moved(at, 0)) is not None
-            ]
+    carried.scanned = set(found.scanned)  # the others are scanned over `new` when asked
+    for owner_id, words in found.words.items():
+        carried.words[owner_id] = {
+            word: [p for at in hits if (p := moved(at, len(word))) is not None]
+            for word, hits in words.items()
+        }
+    for owner_id, hits in found.ends.items():
+        carried.ends[owner_id] = [p for at in hits if (p := moved(at, 0)) is not None]
     # the stretches scanned again in one pass, one after the other, and the character after
     # the last (a `$` matches before a newline that ends the text scanned): each starts with
     # a line break or the text's start and all but the last end with one, as in `new`, so
@@ -362,27 +421,45 @@ def carry(old: str, new: str, edits: list[tuple[int, int, str]]) -> bool:
         offsets.append(size)
         size += b - a
     last = dirty_new[-1][1]
-    data = "".join([*(new[a:b] for a, b in dirty_new), new[last : last + 1]])
-    unsafe = len(owners)
-    lengths = [len(o.words[i]) if isinstance(o, Words) else 0 for o, i in owners]
-    lists = [
-        carried.words[id(o)][o.words[i]] if isinstance(o, Words) else carried.ends[id(o)]
-        for o, i in owners
-    ]
+    data = "".join([*(new[a:b] for a, b in dirty_new), new[last : last + 1]]).encode("ascii")
+    for scanned in sorted(carried.scanned):
+        part = parts[scanned]
+        lengths = [len(o.words[i]) if isinstance(o, Words) else 0 for o, i in part.owners]
+        lists = [
+            carried.words[id(o)][o.words[i]]
+            if isinstance(o, Words)
+            else carried.ends[id(o)]
+            if o
+            else None
+            for o, i in part.owners
+        ]
 
-    def on_match(index: int, _from: int, to: int, _flags: int, _context: object) -> None:
-        if index == unsafe:
-            carried.unsafe = True
-            return
-        at = to - lengths[index] if lengths[index] else to - 1
-        i = bisect.bisect_right(offsets, at) - 1
-        a, b = dirty_new[i]
-        at += a - offsets[i]
-        if at < b:
-            lists[index].append(at)
+        def on_match(
+            index: int,
+            _from: int,
+            to: int,
+            _flags: int,
+            _context: object,
+            lengths: list[int] = lengths,
+            lists: list[list[int] | None] = lists,
+        ) -> None:
+            hits = lists[index]
+            if hits is None:
+                carried.unsafe = True
+                return
+            at = to - (lengths[index] or 1)
+            i = bisect.bisect_right(offsets, at) - 1
+            a, b = dirty_new[i]
+            at += a - offsets[i]
+            if at < b:
+                hits.append(at)
 
-    _scan(database, data.encode("ascii"), on_match)
-    for hits in lists:
+        _scan(part.compiled(), data, on_match)
+    for words in carried.words.values():
+        for hits in words.values():
+            if len(hits) > 1:
+                hits.sort()
+    for hits in carried.ends.values():
         if len(hits) > 1:
             hits.sort()
     _state.last = (new, carried)

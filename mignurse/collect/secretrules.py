@@ -903,20 +903,28 @@ _CHAT_TOKENS = re.compile(
 # private-api-token), the prefix kept; Telegram bot tokens <bot id>:AA… of other lengths
 # (the exact shape is a chat-token anywhere), the id kept (core.telegram.org/bots/api#
 # authorizing-your-bot; GL telegram-bot-api-token)
+# (each branch starts with the character its match starts with, its look-behind after it, so
+# that `re` skips to those characters rather than try every branch at every position of a
+# line: `s(?<![\w.-]s)` is `(?<![\w.-])s`. So SK and AC are two branches, and Okta's group is
+# taken by a look-behind over what its branch matched, its look-ahead starting one character
+# later and reaching one less)
 _CONTEXT_TOKENS = re.compile(
-    r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<vault>[A-Za-z0-9]{24})"
+    r"s(?<![\w.-]s)\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<vault>[A-Za-z0-9]{24})"
     r"(?![\w.-])"
-    r"|(?<![\w.-])b\.(?P<vault2>AAAAAQ[\w-]{20,512})"
-    r"|(?<![\w-])(?=[\w-]{0,41}[A-Z])(?P<okta>00[A-Za-z0-9_-]{40})(?![\w-])"
-    r"|(?<![\w-])(?:SK|AC)(?P<twilio>[0-9a-fA-F]{32})(?![\w-])"
-    r"|(?<![\w-])key-(?P<mailgun>[0-9a-f]{32})(?![\w-])"
-    r"|(?<=\d):(?P<telegram>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
+    r"|b(?<![\w.-]b)\.(?P<vault2>AAAAAQ[\w-]{20,512})"
+    r"|0(?<![\w-]0)(?=[\w-]{0,40}[A-Z])0[A-Za-z0-9_-]{40}(?![\w-])"
+    r"(?<=(?P<okta>00[A-Za-z0-9_-]{40}))"
+    r"|S(?<![\w-]S)K(?P<twilio>[0-9a-fA-F]{32})(?![\w-])"
+    r"|A(?<![\w-]A)C(?P<twilio2>[0-9a-fA-F]{32})(?![\w-])"
+    r"|k(?<![\w-]k)ey-(?P<mailgun>[0-9a-f]{32})(?![\w-])"
+    r"|:(?<=\d:)(?P<telegram>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
 )
 _CONTEXT_WORDS = {
     "vault": ("vault", "token"),
     "vault2": ("vault", "token"),
     "okta": ("okta",),
     "twilio": ("twilio",),
+    "twilio2": ("twilio",),
     "mailgun": ("mailgun",),
     "telegram": ("telegram",),
 }

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mignurse.collect import encodings
 from mignurse.collect.redact import MARKER, RULES, Redactor
+from mignurse.collect.secretrules import _CONTEXT_TOKENS
 
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -343,3 +346,119 @@ def test_a_key_spelled_with_escapes_in_a_failed_probes_output_is_masked() -> Non
     out = Redactor().redact("journal/kubelet.log", line.encode()).decode()
     assert "IOSFODNN7EXAMPLE" not in out
     assert "http://10.0.1.2:8000/health" in out
+
+
+# The context-token regex as first written, each branch's look-behind before its first
+# character: the rewrite that starts every branch with that character (so that `re` skips to
+# them) must find the same matches, with the same group.
+_CONTEXT_TOKENS_AS_WRITTEN = re.compile(
+    r"(?<![\w.-])s\.(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}\d)(?P<vault>[A-Za-z0-9]{24})"
+    r"(?![\w.-])"
+    r"|(?<![\w.-])b\.(?P<vault2>AAAAAQ[\w-]{20,512})"
+    r"|(?<![\w-])(?=[\w-]{0,41}[A-Z])(?P<okta>00[A-Za-z0-9_-]{40})(?![\w-])"
+    r"|(?<![\w-])(?:SK|AC)(?P<twilio>[0-9a-fA-F]{32})(?![\w-])"
+    r"|(?<![\w-])key-(?P<mailgun>[0-9a-f]{32})(?![\w-])"
+    r"|(?<=\d):(?P<telegram>AA[A-Za-z0-9_-]{31,34})(?![\w-])"
+)
+_TOKEN_PIECES = st.sampled_from(
+    [
+        "s.",
+        "b.",
+        "00",
+        "SK",
+        "AC",
+        "key-",
+        "7:AA",
+        "AAAAAQ",
+        "hvsKp2Xc9Lm4Qr8Tz1Wv",
+        "0123456789abcdef",
+        "ABCDEF0123456789",
+        "qR7_-zZ",
+        "-",
+        ".",
+        "_",
+        " ",
+        "é",
+        "\n",
+    ]
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_TOKEN_PIECES, max_size=16), st.integers(0, 40))
+def test_context_tokens_are_found_as_by_the_regex_with_its_look_behinds_first(
+    pieces: list[str], start: int
+) -> None:
+    text = "".join(pieces)
+
+    def found(regex: re.Pattern[str]) -> list[tuple[tuple[int, int], str, tuple[int, int]]]:
+        out = []
+        for m in regex.finditer(text, min(start, len(text))):
+            group = next(g for g, value in m.groupdict().items() if value is not None)
+            named = group.rstrip("2") if group == "twilio2" else group
+            out.append((m.span(), named, m.span(group)))
+        return out
+
+    assert found(_CONTEXT_TOKENS) == found(_CONTEXT_TOKENS_AS_WRITTEN), text
+
+
+def test_each_kind_of_context_token_is_found_by_its_group() -> None:
+    tokens = {
+        "vault": "s." + "Ab1" * 8,
+        "vault2": "b.AAAAAQ" + "x" * 20,
+        "okta": "00" + "Ab1_" * 10,
+        "twilio": "SK" + "0a" * 16,
+        "twilio2": "AC" + "0a" * 16,
+        "mailgun": "key-" + "0a" * 16,
+        "telegram": "12:AA" + "x" * 31,
+    }
+    edges = [("okta", "00" + "a1" * 19 + "bZ")]  # its one capital last: the reach's end
+    for group, token in [*tokens.items(), *edges]:
+        m = _CONTEXT_TOKENS.search(f"x {token} y")
+        written = _CONTEXT_TOKENS_AS_WRITTEN.search(f"x {token} y")
+        assert m is not None and written is not None, group
+        assert m.span(group) == written.span(group.rstrip("2") if group == "twilio2" else group)
+
+
+_ESCAPED = st.sampled_from(
+    ["\\u0041", "\\u00e9", "\\u12", "\\uZZ00", '\\"', "\\\\", "\\n", "\\/", "\\x", "a", ":", " "]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ESCAPED, max_size=12), st.booleans())
+def test_a_string_is_unescaped_as_its_json_escapes_read(pieces: list[str], record: bool) -> None:
+    # every escape `_ESCAPE` reads (\uXXXX, or a backslash and the character after it) is one
+    # character of the view that stands for the escape; what lies between is copied
+    body = ":xyzzy" + "".join(pieces)  # (long enough, and a `:`: a string worth a look)
+    line = ('app[1]: msg="' if record else 'app[1]: x "') + body + '" y'
+    start = line.index('"') + 1
+    end = start + len(body)
+    if record:
+        end = encodings._without_line_break(line, start, end)
+    text, pieces_expected, at = "", [], start
+    for esc in encodings._ESCAPE.finditer(line, start, end):
+        if esc.start() > at:
+            pieces_expected.append((len(text), len(text) + esc.start() - at, at, esc.start()))
+            text += line[at : esc.start()]
+        code = esc[0][1:]
+        value = (
+            chr(int(code[1:], 16)) if len(code) == 5 else encodings._SIMPLE_ESCAPES.get(code, code)
+        )
+        pieces_expected.append((len(text), len(text) + 1, esc.start(), esc.end()))
+        text += value
+        at = esc.end()
+    if end > at:
+        pieces_expected.append((len(text), len(text) + end - at, at, end))
+        text += line[at:end]
+    view = encodings._json_strings(line, [(0, len(line))], None)
+    assert view is not None
+    assert (view.text, view.pieces) == (text + "\n", pieces_expected)
+
+
+def test_a_json_list_of_objects_after_a_journal_pid_is_walked() -> None:
+    # `[12]` is a document too, one with no mapping in it, so nothing to mask: the next one
+    # on the line is still parsed and walked
+    line = 'Nov 29 03:00:00 host app[12]: [{"password": "hunter2-Secret9"}, [1, "x"]]'
+    edits = list(encodings.json_document_edits(line, [(0, len(line))], lambda: None))
+    assert [line[start:end] for start, end, _ in edits] == ["hunter2-Secret9"]

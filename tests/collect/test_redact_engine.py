@@ -7,6 +7,8 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
+import random
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -353,3 +355,125 @@ def test_a_secret_whose_trigger_word_is_spelled_with_json_escapes_is_masked(
     masked, counts = mask_secrets("kubelet.log", line.encode())
     assert secret.encode() not in masked, masked
     assert counts
+
+
+_FINDERS = (
+    encodings._BASE64_FINDER,
+    encodings._PERCENT_FINDER,
+    encodings._URL_FINDER,
+    encodings._ENTITY_FINDER,
+    encodings._PARTIAL_TAG,
+    encodings._WORD_ESCAPE_FINDER,
+)
+
+
+@ENGINE
+@settings(max_examples=200, deadline=None)
+@given(
+    pieces=st.lists(st.one_of(_LINE_PIECES, st.just("\x1c"), st.just("a+b=c")), max_size=30),
+    edits=_edits(400, 40, ["", MARKER, "\n", "QUFB"]),
+    asked=st.sampled_from(_FINDERS),
+)
+def test_what_is_asked_first_and_carried_over_masks_answers_as_one_scan_of_all(
+    pieces: list[str], edits: list[tuple[int, int, str]], asked: scanner.Finder
+) -> None:
+    # each database is scanned over a text when one of its patterns is first asked about,
+    # and masks carry what was scanned only: asked in any order, before or after the masks,
+    # every answer is that of one scan of everything (a finder's None where \x1c-\x1f is)
+    text = "".join(pieces)
+    masked, applied = redact._apply(text, _ordered(text, edits))
+    scanner.forget()
+    redact._WORDS.positions(text)
+    asked.last_characters(text)
+    scanner.carry(text, masked, applied)
+    words = redact._WORDS.positions(masked)
+    answers = {id(finder): finder.last_characters(masked) for finder in _FINDERS}
+    scanner.forget()
+    fresh = scanner._survey("".join([masked[:1], masked[1:]]))  # another object: scanned afresh
+    assert words == {word: sorted(hits) for word, hits in fresh.words[id(redact._WORDS)].items()}
+    for finder in _FINDERS:
+        expected = None if fresh.unsafe else sorted(fresh.ends[id(finder)])
+        got = answers[id(finder)]
+        assert (got if got is None else sorted(got)) == expected, (finder.sources, masked)
+
+
+@ENGINE
+def test_a_finder_first_asked_about_a_text_holding_a_file_separator_answers_none() -> None:
+    # the words' database does not say whether the text holds \x1c-\x1f: a finder's answer
+    # waits for the check of its own
+    scanner.forget()
+    text = "token %41 &amp; \x1c"
+    assert redact._WORDS.positions(text) is not None
+    assert encodings._PERCENT_FINDER.last_characters(text) is None
+    assert encodings._PARTIAL_TAG.last_characters(text) is None
+    scanner.forget()
+    assert encodings._ENTITY_FINDER.last_characters(text) is None
+
+
+def test_literal_finders_share_the_words_database_and_the_others_have_their_own() -> None:
+    assert scanner._is_literal(" P ") and scanner._is_literal(r"\\[u/]")
+    assert not scanner._is_literal(r"%[0-9A-Fa-f]{2}")
+    assert not scanner._is_literal("[^a]")  # a negated class: most of the alphabet
+    assert not scanner._is_literal(r"ab|cd") and not scanner._is_literal(r"\d")
+
+
+def _block_lines(rng: random.Random) -> str:
+    """A text of 300 to 600 lines, some of them opening a block in each of the ways
+    `_with_context` knows (a PEM BEGIN, a YAML key with a block, an INI section, a kind:
+    Secret, a record whose message opens one), with \r before some line breaks."""
+    pieces = [
+        "-----BEGIN ",
+        "key:",
+        " |",
+        " >-",
+        "\r",
+        "[sec]",
+        "kind: Secret",
+        "Set the following 'random' passwords",
+        'msg="',
+        '"msg": "',
+        'a: |\\n"',
+        '[x]\\r\\n"',
+        '\\"',
+        "token",
+        "x",
+        " ",
+        ":",
+        '"',
+    ]
+    lines = [
+        "".join(rng.choice(pieces) for _ in range(rng.randrange(8)))
+        for _ in range(rng.randrange(300, 600))
+    ]
+    return "\n".join(lines) + rng.choice(["", "\n", "\r"])
+
+
+@ENGINE
+@pytest.mark.parametrize("seed", range(20))
+def test_the_lines_the_engine_says_open_no_block_are_those_python_finds_open_none(
+    seed: int,
+) -> None:
+    # the engine reads only the lines asked about, joined: the lines around each are those
+    # the searches of every line find, asked once or again about other lines of the text
+    rng = random.Random(seed)
+    text = _block_lines(rng)
+    lines = encodings.lines_at(text, range(len(text)))
+    for wanted in (lambda s, e: True, lambda s, e: s % 3 != 0):
+        asked = [line for line in lines if rng.random() < 0.8]
+        again = [line for line in lines if rng.random() < 0.5]
+        encodings.forget()
+        fast = [encodings._with_context(text, asked, wanted)]
+        fast.append(encodings._with_context(text, again, wanted))
+        with scanner.engine_disabled():
+            encodings.forget()
+            slow = [encodings._with_context(text, asked, wanted)]
+            slow.append(encodings._with_context(text, again, wanted))
+        assert fast == slow
+
+
+def test_only_a_regex_anchored_at_every_line_start_is_tried_once_per_line() -> None:
+    assert redact._at_line_start(re.compile(r"(?m)^[ \t]*key\t"))
+    assert not redact._at_line_start(re.compile(r"(?m)^key|value"))  # `^` in one branch
+    assert not redact._at_line_start(re.compile(r"^key"))  # the text's start only
+    assert not redact._at_line_start(re.compile(r"(?m)key^"))
+    assert not redact._at_line_start(re.compile(r"(?m)\Akey"))
