@@ -41,6 +41,7 @@ _.tb
 _.BINDINGS
 _.DEFAULT_CSS
 _.CSS_PATH
+_.CSS
 _.TITLE
 _.check_action
 _.render_line
