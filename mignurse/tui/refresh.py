@@ -348,10 +348,14 @@ class _Judged:
 
 
 def _stepping_aside(results: Iterator[RuleResult]) -> Iterator[RuleResult]:
-    """Each rule's result; before the next rule runs, the UI thread's turn (`turns`)."""
-    for result in results:
-        yield result
+    """Each rule's result; before each rule runs (the first too: a diagnosis starts as a
+    refresh ends, before the frame that shows it is drawn), the UI thread's turn (`turns`)."""
+    while True:
         after_ui()
+        result = next(results, None)
+        if result is None:
+            return
+        yield result
 
 
 class Refresher:
@@ -410,6 +414,7 @@ class Refresher:
         self.last_diagnosis = time.monotonic()
         rules = all_rules()
         total = len(rules)
+        after_ui()  # the input is built from the whole state: not while the UI thread draws
         inp, lacks = self.source.diagnosis_input()
         own: list[RuleResult] = []
         for result in _stepping_aside(diagnose_stream(inp, rules=rules)):

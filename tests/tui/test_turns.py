@@ -90,3 +90,35 @@ async def test_the_app_marks_each_refresh_and_its_diagnosis_steps_aside_between_
         assert threading.main_thread().name not in asked
         turns.ui_working()  # a refresh the exit cuts short: it never ends
     assert turns._idle.is_set(), "the app ended with a refresh still marked"
+
+
+def test_a_diagnosis_asks_for_its_turn_before_its_input_and_before_every_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    steps: list[str] = []
+
+    class _Source:
+        def judge_stage(self) -> int:
+            return 1
+
+        def diagnosis_input(self) -> tuple[object, str]:
+            steps.append("input")
+            return object(), ""
+
+    def stream(_inp: object, *, rules: Any) -> Iterator[Any]:
+        for name, _rule in rules:
+            steps.append("rule")
+            yield refresh.RuleResult(name, [])
+
+    monkeypatch.setattr(refresh, "after_ui", lambda: steps.append("turn"))
+    monkeypatch.setattr(refresh, "diagnose_stream", stream)
+    monkeypatch.setattr(refresh, "parts", lambda source: [("", source)])
+    monkeypatch.setattr(refresh, "fleet_rows", lambda inp, diagnosis: [])
+    monkeypatch.setattr(refresh, "radar", lambda inp, findings, horizon: [])
+    monkeypatch.setattr(refresh, "freeze_survivors", lambda: None)
+    refresh.Refresher(_Source()).diagnose(lambda update: None)
+    rules = steps.count("rule")
+    assert rules == len(all_rules())
+    assert steps[:2] == ["turn", "input"]
+    # the frame a refresh ends with is drawn before the first rule, as before every other
+    assert all(steps[i - 1] == "turn" for i, step in enumerate(steps) if step == "rule")
