@@ -103,6 +103,8 @@ async def broken_node(pilot: Pilot[Any]) -> None:
 async def high_harm_prompt(pilot: Pilot[Any]) -> None:
     """`R` on the broken node, the first suggestion (pause-node-repair), its params and
     plan as given, then enter: the typed confirmation, nothing changed yet."""
+    from textual.widgets import Input
+
     from mignurse.tui.screens.confirm import ConfirmScreen
     from mignurse.tui.screens.params import ParamsScreen
     from mignurse.tui.screens.picker import RunbookPicker
@@ -118,6 +120,8 @@ async def high_harm_prompt(pilot: Pilot[Any]) -> None:
     await until(lambda: isinstance(app.screen, PlanScreen) and app.screen.ready)
     await pilot.press("enter")
     await until(lambda: isinstance(app.screen, ConfirmScreen) and app.screen.is_mounted)
+    # the typed confirmation's cursor shown, not blinking: a blink caught mid-way is no change
+    app.screen.query_one("#confirm-word", Input).cursor_blink = False
     await pilot.pause(0.2)
 
 
