@@ -42,6 +42,7 @@ _.BINDINGS
 _.DEFAULT_CSS
 _.CSS_PATH
 _.CSS
+_.cursor_blink
 _.TITLE
 _.check_action
 _.render_line
