@@ -14,6 +14,8 @@ import os
 import threading
 from collections.abc import Callable
 
+from mignurse import joins
+
 
 class SignalWake:
     """`poke()` from a signal handler; `action()` runs on the wake thread, once per poke."""
@@ -37,6 +39,6 @@ class SignalWake:
         """The thread reads the end of the pipe and returns; pokes before it are acted on."""
         with contextlib.suppress(OSError):
             os.close(self._write)
-        self._thread.join(timeout=5)
+        joins.join(self._thread, timeout=5)
         with contextlib.suppress(OSError):
             os.close(self._read)

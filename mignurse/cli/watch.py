@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mignurse import joins
 from mignurse.cli.common import (
     EXIT_INTERNAL,
     EXIT_OK,
@@ -243,7 +244,7 @@ def _watch_several(
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()  # each ends once stopped, its bundles finished and its history closed
+        joins.join(thread)  # each ends once stopped, its bundles finished and its history closed
     worst = EXIT_OK
     for loop in loops:
         failure = loop.failure

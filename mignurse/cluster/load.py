@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from mignurse import joins
 from mignurse.cluster.client import (
     EVENTS,
     NODECLAIMS,
@@ -59,7 +60,7 @@ def begun(read: Callable[[], T]) -> Callable[[], T]:
     thread.start()
 
     def result() -> T:
-        thread.join()
+        joins.join(thread)
         done, value = outcome[0]
         if not done:
             raise value  # type: ignore[misc]

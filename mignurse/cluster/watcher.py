@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from mignurse import joins
 from mignurse.cluster.client import (
     EVENTS,
     NODECLAIMS,
@@ -97,7 +98,7 @@ class ClusterWatcher:
             with contextlib.suppress(Exception):
                 stream.shutdown()
         for thread in self._threads:
-            thread.join(timeout=2)
+            joins.join(thread, timeout=2)
 
     def synced(self) -> bool:
         """Every resource has been listed at least once (or refused for good)."""

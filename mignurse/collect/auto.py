@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mignurse import joins
 from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.snapshot import ClusterState
 from mignurse.collect.request import CollectRequest, run_collect
@@ -102,4 +103,5 @@ class AutoCollector:
         return out
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        with joins.ctrl_c_kept():
+            self._pool.shutdown(wait=True)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from mignurse import joins
 from mignurse.collect import archives
 from mignurse.collect.archives import Budget, LimitExceeded, Mask, Unpacked, mask_file
 from mignurse.collect.gzjoin import Deflater, GzipJoiner, Segment
@@ -307,7 +308,8 @@ class BundleWriter:
             for _, _, on_done in left.values():
                 on_done(0, ["interrupted before its files were written to the bundle"])
             if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
+                with joins.ctrl_c_kept():
+                    self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
             self._pool_failed = True
             raise
@@ -390,7 +392,8 @@ class BundleWriter:
 
     def _stop_pool(self, *, wait: bool = True) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=wait, cancel_futures=True)  # idle by now: quick
+            with joins.ctrl_c_kept():
+                self._pool.shutdown(wait=wait, cancel_futures=True)  # idle by now: quick
             self._pool = None
 
     def _redaction_section(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mignurse import __version__
+from mignurse import __version__, joins
 from mignurse.cluster.client import (
     EVENTS,
     NODECLAIMS,
@@ -239,7 +239,7 @@ def _pods_on(client: ClusterClient, nodes: list[Node], problems: list[str]) -> l
                 problems.append(f"cluster/pods.json ({node.name}): {exc}")
             return []
 
-    with concurrent.futures.ThreadPoolExecutor(POD_READERS) as readers:
+    with joins.ctrl_c_kept(), concurrent.futures.ThreadPoolExecutor(POD_READERS) as readers:
         return [pod for pods in readers.map(on, nodes) for pod in pods]
 
 
@@ -460,11 +460,12 @@ class _NodeRuns:
         stopped (local and SSH runs killed, SSM commands cancelled), and each gets a moment
         to end, so nothing keeps writing once we are gone."""
         self.cancel.set()
-        self.pool.shutdown(wait=wait, cancel_futures=not wait)
+        with joins.ctrl_c_kept():
+            self.pool.shutdown(wait=wait, cancel_futures=not wait)
         if not wait:
             concurrent.futures.wait(self.futures, timeout=CANCEL_GRACE_SECONDS)
         for thread in self.threads:
-            thread.join(None if wait else CANCEL_GRACE_SECONDS)
+            joins.join(thread, None if wait else CANCEL_GRACE_SECONDS)
 
     def _one(self, name: str, shell: NodeShell) -> None:
         self.progress(CollectEvent(NODE_STEP, name, f"collecting over {shell.transport}"))

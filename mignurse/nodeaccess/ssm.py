@@ -51,6 +51,7 @@ from typing import Any, BinaryIO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from mignurse import joins
 from mignurse.nodeaccess.base import CANCELLED, CommandResult
 from mignurse.nodeaccess.ssmwrapper import (
     KEY_LINE,
@@ -295,7 +296,7 @@ class SSMFleet:
     ) -> None:
         """Poll until every node is finished, fetching outputs in `DOWNLOADERS` threads; on
         the way out (`cancel`, or an error) cancel what still runs."""
-        with concurrent.futures.ThreadPoolExecutor(DOWNLOADERS) as fetchers:
+        with joins.ctrl_c_kept(), concurrent.futures.ThreadPoolExecutor(DOWNLOADERS) as fetchers:
             try:
                 self._poll(live, sink_for, finish, fetchers, cancel)
             finally:

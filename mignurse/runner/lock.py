@@ -32,6 +32,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from mignurse import joins
 from mignurse.cluster.client import (
     NAMESPACES,
     NODES,
@@ -409,7 +410,7 @@ class TargetLock:
     def stop_renewing(self) -> None:
         self._stop.set()
         if self._renewer is not None and self._renewer is not threading.current_thread():
-            self._renewer.join(timeout=5)
+            joins.join(self._renewer, timeout=5)
         self._renewer = None
 
 

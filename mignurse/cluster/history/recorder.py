@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from mignurse import joins
 from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.history.lifecycle import PLURAL_KIND
 from mignurse.cluster.history.store import HistoryReadOnly, HistoryStore
@@ -119,7 +120,7 @@ class HistoryRecorder:
             self._stopping = True
             self._cond.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout)
+            joins.join(self._thread, timeout)
             self._thread = None
 
     def _note_error(self, message: str) -> None:
