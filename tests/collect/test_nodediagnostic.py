@@ -499,7 +499,8 @@ def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) ->
         bundle = tmp_path / "partial.tar.gz"
         command = [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), "collect"]
         command += [node, "--transport", "nodediagnostic", "-o", str(bundle)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # faulthandler: a run that does not end is made to print every thread's stack
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
         run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         try:
             deadline = time.monotonic() + 60
@@ -510,7 +511,11 @@ def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) ->
             run.send_signal(signal.SIGINT)
             # a deadline with a wide margin: on two cores shared with the whole suite, the
             # interrupted run's packing workers may still be starting when it closes the bundle
-            code = run.wait(timeout=180)
+            try:
+                code = run.wait(timeout=180)
+            except subprocess.TimeoutExpired:
+                run.send_signal(signal.SIGABRT)  # the stacks of where it hangs, on stderr
+                code = run.wait(timeout=30)
             stderr = run.stderr.read() if run.stderr else ""
         assert code == 130, stderr
         assert sim.objects("nodediagnostics") == []
