@@ -61,6 +61,8 @@ DIAGNOSE_SECONDS = 5.0  # rules run in the refresh worker this often
 # and history file) and at most this many are held at once, waiting for the rules
 INPUT_READERS = 4
 RADAR_HORIZON = timedelta(hours=24)  # the radar screen's widest horizon
+# "never" on the monotonic clock: 0.0 is not long ago on a machine booted seconds before
+LONG_AGO = float("-inf")
 FULL_REFRESH_SECONDS = 5.0  # ages and "for how long" move even when nothing else does
 NARROW_WIDTH = 100  # under this, the node table drops TYPE and AGE, as `mignurse nodes` does
 STATUS_STYLE = {"Ready": "green", "NotReady": "bold red", "Unknown": "yellow", "Launching": "cyan"}
@@ -340,7 +342,7 @@ class _Judged:
     """One cluster's latest judgement, across clusters (its keys qualified by its context)."""
 
     stage: int  # the cluster's judge_stage() it was judged at
-    at: float  # when (monotonic); 0 to judge it again at once
+    at: float  # when (monotonic); LONG_AGO to judge it again at once
     results: list[RuleResult]
     rows: list[PoolRow]
     blips: list[Blip]
@@ -370,8 +372,8 @@ class Refresher:
         self.whole: Diagnosis | None = None  # the diagnosis they come from
         # every GPU node whose repair acts within a day, soonest first (the `D` screen)
         self.radar: list[Blip] = []
-        self.last_full = 0.0
-        self.last_diagnosis = 0.0
+        self.last_full = LONG_AGO
+        self.last_diagnosis = LONG_AGO
         self.judged_stage = -1  # the source's judge_stage() the last diagnosis ran at
         self.whole_sent = False  # a whole diagnosis has been sent: no more partial ones
         # (cluster prefix, rule) → its result, its input's lack
@@ -383,9 +385,9 @@ class Refresher:
         self._clusters: dict[str, _Judged] = {}
 
     def diagnose_soon(self) -> None:
-        self.last_diagnosis = 0.0
+        self.last_diagnosis = LONG_AGO
         for judged in list(self._clusters.values()):
-            judged.at = 0.0
+            judged.at = LONG_AGO
 
     def diagnosis_due(self) -> bool:
         """Whether to diagnose now: the input has grown since the last diagnosis, or

@@ -6,6 +6,7 @@ or cannot be read never holds back the others' findings, ranks and radar."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -115,9 +116,13 @@ def test_every_clusters_findings_and_pools_are_merged_under_their_contexts(
     assert refresher.whole is sent[-1].diagnosis
 
 
+@pytest.mark.parametrize("uptime", [2.0, 86400.0], ids=["booted-seconds-ago", "up-a-day"])
 def test_a_cluster_is_judged_again_only_when_it_listed_more_or_its_time_came(
-    two: tuple[Part, Part], monkeypatch: pytest.MonkeyPatch
+    two: tuple[Part, Part], monkeypatch: pytest.MonkeyPatch, uptime: float
 ) -> None:
+    # the monotonic clock counts from the machine's boot: a fresh CI machine's is small
+    real, started = time.monotonic, time.monotonic()
+    monkeypatch.setattr(refresh.time, "monotonic", lambda: uptime + real() - started)
     east, west = two
     east.stage = FIRST_PAGE_LISTED
     refresher = Refresher(fleet_of(east=east, west=west))
