@@ -117,6 +117,9 @@ class _DrawnOnce(textual_widgets.Static):
 
     _drawn_key: object | None = None
 
+    def __init__(self, content: Any = "", **options: Any) -> None:
+        super().__init__(shown(content), **options)
+
     def update(self, content: Any = "", *, layout: bool = True) -> None:
         key = drawn_key(content)
         if key is not None and key == self._drawn_key:
@@ -128,13 +131,11 @@ class _DrawnOnce(textual_widgets.Static):
 
 
 class Static(_DrawnOnce):
-    def __init__(self, content: Any = "", **options: Any) -> None:
-        super().__init__(shown(content), **options)
+    """Textual's Static, showing what it is given inert."""
 
 
 class Label(_DrawnOnce, textual_widgets.Label):
-    def __init__(self, content: Any = "", **options: Any) -> None:
-        super().__init__(shown(content), **options)
+    """Textual's Label, showing what it is given inert."""
 
 
 CellT = TypeVar("CellT")
