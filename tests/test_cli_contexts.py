@@ -56,6 +56,21 @@ def gpu_nodes(served: SimFleet, context: str) -> set[str]:
     }
 
 
+def test_one_context_whose_login_expired_says_what_to_run_as_several_do(
+    fleet: tuple[SimFleet, Path],
+) -> None:
+    _served, kubeconfig = fleet
+    for command in ("nodes", "diagnose"):
+        done = mignurse(kubeconfig, "--context", "prod-us", command)
+        assert done.returncode == 2, done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith(
+            "mignurse: error: context 'prod-us': credentials expired: "
+            "run `aws sso login --profile prod-us`: credential plugin `aws eks get-token` failed"
+        ), line
+        assert line.count("credentials expired") == 1, line
+
+
 def test_each_failing_cluster_is_one_line_and_the_others_still_print(
     fleet: tuple[SimFleet, Path],
 ) -> None:

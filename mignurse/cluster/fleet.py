@@ -37,6 +37,7 @@ from mignurse.cluster.client import (
     Unreachable,
 )
 from mignurse.cluster.kubeconfig import (
+    EXPIRED_WORDS,
     KubeconfigProblem,
     config_paths,
     merge,
@@ -539,10 +540,8 @@ def classify(exc: BaseException, context: str = "") -> tuple[str, str, str]:
         said = message.removeprefix(f"context {context!r}: ") if context else message
         if exc.kind == "timeout":
             return TIMED_OUT, said, ""
-        if exc.kind == "expired":
-            # the hint first: what to run comes before the plugin's own words
-            run = f"run `{exc.login}`: " if exc.login else ""
-            return CREDENTIALS_EXPIRED, f"{run}{said}", exc.login
+        if exc.kind == "expired":  # the status is said apart: the line goes on from the hint
+            return CREDENTIALS_EXPIRED, said.removeprefix(EXPIRED_WORDS), exc.login
         # Another failure (a missing profile, no such command): a login would not help, so
         # none is offered; the plugin's own words say what is wrong.
         return FAILED, said, ""

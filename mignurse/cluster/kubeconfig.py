@@ -55,6 +55,9 @@ class KubeconfigProblem(Exception):
         super().__init__(_bounded(inert(message), 1000))
 
 
+EXPIRED_WORDS = "credentials expired: "  # how a line about an expired login begins
+
+
 class PluginProblem(KubeconfigProblem):
     """A context's credential plugin failed: `kind` as CredentialError's, `login` the command
     that renews the login (`credentials.login_command`)."""
@@ -293,11 +296,11 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
     try:
         user, renewal = _inline_user(user_entry, user_name, cluster)
     except CredentialError as exc:
-        raise PluginProblem(
-            f"context {chosen!r}: {exc}",
-            kind=exc.kind,
-            login=login_command(exc.plugin) if exc.plugin is not None else "",
-        ) from None
+        login = login_command(exc.plugin) if exc.plugin is not None else ""
+        # an expired login: what to run comes first, before the plugin's own words
+        hint = f"{EXPIRED_WORDS}run `{login}`: " if exc.kind == "expired" and login else ""
+        message = f"context {chosen!r}: {hint}{exc}"
+        raise PluginProblem(message, kind=exc.kind, login=login) from None
     _check_proxy(cluster, cluster_name)
     minimal = {
         "current-context": chosen,
