@@ -58,6 +58,45 @@ def test_open_refuses_auto_collect_and_does_not_offer_it(
     assert "--auto-collect" not in capsys.readouterr().out
 
 
+def test_open_reads_no_kubeconfig_and_refuses_a_context_selection(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["open", "--help"])
+    shown = capsys.readouterr().out
+    assert "--kubeconfig" not in shown and "--context" not in shown, shown
+    assert main(["--context", "prod", "open", str(LOOP)]) == 2
+    assert "leave out --context" in one_error_line(capsys)
+
+
+# -- the app's flags on every command ----------------------------------------------------
+
+APP_FLAGS = ("--read-only", "--auto-collect", "--light", "--profile", "--region")
+
+
+def test_each_command_lists_only_the_app_flags_it_uses_and_accepts_them_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    assert commands is not None
+    listed: dict[str, set[str]] = {}
+    for name, command in commands.items():
+        shown = command.format_help()
+        listed[name] = {flag for flag in APP_FLAGS if f"  {flag}" in shown}
+        # accepted, whatever the help says: a global flag may come after the command's name
+        taken = {a.option_strings[0] for a in command._actions if a.option_strings}
+        assert set(APP_FLAGS) <= taken | {"--auto-collect"} and "--read-only" in taken, name
+    assert listed["sim"] == listed["nodes"] == listed["runbooks"] == set()
+    assert listed["open"] == {"--light"}
+    assert listed["demo"] == set(APP_FLAGS)
+    assert listed["run"] == {"--read-only", "--profile", "--region"}
+    assert listed["collect"] == listed["diagnose"] == {"--profile", "--region"}
+    run_help = " ".join(commands["run"].format_help().split())
+    assert "the app offers" not in run_help
+    assert "only --dry-run runs" in run_help
+
+
 # -- demo ------------------------------------------------------------------------------
 
 

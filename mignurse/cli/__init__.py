@@ -123,15 +123,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "Without a command: the terminal app on the current kube context.",
     )
     parser.add_argument("--version", action="version", version=f"mignurse {__version__}")
-    app_options(parser, top=True)
+    app_options(parser)
     connection_options(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for names, add in _PARSERS:
         if command is None or command in names:
             add(sub)
-    for chosen in sub.choices.values():
+    for name, chosen in sub.choices.items():
         for parser_or_leaf in _with_sub_parsers(chosen):
-            global_options(parser_or_leaf)
+            global_options(parser_or_leaf, name)
     return parser
 
 

@@ -41,11 +41,8 @@ def add_parsers(sub: Any) -> None:
     opened.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks on errors"
     )
-    # A bundle is read-only and its nodes are gone: nothing to collect. Taken (as every
-    # command takes the app's flags) only to be refused in words, and left out of the help.
-    opened.add_argument(
-        "--auto-collect", metavar="DIR", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-    )
+    # A bundle names its own cluster: no kubeconfig is read, no context selected.
+    hidden_connection_flags(opened)
 
     demo = sub.add_parser(
         "demo", help="the app on a built-in simulated cluster (no cluster or AWS account needed)"
@@ -280,6 +277,9 @@ def _raise_exit(signum: int) -> None:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
+    refuse_selection(args, "open", "shows the clusters its bundles recorded")
+    # A bundle is read-only and its nodes are gone: nothing to collect. Taken (as every
+    # command takes the app's flags) only to be refused in words, and left out of the help.
     if getattr(args, "auto_collect", None):
         raise UserError(
             "open shows bundles, read-only: there is no node to collect from "

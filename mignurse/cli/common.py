@@ -55,9 +55,33 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         )
 
 
-def app_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    """The app's global flags; a sub-command accepts them too (ignored where they do not
-    apply), and SUPPRESS keeps an absent one from resetting the top level's."""
+# The app's global flags each command uses, with its own words where the app's would mislead:
+# its help lists those only. Every command still accepts all of them (a global flag may come
+# anywhere), and ignores the others. "" keeps the app's words.
+_APP_FLAGS = ("--read-only", "--auto-collect", "--light", "--profile", "--region")
+_AWS_FLAGS = {
+    "--profile": "AWS profile, as the aws CLI",
+    "--region": "AWS region, as the aws CLI",
+}
+APP_FLAGS_USED: dict[str, dict[str, str]] = {
+    "demo": dict.fromkeys(_APP_FLAGS, ""),
+    "open": {"--light": ""},
+    "run": {
+        "--read-only": "refuse every runbook that changes the cluster: only --dry-run runs",
+        **_AWS_FLAGS,
+    },
+    "runs": _AWS_FLAGS,
+    "collect": _AWS_FLAGS,
+    "diagnose": _AWS_FLAGS,
+    "inventory": _AWS_FLAGS,
+    "watch": _AWS_FLAGS,
+}
+
+
+def app_options(parser: argparse.ArgumentParser, *, command: str | None = None) -> None:
+    """The app's global flags, on the top level, or on `command`'s parser: a command accepts
+    them all (ignoring those it does not use, which its help leaves out), and SUPPRESS keeps
+    an absent one from resetting the top level's."""
     flags: list[tuple[str, dict[str, Any]]] = [
         ("--read-only", {"action": "store_true",
                          "help": "the app offers no action that changes the cluster"}),
@@ -69,23 +93,26 @@ def app_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
                        "steps), as the aws CLI"}),
         ("--region", {"help": "AWS region for what the app does in AWS, as the aws CLI"}),
     ]  # fmt: skip
+    used = None if command is None else APP_FLAGS_USED.get(command, {})
     for flag, options in flags:
         if flag in parser._option_string_actions:
             continue  # the sub-command has its own (watch --auto-collect)
-        if not top:
-            options = {**options, "default": argparse.SUPPRESS}
+        if used is not None:
+            words = used.get(flag, argparse.SUPPRESS)
+            options = {**options, "default": argparse.SUPPRESS, "help": words or options["help"]}
         parser.add_argument(flag, **options)
 
 
-def global_options(parser: argparse.ArgumentParser) -> None:
-    """Every global flag on a sub-command's parser that it does not define itself."""
+def global_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """Every global flag on `command`'s parser (or one of its own sub-commands') that it does
+    not define itself."""
     have = parser._option_string_actions
     if "--kubeconfig" not in have:
         connection_options(parser, top=False)  # --kubeconfig, --context, --debug
     elif "--debug" not in have:
         parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                             help="show tracebacks on errors")  # fmt: skip
-    app_options(parser, top=False)
+    app_options(parser, command=command)
 
 
 def ssm_upload_option(parser: argparse.ArgumentParser) -> None:
