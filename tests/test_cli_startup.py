@@ -661,3 +661,35 @@ def test_a_live_diagnosis_asks_only_for_what_the_rules_read(
 
     selectors = [r["query"].get("labelSelector") for r in asked if r["path"] == "/api/v1/pods"]
     assert sorted(selectors) == sorted((*DRA_PLUGIN_SELECTORS, *DEVICE_PLUGIN_SELECTORS))
+
+
+# A Ctrl-C that lands while `mignurse` still loads: raised by the import of a module every
+# command needs, as the signal handler raises it wherever the main thread is.
+INTERRUPTED_WHILE_LOADING = """
+import sys
+
+module = sys.argv[1]
+
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == module:
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["mignurse", *sys.argv[2:]]
+from mignurse.entry import run
+run()
+"""
+
+
+@pytest.mark.parametrize("module", ["argparse", "mignurse.cli.nodes", "urllib3"])
+def test_a_ctrl_c_while_the_command_loads_ends_it_with_130_and_no_traceback(
+    module: str, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "config"  # never read: the interrupt comes first
+    argv = [sys.executable, "-c", INTERRUPTED_WHILE_LOADING, module]
+    argv += ["--kubeconfig", str(kubeconfig), "nodes"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "", done.stderr

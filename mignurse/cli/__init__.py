@@ -300,11 +300,3 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
-
-
-def run() -> None:
-    sys.exit(main())
-
-
-if __name__ == "__main__":
-    run()

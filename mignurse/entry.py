@@ -1,0 +1,24 @@
+"""The `mignurse` command's entry point (the `mignurse` script and `python -m mignurse`).
+
+Each command handles Ctrl-C as it goes (`cli._main`, the runner, the collector), but only
+once it runs: a Ctrl-C while the program still loads its modules or parses its arguments
+(a tenth of a second, longer on a busy machine) raised KeyboardInterrupt through the import
+machinery and printed its traceback. Here it ends as an interrupted command ends: exit code
+130 and no traceback. The imports are made inside the guard for that reason.
+"""
+
+from __future__ import annotations
+
+import sys
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+
+
+def run() -> None:
+    try:
+        from mignurse.cli import main
+
+        code = main()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    sys.exit(code)
