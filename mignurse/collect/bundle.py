@@ -308,8 +308,7 @@ class BundleWriter:
             for _, _, on_done in left.values():
                 on_done(0, ["interrupted before its files were written to the bundle"])
             if self._pool is not None:
-                with joins.ctrl_c_kept():
-                    self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool.shutdown(wait=False, cancel_futures=True)
                 self._pool = None
             self._pool_failed = True
             raise
