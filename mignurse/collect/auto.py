@@ -49,7 +49,8 @@ class AutoCollector:
         self._done: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(MAX_PARALLEL, "auto-collect")
-        self.futures: list[concurrent.futures.Future[Path]] = []
+        # each collection started, by the node it collects
+        self.futures: dict[concurrent.futures.Future[Path], str] = {}
         self._next_check = 0.0
 
     def tick(self, state: ClusterState) -> None:
@@ -78,7 +79,7 @@ class AutoCollector:
                 f"{node.name}: {clock.condition.type}={clock.condition.status} "
                 f"({clock.condition.reason}); repair due {clock.deadline:%H:%M:%SZ}: collecting"
             )
-            self.futures.append(self._pool.submit(self._collect, node, snapshot))
+            self.futures[self._pool.submit(self._collect, node, snapshot)] = node.name
             started.append(node.name)
         return started
 
@@ -103,5 +104,13 @@ class AutoCollector:
         return out
 
     def close(self) -> None:
+        """Wait for the collections still running: each finishes its bundle (a node under a
+        repair clock may be gone in minutes, and its evidence with it), and says so first."""
+        running = sorted(name for future, name in self.futures.items() if not future.done())
+        if running:
+            self.report(
+                f"stopping: {len(running)} collection(s) still running finish their bundles "
+                f"first ({', '.join(running)})"
+            )
         with joins.ctrl_c_kept():
             self._pool.shutdown(wait=True)
