@@ -165,16 +165,19 @@ class Stall:
     busiest: list[tuple[str, float]]  # the other threads that ran most meanwhile, CPU ms
 
 
-def _thread_clocks() -> dict[str, float]:
-    """Each live thread's CPU time so far, by name (a thread that ends meanwhile is left out)."""
-    clocks: dict[str, float] = {}
+def _thread_clocks() -> dict[int, tuple[str, float]]:
+    """Each live thread's name and CPU time so far, by its id (a thread that ends meanwhile
+    is left out). By id, not name: the app names a pool thread after the work it runs (the
+    refresh, the diagnosis) while it runs it."""
+    clocks: dict[int, tuple[str, float]] = {}
     for thread in threading.enumerate():
         if thread.ident is None:
             continue
         try:
-            clocks[thread.name] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            cpu = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
         except OSError:
             continue
+        clocks[thread.ident] = (thread.name, cpu)
     return clocks
 
 
@@ -211,8 +214,8 @@ def sample_stalls(stop: threading.Event) -> None:
     and the whole process used meanwhile (a stall with neither was the machine's)."""
     main = threading.main_thread().ident or 0
     ui_clock = time.pthread_getcpuclockid(main)
-    # when, UI CPU, process CPU, every thread's CPU
-    recent: deque[tuple[float, float, float, dict[str, float]]] = deque(maxlen=200)
+    # when, UI CPU, process CPU, every thread's name and CPU
+    recent: deque[tuple[float, float, float, dict[int, tuple[str, float]]]] = deque(maxlen=200)
     samples: list[str] = []
     began = 0.0
     while not stop.wait(0.01):
@@ -234,11 +237,11 @@ def sample_stalls(stop: threading.Event) -> None:
             before = next((r for r in reversed(recent) if r[0] <= began), recent[0])
             _, ui_now, process_now, threads_now = recent[-1]
             ui_ms = (ui_now - before[1]) * 1000
-            ran = {
-                name: (cpu - before[3].get(name, 0.0)) * 1000
-                for name, cpu in threads_now.items()
-                if name != threading.main_thread().name and name != threading.current_thread().name
-            }
+            ran: dict[str, float] = {}
+            for ident, (name, cpu) in threads_now.items():
+                if ident not in (main, threading.get_ident()):
+                    earlier = before[3].get(ident, (name, 0.0))[1]
+                    ran[name] = ran.get(name, 0.0) + (cpu - earlier) * 1000
             busiest = sorted(ran.items(), key=lambda item: -item[1])[:3]
             stall_samples.append(
                 Stall(

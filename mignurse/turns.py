@@ -16,7 +16,9 @@ once.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 
 MAX_WAIT_SECONDS = 0.15  # a unit of background work waits at most this for the UI thread
 
@@ -38,3 +40,15 @@ def after_ui() -> None:
     """Wait, off the UI thread, while the UI thread works (at most MAX_WAIT_SECONDS)."""
     if not _idle.is_set() and threading.current_thread() is not threading.main_thread():
         _idle.wait(MAX_WAIT_SECONDS)
+
+
+@contextlib.contextmanager
+def working_as(name: str) -> Iterator[None]:
+    """The current thread (a pool's, reused for other work) named after the work it runs,
+    while it runs it: what a thread dump and benchmarks/bench_app.py's stall lines show."""
+    thread = threading.current_thread()
+    before, thread.name = thread.name, name
+    try:
+        yield
+    finally:
+        thread.name = before

@@ -39,7 +39,7 @@ from mignurse.tui.refresh import (
     RowChanges,
     column_label,
 )
-from mignurse.turns import ui_done, ui_working
+from mignurse.turns import ui_done, ui_working, working_as
 
 REFRESH_SECONDS = 0.5
 ADD_CHUNK = 250  # new rows placed per frame: a 5,000-row fill paints as it goes
@@ -88,7 +88,8 @@ class RefreshLoop(Panels, DetailPane):
     # UI thread, and the request holds the node table's rows (5,000 at scale)
     @work(thread=True, group="refresh", exit_on_error=False, description="refresh")
     def _refresh_worker(self, refresher: Refresher, request: RefreshRequest) -> None:
-        self.post_message(Refreshed(refresher.compute(request)))
+        with working_as("refresh"):
+            self.post_message(Refreshed(refresher.compute(request)))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "refresh" and event.state == WorkerState.ERROR:
@@ -123,7 +124,8 @@ class RefreshLoop(Panels, DetailPane):
         def send(update: DiagnosisUpdate) -> None:
             self.post_message(Diagnosed(update, refresher))
 
-        refresher.diagnose(send)
+        with working_as("diagnosis"):
+            refresher.diagnose(send)
 
     @on(Diagnosed)
     def _diagnosed(self, message: Diagnosed) -> None:

@@ -4,6 +4,8 @@ thread; the app marks its refreshes and leaves nothing marked when it exits."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -122,3 +124,21 @@ def test_a_diagnosis_asks_for_its_turn_before_its_input_and_before_every_rule(
     assert steps[:2] == ["turn", "input"]
     # the frame a refresh ends with is drawn before the first rule, as before every other
     assert all(steps[i - 1] == "turn" for i, step in enumerate(steps) if step == "rule")
+
+
+def test_a_pool_thread_is_named_after_its_work_only_while_it_runs_it() -> None:
+    names: list[str] = []
+
+    def work() -> None:
+        before = threading.current_thread().name
+        with turns.working_as("diagnosis"):
+            names.append(threading.current_thread().name)
+        names.append(threading.current_thread().name)
+        with contextlib.suppress(RuntimeError), turns.working_as("refresh"):
+            raise RuntimeError("the work failed")
+        names.append(threading.current_thread().name)
+        assert names[1:] == [before, before]
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(work).result()
+    assert names[0] == "diagnosis"
