@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+# cli.common's EXIT_INTERRUPTED, written out: the interrupt may come while cli.common loads
+EXIT_INTERRUPTED = 130
 
 
 def run() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 from mignurse import __version__
 from mignurse.cli.common import (
     EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     app_options,
     connection_options,
@@ -287,7 +288,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         return handler(args)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if debug:
             raise

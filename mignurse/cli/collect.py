@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mignurse.cli.common import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     UserError,
@@ -281,7 +282,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     finally:
         client.close()
     if collected is None:
-        return 130
+        return EXIT_INTERRUPTED
     if not collected.nodes:
         print("No node matches: nothing to collect.", file=sys.stderr)
         return EXIT_OK
@@ -326,7 +327,7 @@ def _collect_each_context(args: argparse.Namespace, contexts: list[str | None]) 
                 raise
             say_context_failed(context, exc, args.command)
             code = int(getattr(exc, "exit_code", EXIT_USAGE))
-        if code == 130:
+        if code == EXIT_INTERRUPTED:
             return code
         worst = max(worst, code)
     return worst

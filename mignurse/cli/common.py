@@ -15,6 +15,7 @@ from mignurse.inert import inert
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 
 
 class UserError(Exception):
@@ -55,14 +56,26 @@ def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
         )
 
 
-# The app's global flags each command uses, with its own words where the app's would mislead:
-# its help lists those only. Every command still accepts all of them (a global flag may come
-# anywhere), and ignores the others. "" keeps the app's words.
-_APP_FLAGS = ("--read-only", "--auto-collect", "--light", "--profile", "--region")
+# The app's global flags, in the app's words (the top level's help)
+_APP_FLAG_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("--read-only", {"action": "store_true",
+                     "help": "the app offers no action that changes the cluster"}),
+    ("--auto-collect", {"metavar": "DIR", "help": "the app collects each node into DIR "
+                        "as soon as its repair clock starts"}),
+    ("--light", {"action": "store_true", "help": "the app in a light theme, for light "
+                 "terminal backgrounds (`:` theme changes it)"}),
+    ("--profile", {"help": "AWS profile for what the app does in AWS (runbooks' "
+                   "steps), as the aws CLI"}),
+    ("--region", {"help": "AWS region for what the app does in AWS, as the aws CLI"}),
+]  # fmt: skip
+_APP_FLAGS = tuple(flag for flag, _ in _APP_FLAG_OPTIONS)
 _AWS_FLAGS = {
     "--profile": "AWS profile, as the aws CLI",
     "--region": "AWS region, as the aws CLI",
 }
+# The app's global flags each command uses, with its own words where the app's would mislead:
+# its help lists those only. Every command still accepts all of them (a global flag may come
+# anywhere), and ignores the others. "" keeps the app's words.
 APP_FLAGS_USED: dict[str, dict[str, str]] = {
     "demo": dict.fromkeys(_APP_FLAGS, ""),
     "open": {"--light": ""},
@@ -82,19 +95,8 @@ def app_options(parser: argparse.ArgumentParser, *, command: str | None = None) 
     """The app's global flags, on the top level, or on `command`'s parser: a command accepts
     them all (ignoring those it does not use, which its help leaves out), and SUPPRESS keeps
     an absent one from resetting the top level's."""
-    flags: list[tuple[str, dict[str, Any]]] = [
-        ("--read-only", {"action": "store_true",
-                         "help": "the app offers no action that changes the cluster"}),
-        ("--auto-collect", {"metavar": "DIR", "help": "the app collects each node into DIR "
-                            "as soon as its repair clock starts"}),
-        ("--light", {"action": "store_true", "help": "the app in a light theme, for light "
-                     "terminal backgrounds (`:` theme changes it)"}),
-        ("--profile", {"help": "AWS profile for what the app does in AWS (runbooks' "
-                       "steps), as the aws CLI"}),
-        ("--region", {"help": "AWS region for what the app does in AWS, as the aws CLI"}),
-    ]  # fmt: skip
     used = None if command is None else APP_FLAGS_USED.get(command, {})
-    for flag, options in flags:
+    for flag, options in _APP_FLAG_OPTIONS:
         if flag in parser._option_string_actions:
             continue  # the sub-command has its own (watch --auto-collect)
         if used is not None:

@@ -65,7 +65,7 @@ TIMED_OUT = "timed-out"
 FAILED = "error"  # any other problem: a kubeconfig entry, an answer refused, a bug
 STATUS_WORDS = {
     CONNECTED: "connected",
-    CREDENTIALS_EXPIRED: "credentials expired",
+    CREDENTIALS_EXPIRED: EXPIRED_WORDS.removesuffix(": "),
     RBAC_DENIED: "RBAC denied",
     UNREACHABLE: "unreachable",
     TIMED_OUT: "timed out",
