@@ -103,8 +103,9 @@ def packing_split(archive: Path, rounds: int = 3) -> tuple[float, float]:
     """CPU seconds to pack one node's archive as a worker does, and those spent masking text
     in it (mask_secrets), each the mean of `rounds` after one to warm up."""
     from mignurse.collect import archives
-    from mignurse.collect.bundle import pack_node_archive
+    from mignurse.collect.bundle import keep_large_blocks, pack_node_archive
 
+    keep_large_blocks()  # as each worker starts (after the RSS was read: it keeps blocks)
     data = archive.read_bytes()
     masking = [0.0]
 

@@ -22,6 +22,8 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any
 
+from isal import isal_zlib
+
 from mignurse.collect.redact import Masked, MaskTimeout, TextMask, mask_secrets
 
 MAX_NODE_UNPACKED_BYTES = 2**30  # a node's archive and the archives in it, unpacked
@@ -41,7 +43,12 @@ _MAGIC = (
 )
 UNREADABLE = frozenset({"zstd", "zip", "7z", "rar"})
 ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, ValueError)
-_ZLIB = type(zlib.decompressobj())
+# gzip members are inflated by ISA-L (`isal`, already the bundle's deflater): on a node's
+# 20 MB of journals in half zlib's time, with the same header, CRC-32 and length checks but
+# the reserved header flags, checked here as zlib checks them (RFC 1952 §2.3.1); its errors
+# are raised as zlib's, so every caller that reads zlib.error as a damaged archive reads them
+_ZLIB = type(isal_zlib.decompressobj())
+_GZIP_RESERVED_FLAGS = 0xE0
 
 
 class LimitExceeded(Exception):
@@ -93,6 +100,8 @@ class Unpacked(io.RawIOBase):
         self._budget = budget
         self._input = self._source.read(8)
         self.kind = sniff(self._input)
+        self._header_error = False
+        self._position = 0  # bytes read so far (`tell`)
         # unpacked and not read yet: pieces joined once when read, not a buffer grown and
         # shifted (growing it copied a file read whole several times over)
         self._pieces: list[bytes] = []
@@ -113,13 +122,30 @@ class Unpacked(io.RawIOBase):
         want = -1 if size is None else size  # below 0: to the end
         while (want < 0 or self._buffered < want) and self._fill():
             pass
-        data = b"".join(self._pieces)
-        self._pieces = []
-        if 0 <= want < len(data):
-            self._pieces = [data[want:]]
-            data = data[:want]
+        pieces, self._pieces = self._pieces, []
+        if 0 <= want < self._buffered:  # the last piece split, the others joined as they are
+            over = self._buffered - want
+            last = pieces[-1]
+            pieces[-1] = last[: len(last) - over]
+            self._pieces = [last[len(last) - over :]]
+        data = b"".join(pieces)
         self._buffered = len(self._pieces[0]) if self._pieces else 0
+        self._position += len(data)
         return data
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Forward only (what is skipped is unpacked and dropped): enough for tarfile's
+        `r:` mode, which reads each member's data where its header says, once, in order."""
+        target = offset if whence == io.SEEK_SET else self._position + offset
+        if whence not in (io.SEEK_SET, io.SEEK_CUR) or target < self._position:
+            raise io.UnsupportedOperation("an unpacked stream is read forward only")
+        while self._position < target:
+            if not self.read(min(target - self._position, _CHUNK)):
+                break  # the end: tarfile sees it as the end of data
+        return self._position
 
     def peek(self, size: int) -> bytes:
         while self._buffered < size and self._fill():
@@ -130,7 +156,11 @@ class Unpacked(io.RawIOBase):
 
     def _new_decoder(self) -> Any:
         if self.kind == "gzip":
-            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+            # (an error at the member's first read, where zlib raises it)
+            self._header_error = len(self._input) > 3 and bool(
+                self._input[3] & _GZIP_RESERVED_FLAGS
+            )
+            return isal_zlib.decompressobj(16 + zlib.MAX_WBITS)
         if self.kind == "bzip2":
             return bz2.BZ2Decompressor()
         if self.kind == "xz":
@@ -155,7 +185,12 @@ class Unpacked(io.RawIOBase):
         if self._decoder is None:
             out = fed
         elif isinstance(self._decoder, _ZLIB):
-            out = self._decoder.decompress(fed, _CHUNK)
+            if self._header_error:
+                raise zlib.error("Error -3 while decompressing data: unknown header flags set")
+            try:
+                out = self._decoder.decompress(fed, _CHUNK)
+            except isal_zlib.error as error:
+                raise zlib.error(str(error)) from None
             self._input = self._decoder.unconsumed_tail
             if self._decoder.eof:  # what follows the member is in both: take it once
                 self._input = self._decoder.unused_data

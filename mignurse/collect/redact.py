@@ -307,6 +307,7 @@ def _mask_secrets(name: str, data: bytes, structured_done: bool) -> tuple[bytes,
             data, counts = rewritten, dict(found)
     text = data.decode("utf-8", "surrogateescape")
     original = text
+    scanner.decoded_from(text, data)
     # NUL bytes (a torn write, NUL-separated records) end a value as whitespace does: the
     # rules see them as the file separator \x1c, which is whitespace to `re`, put back after
     nul = "\x00" in text and "\x1c" not in text

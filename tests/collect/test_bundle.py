@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -262,3 +263,39 @@ def test_files_masking_cannot_open_are_left_out_and_listed_in_the_manifest(
     assert manifest["redaction"]["leftOut"] == {
         "nodes/n1/journal.zst": "a zstd archive, which mignurse cannot open to mask secrets"
     }
+
+
+# In a process started as a pack worker is, or not: a block a journal's size written and
+# freed, then another of the same size written, and how many pages that one faulted in (each
+# page newly mapped is one minor fault).
+_FAULTS_OF_A_SECOND_BLOCK = """
+import ctypes, resource, sys
+from mignurse.collect import bundle
+if sys.argv[1] == "kept":
+    if not hasattr(ctypes.CDLL(None), "mallopt"):
+        print("no mallopt"); raise SystemExit
+    bundle._start_worker()  # as each pack worker starts
+size = 40 * 2**20
+block = b"y" * size
+del block
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+block = b"x" * size
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt, on Linux")
+def test_pack_workers_reuse_a_freed_journal_sized_block_instead_of_mapping_a_new_one() -> None:
+    def faults(mode: str) -> str:
+        run = subprocess.run(
+            [sys.executable, "-c", _FAULTS_OF_A_SECOND_BLOCK, mode],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return run.stdout.strip()
+
+    kept = faults("kept")
+    if kept == "no mallopt":
+        pytest.skip("this C library has no mallopt: blocks are as it serves them")
+    pages = 40 * 2**20 // 4096
+    assert int(faults("default")) > pages // 2  # mapped afresh, every page faulted in again
+    assert int(kept) < pages // 20  # the freed block's pages, used again

@@ -477,3 +477,22 @@ def test_only_a_regex_anchored_at_every_line_start_is_tried_once_per_line() -> N
     assert not redact._at_line_start(re.compile(r"^key"))  # the text's start only
     assert not redact._at_line_start(re.compile(r"(?m)key^"))
     assert not redact._at_line_start(re.compile(r"(?m)\Akey"))
+
+
+@ENGINE
+def test_the_scans_of_a_decoded_file_read_its_own_bytes_not_a_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = b"I1129 kubelet: token=abc\nDB_PASSWORD=hunter2\n" * 50
+    read: list[bytes] = []
+    real_scan = scanner._scan
+    monkeypatch.setattr(
+        scanner,
+        "_scan",
+        lambda database, text, on_match: (read.append(text), real_scan(database, text, on_match)),
+    )
+    masked, counts = mask_secrets("kubelet.log", data)
+    assert MARKER.encode() in masked and b"hunter2" not in masked and counts
+    assert read and read[0] is data  # the first text scanned is the file as it came
+    # and the answer kept for it is let go with it
+    assert getattr(scanner._state, "known", None) is None and scanner._state.last is None

@@ -214,6 +214,37 @@ def test_unpacked_charges_every_byte_and_reads_bzip2_and_xz_streams() -> None:
         Unpacked(gzip.compress(data)[:-20], Budget()).read()
 
 
+def _damaged(kind: str) -> bytes:
+    """A gzip member of a tar, damaged as `kind` says (RFC 1952 §2.3: FLG's bits 5-7 are
+    reserved and zero; CRC32 and ISIZE end the member)."""
+    member = bytearray(gzip.compress(tar_bytes(CALM)))
+    if kind == "reserved header flags":
+        member[3] |= 0x20
+    elif kind == "checksum":
+        member[-6] ^= 0xFF
+    elif kind == "length":
+        member[-2] ^= 0xFF
+    elif kind == "compression method":
+        member[2] = 7
+    elif kind == "deflate block":
+        member[10] = 0xFF  # the first block's header: BTYPE 11, reserved
+    return bytes(member)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["reserved header flags", "checksum", "length", "compression method", "deflate block"],
+)
+def test_a_damaged_gzip_member_is_an_error_where_gunzip_sees_one(kind: str) -> None:
+    archive = _damaged(kind)
+    gunzip = subprocess.run(["gzip", "-dc"], input=archive, capture_output=True)
+    assert gunzip.returncode == 1, gunzip.stderr  # gunzip refuses it too
+    with pytest.raises(zlib.error):  # as zlib raises it, whatever inflates it
+        Unpacked(archive, Budget()).read()
+    packed = pack_node_archive("n1", archive, "b")
+    assert any(p.startswith("the node's archive is damaged or cut short") for p in packed.problems)
+
+
 class _Sends:
     """A node that answers with `archive` on stdout."""
 
