@@ -101,7 +101,6 @@ class Unpacked(io.RawIOBase):
         self._input = self._source.read(8)
         self.kind = sniff(self._input)
         self._header_error = False
-        self._position = 0  # bytes read so far (`tell`)
         # unpacked and not read yet: pieces joined once when read, not a buffer grown and
         # shifted (growing it copied a file read whole several times over)
         self._pieces: list[bytes] = []
@@ -130,22 +129,7 @@ class Unpacked(io.RawIOBase):
             self._pieces = [last[len(last) - over :]]
         data = b"".join(pieces)
         self._buffered = len(self._pieces[0]) if self._pieces else 0
-        self._position += len(data)
         return data
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        """Forward only (what is skipped is unpacked and dropped): enough for tarfile's
-        `r:` mode, which reads each member's data where its header says, once, in order."""
-        target = offset if whence == io.SEEK_SET else self._position + offset
-        if whence not in (io.SEEK_SET, io.SEEK_CUR) or target < self._position:
-            raise io.UnsupportedOperation("an unpacked stream is read forward only")
-        while self._position < target:
-            if not self.read(min(target - self._position, _CHUNK)):
-                break  # the end: tarfile sees it as the end of data
-        return self._position
 
     def peek(self, size: int) -> bytes:
         while self._buffered < size and self._fill():

@@ -99,7 +99,7 @@ def pack_node_archive(
     budget = Budget()
     try:
         stream = Unpacked(archive, budget)
-        with tarfile.open(fileobj=stream, mode="r:") as node_tar:
+        with tarfile.open(fileobj=stream, mode="r|", bufsize=256 * 1024) as node_tar:
             for count, member in enumerate(node_tar, 1):
                 if count > archives.MAX_MEMBERS:
                     problems.append(
