@@ -115,10 +115,18 @@ class Recording:
         return self.history
 
     def collect_into(
-        self, folder: Path, *, access: Access, simulated: bool, report: Callable[[str], None]
+        self,
+        folder: Path,
+        *,
+        access: Access,
+        simulated: bool,
+        report: Callable[[str], None],
+        stop_now: threading.Event | None = None,
+        stop_now_words: str = "",
     ) -> None:
         """Auto-collect each node under a repair clock into `folder`: over the simulator's
-        sandboxes, SSM with a bucket, else SSH. `report` gets its lines."""
+        sandboxes, SSM with a bucket, else SSH. `report` gets its lines; `stop_now` and its
+        words: how the face ends running collections at once (`AutoCollector`)."""
         self._sandboxes = tempfile.TemporaryDirectory(
             prefix="mignurse-sandboxes-", ignore_cleanup_errors=True
         )
@@ -134,6 +142,8 @@ class Recording:
             ),
             clock=self.clock,
             report=report,
+            stop_now=stop_now,
+            stop_now_words=stop_now_words,
         )
 
     def record(self, state: ClusterState) -> None:

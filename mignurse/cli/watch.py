@@ -114,9 +114,25 @@ def _progress_to_stderr(prefix: str = "") -> Callable[[str], None]:
     return progress
 
 
-def _stop_on_signals(stop: threading.Event) -> None:
-    """Ctrl-C and SIGTERM set `stop`; stop.set takes a lock, so not in the handler."""
-    wake = SignalWake(stop.set, name="stop")
+STOP_NOW_WORDS = "Ctrl-C again"
+
+
+def _stop_on_signals(stop: threading.Event, stop_now: threading.Event | None = None) -> None:
+    """Ctrl-C and SIGTERM set `stop`; once it is set, they set `stop_now` (the collections
+    still running end at once, their bundles marked interrupted), and say so. Event.set takes
+    a lock, so not in the handler."""
+
+    def act() -> None:
+        if not stop.is_set() or stop_now is None:
+            stop.set()
+        elif not stop_now.is_set():
+            _progress_to_stderr()(
+                "stopping now: collections still running end with what they have, their "
+                "bundles marked interrupted"
+            )
+            stop_now.set()
+
+    wake = SignalWake(act, name="stop")
 
     def request_stop(_signum: int, _frame: object) -> None:
         wake.poke()
@@ -140,12 +156,12 @@ def _watch_one(args: argparse.Namespace, state_dir: Path | None, out_dir: Path |
     recording = Recording(client, clock=client.server_now)
     try:
         recording.open_history(path)  # another recorder on the same file: WriterBusy, one line
-        stop = threading.Event()
+        stop, stop_now = threading.Event(), threading.Event()
         progress = _progress_to_stderr()
-        _stop_on_signals(stop)
+        _stop_on_signals(stop, stop_now if out_dir is not None else None)
         progress(f"recording context {client.info.context!r} into {path}; Ctrl-C to stop")
         if out_dir is not None:
-            _collect_into(recording, args, out_dir, access_for(args), progress)
+            _collect_into(recording, args, out_dir, access_for(args), progress, stop_now)
         recording.run(
             karpenter=karpenter,
             stop=stop,
@@ -164,10 +180,18 @@ def _collect_into(
     out_dir: Path,
     access: Any,
     progress: Callable[[str], None],
+    stop_now: threading.Event,
 ) -> None:
     """`--auto-collect DIR` for one cluster's recording, said on its progress lines."""
     simulated = is_simulated(args.kubeconfig, recording.client.info.cluster)
-    recording.collect_into(out_dir, access=access, simulated=simulated, report=progress)
+    recording.collect_into(
+        out_dir,
+        access=access,
+        simulated=simulated,
+        report=progress,
+        stop_now=stop_now,
+        stop_now_words=STOP_NOW_WORDS,
+    )
     progress(f"auto-collect on: nodes under a repair clock go to {out_dir}")
 
 
@@ -198,8 +222,8 @@ def _watch_several(
 
     access = access_for(args) if out_dir is not None else None
     _say_legacy(state_dir)
-    stop = threading.Event()
-    _stop_on_signals(stop)
+    stop, stop_now = threading.Event(), threading.Event()
+    _stop_on_signals(stop, stop_now if out_dir is not None else None)
     loops: list[RecordingLoop] = []
     lines: dict[str, _FailureLines] = {}
     reads: dict[str, _Reads] = {}  # each cluster's, of its latest connection
@@ -221,7 +245,7 @@ def _watch_several(
             recording.open_history(path)  # another recorder of this cluster: WriterBusy
             progress(f"recording context {client.info.context!r} into {path}")
             if out_dir is not None and access is not None:
-                _collect_into(recording, args, out_dir, access, progress)
+                _collect_into(recording, args, out_dir, access, progress, stop_now)
 
         loops.append(
             RecordingLoop(

@@ -18,8 +18,9 @@ from typing import Any
 from mignurse import joins
 from mignurse.cluster.client import ClusterClient
 from mignurse.cluster.snapshot import ClusterState
+from mignurse.collect.events import STARTED, CollectEvent
 from mignurse.collect.request import CollectRequest, run_collect
-from mignurse.collect.run import journal_since_words
+from mignurse.collect.run import Stopped, journal_since_words
 from mignurse.diagnose.facts import repair_clock
 from mignurse.model import Node
 from mignurse.nodeaccess.base import NodeShell
@@ -38,7 +39,13 @@ class AutoCollector:
         clock: Callable[[], datetime],
         since: str = "6h",
         report: Callable[[str], None] = lambda line: None,
+        stop_now: threading.Event | None = None,
+        stop_now_words: str = "",
     ) -> None:
+        """`stop_now`, set by the face (from any thread), ends the running collections at
+        once, as Ctrl-C ends a `collect`: each bundle closed with what it has, marked
+        interrupted, and nothing new started. `stop_now_words`: how the face sets it
+        ("Ctrl-C again"), said when stopping waits for collections."""
         self.client = client
         self.out_dir = out_dir
         self.shell_for = shell_for
@@ -46,12 +53,14 @@ class AutoCollector:
         journal_since_words(since)  # ValueError now, not in each collection
         self.since = since
         self.report = report
+        self.stop_now_words = stop_now_words
         self._done: set[tuple[str, str, str]] = set()
         self._lock = threading.Lock()
         self._pool = concurrent.futures.ThreadPoolExecutor(MAX_PARALLEL, "auto-collect")
         # each collection started, by the node it collects
         self.futures: dict[concurrent.futures.Future[Path], str] = {}
         self._next_check = 0.0
+        self._stop = stop_now or threading.Event()
 
     def tick(self, state: ClusterState) -> None:
         """For a loop that calls often: check at most every CHECK_SECONDS."""
@@ -70,6 +79,8 @@ class AutoCollector:
             clock = repair_clock(node)
             if clock is None or clock.deadline <= now or node.deleting is not None:
                 continue
+            if self._stop.is_set():
+                break  # stopping now: nothing new starts
             key = (node.name, clock.condition.type, str(clock.condition.last_transition))
             with self._lock:
                 if key in self._done:
@@ -84,18 +95,28 @@ class AutoCollector:
         return started
 
     def _collect(self, node: Node, snapshot: Any) -> Path:
-        collected = run_collect(
-            CollectRequest(
-                self.client,
-                out=self.out_dir,
-                nodes=[node],
-                snapshot=snapshot,
-                shell_for=self.shell_for,
-                since=self.since,
-                label=node.name.split(".", 1)[0],
-                collected_at=self.clock(),  # the moment in the file's name
-            )
+        named: list[Path] = []  # the bundle's path, once the collection has named it
+
+        def started(event: CollectEvent) -> None:
+            if event.kind == STARTED and event.out is not None:
+                named.append(event.out)
+
+        request = CollectRequest(
+            self.client,
+            out=self.out_dir,
+            nodes=[node],
+            snapshot=snapshot,
+            shell_for=self.shell_for,
+            since=self.since,
+            label=node.name.split(".", 1)[0],
+            collected_at=self.clock(),  # the moment in the file's name
+            stop=self._stop,
         )
+        try:
+            collected = run_collect(request, started)
+        except Stopped:  # raised once the bundle was named (`STARTED`): it holds what came
+            self.report(f"{node.name}: bundle {named[0]} (interrupted: stopped before it ended)")
+            return named[0]
         out, manifest = collected.out, collected.manifest
         assert out is not None and manifest is not None  # the node was given
         outcome = manifest["nodes"].get(node.name, {})
@@ -105,12 +126,14 @@ class AutoCollector:
 
     def close(self) -> None:
         """Wait for the collections still running: each finishes its bundle (a node under a
-        repair clock may be gone in minutes, and its evidence with it), and says so first."""
+        repair clock may be gone in minutes, and its evidence with it), and says so first;
+        `stop_now` cuts the wait short."""
         running = sorted(name for future, name in self.futures.items() if not future.done())
         if running:
+            then = f"; {self.stop_now_words} to stop them now" if self.stop_now_words else ""
             self.report(
                 f"stopping: {len(running)} collection(s) still running finish their bundles "
-                f"first ({', '.join(running)})"
+                f"first ({', '.join(running)}){then}"
             )
         with joins.ctrl_c_kept():
             self._pool.shutdown(wait=True)

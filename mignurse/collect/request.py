@@ -10,6 +10,7 @@ face each step through `progress` (`run.CollectEvent`). The face only prints.
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,7 +53,9 @@ class CollectRequest:
     The nodes are reached through `shell_for` when the face has its own (a runbook's node
     access, auto-collect's long-lived sandboxes), else over `access` as `mignurse collect`
     reaches them (`simulated`: the cluster is the simulator's). `nodegroups` describes
-    managed node groups (their repair settings) when AWS is at hand."""
+    managed node groups (their repair settings) when AWS is at hand. `stop`, set from another
+    thread, ends the collection as Ctrl-C does (`run.Stopped` is raised, the partial bundle
+    kept)."""
 
     client: ClusterClient | None
     out: Path | None = None
@@ -73,6 +76,7 @@ class CollectRequest:
     label: str = ""
     file_name: str = ""
     collected_at: datetime | None = None
+    stop: threading.Event | None = None
 
 
 @dataclass
@@ -148,6 +152,7 @@ def run_collect(request: CollectRequest, progress: Progress = lambda event: None
             progress=progress,
             nodegroups=None if transport == "sim" else request.nodegroups,
             collected_at=collected_at,  # the moment in the bundle's name
+            stop=request.stop,
         )
     return CollectResult(out, nodes, manifest)
 

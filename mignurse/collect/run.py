@@ -65,10 +65,18 @@ NODE_TIMEOUT_SECONDS = 600.0
 CANCEL_GRACE_SECONDS = 5.0
 
 
+STOP_POLL_SECONDS = 0.25  # how soon a collection sees that it was told to stop
+
+
 class CollectError(Exception):
     """What to collect cannot be worked out; str() is the one line to show."""
 
     exit_code = 2
+
+
+class Stopped(KeyboardInterrupt):
+    """The collection was told to stop (its `stop` event, from another thread): it ends as a
+    Ctrl-C ends it, its partial bundle closed and marked interrupted."""
 
 
 @dataclass
@@ -257,16 +265,18 @@ def collect(
     progress: Progress = lambda event: None,
     nodegroups: NodeGroupReader | None = None,
     collected_at: datetime | None = None,
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Write the bundle to `out`; returns its manifest (faces call `run_collect`, which
     chooses the nodes, the path and the transport first). Without a client (`collect --local`
     on the node itself) the bundle holds the node's files only. `nodegroups` describes
     managed node groups (their repair settings) when AWS is at hand. `collected_at`: the
-    moment the caller named the bundle after (else now, on the cluster's clock)."""
+    moment the caller named the bundle after (else now, on the cluster's clock). `stop`, set
+    from another thread, ends it as Ctrl-C does (`Stopped`)."""
     bundle, manifest = _open_bundle(client, out, redactor, since, collected_at)
     try:
         _collect_into(bundle, manifest, client, snapshot, nodes, shell_for, since, concurrency,
-                      node_timeout, progress, nodegroups)  # fmt: skip
+                      node_timeout, progress, nodegroups, stop)  # fmt: skip
     except BundleWriteError as exc:
         raise CollectError(str(exc)) from None
     return manifest
@@ -284,9 +294,11 @@ def _collect_into(
     node_timeout: float,
     progress: Progress,
     nodegroups: NodeGroupReader | None,
+    stop: threading.Event | None,
 ) -> None:
-    """The collection itself. Done or stopped by Ctrl-C, the bundle is closed (a partial one
-    is valid and says it was interrupted); failed (a full disk, a bug), none is left."""
+    """The collection itself. Done or stopped by Ctrl-C (or `stop`), the bundle is closed (a
+    partial one is valid and says it was interrupted); failed (a full disk, a bug), none is
+    left."""
     outcomes = {node.name: NodeOutcome(node.name) for node in nodes}
     started = time.monotonic()
     ended = False  # the bundle may be closed: the collection finished or was interrupted
@@ -313,7 +325,7 @@ def _collect_into(
                     bundle, client, nodes, snapshot.karpenter, (sorted(groups), nodegroups)
                 )
             for _ in nodes:
-                take(*runner.next_result())
+                take(*runner.next_result(stop))
         except KeyboardInterrupt:
             # nodes not started yet never start, and the bundle closes now instead of after
             # every queued node has run (a `with` block would wait for them)
@@ -443,8 +455,15 @@ class _NodeRuns:
 
         return report
 
-    def next_result(self) -> tuple[str, CommandResult]:
-        return self.results.get()
+    def next_result(self, stop: threading.Event | None = None) -> tuple[str, CommandResult]:
+        """The next node to end; `Stopped` once `stop` is set."""
+        while True:
+            if stop is not None and stop.is_set():
+                raise Stopped
+            try:
+                return self.results.get(timeout=None if stop is None else STOP_POLL_SECONDS)
+            except queue.Empty:
+                pass
 
     def unread(self) -> list[tuple[str, CommandResult]]:
         """Results that arrived but were not taken (after `stop`)."""
