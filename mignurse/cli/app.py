@@ -11,7 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mignurse.cli.common import EXIT_OK, UserError, access_for, positive_speed, say_busy
+from mignurse.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    UserError,
+    access_for,
+    positive_speed,
+    say_busy,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -116,8 +123,7 @@ def _auto_collect_dir(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    _run_app(live_app(args))
-    return EXIT_OK
+    return _run_app(live_app(args))
 
 
 def simulated_label(kubeconfig: str | None, cluster: str) -> str | None:
@@ -247,15 +253,19 @@ def fleet_app(
     )
 
 
-def _run_app(app: Any) -> None:
-    """The app until it quits, or until SIGHUP (its terminal closed) or SIGTERM asks it to:
-    then it quits as from its own key, so that what it and its callers hold is cleaned up."""
+def _run_app(app: Any) -> int:
+    """The app until it quits, or until SIGHUP (its terminal closed), SIGTERM or SIGINT asks
+    it to: then it quits as from its own key, so that what it and its callers hold is cleaned
+    up. The exit code: EXIT_INTERRUPTED after SIGINT (the app reads Ctrl-C as a key, so that
+    one comes from outside: `kill -INT`, a wrapper's timeout), else EXIT_OK."""
     import asyncio
 
     loop = asyncio.new_event_loop()
-    signals = (signal.SIGHUP, signal.SIGTERM)
+    signals = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
+    asked: list[int] = []
 
     def ask_to_quit(signum: int) -> None:
+        asked.append(signum)
         app.exit()
         # A second signal, or a quit that does not finish, ends the run here all the same.
         for sig in signals:
@@ -270,6 +280,7 @@ def _run_app(app: Any) -> None:
         for sig in signals:
             loop.remove_signal_handler(sig)
         loop.close()
+    return EXIT_INTERRUPTED if asked == [signal.SIGINT] else EXIT_OK
 
 
 def _raise_exit(signum: int) -> None:
@@ -285,8 +296,7 @@ def cmd_open(args: argparse.Namespace) -> int:
             "open shows bundles, read-only: there is no node to collect from "
             "(--auto-collect is for the app on a cluster)"
         )
-    _run_app(bundle_app(args))
-    return EXIT_OK
+    return _run_app(bundle_app(args))
 
 
 def bundle_app(args: argparse.Namespace) -> Any:
@@ -335,8 +345,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     refuse_selection(args, "demo", "runs its own simulated clusters (--clusters N for several)")
     session = demo_session if getattr(args, "clusters", None) is None else demo_fleet_session
     with session(args) as app:
-        _run_app(app)
-    return EXIT_OK
+        return _run_app(app)
 
 
 @contextlib.contextmanager
