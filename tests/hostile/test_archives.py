@@ -216,7 +216,8 @@ def test_unpacked_charges_every_byte_and_reads_bzip2_and_xz_streams() -> None:
 
 def _damaged(kind: str) -> bytes:
     """A gzip member of a tar, damaged as `kind` says (RFC 1952 §2.3: FLG's bits 5-7 are
-    reserved and zero; CRC32 and ISIZE end the member)."""
+    reserved and zero; FHCRC puts a CRC16 of the header after it; CRC32 and ISIZE end the
+    member)."""
     member = bytearray(gzip.compress(tar_bytes(CALM)))
     if kind == "reserved header flags":
         member[3] |= 0x20
@@ -228,12 +229,22 @@ def _damaged(kind: str) -> bytes:
         member[2] = 7
     elif kind == "deflate block":
         member[10] = 0xFF  # the first block's header: BTYPE 11, reserved
+    elif kind == "header checksum":  # FHCRC set, its CRC16 after the fixed header wrong
+        member[3] |= 0x02
+        member[10:10] = b"\x00\x00"
     return bytes(member)
 
 
 @pytest.mark.parametrize(
     "kind",
-    ["reserved header flags", "checksum", "length", "compression method", "deflate block"],
+    [
+        "reserved header flags",
+        "checksum",
+        "length",
+        "compression method",
+        "deflate block",
+        "header checksum",
+    ],
 )
 def test_a_damaged_gzip_member_is_an_error_where_gunzip_sees_one(kind: str) -> None:
     archive = _damaged(kind)
