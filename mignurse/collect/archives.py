@@ -20,7 +20,7 @@ import lzma
 import tarfile
 import zlib
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from isal import isal_zlib
 
@@ -48,6 +48,8 @@ ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, Value
 # the reserved header flags, checked here as zlib checks them (RFC 1952 §2.3.1); its errors
 # are raised as zlib's, so every caller that reads zlib.error as a damaged archive reads them
 _ZLIB = type(isal_zlib.decompressobj())
+# (isal's stub declares `error` an instance; it is the exception class)
+_ISAL_ERROR = cast(type[Exception], isal_zlib.error)
 _GZIP_RESERVED_FLAGS = 0xE0
 
 
@@ -173,7 +175,7 @@ class Unpacked(io.RawIOBase):
                 raise zlib.error("Error -3 while decompressing data: unknown header flags set")
             try:
                 out = self._decoder.decompress(fed, _CHUNK)
-            except isal_zlib.error as error:
+            except _ISAL_ERROR as error:
                 raise zlib.error(str(error)) from None
             self._input = self._decoder.unconsumed_tail
             if self._decoder.eof:  # what follows the member is in both: take it once
