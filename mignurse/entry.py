@@ -22,4 +22,24 @@ def run() -> None:
         code = main()
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
+    _final_after_ctrl_c(code)
     sys.exit(code)
+
+
+def _final_after_ctrl_c(code: int) -> None:
+    """The command has answered: a Ctrl-C from now on (a second one pressed as it stops, or
+    one while the interpreter waits for a thread at exit) ends the process at once with the
+    code it already has, where Python would raise KeyboardInterrupt inside its exit work, or
+    be killed by the signal and report that instead."""
+    import contextlib
+    import os
+    import signal
+
+    def now(_signum: int, _frame: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream
+                stream.flush()
+        os._exit(code)
+
+    with contextlib.suppress(ValueError):  # not the main thread (another program's thread)
+        signal.signal(signal.SIGINT, now)

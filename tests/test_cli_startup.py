@@ -693,3 +693,50 @@ def test_a_ctrl_c_while_the_command_loads_ends_it_with_130_and_no_traceback(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 130, done.stderr
     assert done.stderr == "", done.stderr
+
+
+# A command that has answered and then waits at exit, as the interpreter waits for a worker
+# thread or an exit handler: the Ctrl-C that comes then.
+INTERRUPTED_AT_EXIT = """
+import atexit, sys, threading, time
+
+import mignurse.cli
+
+def answered() -> int:
+    print("answered", flush=True)
+    if sys.argv[2] == "thread":  # a worker thread the interpreter joins at exit
+        threading.Thread(target=time.sleep, args=(60,)).start()
+    else:
+        atexit.register(time.sleep, 60)
+    return int(sys.argv[1])
+
+mignurse.cli.main = answered
+from mignurse.entry import run
+run()
+"""
+
+
+@pytest.mark.parametrize("waits_on", ["thread", "exit handler"])
+@pytest.mark.parametrize("code", [0, 2])
+def test_a_ctrl_c_after_the_command_answered_ends_it_at_once_with_its_own_code(
+    code: int, waits_on: str
+) -> None:
+    import signal
+    import time
+
+    run = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_AT_EXIT, str(code), waits_on],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert run.stdout is not None and run.stdout.readline() == "answered\n"
+        time.sleep(0.5)  # in the exit's wait
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=30) == code  # not 130, not killed by the signal (-2)
+    finally:
+        run.kill()
+        run.wait()
+    # and nothing said: no "Exception ignored in …" KeyboardInterrupt from the exit's work
+    assert run.stderr is not None and run.stderr.read() == ""
