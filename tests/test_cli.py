@@ -397,7 +397,7 @@ def test_demo_builds_its_cluster_inside_the_app_and_stops_it_after(
     kept = tmp_path / "kubeconfig-kept"
     seen: dict[str, str] = {}
 
-    def run_app(app: object) -> None:
+    def run_app(app: object) -> int:
         source = getattr(app, "source", None)
         assert isinstance(source, BuildingSource)
         seen["waiting"] = source.waiting
@@ -407,6 +407,7 @@ def test_demo_builds_its_cluster_inside_the_app_and_stops_it_after(
         (config,) = tmp_path.glob("mignurse-demo-*/kubeconfig")
         kept.write_bytes(config.read_bytes())
         built.stop()
+        return 0  # quit as from its own key
 
     monkeypatch.setattr(cli, "_run_app", run_app)
 

@@ -248,19 +248,28 @@ def test_a_command_read_by_its_own_sub_parser_reads_as_the_whole_parser_reads_it
     assert _parsed(build_parser(named_command(argv)), argv) == _parsed(build_parser(), argv)
 
 
-# The collector as a one-shot read leaves it, where that read is the whole process.
+# A one-shot read as the whole process: its collector as it ends, and where it ends (the
+# process ended with os._exit, right after the answer, not by returning from `main`).
 GC_WRAPPER = """
-import gc, json, os, sys
+import atexit, gc, json, os, sys
+
+real_exit = os._exit
+
+def ended_here(code):
+    with open(os.environ["GC_OUT"], "w") as out:
+        json.dump({"threshold": gc.get_threshold(), "code": code}, out)
+    real_exit(code)
+
+os._exit = ended_here
 from mignurse.cli import main
 sys.argv = ["mignurse", *sys.argv[2:]]
 code = main()
-with open(os.environ["GC_OUT"], "w") as out:
-    json.dump({"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}, out)
-sys.exit(code)
+print("main returned", code, file=sys.stderr)
+sys.exit(99)
 """
 
 
-def test_a_one_shot_read_does_not_walk_what_it_loaded_again_as_it_exits(
+def test_a_one_shot_read_collects_rarely_and_ends_where_it_answered(
     kubeconfig: Path, tmp_path: Path
 ) -> None:
     from mignurse.cli import ONE_SHOT_GC_THRESHOLDS
@@ -275,10 +284,32 @@ def test_a_one_shot_read_does_not_walk_what_it_loaded_again_as_it_exits(
         env={**os.environ, "GC_OUT": str(out)},
     )
     assert done.returncode == 0, done.stderr
-    assert "ip-10-0-" in done.stdout
-    collector = json.loads(out.read_text())
-    assert tuple(collector["threshold"]) == ONE_SHOT_GC_THRESHOLDS
-    assert collector["frozen"] > 10_000  # the modules, classes and answers it ended with
+    assert "ip-10-0-" in done.stdout  # the whole table written before the end
+    assert done.stdout.endswith("\n")
+    ended = json.loads(out.read_text())
+    assert tuple(ended["threshold"]) == ONE_SHOT_GC_THRESHOLDS
+    assert ended["code"] == 0
+
+
+@pytest.mark.parametrize("command", [["nodes"], ["diagnose"], ["nodes", "-o", "json"]])
+def test_a_read_that_ends_where_it_answered_leaves_no_file_of_its_kubeconfig(
+    kubeconfig: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """The certificate data of a kubeconfig (its CA here; a client's key the same way) is
+    written to private temporary files for the TLS library, removed as the process ends."""
+    assert "certificate-authority-data" in kubeconfig.read_text()  # so a file is written
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "TMPDIR": str(folder)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(folder.iterdir()) == []
 
 
 def test_a_read_run_inside_another_program_leaves_its_collector_alone(
