@@ -36,6 +36,10 @@ def _final_after_ctrl_c(code: int) -> None:
     import signal
 
     def now(_signum: int, _frame: object) -> None:
+        # the exit functions are skipped, but a kubeconfig's key is never left on disk
+        kubeconfig = sys.modules.get("mignurse.cluster.kubeconfig")
+        if kubeconfig is not None:
+            kubeconfig.remove_data_files()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream
                 stream.flush()

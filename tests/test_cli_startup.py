@@ -732,8 +732,10 @@ INTERRUPTED_AT_EXIT = """
 import atexit, sys, threading, time
 
 import mignurse.cli
+from mignurse.cluster import kubeconfig
 
 def answered() -> int:
+    kubeconfig._data_file("a2V5")  # a client key written out, as a kubeconfig's data is
     print("answered", flush=True)
     if sys.argv[2] == "thread":  # a worker thread the interpreter joins at exit
         threading.Thread(target=time.sleep, args=(60,)).start()
@@ -750,16 +752,19 @@ run()
 @pytest.mark.parametrize("waits_on", ["thread", "exit handler"])
 @pytest.mark.parametrize("code", [0, 2])
 def test_a_ctrl_c_after_the_command_answered_ends_it_at_once_with_its_own_code(
-    code: int, waits_on: str
+    code: int, waits_on: str, tmp_path: Path
 ) -> None:
     import signal
     import time
 
+    folder = tmp_path / "tmp"
+    folder.mkdir()
     run = subprocess.Popen(
         [sys.executable, "-c", INTERRUPTED_AT_EXIT, str(code), waits_on],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "TMPDIR": str(folder)},
     )
     try:
         assert run.stdout is not None and run.stdout.readline() == "answered\n"
@@ -771,3 +776,4 @@ def test_a_ctrl_c_after_the_command_answered_ends_it_at_once_with_its_own_code(
         run.wait()
     # and nothing said: no "Exception ignored in …" KeyboardInterrupt from the exit's work
     assert run.stderr is not None and run.stderr.read() == ""
+    assert list(folder.iterdir()) == []  # the key's file removed all the same

@@ -406,7 +406,7 @@ def _data_file(data: object) -> str | None:
         import tempfile
 
         if not _data_files:
-            atexit.register(_remove_data_files)
+            atexit.register(remove_data_files)
         descriptor, name = tempfile.mkstemp()
         with os.fdopen(descriptor, "wb") as file:
             file.write(content)
@@ -414,7 +414,9 @@ def _data_file(data: object) -> str | None:
     return name
 
 
-def _remove_data_files() -> None:
+def remove_data_files() -> None:
+    """Remove the files `_data_file` wrote (at exit; and where the process ends without its
+    exit functions: `entry`)."""
     for name in _data_files.values():
         with contextlib.suppress(OSError):
             os.remove(name)

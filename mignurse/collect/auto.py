@@ -72,6 +72,8 @@ class AutoCollector:
     def check(self, state: ClusterState) -> list[str]:
         """Start collecting every node whose repair deadline lies ahead and that has not
         been collected for this condition yet; returns the nodes started."""
+        if self._stop.is_set():
+            return []  # stopping now: nothing new starts
         now = self.clock()
         snapshot = state.snapshot(taken_at=now)
         started: list[str] = []
@@ -79,8 +81,6 @@ class AutoCollector:
             clock = repair_clock(node)
             if clock is None or clock.deadline <= now or node.deleting is not None:
                 continue
-            if self._stop.is_set():
-                break  # stopping now: nothing new starts
             key = (node.name, clock.condition.type, str(clock.condition.last_transition))
             with self._lock:
                 if key in self._done:
