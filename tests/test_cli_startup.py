@@ -777,3 +777,42 @@ def test_a_ctrl_c_after_the_command_answered_ends_it_at_once_with_its_own_code(
     # and nothing said: no "Exception ignored in …" KeyboardInterrupt from the exit's work
     assert run.stderr is not None and run.stderr.read() == ""
     assert list(folder.iterdir()) == []  # the key's file removed all the same
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(2, 130), (15, 143), (1, 129)], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
+def test_a_read_ended_by_a_signal_while_it_waits_leaves_no_file_of_its_kubeconfig(
+    failing_fleet: tuple[object, Path], tmp_path: Path, signum: int, code: int
+) -> None:
+    """`kill` (or a closed terminal, or Ctrl-C) while `nodes` waits on a server that never
+    answers: it ends as Ctrl-C ends it, 128 + the signal, no traceback, and the files its
+    kubeconfig's certificate data was written to are gone, where SIGTERM and SIGHUP ended
+    the process on the spot and left them."""
+    import signal
+    import time
+
+    _, kubeconfig = failing_fleet
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    argv = ["--kubeconfig", str(kubeconfig), "--context", "prod-ap", "nodes"]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "mignurse", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(folder)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(folder.iterdir()):  # its data written: it is connecting by now
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)  # waiting on the server
+        run.send_signal(signal.Signals(signum))
+        assert run.wait(timeout=60) == code
+    finally:
+        run.kill()
+        run.wait()
+    assert run.stderr is not None and "Traceback" not in run.stderr.read()
+    assert list(folder.iterdir()) == []

@@ -251,18 +251,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.flush()
         sys.stdout, sys.stderr = real
     if one_shot:
-        _end_now(code)
+        from mignurse.entry import exit_code
+
+        _end_now(exit_code(code))
     return code
 
 
 def _end_now(code: int) -> None:
     """End the process with `code`, its output already written (see ONE_SHOT_COMMANDS). The
     exit functions still run first: one removes the files a kubeconfig's certificate and key
-    data were written to (`kubeconfig._data_file`). A Ctrl-C meanwhile changes nothing."""
+    data were written to (`kubeconfig._data_file`). A Ctrl-C (or SIGTERM, SIGHUP) meanwhile
+    changes nothing."""
     import atexit
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     atexit._run_exitfuncs()  # (what the interpreter's exit runs; private to atexit, 3.x-stable)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a reader gone: nothing to keep

@@ -488,9 +488,17 @@ def test_auto_collect_captures_an_auto_mode_node_through_the_agent(tmp_path: Pat
     assert {n["transport"] for n in manifest["nodes"].values()} == {"nodediagnostic"}
 
 
-def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) -> None:
-    """SIGINT to `mignurse collect` while the agent works: a valid partial bundle, exit 130,
-    and the object gone from the cluster."""
+@pytest.mark.parametrize(
+    ("signum", "code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
+)
+def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    """SIGINT to `mignurse collect` while the agent works (or SIGTERM, SIGHUP: `kill`, a
+    closed terminal): a valid partial bundle, exit 128 + the signal, and the object gone
+    from the cluster."""
     with SimCluster(load_scenario(SCENARIO), speed=0) as sim:
         node = broken_node(sim)
         assert sim.node_diagnostics is not None
@@ -508,16 +516,16 @@ def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(tmp_path: Path) ->
                 time.sleep(0.1)
             assert sim.objects("nodediagnostics")
         finally:
-            run.send_signal(signal.SIGINT)
+            run.send_signal(signum)
             # a deadline with a wide margin: on two cores shared with the whole suite, the
             # interrupted run's packing workers may still be starting when it closes the bundle
             try:
-                code = run.wait(timeout=180)
+                ended = run.wait(timeout=180)
             except subprocess.TimeoutExpired:
                 run.send_signal(signal.SIGABRT)  # the stacks of where it hangs, on stderr
-                code = run.wait(timeout=30)
+                ended = run.wait(timeout=30)
             stderr = run.stderr.read() if run.stderr else ""
-        assert code == 130, stderr
+        assert ended == code, stderr
         assert sim.objects("nodediagnostics") == []
     assert f"interrupted: {bundle} is a valid partial bundle" in stderr
 
