@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,10 @@ from mignurse.sim.nodes import sandbox_shells
 WAIT = 60.0  # seconds a test waits for another thread before it fails (never a speed)
 
 
-def test_the_dcgm_node_is_collected_once_before_its_repair(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _watched(tmp_path: Path) -> Iterator[tuple[SimCluster, ClusterClient, ClusterState]]:
+    """The dcgm-repair-loop cluster served, listed and watched, and `sb/` for the nodes'
+    sandboxes."""
     with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
         client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "k")))
         state = ClusterState()
@@ -36,19 +41,24 @@ def test_the_dcgm_node_is_collected_once_before_its_repair(tmp_path: Path) -> No
         try:
             assert watcher.wait_synced(15)
             (tmp_path / "sb").mkdir()
-            lines: list[str] = []
-            collector = AutoCollector(
-                client,
-                out_dir=tmp_path,
-                shell_for=sandbox_shells(client, tmp_path / "sb"),
-                clock=sim.now,
-                report=lines.append,
-            )
-            started = collector.check(state)
-            assert collector.check(state) == []  # the same condition is not collected twice
-            collector.close()
+            yield sim, client, state
         finally:
             watcher.stop()
+
+
+def test_the_dcgm_node_is_collected_once_before_its_repair(tmp_path: Path) -> None:
+    with _watched(tmp_path) as (sim, client, state):
+        lines: list[str] = []
+        collector = AutoCollector(
+            client,
+            out_dir=tmp_path,
+            shell_for=sandbox_shells(client, tmp_path / "sb"),
+            clock=sim.now,
+            report=lines.append,
+        )
+        started = collector.check(state)
+        assert collector.check(state) == []  # the same condition is not collected twice
+        collector.close()
         unhealthy = [
             n["metadata"]["name"]
             for n in sim.objects("nodes")
@@ -91,11 +101,8 @@ def test_watch_auto_collect_as_a_user_runs_it(tmp_path: Path) -> None:
 def test_stopping_names_the_collections_that_finish_their_bundles_first(tmp_path: Path) -> None:
     """Ctrl-C on `watch --auto-collect` waits for the collections running: it says so first,
     naming their nodes, and each bundle is still written whole."""
-    with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
-        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "k")))
-        state = ClusterState()
-        watcher = ClusterWatcher(client, state, karpenter=True).start()
-        gate = threading.Event()
+    gate = threading.Event()
+    with _watched(tmp_path) as (sim, client, state):
         shells = sandbox_shells(client, tmp_path / "sb")
 
         def held(node: Node) -> NodeShell:
@@ -110,8 +117,6 @@ def test_stopping_names_the_collections_that_finish_their_bundles_first(tmp_path
             return shell
 
         try:
-            assert watcher.wait_synced(15)
-            (tmp_path / "sb").mkdir()
             lines: list[str] = []
             collector = AutoCollector(
                 client, out_dir=tmp_path, shell_for=held, clock=sim.now, report=lines.append
@@ -130,7 +135,6 @@ def test_stopping_names_the_collections_that_finish_their_bundles_first(tmp_path
             assert not closing.is_alive()
         finally:
             gate.set()
-            watcher.stop()
     [stopping] = [line for line in lines if line.startswith("stopping:")]
     assert stopping == (
         f"stopping: {len(started)} collection(s) still running finish their bundles first "
@@ -147,12 +151,9 @@ def test_stop_now_ends_the_running_collections_with_partial_bundles_marked_inter
     """A second Ctrl-C on `watch --auto-collect` (its `stop_now`): the collections still
     running end at once, as Ctrl-C ends a `collect`, each bundle closed with what it has and
     its manifest saying it was interrupted; nothing new starts after."""
-    with SimCluster(load_scenario("dcgm-repair-loop"), speed=0) as sim:
-        client = ClusterClient.connect(kubeconfig=str(sim.write_kubeconfig(tmp_path / "k")))
-        state = ClusterState()
-        watcher = ClusterWatcher(client, state, karpenter=True).start()
+    stop_now, running = threading.Event(), threading.Event()
+    with _watched(tmp_path) as (sim, client, state):
         shells = sandbox_shells(client, tmp_path / "sb")
-        running = threading.Event()
 
         def never_ends(node: Node) -> NodeShell:
             shell = shells(node)
@@ -165,10 +166,7 @@ def test_stop_now_ends_the_running_collections_with_partial_bundles_marked_inter
             shell.run = run_until_cancelled  # type: ignore[method-assign]
             return shell
 
-        stop_now = threading.Event()
         try:
-            assert watcher.wait_synced(15)
-            (tmp_path / "sb").mkdir()
             lines: list[str] = []
             collector = AutoCollector(
                 client,
@@ -195,7 +193,6 @@ def test_stop_now_ends_the_running_collections_with_partial_bundles_marked_inter
             assert collector.check(state) == []  # stopping now: nothing new starts
         finally:
             stop_now.set()
-            watcher.stop()
     [stopping] = [line for line in lines if line.startswith("stopping:")]
     assert stopping.endswith("; Ctrl-C again to stop them now")
     (bundle,) = tmp_path.glob("mignurse-bundle-*.tar.gz")
