@@ -46,6 +46,17 @@ def _watched(tmp_path: Path) -> Iterator[tuple[SimCluster, ClusterClient, Cluste
             watcher.stop()
 
 
+def _closing(collector: AutoCollector, lines: list[str]) -> threading.Thread:
+    """`collector.close()` begun on a thread, once it has said its stopping line."""
+    closing = threading.Thread(target=collector.close)
+    closing.start()
+    deadline = time.monotonic() + WAIT
+    while not any(line.startswith("stopping:") for line in lines):
+        assert time.monotonic() < deadline, lines
+        time.sleep(0.05)
+    return closing
+
+
 def test_the_dcgm_node_is_collected_once_before_its_repair(tmp_path: Path) -> None:
     with _watched(tmp_path) as (sim, client, state):
         lines: list[str] = []
@@ -123,12 +134,7 @@ def test_stopping_names_the_collections_that_finish_their_bundles_first(tmp_path
             )
             started = collector.check(state)
             assert started
-            closing = threading.Thread(target=collector.close)
-            closing.start()
-            deadline = time.monotonic() + WAIT
-            while not any(line.startswith("stopping:") for line in lines):
-                assert time.monotonic() < deadline, lines
-                time.sleep(0.05)
+            closing = _closing(collector, lines)
             assert closing.is_alive()  # it waits for the bundle
             gate.set()
             closing.join(WAIT)
@@ -179,12 +185,7 @@ def test_stop_now_ends_the_running_collections_with_partial_bundles_marked_inter
             )
             started = collector.check(state)
             assert started and running.wait(WAIT)
-            closing = threading.Thread(target=collector.close)
-            closing.start()
-            deadline = time.monotonic() + WAIT
-            while not any(line.startswith("stopping:") for line in lines):
-                assert time.monotonic() < deadline, lines
-                time.sleep(0.05)
+            closing = _closing(collector, lines)
             closing.join(1.0)
             assert closing.is_alive()  # it waits for the collection, which would not end
             stop_now.set()
