@@ -188,3 +188,34 @@ def test_ctrl_c_ends_the_workers_with_the_command(fleet: tuple[SimFleet, Path]) 
     assert command.returncode == 130, err
     assert "Traceback" not in err
     assert gone, f"worker {worker} outlived the command"
+
+
+@pytest.mark.parametrize("contexts", ["sim-*", "sim-*,prod-ap"], ids=["answered", "given-up"])
+def test_no_file_of_a_kubeconfigs_data_outlives_the_workers(
+    fleet: tuple[SimFleet, Path], tmp_path: Path, contexts: str
+) -> None:
+    """Each cluster's certificate data is written to private temporary files for the TLS
+    library, by whichever process reads it. A worker ends without the interpreter's exit
+    functions, and one reading a cluster given up on (`prod-ap` never answers) is killed:
+    what it wrote is removed all the same."""
+    _served, kubeconfig = fleet
+    assert "certificate-authority-data" in kubeconfig.read_text()  # so files are written
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    argv = ["--kubeconfig", str(kubeconfig), "--context", contexts, "nodes"]
+    done = subprocess.run(
+        [sys.executable, "-m", "mignurse", *argv],
+        env=_env(
+            3,
+            TMPDIR=str(folder),
+            MIGNURSE_COMMAND_TIMEOUT="2",  # prod-ap's deadline: 2 + 1 + the grace, 5 s
+            MIGNURSE_CREDENTIAL_PLUGIN_SECONDS="1",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode in (0, 2), done.stderr  # 2: prod-ap did not answer
+    assert done.stdout.count("sim-") >= 2  # both clusters read, one of them by a worker
+    assert list(folder.iterdir()) == []

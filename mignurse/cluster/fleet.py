@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import threading
 import time
@@ -43,6 +44,7 @@ from mignurse.cluster.kubeconfig import (
     merge,
     shared_merges,
     shown_url,
+    write_data_files_in,
 )
 from mignurse.inert import inert
 from mignurse.untrusted import Limit
@@ -171,12 +173,15 @@ def start_fleet(
     workers = _worker_count(request)
     children: list[_Child] = []
     if workers > 1:
+        import tempfile
+
         sys.stdout.flush()  # what is buffered is written once, not once per process
         sys.stderr.flush()
         started = time.monotonic()
+        folder = tempfile.mkdtemp(prefix="mignurse-workers-")  # private to the user: 0700
         for share in range(1, workers):
             indexes = list(range(share, len(clusters), workers))
-            children.append(_Child.fork(request, indexes))
+            children.append(_Child.fork(request, indexes, folder))
             for index in indexes:
                 clusters[index]._started = started
     local = list(range(0, len(clusters), workers)) if children else list(range(len(clusters)))
@@ -228,6 +233,8 @@ def _run(
     finally:
         for child in children:
             child.end()
+        if children:  # their kubeconfig's data files, whatever became of them
+            shutil.rmtree(children[0].folder, ignore_errors=True)
     return clusters
 
 
@@ -357,14 +364,18 @@ _HEADER = 8  # bytes of each message's length
 class _Child:
     """A worker process reading some of the clusters, and the pipe its clusters come on."""
 
-    def __init__(self, pid: int, pipe: int, indexes: list[int]) -> None:
+    def __init__(self, pid: int, pipe: int, indexes: list[int], folder: str) -> None:
         self.pid = pid
         self.pipe = pipe
         self.indexes = indexes  # the clusters it reads, by their place in the selection
+        self.folder = folder  # the files of its kubeconfig's data (every worker's)
         self._reaped = False
 
     @classmethod
-    def fork(cls, request: FleetRequest[T], indexes: list[int]) -> _Child:
+    def fork(cls, request: FleetRequest[T], indexes: list[int], folder: str) -> _Child:
+        """The worker, forked; the files its kubeconfig's data is written to go in `folder`
+        (a worker ends without exit functions, killed if given up on: this process removes
+        the folder, `_run`)."""
         readable, writable = os.pipe()
         parent = os.getpid()
         pid = os.fork()
@@ -373,6 +384,7 @@ class _Child:
             try:
                 os.close(readable)
                 _die_with(parent)
+                write_data_files_in(folder)
                 # Nothing of the command's output is a worker's: a `| jq` never waits on one.
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, 1)
@@ -385,7 +397,7 @@ class _Child:
             finally:
                 os._exit(code)
         os.close(writable)
-        return cls(pid, readable, indexes)
+        return cls(pid, readable, indexes, folder)
 
     def receive(self, clusters: list[Cluster[T]]) -> None:
         """Each cluster as it comes, until the worker ends; a cluster it never sent ends
@@ -427,10 +439,13 @@ class _Child:
         return f"exit status {os.waitstatus_to_exitcode(status)}"
 
     def end(self) -> None:
-        """The worker stopped, if it still reads a cluster given up on."""
+        """The worker stopped, if it still reads a cluster given up on, and gone once this
+        returns (it writes nothing more)."""
         if not self._reaped:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, 9)  # SIGKILL: its requests in flight end with it
+            with contextlib.suppress(ChildProcessError):  # (reaped by its reader meanwhile)
+                os.waitpid(self.pid, 0)
 
 
 def _die_with(parent: int) -> None:
