@@ -22,6 +22,7 @@ from typing import ClassVar
 
 import pytest
 import yaml
+from fromashell import mignurse_command
 
 from mignurse.sim import SimCluster, load_scenario
 
@@ -797,7 +798,7 @@ def test_a_read_ended_by_a_signal_while_it_waits_leaves_no_file_of_its_kubeconfi
     folder.mkdir()
     argv = ["--kubeconfig", str(kubeconfig), "--context", "prod-ap", "nodes"]
     run = subprocess.Popen(
-        [sys.executable, "-m", "mignurse", *argv],
+        mignurse_command(*argv),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

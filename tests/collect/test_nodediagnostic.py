@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fromashell import mignurse_command
 
 from mignurse.cli import main
 from mignurse.cluster import SIM_EXTENSION
@@ -505,8 +505,8 @@ def test_ctrl_c_on_the_command_line_leaves_no_node_diagnostic(
         sim.node_diagnostics.silent.add(node)
         kubeconfig = sim.write_kubeconfig(tmp_path / "config")
         bundle = tmp_path / "partial.tar.gz"
-        command = [sys.executable, "-m", "mignurse", "--kubeconfig", str(kubeconfig), "collect"]
-        command += [node, "--transport", "nodediagnostic", "-o", str(bundle)]
+        command = mignurse_command("--kubeconfig", str(kubeconfig), "collect", node)
+        command += ["--transport", "nodediagnostic", "-o", str(bundle)]
         # faulthandler: a run that does not end is made to print every thread's stack
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
         run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
