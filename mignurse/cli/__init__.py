@@ -228,7 +228,7 @@ APP_COMMANDS = (None, "open", "demo")  # the terminal app owns the terminal: lef
 # was another 4% of their wall time, and a Ctrl-C during it, after its signal handlers are
 # gone, killed the process instead of leaving the exit code it had. They write no files and
 # leave no thread with work to finish.
-ONE_SHOT_COMMANDS = ("nodes", "diagnose", "runs", "runbooks")
+ONE_SHOT_COMMANDS = ("nodes", "diagnose", "radar", "inventory", "runs", "runbooks")
 ONE_SHOT_GC_THRESHOLDS = (50_000, 20, 100)
 
 
