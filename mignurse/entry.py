@@ -58,24 +58,43 @@ def _end_as_ctrl_c() -> None:
             signal.signal(sig, interrupt)
 
 
+def end_now(code: int) -> None:
+    """End the process here, a command's answer written (`cli.ONE_SHOT_COMMANDS`), with
+    `exit_code(code)`: the exit functions run (one removes the files of a kubeconfig's
+    certificate and key data), the interpreter's teardown does not. A signal meanwhile
+    changes nothing."""
+    import atexit
+
+    for sig in ENDING_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    atexit._run_exitfuncs()  # (what the interpreter's exit runs; private to atexit, 3.x-stable)
+    _exit(exit_code(code))
+
+
 def _final_after_signals(code: int) -> None:
     """The command has answered: a Ctrl-C (or SIGTERM, SIGHUP) from now on (a second one
     pressed as it stops, or one while the interpreter waits for a thread at exit) ends the
     process at once with the code it already has, where Python would raise KeyboardInterrupt
     inside its exit work, or be killed by the signal and report that instead."""
-    import contextlib
-    import os
 
     def now(_signum: int, _frame: object) -> None:
         # the exit functions are skipped, but a kubeconfig's key is never left on disk
         kubeconfig = sys.modules.get("mignurse.cluster.kubeconfig")
         if kubeconfig is not None:
             kubeconfig.remove_data_files()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # a closed pipe or stream
-                stream.flush()
-        os._exit(code)
+        _exit(code)
 
     for sig in ENDING_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, now)
+
+
+def _exit(code: int) -> None:
+    """What is written flushed (a reader gone: nothing to keep), then the process ended."""
+    import contextlib
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)

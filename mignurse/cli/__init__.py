@@ -9,7 +9,6 @@ shows the traceback for bug reports. That handling is here, in `_main`, for ever
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import importlib
 import os
@@ -224,7 +223,7 @@ APP_COMMANDS = (None, "open", "demo")  # the terminal app owns the terminal: lef
 # tens of thousands of objects their imports make (modules, classes, compiled patterns), none
 # of them garbage, as they load and again as the interpreter exits, was a sixth of the CPU of
 # `mignurse nodes`: for them it runs rarely. And once they have answered, the process ends
-# there (`_end_now`): the interpreter's own end (a last collection, every module torn down)
+# there (`entry.end_now`): the interpreter's own end (a last collection, every module torn down)
 # was another 4% of their wall time, and a Ctrl-C during it, after its signal handlers are
 # gone, killed the process instead of leaving the exit code it had. They write no files and
 # leave no thread with work to finish.
@@ -251,27 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             stream.flush()
         sys.stdout, sys.stderr = real
     if one_shot:
-        from mignurse.entry import exit_code
+        from mignurse.entry import end_now
 
-        _end_now(exit_code(code))
+        end_now(code)
     return code
-
-
-def _end_now(code: int) -> None:
-    """End the process with `code`, its output already written (see ONE_SHOT_COMMANDS). The
-    exit functions still run first: one removes the files a kubeconfig's certificate and key
-    data were written to (`kubeconfig._data_file`). A Ctrl-C (or SIGTERM, SIGHUP) meanwhile
-    changes nothing."""
-    import atexit
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    atexit._run_exitfuncs()  # (what the interpreter's exit runs; private to atexit, 3.x-stable)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a reader gone: nothing to keep
-            stream.flush()
-    os._exit(code)
 
 
 # The errors a user can fix, each where it is defined, shown as one line (exit 2 unless the

@@ -389,7 +389,7 @@ def _configure(configuration: Configuration, cluster: dict[str, Any], user: dict
 
 
 _data_files: dict[bytes, str] = {}
-_data_folder: list[str] = []  # where they go, when not the temporary folder (a worker's)
+_data_folder: str | None = None  # where they go, when not the temporary folder (a worker's)
 
 
 def _data_file(data: object) -> str | None:
@@ -408,7 +408,7 @@ def _data_file(data: object) -> str | None:
 
         if not _data_files:
             atexit.register(remove_data_files)
-        descriptor, name = tempfile.mkstemp(dir=_data_folder[0] if _data_folder else None)
+        descriptor, name = tempfile.mkstemp(dir=_data_folder)
         with os.fdopen(descriptor, "wb") as file:
             file.write(content)
         _data_files[content] = name
@@ -419,8 +419,9 @@ def write_data_files_in(folder: str) -> None:
     """In a forked worker: the files written so far are its parent's, which removes them;
     what it needs it writes anew, into `folder`, which its parent removes once the worker
     has ended (killed by then, if a cluster of it was given up on: no exit function)."""
+    global _data_folder
     _data_files.clear()
-    _data_folder[:] = [folder]
+    _data_folder = folder
 
 
 def remove_data_files() -> None:
