@@ -35,9 +35,10 @@ def run() -> None:
         code = main()
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
-    code = exit_code(code)
-    _final_after_signals(code)
-    sys.exit(code)
+    try:
+        end(code)
+    except KeyboardInterrupt:  # a signal that came before `end` had its handlers in place
+        end(code)
 
 
 def exit_code(code: int) -> int:
@@ -58,17 +59,25 @@ def _end_as_ctrl_c() -> None:
             signal.signal(sig, interrupt)
 
 
-def end_now(code: int) -> None:
-    """End the process here, a command's answer written (`cli.ONE_SHOT_COMMANDS`), with
-    `exit_code(code)`: the exit functions run (one removes the files of a kubeconfig's
-    certificate and key data), the interpreter's teardown does not. A signal meanwhile
-    changes nothing."""
+def end(code: int) -> None:
+    """End the process, the command done, with `exit_code(code)`: as the interpreter ends
+    one, its threads joined and its exit functions run (one removes the files of a
+    kubeconfig's certificate and key data), but not its teardown, where every module's
+    objects are freed one by one. Nothing of mignurse's waits for that (each file and bundle
+    is closed where it is written), and it took the signal handlers away first: a Ctrl-C
+    there (a second one pressed as a collection ends) killed the process, which then
+    reported death by SIGINT instead of the code it had. From here on a signal ends the
+    process at once with that code (`_final_after_signals`)."""
     import atexit
+    import threading
 
-    for sig in ENDING_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    atexit._run_exitfuncs()  # (what the interpreter's exit runs; private to atexit, 3.x-stable)
-    _exit(exit_code(code))
+    code = exit_code(code)
+    _final_after_signals(code)
+    # what the interpreter's exit runs, in its order (both private, stable through 3.x):
+    # the worker pools' exit hooks, then a join of every thread that is not a daemon
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    _exit(code)
 
 
 def _final_after_signals(code: int) -> None:

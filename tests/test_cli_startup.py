@@ -249,8 +249,8 @@ def test_a_command_read_by_its_own_sub_parser_reads_as_the_whole_parser_reads_it
     assert _parsed(build_parser(named_command(argv)), argv) == _parsed(build_parser(), argv)
 
 
-# A one-shot read as the whole process: its collector as it ends, and where it ends (the
-# process ended with os._exit, right after the answer, not by returning from `main`).
+# A one-shot read as the whole process: its collector as it ends, and where it ends (with
+# os._exit once it has answered, not through the interpreter's exit).
 GC_WRAPPER = """
 import atexit, gc, json, os, sys
 
@@ -262,10 +262,10 @@ def ended_here(code):
     real_exit(code)
 
 os._exit = ended_here
-from mignurse.cli import main
+from mignurse.entry import run
 sys.argv = ["mignurse", *sys.argv[2:]]
-code = main()
-print("main returned", code, file=sys.stderr)
+run()
+print("run returned", file=sys.stderr)
 sys.exit(99)
 """
 
@@ -778,6 +778,46 @@ def test_a_ctrl_c_after_the_command_answered_ends_it_at_once_with_its_own_code(
     # and nothing said: no "Exception ignored in …" KeyboardInterrupt from the exit's work
     assert run.stderr is not None and run.stderr.read() == ""
     assert list(folder.iterdir()) == []  # the key's file removed all the same
+
+
+# A command that has answered, and an object of it that the interpreter's teardown would
+# free: freeing it sends the Ctrl-C, where a second Ctrl-C pressed as a collection ends came.
+INTERRUPTED_IN_TEARDOWN = """
+import os, signal, sys, time
+
+import mignurse.cli
+
+class Freed:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+
+held = Freed()
+
+def answered() -> int:
+    print("answered", flush=True)
+    return int(sys.argv[1])
+
+mignurse.cli.main = answered
+from mignurse.entry import run
+run()
+"""
+
+
+@pytest.mark.parametrize("code", [0, 130])
+def test_a_ctrl_c_as_the_interpreter_would_tear_down_leaves_the_command_s_code(
+    code: int,
+) -> None:
+    """The teardown runs with the signal handlers already gone: there the Ctrl-C killed the
+    process (-2) after everything was written. It ends before any of that."""
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_IN_TEARDOWN, str(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (code, "answered\n", "")
 
 
 @pytest.mark.parametrize(

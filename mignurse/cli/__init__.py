@@ -219,14 +219,10 @@ class _QuietPipe:
 
 
 APP_COMMANDS = (None, "open", "demo")  # the terminal app owns the terminal: left as it is
-# Reads whose process ends once they have answered. The cyclic garbage collector walking the
-# tens of thousands of objects their imports make (modules, classes, compiled patterns), none
-# of them garbage, as they load and again as the interpreter exits, was a sixth of the CPU of
-# `mignurse nodes`: for them it runs rarely. And once they have answered, the process ends
-# there (`entry.end_now`): the interpreter's own end (a last collection, every module torn down)
-# was another 4% of their wall time, and a Ctrl-C during it, after its signal handlers are
-# gone, killed the process instead of leaving the exit code it had. They write no files and
-# leave no thread with work to finish.
+# Reads that answer and end. The cyclic garbage collector walking the tens of thousands of
+# objects their imports make (modules, classes, compiled patterns), none of them garbage, was
+# a sixth of the CPU of `mignurse nodes`: for them it runs rarely. (Like every command's, their
+# process ends without the interpreter's teardown: `entry.end`.)
 ONE_SHOT_COMMANDS = ("nodes", "diagnose", "radar", "inventory", "runs", "runbooks")
 ONE_SHOT_GC_THRESHOLDS = (50_000, 20, 100)
 
@@ -238,8 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in APP_COMMANDS:
         return _main(args, parser)
     # argv is None only where this call is the process (the `mignurse` script, -m mignurse)
-    one_shot = argv is None and args.command in ONE_SHOT_COMMANDS
-    if one_shot:
+    if argv is None and args.command in ONE_SHOT_COMMANDS:
         gc.set_threshold(*ONE_SHOT_GC_THRESHOLDS)
     real = sys.stdout, sys.stderr
     quiet = sys.stdout, sys.stderr = _QuietPipe(sys.stdout), _QuietPipe(sys.stderr)
@@ -249,10 +244,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for stream in quiet:
             stream.flush()
         sys.stdout, sys.stderr = real
-    if one_shot:
-        from mignurse.entry import end_now
-
-        end_now(code)
     return code
 
 
