@@ -10,8 +10,11 @@ util-linux/util-linux@v2.37.4 sys-utils/dmesg.c), by how a line starts:
 - `short`, `short-precise`, rsyslog traditional (/var/log/messages): `Nov 29 03:01:02[.345678]
   host ident[pid]: `, no year (see `reference`);
 - `short-full`: `Sun 2026-11-29 03:01:02 UTC host ident[pid]: `, UTC, GMT or a numeric zone;
-- `short-unix`: `1764385262.345678 host …`; `short-monotonic`, `short-delta`: `[  123.456789]
-  host …`, seconds since boot;
+- `short-unix`: `1795921262.345678 host …`; `short-monotonic`, `short-delta`: `[  123.456789]
+  host …`, seconds since boot (short-delta adds ` <    0.000123 >`, or 16 blanks on a boot's
+  first line: v255 `output_timestamp_monotonic`);
+- each of them with `--no-hostname` (`OUTPUT_NO_HOSTNAME`): no host, the identifier straight
+  after the time;
 - `json`, `json-pretty`, `json-sse`, `json-seq`: `{"__REALTIME_TIMESTAMP": "…", …}`;
 - `dmesg` (also `-x`, `-r`): `[  123.456789] NVRM: …`, seconds since boot; `dmesg -T`:
   `[Sun Nov 29 03:01:02 2026] NVRM: …`; `dmesg --time-format iso`: `2026-11-29T03:01:02,345678
@@ -48,7 +51,8 @@ SINCE_BOOT_FORMATS = frozenset({FORMAT_MONOTONIC, FORMAT_DMESG})
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Detection reads this many candidate lines; a few odd ones among them do not decide.
 _SAMPLE_LINES = 200
-_HOST_IDENT = r" (\S+) ([^\s\[:]*)(?:\[(\d{1,10})\])?:(?: |$)(.*)"
+# (a host never ends in `:`: with --no-hostname, `kernel:` or `systemd[1]:` stands there)
+_HOST_IDENT = r" (\S*[^\s:]) ([^\s\[:]*)(?:\[(\d{1,10})\])?:(?: |$)(.*)"
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
 _WEEKDAY = r"(?:Sun|Mon|Tue|Wed|Thu|Fri|Sat)"
 _MONTHS = {
@@ -62,10 +66,11 @@ _ISO_STAMP = r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?)(Z|[+-]\d\d:?\d\d)?
 _SYSLOG_STAMP = rf"({_MONTH} [ \d]\d \d\d:\d\d:\d\d)(?:\.(\d{{1,9}}))?"
 _FULL_STAMP = (
     rf"{_WEEKDAY} (\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})?)"
-    r"(?: (UTC|GMT|UCT|[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?))?"
+    # (journalctl always writes the zone: one read is never given back to be a host)
+    r"(?: (UTC|GMT|UCT|[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?))?+"
 )
 _UNIX_STAMP = r"(\d{1,12})\.(\d{6})"
-_MONO_STAMP = r"\[ *(\d{1,12})\.(\d{6})(?: <[^>]*>)?\]"
+_MONO_STAMP = r"\[ *(\d{1,12})\.(\d{6})(?: <[^>]*>| {16})?\]"
 
 # `2026-11-29T03:01:02.345678+0000 host ident[pid]: message`; offset may be +0000, +00:00 or Z.
 _ENTRY = re.compile(_ISO_STAMP + _HOST_IDENT)

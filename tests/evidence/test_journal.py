@@ -3,6 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from mignurse.evidence import (
     JournalParse,
     classify_unit_message,
@@ -514,6 +516,50 @@ def test_journal_short_unix_and_monotonic() -> None:
     assert mono.boots == ("", "e81f3b5c9d2a4e6f8b0c1d3e5f7a9b2c")
     assert [(x.pci, x.xid) for x in xid_errors(mono.entries)] == [XID79]
     assert {x.pci for x in xid_errors(mono.entries)} == {"0000:75:00"}
+
+
+# `journalctl --no-hostname` (systemd-stable v252 and v255 src/shared/logs-show.c
+# output_short: OUTPUT_NO_HOSTNAME drops the host, the identifier follows the time)
+NO_HOSTNAME_STAMPS = {
+    "short": ("Nov 29 03:01:02", "Nov 29 03:01:03"),
+    "short-precise": ("Nov 29 03:01:02.123456", "Nov 29 03:01:03.000001"),
+    "short-iso": ("2026-11-29T03:01:02+0000", "2026-11-29T03:01:03+0000"),
+    "short-iso-precise": ("2026-11-29T03:01:02.123456+00:00", "2026-11-29T03:01:03.1+00:00"),
+    "short-full": ("Sun 2026-11-29 03:01:02 UTC", "Sun 2026-11-29 03:01:03 UTC"),
+    "short-unix": ("1795921262.123456", "1795921263.000001"),
+}
+
+
+@pytest.mark.parametrize("output", list(NO_HOSTNAME_STAMPS))
+def test_no_hostname_output_keeps_the_identifier_and_the_xid(output: str) -> None:
+    first, second = NO_HOSTNAME_STAMPS[output]
+    text = (
+        f"{first} kernel: NVRM: Xid (PCI:0000:53:00): 79, pid=0, GPU has fallen off the bus.\n"
+        f"{second} systemd[1]: kubelet.service: Main process exited, code=exited, "
+        "status=1/FAILURE\n"
+    )
+    parsed = parse_journal(text, "journal:kernel", REFERENCE)
+    assert parsed.problems == ()
+    kernel, systemd = parsed.entries
+    assert (kernel.host, kernel.ident, kernel.pid) == ("", "kernel", None)
+    assert (systemd.host, systemd.ident, systemd.pid) == ("", "systemd", 1)
+    assert [(x.pci, x.xid) for x in xid_errors(parsed.entries)] == [("0000:53:00", 79)]
+    assert [a.action for a in systemd_unit_actions(parsed.entries)] == ["failed"]
+
+
+def test_short_delta_keeps_a_boot_s_first_line() -> None:
+    """short-delta writes 16 blanks where a line with an entry before it in its boot has
+    ` <delta>` (v255 src/shared/logs-show.c output_timestamp_monotonic, `%16s`)."""
+    text = (
+        f"[  123.456789                ] {AL23} kernel: NVRM: Xid (PCI:0000:75:00): 79, pid=0, "
+        "GPU has fallen off the bus.\n"
+        f"[  124.000001 <    0.543212 >] {AL23} kernel: NVRM: GPU 0000:75:00.0: GPU has fallen "
+        "off the bus.\n"
+    )
+    parsed = parse_journal(text, "journal:kernel")
+    assert parsed.format == "short-monotonic" and len(parsed.entries) == 2
+    assert [(x.pci, x.xid) for x in xid_errors(parsed.entries)] == [("0000:75:00", 79)]
+    assert parsed.entries[0].time == datetime(1970, 1, 1, 0, 2, 3, 456789, tzinfo=UTC)
 
 
 def test_detection_tolerates_a_few_odd_lines() -> None:
