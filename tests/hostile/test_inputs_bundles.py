@@ -200,6 +200,21 @@ def test_links_out_of_a_folder_are_not_followed(tmp_path: Path) -> None:
     assert gathered.node_evidence[NODE].os_release is not None
 
 
+def test_links_in_a_folder_that_do_not_resolve_are_named_and_skipped(tmp_path: Path) -> None:
+    """A loop of links (Path.resolve raises RuntimeError in 3.11) among a node's files, and
+    links beside them: the diagnosis goes on without them, where it ended as an internal
+    error."""
+    folder = write_folder(tmp_path / "snap", snapshot_files())
+    node = folder / "nodes" / NODE
+    (node / "kubelet.log").symlink_to("containerd.log")
+    (node / "containerd.log").symlink_to("kubelet.log")
+    result = diagnose(folder, "--node", NODE, "-o", "json")
+    assert result.returncode in (0, 1), result.stderr
+    assert f"nodes/{NODE}/kubelet.log is a link that does not resolve (a loop)" in result.stderr
+    assert "internal error" not in result.stderr
+    assert "kubelet" not in load_offline(folder).node_evidence[NODE].journals
+
+
 # -- documents of the wrong shape ------------------------------------------------------------
 
 

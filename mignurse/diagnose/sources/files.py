@@ -194,7 +194,15 @@ class BundleFiles:
                 if len(names) >= cap:
                     raise BUNDLE_FILES.refusal(f"{root} holds {cap + 1:,} files or more")
                 if full.is_symlink():
-                    target = full.resolve()
+                    try:
+                        target = full.resolve()
+                    except (OSError, RuntimeError) as exc:  # a loop (3.11: RuntimeError)
+                        if is_read(name):
+                            why = exc.strerror if isinstance(exc, OSError) else "a loop"
+                            self.problems.append(
+                                f"{name} is a link that does not resolve ({why}): not read"
+                            )
+                        continue
                     if not target.is_relative_to(inside):
                         if is_read(name):
                             self.problems.append(
