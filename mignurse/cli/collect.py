@@ -353,16 +353,20 @@ def _check_bundle_folder(output: str) -> None:
 def _collect_with_progress(request: CollectRequest) -> CollectResult | None:
     """The collection `request` asks for, with its progress on stderr; None when Ctrl-C
     stopped it (stderr then says whether the partial bundle is valid)."""
+    from mignurse.collect.bundle import StoppedBeforeWriting
     from mignurse.collect.request import run_collect
 
     progress = _CollectProgress(request.concurrency)
     try:
         return run_collect(request, progress)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         progress.close()
         out = progress.out
         if out is None:  # stopped before any node started: nothing was written
             raise
+        if isinstance(exc, StoppedBeforeWriting):
+            print(f"interrupted: nothing was written to {out}", file=sys.stderr)
+            return None
         if not out.exists():  # stopped again while the bundle was being closed
             print(f"interrupted: no bundle was written to {out}", file=sys.stderr)
             return None

@@ -54,6 +54,7 @@ from mignurse.paths import FILE_MODE
 
 POOL_MIN_BYTES = 256 * 2**10  # smaller node archives are packed here: shipping costs more
 POOL_MAX_BYTES = 64 * 2**20  # larger ones are packed here, streaming, not copied to a worker
+FIFO_READER_SECONDS = 30.0  # how long a FIFO named by -o may go without a reader
 MAX_WORKERS = 8
 
 NodeDone = Callable[[int, list[str]], None]  # files taken, problems
@@ -201,6 +202,11 @@ class BundleWriteError(Exception):
     error); nothing of it is left behind. str() is the one line to show."""
 
 
+class StoppedBeforeWriting(KeyboardInterrupt):
+    """Ctrl-C while the bundle was being opened (a FIFO waiting for its reader): an interrupt
+    like any other, but no bundle was begun."""
+
+
 def _write_error(exc: OSError, path: Path) -> BundleWriteError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         why = " (file too large for it)" if exc.errno == errno.EFBIG else ""
@@ -220,7 +226,7 @@ class _BundleFile:
         self.path = path
         self.temporary: Path | None = None
         if _is_stream(path):
-            self._fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            self._fd = _open_stream(path)
             return
         self.temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -259,6 +265,29 @@ class _BundleFile:
             self.temporary = None
 
 
+def _open_stream(path: Path) -> int:
+    """The FIFO or device at `path`, open for writing. Opening a FIFO no process reads blocks
+    until one opens it (fifo(7)), past every signal: the open is retried after each handler
+    (PEP 475), so a Ctrl-C, a SIGTERM or a runbook's stop never ended it. It is opened without
+    blocking instead, tried again until a reader comes, for at most FIFO_READER_SECONDS."""
+    deadline = time.monotonic() + FIFO_READER_SECONDS
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: a FIFO with no reader (open(2))
+                raise
+            if time.monotonic() >= deadline:
+                raise BundleWriteError(
+                    f"no process reads the FIFO {path} (waited {FIFO_READER_SECONDS:g} s): "
+                    f"start its reader first (e.g. cat {path} > bundle.tar.gz), or pass -o a file"
+                ) from None
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)  # the writes wait for the reader, as a pipe's do
+        return fd
+
+
 def _is_stream(path: Path) -> bool:
     """A FIFO or a character device (the terminal, /dev/stdout, /dev/null) at `path`."""
     try:
@@ -273,11 +302,13 @@ class BundleWriter:
         self.path = path
         self.top = top
         self.redactor = redactor
-        self._file = _BundleFile(path)
+        self._file = _BundleFile(path)  # (a Ctrl-C here: `run._open_bundle`)
         try:
             self._gz = GzipJoiner(self._file, mtime=int(time.time()))  # type: ignore[arg-type]
-        except BundleWriteError:
+        except (BundleWriteError, KeyboardInterrupt) as exc:
             self._file.discard()
+            if isinstance(exc, KeyboardInterrupt):
+                raise StoppedBeforeWriting from None
             raise
         self._sums: list[tuple[str, str]] = []
         self._closed = False

@@ -33,7 +33,7 @@ from mignurse.cluster.client import (
 )
 from mignurse.cluster.dra import dra_version, raw_gpu_plugin_pods, resource_claims, resource_slices
 from mignurse.cluster.snapshot import Snapshot
-from mignurse.collect.bundle import BundleWriteError, BundleWriter
+from mignurse.collect.bundle import BundleWriteError, BundleWriter, StoppedBeforeWriting
 from mignurse.collect.events import NODE_DONE, NODE_STEP, CollectEvent, Progress
 from mignurse.collect.nodediagnostic import TRANSPORT, wire_reports
 from mignurse.collect.redact import Redactor
@@ -372,6 +372,8 @@ def _open_bundle(
     top = f"mignurse-bundle-{context}-{collected_at:%Y%m%dT%H%M%SZ}".replace("/", "_")
     try:
         bundle = BundleWriter(out, top=top, redactor=redactor)
+    except KeyboardInterrupt:  # (a FIFO waiting for its reader, mostly)
+        raise StoppedBeforeWriting from None
     except BundleWriteError as exc:
         raise CollectError(str(exc)) from None
     except OSError as exc:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,9 @@ def test_a_file_size_limit_mid_bundle_is_one_line_and_leaves_no_partial_bundle(
         resource.setrlimit(resource.RLIMIT_FSIZE, (32 * 1024, 32 * 1024))
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KUBE", "MIGNURSE"))}
+    # no bytecode written under the limit: CPython's cache writer ignores a short write and
+    # would leave a module's cache cut at the limit for every later run to fail on
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     done = subprocess.run(
         [sys.executable, "-m", "mignurse", *_collect_argv(kubeconfig, out / "b.tar.gz")],
         env=env,
@@ -136,3 +140,73 @@ def test_a_failure_mid_collection_leaves_no_bundle(
 
     assert code == 3, capsys.readouterr().err  # a bug stays a bug, reported as one
     _folder_holds_nothing_but(tmp_path)
+
+
+# -- a FIFO named by -o ----------------------------------------------------------------------
+
+
+def test_a_fifo_nobody_reads_is_one_line_after_a_bounded_wait(
+    kubeconfig: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Opening a FIFO with no reader blocks until one comes (fifo(7)), and no signal ended
+    that wait: the collection hung, silent, and a runbook's collect step with it."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(bundle_module, "FIFO_READER_SECONDS", 0.3)
+    code = main(_collect_argv(kubeconfig, fifo))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == (
+        f"mignurse: error: no process reads the FIFO {fifo} (waited 0.3 s): start its reader "
+        f"first (e.g. cat {fifo} > bundle.tar.gz), or pass -o a file"
+    )
+
+
+def test_a_fifo_whose_reader_comes_late_gets_the_whole_bundle(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    collect = subprocess.Popen(
+        [sys.executable, "-m", "mignurse", *_collect_argv(kubeconfig, fifo)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert collect.stderr is not None
+        assert f" into {fifo} (" in collect.stderr.readline()  # then it waits
+        with open(fifo, "rb") as reader:
+            (tmp_path / "b.tar.gz").write_bytes(reader.read())
+        assert collect.wait(timeout=120) == 0, collect.stderr.read()
+    finally:
+        collect.kill()
+        collect.wait()
+    with tarfile.open(tmp_path / "b.tar.gz") as whole:
+        assert any(name.endswith("/SHA256SUMS") for name in whole.getnames())
+
+
+def test_ctrl_c_while_a_fifo_waits_for_its_reader_says_nothing_was_written(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    collect = subprocess.Popen(
+        [sys.executable, "-m", "mignurse", *_collect_argv(kubeconfig, fifo)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert collect.stderr is not None
+        assert f" into {fifo} (" in collect.stderr.readline()
+        time.sleep(0.5)  # waiting for a reader by now
+        collect.send_signal(signal.SIGINT)
+        assert collect.wait(timeout=60) == 130
+    finally:
+        collect.kill()
+        collect.wait()
+    assert collect.stderr.read().splitlines() == [f"interrupted: nothing was written to {fifo}"]
