@@ -24,17 +24,49 @@ class UserError(Exception):
     exit_code = EXIT_USAGE
 
 
+class Once(argparse.Action):
+    """An option given at most once: a second value is refused, where argparse keeps the
+    last one silently (`run cordon --node A --node B` acted on B, and A was never named)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        earlier = getattr(namespace, self.dest, None)
+        if earlier is not None:
+            from mignurse.inert import inert
+
+            both = f"{inert(str(earlier))!r}, {inert(str(values))!r}"
+            parser.error(f"{'/'.join(self.option_strings)} given twice ({both}): {self.help_once}")
+        setattr(namespace, self.dest, values)
+
+    help_once = "give it once"
+
+
+class _OnceContext(Once):
+    help_once = "give one, or several joined by commas ('prod-*,staging')"
+
+
+class _OnceKubeconfig(Once):
+    help_once = "give one, or several files in KUBECONFIG (a:b), as kubectl reads them"
+
+
 def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # Sub-commands accept the same flags; SUPPRESS keeps them from resetting the top level's.
     default = None if top else argparse.SUPPRESS
     group = parser.add_argument_group("cluster connection (as kubectl)")
     group.add_argument(
         "--kubeconfig",
+        action=_OnceKubeconfig,
         default=default,
         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
     )
     group.add_argument(
         "--context",
+        action=_OnceContext,
         default=default,
         help="kubeconfig context (default: the current one); the app, nodes, diagnose, radar, "
         "inventory, collect and watch take several: "

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from mignurse.cli.common import access_for, connect, connection_options, is_simulated
+from mignurse.cli.common import Once, access_for, connect, connection_options, is_simulated
 from mignurse.cli.runbooks import (
     RunCommandError,
     check_state_home,
@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
     )
     connection_options(run, top=False)
     run.add_argument("name", nargs="?", metavar="RUNBOOK", help="the runbook to run")
-    run.add_argument("--node", help="the node to act on (domain optional)")
+    run.add_argument("--node", action=Once, help="the node to act on (domain optional)")
     run.add_argument(
         "--param",
         action="append",
@@ -179,8 +179,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if book is None:
             raise RunCommandError(f"no runbook {args.name!r} (known: {', '.join(books) or 'none'})")
         given = parse_assignments(args.param)
-        if args.node:
-            given["node"] = args.node
+        if args.node and given.setdefault("node", args.node) != args.node:
+            raise RunCommandError(
+                f"--node {args.node!r} and --param node={given['node']!r} name different nodes: "
+                "give the node once"
+            )
     read_only = bool(getattr(args, "read_only", False))
     client = connect(args)
     try:

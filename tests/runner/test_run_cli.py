@@ -122,6 +122,33 @@ def test_refusals_without_a_terminal_or_under_read_only(cluster_for: Make, tmp_p
     assert unknown.returncode == 2 and "no runbook 'cordon-and-colect' (known: " in unknown.stderr
 
 
+def test_a_run_that_names_two_nodes_or_two_clusters_is_refused_before_it_reads_one(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    """argparse keeps an option's last value: `--node A --node B` planned and cordoned B and
+    never named A, `--param node=` beside `--node` was dropped."""
+    c = cluster_for()
+    one, other = c.nodes("gpu-train")[:2]
+    env = env_for(tmp_path)
+    twice = mignurse(c, env, "run", "cordon", "--node", one, "--node", other, "--yes")
+    assert twice.returncode == 2
+    assert twice.stderr.splitlines()[-1] == (
+        f"mignurse run: error: --node given twice ({one!r}, {other!r}): give it once"
+    )
+    both = mignurse(c, env, "run", "cordon", "--node", one, "--param", f"node={other}", "--yes")
+    assert both.returncode == 2
+    assert both.stderr == (
+        f"mignurse: error: --node {one!r} and --param node={other!r} name different nodes: "
+        "give the node once\n"
+    )
+    clusters = mignurse(c, env, "run", "cordon", "--context", "a", "--context", "b", "--yes")
+    assert clusters.returncode == 2
+    assert "--context given twice ('a', 'b')" in clusters.stderr
+    assert not [r for r in c.sim.requests if r["method"] != "GET"]
+    same = mignurse(c, env, "run", "cordon", "--node", one, "--param", f"node={one}", "--dry-run")
+    assert same.returncode == 0, same.stderr
+
+
 def test_cordon_and_collect_end_to_end_over_the_sandbox(cluster_for: Make, tmp_path: Path) -> None:
     c = cluster_for()
     node = c.nodes("gpu-train")[0]
