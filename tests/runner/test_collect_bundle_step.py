@@ -6,6 +6,7 @@ node that cannot be reached is a failed step, not an empty success."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import tarfile
 import threading
@@ -65,6 +66,21 @@ def test_a_bundle_into_a_folder_that_does_not_exist_is_refused_before_the_run(
     out = tmp_path / "no-such-folder" / "bundle.tar.gz"
     ctx = collecting(c, node, tmp_path / "sandboxes", out=str(out))
     assert CollectBundle().check(ctx) == f"cannot write {out}: its folder does not exist"
+
+
+def test_a_bundle_into_a_fifo_says_in_the_plan_that_a_reader_must_be_there(
+    cluster_for: Make, tmp_path: Path
+) -> None:
+    """The plan is shown before the cordon; the FIFO is only opened at the step."""
+    c = cluster_for()
+    node = c.nodes("gpu-train")[0]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    plan = CollectBundle().plan(collecting(c, node, tmp_path / "sandboxes", out=str(fifo)))
+    assert plan.notes[1] == (
+        f"{fifo} is a FIFO: a process must read it when this step comes (it waits 30 s for "
+        "one, then fails)"
+    )
 
 
 def test_the_default_bundle_is_named_after_the_node_and_the_clusters_clock(

@@ -14,6 +14,7 @@ Decisions:
 
 from __future__ import annotations
 
+import stat
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,20 @@ def _out_path(ctx: StepContext, now: datetime) -> Path:
 def _wanted(ctx: StepContext) -> bool:
     """A runbook may make collection optional with a bool param `collect` (replace-instance)."""
     return bool(ctx.param("collect", True))
+
+
+def _reader_note(out: Path) -> list[str]:
+    """What a FIFO named as the bundle's path needs: a reader by the time the step writes."""
+    try:
+        fifo = stat.S_ISFIFO(out.stat().st_mode)
+    except OSError:
+        return []
+    if not fifo:
+        return []
+    from mignurse.collect.bundle import FIFO_READER_SECONDS
+
+    return [f"{out} is a FIFO: a process must read it when this step comes (it waits "
+            f"{FIFO_READER_SECONDS:g} s for one, then fails)"]  # fmt: skip
 
 
 @action("collect-bundle")
@@ -87,7 +102,10 @@ class CollectBundle(Action):
                     f"read-only: journals since {since}, nvidia-smi, mig-parted export",
                 )
             ],
-            notes=[f"writes the bundle to {out} (the name's time is when it runs)"],
+            notes=[
+                f"writes the bundle to {out} (the name's time is when it runs)",
+                *_reader_note(out),
+            ],
             data={"since": since},
         )
 
