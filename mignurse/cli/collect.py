@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -289,11 +290,16 @@ def cmd_collect(args: argparse.Namespace) -> int:
     out, nodes, manifest = collected.out, collected.nodes, collected.manifest
     assert out is not None and manifest is not None  # nodes were collected
     failed = {name: n for name, n in manifest["nodes"].items() if not n["ok"]}
-    size = out.stat().st_size / 2**20
-    print(
-        f"bundle: {out} ({size:.1f} MiB), {len(nodes) - len(failed)}/{len(nodes)} nodes collected"
-        f" in {manifest['seconds']:.1f} s; read it with: mignurse diagnose --from {out}"
-    )
+    counted = f"{len(nodes) - len(failed)}/{len(nodes)} nodes collected"
+    took = f"{manifest['seconds']:.1f} s"
+    written = out.stat()
+    if stat.S_ISREG(written.st_mode):
+        print(
+            f"bundle: {out} ({written.st_size / 2**20:.1f} MiB), {counted} in {took}; read it "
+            f"with: mignurse diagnose --from {out}"
+        )
+    else:  # a FIFO or a device: what read it has the bundle
+        print(f"bundle: written to {out}, {counted} in {took}")
     for name, node in failed.items():
         print(f"  not collected: {name}: {node['error'] or '; '.join(node['problems'])}")
     return 1 if failed else EXIT_OK

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -172,7 +173,7 @@ def test_a_fifo_whose_reader_comes_late_gets_the_whole_bundle(
     os.mkfifo(fifo)
     collect = subprocess.Popen(
         [sys.executable, "-m", "mignurse", *_collect_argv(kubeconfig, fifo)],
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -181,10 +182,15 @@ def test_a_fifo_whose_reader_comes_late_gets_the_whole_bundle(
         assert f" into {fifo} (" in collect.stderr.readline()  # then it waits
         with open(fifo, "rb") as reader:
             (tmp_path / "b.tar.gz").write_bytes(reader.read())
-        assert collect.wait(timeout=120) == 0, collect.stderr.read()
+        out, err = collect.communicate(timeout=120)
+        assert collect.returncode == 0, err
     finally:
         collect.kill()
         collect.wait()
+    # no size, and no `diagnose --from` a FIFO: what read it holds the bundle
+    assert re.fullmatch(
+        rf"bundle: written to {re.escape(str(fifo))}, 4/4 nodes collected in \S+ s\n", out
+    )
     with tarfile.open(tmp_path / "b.tar.gz") as whole:
         assert any(name.endswith("/SHA256SUMS") for name in whole.getnames())
 
