@@ -330,7 +330,14 @@ class ClusterClient:
                     raise KubeconfigError(f"in-cluster config unusable: {exc}") from None
                 server = kubeconfig_files.shown_url(configuration.host)
                 info = ContextInfo("in-cluster", "in-cluster", server, "serviceaccount")
-                return cls(k8s_client.ApiClient(configuration), info)
+                api_client = k8s_client.ApiClient(configuration)
+                problem = api_client.rest_client.tls_problem
+                if problem is not None:
+                    raise KubeconfigError(
+                        f"in-cluster config unusable: its {problem.part} is not PEM: "
+                        f"{one_line(problem)}"
+                    )
+                return cls(api_client, info)
             raise KubeconfigError(
                 f"no kubeconfig found at {config_file}: run `aws eks update-kubeconfig "
                 "--name CLUSTER` or pass --kubeconfig PATH"
@@ -349,7 +356,12 @@ class ClusterClient:
             server=kubeconfig_files.shown_url(configuration.host),
             user=loaded.user,
         )
-        return cls(k8s_client.ApiClient(configuration), info)
+        api_client = k8s_client.ApiClient(configuration)
+        problem = api_client.rest_client.tls_problem
+        if problem is not None:  # a certificate or key of the kubeconfig
+            refusal = kubeconfig_files.tls_refusal(loaded, problem.part, problem.mismatched)
+            raise KubeconfigError(inert(refusal))
+        return cls(api_client, info)
 
     def close(self) -> None:
         """Ends every request in flight and every Retry-After wait, then the connections."""

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -94,6 +95,7 @@ class Merged:
     contexts: dict[str, _Entry] = field(default_factory=dict)
     users: dict[str, _Entry] = field(default_factory=dict)
     current: str = ""
+    empty: bool = True  # every file read was empty
 
 
 @dataclass(frozen=True)
@@ -101,20 +103,24 @@ class Loaded:
     context: str
     cluster: str
     user: str
+    # Where the kubeconfig gave each certificate and key ("certificate-authority",
+    # "client-certificate", "client-key"), and what fixes it: what `tls_refusal` says.
+    tls_parts: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 # -- reading the files ---------------------------------------------------------------------
 
 
 def read_kubeconfig(path: str) -> dict[str, Any]:
-    """The mapping in kubeconfig `path`, refused in one line (KubeconfigProblem) when it is
-    not a regular file (`/dev/zero`, a FIFO), over KUBECONFIG_BYTES, not UTF-8, an alias
-    bomb, or YAML that is not a mapping whose clusters, contexts and users are lists of
-    named entries."""
+    """The mapping in kubeconfig `path` ({} when it is empty), refused in one line
+    (KubeconfigProblem) when it is not a regular file (`/dev/zero`, a FIFO), over
+    KUBECONFIG_BYTES, not UTF-8, an alias bomb, or YAML that is not a mapping whose
+    clusters, contexts and users are lists of named entries."""
     try:
         raw = read_regular_file(Path(path), KUBECONFIG_BYTES, f"kubeconfig {path}")
     except LimitError as exc:
-        raise KubeconfigProblem(str(exc)) from None
+        fix = ": give the kubeconfig file, not its folder" if os.path.isdir(path) else ""
+        raise KubeconfigProblem(f"{exc}{fix}") from None
     except OSError as exc:
         raise KubeconfigProblem(f"cannot read kubeconfig {path}: {exc.strerror or exc}") from None
     try:
@@ -132,7 +138,9 @@ def read_kubeconfig(path: str) -> dict[str, Any]:
         where = f" (line {exc.line})" if exc.line else ""
         raise KubeconfigProblem(f"kubeconfig {path} is refused{where}: {exc}") from None
     if root is None:
-        raise KubeconfigProblem(f"kubeconfig {path} is empty")
+        # Empty (or only comments): an empty Config, as client-go reads an empty file
+        # (tools/clientcmd/loader.go `Load`, kubernetes/client-go@v0.32.0), merged like any.
+        return {}
     if not isinstance(root, yaml.MappingNode):
         kind = "list" if isinstance(root, yaml.SequenceNode) else "single value"
         raise KubeconfigProblem(
@@ -222,6 +230,7 @@ def _merge(label: str, paths: list[str]) -> Merged:
         if not os.path.exists(path):
             continue
         document = read_kubeconfig(path)
+        merged.empty = merged.empty and not document
         for kind, entries in (
             ("cluster", merged.clusters),
             ("context", merged.contexts),
@@ -274,6 +283,11 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
     merged = merge(label, paths)
     names = sorted(merged.contexts)
     chosen = context or merged.current
+    if not chosen and merged.empty:
+        raise KubeconfigProblem(
+            f"kubeconfig {label} is empty: run `aws eks update-kubeconfig --name CLUSTER` or "
+            "pass --kubeconfig PATH"
+        )
     if not chosen:
         raise KubeconfigProblem(
             f"kubeconfig {label} has no current context: pass --context (one of: {_some(names)})"
@@ -293,6 +307,7 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
         )
     user_entry = merged.users.get(user_name)
     cluster = _inline_cluster(cluster_entry, cluster_name)
+    tls_parts = _tls_parts(cluster_entry, cluster_name, user_entry, user_name)
     try:
         user, renewal = _inline_user(user_entry, user_name, cluster)
     except CredentialError as exc:
@@ -301,6 +316,7 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
         hint = f"{EXPIRED_WORDS}run `{login}`: " if exc.kind == "expired" and login else ""
         message = f"context {chosen!r}: {hint}{exc}"
         raise PluginProblem(message, kind=exc.kind, login=login) from None
+    cluster["server"] = _with_scheme(cluster, user_entry)
     _check_proxy(cluster, cluster_name)
     minimal = {
         "current-context": chosen,
@@ -326,7 +342,58 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
     # timeout: mignurse renews only what it can bound, and an expired token is the API
     # server's 401, said in one line.
     configuration.refresh_api_key_hook = renewal
-    return Loaded(chosen, cluster_name, user_name)
+    if user_entry is None and user_name:
+        # client-go goes on with no credentials (tools/clientcmd/client_config.go
+        # `getAuthInfo`: a user no file defines is an empty one unless --user named it;
+        # `ConfirmUsable` finds nothing wrong with it, kubernetes/client-go@v0.32.0).
+        _note(
+            f"context {chosen!r} in {label} names user {user_name!r}, which no file of it "
+            "defines: connecting without credentials, as kubectl does"
+        )
+    return Loaded(chosen, cluster_name, user_name, tls_parts)
+
+
+_noted: set[str] = set()
+
+
+def _note(text: str) -> None:
+    """One `note:` line on stderr, once a process: what kubectl passes over in silence."""
+    if text not in _noted:
+        _noted.add(text)
+        print(f"note: {_bounded(inert(text), 1000)}", file=sys.stderr, flush=True)
+
+
+def tls_refusal(loaded: Loaded, part: str, mismatched: bool = False) -> str:
+    """The line for a certificate or key of `loaded` that ssl cannot load, `part` and
+    `mismatched` as transport.TLSMaterialError's."""
+    given, fix = loaded.tls_parts.get(part) or (f"the {part} of context {loaded.context!r}", "")
+    if mismatched:
+        return f"{given} is not the key of its client certificate{fix}"
+    what = "private key" if part == "client-key" else "certificate"
+    return f"{given} is not a PEM {what}{fix}"
+
+
+def _tls_parts(
+    cluster: _Entry, cluster_name: str, user: _Entry | None, user_name: str
+) -> dict[str, tuple[str, str]]:
+    parts: dict[str, tuple[str, str]] = {}
+    for entry, owner, key in (
+        (cluster, f"cluster {cluster_name!r}", "certificate-authority"),
+        (user, f"user {user_name!r}", "client-certificate"),
+        (user, f"user {user_name!r}", "client-key"),
+    ):
+        if entry is None:
+            continue
+        owner = f"{owner} in {entry.origin}"
+        path = entry.body.get(key)
+        if entry.body.get(key + "-data"):
+            parts[key] = (f"{owner}: {key}-data", ": fix it in the kubeconfig")
+        elif isinstance(path, str) and path:
+            parts[key] = (f"{owner}: {key} {_beside(entry.origin, path)}", ": fix the file")
+        elif "exec" in entry.body:
+            what = key.replace("-", " ")
+            parts[key] = (f"{owner}: the {what} its credential plugin answered", "")
+    return parts
 
 
 class ConfigException(Exception):
@@ -449,7 +516,7 @@ def _read_part(path_value: object, origin: str, subject: str) -> bytes:
     """A file a kubeconfig names, relative to the kubeconfig that names it."""
     if not isinstance(path_value, str) or not path_value or "\0" in path_value:
         raise KubeconfigProblem(f"{subject} is not a path")
-    path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(origin)), path_value))
+    path = _beside(origin, path_value)
     try:
         return read_regular_file(Path(path), KUBECONFIG_BYTES, f"{subject} {path}")
     except LimitError as exc:
@@ -458,17 +525,65 @@ def _read_part(path_value: object, origin: str, subject: str) -> bytes:
         raise KubeconfigProblem(f"cannot read {subject} {path}: {exc.strerror or exc}") from None
 
 
+def _beside(origin: str, path_value: str) -> str:
+    """A path a kubeconfig names, relative to that kubeconfig."""
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(origin)), path_value))
+
+
 def _inline_cluster(entry: _Entry, name: str) -> dict[str, Any]:
     cluster = copy.deepcopy(entry.body)
     server = cluster.get("server")
     if not isinstance(server, str) or not server:
         raise KubeconfigProblem(f"cluster {name!r} in {entry.origin} has no server")
+    if not _is_url(server):
+        raise KubeconfigProblem(
+            f"cluster {name!r} in {entry.origin}: server '{shown_url(server)}' is not a URL: "
+            "fix it in the kubeconfig"
+        )
     ca = cluster.pop("certificate-authority", None)
     if ca is not None and not cluster.get("certificate-authority-data"):
         data = _read_part(ca, entry.origin, f"certificate-authority of cluster {name!r}:")
         cluster["certificate-authority-data"] = base64.b64encode(data).decode()
     _check_base64(cluster, "certificate-authority-data", f"cluster {name!r}")
     return cluster
+
+
+def _is_url(server: str) -> bool:
+    """Whether `server` is a URL, or a host:port that client-go puts a scheme before (rest
+    `DefaultServerURL`, rest/url_utils.go, kubernetes/client-go@v0.32.0: a path after a
+    host:port is refused); not one where Go's url.Parse refuses it (net/url: a control
+    character, an unclosed `[`, a port that is no number, a space in the host)."""
+    if any(c < " " or c == "\x7f" for c in server):
+        return False
+    try:
+        parts = urlsplit(server)
+        if not (parts.scheme and parts.netloc):
+            parts = urlsplit("https://" + server)
+            if parts.path not in ("", "/"):
+                return False
+        parts.port  # noqa: B018 - a ValueError where the port is no number
+    except ValueError:
+        return False
+    return bool(parts.hostname) and not any(c.isspace() for c in parts.netloc)
+
+
+def _with_scheme(cluster: dict[str, Any], user: _Entry | None) -> str:
+    """The server, with https:// before a host:port when the cluster or user has TLS (a
+    certificate authority, insecure-skip-tls-verify or a client certificate), else http://,
+    as client-go's rest `DefaultServerUrlFor` and `DefaultServerURL` put it there
+    (rest/url_utils.go, kubernetes/client-go@v0.32.0); urllib3 would warn of a URL without
+    one, and refuse it in its version 3."""
+    server = str(cluster["server"])
+    parts = urlsplit(server)
+    if parts.scheme and parts.netloc:
+        return server
+    certificate = user.body if user is not None else {}
+    tls = (
+        bool(cluster.get("certificate-authority-data"))
+        or bool(cluster.get("insecure-skip-tls-verify"))
+        or bool(certificate.get("client-certificate") or certificate.get("client-certificate-data"))
+    )
+    return ("https://" if tls else "http://") + server
 
 
 def _check_base64(entry: dict[str, Any], key: str, owner: str) -> None:

@@ -44,6 +44,17 @@ class ApiException(Exception):
         return f"({self.status})\nReason: {self.reason}\n"
 
 
+class TLSMaterialError(Exception):
+    """A certificate authority, client certificate or client key that ssl cannot load (not
+    PEM): `part` says which ("certificate-authority", "client-certificate", "client-key"),
+    `mismatched` that the key is not the client certificate's; str() is ssl's words."""
+
+    def __init__(self, part: str, why: str, *, mismatched: bool = False) -> None:
+        super().__init__(why)
+        self.part = part
+        self.mismatched = mismatched
+
+
 class Configuration:
     """Where and how to connect: what the kubeconfig (or the in-cluster service account)
     said, and the proxy the environment names for the host when the kubeconfig names none."""
@@ -164,7 +175,13 @@ class RestClient:
             _quiet_unverified(configuration.host, configuration.proxy)
         cert_reqs = ssl.CERT_REQUIRED if configuration.verify_ssl else ssl.CERT_NONE
         pool_args: dict[str, Any] = {"cert_reqs": cert_reqs}
-        context = _shared_context(configuration, cert_reqs)
+        # A certificate or key ssl cannot read, which every connection would fail on:
+        # `ClusterClient.connect` says which field of the kubeconfig it is.
+        self.tls_problem: TLSMaterialError | None = None
+        try:
+            context = _shared_context(configuration, cert_reqs)
+        except TLSMaterialError as exc:
+            self.tls_problem, context = exc, None
         if context is not None:
             pool_args["ssl_context"] = context
         else:  # each connection loads them, and fails on them, as urllib3 does by itself
@@ -230,8 +247,9 @@ def _shared_context(configuration: Configuration, cert_reqs: int) -> ssl.SSLCont
     `ssl_wrap_socket`), and the system's trust store where the kubeconfig names no CA: tens
     of milliseconds a connection, and a command opens one per parallel read. This is the
     context urllib3 would build, loaded once (no trust store where nothing is verified).
-    None where something cannot be loaded here (a missing or bad file, an encrypted key):
-    then urllib3 loads it per connection and says what is wrong as it always has."""
+    TLSMaterialError where ssl cannot read a certificate or key (not PEM); None where
+    something else cannot be loaded here (a missing file, an encrypted key). Then urllib3
+    loads it per connection and says what is wrong as it always has."""
     from urllib3.util.ssl_ import create_urllib3_context
 
     def no_password() -> str:
@@ -240,18 +258,35 @@ def _shared_context(configuration: Configuration, cert_reqs: int) -> ssl.SSLCont
     context = create_urllib3_context(cert_reqs=cert_reqs)
     try:
         if configuration.ssl_ca_cert or configuration.ca_cert_data:
-            context.load_verify_locations(
-                configuration.ssl_ca_cert, None, configuration.ca_cert_data
-            )
+            try:
+                context.load_verify_locations(
+                    configuration.ssl_ca_cert, None, configuration.ca_cert_data
+                )
+            except ssl.SSLError as exc:
+                raise TLSMaterialError("certificate-authority", str(exc)) from None
         elif cert_reqs != ssl.CERT_NONE:
             context.load_default_certs()
         if configuration.cert_file:
-            context.load_cert_chain(
-                configuration.cert_file, configuration.key_file, password=no_password
-            )
+            try:
+                context.load_cert_chain(
+                    configuration.cert_file, configuration.key_file, password=no_password
+                )
+            except ssl.SSLError as exc:
+                raise _cert_or_key(configuration.cert_file, exc) from None
     except (OSError, ValueError, TypeError):
         return None
     return context
+
+
+def _cert_or_key(cert_file: str, exc: ssl.SSLError) -> TLSMaterialError:
+    """Which of a client certificate and its key ssl refused (its error does not say: a
+    bad one of either is `[SSL] PEM lib`): the certificate where it does not load alone."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cert_file)
+    except ssl.SSLError:
+        return TLSMaterialError("client-certificate", str(exc))
+    mismatched = exc.reason == "KEY_VALUES_MISMATCH"
+    return TLSMaterialError("client-key", str(exc), mismatched=mismatched)
 
 
 def _encoded(body: Any, headers: dict[str, str]) -> Any:
