@@ -90,6 +90,13 @@ def history_file(
     `history.sqlite3` that earlier versions kept for every cluster, when there is one (its
     rows name their context, so a cluster reads its own); nothing writes it any more."""
     base = state_dir or state_home()
+    if reading:  # `exists()` on a name the OS refuses (ENAMETOOLONG) raises: one line first
+        try:
+            os.lstat(base)
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # no history there yet: nothing to read
+        except OSError as exc:
+            raise _cannot_make(base, state_home(), exc, "read the history in") from None
     name = f"{_file_safe(info.cluster)}-{_identity(info.cluster, info.server)}.sqlite3"
     own = base / HISTORY_FOLDER / name
     legacy = base / HISTORY_FILENAME
@@ -202,26 +209,54 @@ def private_dir(path: Path, *, tighten: bool = False) -> Path:
         else []
     )
     for folder in (*inner, path):  # top down: a link is met before anything is made under it
-        problem = state_path_problem(folder, "folder")
-        if problem:
-            raise StateFileError(problem)
-    missing: list[Path] = []
-    folder = path
-    while not os.path.lexists(folder):
-        missing.append(folder)
-        if folder.parent == folder:
-            break
-        folder = folder.parent
-    for each in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
-            each.mkdir(mode=DIR_MODE)
-        if each != path:
-            with contextlib.suppress(OSError):  # mkdir's mode is filtered by the umask
-                _settle_folder(each, "made")
-    for folder in inner:
-        _settle_folder(folder, "made" if folder in missing else "keep")
-    _settle_folder(path, "made" if path in missing else "tighten" if tighten else "keep")
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # a name too long, a folder above it that is a file
+            raise _cannot_make(path, home, exc) from None
+        if not stat.S_ISDIR(mode):
+            raise _refusal(folder, mode, "folder")
+    try:
+        missing: list[Path] = []
+        folder = path
+        while not os.path.lexists(folder):
+            missing.append(folder)
+            if folder.parent == folder:
+                break
+            folder = folder.parent
+        if missing and os.path.islink(folder) and not os.path.exists(folder):
+            # A dangling link above what is missing: mkdir beneath it fails (ENOENT), and a
+            # link is never what mignurse makes its folders through.
+            raise _refusal(folder, os.lstat(folder).st_mode, "folder")
+        for each in reversed(missing):
+            with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+                each.mkdir(mode=DIR_MODE)
+            if each != path:
+                with contextlib.suppress(OSError):  # mkdir's mode is filtered by the umask
+                    _settle_folder(each, "made")
+        for folder in inner:
+            _settle_folder(folder, "made" if folder in missing else "keep")
+        _settle_folder(path, "made" if path in missing else "tighten" if tighten else "keep")
+    except StateFileError:
+        raise
+    except OSError as exc:  # /proc, /sys, a read-only mount, a name too long, no permission
+        raise _cannot_make(path, home, exc) from None
     return path
+
+
+def _cannot_make(
+    path: Path, home: Path, exc: OSError, doing: str = "make the state folder"
+) -> StateFileError:
+    """The one line for a state folder the OS will not make or open: the path, the OS's
+    reason, and what chose the path (XDG_STATE_HOME or --state-dir), to be pointed elsewhere."""
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    chosen = (
+        "set XDG_STATE_HOME to a folder you can write in"
+        if path.is_relative_to(home)
+        else "pass another --state-dir"
+    )
+    return StateFileError(f"cannot {doing} {path}: {exc.strerror or exc}{where}: {chosen}")
 
 
 def _prefixes(relative: Path) -> list[Path]:

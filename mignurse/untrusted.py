@@ -8,6 +8,7 @@ anything but `LimitError` (and `OSError` from the file system).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -21,6 +22,16 @@ if TYPE_CHECKING:
 # A limit set in the environment only: compiled on first use (through `re`'s own cache).
 _SIZE = r"(?i)^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$"
 _SCALE = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+# The largest value a limit takes, by unit, unless the limit names its own: what every
+# consumer of the value can be handed. Seconds end up as a `select`/`poll` timeout (the
+# credential plugin's pipes), and Linux's epoll_wait and poll take milliseconds in a C int
+# (CPython Modules/selectmodule.c: "timeout is too large" past INT_MAX ms, 24.8 days); a
+# fleet waits a command's seconds plus the plugin's, so each stays at 7 days. Bytes stay far
+# below sys.maxsize (a read's size is a C ssize_t). Counts are compared, never allocated.
+_LARGEST = {"bytes": 2**40, "seconds": 7 * 86400}
+_LARGEST_COUNT = 10**9
+_DIGITS_KEPT = 30  # more digits than this is over any largest value, however scaled
+_READ_CHUNK = 2**20  # a file is read in pieces: a cap is a bound, not a buffer to allocate
 
 
 class LimitError(Exception):
@@ -34,7 +45,7 @@ class LimitError(Exception):
 
 
 def human_bytes(count: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if count >= scale:
             value = count / scale
             return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
@@ -42,8 +53,8 @@ def human_bytes(count: int) -> str:
 
 
 def _size_word(count: int) -> str:
-    """A byte count as an environment value: 16G, 4M, 300K, or plain bytes."""
-    for suffix, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+    """A byte count as an environment value: 1T, 16G, 4M, 300K, or plain bytes."""
+    for suffix, scale in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
         if count >= scale and count % scale == 0:
             return f"{count // scale}{suffix}"
     return str(count)
@@ -51,45 +62,82 @@ def _size_word(count: int) -> str:
 
 @dataclass(frozen=True)
 class Limit:
-    """One cap, its default, and the environment variable that changes it."""
+    """One cap, its default, the environment variable that changes it, and the largest value
+    that variable may set (0: the unit's, `_LARGEST`)."""
 
     env: str
     default: int
     what: str  # "a bundle's unpacked size"
     unit: str = "bytes"  # or "files"
+    largest: int = 0
+
+    @property
+    def most(self) -> int:
+        """The largest value the environment may set."""
+        return self.largest or _LARGEST.get(self.unit, _LARGEST_COUNT)
 
     def value(self) -> int:
         raw = os.environ.get(self.env, "").strip()
         if not raw:
             return self.default
         number = 0
+        digits = ""
         if self.unit == "bytes":
             found = re.match(_SIZE, raw)
             if found:
-                number = int(found.group(1)) * _SCALE[found.group(2).lower()]
+                digits, scale = found.group(1), _SCALE[found.group(2).lower()]
         elif raw.isascii() and raw.isdigit():
-            number = int(raw)
+            digits, scale = raw, 1
+        if digits:
+            # int() refuses more than 4,300 digits (ValueError): a long number is over anyway.
+            number = (
+                self.most + 1 if len(digits.lstrip("0")) > _DIGITS_KEPT else int(digits) * scale
+            )
+        given = raw if len(raw) <= 40 else raw[:39] + "…"  # a 5,000-digit value is not echoed
         if number <= 0:
             example = "8G or 8589934592" if self.unit == "bytes" else str(self.default * 2)
-            raise LimitError(f"{self.env}={raw!r} is not a number of {self.unit} (e.g. {example})")
+            raise LimitError(
+                f"{self.env}={given!r} is not a number of {self.unit} (e.g. {example})"
+            )
+        if number > self.most:
+            raise LimitError(
+                f"{self.env}={given!r} is over the largest value it takes: give at most "
+                f"{self._largest_words()}"
+            )
         return number
 
     def shown(self, amount: int) -> str:
         return human_bytes(amount) if self.unit == "bytes" else f"{amount:,} {self.unit}"
 
+    def _word(self, amount: int) -> str:
+        """An amount as the environment variable takes it."""
+        return _size_word(amount) if self.unit == "bytes" else str(amount)
+
+    def _largest_words(self) -> str:
+        most = self.most
+        if self.unit == "bytes":
+            return f"{_size_word(most)} ({human_bytes(most)})"
+        if self.unit == "seconds" and most >= 86400 and most % 86400 == 0:
+            return f"{most} ({most // 86400} days)"
+        return str(most)
+
     def refusal(self, subject: str) -> LimitError:
         """`subject` is over the cap: the line says the cap and how to raise it."""
         cap = self.value()
-        raised = _size_word(cap * 4) if self.unit == "bytes" else str(cap * 4)
-        return LimitError(
-            f"{subject}: over the limit of {self.shown(cap)} for {self.what} "
-            f"({self.env}={raised} raises it)"
+        raised = min(cap * 4, self.most)
+        how = (
+            f"{self.env}={self._word(raised)} raises it"
+            if raised > cap
+            else f"the largest {self.env} takes"
         )
+        return LimitError(f"{subject}: over the limit of {self.shown(cap)} for {self.what} ({how})")
 
 
 BUNDLE_BYTES = Limit("MIGNURSE_MAX_BUNDLE_BYTES", 4 * 2**30, "a bundle's unpacked size")
 BUNDLE_FILES = Limit("MIGNURSE_MAX_BUNDLE_FILES", 100_000, "a bundle's file count", "files")
-FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 64 * 2**20, "one file of a bundle")
+# A bundle's file is read whole into memory, `read(cap)` at once (diagnose/sources/files.py):
+# the buffer is the cap's size before a byte is read, so it stays one a machine can allocate.
+FILE_BYTES = Limit("MIGNURSE_MAX_FILE_BYTES", 64 * 2**20, "one file of a bundle", largest=2**32)
 KUBECONFIG_BYTES = Limit(
     "MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file or a file it names"
 )
@@ -126,21 +174,40 @@ YAML_MAX_ALIASES = 1000
 YAML_MAX_ALIAS_NODES = 100_000  # the nodes aliases add when the document is expanded
 
 
-def read_regular_file(path: Path, limit: Limit, subject: str) -> bytes:
+def read_regular_file(path: Path, limit: Limit, subject: str, *, follow: bool = True) -> bytes:
     """The bytes of a regular file no larger than `limit`; a device, a pipe or a folder
-    (`/dev/zero`, `<(…)`) is refused without reading it. OSError when it cannot be opened."""
+    (`/dev/zero`, `<(…)`) is refused without reading it, and so is a symlink unless `follow`
+    (a kubeconfig is often one; a file found in a folder of runbooks is not followed). OSError
+    when it cannot be opened."""
     # A socket cannot be opened at all (ENXIO): it is told apart before trying.
-    _refuse_unless_regular(os.stat(path).st_mode, subject)
-    # O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    _refuse_unless_regular((os.stat if follow else os.lstat)(path).st_mode, subject)
+    # O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused. O_NOFOLLOW:
+    # a link swapped in after the lstat is not opened either (ELOOP).
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise LimitError(f"{subject} is a symlink: not followed") from None
+        raise
     try:
         info = os.fstat(fd)  # what was opened, whatever the path points at by now
         _refuse_unless_regular(info.st_mode, subject)
         cap = limit.value()
         if info.st_size > cap:
             raise limit.refusal(f"{subject} is {human_bytes(info.st_size)}")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(cap + 1)  # a file that grows while read stays bounded
+        # In pieces, to cap + 1 bytes at most: a file that grows while read stays bounded,
+        # and a large cap costs no memory a small file does not fill (`read(cap + 1)` would
+        # allocate the whole cap first).
+        pieces: list[bytes] = []
+        left = cap + 1
+        while left > 0:
+            piece = os.read(fd, min(left, _READ_CHUNK))
+            if not piece:
+                break
+            pieces.append(piece)
+            left -= len(piece)
+        data = b"".join(pieces)
         if len(data) > cap:
             raise limit.refusal(f"{subject} is over {human_bytes(cap)}")
         return data
@@ -149,6 +216,8 @@ def read_regular_file(path: Path, limit: Limit, subject: str) -> bytes:
 
 
 def _refuse_unless_regular(mode: int, subject: str) -> None:
+    if stat.S_ISLNK(mode):  # only met when links are not followed
+        raise LimitError(f"{subject} is a symlink: not followed")
     if not stat.S_ISREG(mode):
         kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
         raise LimitError(f"{subject} is {kind}")
@@ -227,11 +296,15 @@ def _line(node: yaml.Node) -> int:
 def folder_problem(path: Path) -> str:
     """Why `path` cannot be used (or created) as a folder to write in, or ""."""
     probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            return ""
-        probe = probe.parent
-    if not probe.is_dir():
+    try:
+        while not probe.exists():
+            if probe.parent == probe:
+                return ""
+            probe = probe.parent
+        is_dir = probe.is_dir()
+    except OSError as exc:  # a name too long (ENAMETOOLONG), a folder it may not search
+        return f"{probe} cannot be used: {exc.strerror or exc}"
+    if not is_dir:
         return f"{probe} is not a folder"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"{probe} is not writable"

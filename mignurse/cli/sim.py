@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -136,6 +137,7 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     out = Path(args.kubeconfig_out)
     if not out.parent.exists():
         raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    _refuse_unless_file(out)
     for flag in FAILING_FLAGS:
         for name in getattr(args, flag):
             if not name.strip():
@@ -158,7 +160,10 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except OSError as exc:
         raise UserError(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}") from None
     try:
-        sim.write_kubeconfig(out)
+        try:
+            sim.write_kubeconfig(out)
+        except OSError as exc:  # a link or FIFO put there since `_refuse_unless_file`
+            raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
         context = scenario.context_name
         print(
             f"Serving scenario {scenario.name!r} at {sim.url} (speed ×{speed:g}, ready in "
@@ -178,6 +183,36 @@ def cmd_sim(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return _until_stopped()
     finally:
         sim.stop()
+
+
+def _refuse_unless_file(out: Path) -> None:
+    """--kubeconfig-out must be a regular file or nothing yet: a folder cannot be written, a
+    FIFO would hang the write until something reads it, a device or a link would send the
+    kubeconfig elsewhere. Said before anything is served."""
+    import stat
+
+    from mignurse.inert import inert
+
+    try:
+        mode = os.lstat(out).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UserError(f"cannot write {inert(str(out))}: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISLNK(mode):
+        kind = "a symlink (not followed)"
+    elif stat.S_ISDIR(mode):
+        kind = "a folder"
+    elif stat.S_ISFIFO(mode):
+        kind = "a FIFO"
+    else:
+        kind = "not a regular file"
+    raise UserError(
+        f"cannot write {inert(str(out))}: it is {kind}; --kubeconfig-out takes a regular file "
+        "(it is replaced) or a path where nothing is yet"
+    )
 
 
 def _until_stopped() -> int:

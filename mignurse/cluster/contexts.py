@@ -117,4 +117,8 @@ def _matching(pattern: str, names: list[str]) -> list[str]:
 
 
 def _shown(text: str) -> str:
-    return repr(inert(text if len(text) <= 120 else text[:119] + "…"))
+    """A name as given, quoted, made inert once: `'x\x1b]0;T'`. Not repr() of the inert
+    text, which doubled every backslash that inert() had just written."""
+    kept = inert(text if len(text) <= 120 else text[:119] + "…")
+    quote = '"' if "'" in kept and '"' not in kept else "'"
+    return f"{quote}{kept}{quote}"

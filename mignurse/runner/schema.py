@@ -53,6 +53,11 @@ STEP_KEYS = ("id", "action", "with", "timeout")
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The longest duration taken, as `collect --since` (mignurse/cli/collect.py MAX_SINCE_DAYS):
+# a journal keeps no more, a step or a radar horizon longer is a typo, and past it a
+# timedelta (999,999,999 days) or a datetime (year 9999) overflows.
+MAX_DURATION_DAYS = 365
+MAX_DURATION_SECONDS = MAX_DURATION_DAYS * 86400
 # The finding ids a runbook's `suggested_for` may name: mignurse.diagnose.findings' id
 # constants, written out so that loading a runbook loads no diagnosis; a test holds the two
 # to each other.
@@ -83,11 +88,19 @@ class RunbookError(Exception):
 
 
 def duration_seconds(value: str) -> float:
-    """ "90m" → 5400.0; ValueError for anything that is not a number and s/m/h/d."""
+    """ "90m" → 5400.0; ValueError for anything that is not a number and s/m/h/d, and for one
+    over a year (MAX_DURATION_DAYS)."""
     match = _DURATION.match(str(value).strip())
-    if not match or int(match.group(1)) <= 0:
+    digits = match.group(1).lstrip("0") if match else ""
+    if match is None or not digits:
         raise ValueError(f"{value!r} is not a duration like 90s, 90m, 6h or 2d")
-    return float(int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    # int() refuses more than 4,300 digits: a number that long is over a year anyway.
+    seconds = int(digits) * _UNIT_SECONDS[match.group(2)] if len(digits) <= 20 else None
+    if seconds is None or seconds > MAX_DURATION_SECONDS:
+        text = str(value).strip()
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        raise ValueError(f"{shown!r} is over a year: give at most {MAX_DURATION_DAYS}d")
+    return float(seconds)
 
 
 @dataclass(frozen=True)
@@ -188,6 +201,10 @@ def load_runbooks(
         from_env = folder is None and os.environ.get("MIGNURSE_RUNBOOKS")
         where = f"MIGNURSE_RUNBOOKS={chosen}" if from_env else f"runbook folder {chosen}"
         raise RunbookError(f"{where}: no such folder")
+    try:
+        RUNBOOK_BYTES.value()  # set wrong, it is one line, not one per file
+    except LimitError as exc:
+        raise RunbookError(str(exc)) from None
     books: dict[str, Runbook] = {}
     for path in sorted(chosen.glob("*.yaml")):
         try:
@@ -202,13 +219,13 @@ def load_runbooks(
 
 
 def _shown(path: Path) -> str:
+    """The file as found in its folder (relative to the working folder, else the folder's
+    name and its own), never what a link in the folder points at."""
+    listed = Path(os.path.abspath(path))  # `..` folded away, links not resolved
     try:
-        return str(path.resolve().relative_to(Path.cwd()))
+        return str(listed.relative_to(Path.cwd()))
     except ValueError:
-        try:
-            return str(Path(path.resolve().parent.name) / path.name)
-        except ValueError:
-            return str(path)
+        return str(Path(listed.parent.name) / listed.name)
 
 
 class _Doc:
@@ -253,7 +270,9 @@ def load_runbook(path: Path) -> Runbook:
     path = Path(path)
     shown = _shown(path)
     try:
-        raw = read_regular_file(path, RUNBOOK_BYTES, shown)
+        # A link in the runbook folder is not followed: it could make a runbook (and its
+        # errors, which quote it) of any file this user can read.
+        raw = read_regular_file(path, RUNBOOK_BYTES, shown, follow=False)
     except OSError as exc:
         raise RunbookError(f"{shown}: cannot read: {exc.strerror or exc}") from None
     except LimitError as exc:
@@ -427,6 +446,10 @@ def _steps(doc: _Doc, raw: Any, params: Mapping[str, ParamSpec]) -> list[StepSpe
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
         ):
             raise doc.error(f"{where}.timeout", "must be seconds (> 0) or a param name")
+        elif timeout is not None and not timeout <= MAX_DURATION_SECONDS:  # .inf, .nan too
+            raise doc.error(
+                f"{where}.timeout", f"is over a year: give at most {MAX_DURATION_SECONDS} s"
+            )
         steps.append(
             StepSpec(
                 id=step_id,
@@ -461,7 +484,7 @@ def convert(param: ParamSpec, value: Any) -> Any:
             return False
         raise ValueError(f"{param.name}: {value!r} is not true or false")
     if param.type == "duration":
-        duration_seconds(text)  # raises with the accepted forms
+        duration_seconds(text)  # raises with the accepted forms, or the longest one
         return text
     if param.type == "choice":
         if text not in param.choices:
@@ -475,13 +498,18 @@ def convert(param: ParamSpec, value: Any) -> Any:
 
 
 def parse_assignments(pairs: list[str]) -> dict[str, str]:
-    """`--param k=v` strings → {k: v}; RunbookError for one without `=`."""
+    """`--param k=v` strings → {k: v}; RunbookError for one without `=`, and for a name
+    given two values (the last one was taken, and the first never said)."""
     given: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
+        name = key.strip()
+        if not sep or not name:
             raise RunbookError(f"--param {pair!r}: write it as NAME=VALUE")
-        given[key.strip()] = value
+        if given.setdefault(name, value) != value:
+            raise RunbookError(
+                f"--param {name} given twice ({given[name]!r}, {value!r}): give it once"
+            )
     return given
 
 
@@ -504,8 +532,9 @@ def resolve_params(
         if name in given and given[name] is not None:
             try:
                 value = convert(param, given[name])
-            except ValueError as exc:
-                raise RunbookError(f"{book.name}: {exc}") from None
+            except ValueError as exc:  # a duration's line does not name its param: this does
+                named = f"{name}: " if param.type == "duration" else ""
+                raise RunbookError(f"{book.name}: {named}{exc}") from None
         elif param.default is not None:
             value = param.default
         elif param.required:
@@ -521,6 +550,13 @@ def resolve_params(
                 )
             value = full
         resolved[name] = value
+    for step in book.steps:  # an int param that is a step's timeout: seconds, at most a year
+        value = resolved.get(step.timeout) if isinstance(step.timeout, str) else None
+        if isinstance(value, int) and value > MAX_DURATION_SECONDS:
+            raise RunbookError(
+                f"{book.name}: {step.timeout}: {value} s is over a year: give at most "
+                f"{MAX_DURATION_SECONDS} (it is step {step.id}'s timeout)"
+            )
     return resolved
 
 

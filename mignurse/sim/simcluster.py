@@ -7,6 +7,7 @@ import collections
 import contextlib
 import copy
 import json
+import os
 import re
 import secrets
 import ssl
@@ -374,10 +375,17 @@ class SimCluster:
         }
 
     def write_kubeconfig(self, path: str | Path, context: str | None = None) -> Path:
+        """The kubeconfig, 0600 (it holds the token), written as mignurse writes its own
+        files (`paths.open_private`): never through a link at `path`, never blocked on a
+        FIFO; anything but a regular file there is StateFileError."""
+        from mignurse.paths import open_private
+
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(yaml.safe_dump(self.kubeconfig(context), sort_keys=False))
-        target.chmod(0o600)
+        data = yaml.safe_dump(self.kubeconfig(context), sort_keys=False).encode()
+        fd = open_private(target)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         return target
 
     def objects(self, kind: str) -> list[dict[str, Any]]:

@@ -117,6 +117,14 @@ def test_param_assignments_need_a_name_and_an_equals_sign() -> None:
             parse_assignments([bad])
 
 
+def test_a_param_given_two_values_is_refused_and_one_given_twice_alike_is_taken() -> None:
+    with pytest.raises(
+        RunbookError, match=r"^--param since given twice \('1h', '2h'\): give it once$"
+    ):
+        parse_assignments(["since=1h", "node=a", " since=2h"])
+    assert parse_assignments(["since=1h", "since=1h"]) == {"since": "1h"}
+
+
 def test_params_resolve_with_their_defaults_and_a_full_node_name(book: object) -> None:
     full = "ip-10-0-1-2.us-west-2.compute.internal"
     found = resolve_params(
