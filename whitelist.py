@@ -84,5 +84,8 @@ _.validate_sub_title
 # textual.app.App.error_console: Textual prints a crash's traceback through it.
 _.error_console
 
+# argparse.Action.__call__: argparse passes the option string as it was typed.
+_.option_string
+
 # kubernetes.client.Configuration: get_api_key_with_prefix calls this before each request.
 _.refresh_api_key_hook
