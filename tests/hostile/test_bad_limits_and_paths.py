@@ -11,7 +11,6 @@ import os
 import selectors
 import stat
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from mignurse.runner.schema import (
     load_runbooks,
     resolve_params,
 )
-from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim import SimCluster
 from mignurse.untrusted import Limit, LimitError, read_regular_file
 
 from .inputs import mignurse, one_line_error
@@ -35,14 +34,6 @@ SHIPPED = Path(__file__).parent.parent.parent / "runbooks"
 CORDON = (SHIPPED / "cordon.yaml").read_text()
 BAIT = b"someone else's file\n"
 YEAR = 365 * 86400  # the longest duration taken, as `collect --since`
-
-
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
-    sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    yield sim, kubeconfig
-    sim.stop()
 
 
 def _offline_kubeconfig(tmp_path: Path, user: dict[str, object] | None = None) -> Path:

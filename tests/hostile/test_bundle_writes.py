@@ -166,10 +166,8 @@ def test_a_fifo_nobody_reads_is_one_line_after_a_bounded_wait(
     )
 
 
-def test_a_fifo_whose_reader_comes_late_gets_the_whole_bundle(
-    kubeconfig: Path, tmp_path: Path
-) -> None:
-    fifo = tmp_path / "fifo"
+def _collecting_into_a_fifo(kubeconfig: Path, fifo: Path) -> subprocess.Popen[str]:
+    """`collect -o FIFO` started, and past its first line: waiting for a reader."""
     os.mkfifo(fifo)
     collect = subprocess.Popen(
         [sys.executable, "-m", "mignurse", *_collect_argv(kubeconfig, fifo)],
@@ -177,9 +175,17 @@ def test_a_fifo_whose_reader_comes_late_gets_the_whole_bundle(
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert collect.stderr is not None
+    assert f" into {fifo} (" in collect.stderr.readline()
+    return collect
+
+
+def test_a_fifo_whose_reader_comes_late_gets_the_whole_bundle(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo"
+    collect = _collecting_into_a_fifo(kubeconfig, fifo)
     try:
-        assert collect.stderr is not None
-        assert f" into {fifo} (" in collect.stderr.readline()  # then it waits
         with open(fifo, "rb") as reader:
             (tmp_path / "b.tar.gz").write_bytes(reader.read())
         out, err = collect.communicate(timeout=120)
@@ -199,20 +205,13 @@ def test_ctrl_c_while_a_fifo_waits_for_its_reader_says_nothing_was_written(
     kubeconfig: Path, tmp_path: Path
 ) -> None:
     fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    collect = subprocess.Popen(
-        [sys.executable, "-m", "mignurse", *_collect_argv(kubeconfig, fifo)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    collect = _collecting_into_a_fifo(kubeconfig, fifo)
     try:
-        assert collect.stderr is not None
-        assert f" into {fifo} (" in collect.stderr.readline()
         time.sleep(0.5)  # waiting for a reader by now
         collect.send_signal(signal.SIGINT)
         assert collect.wait(timeout=60) == 130
     finally:
         collect.kill()
         collect.wait()
+    assert collect.stderr is not None
     assert collect.stderr.read().splitlines() == [f"interrupted: nothing was written to {fifo}"]

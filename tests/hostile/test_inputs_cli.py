@@ -7,23 +7,14 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mignurse.nodeaccess.ssh import SSHShell
-from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim import SimCluster
 
 from .inputs import mignurse, one_line_error
-
-
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
-    sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    yield sim, kubeconfig
-    sim.stop()
 
 
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf"])
