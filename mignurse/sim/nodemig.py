@@ -877,13 +877,24 @@ def probe(node: GpuNodeState, args: list[str]) -> int:
     return 0
 
 
+# nvidia-persistenced holds every /dev/nvidiaN of a node whose driver is on the host: the EKS
+# AL2023 NVIDIA AMI enables it (awslabs/amazon-eks-ami
+# templates/al2023/provisioners/install-nvidia-driver.sh); its comm is cut at 15 characters.
+PERSISTENCED = {"pid": 1187, "name": "nvidia-persistenced"}
+
+
 def lsof(node: GpuNodeState, args: list[str]) -> int:
-    """`lsof -t FILES…`: the pids of the knob's GPU processes when a GPU device is named."""
-    pids = [str(p.get("pid")) for p in node.processes()]
-    if pids and any("/dev/nvidia" in a for a in args):
-        print("\n".join(pids))
-        return 0
-    return 1
+    """`lsof -t FILES…` (pids) or `lsof -F pc FILES…` (a `p`, `c` and `f` line each) of the
+    processes holding a GPU device named: nvidia-persistenced, then the knob's processes."""
+    if not any("/dev/nvidia" in a for a in args):
+        return 1
+    holders = [PERSISTENCED, *node.processes()]
+    if "-F" in args:
+        for p in holders:
+            print(f"p{p.get('pid')}\nc{str(p.get('name', 'python'))[:15]}\nf3")
+    else:
+        print("\n".join(str(p.get("pid")) for p in holders))
+    return 0
 
 
 def main(argv: list[str]) -> int:

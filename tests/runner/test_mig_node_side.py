@@ -575,19 +575,38 @@ def test_compare_layout_of_an_unreadable_or_mig_less_node() -> None:
 APPS = "nvidia-smi --query-compute-apps"
 
 
+# `lsof -w +c 15 -F pc /dev/nvidia0 /dev/nvidia1` as lsof 4.94 (AL2023) writes it: a process
+# line, its comm line, and a line per file it holds (lsof(8) OUTPUT FOR OTHER PROGRAMS)
+LSOF_FIELDS = (
+    "p1187\ncnvidia-persiste\nf3\nf4\n"  # nvidia-persistenced: beside every MIG change
+    "p2210\ncnv-fabricmanage\nf5\n"  # nv-fabricmanager: so is it
+    "p4242\ncpython3\nf7\n"  # a compute app nvidia-smi named already
+    "p5151\ncnv-hostengine\nf9\nf10\n"  # DCGM: mig-manager stops it first; so must the user
+    "warning\n"
+)
+
+
 def test_gpu_processes_are_named_from_nvidia_smi_and_lsof_once_each() -> None:
     node = ScriptedNode({
         APPS: Reply(0, "4242, python3, 10240 MiB\n[N/A], [N/A], [N/A]\n\n77\n88, bash\n"),
-        "lsof": Reply(0, "4242\n5151\nwarning\n5151\n"),
+        "lsof": Reply(0, LSOF_FIELDS),
     })  # fmt: skip
     found = gpu_processes(node_ctx(node, Seen()))
     assert found == [
         "pid 4242 (python3)",
         "pid 77 (?)",
         "pid 88 (bash)",
-        "pid 5151 (holds a /dev/nvidia device)",
+        "pid 5151 (nv-hostengine, holds a /dev/nvidia device)",
     ]
     assert [t for _s, t in node.ran] == [60, 60]
+
+
+def test_the_daemons_that_hold_the_gpus_beside_every_mig_change_do_not_block_it() -> None:
+    """nvidia-persistenced runs on every EKS AL2023 GPU node and holds each /dev/nvidiaN:
+    counted, it failed every run of the MIG runbook on a node with a host driver."""
+    beside = "p1187\ncnvidia-persiste\nf3\np2210\ncnv-fabricmanage\nf5\n"
+    node = ScriptedNode({APPS: Reply(0, ""), "lsof": Reply(0, beside)})
+    assert gpu_processes(node_ctx(node, Seen())) == []
 
 
 def test_gpu_processes_that_cannot_be_listed_fail_the_step() -> None:

@@ -175,8 +175,25 @@ _PROCESS_QUERY = (
 )
 
 
+# `lsof -F pc`: a `p<pid>` line, then `c<command>`, for each process (and an `f<fd>` line for
+# each of its files); the command is the process's comm, 15 characters at most with `+c 15`
+# (lsof(8) OUTPUT FOR OTHER PROGRAMS, proc(5) comm).
+_LSOF = ("lsof", "-w", "+c", "15", "-F", "pc")
+# Daemons that keep the GPUs' device files open by design and beside which mig-manager applies
+# MIG: its host unit starts After= them and its hooks stop neither (NVIDIA/mig-parted v0.15.0
+# deployments/systemd/nvidia-mig-manager.service, hooks.sh). The EKS AL2023 NVIDIA AMI enables
+# both (awslabs/amazon-eks-ami templates/al2023/provisioners/install-nvidia-driver.sh).
+BESIDE_MIG = ("nvidia-persistenced", "nv-fabricmanager")
+
+
+def _beside_mig(command: str) -> bool:
+    return len(command) >= 9 and any(daemon[:15].startswith(command) for daemon in BESIDE_MIG)
+
+
 def gpu_processes(ctx: StepContext) -> list[str]:
-    """Processes holding the GPUs: nvidia-smi's compute apps, then `lsof` on the devices."""
+    """Processes holding the GPUs: nvidia-smi's compute apps, then `lsof` on the devices
+    (nvidia-persistenced and nv-fabricmanager, which hold them beside every MIG change, left
+    out)."""
     found: list[str] = []
     out = run_script(ctx, shell_words(_PROCESS_QUERY) + "\n", "nvidia-smi --query-compute-apps", 60)
     if out.rc != 0:
@@ -189,13 +206,22 @@ def gpu_processes(ctx: StepContext) -> list[str]:
     seen = {item.split()[1] for item in found}
     held = run_script(
         ctx,
-        'command -v lsof >/dev/null 2>&1 || exit 0\nlsof -t -w "$R"/dev/nvidia[0-9]* || true\n',
+        f'command -v lsof >/dev/null 2>&1 || exit 0\n{shell_words(_LSOF)} "$R"/dev/nvidia[0-9]* '
+        "|| true\n",
         "lsof",
         60,
     )
-    for pid in held.stdout.split():
-        if pid.isdigit() and pid not in seen:
-            found.append(f"pid {pid} (holds a /dev/nvidia device)")
+    commands: dict[str, str] = {}  # pid → command, in lsof's order
+    pid = ""
+    for line in held.stdout.splitlines():
+        if line.startswith("p") and line[1:].isdigit():
+            pid = line[1:]
+            commands.setdefault(pid, "")
+        elif line.startswith("c") and pid:
+            commands[pid] = line[1:]
+    for pid, command in commands.items():
+        if pid not in seen and not _beside_mig(command):
+            found.append(f"pid {pid} ({command or '?'}, holds a /dev/nvidia device)")
             seen.add(pid)
     return found
 
@@ -211,11 +237,13 @@ class ConfirmNoGpuProcesses(Action):
         return StepPlan(
             commands=[
                 node_command(ctx, _PROCESS_QUERY, "read-only"),
-                node_command(
-                    ctx, ("lsof", "-t", "-w", "/dev/nvidia[0-9]*"), "read-only, if installed"
-                ),
+                node_command(ctx, (*_LSOF, "/dev/nvidia[0-9]*"), "read-only, if installed"),
             ],
-            notes=["a GPU client makes destroying instances or changing the mode fail"],
+            notes=[
+                "a GPU client makes destroying instances or changing the mode fail",
+                "nvidia-persistenced and nv-fabricmanager hold the devices beside every MIG "
+                "change: not counted",
+            ],
         )
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
