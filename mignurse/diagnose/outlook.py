@@ -67,7 +67,9 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
         return RepairOutlook(None, f"{release} does not repair {cond.type}={cond.status}")
     if since is None:
         return RepairOutlook(None, f"{cond.type} has no transition time")
-    due = since + toleration
+    due, toleration, first = earliest_repair(
+        node, inp.repair_tolerations, since + toleration, toleration
+    )
     gate = inp.karpenter.node_repair if inp.karpenter is not None else None
     if gate is False:
         return RepairOutlook(None, "Karpenter with NodeRepair=false: no automatic repair")
@@ -86,8 +88,31 @@ def repair_outlook(inp: DiagnosisInput, node: Node, condition: str) -> RepairOut
         )
     proof = "" if gate else " (NodeRepair evidently on: repairs seen in this pool)"
     return RepairOutlook(
-        due, f"Karpenter repair ({human_duration(toleration)} toleration){proof}", action="Replace"
+        due,
+        f"Karpenter repair ({human_duration(toleration)} toleration{first}){proof}",
+        action="Replace",
     )
+
+
+def earliest_repair(
+    node: Node,
+    tolerations: Mapping[tuple[str, str], timedelta],
+    due: datetime,
+    toleration: timedelta,
+) -> tuple[datetime, timedelta, str]:
+    """When repair acts on `node`, the condition a finding names being due at `due` after
+    `toleration`: at the earliest deadline of all its conditions a repair policy matches, as
+    Karpenter replaces it (findUnhealthyConditions, kubernetes-sigs/karpenter v1.8.3
+    pkg/controllers/node/health/controller.go). With that deadline's toleration, and words
+    naming its condition where it is not the finding's."""
+    first = (due, toleration, "")
+    for c in node.conditions:
+        tolerated = tolerations.get((c.type, c.status))
+        if tolerated is not None and c.last_transition is not None:
+            at = c.last_transition + tolerated
+            if at < first[0]:
+                first = (at, tolerated, f" of {c.type}={c.status}")
+    return first
 
 
 def _auto_mode(
@@ -100,7 +125,7 @@ def _auto_mode(
         return RepairOutlook(None, f"EKS Auto Mode does not repair {type_}={status}")
     if since is None:
         return RepairOutlook(None, f"{type_} has no transition time")
-    due = since + toleration
+    due, _, _ = earliest_repair(node, REPAIR_TOLERATIONS, since + toleration, toleration)
     unhealthy, pool_size = pool_health(inp, node.pool, REPAIR_TOLERATIONS)
     allowance = repair_allowance(pool_size)
     if unhealthy > allowance:

@@ -99,6 +99,28 @@ def test_an_auto_mode_gpu_fault_is_replaced_ten_minutes_after_it_began() -> None
     assert outlook.deadline == NOW + timedelta(minutes=6)
 
 
+def test_a_node_with_two_failing_conditions_is_replaced_at_the_earlier_deadline() -> None:
+    """Karpenter replaces a node at the earliest deadline of every condition a repair policy
+    matches (findUnhealthyConditions, kubernetes-sigs/karpenter v1.8.3
+    pkg/controllers/node/health/controller.go): NotReady for 3 minutes and a GPU fault as
+    old is replaced 10 minutes after, not 30, and the NotReady finding says so."""
+    node = gpu_node(
+        "ip-10-0-90-8.us-west-2.compute.internal",
+        Condition("Ready", "False", "KubeletNotReady", "", _ago(3)),
+        Condition("AcceleratedHardwareReady", "False", "NvidiaXID79Error", "", _ago(3)),
+    )
+    others = [gpu_node(f"ip-10-0-6{i}-2.us-west-2.compute.internal") for i in range(9)]
+    inp = DiagnosisInput(snapshot=cluster([node, *others], []).snapshot, now=NOW,
+                         karpenter=REPAIR_ON)  # fmt: skip
+    for condition in ("Ready", "AcceleratedHardwareReady"):
+        assert repair_outlook(inp, node, condition).deadline == NOW + timedelta(minutes=7)
+    assert (
+        "10m toleration of AcceleratedHardwareReady=False" in repair_outlook(inp, node, "Ready").who
+    )
+    (found,) = findings(inp, "not_ready", not_ready.rule)
+    assert f"repair replaces the first at {short_time(NOW + timedelta(minutes=7))}" in found.summary
+
+
 def _poolless(node: Node) -> Node:
     labels = {k: v for k, v in node.labels.items() if k != "karpenter.sh/nodepool"}
     return replace(node, pool="", pool_kind="", labels=labels)
