@@ -100,7 +100,7 @@ def test_failed_with_the_labels_restored_names_the_client_timeout_only_where_it_
 
 
 @pytest.mark.parametrize("operator", ["v26.7.0", "v25.10.1", None])
-def test_the_kubelet_restart_advice_is_the_user_data_workaround_up_to_v26_7_0(
+def test_the_kubelet_restart_advice_is_the_kubelet_setting_or_user_data_up_to_v26_7_0(
     operator: str | None,
 ) -> None:
     inp = sim_input("mig-hook-notready")
@@ -109,6 +109,10 @@ def test_the_kubelet_restart_advice_is_the_user_data_workaround_up_to_v26_7_0(
 
     summary = about(run(inp), node.name)["mig-hook-kubelet-restart"].summary
 
+    # mig-parted v0.15.0 reconfigure.go stops kubelet only where this setting is not empty
+    assert 'set HOST_KUBELET_SYSTEMD_SERVICE to "" in the ClusterPolicy\'s spec.migManager.env' in (
+        summary
+    )
     assert "`mignurse userdata` writes it" in summary
     assert "WITH_SHUTDOWN_HOST_GPU_CLIENTS" not in summary
 

@@ -48,10 +48,18 @@ PAUSED = "paused-for-mig-change"  # deploy label value during a reconfigure (doc
 MIG_STATES_IN_FLIGHT = ("pending", "rebooting", "failed")
 MAX_LINES = 4  # journal lines of one kind quoted as evidence; the rest are counted
 
+# mig-manager adds kubelet to the services it stops on a mode change only when its kubelet
+# unit setting is not empty (NVIDIA/mig-parted v0.15.0 pkg/mig/reconfigure/reconfigure.go,
+# cmd/nvidia-mig-manager/main.go `HOST_KUBELET_SYSTEMD_SERVICE`; v0.12.3
+# deployments/container/reconfigure-mig.sh the same), and the operator passes
+# spec.migManager.env to its container (gpu-operator v24.9.2 to v26.7.0 object_controls.go).
+KUBELET_SETTING = "HOST_KUBELET_SYSTEMD_SERVICE"
 FIX = (
-    "fix: set nvidia.com/gpu.deploy.mig-manager=false for these nodes and apply the layout in "
-    "user data with `nvidia-mig-parted apply` and an empty hooks file before kubelet starts "
-    "(`mignurse userdata` writes it)"
+    f'fix: set {KUBELET_SETTING} to "" in the ClusterPolicy\'s spec.migManager.env (mig-manager '
+    "then stops the other host GPU clients, not kubelet); or set "
+    "nvidia.com/gpu.deploy.mig-manager=false for these nodes and apply the layout in user data "
+    "with `nvidia-mig-parted apply` and an empty hooks file before kubelet starts (`mignurse "
+    "userdata` writes it)"
 )
 
 # The last gpu-operator release read: its mig-manager ConfigMap sets
