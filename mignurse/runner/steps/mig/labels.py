@@ -1,8 +1,11 @@
 """The MIG steps that work through node labels: `mig-manager-off` and `pause-gpu-operands`,
 their shared base `LabelStep` (set labels, remember each label's value before the run first
 changed it, wait for what the labels make happen, undo to exactly those values), and the
-node's pods of a given app, waited out as the labels make them go. Pausing mirrors
-mig-manager: only operand labels that are `true` become `paused-for-mig-change`.
+node's pods of a given app, waited out as the labels make them go. Pausing is narrower than
+mig-manager's: only operand labels that are `true` become `paused-for-mig-change`, where
+mig-manager pauses every one that is not `false`, absent ones too, and sets them `true` after
+(mig-parted v0.15.0 pkg/mig/reconfigure/reconfigure.go): a label the node never had stays
+absent, and no operand is started that was not running.
 """
 
 from __future__ import annotations
