@@ -193,6 +193,19 @@ def _report(
     for name, timings in floors.items():
         wall, cpu = statistics.median(timings.wall), statistics.median(timings.cpu)
         print(f"floor: {name:<31} {'':<22} {wall:>7.3f} ({cpu:.3f})")
+    # What the libraries alone take beside the two quickest peers: what is left of 2.5x for
+    # mignurse's own modules, its kubeconfig, its requests and its answer (no target: no
+    # change inside mignurse moves it)
+    libraries = statistics.median(floors[FLOORS[-1][0]].wall)
+    for pair, (_, theirs) in results.items():
+        if pair.mignurse in (("nodes",), ("diagnose",)):
+            figure(
+                f"floor of mignurse {pair.mignurse[0]}: the interpreter, urllib3, yaml, orjson",
+                libraries,
+                "s",
+                peer=f"kubectl {' '.join(pair.kubectl)}",
+                peer_value=statistics.median(theirs.wall),
+            )
     for pair, (ours, theirs) in results.items():
         figure(
             f"mignurse {' '.join(pair.mignurse)}",
