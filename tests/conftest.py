@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
+    from mignurse.sim import SimCluster
     from mignurse.sim.fleet import SimFleet
 
 # CI machines have two cores shared with the stand-in servers: judge correctness, not speed.
@@ -112,6 +113,18 @@ def failing_fleet(
     served = serve_fleet(kubeconfig, scenarios, failing, speed=0)
     yield served, kubeconfig
     served.stop()
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
+    """The healthy scenario on a still clock, served on 127.0.0.1, and its kubeconfig. One per
+    test module."""
+    from mignurse.sim import SimCluster, load_scenario
+
+    sim = SimCluster(load_scenario("healthy"), speed=0).start()
+    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    yield sim, kubeconfig
+    sim.stop()
 
 
 @pytest.fixture(autouse=True)

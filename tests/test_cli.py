@@ -20,14 +20,6 @@ from mignurse.sim import SimCluster, load_scenario
 from mignurse.sim.scenario import scenario_path
 
 
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
-    sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    yield sim, kubeconfig
-    sim.stop()
-
-
 def gpu_node_names(sim: SimCluster) -> set[str]:
     """GPU nodes by the simulator's own objects: GPU resources or an NVIDIA GPU label."""
     names = set()

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -24,7 +23,7 @@ import pytest
 import yaml
 from fromashell import mignurse_command
 
-from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim import SimCluster
 
 # Runs one command as `mignurse` does, then writes the names of the modules it loaded.
 WRAPPER = """
@@ -71,13 +70,6 @@ NEVER_FOR_HELP = (
     "mignurse.cluster",
     "shutil",
 )
-
-
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
-    sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    yield sim, sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    sim.stop()
 
 
 @pytest.fixture(scope="module")

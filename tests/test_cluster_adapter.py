@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,14 +34,6 @@ def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
-
-
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
-    sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    yield sim, kubeconfig
-    sim.stop()
 
 
 def test_lists_every_node_in_pages(healthy: tuple[SimCluster, Path]) -> None:

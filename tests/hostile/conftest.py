@@ -1,29 +1,16 @@
-"""The healthy simulated cluster the input tests share (`healthy`), and the fault trials'
-table: cleared when a session that runs them with -m slow starts, and printed (written with
-the failing trials' logs to build/fault-trials.md) when it ends; on the controller only, the
-workers write the records (tests/hostile/faulttable.py)."""
+"""The fault trials' table: cleared when a session that runs them with -m slow starts, and
+printed (written with the failing trials' logs to build/fault-trials.md) when it ends; on
+the controller only, the workers write the records (tests/hostile/faulttable.py)."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from mignurse.sim import SimCluster, load_scenario
-
 from .faulttable import RESULTS, TABLE, read_records, report
 
-__all__ = ["healthy", "pytest_sessionstart", "pytest_terminal_summary"]  # called by name
-
-
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
-    sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    kubeconfig = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    yield sim, kubeconfig
-    sim.stop()
+__all__ = ["pytest_sessionstart", "pytest_terminal_summary"]  # hooks pytest calls by name
 
 
 def _controller_of_a_slow_run(config: pytest.Config) -> bool:

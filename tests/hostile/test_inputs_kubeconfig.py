@@ -24,7 +24,7 @@ from mignurse.cluster import credentials
 from mignurse.cluster import kubeconfig as kubeconfig_files
 from mignurse.cluster.client import NODES, ClusterClient, KubeconfigError, Unauthorized
 from mignurse.model import Node
-from mignurse.sim import SimCluster, load_scenario
+from mignurse.sim import SimCluster
 
 from .inputs import MiB, billion_laughs, mignurse, one_line_error
 from .peak import mignurse_peak
@@ -245,14 +245,6 @@ def test_files_named_relative_to_the_kubeconfig_reach_the_server(
     result = mignurse("--kubeconfig", str(path), "nodes", "-o", "json", timeout=60)
     assert result.returncode == 0, result.stderr[-2000:]
     assert any(n["metadata"]["name"] in result.stdout for n in sim.objects("nodes"))
-
-
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SimCluster, Path]]:
-    sim = SimCluster(load_scenario("healthy"), speed=0).start()
-    kubeconfig_path = sim.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    yield sim, kubeconfig_path
-    sim.stop()
 
 
 # -- credential plugins ------------------------------------------------------------------------
