@@ -58,7 +58,14 @@ _NODE_TERMINATION_EVENTS = (
     "FailedDraining",
     "AwaitingVolumeDetachment",
 )
-_DELETING_NOTE = "Node is deleting or marked for deletion"
+# KC v1.2.0 on: the state node's error as the whole message (state/statenode.go); v1.0.0 and
+# v1.1.0: "Cannot disrupt Node: " (or "NodeClaim: ") before v1.1.0's "state node is marked for
+# deletion" (disruption/events/events.go `Blocked`)
+_DELETING_NOTES = (
+    "Node is deleting or marked for deletion",
+    "Cannot disrupt Node: state node is marked for deletion",
+    "Cannot disrupt NodeClaim: state node is marked for deletion",
+)
 # "All pods will be deleted by <the NodeClaim's termination-timestamp annotation>".
 _TGP_EXPIRING = re.compile(r"All pods will be deleted by (\S+)")
 # Published once a finalizer is gone (awslabs/operatorpkg status/controller.go).
@@ -555,7 +562,7 @@ def _termination_start(
         if event.reason in (TERMINATING_ON_INTERRUPTION, *CONSOLIDATION_EVENTS):
             exact.append(seen)
         elif event.reason in _NODE_TERMINATION_EVENTS or (
-            event.reason == "DisruptionBlocked" and event.message == _DELETING_NOTE
+            event.reason == "DisruptionBlocked" and event.message in _DELETING_NOTES
         ):
             exact.append(seen)
             if (marked := _annotation_time(event)) is not None and marked <= seen:

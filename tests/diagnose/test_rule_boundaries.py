@@ -2676,8 +2676,18 @@ def only_told_by(reason: str, message: str) -> list[Finding]:
     return churns(cluster([], [], events))
 
 
-def test_karpenters_note_on_a_deleting_claim_marks_its_end() -> None:
-    (found,) = only_told_by("DisruptionBlocked", "Node is deleting or marked for deletion")
+@pytest.mark.parametrize(
+    "note",
+    [
+        # kubernetes-sigs/karpenter v1.2.0 pkg/controllers/state/statenode.go
+        "Node is deleting or marked for deletion",
+        # v1.0.0 and v1.1.0 pkg/controllers/disruption/events/events.go `Blocked`, of the
+        # state node's error
+        "Cannot disrupt NodeClaim: state node is marked for deletion",
+    ],
+)
+def test_karpenters_note_on_a_deleting_claim_marks_its_end(note: str) -> None:
+    (found,) = only_told_by("DisruptionBlocked", note)
     assert "2 nodes replaced" in found.summary
     assert only_told_by("DisruptionBlocked", "Pod default/trainer-0 has do-not-disrupt") == []
 
