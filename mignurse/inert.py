@@ -96,6 +96,15 @@ def inert(text: str, *, lines: bool = False, tabs: bool = False) -> str:
     return _pattern("one_line").sub(_replace, text)
 
 
+def inert_name(text: str, limit: int = 120) -> str:
+    """A name from outside (a context, a user), quoted, cut at `limit` characters and made
+    inert once: `'x\x1b]0;T'`. Not repr() of it, which writes some escapes its own way, nor
+    repr() of the inert text, which doubles every backslash inert() has just written."""
+    kept = inert(text if len(text) <= limit else text[: limit - 1] + "…")
+    quote = '"' if "'" in kept and '"' not in kept else "'"
+    return f"{quote}{kept}{quote}"
+
+
 def inert_markup(text: str, *, lines: bool = False) -> str:
     """`inert(text)` that is also plain inside rich (or Textual) markup: `[link=…]`, `[/]`
     and every other tag in it are shown, not obeyed."""

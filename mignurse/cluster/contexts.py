@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from mignurse.inert import inert
+from mignurse.inert import inert, inert_name
 
 if TYPE_CHECKING:
     from mignurse.cluster.client import KubeconfigError
@@ -54,7 +54,7 @@ def select_contexts(
     parts = [p.strip() for p in selection.split(",")]
     if not any(parts):  # `--context ''` alone is the current context, as kubectl's
         raise KubeconfigError(
-            f"--context {_shown(selection)} names no context: give a context name or glob, "
+            f"--context {inert_name(selection)} names no context: give a context name or glob, "
             "or leave --context out for the current one"
         )
     wanted: set[str] = set()
@@ -105,7 +105,7 @@ def _not_found(part: str, label: str, names: list[str]) -> KubeconfigError:
 
     kind = "glob" if set(part) & _GLOB else "name"
     return KubeconfigError(
-        f"context {_shown(part)} not found in {label}: the {kind} matches no context; use one "
+        f"context {inert_name(part)} not found in {label}: the {kind} matches no context; use one "
         f"of: {listed(names)}"
     )
 
@@ -114,11 +114,3 @@ def _matching(pattern: str, names: list[str]) -> list[str]:
     from fnmatch import fnmatchcase  # only where a glob is given
 
     return [name for name in names if fnmatchcase(name, pattern)]
-
-
-def _shown(text: str) -> str:
-    """A name as given, quoted, made inert once: `'x\x1b]0;T'`. Not repr() of the inert
-    text, which doubled every backslash that inert() had just written."""
-    kept = inert(text if len(text) <= 120 else text[:119] + "…")
-    quote = '"' if "'" in kept and '"' not in kept else "'"
-    return f"{quote}{kept}{quote}"

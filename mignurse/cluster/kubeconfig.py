@@ -45,7 +45,7 @@ from mignurse.cluster.credentials import (
     token_problem,
 )
 from mignurse.cluster.transport import Configuration
-from mignurse.inert import inert
+from mignurse.inert import inert, inert_name
 from mignurse.untrusted import KUBECONFIG_BYTES, LimitError, compose_yaml, read_regular_file
 
 
@@ -295,7 +295,7 @@ def load(label: str, paths: list[str], context: str | None, configuration: Confi
     entry = merged.contexts.get(chosen)
     if entry is None:
         raise KubeconfigProblem(
-            f"context {chosen!r} not found in {label}: use one of: {_some(names)}"
+            f"context {inert_name(chosen)} not found in {label}: use one of: {_some(names)}"
         )
     cluster_name = str(entry.body.get("cluster") or "")
     user_name = str(entry.body.get("user") or "")

@@ -330,3 +330,16 @@ def test_a_context_name_with_escapes_is_shown_inert_once(tmp_path: Path, glob: s
     err = one_line_error(result)
     assert f"context 'x\\x1b]0;T\\x07<U+202E>{glob}' not found in " in err, err
     assert "\\\\" not in err and "\x1b" not in err and "\u202e" not in err, err
+
+
+def test_a_current_context_the_file_does_not_define_is_shown_as_a_named_one_is(
+    tmp_path: Path,
+) -> None:
+    """The kubeconfig's own current-context took another path, and printed repr()'s escapes."""
+    config = _offline_kubeconfig(tmp_path)
+    config.write_text(
+        config.read_text().replace("current-context: prod", 'current-context: "x\\e]0;T\\a\\u202E"')
+    )
+    result = mignurse("--kubeconfig", str(config), "nodes", timeout=60)
+    err = one_line_error(result)
+    assert f"context 'x\\x1b]0;T\\x07<U+202E>' not found in {config}" in err, err
