@@ -329,6 +329,12 @@ def open_private(
     return fd
 
 
+def write_private(path: Path, data: bytes) -> None:
+    """`data` as the whole of the 0600 file `path`, opened as `open_private` opens it."""
+    with os.fdopen(open_private(path), "wb") as handle:
+        handle.write(data)
+
+
 def _named(path: Path | str, dir_fd: int | None) -> Path:
     """The path to show for a name opened relative to a folder's descriptor."""
     if dir_fd is None:

@@ -121,15 +121,17 @@ class Limit:
             return f"{most} ({most // 86400} days)"
         return str(most)
 
+    def more_than(self, amount: int) -> str:
+        """The setting that allows more than `amount`: four times it, up to the largest value
+        (`MIGNURSE_MAX_FILE_BYTES=256M`); "" where `amount` is the largest already."""
+        raised = min(amount * 4, self.most)
+        return f"{self.env}={self._word(raised)}" if raised > amount else ""
+
     def refusal(self, subject: str) -> LimitError:
         """`subject` is over the cap: the line says the cap and how to raise it."""
         cap = self.value()
-        raised = min(cap * 4, self.most)
-        how = (
-            f"{self.env}={self._word(raised)} raises it"
-            if raised > cap
-            else f"the largest {self.env} takes"
-        )
+        more = self.more_than(cap)
+        how = f"{more} raises it" if more else f"the largest {self.env} takes"
         return LimitError(f"{subject}: over the limit of {self.shown(cap)} for {self.what} ({how})")
 
 

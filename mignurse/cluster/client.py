@@ -510,9 +510,9 @@ class ClusterClient:
         return deadline
 
     def _command_refusal(self, what: str) -> str:
-        return (
-            f"reading the cluster took longer than {self._command_seconds} s (at {what}): "
-            f"{COMMAND_SECONDS.env}={self._command_seconds * 4} allows more"
+        more = COMMAND_SECONDS.more_than(int(self._command_seconds))
+        return f"reading the cluster took longer than {self._command_seconds} s (at {what})" + (
+            f": {more} allows more" if more else ""
         )
 
     def _finish(self, deadline: Deadline) -> None:

@@ -208,6 +208,11 @@ def token_problem(token: str) -> str:
     return ""
 
 
+def _waits_longer(timeout: int) -> str:
+    more = CREDENTIAL_PLUGIN_SECONDS.more_than(timeout)
+    return f" ({more} waits longer)" if more else ""
+
+
 def run_plugin(plugin: Plugin) -> Credential:
     """The credential the plugin answers, or CredentialError."""
     import subprocess
@@ -248,7 +253,7 @@ def run_plugin(plugin: Plugin) -> Credential:
     if stopped == "timeout":
         raise CredentialError(
             f"{who} gave no answer in {timeout} s: it was stopped; check that it runs on its "
-            f"own in a shell ({CREDENTIAL_PLUGIN_SECONDS.env}={timeout * 4} waits longer)",
+            f"own in a shell{_waits_longer(timeout)}",
             "timeout",
         )
     if stopped == "output":

@@ -146,8 +146,10 @@ class SimFleet:
             "contexts": [e["context"] for e in self._entries],
             "current-context": self._entries[0]["context"]["name"],
         }
-        self.kubeconfig.write_text(yaml.safe_dump(document, sort_keys=False))
-        self.kubeconfig.chmod(0o600)
+        # 0600, never through a link or into a FIFO at the path (as SimCluster writes its own)
+        from mignurse.paths import write_private
+
+        write_private(self.kubeconfig, yaml.safe_dump(document, sort_keys=False).encode())
         return self.kubeconfig
 
     def stop(self) -> None:

@@ -7,7 +7,6 @@ import collections
 import contextlib
 import copy
 import json
-import os
 import re
 import secrets
 import ssl
@@ -378,14 +377,11 @@ class SimCluster:
         """The kubeconfig, 0600 (it holds the token), written as mignurse writes its own
         files (`paths.open_private`): never through a link at `path`, never blocked on a
         FIFO; anything but a regular file there is StateFileError."""
-        from mignurse.paths import open_private
+        from mignurse.paths import write_private
 
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        data = yaml.safe_dump(self.kubeconfig(context), sort_keys=False).encode()
-        fd = open_private(target)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        write_private(target, yaml.safe_dump(self.kubeconfig(context), sort_keys=False).encode())
         return target
 
     def objects(self, kind: str) -> list[dict[str, Any]]:

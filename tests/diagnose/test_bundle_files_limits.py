@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from mignurse.diagnose.sources import load_offline
-from mignurse.diagnose.sources.files import BundleFiles, _raised
+from mignurse.diagnose.sources.files import BundleFiles
 from mignurse.diagnose.sources.gathered import SourceError
+from mignurse.untrusted import FILE_BYTES
 
 NODES = json.dumps({"apiVersion": "v1", "kind": "List", "items": []}).encode()
 PACKED = int(datetime(2026, 11, 29, 3, 14, 7, tzinfo=UTC).timestamp())
@@ -392,10 +393,12 @@ def test_reading_a_folder_leaves_no_file_open(tmp_path: Path) -> None:
         (64 * 2**20, "256M"),
         (256 * 2**20, "1G"),
         (1000, "4000"),
+        (2 * 2**30, "4G"),  # four times over, but not past the largest value it takes
+        (4 * 2**30, ""),  # the largest already: nothing to raise it to
     ],
 )
 def test_a_cut_advises_four_times_the_cap_as_the_variable_takes_it(cap: int, advice: str) -> None:
-    assert _raised(cap) == advice
+    assert FILE_BYTES.more_than(cap) == (f"MIGNURSE_MAX_FILE_BYTES={advice}" if advice else "")
 
 
 def test_of_many_links_skipped_those_where_mignurse_reads_a_file_are_named_first(

@@ -305,7 +305,7 @@ class BundleFiles:
             f"{name} was cut at {human_bytes(cap)}: it is {human_bytes(size)}, and only its "
             f"first {human_bytes(cap)} were read"
             + (f" ({rest} was not read)" if rest else "")
-            + f"; {FILE_BYTES.env}={_raised(cap)} raises the limit"
+            + (f"; {more} raises the limit" if (more := FILE_BYTES.more_than(cap)) else "")
         )
         self.cut[name] = note
         self.problems.append(note)
@@ -401,15 +401,6 @@ def _read_head(path: Path, cap: int) -> tuple[bytes, int]:
         return data, max(info.st_size, len(data))
     finally:
         os.close(fd)
-
-
-def _raised(cap: int) -> str:
-    """The cap four times over, as the environment variable takes it (256M)."""
-    raised = cap * 4
-    for suffix, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if raised % scale == 0:
-            return f"{raised // scale}{suffix}"
-    return str(raised)
 
 
 _MEMBER_KINDS = {
