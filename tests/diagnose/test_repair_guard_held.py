@@ -98,6 +98,30 @@ def test_two_of_five_unhealthy_are_held_with_the_time_each_repair_fell_due() -> 
     )
 
 
+@pytest.mark.parametrize(
+    ("version", "when"),
+    [
+        # kubernetes-sigs/karpenter v1.7.0 pkg/controllers/node/health/controller.go: a held
+        # repair is requeued every 5 minutes
+        ("1.7.0", "when the count drops, they are replaced within 5 min"),
+        # v1.6.0: an empty Result, nothing requeues it; only a change to its Node does
+        ("1.6.2", "when the count drops, each is replaced the next time its Node changes"),
+        (
+            None,
+            "when the count drops, they are replaced within 5 min (Karpenter v1.7.0 on; before "
+            "it, when the Node changes)",
+        ),
+    ],
+)
+def test_when_a_held_node_goes_once_the_count_drops_depends_on_the_release(
+    version: str | None, when: str
+) -> None:
+    karpenter = replace(REPAIR_ON, version=version or "")
+    inp = replace(cluster(pool(xid79(15), xid79(14)), []), karpenter=karpenter)
+    (found,) = held(inp)
+    assert f"2 past their repair deadline: {when}" in found.summary
+
+
 def test_a_repair_due_this_very_second_is_held_and_one_due_later_is_not_yet() -> None:
     inp = replace(cluster(pool(xid79(10), xid79(4)), []), karpenter=REPAIR_ON)
     (found,) = held(inp)

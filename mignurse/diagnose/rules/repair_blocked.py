@@ -34,8 +34,9 @@ from mignurse.diagnose.replacements import unhealthy_condition
 from mignurse.diagnose.wording import condition_text, short_time
 from mignurse.model import Event, Node, format_time
 
-# Blocked repairs requeue every 5 min and the event dedupes for 15 min (docs/repair.md): a guard
-# still holding refreshes its event well within an hour, the default event TTL.
+# Blocked repairs requeue every 5 min from Karpenter v1.7.0 (before it, with each change to the
+# Node) and the event dedupes for 15 min (docs/repair.md): a guard still holding refreshes its
+# event well within an hour, the default event TTL.
 RECENT = timedelta(hours=1)
 CLUSTER_SCOPE = "in the cluster"  # standalone NodeClaims: all Nodes count
 
@@ -120,7 +121,8 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
                 f"{allowance}",
             )
         )
-    summary = _summary(pool, entry, len(unhealthy), allowance, len(overdue))
+    version = inp.karpenter.version_tuple if inp.karpenter is not None else None
+    summary = _summary(pool, entry, len(unhealthy), allowance, len(overdue), version)
     runbooks: tuple[str, ...] = (RUNBOOK_CORDON_AND_COLLECT, RUNBOOK_REPLACE)
     monitoring = _monitoring_broken(inp, unhealthy, entry.events)
     if monitoring:
@@ -137,7 +139,6 @@ def _finding(inp: DiagnosisInput, pool: str, entry: _Pool) -> Finding | None:
     # pool Karpenter reconciles gets the event, healthy ones too; from v1.6 only nodes past
     # their toleration (kubernetes-sigs/karpenter pkg/controllers/node/health/controller.go
     # at v1.5.0 and v1.6.0).
-    version = inp.karpenter.version_tuple if inp.karpenter is not None else None
     every_node = version is None or version < (1, 6)
     healthy_named = sorted(
         {e.involved_name for e in entry.events if e.involved_name in inp.snapshot.nodes}
@@ -222,7 +223,14 @@ def _held_conditions(
     return evidence, overdue
 
 
-def _summary(pool: str, entry: _Pool, unhealthy: int, allowance: int, overdue: int) -> str:
+def _summary(
+    pool: str,
+    entry: _Pool,
+    unhealthy: int,
+    allowance: int,
+    overdue: int,
+    version: tuple[int, ...] | None,
+) -> str:
     where = "cluster-wide (standalone NodeClaims)" if entry.cluster_scope else f"NodePool {pool}"
     if not pool and not entry.cluster_scope:
         where = "a NodePool no longer visible"
@@ -240,8 +248,21 @@ def _summary(pool: str, entry: _Pool, unhealthy: int, allowance: int, overdue: i
             f" {short_time(first)}–{short_time(last)}" if first and last else ""
         )
     if overdue:
-        summary += (
-            f"; {overdue} past their repair deadline: when the count drops, they are "
-            "replaced at once"
-        )
+        summary += f"; {overdue} past their repair deadline: {_when_replaced(version)}"
     return summary
+
+
+def _when_replaced(version: tuple[int, ...] | None) -> str:
+    """When a node the guard holds past its deadline goes once the count drops. From v1.7.0
+    a held repair is looked at again every 5 minutes (pkg/controllers/node/health/
+    controller.go `RequeueAfter: 5 * time.Minute`); through v1.6 nothing requeues it (an
+    empty Result): only a change to its Node brings it back, and a Node whose kubelet is
+    down may not change for hours."""
+    if version is not None and version < (1, 7):
+        return (
+            "when the count drops, each is replaced the next time its Node changes (this "
+            "Karpenter does not look at a held repair again before; v1.7.0 does every 5 min)"
+        )
+    return "when the count drops, they are replaced within 5 min" + (
+        "" if version is not None else " (Karpenter v1.7.0 on; before it, when the Node changes)"
+    )
