@@ -159,7 +159,8 @@ class StateFileError(OSError):
         return self.message
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a path's mode says it is, in words: `a FIFO`, `a folder`, `a file` …."""
     if stat.S_ISLNK(mode):
         return "a symlink"
     if stat.S_ISFIFO(mode):
@@ -179,7 +180,7 @@ def _refusal(path: Path, mode: int, want: str) -> StateFileError:
             f"{path} is a symlink; mignurse never follows links in its state folder: remove it"
         )
     wanted = "regular file" if want == "file" else want
-    return StateFileError(f"{path} is {_kind(mode)}, not a {wanted}: move it away")
+    return StateFileError(f"{path} is {file_kind(mode)}, not a {wanted}: move it away")
 
 
 def state_path_problem(path: Path, want: str = "file") -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -292,14 +291,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
     failed = {name: n for name, n in manifest["nodes"].items() if not n["ok"]}
     counted = f"{len(nodes) - len(failed)}/{len(nodes)} nodes collected"
     took = f"{manifest['seconds']:.1f} s"
-    written = out.stat()
-    if stat.S_ISREG(written.st_mode):
-        print(
-            f"bundle: {out} ({written.st_size / 2**20:.1f} MiB), {counted} in {took}; read it "
-            f"with: mignurse diagnose --from {out}"
-        )
-    else:  # a FIFO or a device: what read it has the bundle
+    from mignurse.collect.bundle import is_stream  # (loaded by the collection)
+
+    if is_stream(out):  # a FIFO or a device: what read it has the bundle
         print(f"bundle: written to {out}, {counted} in {took}")
+    else:
+        print(
+            f"bundle: {out} ({out.stat().st_size / 2**20:.1f} MiB), {counted} in {took}; read "
+            f"it with: mignurse diagnose --from {out}"
+        )
     for name, node in failed.items():
         print(f"  not collected: {name}: {node['error'] or '; '.join(node['problems'])}")
     return 1 if failed else EXIT_OK

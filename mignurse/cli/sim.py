@@ -192,6 +192,7 @@ def _refuse_unless_file(out: Path) -> None:
     import stat
 
     from mignurse.inert import inert
+    from mignurse.paths import file_kind
 
     try:
         mode = os.lstat(out).st_mode
@@ -199,20 +200,11 @@ def _refuse_unless_file(out: Path) -> None:
         return
     except OSError as exc:
         raise UserError(f"cannot write {inert(str(out))}: {exc.strerror or exc}") from None
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISLNK(mode):
-        kind = "a symlink (not followed)"
-    elif stat.S_ISDIR(mode):
-        kind = "a folder"
-    elif stat.S_ISFIFO(mode):
-        kind = "a FIFO"
-    else:
-        kind = "not a regular file"
-    raise UserError(
-        f"cannot write {inert(str(out))}: it is {kind}; --kubeconfig-out takes a regular file "
-        "(it is replaced) or a path where nothing is yet"
-    )
+    if not stat.S_ISREG(mode):
+        raise UserError(
+            f"cannot write {inert(str(out))}: it is {file_kind(mode)}; --kubeconfig-out takes a "
+            "regular file (it is replaced, never through a link) or a path where nothing is yet"
+        )
 
 
 def _until_stopped() -> int:

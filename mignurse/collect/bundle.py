@@ -225,7 +225,7 @@ class _BundleFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.temporary: Path | None = None
-        if _is_stream(path):
+        if is_stream(path):
             self._fd = _open_stream(path)
             return
         self.temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
@@ -288,7 +288,7 @@ def _open_stream(path: Path) -> int:
         return fd
 
 
-def _is_stream(path: Path) -> bool:
+def is_stream(path: Path) -> bool:
     """A FIFO or a character device (the terminal, /dev/stdout, /dev/null) at `path`."""
     try:
         mode = path.stat().st_mode
