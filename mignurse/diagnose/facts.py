@@ -44,15 +44,6 @@ def repair_tolerations(version: tuple[int, ...] | None) -> Mapping[tuple[str, st
     return {}
 
 
-def parse_version(text: str) -> tuple[int, ...] | None:
-    """ "1.4.0", "v1.14.1", "1.4.0-rc.1" → (1, 4, 0); None when it is not a version."""
-    core = text.strip().removeprefix("v").split("-", 1)[0].split("+", 1)[0]
-    parts = core.split(".")
-    if len(parts) < 2 or not all(p.isdigit() for p in parts):
-        return None
-    return tuple(int(p) for p in parts)
-
-
 REPAIR_GUARD_FRACTION = 0.2  # kubernetes-sigs/karpenter node/health allowedUnhealthyPercent
 
 XID_REPLACE = frozenset({74, 79, 119, 120, 121, 140})  # MNG default Replace (EKS node-health)

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from mignurse.cluster.history import Lifecycle, Transition
 from mignurse.cluster.snapshot import Snapshot
 from mignurse.diagnose.daemonsets import DaemonSetInfo
-from mignurse.diagnose.facts import parse_version, repair_tolerations
+from mignurse.diagnose.facts import repair_tolerations
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.model import Event, GpuPluginPod, MigState, Node, NodeClaim
+from mignurse.model.fields import parse_version
 
 if TYPE_CHECKING:  # annotations only: each parser loads where its text is read
     from mignurse.evidence import (
@@ -235,6 +236,9 @@ class DiagnosisInput:
     node_evidence: Mapping[str, NodeEvidence] = field(default_factory=dict)
     karpenter: KarpenterSettings | None = None
     cluster_policy: Mapping[str, Any] | None = None  # NVIDIA ClusterPolicy, raw
+    # The ConfigMaps mig-manager may read its mig-parted file from (`gpu.clusterconfig`), raw;
+    # None: not read (refused, or a bundle from before they were collected).
+    mig_configmaps: tuple[Mapping[str, Any], ...] | None = ()
     nodegroups: Mapping[str, NodeGroupRepair] = field(default_factory=dict)  # by name
     # Every DaemonSet of the cluster (the node monitoring agent and its DCGM server,
     # mig-manager, the DRA kubelet plugin): what the pre-flight findings read. None: not read.

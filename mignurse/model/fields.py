@@ -282,3 +282,12 @@ class Taint:
     def __str__(self) -> str:
         value = f"={self.value}" if self.value else ""
         return f"{self.key}{value}:{self.effect}"
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    """ "1.4.0", "v1.14.1", "1.4.0-rc.1" → (1, 4, 0); None when it is not a version."""
+    core = text.strip().removeprefix("v").split("-", 1)[0].split("+", 1)[0]
+    parts = core.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts):
+        return None
+    return tuple(int(p) for p in parts)

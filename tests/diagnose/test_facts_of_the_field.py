@@ -32,7 +32,6 @@ from mignurse.diagnose.facts import (
     classify_ahr_reason,
     classify_xid,
     parse_go_duration,
-    parse_version,
     repair_allowance,
     repair_clock,
     repair_tolerations,
@@ -42,6 +41,7 @@ from mignurse.diagnose.facts import (
 )
 from mignurse.diagnose.mng import REBOOT, REPLACE, default_action
 from mignurse.model import Condition, Event, Node, NodeClaim, format_time
+from mignurse.model.fields import parse_version
 
 from .test_hardware_advice import (
     files,

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from mignurse.cluster.history import Transition
-from mignurse.diagnose.facts import parse_version
 from mignurse.diagnose.findings import (
     CRITICAL,
     MIG_HOOK_KUBELET_RESTART,
@@ -35,6 +34,7 @@ from mignurse.model import (
     Event,
     Node,
 )
+from mignurse.model.fields import parse_version
 
 if TYPE_CHECKING:
     # A live read has no journal: the parser loads where a bundle's journal is read.

@@ -24,7 +24,7 @@ from typing import Any
 
 from mignurse.cluster.dra import DRA_PLUGIN_SELECTORS, DYNAMIC_MIG_GATE
 from mignurse.diagnose.daemonsets import DaemonSetInfo
-from mignurse.diagnose.facts import AHR, parse_version
+from mignurse.diagnose.facts import AHR
 from mignurse.diagnose.findings import (
     INFO,
     KNOWN_BAD_COMBINATION,
@@ -42,6 +42,7 @@ from mignurse.model import (
     Node,
     instance_family,
 )
+from mignurse.model.fields import parse_version
 
 LABEL_ARCH = "kubernetes.io/arch"
 MIG_MANAGER_LABEL = LABEL_GPU_DEPLOY_PREFIX + "mig-manager"
