@@ -41,9 +41,9 @@ from mignurse.diagnose.sources import (
     find_karpenter_deployment,
     karpenter_settings,
     load_offline,
-    read_cluster_policy,
     read_daemonsets,
     read_history,
+    read_operator,
 )
 from mignurse.fleetview import PoolRow, fleet_rows
 from mignurse.model import GpuPluginPod, Node, Pod
@@ -299,7 +299,9 @@ class LiveSource:
         self._evidence: dict[str, NodeEvidence] = {}  # from bundles collected in this session
         self._plugin_pods: tuple[GpuPluginPod, ...] = ()  # read again with each assessment
         self._daemonsets: tuple[DaemonSetInfo, ...] | None = None  # likewise; None: not read
-        self._cluster_policy: dict[str, Any] | None = None  # likewise (the GPU operator's)
+        # likewise (the GPU operator's settings, and the ConfigMaps its mig-manager reads)
+        self._cluster_policy: dict[str, Any] | None = None
+        self._mig_configmaps: tuple[dict[str, Any], ...] | None = ()
         self.karpenter = False
         self.karpenter_settings: KarpenterSettings | None = None
         self._karpenter_ref: tuple[str, str] | None = None  # (namespace, name) once found
@@ -478,6 +480,7 @@ class LiveSource:
             daemonsets=self._daemonsets,
             gpu_plugin_pods=self._plugin_pods,
             cluster_policy=self._cluster_policy,
+            mig_configmaps=self._mig_configmaps,
         )
         return inp, lacks
 
@@ -508,9 +511,9 @@ class LiveSource:
         if daemonsets is not None:
             self._daemonsets = daemonsets
         refused: list[str] = []
-        policy = read_cluster_policy(self.client, refused)
+        policy, configmaps = read_operator(self.client, refused)
         if not refused:  # read, or no GPU operator: a refusal keeps the last good reading
-            self._cluster_policy = policy
+            self._cluster_policy, self._mig_configmaps = policy, configmaps
 
     def assess(self) -> tuple[Diagnosis, list[PoolRow]]:
         """Every rule, and the fleet view's rows, over what the app holds now (off the UI

@@ -104,6 +104,10 @@ NODEPOOLS = Resource("karpenter.sh", "v1", "nodepools", "NodePool")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace")
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", namespaced=True)
+# The GPU operator's one cluster-scoped custom resource (NVIDIA/gpu-operator v26.7.0
+# api/nvidia/v1/clusterpolicy_types.go: group nvidia.com, version v1, scope Cluster).
+CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy")
 
 
 class ClusterError(Exception):

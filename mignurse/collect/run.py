@@ -21,6 +21,8 @@ from typing import Any
 
 from mignurse import __version__, joins
 from mignurse.cluster.client import (
+    CLUSTER_POLICIES,
+    CONFIGMAPS,
     EVENTS,
     NODECLAIMS,
     NODEPOOLS,
@@ -38,8 +40,7 @@ from mignurse.collect.events import NODE_DONE, NODE_STEP, CollectEvent, Progress
 from mignurse.collect.nodediagnostic import TRANSPORT, wire_reports
 from mignurse.collect.redact import Redactor
 from mignurse.diagnose.facts import unhealthy_for_repair
-from mignurse.diagnose.sources import DAEMONSETS, find_karpenter_deployment
-from mignurse.diagnose.sources.live import CLUSTER_POLICIES
+from mignurse.diagnose.sources import DAEMONSETS, find_karpenter_deployment, read_mig_configmaps
 from mignurse.model import Node, format_time
 from mignurse.nodeaccess.base import CommandResult, NodeShell
 from mignurse.nodeaccess.fallback import FallbackShell
@@ -151,6 +152,7 @@ def _raw(client: ClusterClient, resource: Resource, **selectors: Any) -> list[di
 
 
 CLUSTERPOLICY_PART = "clusterpolicy"  # what `diagnose --from` reads (sources/files.py)
+MIG_CONFIGMAPS_PART = "migconfigmaps"
 
 NodeGroupReader = Callable[[list[str]], tuple[list[dict[str, Any]], list[str]]]
 
@@ -184,17 +186,27 @@ def write_cluster_part(
             ("resourceslices", resource_slices(version), {}),
             ("resourceclaims", resource_claims(version), {}),
         ]
+    policies: list[dict[str, Any]] = []
     for name, resource, selectors in parts:
         try:
-            bundle.add_json(
-                f"cluster/{name}.json", _kubectl_list(_raw(client, resource, **selectors), resource)
-            )
+            items = _raw(client, resource, **selectors)
+            bundle.add_json(f"cluster/{name}.json", _kubectl_list(items, resource))
+            if name == CLUSTERPOLICY_PART:
+                policies = items
         except ClusterError as exc:
             if name == "nodes":
                 raise
             if name == CLUSTERPOLICY_PART and isinstance(exc, NotFound):
                 continue  # no GPU operator: its CRD is not served, and that is no problem
             problems.append(f"cluster/{name}.json: {exc}")
+    if policies:  # the files its mig-manager reads, what the MIG layouts are judged by
+        unread: list[str] = []
+        configmaps = read_mig_configmaps(client, policies[0], unread)
+        if configmaps is not None:
+            bundle.add_json(
+                f"cluster/{MIG_CONFIGMAPS_PART}.json", _kubectl_list(list(configmaps), CONFIGMAPS)
+            )
+        problems.extend(f"cluster/{MIG_CONFIGMAPS_PART}.json: {line}" for line in unread)
     pods = _pods_on(client, nodes, problems)
     try:
         pods += _not_yet_in(pods, raw_gpu_plugin_pods(client))

@@ -58,10 +58,13 @@ class ConfigItem:
         return any(_device_part(d) in wanted for d in device_ids)
 
 
+Configs = Mapping[str, tuple[ConfigItem, ...]]  # a mig-parted file's configs by name
+
+
 @dataclass(frozen=True)
 class MigCatalogue:
     source: CatalogueSource
-    configs: Mapping[str, tuple[ConfigItem, ...]]
+    configs: Configs
 
 
 def _device_part(device_filter: str) -> str:
@@ -175,8 +178,13 @@ def render(document: Mapping[str, Any]) -> str:
 def from_document(document: Mapping[str, Any]) -> MigCatalogue:
     src = document["source"]
     source = CatalogueSource(src["repo"], src["path"], src["tag"], src["commit"], src["blob"])
+    return MigCatalogue(source, configs_of(document["configs"]))
+
+
+def configs_of(parsed: Mapping[str, Any]) -> dict[str, tuple[ConfigItem, ...]]:
+    """Config name → items, from `parse_upstream`'s checked, normalised mapping."""
     configs: dict[str, tuple[ConfigItem, ...]] = {}
-    for name, items in document["configs"].items():
+    for name, items in parsed.items():
         configs[name] = tuple(
             ConfigItem(
                 device_filter=tuple(item.get("device-filter", ())),
@@ -186,7 +194,7 @@ def from_document(document: Mapping[str, Any]) -> MigCatalogue:
             )
             for item in items
         )
-    return MigCatalogue(source, configs)
+    return configs
 
 
 @functools.cache

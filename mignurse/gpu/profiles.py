@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from mignurse.gpu.catalogue import ConfigItem, catalogue
+from mignurse.gpu.catalogue import ConfigItem, Configs, catalogue
 from mignurse.gpu.models import (
     KARPENTER_GPU_NAMES,
     GpuModel,
@@ -241,12 +241,35 @@ def _item_for(items: tuple[ConfigItem, ...], model: GpuModel) -> ConfigItem | No
     return next((item for item in items if not item.device_filter), None)
 
 
-def expected_layout(config: str, model: GpuModel | None) -> Layout | None:
-    """The per-GPU layout a config of NVIDIA's default file means on this GPU model; None
-    for a name that is not in that file."""
-    items = catalogue().configs.get(config)
+def _by_index(items: tuple[ConfigItem, ...], model: GpuModel | None) -> str:
+    """The GPU indices an item for this model names, as words; "" when every item that
+    applies is for all GPUs. mig-parted walks the items in order and applies each to the
+    GPUs it selects by filter and index (NVIDIA/mig-parted v0.15.0
+    cmd/nvidia-mig-parted/assert/assert.go WalkSelectedMigConfigForEachGPU), so such a
+    config is a layout per GPU, not one per model."""
+    for item in items:
+        if item.devices == "all":
+            continue
+        if model is None or not item.device_filter or item.covers(model.filter_ids):
+            return ", ".join(str(index) for index in item.devices)
+    return ""
+
+
+def _configs(configs: Configs | None) -> Configs:
+    return catalogue().configs if configs is None else configs
+
+
+def expected_layout(
+    config: str, model: GpuModel | None, configs: Configs | None = None
+) -> Layout | None:
+    """The per-GPU layout a config means on this GPU model, in `configs` (a mig-parted file's,
+    `gpu.clusterconfig`; NVIDIA's default file when None); None for a name not in the file."""
+    items = _configs(configs).get(config)
     if items is None:
         return None
+    indices = _by_index(items, model)
+    if indices:
+        return Layout(None, None, f"{config} sets GPUs {indices} by index: a layout per GPU")
     if model is None:
         if len(items) == 1 and not items[0].device_filter:
             only = items[0]
@@ -272,30 +295,31 @@ def expected_layout(config: str, model: GpuModel | None) -> Layout | None:
     return Layout(True, dict(item.mig_devices))
 
 
-def profiles_of_config(config: str) -> frozenset[str]:
-    """The profiles a config of the default file makes on whatever GPU it applies to; empty
-    when that depends on the GPU (device filters) or the name is not in the file."""
-    items = catalogue().configs.get(config, ())
-    if len(items) != 1 or items[0].device_filter:
+def profiles_of_config(config: str, configs: Configs | None = None) -> frozenset[str]:
+    """The profiles a config makes on whatever GPU it applies to; empty when that depends on
+    the GPU (device filters, indices) or the name is not in the file."""
+    items = _configs(configs).get(config, ())
+    if len(items) != 1 or items[0].device_filter or items[0].devices != "all":
         return frozenset()
     return frozenset(items[0].mig_devices)
 
 
-def config_names(model: GpuModel) -> list[str]:
-    """Every config of the default file whose layout on this model is known."""
+def config_names(model: GpuModel, configs: Configs | None = None) -> list[str]:
+    """Every config of the file whose layout on this model is known."""
     names = []
-    for config in catalogue().configs:
-        layout = expected_layout(config, model)
+    for config in _configs(configs):
+        layout = expected_layout(config, model, configs)
         if layout is not None and layout.devices is not None and layout.mig_enabled is not None:
             names.append(config)
     return names
 
 
-def standard_layouts(model: GpuModel) -> dict[str, dict[str, int]]:
-    """config → per-GPU MIG devices, for every config that makes MIG devices on this model."""
+def standard_layouts(model: GpuModel, configs: Configs | None = None) -> dict[str, dict[str, int]]:
+    """config → per-GPU MIG devices, for every config of the file (NVIDIA's default when None)
+    that makes MIG devices on this model."""
     layouts = {}
-    for config in config_names(model):
-        layout = expected_layout(config, model)
+    for config in config_names(model, configs):
+        layout = expected_layout(config, model, configs)
         if layout is not None and layout.mig_enabled and layout.devices:
             layouts[config] = dict(layout.devices)
     return layouts

@@ -105,8 +105,10 @@ def layout_findings(
     *,
     slices: Sequence[dict[str, Any]] = (),
     dra: bool = False,
+    operator: tuple[dict[str, Any], tuple[dict[str, Any], ...] | None] | None = None,
 ) -> list[Finding]:
-    """The node's mig-layout-mismatch findings; `dra`: the DRA driver's kubelet plugin runs."""
+    """The node's mig-layout-mismatch findings; `dra`: the DRA driver's kubelet plugin runs;
+    `operator`: the GPU operator's ClusterPolicy and the ConfigMaps read beside it."""
     the_node = Node.from_api(raw)
     evidence = {}
     if probe is not None:
@@ -118,7 +120,15 @@ def layout_findings(
         resource_slices=tuple(ResourceSlice.from_api(s) for s in slices),
         dra_plugin_nodes=plugin_nodes_of([Pod.from_api(plugin_pod(NODE))] if dra else []),
     )
-    result = diagnose(DiagnosisInput(snapshot=snapshot, now=NOW, node_evidence=evidence))
+    policy, configmaps = operator if operator is not None else (None, ())
+    inp = DiagnosisInput(
+        snapshot=snapshot,
+        now=NOW,
+        node_evidence=evidence,
+        cluster_policy=policy,
+        mig_configmaps=configmaps,
+    )
+    result = diagnose(inp)
     assert result.rule_errors == []
     return [f for f in result.findings if f.id == "mig-layout-mismatch"]
 
@@ -485,4 +495,58 @@ def test_a_dra_node_of_unknown_model_is_held_to_the_profiles_its_config_names() 
     assert found.severity == "warning"
     assert found.summary.endswith(
         "but publishes MIG devices 2×1g.24gb + 1×2g.48gb, all-1g.24gb asks only 1g.24gb"
+    )
+
+
+# -- the cluster's own mig-parted file -----------------------------------------------------------
+
+# A ClusterPolicy naming a custom file, and that file's ConfigMap (NVIDIA/gpu-operator v26.7.0
+# api/nvidia/v1/clusterpolicy_types.go spec.migManager.config.name, status.namespace;
+# assets/state-mig-manager/0400_configmap.yaml for the ConfigMap's shape)
+POLICY = {
+    "metadata": {"name": "cluster-policy"},
+    "spec": {"migManager": {"enabled": True, "config": {"name": "custom-mig-config"}}},
+    "status": {"state": "ready", "namespace": "gpu-operator"},
+}
+THREE = {"2g.10gb": 3}
+
+
+def custom_file(per_gpu: dict[str, int]) -> dict[str, Any]:
+    devices = "".join(f'        "{p}": {n}\n' for p, n in per_gpu.items())
+    text = (
+        "version: v1\nmig-configs:\n  all-1g.5gb:\n    - devices: all\n"
+        f"      mig-enabled: true\n      mig-devices:\n{devices}"
+    )
+    return {
+        "metadata": {"name": "custom-mig-config", "namespace": "gpu-operator"},
+        "data": {"config.yaml": text},
+    }
+
+
+def test_a_name_the_cluster_s_file_defines_otherwise_is_judged_by_that_file() -> None:
+    """`all-1g.5gb` means 3×2g.10gb in this cluster: a node serving that is right, and one
+    serving NVIDIA's 7×1g.5gb is the mismatch."""
+    operator = (POLICY, (custom_file(THREE),))
+    assert layout_findings(node(resources=mixed({"2g.10gb": 24})), operator=operator) == []
+    found = the_finding(node(resources=mixed({"1g.5gb": 56})), operator=operator)
+    assert found.summary.startswith(
+        f"{NODE}: nvidia.com/mig.config=all-1g.5gb (3×2g.10gb per GPU) but advertises "
+    )
+    assert ("cluster", "all-1g.5gb as ConfigMap gpu-operator/custom-mig-config defines it") in (
+        said(found)
+    )
+    # without the operator's file, NVIDIA's default meaning holds
+    assert layout_findings(node(resources=mixed({"1g.5gb": 56}))) == []
+
+
+def test_an_operator_file_not_read_or_missing_leaves_the_layout_unknown() -> None:
+    wrong = node(resources=mixed({"1g.5gb": 56}))
+    assert layout_findings(wrong, operator=(POLICY, None)) == []  # refused: nothing judged
+    assert layout_findings(wrong, operator=(POLICY, ())) == []  # named, not there
+    # what does not depend on the layout is still judged, and says why the layout is unknown
+    found = the_finding(node(), operator=(POLICY, ()))
+    assert found.summary == (
+        f"{NODE}: nvidia.com/mig.config=all-1g.5gb (expected layout unknown: no ConfigMap "
+        "gpu-operator/custom-mig-config: mig-manager's file is not in the cluster) but "
+        "advertises no nvidia.com/gpu and no nvidia.com/mig-* resources"
     )

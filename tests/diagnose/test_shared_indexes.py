@@ -271,9 +271,9 @@ def test_a_mig_configs_layout_is_worked_out_once_per_gpu_model(
     assert h100 is not None and a100 is not None
     worked: list[tuple[str, str]] = []
 
-    def counted(config: str, model: object) -> object:
+    def counted(config: str, model: object, configs: object) -> object:
         worked.append((config, getattr(model, "name", "?")))
-        return expected_layout(config, model)  # type: ignore[arg-type]
+        return expected_layout(config, model, configs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(mig_layout, "expected_layout", counted)
     inp = cluster()
@@ -286,7 +286,10 @@ def test_a_mig_configs_layout_is_worked_out_once_per_gpu_model(
         ("all-balanced", a100[0]),
         ("all-balanced", None),
     ]
-    layouts = [mig_layout._expected_layout(inp, config, model) for config, model in asked]
+    configs = mig_layout.node_configs(inp, "any")  # no ClusterPolicy: NVIDIA's default file
+    layouts = [
+        mig_layout._expected_layout(inp, config, model, configs) for config, model in asked
+    ]
     assert layouts == [expected_layout(config, model) for config, model in asked]
     assert layouts[0] != layouts[1]  # the same config means another layout on another GPU
     assert worked == [

@@ -578,10 +578,10 @@ class DraNode:
         self, uuids: frozenset[str], written: datetime | None, restarted: bool = False,
         client: Any = None, config: str = "",
     ) -> tuple[str | None, bool]:  # fmt: skip
-        ctx = self.ctx(client)
+        ctx, read = self.ctx(client), self.ctx()  # the target read beside the reads judged
         if config:
-            ctx.params["config"] = config
-        target = resolve_target(ctx)
+            ctx.params["config"] = read.params["config"] = config
+        target = resolve_target(read)
         return ResumeGpuOperands._published(ctx, target, 1, uuids, written, restarted)
 
     def plugins(self) -> list[str]:

@@ -722,7 +722,10 @@ def test_the_preflight_plan_shows_the_layout_and_only_read_only_questions(
         ("systemctl", "is-active", "nvidia-mig-manager.service"),
         ("systemctl", "is-enabled", "nvidia-mig-manager.service"),
     ]
-    assert plan.notes[0] == "config all-1g.10gb on 8 × H100-80GB: per GPU 7×1g.10gb"
+    assert plan.notes[0] == (
+        "config all-1g.10gb on 8 × H100-80GB: per GPU 7×1g.10gb "
+        "(from NVIDIA's default mig-parted file (mig-parted v0.15.0))"
+    )
     assert plan.notes[1] == "MIG strategy mixed: expect allocatable nvidia.com/mig-1g.10gb=56"
     assert not shell.ran
 

@@ -5,8 +5,12 @@ ResourceSlices (`gpu.nvidia.com`, one `type=mig` device per MIG device that exis
 NVIDIA/k8s-dra-driver-gpu@v25.8.0 cmd/gpu-kubelet-plugin/nvlib.go getMigDevices). A DRA node
 advertises no `nvidia.com/*` resources, and that is normal there.
 
-The expected layout is the one NVIDIA's default mig-parted file gives that name on the
-node's GPU model (`mignurse.gpu.catalogue`, `mignurse.gpu.models`): the same name means 7×
+The expected layout is the one the node's mig-parted file gives that name on the node's GPU
+model: the file the GPU operator's mig-manager reads for the node (`mignurse.gpu.clusterconfig`:
+the ConfigMap its ClusterPolicy names, the one mig-manager publishes for the node, or the
+operator's default), or NVIDIA's default file where no operator runs (`mignurse.gpu.catalogue`,
+`mignurse.gpu.models`). When the operator's file cannot be read, the layout is unknown rather
+than taken from another file. In NVIDIA's default file the same name means 7×
 on an 80 GB GPU and 4× on an A100-40GB, or nothing at all on a GPU its device filters do
 not name. The model comes from the GPU's PCI device id, its exact product name, Karpenter's
 GPU name or the instance type; when it is unknown, or its sources disagree, the finding says
@@ -18,7 +22,9 @@ Nodes whose `mig.config.state` is pending, rebooting or failed are mid-change or
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from mignurse.diagnose.findings import (
     CRITICAL,
@@ -38,6 +44,8 @@ from mignurse.diagnose.rules.mig_hook import (
     node_evidence_of,
 )
 from mignurse.diagnose.supply import SOURCE_SLICES, Supply, supply_of
+from mignurse.gpu.catalogue import Configs
+from mignurse.gpu.clusterconfig import ConfigUnreadable, MigConfigs, for_node
 from mignurse.gpu.profiles import (
     MIG_INVALID,
     MODEL_UNKNOWN,
@@ -148,7 +156,7 @@ def _compare_gpus(
 
 
 def _compare_advertised(
-    node: Node, layout: Layout | None, ident: GpuIdentity, config: str
+    node: Node, layout: Layout | None, ident: GpuIdentity, config: str, configs: Configs
 ) -> tuple[list[str], bool]:
     """Mismatches between the layout and the device plugin's resources, and whether the
     node advertises nothing usable where a MIG layout is asked for."""
@@ -187,7 +195,7 @@ def _compare_advertised(
             ], False
         return [], False
     # The model is unknown, but a config for any GPU names its profiles all the same.
-    asked = profiles_of_config(config)
+    asked = profiles_of_config(config, configs)
     if asked and set(slices) - asked:
         only = ", ".join(sorted(asked))
         return [f"advertises {describe_counts(slices)}, {config} asks only {only}"], False
@@ -195,7 +203,7 @@ def _compare_advertised(
 
 
 def _compare_published(
-    supply: Supply, layout: Layout | None, ident: GpuIdentity, config: str
+    supply: Supply, layout: Layout | None, ident: GpuIdentity, config: str, configs: Configs
 ) -> tuple[list[str], bool]:
     """Mismatches between the layout and the MIG devices the NVIDIA DRA driver publishes for
     the node, and whether it publishes nothing usable where a layout is asked for."""
@@ -242,7 +250,7 @@ def _compare_published(
                 f"{describe_counts(layout.devices)}"
             )
         return problems, False
-    asked = profiles_of_config(config)
+    asked = profiles_of_config(config, configs)
     if asked and set(migs) - asked:
         only = ", ".join(sorted(asked))
         problems.append(f"publishes MIG devices {describe_counts(migs)}, {config} asks only {only}")
@@ -255,7 +263,9 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     mig = evidence.mig if evidence is not None else None
     ok_mig = mig if mig is not None and mig.status == PROBE_OK else None
     ident = identify_gpus(node, ok_mig)
-    layout = _expected_layout(inp, config, ident.model)
+    configs = node_configs(inp, node.name)
+    layout = _expected_layout(inp, config, ident.model, configs)
+    known = configs.configs if isinstance(configs, MigConfigs) else {}
 
     problems: list[str] = []
     found: list[Evidence] = []
@@ -269,12 +279,12 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     # A NotReady node's device plugin cannot register: its resources say nothing of MIG.
     if node.ready_status == "Ready" and not young:
         if supply.dra:
-            published, critical = _compare_published(supply, layout, ident, config)
+            published, critical = _compare_published(supply, layout, ident, config, known)
             problems.extend(published)
             found.extend(Evidence(None, SOURCE_SLICES, p) for p in published)
         if not supply.dra or node.gpu_allocatable:
             # the device plugin's resources, also where it runs beside the DRA driver
-            advertised, zero = _compare_advertised(node, layout, ident, config)
+            advertised, zero = _compare_advertised(node, layout, ident, config, known)
             problems.extend(advertised)
             critical = critical or zero
             found.extend(Evidence(None, "node", p) for p in advertised)
@@ -284,6 +294,10 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
     summary = f"{node.name}: {LABEL_MIG_CONFIG}={_asks(config, layout)} but {problems[0]}{more}"
     found.extend(_node_gpus(node, ident, supply))
+    if isinstance(configs, MigConfigs):
+        found.append(Evidence(None, "cluster", f"{config} as {configs.source} defines it"))
+        if configs.note:
+            found.append(Evidence(None, "cluster", configs.note))
     if evidence is not None:
         found.extend(evidence_problems(evidence))
     return Finding(
@@ -302,16 +316,47 @@ def _node_finding(inp: DiagnosisInput, node: Node) -> Finding | None:
     )
 
 
-def _expected_layout(inp: DiagnosisInput, config: str, model: GpuModel | None) -> Layout | None:
-    """`expected_layout`, worked out once per config and GPU model: a fleet has thousands of
-    nodes but a handful of both."""
-    # By the model's id, the model kept beside its layout so that the id is never reused.
-    known: dict[tuple[str, int], tuple[GpuModel | None, Layout | None]] = inp.memo(
+def node_configs(inp: DiagnosisInput, node: str) -> MigConfigs | str:
+    """The mig-parted file mig-manager reads for the node, or why it is not known."""
+    if inp.cluster_policy is not None and inp.mig_configmaps is None:
+        return "the GPU operator's mig-parted ConfigMaps were not read"
+    maps: dict[tuple[str, str], Mapping[str, Any]] = inp.memo(
+        f"{MIG_LAYOUT_MISMATCH}.configmaps", lambda: _by_key(inp.mig_configmaps or ())
+    )
+    parsed: dict[tuple[str, str], MigConfigs | ConfigUnreadable] = inp.memo(
+        f"{MIG_LAYOUT_MISMATCH}.files", dict
+    )
+    try:
+        return for_node(inp.cluster_policy, node, lambda ns, name: maps.get((ns, name)), parsed)
+    except ConfigUnreadable as exc:
+        return str(exc)
+
+
+def _by_key(configmaps: tuple[Mapping[str, Any], ...]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    out = {}
+    for configmap in configmaps:
+        meta = configmap.get("metadata")
+        if isinstance(meta, Mapping):
+            out[(str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = configmap
+    return out
+
+
+def _expected_layout(
+    inp: DiagnosisInput, config: str, model: GpuModel | None, configs: MigConfigs | str
+) -> Layout | None:
+    """`expected_layout`, worked out once per config, GPU model and file: a fleet has
+    thousands of nodes but a handful of each."""
+    if isinstance(configs, str):
+        return Layout(None, None, configs)
+    # By the model's and file's ids, both kept beside the layout so that no id is reused.
+    known: dict[tuple[str, int, int], tuple[Any, Layout | None]] = inp.memo(
         f"{MIG_LAYOUT_MISMATCH}.layouts", dict
     )
-    held = known.get((config, id(model)))
+    key = (config, id(model), id(configs.configs))
+    held = known.get(key)
     if held is None:
-        held = known[(config, id(model))] = (model, expected_layout(config, model))
+        layout = expected_layout(config, model, configs.configs)
+        held = known[key] = ((model, configs), layout)
     return held[1]
 
 

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
         read_cluster_policy,
         read_daemonsets,
         read_history,
+        read_mig_configmaps,
+        read_operator,
     )
     from mignurse.diagnose.sources.offline import load_offline
 
@@ -40,6 +42,8 @@ _HOMES = {
     "load_live": "live",
     "load_offline": "offline",
     "read_cluster_policy": "live",
+    "read_mig_configmaps": "live",
+    "read_operator": "live",
     "read_daemonsets": "live",
     "read_history": "live",
 }
@@ -56,6 +60,8 @@ __all__ = [
     "read_cluster_policy",
     "read_daemonsets",
     "read_history",
+    "read_mig_configmaps",
+    "read_operator",
 ]
 
 

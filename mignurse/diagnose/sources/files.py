@@ -47,6 +47,7 @@ CLUSTER_DOCUMENTS = (
     "pods",
     "karpenter",
     "clusterpolicy",
+    "migconfigmaps",
     "nodegroups",
     "resourceslices",
     "resourceclaims",

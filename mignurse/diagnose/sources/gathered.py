@@ -36,6 +36,7 @@ class Gathered:
     node_evidence: dict[str, NodeEvidence] = field(default_factory=dict)
     karpenter: KarpenterSettings | None = None
     cluster_policy: dict[str, Any] | None = None
+    mig_configmaps: tuple[dict[str, Any], ...] | None = ()  # None: not read
     collected_at: datetime | None = None
     context: str = ""
     notices: list[str] = field(default_factory=list)
@@ -88,6 +89,7 @@ class Gathered:
             node_evidence=self.node_evidence,
             karpenter=self.karpenter,
             cluster_policy=self.cluster_policy,
+            mig_configmaps=self.mig_configmaps,
             nodegroups=self.nodegroups,
             daemonsets=self.daemonsets,
             gpu_plugin_pods=self.gpu_plugin_pods,

@@ -5,12 +5,15 @@ lifecycles and condition flips (read-only: a running `mignurse watch` keeps writ
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mignurse.cluster.client import (
+    CLUSTER_POLICIES,
+    CONFIGMAPS,
     DEPLOYMENTS,
     ClusterClient,
     ClusterError,
@@ -29,6 +32,7 @@ from mignurse.diagnose.inputs import (
 )
 from mignurse.diagnose.mng import parse_nodegroups
 from mignurse.diagnose.sources.gathered import Gathered
+from mignurse.gpu import clusterconfig
 
 if TYPE_CHECKING:
     from mignurse.cluster.history import HistoryStore
@@ -36,9 +40,6 @@ if TYPE_CHECKING:
 HISTORY_WINDOW = timedelta(hours=6)
 KARPENTER_LOCATIONS = (("kube-system", "karpenter"), ("karpenter", "karpenter"))
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", namespaced=True)
-# The GPU operator's one cluster-scoped custom resource (NVIDIA/gpu-operator v26.7.0
-# api/nvidia/v1/clusterpolicy_types.go: group nvidia.com, version v1, scope Cluster).
-CLUSTER_POLICIES = Resource("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy")
 
 
 def load_live(
@@ -60,7 +61,7 @@ def load_live(
     daemonset_notices: list[str] = []
     daemonsets_read = begun(lambda: read_daemonsets(client, daemonset_notices))
     policy_notices: list[str] = []
-    policy_read = begun(lambda: read_cluster_policy(client, policy_notices))
+    policy_read = begun(lambda: read_operator(client, policy_notices))
     plugin_pods_read = begun(lambda: load_gpu_plugin_pods(client))
     loaded = load_snapshot(
         client, with_events=True, event_kinds=event_kinds, events_not_about=UNJUDGED_KIND
@@ -90,7 +91,7 @@ def load_live(
         gathered.notices.extend(karpenter_notices)
     gathered.daemonsets = daemonsets_read()
     gathered.notices.extend(daemonset_notices)
-    gathered.cluster_policy = policy_read()
+    gathered.cluster_policy, gathered.mig_configmaps = policy_read()
     gathered.notices.extend(policy_notices)
     try:
         gathered.gpu_plugin_pods = plugin_pods_read()
@@ -159,6 +160,49 @@ def read_cluster_policy(client: ClusterClient, notices: list[str]) -> dict[str, 
         )
         return None
     return dict(items[0]) if items else None
+
+
+def read_operator(
+    client: ClusterClient, notices: list[str]
+) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], ...] | None]:
+    """The ClusterPolicy and the ConfigMaps its mig-manager may read (`read_mig_configmaps`)."""
+    policy = read_cluster_policy(client, notices)
+    return policy, read_mig_configmaps(client, policy, notices)
+
+
+def read_mig_configmaps(
+    client: ClusterClient, policy: dict[str, Any] | None, notices: list[str]
+) -> tuple[dict[str, Any], ...] | None:
+    """The ConfigMaps mig-manager may read its mig-parted file from (`gpu.clusterconfig`):
+    the one the ClusterPolicy names, else the operator's default and those mig-manager
+    publishes per node (found by their labels). () where no operator runs or the ClusterPolicy
+    names no readable place (each node's finding says why); None, with one notice, where
+    they cannot be read."""
+    try:
+        where = clusterconfig.wanted(policy, "")
+    except clusterconfig.ConfigUnreadable:
+        return ()
+    if where is None:
+        return ()
+    namespace, names = where
+    found: list[dict[str, Any]] = []
+    try:
+        if len(names) > 1:  # no name: the per-node files, then the default
+            found += client.list(
+                CONFIGMAPS,
+                dict,
+                namespace=namespace,
+                label_selector=clusterconfig.GENERATED_SELECTOR,
+            ).items
+        with contextlib.suppress(NotFound):  # the named one, or the default
+            found.append(client.get(CONFIGMAPS, names[-1], namespace))
+    except ClusterError as exc:
+        notices.append(
+            f"cannot read the GPU operator's mig-parted ConfigMaps in {namespace} ({exc}): "
+            "mig-layout-mismatch does not judge layouts where it cannot tell what they mean"
+        )
+        return None
+    return tuple(found)
 
 
 def karpenter_settings(client: ClusterClient, notices: list[str]) -> KarpenterSettings | None:

@@ -185,6 +185,14 @@ def _load(files: BundleFiles) -> Gathered:
         )
         karpenter = settings[0] if settings else None
     policy_items = _items(doc("clusterpolicy"), "clusterpolicy.json")
+    configmaps_doc = doc("migconfigmaps")
+    mig_configmaps = (
+        tuple(_items(configmaps_doc, "migconfigmaps.json"))
+        if configmaps_doc is not None
+        else None
+        if policy_items
+        else ()
+    )
     nodegroups_doc = doc("nodegroups")
     nodegroups, nodegroup_problems = (
         parse_nodegroups(nodegroups_doc) if nodegroups_doc is not None else ({}, [])
@@ -204,6 +212,7 @@ def _load(files: BundleFiles) -> Gathered:
         snapshot=snapshot,
         karpenter=karpenter,
         cluster_policy=policy_items[0] if policy_items else None,
+        mig_configmaps=mig_configmaps,
         collected_at=snapshot.taken_at,
         context=str(manifest.get("context") or "") if isinstance(manifest, dict) else "",
         pods=with_gpu_claims(pods, resource_claims),

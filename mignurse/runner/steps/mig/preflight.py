@@ -126,7 +126,9 @@ class MigPreflight(Action):
         gpus = f"{target.gpus} × " if target.gpus else ""
         notes = [
             f"config {target.config} on {gpus}{target.family.name}: per GPU "
-            + (describe_counts(target.per_gpu) if target.layout.mig_enabled else "MIG off"),
+            + (describe_counts(target.per_gpu) if target.layout.mig_enabled else "MIG off")
+            + f" (from {target.configs.source})",
+            *([f"note: {target.configs.note}"] if target.configs.note else []),
             f"MIG strategy {target.strategy}: expect allocatable "
             + ", ".join(f"{r}={n}" for r, n in target.expected_resources().items()),
             f"now: {LABEL_MIG_CONFIG}={labels.get(LABEL_MIG_CONFIG, '(none)')}, "

@@ -3,13 +3,20 @@
 (`gpu/profiles.py`) and MIG strategy (`MigTarget`, `resolve_target`); the refusal of a
 Bottlerocket node, which makes its layout itself; and the mig-parted config file holding
 only the chosen layout.
+
+The layout a name means is read from the file the GPU operator's mig-manager reads for the
+node (`gpu/clusterconfig.py`: the ClusterPolicy's ConfigMap, the one mig-manager builds for
+the node, or the operator's default), so that the GPUs end as mig-manager would leave them
+when it is turned back on; NVIDIA's default file only where no ClusterPolicy is served. When
+the operator's file cannot be read, the run stops: a layout from another file may differ.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from mignurse.cluster.client import CLUSTER_POLICIES, CONFIGMAPS, ClusterError, NotFound
 from mignurse.gpu.bottlerocket import (
     BottlerocketError,
     apiclient_command,
@@ -18,13 +25,14 @@ from mignurse.gpu.bottlerocket import (
     settings_for,
     version_tuple,
 )
+from mignurse.gpu.clusterconfig import ConfigUnreadable, MigConfigs, built_in, for_node
 from mignurse.gpu.models import GpuModel
 from mignurse.gpu.profiles import (
     Layout,
+    config_names,
     describe_counts,
     expected_layout,
     identify_gpus,
-    standard_layouts,
     strategy,
 )
 from mignurse.model import (
@@ -36,6 +44,7 @@ from mignurse.model import (
 from mignurse.runner.step import (
     StepContext,
     StepFailed,
+    transient,
 )
 from mignurse.runner.steps.kube import get_node
 
@@ -49,6 +58,7 @@ class MigTarget:
     gpus: int | None
     layout: Layout
     strategy: str
+    configs: MigConfigs = field(default_factory=built_in)  # the file `layout` is from
 
     @property
     def per_gpu(self) -> dict[str, int]:
@@ -64,10 +74,45 @@ class MigTarget:
         return {f"{RESOURCE_MIG_PREFIX}{p}": n * count for p, n in self.per_gpu.items()}
 
 
-def valid_configs(family: GpuModel) -> list[str]:
-    """The config names mignurse can write for a GPU family."""
-    names = ["all-disabled", "all-enabled", *standard_layouts(family)]
-    return list(dict.fromkeys(names))
+def valid_configs(family: GpuModel, configs: MigConfigs) -> list[str]:
+    """The config names of a mig-parted file mignurse can write for a GPU family: MIG off and
+    on where the file has them, and every layout it knows on that family."""
+    names = [n for n in ("all-disabled", "all-enabled") if n in configs.configs]
+    return list(dict.fromkeys(names + config_names(family, configs.configs)))
+
+
+def cluster_configs(ctx: StepContext) -> MigConfigs:
+    """The mig-parted file mig-manager reads for the step's node; StepFailed (one line) when
+    the operator runs and its file cannot be read."""
+    try:
+        policies = ctx.client.list(CLUSTER_POLICIES, dict).items
+    except NotFound:
+        policies = []  # the CRD is not served: no GPU operator
+    except ClusterError as exc:
+        raise StepFailed(
+            f"cannot read the GPU operator's ClusterPolicy ({exc}): the MIG layouts come from "
+            "the file its mig-manager reads",
+            retryable=transient(exc),
+        ) from None
+
+    def read(namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return ctx.client.get(CONFIGMAPS, name, namespace)
+        except NotFound:
+            return None
+        except ClusterError as exc:
+            if transient(exc):
+                raise StepFailed(
+                    f"cannot read ConfigMap {namespace}/{name}: {exc}", retryable=True
+                ) from None
+            raise ConfigUnreadable(f"cannot read ConfigMap {namespace}/{name} ({exc})") from None
+
+    try:
+        return for_node(dict(policies[0]) if policies else None, ctx.node, read)
+    except ConfigUnreadable as exc:
+        raise StepFailed(
+            f"{exc}: the layout must be the one mig-manager would apply, so nothing is changed"
+        ) from None
 
 
 def bottlerocket_refusal(node: Node, config: str) -> str | None:
@@ -116,12 +161,14 @@ def resolve_target(ctx: StepContext) -> MigTarget:
             "MIG layouts are per GPU model"
         )
     family = identity.model
-    valid = valid_configs(family)
+    configs = cluster_configs(ctx)
+    valid = valid_configs(family, configs)
     if config not in valid:
         raise StepFailed(
-            f"unknown MIG config {config!r} for {family.name}: use one of {', '.join(valid)}"
+            f"unknown MIG config {config!r} for {family.name} in {configs.source}: use one of "
+            + ", ".join(valid)
         )
-    layout = expected_layout(config, family)
+    layout = expected_layout(config, family, configs.configs)
     if layout is None or layout.devices is None or layout.mig_enabled is None:
         note = layout.note if layout is not None else "not a standard layout"
         raise StepFailed(f"cannot build MIG config {config!r} for {family.name}: {note}")
@@ -132,7 +179,7 @@ def resolve_target(ctx: StepContext) -> MigTarget:
             "uses the single MIG strategy: the device plugin would advertise it as INVALID; "
             "choose an all-<profile> config"
         )
-    return MigTarget(node, raw, config, family, identity.count, layout, mode)
+    return MigTarget(node, raw, config, family, identity.count, layout, mode, configs)
 
 
 def migparted_config(config: str, layout: Layout) -> str:
