@@ -65,6 +65,8 @@ _VERBS: dict[str, tuple[str, ...]] = {
     "nodepools": ("create", "get", "list", "patch", "update", "watch"),
     "ec2nodeclasses": ("get", "list", "patch", "update", "watch"),
     "customresourcedefinitions": ("get", "list", "watch"),
+    "configmaps": ("get", "list", "watch"),
+    "clusterpolicies": ("get", "list", "watch"),
     "nodediagnostics": ("create", "delete", "get", "list", "patch", "update", "watch"),
 }
 _CATEGORIES = {
@@ -119,10 +121,11 @@ def catalogue(
     resource_versions: tuple[str, ...] = (),
     *,
     node_diagnostics: bool = False,
+    cluster_policies: bool = False,
 ) -> Catalogue:
     """What is served for a cluster with or without Karpenter, with the `resource.k8s.io`
-    versions its control plane turns on, and with or without the node monitoring agent's
-    NodeDiagnostic CRD."""
+    versions its control plane turns on, with or without the node monitoring agent's
+    NodeDiagnostic CRD, and with or without the GPU operator's ClusterPolicy CRD."""
     out: Catalogue = {}
     _add_built_in(out)
     _add_resource_api(out, resource_versions)
@@ -145,6 +148,15 @@ def catalogue(
             (),
             (Sub("status", rtype.kind, rtype.group, rtype.version, _STATUS),),
         )
+    if cluster_policies:
+        rtype = RESOURCES["clusterpolicies"]
+        out[(rtype.group, rtype.version, rtype.plural)] = Served(
+            rtype,
+            _VERBS["clusterpolicies"],
+            "store",
+            (),
+            (Sub("status", rtype.kind, rtype.group, rtype.version, ("get",)),),
+        )
     return out
 
 
@@ -153,7 +165,7 @@ def _add_built_in(out: Catalogue) -> None:
     for plural, rtype in RESOURCES.items():
         if (
             plural in KARPENTER_PLURALS
-            or plural in ("customresourcedefinitions", "nodediagnostics")
+            or plural in ("customresourcedefinitions", "nodediagnostics", "clusterpolicies")
             or rtype.group == resourceapi.GROUP
         ):
             continue
@@ -252,6 +264,7 @@ def group_versions(served: Catalogue) -> list[tuple[str, str]]:
         "eks.amazonaws.com",  # custom resources' groups follow, by name
         "karpenter.k8s.aws",
         "karpenter.sh",
+        "nvidia.com",
     ]
     versions: dict[str, set[str]] = {}
     for s in served.values():

@@ -404,7 +404,8 @@ class DraDriver:
         it = hardware.instance_type(machine.pool.instance_type)
         if it.gpu is None or not config or config == "all-disabled":
             return None
-        return it.gpu.mig_layouts.get(config)
+        layouts = self.loops.mig_files.layouts(it.gpu, machine.node, config)
+        return (it.gpu.mig_layouts if layouts is None else layouts).get(config)
 
     def plugin_pod_running(self, machine: Machine) -> None:
         """The plugin's pod starts on a node whose pod network is up (a Ready node)."""

@@ -9,6 +9,7 @@ its MIG layouts (the same tables the diagnosis rules judge layouts by, from `mig
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mignurse.gpu.models import model_named
@@ -34,6 +35,9 @@ class GpuModel:
     compute_major: int
     compute_minor: int
     mig_layouts: dict[str, dict[str, int]] = field(default_factory=dict)  # per GPU
+    # mignurse.gpu's name for the model the layouts are read for: a cluster's own mig-parted
+    # file (mignurse.sim.operator_config) is read for it too
+    catalogue_model: str = ""
 
     @property
     def mig_capable(self) -> bool:
@@ -47,10 +51,22 @@ _A100_40_LAYOUTS = standard_layouts(model_named("A100-40GB"))
 _RTX_PRO_6000_LAYOUTS = standard_layouts(model_named("RTX-PRO-6000-Server"))
 
 GPU_MODELS: dict[str, GpuModel] = {
-    "h100": GpuModel("h100", "NVIDIA-H100-80GB-HBM3", 81920, 81559, "hopper", 9, 0, _H100_LAYOUTS),
-    "h200": GpuModel("h200", "NVIDIA-H200", 144384, 143771, "hopper", 9, 0, _H200_LAYOUTS),
+    "h100": GpuModel(
+        "h100", "NVIDIA-H100-80GB-HBM3", 81920, 81559, "hopper", 9, 0, _H100_LAYOUTS, "H100-80GB"
+    ),
+    "h200": GpuModel(
+        "h200", "NVIDIA-H200", 144384, 143771, "hopper", 9, 0, _H200_LAYOUTS, "H200-141GB"
+    ),
     "a100": GpuModel(
-        "a100", "NVIDIA-A100-SXM4-40GB", 40960, 40960, "ampere", 8, 0, _A100_40_LAYOUTS
+        "a100",
+        "NVIDIA-A100-SXM4-40GB",
+        40960,
+        40960,
+        "ampere",
+        8,
+        0,
+        _A100_40_LAYOUTS,
+        "A100-40GB",
     ),
     "l40s": GpuModel("l40s", "NVIDIA-L40S", 45776, 46068, "ada-lovelace", 8, 9),
     "l4": GpuModel("l4", "NVIDIA-L4", 22888, 23034, "ada-lovelace", 8, 9),
@@ -68,6 +84,7 @@ GPU_MODELS: dict[str, GpuModel] = {
         12,
         0,
         _RTX_PRO_6000_LAYOUTS,
+        "RTX-PRO-6000-Server",
     ),
 }
 
@@ -235,14 +252,20 @@ def instance_type(name: str) -> InstanceType:
         raise KeyError(f"unknown instance type {name!r}") from None
 
 
-def mig_resources(it: InstanceType, mig_config: str | None, strategy: str) -> dict[str, int]:
+def mig_resources(
+    it: InstanceType,
+    mig_config: str | None,
+    strategy: str,
+    layouts: Mapping[str, dict[str, int]] | None = None,
+) -> dict[str, int]:
     """Extended resources the device plugin advertises for a MIG layout (NVIDIA/k8s-device-plugin
-    internal/lm/mig-strategy.go)."""
+    internal/lm/mig-strategy.go), in `layouts` (the node's mig-parted file; None: NVIDIA's
+    built-in file, `GpuModel.mig_layouts`)."""
     if it.gpu is None:
         return {}
     if not mig_config or mig_config == "all-disabled" or not it.gpu.mig_capable:
         return {"nvidia.com/gpu": it.gpu_count}
-    layout = it.gpu.mig_layouts.get(mig_config)
+    layout = (it.gpu.mig_layouts if layouts is None else layouts).get(mig_config)
     if layout is None:
         raise ValueError(f"MIG config {mig_config!r} is not valid for {it.gpu.product}")
     if strategy == "single":

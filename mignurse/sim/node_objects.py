@@ -8,6 +8,7 @@ pure function of its `NodeSpecInput`, so a seeded scenario builds byte-identical
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from mignurse.sim.dra import quantity
@@ -50,6 +51,9 @@ class NodeSpecInput:
     extra_labels: dict[str, str] = field(default_factory=dict)
     mig_config: str | None = None
     mig_strategy: str = "mixed"
+    # config → MIG devices per GPU of the file the node's mig-manager reads (None: NVIDIA's
+    # built-in file; mignurse.sim.operator_config)
+    mig_layouts: Mapping[str, dict[str, int]] | None = None
     taints: tuple[JsonDict, ...] = ()
     gpu_resources: bool = True
     driver_version: str = DEFAULT_NVIDIA_DRIVER
@@ -204,7 +208,8 @@ def _gpu_labels(n: NodeSpecInput) -> dict[str, str]:
         if n.mig_config:
             labels["nvidia.com/mig.config"] = n.mig_config
             if n.gpu_resources and not n.dra and n.mig_config != "all-disabled":
-                for res, count in mig_resources(it, n.mig_config, n.mig_strategy).items():
+                resources = mig_resources(it, n.mig_config, n.mig_strategy, n.mig_layouts)
+                for res, count in resources.items():
                     if res.startswith("nvidia.com/mig-"):
                         labels[f"{res}.count"] = str(count)
     return labels
@@ -237,7 +242,7 @@ def node_resources(n: NodeSpecInput) -> tuple[dict[str, str], dict[str, str]]:
     if it.efa:
         capacity["vpc.amazonaws.com/efa"] = allocatable["vpc.amazonaws.com/efa"] = str(it.efa)
     if it.gpu is not None and n.gpu_resources and not n.dra:
-        for res, count in mig_resources(it, n.mig_config, n.mig_strategy).items():
+        for res, count in mig_resources(it, n.mig_config, n.mig_strategy, n.mig_layouts).items():
             capacity[res] = allocatable[res] = str(count)
     return dict(sorted(capacity.items())), dict(sorted(allocatable.items()))
 

@@ -25,13 +25,15 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mignurse.gpu import clusterconfig
 from mignurse.gpu.models import by_product_name
+from mignurse.gpu.profiles import standard_layouts
 from mignurse.model import LABEL_COMPUTE_TYPE, Node
 from mignurse.model.fields import COMPUTE_TYPE_AUTO
 from mignurse.nodeaccess.base import CommandResult, NodeShell
@@ -110,12 +112,23 @@ class NodeSandbox:
         self._build()
 
     @classmethod
-    def for_node(cls, root: Path, node_json: dict[str, Any], *, story: str) -> NodeSandbox:
+    def for_node(
+        cls,
+        root: Path,
+        node_json: dict[str, Any],
+        *,
+        story: str,
+        mig_layouts: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> NodeSandbox:
         """A sandbox for a simulator Node object: its name, creation time, GPUs (capacity, or
         GFD's `nvidia.com/gpu.count` where the DRA driver publishes them), their NVML name,
         the driver its labels name, and on a calm node whose GPUs the DRA driver publishes the
         MIG layout its labels say was applied (`mig.config.state=success`, or user data with
-        mig-manager off). The GPU UUIDs are the node's own, as its ResourceSlice shows them."""
+        mig-manager off). The GPU UUIDs are the node's own, as its ResourceSlice shows them.
+
+        `mig_layouts`: config → MIG devices per GPU of the mig-parted file the cluster's GPU
+        operator has mig-manager read for this node (`OperatorFiles`); given, a calm node holds
+        the layout its labels say was applied in that file, whatever advertises its GPUs."""
         meta = node_json.get("metadata") or {}
         labels = meta.get("labels") or {}
         name = str(meta.get("name", "node"))
@@ -145,7 +158,10 @@ class NodeSandbox:
         published_by_dra = labels.get("nvidia.com/gpu.present") == "true" and not [
             r for r in status.get("capacity") or {} if str(r).startswith("nvidia.com/")
         ]
-        layout = _applied_layout(labels) if published_by_dra else None
+        if mig_layouts is not None:
+            layout = _applied_layout(labels, mig_layouts)
+        else:
+            layout = _applied_layout(labels) if published_by_dra else None
         if story == "healthy" and layout:
             facts["mig_mode"] = "Enabled"
             facts["mig_layout"] = layout
@@ -573,19 +589,83 @@ head -n 1 "$D/cloud-init-status.txt"
 """
 
 
-def _applied_layout(labels: dict[str, Any]) -> dict[str, int] | None:
+def _applied_layout(
+    labels: dict[str, Any], layouts: Mapping[str, Mapping[str, int]] | None = None
+) -> dict[str, int] | None:
     """The per-GPU MIG devices a node's labels say its GPUs hold: its `nvidia.com/mig.config`
-    once mig-manager wrote `success`, or with mig-manager off (user data applies it)."""
+    once mig-manager wrote `success`, or with mig-manager off (user data applies it), in
+    `layouts` (None: NVIDIA's built-in file, for the node's instance type)."""
     config = str(labels.get("nvidia.com/mig.config") or "")
     applied = labels.get("nvidia.com/mig.config.state") == "success" or (
         labels.get("nvidia.com/gpu.deploy.mig-manager") == "false"
         and "nvidia.com/mig.config.state" not in labels
     )
-    itype = str(labels.get("node.kubernetes.io/instance-type") or "")
-    if not config or not applied or itype not in hardware.INSTANCE_TYPES:
+    if not config or not applied:
         return None
-    gpu = hardware.instance_type(itype).gpu
-    return dict(gpu.mig_layouts.get(config) or {}) or None if gpu is not None else None
+    if layouts is None:
+        itype = str(labels.get("node.kubernetes.io/instance-type") or "")
+        gpu = hardware.INSTANCE_TYPES[itype].gpu if itype in hardware.INSTANCE_TYPES else None
+        layouts = gpu.mig_layouts if gpu is not None else None
+    return dict(layouts.get(config) or {}) or None if layouts is not None else None
+
+
+class OperatorFiles:
+    """The mig-parted file the cluster's GPU operator has mig-manager read for each node
+    (`mignurse.gpu.clusterconfig`), read through the product's client once per transport:
+    its ClusterPolicy (none where the type is not served, as without the operator) and the
+    ConfigMaps that names. Asked only for a calm node with a MIG config, so a cluster without
+    the operator costs the ClusterPolicy list once; the simulator's nodes follow the same file
+    (mignurse.sim.operator_config)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._policy: dict[str, Any] | None = None
+        self._policy_read = False
+        self._configmaps: dict[tuple[str, str], dict[str, Any] | None] = {}
+
+    def _cluster_policy(self) -> dict[str, Any] | None:
+        from mignurse.cluster.client import CLUSTER_POLICIES, ClusterError
+
+        if not self._policy_read:
+            try:
+                items = self.client.list(CLUSTER_POLICIES, dict).items
+            except ClusterError:  # NotFound: no GPU operator
+                items = []
+            self._policy = dict(items[0]) if items else None
+            self._policy_read = True
+        return self._policy
+
+    def _read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from mignurse.cluster.client import CONFIGMAPS, ClusterError, NotFound
+
+        key = (namespace, name)
+        if key not in self._configmaps:
+            try:
+                self._configmaps[key] = dict(self.client.get(CONFIGMAPS, name, namespace))
+            except NotFound:
+                self._configmaps[key] = None
+            except ClusterError as exc:
+                raise clusterconfig.ConfigUnreadable(f"{namespace}/{name}: {exc}") from None
+        return self._configmaps[key]
+
+    def layouts(self, node_json: dict[str, Any]) -> dict[str, dict[str, int]] | None:
+        """config → MIG devices per GPU in this node's file; None where no ClusterPolicy is
+        found or the node's GPU model is not known. A file that cannot be read gives NVIDIA's
+        built-in one, as in the simulator."""
+        meta = node_json.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        product = str(labels.get("nvidia.com/gpu.product") or "")
+        model = by_product_name(product) if product else None
+        if model is None or not labels.get("nvidia.com/mig.config"):
+            return None
+        policy = self._cluster_policy()
+        if policy is None:
+            return None
+        try:
+            configs = clusterconfig.for_node(policy, str(meta.get("name", "")), self._read).configs
+        except clusterconfig.ConfigUnreadable:
+            configs = None
+        return standard_layouts(model, configs=configs)
 
 
 def story_for(node_json: dict[str, Any]) -> str:
@@ -619,12 +699,16 @@ def sandbox_shells(client: Any, sandboxes: Path) -> Callable[[Node], NodeShell]:
     sandbox built under `sandboxes` from its Node object as the API server has it now."""
     from mignurse.cluster.client import NODES
 
+    operator = OperatorFiles(client)
+
     def shell_for(node: Node) -> NodeShell:
         raw = client.get(NODES, node.name)
         labels = (raw.get("metadata") or {}).get("labels") or {}
         if labels.get(LABEL_COMPUTE_TYPE) == COMPUTE_TYPE_AUTO:
             return NoWayIn(node.name)
-        sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story_for(raw))
+        story = story_for(raw)
+        layouts = operator.layouts(raw) if story == "healthy" else None
+        sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story, mig_layouts=layouts)
         return SandboxShell(sandbox)
 
     return shell_for

@@ -16,7 +16,7 @@ import typing
 from functools import cache
 from typing import Any
 
-from mignurse.sim import nodediag
+from mignurse.sim import nodediag, operator_config
 from mignurse.sim.crds import CrdSet
 from mignurse.sim.discovery import Catalogue, Served
 
@@ -201,6 +201,8 @@ def group_document(served: Catalogue, crds: CrdSet | None, group: str, version: 
             custom = crd_component(crds, r.plural)
         elif r.plural == nodediag.PLURAL:
             custom = custom_component(group, version, r.kind, nodediag.schema())
+        elif r.plural == operator_config.PLURAL:
+            custom = custom_component(group, version, r.kind, operator_config.schema())
         if custom is not None:
             name, schema = custom
             schemas[name] = schema

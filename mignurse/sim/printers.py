@@ -470,5 +470,11 @@ def print_resourceclaim(obj: JsonDict, now: float) -> list[Any]:
     ]
 
 
+def print_configmap(obj: JsonDict, now: float) -> list[Any]:
+    """printConfigMap: the number of keys in `data` and `binaryData`."""
+    keys = len(_dict(obj.get("data"))) + len(_dict(obj.get("binaryData")))
+    return [meta_of(obj).get("name", ""), keys, since(meta_of(obj).get("creationTimestamp"), now)]
+
+
 def print_name_age(obj: JsonDict, now: float) -> list[Any]:
     return [meta_of(obj).get("name", ""), since(meta_of(obj).get("creationTimestamp"), now)]

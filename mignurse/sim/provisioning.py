@@ -254,6 +254,7 @@ class Provisioner:
             extra_labels={},
             mig_config=pool.mig_config,
             mig_strategy=pool.mig_strategy,
+            mig_layouts=self.loops.mig_files.layouts(it.gpu),
             taints=(),
             gpu_resources=True,
             dra=pool.dra,

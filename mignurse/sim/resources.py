@@ -117,6 +117,19 @@ RESOURCES: dict[str, ResourceType] = {
             (),
             "namespace",
         ),
+        # served as the scenario writes them (`configMaps`), read only
+        ResourceType(
+            "configmaps",
+            "ConfigMap",
+            "",
+            "v1",
+            True,
+            _READ,
+            ("cm",),
+            (),
+            (),
+            "configmap",
+        ),
         ResourceType(
             "deployments",
             "Deployment",
@@ -265,6 +278,21 @@ RESOURCES: dict[str, ResourceType] = {
             (),
             ("status",),
             "nodediagnostic",
+        ),
+        # the NVIDIA GPU operator's (NVIDIA/gpu-operator v26.7.0 api/nvidia/v1
+        # clusterpolicy_types.go): served, read only, only where the scenario gives a
+        # ClusterPolicy (`clusterPolicies`; mignurse.sim.operator_config)
+        ResourceType(
+            "clusterpolicies",
+            "ClusterPolicy",
+            "nvidia.com",
+            "v1",
+            False,
+            _READ,
+            (),
+            (),
+            ("status",),
+            "clusterpolicy",
         ),
         ResourceType(
             "customresourcedefinitions",

@@ -18,7 +18,14 @@ import yaml
 
 from mignurse.sim import resourceapi
 from mignurse.sim.karpenter_versions import chart_feature_gates, parse_version
-from mignurse.sim.scenario_fields import DNS_1123_NAME, ParseContext, ScenarioError, empty_mapping
+from mignurse.sim.operator_config import MigFiles
+from mignurse.sim.scenario_fields import (
+    DNS_1123_NAME,
+    DNS_1123_SUBDOMAIN,
+    ParseContext,
+    ScenarioError,
+    empty_mapping,
+)
 from mignurse.sim.scenario_pools import parse_pool
 from mignurse.sim.scenario_spec import KarpenterSpec, PoolSpec, RbacDeny, Scenario, gate_value
 from mignurse.sim.scenario_steps import parse_timeline
@@ -41,6 +48,8 @@ _TOP = {
     "timeline",
     "generate",
     "daemonSets",
+    "configMaps",
+    "clusterPolicies",
 }
 
 
@@ -73,7 +82,10 @@ def parse_scenario(text: str, source: str) -> Scenario:
         {"user", "deny"},
     )
     deny = _parse_rbac_deny(ctx, rbac)
-    pools = _parse_pools(ctx, d, karpenter, resource_versions, kubernetes_version)
+    configmaps = _parse_configmaps(ctx, d)
+    cluster_policies = _parse_cluster_policies(ctx, d)
+    mig_files = MigFiles(cluster_policies, configmaps)
+    pools = _parse_pools(ctx, d, karpenter, resource_versions, kubernetes_version, mig_files)
     generate = _parse_generate(ctx, d)
     return Scenario(
         name=name,
@@ -96,6 +108,8 @@ def parse_scenario(text: str, source: str) -> Scenario:
         generate=generate,
         resource_api_versions=resource_versions,
         daemonsets=_parse_daemonsets(ctx, d),
+        configmaps=configmaps,
+        cluster_policies=cluster_policies,
     )
 
 
@@ -122,6 +136,85 @@ def _parse_daemonsets(ctx: ParseContext, d: LDict) -> tuple[dict[str, Any], ...]
             raise ctx.fail(at, f"{where}: DaemonSet {namespace}/{name} given twice")
         seen.add((namespace, name))
         out.append(json.loads(json.dumps(item)))  # plain dicts, as the store keeps objects
+    return tuple(out)
+
+
+def _manifest(
+    ctx: ParseContext, item: Any, where: str, line: int, kind: str, api_version: str
+) -> tuple[dict[str, Any], int]:
+    """(metadata, its line) of one manifest of `kind`, whose name is a DNS-1123 subdomain."""
+    if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict):
+        raise ctx.fail(getattr(item, "line", line), f"{where} needs metadata.name")
+    meta = item["metadata"]
+    at = getattr(meta, "line", line)
+    name = meta.get("name")
+    if not isinstance(name, str) or len(name) > 253 or not DNS_1123_SUBDOMAIN.match(name):
+        raise ctx.fail(at, f"{where}.metadata.name must be a DNS-1123 subdomain")
+    if item.get("kind", kind) != kind:
+        raise ctx.fail(ctx.line_of(item, "kind"), f"{where}.kind must be {kind}")
+    if item.get("apiVersion", api_version) != api_version:
+        raise ctx.fail(ctx.line_of(item, "apiVersion"), f"{where}.apiVersion must be {api_version}")
+    for key in ("labels", "annotations"):
+        values = meta.get(key)
+        if values is not None and (
+            not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values())
+        ):
+            raise ctx.fail(
+                ctx.line_of(meta, key), f"{where}.metadata.{key} must map names to strings"
+            )
+    return meta, at
+
+
+def _parse_configmaps(ctx: ParseContext, d: LDict) -> tuple[dict[str, Any], ...]:
+    """`configMaps`: v1 ConfigMap manifests served as written (read only), each with a name
+    and a namespace, and string `data` (and `binaryData`) values."""
+    line = ctx.line_of(d, "configMaps")
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+    for i, item in enumerate(ctx.seq(d.get("configMaps"), "configMaps", line)):
+        where = f"configMaps[{i}]"
+        meta, at = _manifest(ctx, item, where, line, "ConfigMap", "v1")
+        name, namespace = meta["name"], meta.get("namespace")
+        if not isinstance(namespace, str) or not DNS_1123_NAME.match(namespace):
+            raise ctx.fail(at, f"{where}.metadata.namespace must be a DNS-1123 name")
+        for key in ("data", "binaryData"):
+            values = item.get(key)
+            if values is None:
+                continue
+            if not isinstance(values, dict):
+                raise ctx.fail(ctx.line_of(item, key), f"{where}.{key} must be a mapping")
+            for k, v in values.items():
+                if not isinstance(v, str):
+                    raise ctx.fail(ctx.line_of(values, k), f"{where}.{key}.{k} must be a string")
+        if (namespace, name) in seen:
+            raise ctx.fail(at, f"{where}: ConfigMap {namespace}/{name} given twice")
+        seen.add((namespace, name))
+        out.append(json.loads(json.dumps(item)))  # plain dicts, as the store keeps objects
+    return tuple(out)
+
+
+def _parse_cluster_policies(ctx: ParseContext, d: LDict) -> tuple[dict[str, Any], ...]:
+    """`clusterPolicies`: the GPU operator's nvidia.com/v1 ClusterPolicy manifests served as
+    written (read only; cluster-scoped, so without a namespace). With one, the ClusterPolicy
+    type is served and the first one says which mig-parted file the nodes' layouts follow."""
+    line = ctx.line_of(d, "clusterPolicies")
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(ctx.seq(d.get("clusterPolicies"), "clusterPolicies", line)):
+        where = f"clusterPolicies[{i}]"
+        meta, at = _manifest(ctx, item, where, line, "ClusterPolicy", "nvidia.com/v1")
+        if meta.get("namespace") is not None:
+            raise ctx.fail(
+                ctx.line_of(meta, "namespace"),
+                f"{where}.metadata.namespace: a ClusterPolicy is cluster-scoped",
+            )
+        for key in ("spec", "status"):
+            if item.get(key) is not None and not isinstance(item[key], dict):
+                raise ctx.fail(ctx.line_of(item, key), f"{where}.{key} must be a mapping")
+        if meta["name"] in seen:
+            raise ctx.fail(at, f"{where}: ClusterPolicy {meta['name']} given twice")
+        seen.add(meta["name"])
+        out.append(json.loads(json.dumps(item)))
     return tuple(out)
 
 
@@ -222,13 +315,17 @@ def _parse_pools(
     karpenter: KarpenterSpec | None,
     resource_versions: tuple[str, ...],
     kubernetes_version: str,
+    mig_files: MigFiles,
 ) -> tuple[PoolSpec, ...]:
-    """`nodePools` then `nodeGroups`, checked against each other and the cluster."""
+    """`nodePools` then `nodeGroups`, checked against each other and the cluster (a pool's
+    MIG config against the mig-parted file the cluster's ClusterPolicy names)."""
     pools: list[PoolSpec] = []
     for key, kind in (("nodePools", "nodepool"), ("nodeGroups", "nodegroup")):
         seq = ctx.seq(d.get(key), key, ctx.line_of(d, key))
         for i, p in enumerate(seq):
-            pools.append(parse_pool(ctx, p, f"{key}[{i}]", seq.item_lines[i], kind))
+            pools.append(
+                parse_pool(ctx, p, f"{key}[{i}]", seq.item_lines[i], kind, mig_files=mig_files)
+            )
     names = [p.name for p in pools]
     for p in pools:
         if p.dra and not resource_versions:

@@ -16,6 +16,11 @@ from mignurse.sim.scenario_spec import parse_duration
 from mignurse.yamlfile import LDict, LList
 
 DNS_1123_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# kubernetes v1.32 staging/src/k8s.io/apimachinery/pkg/util/validation IsDNS1123Subdomain: a
+# ConfigMap's or a custom resource's name (at most 253 characters)
+DNS_1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
 
 
 class ScenarioError(Exception):

@@ -10,7 +10,8 @@ checked against the instance type it runs on. See docs/scenarios.md.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mignurse.sim import hardware, objects
 from mignurse.sim.scenario_fields import DNS_1123_NAME, ParseContext, empty_mapping
@@ -26,6 +27,9 @@ from mignurse.sim.scenario_spec import (
 )
 from mignurse.sim.scenario_steps import parse_steps, parse_taint
 from mignurse.yamlfile import LDict
+
+if TYPE_CHECKING:
+    from mignurse.sim.operator_config import MigFiles
 
 _POOL = {
     "name",
@@ -158,7 +162,17 @@ def _parse_node_repair(ctx: ParseContext, raw: Any, where: str, line: int) -> No
     )
 
 
-def parse_pool(ctx: ParseContext, raw: Any, where: str, line: int, kind: str) -> PoolSpec:
+def parse_pool(
+    ctx: ParseContext,
+    raw: Any,
+    where: str,
+    line: int,
+    kind: str,
+    *,
+    mig_files: MigFiles | None = None,
+) -> PoolSpec:
+    """One pool; its MIG config is checked against the layouts of `mig_files` (the file the
+    cluster's ClusterPolicy names; None or no ClusterPolicy: NVIDIA's built-in file)."""
     d = ctx.mapping(raw, where, line, _POOL)
     name = ctx.string(d, "name", where)
     if not DNS_1123_NAME.match(name):
@@ -170,7 +184,10 @@ def parse_pool(ctx: ParseContext, raw: Any, where: str, line: int, kind: str) ->
                 raise ctx.fail(ctx.line_of(d, key), f"{where}: {key} is for nodeGroups only")
     itype, it = _parse_instance_type(ctx, d, where)
     os_name, capacity_type, zones = _parse_placement(ctx, d, where)
-    gpu = _parse_gpu(ctx, d, where, itype, it)
+    layouts = mig_files.layouts(it.gpu) if mig_files is not None else None
+    if layouts is None:
+        layouts = it.gpu.mig_layouts if it.gpu is not None else {}
+    gpu = _parse_gpu(ctx, d, where, itype, it, layouts)
     taints = _parse_pool_taints(ctx, d, where, it)
     image = ctx.string(d, "image", where, _default_ami(name, os_name))
     lifecycles = _parse_lifecycles(ctx, d, where)
@@ -195,6 +212,7 @@ def parse_pool(ctx: ParseContext, raw: Any, where: str, line: int, kind: str) ->
         gpu.mig_config,
         gpu.mig_strategy,
         gpu.scheduling == "dra",
+        layouts,
     )
     return PoolSpec(
         kind=kind,
@@ -294,7 +312,12 @@ class _Gpu(NamedTuple):
 
 
 def _parse_gpu(
-    ctx: ParseContext, d: LDict, where: str, itype: str, it: hardware.InstanceType
+    ctx: ParseContext,
+    d: LDict,
+    where: str,
+    itype: str,
+    it: hardware.InstanceType,
+    layouts: Mapping[str, dict[str, int]],
 ) -> _Gpu:
     mig = ctx.mapping(
         d.get("mig") or empty_mapping(ctx.line_of(d, "mig")),
@@ -325,8 +348,8 @@ def _parse_gpu(
     if mig_config is not None:
         if it.gpu is None or not it.gpu.mig_capable:
             raise ctx.fail(ctx.line_of(d, "mig"), f"{where}: {itype} is not MIG-capable")
-        if mig_config != "all-disabled" and mig_config not in it.gpu.mig_layouts:
-            known = ", ".join(["all-disabled", *it.gpu.mig_layouts])
+        if mig_config != "all-disabled" and mig_config not in layouts:
+            known = ", ".join(["all-disabled", *layouts])
             raise ctx.fail(
                 ctx.line_of(mig, "config"),
                 f"{where}.mig.config {mig_config!r} is not valid for {it.gpu.product}; "
@@ -530,6 +553,7 @@ def _parse_workload(
     mig_config: str | None,
     mig_strategy: str,
     dra: bool = False,
+    layouts: Mapping[str, dict[str, int]] | None = None,
 ) -> WorkloadSpec | None:
     if raw is None:
         return None
@@ -538,9 +562,9 @@ def _parse_workload(
         "profile",
     }  # fmt: skip
     d = ctx.mapping(raw, where, line, allowed)
-    layout = (
-        it.gpu.mig_layouts.get(mig_config or "", {}) if it.gpu is not None and mig_config else {}
-    )
+    if layouts is None and it.gpu is not None:
+        layouts = it.gpu.mig_layouts
+    layout = layouts.get(mig_config or "", {}) if layouts is not None and mig_config else {}
     default_profile: str | None = None
     if it.gpu is None:
         default_resource = None
@@ -550,7 +574,7 @@ def _parse_workload(
         default_resource = "mig.nvidia.com" if layout else "gpu.nvidia.com"
         default_profile = sorted(layout)[0] if layout else None
     else:
-        res = hardware.mig_resources(it, mig_config, mig_strategy)
+        res = hardware.mig_resources(it, mig_config, mig_strategy, layouts)
         default_resource = sorted(res)[0] if res else "nvidia.com/gpu"
     pdb = d.get("pdb")
     min_av: int | str | None = None

@@ -309,6 +309,11 @@ class Scenario:
     # DaemonSets served as written beside the ones derived from pods (e.g. the node monitoring
     # agent's dcgm-server where its affinity lets it run nowhere)
     daemonsets: tuple[dict[str, Any], ...] = ()
+    # v1 ConfigMaps and the GPU operator's nvidia.com/v1 ClusterPolicies, served as written
+    # (read only); the first ClusterPolicy says which ConfigMap holds mig-manager's file
+    # (mignurse.sim.operator_config)
+    configmaps: tuple[dict[str, Any], ...] = ()
+    cluster_policies: tuple[dict[str, Any], ...] = ()
 
     @property
     def context_name(self) -> str:

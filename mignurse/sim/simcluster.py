@@ -22,12 +22,13 @@ from typing import Any
 import yaml
 
 from mignurse.cluster import SIM_EXTENSION
-from mignurse.sim import crds, nodediag
+from mignurse.gpu import clusterconfig
+from mignurse.sim import crds, nodediag, operator_config
 from mignurse.sim.apiserver import SimServer
 from mignurse.sim.controllers import ControlLoops
 from mignurse.sim.crds import CrdSet
 from mignurse.sim.nodediag import NodeDiagnosticAgent
-from mignurse.sim.objects import ts
+from mignurse.sim.objects import build_namespace, stable_uuid, ts
 from mignurse.sim.resources import RESOURCES
 from mignurse.sim.scenario_spec import Scenario
 from mignurse.sim.store import Store
@@ -121,6 +122,8 @@ class SimCluster:
             self.loops.run_until(self.loops.start)
         if self.crds is not None:
             self._install_karpenter_crds(self.crds)
+        if scenario.configmaps or scenario.cluster_policies:
+            self._install_operator_objects()
         # the node monitoring agent's NodeDiagnostic (mignurse.sim.nodediag), installed with
         # the agent: off (no CRD) on a cluster none of whose pools runs it, or when asked
         if node_diagnostics is None:
@@ -150,6 +153,27 @@ class SimCluster:
             for name in classes:
                 if not self.store.exists("ec2nodeclasses", "", name):
                     self.store.put("ec2nodeclasses", crds.ec2nodeclass(self.scenario, name, first))
+
+    def _install_operator_objects(self) -> None:
+        """The scenario's ConfigMaps (with a namespace where the cluster has none of that
+        name) and ClusterPolicies, with the CRD the GPU operator's chart installs."""
+        created = ts(self.loops.begin - 86400 * 60)
+        with self.store.lock:
+            for cm in self.scenario.configmaps:
+                namespace = cm["metadata"]["namespace"]
+                if not self.store.exists("namespaces", "", namespace):
+                    uid = stable_uuid("namespace", namespace)
+                    born = self.loops.begin - 86400 * 90
+                    self.store.put("namespaces", build_namespace(namespace, uid, born))
+                self.store.put("configmaps", operator_config.as_stored(cm, "configmaps", created))
+            policies = self.scenario.cluster_policies
+            if policies:
+                namespace = clusterconfig.operator_namespace(policies[0]) or "gpu-operator"
+                crd = operator_config.served_crd(created, namespace)
+                self.store.put("customresourcedefinitions", crd)
+            for policy in policies:
+                stored = operator_config.as_stored(policy, operator_config.PLURAL, created)
+                self.store.put(operator_config.PLURAL, stored)
 
     @staticmethod
     def wall_anchored_start(speed: float, hours: float = KUBECTL_AGE_HOURS) -> datetime:

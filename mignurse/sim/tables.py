@@ -18,6 +18,7 @@ from mignurse.sim.printers import (
     human_duration,
     meta_of,
     parse_time,
+    print_configmap,
     print_crd,
     print_daemonset,
     print_deployment,
@@ -99,6 +100,14 @@ _NODE_ADDRESSES = (
     "downward API (status.hostIP)."
 )
 
+# kubernetes v1.34 staging/src/k8s.io/api/core/v1/types.go, ConfigMap.Data
+_CONFIGMAP_DATA_DESC = (
+    "Data contains the configuration data. Each key must consist of alphanumeric characters, "
+    "'-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The "
+    "keys stored in Data must not overlap with the keys in the BinaryData field, this is "
+    "enforced during validation process."
+)
+
 BUILTIN: dict[str, tuple[list[Column], Printer]] = {
     # kubernetes v1.34 pkg/printers/internalversion/printers.go AddHandlers
     "resourceslices": (
@@ -123,6 +132,10 @@ BUILTIN: dict[str, tuple[list[Column], Printer]] = {
         print_resourceclaim,
     ),
     "resourceclaimtemplates": ([NAME, AGE], print_name_age),
+    "configmaps": (
+        [NAME, col("Data", desc=_CONFIGMAP_DATA_DESC), AGE],
+        print_configmap,
+    ),
     "deviceclasses": ([NAME, AGE], print_name_age),
     "nodes": (
         [

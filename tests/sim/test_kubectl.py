@@ -210,6 +210,7 @@ def test_reading_every_scenario_as_on_eks(
         "nodeclaims.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
         *(["nodediagnostics.eks.amazonaws.com"] if agent else []),
+        *(["clusterpolicies.nvidia.com"] if k.sim.scenario.cluster_policies else []),
     }
     assert "FIELD: weight <integer>" in k.out("explain", "nodepool.spec.weight")
 

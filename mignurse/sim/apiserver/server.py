@@ -17,7 +17,7 @@ from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from mignurse.sim import discovery, protobuf, tables
+from mignurse.sim import discovery, operator_config, protobuf, tables
 from mignurse.sim.apiserver.creates import CreateHandler
 from mignurse.sim.apiserver.documents import document, server_version
 from mignurse.sim.apiserver.errors import NOT_FOUND, ApiError, conflict, not_allowed
@@ -65,6 +65,7 @@ class SimServer(ThreadingHTTPServer):
             sim.crds,
             sim.scenario.resource_api_versions,
             node_diagnostics=sim.node_diagnostics is not None,
+            cluster_policies=bool(sim.scenario.cluster_policies),
         )
         self.by_path = {(s.group, s.rtype.version, s.plural): s for s in self.served.values()}
         self.version = server_version(sim.scenario.kubernetes_version)
@@ -74,6 +75,10 @@ class SimServer(ThreadingHTTPServer):
             if crd_set is not None
             else {}
         )
+        if sim.scenario.cluster_policies:
+            self.crd_columns[operator_config.PLURAL] = tables.crd_columns(
+                operator_config.PRINTER_COLUMNS
+            )
         super().__init__(("127.0.0.1", port), Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:

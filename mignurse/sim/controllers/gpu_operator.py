@@ -102,8 +102,10 @@ class GpuOperator:
         if labels.get("nvidia.com/mig.config.state") != "success":
             return
         strategy = labels.get("nvidia.com/mig.strategy") or machine.pool.mig_strategy
+        config = labels.get("nvidia.com/mig.config")
+        layouts = self.loops.mig_files.layouts(it.gpu, machine.node, config)
         try:
-            resources = hardware.mig_resources(it, labels.get("nvidia.com/mig.config"), strategy)
+            resources = hardware.mig_resources(it, config, strategy, layouts)
         except ValueError:
             return  # a config the GPU has no layout for: the plugin keeps what it had
         update: dict[str, str | None] = dict.fromkeys(advertised)

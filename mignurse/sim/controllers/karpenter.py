@@ -129,7 +129,7 @@ class Karpenter:
         }
         if it.gpu is not None and not pool.dra:
             for res, per_node in hardware.mig_resources(
-                it, pool.mig_config, pool.mig_strategy
+                it, pool.mig_config, pool.mig_strategy, self.loops.mig_files.layouts(it.gpu)
             ).items():
                 resources[res] = str(per_node * count)
         if obj["status"].get("resources") != resources:
@@ -141,7 +141,8 @@ class Karpenter:
         it = hardware.instance_type(pool.instance_type)
         requests = {"cpu": "2150m", "memory": "2130Mi", "pods": "8"}
         if not pool.dra:  # a DRA pool's pods claim devices, they request no nvidia.com/*
-            gpu_res = hardware.mig_resources(it, pool.mig_config, pool.mig_strategy)
+            layouts = self.loops.mig_files.layouts(it.gpu, machine.node, pool.mig_config)
+            gpu_res = hardware.mig_resources(it, pool.mig_config, pool.mig_strategy, layouts)
             requests.update({k: str(v) for k, v in gpu_res.items() if v})
         assert machine.nodeclaim is not None
         obj = karpenter_objects.build_nodeclaim(

@@ -80,6 +80,7 @@ class Kubelet:
             extra_labels=labels,
             mig_config=pool.mig_config,
             mig_strategy=pool.mig_strategy,
+            mig_layouts=self.loops.mig_files.layouts(it.gpu, machine.node, pool.mig_config),
             taints=tuple(t.to_api() for t in pool.taints),
             gpu_resources=machine.lifecycle.gpu_resources,
             nodepool_hash=objects.stable_hex("np", pool.name),

@@ -35,6 +35,7 @@ from mignurse.sim.controllers.pods import Pods
 from mignurse.sim.controllers.termination import Termination
 from mignurse.sim.karpenter_versions import KarpenterTraits
 from mignurse.sim.objects import JsonDict, ts
+from mignurse.sim.operator_config import MigFiles
 from mignurse.sim.provisioning import Provisioner
 from mignurse.sim.scenario_spec import (
     LifecycleScript,
@@ -75,6 +76,8 @@ class ControlLoops:
         self.repair_enabled = bool(k and k.node_repair)
         self._karpenter_seen: dict[str, float] = {}  # Karpenter recorder dedupe: key → until
         self.pool_nodes: dict[str, int] = {p.name: 0 for p in scenario.pools}
+        # the mig-parted file each node's mig-manager reads: its MIG layouts follow it
+        self.mig_files = MigFiles(scenario.cluster_policies, scenario.configmaps)
         self.workloads = Workloads(self)
         self.provisioner = Provisioner(self)
         self.dra = dra.DraDriver(self)
