@@ -1,0 +1,94 @@
+"""The layout a MIG run writes is the one the GPU operator's own mig-parted file gives the
+config (mignurse/gpu/clusterconfig.py): the scenario `mig-custom-config` names a custom
+ConfigMap in its ClusterPolicy whose `all-balanced` differs from NVIDIA's default file, and
+which has no `all-1g.10gb` at all. When that file cannot be read, the run stops before any
+change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mignurse.cluster.client import NODES, ApiError, ClusterError, Forbidden
+from mignurse.gpu.models import model_named
+from mignurse.gpu.profiles import expected_layout
+from mignurse.runner.step import StepFailed
+from mignurse.runner.steps.mig.preflight import MigPreflight
+from mignurse.runner.steps.mig.target import resolve_target
+
+from .enginehelpers import Cluster
+
+Make = Callable[..., Cluster]
+SOURCE = "ConfigMap gpu-operator/custom-mig-config"
+
+
+def pool_node(c: Cluster, pool: str) -> str:
+    return sorted(
+        n["metadata"]["name"]
+        for n in c.client.list(NODES, dict).items
+        if n["metadata"]["labels"].get("karpenter.sh/nodepool") == pool
+    )[0]
+
+
+class Refusing:
+    """The cluster client, with every ConfigMap read answered by `error`."""
+
+    def __init__(self, client: Any, error: ClusterError) -> None:
+        self._client, self._error = client, error
+
+    def get(self, resource: Any, *args: Any, **kwargs: Any) -> Any:
+        if resource.plural == "configmaps":
+            raise self._error
+        return self._client.get(resource, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_the_layout_is_the_one_the_operator_s_file_gives(cluster_for: Make) -> None:
+    c = cluster_for("mig-custom-config")
+    mixed = resolve_target(c.ctx(pool_node(c, "gpu-infer-mixed")))
+    assert mixed.configs.source == SOURCE and not mixed.configs.note
+    assert mixed.per_gpu == {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}
+    assert mixed.expected_resources() == {
+        "nvidia.com/mig-3g.40gb": 8,
+        "nvidia.com/mig-2g.20gb": 8,
+        "nvidia.com/mig-1g.10gb": 8,
+    }
+    node = pool_node(c, "gpu-balanced")
+    balanced = resolve_target(c.ctx(node))
+    default = expected_layout("all-balanced", model_named("H100-80GB"))
+    assert default is not None and balanced.per_gpu == {"1g.10gb": 3, "2g.20gb": 2}
+    assert balanced.per_gpu != default.devices
+    notes = MigPreflight().plan(c.ctx(node)).notes
+    assert notes[0] == (
+        f"config all-balanced on 8 × H100-80GB: per GPU 3×1g.10gb + 2×2g.20gb (from {SOURCE})"
+    )
+    # a name only NVIDIA's default file has is no config of this cluster
+    with pytest.raises(StepFailed) as refused:
+        resolve_target(c.ctx(node, params={"config": "all-1g.10gb"}))
+    assert str(refused.value) == (
+        f"unknown MIG config 'all-1g.10gb' for H100-80GB in {SOURCE}: use one of "
+        "all-disabled, inference-mixed, all-balanced"
+    )
+
+
+def test_an_operator_file_that_cannot_be_read_stops_the_run(cluster_for: Make) -> None:
+    c = cluster_for("mig-custom-config")
+    node = pool_node(c, "gpu-infer-mixed")
+    ctx = c.ctx(node)
+    ctx.client = Refusing(ctx.client, Forbidden("configmaps is forbidden", "get", "configmaps"))
+    with pytest.raises(StepFailed) as refused:
+        resolve_target(ctx)
+    assert str(refused.value).startswith(
+        "cannot read ConfigMap gpu-operator/custom-mig-config (configmaps is forbidden): the "
+        "layout must be the one mig-manager would apply, so nothing is changed"
+    )
+    assert not refused.value.retryable
+    assert MigPreflight().check(ctx) == str(refused.value)
+    ctx.client = Refusing(ctx.client, ApiError("the API server answered 503"))
+    with pytest.raises(StepFailed) as busy:
+        resolve_target(ctx)
+    assert busy.value.retryable  # a 5xx may pass: the engine tries the step again
