@@ -481,3 +481,34 @@ def test_a_closed_pipe_leaves_the_exit_code_and_says_nothing(
 
     assert piped == code
     assert "Traceback" not in said and "Broken pipe" not in said and "Exception" not in said
+
+
+@pytest.mark.parametrize(
+    ("words", "said"),
+    [
+        # argparse would read `--node` as `--nodepool` and collect a pool named after the node
+        (["collect", "--nodepoo", "gpu"], "unrecognized arguments: --nodepoo"),
+        (["run", "cordon", "--nod", "n1"], "unrecognized arguments: --nod n1"),
+        # an option it does not know before the command's name left its value as the command
+        (["--kubecon", "x", "nodes"], "unrecognized option '--kubecon': give options whole"),
+        (
+            ["--context", "p", "--kubecon", "x", "nodes"],
+            "unrecognized option '--kubecon': give options whole",
+        ),
+        (["--rea", "nodes"], "unrecognized arguments: --rea"),
+    ],
+)
+def test_an_abbreviated_option_is_refused_not_guessed(
+    words: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(words)
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"mignurse: error: {said}"
+
+
+def test_collect_takes_nodes_as_words_and_as_node_options_alike() -> None:
+    from mignurse.cli import build_parser
+
+    args = build_parser().parse_args(["collect", "a", "--node", "b", "--node", "c"])
+    assert (args.nodes, args.named_nodes) == (["a"], ["b", "c"])

@@ -14,7 +14,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from mignurse import __version__
 from mignurse.cli.common import (
@@ -25,7 +25,7 @@ from mignurse.cli.common import (
     connection_options,
     global_options,
 )
-from mignurse.inert import inert
+from mignurse.inert import inert, inert_name
 
 
 def _module(name: str) -> Any:
@@ -107,11 +107,34 @@ class _Formatter(argparse.HelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser (and its sub-parsers') with `_Formatter` unless told otherwise."""
+    """An ArgumentParser (and its sub-parsers') with `_Formatter` unless told otherwise, and
+    no abbreviated options: argparse would take `collect --node N` for `--nodepool N`, and a
+    word that names a node or a pool must mean what it says (kubectl takes none either)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self._words: Sequence[str] = ()
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        # An option argparse does not know, before the command's name, leaves its value to be
+        # read as the command ("invalid choice: 'prod'"): name the option instead.
+        if message.startswith("argument COMMAND: invalid choice"):
+            words = iter(self._words)
+            for word in words:
+                if not word.startswith("-"):
+                    break
+                if word.partition("=")[0] not in self._option_string_actions:
+                    message = f"unrecognized option {inert_name(word)}: give options whole"
+                    break
+                if word in _TOP_VALUED:
+                    next(words, None)
+        super().error(message)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -42,6 +42,14 @@ def add_parser(sub: Any) -> None:
     connection_options(collect, top=False)
     collect.add_argument("nodes", nargs="*", metavar="NODE", help="node names (domain optional)")
     collect.add_argument(
+        "--node",
+        dest="named_nodes",
+        action="append",
+        default=[],
+        metavar="NODE",
+        help="a node, as other commands name one (may be given again; with NODE too)",
+    )
+    collect.add_argument(
         "--local",
         action="store_true",
         help="collect this machine (run on the node itself, as root): no cluster needed",
@@ -240,6 +248,8 @@ def _no_folder(output: str, why: str) -> UserError:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from mignurse.collect.request import CollectRequest
+
+    args.nodes = [*args.nodes, *args.named_nodes]  # NODE … and --node NODE name the same
 
     access = access_for(args)
     journal_since(args.since)

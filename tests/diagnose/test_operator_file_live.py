@@ -44,7 +44,7 @@ def test_the_custom_layouts_are_what_the_nodes_are_judged_by(
             if n["metadata"]["labels"].get("nvidia.com/mig.config") == "all-balanced"
         )
         _code, live = run_json(capsys, "--kubeconfig", kubeconfig, "diagnose")
-        code = main(["--kubeconfig", kubeconfig, "collect", balanced, "-o", str(bundle)])
+        code = main(["--kubeconfig", kubeconfig, "collect", "--node", balanced, "-o", str(bundle)])
         assert code == 0, capsys.readouterr().err
         capsys.readouterr()
 

@@ -287,9 +287,7 @@ def test_a_mig_configs_layout_is_worked_out_once_per_gpu_model(
         ("all-balanced", None),
     ]
     configs = mig_layout.node_configs(inp, "any")  # no ClusterPolicy: NVIDIA's default file
-    layouts = [
-        mig_layout._expected_layout(inp, config, model, configs) for config, model in asked
-    ]
+    layouts = [mig_layout._expected_layout(inp, config, model, configs) for config, model in asked]
     assert layouts == [expected_layout(config, model) for config, model in asked]
     assert layouts[0] != layouts[1]  # the same config means another layout on another GPU
     assert worked == [
