@@ -21,6 +21,7 @@ from mignurse.cli.common import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
+    SubCommands,
     app_options,
     connection_options,
     global_options,
@@ -149,7 +150,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mignurse {__version__}")
     app_options(parser)
     connection_options(parser, top=True)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", action=SubCommands)
     for names, add in _PARSERS:
         if command is None or command in names:
             add(sub)

@@ -8,7 +8,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from mignurse.inert import inert
 
@@ -37,11 +37,14 @@ class Once(argparse.Action):
     ) -> None:
         earlier = getattr(namespace, self.dest, None)
         if earlier is not None:
-            from mignurse.inert import inert
-
-            both = f"{inert(str(earlier))!r}, {inert(str(values))!r}"
-            parser.error(f"{'/'.join(self.option_strings)} given twice ({both}): {self.help_once}")
+            self.refuse(parser, earlier, values)
         setattr(namespace, self.dest, values)
+
+    def refuse(self, parser: argparse.ArgumentParser, earlier: Any, later: Any) -> NoReturn:
+        from mignurse.inert import inert
+
+        both = f"{inert(str(earlier))!r}, {inert(str(later))!r}"
+        parser.error(f"{'/'.join(self.option_strings)} given twice ({both}): {self.help_once}")
 
     help_once = "give it once"
 
@@ -52,6 +55,33 @@ class _OnceContext(Once):
 
 class _OnceKubeconfig(Once):
     help_once = "give one, or several files in KUBECONFIG (a:b), as kubectl reads them"
+
+
+class SubCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The command's own words, parsed as argparse does (into a namespace of their own, then
+    copied over the top level's), with a `Once` option given on both sides of the command's
+    name refused as one given twice on one side is: the copy would keep the second silently
+    (`--context prod run cordon … --context staging` acted on staging)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        once = {
+            a.dest: a
+            for choice in self.choices.values()
+            for a in choice._actions
+            if isinstance(a, Once)
+        }
+        before = {dest: getattr(namespace, dest, None) for dest in once}
+        super().__call__(parser, namespace, values, option_string)
+        for dest, earlier in before.items():
+            later = getattr(namespace, dest, None)
+            if earlier is not None and later != earlier:
+                once[dest].refuse(parser, earlier, later)
 
 
 def connection_options(parser: argparse.ArgumentParser, *, top: bool) -> None:

@@ -144,6 +144,13 @@ def test_a_run_that_names_two_nodes_or_two_clusters_is_refused_before_it_reads_o
     clusters = mignurse(c, env, "run", "cordon", "--context", "a", "--context", "b", "--yes")
     assert clusters.returncode == 2
     assert "--context given twice ('a', 'b')" in clusters.stderr
+    # one on each side of the command's name: the command's copy would have won silently
+    sides = mignurse(c, env, "--context", "a", "run", "cordon", "--node", one, "--context", "b")
+    assert sides.returncode == 2
+    assert sides.stderr.splitlines()[-1] == (
+        "mignurse: error: --context given twice ('a', 'b'): give one, or several joined by "
+        "commas ('prod-*,staging')"
+    )
     assert not [r for r in c.sim.requests if r["method"] != "GET"]
     same = mignurse(c, env, "run", "cordon", "--node", one, "--param", f"node={one}", "--dry-run")
     assert same.returncode == 0, same.stderr
