@@ -57,7 +57,7 @@ class _OnceKubeconfig(Once):
     help_once = "give one, or several files in KUBECONFIG (a:b), as kubectl reads them"
 
 
-class SubCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+class SubCommands(argparse._SubParsersAction):
     """The command's own words, parsed as argparse does (into a namespace of their own, then
     copied over the top level's), with a `Once` option given on both sides of the command's
     name refused as one given twice on one side is: the copy would keep the second silently

@@ -31,7 +31,12 @@ from mignurse.runner.step import (
 from mignurse.runner.steps.kube import get_node, not_ready, replace_hint
 from mignurse.runner.steps.mig.labels import LABEL_MIG_MANAGER
 from mignurse.runner.steps.mig.nodecmd import POLL_SECONDS, node_command, run_script, shell_words
-from mignurse.runner.steps.mig.target import bottlerocket_refusal, resolve_target
+from mignurse.runner.steps.mig.target import (
+    PINNED,
+    bottlerocket_refusal,
+    pinned_record,
+    resolve_target,
+)
 
 HOST_SERVICE = "nvidia-mig-manager.service"
 
@@ -166,6 +171,7 @@ class MigPreflight(Action):
             "family": target.family.name,
             "gpus": target.gpus,
             "perGpu": target.per_gpu,
+            PINNED: pinned_record(target),
             "hostService": {"active": active, "enabled": enabled},
         }
 

@@ -9,6 +9,10 @@ node (`gpu/clusterconfig.py`: the ClusterPolicy's ConfigMap, the one mig-manager
 the node, or the operator's default), so that the GPUs end as mig-manager would leave them
 when it is turned back on; NVIDIA's default file only where no ClusterPolicy is served. When
 the operator's file cannot be read, the run stops: a layout from another file may differ.
+The file is read once per run, by `mig-preflight`, which records the layout and where it came
+from; every later step (and a resumed run) takes that record. The file may not stay: the
+ConfigMap mig-manager publishes for a node belongs to its pod, which `mig-manager-off`
+removes, and the layout must not change under a run.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from mignurse.runner.step import (
     transient,
 )
 from mignurse.runner.steps.kube import get_node
+from mignurse.runner.steps.mig.labels import earlier_output
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,32 @@ def cluster_configs(ctx: StepContext) -> MigConfigs:
         ) from None
 
 
+PINNED = "migFile"  # the key of mig-preflight's record of the file and the layout
+
+
+def pinned_record(target: MigTarget) -> dict[str, Any]:
+    """What mig-preflight records for the later steps: the layout and where it came from."""
+    return {
+        "source": target.configs.source,
+        "note": target.configs.note,
+        "migEnabled": target.layout.mig_enabled,
+        "perGpu": target.per_gpu,
+    }
+
+
+def _pinned(ctx: StepContext, config: str) -> tuple[Layout, MigConfigs] | None:
+    """The layout mig-preflight recorded for this run's config, and its file's words."""
+    output = earlier_output(ctx, PINNED)
+    if output is None or output.get("config") != config:
+        return None
+    record = output[PINNED]
+    if not isinstance(record, dict) or not isinstance(record.get("perGpu"), dict):
+        return None
+    layout = Layout(bool(record.get("migEnabled")), dict(record["perGpu"]))
+    words = MigConfigs({}, str(record.get("source") or ""), str(record.get("note") or ""))
+    return layout, words
+
+
 def bottlerocket_refusal(node: Node, config: str) -> str | None:
     """One line refusing a Bottlerocket node, naming the Bottlerocket way; None elsewhere."""
     seen = bottlerocket_os(node)
@@ -161,6 +192,11 @@ def resolve_target(ctx: StepContext) -> MigTarget:
             "MIG layouts are per GPU model"
         )
     family = identity.model
+    mode = strategy(node) or "mixed"
+    pinned = _pinned(ctx, config)
+    if pinned is not None:
+        kept, recorded = pinned
+        return MigTarget(node, raw, config, family, identity.count, kept, mode, recorded)
     configs = cluster_configs(ctx)
     valid = valid_configs(family, configs)
     if config not in valid:
@@ -172,7 +208,6 @@ def resolve_target(ctx: StepContext) -> MigTarget:
     if layout is None or layout.devices is None or layout.mig_enabled is None:
         note = layout.note if layout is not None else "not a standard layout"
         raise StepFailed(f"cannot build MIG config {config!r} for {family.name}: {note}")
-    mode = strategy(node) or "mixed"
     if mode == "single" and layout.mig_enabled and len(layout.devices) != 1:
         raise StepFailed(
             f"{config} mixes profiles ({describe_counts(layout.devices)}) but node {node.name} "
