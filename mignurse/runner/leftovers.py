@@ -6,7 +6,8 @@ Decisions:
   steps may have changed something that was not undone. A run that is still alive counts
   too (it is not over yet). A run interrupted before its first change left nothing.
 - What it left is read back from the cluster, not taken from its state: the node's
-  `mignurse.io/cordoned-by` naming it, GPU operand labels it paused, the Karpenter
+  `mignurse.io/cordoned-by` naming it, GPU operand labels it paused, the
+  `karpenter.sh/do-not-disrupt` hold it set, the Karpenter
   Deployment's repair-paused record naming it, the lock naming it, the node itself gone.
 - A node created after the run began is another node under a reused name (EKS names nodes
   by their private IP): that run left nothing on it. Clocks may be minutes apart: the run's
@@ -31,6 +32,7 @@ from mignurse.model import LABEL_GPU_DEPLOY_PREFIX
 from mignurse.runner import state as st
 from mignurse.runner.lock import LOCK_ANNOTATION, lock_resource, read_lock
 from mignurse.runner.outcome import Followup
+from mignurse.runner.steps.disruption import DO_NOT_DISRUPT
 from mignurse.runner.steps.kube import CORDONED_BY, cordon_run
 from mignurse.runner.steps.mig.labels import PAUSED
 from mignurse.runner.steps.repair.deployment import karpenter_pause_record
@@ -183,6 +185,11 @@ def _node_marks(node: dict[str, Any], run: st.RunState) -> Iterable[str]:
         )
         if paused:
             yield f"GPU operands paused on {name} ({', '.join(paused)}={PAUSED})"
+    if (
+        "hold-disruption" in touched
+        and (meta.get("annotations") or {}).get(DO_NOT_DISRUPT) == "true"
+    ):
+        yield f"node {name} held off Karpenter's consolidation by it ({DO_NOT_DISRUPT})"
     if meta.get("deletionTimestamp"):
         yield f"node {name} is being deleted since {meta['deletionTimestamp']}"
     lock = str((meta.get("annotations") or {}).get(LOCK_ANNOTATION) or "")

@@ -49,6 +49,9 @@ class PlannedClaim:
     pods: list[PodRecord] = field(default_factory=list)
 
 
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # on a Node: no voluntary disruption
+
+
 class Provisioner:
     """Karpenter's provisioning and consolidation in the control loops."""
 
@@ -460,7 +463,10 @@ class Provisioner:
 
     def candidate(self, machine: Machine) -> bool:
         """NewCandidate and the consolidation filter: initialized, not deleting, not
-        nominated, not already in a command, NodeClaim Consolidatable."""
+        nominated, not already in a command, NodeClaim Consolidatable, and no
+        `karpenter.sh/do-not-disrupt: "true"` on the Node (KC v1.14.1
+        pkg/controllers/state/statenode.go ValidateNodeDisruptable; a cordon is no part of
+        it)."""
         return (
             machine.registered
             and machine.initialized
@@ -469,8 +475,14 @@ class Provisioner:
             and machine.consolidatable
             and machine.nominated_until <= self.loops.t
             and machine not in self._commands
+            and not self._held(machine)
             and self.loops.workloads.blocking_pdbs_on(machine) is None
         )
+
+    def _held(self, machine: Machine) -> bool:
+        node = self.loops.node(machine)
+        annotations = (node or {}).get("metadata", {}).get("annotations") or {}
+        return annotations.get(DO_NOT_DISRUPT) == "true"
 
     def _consolidate_pool(self, pool: PoolSpec) -> None:
         machines = sorted(

@@ -24,7 +24,7 @@ from .faulttable import PASSING, RESULTS
 
 DEFAULT = [
     TrialSpec("cordon", Fault("signal", "SIGHUP", "cordon"), "resume"),
-    TrialSpec("reapply-mig-no-hooks", Fault("signal", "SIGTERM", "mode-only"), "undo"),
+    TrialSpec("reapply-mig-no-hooks", Fault("signal", "SIGKILL", "mode-only"), "undo"),
     TrialSpec(
         "replace-instance/nodeclaim", Fault("signal", "SIGKILL", "replacement-wait"), "resume"
     ),

@@ -67,7 +67,10 @@ def test_running_reapply_again_after_an_interrupted_one_is_refused_with_what_it_
         f"run {first} (reapply-mig-no-hooks, interrupted at step pause-operands) left: "
         f"node {node} cordoned by it (mignurse.io/cordoned-by); GPU operands paused on {node} ("
     ), said
-    assert f"=paused-for-mig-change); `mignurse run --resume {first}` continues from step " in said
+    assert (
+        f"=paused-for-mig-change); node {node} held off Karpenter's consolidation by it "
+        f"(karpenter.sh/do-not-disrupt); `mignurse run --resume {first}` continues from step "
+    ) in said
     assert f"; `mignurse run --undo {first}` undoes " in said
     assert said.endswith("; then run this again")
     assert node_view(c, node) == left  # refused before anything changed

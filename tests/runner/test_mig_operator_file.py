@@ -6,9 +6,12 @@ change."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import cliserver
 import pytest
 
 from mignurse.cluster.client import NODES, ApiError, ClusterError, Forbidden
@@ -16,7 +19,7 @@ from mignurse.gpu.models import model_named
 from mignurse.gpu.profiles import expected_layout
 from mignurse.runner.step import StepFailed
 from mignurse.runner.steps.mig.preflight import MigPreflight
-from mignurse.runner.steps.mig.target import resolve_target
+from mignurse.runner.steps.mig.target import PINNED, pinned_record, resolve_target
 
 from .enginehelpers import Cluster
 
@@ -92,3 +95,45 @@ def test_an_operator_file_that_cannot_be_read_stops_the_run(cluster_for: Make) -
     with pytest.raises(StepFailed) as busy:
         resolve_target(ctx)
     assert busy.value.retryable  # a 5xx may pass: the engine tries the step again
+
+
+def test_later_steps_take_the_layout_mig_preflight_recorded(cluster_for: Make) -> None:
+    """mig-manager-off removes mig-manager's pod, and with it the ConfigMap it publishes for
+    the node (owned by that pod): the steps after mig-preflight must not read the file again."""
+    c = cluster_for("mig-custom-config")
+    node = pool_node(c, "gpu-balanced")
+    first = resolve_target(c.ctx(node))
+    later = c.ctx(node)
+    later.outputs["preflight"] = {"config": first.config, PINNED: pinned_record(first)}
+    later.client = Refusing(later.client, Forbidden("configmaps is forbidden", "get", "configmaps"))
+    again = resolve_target(later)
+    assert (again.layout, again.configs.source) == (first.layout, SOURCE)
+    # another config than the one recorded is resolved afresh, and here refused
+    later.params["config"] = "inference-mixed"
+    with pytest.raises(StepFailed, match=r"^cannot read ConfigMap gpu-operator/custom-mig-config"):
+        resolve_target(later)
+
+
+def test_a_whole_run_on_the_cluster_s_file_ends_verified(cluster_for: Make, tmp_path: Path) -> None:
+    """The real CLI, the run reaching the node through its sandbox: all-balanced is reapplied
+    as this cluster defines it, and the GPUs and the device plugin end holding that layout."""
+    c = cluster_for("mig-custom-config", speed=40)  # a running clock: operands go and come back
+    node = pool_node(c, "gpu-balanced")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "KUBE"))}
+    env.update(XDG_STATE_HOME=str(tmp_path / "state"), HOME=str(tmp_path / "state"))
+    env.pop("MIGNURSE_RUNBOOKS", None)
+    argv = ["--kubeconfig", str(c.kubeconfig), "run", "reapply-mig-no-hooks", "--node", node]
+    argv += ["--yes", "--sandboxes", str(tmp_path / "sandboxes")]
+    done = cliserver.run(argv, env=env, cwd=os.getcwd(), timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0].endswith(": succeeded")
+    assert f"(from {SOURCE})" in done.stdout + done.stderr
+    assert "  hold-disruption: verified" in done.stdout.splitlines()
+    assert f"8 GPUs on {node} show 3×1g.10gb + 2×2g.20gb each" in done.stderr
+    after = c.node(node)  # still there: emptied of its GPU pods, it was held off consolidation
+    assert "karpenter.sh/do-not-disrupt" not in (after["metadata"].get("annotations") or {})
+    allocatable = after["status"]["allocatable"]
+    assert (allocatable["nvidia.com/mig-1g.10gb"], allocatable["nvidia.com/mig-2g.20gb"]) == (
+        "24",
+        "16",
+    )

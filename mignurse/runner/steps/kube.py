@@ -72,7 +72,7 @@ def _unschedulable(node: dict[str, Any]) -> bool:
     return bool((node.get("spec") or {}).get("unschedulable"))
 
 
-def _patch_node(ctx: StepContext, body: dict[str, Any]) -> dict[str, Any]:
+def patch_node(ctx: StepContext, body: dict[str, Any]) -> dict[str, Any]:
     try:
         return ctx.client.patch(NODES, ctx.node, body)
     except NotFound:
@@ -207,7 +207,7 @@ class Cordon(Action):
             return {"wasUnschedulable": was}
         ctx.intend(f"cordon node {ctx.node}", {"wasUnschedulable": False})
         marker = _cordoned_by(ctx, str(plan.data.get("reason") or ""))
-        _patch_node(
+        patch_node(
             ctx,
             {"metadata": {"annotations": {CORDONED_BY: marker}}, "spec": {"unschedulable": True}},
         )
@@ -236,7 +236,7 @@ class Cordon(Action):
             ctx.log(f"node {ctx.node} is {down}: left cordoned, not returned to service")
             return
         ctx.intend(f"uncordon node {ctx.node}")
-        _patch_node(
+        patch_node(
             ctx, {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": None}}
         )
         ctx.log(f"uncordoned {ctx.node}")
@@ -333,7 +333,7 @@ class Uncordon(Action):
             f"uncordon node {ctx.node}",
             {"wasUnschedulable": True, "cordonedBy": _annotation(node)},
         )
-        _patch_node(
+        patch_node(
             ctx, {"metadata": {"annotations": {CORDONED_BY: None}}, "spec": {"unschedulable": None}}
         )
         ctx.log(f"uncordoned {ctx.node}")
@@ -355,7 +355,7 @@ class Uncordon(Action):
         if applied.get("cordonedBy"):
             body["metadata"] = {"annotations": {CORDONED_BY: applied["cordonedBy"]}}
         ctx.intend(f"cordon node {ctx.node} again")
-        _patch_node(ctx, body)
+        patch_node(ctx, body)
         ctx.log(f"cordoned {ctx.node} again")
 
     def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
