@@ -72,28 +72,35 @@ class CrdSet:
                     for k, v in spec["names"].items()
                     if k in ("kind", "listKind", "plural", "singular", "shortNames", "categories")
                 },
-                "conditions": [
-                    {
-                        "type": "NamesAccepted",
-                        "status": "True",
-                        "lastTransitionTime": created,
-                        "reason": "NoConflicts",
-                        "message": "no conflicts found",
-                    },
-                    {
-                        "type": "Established",
-                        "status": "True",
-                        "lastTransitionTime": created,
-                        "reason": "InitialNamesAccepted",
-                        "message": "the initial names have been accepted",
-                    },
-                ],
+                "conditions": established(created),
                 "storedVersions": [v["name"] for v in spec["versions"] if v.get("storage")],
             },
         }
 
 
 @cache
+def established(created: str) -> list[JsonDict]:
+    """The conditions the apiextensions API server sets on a CRD it serves: its names
+    accepted, then established (k8s.io/apiextensions-apiserver pkg/controller/establish and
+    status)."""
+    return [
+        {
+            "type": "NamesAccepted",
+            "status": "True",
+            "lastTransitionTime": created,
+            "reason": "NoConflicts",
+            "message": "no conflicts found",
+        },
+        {
+            "type": "Established",
+            "status": "True",
+            "lastTransitionTime": created,
+            "reason": "InitialNamesAccepted",
+            "message": "the initial names have been accepted",
+        },
+    ]
+
+
 def _packed() -> JsonDict:
     data = resources.files("mignurse.sim").joinpath("karpenter-crds.json.xz").read_bytes()
     packed: JsonDict = json.loads(lzma.decompress(data))

@@ -27,6 +27,7 @@ from mignurse.gpu import clusterconfig
 from mignurse.gpu.catalogue import Configs
 from mignurse.gpu.models import model_named
 from mignurse.gpu.profiles import standard_layouts
+from mignurse.sim.crds import established
 from mignurse.sim.objects import stable_uuid
 
 if TYPE_CHECKING:
@@ -128,22 +129,7 @@ def served_crd(created: str, namespace: str) -> JsonDict:
         "spec": spec,
         "status": {
             "acceptedNames": dict(names),
-            "conditions": [
-                {
-                    "type": "NamesAccepted",
-                    "status": "True",
-                    "lastTransitionTime": created,
-                    "reason": "NoConflicts",
-                    "message": "no conflicts found",
-                },
-                {
-                    "type": "Established",
-                    "status": "True",
-                    "lastTransitionTime": created,
-                    "reason": "InitialNamesAccepted",
-                    "message": "the initial names have been accepted",
-                },
-            ],
+            "conditions": established(created),
             "storedVersions": [VERSION],
         },
     }

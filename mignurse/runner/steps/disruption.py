@@ -46,9 +46,17 @@ def _shown(value: str | None) -> str:
     return "absent" if value is None else repr(value)
 
 
-@action("hold-disruption")
-class HoldDisruption(Action):
-    title = "Keep Karpenter's consolidation and drift off the node"
+def _annotate(ctx: StepContext, value: str | None) -> None:
+    """Set the annotation (None removes it), recorded as intended first."""
+    shown = f"={HELD}" if value == HELD else f" back to {_shown(value)}"
+    ctx.intend(f"set node {ctx.node} {DO_NOT_DISRUPT}{shown}")
+    patch_node(ctx, {"metadata": {"annotations": {DO_NOT_DISRUPT: value}}})
+    ctx.log(f"{ctx.node}: {DO_NOT_DISRUPT}{shown}")
+
+
+class _NodeAnnotation(Action):
+    """What both steps share: one annotation of the step's node, undone."""
+
     harm = Harm.LOW
     can_undo = True
     retries = 2
@@ -56,6 +64,11 @@ class HoldDisruption(Action):
 
     def check(self, ctx: StepContext) -> str | None:
         return node_check(ctx)
+
+
+@action("hold-disruption")
+class HoldDisruption(_NodeAnnotation):
+    title = "Keep Karpenter's consolidation and drift off the node"
 
     def plan(self, ctx: StepContext) -> StepPlan:
         node = get_node(ctx)
@@ -101,10 +114,7 @@ class HoldDisruption(Action):
     def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
         if not applied.get(MARKER) or _value(get_node(ctx)) != HELD:
             return  # not this run's hold, or lifted already
-        before = applied.get("before")
-        ctx.intend(f"set node {ctx.node} {DO_NOT_DISRUPT} back to {_shown(before)}")
-        patch_node(ctx, {"metadata": {"annotations": {DO_NOT_DISRUPT: before}}})
-        ctx.log(f"{ctx.node}: {DO_NOT_DISRUPT} back to {_shown(before)}")
+        _annotate(ctx, applied.get("before"))
 
     def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
         now = _value(get_node(ctx))
@@ -114,15 +124,8 @@ class HoldDisruption(Action):
 
 
 @action("release-disruption")
-class ReleaseDisruption(Action):
+class ReleaseDisruption(_NodeAnnotation):
     title = "Let Karpenter disrupt the node again"
-    harm = Harm.LOW
-    can_undo = True
-    retries = 2
-    timeout = 60.0
-
-    def check(self, ctx: StepContext) -> str | None:
-        return node_check(ctx)
 
     def plan(self, ctx: StepContext) -> StepPlan:
         return StepPlan(
@@ -143,9 +146,7 @@ class ReleaseDisruption(Action):
         if _value(get_node(ctx)) != HELD:
             ctx.log(f"{ctx.node}: the hold is lifted already")
             return {"released": True, "before": before}
-        ctx.intend(f"set node {ctx.node} {DO_NOT_DISRUPT} back to {_shown(before)}")
-        patch_node(ctx, {"metadata": {"annotations": {DO_NOT_DISRUPT: before}}})
-        ctx.log(f"{ctx.node}: {DO_NOT_DISRUPT} back to {_shown(before)}")
+        _annotate(ctx, before)
         return {"released": True, "before": before}
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
@@ -156,9 +157,7 @@ class ReleaseDisruption(Action):
     def undo(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> None:
         if not applied.get("released") or _value(get_node(ctx)) == HELD:
             return
-        ctx.intend(f"annotate node {ctx.node} {DO_NOT_DISRUPT}={HELD} again")
-        patch_node(ctx, {"metadata": {"annotations": {DO_NOT_DISRUPT: HELD}}})
-        ctx.log(f"{ctx.node}: {DO_NOT_DISRUPT}={HELD} again")
+        _annotate(ctx, HELD)
 
     def undone(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
         if applied.get("released") and _value(get_node(ctx)) != HELD:
