@@ -116,6 +116,18 @@ KARPENTER_PLURALS = ("nodeclaims", "nodepools", "ec2nodeclasses")
 Catalogue = dict[tuple[str, str, str], Served]  # (group, version, plural) → what is served
 
 
+def _add_stored(out: Catalogue, plural: str, status_verbs: tuple[str, ...]) -> None:
+    """A resource the store keeps, with its status subresource and that subresource's verbs."""
+    rtype = RESOURCES[plural]
+    out[(rtype.group, rtype.version, rtype.plural)] = Served(
+        rtype,
+        _VERBS[plural],
+        "store",
+        (),
+        (Sub("status", rtype.kind, rtype.group, rtype.version, status_verbs),),
+    )
+
+
 def catalogue(
     karpenter: CrdSet | None,
     resource_versions: tuple[str, ...] = (),
@@ -129,34 +141,13 @@ def catalogue(
     out: Catalogue = {}
     _add_built_in(out)
     _add_resource_api(out, resource_versions)
-    crd_type = RESOURCES["customresourcedefinitions"]
-    out[(crd_type.group, crd_type.version, crd_type.plural)] = Served(
-        crd_type,
-        _VERBS["customresourcedefinitions"],
-        "store",
-        (),
-        (Sub("status", crd_type.kind, crd_type.group, crd_type.version, ("get",)),),
-    )
+    _add_stored(out, "customresourcedefinitions", ("get",))
     if karpenter is not None:
         _add_karpenter(out, karpenter)
     if node_diagnostics:
-        rtype = RESOURCES["nodediagnostics"]
-        out[(rtype.group, rtype.version, rtype.plural)] = Served(
-            rtype,
-            _VERBS["nodediagnostics"],
-            "store",
-            (),
-            (Sub("status", rtype.kind, rtype.group, rtype.version, _STATUS),),
-        )
+        _add_stored(out, "nodediagnostics", _STATUS)
     if cluster_policies:
-        rtype = RESOURCES["clusterpolicies"]
-        out[(rtype.group, rtype.version, rtype.plural)] = Served(
-            rtype,
-            _VERBS["clusterpolicies"],
-            "store",
-            (),
-            (Sub("status", rtype.kind, rtype.group, rtype.version, ("get",)),),
-        )
+        _add_stored(out, "clusterpolicies", ("get",))
     return out
 
 
