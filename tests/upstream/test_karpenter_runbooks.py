@@ -586,6 +586,8 @@ def test_reapply_mig_without_hooks_partitions_a_kwok_gpu_node_over_ssh(
     annotations = seen["metadata"].get("annotations") or {}
     assert "mignurse.io/cordoned-by" not in annotations
     assert "mignurse.io/lock" not in annotations
+    assert "karpenter.sh/do-not-disrupt" not in annotations  # held for the run, then lifted
+    assert "hold-disruption: verified" in ran.out and "release-disruption: verified" in ran.out
     assert ready(seen) == "True"
     assert karpenter.get("pod", pod, "-n", "work") is None
 
