@@ -264,9 +264,23 @@ def _detect(lines: list[str]) -> str:
         scores[fmt.name] = score
         if score > best_score:
             best, best_score = fmt.name, score
-    if best == FORMAT_DMESG and 2 * scores[FORMAT_MONOTONIC] >= best_score:
+    if best == FORMAT_DMESG and (
+        2 * scores[FORMAT_MONOTONIC] >= best_score or 5 * _no_host_idents(sample) >= 4 * len(sample)
+    ):
         return FORMAT_MONOTONIC
     return best
+
+
+# `journalctl -o short-monotonic --no-hostname`: the identifier right after the stamp, the
+# kernel's as `kernel:` (systemd-stable v255 src/shared/logs-show.c output_short, where
+# OUTPUT_NO_HOSTNAME drops only the host), which dmesg never prints; dmesg shows an
+# `ident[pid]:` only for the few programs that log to /dev/kmsg (systemd[1] at boot)
+_MONO_NO_HOST = re.compile(r"\[ *\d+\.\d+\] (?:kernel|[^\s\[:]+\[\d{1,10}\]): ")
+
+
+def _no_host_idents(sample: list[str]) -> int:
+    """How many lines read as short-monotonic with no host name."""
+    return sum(1 for line in sample if _MONO_NO_HOST.match(line))
 
 
 def parse_journal(text: str, source: str, reference: datetime | None = None) -> JournalParse:

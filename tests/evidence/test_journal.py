@@ -527,6 +527,8 @@ NO_HOSTNAME_STAMPS = {
     "short-iso-precise": ("2026-11-29T03:01:02.123456+00:00", "2026-11-29T03:01:03.1+00:00"),
     "short-full": ("Sun 2026-11-29 03:01:02 UTC", "Sun 2026-11-29 03:01:03 UTC"),
     "short-unix": ("1795921262.123456", "1795921263.000001"),
+    # as dmesg's, but the kernel's lines say `kernel:`, which dmesg never prints
+    "short-monotonic": ("[    5.123456]", "[   12.000001]"),
 }
 
 
@@ -539,12 +541,27 @@ def test_no_hostname_output_keeps_the_identifier_and_the_xid(output: str) -> Non
         "status=1/FAILURE\n"
     )
     parsed = parse_journal(text, "journal:kernel", REFERENCE)
-    assert parsed.problems == ()
+    since_boot = "short-monotonic times are seconds since boot: dated from 1970-01-01"
+    assert parsed.problems == ((since_boot,) if output == "short-monotonic" else ())
     kernel, systemd = parsed.entries
     assert (kernel.host, kernel.ident, kernel.pid) == ("", "kernel", None)
     assert (systemd.host, systemd.ident, systemd.pid) == ("", "systemd", 1)
     assert [(x.pci, x.xid) for x in xid_errors(parsed.entries)] == [("0000:53:00", 79)]
     assert [a.action for a in systemd_unit_actions(parsed.entries)] == ["failed"]
+
+
+def test_dmesg_with_a_program_s_kmsg_line_stays_dmesg() -> None:
+    """systemd writes to /dev/kmsg at boot, so dmesg shows a few `systemd[1]:` lines among
+    the kernel's own (util-linux v2.37.4 sys-utils/dmesg.c prints the text as it is)."""
+    text = (
+        "[    0.000000] Linux version 6.1.112-124.190.amzn2023.x86_64\n"
+        "[    3.123000] systemd[1]: Detected architecture x86-64.\n"
+        "[    5.123456] NVRM: Xid (PCI:0000:53:00): 79, pid=1234, GPU has fallen off the bus.\n"
+        "[    6.000000] nvidia-nvlink: Nvlink Core is being initialized\n"
+    )
+    parsed = parse_journal(text, "dmesg")
+    assert parsed.format == "dmesg"
+    assert [(x.pci, x.xid) for x in xid_errors(parsed.entries)] == [("0000:53:00", 79)]
 
 
 def test_short_delta_keeps_a_boot_s_first_line() -> None:
