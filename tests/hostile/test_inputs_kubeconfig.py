@@ -5,6 +5,7 @@ kubernetes client spends minutes and gigabytes on it; a failing credential plugi
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import os
@@ -390,33 +391,38 @@ class Socks5Proxy:
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
-        with client:
-            _version, count = _exactly(client, 2)
-            methods = _exactly(client, count)
-            if self.user:
-                if 2 not in methods:
-                    client.sendall(b"\x05\xff")
-                    return
-                client.sendall(b"\x05\x02")
-                _exactly(client, 1)
-                user = _exactly(client, _exactly(client, 1)[0]).decode()
-                password = _exactly(client, _exactly(client, 1)[0]).decode()
-                allowed = (user, password) == (self.user, self.password)
-                client.sendall(b"\x01\x00" if allowed else b"\x01\x01")
-                if not allowed:
-                    return
-            else:
-                client.sendall(b"\x05\x00")
-            _version, _command, _reserved, kind = _exactly(client, 4)
-            if kind == 1:
-                host = socket.inet_ntoa(_exactly(client, 4))
-            else:
-                host = _exactly(client, _exactly(client, 1)[0]).decode()
-            port = int.from_bytes(_exactly(client, 2), "big")
-            self.connects.append((host, port))
-            with socket.create_connection((host, port)) as upstream:
-                client.sendall(b"\x05\x00\x00\x01" + bytes(6))
-                _relay(client, upstream)
+        # A client that hangs up mid-handshake (it gave up after a refusal) ends its thread
+        # as a real proxy's connection ends, not as an unhandled error.
+        with contextlib.suppress(ConnectionError), client:
+            self._handshake(client)
+
+    def _handshake(self, client: socket.socket) -> None:
+        _version, count = _exactly(client, 2)
+        methods = _exactly(client, count)
+        if self.user:
+            if 2 not in methods:
+                client.sendall(b"\x05\xff")
+                return
+            client.sendall(b"\x05\x02")
+            _exactly(client, 1)
+            user = _exactly(client, _exactly(client, 1)[0]).decode()
+            password = _exactly(client, _exactly(client, 1)[0]).decode()
+            allowed = (user, password) == (self.user, self.password)
+            client.sendall(b"\x01\x00" if allowed else b"\x01\x01")
+            if not allowed:
+                return
+        else:
+            client.sendall(b"\x05\x00")
+        _version, _command, _reserved, kind = _exactly(client, 4)
+        if kind == 1:
+            host = socket.inet_ntoa(_exactly(client, 4))
+        else:
+            host = _exactly(client, _exactly(client, 1)[0]).decode()
+        port = int.from_bytes(_exactly(client, 2), "big")
+        self.connects.append((host, port))
+        with socket.create_connection((host, port)) as upstream:
+            client.sendall(b"\x05\x00\x00\x01" + bytes(6))
+            _relay(client, upstream)
 
 
 def _exactly(sock: socket.socket, count: int) -> bytes:
