@@ -186,13 +186,11 @@ def _load(files: BundleFiles) -> Gathered:
         karpenter = settings[0] if settings else None
     policy_items = _items(doc("clusterpolicy"), "clusterpolicy.json")
     configmaps_doc = doc("migconfigmaps")
-    mig_configmaps = (
-        tuple(_items(configmaps_doc, "migconfigmaps.json"))
-        if configmaps_doc is not None
-        else None
-        if policy_items
-        else ()
-    )
+    mig_configmaps: tuple[dict[str, Any], ...] | None = ()  # no operator: nothing to read
+    if configmaps_doc is not None:
+        mig_configmaps = tuple(_items(configmaps_doc, "migconfigmaps.json"))
+    elif policy_items:
+        mig_configmaps = None  # a bundle from before they were collected: not read
     nodegroups_doc = doc("nodegroups")
     nodegroups, nodegroup_problems = (
         parse_nodegroups(nodegroups_doc) if nodegroups_doc is not None else ({}, [])
