@@ -1,5 +1,5 @@
-"""The MIG state of a sandbox node, and the `nvidia-smi`, `nvidia-mig-parted`, `mignurse probe`
-and `lsof` stubs that read and change it (docs/mig.md).
+"""The MIG state of a sandbox node, and the `nvidia-smi`, `nvidia-mig-parted`, `mignurse probe`,
+`lsof` and `nvidia-ctk` stubs that read and change it (docs/mig.md).
 
 The sandbox's sh stubs log their argv and then run this module's `main`; it keeps the GPUs'
 MIG modes and instances in `<sandbox>/state/mig.json` and the test knobs in
@@ -57,6 +57,7 @@ KNOB_DEFAULTS: dict[str, Any] = {
     "gpuProcesses": [],  # [{"pid": 4242, "name": "python", "gpu": 0, "usedMiB": 1024}]
     "hostMigManager": "absent",  # absent | inactive | active (systemctl is-active/is-enabled)
     "probe": False,  # whether `mignurse` (the probe) is installed on the node
+    "cdiSpec": False,  # whether the GPU operator's toolkit wrote a management CDI spec (CDI on)
 }
 
 
@@ -366,7 +367,7 @@ def _smi_list(node: GpuNodeState) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _create_caps(node: GpuNodeState) -> None:
+def create_caps(node: GpuNodeState) -> None:
     """What nvidia-modeprobe does when nvidia-smi runs: a cap node per GI/CI (docs/mig.md)."""
     caps = node.root / "fs" / "dev" / "nvidia-caps"
     caps.mkdir(parents=True, exist_ok=True)
@@ -440,7 +441,7 @@ def nvidia_smi(node: GpuNodeState, args: list[str]) -> int:
         sys.stdout.write(_smi_xml(node))
         return 0
     if joined == "-L":
-        _create_caps(node)
+        create_caps(node)
         sys.stdout.write(_smi_list(node))
         return 0
     if joined in ("mig -lgi", "mig -lci"):
@@ -877,6 +878,97 @@ def probe(node: GpuNodeState, args: list[str]) -> int:
     return 0
 
 
+# -- nvidia-ctk -----------------------------------------------------------------------------------
+
+# Where the GPU operator's toolkit installs nvidia-ctk and nvidia-cdi-hook on the host
+# (gpu-operator@v26.7.0 deployments/gpu-operator/values.yaml toolkit.installDir, plus "toolkit":
+# controllers/object_controls.go TransformMIGManager), and the validator's status file
+# (cmd/nvidia-validator/main.go createStatusFile).
+TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
+MANAGEMENT_SPEC = "/var/run/cdi/management.nvidia.com-gpu.yaml"
+DRIVER_READY = "/run/nvidia/validations/driver-ready"
+_CONTROL_DEVICES = ("nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools")
+
+
+def management_spec(root: Path, dev_root: str, hook: str) -> str:
+    """The management CDI spec `nvidia-ctk cdi generate --mode=management` writes, cut to its
+    device nodes and hook: every /dev/nvidia* and /dev/nvidia-caps/nvidia-cap* present now
+    (NVIDIA/nvidia-container-toolkit@v1.20.0 pkg/nvcdi/management.go; the layout of the file:
+    cncf-tags/container-device-interface SPEC.md, "CDI JSON Specification")."""
+    dev = root / "dev"
+    found = sorted(
+        [p for p in dev.glob("nvidia*") if p.is_file()]
+        + list((dev / "nvidia-caps").glob("nvidia-cap*")),
+        key=lambda p: (len(p.parts), p.name),
+    )
+    lines = [
+        "---",
+        "cdiVersion: 0.5.0",
+        "kind: management.nvidia.com/gpu",
+        "devices:",
+        "- name: all",
+        "  containerEdits:",
+        "    deviceNodes:",
+    ]
+    for path in found:
+        inside = "/" + path.relative_to(root).as_posix()
+        lines += [f"    - path: {inside}", f"      hostPath: {dev_root.rstrip('/')}{inside}"]
+    lines += [
+        "containerEdits:",
+        "  hooks:",
+        "  - hookName: createContainer",
+        f"    path: {hook}",
+        "    args:",
+        f"    - {hook.rsplit('/', 1)[-1]}",
+        "    - update-ldcache",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def nvidia_ctk(node: GpuNodeState, args: list[str]) -> int:
+    """`nvidia-ctk system create-device-nodes --control-devices [--dev-root=R]` (touches the
+    control device nodes) and `nvidia-ctk cdi generate --mode=management … --output=F` (the
+    spec of the device nodes there now); paths are the node's, read under the sandbox root.
+    An unknown flag is refused as urfave/cli refuses it."""
+    root = node.root / "fs"
+    flags = dict(a[2:].partition("=")[::2] for a in args[2:] if a.startswith("--"))
+    if args[:2] == ["system", "create-device-nodes"]:
+        known = {"control-devices", "dev-root", "load-kernel-modules"}
+        if set(flags) - known:
+            return _ctk_usage(sorted(set(flags) - known)[0])
+        if "control-devices" in flags:
+            for name in _CONTROL_DEVICES:
+                (root / "dev").mkdir(parents=True, exist_ok=True)
+                (root / "dev" / name).touch()
+        return 0
+    if args[:2] == ["cdi", "generate"]:
+        known = {"mode", "driver-root", "dev-root", "vendor", "class", "nvidia-cdi-hook-path",
+                 "nvidia-ctk-path", "output"}  # fmt: skip
+        if set(flags) - known:
+            return _ctk_usage(sorted(set(flags) - known)[0])
+        hook = flags.get("nvidia-cdi-hook-path") or flags.get("nvidia-ctk-path") or ""
+        output = flags.get("output", "")
+        if flags.get("mode") != "management" or not hook or not output.startswith("/"):
+            print("sandbox nvidia-ctk: only --mode=management with a hook and --output",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        dev_root = flags.get("dev-root") or flags.get("driver-root") or "/"
+        target = root / output.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(management_spec(root, dev_root, hook))
+        tmp.replace(target)
+        _log("info", "Generated CDI spec with version 0.5.0")
+        return 0
+    print("sandbox nvidia-ctk: unsupported arguments", file=sys.stderr)
+    return 1
+
+
+def _ctk_usage(flag: str) -> int:
+    print(f"Incorrect Usage: flag provided but not defined: -{flag}", file=sys.stderr)
+    return 1
+
+
 # nvidia-persistenced holds every /dev/nvidiaN of a node whose driver is on the host: the EKS
 # AL2023 NVIDIA AMI enables it (awslabs/amazon-eks-ami
 # templates/al2023/provisioners/install-nvidia-driver.sh); its comm is cut at 15 characters.
@@ -902,7 +994,7 @@ def main(argv: list[str]) -> int:
     tool, args = argv[0], argv[1:]
     node = GpuNodeState(root)
     handlers = {"nvidia-smi": nvidia_smi, "nvidia-mig-parted": mig_parted, "mignurse": probe,
-                "lsof": lsof}  # fmt: skip
+                "lsof": lsof, "nvidia-ctk": nvidia_ctk}  # fmt: skip
     return handlers[tool](node, args)
 
 

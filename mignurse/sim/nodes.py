@@ -49,6 +49,7 @@ MIG_KNOB_FACTS = {
     "gpu_processes": "gpuProcesses",
     "host_mig_manager": "hostMigManager",
     "mignurse_probe": "probe",
+    "cdi_spec": "cdiSpec",
 }
 BUS_IDS = ("53", "64", "75", "86", "97", "A8", "B9", "CA")  # p5.48xlarge, nvidia-smi order
 
@@ -119,6 +120,7 @@ class NodeSandbox:
         *,
         story: str,
         mig_layouts: Mapping[str, Mapping[str, int]] | None = None,
+        cdi: bool = False,
     ) -> NodeSandbox:
         """A sandbox for a simulator Node object: its name, creation time, GPUs (capacity, or
         GFD's `nvidia.com/gpu.count` where the DRA driver publishes them), their NVML name,
@@ -128,7 +130,9 @@ class NodeSandbox:
 
         `mig_layouts`: config → MIG devices per GPU of the mig-parted file the cluster's GPU
         operator has mig-manager read for this node (`OperatorFiles`); given, a calm node holds
-        the layout its labels say was applied in that file, whatever advertises its GPUs."""
+        the layout its labels say was applied in that file, whatever advertises its GPUs.
+        `cdi`: the cluster's GPU operator runs with CDI on (`OperatorFiles.cdi`): the node
+        holds its toolkit's management CDI spec."""
         meta = node_json.get("metadata") or {}
         labels = meta.get("labels") or {}
         name = str(meta.get("name", "node"))
@@ -152,6 +156,8 @@ class NodeSandbox:
         driver = labels.get("nvidia.com/cuda.driver-version.full")
         if driver:
             facts["driver"] = driver
+        if cdi:
+            facts["cdi_spec"] = True
         status = node_json.get("status") or {}
         # GPUs the DRA driver publishes (GFD saw them, kubelet advertises none): their sandbox
         # holds the layout the slices show
@@ -193,7 +199,8 @@ class NodeSandbox:
     def set_mig_knobs(self, **facts: Any) -> None:
         """Change knobs by fact name: mig_reboot_required (bool), mig_apply_fails ("" | "mode"
         | "config"), gpu_processes (list of {pid, name, gpu, usedMiB}), host_mig_manager
-        ("absent" | "inactive" | "active"), mignurse_probe (bool)."""
+        ("absent" | "inactive" | "active"), mignurse_probe (bool), cdi_spec (bool: the
+        operator's toolkit, its management CDI spec and the validator's driver-ready file)."""
         unknown = set(facts) - set(MIG_KNOB_FACTS)
         if unknown:
             known = ", ".join(MIG_KNOB_FACTS)
@@ -202,6 +209,7 @@ class NodeSandbox:
         knobs.update({MIG_KNOB_FACTS[k]: v for k, v in facts.items()})
         (self.state_dir / "knobs.json").write_text(json.dumps(knobs, indent=1))
         self._probe_stub(bool(knobs.get("probe")))
+        self._cdi_build(bool(knobs.get("cdiSpec")))
 
     def mig_parted_runs(self) -> list[dict[str, Any]]:
         """Every nvidia-mig-parted run: argv, MIG_PARTED_HOOKS_FILE as it saw it, hooks run, rc."""
@@ -224,9 +232,10 @@ class NodeSandbox:
                 found.append(StubCall(words[0], tuple(words[1:])))
         return found
 
-    def stub(self, name: str, body: str) -> Path:
-        """Replace (or add) a stub command; `body` is sh run after the call is logged."""
-        path = self.bin / name
+    def stub(self, name: str, body: str, folder: Path | None = None) -> Path:
+        """Replace (or add) a stub command (in `bin/`, else in `folder`); `body` is sh run
+        after the call is logged."""
+        path = (folder or self.bin) / name
         log = shlex.quote(str(self.calls_log))
         path.write_text(
             "#!/bin/sh\n"
@@ -293,6 +302,7 @@ class NodeSandbox:
         for tool in ("nvidia-smi", "nvidia-mig-parted", "lsof"):
             self.stub(tool, self._nodemig(tool))
         self._probe_stub(bool(self.mig_knobs().get("probe")))
+        self._cdi_build(bool(self.mig_knobs().get("cdiSpec")))
         knobs = shlex.quote(str(self.state_dir / "knobs.json"))
         self.stub(
             "systemctl",
@@ -557,6 +567,37 @@ class NodeSandbox:
         if installed:
             self.stub("mignurse", self._nodemig("mignurse"))
 
+    def _cdi_build(self, on: bool) -> None:
+        """With CDI on: the toolkit's nvidia-ctk and nvidia-cdi-hook where the operator installs
+        them, the validator's driver-ready (a host driver: roots `/`), and the management spec
+        as the toolkit wrote it at its start, for the MIG devices of then (kept if there)."""
+        if not on:
+            return
+        toolkit = self.fs / nodemig.TOOLKIT_DIR.lstrip("/")
+        toolkit.mkdir(parents=True, exist_ok=True)
+        self.stub("nvidia-ctk", self._nodemig("nvidia-ctk"), toolkit)
+        self.stub("nvidia-cdi-hook", "exit 0\n", toolkit)
+        ready = self.fs / nodemig.DRIVER_READY.lstrip("/")
+        if not ready.exists():
+            ready.parent.mkdir(parents=True, exist_ok=True)
+            # (gpu-operator@v26.7.0 cmd/nvidia-validator/main.go createStatusFile, host driver)
+            ready.write_text(
+                "IS_HOST_DRIVER=true\nNVIDIA_DRIVER_ROOT=/\nDRIVER_ROOT_CTR_PATH=/host\n"
+                "NVIDIA_DEV_ROOT=/\nDEV_ROOT_CTR_PATH=/host\n"
+            )
+        spec = self.management_spec_file
+        if not spec.exists():
+            state = nodemig.GpuNodeState(self.root)
+            nodemig.create_caps(state)
+            spec.parent.mkdir(parents=True, exist_ok=True)
+            spec.write_text(
+                nodemig.management_spec(self.fs, "/", f"{nodemig.TOOLKIT_DIR}/nvidia-cdi-hook")
+            )
+
+    @property
+    def management_spec_file(self) -> Path:
+        return self.fs / nodemig.MANAGEMENT_SPEC.lstrip("/")
+
 
 # cloud-init as the node really has it: 22.2.2 on AL2023, whose `status` knows no --format
 # (argparse usage error, exit 2: canonical/cloud-init@22.2.2 cloudinit/cmd/main.py), and
@@ -635,6 +676,17 @@ class OperatorFiles:
             self._policy_read = True
         return self._policy
 
+    def cdi(self) -> bool:
+        """Whether the cluster's GPU operator runs with CDI on: its ClusterPolicy's
+        `cdi.enabled`, true where unset (the default from gpu-operator v25.10.0,
+        api/nvidia/v1/clusterpolicy_types.go `CDIConfigSpec.IsEnabled`); no operator, no CDI."""
+        policy = self._cluster_policy()
+        if policy is None:
+            return False
+        cdi = (policy.get("spec") or {}).get("cdi")
+        enabled = cdi.get("enabled") if isinstance(cdi, dict) else None
+        return enabled is not False
+
     def _read(self, namespace: str, name: str) -> dict[str, Any] | None:
         from mignurse.cluster.client import CONFIGMAPS, ClusterError, NotFound
 
@@ -708,7 +760,9 @@ def sandbox_shells(client: Any, sandboxes: Path) -> Callable[[Node], NodeShell]:
             return NoWayIn(node.name)
         story = story_for(raw)
         layouts = operator.layouts(raw) if story == "healthy" else None
-        sandbox = NodeSandbox.for_node(sandboxes / node.name, raw, story=story, mig_layouts=layouts)
+        sandbox = NodeSandbox.for_node(
+            sandboxes / node.name, raw, story=story, mig_layouts=layouts, cdi=operator.cdi()
+        )
         return SandboxShell(sandbox)
 
     return shell_for

@@ -449,6 +449,7 @@ class Trial:
             state = self.sandboxes / self.node / "state" / "mig.json"
             gpus = json.loads(state.read_text())["gpus"] if state.is_file() else []
             found["gpus"] = [[g.get("current"), len(g.get("instances") or [])] for g in gpus]
+            found["cdi"] = self._stale_cdi()
         if self.case.cluster and self.case.aws != "eks":
             deploy = self._read(lambda: self.client.get(DEPLOYMENTS, "karpenter", "kube-system"))
             (ctr,) = [
@@ -532,8 +533,8 @@ class Trial:
         if isinstance(view.get("node"), str):
             # The node is gone or going (replaced, or removed by someone else): nothing of the
             # run is left on it.
-            view = {k: v for k, v in view.items() if k not in ("node", "gpus")}
-            before = {k: v for k, v in before.items() if k not in ("node", "gpus")}
+            view = {k: v for k, v in view.items() if k not in ("node", "gpus", "cdi")}
+            before = {k: v for k, v in before.items() if k not in ("node", "gpus", "cdi")}
         return _diff(before, view)
 
     def _off_done(self, view: dict[str, Any], said: Said) -> list[str]:
@@ -587,9 +588,22 @@ class Trial:
         if CORDONED_BY in node["annotations"] and CORDONED_BY not in was["annotations"]:
             off.append(f"{CORDONED_BY} is left on node {self.node}")
         gpus = view.get("gpus") or []
-        if not gpus or any(mode != "Enabled" or count != 4 for mode, count in gpus):
-            off.append(f"the GPUs are not 4×1g.24gb each: {gpus}")
+        want = self.case.mig_instances
+        if not gpus or any(mode != "Enabled" or count != want for mode, count in gpus):
+            off.append(f"the GPUs do not hold {want} MIG instances each: {gpus}")
+        if view.get("cdi"):
+            off.append(f"the management CDI spec does not list {', '.join(view['cdi'][:3])}")
         return off
+
+    def _stale_cdi(self) -> list[str]:
+        """The MIG capability nodes the node's management CDI spec (where it has one) misses."""
+        fs = self.sandboxes / self.node / "fs"
+        spec = fs / "var/run/cdi/management.nvidia.com-gpu.yaml"
+        if not spec.is_file():
+            return []
+        listed = spec.read_text()
+        caps = sorted((fs / "dev/nvidia-caps").glob("nvidia-cap*"))
+        return [c.name for c in caps if f"path: /dev/nvidia-caps/{c.name}\n" not in listed]
 
     def _replace_off(self, view: dict[str, Any], said: Said) -> list[str]:
         off = []

@@ -124,6 +124,8 @@ class Case:
     edit: Callable[[Scenario], Scenario] | None = None
     moments: Mapping[str, Moment] = field(default_factory=dict)
     settle: bool = False  # read back after SETTLE sim seconds (a replacement's health)
+    only: tuple[str, ...] = ()  # signals land at these points alone (a variant of a case)
+    mig_instances: int = 4  # reapply: the MIG instances per GPU a clean run leaves
 
 
 _TRAIN_PDB = Moment(r"^  drain: \d+ pod\(s\) refused by their disruption budget", "pdb", "unpdb")
@@ -181,6 +183,18 @@ CASES: dict[str, Case] = {
             "partitioning": Moment(r"^  apply-layout: \$ .* -d apply -f "),
             "operands-back": Moment(r"^  resume-operands: labelled "),
         },
+    ),
+    # CDI on (the ClusterPolicy leaves cdi.enabled unset): a signal between the new layout and
+    # the management CDI spec made again; the layout changes (all-balanced → inference-mixed)
+    "reapply-mig-no-hooks/cdi": Case(
+        "reapply-mig-no-hooks",
+        "mig-custom-config",
+        40,
+        first_in("gpu-balanced"),
+        {"config": "inference-mixed", "drain_timeout": "60s", "pods_timeout": "60s"},
+        moments={"cdi-spec": Moment(r"^  apply-layout: \$ .*nvidia-ctk cdi generate ")},
+        only=("cdi-spec",),
+        mig_instances=3,  # 3g.40gb + 2g.20gb + 1g.10gb
     ),
     "replace-instance/nodeclaim": Case(
         "replace-instance",
@@ -251,7 +265,9 @@ def step_ids(book: str) -> list[str]:
 
 def points(case: str) -> list[str]:
     """Where a signal can land in a case: each step as it starts, each mid-step moment, and
-    after the last step."""
+    after the last step (a variant's own points only, where it names them)."""
+    if CASES[case].only:
+        return list(CASES[case].only)
     return [*step_ids(CASES[case].book), *CASES[case].moments, "end"]
 
 

@@ -30,6 +30,7 @@ from mignurse.model import (
 from mignurse.nodeaccess.base import CommandResult
 from mignurse.runner.engine import Runner
 from mignurse.runner.step import Cancelled, StepContext, StepFailed, StepPlan
+from mignurse.runner.steps.mig.cdi import MANAGEMENT_SPEC
 from mignurse.runner.steps.mig.layout import (
     ApplyMigLayout,
     VerifyMigLayout,
@@ -239,6 +240,7 @@ ASSERT_MODE = "nvidia-mig-parted -d assert --mode-only"
 APPLY = "nvidia-mig-parted -d apply -f"
 MODES = "--query-gpu=index,mig.mode.current,mig.mode.pending"
 PROBE = "mignurse probe -o json"
+CDI_READ = "spec=absent"  # in the read of the management CDI spec, and only there
 
 
 def layout_plan() -> StepPlan:
@@ -250,9 +252,11 @@ def mig_off_node(**replies: Reply | list[Reply]) -> ScriptedNode:
     """Two H100s with MIG off, mignurse's probe installed; `replies` by command."""
     answers: dict[str, Reply | list[Reply]] = {
         PROBE: Reply(0, probe_json(gpu(0, MIG_DISABLED), gpu(1, MIG_DISABLED))),
+        CDI_READ: Reply(0, "spec=absent\n"),
     }
     names = {"assert_": ASSERT, "apply_mode": APPLY_MODE, "assert_mode": ASSERT_MODE,
-             "apply": APPLY, "modes": MODES, "listing": "nvidia-smi -L"}  # fmt: skip
+             "apply": APPLY, "modes": MODES, "listing": "nvidia-smi -L", "cdi": CDI_READ,
+             "ctk_nodes": "create-device-nodes", "ctk_generate": "cdi generate"}  # fmt: skip
     for name, reply in replies.items():
         answers[names[name]] = reply
     return ScriptedNode(answers)
@@ -264,6 +268,10 @@ def commands(node: ScriptedNode) -> list[str]:
         first = script.splitlines()[0]
         if first.startswith("mkdir"):
             shown.append("write files")
+        elif first.startswith("spec="):
+            shown.append("read the CDI spec")
+        elif "nvidia-ctk" in first:
+            shown.append(" ".join(first.split()[1:3]))
         elif "nvidia-mig-parted" in first:
             shown.append(" ".join(w for w in first.split()[3:6] if not w.startswith('"$R"')))
         else:
@@ -275,8 +283,13 @@ def test_a_layout_already_in_place_is_left_as_it_is() -> None:
     node = mig_off_node(assert_=Reply(0))
     seen = Seen()
     applied = ApplyMigLayout().apply(node_ctx(node, seen), layout_plan())
-    assert applied == {"config": CONFIG, "alreadyApplied": True}
-    assert commands(node) == ["write files", "nvidia-mig-parted assert -f", "nvidia-smi"]
+    assert applied == {"config": CONFIG, "alreadyApplied": True, "cdiSpec": "absent"}
+    assert commands(node) == [
+        "read the CDI spec",
+        "write files",
+        "nvidia-mig-parted assert -f",
+        "nvidia-smi",
+    ]
     assert node.scripts()[-1] == "nvidia-smi -L" and node.ran[-1][1] == 60
     assert [e["change"] for e in seen.events("intent")] == [
         f"write /var/lib/mignurse/mig/config.yaml and an empty /var/lib/mignurse/mig/hooks.yaml"
@@ -289,8 +302,9 @@ def test_the_layout_is_applied_in_mig_parteds_order_after_recording_the_gpus() -
     node = mig_off_node(assert_=[Reply(1), Reply(0)])
     seen = Seen()
     applied = ApplyMigLayout().apply(node_ctx(node, seen), layout_plan())
-    assert applied == {"config": CONFIG, "alreadyApplied": False}
+    assert applied == {"config": CONFIG, "alreadyApplied": False, "cdiSpec": "absent"}
     assert commands(node) == [
+        "read the CDI spec",
         "write files",
         "nvidia-mig-parted assert -f",
         "mignurse probe",
@@ -300,7 +314,7 @@ def test_the_layout_is_applied_in_mig_parteds_order_after_recording_the_gpus() -
         "nvidia-mig-parted assert -f",
         "nvidia-smi",
     ]
-    written = node.scripts()[0]
+    written = node.scripts()[1]
     assert "version: v1\nmig-configs:\n  all-1g.10gb:" in written and "hooks: {}" in written
     intents = seen.events("intent")
     assert [e["change"].split(" on ")[0] for e in intents] == [
@@ -368,11 +382,11 @@ def test_a_mode_change_that_failed_otherwise_says_mig_parteds_reason() -> None:
     [
         ({"apply": Reply(1, "", FATAL)},
          f"nvidia-mig-parted apply failed on {NODE}: error setting MIG mode: device \"GPU 3\" is "
-         "in use", 6),
+         "in use", 7),
         ({"assert_": [Reply(1), Reply(1, "", 'level=fatal msg="config mismatch"')]},
-         f"{CONFIG} is not in place after apply: config mismatch", 7),
+         f"{CONFIG} is not in place after apply: config mismatch", 8),
         ({"listing": Reply(6, "", "Failed to initialize NVML: Unknown Error\n")},
-         f"nvidia-smi -L failed on {NODE}: Failed to initialize NVML: Unknown Error", 8),
+         f"nvidia-smi -L failed on {NODE}: Failed to initialize NVML: Unknown Error", 9),
     ],
 )  # fmt: skip
 def test_each_failing_mig_parted_call_stops_the_step_with_its_reason(
@@ -663,7 +677,7 @@ HOST = "systemctl is-active nvidia-mig-manager.service"
 
 
 def preflight_ctx(c: Cluster, node: str, host: Reply, seen: Seen) -> tuple[Any, ScriptedNode]:
-    shell = ScriptedNode({HOST: host}, node=node)
+    shell = ScriptedNode({HOST: host, CDI_READ: Reply(0, "spec=absent\n")}, node=node)
     ctx = c.ctx(node, shell_for=lambda name: shell, log=seen.log.append)
     return ctx, shell
 
@@ -721,6 +735,7 @@ def test_the_preflight_plan_shows_the_layout_and_only_read_only_questions(
     assert [cmd.argv for cmd in plan.commands] == [
         ("systemctl", "is-active", "nvidia-mig-manager.service"),
         ("systemctl", "is-enabled", "nvidia-mig-manager.service"),
+        ("test", "-f", MANAGEMENT_SPEC),
     ]
     assert plan.notes[0] == (
         "config all-1g.10gb on 8 × H100-80GB: per GPU 7×1g.10gb "
@@ -750,7 +765,11 @@ def test_apply_mig_layout_plans_every_command_and_refuses_an_unknown_config(
         (*parted, "-d", "apply", *config, *hooks),
         (*parted, "assert", *config),
         ("nvidia-smi", "-L"),
-    ]
+        ("test", "-f", MANAGEMENT_SPEC),
+        ("<toolkit>/nvidia-ctk", "system", "create-device-nodes", "--control-devices"),
+        ("<toolkit>/nvidia-ctk", "cdi", "generate", "--mode=management",
+         f"--output={MANAGEMENT_SPEC}"),
+    ]  # fmt: skip
     assert plan.notes[0] == (
         f"every GPU instance on {node} is destroyed and recreated as 7×1g.10gb per GPU"
     )
@@ -799,3 +818,131 @@ def test_the_reapply_plan_marks_the_steps_that_only_read(
     assert [h.split(" ")[1] for h in heads if h.endswith("[read-only]")] == [
         "preflight", "no-gpu-processes", "verify-layout"
     ]  # fmt: skip
+
+
+# -- the management CDI spec ---------------------------------------------------------------------
+
+# What the read prints on a node with CDI on: the validator's roots (gpu-operator@v26.7.0
+# cmd/nvidia-validator/main.go createStatusFile) and the hook the toolkit's spec calls
+# (nvidia-container-toolkit@v1.20.0 cmd/nvidia-ctk-installer/toolkit/toolkit.go)
+CDI_ON = (
+    "spec=present\nNVIDIA_DRIVER_ROOT=/run/nvidia/driver\nNVIDIA_DEV_ROOT=/run/nvidia/driver\n"
+    "hook=/usr/local/nvidia/toolkit/nvidia-cdi-hook\n"
+)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_with_cdi_on_the_management_spec_is_made_again_after_the_apply(in_place: bool) -> None:
+    """As mig-manager after a reconfigure; a layout found in place too (a resumed run)."""
+    asserts = [Reply(0)] if in_place else [Reply(1), Reply(0)]
+    node = mig_off_node(assert_=asserts, cdi=Reply(0, CDI_ON))
+    seen = Seen()
+    applied = ApplyMigLayout().apply(node_ctx(node, seen), layout_plan())
+    assert applied["cdiSpec"] == "regenerated" and applied["alreadyApplied"] is in_place
+    assert commands(node)[0] == "read the CDI spec"
+    assert commands(node)[-3:] == ["nvidia-smi", "system create-device-nodes", "cdi generate"]
+    ctk = '"$R"/usr/local/nvidia/toolkit/nvidia-ctk'
+    assert node.scripts()[-2] == (
+        f"{ctk} system create-device-nodes --control-devices --dev-root=/run/nvidia/driver"
+    )
+    assert node.scripts()[-1] == (
+        f"{ctk} cdi generate --mode=management --driver-root=/run/nvidia/driver "
+        "--dev-root=/run/nvidia/driver --vendor=management.nvidia.com --class=gpu "
+        "--nvidia-cdi-hook-path=/usr/local/nvidia/toolkit/nvidia-cdi-hook "
+        f"--output={MANAGEMENT_SPEC}"
+    )
+    assert seen.events("intent")[-1]["change"] == f"regenerate {MANAGEMENT_SPEC} on {NODE}"
+
+
+def test_an_old_toolkits_hook_is_nvidia_ctk_itself_and_named_by_its_old_flag() -> None:
+    old = "spec=present\nNVIDIA_DRIVER_ROOT=/\nhook=/usr/bin/nvidia-ctk\n"
+    node = mig_off_node(assert_=Reply(0), cdi=Reply(0, old))
+    ApplyMigLayout().apply(node_ctx(node, Seen()), layout_plan())
+    generate = node.scripts()[-1]
+    assert generate.startswith('"$R"/usr/bin/nvidia-ctk cdi generate --mode=management')
+    assert "--dev-root" not in generate  # none recorded: nvidia-ctk takes the driver root
+    assert "--nvidia-ctk-path=/usr/bin/nvidia-ctk" in generate
+
+
+@pytest.mark.parametrize(
+    ("read", "said"),
+    [
+        ("spec=present\nhook=/usr/local/nvidia/toolkit/nvidia-cdi-hook\n",
+         "/run/nvidia/validations/driver-ready gives no usable driver root (none)"),
+        ("spec=present\nNVIDIA_DRIVER_ROOT=$(reboot)\nhook=/usr/local/nvidia/toolkit/nvidia-cdi-hook\n",
+         "gives no usable driver root ('$(reboot)')"),
+        ("spec=present\nNVIDIA_DRIVER_ROOT=/\nNVIDIA_DEV_ROOT=/a/../b\n"
+         "hook=/usr/local/nvidia/toolkit/nvidia-cdi-hook\n",
+         "gives NVIDIA_DEV_ROOT='/a/../b'"),
+        ("spec=present\nNVIDIA_DRIVER_ROOT=/\n", "names no nvidia-cdi-hook or nvidia-ctk"),
+        ("spec=present\nNVIDIA_DRIVER_ROOT=/\nhook=/tmp/../usr/bin/nvidia-cdi-hook\n",
+         "by a plain path ('/tmp/../usr/bin/nvidia-cdi-hook')"),
+        ("", "cannot tell whether"),
+    ],
+)  # fmt: skip
+def test_a_spec_that_cannot_be_made_again_stops_the_step_before_any_write(
+    read: str, said: str
+) -> None:
+    node = mig_off_node(assert_=[Reply(1), Reply(0)], cdi=Reply(0, read))
+    with pytest.raises(StepFailed) as failed:
+        ApplyMigLayout().apply(node_ctx(node, Seen()), layout_plan())
+    assert said in str(failed.value)
+    assert "\n" not in str(failed.value)
+    assert commands(node) == ["read the CDI spec"]
+
+
+def test_a_failed_regeneration_says_nvidia_ctks_reason_and_what_the_node_holds() -> None:
+    fatal = 'time="2026-12-07T10:00:00Z" level=error msg="failed to generate CDI spec"\n'
+    node = mig_off_node(
+        assert_=[Reply(1), Reply(0)], cdi=Reply(0, CDI_ON), ctk_generate=Reply(1, "", fatal)
+    )
+    with pytest.raises(StepFailed) as failed:
+        ApplyMigLayout().apply(node_ctx(node, Seen()), layout_plan())
+    assert str(failed.value) == (
+        f'cdi generate failed on {NODE}: time="2026-12-07T10:00:00Z" level=error msg="failed to '
+        f'generate CDI spec"; the GPUs hold the new layout, {MANAGEMENT_SPEC} still the old one'
+    )
+
+
+def test_preflight_refuses_a_node_whose_spec_cannot_be_made_again(
+    cluster_for: Callable[..., Cluster],
+) -> None:
+    c = cluster_for("mig-hook-notready")
+    node = ready_mig_node(c)
+    ctx, shell = preflight_ctx(c, node, Reply(0, "inactive\n|\ndisabled\n"), Seen())
+    shell.replies[CDI_READ] = Reply(0, "spec=present\n")
+    refusal = MigPreflight().check(ctx)
+    assert refusal is not None and "gives no usable driver root (none)" in refusal
+    with pytest.raises(StepFailed, match="gives no usable driver root"):
+        MigPreflight().apply(ctx, StepPlan())
+    shell.replies[CDI_READ] = Reply(0, CDI_ON)
+    assert MigPreflight().check(ctx) is None
+    assert MigPreflight().apply(ctx, StepPlan())["cdiSpec"] == "present"
+
+
+def test_in_the_sandbox_the_regenerated_spec_lists_the_new_layouts_devices(
+    sandbox: NodeSandbox,
+) -> None:
+    """End to end through the sandbox's nvidia-ctk: the spec the toolkit wrote lists the
+    capability nodes of the layout then; after the apply it lists the new layout's too, and
+    nothing restarted a unit."""
+    sandbox.set_mig_knobs(cdi_spec=True)
+    before = sandbox.management_spec_file.read_text()
+    yaml = (
+        f"version: v1\nmig-configs:\n  {CONFIG}:\n  - devices: all\n    mig-enabled: true\n"
+        '    mig-devices:\n      "1g.10gb": 7\n'
+    )
+    applied = ApplyMigLayout().apply(
+        node_ctx(SandboxShell(sandbox), Seen()),
+        StepPlan(data={"config": CONFIG, "configYaml": yaml}),
+    )
+    assert applied["cdiSpec"] == "regenerated"
+    after = sandbox.management_spec_file.read_text()
+    caps = sorted(p.name for p in (sandbox.fs / "dev/nvidia-caps").iterdir())
+    assert all(f"path: /dev/nvidia-caps/{cap}\n" in after for cap in caps)
+    assert any(f"/dev/nvidia-caps/{cap}\n" not in before for cap in caps)
+    assert "path: /usr/local/nvidia/toolkit/nvidia-cdi-hook" in after
+    tools = [(c.command, c.args[:2]) for c in sandbox.calls()]
+    assert ("nvidia-ctk", ("cdi", "generate")) in tools
+    asked = (("is-active",), ("is-enabled",))
+    assert not [c for c in sandbox.calls() if c.command == "systemctl" and c.args[:1] not in asked]

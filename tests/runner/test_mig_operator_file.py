@@ -130,6 +130,12 @@ def test_a_whole_run_on_the_cluster_s_file_ends_verified(cluster_for: Make, tmp_
     assert f"(from {SOURCE})" in done.stdout + done.stderr
     assert "  hold-disruption: verified" in done.stdout.splitlines()
     assert f"8 GPUs on {node} show 3×1g.10gb + 2×2g.20gb each" in done.stderr
+    # CDI is on (the ClusterPolicy leaves cdi.enabled unset): the management spec made again
+    box = tmp_path / "sandboxes" / node
+    assert "nvidia-ctk 'cdi' 'generate' '--mode=management'" in (box / "calls.log").read_text()
+    spec = (box / "fs/var/run/cdi/management.nvidia.com-gpu.yaml").read_text()
+    caps = sorted(p.name for p in (box / "fs/dev/nvidia-caps").glob("nvidia-cap*"))
+    assert len(caps) > 2 and all(f"path: /dev/nvidia-caps/{cap}\n" in spec for cap in caps)
     after = c.node(node)  # still there: emptied of its GPU pods, it was held off consolidation
     assert "karpenter.sh/do-not-disrupt" not in (after["metadata"].get("annotations") or {})
     allocatable = after["status"]["allocatable"]

@@ -8,14 +8,16 @@ DynamicMIG from the NVIDIA DRA driver there, host `nvidia-mig-manager.service` n
 `nvidia.com/gpu.deploy.mig-manager=false`), `pause-gpu-operands` (deploy labels
 `paused-for-mig-change`, state `pending`, wait for those pods to go), `confirm-no-gpu-processes`,
 `apply-mig-layout` (assert → apply --mode-only → assert --mode-only → apply → assert, then
-`nvidia-smi -L`), `verify-mig-layout` (per-GPU profile counts from the node's NVML probe, else
-nvidia-smi), `resume-gpu-operands` (labels back, state `success`, wait for allocatable).
+`nvidia-smi -L`, and with CDI on the management CDI spec made again), `verify-mig-layout`
+(per-GPU profile counts from the node's NVML probe, else nvidia-smi), `resume-gpu-operands`
+(labels back, state `success`, wait for allocatable).
 
 Where each piece lives: `target.py` what the run is about (the node, its config and layout);
 `nodecmd.py` running commands on the node; `preflight.py` `mig-preflight` and
-`confirm-no-gpu-processes`; `labels.py` the label steps `mig-manager-off` and
-`pause-gpu-operands`; `layout.py` `apply-mig-layout`, `verify-mig-layout` and reading the
-GPUs' MIG state; `resume.py` `resume-gpu-operands` and its wait for the new layout to serve.
+`confirm-no-gpu-processes`; `cdi.py` the management CDI spec; `labels.py` the label steps
+`mig-manager-off` and `pause-gpu-operands`; `layout.py` `apply-mig-layout`,
+`verify-mig-layout` and reading the GPUs' MIG state; `resume.py` `resume-gpu-operands` and
+its wait for the new layout to serve.
 
 Decisions:
 - mignurse writes its own mig-parted config holding only the chosen layout, built from the profile

@@ -1,6 +1,7 @@
 """Changing and reading the GPUs' MIG layout: `apply-mig-layout` (mignurse's own config and
 an empty hooks file written, then assert → apply --mode-only → assert --mode-only → apply →
-assert with nvidia-mig-parted, never through a hook, then `nvidia-smi -L`), the record of each
+assert with nvidia-mig-parted, never through a hook, then `nvidia-smi -L` and, where CDI is
+on, the management CDI spec made again: `cdi.py`), the record of each
 GPU's mode and profile counts taken before the first write (what undo compares), the node's
 MIG state read through its NVML probe or nvidia-smi, and `verify-mig-layout`.
 """
@@ -28,6 +29,7 @@ from mignurse.runner.step import (
     StepPlan,
     action,
 )
+from mignurse.runner.steps.mig import cdi
 from mignurse.runner.steps.mig.nodecmd import (
     CONFIG_FILE,
     EMPTY_HOOKS,
@@ -112,6 +114,7 @@ class ApplyMigLayout(Action):
         commands.append(
             node_command(ctx, ("nvidia-smi", "-L"), "creates the new MIG capability nodes")
         )
+        commands += cdi.plan_commands(ctx)
         return StepPlan(
             commands=commands,
             notes=[
@@ -120,6 +123,8 @@ class ApplyMigLayout(Action):
                 + " per GPU",
                 "MIG_PARTED_HOOKS_FILE is unset and apply gets an empty hooks file: no hook "
                 "runs, so nothing restarts kubelet or containerd or runs daemon-reload",
+                f"where the node has {cdi.MANAGEMENT_SPEC} (CDI on), it is made again after "
+                "the apply, as mig-manager does, so DCGM and the operands see the new MIG devices",
                 f"{CONFIG_FILE}:\n{config_yaml.rstrip()}",
             ],
             data={"config": target.config, "configYaml": config_yaml},
@@ -127,13 +132,16 @@ class ApplyMigLayout(Action):
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         config = str(plan.data["config"])
+        spec = cdi.read_spec(ctx)  # (a spec that cannot be made again stops the run here)
         ctx.intend(f"write {CONFIG_FILE} and an empty {HOOKS_FILE} on {ctx.node}")
         run_script(ctx, _write_files_script(str(plan.data["configYaml"])), "writing the config")
         steps = {name: argv for name, argv, _why in _sequence(config)}
         if run_argv(ctx, steps["assert"]).rc == 0:
             ctx.log(f"{config} is already applied on {ctx.node}")
             run_argv(ctx, ("nvidia-smi", "-L"), timeout=60)
-            return {"config": config, "alreadyApplied": True}
+            if spec is not None:  # (a resumed run may find the layout in place, the spec not)
+                cdi.regenerate(ctx, spec)
+            return {"config": config, "alreadyApplied": True, "cdiSpec": _cdi_words(spec)}
         gpus = ctx.prior.get("gpus") or gpu_record(read_mig_state(ctx))
         ctx.intend(f"nvidia-mig-parted apply --mode-only -c {config} on {ctx.node}", {"gpus": gpus})
         mode = run_argv(ctx, steps["apply-mode"])
@@ -156,7 +164,9 @@ class ApplyMigLayout(Action):
         listed = run_argv(ctx, ("nvidia-smi", "-L"), timeout=60)
         if listed.rc != 0:
             raise StepFailed(f"nvidia-smi -L failed on {ctx.node}: {listed.reason()}")
-        return {"config": config, "alreadyApplied": False}
+        if spec is not None:
+            cdi.regenerate(ctx, spec)
+        return {"config": config, "alreadyApplied": False, "cdiSpec": _cdi_words(spec)}
 
     def verify(self, ctx: StepContext, plan: StepPlan, applied: dict[str, Any]) -> str | None:
         out = run_argv(ctx, _sequence(str(plan.data["config"]))[-1][1], timeout=60)
@@ -181,6 +191,10 @@ class ApplyMigLayout(Action):
             + "): undoing the labels and the cordon would return them to service; the node "
             "stays cordoned with its GPU operands paused"
         )
+
+
+def _cdi_words(spec: cdi.CdiSpec | None) -> str:
+    return "absent" if spec is None else "regenerated"
 
 
 def gpu_record(state: MigState) -> dict[str, dict[str, Any]]:

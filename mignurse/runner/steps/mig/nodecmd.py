@@ -81,9 +81,16 @@ def run_script(
     return NodeOutput(result.rc, stdout, result.stderr_tail)
 
 
-def run_argv(ctx: StepContext, argv: tuple[str, ...], timeout: float | None = None) -> NodeOutput:
+def run_argv(
+    ctx: StepContext, argv: tuple[str, ...], timeout: float | None = None, *, rooted: bool = False
+) -> NodeOutput:
+    """Run `argv` on the step's node, logged; `rooted`: its program is a path under the node's
+    root (an operator-installed binary, not one on PATH)."""
     ctx.log("$ " + " ".join(argv))
-    out = run_script(ctx, shell_words(argv) + "\n", " ".join(argv[:6]), timeout)
+    words = shell_words(argv)
+    if rooted:
+        words = '"$R"' + shlex.quote(argv[0]) + " " + shell_words(argv[1:])
+    out = run_script(ctx, words + "\n", " ".join(argv[:6]), timeout)
     for line in (out.stdout.strip().splitlines() or [])[-3:]:
         ctx.log("  " + line)
     if out.rc != 0:

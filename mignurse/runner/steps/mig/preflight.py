@@ -1,8 +1,9 @@
 """What must hold before any MIG write, and the guard that nothing restarts: `mig-preflight`
 (the config is valid for the node's GPU, the node is not Bottlerocket and is Ready, since this
 runbook never restarts kubelet or containerd to bring it back, its NVIDIA DRA driver does not
-run DynamicMIG, and the host
-`nvidia-mig-manager.service`, only asked about, is not active) and
+run DynamicMIG, the host
+`nvidia-mig-manager.service`, only asked about, is not active, and a management CDI spec on the
+node can be made again: `cdi.py`) and
 `confirm-no-gpu-processes` (no process holds the GPUs, waited for until the step's timeout).
 """
 
@@ -29,6 +30,7 @@ from mignurse.runner.step import (
     action,
 )
 from mignurse.runner.steps.kube import get_node, not_ready, replace_hint
+from mignurse.runner.steps.mig import cdi
 from mignurse.runner.steps.mig.labels import LABEL_MIG_MANAGER
 from mignurse.runner.steps.mig.nodecmd import POLL_SECONDS, node_command, run_script, shell_words
 from mignurse.runner.steps.mig.target import (
@@ -121,7 +123,11 @@ class MigPreflight(Action):
                     "containerd, so it cannot bring the node back; collect it "
                     f"(cordon-and-collect), then {replace_hint(ctx.node)}"
                 )
-            return _host_refusal(_host_service(ctx)[0])
+            refusal = _host_refusal(_host_service(ctx)[0])
+            if refusal:
+                return refusal
+            cdi.read_spec(ctx)
+            return None
         except StepFailed as exc:
             return str(exc)
 
@@ -144,6 +150,7 @@ class MigPreflight(Action):
             commands=[
                 node_command(ctx, ("systemctl", "is-active", HOST_SERVICE), "read-only"),
                 node_command(ctx, ("systemctl", "is-enabled", HOST_SERVICE), "read-only"),
+                cdi.plan_commands(ctx)[0],
             ],
             notes=notes,
             data={"config": target.config},
@@ -162,6 +169,9 @@ class MigPreflight(Action):
         if refusal:
             raise StepFailed(refusal)
         ctx.log(f"host {HOST_SERVICE}: {active}, {enabled}")
+        spec = cdi.read_spec(ctx)
+        if spec is not None:
+            ctx.log(f"{cdi.MANAGEMENT_SPEC} is there: it is made again after the apply")
         if enabled == "enabled":
             ctx.log(
                 f"note: {HOST_SERVICE} is enabled: at the next boot it applies its own selection"
@@ -173,6 +183,7 @@ class MigPreflight(Action):
             "perGpu": target.per_gpu,
             PINNED: pinned_record(target),
             "hostService": {"active": active, "enabled": enabled},
+            "cdiSpec": "absent" if spec is None else "present",
         }
 
 
