@@ -32,6 +32,13 @@ def add_parser(sub: Any) -> None:
         "--config", required=True, metavar="NAME", help="MIG config name, e.g. all-1g.10gb"
     )
     userdata.add_argument(
+        "--mig-parted-file",
+        metavar="FILE",
+        help="AL2023: the mig-parted file NAME is defined in (your GPU operator's, or the "
+        "ConfigMap holding it: kubectl get configmap NAME -n gpu-operator -o yaml); default: "
+        "NVIDIA's default file",
+    )
+    userdata.add_argument(
         "--gpu-product",
         metavar="P",
         help="the GPU whose layout NAME means, named whole: a product name "
@@ -101,6 +108,7 @@ def cmd_userdata(args: argparse.Namespace) -> int:
                     ("--mig-parted-url", source.url),
                     ("--mig-parted-sha256", source.sha256),
                     ("--driver-wait", args.driver_wait is not None),
+                    ("--mig-parted-file", args.mig_parted_file is not None),
                 )
                 if given
             ]
@@ -124,6 +132,7 @@ def cmd_userdata(args: argparse.Namespace) -> int:
             gpu_product=args.gpu_product,
             source=source,
             driver_wait_s=DEFAULT_DRIVER_WAIT_S if args.driver_wait is None else args.driver_wait,
+            configs=_file_configs(args.mig_parted_file),
         )
         if args.ec2nodeclass:
             sys.stdout.write(ec2nodeclass_yaml(user_data, name=name, cluster=args.cluster))
@@ -132,3 +141,17 @@ def cmd_userdata(args: argparse.Namespace) -> int:
     except UserDataError as exc:
         raise UserError(str(exc)) from None
     return EXIT_OK
+
+
+def _file_configs(path: str | None) -> Any:
+    """The configs of --mig-parted-file; None without it (NVIDIA's default file)."""
+    if path is None:
+        return None
+    from pathlib import Path
+
+    from mignurse.gpu.clusterconfig import ConfigUnreadable, from_file
+
+    try:
+        return from_file(Path(path).expanduser())
+    except ConfigUnreadable as exc:
+        raise UserError(f"--mig-parted-file {exc}") from None

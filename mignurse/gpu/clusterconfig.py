@@ -28,7 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from mignurse.gpu.catalogue import CatalogueError, Configs, catalogue, configs_of, parse_upstream
 from mignurse.inert import inert_name
@@ -121,6 +124,44 @@ def wanted(policy: Mapping[str, Any] | None, node: str) -> tuple[str, tuple[str,
     if name:
         return namespace, (name,)
     return namespace, (node + GENERATED_SUFFIX, DEFAULT_CONFIGMAP)
+
+
+def from_file(path: Path) -> MigConfigs:
+    """The configs of a local mig-parted file, or of the ConfigMap holding one as `kubectl get
+    configmap NAME -o yaml` prints it; ConfigUnreadable (one line naming the file) when it is
+    not a regular file under 1 MiB, not UTF-8 YAML, or a file mig-parted would refuse."""
+    from mignurse.untrusted import Limit, LimitError, compose_yaml, read_regular_file
+
+    where = inert_name(str(path))
+    limit = Limit("MIGNURSE_MAX_MIG_PARTED_FILE_BYTES", MAX_CONFIG_BYTES, "a mig-parted file")
+    try:
+        text = read_regular_file(path, limit, where).decode("utf-8")
+    except LimitError as exc:  # (its words name the file)
+        raise ConfigUnreadable(str(exc)) from None
+    except OSError as exc:
+        raise ConfigUnreadable(f"{where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigUnreadable(f"{where}: not UTF-8 text") from None
+    try:
+        compose_yaml(text)  # (its depth and aliases bounded before it is loaded)
+    except LimitError as exc:
+        raise ConfigUnreadable(f"{where}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "bad syntax"
+        raise ConfigUnreadable(f"{where}: not YAML{at}: {problem}") from None
+    document = yaml.safe_load(text)
+    if isinstance(document, dict) and document.get("kind") == "ConfigMap":
+        name = _field(document, "metadata", "name")
+        name = name if isinstance(name, str) else "?"
+        configs = from_configmap(document, f"{inert_name(name)} (in {where})")
+        return MigConfigs(configs.configs, f"{where} (ConfigMap {inert_name(name)})")
+    try:
+        parsed = parse_upstream(text)
+    except CatalogueError as exc:
+        raise ConfigUnreadable(f"{where}: {exc}") from None
+    return MigConfigs(configs_of(parsed), where)
 
 
 def from_configmap(configmap: Mapping[str, Any], where: str) -> MigConfigs:

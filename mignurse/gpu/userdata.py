@@ -85,9 +85,14 @@ from mignurse.gpu.bottlerocket import (
     settings_toml,
 )
 from mignurse.gpu.catalogue import catalogue
+from mignurse.gpu.clusterconfig import MigConfigs
 from mignurse.gpu.models import MODELS, GpuModel, resolve_gpu
 from mignurse.gpu.profiles import Layout, config_names, expected_layout
+from mignurse.inert import inert_name
 
+# A config name is the value of the node label nvidia.com/mig.config, and goes into the
+# script's comments and the MIME part's file name (Kubernetes label values: RFC 1123 chars).
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?")
 # GPUs a config can be checked for: those with MIG and a profile table.
 MIG_MODELS: tuple[GpuModel, ...] = tuple(m for m in MODELS if m.mig_capable and m.profiles)
 DEFAULT_DRIVER_WAIT_S = 300
@@ -165,8 +170,8 @@ class UserData:
     mime: str
 
 
-def _known_layout(config: str, model: GpuModel) -> Layout | None:
-    layout = expected_layout(config, model)
+def _known_layout(config: str, model: GpuModel, configs: MigConfigs | None) -> Layout | None:
+    layout = expected_layout(config, model, configs.configs if configs else None)
     if layout is None or layout.devices is None or layout.mig_enabled is None:
         return None
     return layout
@@ -196,23 +201,40 @@ def resolve_product(product: str) -> GpuModel:
     return model
 
 
-def resolve_layout(config: str, model: GpuModel | None = None) -> MigLayout:
-    """The layout `config` means, on `model` or on every GPU it is valid for."""
+def resolve_layout(
+    config: str, model: GpuModel | None = None, configs: MigConfigs | None = None
+) -> MigLayout:
+    """The layout `config` means, on `model` or on every GPU it is valid for, in `configs`
+    (a mig-parted file given with --mig-parted-file; NVIDIA's default file when None)."""
+    if not _LABEL_VALUE.fullmatch(config):
+        raise UserDataError(
+            f"MIG config name {inert_name(config)} cannot be a nvidia.com/mig.config label "
+            "value: 1 to 63 letters, digits, '.', '_' or '-', starting and ending with a letter "
+            "or digit"
+        )
     models = (model,) if model is not None else MIG_MODELS
+    table = configs.configs if configs else None
     found: dict[str, Layout] = {}
     for candidate in models:
-        if (layout := _known_layout(config, candidate)) is not None:
+        if (layout := _known_layout(config, candidate, configs)) is not None:
             found[candidate.name] = layout
+    in_file = f" in {configs.source}" if configs else ""
     if not found:
-        if model is not None and config in catalogue().configs:
-            note = expected_layout(config, model)
+        if model is not None and config in (table if table is not None else catalogue().configs):
+            note = expected_layout(config, model, table)
             why = note.note if note is not None else ""
-            raise UserDataError(f"MIG config {config!r} is not valid for {model.name}: {why}")
-        valid = sorted({name for m in models for name in config_names(m)})
+            raise UserDataError(
+                f"MIG config {config!r}{in_file} is not valid for {model.name}: {why}"
+            )
+        valid = sorted({name for m in models for name in config_names(m, table)})
         where = f" for {model.name}" if model is not None else ""
-        raise UserDataError(
-            f"unknown MIG config {config!r}{where}: valid names are {', '.join(valid)}"
+        names = f"valid names are {', '.join(valid)}" if valid else "it has no valid name"
+        hint = (
+            "; a config of your cluster's own file: give it with --mig-parted-file"
+            if configs is None
+            else ""
         )
+        raise UserDataError(f"unknown MIG config {config!r}{where}{in_file}: {names}{hint}")
     distinct = {
         (layout.mig_enabled, tuple(sorted((layout.devices or {}).items())))
         for layout in found.values()
@@ -540,15 +562,17 @@ def build(
     driver_wait_s: int = DEFAULT_DRIVER_WAIT_S,
     driver_poll_s: int = DRIVER_POLL_S,
     progress_every_s: int = PROGRESS_EVERY_S,
+    configs: MigConfigs | None = None,
 ) -> UserData:
-    """User data for `config`; UserDataError for a name or product the tables do not know."""
+    """User data for `config` (of `configs`, else of NVIDIA's default file); UserDataError for
+    a name or product the tables do not know."""
     if not 1 <= driver_wait_s <= MAX_DRIVER_WAIT_S:
         raise UserDataError(
             f"--driver-wait {driver_wait_s} is out of range: 1 to {MAX_DRIVER_WAIT_S} seconds"
         )
     source.check()
     model = resolve_product(gpu_product) if gpu_product is not None else None
-    layout = resolve_layout(config, model)
+    layout = resolve_layout(config, model, configs)
     script = shell_script(
         layout,
         source=source,

@@ -549,3 +549,117 @@ def test_on_a_simulated_g7e_the_layout_is_applied_and_verified(tmp_path: Path) -
     ), run.console
     (mig_parted_run,) = [r for r in sandbox.mig_parted_runs() if "apply" in r["argv"]]
     assert mig_parted_run["hooksRun"] == []
+
+
+# -- a config of the cluster's own mig-parted file ----------------------------------------------
+
+# A GPU operator's custom mig-parted file (the shape of NVIDIA/gpu-operator@v26.7.0
+# assets/state-mig-manager/0400_configmap.yaml data.config.yaml: a mig-parted v1 file), with a
+# config NVIDIA's default file does not have and one that sets GPUs by index.
+CUSTOM_FILE = """\
+version: v1
+mig-configs:
+  inference-mixed:
+  - devices: all
+    mig-enabled: true
+    mig-devices:
+      "3g.40gb": 1
+      "2g.20gb": 1
+      "1g.10gb": 1
+  by-index:
+  - devices: [0, 1]
+    mig-enabled: true
+    mig-devices: {"1g.10gb": 7}
+"""
+
+
+def custom_configs(tmp_path: Path, text: str = CUSTOM_FILE) -> Any:
+    from mignurse.gpu.clusterconfig import from_file
+
+    path = tmp_path / "custom.yaml"
+    path.write_text(text)
+    return from_file(path)
+
+
+def test_a_config_of_the_cluster_s_own_file_is_applied_and_verified(tmp_path: Path) -> None:
+    """inference-mixed is in no NVIDIA file: from the cluster's file, the script writes that
+    layout and the simulator's nvidia-smi lists it on every GPU."""
+    configs = custom_configs(tmp_path)
+    with pytest.raises(UserDataError, match="give it with --mig-parted-file"):
+        build("inference-mixed", gpu_product="p5.48xlarge")
+    user_data = build("inference-mixed", gpu_product="p5.48xlarge", configs=configs)
+    assert user_data.layout.devices == {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}
+    assert yaml.safe_load(user_data.mig_parted_config)["mig-configs"] == {
+        "inference-mixed": [
+            {"devices": "all", "mig-enabled": True,
+             "mig-devices": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1}}
+        ]
+    }  # fmt: skip
+    facts = {"story": "healthy", "gpus": 2, "mig_mode": "Disabled"}
+    sandbox = NodeSandbox(tmp_path / "node", node="ip-10-0-1-2", scenario_facts=facts)
+    script = quick("inference-mixed", gpu_product="p5.48xlarge", configs=configs)
+    run = run_script(sandbox, script)
+    assert run.rc == 0, run.stdout
+    assert any("verified: nvidia-smi mig -lgi lists" in line for line in run.console), run.console
+    counts = [sorted(i["profile"] for i in g["instances"]) for g in sandbox.mig_state()["gpus"]]
+    assert counts == [["1g.10gb", "2g.20gb", "3g.40gb"]] * 2
+
+
+def test_the_file_may_be_the_configmap_that_holds_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `kubectl get configmap custom-mig-config -n gpu-operator -o yaml` prints it."""
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "custom-mig-config", "namespace": "gpu-operator"},
+        "data": {"config.yaml": CUSTOM_FILE},
+    }
+    path = tmp_path / "cm.yaml"
+    path.write_text(yaml.safe_dump(configmap))
+    argv = ["userdata", "--config", "inference-mixed", "--gpu-product", "h100"]
+    assert main([*argv, "--mig-parted-file", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "apply MIG config inference-mixed (1x3g.40gb + 1x2g.20gb + 1x1g.10gb per GPU)" in out
+
+
+@pytest.mark.parametrize(
+    ("file", "argv", "says"),
+    [
+        ("", ["--config", "x"], "No such file or directory"),
+        ("folder", ["--config", "x"], "is a folder"),
+        ("version: v1\nmig-configs: [\n", ["--config", "x"], "not YAML at line 3"),
+        ("version: v2\nmig-configs: {}\n", ["--config", "x"], "unknown version 'v2'"),
+        (b"\xff\xfe", ["--config", "x"], "not UTF-8 text"),
+        ("kind: ConfigMap\nmetadata: {name: c}\ndata: {}\n", ["--config", "x"],
+         "ConfigMap 'c' (in "),
+        (CUSTOM_FILE, ["--config", "by-index", "--gpu-product", "h100"],
+         "sets GPUs 0, 1 by index"),
+        (CUSTOM_FILE, ["--config", "all-balanced", "--gpu-product", "h100"],
+         "valid names are inference-mixed"),
+        (CUSTOM_FILE, ["--config", "x\ny"], "cannot be a nvidia.com/mig.config label value"),
+        (CUSTOM_FILE, ["--os", "bottlerocket", "--config", "inference-mixed",
+                       "--gpu-product", "h100"], "--mig-parted-file: AL2023 only"),
+        ("a: &a [*a, *a]\n", ["--config", "x"], "an alias refers to the node that holds it"),
+        ("b: " + "[" * 200 + "]" * 200 + "\n", ["--config", "x"], "nested deeper than"),
+    ],
+)  # fmt: skip
+def test_a_bad_mig_parted_file_is_one_line_and_exit_2(
+    file: str | bytes,
+    argv: list[str],
+    says: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "given.yaml"
+    if file == "folder":
+        path.mkdir()
+    elif isinstance(file, bytes):
+        path.write_bytes(file)
+    elif file:
+        path.write_text(file)
+    assert main(["userdata", *argv, "--mig-parted-file", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and says in lines[0], captured.err
