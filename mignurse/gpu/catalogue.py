@@ -137,8 +137,13 @@ def _item(raw: Any, where: str) -> dict[str, Any]:
 def parse_upstream(text: str) -> dict[str, list[dict[str, Any]]]:
     """The `mig-configs` of a mig-parted v1 file, checked and normalised (device filters as
     lists of upper-case ids); CatalogueError names the first thing mig-parted would refuse."""
+    from mignurse.untrusted import LimitError, compose_yaml
+
     try:
+        compose_yaml(text)  # a cluster's file: its depth and aliases bounded before it is loaded
         document = yaml.safe_load(text)
+    except LimitError as exc:
+        raise CatalogueError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise CatalogueError(f"not YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(document, dict):

@@ -172,6 +172,17 @@ def test_without_a_name_the_node_s_generated_file_comes_before_the_operator_s_de
         (policy("c"), (configmap(None, "c"),), "ConfigMap gpu-operator/c has no config.yaml"),
         (policy("c"), (configmap("version: v2\n", "c"),), "gpu-operator/c: config.yaml unknown "),
         (policy("c"), (configmap("{a: [", "c"),), "ConfigMap gpu-operator/c: config.yaml not YAML"),
+        # a hostile cluster's file: nested past Python's recursion limit, an alias of itself
+        (
+            policy("c"),
+            (configmap("version: v1\nmig-configs: " + "[" * 5000 + "]" * 5000, "c"),),
+            "ConfigMap gpu-operator/c: config.yaml nested deeper than 64 levels",
+        ),
+        (
+            policy("c"),
+            (configmap("version: v1\nmig-configs: {x: &a [*a]}\n", "c"),),
+            "config.yaml an alias refers to the node that holds it",
+        ),
         (
             policy("c"),
             (configmap("#" * (MAX_CONFIG_BYTES + 1), "c"),),
