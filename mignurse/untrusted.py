@@ -9,12 +9,13 @@ anything but `LimitError` (and `OSError` from the file system).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import yaml
@@ -215,6 +216,17 @@ def read_regular_file(path: Path, limit: Limit, subject: str, *, follow: bool = 
         return data
     finally:
         os.close(fd)
+
+
+def json_value(text: str | bytes) -> Any:
+    """`json.loads(text)`, with a document nested past the interpreter's recursion limit
+    refused as ValueError, as any other text that is not JSON is (json.loads raises
+    RecursionError for `[[[…` a few thousand deep: a cluster's annotation or a log line can
+    hold one)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested deeper than the interpreter can read") from None
 
 
 def _refuse_unless_regular(mode: int, subject: str) -> None:

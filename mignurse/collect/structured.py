@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from mignurse.collect.secretnames import MARKER, is_secret_name
+from mignurse.untrusted import json_value
 
 RULES = ("k8s-env", "secret-arg", "k8s-secret-data", "secret-field")
 JSON_MAX_BYTES = 64 * 2**20  # larger files get the text rules only
@@ -145,7 +146,7 @@ class _Walk:
         if not value.lstrip().startswith(("{", "[")) or len(value) > JSON_MAX_BYTES:
             return value
         try:
-            document = json.loads(value)
+            document = json_value(value)
         except ValueError:
             return value
         inner = _Walk(self.check)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ from mignurse.diagnose.facts import repair_tolerations
 from mignurse.diagnose.mng import NodeGroupRepair
 from mignurse.model import Event, GpuPluginPod, MigState, Node, NodeClaim
 from mignurse.model.fields import parse_version
+from mignurse.untrusted import json_value
 
 if TYPE_CHECKING:  # annotations only: each parser loads where its text is read
     from mignurse.evidence import (
@@ -76,7 +76,7 @@ class KarpenterSettings:
             version = str(labels.get("app.kubernetes.io/version") or version)
         paused_by = paused_at = paused_run = ""
         try:
-            record = json.loads(str(annotations.get(REPAIR_PAUSED_ANNOTATION) or "null"))
+            record = json_value(str(annotations.get(REPAIR_PAUSED_ANNOTATION) or "null"))
         except ValueError:
             record = None
         if isinstance(record, dict):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from mignurse.evidence._common import ProblemLog, clip, split_lines
 from mignurse.evidence.journal import JournalEntry
+from mignurse.untrusted import json_value
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -326,7 +327,7 @@ def _agent_fields(message: str) -> dict[str, str]:
     document: Any = None
     if start >= 0:
         try:
-            document = json.loads(message[start:])
+            document = json_value(message[start:])
         except ValueError:
             document = None
     if isinstance(document, dict) and isinstance(document.get("condition"), dict):

@@ -32,6 +32,7 @@ from mignurse.paths import (
     state_path_problem,
 )
 from mignurse.runner.state import now_text
+from mignurse.untrusted import json_value
 
 if TYPE_CHECKING:
     from mignurse.runner.state import RunState
@@ -161,7 +162,7 @@ def read_audit(path: Path | None = None) -> list[dict[str, Any]]:
     events = []
     for line in data.splitlines():
         try:
-            record = json.loads(line)
+            record = json_value(line)
         except ValueError:
             continue
         if isinstance(record, dict) and "event" in record:

@@ -44,6 +44,7 @@ from mignurse.cluster.client import (
 )
 from mignurse.runner.state import process_alive
 from mignurse.runner.step import LockLost, StepFailed, transient
+from mignurse.untrusted import json_value
 
 LOCK_ANNOTATION = "mignurse.io/lock"
 DEFAULT_TTL = 900.0  # seconds; renewed every TTL/3 while the run lives
@@ -87,7 +88,7 @@ def read_lock(
     current: dict[str, Any] | None = None
     if raw:
         try:
-            parsed = json.loads(raw)
+            parsed = json_value(raw)
             current = parsed if isinstance(parsed, dict) else {"holder": str(raw)}
         except ValueError:
             current = {"holder": str(raw)}

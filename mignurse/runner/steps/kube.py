@@ -50,6 +50,7 @@ from mignurse.runner.step import (
     transient,
     write_failed,
 )
+from mignurse.untrusted import json_value
 
 CORDONED_BY = "mignurse.io/cordoned-by"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -136,7 +137,7 @@ def _annotation(node: dict[str, Any]) -> str | None:
 def _cordoned_by_words(node: dict[str, Any]) -> str:
     """ " (by run 1a2b of alice@laptop: mignurse reapply-mig-no-hooks)", or " (not by mignurse)"."""
     try:
-        marker = json.loads(_annotation(node) or "")
+        marker = json_value(_annotation(node) or "")
     except ValueError:
         marker = None
     if not isinstance(marker, dict):
@@ -148,7 +149,7 @@ def _cordoned_by_words(node: dict[str, Any]) -> str:
 def cordon_run(node: dict[str, Any]) -> str:
     """The run named by the node's cordoned-by annotation ("" when none or unreadable)."""
     try:
-        marker = json.loads(_annotation(node) or "")
+        marker = json_value(_annotation(node) or "")
     except ValueError:
         return ""
     return str(marker.get("run") or "") if isinstance(marker, dict) else ""

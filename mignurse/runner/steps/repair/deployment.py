@@ -7,7 +7,6 @@ controller pod carries the new value."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ from mignurse.cluster.client import DEPLOYMENTS, PODS, ClusterClient, ClusterErr
 from mignurse.runner.step import StepContext, StepFailed, transient
 from mignurse.runner.steps.repair.backend import cluster_failed, wait_until
 from mignurse.runner.steps.repair.gates import deploy_ref, namespace_of, pod_repair_enabled
+from mignurse.untrusted import json_value
 
 # The diagnosis reads the same record (diagnose/inputs.py REPAIR_PAUSED_ANNOTATION, a test holds
 # them equal); named here so that listing the repair runbooks loads no diagnosis.
@@ -124,7 +124,7 @@ def pause_record(deployment: Mapping[str, Any]) -> dict[str, Any] | None:
     if not raw:
         return None
     try:
-        record = json.loads(raw)
+        record = json_value(raw)
     except ValueError:
         return None
     return record if isinstance(record, dict) and isinstance(record.get("settings"), list) else None

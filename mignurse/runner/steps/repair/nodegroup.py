@@ -22,6 +22,7 @@ from mignurse.runner.step import Change, StepContext, StepFailed, StepPlan
 from mignurse.runner.steps.awserror import aws_step_failed
 from mignurse.runner.steps.repair.backend import Found, cluster_failed, paused_by, wait_until
 from mignurse.runner.steps.repair.deployment import describe_record
+from mignurse.untrusted import json_value
 
 TAG_PAUSED = "mignurse.io/node-repair-paused"  # + "/<nodegroup>.0", ".1", … on the cluster
 TAG_VALUE_MAX = 256
@@ -404,7 +405,7 @@ def nodegroup_record(eks: Any, cluster: str, group: str) -> dict[str, Any] | Non
     if not raw:
         return None
     try:
-        record = json.loads(raw)
+        record = json_value(raw)
     except ValueError:
         return None
     return record if isinstance(record, dict) and "prior" in record else None
