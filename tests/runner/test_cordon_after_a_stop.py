@@ -176,8 +176,11 @@ def test_uncordon_only_ours_planned_before_the_runbooks_own_cordon_plans_the_unc
 
     assert not plan.nothing_to_do
     assert plan.notes == [
-        f"node {node} is schedulable now; if an earlier step cordons it, this step uncordons it"
+        f"node {node} is schedulable now; if an earlier step cordons it, this step uncordons it "
+        "and removes that step's mignurse.io/cordoned-by"
     ]
+    # no marker yet: no change of it is shown ("(absent) → (absent)" said nothing)
+    assert [(c.field, c.old, c.new) for c in plan.changes] == [("spec.unschedulable", True, False)]
 
 
 def test_the_uncordon_plan_lifts_the_cordon_and_drops_who_made_it(cluster_for: Make) -> None:

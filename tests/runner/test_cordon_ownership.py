@@ -238,8 +238,11 @@ def test_uncordon_of_a_schedulable_node_changes_nothing_and_has_nothing_to_undo(
     step = ACTIONS["uncordon"]()
     plan = step.plan(ctx)
     assert plan.notes == [
-        f"node {node} is schedulable now; if an earlier step cordons it, this step uncordons it"
+        f"node {node} is schedulable now; if an earlier step cordons it, this step uncordons it "
+        "and removes that step's mignurse.io/cordoned-by"
     ]
+    # no marker yet: no change of it is shown ("(absent) → (absent)" said nothing)
+    assert [(c.field, c.old, c.new) for c in plan.changes] == [("spec.unschedulable", True, False)]
 
     applied = step.apply(ctx, plan)
 

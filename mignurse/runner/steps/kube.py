@@ -310,15 +310,13 @@ class Uncordon(Action):
         if not _unschedulable(node):
             notes.append(
                 f"node {ctx.node} is schedulable now; if an earlier step cordons it, "
-                "this step uncordons it"
+                f"this step uncordons it and removes that step's {CORDONED_BY}"
             )
-        return StepPlan(
-            changes=[
-                Change(f"node/{ctx.node}", "spec.unschedulable", True, False),
-                Change(f"node/{ctx.node}", f"annotation {CORDONED_BY}", _annotation(node), None),
-            ],
-            notes=notes,
-        )
+        changes = [Change(f"node/{ctx.node}", "spec.unschedulable", True, False)]
+        marker = _annotation(node)
+        if marker is not None:  # (none yet: the cordon step's plan shows the one it sets)
+            changes.append(Change(f"node/{ctx.node}", f"annotation {CORDONED_BY}", marker, None))
+        return StepPlan(changes=changes, notes=notes)
 
     def apply(self, ctx: StepContext, plan: StepPlan) -> dict[str, Any]:
         node = get_node(ctx)
