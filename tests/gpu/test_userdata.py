@@ -33,6 +33,8 @@ from mignurse.gpu.userdata import (
 )
 from mignurse.sim.nodes import NodeSandbox, StubCall
 
+from .test_clusterconfig import CUSTOM
+
 # what NVIDIA/mig-parted@v0.15.0 deployments/systemd/nvidia-mig-parted.sh exports
 SHIPPED_HOOKS = "/etc/nvidia-mig-manager/hooks.yaml"
 NVIDIA_SMI_STUB = """\
@@ -553,24 +555,8 @@ def test_on_a_simulated_g7e_the_layout_is_applied_and_verified(tmp_path: Path) -
 
 # -- a config of the cluster's own mig-parted file ----------------------------------------------
 
-# A GPU operator's custom mig-parted file (the shape of NVIDIA/gpu-operator@v26.7.0
-# assets/state-mig-manager/0400_configmap.yaml data.config.yaml: a mig-parted v1 file), with a
-# config NVIDIA's default file does not have and one that sets GPUs by index.
-CUSTOM_FILE = """\
-version: v1
-mig-configs:
-  inference-mixed:
-  - devices: all
-    mig-enabled: true
-    mig-devices:
-      "3g.40gb": 1
-      "2g.20gb": 1
-      "1g.10gb": 1
-  by-index:
-  - devices: [0, 1]
-    mig-enabled: true
-    mig-devices: {"1g.10gb": 7}
-"""
+# the cluster's own file: inference-mixed is in no NVIDIA file, split-by-index sets GPUs by index
+CUSTOM_FILE = CUSTOM
 
 
 def custom_configs(tmp_path: Path, text: str = CUSTOM_FILE) -> Any:
@@ -633,10 +619,10 @@ def test_the_file_may_be_the_configmap_that_holds_it(
         (b"\xff\xfe", ["--config", "x"], "not UTF-8 text"),
         ("kind: ConfigMap\nmetadata: {name: c}\ndata: {}\n", ["--config", "x"],
          "ConfigMap 'c' (in "),
-        (CUSTOM_FILE, ["--config", "by-index", "--gpu-product", "h100"],
-         "sets GPUs 0, 1 by index"),
-        (CUSTOM_FILE, ["--config", "all-balanced", "--gpu-product", "h100"],
-         "valid names are inference-mixed"),
+        (CUSTOM_FILE, ["--config", "split-by-index", "--gpu-product", "h100"],
+         "split-by-index sets GPUs"),
+        (CUSTOM_FILE, ["--config", "all-1g.10gb", "--gpu-product", "h100"],
+         "valid names are all-balanced, all-disabled, inference-mixed"),
         (CUSTOM_FILE, ["--config", "x\ny"], "cannot be a nvidia.com/mig.config label value"),
         (CUSTOM_FILE, ["--os", "bottlerocket", "--config", "inference-mixed",
                        "--gpu-product", "h100"], "--mig-parted-file: AL2023 only"),
