@@ -145,6 +145,9 @@ KUBECONFIG_BYTES = Limit(
     "MIGNURSE_MAX_KUBECONFIG_BYTES", 4 * 2**20, "a kubeconfig file or a file it names"
 )
 RUNBOOK_BYTES = Limit("MIGNURSE_MAX_RUNBOOK_BYTES", 2**20, "a runbook file")
+MIG_PARTED_FILE_BYTES = Limit(
+    "MIGNURSE_MAX_MIG_PARTED_FILE_BYTES", 2**20, "a mig-parted file (userdata --mig-parted-file)"
+)
 # What a kubeconfig's credential plugin (`aws eks get-token`) may take: it answers in a
 # second or two, with a few KiB of ExecCredential JSON.
 CREDENTIAL_PLUGIN_SECONDS = Limit(

@@ -130,12 +130,16 @@ def from_file(path: Path) -> MigConfigs:
     """The configs of a local mig-parted file, or of the ConfigMap holding one as `kubectl get
     configmap NAME -o yaml` prints it; ConfigUnreadable (one line naming the file) when it is
     not a regular file under 1 MiB, not UTF-8 YAML, or a file mig-parted would refuse."""
-    from mignurse.untrusted import Limit, LimitError, compose_yaml, read_regular_file
+    from mignurse.untrusted import (
+        MIG_PARTED_FILE_BYTES,
+        LimitError,
+        compose_yaml,
+        read_regular_file,
+    )
 
     where = inert_name(str(path))
-    limit = Limit("MIGNURSE_MAX_MIG_PARTED_FILE_BYTES", MAX_CONFIG_BYTES, "a mig-parted file")
     try:
-        text = read_regular_file(path, limit, where).decode("utf-8")
+        text = read_regular_file(path, MIG_PARTED_FILE_BYTES, where).decode("utf-8")
     except LimitError as exc:  # (its words name the file)
         raise ConfigUnreadable(str(exc)) from None
     except OSError as exc:

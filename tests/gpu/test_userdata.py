@@ -614,6 +614,7 @@ def test_the_file_may_be_the_configmap_that_holds_it(
     [
         ("", ["--config", "x"], "No such file or directory"),
         ("folder", ["--config", "x"], "is a folder"),
+        ("big", ["--config", "x"], "(MIGNURSE_MAX_MIG_PARTED_FILE_BYTES"),
         ("version: v1\nmig-configs: [\n", ["--config", "x"], "not YAML at line 3"),
         ("version: v2\nmig-configs: {}\n", ["--config", "x"], "unknown version 'v2'"),
         (b"\xff\xfe", ["--config", "x"], "not UTF-8 text"),
@@ -640,6 +641,8 @@ def test_a_bad_mig_parted_file_is_one_line_and_exit_2(
     path = tmp_path / "given.yaml"
     if file == "folder":
         path.mkdir()
+    elif file == "big":
+        path.write_text("#" * (2**20 + 1))
     elif isinstance(file, bytes):
         path.write_bytes(file)
     elif file:
