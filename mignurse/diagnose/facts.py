@@ -133,6 +133,19 @@ INTERRUPTION_EVENTS = (*INTERRUPTION_WARNINGS, *STATE_CHANGE_EVENTS, TERMINATING
 # notice that caused the deletion carries (nearly) the deletion's own timestamp.
 SAME_RECONCILE = timedelta(seconds=5)
 REGISTRATION_EVENTS = ("InsufficientCapacityError", "NodeClassNotReady", "UnregisteredTaintMissing")
+# The cloud node lifecycle controller deletes a NotReady Node whose instance no longer exists,
+# saying so on the Node (kubernetes/cloud-provider v0.32.13 controllers/nodelifecycle
+# `MonitorNodes`: "Deleting node N because it does not exist in the cloud provider"), and
+# Karpenter deletes the NodeClaim of a deleting Node in its next reconcile
+# (kubernetes-sigs/karpenter v1.9.0 pkg/controllers/node/termination/controller.go `finalize`):
+# the instance went first, outside Karpenter (a spot reclaim no interruption queue reported, a
+# termination by hand or by a script). The same event also follows Karpenter's own terminations,
+# a minute or more after the NodeClaim's deletion (the Node stays NotReady until the instance
+# is gone): only one at most GONE_AFTER before the deletion, and not long before it (a Node name
+# is its IP's, and comes back with another instance), names the cause.
+INSTANCE_GONE_EVENT = "DeletingNode"
+GONE_AFTER = timedelta(seconds=30)
+GONE_BEFORE = timedelta(minutes=5)
 REPAIR_BLOCKED_EVENT = "NodeRepairBlocked"
 TRANSITION_PREFIX = "Status condition transitioned"  # Karpenter's per-transition events
 
@@ -228,7 +241,8 @@ def claim_cause(
     claim: NodeClaim | Lifecycle, events: list[Event], expire_after: timedelta | None = None
 ) -> str:
     """Why a NodeClaim ended (docs/repair.md): repair, consolidation, drift, interruption,
-    registration, expiration, manual or unknown. `events` are those about it or its Node.
+    registration, instance-gone, expiration, manual or unknown. `events` are those about it or
+    its Node.
 
     The cause is what came first: the interruption queue echoes `InstanceTerminating` for
     every instance that shuts down, Karpenter's own terminations included, so such events
@@ -269,12 +283,32 @@ def claim_cause(
         return "repair"
     if interrupted:
         return "interruption"  # an EC2 notice at the deletion, its TerminatingOnInterruption lost
+    # (a record that saw it gone, not deleting, has only when it was seen gone)
+    gone_by = deleting or (claim.ended if isinstance(claim, Lifecycle) else None)
+    if instance_gone_before(events, gone_by):
+        return "instance-gone"
     created = claim.created
     if expire_after and created and deleting and deleting - created >= expire_after:
         return "expiration"
     if deleting is not None:
         return "manual" if terminated is None or terminated > deleting else "unknown"
     return "unknown"
+
+
+def instance_gone_before(events: Iterable[Event], deletion: datetime | None) -> bool:
+    """Whether the cloud node lifecycle controller found the instance gone just before
+    `deletion` (INSTANCE_GONE_EVENT)."""
+    if deletion is None:
+        return False
+    for event in events:
+        seen = event.first_seen or event.last_seen
+        if (
+            event.reason == INSTANCE_GONE_EVENT
+            and seen is not None
+            and deletion - GONE_BEFORE <= seen <= deletion + GONE_AFTER
+        ):
+            return True
+    return False
 
 
 def _condition_reason(claim: NodeClaim, type_: str) -> str:

@@ -28,12 +28,14 @@ from mignurse.diagnose.events import (
 )
 from mignurse.diagnose.facts import (
     CONSOLIDATION_EVENTS,
+    INSTANCE_GONE_EVENT,
     INTERRUPTION_EVENTS,
     REGISTRATION_EVENTS,
     REPAIR_TOLERATIONS,
     TERMINATING_ON_INTERRUPTION,
     TRANSITION_PREFIX,
     claim_cause,
+    instance_gone_before,
     parse_go_duration,
     split_interruption_events,
 )
@@ -79,7 +81,13 @@ _REGISTRATION_PAIRING = timedelta(seconds=60)
 
 # Event reasons that tell a cause, worth quoting (kubelet's boot warnings are not).
 _TELLING = frozenset(
-    (*INTERRUPTION_EVENTS, *REGISTRATION_EVENTS, *CONSOLIDATION_EVENTS, "NodeRepairBlocked")
+    (
+        *INTERRUPTION_EVENTS,
+        *REGISTRATION_EVENTS,
+        *CONSOLIDATION_EVENTS,
+        INSTANCE_GONE_EVENT,
+        "NodeRepairBlocked",
+    )
 )
 _NEVER_BEFORE = datetime.min.replace(tzinfo=UTC)
 
@@ -89,6 +97,7 @@ CAUSE_WORDS = {
     "drift": "drift",
     "interruption": "EC2/spot interruption",
     "registration": "registration failure",
+    "instance-gone": "instance gone outside Karpenter",
     "expiration": "expiration (expireAfter)",
     "manual": "manual deletion",
     "unknown": "unknown cause",
@@ -221,6 +230,7 @@ def _from_lifecycle(
         + f" → {_cause_words(inp, cause, lc.pool)}"
     )
     evidence.insert(0, Evidence(lc.ended, "history", text))
+    evidence += _gone_evidence(cause, events)
     if echoes:
         evidence.append(_echo_evidence(echoes, _cause_words(inp, cause, lc.pool)))
     return Replacement(
@@ -237,6 +247,13 @@ def _from_lifecycle(
         source="history",
         evidence=tuple(evidence),
     )
+
+
+def _gone_evidence(cause: str, events: list[Event]) -> list[Evidence]:
+    """The cloud node lifecycle controller's word that the instance was gone, for that cause."""
+    if cause != "instance-gone":
+        return []
+    return [event_evidence(e) for e in events if e.reason == INSTANCE_GONE_EVENT]
 
 
 def _history_since(
@@ -305,6 +322,7 @@ def _from_snapshot(
         + f" → {_cause_words(inp, cause, claim.pool)}"
     )
     evidence.insert(0, Evidence(claim.deleting, "nodeclaim", text))
+    evidence += _gone_evidence(cause, events)
     if echoes:
         evidence.append(_echo_evidence(echoes, _cause_words(inp, cause, claim.pool)))
     return Replacement(
@@ -750,4 +768,6 @@ def _cause_from_events(
             return "repair"
     if split_interruption_events(events, ended)[0]:
         return "interruption"
+    if instance_gone_before(events, ended):
+        return "instance-gone"
     return "unknown"

@@ -382,11 +382,20 @@ def _claim(
         # The queue's echo of Karpenter's own termination never names the cause.
         (_claim(terminated=DELETED),
          [_event("InstanceTerminating", DELETED + timedelta(minutes=1))], "repair"),
+        # The cloud node lifecycle controller found no instance and deleted the Node, and
+        # Karpenter deleted its NodeClaim: gone outside Karpenter, deleted by no one's hand...
+        (_claim(), [_event("DeletingNode", DELETED - timedelta(seconds=3))], "instance-gone"),
+        (_claim(), [_event("DeletingNode", DELETED + timedelta(seconds=20))], "instance-gone"),
+        # ...but not its echo after Karpenter's own termination, nor an earlier instance's
+        # Node of the same name
+        (_claim(), [_event("DeletingNode", DELETED + timedelta(minutes=2))], "manual"),
+        (_claim(), [_event("DeletingNode", DELETED - timedelta(minutes=20))], "manual"),
     ],
     ids=["repair-after", "repair-before", "grace-after", "ended-before", "manual",
          "not-deleting", "never-registered", "insufficient-capacity", "pending",
          "consolidation", "drift-reason", "drifted-condition", "consolidation-event",
-         "interruption", "notice-without-its-event", "echo"],
+         "interruption", "notice-without-its-event", "echo", "instance-gone",
+         "instance-gone-just-after", "gone-echo", "gone-long-before"],
 )  # fmt: skip
 def test_a_nodeclaims_end_is_read_from_what_came_first(
     claim: Lifecycle, events: list[Event], cause: str

@@ -235,6 +235,47 @@ def test_spot_interruptions_are_churn_by_interruption(tmp_path: Path) -> None:
     assert only(findings, NODE_REPAIR_LOOP) == []
 
 
+def test_instances_gone_without_an_interruption_queue_are_not_called_manual(
+    tmp_path: Path,
+) -> None:
+    """Without Karpenter's interruption queue nothing tells Karpenter a spot instance went: its
+    kubelet stops, the cloud node lifecycle controller finds no instance, says `DeletingNode`
+    and deletes the Node, and Karpenter deletes the NodeClaim of a deleting Node at once
+    (kubernetes-sigs/karpenter v1.9.0 pkg/controllers/node/termination/controller.go
+    `finalize`). Nobody deleted anything by hand."""
+    pool = {
+        "name": "gpu-spot",
+        "instanceType": "g5.12xlarge",
+        "capacityType": "spot",
+        "zones": ["us-west-2b"],
+        "nodes": 3,
+        "existing": [{"count": 3, "age": "3d"}],
+        "workload": {"name": "batch", "namespace": "batch", "podsPerNode": 1, "perPod": 4},
+    }
+    # while `mignurse watch` records: a NodeClaim 3 days old has no events left to tell it
+    timeline = [
+        {"at": f"{m}m", "node": {"oldest": "gpu-spot"}, "spotInterrupt": True} for m in (1, 6)
+    ]
+
+    def edit(raw: dict[str, Any]) -> None:
+        _with_pool(pool, timeline)(raw)
+        raw["karpenter"]["interruptionQueue"] = False
+
+    scenario = variant(tmp_path, "healthy", "spot-no-queue", edit)
+    inp = input_of(SimCluster(scenario, speed=0), history_dir=tmp_path, record_minutes=12)
+
+    (churned,) = only(findings_of(inp), REPLACEMENT_CHURN, "gpu-spot")
+    assert "manual" not in churned.summary
+    assert "mostly instance gone outside Karpenter (2 instance gone outside Karpenter)" in (
+        churned.summary
+    )
+    assert "2 instances gone outside Karpenter (spot reclaims no interruption queue" in (
+        churned.summary
+    )
+    assert churned.severity == WARNING
+    assert "DeletingNode" in evidence_text(churned)
+
+
 # -- repair blocked, hardware, managed node groups -------------------------------------------
 
 

@@ -20,6 +20,7 @@ MIN_REPLACEMENTS = 2  # one replacement is ordinary life; two in the window is a
 SHORT_LIFETIME = timedelta(minutes=30)  # a GPU node that lives less than this wastes its boot
 REPEATED_REGISTRATION_FAILURES = 2  # NodePool NodeRegistrationHealthy flips on repeats
 REPEATED_INTERRUPTIONS = 3
+REPEATED_GONE = 2  # instances terminated outside Karpenter: no one of them is ordinary
 HIGH_RATE_PER_HOUR = 4.0  # non-consolidation replacements per hour that deserve a look
 
 
@@ -62,6 +63,11 @@ def _pool_finding(inp: DiagnosisInput, pool: str, reps: list[Replacement]) -> Fi
         reasons.append(f"{registration} registration failures")
     if causes.get("interruption", 0) >= REPEATED_INTERRUPTIONS:
         reasons.append(f"{causes['interruption']} interruptions")
+    if causes.get("instance-gone", 0) >= REPEATED_GONE:
+        reasons.append(
+            f"{causes['instance-gone']} instances gone outside Karpenter (spot reclaims no "
+            "interruption queue reported, or something else terminates them)"
+        )
     if non_benign_rate >= HIGH_RATE_PER_HOUR:
         reasons.append(f"{non_benign_rate:.1f} non-consolidation replacements/h")
     severity = WARNING if reasons else INFO
