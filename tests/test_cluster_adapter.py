@@ -6,6 +6,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -349,3 +350,17 @@ def test_every_connection_of_a_client_shares_one_tls_context(
     broken.ca_cert_data = "not a certificate"
     kw = RestClient(broken).pool_manager.connection_pool_kw
     assert "ssl_context" not in kw and kw["ca_cert_data"] == "not a certificate"
+
+
+def test_what_a_watcher_may_watch_is_all_a_recording_counts_as_its_own() -> None:
+    """`mignurse watch` takes a failed list of these (and only these) for its recording's: an
+    auto-collect's 404 listing the GPU operator's ClusterPolicy on a cluster without the
+    operator is no failure of the recording (cli/watch.py `_connect_recording`)."""
+    from mignurse.cluster.watcher import WATCHED_PLURALS
+
+    for karpenter in (False, True):
+        for dra in ("", "v1", "v1beta1"):
+            watcher = ClusterWatcher(cast(Any, None), ClusterState(), karpenter=karpenter,
+                                     dra_version=dra)  # fmt: skip
+            assert {r.plural for r in watcher.resources} <= WATCHED_PLURALS
+    assert "clusterpolicies" not in WATCHED_PLURALS and "pods" not in WATCHED_PLURALS

@@ -317,9 +317,14 @@ class _Reads:
 
 def _connect_recording(kubeconfig: str | None, context: str, reads: _Reads) -> ClusterClient:
     """A connection to `context` that tells `reads` how each list and watch of a whole
-    resource ended: the recording's own (the other reads of a watch, such as auto-collect's,
-    select what they read)."""
+    resource the recording watches ended: its own reads. The other reads over the same
+    connection (auto-collect's: a node's pods, the GPU operator's ClusterPolicy, which is a 404
+    on a cluster without the operator) are the collection's to handle, not the recording's."""
     from mignurse.cluster.client import ClusterClient, ClusterError, Expired
+    from mignurse.cluster.watcher import WATCHED_PLURALS
+
+    def recorded(resource: Resource, selectors: dict[str, Any]) -> bool:
+        return not selectors and resource.plural in WATCHED_PLURALS
 
     class RecordingClient(ClusterClient):
         def list(
@@ -335,10 +340,10 @@ def _connect_recording(kubeconfig: str | None, context: str, reads: _Reads) -> C
             except Expired:
                 raise  # a list restarted at once, as a watch too old is
             except ClusterError as exc:
-                if not selectors:
+                if recorded(resource, selectors):
                     reads.failed(resource.plural, exc)
                 raise
-            if not selectors:
+            if recorded(resource, selectors):
                 reads.answered(resource.plural)
             return listing
 
@@ -352,7 +357,7 @@ def _connect_recording(kubeconfig: str | None, context: str, reads: _Reads) -> C
             **selectors: Any,
         ) -> Iterator[WatchEvent]:
             def opened(stream: Any) -> None:
-                if not selectors:
+                if recorded(resource, selectors):
                     reads.answered(resource.plural)
                 if on_open is not None:
                     on_open(stream)
@@ -368,7 +373,7 @@ def _connect_recording(kubeconfig: str | None, context: str, reads: _Reads) -> C
             except Expired:
                 raise  # listed again at once
             except ClusterError as exc:
-                if not selectors:
+                if recorded(resource, selectors):
                     reads.failed(resource.plural, exc)
                 raise
 

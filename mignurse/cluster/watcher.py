@@ -50,6 +50,12 @@ EVENTS_WAIT_FOR_NODES_SECONDS = 10.0
 FREEZE_EVERY_CHANGES = 2000
 
 
+# Every resource a ClusterWatcher may list and watch whole (a recording's own reads)
+WATCHED_PLURALS = frozenset(
+    (NODES.plural, EVENTS.plural, NODECLAIMS.plural, NODEPOOLS.plural, "resourceslices")
+)
+
+
 class ClusterWatcher:
     def __init__(
         self,
