@@ -208,22 +208,24 @@ def test_consolidation_churn_is_benign_and_not_a_repair_loop(tmp_path: Path) -> 
     assert not any(f.severity == CRITICAL for f in findings)
 
 
+SPOT_POOL = {
+    "name": "gpu-spot",
+    "instanceType": "g5.12xlarge",
+    "capacityType": "spot",
+    "zones": ["us-west-2b"],
+    "nodes": 3,
+    "existing": [{"count": 3, "age": "3d"}],
+    # Pods to move: Karpenter launches a node for them after each interruption.
+    "workload": {"name": "batch", "namespace": "batch", "podsPerNode": 1, "perPod": 4},
+}
+
+
 def test_spot_interruptions_are_churn_by_interruption(tmp_path: Path) -> None:
-    pool = {
-        "name": "gpu-spot",
-        "instanceType": "g5.12xlarge",
-        "capacityType": "spot",
-        "zones": ["us-west-2b"],
-        "nodes": 3,
-        "existing": [{"count": 3, "age": "3d"}],
-        # Pods to move: Karpenter launches a node for them after each interruption.
-        "workload": {"name": "batch", "namespace": "batch", "podsPerNode": 1, "perPod": 4},
-    }
     timeline = [
         {"at": f"-{m}m", "node": {"oldest": "gpu-spot"}, "spotInterrupt": True}
         for m in (50, 30, 10)
     ]
-    scenario = variant(tmp_path, "healthy", "spot-churn", _with_pool(pool, timeline))
+    scenario = variant(tmp_path, "healthy", "spot-churn", _with_pool(SPOT_POOL, timeline))
     findings = findings_of(input_of(SimCluster(scenario, speed=0)))
 
     churned = only(findings, REPLACEMENT_CHURN, "gpu-spot")
@@ -243,22 +245,13 @@ def test_instances_gone_without_an_interruption_queue_are_not_called_manual(
     and deletes the Node, and Karpenter deletes the NodeClaim of a deleting Node at once
     (kubernetes-sigs/karpenter v1.9.0 pkg/controllers/node/termination/controller.go
     `finalize`). Nobody deleted anything by hand."""
-    pool = {
-        "name": "gpu-spot",
-        "instanceType": "g5.12xlarge",
-        "capacityType": "spot",
-        "zones": ["us-west-2b"],
-        "nodes": 3,
-        "existing": [{"count": 3, "age": "3d"}],
-        "workload": {"name": "batch", "namespace": "batch", "podsPerNode": 1, "perPod": 4},
-    }
     # while `mignurse watch` records: a NodeClaim 3 days old has no events left to tell it
     timeline = [
         {"at": f"{m}m", "node": {"oldest": "gpu-spot"}, "spotInterrupt": True} for m in (1, 6)
     ]
 
     def edit(raw: dict[str, Any]) -> None:
-        _with_pool(pool, timeline)(raw)
+        _with_pool(SPOT_POOL, timeline)(raw)
         raw["karpenter"]["interruptionQueue"] = False
 
     scenario = variant(tmp_path, "healthy", "spot-no-queue", edit)
